@@ -1,0 +1,1 @@
+"""The cloud provider protocol, and the simulated cloud (server and client) that implements it."""

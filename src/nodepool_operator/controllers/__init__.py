@@ -1,0 +1,1 @@
+"""The two controllers of the operator; they share API objects, never code."""

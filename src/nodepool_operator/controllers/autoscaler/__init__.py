@@ -1,0 +1,1 @@
+"""The Autoscaler controller: turns unschedulable Pods into ScaleRequests."""
