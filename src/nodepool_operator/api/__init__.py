@@ -1,1 +1,10 @@
-"""The three kinds of the API group nodepool.dev/v1alpha1: types, defaults, CRD schemas, validation."""
+"""The three kinds of the API group nodepool.dev/v1alpha1: types, defaults, CRD schemas, validation.
+
+One module per kind (``nodepool``, ``scalerequest``, ``autoscaler``), each holding the
+frozen dataclasses that controllers read objects through and the CRD schema that the
+API server validates them with; ``meta`` holds what they share, ``quantity`` parses
+resource quantities, and ``crds`` renders the manifests. This is the bottom layer: it
+imports only the standard library and PyYAML.
+"""
+
+__all__: list[str] = []

@@ -1,1 +1,1 @@
-"""The local control plane: builds the Kubernetes binaries from Go modules, starts and stops them."""
+"""The local control plane: builds the Kubernetes binaries from Go modules, runs them."""

@@ -1,0 +1,325 @@
+"""Autoscaler (``nas``): which pods to watch and which pool to grow for them.
+
+The Autoscaler controller reads ``spec``, watches Pending pods the scheduler could not
+place for lack of CPU or memory, and creates ScaleRequests for ``spec.nodePoolName``. It
+is the one writer of ``status``, which says what it saw and the last request it made.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, Final
+
+from nodepool_operator.api import _fields, meta
+
+__all__ = [
+    "API_VERSION",
+    "DEFAULT_BATCH_WINDOW_SECONDS",
+    "DEFAULT_SCALE_DOWN_ENABLED",
+    "DEFAULT_SCAN_INTERVAL_SECONDS",
+    "DEFAULT_UNNEEDED_SECONDS",
+    "GROUP",
+    "KIND",
+    "PLURAL",
+    "PRINTER_COLUMNS",
+    "SCHEMA",
+    "SHORT_NAMES",
+    "SINGULAR",
+    "SPEC_SCHEMA",
+    "STATUS_SCHEMA",
+    "SUBRESOURCES",
+    "VERSION",
+    "AutoscalerSpec",
+    "AutoscalerStatus",
+    "LastScaleRequest",
+    "ScaleDownPolicy",
+    "crd",
+    "manifest",
+    "spec_of",
+    "status_of",
+]
+
+GROUP: Final = meta.GROUP
+VERSION: Final = meta.VERSION
+API_VERSION: Final = meta.API_VERSION
+KIND: Final = "Autoscaler"
+PLURAL: Final = "autoscalers"
+SINGULAR: Final = "autoscaler"
+SHORT_NAMES: Final = ("nas",)
+
+DEFAULT_SCAN_INTERVAL_SECONDS: Final = 10
+DEFAULT_BATCH_WINDOW_SECONDS: Final = 1.0
+DEFAULT_SCALE_DOWN_ENABLED: Final = True
+DEFAULT_UNNEEDED_SECONDS: Final = 600
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ScaleDownPolicy:
+    """Whether, and after how long, Nodes that no pod needs are given back."""
+
+    enabled: bool = DEFAULT_SCALE_DOWN_ENABLED
+    unneeded_seconds: int = DEFAULT_UNNEEDED_SECONDS
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ScaleDownPolicy:
+        return cls(
+            enabled=_fields.boolean(d, "enabled", DEFAULT_SCALE_DOWN_ENABLED),
+            unneeded_seconds=_fields.integer(d, "unneededSeconds", DEFAULT_UNNEEDED_SECONDS),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"enabled": self.enabled, "unneededSeconds": self.unneeded_seconds}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AutoscalerSpec:
+    """Which pool to scale, for pods of which namespaces (none listed means all), how often."""
+
+    node_pool_name: str
+    namespaces: tuple[str, ...] = ()
+    scan_interval_seconds: int = DEFAULT_SCAN_INTERVAL_SECONDS
+    batch_window_seconds: float = DEFAULT_BATCH_WINDOW_SECONDS
+    scale_down: ScaleDownPolicy = dataclasses.field(default_factory=ScaleDownPolicy)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> AutoscalerSpec:
+        return cls(
+            node_pool_name=_fields.required_string(d, "nodePoolName"),
+            namespaces=_fields.string_list(d, "namespaces"),
+            scan_interval_seconds=_fields.integer(
+                d, "scanIntervalSeconds", DEFAULT_SCAN_INTERVAL_SECONDS
+            ),
+            batch_window_seconds=_fields.number(
+                d, "batchWindowSeconds", DEFAULT_BATCH_WINDOW_SECONDS
+            ),
+            scale_down=_fields.nested(d, "scaleDown", ScaleDownPolicy.from_dict),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return _fields.compact(
+            {
+                "nodePoolName": self.node_pool_name,
+                "namespaces": list(self.namespaces),
+                "scanIntervalSeconds": self.scan_interval_seconds,
+                "batchWindowSeconds": self.batch_window_seconds,
+                "scaleDown": self.scale_down.to_dict(),
+            }
+        )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LastScaleRequest:
+    """The last ScaleRequest the autoscaler created: its name, target and reason."""
+
+    name: str
+    target_nodes: int
+    reason: str | None = None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> LastScaleRequest:
+        return cls(
+            name=_fields.required_string(d, "name"),
+            target_nodes=_fields.required_integer(d, "targetNodes"),
+            reason=_fields.optional_string(d, "reason"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return _fields.compact(
+            {"name": self.name, "targetNodes": self.target_nodes, "reason": self.reason}
+        )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AutoscalerStatus:
+    """What the autoscaler saw on its last scan, and the last request it made.
+
+    The pod counts change only when the pods do, not on every scan, so an idle cluster
+    costs no status writes.
+    """
+
+    observed_generation: int = 0
+    conditions: tuple[meta.Condition, ...] = ()
+    last_request: LastScaleRequest | None = None
+    pending_pods: int = 0
+    unschedulable_pods: int = 0
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> AutoscalerStatus:
+        return cls(
+            observed_generation=_fields.integer(d, "observedGeneration", 0),
+            conditions=_fields.nested_list(d, "conditions", meta.Condition.from_dict),
+            last_request=_fields.optional_nested(d, "lastRequest", LastScaleRequest.from_dict),
+            pending_pods=_fields.integer(d, "pendingPods", 0),
+            unschedulable_pods=_fields.integer(d, "unschedulablePods", 0),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return _fields.compact(
+            {
+                "observedGeneration": self.observed_generation,
+                "conditions": [c.to_dict() for c in self.conditions],
+                "lastRequest": None if self.last_request is None else self.last_request.to_dict(),
+                "pendingPods": self.pending_pods,
+                "unschedulablePods": self.unschedulable_pods,
+            }
+        )
+
+
+def spec_of(obj: Mapping[str, Any]) -> AutoscalerSpec:
+    """The typed spec of an Autoscaler object (a dict as the API returns it)."""
+    return _fields.nested(obj, "spec", AutoscalerSpec.from_dict)
+
+
+def status_of(obj: Mapping[str, Any]) -> AutoscalerStatus:
+    """The typed status of an Autoscaler object; all defaults when it has none yet."""
+    return _fields.nested(obj, "status", AutoscalerStatus.from_dict)
+
+
+def manifest(name: str, spec: AutoscalerSpec) -> dict[str, Any]:
+    """An Autoscaler object ready to be created."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {"name": name},
+        "spec": spec.to_dict(),
+    }
+
+
+_COUNT: Final[dict[str, Any]] = {"type": "integer", "format": "int32", "minimum": 0}
+
+_SCALE_DOWN_PROPERTIES: Final[dict[str, Any]] = {
+    "enabled": {
+        "type": "boolean",
+        "description": "Whether Nodes that no pod needs are removed.",
+        "default": DEFAULT_SCALE_DOWN_ENABLED,
+    },
+    "unneededSeconds": {
+        "type": "integer",
+        "description": "How long a Node must have been unneeded before it is removed.",
+        "format": "int32",
+        "minimum": 0,
+        "default": DEFAULT_UNNEEDED_SECONDS,
+    },
+}
+
+_SPEC_PROPERTIES: Final[dict[str, Any]] = {
+    "nodePoolName": {
+        "type": "string",
+        "description": "Name of the NodePool to scale.",
+        "minLength": 1,
+        "maxLength": 253,
+    },
+    "namespaces": {
+        "type": "array",
+        "description": "Namespaces whose pods are considered; empty means all.",
+        "x-kubernetes-list-type": "set",
+        "items": {"type": "string", "minLength": 1, "maxLength": 63},
+    },
+    "scanIntervalSeconds": {
+        "type": "integer",
+        "description": "Seconds between two full scans of the pending pods.",
+        "format": "int32",
+        "minimum": 1,
+        "maximum": 3600,
+        "default": DEFAULT_SCAN_INTERVAL_SECONDS,
+    },
+    "batchWindowSeconds": {
+        "type": "number",
+        "description": (
+            "Seconds to wait after a pod event for more events, so that a burst of "
+            "pending pods leads to one request instead of many."
+        ),
+        "minimum": 0,
+        "maximum": 60,
+        "default": DEFAULT_BATCH_WINDOW_SECONDS,
+    },
+    "scaleDown": {
+        "type": "object",
+        "description": "Whether and when Nodes that no pod needs are removed.",
+        "default": meta.object_defaults(_SCALE_DOWN_PROPERTIES),
+        "properties": _SCALE_DOWN_PROPERTIES,
+    },
+}
+
+SPEC_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "description": "What to watch and which pool to scale. Owned by the user.",
+    "required": ["nodePoolName"],
+    "properties": _SPEC_PROPERTIES,
+}
+
+STATUS_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "description": "What the autoscaler saw. Written only by the Autoscaler controller.",
+    "properties": {
+        "observedGeneration": {
+            "type": "integer",
+            "description": "The metadata.generation this status was computed for.",
+            "format": "int64",
+            "minimum": 0,
+            "default": 0,
+        },
+        "conditions": meta.CONDITIONS_SCHEMA,
+        "lastRequest": {
+            "type": "object",
+            "description": "The last ScaleRequest this autoscaler created.",
+            "required": ["name", "targetNodes"],
+            "properties": {
+                "name": {"type": "string", "description": "Name of the ScaleRequest."},
+                "targetNodes": {
+                    "type": "integer",
+                    "description": "The targetNodes it asked for.",
+                    "format": "int32",
+                    "minimum": 0,
+                },
+                "reason": {"type": "string", "description": "The reason it gave."},
+            },
+        },
+        "pendingPods": {
+            **_COUNT,
+            "description": "Pending pods in the watched namespaces.",
+            "default": 0,
+        },
+        "unschedulablePods": {
+            **_COUNT,
+            "description": "Of those, how many the scheduler found no room for.",
+            "default": 0,
+        },
+    },
+}
+
+SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "description": "Grows a NodePool when pods cannot be scheduled for lack of room.",
+    "required": ["spec"],
+    "properties": {
+        "apiVersion": {"type": "string"},
+        "kind": {"type": "string"},
+        "metadata": {"type": "object"},
+        "spec": SPEC_SCHEMA,
+        "status": STATUS_SCHEMA,
+    },
+}
+
+SUBRESOURCES: Final[dict[str, Any]] = {"status": {}}
+
+PRINTER_COLUMNS: Final[list[dict[str, Any]]] = [
+    {"name": "Pool", "type": "string", "jsonPath": ".spec.nodePoolName"},
+    {"name": "Pending", "type": "integer", "jsonPath": ".status.pendingPods"},
+    {"name": "LastTarget", "type": "integer", "jsonPath": ".status.lastRequest.targetNodes"},
+    meta.AGE_COLUMN,
+]
+
+
+def crd() -> dict[str, Any]:
+    """The CustomResourceDefinition of Autoscaler (a fresh copy)."""
+    return meta.custom_resource_definition(
+        kind=KIND,
+        plural=PLURAL,
+        singular=SINGULAR,
+        short_names=SHORT_NAMES,
+        schema=SCHEMA,
+        subresources=SUBRESOURCES,
+        printer_columns=PRINTER_COLUMNS,
+    )

@@ -1,0 +1,241 @@
+"""ScaleRequest (``sr``): one request to set a NodePool's size, handed between controllers.
+
+The autoscaler never writes ``NodePool.spec``; it creates a ScaleRequest and the NodePool
+controller decides what to do with it, reporting in ``status.phase``. The target is
+absolute, so that repeating a request never counts twice, and the spec is immutable
+(enforced by the server), so that a request's status always answers the spec it was
+created with.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, Final, Literal, get_args
+
+from nodepool_operator.api import _fields, meta, nodepool
+
+__all__ = [
+    "API_VERSION",
+    "GROUP",
+    "KIND",
+    "PHASES",
+    "PLURAL",
+    "PRINTER_COLUMNS",
+    "SCHEMA",
+    "SHORT_NAMES",
+    "SINGULAR",
+    "SPEC_SCHEMA",
+    "STATUS_SCHEMA",
+    "SUBRESOURCES",
+    "VERSION",
+    "Phase",
+    "ScaleRequestSpec",
+    "ScaleRequestStatus",
+    "crd",
+    "manifest",
+    "spec_of",
+    "status_of",
+]
+
+GROUP: Final = meta.GROUP
+VERSION: Final = meta.VERSION
+API_VERSION: Final = meta.API_VERSION
+KIND: Final = "ScaleRequest"
+PLURAL: Final = "scalerequests"
+SINGULAR: Final = "scalerequest"
+SHORT_NAMES: Final = ("sr",)
+
+Phase = Literal["Pending", "Applied", "Rejected", "Superseded"]
+PHASES: Final[tuple[Phase, ...]] = get_args(Phase)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ScaleRequestSpec:
+    """Which pool, to how many Nodes, why, and who asks."""
+
+    node_pool_name: str
+    target_nodes: int
+    reason: str | None = None
+    requester: str | None = None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ScaleRequestSpec:
+        return cls(
+            node_pool_name=_fields.required_string(d, "nodePoolName"),
+            target_nodes=_fields.required_integer(d, "targetNodes"),
+            reason=_fields.optional_string(d, "reason"),
+            requester=_fields.optional_string(d, "requester"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return _fields.compact(
+            {
+                "nodePoolName": self.node_pool_name,
+                "targetNodes": self.target_nodes,
+                "reason": self.reason,
+                "requester": self.requester,
+            }
+        )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ScaleRequestStatus:
+    """The NodePool controller's answer; a request without status yet reads as Pending."""
+
+    phase: Phase = "Pending"
+    observed_generation: int = 0
+    applied_target_nodes: int | None = None
+    message: str | None = None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ScaleRequestStatus:
+        return cls(
+            phase=_fields.choice(d, "phase", PHASES, default="Pending"),
+            observed_generation=_fields.integer(d, "observedGeneration", 0),
+            applied_target_nodes=_fields.optional_integer(d, "appliedTargetNodes"),
+            message=_fields.optional_string(d, "message"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return _fields.compact(
+            {
+                "phase": self.phase,
+                "observedGeneration": self.observed_generation,
+                "appliedTargetNodes": self.applied_target_nodes,
+                "message": self.message,
+            }
+        )
+
+
+def spec_of(obj: Mapping[str, Any]) -> ScaleRequestSpec:
+    """The typed spec of a ScaleRequest object (a dict as the API returns it)."""
+    return _fields.nested(obj, "spec", ScaleRequestSpec.from_dict)
+
+
+def status_of(obj: Mapping[str, Any]) -> ScaleRequestStatus:
+    """The typed status of a ScaleRequest object; Pending when it has none yet."""
+    return _fields.nested(obj, "status", ScaleRequestStatus.from_dict)
+
+
+def manifest(name: str, spec: ScaleRequestSpec, *, pool_uid: str | None = None) -> dict[str, Any]:
+    """A ScaleRequest object ready to be created.
+
+    It carries the pool label, so that a pool's requests can be listed with a label
+    selector; with ``pool_uid`` it is also owned by its NodePool, so that the garbage
+    collector deletes it with the pool.
+    """
+    metadata: dict[str, Any] = {
+        "name": name,
+        "labels": {nodepool.POOL_LABEL: spec.node_pool_name},
+    }
+    if pool_uid is not None:
+        metadata["ownerReferences"] = [
+            {
+                "apiVersion": nodepool.API_VERSION,
+                "kind": nodepool.KIND,
+                "name": spec.node_pool_name,
+                "uid": pool_uid,
+            }
+        ]
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": spec.to_dict()}
+
+
+SPEC_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "description": "The request. Immutable once created.",
+    "required": ["nodePoolName", "targetNodes"],
+    "properties": {
+        "nodePoolName": {
+            "type": "string",
+            "description": "Name of the NodePool to scale.",
+            "minLength": 1,
+            "maxLength": 253,
+        },
+        "targetNodes": {
+            "type": "integer",
+            "description": "The absolute number of Nodes asked for.",
+            "format": "int32",
+            "minimum": 0,
+        },
+        "reason": {
+            "type": "string",
+            "description": "Why the Nodes are needed, for people reading the request.",
+            "maxLength": 1024,
+        },
+        "requester": {
+            "type": "string",
+            "description": "Who asks, for example the name of an Autoscaler.",
+            "maxLength": 253,
+        },
+    },
+    # Every string is bounded above, which keeps the estimated cost of comparing two
+    # specs far below the server's per-rule CEL budget.
+    "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "spec is immutable"}],
+}
+
+STATUS_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "description": "The NodePool controller's answer. Written only by that controller.",
+    "properties": {
+        "phase": {
+            "type": "string",
+            "description": "Pending until the NodePool controller has decided.",
+            "enum": list(PHASES),
+            "default": "Pending",
+        },
+        "observedGeneration": {
+            "type": "integer",
+            "description": "The metadata.generation this status was computed for.",
+            "format": "int64",
+            "minimum": 0,
+            "default": 0,
+        },
+        "appliedTargetNodes": {
+            "type": "integer",
+            "description": "The targetNodes actually set on the pool (it may be clamped).",
+            "format": "int32",
+            "minimum": 0,
+        },
+        "message": {
+            "type": "string",
+            "description": "Why the request was applied, rejected or superseded.",
+            "maxLength": 32768,
+        },
+    },
+}
+
+SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "description": "A request to set the number of Nodes of a NodePool.",
+    "required": ["spec"],
+    "properties": {
+        "apiVersion": {"type": "string"},
+        "kind": {"type": "string"},
+        "metadata": {"type": "object"},
+        "spec": SPEC_SCHEMA,
+        "status": STATUS_SCHEMA,
+    },
+}
+
+SUBRESOURCES: Final[dict[str, Any]] = {"status": {}}
+
+PRINTER_COLUMNS: Final[list[dict[str, Any]]] = [
+    {"name": "Pool", "type": "string", "jsonPath": ".spec.nodePoolName"},
+    {"name": "Target", "type": "integer", "jsonPath": ".spec.targetNodes"},
+    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+    meta.AGE_COLUMN,
+]
+
+
+def crd() -> dict[str, Any]:
+    """The CustomResourceDefinition of ScaleRequest (a fresh copy)."""
+    return meta.custom_resource_definition(
+        kind=KIND,
+        plural=PLURAL,
+        singular=SINGULAR,
+        short_names=SHORT_NAMES,
+        schema=SCHEMA,
+        subresources=SUBRESOURCES,
+        printer_columns=PRINTER_COLUMNS,
+    )

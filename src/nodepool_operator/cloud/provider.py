@@ -1,0 +1,163 @@
+"""The cloud provider protocol the NodePool controller uses, its value types and its errors.
+
+A provider owns VMs; the controller owns their names. Because the controller derives each
+VM's name deterministically, ``create_vm`` is idempotent by name: a retry after a lost
+response, or a whole operator restart, finds the VM it already asked for instead of making
+a second one.
+
+Errors, classed once so callers decide to retry by type, never by parsing messages::
+
+    CloudError                      code: str, transient: bool
+    ├── TransientCloudError         transient=True: retrying later may help
+    │   │                           (timeouts, connection errors, 5xx)
+    │   └── RateLimited             429; carries retry_after (seconds, or None)
+    └── PermanentCloudError         transient=False: retrying the same call will not help
+        ├── QuotaExceeded           the account may not hold more VMs
+        ├── InvalidMachineSpec      cpu/memory/pods the cloud rejects
+        └── VmConflict              the name exists with a different pool
+
+A transient error does not mean the call had no effect: a create answered with a 5xx or a
+timeout may have made the VM, which is why creation must be idempotent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import NewType, Protocol
+
+__all__ = [
+    "CloudError",
+    "CloudProvider",
+    "InvalidMachineSpec",
+    "MachineSpec",
+    "PermanentCloudError",
+    "QuotaExceeded",
+    "RateLimited",
+    "TransientCloudError",
+    "VirtualMachine",
+    "VmConflict",
+    "VmName",
+    "VmState",
+]
+
+VmName = NewType("VmName", str)
+"""A VM's name, unique within the cloud account; also the name of the Node it becomes."""
+
+
+class VmState(enum.StrEnum):
+    """Where a VM is in its life. A VM that is gone is not listed at all."""
+
+    PROVISIONING = "Provisioning"
+    RUNNING = "Running"
+    DELETING = "Deleting"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MachineSpec:
+    """The shape of one machine, in Kubernetes quantities (cpu "4" or "500m", memory "16Gi")."""
+
+    cpu: str
+    memory: str
+    pods: int
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class VirtualMachine:
+    """A VM as the cloud reports it at one moment."""
+
+    name: VmName
+    pool: str
+    cpu: str
+    memory: str
+    state: VmState
+    provider_id: str
+    """The Node's ``spec.providerID``, e.g. ``simcloud:///<name>``."""
+    created_at: float
+    """Wall-clock epoch seconds, as the cloud recorded them."""
+    zone: str | None = None
+
+
+class CloudProvider(Protocol):
+    """VM lifecycle operations; every method may raise a ``CloudError``.
+
+    Implementations do not retry: the caller's workqueue owns retry and backoff, and it can
+    only do that well if it sees each failure (and ``RateLimited.retry_after``).
+    """
+
+    async def create_vm(self, *, name: VmName, pool: str, spec: MachineSpec) -> VirtualMachine:
+        """Create the VM, or return it unchanged if a VM of that name exists in ``pool``.
+
+        An existing VM is returned whatever its state (even ``DELETING``) and whatever its
+        spec: the name, not the spec, is the idempotency key. Raises ``VmConflict`` if the
+        name is taken by another pool.
+        """
+        ...
+
+    async def delete_vm(self, name: VmName) -> None:
+        """Start deleting the VM; a VM that is absent or already deleting is a success."""
+        ...
+
+    async def list_vms(self, *, pool: str) -> list[VirtualMachine]:
+        """Every VM of ``pool`` that is not gone yet, including those still deleting."""
+        ...
+
+    async def get_vm(self, name: VmName) -> VirtualMachine | None:
+        """The VM, or ``None`` if there is no such VM (or it is gone)."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections; the provider must not be used afterwards."""
+        ...
+
+
+class CloudError(Exception):
+    """A cloud call failed. ``code`` is a stable machine-readable reason."""
+
+    transient: bool = False
+    code: str = "CloudError"
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class TransientCloudError(CloudError):
+    """The call may succeed if repeated later (timeout, connection error, 5xx)."""
+
+    transient = True
+    code = "Unavailable"
+
+
+class RateLimited(TransientCloudError):  # noqa: N818 (named after the cloud's error code)
+    """The cloud throttled the caller; wait ``retry_after`` seconds (if given) first."""
+
+    code = "RateLimited"
+
+    def __init__(self, message: str, *, retry_after: float | None, code: str | None = None) -> None:
+        super().__init__(message, code=code)
+        self.retry_after = retry_after
+
+
+class PermanentCloudError(CloudError):
+    """Repeating the same call will fail the same way; it needs a change first."""
+
+    transient = False
+    code = "PermanentError"
+
+
+class QuotaExceeded(PermanentCloudError):  # noqa: N818 (named after the cloud's error code)
+    code = "QuotaExceeded"
+
+
+class InvalidMachineSpec(PermanentCloudError):  # noqa: N818 (named after the cloud's error code)
+    code = "InvalidMachineSpec"
+
+
+class VmConflict(PermanentCloudError):  # noqa: N818 (named after the cloud's error code)
+    code = "VmConflict"

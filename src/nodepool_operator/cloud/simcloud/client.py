@@ -1,0 +1,172 @@
+"""The ``CloudProvider`` over simcloud's HTTP API, plus the admin calls tests use.
+
+Every failure surfaces as a ``provider.CloudError`` (the status table is ``wire``'s);
+the client never retries, because retry and backoff belong to the caller's workqueue.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+from collections.abc import Callable, Mapping
+from types import TracebackType
+from typing import TYPE_CHECKING, TypeVar
+
+import aiohttp
+
+from nodepool_operator.cloud import provider
+from nodepool_operator.cloud.simcloud import wire
+
+__all__ = ["SimCloudClient"]
+
+_T = TypeVar("_T")
+
+
+class SimCloudClient:
+    """Talks to the simcloud at ``endpoint`` (e.g. ``http://127.0.0.1:8787``).
+
+    ``timeout`` bounds each whole call; one that runs out raises a ``TransientCloudError``
+    with code ``Timeout``, and may still have taken effect on the server.
+    """
+
+    def __init__(self, endpoint: str, *, timeout: float = 10.0) -> None:
+        self._endpoint = endpoint.rstrip("/")
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._session: aiohttp.ClientSession | None = None
+        self._closed = False
+
+    @property
+    def endpoint(self) -> str:
+        return self._endpoint
+
+    async def create_vm(
+        self, *, name: provider.VmName, pool: str, spec: provider.MachineSpec
+    ) -> provider.VirtualMachine:
+        body = {"pool": pool, "cpu": spec.cpu, "memory": spec.memory, "pods": spec.pods}
+        _, data = await self._call("PUT", _vm_path(name), json_body=body)
+        return _decode(wire.vm_from_json, data)
+
+    async def delete_vm(self, name: provider.VmName) -> None:
+        await self._call("DELETE", _vm_path(name))
+
+    async def list_vms(self, *, pool: str) -> list[provider.VirtualMachine]:
+        _, data = await self._call("GET", "/v1/vms", params={"pool": pool})
+        return _decode(_vms_from_json, data)
+
+    async def get_vm(self, name: provider.VmName) -> provider.VirtualMachine | None:
+        status, data = await self._call("GET", _vm_path(name), missing_ok=True)
+        return None if status == 404 else _decode(wire.vm_from_json, data)
+
+    async def faults(self) -> wire.Faults:
+        _, data = await self._call("GET", "/admin/faults")
+        return _decode(wire.Faults().merged, data)
+
+    async def set_faults(self, faults: wire.Faults) -> wire.Faults:
+        """Replace every fault at once; returns what the server now applies."""
+        _, data = await self._call("PUT", "/admin/faults", json_body=faults.to_json())
+        return _decode(wire.Faults().merged, data)
+
+    async def stats(self) -> wire.SimCloudStats:
+        _, data = await self._call("GET", "/admin/stats")
+        return _decode(wire.SimCloudStats.from_json, data)
+
+    async def reset_stats(self) -> None:
+        """Zero the call counts (VM creation counts are kept)."""
+        await self._call("DELETE", "/admin/stats")
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def __aenter__(self) -> SimCloudClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: object = None,
+        params: Mapping[str, str] | None = None,
+        missing_ok: bool = False,
+    ) -> tuple[int, object]:
+        """Status and decoded JSON body (``None`` if empty) of a successful call.
+
+        With ``missing_ok``, a 404 for an absent VM is a success too; a 404 without the
+        ``VmNotFound`` code still raises, since a wrong endpoint must not look like
+        "no such VM" to a controller that would then create one.
+        """
+        what = f"simcloud {method} {path}"
+        try:
+            async with self._get_session().request(
+                method, self._endpoint + path, json=json_body, params=params
+            ) as response:
+                status = response.status
+                retry_after = wire.parse_retry_after(response.headers.get("Retry-After"))
+                text = await response.text()
+        except TimeoutError as e:
+            raise provider.TransientCloudError(
+                f"{what}: no answer within {self._timeout.total}s", code="Timeout"
+            ) from e
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as e:
+            raise provider.TransientCloudError(f"{what}: {e}", code="ConnectionError") from e
+        except aiohttp.ClientError as e:
+            raise provider.PermanentCloudError(f"{what}: {e}", code="ClientError") from e
+        try:
+            data: object = json.loads(text) if text else None
+        except ValueError:
+            data = None
+            if status < 400:
+                raise provider.PermanentCloudError(
+                    f"{what}: answered {status} with a body that is not JSON",
+                    code="InvalidResponse",
+                ) from None
+        missing = isinstance(data, dict) and data.get("code") == "VmNotFound"
+        if status == 404 and missing_ok and missing:
+            return status, None
+        if status >= 400:
+            raise wire.error_for_status(status, body=data, retry_after=retry_after)
+        return status, data
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        if self._closed:
+            raise RuntimeError("SimCloudClient is closed")
+        # Created on first use, since a ClientSession binds the running event loop.
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=self._timeout)
+        return self._session
+
+
+def _vm_path(name: provider.VmName) -> str:
+    return f"/v1/vms/{urllib.parse.quote(name, safe='')}"
+
+
+def _vms_from_json(data: object) -> list[provider.VirtualMachine]:
+    items = data.get("items") if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        raise ValueError("expected {'items': [...]}")
+    return [wire.vm_from_json(item) for item in items]
+
+
+def _decode(parse: Callable[[object], _T], data: object) -> _T:
+    try:
+        return parse(data)
+    except ValueError as e:
+        raise provider.PermanentCloudError(
+            f"simcloud answered with an unexpected body: {e}", code="InvalidResponse"
+        ) from e
+
+
+if TYPE_CHECKING:
+    # Checked by mypy, so the client cannot drift from the protocol the controller uses.
+    _provider: type[provider.CloudProvider] = SimCloudClient

@@ -1,0 +1,506 @@
+"""simcloud's HTTP server: a JSON API over the store, with fault injection and call stats.
+
+Routes (bodies and VMs as in ``wire``)::
+
+    PUT    /v1/vms/{name}   {pool, cpu, memory, pods}  201 made, 200 existed (same pool),
+                                                       400, 403 QuotaExceeded, 409 VmConflict
+    DELETE /v1/vms/{name}                              202 + VM (deleting), 204 absent
+    GET    /v1/vms?pool=P                              200 {"items": [VM, ...]}, by name;
+                                                       every pool's without ``pool``
+    GET    /v1/vms/{name}                              200 VM, 404 VmNotFound
+    GET    /healthz                                    200 {"ok": true}
+    GET    /admin/faults                               200 faults
+    PUT    /admin/faults    partial faults, null clears a limit   200 faults, 400
+    GET    /admin/stats                                200 stats
+    DELETE /admin/stats                                204, zeroes the call counts
+
+Only ``/v1`` calls are faulted and counted: tests poll ``/admin`` and ``/healthz`` and must
+not disturb what they measure. In order, a ``/v1`` call may be: refused with 429 by the
+token bucket; refused with 503 before it takes effect; taken into effect and then answered
+500 anyway; delayed by ``slow_call_seconds`` after it took effect. The last two are how a
+real cloud loses responses, and what makes idempotent creation necessary.
+
+Faults start from the config and live in memory; VMs live in the SQLite file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import dataclasses
+import json
+import logging
+import math
+import os
+import pathlib
+import random
+import signal
+import sqlite3
+import time
+from types import TracebackType
+
+from aiohttp import typedefs, web
+
+from nodepool_operator.cloud import provider
+from nodepool_operator.cloud.simcloud import store, wire
+
+__all__ = ["SimCloudConfig", "SimCloudServer", "run", "serve"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SimCloudConfig:
+    """Everything a simcloud process needs; the fault fields are only the initial faults.
+
+    ``port=0`` binds a free port; ``port_file``, if set, receives the bound port (written
+    atomically, removed on a clean stop) so another process can find it.
+    """
+
+    state_path: str = "simcloud.sqlite3"
+    host: str = "127.0.0.1"
+    port: int = 8787
+    port_file: str | None = None
+    create_latency_seconds: float = 5.0
+    latency_jitter_seconds: float = 2.0
+    delete_latency_seconds: float = 2.0
+    transient_error_rate: float = 0.0
+    rate_limit_per_second: float | None = None
+    rate_limit_burst: int = 10
+    quota_max_vms: int | None = None
+    slow_call_seconds: float = 0.0
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port must be in [0, 65535]: {self.port}")
+        # Building them validates them, so a bad flag fails at startup, not on first use.
+        self.timing()
+        self.faults()
+
+    def timing(self) -> store.Timing:
+        return store.Timing(
+            create_latency_seconds=self.create_latency_seconds,
+            delete_latency_seconds=self.delete_latency_seconds,
+            latency_jitter_seconds=self.latency_jitter_seconds,
+        )
+
+    def faults(self) -> wire.Faults:
+        return wire.Faults(
+            transient_error_rate=self.transient_error_rate,
+            rate_limit_per_second=self.rate_limit_per_second,
+            rate_limit_burst=self.rate_limit_burst,
+            quota_max_vms=self.quota_max_vms,
+            slow_call_seconds=self.slow_call_seconds,
+        )
+
+
+class SimCloudServer:
+    """One simcloud listening on a socket; ``async with`` starts and stops it.
+
+    ``clock`` drives VM lifecycles and the rate limiter, so tests can move time by hand;
+    ``slow_call_seconds`` is a real sleep either way.
+    """
+
+    def __init__(self, config: SimCloudConfig, *, clock: store.WallClock = time.time) -> None:
+        self._config = config
+        self._clock = clock
+        self._runner: web.AppRunner | None = None
+        self._state: _SimCloud | None = None
+        self._port: int | None = None
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise RuntimeError("simcloud is not started")
+        return self._port
+
+    @property
+    def endpoint(self) -> str:
+        """The base URL a client on this machine reaches the server at."""
+        host = self._config.host
+        if host in ("", "0.0.0.0"):
+            host = "127.0.0.1"
+        elif host == "::":
+            host = "::1"
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}"
+
+    async def start(self) -> None:
+        config = self._config
+        state = _SimCloud(
+            vms=store.SimCloudStore(
+                config.state_path,
+                timing=config.timing(),
+                clock=self._clock,
+                rng=random.Random(config.seed),
+            ),
+            faults=config.faults(),
+            clock=self._clock,
+            # A separate stream, so enabling faults does not shift the VM latencies.
+            rng=random.Random(None if config.seed is None else config.seed + 1),
+        )
+        # handler_cancellation: a client that timed out should not keep a slow call
+        # sleeping on the server; a short shutdown_timeout keeps stops quick.
+        runner = web.AppRunner(
+            _make_app(state),
+            access_log=None,
+            handler_cancellation=True,
+            shutdown_timeout=1.0,
+        )
+        try:
+            await runner.setup()
+            site = web.TCPSite(runner, config.host, config.port)
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            state.vms.close()
+            raise
+        self._runner, self._state = runner, state
+        self._port = _bound_port(runner)
+        if config.port_file is not None:
+            _write_port_file(config.port_file, self._port)
+
+    async def stop(self) -> None:
+        runner, state = self._runner, self._state
+        self._runner = self._state = None
+        if runner is not None:
+            await runner.cleanup()
+        if state is not None:
+            state.vms.close()
+        if self._config.port_file is not None and self._port is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._config.port_file)
+
+    async def __aenter__(self) -> SimCloudServer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+
+async def serve(
+    config: SimCloudConfig,
+    *,
+    ready: asyncio.Event | None = None,
+    stop: asyncio.Event | None = None,
+    clock: store.WallClock = time.time,
+) -> None:
+    """Serve until ``stop`` is set (or the task is cancelled); set ``ready`` once bound."""
+    async with SimCloudServer(config, clock=clock) as server:
+        log.info(
+            "simcloud listening endpoint=%s state=%s faults=%s",
+            server.endpoint,
+            config.state_path,
+            json.dumps(config.faults().to_json(), separators=(",", ":")),
+        )
+        if ready is not None:
+            ready.set()
+        await (stop if stop is not None else asyncio.Event()).wait()
+    log.info("simcloud stopped")
+
+
+def run(config: SimCloudConfig) -> None:
+    """Serve in the foreground until SIGINT or SIGTERM, then stop cleanly."""
+    # A no-op if the caller (the CLI) configured logging already.
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s level=%(levelname)s %(message)s")
+    asyncio.run(_serve_until_signalled(config))
+
+
+async def _serve_until_signalled(config: SimCloudConfig) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGINT, signal.SIGTERM)
+    for sig in signals:
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await serve(config, stop=stop)
+    finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)
+
+
+class _TokenBucket:
+    def __init__(self, *, rate: float, burst: int, now: float) -> None:
+        self._rate, self._burst = rate, burst
+        self._tokens, self._updated = float(burst), now
+
+    def take(self, now: float) -> float | None:
+        """``None`` if a token was taken, else the seconds until one will be there."""
+        # max(): the wall clock can step backwards; that must not drain the bucket.
+        elapsed = max(0.0, now - self._updated)
+        self._tokens = min(float(self._burst), self._tokens + elapsed * self._rate)
+        self._updated = now
+        if self._tokens >= 1.0:
+            self._tokens -= 1.0
+            return None
+        return (1.0 - self._tokens) / self._rate
+
+
+@dataclasses.dataclass(eq=False, kw_only=True)
+class _SimCloud:
+    """The mutable state of one server: store, faults and counters."""
+
+    vms: store.SimCloudStore
+    faults: wire.Faults
+    clock: store.WallClock
+    rng: random.Random
+    bucket: _TokenBucket | None = None
+    calls: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    responses: collections.Counter[int] = dataclasses.field(default_factory=collections.Counter)
+    responses_by_call: collections.defaultdict[str, collections.Counter[int]] = dataclasses.field(
+        default_factory=lambda: collections.defaultdict(collections.Counter)
+    )
+    deletions_started: int = 0
+
+    def __post_init__(self) -> None:
+        self.set_faults(self.faults)
+
+    def set_faults(self, faults: wire.Faults) -> None:
+        old = self.faults
+        self.faults = faults
+        limit = (faults.rate_limit_per_second, faults.rate_limit_burst)
+        if self.bucket is None or limit != (old.rate_limit_per_second, old.rate_limit_burst):
+            self.bucket = (
+                None
+                if faults.rate_limit_per_second is None
+                else _TokenBucket(
+                    rate=faults.rate_limit_per_second,
+                    burst=faults.rate_limit_burst,
+                    now=self.clock(),
+                )
+            )
+
+    def count(self, call: str, status: int) -> None:
+        self.calls[call] += 1
+        self.responses[status] += 1
+        self.responses_by_call[call][status] += 1
+
+    def reset_counts(self) -> None:
+        self.calls.clear()
+        self.responses.clear()
+        self.responses_by_call.clear()
+        self.deletions_started = 0
+
+    def stats(self) -> wire.SimCloudStats:
+        return wire.SimCloudStats(
+            calls=dict(self.calls),
+            responses=dict(self.responses),
+            responses_by_call={call: dict(codes) for call, codes in self.responses_by_call.items()},
+            deletions_started=self.deletions_started,
+            creations_by_name=self.vms.creations_by_name(),
+        )
+
+
+_SIM = web.AppKey("simcloud", _SimCloud)
+# The error code, also in a header so the access log line need not parse the body.
+_CODE_HEADER = "X-Simcloud-Code"
+
+
+def _make_app(state: _SimCloud) -> web.Application:
+    app = web.Application(middlewares=[_middleware])
+    app[_SIM] = state
+    app.router.add_put("/v1/vms/{name}", _create_vm)
+    app.router.add_delete("/v1/vms/{name}", _delete_vm)
+    app.router.add_get("/v1/vms", _list_vms)
+    app.router.add_get("/v1/vms/{name}", _get_vm)
+    app.router.add_get("/healthz", _healthz)
+    app.router.add_get("/admin/faults", _get_faults)
+    app.router.add_put("/admin/faults", _put_faults)
+    app.router.add_get("/admin/stats", _get_stats)
+    app.router.add_delete("/admin/stats", _reset_stats)
+    return app
+
+
+@web.middleware
+async def _middleware(request: web.Request, handler: typedefs.Handler) -> web.StreamResponse:
+    sim = request.app[_SIM]
+    started = time.perf_counter()
+    call = f"{request.method} {_route(request)}"
+    if not request.path.startswith("/v1/"):
+        response, fault, slow = await _answer(request, handler), "-", 0.0
+    else:
+        # Read once: a fault change in mid-call must not half-apply to this call.
+        faults = sim.faults
+        response, fault = await _answer_with_faults(request, handler, sim=sim, faults=faults)
+        sim.count(call, response.status)
+        slow = faults.slow_call_seconds
+    try:
+        if slow > 0:
+            fault = "slow" if fault == "-" else f"{fault},slow"
+            await asyncio.sleep(slow)
+    except asyncio.CancelledError:
+        fault = f"{fault},client-gone"
+        raise
+    finally:
+        log.log(
+            logging.DEBUG if request.path == "/healthz" else logging.INFO,
+            "simcloud call method=%s route=%s name=%s status=%d code=%s fault=%s ms=%.1f",
+            request.method,
+            _route(request),
+            request.match_info.get("name", "-"),
+            response.status,
+            response.headers.get(_CODE_HEADER, "-"),
+            fault,
+            (time.perf_counter() - started) * 1000,
+        )
+    return response
+
+
+async def _answer_with_faults(
+    request: web.Request, handler: typedefs.Handler, *, sim: _SimCloud, faults: wire.Faults
+) -> tuple[web.StreamResponse, str]:
+    """The response to a ``/v1`` call once faults had their say, and which fault it was."""
+    wait = sim.bucket.take(sim.clock()) if sim.bucket is not None else None
+    if wait is not None:
+        response = _error_response(provider.RateLimited("rate limit exceeded", retry_after=wait))
+        # Whole seconds, as RFC 9110 allows no fraction; rounding up never invites a
+        # retry that is still too early.
+        response.headers["Retry-After"] = str(max(1, math.ceil(wait)))
+        return response, "rate-limited"
+    if sim.rng.random() >= faults.transient_error_rate:
+        return await _answer(request, handler), "-"
+    if sim.rng.random() < 0.5:
+        return _error_response(provider.TransientCloudError("injected fault")), "unavailable"
+    await _answer(request, handler)
+    error = provider.TransientCloudError("injected fault after effect", code="InternalError")
+    return _error_response(error), "internal-error-after-effect"
+
+
+async def _answer(request: web.Request, handler: typedefs.Handler) -> web.StreamResponse:
+    """The handler's response, with errors turned into JSON bodies."""
+    try:
+        return await handler(request)
+    except provider.CloudError as e:
+        return _error_response(e)
+    except web.HTTPException as e:
+        # Unknown routes and methods: JSON like every other error, for one client path.
+        code = "".join(e.reason.title().split()) or f"HTTP{e.status}"
+        return _json_error(e.status, code, e.reason)
+    except sqlite3.OperationalError as e:
+        # Another process holds the state file's lock past the busy timeout: the caller
+        # may retry, so it must see a transient error, not a bug.
+        log.warning("simcloud state busy error=%r", str(e))
+        return _error_response(provider.TransientCloudError(f"state file busy: {e}"))
+    except Exception:
+        log.exception("simcloud handler failed")
+        return _json_error(500, "InternalError", "simcloud failed; see its log")
+
+
+def _error_response(error: provider.CloudError) -> web.Response:
+    return _json_error(wire.status_for_error(error), error.code, error.message)
+
+
+def _json_error(status: int, code: str, message: str) -> web.Response:
+    response = web.json_response(wire.error_json(code, message), status=status)
+    response.headers[_CODE_HEADER] = code
+    return response
+
+
+def _route(request: web.Request) -> str:
+    resource = request.match_info.route.resource
+    return "unmatched" if resource is None else resource.canonical
+
+
+async def _create_vm(request: web.Request) -> web.StreamResponse:
+    sim = request.app[_SIM]
+    body = await _json_object(request)
+    pool = body.get("pool")
+    if not isinstance(pool, str):
+        raise provider.PermanentCloudError("pool must be a string", code="InvalidRequest")
+    cpu, memory, pods = body.get("cpu"), body.get("memory"), body.get("pods")
+    if not isinstance(cpu, str) or not isinstance(memory, str):
+        raise provider.InvalidMachineSpec('cpu and memory must be strings, like "4" and "16Gi"')
+    if isinstance(pods, bool) or not isinstance(pods, int):
+        raise provider.InvalidMachineSpec("pods must be an integer")
+    vm, created = sim.vms.create_vm(
+        name=provider.VmName(request.match_info["name"]),
+        pool=pool,
+        spec=provider.MachineSpec(cpu=cpu, memory=memory, pods=pods),
+        quota_max_vms=sim.faults.quota_max_vms,
+    )
+    return web.json_response(wire.vm_to_json(vm), status=201 if created else 200)
+
+
+async def _delete_vm(request: web.Request) -> web.StreamResponse:
+    sim = request.app[_SIM]
+    vm, started = sim.vms.delete_vm(provider.VmName(request.match_info["name"]))
+    if started:
+        sim.deletions_started += 1
+    if vm is None:
+        return web.Response(status=204)
+    return web.json_response(wire.vm_to_json(vm), status=202)
+
+
+async def _list_vms(request: web.Request) -> web.StreamResponse:
+    vms = request.app[_SIM].vms.list_vms(pool=request.query.get("pool"))
+    return web.json_response({"items": [wire.vm_to_json(vm) for vm in vms]})
+
+
+async def _get_vm(request: web.Request) -> web.StreamResponse:
+    name = request.match_info["name"]
+    vm = request.app[_SIM].vms.get_vm(provider.VmName(name))
+    if vm is None:
+        return _json_error(404, "VmNotFound", f"no VM named {name!r}")
+    return web.json_response(wire.vm_to_json(vm))
+
+
+async def _healthz(request: web.Request) -> web.StreamResponse:
+    return web.json_response({"ok": True})
+
+
+async def _get_faults(request: web.Request) -> web.StreamResponse:
+    return web.json_response(request.app[_SIM].faults.to_json())
+
+
+async def _put_faults(request: web.Request) -> web.StreamResponse:
+    sim = request.app[_SIM]
+    try:
+        faults = sim.faults.merged(await _json_object(request))
+    except ValueError as e:
+        raise provider.PermanentCloudError(str(e), code="InvalidRequest") from e
+    sim.set_faults(faults)
+    log.info("simcloud faults %s", json.dumps(faults.to_json(), separators=(",", ":")))
+    return web.json_response(faults.to_json())
+
+
+async def _get_stats(request: web.Request) -> web.StreamResponse:
+    return web.json_response(request.app[_SIM].stats().to_json())
+
+
+async def _reset_stats(request: web.Request) -> web.StreamResponse:
+    request.app[_SIM].reset_counts()
+    return web.Response(status=204)
+
+
+async def _json_object(request: web.Request) -> dict[str, object]:
+    try:
+        body = await request.json()
+    except ValueError as e:
+        raise provider.PermanentCloudError(f"body is not JSON: {e}", code="InvalidRequest") from e
+    if not isinstance(body, dict):
+        raise provider.PermanentCloudError("body must be a JSON object", code="InvalidRequest")
+    return body
+
+
+def _bound_port(runner: web.AppRunner) -> int:
+    address = runner.addresses[0]
+    # IPv4 sockname is (host, port), IPv6 (host, port, flow, scope).
+    return int(address[1])
+
+
+def _write_port_file(path: str, port: int) -> None:
+    # Write-then-rename, so a process polling the file never reads half a number.
+    target = pathlib.Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    partial.write_text(f"{port}\n")
+    partial.replace(target)

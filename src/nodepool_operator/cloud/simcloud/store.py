@@ -1,0 +1,264 @@
+"""simcloud's state: VMs in one SQLite file, their lifecycle computed from timestamps.
+
+Each VM row keeps ``created_at``, ``ready_at`` and, once deletion starts, ``gone_at``
+(wall-clock epoch seconds). Its state at time ``t`` is derived, never stored:
+
+    gone_at <= t          gone: invisible, and purged by the next write
+    gone_at is set        DELETING
+    ready_at <= t         RUNNING
+    otherwise             PROVISIONING
+
+So no background task moves VMs along, and a restarted server (or one reading a copied
+file) continues the same timeline. Wall time rather than monotonic time, because the
+timeline must mean the same thing to the next process.
+
+Latency model: a VM's boot time is ``create_latency_seconds`` plus a jitter drawn
+uniformly from ``[-latency_jitter_seconds, +latency_jitter_seconds]``, clamped at zero;
+its deletion takes ``delete_latency_seconds`` with the same jitter. Uniform jitter is
+bounded, so a test or a demo can rely on a worst case.
+
+Every method is synchronous and short, and runs one SQLite transaction: called from the
+event loop with no ``await`` inside, each is atomic within the process, and
+``BEGIN IMMEDIATE`` keeps it atomic against another process sharing the file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import decimal
+import pathlib
+import random
+import re
+import sqlite3
+import time
+import zlib
+from collections.abc import Callable, Iterator
+
+from nodepool_operator.cloud import provider
+
+__all__ = ["SimCloudStore", "Timing", "WallClock", "validate_request"]
+
+WallClock = Callable[[], float]
+"""Wall-clock epoch seconds; ``time.time`` unless a test fakes it."""
+
+ZONES = ("sim-1a", "sim-1b", "sim-1c")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS vms (
+    name TEXT PRIMARY KEY,
+    pool TEXT NOT NULL,
+    cpu TEXT NOT NULL,
+    memory TEXT NOT NULL,
+    zone TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    ready_at REAL NOT NULL,
+    gone_at REAL
+);
+CREATE INDEX IF NOT EXISTS vms_by_pool ON vms (pool);
+CREATE TABLE IF NOT EXISTS creations (
+    name TEXT PRIMARY KEY,
+    count INTEGER NOT NULL
+);
+"""
+
+# Names become Node names, so they follow the Kubernetes DNS-1123 subdomain rule.
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_CPU = re.compile(r"[1-9][0-9]*m?")
+_MEMORY = re.compile(r"(?P<number>[0-9]+(\.[0-9]*)?|\.[0-9]+)(?P<suffix>[KMGTPE]i|[kMGTPE])?")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Timing:
+    """How long VMs take to boot and to go away (see the module docstring)."""
+
+    create_latency_seconds: float
+    delete_latency_seconds: float
+    latency_jitter_seconds: float = 0.0
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if not value >= 0.0:
+                raise ValueError(f"{field.name} must be >= 0: {value}")
+
+
+def validate_request(*, name: str, pool: str, spec: provider.MachineSpec) -> None:
+    """Raise the permanent error a real cloud would give for this create request."""
+    if len(name) > 253 or not _DNS_SUBDOMAIN.fullmatch(name):
+        raise provider.PermanentCloudError(
+            f"VM name {name!r} is not a DNS-1123 subdomain", code="InvalidRequest"
+        )
+    if len(pool) > 253 or not _DNS_SUBDOMAIN.fullmatch(pool):
+        raise provider.PermanentCloudError(
+            f"pool {pool!r} is not a DNS-1123 subdomain", code="InvalidRequest"
+        )
+    if not _CPU.fullmatch(spec.cpu):
+        raise provider.InvalidMachineSpec(
+            f'cpu {spec.cpu!r} is not a positive whole count ("4") or millicores ("500m")'
+        )
+    memory = _MEMORY.fullmatch(spec.memory)
+    if memory is None or decimal.Decimal(memory["number"]) <= 0:
+        raise provider.InvalidMachineSpec(
+            f'memory {spec.memory!r} is not a positive quantity ("16Gi", "512Mi", "1G")'
+        )
+    # bool is an int subclass; JSON true must not pass as one pod.
+    if isinstance(spec.pods, bool) or not isinstance(spec.pods, int) or spec.pods < 1:
+        raise provider.InvalidMachineSpec(f"pods {spec.pods!r} is not a positive integer")
+
+
+class SimCloudStore:
+    """The VMs of one simulated cloud account, kept in the SQLite file at ``path``."""
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        timing: Timing,
+        clock: WallClock = time.time,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._timing = timing
+        self._clock = clock
+        self._rng = rng if rng is not None else random.Random()
+        if path != ":memory:":
+            pathlib.Path(path).parent.mkdir(parents=True, exist_ok=True)
+        # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE) so a write
+        # takes the file lock before it reads, and two processes cannot both pass the
+        # "name is free" check. timeout waits out the other process's transaction.
+        self._db = sqlite3.connect(path, timeout=5.0, isolation_level=None)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA journal_mode=WAL")
+        # In WAL mode NORMAL only risks the last commits on power loss, not corruption;
+        # enough for a simulator, and it keeps fsync out of the event loop.
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def create_vm(
+        self,
+        *,
+        name: provider.VmName,
+        pool: str,
+        spec: provider.MachineSpec,
+        quota_max_vms: int | None,
+    ) -> tuple[provider.VirtualMachine, bool]:
+        """The VM of that name, and whether this call created it.
+
+        An existing VM of the same pool is returned as it is, whatever the spec asked now:
+        the name is the idempotency key. The quota counts deleting VMs, since a real cloud
+        bills them until they are gone, and is only checked when a VM would be made.
+        """
+        validate_request(name=name, pool=pool, spec=spec)
+        with self._write() as db:
+            now = self._clock()
+            self._purge(db, now)
+            row = db.execute("SELECT * FROM vms WHERE name = ?", (name,)).fetchone()
+            if row is not None:
+                if row["pool"] != pool:
+                    raise provider.VmConflict(
+                        f"VM {name!r} exists in pool {row['pool']!r}, not {pool!r}"
+                    )
+                return _vm(row, now), False
+            if quota_max_vms is not None:
+                (count,) = db.execute("SELECT COUNT(*) FROM vms").fetchone()
+                if count >= quota_max_vms:
+                    raise provider.QuotaExceeded(
+                        f"quota of {quota_max_vms} VMs reached ({count} exist)"
+                    )
+            ready_at = now + self._sample(self._timing.create_latency_seconds)
+            db.execute(
+                "INSERT INTO vms (name, pool, cpu, memory, zone, created_at, ready_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (name, pool, spec.cpu, spec.memory, _zone(name), now, ready_at),
+            )
+            db.execute(
+                "INSERT INTO creations (name, count) VALUES (?, 1)"
+                " ON CONFLICT (name) DO UPDATE SET count = count + 1",
+                (name,),
+            )
+            row = db.execute("SELECT * FROM vms WHERE name = ?", (name,)).fetchone()
+            return _vm(row, now), True
+
+    def delete_vm(self, name: provider.VmName) -> tuple[provider.VirtualMachine | None, bool]:
+        """The VM as it is now (``None`` if absent), and whether this call began deleting it."""
+        with self._write() as db:
+            now = self._clock()
+            self._purge(db, now)
+            row = db.execute("SELECT * FROM vms WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                return None, False
+            if row["gone_at"] is not None:
+                return _vm(row, now), False
+            gone_at = now + self._sample(self._timing.delete_latency_seconds)
+            db.execute("UPDATE vms SET gone_at = ? WHERE name = ?", (gone_at, name))
+            row = db.execute("SELECT * FROM vms WHERE name = ?", (name,)).fetchone()
+            return _vm(row, now), True
+
+    def get_vm(self, name: provider.VmName) -> provider.VirtualMachine | None:
+        now = self._clock()
+        row = self._db.execute(
+            "SELECT * FROM vms WHERE name = ? AND (gone_at IS NULL OR gone_at > ?)", (name, now)
+        ).fetchone()
+        return None if row is None else _vm(row, now)
+
+    def list_vms(self, *, pool: str | None = None) -> list[provider.VirtualMachine]:
+        """VMs not gone yet, by name; every pool's when ``pool`` is ``None``."""
+        now = self._clock()
+        rows = self._db.execute(
+            "SELECT * FROM vms WHERE (gone_at IS NULL OR gone_at > ?)"
+            " AND (? IS NULL OR pool = ?) ORDER BY name",
+            (now, pool, pool),
+        ).fetchall()
+        return [_vm(row, now) for row in rows]
+
+    def creations_by_name(self) -> dict[str, int]:
+        """How many times each name was made into a VM, over the file's whole life."""
+        rows = self._db.execute("SELECT name, count FROM creations ORDER BY name").fetchall()
+        return {row["name"]: row["count"] for row in rows}
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def _sample(self, mean: float) -> float:
+        jitter = self._timing.latency_jitter_seconds
+        return max(0.0, mean + self._rng.uniform(-jitter, jitter))
+
+    @staticmethod
+    def _purge(db: sqlite3.Connection, now: float) -> None:
+        # Gone rows must leave before a create, or a recreated name would collide.
+        db.execute("DELETE FROM vms WHERE gone_at IS NOT NULL AND gone_at <= ?", (now,))
+
+
+def _vm(row: sqlite3.Row, now: float) -> provider.VirtualMachine:
+    if row["gone_at"] is not None:
+        state = provider.VmState.DELETING
+    elif row["ready_at"] <= now:
+        state = provider.VmState.RUNNING
+    else:
+        state = provider.VmState.PROVISIONING
+    name = provider.VmName(row["name"])
+    return provider.VirtualMachine(
+        name=name,
+        pool=row["pool"],
+        cpu=row["cpu"],
+        memory=row["memory"],
+        state=state,
+        provider_id=f"simcloud:///{name}",
+        created_at=row["created_at"],
+        zone=row["zone"],
+    )
+
+
+def _zone(name: str) -> str:
+    # A stable hash, so a VM's zone does not depend on the server's PYTHONHASHSEED.
+    return ZONES[zlib.crc32(name.encode()) % len(ZONES)]

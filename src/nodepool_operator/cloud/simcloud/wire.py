@@ -1,0 +1,303 @@
+"""The JSON shapes simcloud's server and client share, and the one table of status codes.
+
+Keys are camelCase, as in Kubernetes. A VM on the wire::
+
+    {"name": "pool-a-0", "pool": "pool-a", "cpu": "4", "memory": "16Gi",
+     "state": "Provisioning", "providerId": "simcloud:///pool-a-0",
+     "createdAt": 1764410000.25, "zone": "sim-1b"}
+
+An error is ``{"code": "QuotaExceeded", "message": "..."}`` with the status from
+``STATUS_BY_CODE``; a 429 also has a ``Retry-After`` header in whole seconds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import email.utils
+import math
+import time
+from collections.abc import Mapping
+from typing import Final
+
+from nodepool_operator.cloud import provider
+
+__all__ = [
+    "STATUS_BY_CODE",
+    "Faults",
+    "SimCloudStats",
+    "error_for_status",
+    "error_json",
+    "parse_retry_after",
+    "status_for_error",
+    "vm_from_json",
+    "vm_to_json",
+]
+
+STATUS_BY_CODE: Final[Mapping[str, int]] = {
+    "InvalidRequest": 400,
+    provider.InvalidMachineSpec.code: 400,
+    provider.QuotaExceeded.code: 403,
+    "VmNotFound": 404,
+    provider.VmConflict.code: 409,
+    provider.RateLimited.code: 429,
+    "InternalError": 500,
+    provider.TransientCloudError.code: 503,
+}
+
+
+def status_for_error(error: provider.CloudError) -> int:
+    """The HTTP status the server answers ``error`` with."""
+    status = STATUS_BY_CODE.get(error.code)
+    if status is not None:
+        return status
+    return 503 if error.transient else 400
+
+
+def error_json(code: str, message: str) -> dict[str, object]:
+    return {"code": code, "message": message}
+
+
+def error_for_status(
+    status: int, *, body: object, retry_after: float | None
+) -> provider.CloudError:
+    """The typed error for a non-success answer; the status decides, the body refines.
+
+    The status is trusted over the body's code because a proxy or a crashed server can
+    answer with a status and no JSON at all.
+    """
+    code = body.get("code") if isinstance(body, dict) else None
+    message = body.get("message") if isinstance(body, dict) else None
+    code = code if isinstance(code, str) and code else None
+    text = message if isinstance(message, str) and message else f"simcloud answered {status}"
+    if status == 429:
+        return provider.RateLimited(text, retry_after=retry_after)
+    if status >= 500 or status == 408:
+        return provider.TransientCloudError(text, code=code or f"HTTP{status}")
+    if status == 403 and code == provider.QuotaExceeded.code:
+        return provider.QuotaExceeded(text)
+    if status == 400 and code in (None, provider.InvalidMachineSpec.code):
+        return provider.InvalidMachineSpec(text)
+    if status == 409:
+        return provider.VmConflict(text)
+    return provider.PermanentCloudError(text, code=code or f"HTTP{status}")
+
+
+def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header: delay-seconds or an HTTP-date."""
+    if value is None:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        seconds = when.timestamp() - (time.time() if now is None else now)
+    if math.isnan(seconds):
+        return None
+    return max(0.0, seconds)
+
+
+def vm_to_json(vm: provider.VirtualMachine) -> dict[str, object]:
+    return {
+        "name": vm.name,
+        "pool": vm.pool,
+        "cpu": vm.cpu,
+        "memory": vm.memory,
+        "state": vm.state.value,
+        "providerId": vm.provider_id,
+        "createdAt": vm.created_at,
+        "zone": vm.zone,
+    }
+
+
+def vm_from_json(data: object) -> provider.VirtualMachine:
+    """Raises ``ValueError`` if ``data`` is not a VM as ``vm_to_json`` writes it."""
+    obj = _object(data)
+    zone = obj.get("zone")
+    if zone is not None and not isinstance(zone, str):
+        raise ValueError(f"zone must be a string or null, not {zone!r}")
+    return provider.VirtualMachine(
+        name=provider.VmName(_str(obj, "name")),
+        pool=_str(obj, "pool"),
+        cpu=_str(obj, "cpu"),
+        memory=_str(obj, "memory"),
+        state=provider.VmState(_str(obj, "state")),
+        provider_id=_str(obj, "providerId"),
+        created_at=_float(obj, "createdAt"),
+        zone=zone,
+    )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Faults:
+    """The faults simcloud injects into ``/v1`` calls; changeable at run time.
+
+    ``transient_error_rate`` is the fraction of calls failed with a 503 (before the call
+    takes effect) or a 500 (after it took effect, so the caller cannot tell). Rate limiting
+    is a token bucket of ``rate_limit_burst`` tokens refilled at ``rate_limit_per_second``
+    (``None``: no limit). ``quota_max_vms`` caps the VMs that exist at once, deleting ones
+    included (``None``: no quota). ``slow_call_seconds`` is added to every call after it
+    took effect, so a client that times out has still created its VM.
+    """
+
+    transient_error_rate: float = 0.0
+    rate_limit_per_second: float | None = None
+    rate_limit_burst: int = 10
+    quota_max_vms: int | None = None
+    slow_call_seconds: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.transient_error_rate <= 1.0:
+            raise ValueError(f"transient_error_rate must be in [0, 1]: {self.transient_error_rate}")
+        if self.rate_limit_per_second is not None and not self.rate_limit_per_second > 0:
+            raise ValueError(f"rate_limit_per_second must be > 0: {self.rate_limit_per_second}")
+        if self.rate_limit_burst < 1:
+            raise ValueError(f"rate_limit_burst must be >= 1: {self.rate_limit_burst}")
+        if self.quota_max_vms is not None and self.quota_max_vms < 0:
+            raise ValueError(f"quota_max_vms must be >= 0: {self.quota_max_vms}")
+        if not self.slow_call_seconds >= 0.0:
+            raise ValueError(f"slow_call_seconds must be >= 0: {self.slow_call_seconds}")
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "transientErrorRate": self.transient_error_rate,
+            "rateLimitPerSecond": self.rate_limit_per_second,
+            "rateLimitBurst": self.rate_limit_burst,
+            "quotaMaxVms": self.quota_max_vms,
+            "slowCallSeconds": self.slow_call_seconds,
+        }
+
+    def merged(self, patch: object) -> Faults:
+        """These faults with the keys present in ``patch`` replaced (null clears a limit).
+
+        Raises ``ValueError`` on unknown keys or bad values, so a typo in a test or a curl
+        command fails loudly instead of silently injecting nothing.
+        """
+        obj = _object(patch)
+        unknown = set(obj) - set(self.to_json())
+        if unknown:
+            raise ValueError(f"unknown fault keys: {sorted(unknown)}")
+        return Faults(
+            transient_error_rate=(
+                _float(obj, "transientErrorRate")
+                if "transientErrorRate" in obj
+                else self.transient_error_rate
+            ),
+            rate_limit_per_second=(
+                _optional_float(obj, "rateLimitPerSecond")
+                if "rateLimitPerSecond" in obj
+                else self.rate_limit_per_second
+            ),
+            rate_limit_burst=(
+                _int(obj, "rateLimitBurst") if "rateLimitBurst" in obj else self.rate_limit_burst
+            ),
+            quota_max_vms=(
+                _optional_int(obj, "quotaMaxVms") if "quotaMaxVms" in obj else self.quota_max_vms
+            ),
+            slow_call_seconds=(
+                _float(obj, "slowCallSeconds")
+                if "slowCallSeconds" in obj
+                else self.slow_call_seconds
+            ),
+        )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SimCloudStats:
+    """What simcloud has been asked, so tests can bound the operator's request rate.
+
+    ``calls`` and ``responses`` count ``/v1`` calls since the server process started (or
+    the last reset), keyed by ``"METHOD /route/{param}"`` and by status code.
+    ``creations_by_name`` is kept in the state file: it survives restarts and resets, so
+    "never two VMs for one name" can be checked across both.
+    """
+
+    calls: Mapping[str, int]
+    responses: Mapping[int, int]
+    responses_by_call: Mapping[str, Mapping[int, int]]
+    deletions_started: int
+    creations_by_name: Mapping[str, int]
+
+    @property
+    def calls_total(self) -> int:
+        return sum(self.calls.values())
+
+    @property
+    def vms_created(self) -> int:
+        return sum(self.creations_by_name.values())
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "calls": dict(self.calls),
+            "callsTotal": self.calls_total,
+            "responses": {str(k): v for k, v in self.responses.items()},
+            "responsesByCall": {
+                call: {str(k): v for k, v in by_code.items()}
+                for call, by_code in self.responses_by_call.items()
+            },
+            "deletionsStarted": self.deletions_started,
+            "vmsCreated": self.vms_created,
+            "creationsByName": dict(self.creations_by_name),
+        }
+
+    @classmethod
+    def from_json(cls, data: object) -> SimCloudStats:
+        obj = _object(data)
+        return cls(
+            calls=_counts(obj.get("calls")),
+            responses=_codes(obj.get("responses")),
+            responses_by_call={
+                call: _codes(by_code)
+                for call, by_code in _object(obj.get("responsesByCall")).items()
+            },
+            deletions_started=_int(obj, "deletionsStarted"),
+            creations_by_name=_counts(obj.get("creationsByName")),
+        )
+
+
+def _object(data: object) -> dict[str, object]:
+    if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
+        raise ValueError(f"expected a JSON object, not {type(data).__name__}")
+    return data
+
+
+def _str(obj: Mapping[str, object], key: str) -> str:
+    value = obj.get(key)
+    if not isinstance(value, str):
+        raise ValueError(f"{key} must be a string, not {value!r}")
+    return value
+
+
+def _float(obj: Mapping[str, object], key: str) -> float:
+    value = obj.get(key)
+    # bool is an int subclass; true/false as a number is a client bug, not a value.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{key} must be a number, not {value!r}")
+    return float(value)
+
+
+def _int(obj: Mapping[str, object], key: str) -> int:
+    value = obj.get(key)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{key} must be an integer, not {value!r}")
+    return value
+
+
+def _optional_float(obj: Mapping[str, object], key: str) -> float | None:
+    return None if obj.get(key) is None else _float(obj, key)
+
+
+def _optional_int(obj: Mapping[str, object], key: str) -> int | None:
+    return None if obj.get(key) is None else _int(obj, key)
+
+
+def _counts(data: object) -> dict[str, int]:
+    obj = _object(data)
+    return {key: _int(obj, key) for key in obj}
+
+
+def _codes(data: object) -> dict[int, int]:
+    return {int(code): count for code, count in _counts(data).items()}

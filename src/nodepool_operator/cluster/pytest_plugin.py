@@ -1,0 +1,69 @@
+"""A pytest plugin: the local control plane as a session fixture, a namespace per test.
+
+Use it with ``pytest_plugins = ["nodepool_operator.cluster.pytest_plugin"]``. The control
+plane is started once per session, lazily: a run of unit tests alone never builds or starts
+it. Set NODEPOOL_TEST_EXISTING_CLUSTER=1 to run the integration tests
+against the cluster of $KUBECONFIG instead (tests that read the audit log then skip).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from kubernetes_asyncio import client, config
+
+from nodepool_operator.cluster import audit, controlplane
+
+__all__ = ["EXISTING_CLUSTER_ENV", "Cluster", "api_client", "cluster", "namespace"]
+
+EXISTING_CLUSTER_ENV = "NODEPOOL_TEST_EXISTING_CLUSTER"
+
+
+@dataclass(frozen=True)
+class Cluster:
+    kubeconfig: Path
+    plane: controlplane.ControlPlane | None
+
+    def audit_log(self) -> audit.AuditLog:
+        if self.plane is None:
+            pytest.skip("the audit log is only readable on the local control plane")
+        return audit.AuditLog(self.plane.audit_log)
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    if os.environ.get(EXISTING_CLUSTER_ENV) == "1":
+        kubeconfig = os.environ.get("KUBECONFIG", str(Path.home() / ".kube" / "config"))
+        yield Cluster(kubeconfig=Path(kubeconfig), plane=None)
+        return
+    plane = controlplane.ControlPlane(tmp_path_factory.mktemp("control-plane"))
+    plane.up()
+    try:
+        yield Cluster(kubeconfig=plane.kubeconfig, plane=plane)
+    finally:
+        plane.down()
+
+
+@pytest.fixture(scope="session")
+async def api_client(cluster: Cluster) -> AsyncIterator[client.ApiClient]:
+    configuration = client.Configuration()
+    await config.load_kube_config(
+        config_file=str(cluster.kubeconfig), client_configuration=configuration
+    )
+    async with client.ApiClient(configuration) as api:
+        yield api
+
+
+@pytest.fixture
+async def namespace(api_client: client.ApiClient) -> AsyncIterator[str]:
+    """A namespace of this test's own, deleted (with everything in it) afterwards."""
+    name = f"test-{uuid.uuid4().hex[:10]}"
+    core = client.CoreV1Api(api_client)
+    await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    yield name
+    await core.delete_namespace(name)

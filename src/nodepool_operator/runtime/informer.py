@@ -1,0 +1,375 @@
+"""Informers: one LIST+WATCH per resource, a cache with indexes, events for every controller.
+
+The loop follows client-go's reflector:
+
+* a paginated LIST builds the cache and gives the resourceVersion to watch from;
+* a WATCH with bookmarks keeps it current; when the server ends a watch normally or the
+  connection drops, the next watch resumes from the last resourceVersion seen (events or
+  bookmarks), so nothing is delivered twice and nothing is missed;
+* on 410 Gone (the version fell out of the server's window) the informer re-LISTs and
+  delivers the difference between the old cache and the new list as events, deletes
+  included, so a controller never keeps acting on an object that vanished while it was
+  disconnected;
+* any other failure backs off (exponentially, capped) and retries; the process survives
+  an API server restart.
+
+Handlers are plain callbacks that only enqueue keys; they must not block or do I/O.
+Objects pass through a transform before they are stored (by default dropping
+``metadata.managedFields``, the largest part of most objects, which controllers never read).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from nodepool_operator.runtime import clock as clock_module
+from nodepool_operator.runtime import errors
+from nodepool_operator.runtime.client import Client, Object, Resource
+
+__all__ = [
+    "EventHandler",
+    "Informer",
+    "InformerCache",
+    "IndexFunc",
+    "Transform",
+    "drop_managed_fields",
+    "object_key",
+]
+
+log = logging.getLogger(__name__)
+
+IndexFunc = Callable[[Object], Iterable[str]]
+Transform = Callable[[Object], Object]
+
+PAGE_SIZE = 500
+WATCH_TIMEOUT_SECONDS = 300
+BACKOFF_INITIAL = 0.2
+BACKOFF_MAX = 30.0
+
+
+class EventHandler(Protocol):
+    def on_add(self, obj: Object) -> None: ...
+
+    def on_update(self, old: Object, new: Object) -> None: ...
+
+    def on_delete(self, obj: Object) -> None: ...
+
+
+def object_key(obj: Object) -> str:
+    """``namespace/name`` for namespaced objects, ``name`` for cluster-scoped ones."""
+    meta = obj["metadata"]
+    namespace = meta.get("namespace")
+    return f"{namespace}/{meta['name']}" if namespace else str(meta["name"])
+
+
+def drop_managed_fields(obj: Object) -> Object:
+    obj.get("metadata", {}).pop("managedFields", None)
+    return obj
+
+
+@dataclass
+class _Index:
+    func: IndexFunc
+    entries: dict[str, set[str]] = field(default_factory=dict)
+
+    def add(self, key: str, obj: Object) -> None:
+        for value in self.func(obj):
+            self.entries.setdefault(value, set()).add(key)
+
+    def remove(self, key: str, obj: Object) -> None:
+        for value in self.func(obj):
+            keys = self.entries.get(value)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self.entries[value]
+
+
+class Informer:
+    """The shared cache of one resource (optionally narrowed by namespace and selectors)."""
+
+    def __init__(
+        self,
+        client: Client,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        transform: Transform = drop_managed_fields,
+        clock: clock_module.Clock | None = None,
+    ) -> None:
+        self.client = client
+        self.resource = resource
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.field_selector = field_selector
+        self.transform = transform
+        self.clock = clock or clock_module.RealClock()
+        self._store: dict[str, Object] = {}
+        self._indexes: dict[str, _Index] = {}
+        self._handlers: list[EventHandler] = []
+        self._synced = asyncio.Event()
+        self._resource_version = ""
+        self.lists = 0  # how many full LISTs were made: 1 + one per 410 Gone or failure
+        self.watches = 0
+
+    # -- configuration ----------------------------------------------------------------
+
+    def add_index(self, name: str, func: IndexFunc) -> None:
+        if name in self._indexes:
+            return
+        index = _Index(func)
+        for key, obj in self._store.items():
+            index.add(key, obj)
+        self._indexes[name] = index
+
+    def add_handler(self, handler: EventHandler) -> None:
+        """Register a handler; once synced, it is first told of every cached object."""
+        self._handlers.append(handler)
+        if self.has_synced():
+            for obj in list(self._store.values()):
+                handler.on_add(obj)
+
+    # -- reading ----------------------------------------------------------------------
+
+    def has_synced(self) -> bool:
+        return self._synced.is_set()
+
+    async def wait_for_sync(self) -> None:
+        await self._synced.wait()
+
+    def get(self, name: str, namespace: str | None = None) -> Object | None:
+        return self._store.get(f"{namespace}/{name}" if namespace else name)
+
+    def items(self) -> list[Object]:
+        return list(self._store.values())
+
+    def by_index(self, index: str, value: str) -> list[Object]:
+        keys = self._indexes[index].entries.get(value, ())
+        return [self._store[k] for k in keys]
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+    @property
+    def resource_version(self) -> str:
+        return self._resource_version
+
+    # -- the loop ---------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """LIST, then WATCH for ever; returns only when cancelled."""
+        backoff = BACKOFF_INITIAL
+        need_list = True
+        while True:
+            try:
+                if need_list:
+                    await self._list()
+                    need_list = False
+                await self._watch()
+                backoff = BACKOFF_INITIAL
+            except asyncio.CancelledError:
+                raise
+            except errors.Gone:
+                log.info("resource=%s event=watch-expired action=relist", self.resource.plural)
+                need_list = True
+            except Exception as error:
+                # A dropped connection keeps the resourceVersion: resume the watch from it.
+                # Anything else we do not understand re-lists, which is always correct.
+                need_list = need_list or not isinstance(error, errors.ConnectionFailed)
+                log.warning(
+                    "resource=%s event=watch-failed error=%r retry_in=%.1fs relist=%s",
+                    self.resource.plural,
+                    error,
+                    backoff,
+                    need_list,
+                )
+                await self.clock.sleep(backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX)
+
+    async def _list(self) -> None:
+        fresh: dict[str, Object] = {}
+        continue_token: str | None = None
+        while True:
+            page = await self.client.list_page(
+                self.resource,
+                namespace=self.namespace,
+                label_selector=self.label_selector,
+                field_selector=self.field_selector,
+                limit=PAGE_SIZE,
+                continue_token=continue_token,
+            )
+            kind = self.resource.kind
+            for item in page.get("items", []):
+                # LIST items carry no apiVersion/kind; restore them so cached objects are whole.
+                item.setdefault("apiVersion", self.resource.api_version)
+                item.setdefault("kind", kind)
+                obj = self.transform(item)
+                fresh[object_key(obj)] = obj
+            continue_token = page.get("metadata", {}).get("continue") or None
+            if not continue_token:
+                self._resource_version = page["metadata"]["resourceVersion"]
+                break
+        self.lists += 1
+        self._replace(fresh)
+        self._synced.set()
+
+    def _replace(self, fresh: dict[str, Object]) -> None:
+        """Swap in a new list and deliver what changed, deletes included."""
+        old_store = self._store
+        for key in [k for k in old_store if k not in fresh]:
+            self._delete(key)
+        for key, obj in fresh.items():
+            old = old_store.get(key)
+            if old is None:
+                self._put(key, obj)
+                self._emit_add(obj)
+            elif _version(old) != _version(obj):
+                self._put(key, obj)
+                self._emit_update(old, obj)
+
+    async def _watch(self) -> None:
+        self.watches += 1
+        stream = self.client.watch(
+            self.resource,
+            resource_version=self._resource_version,
+            namespace=self.namespace,
+            label_selector=self.label_selector,
+            field_selector=self.field_selector,
+            timeout_seconds=WATCH_TIMEOUT_SECONDS,
+        )
+        async for event in stream:
+            version = event.object.get("metadata", {}).get("resourceVersion")
+            if event.type == "BOOKMARK":
+                if version:
+                    self._resource_version = version
+                continue
+            obj = self.transform(event.object)
+            key = object_key(obj)
+            if event.type == "ADDED" or event.type == "MODIFIED":
+                old = self._store.get(key)
+                self._put(key, obj)
+                if old is None:
+                    self._emit_add(obj)
+                else:
+                    self._emit_update(old, obj)
+            elif event.type == "DELETED":
+                if key in self._store:
+                    self._delete(key, last_state=obj)
+            if version:
+                self._resource_version = version
+
+    # -- store ------------------------------------------------------------------------
+
+    def _put(self, key: str, obj: Object) -> None:
+        old = self._store.get(key)
+        for index in self._indexes.values():
+            if old is not None:
+                index.remove(key, old)
+            index.add(key, obj)
+        self._store[key] = obj
+
+    def _delete(self, key: str, *, last_state: Object | None = None) -> None:
+        old = self._store.pop(key)
+        for index in self._indexes.values():
+            index.remove(key, old)
+        self._emit_delete(last_state or old)
+
+    def _emit_add(self, obj: Object) -> None:
+        for handler in self._handlers:
+            _safely(handler.on_add, obj)
+
+    def _emit_update(self, old: Object, new: Object) -> None:
+        for handler in self._handlers:
+            _safely(handler.on_update, old, new)
+
+    def _emit_delete(self, obj: Object) -> None:
+        for handler in self._handlers:
+            _safely(handler.on_delete, obj)
+
+
+def _version(obj: Object) -> str:
+    return str(obj.get("metadata", {}).get("resourceVersion", ""))
+
+
+def _safely(callback: Callable[..., None], *args: Any) -> None:
+    # One faulty handler must not stop the informer nor starve the other controllers.
+    try:
+        callback(*args)
+    except Exception:
+        log.exception("event handler %r failed", callback)
+
+
+@dataclass(frozen=True)
+class _InformerKey:
+    resource: Resource
+    namespace: str | None
+    label_selector: str | None
+    field_selector: str | None
+
+
+class InformerCache:
+    """Hands out one shared informer per (resource, namespace, selectors) in a process."""
+
+    def __init__(self, client: Client, *, clock: clock_module.Clock | None = None) -> None:
+        self.client = client
+        self.clock = clock or clock_module.RealClock()
+        self._informers: dict[_InformerKey, Informer] = {}
+        self._tasks: dict[_InformerKey, asyncio.Task[None]] = {}
+        self._started = False
+
+    def informer(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        transform: Transform = drop_managed_fields,
+    ) -> Informer:
+        key = _InformerKey(resource, namespace, label_selector, field_selector)
+        found = self._informers.get(key)
+        if found is None:
+            found = Informer(
+                self.client,
+                resource,
+                namespace=namespace,
+                label_selector=label_selector,
+                field_selector=field_selector,
+                transform=transform,
+                clock=self.clock,
+            )
+            self._informers[key] = found
+            if self._started:
+                self._tasks[key] = asyncio.create_task(
+                    found.run(), name=f"informer-{resource.plural}"
+                )
+        return found
+
+    def start(self) -> None:
+        self._started = True
+        for key, informer in self._informers.items():
+            if key not in self._tasks:
+                self._tasks[key] = asyncio.create_task(
+                    informer.run(), name=f"informer-{key.resource.plural}"
+                )
+
+    async def wait_for_sync(self, *, within: float | None = None) -> None:
+        waits = [i.wait_for_sync() for i in self._informers.values()]
+        async with asyncio.timeout(within):
+            await asyncio.gather(*waits)
+
+    async def stop(self) -> None:
+        for task in self._tasks.values():
+            task.cancel()
+        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        self._tasks.clear()
+        self._started = False
+
+    def informers(self) -> list[Informer]:
+        return list(self._informers.values())

@@ -1,0 +1,128 @@
+"""Rate limiters that say how long a key waits before its next retry (client-go semantics).
+
+`default_controller_rate_limiter()` is controller-runtime's default: the larger of a per-key
+exponential backoff (5 ms doubling to 1000 s) and an overall token bucket (10 qps, burst
+100). The first keeps one failing key from spinning; the second keeps many failing keys
+together from flooding the API server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Generic, Protocol, TypeVar
+
+from nodepool_operator.runtime import clock as clock_
+
+__all__ = [
+    "BucketRateLimiter",
+    "ItemExponentialFailureRateLimiter",
+    "MaxOfRateLimiter",
+    "RateLimiter",
+    "default_controller_rate_limiter",
+]
+
+K = TypeVar("K", bound=Hashable)
+K_contra = TypeVar("K_contra", bound=Hashable, contravariant=True)
+
+
+class RateLimiter(Protocol[K_contra]):
+    """Decides the delay before a key is retried; `forget` ends its failure streak."""
+
+    def when(self, item: K_contra) -> float:
+        """Seconds to wait before retrying `item`; counts as one more failure."""
+        ...
+
+    def forget(self, item: K_contra) -> None:
+        """Stop tracking `item` (it succeeded, or is gone)."""
+        ...
+
+    def num_requeues(self, item: K_contra) -> int:
+        """Failures recorded for `item` since it was last forgotten."""
+        ...
+
+
+class ItemExponentialFailureRateLimiter(Generic[K]):
+    """Per key: `base * 2**failures`, capped at `max_delay`."""
+
+    def __init__(self, *, base_delay: float = 0.005, max_delay: float = 1000.0) -> None:
+        if base_delay < 0 or max_delay < 0:
+            raise ValueError("delays must not be negative")
+        self._base_delay = base_delay
+        self._max_delay = max_delay
+        self._failures: dict[K, int] = {}
+
+    def when(self, item: K) -> float:
+        failures = self._failures.get(item, 0)
+        self._failures[item] = failures + 1
+        try:
+            backoff = self._base_delay * 2.0**failures
+        except OverflowError:
+            # A key that failed ~1000 times in a row: far past the cap anyway.
+            return self._max_delay
+        return min(backoff, self._max_delay)
+
+    def forget(self, item: K) -> None:
+        self._failures.pop(item, None)
+
+    def num_requeues(self, item: K) -> int:
+        return self._failures.get(item, 0)
+
+
+class BucketRateLimiter(Generic[K]):
+    """A token bucket shared by all keys (golang.org/x/time/rate `Reserve().Delay()`).
+
+    The bucket starts full with `burst` tokens and refills at `qps`. Each `when()` takes a
+    token, borrowing from the future when none is left, and returns how long until that
+    token exists; the reservation is kept, so callers queue up behind each other.
+    """
+
+    def __init__(self, *, clock: clock_.Clock, qps: float = 10.0, burst: int = 100) -> None:
+        if qps <= 0 or burst < 1:
+            raise ValueError("qps must be positive and burst at least 1")
+        self._clock = clock
+        self._qps = qps
+        self._burst = burst
+        self._tokens = float(burst)
+        self._last = clock.now()
+
+    def when(self, item: K) -> float:
+        now = self._clock.now()
+        if now > self._last:
+            self._tokens = min(float(self._burst), self._tokens + (now - self._last) * self._qps)
+            self._last = now
+        # May go negative: the debt is the queue of reservations ahead of later callers.
+        self._tokens -= 1.0
+        return 0.0 if self._tokens >= 0 else -self._tokens / self._qps
+
+    def forget(self, item: K) -> None:
+        return None
+
+    def num_requeues(self, item: K) -> int:
+        return 0
+
+
+class MaxOfRateLimiter(Generic[K]):
+    """The longest delay of several limiters; every limiter sees every call."""
+
+    def __init__(self, *limiters: RateLimiter[K]) -> None:
+        if not limiters:
+            raise ValueError("MaxOfRateLimiter needs at least one limiter")
+        self._limiters = limiters
+
+    def when(self, item: K) -> float:
+        return max(limiter.when(item) for limiter in self._limiters)
+
+    def forget(self, item: K) -> None:
+        for limiter in self._limiters:
+            limiter.forget(item)
+
+    def num_requeues(self, item: K) -> int:
+        return max(limiter.num_requeues(item) for limiter in self._limiters)
+
+
+def default_controller_rate_limiter(clock: clock_.Clock) -> MaxOfRateLimiter[K]:
+    """controller-runtime's default: max(per-key 5 ms..1000 s, overall 10 qps burst 100)."""
+    return MaxOfRateLimiter(
+        ItemExponentialFailureRateLimiter[K](base_delay=0.005, max_delay=1000.0),
+        BucketRateLimiter[K](clock=clock, qps=10.0, burst=100),
+    )

@@ -1,0 +1,168 @@
+"""Fixtures for the api tests: a small model of what the API server does with a CRD schema.
+
+``apply_defaults`` follows apiextensions' ``defaulting.Default``: a missing (or null)
+property gets a deep copy of its default, then defaulting goes on inside it. ``validate``
+checks the OpenAPI keywords these schemas use, refuses unknown fields (as
+``fieldValidation=Strict`` does), and evaluates each ``x-kubernetes-validations`` rule
+through a hand-written Python mirror. A rule without a mirror is an error, so that a new
+or changed CEL rule cannot go untested. The real server remains the judge: the
+integration tests send these objects to it.
+
+The model is handed to tests as the ``server_model`` fixture, because the suite imports
+test modules in importlib mode, where they cannot import a helper module by name.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pytest
+
+from nodepool_operator.api import quantity
+
+
+def _is_positive_quantity(value: Any) -> bool:
+    try:
+        return quantity.parse_quantity(value) > 0
+    except ValueError:
+        return False
+
+
+# Each CEL rule used in the CRDs, as a Python predicate of (self, oldSelf); oldSelf is
+# None on create, where the server skips transition rules.
+CEL_MIRRORS: dict[str, Callable[[Any, Any], bool]] = {
+    "self.minNodes <= self.maxNodes": lambda s, _: bool(s["minNodes"] <= s["maxNodes"]),
+    "self.targetNodes <= self.maxNodes": lambda s, _: bool(s["targetNodes"] <= s["maxNodes"]),
+    "self == oldSelf": lambda s, old: old is None or bool(s == old),
+    "isQuantity(self) && quantity(self).isGreaterThan(quantity('0'))": (
+        lambda s, _: _is_positive_quantity(s)
+    ),
+}
+
+
+def walk(schema: Mapping[str, Any], path: str = "") -> list[tuple[str, Mapping[str, Any]]]:
+    """Every schema node with its path, depth first."""
+    nodes: list[tuple[str, Mapping[str, Any]]] = [(path, schema)]
+    for name, sub in schema.get("properties", {}).items():
+        nodes += walk(sub, f"{path}.{name}")
+    if isinstance(schema.get("additionalProperties"), Mapping):
+        nodes += walk(schema["additionalProperties"], f"{path}.*")
+    if "items" in schema:
+        nodes += walk(schema["items"], f"{path}[]")
+    return nodes
+
+
+def apply_defaults(schema: Mapping[str, Any], value: Any) -> Any:
+    """``value`` (mutated in place and returned) with the schema's defaults applied."""
+    if isinstance(value, dict):
+        properties = schema.get("properties", {})
+        for name, sub in properties.items():
+            if "default" in sub and value.get(name) is None:
+                value[name] = copy.deepcopy(sub["default"])
+        for name, item in value.items():
+            if name in properties:
+                apply_defaults(properties[name], item)
+            elif isinstance(schema.get("additionalProperties"), Mapping):
+                apply_defaults(schema["additionalProperties"], item)
+    elif isinstance(value, list) and "items" in schema:
+        for item in value:
+            apply_defaults(schema["items"], item)
+    return value
+
+
+def _has_type(kind: str, value: Any) -> bool:
+    if kind == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "number":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    return isinstance(value, {"object": dict, "array": list, "string": str, "boolean": bool}[kind])
+
+
+def _scalar_errors(schema: Mapping[str, Any], value: Any, path: str) -> list[str]:
+    errors = []
+    if "enum" in schema and value not in schema["enum"]:
+        errors.append(f"{path}: Unsupported value: {value!r}")
+    if "minimum" in schema and value < schema["minimum"]:
+        errors.append(f"{path}: should be greater than or equal to {schema['minimum']}")
+    if "maximum" in schema and value > schema["maximum"]:
+        errors.append(f"{path}: should be less than or equal to {schema['maximum']}")
+    if "minLength" in schema and len(value) < schema["minLength"]:
+        errors.append(f"{path}: should be at least {schema['minLength']} chars long")
+    if "maxLength" in schema and len(value) > schema["maxLength"]:
+        errors.append(f"{path}: may not be more than {schema['maxLength']} bytes")
+    if "pattern" in schema and re.search(schema["pattern"], value) is None:
+        errors.append(f"{path}: should match '{schema['pattern']}'")
+    return errors
+
+
+def _object_errors(
+    schema: Mapping[str, Any], value: dict[str, Any], path: str, old: Any
+) -> list[str]:
+    errors = [
+        f"{path}.{name}: Required value" for name in schema.get("required", []) if name not in value
+    ]
+    properties = schema.get("properties", {})
+    for name, item in value.items():
+        old_item = old.get(name) if isinstance(old, dict) else None
+        if name in properties:
+            errors += validate(properties[name], item, path=f"{path}.{name}", old=old_item)
+        elif isinstance(schema.get("additionalProperties"), Mapping):
+            errors += validate(schema["additionalProperties"], item, path=f"{path}.{name}")
+        else:
+            errors.append(f'{path}: unknown field "{name}"')
+    return errors
+
+
+def _array_errors(schema: Mapping[str, Any], value: list[Any], path: str) -> list[str]:
+    errors = []
+    for i, item in enumerate(value):
+        errors += validate(schema["items"], item, path=f"{path}[{i}]")
+    list_type = schema.get("x-kubernetes-list-type")
+    if list_type == "set":
+        keys = [repr(item) for item in value]
+    elif list_type == "map":
+        names = schema["x-kubernetes-list-map-keys"]
+        keys = [repr([item.get(n) for n in names]) for item in value if isinstance(item, dict)]
+    else:
+        keys = []
+    if len(set(keys)) != len(keys):
+        errors.append(f"{path}: Duplicate value")
+    return errors
+
+
+def validate(
+    schema: Mapping[str, Any], value: Any, *, path: str = "", old: Any = None
+) -> list[str]:
+    """The errors the server would report for ``value``; empty when it is valid."""
+    if path == ".metadata":
+        return []  # ObjectMeta is validated by the server's own rules, not by this schema.
+    if not _has_type(schema["type"], value):
+        return [f"{path}: must be of type {schema['type']}"]
+    if schema["type"] == "object":
+        errors = _object_errors(schema, value, path, old)
+    elif schema["type"] == "array":
+        errors = _array_errors(schema, value, path)
+    else:
+        errors = _scalar_errors(schema, value, path)
+    for rule in schema.get("x-kubernetes-validations", []):
+        mirror = CEL_MIRRORS[rule["rule"]]  # KeyError: a rule with no Python mirror yet
+        if not errors and not mirror(value, old):
+            errors.append(f"{path}: {rule['message']}")
+    return errors
+
+
+class ServerModel:
+    """The functions above, bundled for the ``server_model`` fixture."""
+
+    cel_mirrors = CEL_MIRRORS
+    walk = staticmethod(walk)
+    apply_defaults = staticmethod(apply_defaults)
+    validate = staticmethod(validate)
+
+
+@pytest.fixture(scope="session")
+def server_model() -> ServerModel:
+    return ServerModel()

@@ -1,0 +1,262 @@
+"""The CRDs are what the API server needs: structural, strict, defaulted and validated."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+import yaml
+
+from nodepool_operator.api import autoscaler, crds, nodepool, scalerequest
+
+KINDS = [nodepool, scalerequest, autoscaler]
+KIND_IDS = ["NodePool", "ScaleRequest", "Autoscaler"]
+
+
+def _schema(kind: Any) -> Mapping[str, Any]:
+    crd = kind.crd()
+    schema: Mapping[str, Any] = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return schema
+
+
+def _version(kind: Any) -> Mapping[str, Any]:
+    version: Mapping[str, Any] = kind.crd()["spec"]["versions"][0]
+    return version
+
+
+def _node_at(schema: Mapping[str, Any], json_path: str) -> Mapping[str, Any]:
+    node = schema
+    for part in json_path.lstrip(".").split("."):
+        node = node["properties"][part]
+    return node
+
+
+def _created(server_model: Any, kind: Any, obj: dict[str, Any]) -> list[str]:
+    """The errors the server would report when creating ``obj`` (after defaulting it)."""
+    schema = _schema(kind)
+    return list(server_model.validate(schema, server_model.apply_defaults(schema, obj)))
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "short_name"),
+    [
+        (nodepool, "nodepools.nodepool.dev", "np"),
+        (scalerequest, "scalerequests.nodepool.dev", "sr"),
+        (autoscaler, "autoscalers.nodepool.dev", "nas"),
+    ],
+    ids=KIND_IDS,
+)
+def test_each_kind_is_a_cluster_scoped_v1alpha1_resource_of_the_group(
+    kind: Any, name: str, short_name: str
+) -> None:
+    crd = kind.crd()
+    assert crd["apiVersion"] == "apiextensions.k8s.io/v1"
+    assert crd["kind"] == "CustomResourceDefinition"
+    assert crd["metadata"]["name"] == name == f"{kind.PLURAL}.{kind.GROUP}"
+    assert crd["spec"]["group"] == "nodepool.dev"
+    assert crd["spec"]["scope"] == "Cluster"
+    names = crd["spec"]["names"]
+    assert names == {
+        "kind": kind.KIND,
+        "listKind": f"{kind.KIND}List",
+        "plural": kind.PLURAL,
+        "singular": kind.SINGULAR,
+        "shortNames": [short_name],
+    }
+    assert kind.API_VERSION == "nodepool.dev/v1alpha1"
+    [version] = crd["spec"]["versions"]
+    assert (version["name"], version["served"], version["storage"]) == ("v1alpha1", True, True)
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=KIND_IDS)
+def test_schemas_are_structural_and_prune_unknown_fields(kind: Any, server_model: Any) -> None:
+    for path, node in server_model.walk(_schema(kind)):
+        assert "type" in node, f"{path}: every node needs a type"
+        assert "x-kubernetes-preserve-unknown-fields" not in node, path
+        # Forbidden next to properties, and a boolean would not be structural anyway.
+        assert not isinstance(node.get("additionalProperties"), bool), path
+        assert not ("properties" in node and "additionalProperties" in node), path
+        if node["type"] == "object" and path not in ("", ".metadata"):
+            assert "properties" in node or "additionalProperties" in node, path
+        if "x-kubernetes-list-map-keys" in node:
+            items = node["items"]
+            for key in node["x-kubernetes-list-map-keys"]:
+                assert key in items.get("required", []) or "default" in items["properties"][key]
+    assert _schema(kind)["properties"]["metadata"] == {"type": "object"}
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=KIND_IDS)
+def test_every_default_is_valid_as_written(kind: Any, server_model: Any) -> None:
+    # The server checks defaults against the schema and CEL rules when the CRD is
+    # created, without filling in nested defaults first.
+    for path, node in server_model.walk(_schema(kind)):
+        if "default" in node:
+            assert server_model.validate(node, node["default"], path=path) == [], path
+
+
+def test_every_cel_rule_has_a_python_mirror_and_the_rules_are_the_contract(
+    server_model: Any,
+) -> None:
+    rules = {
+        (kind.KIND, path, rule["rule"], rule["message"])
+        for kind in KINDS
+        for path, node in server_model.walk(_schema(kind))
+        for rule in node.get("x-kubernetes-validations", [])
+    }
+    positive = "isQuantity(self) && quantity(self).isGreaterThan(quantity('0'))"
+    assert rules == {
+        (
+            "NodePool",
+            ".spec",
+            "self.minNodes <= self.maxNodes",
+            "minNodes must be less than or equal to maxNodes",
+        ),
+        (
+            "NodePool",
+            ".spec",
+            "self.targetNodes <= self.maxNodes",
+            "targetNodes must be less than or equal to maxNodes",
+        ),
+        ("NodePool", ".spec.template.cpu", positive, "cpu must be a quantity greater than zero"),
+        (
+            "NodePool",
+            ".spec.template.memory",
+            positive,
+            "memory must be a quantity greater than zero",
+        ),
+        ("ScaleRequest", ".spec", "self == oldSelf", "spec is immutable"),
+    }
+    assert {rule for _, _, rule, _ in rules} == set(server_model.cel_mirrors)
+
+
+def test_a_nodepool_without_spec_gets_a_complete_default_spec(server_model: Any) -> None:
+    obj: dict[str, Any] = {"apiVersion": nodepool.API_VERSION, "kind": "NodePool"}
+    assert _created(server_model, nodepool, obj) == []
+    assert obj["spec"] == nodepool.NodePoolSpec().to_dict()
+
+
+@pytest.mark.parametrize(
+    ("spec", "error"),
+    [
+        ({"minNodes": 5, "maxNodes": 2}, ".spec: minNodes must be less than or equal to maxNodes"),
+        ({"targetNodes": 11}, ".spec: targetNodes must be less than or equal to maxNodes"),
+        ({"targetNodes": -1}, ".spec.targetNodes: should be greater than or equal to 0"),
+        (
+            {"template": {"cpu": "0"}},
+            ".spec.template.cpu: cpu must be a quantity greater than zero",
+        ),
+        ({"template": {"memory": "-1Gi"}}, ".spec.template.memory: should match"),
+        ({"template": {"memory": "16GB"}}, ".spec.template.memory: should match"),
+        ({"template": {"pods": 0}}, ".spec.template.pods: should be greater than or equal to 1"),
+        ({"template": {"taints": [{"key": "a", "effect": "Never"}]}}, "Unsupported value"),
+        (
+            {"template": {"taints": [{"key": "a", "effect": "NoSchedule"}] * 2}},
+            ".spec.template.taints: Duplicate value",
+        ),
+        ({"replicas": 3}, '.spec: unknown field "replicas"'),
+    ],
+)
+def test_an_invalid_nodepool_is_refused_with_the_reason(
+    spec: dict[str, Any], error: str, server_model: Any
+) -> None:
+    errors = _created(server_model, nodepool, {"spec": spec})
+    assert any(e.startswith(error) or error in e for e in errors), errors
+
+
+def test_a_nodepool_within_bounds_is_accepted(server_model: Any) -> None:
+    spec = {"targetNodes": 3, "minNodes": 1, "maxNodes": 3, "template": {"cpu": "500m"}}
+    assert _created(server_model, nodepool, {"spec": spec}) == []
+
+
+def test_a_scale_request_spec_cannot_change_but_its_status_can(server_model: Any) -> None:
+    schema = _schema(scalerequest)
+    old = {"spec": {"nodePoolName": "p", "targetNodes": 2}}
+    new = copy.deepcopy(old)
+    assert server_model.validate(schema, new, old=old) == []
+    new["spec"]["targetNodes"] = 3
+    assert server_model.validate(schema, new, old=old) == [".spec: spec is immutable"]
+    with_status = {**old, "status": {"phase": "Applied", "appliedTargetNodes": 2}}
+    assert server_model.validate(schema, with_status, old=old) == []
+
+
+@pytest.mark.parametrize(
+    ("kind", "obj", "error"),
+    [
+        (scalerequest, {}, ".spec: Required value"),
+        (scalerequest, {"spec": {"nodePoolName": "", "targetNodes": 1}}, "at least 1 chars"),
+        (scalerequest, {"spec": {"nodePoolName": "p"}}, ".spec.targetNodes: Required value"),
+        (autoscaler, {"spec": {}}, ".spec.nodePoolName: Required value"),
+        (autoscaler, {"spec": {"nodePoolName": "p", "scanIntervalSeconds": 0}}, "greater than"),
+        (autoscaler, {"spec": {"nodePoolName": "p", "batchWindowSeconds": 61}}, "less than"),
+        (autoscaler, {"spec": {"nodePoolName": "p", "namespaces": ["a", "a"]}}, "Duplicate"),
+    ],
+)
+def test_required_fields_and_bounds_of_the_other_kinds_are_enforced(
+    kind: Any, obj: dict[str, Any], error: str, server_model: Any
+) -> None:
+    errors = _created(server_model, kind, obj)
+    assert any(error in e for e in errors), errors
+
+
+def test_nodepool_has_the_status_and_scale_subresources_kubectl_scale_needs() -> None:
+    version = _version(nodepool)
+    scale = version["subresources"]["scale"]
+    assert version["subresources"]["status"] == {}
+    schema = _schema(nodepool)
+    assert _node_at(schema, scale["specReplicasPath"])["type"] == "integer"
+    assert _node_at(schema, scale["statusReplicasPath"])["type"] == "integer"
+    assert _node_at(schema, scale["labelSelectorPath"])["type"] == "string"
+    assert scale["specReplicasPath"] == ".spec.targetNodes"
+
+
+@pytest.mark.parametrize("kind", [scalerequest, autoscaler], ids=KIND_IDS[1:])
+def test_the_other_kinds_have_the_status_subresource_only(kind: Any) -> None:
+    assert _version(kind)["subresources"] == {"status": {}}
+
+
+@pytest.mark.parametrize(
+    ("kind", "columns"),
+    [
+        (nodepool, ["Target", "Current", "Ready", "Operation", "Age"]),
+        (scalerequest, ["Pool", "Target", "Phase", "Age"]),
+        (autoscaler, ["Pool", "Pending", "LastTarget", "Age"]),
+    ],
+    ids=KIND_IDS,
+)
+def test_printer_columns_point_at_fields_of_their_type(kind: Any, columns: list[str]) -> None:
+    printed = _version(kind)["additionalPrinterColumns"]
+    assert [c["name"] for c in printed] == columns
+    for column in printed:
+        if column["name"] == "Age":
+            assert column == {
+                "name": "Age",
+                "type": "date",
+                "jsonPath": ".metadata.creationTimestamp",
+            }
+        else:
+            assert _node_at(_schema(kind), column["jsonPath"])["type"] == column["type"]
+
+
+def test_crds_render_to_yaml_that_parses_back_identical() -> None:
+    text = crds.render_yaml()
+    assert text.startswith("---\n")
+    assert list(yaml.safe_load_all(text)) == crds.all_crds()
+
+
+def test_rendering_is_stable_and_sorted_by_name() -> None:
+    assert crds.render_yaml() == crds.render_yaml()
+    names = [crd["metadata"]["name"] for crd in crds.all_crds()]
+    assert names == [
+        "autoscalers.nodepool.dev",
+        "nodepools.nodepool.dev",
+        "scalerequests.nodepool.dev",
+    ]
+
+
+def test_all_crds_returns_copies_that_callers_may_change() -> None:
+    first = crds.all_crds()
+    first[0]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"].clear()
+    assert crds.all_crds() != first
+    assert "spec" in nodepool.SCHEMA["properties"]

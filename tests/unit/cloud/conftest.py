@@ -1,0 +1,73 @@
+"""Fixtures for the cloud tests: an in-process simcloud on a free port, a temp SQLite file
+and a hand-driven wall clock, so VM lifecycles are tested without sleeping.
+
+Tests read the clock through ``clock`` and move it through ``advance`` (plain callables,
+since test modules cannot import from a conftest under ``--import-mode=importlib``).
+"""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+
+from nodepool_operator.cloud.simcloud import client, server, store
+
+
+class _FakeWallClock:
+    def __init__(self, start: float = 1_750_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def _fake_clock() -> _FakeWallClock:
+    return _FakeWallClock()
+
+
+@pytest.fixture
+def clock(_fake_clock: _FakeWallClock) -> store.WallClock:
+    return _fake_clock
+
+
+@pytest.fixture
+def advance(_fake_clock: _FakeWallClock) -> Callable[[float], None]:
+    return _fake_clock.advance
+
+
+@pytest.fixture
+def state_path(tmp_path: pathlib.Path) -> str:
+    return str(tmp_path / "simcloud.sqlite3")
+
+
+@pytest.fixture
+def config(state_path: str) -> server.SimCloudConfig:
+    """Whole-second latencies without jitter, so a test can step exactly past them."""
+    return server.SimCloudConfig(
+        state_path=state_path,
+        port=0,
+        create_latency_seconds=10.0,
+        latency_jitter_seconds=0.0,
+        delete_latency_seconds=5.0,
+        seed=7,
+    )
+
+
+@pytest.fixture
+async def sim(
+    config: server.SimCloudConfig, clock: store.WallClock
+) -> AsyncIterator[server.SimCloudServer]:
+    async with server.SimCloudServer(config, clock=clock) as running:
+        yield running
+
+
+@pytest.fixture
+async def cloud(sim: server.SimCloudServer) -> AsyncIterator[client.SimCloudClient]:
+    async with client.SimCloudClient(sim.endpoint, timeout=5.0) as c:
+        yield c

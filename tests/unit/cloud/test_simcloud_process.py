@@ -1,0 +1,80 @@
+"""simcloud as a process: ``serve`` publishes its port and stops on request, and ``run``
+stops cleanly on SIGTERM after logging one key=value line per call."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import pathlib
+import signal
+import sys
+
+from nodepool_operator.cloud import provider
+from nodepool_operator.cloud.simcloud import client, server, store
+
+
+async def test_serve_writes_the_bound_port_and_stops_when_asked(
+    config: server.SimCloudConfig, tmp_path: pathlib.Path, clock: store.WallClock
+) -> None:
+    port_file = tmp_path / "run" / "simcloud.port"
+    ready, stop = asyncio.Event(), asyncio.Event()
+    serving = asyncio.create_task(
+        server.serve(
+            dataclasses.replace(config, port_file=str(port_file)),
+            ready=ready,
+            stop=stop,
+            clock=clock,
+        )
+    )
+    await asyncio.wait_for(ready.wait(), timeout=10)
+    port = int(port_file.read_text())
+
+    async with client.SimCloudClient(f"http://127.0.0.1:{port}") as cloud:
+        vms = await cloud.list_vms(pool="pool-a")
+    stop.set()
+    await asyncio.wait_for(serving, timeout=10)
+
+    assert vms == []
+    assert not port_file.exists()
+
+
+async def test_run_logs_each_call_and_exits_cleanly_on_sigterm(
+    config: server.SimCloudConfig, tmp_path: pathlib.Path
+) -> None:
+    port_file = tmp_path / "simcloud.port"
+    script = (
+        "import sys; from nodepool_operator.cloud.simcloud import server; "
+        "server.run(server.SimCloudConfig(state_path=sys.argv[1], port=0, port_file=sys.argv[2]))"
+    )
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        script,
+        config.state_path,
+        str(port_file),
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        # Polling a real process is the one wait here that no fake clock can replace.
+        for _ in range(200):
+            if port_file.exists():
+                break
+            await asyncio.sleep(0.05)
+        port = int(port_file.read_text())
+        async with client.SimCloudClient(f"http://127.0.0.1:{port}") as cloud:
+            await cloud.get_vm(provider.VmName("pool-a-0"))
+        process.send_signal(signal.SIGTERM)
+        _, stderr = await asyncio.wait_for(process.communicate(), timeout=20)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+    log = stderr.decode()
+    assert process.returncode == 0, log
+    assert (
+        "simcloud call method=GET route=/v1/vms/{name} name=pool-a-0 status=404 code=VmNotFound"
+        in log
+    )
+    assert "simcloud stopped" in log
+    assert "Traceback" not in log

@@ -1,0 +1,128 @@
+"""The error hierarchy, the status-code mapping both sides share, and request validation."""
+
+from __future__ import annotations
+
+import email.utils
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nodepool_operator.cloud import provider
+from nodepool_operator.cloud.simcloud import store, wire
+
+
+@pytest.mark.parametrize(
+    ("error", "transient"),
+    [
+        (provider.TransientCloudError("x"), True),
+        (provider.RateLimited("x", retry_after=1.0), True),
+        (provider.PermanentCloudError("x"), False),
+        (provider.QuotaExceeded("x"), False),
+        (provider.InvalidMachineSpec("x"), False),
+        (provider.VmConflict("x"), False),
+    ],
+)
+def test_every_cloud_error_says_whether_retrying_can_help(
+    error: provider.CloudError, transient: bool
+) -> None:
+    assert isinstance(error, provider.CloudError)
+    assert error.transient is transient
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "expected", "expected_code"),
+    [
+        (429, "RateLimited", provider.RateLimited, "RateLimited"),
+        (500, "InternalError", provider.TransientCloudError, "InternalError"),
+        (502, None, provider.TransientCloudError, "HTTP502"),
+        (503, "Unavailable", provider.TransientCloudError, "Unavailable"),
+        (403, "QuotaExceeded", provider.QuotaExceeded, "QuotaExceeded"),
+        (403, "Forbidden", provider.PermanentCloudError, "Forbidden"),
+        (400, "InvalidMachineSpec", provider.InvalidMachineSpec, "InvalidMachineSpec"),
+        (400, "InvalidRequest", provider.PermanentCloudError, "InvalidRequest"),
+        (409, "VmConflict", provider.VmConflict, "VmConflict"),
+        (404, None, provider.PermanentCloudError, "HTTP404"),
+    ],
+)
+def test_status_decides_the_error_class_and_the_body_refines_it(
+    status: int, code: str | None, expected: type[provider.CloudError], expected_code: str
+) -> None:
+    body = None if code is None else {"code": code, "message": "m"}
+
+    error = wire.error_for_status(status, body=body, retry_after=None)
+
+    assert type(error) is expected
+    assert error.code == expected_code
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        provider.QuotaExceeded("x"),
+        provider.InvalidMachineSpec("x"),
+        provider.VmConflict("x"),
+        provider.RateLimited("x", retry_after=3.0),
+        provider.TransientCloudError("x"),
+    ],
+)
+def test_server_status_maps_back_to_the_same_error_class(error: provider.CloudError) -> None:
+    status = wire.status_for_error(error)
+
+    back = wire.error_for_status(status, body=wire.error_json(error.code, "x"), retry_after=3.0)
+
+    assert type(back) is type(error)
+
+
+def test_retry_after_accepts_seconds_and_http_dates() -> None:
+    now = 1_750_000_000.0
+    date = email.utils.formatdate(now + 30, usegmt=True)
+
+    assert wire.parse_retry_after("3", now=now) == 3.0
+    assert wire.parse_retry_after(date, now=now) == 30.0
+    assert wire.parse_retry_after("soon", now=now) is None
+    assert wire.parse_retry_after(None) is None
+
+
+def test_faults_patch_with_null_clears_a_limit() -> None:
+    faults = wire.Faults(quota_max_vms=3, transient_error_rate=0.5)
+
+    patched = faults.merged({"quotaMaxVms": None})
+
+    assert patched == wire.Faults(quota_max_vms=None, transient_error_rate=0.5)
+
+
+@pytest.mark.parametrize(
+    "patch", [{"quotaMaxVM": 1}, {"transientErrorRate": 2.0}, {"rateLimitBurst": True}]
+)
+def test_faults_patch_with_a_bad_key_or_value_is_rejected(patch: dict[str, object]) -> None:
+    with pytest.raises(ValueError, match=r"."):
+        wire.Faults().merged(patch)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    cpu=st.integers(min_value=1, max_value=10**6),
+    millicores=st.booleans(),
+    memory=st.integers(min_value=1, max_value=10**6),
+    suffix=st.sampled_from(["", "k", "M", "G", "T", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"]),
+)
+def test_any_positive_kubernetes_quantity_is_a_valid_spec(
+    cpu: int, millicores: bool, memory: int, suffix: str
+) -> None:
+    spec = provider.MachineSpec(
+        cpu=f"{cpu}m" if millicores else str(cpu), memory=f"{memory}{suffix}", pods=1
+    )
+
+    store.validate_request(name="vm-0", pool="pool", spec=spec)
+
+
+@settings(max_examples=50, deadline=None)
+@given(amount=st.integers(max_value=0), suffix=st.sampled_from(["", "m", "Mi", "Gi"]))
+def test_no_zero_or_negative_quantity_is_a_valid_spec(amount: int, suffix: str) -> None:
+    for spec in (
+        provider.MachineSpec(cpu=f"{amount}{suffix}", memory="1Gi", pods=1),
+        provider.MachineSpec(cpu="1", memory=f"{amount}{suffix}", pods=1),
+    ):
+        with pytest.raises(provider.InvalidMachineSpec):
+            store.validate_request(name="vm-0", pool="pool", spec=spec)
