@@ -90,7 +90,7 @@ def _as_list(value: object, key: str) -> list[Any] | tuple[Any, ...]:
     return value
 
 
-def integer(d: Mapping[str, Any], key: str, default: int) -> int:
+def integer(d: Mapping[str, Any], key: str, *, default: int) -> int:
     value = _present(d, key)
     return default if value is None else _as_int(value, key)
 
@@ -107,7 +107,7 @@ def required_integer(d: Mapping[str, Any], key: str) -> int:
     return _as_int(value, key)
 
 
-def number(d: Mapping[str, Any], key: str, default: float) -> float:
+def number(d: Mapping[str, Any], key: str, *, default: float) -> float:
     value = _present(d, key)
     if value is None:
         return default
@@ -116,7 +116,7 @@ def number(d: Mapping[str, Any], key: str, default: float) -> float:
     return float(value)
 
 
-def boolean(d: Mapping[str, Any], key: str, default: bool) -> bool:
+def boolean(d: Mapping[str, Any], key: str, *, default: bool) -> bool:
     value = _present(d, key)
     if value is None:
         return default
@@ -125,7 +125,7 @@ def boolean(d: Mapping[str, Any], key: str, default: bool) -> bool:
     return value
 
 
-def string(d: Mapping[str, Any], key: str, default: str) -> str:
+def string(d: Mapping[str, Any], key: str, *, default: str) -> str:
     value = _present(d, key)
     return default if value is None else _as_str(value, key)
 
@@ -142,7 +142,7 @@ def required_string(d: Mapping[str, Any], key: str) -> str:
     return _as_str(value, key)
 
 
-def _as_choice(value: object, key: str, choices: tuple[_S, ...]) -> _S:
+def _as_choice(value: object, key: str, *, choices: tuple[_S, ...]) -> _S:
     for candidate in choices:
         if value == candidate:
             return candidate
@@ -150,19 +150,19 @@ def _as_choice(value: object, key: str, choices: tuple[_S, ...]) -> _S:
     raise FieldError(key, f"expected one of {allowed}, got {value!r}")
 
 
-def choice(d: Mapping[str, Any], key: str, choices: tuple[_S, ...], *, default: _S | None) -> _S:
+def choice(d: Mapping[str, Any], key: str, *, choices: tuple[_S, ...], default: _S | None) -> _S:
     """One of ``choices``; a missing value gives ``default``, or an error when it is None."""
     value = _present(d, key)
     if value is None:
         if default is None:
             raise FieldError(key, "required field is missing")
         return default
-    return _as_choice(value, key, choices)
+    return _as_choice(value, key, choices=choices)
 
 
-def optional_choice(d: Mapping[str, Any], key: str, choices: tuple[_S, ...]) -> _S | None:
+def optional_choice(d: Mapping[str, Any], key: str, *, choices: tuple[_S, ...]) -> _S | None:
     value = _present(d, key)
-    return None if value is None else _as_choice(value, key, choices)
+    return None if value is None else _as_choice(value, key, choices=choices)
 
 
 def string_map(d: Mapping[str, Any], key: str) -> dict[str, str]:
@@ -182,7 +182,7 @@ def string_list(d: Mapping[str, Any], key: str) -> tuple[str, ...]:
     return tuple(_as_str(item, f"{key}[{i}]") for i, item in enumerate(_as_list(value, key)))
 
 
-def _parse_under(parse: Callable[[Mapping[str, Any]], _T], value: object, path: str) -> _T:
+def _parse_under(value: object, path: str, *, parse: Callable[[Mapping[str, Any]], _T]) -> _T:
     mapping = _as_mapping(value, path)
     try:
         return parse(mapping)
@@ -190,27 +190,27 @@ def _parse_under(parse: Callable[[Mapping[str, Any]], _T], value: object, path: 
         raise e.under(path) from e
 
 
-def nested(d: Mapping[str, Any], key: str, parse: Callable[[Mapping[str, Any]], _T]) -> _T:
+def nested(d: Mapping[str, Any], key: str, *, parse: Callable[[Mapping[str, Any]], _T]) -> _T:
     """A sub-object; a missing one is parsed from ``{}`` so that its own defaults apply."""
     value = _present(d, key)
-    return _parse_under(parse, {} if value is None else value, key)
+    return _parse_under({} if value is None else value, key, parse=parse)
 
 
 def optional_nested(
-    d: Mapping[str, Any], key: str, parse: Callable[[Mapping[str, Any]], _T]
+    d: Mapping[str, Any], key: str, *, parse: Callable[[Mapping[str, Any]], _T]
 ) -> _T | None:
     value = _present(d, key)
-    return None if value is None else _parse_under(parse, value, key)
+    return None if value is None else _parse_under(value, key, parse=parse)
 
 
 def nested_list(
-    d: Mapping[str, Any], key: str, parse: Callable[[Mapping[str, Any]], _T]
+    d: Mapping[str, Any], key: str, *, parse: Callable[[Mapping[str, Any]], _T]
 ) -> tuple[_T, ...]:
     value = _present(d, key)
     if value is None:
         return ()
     items = _as_list(value, key)
-    return tuple(_parse_under(parse, item, f"{key}[{i}]") for i, item in enumerate(items))
+    return tuple(_parse_under(item, f"{key}[{i}]", parse=parse) for i, item in enumerate(items))
 
 
 def compact(d: dict[str, Any]) -> dict[str, Any]:

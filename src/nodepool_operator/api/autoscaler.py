@@ -64,8 +64,10 @@ class ScaleDownPolicy:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ScaleDownPolicy:
         return cls(
-            enabled=_fields.boolean(d, "enabled", DEFAULT_SCALE_DOWN_ENABLED),
-            unneeded_seconds=_fields.integer(d, "unneededSeconds", DEFAULT_UNNEEDED_SECONDS),
+            enabled=_fields.boolean(d, "enabled", default=DEFAULT_SCALE_DOWN_ENABLED),
+            unneeded_seconds=_fields.integer(
+                d, "unneededSeconds", default=DEFAULT_UNNEEDED_SECONDS
+            ),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -88,12 +90,12 @@ class AutoscalerSpec:
             node_pool_name=_fields.required_string(d, "nodePoolName"),
             namespaces=_fields.string_list(d, "namespaces"),
             scan_interval_seconds=_fields.integer(
-                d, "scanIntervalSeconds", DEFAULT_SCAN_INTERVAL_SECONDS
+                d, "scanIntervalSeconds", default=DEFAULT_SCAN_INTERVAL_SECONDS
             ),
             batch_window_seconds=_fields.number(
-                d, "batchWindowSeconds", DEFAULT_BATCH_WINDOW_SECONDS
+                d, "batchWindowSeconds", default=DEFAULT_BATCH_WINDOW_SECONDS
             ),
-            scale_down=_fields.nested(d, "scaleDown", ScaleDownPolicy.from_dict),
+            scale_down=_fields.nested(d, "scaleDown", parse=ScaleDownPolicy.from_dict),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -147,11 +149,13 @@ class AutoscalerStatus:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> AutoscalerStatus:
         return cls(
-            observed_generation=_fields.integer(d, "observedGeneration", 0),
-            conditions=_fields.nested_list(d, "conditions", meta.Condition.from_dict),
-            last_request=_fields.optional_nested(d, "lastRequest", LastScaleRequest.from_dict),
-            pending_pods=_fields.integer(d, "pendingPods", 0),
-            unschedulable_pods=_fields.integer(d, "unschedulablePods", 0),
+            observed_generation=_fields.integer(d, "observedGeneration", default=0),
+            conditions=_fields.nested_list(d, "conditions", parse=meta.Condition.from_dict),
+            last_request=_fields.optional_nested(
+                d, "lastRequest", parse=LastScaleRequest.from_dict
+            ),
+            pending_pods=_fields.integer(d, "pendingPods", default=0),
+            unschedulable_pods=_fields.integer(d, "unschedulablePods", default=0),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -168,12 +172,12 @@ class AutoscalerStatus:
 
 def spec_of(obj: Mapping[str, Any]) -> AutoscalerSpec:
     """The typed spec of an Autoscaler object (a dict as the API returns it)."""
-    return _fields.nested(obj, "spec", AutoscalerSpec.from_dict)
+    return _fields.nested(obj, "spec", parse=AutoscalerSpec.from_dict)
 
 
 def status_of(obj: Mapping[str, Any]) -> AutoscalerStatus:
     """The typed status of an Autoscaler object; all defaults when it has none yet."""
-    return _fields.nested(obj, "status", AutoscalerStatus.from_dict)
+    return _fields.nested(obj, "status", parse=AutoscalerStatus.from_dict)
 
 
 def manifest(name: str, spec: AutoscalerSpec) -> dict[str, Any]:

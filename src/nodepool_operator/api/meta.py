@@ -58,7 +58,7 @@ class Condition:
     def from_dict(cls, d: Mapping[str, Any]) -> Condition:
         return cls(
             type=_fields.required_string(d, "type"),
-            status=_fields.choice(d, "status", CONDITION_STATUSES, default=None),
+            status=_fields.choice(d, "status", choices=CONDITION_STATUSES, default=None),
             reason=_fields.required_string(d, "reason"),
             message=_fields.required_string(d, "message"),
             last_transition_time=_fields.required_string(d, "lastTransitionTime"),

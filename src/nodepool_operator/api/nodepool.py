@@ -94,7 +94,7 @@ class Taint:
     def from_dict(cls, d: Mapping[str, Any]) -> Taint:
         return cls(
             key=_fields.required_string(d, "key"),
-            effect=_fields.choice(d, "effect", TAINT_EFFECTS, default=None),
+            effect=_fields.choice(d, "effect", choices=TAINT_EFFECTS, default=None),
             value=_fields.optional_string(d, "value"),
         )
 
@@ -107,12 +107,13 @@ class NodeTemplate:
     """The shape of one Node of the pool: its capacity, labels and taints.
 
     ``cpu`` and ``memory`` keep the quantity text as written; ``cpu_millicores`` and
-    ``memory_bytes`` give the exact integer values to compute with.
+    ``memory_bytes`` give the exact integer values to compute with. Values compare by
+    equality but are not hashable, because ``labels`` is a mapping.
     """
 
     cpu: str = DEFAULT_CPU
     memory: str = DEFAULT_MEMORY
-    pods: str = DEFAULT_PODS
+    pods: int = DEFAULT_PODS
     labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
 
@@ -127,11 +128,11 @@ class NodeTemplate:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> NodeTemplate:
         return cls(
-            cpu=_fields.string(d, "cpu", DEFAULT_CPU),
-            memory=_fields.string(d, "memory", DEFAULT_MEMORY),
-            pods=_fields.integer(d, "pods", DEFAULT_PODS),
+            cpu=_fields.string(d, "cpu", default=DEFAULT_CPU),
+            memory=_fields.string(d, "memory", default=DEFAULT_MEMORY),
+            pods=_fields.integer(d, "pods", default=DEFAULT_PODS),
             labels=_fields.string_map(d, "labels"),
-            taints=_fields.nested_list(d, "taints", Taint.from_dict),
+            taints=_fields.nested_list(d, "taints", parse=Taint.from_dict),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -158,10 +159,10 @@ class NodePoolSpec:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> NodePoolSpec:
         return cls(
-            target_nodes=_fields.integer(d, "targetNodes", DEFAULT_TARGET_NODES),
-            min_nodes=_fields.integer(d, "minNodes", DEFAULT_MIN_NODES),
-            max_nodes=_fields.integer(d, "maxNodes", DEFAULT_MAX_NODES),
-            template=_fields.nested(d, "template", NodeTemplate.from_dict),
+            target_nodes=_fields.integer(d, "targetNodes", default=DEFAULT_TARGET_NODES),
+            min_nodes=_fields.integer(d, "minNodes", default=DEFAULT_MIN_NODES),
+            max_nodes=_fields.integer(d, "maxNodes", default=DEFAULT_MAX_NODES),
+            template=_fields.nested(d, "template", parse=NodeTemplate.from_dict),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -193,14 +194,14 @@ class NodePoolStatus:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> NodePoolStatus:
         return cls(
-            observed_generation=_fields.integer(d, "observedGeneration", 0),
+            observed_generation=_fields.integer(d, "observedGeneration", default=0),
             scale_operation=_fields.choice(
-                d, "scaleOperation", SCALE_OPERATIONS, default="inactive"
+                d, "scaleOperation", choices=SCALE_OPERATIONS, default="inactive"
             ),
-            current_nodes=_fields.integer(d, "currentNodes", 0),
-            ready_nodes=_fields.integer(d, "readyNodes", 0),
+            current_nodes=_fields.integer(d, "currentNodes", default=0),
+            ready_nodes=_fields.integer(d, "readyNodes", default=0),
             selector=_fields.optional_string(d, "selector"),
-            conditions=_fields.nested_list(d, "conditions", meta.Condition.from_dict),
+            conditions=_fields.nested_list(d, "conditions", parse=meta.Condition.from_dict),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -218,12 +219,12 @@ class NodePoolStatus:
 
 def spec_of(obj: Mapping[str, Any]) -> NodePoolSpec:
     """The typed spec of a NodePool object (a dict as the API returns it)."""
-    return _fields.nested(obj, "spec", NodePoolSpec.from_dict)
+    return _fields.nested(obj, "spec", parse=NodePoolSpec.from_dict)
 
 
 def status_of(obj: Mapping[str, Any]) -> NodePoolStatus:
     """The typed status of a NodePool object; all defaults when it has none yet."""
-    return _fields.nested(obj, "status", NodePoolStatus.from_dict)
+    return _fields.nested(obj, "status", parse=NodePoolStatus.from_dict)
 
 
 def manifest(name: str, spec: NodePoolSpec) -> dict[str, Any]:

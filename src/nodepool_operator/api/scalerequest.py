@@ -91,8 +91,8 @@ class ScaleRequestStatus:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ScaleRequestStatus:
         return cls(
-            phase=_fields.choice(d, "phase", PHASES, default="Pending"),
-            observed_generation=_fields.integer(d, "observedGeneration", 0),
+            phase=_fields.choice(d, "phase", choices=PHASES, default="Pending"),
+            observed_generation=_fields.integer(d, "observedGeneration", default=0),
             applied_target_nodes=_fields.optional_integer(d, "appliedTargetNodes"),
             message=_fields.optional_string(d, "message"),
         )
@@ -110,12 +110,12 @@ class ScaleRequestStatus:
 
 def spec_of(obj: Mapping[str, Any]) -> ScaleRequestSpec:
     """The typed spec of a ScaleRequest object (a dict as the API returns it)."""
-    return _fields.nested(obj, "spec", ScaleRequestSpec.from_dict)
+    return _fields.nested(obj, "spec", parse=ScaleRequestSpec.from_dict)
 
 
 def status_of(obj: Mapping[str, Any]) -> ScaleRequestStatus:
     """The typed status of a ScaleRequest object; Pending when it has none yet."""
-    return _fields.nested(obj, "status", ScaleRequestStatus.from_dict)
+    return _fields.nested(obj, "status", parse=ScaleRequestStatus.from_dict)
 
 
 def manifest(name: str, spec: ScaleRequestSpec, *, pool_uid: str | None = None) -> dict[str, Any]:

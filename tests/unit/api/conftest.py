@@ -81,7 +81,7 @@ def _has_type(kind: str, value: Any) -> bool:
     return isinstance(value, {"object": dict, "array": list, "string": str, "boolean": bool}[kind])
 
 
-def _scalar_errors(schema: Mapping[str, Any], value: Any, path: str) -> list[str]:
+def _scalar_errors(schema: Mapping[str, Any], value: Any, *, path: str) -> list[str]:
     errors = []
     if "enum" in schema and value not in schema["enum"]:
         errors.append(f"{path}: Unsupported value: {value!r}")
@@ -99,7 +99,7 @@ def _scalar_errors(schema: Mapping[str, Any], value: Any, path: str) -> list[str
 
 
 def _object_errors(
-    schema: Mapping[str, Any], value: dict[str, Any], path: str, old: Any
+    schema: Mapping[str, Any], value: dict[str, Any], *, path: str, old: Any
 ) -> list[str]:
     errors = [
         f"{path}.{name}: Required value" for name in schema.get("required", []) if name not in value
@@ -116,7 +116,7 @@ def _object_errors(
     return errors
 
 
-def _array_errors(schema: Mapping[str, Any], value: list[Any], path: str) -> list[str]:
+def _array_errors(schema: Mapping[str, Any], value: list[Any], *, path: str) -> list[str]:
     errors = []
     for i, item in enumerate(value):
         errors += validate(schema["items"], item, path=f"{path}[{i}]")
@@ -142,11 +142,11 @@ def validate(
     if not _has_type(schema["type"], value):
         return [f"{path}: must be of type {schema['type']}"]
     if schema["type"] == "object":
-        errors = _object_errors(schema, value, path, old)
+        errors = _object_errors(schema, value, path=path, old=old)
     elif schema["type"] == "array":
-        errors = _array_errors(schema, value, path)
+        errors = _array_errors(schema, value, path=path)
     else:
-        errors = _scalar_errors(schema, value, path)
+        errors = _scalar_errors(schema, value, path=path)
     for rule in schema.get("x-kubernetes-validations", []):
         mirror = CEL_MIRRORS[rule["rule"]]  # KeyError: a rule with no Python mirror yet
         if not errors and not mirror(value, old):

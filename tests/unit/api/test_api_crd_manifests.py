@@ -33,7 +33,7 @@ def _node_at(schema: Mapping[str, Any], json_path: str) -> Mapping[str, Any]:
     return node
 
 
-def _created(server_model: Any, kind: Any, obj: dict[str, Any]) -> list[str]:
+def _created(server_model: Any, kind: Any, *, obj: dict[str, Any]) -> list[str]:
     """The errors the server would report when creating ``obj`` (after defaulting it)."""
     schema = _schema(kind)
     return list(server_model.validate(schema, server_model.apply_defaults(schema, obj)))
@@ -133,7 +133,7 @@ def test_every_cel_rule_has_a_python_mirror_and_the_rules_are_the_contract(
 
 def test_a_nodepool_without_spec_gets_a_complete_default_spec(server_model: Any) -> None:
     obj: dict[str, Any] = {"apiVersion": nodepool.API_VERSION, "kind": "NodePool"}
-    assert _created(server_model, nodepool, obj) == []
+    assert _created(server_model, nodepool, obj=obj) == []
     assert obj["spec"] == nodepool.NodePoolSpec().to_dict()
 
 
@@ -161,13 +161,13 @@ def test_a_nodepool_without_spec_gets_a_complete_default_spec(server_model: Any)
 def test_an_invalid_nodepool_is_refused_with_the_reason(
     spec: dict[str, Any], error: str, server_model: Any
 ) -> None:
-    errors = _created(server_model, nodepool, {"spec": spec})
+    errors = _created(server_model, nodepool, obj={"spec": spec})
     assert any(e.startswith(error) or error in e for e in errors), errors
 
 
 def test_a_nodepool_within_bounds_is_accepted(server_model: Any) -> None:
     spec = {"targetNodes": 3, "minNodes": 1, "maxNodes": 3, "template": {"cpu": "500m"}}
-    assert _created(server_model, nodepool, {"spec": spec}) == []
+    assert _created(server_model, nodepool, obj={"spec": spec}) == []
 
 
 def test_a_scale_request_spec_cannot_change_but_its_status_can(server_model: Any) -> None:
@@ -196,7 +196,7 @@ def test_a_scale_request_spec_cannot_change_but_its_status_can(server_model: Any
 def test_required_fields_and_bounds_of_the_other_kinds_are_enforced(
     kind: Any, obj: dict[str, Any], error: str, server_model: Any
 ) -> None:
-    errors = _created(server_model, kind, obj)
+    errors = _created(server_model, kind, obj=obj)
     assert any(error in e for e in errors), errors
 
 

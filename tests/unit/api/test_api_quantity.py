@@ -99,7 +99,7 @@ def test_malformed_quantities_raise_value_error_naming_the_text(text: str, probl
     with pytest.raises(ValueError, match="invalid quantity") as raised:
         quantity.parse_quantity(text)
     assert problem in str(raised.value)
-    assert text[:32] in str(raised.value)
+    assert repr(text) in str(raised.value) or len(text) > 256
 
 
 def test_negative_quantities_parse_but_are_not_cpu_or_memory() -> None:

@@ -83,7 +83,7 @@ def _without_none(hint: Any) -> tuple[Any, bool]:
     return hint, False
 
 
-def _type_mismatches(hint: Any, schema: Mapping[str, Any], path: str) -> list[str]:
+def _type_mismatches(hint: Any, schema: Mapping[str, Any], *, path: str) -> list[str]:
     """How the Python type ``hint`` and the schema node disagree (empty when they agree)."""
     hint, _ = _without_none(hint)
     origin, args = typing.get_origin(hint), typing.get_args(hint)
@@ -104,19 +104,19 @@ def _type_mismatches(hint: Any, schema: Mapping[str, Any], path: str) -> list[st
         assert args[1] is Ellipsis, f"{path}: use tuple[X, ...]"
         if kind != "array":
             return [f"{path}: Python tuple but schema {kind}"]
-        return _type_mismatches(args[0], schema["items"], f"{path}[]")
+        return _type_mismatches(args[0], schema["items"], path=f"{path}[]")
     if origin in (Mapping, dict):
         if kind != "object" or "additionalProperties" not in schema:
             return [f"{path}: Python mapping but schema is not a map"]
-        return _type_mismatches(args[1], schema["additionalProperties"], f"{path}.*")
+        return _type_mismatches(args[1], schema["additionalProperties"], path=f"{path}.*")
     if dataclasses.is_dataclass(hint):
         if kind != "object" or "properties" not in schema:
             return [f"{path}: Python dataclass but schema {kind} without properties"]
-        return _dataclass_mismatches(typing.cast(type[Any], hint), schema, path)
+        return _dataclass_mismatches(typing.cast(type[Any], hint), schema, path=path)
     return [f"{path}: no rule for Python type {hint}"]
 
 
-def _dataclass_mismatches(cls: type[Any], schema: Mapping[str, Any], path: str) -> list[str]:
+def _dataclass_mismatches(cls: type[Any], schema: Mapping[str, Any], *, path: str) -> list[str]:
     hints = typing.get_type_hints(cls)
     fields = {_camel(f.name): f for f in dataclasses.fields(cls)}
     properties: Mapping[str, Any] = schema["properties"]
@@ -127,7 +127,7 @@ def _dataclass_mismatches(cls: type[Any], schema: Mapping[str, Any], path: str) 
     required = set(schema.get("required", []))
     for name in fields.keys() & properties.keys():
         field, prop = fields[name], properties[name]
-        problems += _type_mismatches(hints[field.name], prop, f"{path}.{name}")
+        problems += _type_mismatches(hints[field.name], prop, path=f"{path}.{name}")
         has_default = not (
             field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
         )
@@ -146,7 +146,7 @@ def _dataclass_mismatches(cls: type[Any], schema: Mapping[str, Any], path: str) 
 def test_every_field_has_a_schema_property_of_the_same_type_and_back(
     cls: type[Any], schema: Mapping[str, Any], _minimal: dict[str, Any]
 ) -> None:
-    assert _dataclass_mismatches(cls, schema, cls.__name__) == []
+    assert _dataclass_mismatches(cls, schema, path=cls.__name__) == []
 
 
 @pytest.mark.parametrize(("cls", "schema", "minimal"), ALL_PAIRS, ids=_ids(ALL_PAIRS))

@@ -1,0 +1,315 @@
+"""The reconcile loop: keys from informer events, one reconcile per key at a time.
+
+The contract is controller-runtime's: a :class:`Reconciler` gets a :class:`Request` (a key,
+never an event or an object), reads what it needs from caches, and returns a
+:class:`Result`. The controller decides what happens next:
+
+* success with ``requeue_after`` → the key comes back after that delay (``forget`` resets
+  its backoff); success without → the key is forgotten until the next event;
+* :class:`errors.Conflict` → requeued with rate limiting and logged at debug level: a
+  conflict means our copy was stale, which the next reconcile (from a fresher cache) fixes;
+* :class:`errors.TooManyRequests` → requeued after the server's Retry-After;
+* a permanent error (:class:`TerminalError`, 4xx such as 422 or 403) → one log line and a
+  metric, no retry (retrying cannot fix a rejected request; the next event will requeue);
+* any other exception → requeued with rate limiting (exponential per key, token bucket
+  overall), logged as an error.
+
+Watches map events to keys through a mapper (the object's own key, or its owner's) and may
+be filtered by predicates such as :class:`GenerationChanged`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from nodepool_operator.runtime import clock as clock_module
+from nodepool_operator.runtime import errors, metrics, workqueue
+from nodepool_operator.runtime.client import Object
+from nodepool_operator.runtime.informer import Informer
+
+__all__ = [
+    "AnnotationChanged",
+    "Controller",
+    "GenerationChanged",
+    "LabelsChanged",
+    "Mapper",
+    "Predicate",
+    "Reconciler",
+    "Request",
+    "Result",
+    "TerminalError",
+    "any_of",
+    "map_to_owner",
+    "map_to_self",
+]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, order=True)
+class Request:
+    """What to reconcile: a name, and a namespace for namespaced kinds."""
+
+    name: str
+    namespace: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+
+@dataclass(frozen=True)
+class Result:
+    """``requeue_after`` seconds to look again (e.g. a VM is still booting); None: don't."""
+
+    requeue_after: float | None = None
+
+
+class TerminalError(Exception):
+    """An error retrying cannot fix (bad input, a refused request): logged, not retried."""
+
+
+class Reconciler(Protocol):
+    async def reconcile(self, request: Request) -> Result: ...
+
+
+class Predicate(Protocol):
+    """Filters events before they become keys; all three default to letting them through."""
+
+    def create(self, obj: Object) -> bool: ...
+
+    def update(self, old: Object, new: Object) -> bool: ...
+
+    def delete(self, obj: Object) -> bool: ...
+
+
+def _generation(obj: Object) -> object:
+    return obj.get("metadata", {}).get("generation")
+
+
+class GenerationChanged:
+    """Updates pass only when ``metadata.generation`` moved, i.e. the spec changed.
+
+    Status and metadata updates (including our own status writes) never bump the generation,
+    so with this predicate a controller is not woken by its own writes.
+    """
+
+    def create(self, obj: Object) -> bool:
+        return True
+
+    def update(self, old: Object, new: Object) -> bool:
+        return _generation(old) != _generation(new)
+
+    def delete(self, obj: Object) -> bool:
+        return True
+
+
+class LabelsChanged(GenerationChanged):
+    def update(self, old: Object, new: Object) -> bool:
+        return bool(old.get("metadata", {}).get("labels") != new.get("metadata", {}).get("labels"))
+
+
+class AnnotationChanged(GenerationChanged):
+    def update(self, old: Object, new: Object) -> bool:
+        old_annotations = old.get("metadata", {}).get("annotations")
+        return bool(old_annotations != new.get("metadata", {}).get("annotations"))
+
+
+class _AnyOf(GenerationChanged):
+    def __init__(self, predicates: Sequence[Predicate]) -> None:
+        self.predicates = predicates
+
+    def create(self, obj: Object) -> bool:
+        return any(p.create(obj) for p in self.predicates)
+
+    def update(self, old: Object, new: Object) -> bool:
+        return any(p.update(old, new) for p in self.predicates)
+
+    def delete(self, obj: Object) -> bool:
+        return any(p.delete(obj) for p in self.predicates)
+
+
+def any_of(*predicates: Predicate) -> Predicate:
+    return _AnyOf(predicates)
+
+
+Mapper = Callable[[Object], Iterable[Request]]
+
+
+def map_to_self(obj: Object) -> Iterable[Request]:
+    meta = obj["metadata"]
+    return (Request(name=meta["name"], namespace=meta.get("namespace", "")),)
+
+
+def map_to_owner(kind: str, *, namespaced: bool = False) -> Mapper:
+    """Events of owned objects become requests for their owner of ``kind``."""
+
+    def mapper(obj: Object) -> Iterable[Request]:
+        meta = obj.get("metadata", {})
+        namespace = meta.get("namespace", "") if namespaced else ""
+        return [
+            Request(name=ref["name"], namespace=namespace)
+            for ref in meta.get("ownerReferences", [])
+            if ref.get("kind") == kind
+        ]
+
+    return mapper
+
+
+class _Enqueue:
+    """The informer event handler of one watch: filter, map, add to the queue."""
+
+    def __init__(
+        self, queue: workqueue.WorkQueue[Request], mapper: Mapper, predicates: Sequence[Predicate]
+    ) -> None:
+        self.queue = queue
+        self.mapper = mapper
+        self.predicates = predicates
+
+    def _add(self, obj: Object) -> None:
+        for request in self.mapper(obj):
+            self.queue.add(request)
+
+    def on_add(self, obj: Object) -> None:
+        if all(p.create(obj) for p in self.predicates):
+            self._add(obj)
+
+    def on_update(self, old: Object, new: Object) -> None:
+        if all(p.update(old, new) for p in self.predicates):
+            self._add(new)
+            if self.mapper is not map_to_self:
+                self._add(old)  # a changed owner or label: the old owner must look too
+
+    def on_delete(self, obj: Object) -> None:
+        if all(p.delete(obj) for p in self.predicates):
+            self._add(obj)
+
+
+class Controller:
+    """Runs one reconciler over the keys its watches produce."""
+
+    _reconcile_ids = itertools.count(1)
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        reconciler: Reconciler,
+        max_concurrent_reconciles: int = 1,
+        clock: clock_module.Clock | None = None,
+        queue: workqueue.WorkQueue[Request] | None = None,
+    ) -> None:
+        self.name = name
+        self.reconciler = reconciler
+        self.max_concurrent_reconciles = max_concurrent_reconciles
+        self.clock = clock or clock_module.RealClock()
+        self.queue: workqueue.WorkQueue[Request] = queue or workqueue.WorkQueue(
+            name=name, clock=self.clock
+        )
+        self._watched: list[Informer] = []
+        self._workers: list[asyncio.Task[None]] = []
+        self._active = metrics.controller_runtime_active_workers.labels(controller=name)
+        metrics.controller_runtime_max_concurrent_reconciles.labels(controller=name).set(
+            max_concurrent_reconciles
+        )
+
+    def watch(
+        self,
+        informer: Informer,
+        *,
+        mapper: Mapper = map_to_self,
+        predicates: Sequence[Predicate] = (),
+    ) -> None:
+        informer.add_handler(_Enqueue(self.queue, mapper, predicates))
+        self._watched.append(informer)
+
+    @property
+    def informers(self) -> list[Informer]:
+        return list(self._watched)
+
+    def start(self) -> None:
+        """Start the workers; the caller has waited for the informers to sync."""
+        for index in range(self.max_concurrent_reconciles):
+            self._workers.append(
+                asyncio.create_task(self._work(), name=f"{self.name}-worker-{index}")
+            )
+
+    async def stop(self) -> None:
+        """Let in-flight reconciles finish, then stop the workers."""
+        await self.queue.shut_down_with_drain()
+        for task in self._workers:
+            task.cancel()
+        await asyncio.gather(*self._workers, return_exceptions=True)
+        self._workers.clear()
+
+    async def _work(self) -> None:
+        while True:
+            try:
+                request = await self.queue.get()
+            except workqueue.ShutDown:
+                return
+            try:
+                await self.reconcile_once(request)
+            finally:
+                self.queue.done(request)
+
+    async def reconcile_once(self, request: Request) -> None:
+        reconcile_id = next(self._reconcile_ids)
+        started = time.perf_counter()
+        self._active.inc()
+        outcome = "success"
+        try:
+            result = await self.reconciler.reconcile(request)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            outcome = self._handle_error(request, error, reconcile_id)
+        else:
+            if result.requeue_after is not None and result.requeue_after > 0:
+                self.queue.forget(request)
+                self.queue.add_after(request, result.requeue_after)
+                outcome = "requeue_after"
+            else:
+                self.queue.forget(request)
+        finally:
+            self._active.dec()
+            metrics.controller_runtime_reconcile_time_seconds.labels(controller=self.name).observe(
+                time.perf_counter() - started
+            )
+        metrics.controller_runtime_reconcile_total.labels(
+            controller=self.name, result=outcome
+        ).inc()
+
+    def _handle_error(self, request: Request, error: Exception, reconcile_id: int) -> str:
+        context = f"controller={self.name} key={request} reconcile_id={reconcile_id}"
+        if isinstance(error, errors.Conflict):
+            metrics.nodepool_conflicts_total.labels(controller=self.name, resource="").inc()
+            log.debug("%s event=conflict action=requeue message=%r", context, error.message)
+            self.queue.add_rate_limited(request)
+            return "requeue"
+        metrics.controller_runtime_reconcile_errors_total.labels(controller=self.name).inc()
+        if isinstance(error, errors.TooManyRequests) and error.retry_after:
+            log.warning("%s event=throttled retry_after=%.1fs", context, error.retry_after)
+            self.queue.add_after(request, error.retry_after)
+            return "error"
+        permanent = isinstance(error, TerminalError) or (
+            isinstance(error, errors.ApiError) and not error.transient
+        )
+        if permanent:
+            log.error("%s event=terminal-error action=none error=%r", context, error)
+            self.queue.forget(request)
+            return "error"
+        # Unexpected exceptions carry their traceback; API errors are explained by their message.
+        log.error(
+            "%s event=error action=requeue-with-backoff error=%r",
+            context,
+            error,
+            exc_info=None if isinstance(error, errors.ApiError) else error,
+        )
+        self.queue.add_rate_limited(request)
+        return "error"

@@ -1,0 +1,123 @@
+"""The status writer: the only way a controller writes ``/status``.
+
+Three rules keep status writes from feeding reconcile loops:
+
+1. compare first: the desired status is compared structurally with the stored one and
+   nothing is sent when they are equal (so an idle controller makes zero writes);
+2. write only ``/status``, as a JSON merge patch without a resourceVersion: each status
+   has exactly one writer (DESIGN.md), so there is no other writer to lose an update to,
+   and concurrent label or spec edits by others cannot make it fail with 409;
+3. remember what was just written: until the informer delivers our own write, the cache
+   still holds the old status, and a second reconcile in that window must not send the
+   same status again.
+
+``observedGeneration`` is set by the caller from the object it reconciled; conditions are
+built with :func:`nodepool_operator.runtime.conditions.set_condition`, which keeps
+``lastTransitionTime`` unless the condition's status changed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from nodepool_operator.runtime import metrics
+from nodepool_operator.runtime.client import Client, Object, Resource
+from nodepool_operator.runtime.informer import object_key
+
+__all__ = ["StatusWriter", "merge_patch", "prune_none"]
+
+log = logging.getLogger(__name__)
+
+
+def prune_none(value: Any) -> Any:
+    """Drop None-valued keys recursively: the server never stores them."""
+    if isinstance(value, Mapping):
+        return {k: prune_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [prune_none(v) for v in value]
+    return value
+
+
+def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """The RFC 7386 merge patch that turns ``old`` into ``new`` (lists are replaced whole)."""
+    patch: dict[str, Any] = {}
+    for key in old.keys() - new.keys():
+        patch[key] = None
+    for key, value in new.items():
+        before = old.get(key)
+        if isinstance(value, Mapping) and isinstance(before, Mapping):
+            nested = merge_patch(before, value)
+            if nested:
+                patch[key] = nested
+        elif before != value:
+            patch[key] = value
+    return patch
+
+
+@dataclass(frozen=True)
+class _Written:
+    version_after: str
+    status: Any
+
+    def newer_than(self, cached_version: str) -> bool:
+        """Is the cached copy older than our write?
+
+        resourceVersions are opaque in general; on etcd-backed servers they are increasing
+        integers, which is the only case where "older" can be told. Otherwise only an equal
+        version proves the cache caught up, and anything else is treated as stale.
+        """
+        if cached_version == self.version_after:
+            return False
+        if cached_version.isdigit() and self.version_after.isdigit():
+            return int(cached_version) < int(self.version_after)
+        return True
+
+
+class StatusWriter:
+    """Writes the status of one resource on behalf of one controller."""
+
+    def __init__(self, client: Client, resource: Resource, *, controller: str) -> None:
+        self.client = client
+        self.resource = resource
+        self.controller = controller
+        self._written: dict[str, _Written] = {}
+        self.writes = 0
+        self.skipped = 0
+
+    async def update(self, obj: Object, status: Mapping[str, Any]) -> Object | None:
+        """Make the stored status equal ``status``; return the new object, or None if unchanged."""
+        desired = prune_none(status)
+        current = prune_none(obj.get("status") or {})
+        key = object_key(obj)
+        version = str(obj["metadata"].get("resourceVersion", ""))
+        remembered = self._written.get(key)
+        if remembered is not None and remembered.newer_than(version):
+            # The cache has not caught up with our last write yet: compare with what we wrote.
+            current = remembered.status
+        if desired == current:
+            self.skipped += 1
+            return None
+        patch = {"status": merge_patch(current, desired)}
+        meta = obj["metadata"]
+        updated = await self.client.patch(
+            self.resource,
+            meta["name"],
+            patch,
+            namespace=meta.get("namespace"),
+            subresource="status",
+        )
+        self.writes += 1
+        metrics.nodepool_status_writes_total.labels(
+            controller=self.controller, resource=self.resource.plural
+        ).inc()
+        after = str(updated.get("metadata", {}).get("resourceVersion", ""))
+        self._written[key] = _Written(version_after=after, status=desired)
+        log.debug("controller=%s key=%s event=status-written patch=%s", self.controller, key, patch)
+        return updated
+
+    def forget(self, obj: Object) -> None:
+        """Drop the memory of an object that is gone."""
+        self._written.pop(object_key(obj), None)
