@@ -1,3 +1,3 @@
-"""nodepool-operator: provisions Nodes from a cloud and autoscales them, with disciplined API writes."""
+"""nodepool-operator: provisions Nodes from a cloud and autoscales them; writes with discipline."""
 
 __all__: list[str] = []

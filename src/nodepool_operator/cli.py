@@ -3,6 +3,7 @@ the operator itself, the CRDs and the demo."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import tempfile
 from pathlib import Path
@@ -10,7 +11,11 @@ from typing import Annotated
 
 import typer
 
+from nodepool_operator import operator
+from nodepool_operator.api import crds as api_crds
+from nodepool_operator.cloud.simcloud import server as simcloud_server
 from nodepool_operator.cluster import binaries, controlplane
+from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 
 __all__ = ["app", "main"]
 
@@ -125,6 +130,96 @@ def demo(
         typer.echo(f"control plane left running: export KUBECONFIG={plane.kubeconfig}")
     else:
         plane.down()
+
+
+@app.command("crds")
+def crds() -> None:
+    """Print the CustomResourceDefinitions of NodePool, ScaleRequest and Autoscaler (YAML)."""
+    typer.echo(api_crds.render_yaml(), nl=False)
+
+
+@app.command("simcloud")
+def simcloud(
+    state: Annotated[
+        Path, typer.Option(help="SQLite file holding the VMs; survives restarts.")
+    ] = Path("simcloud.sqlite3"),
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on (0: a free one).")] = 8787,
+    port_file: Annotated[
+        Path | None, typer.Option(help="Write the bound port here (useful with --port 0).")
+    ] = None,
+    create_latency: Annotated[
+        float, typer.Option(help="Mean seconds from create to RUNNING.")
+    ] = 5.0,
+    latency_jitter: Annotated[
+        float, typer.Option(help="Uniform jitter (+/- seconds) around the create latency.")
+    ] = 2.0,
+    delete_latency: Annotated[float, typer.Option(help="Seconds from delete to gone.")] = 2.0,
+    transient_error_rate: Annotated[
+        float, typer.Option(help="Fraction of calls answered with a 5xx (0..1).")
+    ] = 0.0,
+    quota: Annotated[
+        int | None, typer.Option(help="Most VMs the account may hold (403 QuotaExceeded beyond).")
+    ] = None,
+    slow_calls: Annotated[float, typer.Option(help="Seconds added to every call.")] = 0.0,
+    seed: Annotated[int | None, typer.Option(help="Random seed for latencies and faults.")] = None,
+) -> None:
+    """Run the simulated cloud: an HTTP API for VMs, with latency and fault injection."""
+    config = simcloud_server.SimCloudConfig(
+        state_path=str(state),
+        host=host,
+        port=port,
+        port_file=str(port_file) if port_file else None,
+        create_latency_seconds=create_latency,
+        latency_jitter_seconds=latency_jitter,
+        delete_latency_seconds=delete_latency,
+        transient_error_rate=transient_error_rate,
+        quota_max_vms=quota,
+        slow_call_seconds=slow_calls,
+        seed=seed,
+    )
+    simcloud_server.run(config)
+
+
+@app.command("run")
+def run(
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option(help="kubeconfig to use; default $KUBECONFIG, then in-cluster config."),
+    ] = None,
+    cloud_endpoint: Annotated[
+        str, typer.Option(help="URL of the cloud API (the simcloud).")
+    ] = "http://127.0.0.1:8787",
+    leader_elect: Annotated[
+        bool, typer.Option(help="Run controllers only while holding the Lease.")
+    ] = False,
+    leader_election_namespace: Annotated[
+        str, typer.Option(help="Namespace of the leader-election Lease.")
+    ] = "nodepool-system",
+    metrics_port: Annotated[
+        int, typer.Option(help="Port of /metrics, /healthz and /readyz (0: a free one).")
+    ] = 8080,
+    metrics_host: Annotated[str, typer.Option(help="Address of the metrics endpoint.")] = "0.0.0.0",
+    poll_interval: Annotated[
+        float, typer.Option(help="Seconds between looks at a pool while it is scaling.")
+    ] = 1.0,
+    create_parallelism: Annotated[
+        int, typer.Option(help="Most VM creations in flight per pool.")
+    ] = 10,
+    log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING or ERROR.")] = "INFO",
+) -> None:
+    """Run the operator: the NodePool and Autoscaler controllers."""
+    operator.configure_logging(log_level.upper())
+    options = operator.OperatorOptions(
+        kubeconfig=kubeconfig,
+        cloud_endpoint=cloud_endpoint,
+        leader_elect=leader_elect,
+        leader_election_namespace=leader_election_namespace,
+        metrics_port=metrics_port,
+        metrics_host=metrics_host,
+        nodepool=NodePoolConfig(poll_interval=poll_interval, create_parallelism=create_parallelism),
+    )
+    asyncio.run(operator.run_operator(options))
 
 
 def main() -> None:

@@ -13,7 +13,7 @@ import itertools
 import time
 from typing import Protocol
 
-__all__ = ["Clock", "FakeClock", "RealClock"]
+__all__ = ["Clock", "FakeClock", "RealClock", "RealWallClock", "WallClock"]
 
 # How many times advance() yields to the event loop after waking sleepers. A woken sleeper
 # typically needs a handful of loop iterations to propagate (future -> task -> the task
@@ -124,3 +124,14 @@ class FakeClock:
 async def _settle() -> None:
     for _ in range(_SETTLE_ROUNDS):
         await asyncio.sleep(0)
+
+
+class WallClock(Protocol):
+    """Seconds since the epoch, for timestamps written to the API (never for intervals)."""
+
+    def time(self) -> float: ...
+
+
+class RealWallClock:
+    def time(self) -> float:
+        return time.time()

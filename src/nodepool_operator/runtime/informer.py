@@ -32,9 +32,9 @@ from nodepool_operator.runtime.client import Client, Object, Resource
 
 __all__ = [
     "EventHandler",
+    "IndexFunc",
     "Informer",
     "InformerCache",
-    "IndexFunc",
     "Transform",
     "drop_managed_fields",
     "object_key",
@@ -251,16 +251,15 @@ class Informer:
                 continue
             obj = self.transform(event.object)
             key = object_key(obj)
-            if event.type == "ADDED" or event.type == "MODIFIED":
+            if event.type in ("ADDED", "MODIFIED"):
                 old = self._store.get(key)
                 self._put(key, obj)
                 if old is None:
                     self._emit_add(obj)
                 else:
                     self._emit_update(old, obj)
-            elif event.type == "DELETED":
-                if key in self._store:
-                    self._delete(key, last_state=obj)
+            elif event.type == "DELETED" and key in self._store:
+                self._delete(key, last_state=obj)
             if version:
                 self._resource_version = version
 

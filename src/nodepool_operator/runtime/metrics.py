@@ -31,6 +31,8 @@ __all__ = [
     "controller_runtime_reconcile_total",
     "leader_election_master_status",
     "nodepool_conflicts_total",
+    "nodepool_events_total",
+    "nodepool_status_writes_total",
     "rest_client_request_duration_seconds",
     "rest_client_requests_total",
     "workqueue_adds_total",
@@ -155,4 +157,14 @@ nodepool_conflicts_total: Final = Counter(
     "nodepool_conflicts_total",
     "Number of 409 Conflict responses met by the operator's writers",
     ["controller", "resource"],
+)
+nodepool_status_writes_total: Final = Counter(
+    "nodepool_status_writes_total",
+    "Number of /status writes sent (writes skipped because nothing changed are not counted)",
+    ["controller", "resource"],
+)
+nodepool_events_total: Final = Counter(
+    "nodepool_events_total",
+    "Number of Kubernetes Events recorded (new or folded into a repeat)",
+    ["component", "type", "reason"],
 )

@@ -169,7 +169,7 @@ class WorkQueue(Generic[K]):
         started_at = self._started_at.pop(key, None)
         if started_at is not None:
             self._work_duration.observe(max(0.0, self._clock.now() - started_at))
-        if False:
+        if key in self._dirty:
             self._queue.append(key)
             self._wake_one_getter()
         if not self._processing:

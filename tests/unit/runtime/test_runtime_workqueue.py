@@ -25,6 +25,26 @@ async def _yield_to_loop(rounds: int = 10) -> None:
         await asyncio.sleep(0)
 
 
+async def _take(queue: workqueue.WorkQueue[str]) -> str:
+    """get() for a key that must already be queued: fails at once rather than hanging."""
+    assert len(queue) > 0, "expected a queued key"
+    return await queue.get()
+
+
+async def _result(task: asyncio.Task[str]) -> str:
+    """The result of a worker that must have finished after a few loop iterations."""
+    await _yield_to_loop()
+    assert task.done(), "expected the worker to have been handed a key"
+    return task.result()
+
+
+async def _expect_shut_down(queue: workqueue.WorkQueue[str]) -> None:
+    worker = asyncio.create_task(queue.get())
+    await _yield_to_loop()
+    assert worker.done(), "expected get() to raise ShutDown, not to wait"
+    assert isinstance(worker.exception(), workqueue.ShutDown)
+
+
 @pytest.fixture
 def clock() -> clock_.FakeClock:
     return clock_.FakeClock()
@@ -46,8 +66,8 @@ async def test_adding_a_waiting_key_again_queues_it_once(
     queue.add("a")
     assert len(queue) == 2
     assert queue.len() == 2
-    assert await queue.get() == "a"
-    assert await queue.get() == "b"
+    assert await _take(queue) == "a"
+    assert await _take(queue) == "b"
     assert len(queue) == 0
 
 
@@ -56,40 +76,40 @@ async def test_get_waits_until_a_key_is_added(queue: workqueue.WorkQueue[str]) -
     await _yield_to_loop()
     assert not getter.done()
     queue.add("a")
-    assert await getter == "a"
+    assert await _result(getter) == "a"
 
 
 async def test_key_in_flight_is_not_handed_out_again_until_done(
     queue: workqueue.WorkQueue[str],
 ) -> None:
     queue.add("a")
-    key = await queue.get()
+    key = await _take(queue)
     queue.add("a")
     assert len(queue) == 0
     second_worker = asyncio.create_task(queue.get())
     await _yield_to_loop()
     assert not second_worker.done()
     queue.done(key)
-    assert await second_worker == "a"
+    assert await _result(second_worker) == "a"
 
 
 async def test_key_added_while_processing_is_requeued_on_done(
     queue: workqueue.WorkQueue[str],
 ) -> None:
     queue.add("a")
-    key = await queue.get()
+    key = await _take(queue)
     queue.add("a")
     queue.add("a")
     queue.done(key)
     assert len(queue) == 1
-    assert await queue.get() == "a"
+    assert await _take(queue) == "a"
 
 
 async def test_key_not_added_again_is_not_requeued_on_done(
     queue: workqueue.WorkQueue[str],
 ) -> None:
     queue.add("a")
-    queue.done(await queue.get())
+    queue.done(await _take(queue))
     assert len(queue) == 0
 
 
@@ -100,7 +120,7 @@ async def test_stray_done_for_a_key_not_in_flight_changes_nothing(
     queue.done("a")
     queue.done("never-added")
     assert len(queue) == 1
-    assert await queue.get() == "a"
+    assert await _take(queue) == "a"
     assert len(queue) == 0
 
 
@@ -113,7 +133,7 @@ async def test_each_add_wakes_one_waiting_worker(queue: workqueue.WorkQueue[str]
     finished = [worker for worker in workers if worker.done()]
     assert sorted(worker.result() for worker in finished) == ["a", "b"]
     queue.add("c")
-    assert sorted(await asyncio.gather(*workers)) == ["a", "b", "c"]
+    assert sorted([await _result(worker) for worker in workers]) == ["a", "b", "c"]
 
 
 async def test_cancelled_worker_passes_its_wakeup_on_so_no_key_is_stranded(
@@ -124,7 +144,7 @@ async def test_cancelled_worker_passes_its_wakeup_on_so_no_key_is_stranded(
     await _yield_to_loop()
     queue.add("a")  # wakes `first`...
     first.cancel()  # ...which is cancelled before it runs
-    assert await second == "a"
+    assert await _result(second) == "a"
     with pytest.raises(asyncio.CancelledError):
         await first
 
@@ -138,7 +158,7 @@ async def test_add_after_hands_out_the_key_once_the_delay_has_passed(
     assert len(queue) == 0
     await clock.advance(0.5)
     assert len(queue) == 1
-    assert await queue.get() == "a"
+    assert await _take(queue) == "a"
 
 
 async def test_add_after_releases_keys_in_order_of_ready_time(
@@ -150,7 +170,44 @@ async def test_add_after_releases_keys_in_order_of_ready_time(
     await clock.advance(1.0)
     assert len(queue) == 1
     await clock.advance(5.0)
-    assert [await queue.get() for _ in range(3)] == ["a", "b", "c"]
+    assert [await _take(queue) for _ in range(3)] == ["a", "b", "c"]
+
+
+async def test_new_earliest_delay_cuts_the_current_wait_short(
+    queue: workqueue.WorkQueue[str], clock: clock_.FakeClock
+) -> None:
+    queue.add_after("later", 10.0)
+    await clock.wait_for_sleepers(1)
+    queue.add_after("sooner", 1.0)
+    await clock.advance(1.0)
+    assert await _take(queue) == "sooner"
+    assert len(queue) == 0
+    await clock.advance(9.0)
+    assert await _take(queue) == "later"
+
+
+class _CoarseClock:
+    """A clock whose sleeps end a hair before the deadline, like a coarse real timer."""
+
+    def __init__(self) -> None:
+        self._now = 0.0
+
+    def now(self) -> float:
+        return self._now
+
+    async def sleep(self, seconds: float) -> None:
+        self._now += max(0.0, seconds - 1e-9)
+        await asyncio.sleep(0)
+
+
+async def test_delay_ends_when_its_sleep_returns_even_if_the_clock_reads_early() -> None:
+    queue: workqueue.WorkQueue[str] = workqueue.WorkQueue(name=_unique_name(), clock=_CoarseClock())
+    try:
+        queue.add_after("a", 1.0)
+        await _yield_to_loop()
+        assert await _take(queue) == "a"
+    finally:
+        queue.shut_down()
 
 
 async def test_earlier_add_after_for_the_same_key_wins(
@@ -161,7 +218,7 @@ async def test_earlier_add_after_for_the_same_key_wins(
     queue.add_after("early-then-late", 2.0)
     queue.add_after("early-then-late", 10.0)
     await clock.advance(2.0)
-    assert [await queue.get() for _ in range(2)] == ["late-then-early", "early-then-late"]
+    assert [await _take(queue) for _ in range(2)] == ["late-then-early", "early-then-late"]
     queue.done("late-then-early")
     queue.done("early-then-late")
     await clock.advance(20.0)
@@ -197,7 +254,7 @@ async def test_add_rate_limited_delays_by_the_rate_limiter_and_counts_requeues(
         await clock.wait_for_sleepers(1)
         assert clock.next_deadline() == pytest.approx(clock.now() + expected_delay)
         await clock.advance(expected_delay)
-        queue.done(await queue.get())
+        queue.done(await _take(queue))
     assert queue.num_requeues("a") == 3
     queue.forget("a")
     assert queue.num_requeues("a") == 0
@@ -222,9 +279,8 @@ async def test_after_shut_down_get_hands_out_what_is_queued_then_raises(
     queue.add("a")
     queue.shut_down()
     assert queue.shutting_down
-    assert await queue.get() == "a"
-    with pytest.raises(workqueue.ShutDown):
-        await queue.get()
+    assert await _take(queue) == "a"
+    await _expect_shut_down(queue)
 
 
 async def test_shut_down_wakes_waiting_workers_with_shut_down(
@@ -233,8 +289,8 @@ async def test_shut_down_wakes_waiting_workers_with_shut_down(
     workers = [asyncio.create_task(queue.get()) for _ in range(2)]
     await _yield_to_loop()
     queue.shut_down()
-    results = await asyncio.gather(*workers, return_exceptions=True)
-    assert all(isinstance(result, workqueue.ShutDown) for result in results)
+    await _yield_to_loop()
+    assert all(isinstance(worker.exception(), workqueue.ShutDown) for worker in workers)
 
 
 async def test_adds_after_shut_down_are_ignored(
@@ -246,8 +302,7 @@ async def test_adds_after_shut_down_are_ignored(
     queue.add_rate_limited("c")
     await clock.advance(10.0)
     assert len(queue) == 0
-    with pytest.raises(workqueue.ShutDown):
-        await queue.get()
+    await _expect_shut_down(queue)
 
 
 async def test_shut_down_drops_delayed_keys_and_stops_waiting_on_the_clock(
@@ -267,8 +322,8 @@ async def test_shut_down_with_drain_waits_for_keys_in_flight(
 ) -> None:
     queue.add("a")
     queue.add("b")
-    first = await queue.get()
-    second = await queue.get()
+    first = await _take(queue)
+    second = await _take(queue)
     drain = asyncio.create_task(queue.shut_down_with_drain())
     await _yield_to_loop()
     assert not drain.done()
@@ -280,8 +335,7 @@ async def test_shut_down_with_drain_waits_for_keys_in_flight(
     queue.done(second)
     await _yield_to_loop()
     assert drain.done()
-    with pytest.raises(workqueue.ShutDown):
-        await queue.get()
+    await _expect_shut_down(queue)
 
 
 async def test_shut_down_with_drain_returns_at_once_when_nothing_is_in_flight(
@@ -293,7 +347,7 @@ async def test_shut_down_with_drain_returns_at_once_when_nothing_is_in_flight(
 
 async def test_shut_down_releases_a_pending_drain(queue: workqueue.WorkQueue[str]) -> None:
     queue.add("a")
-    await queue.get()
+    await _take(queue)
     drain = asyncio.create_task(queue.shut_down_with_drain())
     await _yield_to_loop()
     assert not drain.done()
@@ -318,7 +372,7 @@ async def test_queue_records_controller_runtime_workqueue_metrics(
     assert _sample("workqueue_depth", name) == 2
 
     await clock.advance(2.0)
-    key = await queue.get()
+    key = await _take(queue)
     assert _sample("workqueue_depth", name) == 1
     assert _sample("workqueue_queue_duration_seconds_sum", name) == pytest.approx(2.0)
 

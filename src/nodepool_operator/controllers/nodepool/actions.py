@@ -1,0 +1,237 @@
+"""The steps that move a pool towards its desired size; each is safe to repeat.
+
+Every step is idempotent, so a crash (or SIGKILL) between any two of them is repaired by
+the next reconcile: VM names are deterministic (a repeated create finds the VM), a Node
+that already exists is left alone, a Node whose VM is gone is deleted, a VM that never
+became a Node is removed after a timeout, and the victims of a scale-down are marked on
+their Nodes, so a restarted operator finishes the same drain instead of picking others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Sequence
+
+from nodepool_operator.api import nodepool as np
+from nodepool_operator.cloud.provider import (
+    CloudProvider,
+    MachineSpec,
+    VirtualMachine,
+    VmName,
+    VmState,
+)
+from nodepool_operator.controllers.nodepool import nodes as node_ops
+from nodepool_operator.controllers.nodepool import plan
+from nodepool_operator.controllers.nodepool.config import NodePoolConfig
+from nodepool_operator.runtime import clock as clock_module
+from nodepool_operator.runtime import errors, kinds
+from nodepool_operator.runtime.client import Client, Object
+from nodepool_operator.runtime.events import EventRecorder
+from nodepool_operator.runtime.informer import Informer
+
+__all__ = ["PoolActions"]
+
+log = logging.getLogger(__name__)
+
+
+class PoolActions:
+    def __init__(
+        self,
+        *,
+        client: Client,
+        nodes: Informer,
+        pods: Informer,
+        cloud: CloudProvider,
+        recorder: EventRecorder,
+        config: NodePoolConfig,
+        wall_clock: clock_module.WallClock,
+    ) -> None:
+        self.client = client
+        self.nodes = nodes
+        self.pods = pods
+        self.cloud = cloud
+        self.recorder = recorder
+        self.config = config
+        self.wall_clock = wall_clock
+
+    async def observe(
+        self, pool: Object, vms: Sequence[VirtualMachine] | None = None
+    ) -> plan.PoolView:
+        name = pool["metadata"]["name"]
+        if vms is None:
+            vms = await self.cloud.list_vms(pool=name)
+        live = plan.live_vms(vms)
+        names = {vm.name for vm in live}
+        pool_nodes = {
+            n["metadata"]["name"]: n
+            for n in self.nodes.by_index("pool", name)
+            if n["metadata"]["name"] in names
+        }
+        pods = {node: len(self._evictable(node)) for node in pool_nodes}
+        return plan.PoolView(vms=live, nodes=pool_nodes, pods_per_node=pods)
+
+    def _evictable(self, node_name: str) -> list[Object]:
+        return node_ops.evictable_pods(self.pods.by_index("node", node_name))
+
+    async def converge(self, pool: Object, spec: np.NodePoolSpec, desired: int) -> plan.PoolView:
+        """One step towards ``desired``; returns what it observed before acting."""
+        name = pool["metadata"]["name"]
+        every_vm = await self.cloud.list_vms(pool=name)
+        view = await self.observe(pool, every_vm)
+        await self._remove_nodes_without_vm(name, {vm.name for vm in view.vms})
+        await self._register_nodes(pool, spec, view)
+        await self._remove_stuck_vms(view)
+        live = len(view.vms)
+        if live < desired:
+            await self._scale_up(pool, spec, view, every_vm, desired - live)
+        elif live > desired:
+            await self._scale_down(pool, view, live - desired)
+        elif view.draining:
+            await self._cancel_drains(view, view.draining)
+        return view
+
+    async def _remove_nodes_without_vm(self, pool: str, live: set[str]) -> None:
+        for node in self.nodes.by_index("pool", pool):
+            node_name = node["metadata"]["name"]
+            if node_name not in live:
+                log.info(
+                    "controller=nodepool key=%s event=delete-node-without-vm node=%s",
+                    pool,
+                    node_name,
+                )
+                await self._delete_node(node_name)
+
+    async def _register_nodes(
+        self, pool: Object, spec: np.NodePoolSpec, view: plan.PoolView
+    ) -> None:
+        for vm in view.vms:
+            if vm.state != VmState.RUNNING or vm.name in view.nodes:
+                continue
+            body = node_ops.node_manifest(
+                pool=pool, vm=vm, template=spec.template, simulated=self.config.simulated_nodes
+            )
+            try:
+                await self.client.create(kinds.NODES, body)
+            except errors.AlreadyExists:
+                continue  # our cache is behind our own earlier create
+            log.info(
+                "controller=nodepool key=%s event=node-registered node=%s",
+                pool["metadata"]["name"],
+                vm.name,
+            )
+
+    async def _remove_stuck_vms(self, view: plan.PoolView) -> None:
+        now = self.wall_clock.time()
+        for vm in view.vms:
+            stuck = (
+                vm.state == VmState.PROVISIONING
+                and now - vm.created_at > self.config.provisioning_timeout
+            )
+            if stuck:
+                log.warning("controller=nodepool event=delete-stuck-vm vm=%s", vm.name)
+                await self.cloud.delete_vm(vm.name)
+
+    async def _scale_up(
+        self,
+        pool: Object,
+        spec: np.NodePoolSpec,
+        view: plan.PoolView,
+        every_vm: Sequence[VirtualMachine],
+        missing: int,
+    ) -> None:
+        # A scale-down being undone: nodes still draining are the fastest capacity there is.
+        revived = view.draining[:missing]
+        if revived:
+            await self._cancel_drains(view, revived)
+            missing -= len(revived)
+        if missing <= 0:
+            return
+        name = pool["metadata"]["name"]
+        names = plan.names_to_create(name, (vm.name for vm in every_vm), missing)
+        await self.recorder.event(
+            pool,
+            type="Normal",
+            reason="ScaleUp",
+            message=f"creating {missing} VMs ({len(view.vms)} -> {len(view.vms) + missing})",
+        )
+        machine = MachineSpec(
+            cpu=spec.template.cpu, memory=spec.template.memory, pods=spec.template.pods
+        )
+        limit = asyncio.Semaphore(self.config.create_parallelism)
+
+        async def create(vm_name: VmName) -> None:
+            async with limit:
+                await self.cloud.create_vm(name=vm_name, pool=name, spec=machine)
+
+        started = time.perf_counter()
+        results = await asyncio.gather(*(create(n) for n in names), return_exceptions=True)
+        failures = [r for r in results if isinstance(r, BaseException)]
+        log.info(
+            "controller=nodepool key=%s event=vms-created count=%d failed=%d seconds=%.2f",
+            name,
+            len(names) - len(failures),
+            len(failures),
+            time.perf_counter() - started,
+        )
+        if failures:
+            raise failures[0]
+
+    async def _scale_down(self, pool: Object, view: plan.PoolView, excess: int) -> None:
+        victims = plan.pick_victims(view, excess)
+        fresh = [v for v in victims if v not in view.draining]
+        if fresh:
+            await self.recorder.event(
+                pool,
+                type="Normal",
+                reason="ScaleDown",
+                message=f"removing {len(victims)} nodes: {', '.join(victims)}",
+            )
+        extra = [n for n in view.draining if n not in victims]
+        if extra:
+            await self._cancel_drains(view, extra)
+        for victim in victims:
+            node = view.nodes.get(victim)
+            if node is None:
+                await self.cloud.delete_vm(victim)
+                continue
+            if not plan.is_draining(node):
+                await node_ops.cordon(self.client, node)
+            remaining = self._evictable(victim)
+            if remaining:
+                blocked = await node_ops.evict(self.client, remaining)
+                if blocked:
+                    log.info(
+                        "controller=nodepool event=eviction-blocked node=%s pods=%d",
+                        victim,
+                        blocked,
+                    )
+                continue
+            await self._delete_node(victim)
+            await self.cloud.delete_vm(victim)
+            log.info(
+                "controller=nodepool key=%s event=node-removed node=%s",
+                pool["metadata"]["name"],
+                victim,
+            )
+
+    async def _cancel_drains(self, view: plan.PoolView, names: Sequence[str]) -> None:
+        for node_name in names:
+            await node_ops.uncordon(self.client, view.nodes[node_name])
+
+    async def _delete_node(self, name: str) -> None:
+        with contextlib.suppress(errors.NotFound):
+            await self.client.delete(kinds.NODES, name)
+
+    async def tear_down(self, pool: Object) -> int:
+        """Delete every VM and Node of a pool being deleted; return how many remain."""
+        name = pool["metadata"]["name"]
+        vms = await self.cloud.list_vms(pool=name)
+        for node in self.nodes.by_index("pool", name):
+            await self._delete_node(node["metadata"]["name"])
+        for vm in vms:
+            if vm.state != VmState.DELETING:
+                await self.cloud.delete_vm(vm.name)
+        return len(vms) + len(self.nodes.by_index("pool", name))

@@ -1,0 +1,257 @@
+"""The NodePool controller: level-based, one pool per reconcile.
+
+desired = ``spec.targetNodes`` (within min and max); observed = the pool's VMs (from the
+cloud) and Nodes (from the cache). Each pass moves observed one step towards desired and
+reports progress through the status writer, which sends nothing when nothing changed.
+While the pool is scaling the key is looked at again every ``poll_interval``; once it is
+stable nothing runs for it until an event (spec change, ScaleRequest, Node change).
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from typing import Any
+
+from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import scalerequest as sr
+from nodepool_operator.cloud.provider import CloudProvider, PermanentCloudError
+from nodepool_operator.controllers.nodepool import actions, plan, requests
+from nodepool_operator.controllers.nodepool.config import NodePoolConfig
+from nodepool_operator.controllers.resources import NODEPOOLS, SCALEREQUESTS
+from nodepool_operator.runtime import clock as clock_module
+from nodepool_operator.runtime import conditions, kinds
+from nodepool_operator.runtime.client import Client, Object
+from nodepool_operator.runtime.controller import (
+    Controller,
+    GenerationChanged,
+    Request,
+    Result,
+    any_of,
+)
+from nodepool_operator.runtime.events import EventRecorder
+from nodepool_operator.runtime.informer import Informer
+from nodepool_operator.runtime.manager import Manager
+from nodepool_operator.runtime.status import StatusWriter
+
+__all__ = ["NAME", "NodePoolConfig", "NodePoolReconciler", "setup"]
+
+log = logging.getLogger(__name__)
+
+NAME = "nodepool"
+FINALIZER = "nodepool.dev/cleanup"
+
+
+class DeletionStarted(GenerationChanged):
+    def update(self, old: Object, new: Object) -> bool:
+        return bool(new["metadata"].get("deletionTimestamp")) != bool(
+            old["metadata"].get("deletionTimestamp")
+        )
+
+
+class NodePoolReconciler:
+    def __init__(
+        self,
+        *,
+        client: Client,
+        pools: Informer,
+        nodes: Informer,
+        pods: Informer,
+        scale_requests: Informer,
+        cloud: CloudProvider,
+        recorder: EventRecorder,
+        config: NodePoolConfig,
+        wall_clock: clock_module.WallClock | None = None,
+    ) -> None:
+        self.client = client
+        self.pools = pools
+        self.requests = scale_requests
+        self.cloud = cloud
+        self.recorder = recorder
+        self.config = config
+        self.wall_clock = wall_clock or clock_module.RealWallClock()
+        self.actions = actions.PoolActions(
+            client=client,
+            nodes=nodes,
+            pods=pods,
+            cloud=cloud,
+            recorder=recorder,
+            config=config,
+            wall_clock=self.wall_clock,
+        )
+        self.pool_status = StatusWriter(client, NODEPOOLS, controller=NAME)
+        self.request_status = StatusWriter(client, SCALEREQUESTS, controller=NAME)
+        self._failures: dict[str, int] = {}
+
+    async def reconcile(self, request: Request) -> Result:
+        pool = self.pools.get(request.name)
+        if pool is None:
+            return Result()
+        if pool["metadata"].get("deletionTimestamp"):
+            return await self._finalize(pool)
+        if FINALIZER not in (pool["metadata"].get("finalizers") or []):
+            await self._add_finalizer(pool)
+        pool_requests = self.requests.by_index("pool", request.name)
+        pending = requests.pending_requests(pool_requests)
+        if pending:
+            decision = await requests.apply_pending(
+                client=self.client,
+                statuses=self.request_status,
+                pool_name=request.name,
+                pending=pending,
+            )
+            log.info(
+                "controller=%s key=%s event=scale-request-%s message=%r",
+                NAME,
+                request,
+                decision.phase.lower(),
+                decision.message,
+            )
+            if decision.target != np.spec_of(pool).target_nodes:
+                return Result()  # the spec write brings a fresher pool in a moment
+        spec = np.spec_of(pool)
+        desired = plan.desired_nodes(spec)
+        degraded: tuple[str, str] | None = None
+        try:
+            view = await self.actions.converge(pool, spec, desired)
+        except PermanentCloudError as error:
+            degraded = (error.code or type(error).__name__, str(error))
+            view = await self.actions.observe(pool)
+            await self.recorder.event(pool, type="Warning", reason="CloudError", message=str(error))
+        await self._report(pool, desired=desired, view=view, degraded=degraded)
+        now = datetime.datetime.fromtimestamp(self.wall_clock.time(), datetime.UTC)
+        expired, next_expiry = requests.expired_requests(
+            pool_requests, now=now, retention=self.config.request_retention
+        )
+        await requests.delete_requests(self.client, expired)
+        return self._next(pool, view, desired, degraded, next_expiry)
+
+    async def _report(
+        self, pool: Object, *, desired: int, view: plan.PoolView, degraded: tuple[str, str] | None
+    ) -> None:
+        status = plan.pool_status(
+            pool=pool,
+            desired=desired,
+            view=view,
+            degraded=degraded,
+            now=conditions.rfc3339_now(),
+        )
+        was = pool.get("status", {}).get("scaleOperation", "inactive")
+        if await self.pool_status.update(pool, status) is None:
+            return
+        now_is = status["scaleOperation"]
+        if was == "active" and now_is == "inactive":
+            await self.recorder.event(
+                pool,
+                type="Normal",
+                reason="ScaleCompleted",
+                message=f"{status['readyNodes']} nodes ready",
+            )
+        log.info(
+            "controller=%s key=%s event=status operation=%s current=%d ready=%d desired=%d",
+            NAME,
+            pool["metadata"]["name"],
+            now_is,
+            status["currentNodes"],
+            status["readyNodes"],
+            desired,
+        )
+
+    def _next(
+        self,
+        pool: Object,
+        view: plan.PoolView,
+        desired: int,
+        degraded: tuple[str, str] | None,
+        next_expiry: float | None,
+    ) -> Result:
+        name = pool["metadata"]["name"]
+        if degraded is not None:
+            failures = self._failures.get(name, 0) + 1
+            self._failures[name] = failures
+            delay = min(
+                self.config.degraded_backoff * 2 ** (failures - 1), self.config.degraded_backoff_max
+            )
+            return Result(requeue_after=delay)
+        self._failures.pop(name, None)
+        delays = [] if next_expiry is None else [next_expiry]
+        scaling = len(view.vms) != desired or len(view.nodes) != desired
+        if scaling or view.ready != desired or view.draining:
+            delays.append(self.config.poll_interval)
+        return Result(requeue_after=min(delays)) if delays else Result()
+
+    async def _add_finalizer(self, pool: Object) -> None:
+        finalizers = [*(pool["metadata"].get("finalizers") or []), FINALIZER]
+        patch = {
+            "metadata": {
+                "finalizers": finalizers,
+                # A merge patch with a resourceVersion is conditional: a concurrent edit of
+                # the finalizer list gives 409 (requeue) instead of being overwritten.
+                "resourceVersion": pool["metadata"]["resourceVersion"],
+            }
+        }
+        await self.client.patch(NODEPOOLS, pool["metadata"]["name"], patch)
+
+    async def _finalize(self, pool: Object) -> Result:
+        if FINALIZER not in (pool["metadata"].get("finalizers") or []):
+            return Result()
+        remaining = await self.actions.tear_down(pool)
+        if remaining:
+            return Result(requeue_after=self.config.poll_interval)
+        finalizers = [f for f in pool["metadata"]["finalizers"] if f != FINALIZER]
+        patch: dict[str, Any] = {
+            "metadata": {
+                "finalizers": finalizers,
+                "resourceVersion": pool["metadata"]["resourceVersion"],
+            }
+        }
+        await self.client.patch(NODEPOOLS, pool["metadata"]["name"], patch)
+        self.pool_status.forget(pool)
+        return Result()
+
+
+def _pool_of_request(obj: Object) -> list[Request]:
+    return [Request(name=sr.spec_of(obj).node_pool_name)]
+
+
+def _pool_of_node(obj: Object) -> list[Request]:
+    pool = (obj["metadata"].get("labels") or {}).get(np.POOL_LABEL)
+    return [Request(name=pool)] if pool else []
+
+
+def setup(manager: Manager, *, cloud: CloudProvider, config: NodePoolConfig) -> Controller:
+    """Create the controller, its informers (shared through the manager) and its watches."""
+    client = manager.client.for_manager(f"{NAME}-controller")
+    cache = manager.cache
+    pools = cache.informer(NODEPOOLS)
+    nodes = cache.informer(kinds.NODES, label_selector=np.POOL_LABEL)
+    nodes.add_index(
+        "pool",
+        lambda n: [p] if (p := (n["metadata"].get("labels") or {}).get(np.POOL_LABEL)) else [],
+    )
+    pods = cache.informer(kinds.PODS)
+    pods.add_index("node", lambda p: [n] if (n := p.get("spec", {}).get("nodeName")) else [])
+    scale_requests = cache.informer(SCALEREQUESTS)
+    scale_requests.add_index("pool", lambda r: [sr.spec_of(r).node_pool_name])
+    recorder = EventRecorder(client, component=f"{NAME}-controller")
+    reconciler = NodePoolReconciler(
+        client=client,
+        pools=pools,
+        nodes=nodes,
+        pods=pods,
+        scale_requests=scale_requests,
+        cloud=cloud,
+        recorder=recorder,
+        config=config,
+    )
+    controller = Controller(
+        name=NAME,
+        reconciler=reconciler,
+        max_concurrent_reconciles=config.max_concurrent_reconciles,
+    )
+    # Our own status writes and others' label edits do not move the generation: no wake-up.
+    controller.watch(pools, predicates=[any_of(GenerationChanged(), DeletionStarted())])
+    controller.watch(nodes, mapper=_pool_of_node)
+    controller.watch(scale_requests, mapper=_pool_of_request, predicates=[GenerationChanged()])
+    manager.add(controller)
+    return controller

@@ -1,0 +1,123 @@
+"""Nodes of a pool: how a RUNNING VM is registered, cordoned and drained.
+
+A Node is created once per VM with everything a real kubelet would report at
+registration (capacity and allocatable from the pool's template) plus what the pool
+promises (its label, the template's labels and taints) and an owner reference to the
+NodePool. Draining uses the Eviction API, so PodDisruptionBudgets are respected: a 429
+from an eviction means "not now", and the drain is simply tried again later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from nodepool_operator.api import nodepool as np
+from nodepool_operator.cloud.provider import VirtualMachine
+from nodepool_operator.controllers.nodepool import plan
+from nodepool_operator.runtime import errors, kinds
+from nodepool_operator.runtime.client import Client, Object
+
+__all__ = ["KWOK_ANNOTATION", "evictable_pods", "node_manifest"]
+
+KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
+
+
+def node_manifest(
+    *, pool: Mapping[str, Any], vm: VirtualMachine, template: np.NodeTemplate, simulated: bool
+) -> Object:
+    name = str(pool["metadata"]["name"])
+    capacity = {"cpu": template.cpu, "memory": template.memory, "pods": str(template.pods)}
+    labels = {
+        **template.labels,
+        np.POOL_LABEL: name,
+        "kubernetes.io/hostname": vm.name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+    }
+    spec: dict[str, Any] = {"providerID": vm.provider_id}
+    if template.taints:
+        spec["taints"] = [taint.to_dict() for taint in template.taints]
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": vm.name,
+            "labels": labels,
+            "annotations": {KWOK_ANNOTATION: "fake"} if simulated else {},
+            "ownerReferences": [
+                {
+                    "apiVersion": np.API_VERSION,
+                    "kind": np.KIND,
+                    "name": name,
+                    "uid": pool["metadata"]["uid"],
+                    "blockOwnerDeletion": False,
+                }
+            ],
+        },
+        "spec": spec,
+        "status": {"capacity": capacity, "allocatable": dict(capacity)},
+    }
+
+
+def is_daemon_or_mirror(pod: Mapping[str, Any]) -> bool:
+    meta = pod.get("metadata", {})
+    if MIRROR_POD_ANNOTATION in (meta.get("annotations") or {}):
+        return True
+    return any(ref.get("kind") == "DaemonSet" for ref in meta.get("ownerReferences", []) or [])
+
+
+def evictable_pods(pods: list[Object]) -> list[Object]:
+    """Pods a drain must move: not DaemonSet or mirror pods, not finished, not leaving."""
+    return [
+        pod
+        for pod in pods
+        if not is_daemon_or_mirror(pod)
+        and pod.get("status", {}).get("phase") not in ("Succeeded", "Failed")
+        and not pod.get("metadata", {}).get("deletionTimestamp")
+    ]
+
+
+async def cordon(client: Client, node: Mapping[str, Any]) -> None:
+    """Mark the Node unschedulable and remember (annotation) that we chose it."""
+    await client.patch(
+        kinds.NODES,
+        str(node["metadata"]["name"]),
+        {
+            "metadata": {"annotations": {plan.SCALE_DOWN_ANNOTATION: "true"}},
+            "spec": {"unschedulable": True},
+        },
+    )
+
+
+async def uncordon(client: Client, node: Mapping[str, Any]) -> None:
+    await client.patch(
+        kinds.NODES,
+        str(node["metadata"]["name"]),
+        {
+            "metadata": {"annotations": {plan.SCALE_DOWN_ANNOTATION: None}},
+            "spec": {"unschedulable": None},
+        },
+    )
+
+
+async def evict(client: Client, pods: list[Object]) -> int:
+    """Ask to evict each pod; return how many the PodDisruptionBudgets refused for now."""
+    blocked = 0
+    for pod in pods:
+        meta = pod["metadata"]
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+        }
+        try:
+            await client.create_subresource(
+                kinds.PODS, meta["name"], "eviction", body, namespace=meta["namespace"]
+            )
+        except errors.TooManyRequests:
+            blocked += 1
+        except errors.NotFound:
+            continue
+    return blocked

@@ -1,0 +1,193 @@
+"""Pure decisions of the NodePool controller: no I/O, so each is unit-tested on its own.
+
+* which VM names to create (deterministic: ``<pool>-<index>``, lowest free index first, so
+  a retry or a restart asks for the same names and the cloud's idempotent create makes no
+  duplicate);
+* which Nodes to give up on a scale-down (those already being drained, then VMs that never
+  became Nodes, then the emptiest Nodes);
+* what a ScaleRequest does to ``spec.targetNodes``;
+* the status the pool should show.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from nodepool_operator.api import nodepool as np
+from nodepool_operator.cloud.provider import VirtualMachine, VmName, VmState
+from nodepool_operator.runtime import conditions
+
+__all__ = [
+    "PoolView",
+    "RequestDecision",
+    "decide_request",
+    "desired_nodes",
+    "names_to_create",
+    "node_is_ready",
+    "pick_victims",
+    "pool_status",
+]
+
+SCALE_DOWN_ANNOTATION = "nodepool.dev/scale-down"
+
+
+def desired_nodes(spec: np.NodePoolSpec) -> int:
+    """The target, kept within [minNodes, maxNodes] (CEL already refuses target > max)."""
+    return max(spec.min_nodes, min(spec.target_nodes, spec.max_nodes))
+
+
+def names_to_create(pool: str, existing: Iterable[str], count: int) -> list[VmName]:
+    taken = set(existing)
+    names: list[VmName] = []
+    index = 0
+    while len(names) < count:
+        candidate = f"{pool}-{index}"
+        if candidate not in taken:
+            names.append(VmName(candidate))
+        index += 1
+    return names
+
+
+def node_is_ready(node: Mapping[str, Any]) -> bool:
+    for condition in node.get("status", {}).get("conditions", []) or []:
+        if condition.get("type") == "Ready":
+            return bool(condition.get("status") == "True")
+    return False
+
+
+def is_draining(node: Mapping[str, Any]) -> bool:
+    return SCALE_DOWN_ANNOTATION in (node.get("metadata", {}).get("annotations") or {})
+
+
+@dataclass(frozen=True)
+class PoolView:
+    """What the controller observed of one pool: its live VMs and their Nodes."""
+
+    vms: Sequence[VirtualMachine]  # not DELETING
+    nodes: Mapping[str, Mapping[str, Any]]  # by name, only those of live VMs
+    pods_per_node: Mapping[str, int]  # pods that a drain would have to evict
+
+    @property
+    def draining(self) -> list[str]:
+        return sorted(name for name, node in self.nodes.items() if is_draining(node))
+
+    @property
+    def ready(self) -> int:
+        return sum(
+            1 for node in self.nodes.values() if node_is_ready(node) and not is_draining(node)
+        )
+
+
+def pick_victims(view: PoolView, excess: int) -> list[VmName]:
+    """The ``excess`` VMs to remove, cheapest first; stable across reconciles."""
+    if excess <= 0:
+        return []
+
+    def cost(vm: VirtualMachine) -> tuple[int, int, int, str]:
+        node = view.nodes.get(vm.name)
+        if node is not None and is_draining(node):
+            return (0, 0, 0, vm.name)  # already chosen: never switch victims mid-drain
+        if node is None:
+            return (1, 0, 0, vm.name)  # no Node: nothing runs there
+        ready = 0 if not node_is_ready(node) else 1
+        return (2, ready, view.pods_per_node.get(vm.name, 0), vm.name)
+
+    ordered = sorted(view.vms, key=cost)
+    return [vm.name for vm in ordered[:excess]]
+
+
+Phase = Literal["Applied", "Rejected", "Superseded"]
+
+
+@dataclass(frozen=True)
+class RequestDecision:
+    phase: Phase
+    target: int  # the pool's target after the request
+    message: str
+
+
+def decide_request(spec: np.NodePoolSpec, requested: int) -> RequestDecision:
+    """What a request for ``requested`` nodes does to a pool whose spec is ``spec``.
+
+    A scale-up never lowers the target: new = clamp(max(target, requested), min, max). A
+    scale-down never goes below minNodes. A request that changes nothing because of a
+    limit is Rejected with the limit named, so the requester can say why.
+    """
+    current = spec.target_nodes
+    if requested >= current:
+        new = max(spec.min_nodes, min(max(current, requested), spec.max_nodes))
+        if requested > current and new == current:
+            return RequestDecision(
+                "Rejected", current, f"pool is at maxNodes={spec.max_nodes}; cannot grow"
+            )
+        clamped = " (clamped to maxNodes)" if new < requested else ""
+        return RequestDecision("Applied", new, f"targetNodes {current} -> {new}{clamped}")
+    new = max(spec.min_nodes, min(requested, spec.max_nodes))
+    if new == current:
+        return RequestDecision(
+            "Rejected", current, f"pool is at minNodes={spec.min_nodes}; cannot shrink"
+        )
+    clamped = " (clamped to minNodes)" if new > requested else ""
+    return RequestDecision("Applied", new, f"targetNodes {current} -> {new}{clamped}")
+
+
+def pool_status(
+    *,
+    pool: Mapping[str, Any],
+    desired: int,
+    view: PoolView,
+    degraded: tuple[str, str] | None,
+    now: str,
+) -> dict[str, Any]:
+    """The full status the pool should have; equal inputs give an equal status."""
+    meta = pool["metadata"]
+    generation = int(meta.get("generation", 0))
+    current = len(view.nodes)
+    ready = view.ready
+    live = len(view.vms)
+    active = live != desired or current != desired or ready != desired or bool(view.draining)
+    previous = list(pool.get("status", {}).get("conditions", []) or [])
+
+    def put(kind: str, status: bool, reason: str, message: str) -> None:
+        nonlocal previous
+        previous = conditions.set_condition(
+            previous,
+            type=kind,
+            status="True" if status else "False",
+            reason=reason,
+            message=message,
+            observed_generation=generation,
+            now=now,
+        )
+
+    put(
+        "Ready",
+        ready == desired,
+        "NodesReady" if ready == desired else "NodesNotReady",
+        f"{ready}/{desired} nodes ready",
+    )
+    if active:
+        direction = "ScalingUp" if live < desired or current < desired else "ScalingDown"
+        if live == desired and current == desired and not view.draining:
+            direction = "WaitingForNodes"
+        put("Scaling", True, direction, f"{live} VMs, {current} nodes, {desired} wanted")
+    else:
+        put("Scaling", False, "Stable", f"{desired} nodes")
+    if degraded is None:
+        put("Degraded", False, "AsExpected", "the cloud accepts our requests")
+    else:
+        put("Degraded", True, degraded[0], degraded[1])
+    return {
+        "observedGeneration": generation,
+        "scaleOperation": "active" if active else "inactive",
+        "currentNodes": current,
+        "readyNodes": ready,
+        "selector": np.pool_selector(str(meta["name"])),
+        "conditions": previous,
+    }
+
+
+def live_vms(vms: Iterable[VirtualMachine]) -> list[VirtualMachine]:
+    return [vm for vm in vms if vm.state != VmState.DELETING]

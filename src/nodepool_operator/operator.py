@@ -1,0 +1,95 @@
+"""The operator process: one manager running both controllers against one API server."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import sys
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kubernetes_asyncio import client as k8s
+from kubernetes_asyncio import config as k8s_config
+
+from nodepool_operator.cloud.simcloud.client import SimCloudClient
+from nodepool_operator.controllers.nodepool import controller as nodepool_controller
+from nodepool_operator.controllers.nodepool.config import NodePoolConfig
+from nodepool_operator.runtime.client import Client
+from nodepool_operator.runtime.leader import LeaderElectionConfig
+from nodepool_operator.runtime.manager import Manager
+
+__all__ = ["OperatorOptions", "configure_logging", "run_operator"]
+
+log = logging.getLogger("nodepool_operator")
+
+
+@dataclass(frozen=True)
+class OperatorOptions:
+    kubeconfig: Path | None
+    cloud_endpoint: str
+    leader_elect: bool = False
+    leader_election_namespace: str = "nodepool-system"
+    leader_election_id: str = "nodepool-operator"
+    metrics_port: int | None = 8080
+    metrics_host: str = "0.0.0.0"
+    nodepool: NodePoolConfig = field(default_factory=NodePoolConfig)
+
+
+def configure_logging(level: str = "INFO") -> None:
+    """One key=value line per decision, on stderr (where a Pod's logs are collected)."""
+    logging.basicConfig(
+        level=level,
+        stream=sys.stderr,
+        format="time=%(asctime)s level=%(levelname)s logger=%(name)s %(message)s",
+    )
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+
+
+async def _api_client(kubeconfig: Path | None) -> k8s.ApiClient:
+    configuration = k8s.Configuration()
+    path = kubeconfig or (Path(os.environ["KUBECONFIG"]) if os.environ.get("KUBECONFIG") else None)
+    if path is not None:
+        await k8s_config.load_kube_config(config_file=str(path), client_configuration=configuration)
+    else:
+        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    return k8s.ApiClient(configuration)
+
+
+async def run_operator(options: OperatorOptions, *, stop: asyncio.Event | None = None) -> None:
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    api = await _api_client(options.kubeconfig)
+    cloud = SimCloudClient(options.cloud_endpoint)
+    try:
+        client = Client(api, field_manager="nodepool-operator")
+        election = None
+        if options.leader_elect:
+            identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+            election = LeaderElectionConfig(
+                name=options.leader_election_id,
+                namespace=options.leader_election_namespace,
+                identity=identity,
+            )
+        manager = Manager(
+            client,
+            leader_election=election,
+            metrics_port=options.metrics_port,
+            metrics_host=options.metrics_host,
+        )
+        nodepool_controller.setup(manager, cloud=cloud, config=options.nodepool)
+        log.info(
+            "event=starting cloud=%s leader_elect=%s", options.cloud_endpoint, options.leader_elect
+        )
+        await manager.run(stop)
+        log.info("event=stopped")
+    finally:
+        await cloud.close()
+        await api.close()

@@ -1,0 +1,216 @@
+"""Conditions: lastTransitionTime moves only with status; order and input are preserved."""
+
+from __future__ import annotations
+
+import copy
+import datetime
+from typing import Any
+
+import pytest
+
+from nodepool_operator.runtime import conditions
+
+T0 = "2024-05-01T10:00:00Z"
+T1 = "2024-05-01T10:05:00Z"
+
+
+def _ready(status: conditions.ConditionStatus = "True", **changes: Any) -> dict[str, Any]:
+    condition: dict[str, Any] = {
+        "type": "Ready",
+        "status": status,
+        "reason": "NodesReady",
+        "message": "3 of 3 nodes ready",
+        "lastTransitionTime": T0,
+        "observedGeneration": 4,
+    }
+    condition.update(changes)
+    return condition
+
+
+def test_new_condition_is_appended_with_now_as_its_transition_time() -> None:
+    result = conditions.set_condition(
+        None,
+        type="Ready",
+        status="True",
+        reason="NodesReady",
+        message="3 of 3 nodes ready",
+        observed_generation=4,
+        now=T0,
+    )
+    assert result == [_ready()]
+
+
+def test_unchanged_status_keeps_last_transition_time() -> None:
+    result = conditions.set_condition(
+        [_ready()],
+        type="Ready",
+        status="True",
+        reason="StillReady",
+        message="4 of 4 nodes ready",
+        observed_generation=5,
+        now=T1,
+    )
+    assert result == [
+        _ready(reason="StillReady", message="4 of 4 nodes ready", observedGeneration=5)
+    ]
+
+
+def test_changed_status_moves_last_transition_time_to_now() -> None:
+    result = conditions.set_condition(
+        [_ready()],
+        type="Ready",
+        status="False",
+        reason="NodesNotReady",
+        message="1 of 3 nodes ready",
+        observed_generation=4,
+        now=T1,
+    )
+    assert result == [
+        _ready(
+            "False",
+            reason="NodesNotReady",
+            message="1 of 3 nodes ready",
+            lastTransitionTime=T1,
+        )
+    ]
+
+
+def test_setting_what_is_already_there_gives_an_equal_list() -> None:
+    existing = [_ready(), _ready("False", type="Scaling", reason="Idle", message="")]
+    result = conditions.set_condition(
+        existing,
+        type="Ready",
+        status="True",
+        reason="NodesReady",
+        message="3 of 3 nodes ready",
+        observed_generation=4,
+        now=T1,
+    )
+    assert result == existing
+
+
+def test_input_list_and_its_conditions_are_not_modified() -> None:
+    existing = [_ready()]
+    snapshot = copy.deepcopy(existing)
+    result = conditions.set_condition(
+        existing,
+        type="Ready",
+        status="False",
+        reason="NodesNotReady",
+        message="",
+        observed_generation=5,
+        now=T1,
+    )
+    assert existing == snapshot
+    assert result is not existing
+    assert result[0] is not existing[0]
+
+
+def test_existing_order_is_kept_and_new_types_go_last() -> None:
+    existing = [
+        _ready("False", type="Scaling", reason="Idle"),
+        _ready(type="Ready"),
+    ]
+    result = conditions.set_condition(
+        existing,
+        type="Degraded",
+        status="False",
+        reason="AsExpected",
+        message="",
+        observed_generation=4,
+        now=T1,
+    )
+    result = conditions.set_condition(
+        result,
+        type="Scaling",
+        status="True",
+        reason="ScalingUp",
+        message="",
+        observed_generation=4,
+        now=T1,
+    )
+    assert [condition["type"] for condition in result] == ["Scaling", "Ready", "Degraded"]
+
+
+def test_fields_we_do_not_manage_are_kept() -> None:
+    result = conditions.set_condition(
+        [_ready(extra="kept")],
+        type="Ready",
+        status="True",
+        reason="NodesReady",
+        message="",
+        observed_generation=4,
+        now=T1,
+    )
+    assert result[0]["extra"] == "kept"
+
+
+def test_missing_transition_time_is_filled_in() -> None:
+    broken = _ready()
+    del broken["lastTransitionTime"]
+    result = conditions.set_condition(
+        [broken],
+        type="Ready",
+        status="True",
+        reason="NodesReady",
+        message="",
+        observed_generation=4,
+        now=T1,
+    )
+    assert result[0]["lastTransitionTime"] == T1
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "match"),
+    [
+        ("status", "true", "True, False or Unknown"),
+        ("reason", "", "CamelCase"),
+        ("reason", "has spaces", "CamelCase"),
+        ("reason", "Ends_with,", "CamelCase"),
+        ("type", "", "type"),
+        ("message", "x" * 32769, "longer"),
+        ("observed_generation", -1, "negative"),
+    ],
+)
+def test_conditions_the_api_server_would_reject_fail_early(
+    field: str, value: Any, match: str
+) -> None:
+    arguments: dict[str, Any] = {
+        "type": "Ready",
+        "status": "True",
+        "reason": "NodesReady",
+        "message": "",
+        "observed_generation": 1,
+        "now": T0,
+    }
+    arguments[field] = value
+    with pytest.raises(ValueError, match=match):
+        conditions.set_condition([], **arguments)
+
+
+def test_find_and_status_checks() -> None:
+    existing = [_ready(), _ready("False", type="Degraded"), _ready("Unknown", type="Scaling")]
+    assert conditions.find_condition(existing, "Degraded") == existing[1]
+    assert conditions.find_condition(existing, "Missing") is None
+    assert conditions.find_condition(None, "Ready") is None
+    assert conditions.is_true(existing, "Ready")
+    assert not conditions.is_true(existing, "Degraded")
+    assert not conditions.is_true(existing, "Scaling")
+    assert not conditions.is_true(None, "Ready")
+    assert conditions.is_false(existing, "Degraded")
+    assert not conditions.is_false(existing, "Scaling")
+    assert not conditions.is_false(existing, "Missing")
+
+
+def test_remove_condition_returns_a_new_list_without_it() -> None:
+    existing = [_ready(), _ready("False", type="Degraded")]
+    assert conditions.remove_condition(existing, "Ready") == [existing[1]]
+    assert conditions.remove_condition(existing, "Missing") == existing
+    assert conditions.remove_condition(None, "Ready") == []
+    assert len(existing) == 2
+
+
+def test_rfc3339_now_is_utc_to_the_second_like_metav1_time() -> None:
+    stamp = conditions.rfc3339_now()
+    parsed = datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+    assert abs(datetime.datetime.now(datetime.UTC) - parsed) < datetime.timedelta(minutes=1)
