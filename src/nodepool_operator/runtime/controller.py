@@ -165,15 +165,26 @@ class _Enqueue:
     """The informer event handler of one watch: filter, map, add to the queue."""
 
     def __init__(
-        self, queue: workqueue.WorkQueue[Request], mapper: Mapper, predicates: Sequence[Predicate]
+        self,
+        queue: workqueue.WorkQueue[Request],
+        mapper: Mapper,
+        predicates: Sequence[Predicate],
+        delay: float | None,
     ) -> None:
         self.queue = queue
         self.mapper = mapper
         self.predicates = predicates
+        self.delay = delay
 
     def _add(self, obj: Object) -> None:
         for request in self.mapper(obj):
-            self.queue.add(request)
+            if self.delay:
+                # The earliest pending add_after of a key wins, so a burst of events within
+                # the window becomes one reconcile at the end of the window that the first
+                # event opened: batching without ever postponing the first reaction.
+                self.queue.add_after(request, self.delay)
+            else:
+                self.queue.add(request)
 
     def on_add(self, obj: Object) -> None:
         if all(p.create(obj) for p in self.predicates):
@@ -224,8 +235,13 @@ class Controller:
         *,
         mapper: Mapper = map_to_self,
         predicates: Sequence[Predicate] = (),
+        delay: float | None = None,
     ) -> None:
-        informer.add_handler(_Enqueue(self.queue, mapper, predicates))
+        """Reconcile the keys ``mapper`` derives from the informer's events.
+
+        With ``delay``, keys are added after that many seconds (a batching window).
+        """
+        informer.add_handler(_Enqueue(self.queue, mapper, predicates, delay))
         self._watched.append(informer)
 
     @property

@@ -163,9 +163,13 @@ class Informer:
     # -- the loop ---------------------------------------------------------------------
 
     async def run(self) -> None:
-        """LIST, then WATCH for ever; returns only when cancelled."""
+        """LIST, then WATCH for ever; returns only when cancelled.
+
+        Run again after a cancellation, it resumes watching from the last resourceVersion
+        it saw (and re-lists only if the server says that version is gone).
+        """
         backoff = BACKOFF_INITIAL
-        need_list = True
+        need_list = not self._resource_version
         while True:
             try:
                 if need_list:

@@ -4,12 +4,12 @@ A Conflict means someone else wrote the object between our read and our write. T
 to read again and re-apply *only our own change* to the fresh copy, so `fn` must do the
 whole read-modify-write, never reuse an object read before the call::
 
-    async def bump() -> None:
-        pool = await client.get(NODEPOOLS, name=name)
-        pool["spec"]["targetNodes"] = wanted
-        await client.replace(NODEPOOLS, pool)  # carries pool's resourceVersion
+    async def set_replicas() -> Object:
+        obj = await client.get(resource, name)       # fresh read, fresh resourceVersion
+        obj["spec"]["replicas"] = wanted              # our change, and only ours
+        return await client.replace(resource, obj)   # 409 if someone wrote in between
 
-    await retry.retry_on_conflict(bump)
+    updated = await retry.retry_on_conflict(set_replicas)
 
 Every other error is raised at once: a 422 will be just as invalid on the next try, and
 transient failures (5xx, 429, connection loss) are the workqueue's to retry, with its

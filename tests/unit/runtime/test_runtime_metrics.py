@@ -24,6 +24,8 @@ EXPECTED = [
     ("rest_client_requests_total", "counter", ("verb", "resource", "code")),
     ("rest_client_request_duration_seconds", "histogram", ("verb", "resource")),
     ("nodepool_conflicts_total", "counter", ("controller", "resource")),
+    ("nodepool_status_writes_total", "counter", ("controller", "resource")),
+    ("nodepool_events_total", "counter", ("component", "type", "reason")),
 ]
 
 
@@ -33,34 +35,30 @@ def test_metric_is_exported_under_its_controller_runtime_name(
 ) -> None:
     metric = getattr(metrics, name)
     assert name in metrics.__all__
-    assert metric._labelnames == labels
-    # Counters are named without `_total` inside prometheus_client, with it on the wire.
-    family = name.removesuffix("_total") if kind == "counter" else name
-    assert f"# TYPE {family} {kind}".encode() in generate_latest(REGISTRY)
+    # labels() accepts exactly the metric's label names, no more and no fewer.
+    metric.labels(**dict.fromkeys(labels, "metrics-test"))
+    assert f"# TYPE {name} {kind}".encode() in generate_latest(REGISTRY)
 
 
 def test_reconcile_result_labels_use_controller_runtime_values() -> None:
-    for result in (
+    results = (
         metrics.RESULT_SUCCESS,
         metrics.RESULT_ERROR,
         metrics.RESULT_REQUEUE,
         metrics.RESULT_REQUEUE_AFTER,
-    ):
+    )
+    assert results == ("success", "error", "requeue", "requeue_after")
+    for result in results:
         metrics.controller_runtime_reconcile_total.labels(
-            controller="metrics-test", result=result
+            controller="result-test", result=result
         ).inc()
-    samples = {
-        labels["result"]: value
-        for labels, value in (
-            (sample.labels, sample.value)
-            for family in REGISTRY.collect()
-            if family.name == "controller_runtime_reconcile"
-            for sample in family.samples
-            if sample.name == "controller_runtime_reconcile_total"
-            and sample.labels.get("controller") == "metrics-test"
+        assert (
+            REGISTRY.get_sample_value(
+                "controller_runtime_reconcile_total",
+                {"controller": "result-test", "result": result},
+            )
+            == 1.0
         )
-    }
-    assert samples == {"success": 1.0, "error": 1.0, "requeue": 1.0, "requeue_after": 1.0}
 
 
 def test_reconcile_time_uses_controller_runtime_buckets() -> None:
