@@ -82,6 +82,9 @@ class NodePoolReconciler:
         self.pool_status = StatusWriter(client, NODEPOOLS, controller=NAME)
         self.request_status = StatusWriter(client, SCALEREQUESTS, controller=NAME)
         self._failures: dict[str, int] = {}
+        # Requests we answered whose new status the cache may not show yet: deciding them
+        # again from the stale copy would answer twice, and differently.
+        self._answered: set[str] = set()
 
     async def reconcile(self, request: Request) -> Result:
         pool = self.pools.get(request.name)
@@ -92,23 +95,8 @@ class NodePoolReconciler:
         if FINALIZER not in (pool["metadata"].get("finalizers") or []):
             await self._add_finalizer(pool)
         pool_requests = self.requests.by_index("pool", request.name)
-        pending = requests.pending_requests(pool_requests)
-        if pending:
-            decision = await requests.apply_pending(
-                client=self.client,
-                statuses=self.request_status,
-                pool_name=request.name,
-                pending=pending,
-            )
-            log.info(
-                "controller=%s key=%s event=scale-request-%s message=%r",
-                NAME,
-                request,
-                decision.phase.lower(),
-                decision.message,
-            )
-            if decision.target != np.spec_of(pool).target_nodes:
-                return Result()  # the spec write brings a fresher pool in a moment
+        if await self._answer_requests(pool, pool_requests):
+            return Result()  # the spec write brings a fresher pool in a moment
         spec = np.spec_of(pool)
         desired = plan.desired_nodes(spec)
         degraded: tuple[str, str] | None = None
@@ -125,6 +113,30 @@ class NodePoolReconciler:
         )
         await requests.delete_requests(self.client, expired)
         return self._next(pool, view, desired, degraded, next_expiry)
+
+    async def _answer_requests(self, pool: Object, pool_requests: list[Object]) -> bool:
+        """Turn the pool's pending ScaleRequests into its target; True if the target moved."""
+        pending = self._unanswered(requests.pending_requests(pool_requests), pool_requests)
+        if not pending:
+            return False
+        name = pool["metadata"]["name"]
+        decision = await requests.apply_pending(
+            client=self.client, statuses=self.request_status, pool_name=name, pending=pending
+        )
+        self._answered.update(r["metadata"]["uid"] for r in pending)
+        log.info(
+            "controller=%s key=%s event=scale-request-%s request=%s message=%r",
+            NAME,
+            name,
+            decision.phase.lower(),
+            pending[-1]["metadata"]["name"],
+            decision.message,
+        )
+        return decision.target != np.spec_of(pool).target_nodes
+
+    def _unanswered(self, pending: list[Object], every: list[Object]) -> list[Object]:
+        self._answered &= {r["metadata"]["uid"] for r in every if _is_pending(r)}
+        return [r for r in pending if r["metadata"]["uid"] not in self._answered]
 
     async def _report(
         self, pool: Object, *, desired: int, view: plan.PoolView, degraded: tuple[str, str] | None
@@ -208,6 +220,10 @@ class NodePoolReconciler:
         await self.client.patch(NODEPOOLS, pool["metadata"]["name"], patch)
         self.pool_status.forget(pool)
         return Result()
+
+
+def _is_pending(obj: Object) -> bool:
+    return sr.status_of(obj).phase == "Pending"
 
 
 def _pool_of_request(obj: Object) -> list[Request]:

@@ -1,0 +1,214 @@
+"""NodePool controller end to end: ScaleRequests, scale-down with drain, bad input, quota."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from harness import Operator, SimCloud, wait_for
+from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import scalerequest as sr
+
+POOLS = ("nodepool.dev", "v1alpha1", "nodepools")
+REQUESTS = ("nodepool.dev", "v1alpha1", "scalerequests")
+MERGE = "application/merge-patch+json"
+
+
+def pool_body(name: str, *, target: int = 0, max_nodes: int = 10) -> dict[str, Any]:
+    spec = np.NodePoolSpec(target_nodes=target, max_nodes=max_nodes)
+    return np.manifest(name, spec)
+
+
+async def status_of(custom: client.CustomObjectsApi, group: tuple[str, ...], name: str) -> Any:
+    obj = await custom.get_cluster_custom_object(*group, name)
+    return obj.get("status", {})
+
+
+async def settled(custom: client.CustomObjectsApi, name: str, nodes: int) -> bool:
+    pool = await custom.get_cluster_custom_object(*POOLS, name)
+    status = pool.get("status", {})
+    return bool(
+        status.get("readyNodes") == nodes
+        and status.get("currentNodes") == nodes
+        and status.get("scaleOperation") == "inactive"
+        and status.get("observedGeneration") == pool["metadata"]["generation"]
+    )
+
+
+async def create_request(custom: client.CustomObjectsApi, pool: dict[str, Any], target: int) -> str:
+    name = f"req-{uuid.uuid4().hex[:6]}"
+    spec = sr.ScaleRequestSpec(
+        node_pool_name=pool["metadata"]["name"],
+        target_nodes=target,
+        reason="test",
+        requester="e2e",
+    )
+    body = sr.manifest(name, spec, pool_uid=pool["metadata"]["uid"])
+    await custom.create_cluster_custom_object(*REQUESTS, body)
+    return name
+
+
+async def test_scale_requests_are_applied_rejected_and_superseded(
+    api_client: client.ApiClient, start_simcloud: Any, start_operator: Any, pool_name: str
+) -> None:
+    cloud: SimCloud = await start_simcloud("--create-latency", "0.5", "--latency-jitter", "0")
+    operator: Operator = start_operator(cloud)
+    custom = client.CustomObjectsApi(api_client)
+    pool = await custom.create_cluster_custom_object(*POOLS, pool_body(pool_name, max_nodes=4))
+
+    applied = await create_request(custom, pool, 3)
+    status = await wait_for(lambda: _phase_set(custom, applied), within=30)
+    assert (status["phase"], status["appliedTargetNodes"]) == ("Applied", 3)
+    await wait_for(lambda: settled(custom, pool_name, 3), within=60)
+
+    too_many = await create_request(custom, pool, 9)
+    status = await wait_for(lambda: _phase_set(custom, too_many), within=30)
+    assert (status["phase"], status["appliedTargetNodes"]) == ("Applied", 4)
+    assert "clamped to maxNodes" in status["message"]
+    await wait_for(lambda: settled(custom, pool_name, 4), within=60)
+
+    rejected = await create_request(custom, pool, 7)
+    status = await wait_for(lambda: _phase_set(custom, rejected), within=30)
+    assert status["phase"] == "Rejected"
+    assert "maxNodes=4" in status["message"]
+    assert operator.errors_logged() == []
+
+
+async def _phase_set(custom: client.CustomObjectsApi, name: str) -> Any:
+    status = await status_of(custom, REQUESTS, name)
+    return status if status.get("phase", "Pending") != "Pending" else None
+
+
+async def test_scale_down_cordons_drains_and_removes_the_emptiest_nodes(
+    api_client: client.ApiClient,
+    start_simcloud: Any,
+    start_operator: Any,
+    pool_name: str,
+    namespace: str,
+) -> None:
+    cloud: SimCloud = await start_simcloud(
+        "--create-latency", "0.5", "--latency-jitter", "0", "--delete-latency", "0.5"
+    )
+    operator: Operator = start_operator(cloud)
+    custom = client.CustomObjectsApi(api_client)
+    core = client.CoreV1Api(api_client)
+    await custom.create_cluster_custom_object(*POOLS, pool_body(pool_name, target=3))
+    await wait_for(lambda: settled(custom, pool_name, 3), within=60)
+    busy = f"{pool_name}-0"
+    pod = {
+        "metadata": {"name": "busy"},
+        "spec": {
+            "nodeName": busy,
+            "containers": [{"name": "app", "image": "example.invalid/app"}],
+            "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists"}],
+        },
+    }
+    await core.create_namespaced_pod(namespace, pod)
+
+    await custom.patch_cluster_custom_object(
+        *POOLS, pool_name, {"spec": {"targetNodes": 1}}, _content_type=MERGE
+    )
+    await wait_for(lambda: settled(custom, pool_name, 1), within=60)
+    nodes = await core.list_node(label_selector=f"{np.POOL_LABEL}={pool_name}")
+    assert [n.metadata.name for n in nodes.items] == [busy]  # the node with a pod stayed
+    assert not nodes.items[0].spec.unschedulable
+    assert cloud.client is not None
+    assert [
+        vm.name for vm in await cloud.client.list_vms(pool=pool_name) if vm.state == "Running"
+    ] == [busy]
+
+    # Now the busy node must go too: its pod is evicted, then the node and VM are removed.
+    await custom.patch_cluster_custom_object(
+        *POOLS, pool_name, {"spec": {"targetNodes": 0}}, _content_type=MERGE
+    )
+    await wait_for(lambda: settled(custom, pool_name, 0), within=60)
+
+    async def pod_gone() -> bool:
+        try:
+            await core.read_namespaced_pod("busy", namespace)
+        except ApiException as error:
+            return error.status == 404
+        return False
+
+    await wait_for(pod_gone, within=30)
+    assert operator.errors_logged() == []
+
+
+@pytest.mark.parametrize(
+    ("spec", "fragment"),
+    [
+        ({"targetNodes": -1}, "targetNodes"),
+        ({"minNodes": 5, "maxNodes": 2}, "minNodes must be less than or equal to maxNodes"),
+        ({"targetNodes": 11, "maxNodes": 10}, "targetNodes"),
+    ],
+)
+async def test_invalid_specs_are_refused_with_422(
+    api_client: client.ApiClient, crds_installed: None, spec: dict[str, Any], fragment: str
+) -> None:
+    custom = client.CustomObjectsApi(api_client)
+    body = {
+        "apiVersion": "nodepool.dev/v1alpha1",
+        "kind": "NodePool",
+        "metadata": {"name": f"bad-{uuid.uuid4().hex[:6]}"},
+        "spec": spec,
+    }
+    with pytest.raises(ApiException) as raised:
+        await custom.create_cluster_custom_object(*POOLS, body)
+    assert raised.value.status == 422
+    assert fragment in raised.value.body
+
+
+async def test_unknown_fields_are_refused_under_strict_field_validation(
+    api_client: client.ApiClient, crds_installed: None
+) -> None:
+    custom = client.CustomObjectsApi(api_client)
+    body = {
+        "apiVersion": "nodepool.dev/v1alpha1",
+        "kind": "NodePool",
+        "metadata": {"name": f"bad-{uuid.uuid4().hex[:6]}"},
+        "spec": {"targetNodes": 1, "targetNodez": 3},
+    }
+    with pytest.raises(ApiException) as raised:
+        await custom.create_cluster_custom_object(*POOLS, body, field_validation="Strict")
+    # The API server reports unknown fields as a strict-decoding error: 400, not 422.
+    assert raised.value.status == 400
+    assert "strict decoding error" in raised.value.body
+    assert "spec.targetNodez" in raised.value.body
+
+
+async def test_quota_error_sets_degraded_with_an_event_and_bounded_cloud_calls(
+    api_client: client.ApiClient, start_simcloud: Any, start_operator: Any, pool_name: str
+) -> None:
+    cloud: SimCloud = await start_simcloud(
+        "--create-latency", "0.5", "--latency-jitter", "0", "--quota", "2"
+    )
+    operator: Operator = start_operator(cloud)
+    custom = client.CustomObjectsApi(api_client)
+    core = client.CoreV1Api(api_client)
+    await custom.create_cluster_custom_object(*POOLS, pool_body(pool_name, target=5))
+
+    async def degraded() -> Any:
+        status = await status_of(custom, POOLS, pool_name)
+        found = [c for c in status.get("conditions", []) if c["type"] == "Degraded"]
+        return found[0] if found and found[0]["status"] == "True" else None
+
+    condition = await wait_for(degraded, within=30)
+    assert condition["reason"] == "QuotaExceeded"
+    assert cloud.client is not None
+    before = (await cloud.client.stats()).calls_total
+    await asyncio.sleep(20)
+    calls = (await cloud.client.stats()).calls_total - before
+    # Backing off (10 s, then 20 s, ...) leaves a handful of calls, not one per poll.
+    assert calls <= 10, calls
+    events = await core.list_namespaced_event(
+        "default", field_selector=f"involvedObject.name={pool_name},reason=CloudError"
+    )
+    assert len(events.items) == 1
+    assert events.items[0].type == "Warning"
+    assert "quota" in events.items[0].message.lower()
+    assert operator.errors_logged() == []

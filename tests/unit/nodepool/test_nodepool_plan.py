@@ -1,0 +1,148 @@
+"""The NodePool controller's pure decisions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from nodepool_operator.api import nodepool as np
+from nodepool_operator.cloud.provider import VirtualMachine, VmName, VmState
+from nodepool_operator.controllers.nodepool import plan
+
+NOW = "2026-11-29T10:00:00Z"
+LATER = "2026-11-29T10:05:00Z"
+
+
+def vm(name: str, state: VmState = VmState.RUNNING) -> VirtualMachine:
+    return VirtualMachine(
+        name=VmName(name),
+        pool="p",
+        cpu="4",
+        memory="16Gi",
+        state=state,
+        provider_id=f"simcloud:///{name}",
+        created_at=0.0,
+    )
+
+
+def node(name: str, *, ready: bool = True, draining: bool = False) -> dict[str, Any]:
+    annotations = {plan.SCALE_DOWN_ANNOTATION: "true"} if draining else {}
+    return {
+        "metadata": {"name": name, "annotations": annotations},
+        "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
+    }
+
+
+def pool(generation: int = 1, status: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"metadata": {"name": "p", "generation": generation}, "status": status or {}}
+
+
+def spec(target: int, *, min_nodes: int = 0, max_nodes: int = 10) -> np.NodePoolSpec:
+    return np.NodePoolSpec(target_nodes=target, min_nodes=min_nodes, max_nodes=max_nodes)
+
+
+def test_names_fill_the_lowest_free_indexes_deterministically() -> None:
+    assert plan.names_to_create("p", ["p-0", "p-2"], 3) == ["p-1", "p-3", "p-4"]
+    assert plan.names_to_create("p", ["p-0", "p-2"], 3) == plan.names_to_create(
+        "p", ["p-2", "p-0"], 3
+    )
+
+
+@given(st.sets(st.integers(0, 30)), st.integers(0, 20))
+def test_new_names_never_collide_with_existing_ones(taken: set[int], count: int) -> None:
+    existing = [f"p-{i}" for i in taken]
+    names = plan.names_to_create("p", existing, count)
+    assert len(names) == len(set(names)) == count
+    assert not set(names) & set(existing)
+
+
+def test_desired_nodes_stays_within_min_and_max() -> None:
+    assert plan.desired_nodes(spec(0, min_nodes=2)) == 2
+    assert plan.desired_nodes(spec(5)) == 5
+    assert plan.desired_nodes(spec(12, max_nodes=10)) == 10
+
+
+def test_victims_prefer_draining_then_nodeless_then_emptiest() -> None:
+    view = plan.PoolView(
+        vms=[vm("p-0"), vm("p-1"), vm("p-2"), vm("p-3", VmState.PROVISIONING)],
+        nodes={"p-0": node("p-0"), "p-1": node("p-1", draining=True), "p-2": node("p-2")},
+        pods_per_node={"p-0": 3, "p-1": 5, "p-2": 1},
+    )
+    assert plan.pick_victims(view, 1) == ["p-1"]
+    assert plan.pick_victims(view, 2) == ["p-1", "p-3"]
+    assert plan.pick_victims(view, 3) == ["p-1", "p-3", "p-2"]
+    assert plan.pick_victims(view, 0) == []
+
+
+def test_scale_up_request_never_lowers_the_target_and_is_clamped_to_max() -> None:
+    assert plan.decide_request(spec(3), 5) == plan.RequestDecision(
+        "Applied", 5, "targetNodes 3 -> 5"
+    )
+    clamped = plan.decide_request(spec(3, max_nodes=4), 9)
+    assert (clamped.phase, clamped.target) == ("Applied", 4)
+    assert "clamped to maxNodes" in clamped.message
+    at_max = plan.decide_request(spec(4, max_nodes=4), 9)
+    assert (at_max.phase, at_max.target) == ("Rejected", 4)
+    assert "maxNodes=4" in at_max.message
+
+
+def test_scale_down_request_stops_at_min_nodes() -> None:
+    assert plan.decide_request(spec(5, min_nodes=1), 2).target == 2
+    assert plan.decide_request(spec(5, min_nodes=3), 0).target == 3
+    at_min = plan.decide_request(spec(3, min_nodes=3), 1)
+    assert (at_min.phase, at_min.target) == ("Rejected", 3)
+
+
+def test_request_for_the_current_target_is_applied_without_change() -> None:
+    decision = plan.decide_request(spec(4), 4)
+    assert (decision.phase, decision.target) == ("Applied", 4)
+
+
+def _status_for(desired: int, view: plan.PoolView, **kw: Any) -> dict[str, Any]:
+    return plan.pool_status(
+        pool=kw.get("pool", pool()),
+        desired=desired,
+        view=view,
+        degraded=kw.get("degraded"),
+        now=kw.get("now", NOW),
+    )
+
+
+def test_stable_pool_status_is_inactive_and_ready() -> None:
+    view = plan.PoolView(vms=[vm("p-0")], nodes={"p-0": node("p-0")}, pods_per_node={})
+    status = _status_for(1, view)
+    assert status["scaleOperation"] == "inactive"
+    assert (status["currentNodes"], status["readyNodes"]) == (1, 1)
+    assert status["selector"] == "nodepool.dev/pool=p"
+    assert status["observedGeneration"] == 1
+    kinds = {c["type"]: c["status"] for c in status["conditions"]}
+    assert kinds == {"Ready": "True", "Scaling": "False", "Degraded": "False"}
+
+
+def test_status_is_identical_on_a_later_pass_when_nothing_changed() -> None:
+    view = plan.PoolView(vms=[vm("p-0")], nodes={"p-0": node("p-0")}, pods_per_node={})
+    first = _status_for(1, view)
+    second = _status_for(1, view, pool=pool(status=first), now=LATER)
+    assert second == first  # no timestamp or counter that moves on every pass
+
+
+def test_booting_vms_make_the_pool_active_and_not_ready() -> None:
+    view = plan.PoolView(
+        vms=[vm("p-0"), vm("p-1", VmState.PROVISIONING)],
+        nodes={"p-0": node("p-0")},
+        pods_per_node={},
+    )
+    status = _status_for(2, view)
+    assert status["scaleOperation"] == "active"
+    conditions = {c["type"]: c for c in status["conditions"]}
+    assert conditions["Ready"]["status"] == "False"
+    assert conditions["Scaling"]["reason"] == "ScalingUp"
+
+
+def test_degraded_names_the_cloud_error() -> None:
+    view = plan.PoolView(vms=[], nodes={}, pods_per_node={})
+    status = _status_for(2, view, degraded=("QuotaExceeded", "quota of 0 VMs reached"))
+    degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "QuotaExceeded")
