@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes_asyncio import client
 
 from harness import CLI, Operator, Process, SimCloud, wait_for
-from nodepool_operator.api import crds
+from nodepool_operator.cluster import install
 from nodepool_operator.cluster.pytest_plugin import Cluster
 
 
@@ -29,88 +28,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 async def crds_installed(api_client: client.ApiClient) -> None:
-    extensions = client.ApiextensionsV1Api(api_client)
-    for crd in crds.all_crds():
-        name = crd["metadata"]["name"]
-        try:
-            existing = await extensions.read_custom_resource_definition(name)
-            crd["metadata"]["resourceVersion"] = existing.metadata.resource_version
-            await extensions.replace_custom_resource_definition(name, crd)
-        except client.exceptions.ApiException as error:
-            if error.status != 404:
-                raise
-            await extensions.create_custom_resource_definition(crd)
-    for crd in crds.all_crds():
-        await wait_for(lambda n=crd["metadata"]["name"]: _established(extensions, n), within=30)
-
-
-async def _established(extensions: client.ApiextensionsV1Api, name: str) -> bool:
-    crd = await extensions.read_custom_resource_definition(name)
-    return any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or [])
-
-
-REPO = Path(__file__).resolve().parents[2]
-OPERATOR_USER = "nodepool-operator"
+    await install.install_crds(api_client)
 
 
 @pytest.fixture(scope="session")
 async def operator_rbac(api_client: client.ApiClient) -> None:
     """The deployed ClusterRole and leader-election Role, bound to the operator's test user."""
-    rbac = client.RbacAuthorizationV1Api(api_client)
-    core = client.CoreV1Api(api_client)
-    with contextlib.suppress(client.exceptions.ApiException):
-        await core.create_namespace(
-            client.V1Namespace(metadata=client.V1ObjectMeta(name="nodepool-system"))
-        )
-    cluster_role = yaml.safe_load((REPO / "deploy/rbac/clusterrole.yaml").read_text())
-    role = yaml.safe_load((REPO / "deploy/rbac/leader-election-role.yaml").read_text())
-    subject = [{"kind": "User", "name": OPERATOR_USER, "apiGroup": "rbac.authorization.k8s.io"}]
-    bindings = [
-        (rbac.create_cluster_role, (cluster_role,)),
-        (rbac.create_namespaced_role, ("nodepool-system", role)),
-        (
-            rbac.create_cluster_role_binding,
-            (
-                {
-                    "apiVersion": "rbac.authorization.k8s.io/v1",
-                    "kind": "ClusterRoleBinding",
-                    "metadata": {"name": "nodepool-operator-test-user"},
-                    "roleRef": {
-                        "apiGroup": "rbac.authorization.k8s.io",
-                        "kind": "ClusterRole",
-                        "name": cluster_role["metadata"]["name"],
-                    },
-                    "subjects": subject,
-                },
-            ),
-        ),
-        (
-            rbac.create_namespaced_role_binding,
-            (
-                "nodepool-system",
-                {
-                    "apiVersion": "rbac.authorization.k8s.io/v1",
-                    "kind": "RoleBinding",
-                    "metadata": {
-                        "name": "nodepool-operator-test-user",
-                        "namespace": "nodepool-system",
-                    },
-                    "roleRef": {
-                        "apiGroup": "rbac.authorization.k8s.io",
-                        "kind": "Role",
-                        "name": role["metadata"]["name"],
-                    },
-                    "subjects": subject,
-                },
-            ),
-        ),
-    ]
-    for create, args in bindings:
-        try:
-            await create(*args)
-        except client.exceptions.ApiException as error:
-            if error.status != 409:
-                raise
+    await install.grant_operator_rbac(api_client)
 
 
 @pytest.fixture

@@ -237,8 +237,19 @@ class Client:
                 # No total timeout: a watch lives until timeoutSeconds; reads still time out.
                 _request_timeout=timeout_seconds + 30,
             )
-        metrics.rest_client_requests_total.labels("WATCH", resource.plural, "200").inc()
+        metrics.rest_client_requests_total.labels(
+            "WATCH", resource.plural, str(response.status)
+        ).inc()
         try:
+            if not 200 <= response.status < 300:
+                # Unread responses are not checked by the generated client: a refused watch
+                # (403, 410, 500...) arrives here as a plain Status body.
+                body = await response.text()
+                try:
+                    status = json.loads(body)
+                except ValueError:
+                    status = {"code": response.status, "message": body}
+                raise errors.from_status({"code": response.status, **status})
             async with errors.translated():
                 async for line in response.content:
                     if not line.strip():

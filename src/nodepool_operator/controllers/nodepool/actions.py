@@ -36,6 +36,9 @@ __all__ = ["PoolActions"]
 
 log = logging.getLogger(__name__)
 
+#: How long a Node we created may take to appear in the cache before we stop waiting.
+NODE_EXPECTATION_SECONDS = 30.0
+
 
 class PoolActions:
     def __init__(
@@ -56,6 +59,9 @@ class PoolActions:
         self.recorder = recorder
         self.config = config
         self.wall_clock = wall_clock
+        # Nodes we created that the cache has not shown yet (client-go's "expectations"):
+        # without this, a reconcile in that window creates them again and meets 409s.
+        self._expected_nodes: dict[str, float] = {}
 
     async def observe(
         self, pool: Object, vms: Sequence[VirtualMachine] | None = None
@@ -107,16 +113,25 @@ class PoolActions:
     async def _register_nodes(
         self, pool: Object, spec: np.NodePoolSpec, view: plan.PoolView
     ) -> None:
+        now = self.wall_clock.time()
+        self._expected_nodes = {
+            name: deadline
+            for name, deadline in self._expected_nodes.items()
+            if deadline > now and self.nodes.get(name) is None
+        }
         for vm in view.vms:
             if vm.state != VmState.RUNNING or vm.name in view.nodes:
+                continue
+            if vm.name in self._expected_nodes:
                 continue
             body = node_ops.node_manifest(
                 pool=pool, vm=vm, template=spec.template, simulated=self.config.simulated_nodes
             )
+            self._expected_nodes[vm.name] = now + NODE_EXPECTATION_SECONDS
             try:
                 await self.client.create(kinds.NODES, body)
             except errors.AlreadyExists:
-                continue  # our cache is behind our own earlier create
+                continue  # created by an earlier run of the operator
             log.info(
                 "controller=nodepool key=%s event=node-registered node=%s",
                 pool["metadata"]["name"],

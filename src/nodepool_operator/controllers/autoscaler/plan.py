@@ -1,0 +1,196 @@
+"""Pure decisions of the Autoscaler: no I/O, no clock, so each one is unit-tested alone.
+
+* the pool's *effective target*: what it will have once the requests already handed over
+  are applied (the newest Pending request wins, as the NodePool controller applies them);
+* scale-up: the unschedulable pods are packed (first-fit decreasing) onto the free room of
+  Ready nodes, then onto the nodes requested but not Ready yet, then onto new template
+  nodes; only the new nodes are asked for, so a scan during a scale-up asks for nothing;
+* scale-down: nodes unneeded for long enough are given up, never below ``minNodes`` and
+  never while anything is in flight (requested nodes not Ready, a Pending request, pods
+  still waiting for the scheduler): the hysteresis that keeps the pool from flapping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from nodepool_operator.controllers.autoscaler import packing
+from nodepool_operator.controllers.autoscaler.fit import NodeShape, Resources
+
+__all__ = [
+    "Action",
+    "Decision",
+    "PoolFacts",
+    "RequestView",
+    "decide",
+    "effective_target",
+    "scale_down_blocker",
+]
+
+Action = Literal["none", "scale-up", "scale-down"]
+
+
+@dataclass(frozen=True)
+class RequestView:
+    """What planning needs of one ScaleRequest of the pool."""
+
+    name: str
+    created: str  # metadata.creationTimestamp (RFC 3339 sorts as text)
+    target: int
+    phase: str
+    applied: int | None
+    version: str  # metadata.resourceVersion
+
+
+@dataclass(frozen=True)
+class PoolFacts:
+    """The pool as planning sees it."""
+
+    name: str
+    min_nodes: int
+    max_nodes: int
+    target: int  # the effective target
+    ready: int  # Ready, schedulable nodes
+    free: tuple[Resources, ...]  # the free room on each of them
+    shape: NodeShape
+    open_request: bool  # a request of the pool is still Pending
+
+    @property
+    def in_flight(self) -> int:
+        """Nodes requested but not Ready yet: each one is an empty template node soon."""
+        return max(0, self.target - self.ready)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to ask of the pool, and what a person needs to know about it."""
+
+    action: Action
+    current: int  # the effective target before the decision
+    target: int  # the target to ask for (== current for "none")
+    wanted: int  # the target the pods would need without maxNodes
+    involved: tuple[int, ...]  # indexes of the pods the new nodes are for
+    reason: str
+    blocked: str | None = None  # why scale-down is not considered now
+
+    @property
+    def limited(self) -> bool:
+        return self.wanted > self.target
+
+
+def _newer(version: str, than: str) -> bool:
+    # resourceVersions are opaque in general but increasing integers on etcd; when they
+    # cannot be compared, assume the cache is behind (the safe side: ask for less).
+    if version.isdigit() and than.isdigit():
+        return int(version) > int(than)
+    return True
+
+
+def effective_target(
+    *,
+    target: int,
+    min_nodes: int,
+    max_nodes: int,
+    pool_version: str,
+    requests: Sequence[RequestView],
+) -> int:
+    """What the pool will have once the requests handed over are applied.
+
+    Mirrors how the NodePool controller applies the newest Pending request (the two
+    controllers share no code): a larger target is taken within maxNodes, a smaller one
+    within minNodes. An Applied request whose pool write our cache has not seen yet (the
+    request's status was written after the pool, so it is newer than the cached pool)
+    counts with the target it applied.
+    """
+    base = max(min_nodes, min(target, max_nodes))
+    behind = [
+        r
+        for r in requests
+        if r.phase == "Applied"
+        and r.applied is not None
+        and r.applied != target
+        and _newer(r.version, pool_version)
+    ]
+    if behind:
+        last = max(behind, key=lambda r: int(r.version) if r.version.isdigit() else 0)
+        base = last.applied if last.applied is not None else base
+    pending = [r for r in requests if r.phase == "Pending"]
+    if not pending:
+        return base
+    # Whether it grows or shrinks the pool, the newest request's target is taken within
+    # the bounds: a scale-up never lowers it, and the newest is never below the current
+    # target when it is a scale-up.
+    newest = max(pending, key=lambda r: (r.created, r.name))
+    return max(min_nodes, min(newest.target, max_nodes))
+
+
+def scale_down_blocker(pool: PoolFacts, *, enabled: bool, pending_fitting: int) -> str | None:
+    """Why no node may be given up now, or None. Anything in flight blocks it."""
+    if not enabled:
+        return "disabled"
+    if pool.open_request:
+        return "request-pending"
+    if pool.in_flight:
+        return "capacity-in-flight"
+    if pending_fitting:
+        return "pods-pending"
+    return None
+
+
+def _scale_up(pool: PoolFacts, pods: Sequence[Resources]) -> Decision | None:
+    existing = [*pool.free, *([pool.shape.capacity] * pool.in_flight)]
+    packed = packing.pack(pods, existing=existing, node=pool.shape.capacity)
+    if packed.new_nodes == 0:
+        return None
+    wanted = pool.target + packed.new_nodes
+    target = max(pool.target, min(wanted, pool.max_nodes))
+    # Only the pods on the nodes actually granted are told that they triggered a scale-up.
+    granted = len(existing) + (target - pool.target)
+    involved = tuple(i for i, b in enumerate(packed.bins) if len(existing) <= b < granted)
+    clamped = f" (clamped to maxNodes={pool.max_nodes})" if wanted > target else ""
+    reason = (
+        f"{len(pods)} unschedulable pods need {packed.new_nodes} more nodes "
+        f"after {pool.ready} ready and {pool.in_flight} requested{clamped}"
+    )
+    action: Action = "scale-up" if target > pool.target else "none"
+    return Decision(action, pool.target, target, wanted, involved, reason)
+
+
+def _scale_down(pool: PoolFacts, unneeded: Sequence[str], unneeded_seconds: int) -> Decision:
+    # Ready nodes beyond the target are already on their way out (the NodePool controller
+    # removes the emptiest first): they must not be given up a second time.
+    leaving = max(0, pool.ready - pool.target)
+    give_up = max(0, min(len(unneeded) - leaving, pool.target - pool.min_nodes))
+    if give_up == 0:
+        return Decision("none", pool.target, pool.target, pool.target, (), "no change")
+    target = pool.target - give_up
+    reason = (
+        f"{give_up} of {len(unneeded)} nodes unneeded for {unneeded_seconds}s "
+        f"(minNodes={pool.min_nodes})"
+    )
+    return Decision("scale-down", pool.target, target, target, (), reason)
+
+
+def decide(
+    pool: PoolFacts,
+    pods: Sequence[Resources],
+    *,
+    unneeded: Sequence[str],
+    unneeded_seconds: int,
+    blocked: str | None,
+) -> Decision:
+    """Scale up for ``pods`` if they need new nodes; else give up ``unneeded`` nodes.
+
+    ``pods`` are the requests of the unschedulable pods that fit a template node;
+    ``unneeded`` the nodes that have run only DaemonSet or mirror pods for
+    ``unneeded_seconds``, ``blocked`` why scale-down is not allowed now.
+    """
+    up = _scale_up(pool, pods)
+    if up is not None:
+        return up
+    if blocked is not None or not unneeded:
+        reason = "no change" if blocked is None else f"scale-down blocked: {blocked}"
+        return Decision("none", pool.target, pool.target, pool.target, (), reason, blocked)
+    return _scale_down(pool, unneeded, unneeded_seconds)
