@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from nodepool_operator.cloud.simcloud.client import SimCloudClient
+from nodepool_operator.cluster import children
 
-CLI = [sys.executable, "-m", "nodepool_operator.cli"]
+CLI = children.CLI
 
 
 async def wait_for(
@@ -33,46 +30,7 @@ async def wait_for(
         await asyncio.sleep(every)
 
 
-class Process:
-    """A child process started from the command line, with its log in a file."""
-
-    def __init__(self, name: str, args: list[str], log: Path) -> None:
-        self.name = name
-        self.args = args
-        self.log = log
-        self.popen: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        handle = self.log.open("ab")
-        self.popen = subprocess.Popen(
-            self.args,
-            stdout=handle,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        handle.close()
-
-    def kill(self) -> None:
-        """SIGKILL: no cleanup, no lease release; what a crash or an OOM kill looks like."""
-        if self.popen is not None and self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGKILL)
-            self.popen.wait()
-
-    def stop(self, timeout: float = 20.0) -> int | None:
-        if self.popen is None:
-            return None
-        if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait()
-        return self.popen.returncode
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
+Process = children.ChildProcess
 
 
 class SimCloud:

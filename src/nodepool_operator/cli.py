@@ -4,8 +4,6 @@ the operator itself, the CRDs and the demo."""
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import tempfile
 from pathlib import Path
 from typing import Annotated
 
@@ -16,6 +14,7 @@ from nodepool_operator.api import crds as api_crds
 from nodepool_operator.cloud.simcloud import server as simcloud_server
 from nodepool_operator.cluster import binaries, controlplane
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
+from nodepool_operator.demo import story
 
 __all__ = ["app", "main"]
 
@@ -103,33 +102,36 @@ def cluster_build() -> None:
 def demo(
     directory: Annotated[
         Path | None,
-        typer.Option("--dir", help="Directory for the control plane (default: a temporary one)."),
+        typer.Option(
+            "--dir", help="Work directory (control plane, logs); default: a new temporary one."
+        ),
     ] = None,
     keep: Annotated[
         bool, typer.Option("--keep", help="Leave the control plane running at the end.")
     ] = False,
+    vm_latency: Annotated[
+        float, typer.Option(help="Seconds the simulated cloud takes to boot a VM.")
+    ] = 3.0,
+    unneeded_seconds: Annotated[
+        int, typer.Option(help="Seconds a node must be empty before it is given back.")
+    ] = 15,
 ) -> None:
-    """Bring up the local control plane, show what runs on it, and tear it down."""
-    work = directory or Path(tempfile.mkdtemp(prefix="nodepool-demo-"))
-    plane = controlplane.ControlPlane(work)
+    """Run the whole story on the local control plane: scale-up, competing writer, scale-down."""
+    options = story.DemoOptions(
+        directory=directory,
+        keep=keep,
+        vm_latency_seconds=vm_latency,
+        unneeded_seconds=unneeded_seconds,
+    )
     try:
-        plane.up()
-        kubectl = binaries.ensure_binaries()["kubectl"]
-        subprocess.run(
-            [str(kubectl), "--kubeconfig", str(plane.kubeconfig), "get", "nodes,namespaces"],
-            check=True,
-        )
+        code = asyncio.run(story.run_demo(options))
+    except KeyboardInterrupt:
+        typer.echo("interrupted; everything the demo started has been stopped", err=True)
+        raise typer.Exit(130) from None
     except (controlplane.ControlPlaneError, binaries.BuildError) as error:
         typer.secho(f"error: {error}", fg=typer.colors.RED, err=True)
-        plane.down()
         raise typer.Exit(1) from error
-    except BaseException:
-        plane.down()
-        raise
-    if keep:
-        typer.echo(f"control plane left running: export KUBECONFIG={plane.kubeconfig}")
-    else:
-        plane.down()
+    raise typer.Exit(code)
 
 
 @app.command("crds")

@@ -67,6 +67,14 @@ class AuditLog:
         """Remember the current end of the log; later reads see only what comes after."""
         self._offset = self.path.stat().st_size if self.path.exists() else 0
 
+    def follow(self) -> list[AuditEvent]:
+        """Events written since the previous ``follow`` (or ``mark``); advances the mark."""
+        found: list[AuditEvent] = []
+        for event, end in self._read_with_offsets(self._offset):
+            found.append(event)
+            self._offset = end
+        return found
+
     def events(self) -> list[AuditEvent]:
         return list(self._read(0))
 
@@ -74,6 +82,10 @@ class AuditLog:
         return list(self._read(self._offset))
 
     def _read(self, offset: int) -> Iterator[AuditEvent]:
+        for event, _ in self._read_with_offsets(offset):
+            yield event
+
+    def _read_with_offsets(self, offset: int) -> Iterator[tuple[AuditEvent, int]]:
         if not self.path.exists():
             return
         with self.path.open("rb") as handle:
@@ -82,7 +94,8 @@ class AuditLog:
                 # A line still being written has no newline yet; it belongs to the next read.
                 if not line.endswith(b"\n"):
                     break
-                yield AuditEvent.from_json(json.loads(line))
+                offset += len(line)
+                yield AuditEvent.from_json(json.loads(line)), offset
 
 
 def writes(

@@ -188,9 +188,10 @@ async def test_an_overlay_sets_the_image_and_the_cloud_endpoint(
         assert container["image"] == "registry.example.com/platform/nodepool-operator:0.1.0"
     operator = next(d for d in deployments if d["metadata"]["name"] == "nodepool-operator")
     [container] = operator["spec"]["template"]["spec"]["containers"]
-    refs = [e["valueFrom"]["configMapKeyRef"]["name"] for e in container["env"] if "valueFrom" in e]
-    refs = [ref for ref in refs if ref.startswith("nodepool-operator-config")]
-    assert refs == [config["metadata"]["name"]]  # new hash: a changed endpoint rolls the Pods
+    [ref] = [
+        e["valueFrom"]["configMapKeyRef"] for e in container["env"] if e["name"] == "CLOUD_ENDPOINT"
+    ]
+    assert ref["name"] == config["metadata"]["name"]  # new hash: a changed endpoint rolls Pods
 
 
 # --- the API server's judgement ------------------------------------------------------------

@@ -119,9 +119,8 @@ def effective_target(
     pending = [r for r in requests if r.phase == "Pending"]
     if not pending:
         return base
-    # Whether it grows or shrinks the pool, the newest request's target is taken within
-    # the bounds: a scale-up never lowers it, and the newest is never below the current
-    # target when it is a scale-up.
+    # Up or down, the NodePool controller sets the newest request's target within the
+    # bounds, whatever the target was before.
     newest = max(pending, key=lambda r: (r.created, r.name))
     return max(min_nodes, min(newest.target, max_nodes))
 

@@ -1,0 +1,122 @@
+"""The hand-off: a decision becomes one ScaleRequest, the only thing the Autoscaler writes
+besides its own status and events.
+
+The request carries an absolute target, a reason and the requester, and is owned by its
+NodePool (garbage-collected with it). The NodePool controller turns it into
+``spec.targetNodes``; the Autoscaler never writes a NodePool or a Node.
+
+Our informer sees a request we created a moment after the create returns. A scan in that
+moment must not ask again, so the ledger remembers the last request created per pool
+until the cache has caught up with it: it shows up there, or the cache has moved past
+its resourceVersion without it (it was already answered and deleted).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Final
+
+from nodepool_operator.api import autoscaler as nas
+from nodepool_operator.api import scalerequest as sr
+from nodepool_operator.controllers.resources import SCALEREQUESTS
+from nodepool_operator.runtime import clock as clock_module
+from nodepool_operator.runtime.client import Client, Object
+
+__all__ = ["RequestLedger", "ScaleRequester", "request_name", "requester_of"]
+
+# Leaves room for "-down-" and a base-36 millisecond stamp within the 253 characters of a
+# DNS subdomain name.
+_MAX_PREFIX: Final = 200
+_DIGITS: Final = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def _base36(value: int) -> str:
+    text = ""
+    while True:
+        value, digit = divmod(value, 36)
+        text = _DIGITS[digit] + text
+        if value == 0:
+            return text
+
+
+def request_name(autoscaler: str, *, direction: str, millis: int) -> str:
+    """``<autoscaler>-<up|down>-<time>``: readable, sortable, unique per autoscaler."""
+    prefix = re.sub(r"[.-]+$", "", autoscaler[:_MAX_PREFIX])
+    return f"{prefix}-{direction}-{_base36(millis)}"
+
+
+def requester_of(autoscaler: str) -> str:
+    return f"autoscaler/{autoscaler}"
+
+
+def _version(obj: Object) -> str:
+    return str(obj.get("metadata", {}).get("resourceVersion", ""))
+
+
+def _caught_up(cache_version: str, created_version: str) -> bool:
+    if cache_version.isdigit() and created_version.isdigit():
+        return int(cache_version) >= int(created_version)
+    return False
+
+
+class RequestLedger:
+    """The last ScaleRequest created per pool, until the cache shows it or has moved past it."""
+
+    def __init__(self) -> None:
+        self._created: dict[str, Object] = {}
+
+    def record(self, pool: str, created: Object) -> None:
+        self._created[pool] = created
+
+    def visible(self, pool: str, cached: Sequence[Object], *, cache_version: str) -> list[Object]:
+        """``cached`` plus the request we created that the cache does not show yet."""
+        created = self._created.get(pool)
+        if created is None:
+            return list(cached)
+        name = created["metadata"]["name"]
+        seen = any(r["metadata"]["name"] == name for r in cached)
+        if seen or _caught_up(cache_version, _version(created)):
+            del self._created[pool]
+            return list(cached)
+        return [*cached, created]
+
+
+class ScaleRequester:
+    """Creates ScaleRequests for Autoscalers and remembers them in the ledger."""
+
+    def __init__(
+        self,
+        *,
+        client: Client,
+        ledger: RequestLedger,
+        wall_clock: clock_module.WallClock,
+    ) -> None:
+        self.client = client
+        self.ledger = ledger
+        self.wall_clock = wall_clock
+
+    async def request(
+        self,
+        autoscaler: str,
+        *,
+        pool: str,
+        pool_uid: str,
+        target: int,
+        direction: str,
+        reason: str,
+    ) -> nas.LastScaleRequest:
+        name = request_name(
+            autoscaler, direction=direction, millis=int(self.wall_clock.time() * 1000)
+        )
+        spec = sr.ScaleRequestSpec(
+            node_pool_name=pool,
+            target_nodes=target,
+            reason=reason[:1024],
+            requester=requester_of(autoscaler),
+        )
+        created = await self.client.create(
+            SCALEREQUESTS, sr.manifest(name, spec, pool_uid=pool_uid)
+        )
+        self.ledger.record(pool, created)
+        return nas.LastScaleRequest(name=name, target_nodes=target, reason=spec.reason)

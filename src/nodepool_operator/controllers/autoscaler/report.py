@@ -1,0 +1,69 @@
+"""The Autoscaler's status: what it decided, computed from the decision alone.
+
+Nothing in it changes from one scan to the next unless a decision does: no scan time, no
+timer, no "last seen"; the pod counts move only when pods do, and conditions keep their
+``lastTransitionTime`` unless their status flips. So an idle cluster costs no status
+write, and the status writer's compare-before-write has something to compare.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nodepool_operator.api import autoscaler as nas
+from nodepool_operator.controllers.autoscaler import plan
+from nodepool_operator.controllers.autoscaler.observe import Observation
+from nodepool_operator.runtime import conditions
+from nodepool_operator.runtime.client import Object
+
+__all__ = ["LIMIT_REACHED", "READY", "autoscaler_status"]
+
+READY = "Ready"
+LIMIT_REACHED = "LimitReached"
+
+
+def autoscaler_status(
+    *,
+    autoscaler: Object,
+    seen: Observation | None,
+    decision: plan.Decision | None,
+    last_request: nas.LastScaleRequest | None,
+    now: str,
+) -> dict[str, Any]:
+    """The full status the Autoscaler should have; equal inputs give an equal status."""
+    generation = int(autoscaler["metadata"].get("generation", 0))
+    spec = nas.spec_of(autoscaler)
+    pool = spec.node_pool_name
+    found = list((autoscaler.get("status") or {}).get("conditions") or [])
+
+    def put(kind: str, ok: bool, reason: str, message: str) -> None:
+        nonlocal found
+        found = conditions.set_condition(
+            found,
+            type=kind,
+            status="True" if ok else "False",
+            reason=reason,
+            message=message,
+            observed_generation=generation,
+            now=now,
+        )
+
+    if seen is None:
+        put(READY, False, "NodePoolNotFound", f"NodePool {pool} does not exist")
+    else:
+        where = ", ".join(spec.namespaces) if spec.namespaces else "all namespaces"
+        put(READY, True, "Watching", f"scaling NodePool {pool} for pods in {where}")
+    if seen is not None and decision is not None:
+        top = seen.pool.max_nodes
+        if decision.limited:
+            message = f"NodePool {pool} is at maxNodes={top}; the pods need {decision.wanted}"
+            put(LIMIT_REACHED, True, "MaxNodesReached", message)
+        else:
+            put(LIMIT_REACHED, False, "WithinLimits", f"maxNodes={top}")
+    return {
+        "observedGeneration": generation,
+        "conditions": found,
+        "lastRequest": None if last_request is None else last_request.to_dict(),
+        "pendingPods": 0 if seen is None else seen.pending,
+        "unschedulablePods": 0 if seen is None else seen.unschedulable,
+    }

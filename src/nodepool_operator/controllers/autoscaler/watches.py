@@ -1,0 +1,183 @@
+"""Which events wake which Autoscaler, and after how long.
+
+An Autoscaler is looked at again when something its decision depends on changes: a pod
+of its namespaces becomes (or stops being) unschedulable, is bound or goes away; a node
+of its pool turns Ready or leaves; its pool's spec changes; a request for its pool is
+answered. Each of these waits for the Autoscaler's own ``spec.batchWindowSeconds``: the
+first event of a burst opens the window and one reconcile runs at its end, so a thousand
+pods marked unschedulable within the window make one decision, and the first of them is
+never postponed by the ones after it.
+
+That is ``Controller.watch(delay=...)`` with a window per key instead of one per watch
+(the runtime's takes a constant); the handler below keeps its semantics: filter with the
+predicate, map to keys, ``queue.add_after`` (the earliest pending add of a key wins).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from typing import Final
+
+from nodepool_operator.api import autoscaler as nas
+from nodepool_operator.api import scalerequest as sr
+from nodepool_operator.controllers.autoscaler import fit
+from nodepool_operator.controllers.autoscaler.observe import node_is_ready, pool_of_node
+from nodepool_operator.runtime import workqueue
+from nodepool_operator.runtime.client import Object
+from nodepool_operator.runtime.controller import Request
+from nodepool_operator.runtime.informer import Informer
+
+__all__ = [
+    "BatchedEnqueue",
+    "StateChanged",
+    "Triggers",
+    "node_state",
+    "pod_state",
+    "request_state",
+]
+
+NAMESPACE_INDEX: Final = "autoscaler-namespace"
+POOL_INDEX: Final = "autoscaler-pool"
+#: Autoscalers with no namespaces listed (all namespaces) are filed under this value.
+EVERY_NAMESPACE: Final = ""
+
+State = Callable[[Object], Hashable]
+
+
+def pod_state(pod: Object) -> Hashable:
+    """What of a pod the Autoscaler reacts to; kubelet and kwok status churn is not."""
+    return (
+        fit.is_unschedulable(pod),
+        fit.is_pending_unbound(pod),
+        (pod.get("spec") or {}).get("nodeName"),
+        fit.is_terminal(pod),
+        bool(pod["metadata"].get("deletionTimestamp")),
+    )
+
+
+def node_state(node: Object) -> Hashable:
+    """Readiness, cordon, capacity and pool of a node; heartbeats are not."""
+    status = node.get("status") or {}
+    return (
+        node_is_ready(node),
+        bool((node.get("spec") or {}).get("unschedulable")),
+        tuple(sorted((status.get("allocatable") or {}).items())),
+        pool_of_node(node),
+        bool(node["metadata"].get("deletionTimestamp")),
+    )
+
+
+def request_state(request: Object) -> Hashable:
+    """The NodePool controller's answer to a request."""
+    status = sr.status_of(request)
+    return (status.phase, status.applied_target_nodes)
+
+
+class StateChanged:
+    """A predicate: creates and deletes pass, updates only when ``state`` differs."""
+
+    def __init__(self, state: State) -> None:
+        self.state = state
+
+    def create(self, obj: Object) -> bool:
+        return True
+
+    def update(self, old: Object, new: Object) -> bool:
+        return self.state(old) != self.state(new)
+
+    def delete(self, obj: Object) -> bool:
+        return True
+
+
+def _namespace_index(autoscaler: Object) -> list[str]:
+    namespaces = (autoscaler.get("spec") or {}).get("namespaces") or []
+    return [str(n) for n in namespaces] or [EVERY_NAMESPACE]
+
+
+def _pool_index(autoscaler: Object) -> list[str]:
+    pool = (autoscaler.get("spec") or {}).get("nodePoolName")
+    return [str(pool)] if pool else []
+
+
+def _keys(autoscalers: list[Object]) -> list[Request]:
+    return sorted({Request(name=str(a["metadata"]["name"])) for a in autoscalers})
+
+
+class Triggers:
+    """Maps objects to the Autoscalers that depend on them, through indexes on Autoscalers."""
+
+    def __init__(self, *, autoscalers: Informer, nodes: Informer) -> None:
+        self.autoscalers = autoscalers
+        self.nodes = nodes
+        autoscalers.add_index(NAMESPACE_INDEX, _namespace_index)
+        autoscalers.add_index(POOL_INDEX, _pool_index)
+
+    def for_pool(self, pool: str) -> list[Request]:
+        return _keys(self.autoscalers.by_index(POOL_INDEX, pool))
+
+    def of_pod(self, pod: Object) -> list[Request]:
+        namespace = str(pod["metadata"].get("namespace", ""))
+        found = [
+            *self.autoscalers.by_index(NAMESPACE_INDEX, namespace),
+            *self.autoscalers.by_index(NAMESPACE_INDEX, EVERY_NAMESPACE),
+        ]
+        # A pod on a pool's node matters to that pool's Autoscalers (a node emptying out)
+        # whatever namespace they watch.
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        node = self.nodes.get(str(node_name)) if node_name else None
+        pool = pool_of_node(node) if node is not None else None
+        if pool is not None:
+            found.extend(self.autoscalers.by_index(POOL_INDEX, pool))
+        return _keys(found)
+
+    def of_node(self, node: Object) -> list[Request]:
+        pool = pool_of_node(node)
+        return self.for_pool(pool) if pool else []
+
+    def of_pool(self, pool: Object) -> list[Request]:
+        return self.for_pool(str(pool["metadata"]["name"]))
+
+    def of_request(self, request: Object) -> list[Request]:
+        pool = (request.get("spec") or {}).get("nodePoolName")
+        return self.for_pool(str(pool)) if pool else []
+
+    def window(self, key: Request) -> float:
+        """The batch window of an Autoscaler (the default while it is not in the cache)."""
+        autoscaler = self.autoscalers.get(key.name)
+        if autoscaler is None:
+            return nas.DEFAULT_BATCH_WINDOW_SECONDS
+        return nas.spec_of(autoscaler).batch_window_seconds
+
+
+class BatchedEnqueue:
+    """An informer event handler: filter, map to Autoscaler keys, add after their window."""
+
+    def __init__(
+        self,
+        queue: workqueue.WorkQueue[Request],
+        *,
+        mapper: Callable[[Object], list[Request]],
+        predicate: StateChanged,
+        window: Callable[[Request], float],
+    ) -> None:
+        self.queue = queue
+        self.mapper = mapper
+        self.predicate = predicate
+        self.window = window
+
+    def _add(self, *objects: Object) -> None:
+        keys = {key for obj in objects for key in self.mapper(obj)}
+        for key in sorted(keys):
+            self.queue.add_after(key, self.window(key))
+
+    def on_add(self, obj: Object) -> None:
+        if self.predicate.create(obj):
+            self._add(obj)
+
+    def on_update(self, old: Object, new: Object) -> None:
+        if self.predicate.update(old, new):
+            self._add(old, new)  # a node that changed pool matters to both pools
+
+    def on_delete(self, obj: Object) -> None:
+        if self.predicate.delete(obj):
+            self._add(obj)

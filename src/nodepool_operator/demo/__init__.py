@@ -1,0 +1,1 @@
+"""The demo: the whole system on the local control plane, with a live terminal view."""
