@@ -17,8 +17,9 @@ from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 
 from nodepool_operator.cloud.simcloud.client import SimCloudClient
-from nodepool_operator.controllers.nodepool import controller as nodepool_controller
+from nodepool_operator.controllers.nodepool import setup as nodepool_setup
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
+from nodepool_operator.runtime import controller as runtime_controller
 from nodepool_operator.runtime.client import Client
 from nodepool_operator.runtime.leader import LeaderElectionConfig
 from nodepool_operator.runtime.manager import Manager
@@ -42,11 +43,15 @@ class OperatorOptions:
 
 def configure_logging(level: str = "INFO") -> None:
     """One key=value line per decision, on stderr (where a Pod's logs are collected)."""
-    logging.basicConfig(
-        level=level,
-        stream=sys.stderr,
-        format="time=%(asctime)s level=%(levelname)s logger=%(name)s %(message)s",
+    handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(runtime_controller.ReconcileLogContext())
+    handler.setFormatter(
+        logging.Formatter(
+            "time=%(asctime)s level=%(levelname)s logger=%(name)s "
+            "reconcile_id=%(reconcile_id)s %(message)s"
+        )
     )
+    logging.basicConfig(level=level, handlers=[handler], force=True)
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
 
 
@@ -84,7 +89,7 @@ async def run_operator(options: OperatorOptions, *, stop: asyncio.Event | None =
             metrics_port=options.metrics_port,
             metrics_host=options.metrics_host,
         )
-        nodepool_controller.setup(manager, cloud=cloud, config=options.nodepool)
+        nodepool_setup.setup(manager, cloud=cloud, config=options.nodepool)
         log.info(
             "event=starting cloud=%s leader_elect=%s", options.cloud_endpoint, options.leader_elect
         )

@@ -21,6 +21,7 @@ be filtered by predicates such as :class:`GenerationChanged`.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import itertools
 import logging
 import time
@@ -34,12 +35,14 @@ from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.informer import Informer
 
 __all__ = [
+    "CURRENT_RECONCILE",
     "AnnotationChanged",
     "Controller",
     "GenerationChanged",
     "LabelsChanged",
     "Mapper",
     "Predicate",
+    "ReconcileLogContext",
     "Reconciler",
     "Request",
     "Result",
@@ -50,6 +53,19 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+#: The reconcile the current task is running, for log lines (each worker is its own task).
+CURRENT_RECONCILE: contextvars.ContextVar[str] = contextvars.ContextVar(
+    "current_reconcile", default="-"
+)
+
+
+class ReconcileLogContext(logging.Filter):
+    """Adds ``reconcile_id`` to every log record, so one decision's lines can be grouped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.reconcile_id = CURRENT_RECONCILE.get()
+        return True
 
 
 @dataclass(frozen=True, order=True)
@@ -276,6 +292,8 @@ class Controller:
 
     async def reconcile_once(self, request: Request) -> None:
         reconcile_id = next(self._reconcile_ids)
+        # Every log line written during this reconcile carries its id (see ReconcileLogContext).
+        CURRENT_RECONCILE.set(f"{self.name}-{reconcile_id}")
         started = time.perf_counter()
         self._active.inc()
         outcome = "success"

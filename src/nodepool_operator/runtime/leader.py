@@ -97,7 +97,14 @@ class LeaderElector:
 
     async def _acquire(self) -> None:
         log.info("lease=%s identity=%s event=candidate", self.config.name, self.config.identity)
-        while not await self._try_acquire_or_renew():
+        while True:
+            try:
+                if await self._try_acquire_or_renew():
+                    break
+            except errors.ApiError as error:
+                # An API server restart or a lost connection must not end the candidacy
+                # (client-go logs and tries again): only the next round can tell.
+                log.warning("lease=%s event=acquire-failed error=%r", self.config.name, error)
             await self.clock.sleep(self.config.retry_period)
         self._leading = True
         self._status.set(1)

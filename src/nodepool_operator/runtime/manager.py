@@ -65,9 +65,31 @@ class Manager:
             if self.elector is None:
                 await self._run_controllers(stop)
             else:
-                await self.elector.run(lambda: self._run_controllers(stop))
+                await self._run_elected(self.elector, stop)
         finally:
             await self._stop_http()
+
+    async def _run_elected(self, elector: LeaderElector, stop: asyncio.Event) -> None:
+        election = asyncio.create_task(
+            elector.run(lambda: self._run_controllers(stop)), name="leader-election"
+        )
+        stopping = asyncio.create_task(stop.wait(), name="manager-stop")
+        try:
+            await asyncio.wait({election, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if not election.done() and not elector.is_leader:
+                # Stopped while standing by: nothing runs and no lease is held, so leave
+                # now rather than wait, perhaps for ever, to be elected only to stop.
+                election.cancel()
+                await asyncio.wait({election})
+                if election.cancelled():
+                    return
+            # Leading: the controllers see `stop`, drain, and the elector releases the lease.
+            await election
+        finally:
+            stopping.cancel()
+            if not election.done():  # we were cancelled ourselves
+                election.cancel()
+                await asyncio.wait({election})
 
     async def _run_controllers(self, stop: asyncio.Event) -> None:
         self.cache.start()

@@ -8,6 +8,7 @@ write, and the status writer's compare-before-write has something to compare.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nodepool_operator.api import autoscaler as nas
@@ -16,7 +17,7 @@ from nodepool_operator.controllers.autoscaler.observe import Observation
 from nodepool_operator.runtime import conditions
 from nodepool_operator.runtime.client import Object
 
-__all__ = ["LIMIT_REACHED", "READY", "autoscaler_status"]
+__all__ = ["LIMIT_REACHED", "READY", "alarms", "autoscaler_status", "decision_line"]
 
 READY = "Ready"
 LIMIT_REACHED = "LimitReached"
@@ -67,3 +68,41 @@ def autoscaler_status(
         "pendingPods": 0 if seen is None else seen.pending,
         "unschedulablePods": 0 if seen is None else seen.unschedulable,
     }
+
+
+def alarms(
+    before: Sequence[Mapping[str, Any]] | None, after: Sequence[Mapping[str, Any]]
+) -> list[tuple[str, str]]:
+    """(reason, message) of each condition that just went bad: one Warning per transition."""
+    found: list[tuple[str, str]] = []
+    limit = conditions.find_condition(after, LIMIT_REACHED)
+    limited = limit is not None and limit.get("status") == "True"
+    if limit is not None and limited and not conditions.is_true(before, LIMIT_REACHED):
+        found.append(("LimitReached", str(limit["message"])))
+    ready = conditions.find_condition(after, READY)
+    lost = ready is not None and ready.get("status") == "False"
+    if ready is not None and lost and not conditions.is_false(before, READY):
+        found.append((str(ready["reason"]), str(ready["message"])))
+    return found
+
+
+def decision_line(seen: Observation, decision: plan.Decision, *, warned: int) -> str:
+    """The key=value fields of the one log line a decision gets."""
+    pool = seen.pool
+    fields = {
+        "event": decision.action if decision.action != "none" else "scan",
+        "pool": pool.name,
+        "pending": seen.pending,
+        "unschedulable": seen.unschedulable,
+        "fitting": len(seen.fitting),
+        "unfit": len(seen.unfit),
+        "new_unfit": warned,
+        "ready": pool.ready,
+        "in_flight": pool.in_flight,
+        "target": f"{decision.current}->{decision.target}",
+        "wanted": decision.wanted,
+        "unneeded": len(seen.unneeded),
+        "blocked": decision.blocked or "-",
+    }
+    text = " ".join(f"{k}={v}" for k, v in fields.items())
+    return f"{text} reason={decision.reason!r}"

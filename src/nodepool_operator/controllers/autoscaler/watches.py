@@ -34,6 +34,7 @@ __all__ = [
     "node_state",
     "pod_state",
     "request_state",
+    "watch_dependencies",
 ]
 
 NAMESPACE_INDEX: Final = "autoscaler-namespace"
@@ -181,3 +182,30 @@ class BatchedEnqueue:
     def on_delete(self, obj: Object) -> None:
         if self.predicate.delete(obj):
             self._add(obj)
+
+
+def _generation(obj: Object) -> Hashable:
+    return int(obj["metadata"].get("generation", 0))
+
+
+def watch_dependencies(
+    queue: workqueue.WorkQueue[Request],
+    *,
+    triggers: Triggers,
+    pods: Informer,
+    nodes: Informer,
+    pools: Informer,
+    requests: Informer,
+) -> None:
+    """Wake Autoscalers, after their batch window, on what their decisions depend on."""
+    for informer, mapper, state in (
+        (pods, triggers.of_pod, pod_state),
+        (nodes, triggers.of_node, node_state),
+        (pools, triggers.of_pool, _generation),  # spec only: its status is not ours to read
+        (requests, triggers.of_request, request_state),
+    ):
+        informer.add_handler(
+            BatchedEnqueue(
+                queue, mapper=mapper, predicate=StateChanged(state), window=triggers.window
+            )
+        )

@@ -11,42 +11,33 @@ from __future__ import annotations
 
 import datetime
 import logging
+import time
 from typing import Any
 
 from nodepool_operator.api import nodepool as np
 from nodepool_operator.api import scalerequest as sr
 from nodepool_operator.cloud.provider import CloudProvider, PermanentCloudError
 from nodepool_operator.controllers.nodepool import actions, plan, requests
+from nodepool_operator.controllers.nodepool import metrics as pool_metrics
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.resources import NODEPOOLS, SCALEREQUESTS
 from nodepool_operator.runtime import clock as clock_module
-from nodepool_operator.runtime import conditions, kinds
+from nodepool_operator.runtime import conditions
 from nodepool_operator.runtime.client import Client, Object
 from nodepool_operator.runtime.controller import (
-    Controller,
-    GenerationChanged,
     Request,
     Result,
-    any_of,
 )
 from nodepool_operator.runtime.events import EventRecorder
 from nodepool_operator.runtime.informer import Informer
-from nodepool_operator.runtime.manager import Manager
 from nodepool_operator.runtime.status import StatusWriter
 
-__all__ = ["NAME", "NodePoolConfig", "NodePoolReconciler", "setup"]
+__all__ = ["FINALIZER", "NAME", "NodePoolReconciler"]
 
 log = logging.getLogger(__name__)
 
 NAME = "nodepool"
 FINALIZER = "nodepool.dev/cleanup"
-
-
-class DeletionStarted(GenerationChanged):
-    def update(self, old: Object, new: Object) -> bool:
-        return bool(new["metadata"].get("deletionTimestamp")) != bool(
-            old["metadata"].get("deletionTimestamp")
-        )
 
 
 class NodePoolReconciler:
@@ -85,6 +76,7 @@ class NodePoolReconciler:
         # Requests we answered whose new status the cache may not show yet: deciding them
         # again from the stale copy would answer twice, and differently.
         self._answered: set[str] = set()
+        self._scaling_since: dict[str, tuple[float, str]] = {}
 
     async def reconcile(self, request: Request) -> Result:
         pool = self.pools.get(request.name)
@@ -152,6 +144,7 @@ class NodePoolReconciler:
         if await self.pool_status.update(pool, status) is None:
             return
         now_is = status["scaleOperation"]
+        self._time_scale_operation(pool["metadata"]["name"], now_is, view, desired)
         if was == "active" and now_is == "inactive":
             await self.recorder.event(
                 pool,
@@ -168,6 +161,18 @@ class NodePoolReconciler:
             status["readyNodes"],
             desired,
         )
+
+    def _time_scale_operation(
+        self, name: str, operation: str, view: plan.PoolView, desired: int
+    ) -> None:
+        if operation == "active" and name not in self._scaling_since:
+            direction = "up" if len(view.vms) < desired else "down"
+            self._scaling_since[name] = (time.monotonic(), direction)
+        elif operation == "inactive" and name in self._scaling_since:
+            started, direction = self._scaling_since.pop(name)
+            pool_metrics.nodepool_scale_operation_seconds.labels(direction=direction).observe(
+                time.monotonic() - started
+            )
 
     def _next(
         self,
@@ -224,50 +229,3 @@ class NodePoolReconciler:
 
 def _is_pending(obj: Object) -> bool:
     return sr.status_of(obj).phase == "Pending"
-
-
-def _pool_of_request(obj: Object) -> list[Request]:
-    return [Request(name=sr.spec_of(obj).node_pool_name)]
-
-
-def _pool_of_node(obj: Object) -> list[Request]:
-    pool = (obj["metadata"].get("labels") or {}).get(np.POOL_LABEL)
-    return [Request(name=pool)] if pool else []
-
-
-def setup(manager: Manager, *, cloud: CloudProvider, config: NodePoolConfig) -> Controller:
-    """Create the controller, its informers (shared through the manager) and its watches."""
-    client = manager.client.for_manager(f"{NAME}-controller")
-    cache = manager.cache
-    pools = cache.informer(NODEPOOLS)
-    nodes = cache.informer(kinds.NODES, label_selector=np.POOL_LABEL)
-    nodes.add_index(
-        "pool",
-        lambda n: [p] if (p := (n["metadata"].get("labels") or {}).get(np.POOL_LABEL)) else [],
-    )
-    pods = cache.informer(kinds.PODS)
-    pods.add_index("node", lambda p: [n] if (n := p.get("spec", {}).get("nodeName")) else [])
-    scale_requests = cache.informer(SCALEREQUESTS)
-    scale_requests.add_index("pool", lambda r: [sr.spec_of(r).node_pool_name])
-    recorder = EventRecorder(client, component=f"{NAME}-controller")
-    reconciler = NodePoolReconciler(
-        client=client,
-        pools=pools,
-        nodes=nodes,
-        pods=pods,
-        scale_requests=scale_requests,
-        cloud=cloud,
-        recorder=recorder,
-        config=config,
-    )
-    controller = Controller(
-        name=NAME,
-        reconciler=reconciler,
-        max_concurrent_reconciles=config.max_concurrent_reconciles,
-    )
-    # Our own status writes and others' label edits do not move the generation: no wake-up.
-    controller.watch(pools, predicates=[any_of(GenerationChanged(), DeletionStarted())])
-    controller.watch(nodes, mapper=_pool_of_node)
-    controller.watch(scale_requests, mapper=_pool_of_request, predicates=[GenerationChanged()])
-    manager.add(controller)
-    return controller

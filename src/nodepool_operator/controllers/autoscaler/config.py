@@ -1,0 +1,22 @@
+"""Tunables of the Autoscaler controller, with the defaults the operator runs with.
+
+What each Autoscaler may choose (scan interval, batch window, scale-down delay) is in its
+spec; these are the process-wide knobs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["AutoscalerConfig"]
+
+
+@dataclass(frozen=True)
+class AutoscalerConfig:
+    # One worker: planning is CPU-bound (a second worker would only interleave on the
+    # event loop), and Autoscalers sharing a pool must not decide concurrently.
+    max_concurrent_reconciles: int = 1
+    # Pod events (TriggeredScaleUp, NotTriggerScaleUp) written in parallel per decision.
+    event_parallelism: int = 8
+    # Parsed pod requests kept between scans (by uid and resourceVersion).
+    request_cache_size: int = 100_000

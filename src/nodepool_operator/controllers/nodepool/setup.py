@@ -1,0 +1,71 @@
+"""Wiring of the NodePool controller: its informers (shared through the manager) and watches."""
+
+from __future__ import annotations
+
+from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import scalerequest as sr
+from nodepool_operator.cloud.provider import CloudProvider
+from nodepool_operator.controllers.nodepool.config import NodePoolConfig
+from nodepool_operator.controllers.nodepool.controller import NAME, NodePoolReconciler
+from nodepool_operator.controllers.resources import NODEPOOLS, SCALEREQUESTS
+from nodepool_operator.runtime import kinds
+from nodepool_operator.runtime.client import Object
+from nodepool_operator.runtime.controller import Controller, GenerationChanged, Request, any_of
+from nodepool_operator.runtime.events import EventRecorder
+from nodepool_operator.runtime.manager import Manager
+
+__all__ = ["setup"]
+
+
+class DeletionStarted(GenerationChanged):
+    def update(self, old: Object, new: Object) -> bool:
+        return bool(new["metadata"].get("deletionTimestamp")) != bool(
+            old["metadata"].get("deletionTimestamp")
+        )
+
+
+def _pool_of_request(obj: Object) -> list[Request]:
+    return [Request(name=sr.spec_of(obj).node_pool_name)]
+
+
+def _pool_of_node(obj: Object) -> list[Request]:
+    pool = (obj["metadata"].get("labels") or {}).get(np.POOL_LABEL)
+    return [Request(name=pool)] if pool else []
+
+
+def setup(manager: Manager, *, cloud: CloudProvider, config: NodePoolConfig) -> Controller:
+    """Create the controller, its informers (shared through the manager) and its watches."""
+    client = manager.client.for_manager(f"{NAME}-controller")
+    cache = manager.cache
+    pools = cache.informer(NODEPOOLS)
+    nodes = cache.informer(kinds.NODES, label_selector=np.POOL_LABEL)
+    nodes.add_index(
+        "pool",
+        lambda n: [p] if (p := (n["metadata"].get("labels") or {}).get(np.POOL_LABEL)) else [],
+    )
+    pods = cache.informer(kinds.PODS)
+    pods.add_index("node", lambda p: [n] if (n := p.get("spec", {}).get("nodeName")) else [])
+    scale_requests = cache.informer(SCALEREQUESTS)
+    scale_requests.add_index("pool", lambda r: [sr.spec_of(r).node_pool_name])
+    recorder = EventRecorder(client, component=f"{NAME}-controller")
+    reconciler = NodePoolReconciler(
+        client=client,
+        pools=pools,
+        nodes=nodes,
+        pods=pods,
+        scale_requests=scale_requests,
+        cloud=cloud,
+        recorder=recorder,
+        config=config,
+    )
+    controller = Controller(
+        name=NAME,
+        reconciler=reconciler,
+        max_concurrent_reconciles=config.max_concurrent_reconciles,
+    )
+    # Our own status writes and others' label edits do not move the generation: no wake-up.
+    controller.watch(pools, predicates=[any_of(GenerationChanged(), DeletionStarted())])
+    controller.watch(nodes, mapper=_pool_of_node)
+    controller.watch(scale_requests, mapper=_pool_of_request, predicates=[GenerationChanged()])
+    manager.add(controller)
+    return controller
