@@ -208,6 +208,13 @@ def run(
     create_parallelism: Annotated[
         int, typer.Option(help="Most VM creations in flight per pool.")
     ] = 10,
+    simulated_nodes: Annotated[
+        bool,
+        typer.Option(
+            help="Annotate registered Nodes kwok.x-k8s.io/node=fake, so kwok runs them "
+            "(for a simulated cloud; turn off when a real kubelet joins each VM)."
+        ),
+    ] = True,
     log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING or ERROR.")] = "INFO",
 ) -> None:
     """Run the operator: the NodePool and Autoscaler controllers."""

@@ -17,6 +17,8 @@ from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 
 from nodepool_operator.cloud.simcloud.client import SimCloudClient
+from nodepool_operator.controllers.autoscaler import setup as autoscaler_setup
+from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
 from nodepool_operator.controllers.nodepool import setup as nodepool_setup
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.runtime import controller as runtime_controller
@@ -39,6 +41,7 @@ class OperatorOptions:
     metrics_port: int | None = 8080
     metrics_host: str = "0.0.0.0"
     nodepool: NodePoolConfig = field(default_factory=NodePoolConfig)
+    autoscaler: AutoscalerConfig = field(default_factory=AutoscalerConfig)
 
 
 def configure_logging(level: str = "INFO") -> None:
@@ -90,6 +93,7 @@ async def run_operator(options: OperatorOptions, *, stop: asyncio.Event | None =
             metrics_host=options.metrics_host,
         )
         nodepool_setup.setup(manager, cloud=cloud, config=options.nodepool)
+        autoscaler_setup.setup(manager, config=options.autoscaler)
         log.info(
             "event=starting cloud=%s leader_elect=%s", options.cloud_endpoint, options.leader_elect
         )

@@ -16,6 +16,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Sequence
 
+from nodepool_operator.api import autoscaler as nas
+from nodepool_operator.controllers.autoscaler import plan
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.events import EventRecorder, EventType
 
@@ -62,6 +64,29 @@ class Notices:
         new = [pod for pod in pods if _uid(pod) not in told]
         told.update(_uid(pod) for pod in new)
         await self._each((pod, "Normal", TRIGGERED_SCALE_UP, message) for pod in new)
+
+    async def requested(
+        self,
+        autoscaler: Object,
+        decision: plan.Decision,
+        *,
+        pool: str,
+        made: nas.LastScaleRequest,
+        pods: Sequence[Object],
+    ) -> None:
+        """One event on the Autoscaler per request, and TriggeredScaleUp on its pods."""
+        key = str(autoscaler["metadata"]["name"])
+        up = decision.action == "scale-up"
+        change = f"NodePool {pool}: {decision.current} -> {decision.target} nodes"
+        await self.recorder.event(
+            autoscaler,
+            type="Normal",
+            reason="ScaleUpRequested" if up else "ScaleDownRequested",
+            message=f"{made.name} for {change}: {decision.reason}",
+        )
+        if up:
+            message = f"pod triggered scale-up of {change} ({made.name})"
+            await self.triggered(key, pods, message=message)
 
     def keep_only(self, key: str, pending: Iterable[Object]) -> None:
         """Forget what was said to pods that are no longer unschedulable."""

@@ -86,7 +86,13 @@ def alarms(
     return found
 
 
-def decision_line(seen: Observation, decision: plan.Decision, *, warned: int) -> str:
+def decision_line(
+    seen: Observation,
+    decision: plan.Decision,
+    *,
+    warned: int,
+    made: nas.LastScaleRequest | None,
+) -> str:
     """The key=value fields of the one log line a decision gets."""
     pool = seen.pool
     fields = {
@@ -103,6 +109,7 @@ def decision_line(seen: Observation, decision: plan.Decision, *, warned: int) ->
         "wanted": decision.wanted,
         "unneeded": len(seen.unneeded),
         "blocked": decision.blocked or "-",
+        "request": made.name if made is not None else "-",
     }
     text = " ".join(f"{k}={v}" for k, v in fields.items())
     return f"{text} reason={decision.reason!r}"

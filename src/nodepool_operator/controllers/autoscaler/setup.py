@@ -1,0 +1,72 @@
+"""Wiring of the Autoscaler controller: its informers (shared through the manager) and watches.
+
+The Pod and Node informers are requested exactly as the NodePool controller requests
+them, so the process keeps one WATCH of each; the Autoscaler adds its own indexes.
+"""
+
+from __future__ import annotations
+
+from nodepool_operator.api import nodepool as np
+from nodepool_operator.controllers.autoscaler import watches
+from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
+from nodepool_operator.controllers.autoscaler.controller import NAME, AutoscalerReconciler
+from nodepool_operator.controllers.autoscaler.handoff import RequestLedger, ScaleRequester
+from nodepool_operator.controllers.autoscaler.notices import Notices
+from nodepool_operator.controllers.autoscaler.observe import Observer, RequestCache
+from nodepool_operator.controllers.resources import AUTOSCALERS, NODEPOOLS, SCALEREQUESTS
+from nodepool_operator.runtime import clock as clock_module
+from nodepool_operator.runtime import kinds
+from nodepool_operator.runtime.controller import Controller, GenerationChanged
+from nodepool_operator.runtime.events import EventRecorder
+from nodepool_operator.runtime.manager import Manager
+
+__all__ = ["setup"]
+
+
+def setup(manager: Manager, *, config: AutoscalerConfig) -> Controller:
+    """Create the controller, its informers (shared through the manager) and its watches."""
+    client = manager.client.for_manager(f"{NAME}-controller")
+    cache = manager.cache
+    autoscalers = cache.informer(AUTOSCALERS)
+    pools = cache.informer(NODEPOOLS)
+    nodes = cache.informer(kinds.NODES, label_selector=np.POOL_LABEL)
+    pods = cache.informer(kinds.PODS)
+    requests = cache.informer(SCALEREQUESTS)
+    ledger = RequestLedger()
+    recorder = EventRecorder(client, component=f"{NAME}-controller")
+    wall_clock = clock_module.RealWallClock()
+    reconciler = AutoscalerReconciler(
+        client=client,
+        autoscalers=autoscalers,
+        observer=Observer(
+            pools=pools,
+            nodes=nodes,
+            pods=pods,
+            requests=requests,
+            ledger=ledger,
+            cache=RequestCache(config.request_cache_size),
+        ),
+        requester=ScaleRequester(client=client, ledger=ledger, wall_clock=wall_clock),
+        notices=Notices(recorder, parallelism=config.event_parallelism),
+        recorder=recorder,
+        clock=manager.clock,
+        wall_clock=wall_clock,
+    )
+    controller = Controller(
+        name=NAME,
+        reconciler=reconciler,
+        max_concurrent_reconciles=config.max_concurrent_reconciles,
+        clock=manager.clock,
+    )
+    # Our own status writes do not move the generation: they wake nobody.
+    controller.watch(autoscalers, predicates=[GenerationChanged()])
+    watches.watch_dependencies(
+        controller.queue,
+        triggers=watches.Triggers(autoscalers=autoscalers, nodes=nodes),
+        pods=pods,
+        nodes=nodes,
+        pools=pools,
+        requests=requests,
+    )
+    manager.add(controller)
+    return controller
