@@ -226,7 +226,11 @@ def run(
         leader_election_namespace=leader_election_namespace,
         metrics_port=metrics_port,
         metrics_host=metrics_host,
-        nodepool=NodePoolConfig(poll_interval=poll_interval, create_parallelism=create_parallelism),
+        nodepool=NodePoolConfig(
+            poll_interval=poll_interval,
+            create_parallelism=create_parallelism,
+            simulated_nodes=simulated_nodes,
+        ),
     )
     asyncio.run(operator.run_operator(options))
 
