@@ -98,9 +98,27 @@ async def install_crds(api: client.ApiClient, *, within: float = 30.0) -> None:
             continue
         crd["metadata"]["resourceVersion"] = existing.metadata.resource_version
         await extensions.replace_custom_resource_definition(name, crd)
+    custom = client.CustomObjectsApi(api)
     async with asyncio.timeout(within):
         for crd in manifests:
             await _wait_established(extensions, crd["metadata"]["name"])
+            await _wait_served(custom, crd)
+
+
+async def _wait_served(custom: client.CustomObjectsApi, crd: Any) -> None:
+    # Established is not yet served: the storage of a new CRD answers 429 "storage is
+    # (re)initializing" (or 404) for a moment after it, which every client would meet.
+    spec = crd["spec"]
+    while True:
+        try:
+            await custom.list_cluster_custom_object(
+                spec["group"], spec["versions"][0]["name"], spec["names"]["plural"], limit=1
+            )
+            return
+        except client.exceptions.ApiException as error:
+            if error.status not in (404, 429, 503):
+                raise
+        await asyncio.sleep(0.1)
 
 
 async def _wait_established(extensions: client.ApiextensionsV1Api, name: str) -> None:

@@ -235,8 +235,16 @@ class Demo:
         while True:
             index = self.outcome.writer_labels + 1
             patch = {"metadata": {"labels": {f"{WRITER_PREFIX}{index}": str(index)}}}
-            # The generated signature omits _content_type, which it accepts through **kwargs.
-            await custom.patch_cluster_custom_object(*POOLS, POOL, patch, _content_type=MERGE)  # type: ignore[call-arg]
+            try:
+                # The generated signature omits _content_type, accepted through **kwargs.
+                await custom.patch_cluster_custom_object(  # type: ignore[call-arg]
+                    *POOLS, POOL, patch, _content_type=MERGE
+                )
+            except client.exceptions.ApiException as error:
+                if error.status < 429:
+                    raise
+                await asyncio.sleep(0.5)  # throttled or unavailable: the same label again
+                continue
             self.outcome.writer_labels = index
             await asyncio.sleep(0.1)
 
@@ -245,28 +253,40 @@ class Demo:
         core = client.CoreV1Api(api)
         log = audit.AuditLog(self.plane.audit_log)
         while True:
-            pools = await custom.list_cluster_custom_object(*POOLS)
-            requests = await custom.list_cluster_custom_object(*REQUESTS)
-            nodes = await api.call_api(
-                f"/api/v1/nodes?labelSelector={np.POOL_LABEL}%3D{POOL}",
-                "GET",
-                response_types_map={200: "object"},
-                auth_settings=["BearerToken"],
-                _return_http_data_only=True,
-            )
-            pods = await core.list_namespaced_pod(NAMESPACE)
-            self.snapshot = Snapshot(
-                pools=pools["items"],
-                nodes=nodes["items"],
-                pods=[api.sanitize_for_serialization(p) for p in pods.items],
-                requests=sorted(
-                    requests["items"], key=lambda r: r["metadata"]["creationTimestamp"]
-                ),
-            )
-            self.outcome.scale_requests |= {r["metadata"]["name"] for r in requests["items"]}
-            self.counter.add(log.follow())
+            try:
+                await self.refresh(api, custom, core, log)
+            except client.exceptions.ApiException as error:
+                if error.status < 429:
+                    raise
+                # 429 and 5xx pass: the view simply shows the previous state a bit longer.
             live.update(self.view())
             await asyncio.sleep(0.5)
+
+    async def refresh(
+        self,
+        api: client.ApiClient,
+        custom: client.CustomObjectsApi,
+        core: client.CoreV1Api,
+        log: audit.AuditLog,
+    ) -> None:
+        pools = await custom.list_cluster_custom_object(*POOLS)
+        requests = await custom.list_cluster_custom_object(*REQUESTS)
+        nodes = await api.call_api(
+            f"/api/v1/nodes?labelSelector={np.POOL_LABEL}%3D{POOL}",
+            "GET",
+            response_types_map={200: "object"},
+            auth_settings=["BearerToken"],
+            _return_http_data_only=True,
+        )
+        pods = await core.list_namespaced_pod(NAMESPACE)
+        self.snapshot = Snapshot(
+            pools=pools["items"],
+            nodes=nodes["items"],
+            pods=[api.sanitize_for_serialization(p) for p in pods.items],
+            requests=sorted(requests["items"], key=lambda r: r["metadata"]["creationTimestamp"]),
+        )
+        self.outcome.scale_requests |= {r["metadata"]["name"] for r in requests["items"]}
+        self.counter.add(log.follow())
 
     def view(self) -> Any:
         return render(

@@ -10,6 +10,7 @@ pod, node, pool or request it depends on changes (``watches``), and every
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import logging
 import time
@@ -70,7 +71,7 @@ class AutoscalerReconciler:
             await self._report(autoscaler, seen=None, decision=None, made=None)
             return Result(requeue_after=spec.scan_interval_seconds)
         warned = await self.notices.unfit(request.name, pool=spec.node_pool_name, pods=seen.unfit)
-        decision = self._decide(request.name, spec, seen)
+        decision = await self._decide(request.name, spec, seen)
         made = await self._hand_over(autoscaler, seen, decision)
         level = logging.INFO if decision.action != "none" or warned else logging.DEBUG
         line = report.decision_line(seen, decision, warned=warned, made=made)
@@ -78,7 +79,7 @@ class AutoscalerReconciler:
         await self._report(autoscaler, seen=seen, decision=decision, made=made)
         return Result(requeue_after=self._next_scan(request.name, spec))
 
-    def _decide(self, key: str, spec: nas.AutoscalerSpec, seen: Observation) -> plan.Decision:
+    async def _decide(self, key: str, spec: nas.AutoscalerSpec, seen: Observation) -> plan.Decision:
         started = time.perf_counter()
         policy = spec.scale_down
         tracker = self._trackers.setdefault(key, UnneededTracker(self.clock))
@@ -86,7 +87,10 @@ class AutoscalerReconciler:
             seen.pool, enabled=policy.enabled, pending_fitting=seen.pending_fitting
         )
         tracker.observe(seen.unneeded, blocked=blocked is not None)
-        decision = plan.decide(
+        # Packing tens of thousands of pods takes long enough to starve the informers and
+        # the lease renewal if it ran on the event loop; its inputs are immutable.
+        decision = await asyncio.to_thread(
+            plan.decide,
             seen.pool,
             seen.requests,
             unneeded=tracker.expired(policy.unneeded_seconds),

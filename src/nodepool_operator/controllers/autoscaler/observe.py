@@ -141,8 +141,15 @@ def _allocatable(node: Mapping[str, Any], shape: NodeShape) -> Resources:
         return shape.capacity
 
 
-def _by_name(pods: Iterable[Object]) -> list[Object]:
-    return sorted(pods, key=lambda p: (p["metadata"].get("namespace", ""), p["metadata"]["name"]))
+def _oldest_first(pods: Iterable[Object]) -> list[Object]:
+    # Packing keeps this order among equal pods, so the pods that have waited longest (and
+    # that earlier requests were made for) take the room already requested, and the new
+    # nodes, with their TriggeredScaleUp events, go to the pods that are new.
+    def key(pod: Object) -> tuple[str, str, str]:
+        meta = pod["metadata"]
+        return (str(meta.get("creationTimestamp", "")), meta.get("namespace", ""), meta["name"])
+
+    return sorted(pods, key=key)
 
 
 class Observer:
@@ -273,7 +280,7 @@ class Observer:
         requests: list[Resources] = []
         unfit: list[tuple[Object, str]] = []
         pending = pending_fitting = 0
-        for pod in _by_name(self._pending_pods(namespaces)):
+        for pod in _oldest_first(self._pending_pods(namespaces)):
             pending += 1
             parsed = self.cache.get(pod)
             problem = (

@@ -95,8 +95,9 @@ def decision_line(
 ) -> str:
     """The key=value fields of the one log line a decision gets."""
     pool = seen.pool
+    event = decision.action if decision.action != "none" else ("unfit" if warned else "scan")
     fields = {
-        "event": decision.action if decision.action != "none" else "scan",
+        "event": event,
         "pool": pool.name,
         "pending": seen.pending,
         "unschedulable": seen.unschedulable,

@@ -1,0 +1,386 @@
+"""The Autoscaler reconciler end to end on fakes: caches, API, fake clock. No control plane."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import pytest
+
+from nodepool_operator.api import autoscaler as nas
+from nodepool_operator.api import nodepool as np
+from nodepool_operator.controllers.autoscaler.controller import AutoscalerReconciler
+from nodepool_operator.controllers.autoscaler.handoff import RequestLedger, ScaleRequester
+from nodepool_operator.controllers.autoscaler.notices import Notices
+from nodepool_operator.controllers.autoscaler.observe import Observer
+from nodepool_operator.runtime.client import Object, Resource
+from nodepool_operator.runtime.clock import FakeClock
+from nodepool_operator.runtime.controller import Request, Result
+from nodepool_operator.runtime.events import EventRecorder
+from nodepool_operator.runtime.informer import object_key
+
+POOL = "small"
+NAS = "nas"
+KEY = Request(name=NAS)
+
+
+class FakeInformer:
+    """The reads the controller makes of an informer, over a dict."""
+
+    def __init__(self) -> None:
+        self.store: dict[str, Object] = {}
+        self.indexes: dict[str, Callable[[Object], Iterable[str]]] = {}
+        self.resource_version = "0"
+
+    def add_index(self, name: str, func: Callable[[Object], Iterable[str]]) -> None:
+        self.indexes[name] = func
+
+    def add_handler(self, handler: Any) -> None:
+        pass
+
+    def get(self, name: str, namespace: str | None = None) -> Object | None:
+        return self.store.get(f"{namespace}/{name}" if namespace else name)
+
+    def items(self) -> list[Object]:
+        return list(self.store.values())
+
+    def by_index(self, index: str, value: str) -> list[Object]:
+        return [o for o in self.store.values() if value in self.indexes[index](o)]
+
+    def put(self, obj: Object) -> None:
+        self.store[object_key(obj)] = obj
+        version = obj["metadata"].get("resourceVersion", "0")
+        self.resource_version = str(max(int(self.resource_version), int(version)))
+
+    def remove(self, obj: Object) -> None:
+        self.store.pop(object_key(obj), None)
+
+
+class FakeApi:
+    """Creates and patches as the API server would answer them, recorded for asserts."""
+
+    def __init__(self) -> None:
+        self.versions = itertools.count(100)
+        self.created: list[tuple[str, Object]] = []
+        self.patches: list[tuple[str, str, Any, str | None]] = []
+
+    async def create(
+        self, resource: Resource, body: dict[str, Any], *, namespace: str | None = None
+    ) -> Object:
+        obj = copy.deepcopy(body)
+        meta = obj["metadata"]
+        meta.update(
+            resourceVersion=str(next(self.versions)),
+            uid=f"uid-{meta['name']}",
+            creationTimestamp="2026-11-29T10:00:00Z",
+            generation=1,
+        )
+        self.created.append((resource.plural, obj))
+        return copy.deepcopy(obj)
+
+    async def patch(self, resource: Resource, name: str, patch: Any, **kw: Any) -> Object:
+        self.patches.append((resource.plural, name, copy.deepcopy(patch), kw.get("subresource")))
+        return {"metadata": {"name": name, "resourceVersion": str(next(self.versions))}}
+
+    async def get(self, resource: Resource, name: str, **kw: Any) -> Object:
+        raise AssertionError("the reconciler reads caches, not the API")
+
+    def made(self, plural: str) -> list[Object]:
+        return [obj for kind, obj in self.created if kind == plural]
+
+    def events(self, reason: str) -> list[Object]:
+        return [e for e in self.made("events") if e["reason"] == reason]
+
+    def status_writes(self) -> list[Any]:
+        return [p for kind, _, p, sub in self.patches if kind == "autoscalers" and sub == "status"]
+
+
+class FixedWallClock:
+    def time(self) -> float:
+        return 1_800_000_000.0
+
+
+class World:
+    """Caches and a reconciler wired as in setup(), on fakes."""
+
+    def __init__(self) -> None:
+        self.clock = FakeClock()
+        self.api = FakeApi()
+        self.autoscalers, self.pools, self.nodes = FakeInformer(), FakeInformer(), FakeInformer()
+        self.pods, self.requests = FakeInformer(), FakeInformer()
+        ledger = RequestLedger()
+        recorder = EventRecorder(
+            self.api,  # type: ignore[arg-type]
+            component="autoscaler-controller",
+            clock=self.clock,
+            wall_clock=FixedWallClock(),
+        )
+        self.reconciler = AutoscalerReconciler(
+            client=self.api,  # type: ignore[arg-type]
+            autoscalers=self.autoscalers,  # type: ignore[arg-type]
+            observer=Observer(
+                pools=self.pools,  # type: ignore[arg-type]
+                nodes=self.nodes,  # type: ignore[arg-type]
+                pods=self.pods,  # type: ignore[arg-type]
+                requests=self.requests,  # type: ignore[arg-type]
+                ledger=ledger,
+            ),
+            requester=ScaleRequester(
+                client=self.api,  # type: ignore[arg-type]
+                ledger=ledger,
+                wall_clock=FixedWallClock(),
+            ),
+            notices=Notices(recorder, parallelism=4),
+            recorder=recorder,
+            clock=self.clock,
+            wall_clock=FixedWallClock(),
+        )
+        self.versions = itertools.count(1)
+        self.minutes = itertools.count(0)
+
+    def _stamp(self, obj: Object) -> Object:
+        obj["metadata"]["resourceVersion"] = str(next(self.versions))
+        return obj
+
+    def autoscaler(self, **spec: Any) -> None:
+        body = nas.manifest(NAS, nas.AutoscalerSpec(node_pool_name=POOL, **spec))
+        body["metadata"].update(uid="uid-nas", generation=1)
+        self.autoscalers.put(self._stamp(body))
+
+    def pool(self, *, target: int = 0, min_nodes: int = 0, max_nodes: int = 10) -> None:
+        spec = np.NodePoolSpec(
+            target_nodes=target,
+            min_nodes=min_nodes,
+            max_nodes=max_nodes,
+            template=np.NodeTemplate(cpu="4", memory="16Gi", pods=110),
+        )
+        body = np.manifest(POOL, spec)
+        body["metadata"].update(uid="uid-pool", generation=1)
+        self.pools.put(self._stamp(body))
+
+    def node(self, name: str, *, ready: bool = True) -> None:
+        status = {
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+            "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+        }
+        labels = {np.POOL_LABEL: POOL}
+        self.nodes.put(
+            self._stamp(
+                {"metadata": {"name": name, "labels": labels}, "spec": {}, "status": status}
+            )
+        )
+
+    def pod(self, name: str, *, cpu: str = "1", node: str | None = None, **meta: Any) -> Object:
+        spec: dict[str, Any] = {
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]
+        }
+        status: dict[str, Any] = {"phase": "Pending"}
+        if node:
+            spec["nodeName"] = node
+            status["phase"] = "Running"
+        else:
+            status["conditions"] = [
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+            ]
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": "apps",
+                "uid": f"uid-{name}",
+                "creationTimestamp": f"2026-11-29T10:{next(self.minutes):02d}:00Z",
+                **meta,
+            },
+            "spec": spec,
+            "status": status,
+        }
+        self.pods.put(self._stamp(pod))
+        return pod
+
+    def show_requests(self, *, phase: str | None = None, applied: int | None = None) -> None:
+        """The informer catches up with the requests we created (answered, maybe)."""
+        for request in self.api.made("scalerequests"):
+            shown = copy.deepcopy(request)
+            if phase is not None:
+                shown["status"] = {"phase": phase, "appliedTargetNodes": applied}
+                shown["metadata"]["resourceVersion"] = str(
+                    int(shown["metadata"]["resourceVersion"]) + 1
+                )
+            self.requests.put(shown)
+
+    async def reconcile(self) -> Result:
+        return await self.reconciler.reconcile(KEY)
+
+    def status(self) -> dict[str, Any]:
+        """Our last written status, as the cache will show it."""
+        merged: dict[str, Any] = {}
+        for write in self.api.status_writes():
+            merged.update(write["status"])
+        return merged
+
+
+@pytest.fixture
+def world() -> World:
+    w = World()
+    w.autoscaler(scan_interval_seconds=5)
+    w.pool()
+    return w
+
+
+async def test_ten_pending_pods_make_one_request_for_three_nodes(world: World) -> None:
+    for i in range(10):
+        world.pod(f"p{i}")
+    result = await world.reconcile()
+    [request] = world.api.made("scalerequests")
+    assert request["spec"] == {
+        "nodePoolName": POOL,
+        "targetNodes": 3,
+        "reason": request["spec"]["reason"],
+        "requester": f"autoscaler/{NAS}",
+    }
+    assert "10 unschedulable pods need 3 more nodes" in request["spec"]["reason"]
+    assert request["metadata"]["ownerReferences"][0]["uid"] == "uid-pool"
+    assert request["metadata"]["labels"] == {np.POOL_LABEL: POOL}
+    assert result.requeue_after == 5
+    assert len(world.api.events("TriggeredScaleUp")) == 10
+    assert len(world.api.events("ScaleUpRequested")) == 1
+    status = world.status()
+    assert status["lastRequest"]["targetNodes"] == 3
+    assert (status["pendingPods"], status["unschedulablePods"]) == (10, 10)
+
+
+async def test_no_second_request_while_the_first_is_open_even_before_the_cache_sees_it(
+    world: World,
+) -> None:
+    for i in range(10):
+        world.pod(f"p{i}")
+    await world.reconcile()
+    await world.reconcile()  # the informer has not delivered our create yet
+    world.show_requests()
+    await world.reconcile()  # now it shows it, Pending
+    world.show_requests(phase="Applied", applied=3)
+    await world.reconcile()  # answered; the pool write not in the cache yet
+    world.pool(target=3)
+    world.node("n1", ready=False)
+    await world.reconcile()  # booting nodes count as in flight
+    assert len(world.api.made("scalerequests")) == 1
+    assert len(world.api.events("TriggeredScaleUp")) == 10
+
+
+async def test_the_need_growing_asks_again_for_the_difference_only(world: World) -> None:
+    for i in range(10):
+        world.pod(f"p{i}")
+    await world.reconcile()
+    world.show_requests()
+    for i in range(10, 13):
+        world.pod(f"p{i}")
+    await world.reconcile()
+    targets = [r["spec"]["targetNodes"] for r in world.api.made("scalerequests")]
+    assert targets == [3, 4]
+    # p10 and p11 fit in the room already requested (3 nodes hold 12); p12 needs the 4th.
+    told = [e["involvedObject"]["name"] for e in world.api.events("TriggeredScaleUp")]
+    assert sorted(told[10:]) == ["p12"]
+    assert len(set(told)) == len(told)  # each pod told once
+
+
+async def test_status_is_written_only_when_a_decision_changes(world: World) -> None:
+    world.pool(target=1)
+    world.node("n1")
+    world.pod("running", node="n1")
+    for _ in range(3):
+        await world.reconcile()
+        # The cache catches up with our write, as the informer would.
+        obj = world.autoscalers.get(NAS)
+        assert obj is not None
+        obj["status"] = copy.deepcopy(world.status())
+    assert len(world.api.status_writes()) == 1
+    world.pod("waiting")  # fits on n1's free room: no request, but the counts move
+    await world.reconcile()
+    assert len(world.api.status_writes()) == 2
+    assert world.api.made("scalerequests") == []
+
+
+async def test_a_pod_too_big_for_any_node_gets_one_warning_and_no_request(world: World) -> None:
+    world.pod("huge", cpu="8")
+    for _ in range(3):
+        await world.reconcile()
+    assert world.api.made("scalerequests") == []
+    [warning] = world.api.events("NotTriggerScaleUp")
+    assert warning["type"] == "Warning"
+    assert warning["involvedObject"]["name"] == "huge"
+    assert "requests cpu 8000m but a node of the pool has 4000m" in warning["message"]
+    assert world.status()["unschedulablePods"] == 1
+
+
+async def test_max_nodes_is_respected_and_the_status_says_the_limit_was_hit(world: World) -> None:
+    world.pool(max_nodes=2)
+    for i in range(10):
+        world.pod(f"p{i}")
+    await world.reconcile()
+    world.show_requests()
+    await world.reconcile()
+    [request] = world.api.made("scalerequests")
+    assert request["spec"]["targetNodes"] == 2
+    limit = next(c for c in world.status()["conditions"] if c["type"] == "LimitReached")
+    assert (limit["status"], limit["reason"]) == ("True", "MaxNodesReached")
+    assert len(world.api.events("LimitReached")) == 1
+    assert len(world.api.events("TriggeredScaleUp")) == 8
+
+
+async def test_unneeded_nodes_are_given_up_after_the_delay_and_not_before(world: World) -> None:
+    world.autoscaler(scan_interval_seconds=30, scale_down=nas.ScaleDownPolicy(unneeded_seconds=60))
+    world.pool(target=3, min_nodes=1)
+    for name in ("n1", "n2", "n3"):
+        world.node(name)
+    daemon = world.pod("ds", node="n1", ownerReferences=[{"kind": "DaemonSet", "name": "d"}])
+    assert daemon["spec"]["nodeName"] == "n1"
+    first = await world.reconcile()
+    assert first.requeue_after == 30
+    await world.clock.advance(30)
+    second = await world.reconcile()
+    assert second.requeue_after == 30
+    assert world.api.made("scalerequests") == []
+    await world.clock.advance(30)
+    await world.reconcile()
+    [request] = world.api.made("scalerequests")
+    assert request["spec"]["targetNodes"] == 1  # down to minNodes, DaemonSet pods ignored
+    assert request["metadata"]["name"].startswith(f"{NAS}-down-")
+    assert len(world.api.events("ScaleDownRequested")) == 1
+
+
+async def test_no_scale_down_right_after_a_scale_up(world: World) -> None:
+    world.autoscaler(scale_down=nas.ScaleDownPolicy(unneeded_seconds=60))
+    world.pool(target=2)
+    world.node("n1")
+    world.node("n2", ready=False)  # still booting: capacity in flight
+    await world.reconcile()
+    await world.clock.advance(100)
+    await world.reconcile()
+    world.node("n2")  # the scale-up settles now; only now may the timers start
+    await world.reconcile()
+    await world.clock.advance(59)
+    await world.reconcile()
+    assert world.api.made("scalerequests") == []
+    await world.clock.advance(1)
+    await world.reconcile()
+    assert [r["spec"]["targetNodes"] for r in world.api.made("scalerequests")] == [0]
+
+
+async def test_a_missing_pool_is_reported_not_guessed(world: World) -> None:
+    world.pools.remove(world.pools.items()[0])
+    world.pod("p")
+    result = await world.reconcile()
+    ready = next(c for c in world.status()["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "NodePoolNotFound")
+    assert world.api.made("scalerequests") == []
+    assert result.requeue_after == 5
+    assert len(world.api.events("NodePoolNotFound")) == 1
+
+
+async def test_a_deleted_autoscaler_is_forgotten(world: World) -> None:
+    world.autoscalers.remove(world.autoscalers.items()[0])
+    assert await world.reconcile() == Result()
+    assert world.api.created == []
