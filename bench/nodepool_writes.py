@@ -62,20 +62,9 @@ def naive_writes() -> Iterator[None]:
         runtime_controller.GenerationChanged.update = original_predicate  # type: ignore[method-assign]
 
 
-async def settled(custom: client.CustomObjectsApi, name: str, nodes: int) -> bool:
-    pool = await custom.get_cluster_custom_object(*POOLS, name)
-    status = pool.get("status", {})
-    return bool(
-        status.get("readyNodes") == nodes
-        and status.get("currentNodes") == nodes
-        and status.get("scaleOperation") == "inactive"
-        and status.get("observedGeneration") == pool["metadata"]["generation"]
-    )
-
-
 async def wait_settled(custom: client.CustomObjectsApi, name: str, nodes: int) -> None:
     async with asyncio.timeout(120):
-        while not await settled(custom, name, nodes):  # noqa: ASYNC110 - polling the API
+        while not np.is_settled(await custom.get_cluster_custom_object(*POOLS, name), nodes):  # noqa: ASYNC110
             await asyncio.sleep(0.2)
 
 

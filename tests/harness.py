@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from nodepool_operator.api import nodepool as np
 from nodepool_operator.cloud.simcloud.client import SimCloudClient
 from nodepool_operator.cluster import children
 
@@ -72,3 +73,23 @@ async def kubectl(kubectl_path: Path, kubeconfig: Path, *args: str) -> str:
     out, err = await process.communicate()
     assert process.returncode == 0, err.decode()
     return out.decode()
+
+
+POOLS = (np.GROUP, np.VERSION, np.PLURAL)
+MERGE = "application/merge-patch+json"
+
+
+def pool_body(name: str, *, target: int = 0, max_nodes: int = 10) -> dict[str, Any]:
+    """A NodePool of 4 CPU / 16Gi nodes."""
+    spec = np.NodePoolSpec(
+        target_nodes=target,
+        max_nodes=max_nodes,
+        template=np.NodeTemplate(cpu="4", memory="16Gi", pods=110),
+    )
+    return np.manifest(name, spec)
+
+
+async def settled(custom: Any, name: str, nodes: int) -> dict[str, Any] | None:
+    """The pool, once it has settled on ``nodes`` nodes (see ``nodepool.is_settled``)."""
+    pool: dict[str, Any] = await custom.get_cluster_custom_object(*POOLS, name)
+    return pool if np.is_settled(pool, nodes) else None

@@ -10,34 +10,16 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from harness import Operator, SimCloud, wait_for
+from harness import MERGE, POOLS, Operator, SimCloud, pool_body, settled, wait_for
 from nodepool_operator.api import nodepool as np
 from nodepool_operator.api import scalerequest as sr
 
-POOLS = ("nodepool.dev", "v1alpha1", "nodepools")
 REQUESTS = ("nodepool.dev", "v1alpha1", "scalerequests")
-MERGE = "application/merge-patch+json"
-
-
-def pool_body(name: str, *, target: int = 0, max_nodes: int = 10) -> dict[str, Any]:
-    spec = np.NodePoolSpec(target_nodes=target, max_nodes=max_nodes)
-    return np.manifest(name, spec)
 
 
 async def status_of(custom: client.CustomObjectsApi, group: tuple[str, ...], name: str) -> Any:
     obj = await custom.get_cluster_custom_object(*group, name)
     return obj.get("status", {})
-
-
-async def settled(custom: client.CustomObjectsApi, name: str, nodes: int) -> bool:
-    pool = await custom.get_cluster_custom_object(*POOLS, name)
-    status = pool.get("status", {})
-    return bool(
-        status.get("readyNodes") == nodes
-        and status.get("currentNodes") == nodes
-        and status.get("scaleOperation") == "inactive"
-        and status.get("observedGeneration") == pool["metadata"]["generation"]
-    )
 
 
 async def create_request(custom: client.CustomObjectsApi, pool: dict[str, Any], target: int) -> str:

@@ -47,6 +47,7 @@ __all__ = [
     "Taint",
     "TaintEffect",
     "crd",
+    "is_settled",
     "manifest",
     "pool_selector",
     "spec_of",
@@ -80,6 +81,22 @@ SCALE_OPERATIONS: Final[tuple[ScaleOperation, ...]] = get_args(ScaleOperation)
 def pool_selector(name: str) -> str:
     """The label selector, in its string form, that matches the Nodes of pool ``name``."""
     return f"{POOL_LABEL}={name}"
+
+
+def is_settled(obj: Mapping[str, Any], nodes: int) -> bool:
+    """Has the pool finished converging on ``nodes`` nodes, for its latest spec?
+
+    True when its status reports that many current and Ready nodes, no scale operation,
+    and an ``observedGeneration`` equal to the object's generation (so the status speaks
+    of the spec as it is now, not of an older one).
+    """
+    status = obj.get("status") or {}
+    return bool(
+        status.get("currentNodes") == nodes
+        and status.get("readyNodes") == nodes
+        and status.get("scaleOperation") == "inactive"
+        and status.get("observedGeneration") == obj.get("metadata", {}).get("generation")
+    )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

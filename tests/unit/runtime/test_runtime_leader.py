@@ -48,11 +48,14 @@ class LeaseClient:
     def __init__(self, server: LeaseServer) -> None:
         self.server = server
         self.down = False  # every call fails as if the network were gone
+        self.hang = False  # every call waits for ever: packets dropped, no reset, no timeout
         self.failures: list[errors.ApiError] = []  # the next calls fail with these
         # Runs between this candidate's read and its write: another writer getting in first.
         self.before_replace: Callable[[], None] | None = None
 
-    def _check(self) -> None:
+    async def _check(self) -> None:
+        if self.hang:
+            await asyncio.get_running_loop().create_future()
         if self.down:
             raise errors.ConnectionFailed("connection refused")
         if self.failures:
@@ -60,7 +63,7 @@ class LeaseClient:
 
     async def get(self, resource: Resource, name: str, *, namespace: str | None = None) -> Object:
         assert resource is leader.LEASES
-        self._check()
+        await self._check()
         if self.server.lease is None:
             raise errors.NotFound(f"leases {name!r} not found")
         return copy.deepcopy(self.server.lease)
@@ -68,7 +71,7 @@ class LeaseClient:
     async def create(
         self, resource: Resource, body: Object, *, namespace: str | None = None
     ) -> Object:
-        self._check()
+        await self._check()
         if self.server.lease is not None:
             raise errors.AlreadyExists("leases already exists")
         return self.server.store(body, "create")
@@ -76,7 +79,7 @@ class LeaseClient:
     async def replace(
         self, resource: Resource, body: Object, *, subresource: str | None = None
     ) -> Object:
-        self._check()
+        await self._check()
         if self.before_replace is not None:
             self.before_replace()
             self.before_replace = None
@@ -375,6 +378,23 @@ async def test_renew_failures_for_the_renew_deadline_end_the_leadership_and_its_
         alpha.task.result()
     assert alpha.work.cancelled_at == 10
     assert "event=leadership-lost" in caplog.text
+
+
+async def test_a_renewal_that_hangs_ends_the_leadership_at_the_renew_deadline(
+    server: LeaseServer, clock: clock_.FakeClock, candidate: Callable[..., Candidate]
+) -> None:
+    alpha, beta = candidate("alpha"), candidate("beta")
+    alpha.start()
+    beta.start()
+    await clock.advance(0.5)
+    alpha.client.hang = True  # its renewal at t=2 never gets an answer
+    took_over = await _run_until(clock, lambda: beta.elector.is_leader, limit=60)
+    assert alpha.task is not None
+    assert alpha.task.done()
+    assert isinstance(alpha.task.exception(), leader.LeadershipLost)
+    config = alpha.elector.config
+    assert alpha.work.cancelled_at == config.renew_deadline, "not held up by the hung request"
+    assert took_over > config.lease_duration, "so the two never led at once"
 
 
 async def test_api_errors_while_standing_by_do_not_end_the_candidacy(
