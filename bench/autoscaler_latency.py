@@ -70,8 +70,8 @@ def unschedulable(pod: dict[str, Any]) -> bool:
 async def follow(
     api: Client,
     resource: Resource,
-    on_event: Any,
     *,
+    on_event: Any,
     namespace: str | None = None,
     label_selector: str | None = None,
 ) -> None:
@@ -145,9 +145,9 @@ async def run_one(
             seen.requests.append((time.monotonic(), int(request["spec"]["targetNodes"])))
 
     watchers = [
-        asyncio.create_task(follow(raw, kinds.PODS, on_pod, namespace=name)),
+        asyncio.create_task(follow(raw, kinds.PODS, on_event=on_pod, namespace=name)),
         asyncio.create_task(
-            follow(raw, SCALEREQUESTS, on_request, label_selector=np.pool_selector(name))
+            follow(raw, SCALEREQUESTS, on_event=on_request, label_selector=np.pool_selector(name))
         ),
     ]
     started = time.monotonic()

@@ -30,21 +30,27 @@ GI = 1024**3
 SHAPE = NodeShape.of_pool("bench", np.NodeTemplate(cpu="4", memory="16Gi", pods=110))
 
 
-def pods(mix: str, count: int, rng: random.Random) -> list[Resources]:
+def pods(mix: str, *, count: int, rng: random.Random) -> list[Resources]:
     if mix == "deployments":
         shapes = [
-            Resources(rng.choice([100, 250, 500, 1000, 2000]), rng.choice([1, 2, 4, 8]) * GI // 4)
+            Resources(
+                cpu=rng.choice([100, 250, 500, 1000, 2000]),
+                memory=rng.choice([1, 2, 4, 8]) * GI // 4,
+            )
             for _ in range(8)
         ]
         return [rng.choice(shapes) for _ in range(count)]
     return [
-        Resources(rng.randrange(50, 2000), rng.randrange(64, 8192) * 1024**2) for _ in range(count)
+        Resources(cpu=rng.randrange(50, 2000), memory=rng.randrange(64, 8192) * 1024**2)
+        for _ in range(count)
     ]
 
 
 def pool(rng: random.Random, count: int) -> plan.PoolFacts:
     free = tuple(
-        Resources(rng.randrange(0, 4000), rng.randrange(0, 16) * GI, rng.randrange(0, 110))
+        Resources(
+            cpu=rng.randrange(0, 4000), memory=rng.randrange(0, 16) * GI, pods=rng.randrange(0, 110)
+        )
         for _ in range(50)
     )
     return plan.PoolFacts(
@@ -59,9 +65,9 @@ def pool(rng: random.Random, count: int) -> plan.PoolFacts:
     )
 
 
-def measure(mix: str, count: int, repeat: int) -> tuple[list[float], plan.Decision]:
+def measure(mix: str, *, count: int, repeat: int) -> tuple[list[float], plan.Decision]:
     rng = random.Random(42)
-    facts, requests = pool(rng, count), pods(mix, count, rng)
+    facts, requests = pool(rng, count), pods(mix, count=count, rng=rng)
     times: list[float] = []
     decision = None
     for _ in range(repeat):
@@ -77,7 +83,7 @@ def main(sizes: list[int], repeat: int) -> None:
     print("|---|---|---|---|---|")
     for count in sizes:
         for mix in ("deployments", "random"):
-            times, decision = measure(mix, count, repeat)
+            times, decision = measure(mix, count=count, repeat=repeat)
             print(
                 f"| {count:,} | {mix} | {decision.target - decision.current:,} "
                 f"| {min(times) * 1000:.0f} ms | {statistics.median(times) * 1000:.0f} ms |",

@@ -115,7 +115,7 @@ class LeaderElector:
         while True:
             await self.clock.sleep(self.config.retry_period)
             try:
-                renewed = await self._try_acquire_or_renew()
+                renewed = await self._renew_before(last_renewed + self.config.renew_deadline)
             except errors.ApiError as error:
                 log.warning("lease=%s event=renew-failed error=%r", self.config.name, error)
                 renewed = False
@@ -126,6 +126,22 @@ class LeaderElector:
                 self._status.set(0)
                 log.error("lease=%s event=leadership-lost", self.config.name)
                 raise LeadershipLost(self.config.name)
+
+    async def _renew_before(self, deadline: float) -> bool:
+        """One renewal, abandoned at ``deadline``: the API calls have no timeout of their
+        own, and a request hanging past the renew deadline must not keep a leader acting
+        after its lease ran out and another candidate took over (client-go bounds each
+        renewal by RenewDeadline the same way)."""
+        attempt = asyncio.ensure_future(self._try_acquire_or_renew())
+        timer = asyncio.ensure_future(self.clock.sleep(max(0.0, deadline - self.clock.now())))
+        try:
+            await asyncio.wait({attempt, timer}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            timer.cancel()
+            if not attempt.done():
+                attempt.cancel()
+                await asyncio.wait({attempt})
+        return not attempt.cancelled() and attempt.result()
 
     async def _try_acquire_or_renew(self) -> bool:
         config = self.config

@@ -207,7 +207,8 @@ async def test_a_leader_stopped_by_sigterm_releases_the_lease_and_a_standby_take
     took = _micro_time(spec["acquireTime"]) - stopped_at
     print(f"\ntakeover {took:.2f}s after SIGTERM (lease 15s, retry {retry_period:g}s)")
     assert spec["holderIdentity"] == beta.identity
-    assert took <= retry_period + LATENCY_MARGIN, "no waiting out the 15 s lease"
+    # At the standby's next retry, not after the 15 s lease ran out.
+    assert took <= retry_period + 2 * LATENCY_MARGIN
 
     # A standby stopped by SIGTERM leaves at once too: it was only waiting for the lease.
     gamma = candidates.start("gamma")

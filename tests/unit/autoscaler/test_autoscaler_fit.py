@@ -52,28 +52,28 @@ def requests_of(p: dict[str, Any]) -> Resources:
 
 def test_requests_sum_the_app_containers() -> None:
     p = pod(container("500m", "1Gi"), container("1500m", "512Mi"))
-    assert requests_of(p) == Resources(2000, GI + 512 * 1024**2)
+    assert requests_of(p) == Resources(cpu=2000, memory=GI + 512 * 1024**2)
 
 
 def test_largest_init_container_is_a_floor_not_an_addition() -> None:
     p = pod(container("1", "1Gi"), init=[container("3", "512Mi"), container("2", "4Gi")])
-    assert requests_of(p) == Resources(3000, 4 * GI)
+    assert requests_of(p) == Resources(cpu=3000, memory=4 * GI)
 
 
 def test_sidecars_add_to_app_containers_and_to_later_init_containers() -> None:
     sidecar = container("1", "1Gi", restartPolicy="Always")
     p = pod(container("1", "1Gi"), init=[sidecar, container("2500m", "1Gi")])
     # running: app 1 + sidecar 1 = 2 cpu; init step: 2.5 + sidecar 1 = 3.5 cpu
-    assert requests_of(p) == Resources(3500, 2 * GI)
+    assert requests_of(p) == Resources(cpu=3500, memory=2 * GI)
 
 
 def test_pod_level_requests_replace_the_aggregate_and_overhead_is_added() -> None:
     p = pod(container("1", "1Gi"), resources={"requests": {"cpu": "3"}}, overhead={"cpu": "250m"})
-    assert requests_of(p) == Resources(3250, GI)
+    assert requests_of(p) == Resources(cpu=3250, memory=GI)
 
 
 def test_no_requests_is_zero_and_still_one_pod_slot() -> None:
-    assert requests_of(pod({"name": "c", "image": "pause"})) == Resources(0, 0, 1)
+    assert requests_of(pod({"name": "c", "image": "pause"})) == Resources(cpu=0, memory=0, pods=1)
 
 
 def test_other_resources_are_named() -> None:
@@ -115,7 +115,7 @@ def test_daemonset_and_mirror_pods_are_recognised() -> None:
 
 
 def why(p: dict[str, Any], s: NodeShape | None = None) -> str | None:
-    return fit.why_not_fit(p, fit.pod_requests(p), s or shape())
+    return fit.why_not_fit(p, fit.pod_requests(p), shape=s or shape())
 
 
 def test_a_pod_within_the_template_fits() -> None:

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from nodepool_operator.controllers.autoscaler import packing
 from nodepool_operator.controllers.autoscaler.fit import Resources
 
-NODE = Resources(4000, 16 * 1024**3, 110)
+NODE = Resources(cpu=4000, memory=16 * 1024**3, pods=110)
 GI = 1024**3
 
 
@@ -103,26 +103,30 @@ def test_grouped_tree_search_places_exactly_like_textbook_ffd(
 
 
 def test_ten_one_cpu_pods_on_four_cpu_nodes_need_three() -> None:
-    p = packing.pack([Resources(1000, GI)] * 10, existing=[], node=NODE)
+    p = packing.pack([Resources(cpu=1000, memory=GI)] * 10, existing=[], node=NODE)
     assert p.new_nodes == 3
 
 
 def test_free_room_and_requested_nodes_are_used_before_new_ones() -> None:
-    free = [Resources(2000, 4 * GI, 100)]
+    free = [Resources(cpu=2000, memory=4 * GI, pods=100)]
     in_flight = [NODE]
-    p = packing.pack([Resources(1000, GI)] * 10, existing=[*free, *in_flight], node=NODE)
+    p = packing.pack([Resources(cpu=1000, memory=GI)] * 10, existing=[*free, *in_flight], node=NODE)
     assert p.new_nodes == 1  # 2 on the free room, 4 on the requested node, 4 on one new
     assert sorted(p.bins).count(0) == 2
 
 
 def test_larger_pods_go_first() -> None:
-    items = [Resources(1000, 0), Resources(3000, 0), Resources(1000, 0)]
-    p = packing.pack(items, existing=[], node=Resources(4000, GI, 110))
+    items = [
+        Resources(cpu=1000, memory=0),
+        Resources(cpu=3000, memory=0),
+        Resources(cpu=1000, memory=0),
+    ]
+    p = packing.pack(items, existing=[], node=Resources(cpu=4000, memory=GI, pods=110))
     assert p.new_nodes == 2
     assert p.bins[1] == 0  # the 3-cpu pod opened the first node
 
 
 def test_the_tree_grows_past_its_first_size() -> None:
-    p = packing.pack([Resources(4000, 0)] * 1000, existing=[], node=NODE)
+    p = packing.pack([Resources(cpu=4000, memory=0)] * 1000, existing=[], node=NODE)
     assert p.new_nodes == 1000
     assert sorted(p.bins) == list(range(1000))

@@ -13,7 +13,7 @@ from nodepool_operator.controllers.autoscaler.fit import NodeShape, Resources
 
 GI = 1024**3
 SHAPE = NodeShape.of_pool("small", np.NodeTemplate(cpu="4", memory="16Gi", pods=110))
-ONE_CPU = Resources(1000, GI)
+ONE_CPU = Resources(cpu=1000, memory=GI)
 
 
 def pool(**overrides: Any) -> plan.PoolFacts:
@@ -102,12 +102,16 @@ def test_nodes_in_flight_absorb_the_pods_so_a_scan_during_scale_up_asks_nothing(
     booting = pool(target=3, ready=0)
     d = decide(booting, [ONE_CPU] * 10)
     assert (d.action, d.target) == ("none", 3)
-    partly = pool(target=3, ready=2, free=(Resources(0, 0, 100), Resources(2000, 8 * GI, 100)))
+    partly = pool(
+        target=3,
+        ready=2,
+        free=(Resources(cpu=0, memory=0, pods=100), Resources(cpu=2000, memory=8 * GI, pods=100)),
+    )
     assert decide(partly, [ONE_CPU] * 6).action == "none"  # 2 on the free room, 4 in flight
 
 
 def test_free_room_on_ready_nodes_is_subtracted() -> None:
-    p = pool(target=1, ready=1, free=(Resources(4000, 16 * GI, 110),))
+    p = pool(target=1, ready=1, free=(Resources(cpu=4000, memory=16 * GI, pods=110),))
     d = decide(p, [ONE_CPU] * 10)
     assert (d.current, d.target) == (1, 3)
     assert len(d.involved) == 6
@@ -125,7 +129,10 @@ def test_max_nodes_clamps_the_request_and_says_so() -> None:
     assert (d.action, d.target, d.wanted, d.limited) == ("scale-up", 2, 3, True)
     assert len(d.involved) == 8  # only the pods on the nodes granted
     assert "maxNodes=2" in d.reason
-    at_max = decide(pool(max_nodes=2, target=2, ready=2, free=(Resources(0, 0, 0),) * 2), [ONE_CPU])
+    at_max = decide(
+        pool(max_nodes=2, target=2, ready=2, free=(Resources(cpu=0, memory=0, pods=0),) * 2),
+        [ONE_CPU],
+    )
     assert (at_max.action, at_max.limited) == ("none", True)
 
 
@@ -135,7 +142,10 @@ def test_scale_up_never_exceeds_max_and_never_lowers_the_target(
 ) -> None:
     ready = min(ready, target)
     p = pool(
-        target=min(target, top), ready=ready, max_nodes=top, free=(Resources(0, 0, 0),) * ready
+        target=min(target, top),
+        ready=ready,
+        max_nodes=top,
+        free=(Resources(cpu=0, memory=0, pods=0),) * ready,
     )
     d = decide(p, [ONE_CPU] * pods)
     assert p.target <= d.target <= top

@@ -162,10 +162,11 @@ async def candidate(
 
     yield make
     for found in made:
+        found.client.hang = False  # let a release on the way out get through
         if found.task is not None and not found.task.done():
             found.task.cancel()
         if found.task is not None:
-            await asyncio.gather(found.task, return_exceptions=True)
+            await asyncio.wait_for(asyncio.gather(found.task, return_exceptions=True), 5)
 
 
 def _micro_time(clock_seconds: float) -> str:

@@ -13,6 +13,8 @@ __all__ = ["AutoscalerConfig"]
 
 @dataclass(frozen=True)
 class AutoscalerConfig:
+    """Process-wide knobs of the Autoscaler controller."""
+
     # One worker: planning is CPU-bound (a second worker would only interleave on the
     # event loop), and Autoscalers sharing a pool must not decide concurrently.
     max_concurrent_reconciles: int = 1

@@ -38,6 +38,8 @@ NAME = "autoscaler"
 
 
 class AutoscalerReconciler:
+    """Decides, one Autoscaler per pass, whether its pool needs more nodes or fewer."""
+
     def __init__(
         self,
         *,
@@ -71,15 +73,17 @@ class AutoscalerReconciler:
             await self._report(autoscaler, seen=None, decision=None, made=None)
             return Result(requeue_after=spec.scan_interval_seconds)
         warned = await self.notices.unfit(request.name, pool=spec.node_pool_name, pods=seen.unfit)
-        decision = await self._decide(request.name, spec, seen)
-        made = await self._hand_over(autoscaler, seen, decision)
+        decision = await self._decide(request.name, spec=spec, seen=seen)
+        made = await self._hand_over(autoscaler, seen=seen, decision=decision)
         level = logging.INFO if decision.action != "none" or warned else logging.DEBUG
         line = report.decision_line(seen, decision, warned=warned, made=made)
         log.log(level, "controller=%s key=%s %s", NAME, request.name, line)
         await self._report(autoscaler, seen=seen, decision=decision, made=made)
         return Result(requeue_after=self._next_scan(request.name, spec))
 
-    async def _decide(self, key: str, spec: nas.AutoscalerSpec, seen: Observation) -> plan.Decision:
+    async def _decide(
+        self, key: str, *, spec: nas.AutoscalerSpec, seen: Observation
+    ) -> plan.Decision:
         started = time.perf_counter()
         policy = spec.scale_down
         tracker = self._trackers.setdefault(key, UnneededTracker(self.clock))
@@ -103,7 +107,7 @@ class AutoscalerReconciler:
         return decision
 
     async def _hand_over(
-        self, autoscaler: Object, seen: Observation, decision: plan.Decision
+        self, autoscaler: Object, *, seen: Observation, decision: plan.Decision
     ) -> nas.LastScaleRequest | None:
         key = str(autoscaler["metadata"]["name"])
         self.notices.keep_only(key, seen.fitting)

@@ -49,7 +49,7 @@ _CPU: Final = "cpu"
 _MEMORY: Final = "memory"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Resources:
     """An amount of capacity: millicores of cpu, bytes of memory and pod slots."""
 
@@ -61,7 +61,11 @@ class Resources:
         return self.cpu <= other.cpu and self.memory <= other.memory and self.pods <= other.pods
 
     def minus(self, other: Resources) -> Resources:
-        return Resources(self.cpu - other.cpu, self.memory - other.memory, self.pods - other.pods)
+        return Resources(
+            cpu=self.cpu - other.cpu,
+            memory=self.memory - other.memory,
+            pods=self.pods - other.pods,
+        )
 
 
 @dataclass(frozen=True)
@@ -75,7 +79,9 @@ class NodeShape:
 
     @classmethod
     def of_pool(cls, pool: str, template: np.NodeTemplate) -> NodeShape:
-        capacity = Resources(template.cpu_millicores, template.memory_bytes, template.pods)
+        capacity = Resources(
+            cpu=template.cpu_millicores, memory=template.memory_bytes, pods=template.pods
+        )
         labels = {**template.labels, np.POOL_LABEL: pool, **WELL_KNOWN_NODE_LABELS}
         return cls(pool=pool, capacity=capacity, labels=labels, taints=template.taints)
 
@@ -196,7 +202,8 @@ def pod_requests(pod: Mapping[str, Any]) -> PodRequests:
     overhead = spec.get("overhead") or {}
     _plus(total, {name: _amount(name, value) for name, value in overhead.items()})
     other = tuple(sorted(n for n, v in total.items() if n not in (_CPU, _MEMORY) and v > 0))
-    return PodRequests(Resources(int(total.get(_CPU, 0)), int(total.get(_MEMORY, 0))), other)
+    resources = Resources(cpu=int(total.get(_CPU, 0)), memory=int(total.get(_MEMORY, 0)))
+    return PodRequests(resources, other)
 
 
 # -- placement rules ------------------------------------------------------------------
@@ -289,7 +296,7 @@ def _capacity_problem(requests: PodRequests, shape: NodeShape) -> str | None:
     return None
 
 
-def why_not_fit(pod: Mapping[str, Any], requests: PodRequests, shape: NodeShape) -> str | None:
+def why_not_fit(pod: Mapping[str, Any], requests: PodRequests, *, shape: NodeShape) -> str | None:
     """None if the pod fits on an empty node of ``shape``; otherwise why it never will."""
     spec = _spec(pod)
     problem = _capacity_problem(requests, shape) or _selector_problem(spec, shape.labels)

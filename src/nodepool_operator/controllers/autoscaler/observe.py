@@ -132,9 +132,9 @@ def _allocatable(node: Mapping[str, Any], shape: NodeShape) -> Resources:
     allocatable = (node.get("status") or {}).get("allocatable") or {}
     try:
         return Resources(
-            quantity.parse_cpu_millicores(str(allocatable["cpu"])),
-            quantity.parse_memory_bytes(str(allocatable["memory"])),
-            int(quantity.parse_quantity(str(allocatable["pods"]))),
+            cpu=quantity.parse_cpu_millicores(str(allocatable["cpu"])),
+            memory=quantity.parse_memory_bytes(str(allocatable["memory"])),
+            pods=int(quantity.parse_quantity(str(allocatable["pods"]))),
         )
     except (KeyError, ValueError):
         # Not reported yet: the NodePool controller registers Nodes with the template's.
@@ -203,7 +203,8 @@ class Observer:
             shape=shape,
             open_request=any(v.phase == "Pending" for v in views),
         )
-        return self._pods(spec.namespaces, facts, str(pool["metadata"].get("uid", "")), nodes)
+        uid = str(pool["metadata"].get("uid", ""))
+        return self._pods(spec.namespaces, facts=facts, uid=uid, nodes=nodes)
 
     def _requests(self, pool: str) -> list[plan.RequestView]:
         cached = [
@@ -242,7 +243,9 @@ class Observer:
                 continue  # booting: counted in flight; leaving: its room is going away
             used, busy = self._usage(node["metadata"]["name"])
             room = _allocatable(node, shape).minus(used)
-            free.append(Resources(max(0, room.cpu), max(0, room.memory), max(0, room.pods)))
+            free.append(
+                Resources(cpu=max(0, room.cpu), memory=max(0, room.memory), pods=max(0, room.pods))
+            )
             if not busy:
                 unneeded.append(node["metadata"]["name"])
         return _Nodes(free=tuple(free), unneeded=tuple(unneeded))
@@ -263,7 +266,7 @@ class Observer:
             # is gone) but no longer keeps the node needed.
             leaving = bool(pod["metadata"].get("deletionTimestamp"))
             busy = busy or not (leaving or fit.is_daemon_or_mirror(pod))
-        return Resources(cpu, memory, count), busy
+        return Resources(cpu=cpu, memory=memory, pods=count), busy
 
     def _pending_pods(self, namespaces: Sequence[str]) -> list[Object]:
         if not namespaces:
@@ -274,7 +277,7 @@ class Observer:
         return found
 
     def _pods(
-        self, namespaces: Sequence[str], facts: plan.PoolFacts, uid: str, nodes: _Nodes
+        self, namespaces: Sequence[str], *, facts: plan.PoolFacts, uid: str, nodes: _Nodes
     ) -> Observation:
         fitting: list[Object] = []
         requests: list[Resources] = []
@@ -284,7 +287,9 @@ class Observer:
             pending += 1
             parsed = self.cache.get(pod)
             problem = (
-                parsed if isinstance(parsed, str) else fit.why_not_fit(pod, parsed, facts.shape)
+                parsed
+                if isinstance(parsed, str)
+                else fit.why_not_fit(pod, parsed, shape=facts.shape)
             )
             pending_fitting += problem is None
             if not fit.is_unschedulable(pod):

@@ -93,7 +93,7 @@ class _FirstFit:
 
     def room(self, index: int) -> Resources:
         leaf = self.size + index
-        return Resources(self.cpu[leaf], self.memory[leaf], self.pods[leaf])
+        return Resources(cpu=self.cpu[leaf], memory=self.memory[leaf], pods=self.pods[leaf])
 
     def find(self, need: Resources) -> int:
         """The leftmost bin with room for ``need``, or UNPLACED."""
@@ -137,7 +137,7 @@ class _FirstFit:
         return index
 
 
-def _copies(room: Resources, need: Resources, wanted: int) -> int:
+def _copies(room: Resources, need: Resources, *, wanted: int) -> int:
     """How many copies of ``need`` fit in ``room``, at most ``wanted``."""
     fits = wanted
     if need.cpu > 0:
@@ -170,15 +170,15 @@ def pack(items: Sequence[Resources], *, existing: Sequence[Resources], node: Res
                 index = tree.open(node)
             room = tree.room(index)
             # find() or an empty node guarantees room for at least one copy.
-            copies = max(1, _copies(room, need, len(members) - placed))
+            copies = max(1, _copies(room, need, wanted=len(members) - placed))
             for member in members[placed : placed + copies]:
                 bins[member] = index
             tree.set(
                 index,
                 Resources(
-                    room.cpu - copies * need.cpu,
-                    room.memory - copies * need.memory,
-                    room.pods - copies * need.pods,
+                    cpu=room.cpu - copies * need.cpu,
+                    memory=room.memory - copies * need.memory,
+                    pods=room.pods - copies * need.pods,
                 ),
             )
             placed += copies

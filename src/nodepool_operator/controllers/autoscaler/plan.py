@@ -157,7 +157,7 @@ def _scale_up(pool: PoolFacts, pods: Sequence[Resources]) -> Decision | None:
     return Decision(action, pool.target, target, wanted, involved, reason)
 
 
-def _scale_down(pool: PoolFacts, unneeded: Sequence[str], unneeded_seconds: int) -> Decision:
+def _scale_down(pool: PoolFacts, unneeded: Sequence[str], *, unneeded_seconds: int) -> Decision:
     # Ready nodes beyond the target are already on their way out (the NodePool controller
     # removes the emptiest first): they must not be given up a second time.
     leaving = max(0, pool.ready - pool.target)
@@ -192,4 +192,4 @@ def decide(
     if blocked is not None or not unneeded:
         reason = "no change" if blocked is None else f"scale-down blocked: {blocked}"
         return Decision("none", pool.target, pool.target, pool.target, (), reason, blocked)
-    return _scale_down(pool, unneeded, unneeded_seconds)
+    return _scale_down(pool, unneeded, unneeded_seconds=unneeded_seconds)
