@@ -23,6 +23,9 @@ from nodepool_operator.runtime import errors, metrics
 __all__ = ["Client", "Object", "PatchType", "Resource", "WatchEvent"]
 
 Object = dict[str, Any]
+
+#: Seconds a single request (not a watch) may take before it fails as a transient error.
+DEFAULT_REQUEST_TIMEOUT = 30.0
 PatchType = Literal["merge", "json", "strategic", "apply"]
 
 _CONTENT_TYPES: dict[PatchType, str] = {
@@ -74,13 +77,22 @@ class WatchEvent:
 class Client:
     """Requests on behalf of one field manager (one per controller, see DESIGN.md)."""
 
-    def __init__(self, api: k8s.ApiClient, *, field_manager: str) -> None:
+    def __init__(
+        self,
+        api: k8s.ApiClient,
+        *,
+        field_manager: str,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+    ) -> None:
         self.api = api
         self.field_manager = field_manager
+        # The generated client sets no timeout at all: one hung request would block its
+        # key (or an informer's LIST) for ever.
+        self.request_timeout = request_timeout
 
     def for_manager(self, field_manager: str) -> Client:
         """The same connection, writing as another field manager."""
-        return Client(self.api, field_manager=field_manager)
+        return Client(self.api, field_manager=field_manager, request_timeout=self.request_timeout)
 
     async def get(self, resource: Resource, name: str, *, namespace: str | None = None) -> Object:
         return await self._call("GET", resource, resource.path(namespace=namespace, name=name))
@@ -286,6 +298,7 @@ class Client:
                 response_types_map={200: "object", 201: "object", 202: "object"},
                 auth_settings=["BearerToken"],
                 _return_http_data_only=False,
+                _request_timeout=self.request_timeout,
             )
             code = str(status)
             return dict(result)

@@ -67,12 +67,12 @@ def pool(target: int = 2) -> Object:
     return body
 
 
-def observer(*, nodes: list[Object], pods: list[Object], requests: list[Object] = ()) -> Observer:  # type: ignore[assignment]
+def observer(*, nodes: list[Object], pods: list[Object]) -> Observer:
     return Observer(
         pools=FakeInformer(pool()),  # type: ignore[arg-type]
         nodes=FakeInformer(*nodes),  # type: ignore[arg-type]
         pods=FakeInformer(*pods),  # type: ignore[arg-type]
-        requests=FakeInformer(*requests),  # type: ignore[arg-type]
+        requests=FakeInformer(),  # type: ignore[arg-type]
         ledger=RequestLedger(),
     )
 
@@ -140,7 +140,11 @@ def test_the_ledger_shows_our_request_until_the_cache_does_or_moves_past_it() ->
 
 
 def test_request_names_are_valid_readable_and_distinct() -> None:
-    assert request_name("nas", direction="up", millis=1_800_000_000_000) == "nas-up-mzoxhkxs"
+    assert request_name("nas", direction="up", millis=1_800_000_000_000) == "nas-up-mywpiww0"
+    assert int("mywpiww0", 36) == 1_800_000_000_000  # base 36 of the creation time in ms
+    assert request_name("nas", direction="up", millis=1) != request_name(
+        "nas", direction="up", millis=2
+    )
     long = "a" * 199 + "." + "b" * 50
     name = request_name(long, direction="down", millis=1)
     assert len(name) <= 253

@@ -117,6 +117,13 @@ def test_free_room_on_ready_nodes_is_subtracted() -> None:
     assert len(d.involved) == 6
 
 
+def test_room_on_nodes_being_removed_is_not_counted() -> None:
+    # A scale-down to 1 is under way: two of the three empty nodes are leaving.
+    p = pool(target=1, ready=3, free=(SHAPE.capacity,) * 3)
+    d = decide(p, [ONE_CPU] * 6)
+    assert (d.action, d.current, d.target) == ("scale-up", 1, 2)
+
+
 def test_the_need_growing_while_a_request_is_pending_asks_again() -> None:
     p = pool(target=3, ready=0, open_request=True)
     assert decide(p, [ONE_CPU] * 12).action == "none"

@@ -138,8 +138,24 @@ def scale_down_blocker(pool: PoolFacts, *, enabled: bool, pending_fitting: int) 
     return None
 
 
+def _staying(pool: PoolFacts) -> list[Resources]:
+    """The free room of the Ready nodes that stay once the target is reached.
+
+    When the target is below the Ready nodes (a scale-down under way), the NodePool
+    controller removes the emptiest nodes first: their room is not counted.
+    """
+    leaving = max(0, pool.ready - pool.target)
+    if leaving == 0:
+        return list(pool.free)
+    roomiest = sorted(
+        range(len(pool.free)), key=lambda i: (pool.free[i].pods, pool.free[i].cpu), reverse=True
+    )
+    gone = set(roomiest[:leaving])
+    return [room for i, room in enumerate(pool.free) if i not in gone]
+
+
 def _scale_up(pool: PoolFacts, pods: Sequence[Resources]) -> Decision | None:
-    existing = [*pool.free, *([pool.shape.capacity] * pool.in_flight)]
+    existing = [*_staying(pool), *([pool.shape.capacity] * pool.in_flight)]
     packed = packing.pack(pods, existing=existing, node=pool.shape.capacity)
     if packed.new_nodes == 0:
         return None
