@@ -82,8 +82,14 @@ class PoolActions:
     def _evictable(self, node_name: str) -> list[Object]:
         return node_ops.evictable_pods(self.pods.by_index("node", node_name))
 
-    async def converge(self, pool: Object, spec: np.NodePoolSpec, desired: int) -> plan.PoolView:
-        """One step towards ``desired``; returns what it observed before acting."""
+    async def converge(
+        self, pool: Object, spec: np.NodePoolSpec, desired: int, *, may_create: bool = True
+    ) -> plan.PoolView:
+        """One step towards ``desired``; returns what it observed before acting.
+
+        With ``may_create`` false (the cloud refused us and we are pausing) no VM is created,
+        but everything else (registering Nodes, removing what is not wanted) goes on.
+        """
         name = pool["metadata"]["name"]
         every_vm = await self.cloud.list_vms(pool=name)
         view = await self.observe(pool, every_vm)
@@ -91,7 +97,7 @@ class PoolActions:
         await self._register_nodes(pool, spec, view)
         await self._remove_stuck_vms(view)
         live = len(view.vms)
-        if live < desired:
+        if live < desired and may_create:
             await self._scale_up(pool, spec, view, every_vm, desired - live)
         elif live > desired:
             await self._scale_down(pool, view, live - desired)

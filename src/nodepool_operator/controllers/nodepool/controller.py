@@ -17,7 +17,7 @@ from typing import Any
 from nodepool_operator.api import nodepool as np
 from nodepool_operator.api import scalerequest as sr
 from nodepool_operator.cloud.provider import CloudProvider, PermanentCloudError
-from nodepool_operator.controllers.nodepool import actions, plan, requests
+from nodepool_operator.controllers.nodepool import actions, backoff, plan, requests
 from nodepool_operator.controllers.nodepool import metrics as pool_metrics
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.resources import NODEPOOLS, SCALEREQUESTS
@@ -72,7 +72,9 @@ class NodePoolReconciler:
         )
         self.pool_status = StatusWriter(client, NODEPOOLS, controller=NAME)
         self.request_status = StatusWriter(client, SCALEREQUESTS, controller=NAME)
-        self._failures: dict[str, int] = {}
+        self.cloud_backoff = backoff.CloudBackoff(
+            initial=config.degraded_backoff, maximum=config.degraded_backoff_max
+        )
         # Requests we answered whose new status the cache may not show yet: deciding them
         # again from the stale copy would answer twice, and differently.
         self._answered: set[str] = set()
@@ -91,20 +93,43 @@ class NodePoolReconciler:
             return Result()  # the spec write brings a fresher pool in a moment
         spec = np.spec_of(pool)
         desired = plan.desired_nodes(spec)
-        degraded: tuple[str, str] | None = None
-        try:
-            view = await self.actions.converge(pool, spec, desired)
-        except PermanentCloudError as error:
-            degraded = (error.code or type(error).__name__, str(error))
+        view, pause = await self._converge(pool, spec, desired)
+        if view is None:  # the cloud refused a step: look again at what there is
             view = await self.actions.observe(pool)
-            await self.recorder.event(pool, type="Warning", reason="CloudError", message=str(error))
+        degraded = (pause.reason, pause.message) if pause else None
         await self._report(pool, desired=desired, view=view, degraded=degraded)
         now = datetime.datetime.fromtimestamp(self.wall_clock.time(), datetime.UTC)
         expired, next_expiry = requests.expired_requests(
             pool_requests, now=now, retention=self.config.request_retention
         )
         await requests.delete_requests(self.client, expired)
-        return self._next(pool, view, desired, degraded, next_expiry)
+        return self._next(view, desired, pause, next_expiry)
+
+    async def _converge(
+        self, pool: Object, spec: np.NodePoolSpec, desired: int
+    ) -> tuple[plan.PoolView | None, backoff.Pause | None]:
+        """One step towards ``desired``: what was observed (None if the cloud refused the
+        step) and the cloud pause in force afterwards, if any."""
+        name = pool["metadata"]["name"]
+        generation = int(pool["metadata"].get("generation", 0))
+        now = time.monotonic()
+        pause = self.cloud_backoff.active(name, generation=generation, now=now)
+        try:
+            view = await self.actions.converge(pool, spec, desired, may_create=pause is None)
+        except PermanentCloudError as error:
+            pause = self.cloud_backoff.failed(name, error, generation=generation, now=now)
+            await self.recorder.event(pool, type="Warning", reason="CloudError", message=str(error))
+            log.warning(
+                "controller=%s key=%s event=cloud-refused reason=%s retry_in=%.0fs",
+                NAME,
+                name,
+                pause.reason,
+                pause.until - now,
+            )
+            return None, pause
+        if pause is None:
+            self.cloud_backoff.succeeded(name)
+        return view, pause
 
     async def _answer_requests(self, pool: Object, pool_requests: list[Object]) -> bool:
         """Turn the pool's pending ScaleRequests into its target; True if the target moved."""
@@ -176,25 +201,18 @@ class NodePoolReconciler:
 
     def _next(
         self,
-        pool: Object,
         view: plan.PoolView,
         desired: int,
-        degraded: tuple[str, str] | None,
+        pause: backoff.Pause | None,
         next_expiry: float | None,
     ) -> Result:
-        name = pool["metadata"]["name"]
-        if degraded is not None:
-            failures = self._failures.get(name, 0) + 1
-            self._failures[name] = failures
-            delay = min(
-                self.config.degraded_backoff * 2 ** (failures - 1), self.config.degraded_backoff_max
-            )
-            return Result(requeue_after=delay)
-        self._failures.pop(name, None)
         delays = [] if next_expiry is None else [next_expiry]
-        scaling = len(view.vms) != desired or len(view.nodes) != desired
-        if scaling or view.ready != desired or view.draining:
-            delays.append(self.config.poll_interval)
+        if pause is not None:
+            delays.append(max(pause.until - time.monotonic(), 0.01))
+        else:
+            scaling = len(view.vms) != desired or len(view.nodes) != desired
+            if scaling or view.ready != desired or view.draining:
+                delays.append(self.config.poll_interval)
         return Result(requeue_after=min(delays)) if delays else Result()
 
     async def _add_finalizer(self, pool: Object) -> None:
