@@ -24,9 +24,7 @@ __all__ = [
     "Condition",
     "ConditionStatus",
     "custom_resource_definition",
-    "find_condition",
     "object_defaults",
-    "set_condition",
 ]
 
 GROUP: Final = "nodepool.dev"
@@ -76,27 +74,6 @@ class Condition:
                 "observedGeneration": self.observed_generation,
             }
         )
-
-
-def find_condition(conditions: Sequence[Condition], type_: str) -> Condition | None:
-    """The condition of the given type, or None."""
-    return next((c for c in conditions if c.type == type_), None)
-
-
-def set_condition(conditions: Sequence[Condition], new: Condition) -> tuple[Condition, ...]:
-    """``conditions`` with ``new`` in place of the condition of the same type.
-
-    As ``meta.SetStatusCondition`` in apimachinery, the transition time only moves when
-    the status changes: stamping "now" on every reconcile would make each status differ
-    from the last one and turn every pass into a write that triggers the next pass.
-    Order is kept, and a new type goes last, so that the list does not reshuffle either.
-    """
-    old = find_condition(conditions, new.type)
-    if old is None:
-        return (*conditions, new)
-    if old.status == new.status:
-        new = dataclasses.replace(new, last_transition_time=old.last_transition_time)
-    return tuple(new if c.type == new.type else c for c in conditions)
 
 
 # The constraints of metav1.Condition, so that the server refuses what a Go client would.
