@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal
 
 __all__ = [
+    "ConditionList",
     "ConditionStatus",
     "find_condition",
     "is_false",
@@ -81,6 +82,33 @@ def set_condition(
         }
     )
     return result
+
+
+class ConditionList:
+    """The conditions of a status being built, starting from the stored ones.
+
+    Each ``set`` goes through :func:`set_condition`, so a condition whose status did not
+    change keeps its ``lastTransitionTime``, and a status built twice from the same
+    observations is equal (and so is not written again).
+    """
+
+    def __init__(
+        self, existing: Sequence[Mapping[str, Any]] | None, *, observed_generation: int, now: str
+    ) -> None:
+        self.items: list[dict[str, Any]] = [dict(c) for c in existing or ()]
+        self.observed_generation = observed_generation
+        self.now = now
+
+    def set(self, type: str, holds: bool, *, reason: str, message: str) -> None:
+        self.items = set_condition(
+            self.items,
+            type=type,
+            status="True" if holds else "False",
+            reason=reason,
+            message=message,
+            observed_generation=self.observed_generation,
+            now=self.now,
+        )
 
 
 def remove_condition(

@@ -214,3 +214,20 @@ def test_rfc3339_now_is_utc_to_the_second_like_metav1_time() -> None:
     stamp = conditions.rfc3339_now()
     parsed = datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
     assert abs(datetime.datetime.now(datetime.UTC) - parsed) < datetime.timedelta(minutes=1)
+
+
+def test_condition_list_keeps_transition_times_and_builds_equal_lists_twice() -> None:
+    from nodepool_operator.runtime.conditions import ConditionList
+
+    first = ConditionList(None, observed_generation=3, now="2026-01-01T00:00:00Z")
+    first.set("Ready", True, reason="NodesReady", message="2/2")
+    first.set("Degraded", False, reason="AsExpected", message="ok")
+    again = ConditionList(first.items, observed_generation=3, now="2026-01-01T00:05:00Z")
+    again.set("Ready", True, reason="NodesReady", message="2/2")
+    again.set("Degraded", False, reason="AsExpected", message="ok")
+    assert again.items == first.items
+    flipped = ConditionList(first.items, observed_generation=4, now="2026-01-01T00:09:00Z")
+    flipped.set("Ready", False, reason="NodesNotReady", message="1/2")
+    assert flipped.items[0]["lastTransitionTime"] == "2026-01-01T00:09:00Z"
+    assert flipped.items[1]["lastTransitionTime"] == "2026-01-01T00:00:00Z"
+    assert flipped.items[0]["observedGeneration"] == 4

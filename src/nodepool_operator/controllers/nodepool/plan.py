@@ -148,44 +148,38 @@ def pool_status(
     ready = view.ready
     live = len(view.vms)
     active = live != desired or current != desired or ready != desired or bool(view.draining)
-    previous = list(pool.get("status", {}).get("conditions", []) or [])
-
-    def put(kind: str, status: bool, reason: str, message: str) -> None:
-        nonlocal previous
-        previous = conditions.set_condition(
-            previous,
-            type=kind,
-            status="True" if status else "False",
-            reason=reason,
-            message=message,
-            observed_generation=generation,
-            now=now,
-        )
-
-    put(
+    found = conditions.ConditionList(
+        pool.get("status", {}).get("conditions"), observed_generation=generation, now=now
+    )
+    found.set(
         "Ready",
         ready == desired,
-        "NodesReady" if ready == desired else "NodesNotReady",
-        f"{ready}/{desired} nodes ready",
+        reason="NodesReady" if ready == desired else "NodesNotReady",
+        message=f"{ready}/{desired} nodes ready",
     )
     if active:
         direction = "ScalingUp" if live < desired or current < desired else "ScalingDown"
         if live == desired and current == desired and not view.draining:
             direction = "WaitingForNodes"
-        put("Scaling", True, direction, f"{live} VMs, {current} nodes, {desired} wanted")
+        found.set(
+            "Scaling",
+            True,
+            reason=direction,
+            message=f"{live} VMs, {current} nodes, {desired} wanted",
+        )
     else:
-        put("Scaling", False, "Stable", f"{desired} nodes")
+        found.set("Scaling", False, reason="Stable", message=f"{desired} nodes")
     if degraded is None:
-        put("Degraded", False, "AsExpected", "the cloud accepts our requests")
+        found.set("Degraded", False, reason="AsExpected", message="the cloud accepts our requests")
     else:
-        put("Degraded", True, degraded[0], degraded[1])
+        found.set("Degraded", True, reason=degraded[0], message=degraded[1])
     return {
         "observedGeneration": generation,
         "scaleOperation": "active" if active else "inactive",
         "currentNodes": current,
         "readyNodes": ready,
         "selector": np.pool_selector(str(meta["name"])),
-        "conditions": previous,
+        "conditions": found.items,
     }
 
 
