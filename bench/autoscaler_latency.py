@@ -51,11 +51,13 @@ class Seen:
     """When the bench saw each pod marked and each request created (monotonic seconds)."""
 
     marked: dict[str, float] = field(default_factory=dict)
-    requests: list[tuple[float, int]] = field(default_factory=list)
+    requests: dict[str, tuple[float, int]] = field(default_factory=dict)
+
+    def asked(self) -> int:
+        return max((target for _, target in self.requests.values()), default=0)
 
     def done(self, pods: int) -> bool:
-        asked = max((target for _, target in self.requests), default=0)
-        return len(self.marked) >= pods and asked >= pods
+        return len(self.marked) >= pods and self.asked() >= pods
 
 
 def unschedulable(pod: dict[str, Any]) -> bool:
@@ -75,20 +77,26 @@ async def follow(
     namespace: str | None = None,
     label_selector: str | None = None,
 ) -> None:
-    """LIST once, then WATCH for ever (resuming after the server closes a watch)."""
-    page = await api.list_page(resource, namespace=namespace, label_selector=label_selector)
-    version = page["metadata"]["resourceVersion"]
+    """LIST, then WATCH for ever: resume after a closed watch, re-LIST after an error."""
     while True:
-        with contextlib.suppress(errors.ConnectionFailed):
-            async for event in api.watch(
-                resource,
-                resource_version=version,
-                namespace=namespace,
-                label_selector=label_selector,
-            ):
-                version = event.object["metadata"].get("resourceVersion", version)
-                if event.type != "BOOKMARK":
-                    on_event(event.type, event.object)
+        page = await api.list_page(resource, namespace=namespace, label_selector=label_selector)
+        for item in page["items"]:
+            on_event("ADDED", item)  # the handlers keep the first time they saw a thing
+        version = page["metadata"]["resourceVersion"]
+        try:
+            while True:
+                with contextlib.suppress(errors.ConnectionFailed):
+                    async for event in api.watch(
+                        resource,
+                        resource_version=version,
+                        namespace=namespace,
+                        label_selector=label_selector,
+                    ):
+                        version = event.object["metadata"].get("resourceVersion", version)
+                        if event.type != "BOOKMARK":
+                            on_event(event.type, event.object)
+        except errors.ApiError as error:
+            print(f"  watch of {resource.plural} failed ({error!r}): re-listing", file=sys.stderr)
 
 
 def pod_body(name: str, pool: str) -> dict[str, Any]:
@@ -111,7 +119,7 @@ def pod_body(name: str, pool: str) -> dict[str, Any]:
 
 def latencies(seen: Seen) -> list[float]:
     """Per pod, in the order they were marked: first request covering it minus the mark."""
-    requests = sorted(seen.requests)
+    requests = sorted(seen.requests.values())
     result = []
     for rank, marked_at in enumerate(sorted(seen.marked.values()), start=1):
         covering = next(t for t, target in requests if target >= rank)
@@ -142,7 +150,8 @@ async def run_one(
 
     def on_request(kind: str, request: dict[str, Any]) -> None:
         if kind == "ADDED":
-            seen.requests.append((time.monotonic(), int(request["spec"]["targetNodes"])))
+            target = int(request["spec"]["targetNodes"])
+            seen.requests.setdefault(request["metadata"]["name"], (time.monotonic(), target))
 
     watchers = [
         asyncio.create_task(follow(raw, kinds.PODS, on_event=on_pod, namespace=name)),
@@ -155,9 +164,14 @@ async def run_one(
         for index in range(pods):
             await core.create_namespaced_pod(name, pod_body(f"p{index:04d}", name))
             await asyncio.sleep(max(0.0, started + (index + 1) / rate - time.monotonic()))
-        async with asyncio.timeout(120):
-            while not seen.done(pods):  # noqa: ASYNC110 - filled by the watch tasks
-                await asyncio.sleep(0.1)
+        try:
+            async with asyncio.timeout(120):
+                while not seen.done(pods):  # noqa: ASYNC110 - filled by the watch tasks
+                    await asyncio.sleep(0.1)
+        except TimeoutError:
+            raise SystemExit(
+                f"timed out: {len(seen.marked)}/{pods} pods marked, requests up to {seen.asked()}"
+            ) from None
     finally:
         for task in watchers:
             task.cancel()
@@ -189,6 +203,7 @@ async def main(*, pods: int, rate: float, windows: list[float]) -> None:
             stderr=asyncio.subprocess.DEVNULL,
         )
         operator = None
+        log_path = Path(work) / "operator.log"
         try:
             while not port_file.exists():  # noqa: ASYNC110 - waiting for a process
                 await asyncio.sleep(0.05)
@@ -199,7 +214,7 @@ async def main(*, pods: int, rate: float, windows: list[float]) -> None:
             async with client.ApiClient(configuration) as api:
                 await install.install_crds(api)
                 await install.grant_operator_rbac(api)
-                with (Path(work) / "operator.log").open("wb") as log:
+                with log_path.open("wb") as log:
                     operator = await asyncio.create_subprocess_exec(
                         *(sys.executable, "-m", "nodepool_operator.cli", "run"),
                         *("--kubeconfig", str(plane.kubeconfig_for("operator"))),
@@ -215,6 +230,11 @@ async def main(*, pods: int, rate: float, windows: list[float]) -> None:
                     row = await run_one(api, raw, window=window, pods=pods, rate=rate, run=run)
                     print(f"  {row}", file=sys.stderr, flush=True)
                     rows.append(row)
+        except BaseException:
+            if log_path.exists():
+                tail = log_path.read_text(errors="replace").splitlines()[-40:]
+                print("operator log (last 40 lines):", *tail, sep="\n", file=sys.stderr)
+            raise
         finally:
             if operator is not None:
                 operator.terminate()

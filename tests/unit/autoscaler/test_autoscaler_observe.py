@@ -87,7 +87,9 @@ def test_free_room_counts_only_ready_schedulable_nodes_minus_their_pods() -> Non
     ).observe(SPEC)
     assert seen is not None
     assert seen.pool.free == (Resources(cpu=2000, memory=14 * GI, pods=108),)
-    assert (seen.pool.ready, seen.pool.target, seen.pool.in_flight) == (1, 2, 1)
+    # n3 is cordoned: a node (nothing in flight) but no room; n2 is still booting.
+    assert (seen.pool.ready, seen.pool.cordoned, seen.pool.target) == (2, 1, 2)
+    assert seen.pool.in_flight == 0
     assert seen.pool_uid == "pool-uid"
 
 
@@ -140,7 +142,7 @@ def test_the_ledger_shows_our_request_until_the_cache_does_or_moves_past_it() ->
 
 
 def test_request_names_are_valid_readable_and_distinct() -> None:
-    assert request_name("nas", direction="up", millis=1_800_000_000_000) == "nas-up-mywpiww0"
+    assert request_name("nas", direction="up", millis=1_800_000_000_000) == "nas-mywpiww0-up"
     assert int("mywpiww0", 36) == 1_800_000_000_000  # base 36 of the creation time in ms
     assert request_name("nas", direction="up", millis=1) != request_name(
         "nas", direction="up", millis=2
@@ -148,4 +150,7 @@ def test_request_names_are_valid_readable_and_distinct() -> None:
     long = "a" * 199 + "." + "b" * 50
     name = request_name(long, direction="down", millis=1)
     assert len(name) <= 253
-    assert name == "a" * 199 + "-down-1"
+    assert name == "a" * 199 + "-1-down"
+    later_up = request_name("nas", direction="up", millis=1_800_000_000_001)
+    earlier_down = request_name("nas", direction="down", millis=1_800_000_000_000)
+    assert later_up > earlier_down  # the name breaks a same-second tie by time

@@ -124,6 +124,13 @@ def test_room_on_nodes_being_removed_is_not_counted() -> None:
     assert (d.action, d.current, d.target) == ("scale-up", 1, 2)
 
 
+def test_a_node_cordoned_by_hand_is_neither_room_nor_in_flight() -> None:
+    p = pool(target=2, ready=2, cordoned=1, free=(SHAPE.capacity,))
+    assert p.in_flight == 0
+    assert plan.scale_down_blocker(p, enabled=True, pending_fitting=0) is None
+    assert decide(p, [ONE_CPU] * 6).target == 3
+
+
 def test_the_need_growing_while_a_request_is_pending_asks_again() -> None:
     p = pool(target=3, ready=0, open_request=True)
     assert decide(p, [ONE_CPU] * 12).action == "none"

@@ -41,9 +41,14 @@ def _base36(value: int) -> str:
 
 
 def request_name(autoscaler: str, *, direction: str, millis: int) -> str:
-    """``<autoscaler>-<up|down>-<time>``: readable, sortable, unique per autoscaler."""
+    """``<autoscaler>-<time>-<up|down>``: readable, unique per autoscaler, and in time order.
+
+    The NodePool controller takes the newest Pending request by creationTimestamp (whole
+    seconds) and then by name; the time in milliseconds, in base 36 (eight digits until
+    2059), comes before the direction so that the name breaks the tie the right way.
+    """
     prefix = re.sub(r"[.-]+$", "", autoscaler[:_MAX_PREFIX])
-    return f"{prefix}-{direction}-{_base36(millis)}"
+    return f"{prefix}-{_base36(millis)}-{direction}"
 
 
 def requester_of(autoscaler: str) -> str:

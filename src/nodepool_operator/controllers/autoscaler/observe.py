@@ -126,6 +126,8 @@ class Observation:
 class _Nodes:
     free: tuple[Resources, ...]
     unneeded: tuple[str, ...]
+    ready: int
+    cordoned: int
 
 
 def _allocatable(node: Mapping[str, Any], shape: NodeShape) -> Resources:
@@ -198,7 +200,8 @@ class Observer:
             min_nodes=pool_spec.min_nodes,
             max_nodes=pool_spec.max_nodes,
             target=target,
-            ready=len(nodes.free),
+            ready=nodes.ready,
+            cordoned=nodes.cordoned,
             free=nodes.free,
             shape=shape,
             open_request=any(v.phase == "Pending" for v in views),
@@ -231,16 +234,16 @@ class Observer:
     def _nodes(self, pool: str, shape: NodeShape) -> _Nodes:
         free: list[Resources] = []
         unneeded: list[str] = []
+        ready = cordoned = 0
         for node in sorted(
             self.nodes.by_index(POOL_INDEX, pool), key=lambda n: n["metadata"]["name"]
         ):
-            usable = (
-                node_is_ready(node)
-                and not (node.get("spec") or {}).get("unschedulable")
-                and not node["metadata"].get("deletionTimestamp")
-            )
-            if not usable:
-                continue  # booting: counted in flight; leaving: its room is going away
+            if not node_is_ready(node) or node["metadata"].get("deletionTimestamp"):
+                continue  # booting: counted in flight; being deleted: gone already
+            ready += 1
+            if (node.get("spec") or {}).get("unschedulable"):
+                cordoned += 1  # a node, but no room for pods
+                continue
             used, busy = self._usage(node["metadata"]["name"])
             room = _allocatable(node, shape).minus(used)
             free.append(
@@ -248,7 +251,7 @@ class Observer:
             )
             if not busy:
                 unneeded.append(node["metadata"]["name"])
-        return _Nodes(free=tuple(free), unneeded=tuple(unneeded))
+        return _Nodes(free=tuple(free), unneeded=tuple(unneeded), ready=ready, cordoned=cordoned)
 
     def _usage(self, node: str) -> tuple[Resources, bool]:
         """What the pods bound to ``node`` use, and whether any of them needs the node."""

@@ -52,15 +52,25 @@ class PoolFacts:
     min_nodes: int
     max_nodes: int
     target: int  # the effective target
-    ready: int  # Ready, schedulable nodes
-    free: tuple[Resources, ...]  # the free room on each of them
+    ready: int  # Ready nodes, cordoned or not
+    free: tuple[Resources, ...]  # the free room on each Ready node that takes pods
     shape: NodeShape
     open_request: bool  # a request of the pool is still Pending
+    cordoned: int = 0  # Ready nodes that take no pods (being drained, or by hand)
 
     @property
     def in_flight(self) -> int:
         """Nodes requested but not Ready yet: each one is an empty template node soon."""
         return max(0, self.target - self.ready)
+
+    @property
+    def leaving(self) -> int:
+        """Schedulable Ready nodes the pool will still remove to come down to its target.
+
+        Cordoned nodes are assumed to go first (the NodePool controller finishes the
+        drains it started before it picks other victims).
+        """
+        return max(0, self.ready - self.cordoned - self.target)
 
 
 @dataclass(frozen=True)
@@ -144,7 +154,7 @@ def _staying(pool: PoolFacts) -> list[Resources]:
     When the target is below the Ready nodes (a scale-down under way), the NodePool
     controller removes the emptiest nodes first: their room is not counted.
     """
-    leaving = max(0, pool.ready - pool.target)
+    leaving = pool.leaving
     if leaving == 0:
         return list(pool.free)
     roomiest = sorted(
@@ -176,8 +186,7 @@ def _scale_up(pool: PoolFacts, pods: Sequence[Resources]) -> Decision | None:
 def _scale_down(pool: PoolFacts, unneeded: Sequence[str], *, unneeded_seconds: int) -> Decision:
     # Ready nodes beyond the target are already on their way out (the NodePool controller
     # removes the emptiest first): they must not be given up a second time.
-    leaving = max(0, pool.ready - pool.target)
-    give_up = max(0, min(len(unneeded) - leaving, pool.target - pool.min_nodes))
+    give_up = max(0, min(len(unneeded) - pool.leaving, pool.target - pool.min_nodes))
     if give_up == 0:
         return Decision("none", pool.target, pool.target, pool.target, (), "no change")
     target = pool.target - give_up

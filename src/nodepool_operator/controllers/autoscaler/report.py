@@ -35,35 +35,29 @@ def autoscaler_status(
     generation = int(autoscaler["metadata"].get("generation", 0))
     spec = nas.spec_of(autoscaler)
     pool = spec.node_pool_name
-    found = list((autoscaler.get("status") or {}).get("conditions") or [])
-
-    def put(kind: str, ok: bool, reason: str, message: str) -> None:
-        nonlocal found
-        found = conditions.set_condition(
-            found,
-            type=kind,
-            status="True" if ok else "False",
-            reason=reason,
-            message=message,
-            observed_generation=generation,
-            now=now,
-        )
-
+    found = conditions.ConditionList(
+        (autoscaler.get("status") or {}).get("conditions"),
+        observed_generation=generation,
+        now=now,
+    )
     if seen is None:
-        put(READY, False, "NodePoolNotFound", f"NodePool {pool} does not exist")
+        found.set(
+            READY, False, reason="NodePoolNotFound", message=f"NodePool {pool} does not exist"
+        )
     else:
         where = ", ".join(spec.namespaces) if spec.namespaces else "all namespaces"
-        put(READY, True, "Watching", f"scaling NodePool {pool} for pods in {where}")
+        message = f"scaling NodePool {pool} for pods in {where}"
+        found.set(READY, True, reason="Watching", message=message)
     if seen is not None and decision is not None:
         top = seen.pool.max_nodes
         if decision.limited:
             message = f"NodePool {pool} is at maxNodes={top}; the pods need {decision.wanted}"
-            put(LIMIT_REACHED, True, "MaxNodesReached", message)
+            found.set(LIMIT_REACHED, True, reason="MaxNodesReached", message=message)
         else:
-            put(LIMIT_REACHED, False, "WithinLimits", f"maxNodes={top}")
+            found.set(LIMIT_REACHED, False, reason="WithinLimits", message=f"maxNodes={top}")
     return {
         "observedGeneration": generation,
-        "conditions": found,
+        "conditions": found.items,
         "lastRequest": None if last_request is None else last_request.to_dict(),
         "pendingPods": 0 if seen is None else seen.pending,
         "unschedulablePods": 0 if seen is None else seen.unschedulable,

@@ -33,7 +33,7 @@ def setup(manager: Manager, *, config: AutoscalerConfig) -> Controller:
     pods = cache.informer(kinds.PODS)
     requests = cache.informer(SCALEREQUESTS)
     ledger = RequestLedger()
-    recorder = EventRecorder(client, component=f"{NAME}-controller")
+    recorder = EventRecorder(client, component=f"{NAME}-controller", clock=manager.clock)
     wall_clock = clock_module.RealWallClock()
     reconciler = AutoscalerReconciler(
         client=client,
