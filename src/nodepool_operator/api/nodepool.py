@@ -49,6 +49,7 @@ __all__ = [
     "crd",
     "is_settled",
     "manifest",
+    "node_labels",
     "pool_selector",
     "spec_of",
     "status_of",
@@ -81,6 +82,20 @@ SCALE_OPERATIONS: Final[tuple[ScaleOperation, ...]] = get_args(ScaleOperation)
 def pool_selector(name: str) -> str:
     """The label selector, in its string form, that matches the Nodes of pool ``name``."""
     return f"{POOL_LABEL}={name}"
+
+
+def node_labels(pool: str, template: NodeTemplate) -> dict[str, str]:
+    """The labels every Node of the pool carries (its own name's label aside).
+
+    The NodePool controller puts them on the Nodes it registers, and the Autoscaler
+    matches pods' node selectors against them, so the two always agree.
+    """
+    return {
+        **template.labels,
+        POOL_LABEL: pool,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+    }
 
 
 def is_settled(obj: Mapping[str, Any], nodes: int) -> bool:

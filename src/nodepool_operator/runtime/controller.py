@@ -38,6 +38,7 @@ __all__ = [
     "CURRENT_RECONCILE",
     "AnnotationChanged",
     "Controller",
+    "Delay",
     "GenerationChanged",
     "LabelsChanged",
     "Mapper",
@@ -155,6 +156,7 @@ def any_of(*predicates: Predicate) -> Predicate:
 
 
 Mapper = Callable[[Object], Iterable[Request]]
+Delay = float | Callable[[Request], float]
 
 
 def map_to_self(obj: Object) -> Iterable[Request]:
@@ -185,7 +187,7 @@ class _Enqueue:
         queue: workqueue.WorkQueue[Request],
         mapper: Mapper,
         predicates: Sequence[Predicate],
-        delay: float | None,
+        delay: Delay | None,
     ) -> None:
         self.queue = queue
         self.mapper = mapper
@@ -194,11 +196,12 @@ class _Enqueue:
 
     def _add(self, obj: Object) -> None:
         for request in self.mapper(obj):
-            if self.delay:
+            delay = self.delay(request) if callable(self.delay) else self.delay
+            if delay:
                 # The earliest pending add_after of a key wins, so a burst of events within
                 # the window becomes one reconcile at the end of the window that the first
                 # event opened: batching without ever postponing the first reaction.
-                self.queue.add_after(request, self.delay)
+                self.queue.add_after(request, delay)
             else:
                 self.queue.add(request)
 
@@ -235,8 +238,9 @@ class Controller:
         self.reconciler = reconciler
         self.max_concurrent_reconciles = max_concurrent_reconciles
         self.clock = clock or clock_module.RealClock()
-        self.queue: workqueue.WorkQueue[Request] = queue or workqueue.WorkQueue(
-            name=name, clock=self.clock
+        # `is None`, not `or`: an empty queue is falsy (it has a length).
+        self.queue: workqueue.WorkQueue[Request] = (
+            queue if queue is not None else workqueue.WorkQueue(name=name, clock=self.clock)
         )
         self._watched: list[Informer] = []
         self._workers: list[asyncio.Task[None]] = []
@@ -251,11 +255,12 @@ class Controller:
         *,
         mapper: Mapper = map_to_self,
         predicates: Sequence[Predicate] = (),
-        delay: float | None = None,
+        delay: Delay | None = None,
     ) -> None:
         """Reconcile the keys ``mapper`` derives from the informer's events.
 
-        With ``delay``, keys are added after that many seconds (a batching window).
+        With ``delay`` (seconds, or a function of the key giving them), keys are added
+        after that long: a batching window, which may differ from key to key.
         """
         informer.add_handler(_Enqueue(self.queue, mapper, predicates, delay))
         self._watched.append(informer)

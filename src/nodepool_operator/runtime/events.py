@@ -14,8 +14,9 @@ from __future__ import annotations
 import datetime
 import hashlib
 import logging
+from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Literal
+from typing import Generic, Literal, TypeVar
 
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import errors, kinds, metrics
@@ -28,10 +29,41 @@ log = logging.getLogger(__name__)
 EVENTS = kinds.EVENTS
 EventType = Literal["Normal", "Warning"]
 
+CACHE_SIZE = 4096
 SPAM_BURST = 25
 SPAM_REFILL_SECONDS = 300.0
 #: Events of cluster-scoped objects live in this namespace, as kubectl expects.
 CLUSTER_SCOPED_NAMESPACE = "default"
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class _Bounded(Generic[K, V]):
+    """A mapping that forgets its least recently used entries beyond ``size``."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: OrderedDict[K, V] = OrderedDict()
+
+    def get(self, key: K) -> V | None:
+        value = self._items.get(key)
+        if value is not None:
+            self._items.move_to_end(key)
+        return value
+
+    def __setitem__(self, key: K, value: V) -> None:
+        self._items[key] = value
+        self._items.move_to_end(key)
+        while len(self._items) > self.size:
+            self._items.popitem(last=False)
+
+    def pop(self, key: K) -> None:
+        self._items.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._items)
 
 
 @dataclass
@@ -62,8 +94,10 @@ class EventRecorder:
         self.instance = instance or component
         self.clock = clock or clock_module.RealClock()
         self.wall_clock = wall_clock or clock_module.RealWallClock()
-        self._buckets: dict[str, _Bucket] = {}
-        self._seen: dict[tuple[str, str, str, str], _Seen] = {}
+        # Both bounded, least recently used first out (client-go keeps 4096 as well): one
+        # entry per object and per distinct event would otherwise grow for ever.
+        self._buckets: _Bounded[str, _Bucket] = _Bounded(CACHE_SIZE)
+        self._seen: _Bounded[tuple[str, str, str, str], _Seen] = _Bounded(CACHE_SIZE)
         self.dropped = 0
 
     async def event(self, obj: Object, *, type: EventType, reason: str, message: str) -> None:
@@ -86,7 +120,10 @@ class EventRecorder:
 
     def _take_token(self, uid: str) -> bool:
         now = self.clock.now()
-        bucket = self._buckets.setdefault(uid, _Bucket(tokens=SPAM_BURST, updated=now))
+        bucket = self._buckets.get(uid)
+        if bucket is None:
+            bucket = _Bucket(tokens=SPAM_BURST, updated=now)
+        self._buckets[uid] = bucket
         bucket.tokens = min(
             SPAM_BURST, bucket.tokens + (now - bucket.updated) / SPAM_REFILL_SECONDS
         )
@@ -109,7 +146,7 @@ class EventRecorder:
                 seen.count += 1
                 return
             except errors.NotFound:
-                del self._seen[key]  # expired (events have a TTL): create a new one
+                self._seen.pop(key)  # expired (events have a TTL): create a new one
         meta = obj.get("metadata", {})
         namespace = meta.get("namespace") or CLUSTER_SCOPED_NAMESPACE
         digest = hashlib.sha1("/".join(key).encode(), usedforsecurity=False).hexdigest()[:10]

@@ -15,7 +15,7 @@ from nodepool_operator.controllers.autoscaler import watches
 from nodepool_operator.runtime import workqueue
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.clock import FakeClock
-from nodepool_operator.runtime.controller import Request
+from nodepool_operator.runtime.controller import Controller, Request, Result
 from nodepool_operator.runtime.informer import object_key
 
 _names = itertools.count()
@@ -34,6 +34,24 @@ class FakeInformer:
 
     def by_index(self, index: str, value: str) -> list[Object]:
         return [o for o in self.store.values() if value in self.indexes[index](o)]
+
+
+class FakePodInformer:
+    """Only what Controller.watch needs: somewhere to register the event handler."""
+
+    def __init__(self) -> None:
+        self.handler: Any = None
+
+    def add_handler(self, handler: Any) -> None:
+        self.handler = handler
+
+
+class _NeverCalled:
+    async def reconcile(self, request: Request) -> Result:
+        raise AssertionError("no worker runs in this test")
+
+
+_never_called = _NeverCalled()
 
 
 def autoscaler(name: str, *, pool: str, namespaces: tuple[str, ...], window: float) -> Object:
@@ -116,14 +134,16 @@ def test_only_changes_that_matter_pass() -> None:
 async def test_a_burst_of_events_makes_one_reconcile_at_the_end_of_the_first_window(
     triggers: watches.Triggers, queue: workqueue.WorkQueue[Request], clock: FakeClock
 ) -> None:
-    handler = watches.BatchedEnqueue(
-        queue,
+    controller = Controller(name="batching", reconciler=_never_called, queue=queue, clock=clock)
+    pods = FakePodInformer()
+    controller.watch(
+        pods,  # type: ignore[arg-type]
         mapper=triggers.of_pod,
-        predicate=watches.StateChanged(watches.pod_state),
-        window=triggers.window,
+        predicates=[watches.StateChanged(watches.pod_state)],
+        delay=triggers.window,
     )
     for i in range(100):  # a burst within 0.1 s
-        handler.on_update(pod(f"p{i}"), pod(f"p{i}", **UNSCHEDULABLE))
+        pods.handler.on_update(pod(f"p{i}"), pod(f"p{i}", **UNSCHEDULABLE))
         await clock.advance(0.001)
     # "everything" has a 0.2 s window, "apps-only" 1 s: each gets one reconcile at the end
     # of the window its first event opened.

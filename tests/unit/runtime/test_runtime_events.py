@@ -239,3 +239,21 @@ async def test_a_failed_event_write_is_logged_and_never_raised(
     api.fail_with = None
     await recorder.event(_pod(), type="Warning", reason="CloudError", message="quota")
     assert api.only()["count"] == 1
+
+
+async def test_memory_of_objects_and_events_is_bounded() -> None:
+    from nodepool_operator.runtime import events as events_module
+
+    recorder = events_module.EventRecorder(_QuietClient(), component="test")  # type: ignore[arg-type]
+    for index in range(events_module.CACHE_SIZE + 100):
+        obj = {"metadata": {"name": f"pod-{index}", "namespace": "ns", "uid": f"uid-{index}"}}
+        await recorder.event(obj, type="Normal", reason="Seen", message="hello")
+    assert len(recorder._buckets) == events_module.CACHE_SIZE
+    assert len(recorder._seen) == events_module.CACHE_SIZE
+
+
+class _QuietClient:
+    """Accepts every Event write; the test is about the recorder's memory."""
+
+    async def create(self, resource: object, body: object, *, namespace: str) -> dict[str, object]:
+        return {}

@@ -41,7 +41,6 @@ __all__ = [
 # the template with them). Duplicated from its node manifest on purpose: the two
 # controllers share API objects, never code, and these values are part of the contract
 # that pods select nodes on.
-WELL_KNOWN_NODE_LABELS: Final = {"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
 MIRROR_POD_ANNOTATION: Final = "kubernetes.io/config.mirror"
 # Taint effects that keep a pod off a node; PreferNoSchedule is only a preference.
 _BLOCKING_EFFECTS: Final = frozenset({"NoSchedule", "NoExecute"})
@@ -82,7 +81,7 @@ class NodeShape:
         capacity = Resources(
             cpu=template.cpu_millicores, memory=template.memory_bytes, pods=template.pods
         )
-        labels = {**template.labels, np.POOL_LABEL: pool, **WELL_KNOWN_NODE_LABELS}
+        labels = np.node_labels(pool, template)
         return cls(pool=pool, capacity=capacity, labels=labels, taints=template.taints)
 
 

@@ -61,7 +61,7 @@ def setup(manager: Manager, *, config: AutoscalerConfig) -> Controller:
     # Our own status writes do not move the generation: they wake nobody.
     controller.watch(autoscalers, predicates=[GenerationChanged()])
     watches.watch_dependencies(
-        controller.queue,
+        controller,
         triggers=watches.Triggers(autoscalers=autoscalers, nodes=nodes),
         pods=pods,
         nodes=nodes,

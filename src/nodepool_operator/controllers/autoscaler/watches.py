@@ -8,9 +8,7 @@ first event of a burst opens the window and one reconcile runs at its end, so a 
 pods marked unschedulable within the window make one decision, and the first of them is
 never postponed by the ones after it.
 
-That is ``Controller.watch(delay=...)`` with a window per key instead of one per watch
-(the runtime's takes a constant); the handler below keeps its semantics: filter with the
-predicate, map to keys, ``queue.add_after`` (the earliest pending add of a key wins).
+That is ``Controller.watch(delay=...)`` with the window looked up per key.
 """
 
 from __future__ import annotations
@@ -22,13 +20,11 @@ from nodepool_operator.api import autoscaler as nas
 from nodepool_operator.api import scalerequest as sr
 from nodepool_operator.controllers.autoscaler import fit
 from nodepool_operator.controllers.autoscaler.observe import node_is_ready, pool_of_node
-from nodepool_operator.runtime import workqueue
 from nodepool_operator.runtime.client import Object
-from nodepool_operator.runtime.controller import Request
+from nodepool_operator.runtime.controller import Controller, Request
 from nodepool_operator.runtime.informer import Informer
 
 __all__ = [
-    "BatchedEnqueue",
     "StateChanged",
     "Triggers",
     "node_state",
@@ -150,46 +146,12 @@ class Triggers:
         return nas.spec_of(autoscaler).batch_window_seconds
 
 
-class BatchedEnqueue:
-    """An informer event handler: filter, map to Autoscaler keys, add after their window."""
-
-    def __init__(
-        self,
-        queue: workqueue.WorkQueue[Request],
-        *,
-        mapper: Callable[[Object], list[Request]],
-        predicate: StateChanged,
-        window: Callable[[Request], float],
-    ) -> None:
-        self.queue = queue
-        self.mapper = mapper
-        self.predicate = predicate
-        self.window = window
-
-    def _add(self, *objects: Object) -> None:
-        keys = {key for obj in objects for key in self.mapper(obj)}
-        for key in sorted(keys):
-            self.queue.add_after(key, self.window(key))
-
-    def on_add(self, obj: Object) -> None:
-        if self.predicate.create(obj):
-            self._add(obj)
-
-    def on_update(self, old: Object, new: Object) -> None:
-        if self.predicate.update(old, new):
-            self._add(old, new)  # a node that changed pool matters to both pools
-
-    def on_delete(self, obj: Object) -> None:
-        if self.predicate.delete(obj):
-            self._add(obj)
-
-
 def _generation(obj: Object) -> Hashable:
     return int(obj["metadata"].get("generation", 0))
 
 
 def watch_dependencies(
-    queue: workqueue.WorkQueue[Request],
+    controller: Controller,
     *,
     triggers: Triggers,
     pods: Informer,
@@ -204,8 +166,6 @@ def watch_dependencies(
         (pools, triggers.of_pool, _generation),  # spec only: its status is not ours to read
         (requests, triggers.of_request, request_state),
     ):
-        informer.add_handler(
-            BatchedEnqueue(
-                queue, mapper=mapper, predicate=StateChanged(state), window=triggers.window
-            )
+        controller.watch(
+            informer, mapper=mapper, predicates=[StateChanged(state)], delay=triggers.window
         )

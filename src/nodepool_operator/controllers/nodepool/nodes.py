@@ -29,13 +29,7 @@ def node_manifest(
 ) -> Object:
     name = str(pool["metadata"]["name"])
     capacity = {"cpu": template.cpu, "memory": template.memory, "pods": str(template.pods)}
-    labels = {
-        **template.labels,
-        np.POOL_LABEL: name,
-        "kubernetes.io/hostname": vm.name,
-        "kubernetes.io/os": "linux",
-        "kubernetes.io/arch": "amd64",
-    }
+    labels = {**np.node_labels(name, template), "kubernetes.io/hostname": vm.name}
     spec: dict[str, Any] = {"providerID": vm.provider_id}
     if template.taints:
         spec["taints"] = [taint.to_dict() for taint in template.taints]
