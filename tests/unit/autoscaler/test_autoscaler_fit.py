@@ -101,16 +101,6 @@ def test_unschedulable_needs_the_scheduler_condition_and_no_node() -> None:
     assert not fit.is_unschedulable(leaving)
 
 
-def test_daemonset_and_mirror_pods_are_recognised() -> None:
-    daemon = pod(container("1"))
-    daemon["metadata"]["ownerReferences"] = [{"kind": "DaemonSet", "name": "d"}]
-    mirror = pod(container("1"))
-    mirror["metadata"]["annotations"] = {fit.MIRROR_POD_ANNOTATION: "x"}
-    assert fit.is_daemon_or_mirror(daemon)
-    assert fit.is_daemon_or_mirror(mirror)
-    assert not fit.is_daemon_or_mirror(pod(container("1")))
-
-
 # -- placement rules ------------------------------------------------------------------
 
 

@@ -29,19 +29,12 @@ __all__ = [
     "NodeShape",
     "PodRequests",
     "Resources",
-    "is_daemon_or_mirror",
     "is_pending_unbound",
-    "is_terminal",
     "is_unschedulable",
     "pod_requests",
     "why_not_fit",
 ]
 
-# Labels the NodePool controller puts on every Node next to the template's (it overrides
-# the template with them). Duplicated from its node manifest on purpose: the two
-# controllers share API objects, never code, and these values are part of the contract
-# that pods select nodes on.
-MIRROR_POD_ANNOTATION: Final = "kubernetes.io/config.mirror"
 # Taint effects that keep a pod off a node; PreferNoSchedule is only a preference.
 _BLOCKING_EFFECTS: Final = frozenset({"NoSchedule", "NoExecute"})
 _CPU: Final = "cpu"
@@ -127,18 +120,6 @@ def is_unschedulable(pod: Mapping[str, Any]) -> bool:
         and c.get("reason") == "Unschedulable"
         for c in status.get("conditions") or ()
     )
-
-
-def is_terminal(pod: Mapping[str, Any]) -> bool:
-    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-
-
-def is_daemon_or_mirror(pod: Mapping[str, Any]) -> bool:
-    """Pods that come with every node: a node running only these is unneeded."""
-    meta = pod.get("metadata") or {}
-    if MIRROR_POD_ANNOTATION in (meta.get("annotations") or {}):
-        return True
-    return any(ref.get("kind") == "DaemonSet" for ref in meta.get("ownerReferences") or ())
 
 
 # -- requests -------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from nodepool_operator.api import scalerequest as sr
 from nodepool_operator.controllers.autoscaler import fit, plan
 from nodepool_operator.controllers.autoscaler.fit import NodeShape, PodRequests, Resources
 from nodepool_operator.controllers.autoscaler.handoff import RequestLedger
+from nodepool_operator.runtime import pods
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.informer import Informer
 
@@ -258,7 +259,7 @@ class Observer:
         cpu = memory = count = 0
         busy = False
         for pod in self.pods.by_index(NODE_INDEX, node):
-            if fit.is_terminal(pod):
+            if pods.is_terminal(pod):
                 continue
             requests = self.cache.get(pod)
             if isinstance(requests, PodRequests):
@@ -268,7 +269,7 @@ class Observer:
             # A pod on its way out still holds its room (the scheduler counts it until it
             # is gone) but no longer keeps the node needed.
             leaving = bool(pod["metadata"].get("deletionTimestamp"))
-            busy = busy or not (leaving or fit.is_daemon_or_mirror(pod))
+            busy = busy or not (leaving or pods.is_daemon_or_mirror(pod))
         return Resources(cpu=cpu, memory=memory, pods=count), busy
 
     def _pending_pods(self, namespaces: Sequence[str]) -> list[Object]:

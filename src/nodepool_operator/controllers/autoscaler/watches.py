@@ -20,6 +20,7 @@ from nodepool_operator.api import autoscaler as nas
 from nodepool_operator.api import scalerequest as sr
 from nodepool_operator.controllers.autoscaler import fit
 from nodepool_operator.controllers.autoscaler.observe import node_is_ready, pool_of_node
+from nodepool_operator.runtime import pods
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.controller import Controller, Request
 from nodepool_operator.runtime.informer import Informer
@@ -47,7 +48,7 @@ def pod_state(pod: Object) -> Hashable:
         fit.is_unschedulable(pod),
         fit.is_pending_unbound(pod),
         (pod.get("spec") or {}).get("nodeName"),
-        fit.is_terminal(pod),
+        pods.is_terminal(pod),
         bool(pod["metadata"].get("deletionTimestamp")),
     )
 

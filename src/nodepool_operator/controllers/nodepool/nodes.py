@@ -15,13 +15,12 @@ from typing import Any
 from nodepool_operator.api import nodepool as np
 from nodepool_operator.cloud.provider import VirtualMachine
 from nodepool_operator.controllers.nodepool import plan
-from nodepool_operator.runtime import errors, kinds
+from nodepool_operator.runtime import errors, kinds, pods
 from nodepool_operator.runtime.client import Client, Object
 
 __all__ = ["KWOK_ANNOTATION", "evictable_pods", "node_manifest"]
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
-MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 
 
 def node_manifest(
@@ -55,20 +54,13 @@ def node_manifest(
     }
 
 
-def is_daemon_or_mirror(pod: Mapping[str, Any]) -> bool:
-    meta = pod.get("metadata", {})
-    if MIRROR_POD_ANNOTATION in (meta.get("annotations") or {}):
-        return True
-    return any(ref.get("kind") == "DaemonSet" for ref in meta.get("ownerReferences", []) or [])
-
-
-def evictable_pods(pods: list[Object]) -> list[Object]:
+def evictable_pods(candidates: list[Object]) -> list[Object]:
     """Pods a drain must move: not DaemonSet or mirror pods, not finished, not leaving."""
     return [
         pod
-        for pod in pods
-        if not is_daemon_or_mirror(pod)
-        and pod.get("status", {}).get("phase") not in ("Succeeded", "Failed")
+        for pod in candidates
+        if not pods.is_daemon_or_mirror(pod)
+        and not pods.is_terminal(pod)
         and not pod.get("metadata", {}).get("deletionTimestamp")
     ]
 

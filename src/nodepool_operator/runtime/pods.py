@@ -1,0 +1,24 @@
+"""Facts about Pods that every controller reading them needs, in one place."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+__all__ = ["MIRROR_POD_ANNOTATION", "is_daemon_or_mirror", "is_terminal"]
+
+MIRROR_POD_ANNOTATION: Final = "kubernetes.io/config.mirror"
+
+
+def is_terminal(pod: Mapping[str, Any]) -> bool:
+    """Finished for good: its containers will not run again."""
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def is_daemon_or_mirror(pod: Mapping[str, Any]) -> bool:
+    """Pods that come with every node (DaemonSet or static pods): a node running only
+    these is empty, and a drain leaves them where they are."""
+    meta = pod.get("metadata") or {}
+    if MIRROR_POD_ANNOTATION in (meta.get("annotations") or {}):
+        return True
+    return any(ref.get("kind") == "DaemonSet" for ref in meta.get("ownerReferences") or ())
