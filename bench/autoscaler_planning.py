@@ -2,8 +2,9 @@
 
 Planning is the pure part of a scan: first-fit-decreasing packing of the unschedulable
 pods onto the free room of Ready nodes, the nodes in flight and new template nodes, and
-the decision that follows (``plan.decide``). It runs on the event loop, so its time is
-time the operator does nothing else. Two pod mixes:
+the decision that follows (``plan.decide``). The controller runs it in a worker thread
+(``asyncio.to_thread``), so the event loop keeps serving watches and the lease; its time
+is the time a decision waits. Two pod mixes:
 
 * ``deployments``: 8 distinct request shapes (pods of a handful of Deployments), the
   common case, which the packer places a whole group at a time;
