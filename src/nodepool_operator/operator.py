@@ -71,9 +71,19 @@ async def _api_client(kubeconfig: Path | None) -> k8s.ApiClient:
 async def run_operator(options: OperatorOptions, *, stop: asyncio.Event | None = None) -> None:
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
+
+    def request_stop() -> None:
+        if stop.is_set():
+            # A second signal while draining: the user wants out now (no lease release).
+            log.warning("event=second-signal action=exit-now")
+            os._exit(130)
+        stop.set()
+
+    handled = []
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, request_stop)
+            handled.append(sig)
     api = await _api_client(options.kubeconfig)
     cloud = SimCloudClient(options.cloud_endpoint)
     try:
@@ -102,3 +112,5 @@ async def run_operator(options: OperatorOptions, *, stop: asyncio.Event | None =
     finally:
         await cloud.close()
         await api.close()
+        for sig in handled:
+            loop.remove_signal_handler(sig)

@@ -113,7 +113,8 @@ def pinned_version(go_mod: Path, module: str) -> str:
 def cache_root() -> Path:
     override = os.environ.get(CACHE_ENV)
     if override:
-        return Path(override).expanduser()
+        # Absolute: processes are started (and builds run) from other working directories.
+        return Path(override).expanduser().resolve()
     return Path.home() / ".cache" / "nodepool-operator"
 
 
@@ -134,7 +135,7 @@ def ensure_binaries(*, out: TextIO = sys.stderr) -> dict[str, Path]:
         missing = dict(module.commands)
         if assets:
             for name in list(missing):
-                candidate = Path(assets) / name
+                candidate = Path(assets).expanduser().resolve() / name
                 if _is_executable(candidate):
                     found[name] = candidate
                     del missing[name]

@@ -276,9 +276,14 @@ class Controller:
                 asyncio.create_task(self._work(), name=f"{self.name}-worker-{index}")
             )
 
-    async def stop(self) -> None:
-        """Let in-flight reconciles finish, then stop the workers."""
-        await self.queue.shut_down_with_drain()
+    async def stop(self, *, drain: bool = True) -> None:
+        """Stop the workers: after their in-flight reconciles finish (``drain``), or at
+        once (leadership lost: another replica may already be acting, so nothing of ours
+        may go on)."""
+        if drain:
+            await self.queue.shut_down_with_drain()
+        else:
+            self.queue.shut_down()
         for task in self._workers:
             task.cancel()
         await asyncio.gather(*self._workers, return_exceptions=True)
@@ -289,6 +294,10 @@ class Controller:
             try:
                 request = await self.queue.get()
             except workqueue.ShutDown:
+                return
+            if self.queue.shutting_down:
+                # Stopping: finish what is in flight, do not start the backlog.
+                self.queue.done(request)
                 return
             try:
                 await self.reconcile_once(request)
@@ -301,20 +310,16 @@ class Controller:
         CURRENT_RECONCILE.set(f"{self.name}-{reconcile_id}")
         started = time.perf_counter()
         self._active.inc()
-        outcome = "success"
+        outcome = metrics.RESULT_SUCCESS
         try:
             result = await self.reconciler.reconcile(request)
-        except asyncio.CancelledError:
-            raise
         except Exception as error:
             outcome = self._handle_error(request, error, reconcile_id)
         else:
+            self.queue.forget(request)
             if result.requeue_after is not None and result.requeue_after > 0:
-                self.queue.forget(request)
                 self.queue.add_after(request, result.requeue_after)
-                outcome = "requeue_after"
-            else:
-                self.queue.forget(request)
+                outcome = metrics.RESULT_REQUEUE_AFTER
         finally:
             self._active.dec()
             metrics.controller_runtime_reconcile_time_seconds.labels(controller=self.name).observe(
@@ -330,25 +335,33 @@ class Controller:
             metrics.nodepool_conflicts_total.labels(controller=self.name, resource="").inc()
             log.debug("%s event=conflict action=requeue message=%r", context, error.message)
             self.queue.add_rate_limited(request)
-            return "requeue"
+            return metrics.RESULT_REQUEUE
         metrics.controller_runtime_reconcile_errors_total.labels(controller=self.name).inc()
-        if isinstance(error, errors.TooManyRequests) and error.retry_after:
-            log.warning("%s event=throttled retry_after=%.1fs", context, error.retry_after)
-            self.queue.add_after(request, error.retry_after)
-            return "error"
-        permanent = isinstance(error, TerminalError) or (
-            isinstance(error, errors.ApiError) and not error.transient
-        )
-        if permanent:
+        # Errors of any origin (the API, a cloud) may say how long to wait and whether
+        # waiting helps, through the same two attributes.
+        retry_after = getattr(error, "retry_after", None)
+        if retry_after:
+            log.warning(
+                "%s event=throttled retry_after=%.1fs error=%r", context, retry_after, error
+            )
+            self.queue.add_after(request, float(retry_after))
+            return metrics.RESULT_ERROR
+        transient = getattr(error, "transient", None)
+        if isinstance(error, TerminalError) or transient is False:
             log.error("%s event=terminal-error action=none error=%r", context, error)
             self.queue.forget(request)
-            return "error"
-        # Unexpected exceptions carry their traceback; API errors are explained by their message.
-        log.error(
-            "%s event=error action=requeue-with-backoff error=%r",
-            context,
-            error,
-            exc_info=None if isinstance(error, errors.ApiError) else error,
-        )
+            return metrics.RESULT_ERROR
+        if transient:
+            # An expected, classified failure (API 5xx, cloud timeout): its message says it all.
+            log.warning(
+                "%s event=transient-error action=requeue-with-backoff error=%r", context, error
+            )
+        else:
+            log.error(
+                "%s event=error action=requeue-with-backoff error=%r",
+                context,
+                error,
+                exc_info=error,
+            )
         self.queue.add_rate_limited(request)
-        return "error"
+        return metrics.RESULT_ERROR

@@ -49,6 +49,7 @@ PAGE_SIZE = 500
 WATCH_TIMEOUT_SECONDS = 300
 BACKOFF_INITIAL = 0.2
 BACKOFF_MAX = 30.0
+SHORT_WATCH_SECONDS = 1.0
 
 
 class EventHandler(Protocol):
@@ -175,10 +176,15 @@ class Informer:
                 if need_list:
                     await self._list()
                     need_list = False
-                await self._watch()
-                backoff = BACKOFF_INITIAL
-            except asyncio.CancelledError:
-                raise
+                started = self.clock.now()
+                delivered = await self._watch()
+                if delivered == 0 and self.clock.now() - started < SHORT_WATCH_SECONDS:
+                    # A watch closed at once with nothing in it (a proxy, an overloaded
+                    # server): as client-go's reflector does, back off instead of hammering.
+                    await self.clock.sleep(backoff)
+                    backoff = min(backoff * 2, BACKOFF_MAX)
+                else:
+                    backoff = BACKOFF_INITIAL
             except errors.Gone:
                 log.info("resource=%s event=watch-expired action=relist", self.resource.plural)
                 need_list = True
@@ -237,8 +243,10 @@ class Informer:
                 self._put(key, obj)
                 self._emit_update(old, obj)
 
-    async def _watch(self) -> None:
+    async def _watch(self) -> int:
+        """Follow one watch until the server ends it; return how many events it carried."""
         self.watches += 1
+        delivered = 0
         stream = self.client.watch(
             self.resource,
             resource_version=self._resource_version,
@@ -248,6 +256,7 @@ class Informer:
             timeout_seconds=WATCH_TIMEOUT_SECONDS,
         )
         async for event in stream:
+            delivered += 1
             version = event.object.get("metadata", {}).get("resourceVersion")
             if event.type == "BOOKMARK":
                 if version:
@@ -266,6 +275,7 @@ class Informer:
                 self._delete(key, last_state=obj)
             if version:
                 self._resource_version = version
+        return delivered
 
     # -- store ------------------------------------------------------------------------
 

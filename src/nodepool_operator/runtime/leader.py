@@ -114,13 +114,16 @@ class LeaderElector:
         last_renewed = self.clock.now()
         while True:
             await self.clock.sleep(self.config.retry_period)
+            # A rival counts the lease from when it sees our write, which may be as early
+            # as the moment we sent it: the deadline runs from the attempt, not the answer.
+            attempt_started = self.clock.now()
             try:
                 renewed = await self._renew_before(last_renewed + self.config.renew_deadline)
             except errors.ApiError as error:
                 log.warning("lease=%s event=renew-failed error=%r", self.config.name, error)
                 renewed = False
             if renewed:
-                last_renewed = self.clock.now()
+                last_renewed = attempt_started
             elif self.clock.now() - last_renewed >= self.config.renew_deadline:
                 self._leading = False
                 self._status.set(0)

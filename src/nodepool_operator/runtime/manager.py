@@ -92,6 +92,7 @@ class Manager:
                 await asyncio.wait({election})
 
     async def _run_controllers(self, stop: asyncio.Event) -> None:
+        drain = True
         self.cache.start()
         try:
             await self.cache.wait_for_sync(within=SYNC_TIMEOUT_SECONDS)
@@ -107,8 +108,15 @@ class Manager:
             log.info("event=started controllers=%s", [c.name for c in self.controllers])
             await stop.wait()
             log.info("event=stopping action=drain-in-flight-reconciles")
+            drain = True
+        except asyncio.CancelledError:
+            # Leadership lost (the elector cancels us): stop at once, do not drain.
+            drain = False
+            raise
         finally:
-            await asyncio.gather(*(c.stop() for c in self.controllers), return_exceptions=True)
+            await asyncio.gather(
+                *(c.stop(drain=drain) for c in self.controllers), return_exceptions=True
+            )
             await self.cache.stop()
             self.started.clear()
 
