@@ -19,6 +19,7 @@ from nodepool_operator.api import nodepool as np
 from nodepool_operator.cloud.provider import (
     CloudProvider,
     MachineSpec,
+    PermanentCloudError,
     VirtualMachine,
     VmName,
     VmState,
@@ -133,11 +134,10 @@ class PoolActions:
             body = node_ops.node_manifest(
                 pool=pool, vm=vm, template=spec.template, simulated=self.config.simulated_nodes
             )
-            self._expected_nodes[vm.name] = now + NODE_EXPECTATION_SECONDS
-            try:
+            # AlreadyExists: created by an earlier run of the operator, just as good.
+            with contextlib.suppress(errors.AlreadyExists):
                 await self.client.create(kinds.NODES, body)
-            except errors.AlreadyExists:
-                continue  # created by an earlier run of the operator
+            self._expected_nodes[vm.name] = now + NODE_EXPECTATION_SECONDS
             log.info(
                 "controller=nodepool key=%s event=node-registered node=%s",
                 pool["metadata"]["name"],
@@ -198,7 +198,9 @@ class PoolActions:
             time.perf_counter() - started,
         )
         if failures:
-            raise failures[0]
+            # A permanent refusal (quota) must start the pause even if a 503 came first.
+            permanent = [f for f in failures if isinstance(f, PermanentCloudError)]
+            raise (permanent or failures)[0]
 
     async def _scale_down(self, pool: Object, view: plan.PoolView, excess: int) -> None:
         victims = plan.pick_victims(view, excess)
@@ -230,8 +232,10 @@ class PoolActions:
                         blocked,
                     )
                 continue
-            await self._delete_node(victim)
+            # The VM first: once it is DELETING, a crash here leaves a Node that the next
+            # pass removes as "Node without VM", never a VM that looks like it needs one.
             await self.cloud.delete_vm(victim)
+            await self._delete_node(victim)
             log.info(
                 "controller=nodepool key=%s event=node-removed node=%s",
                 pool["metadata"]["name"],

@@ -16,7 +16,7 @@ from typing import Any
 
 from nodepool_operator.api import nodepool as np
 from nodepool_operator.api import scalerequest as sr
-from nodepool_operator.cloud.provider import CloudProvider, PermanentCloudError
+from nodepool_operator.cloud.provider import CloudProvider, PermanentCloudError, VmState
 from nodepool_operator.controllers.nodepool import actions, backoff, plan, requests
 from nodepool_operator.controllers.nodepool import metrics as pool_metrics
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
@@ -77,12 +77,13 @@ class NodePoolReconciler:
         )
         # Requests we answered whose new status the cache may not show yet: deciding them
         # again from the stale copy would answer twice, and differently.
-        self._answered: set[str] = set()
+        self._answered: dict[str, set[str]] = {}
         self._scaling_since: dict[str, tuple[float, str]] = {}
 
     async def reconcile(self, request: Request) -> Result:
         pool = self.pools.get(request.name)
         if pool is None:
+            self._forget(request.name)
             return Result()
         if pool["metadata"].get("deletionTimestamp"):
             return await self._finalize(pool)
@@ -117,6 +118,7 @@ class NodePoolReconciler:
         try:
             view = await self.actions.converge(pool, spec, desired, may_create=pause is None)
         except PermanentCloudError as error:
+            now = time.monotonic()  # the cloud calls above may have taken a while
             pause = self.cloud_backoff.failed(name, error, generation=generation, now=now)
             await self.recorder.event(pool, type="Warning", reason="CloudError", message=str(error))
             log.warning(
@@ -133,14 +135,14 @@ class NodePoolReconciler:
 
     async def _answer_requests(self, pool: Object, pool_requests: list[Object]) -> bool:
         """Turn the pool's pending ScaleRequests into its target; True if the target moved."""
-        pending = self._unanswered(requests.pending_requests(pool_requests), pool_requests)
+        name = pool["metadata"]["name"]
+        pending = self._unanswered(name, requests.pending_requests(pool_requests), pool_requests)
         if not pending:
             return False
-        name = pool["metadata"]["name"]
         decision = await requests.apply_pending(
             client=self.client, statuses=self.request_status, pool_name=name, pending=pending
         )
-        self._answered.update(r["metadata"]["uid"] for r in pending)
+        self._answered.setdefault(name, set()).update(r["metadata"]["uid"] for r in pending)
         log.info(
             "controller=%s key=%s event=scale-request-%s request=%s message=%r",
             NAME,
@@ -151,9 +153,11 @@ class NodePoolReconciler:
         )
         return decision.target != np.spec_of(pool).target_nodes
 
-    def _unanswered(self, pending: list[Object], every: list[Object]) -> list[Object]:
-        self._answered &= {r["metadata"]["uid"] for r in every if _is_pending(r)}
-        return [r for r in pending if r["metadata"]["uid"] not in self._answered]
+    def _unanswered(self, pool: str, pending: list[Object], every: list[Object]) -> list[Object]:
+        still_pending = {r["metadata"]["uid"] for r in every if _is_pending(r)}
+        answered = self._answered.get(pool, set()) & still_pending
+        self._answered[pool] = answered
+        return [r for r in pending if r["metadata"]["uid"] not in answered]
 
     async def _report(
         self, pool: Object, *, desired: int, view: plan.PoolView, degraded: tuple[str, str] | None
@@ -209,10 +213,13 @@ class NodePoolReconciler:
         delays = [] if next_expiry is None else [next_expiry]
         if pause is not None:
             delays.append(max(pause.until - time.monotonic(), 0.01))
-        else:
-            scaling = len(view.vms) != desired or len(view.nodes) != desired
-            if scaling or view.ready != desired or view.draining:
-                delays.append(self.config.poll_interval)
+        # The cloud has no watch: look again while it owes us something (VMs booting, or
+        # running without their Node yet) or while a drain goes on. Node readiness needs
+        # no polling: it arrives through the Node watch.
+        booting = any(vm.state != VmState.RUNNING or vm.name not in view.nodes for vm in view.vms)
+        short = pause is None and len(view.vms) != desired
+        if booting or short or view.draining:
+            delays.append(self.config.poll_interval)
         return Result(requeue_after=min(delays)) if delays else Result()
 
     async def _add_finalizer(self, pool: Object) -> None:
@@ -226,6 +233,12 @@ class NodePoolReconciler:
             }
         }
         await self.client.patch(NODEPOOLS, pool["metadata"]["name"], patch)
+
+    def _forget(self, name: str) -> None:
+        """Drop what we remember of a pool that is gone (a new one may take its name)."""
+        self._answered.pop(name, None)
+        self._scaling_since.pop(name, None)
+        self.cloud_backoff.succeeded(name)
 
     async def _finalize(self, pool: Object) -> Result:
         if FINALIZER not in (pool["metadata"].get("finalizers") or []):
