@@ -50,6 +50,7 @@ __all__ = [
     "is_settled",
     "manifest",
     "node_labels",
+    "pool_of",
     "pool_selector",
     "spec_of",
     "status_of",
@@ -82,6 +83,12 @@ SCALE_OPERATIONS: Final[tuple[ScaleOperation, ...]] = get_args(ScaleOperation)
 def pool_selector(name: str) -> str:
     """The label selector, in its string form, that matches the Nodes of pool ``name``."""
     return f"{POOL_LABEL}={name}"
+
+
+def pool_of(node: Mapping[str, Any]) -> str | None:
+    """The pool a Node belongs to (its ``POOL_LABEL``), or None for other Nodes."""
+    pool = ((node.get("metadata") or {}).get("labels") or {}).get(POOL_LABEL)
+    return str(pool) if pool else None
 
 
 def node_labels(pool: str, template: NodeTemplate) -> dict[str, str]:

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from nodepool_operator.cluster import audit
+from nodepool_operator.runtime import nodes
 
 __all__ = ["Snapshot", "WriteCounter", "render"]
 
@@ -52,12 +53,7 @@ class Snapshot:
 
     @property
     def ready_nodes(self) -> int:
-        return sum(1 for n in self.nodes if _node_ready(n))
-
-
-def _node_ready(node: dict[str, Any]) -> bool:
-    conditions = node.get("status", {}).get("conditions", []) or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+        return sum(1 for n in self.nodes if nodes.is_ready(n))
 
 
 def render(

@@ -20,6 +20,7 @@ from nodepool_operator.api import scalerequest as sr
 from nodepool_operator.controllers.autoscaler import fit, plan
 from nodepool_operator.controllers.autoscaler.fit import NodeShape, PodRequests, Resources
 from nodepool_operator.controllers.autoscaler.handoff import RequestLedger
+from nodepool_operator.runtime import nodes as k8s_nodes
 from nodepool_operator.runtime import pods
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.informer import Informer
@@ -32,8 +33,6 @@ __all__ = [
     "Observation",
     "Observer",
     "RequestCache",
-    "node_is_ready",
-    "pool_of_node",
 ]
 
 # Index names are our own, so that another controller's index of the same informer
@@ -58,26 +57,14 @@ def _node_index(pod: Object) -> list[str]:
     return [str(node)] if node else []
 
 
-def pool_of_node(node: Mapping[str, Any]) -> str | None:
-    pool = ((node.get("metadata") or {}).get("labels") or {}).get(np.POOL_LABEL)
-    return str(pool) if pool else None
-
-
 def _pool_of_node_index(node: Object) -> list[str]:
-    pool = pool_of_node(node)
+    pool = np.pool_of(node)
     return [pool] if pool else []
 
 
 def _pool_of_request_index(request: Object) -> list[str]:
     pool = (request.get("spec") or {}).get("nodePoolName")
     return [str(pool)] if pool else []
-
-
-def node_is_ready(node: Mapping[str, Any]) -> bool:
-    for condition in (node.get("status") or {}).get("conditions") or ():
-        if condition.get("type") == "Ready":
-            return bool(condition.get("status") == "True")
-    return False
 
 
 class RequestCache:
@@ -239,7 +226,7 @@ class Observer:
         for node in sorted(
             self.nodes.by_index(POOL_INDEX, pool), key=lambda n: n["metadata"]["name"]
         ):
-            if not node_is_ready(node) or node["metadata"].get("deletionTimestamp"):
+            if not k8s_nodes.is_ready(node) or node["metadata"].get("deletionTimestamp"):
                 continue  # booting: counted in flight; being deleted: gone already
             ready += 1
             if (node.get("spec") or {}).get("unschedulable"):

@@ -17,9 +17,10 @@ from collections.abc import Callable, Hashable
 from typing import Final
 
 from nodepool_operator.api import autoscaler as nas
+from nodepool_operator.api import nodepool as np
 from nodepool_operator.api import scalerequest as sr
 from nodepool_operator.controllers.autoscaler import fit
-from nodepool_operator.controllers.autoscaler.observe import node_is_ready, pool_of_node
+from nodepool_operator.runtime import nodes as k8s_nodes
 from nodepool_operator.runtime import pods
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.controller import Controller, Request
@@ -57,10 +58,10 @@ def node_state(node: Object) -> Hashable:
     """Readiness, cordon, capacity and pool of a node; heartbeats are not."""
     status = node.get("status") or {}
     return (
-        node_is_ready(node),
+        k8s_nodes.is_ready(node),
         bool((node.get("spec") or {}).get("unschedulable")),
         tuple(sorted((status.get("allocatable") or {}).items())),
-        pool_of_node(node),
+        np.pool_of(node),
         bool(node["metadata"].get("deletionTimestamp")),
     )
 
@@ -123,13 +124,13 @@ class Triggers:
         # whatever namespace they watch.
         node_name = (pod.get("spec") or {}).get("nodeName")
         node = self.nodes.get(str(node_name)) if node_name else None
-        pool = pool_of_node(node) if node is not None else None
+        pool = np.pool_of(node) if node is not None else None
         if pool is not None:
             found.extend(self.autoscalers.by_index(POOL_INDEX, pool))
         return _keys(found)
 
     def of_node(self, node: Object) -> list[Request]:
-        pool = pool_of_node(node)
+        pool = np.pool_of(node)
         return self.for_pool(pool) if pool else []
 
     def of_pool(self, pool: Object) -> list[Request]:

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from nodepool_operator.api import nodepool as np
 from nodepool_operator.cloud.provider import VirtualMachine, VmName, VmState
-from nodepool_operator.runtime import conditions
+from nodepool_operator.runtime import conditions, nodes
 
 __all__ = [
     "PoolView",
@@ -25,7 +25,6 @@ __all__ = [
     "decide_request",
     "desired_nodes",
     "names_to_create",
-    "node_is_ready",
     "pick_victims",
     "pool_status",
 ]
@@ -50,13 +49,6 @@ def names_to_create(pool: str, existing: Iterable[str], count: int) -> list[VmNa
     return names
 
 
-def node_is_ready(node: Mapping[str, Any]) -> bool:
-    for condition in node.get("status", {}).get("conditions", []) or []:
-        if condition.get("type") == "Ready":
-            return bool(condition.get("status") == "True")
-    return False
-
-
 def is_draining(node: Mapping[str, Any]) -> bool:
     return SCALE_DOWN_ANNOTATION in (node.get("metadata", {}).get("annotations") or {})
 
@@ -76,7 +68,7 @@ class PoolView:
     @property
     def ready(self) -> int:
         return sum(
-            1 for node in self.nodes.values() if node_is_ready(node) and not is_draining(node)
+            1 for node in self.nodes.values() if nodes.is_ready(node) and not is_draining(node)
         )
 
 
@@ -91,7 +83,7 @@ def pick_victims(view: PoolView, excess: int) -> list[VmName]:
             return (0, 0, 0, vm.name)  # already chosen: never switch victims mid-drain
         if node is None:
             return (1, 0, 0, vm.name)  # no Node: nothing runs there
-        ready = 0 if not node_is_ready(node) else 1
+        ready = 0 if not nodes.is_ready(node) else 1
         return (2, ready, view.pods_per_node.get(vm.name, 0), vm.name)
 
     ordered = sorted(view.vms, key=cost)

@@ -29,7 +29,7 @@ def _pool_of_request(obj: Object) -> list[Request]:
 
 
 def _pool_of_node(obj: Object) -> list[Request]:
-    pool = (obj["metadata"].get("labels") or {}).get(np.POOL_LABEL)
+    pool = np.pool_of(obj)
     return [Request(name=pool)] if pool else []
 
 
