@@ -13,6 +13,7 @@ exactly the permissions it has in production: a missing permission fails there f
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,11 @@ def _binding(kind: str, name: str, role_kind: str, role: str, namespace: str | N
 
 
 async def grant_operator_rbac(api: client.ApiClient, *, rbac_dir: Path | None = None) -> None:
-    """Create (or keep) the operator's roles and bind them to its user; idempotent."""
+    """Create or update the operator's roles and bind them to its user; idempotent.
+
+    The roles are replaced when they exist, so a cluster kept from an earlier run never
+    runs the operator under rules older than ``deploy/rbac``.
+    """
     directory = rbac_dir or _deploy_directory()
     cluster_role = yaml.safe_load((directory / "clusterrole.yaml").read_text())
     role = yaml.safe_load((directory / "leader-election-role.yaml").read_text())
@@ -54,32 +59,41 @@ async def grant_operator_rbac(api: client.ApiClient, *, rbac_dir: Path | None = 
     core = client.CoreV1Api(api)
     namespace = client.V1Namespace(metadata=client.V1ObjectMeta(name=OPERATOR_NAMESPACE))
     user_binding = "nodepool-operator-local-user"
-    steps: list[Any] = [
-        core.create_namespace(namespace),
+    cluster_role_name = cluster_role["metadata"]["name"]
+    role_name = role["metadata"]["name"]
+    await _create_or(core.create_namespace(namespace))
+    await _create_or(
         rbac.create_cluster_role(cluster_role),
+        lambda: rbac.replace_cluster_role(cluster_role_name, cluster_role),
+    )
+    await _create_or(
         rbac.create_namespaced_role(OPERATOR_NAMESPACE, role),
+        lambda: rbac.replace_namespaced_role(role_name, OPERATOR_NAMESPACE, role),
+    )
+    await _create_or(
         rbac.create_cluster_role_binding(
-            _binding(
-                "ClusterRoleBinding",
-                user_binding,
-                "ClusterRole",
-                cluster_role["metadata"]["name"],
-                None,
-            )
-        ),
+            _binding("ClusterRoleBinding", user_binding, "ClusterRole", cluster_role_name, None)
+        )
+    )
+    await _create_or(
         rbac.create_namespaced_role_binding(
             OPERATOR_NAMESPACE,
-            _binding(
-                "RoleBinding", user_binding, "Role", role["metadata"]["name"], OPERATOR_NAMESPACE
-            ),
-        ),
-    ]
-    for step in steps:
-        try:
-            await step
-        except client.exceptions.ApiException as error:
-            if error.status != 409:  # already there from an earlier run
-                raise
+            _binding("RoleBinding", user_binding, "Role", role_name, OPERATOR_NAMESPACE),
+        )
+    )
+
+
+async def _create_or(
+    create: Awaitable[Any], replace: Callable[[], Awaitable[Any]] | None = None
+) -> None:
+    """Await ``create``; if the object exists (409), await ``replace()`` if given."""
+    try:
+        await create
+    except client.exceptions.ApiException as error:
+        if error.status != 409:
+            raise
+        if replace is not None:
+            await replace()
 
 
 async def install_crds(api: client.ApiClient, *, within: float = 30.0) -> None:
