@@ -24,6 +24,7 @@ __all__ = [
     "is_false",
     "is_true",
     "remove_condition",
+    "rfc3339",
     "rfc3339_now",
     "set_condition",
 ]
@@ -140,8 +141,13 @@ def is_false(conditions: Sequence[Mapping[str, Any]] | None, type: str) -> bool:
     return condition is not None and condition.get("status") == "False"
 
 
+def rfc3339(seconds: float) -> str:
+    """A moment (seconds since the epoch) as metav1.Time serialises it: seconds, `Z`."""
+    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def rfc3339_now() -> str:
-    """The current UTC time as metav1.Time serialises it: seconds, `Z` suffix."""
+    """The current UTC time as metav1.Time serialises it."""
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

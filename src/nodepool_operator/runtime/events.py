@@ -11,7 +11,6 @@ Events explain decisions to people (``kubectl describe``); they are not a log. S
 
 from __future__ import annotations
 
-import datetime
 import hashlib
 import logging
 from collections import OrderedDict
@@ -19,7 +18,7 @@ from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
 from nodepool_operator.runtime import clock as clock_module
-from nodepool_operator.runtime import errors, kinds, metrics
+from nodepool_operator.runtime import conditions, errors, kinds, metrics
 from nodepool_operator.runtime.client import Client, Object
 
 __all__ = ["EVENTS", "EventRecorder", "EventType"]
@@ -186,5 +185,4 @@ class EventRecorder:
             self._seen[key] = _Seen(name=name, namespace=namespace, count=count)
 
     def _timestamp(self) -> str:
-        moment = datetime.datetime.fromtimestamp(self.wall_clock.time(), datetime.UTC)
-        return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+        return conditions.rfc3339(self.wall_clock.time())

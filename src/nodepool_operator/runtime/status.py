@@ -118,6 +118,16 @@ class StatusWriter:
         log.debug("controller=%s key=%s event=status-written patch=%s", self.controller, key, patch)
         return updated
 
+    def current(self, obj: Object) -> dict[str, Any]:
+        """The object's status as it really is: what we last wrote when the cached copy is
+        older than that write, else the cached one. Build the next status from this, not
+        from ``obj["status"]``, or a lagging cache brings back what we already replaced."""
+        remembered = self._written.get(object_key(obj))
+        version = str(obj["metadata"].get("resourceVersion", ""))
+        if remembered is not None and remembered.newer_than(version):
+            return dict(remembered.status)
+        return dict(prune_none(obj.get("status") or {}))
+
     def forget(self, obj: Object) -> None:
         """Drop the memory of an object that is gone."""
         self._written.pop(object_key(obj), None)

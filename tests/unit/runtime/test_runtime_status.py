@@ -257,3 +257,16 @@ async def test_a_failed_write_is_raised_and_not_remembered() -> None:
     server.fail_with = None
     assert await writer.update(cached, {"phase": "Ready"}) is not None
     assert writer.writes == 1
+
+
+async def test_current_status_is_what_we_wrote_while_the_cache_lags() -> None:
+    stale = _widget(status={"phase": "Pending", "lastRequest": "r1"})
+    server = FakeServer(stale)
+    writer = _writer(server)
+    assert writer.current(stale) == {"phase": "Pending", "lastRequest": "r1"}
+    await writer.update(stale, {"phase": "Ready", "lastRequest": "r2"})
+    # The cache still holds the old copy: building from it would bring r1 back.
+    assert writer.current(stale) == {"phase": "Ready", "lastRequest": "r2"}
+    caught_up = server.current("w")
+    caught_up["status"]["phase"] = "Ready"
+    assert writer.current(caught_up) == caught_up["status"]

@@ -11,7 +11,6 @@ pod, node, pool or request it depends on changes (``watches``), and every
 from __future__ import annotations
 
 import asyncio
-import datetime
 import logging
 import time
 
@@ -23,7 +22,7 @@ from nodepool_operator.controllers.autoscaler.observe import Observation, Observ
 from nodepool_operator.controllers.autoscaler.unneeded import UnneededTracker
 from nodepool_operator.controllers.resources import AUTOSCALERS
 from nodepool_operator.runtime import clock as clock_module
-from nodepool_operator.runtime import errors
+from nodepool_operator.runtime import conditions, errors
 from nodepool_operator.runtime.client import Client, Object
 from nodepool_operator.runtime.controller import Request, Result
 from nodepool_operator.runtime.events import EventRecorder
@@ -137,13 +136,14 @@ class AutoscalerReconciler:
         decision: plan.Decision | None,
         made: nas.LastScaleRequest | None,
     ) -> None:
-        before = (autoscaler.get("status") or {}).get("conditions")
+        current = self.status.current(autoscaler)
+        before = current.get("conditions")
         status = report.autoscaler_status(
-            autoscaler=autoscaler,
+            autoscaler={**autoscaler, "status": current},
             seen=seen,
             decision=decision,
-            last_request=made or nas.status_of(autoscaler).last_request,
-            now=self._now(),
+            last_request=made or nas.AutoscalerStatus.from_dict(current).last_request,
+            now=conditions.rfc3339(self.wall_clock.time()),
         )
         try:
             if await self.status.update(autoscaler, status) is None:
@@ -163,10 +163,6 @@ class AutoscalerReconciler:
             if expiry is not None:
                 delay = min(delay, expiry)
         return delay
-
-    def _now(self) -> str:
-        moment = datetime.datetime.fromtimestamp(self.wall_clock.time(), datetime.UTC)
-        return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
     def _forget(self, key: str) -> None:
         self._trackers.pop(key, None)

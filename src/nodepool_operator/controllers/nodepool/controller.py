@@ -162,14 +162,15 @@ class NodePoolReconciler:
     async def _report(
         self, pool: Object, *, desired: int, view: plan.PoolView, degraded: tuple[str, str] | None
     ) -> None:
+        current = self.pool_status.current(pool)
         status = plan.pool_status(
-            pool=pool,
+            pool={**pool, "status": current},
             desired=desired,
             view=view,
             degraded=degraded,
-            now=conditions.rfc3339_now(),
+            now=conditions.rfc3339(self.wall_clock.time()),
         )
-        was = pool.get("status", {}).get("scaleOperation", "inactive")
+        was = current.get("scaleOperation", "inactive")
         if await self.pool_status.update(pool, status) is None:
             return
         now_is = status["scaleOperation"]
