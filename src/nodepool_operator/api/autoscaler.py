@@ -293,18 +293,12 @@ STATUS_SCHEMA: Final[dict[str, Any]] = {
     },
 }
 
-SCHEMA: Final[dict[str, Any]] = {
-    "type": "object",
-    "description": "Grows a NodePool when pods cannot be scheduled for lack of room.",
-    "required": ["spec"],
-    "properties": {
-        "apiVersion": {"type": "string"},
-        "kind": {"type": "string"},
-        "metadata": {"type": "object"},
-        "spec": SPEC_SCHEMA,
-        "status": STATUS_SCHEMA,
-    },
-}
+SCHEMA: Final[dict[str, Any]] = meta.root_schema(
+    description="Grows a NodePool when pods cannot be scheduled for lack of room.",
+    spec=SPEC_SCHEMA,
+    status=STATUS_SCHEMA,
+    spec_required=True,
+)
 
 SUBRESOURCES: Final[dict[str, Any]] = {"status": {}}
 

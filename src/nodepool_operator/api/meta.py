@@ -25,6 +25,7 @@ __all__ = [
     "ConditionStatus",
     "custom_resource_definition",
     "object_defaults",
+    "root_schema",
 ]
 
 GROUP: Final = "nodepool.dev"
@@ -152,6 +153,31 @@ def object_defaults(properties: Mapping[str, Mapping[str, Any]]) -> dict[str, An
         for name, schema in properties.items()
         if "default" in schema
     }
+
+
+def root_schema(
+    *,
+    description: str,
+    spec: Mapping[str, Any],
+    status: Mapping[str, Any],
+    spec_required: bool = False,
+) -> dict[str, Any]:
+    """The openAPIV3Schema of a kind: the usual top-level fields, its spec and status.
+
+    ``spec_required`` for kinds whose spec has no complete default (a NodePool's has one,
+    so an object without spec is defaulted rather than refused).
+    """
+    schema: dict[str, Any] = {"type": "object", "description": description}
+    if spec_required:
+        schema["required"] = ["spec"]
+    schema["properties"] = {
+        "apiVersion": {"type": "string"},
+        "kind": {"type": "string"},
+        "metadata": {"type": "object"},
+        "spec": spec,
+        "status": status,
+    }
+    return schema
 
 
 def custom_resource_definition(

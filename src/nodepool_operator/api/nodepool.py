@@ -438,17 +438,11 @@ STATUS_SCHEMA: Final[dict[str, Any]] = {
     },
 }
 
-SCHEMA: Final[dict[str, Any]] = {
-    "type": "object",
-    "description": "A set of identical Nodes, created through a cloud provider.",
-    "properties": {
-        "apiVersion": {"type": "string"},
-        "kind": {"type": "string"},
-        "metadata": {"type": "object"},
-        "spec": SPEC_SCHEMA,
-        "status": STATUS_SCHEMA,
-    },
-}
+SCHEMA: Final[dict[str, Any]] = meta.root_schema(
+    description="A set of identical Nodes, created through a cloud provider.",
+    spec=SPEC_SCHEMA,
+    status=STATUS_SCHEMA,
+)
 
 SUBRESOURCES: Final[dict[str, Any]] = {
     "status": {},

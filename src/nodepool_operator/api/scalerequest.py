@@ -205,18 +205,12 @@ STATUS_SCHEMA: Final[dict[str, Any]] = {
     },
 }
 
-SCHEMA: Final[dict[str, Any]] = {
-    "type": "object",
-    "description": "A request to set the number of Nodes of a NodePool.",
-    "required": ["spec"],
-    "properties": {
-        "apiVersion": {"type": "string"},
-        "kind": {"type": "string"},
-        "metadata": {"type": "object"},
-        "spec": SPEC_SCHEMA,
-        "status": STATUS_SCHEMA,
-    },
-}
+SCHEMA: Final[dict[str, Any]] = meta.root_schema(
+    description="A request to set the number of Nodes of a NodePool.",
+    spec=SPEC_SCHEMA,
+    status=STATUS_SCHEMA,
+    spec_required=True,
+)
 
 SUBRESOURCES: Final[dict[str, Any]] = {"status": {}}
 
