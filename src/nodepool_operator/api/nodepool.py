@@ -6,6 +6,11 @@ one writer of ``status`` and the one that turns accepted ScaleRequests into
 which is also what ``status.selector`` says, so that the ``/scale`` subresource (and an
 HPA) can find the pool's Nodes.
 
+What a Node of the pool looks like (its capacity, allocatable, zone and labels) is
+computed here once, by ``template_capacity``, ``template_allocatable``, ``zone_of`` and
+``node_labels``: the NodePool controller registers Nodes with them and the Autoscaler
+simulates Nodes that do not exist yet with them, so the two always agree.
+
 The CRD schema below and the dataclasses are two views of one contract; the unit tests
 prove they agree field by field, type by type, and default by default.
 """
@@ -13,6 +18,7 @@ prove they agree field by field, type by type, and default by default.
 from __future__ import annotations
 
 import dataclasses
+import zlib
 from collections.abc import Mapping
 from typing import Any, Final, Literal, get_args
 
@@ -26,11 +32,16 @@ __all__ = [
     "DEFAULT_MIN_NODES",
     "DEFAULT_PODS",
     "DEFAULT_TARGET_NODES",
+    "DEFAULT_WEIGHT",
+    "EXTENDED_RESOURCE_NAME_PATTERN",
     "GROUP",
+    "HOSTNAME_LABEL",
     "KIND",
+    "MAX_WEIGHT",
     "PLURAL",
     "POOL_LABEL",
     "PRINTER_COLUMNS",
+    "REGION_LABEL",
     "SCALE_OPERATIONS",
     "SCHEMA",
     "SHORT_NAMES",
@@ -40,6 +51,7 @@ __all__ = [
     "SUBRESOURCES",
     "TAINT_EFFECTS",
     "VERSION",
+    "ZONE_LABEL",
     "NodePoolSpec",
     "NodePoolStatus",
     "NodeTemplate",
@@ -54,6 +66,9 @@ __all__ = [
     "pool_selector",
     "spec_of",
     "status_of",
+    "template_allocatable",
+    "template_capacity",
+    "zone_of",
 ]
 
 GROUP: Final = meta.GROUP
@@ -65,6 +80,9 @@ SINGULAR: Final = "nodepool"
 SHORT_NAMES: Final = ("np",)
 
 POOL_LABEL: Final = "nodepool.dev/pool"
+ZONE_LABEL: Final = "topology.kubernetes.io/zone"
+REGION_LABEL: Final = "topology.kubernetes.io/region"
+HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
 
 DEFAULT_TARGET_NODES: Final = 0
 DEFAULT_MIN_NODES: Final = 0
@@ -72,6 +90,8 @@ DEFAULT_MAX_NODES: Final = 10
 DEFAULT_CPU: Final = "4"
 DEFAULT_MEMORY: Final = "16Gi"
 DEFAULT_PODS: Final = 110
+DEFAULT_WEIGHT: Final = 0
+MAX_WEIGHT: Final = 100
 
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 TAINT_EFFECTS: Final[tuple[TaintEffect, ...]] = get_args(TaintEffect)
@@ -91,18 +111,91 @@ def pool_of(node: Mapping[str, Any]) -> str | None:
     return str(pool) if pool else None
 
 
-def node_labels(pool: str, template: NodeTemplate) -> dict[str, str]:
-    """The labels every Node of the pool carries (its own name's label aside).
+def node_labels(pool: str, template: NodeTemplate, *, zone: str | None = None) -> dict[str, str]:
+    """The labels a Node of the pool carries (its own ``HOSTNAME_LABEL`` aside).
 
-    The NodePool controller puts them on the Nodes it registers, and the Autoscaler
-    matches pods' node selectors against them, so the two always agree.
+    ``zone`` is the Node's zone (``zone_of`` its VM's name); the region label comes from
+    the template. The NodePool controller puts these labels on the Nodes it registers,
+    and the Autoscaler matches pods' node selectors and topology keys against them, so
+    the two always agree.
     """
-    return {
+    labels = {
         **template.labels,
         POOL_LABEL: pool,
         "kubernetes.io/os": "linux",
         "kubernetes.io/arch": "amd64",
     }
+    if zone is not None:
+        labels[ZONE_LABEL] = zone
+    if template.region is not None:
+        labels[REGION_LABEL] = template.region
+    return labels
+
+
+def zone_of(vm_name: str, template: NodeTemplate) -> str | None:
+    """The zone of the VM ``vm_name`` (``<pool>-<index>``): ``zones[index % len(zones)]``.
+
+    None when the template names no zones. VM names fill the lowest free indexes, so
+    consecutive VMs go round the zones; and because the zone follows from the name
+    alone, the Autoscaler knows the zone of a VM before it exists.
+    """
+    if not template.zones:
+        return None
+    _, _, suffix = vm_name.rpartition("-")
+    # Not a name this operator makes; a stable hash still gives it one zone for good.
+    index = int(suffix) if suffix.isdigit() else zlib.crc32(vm_name.encode())
+    return template.zones[index % len(template.zones)]
+
+
+def _whole(text: str, what: str) -> int:
+    value = quantity.parse_quantity(text)
+    if value < 0 or value.denominator != 1:
+        raise ValueError(f"{what}: {text!r} is not a whole non-negative number")
+    return int(value)
+
+
+def _amount(resource: str, text: str) -> int:
+    """A quantity in the integer unit ``template_capacity`` uses for ``resource``."""
+    if resource == "cpu":
+        return quantity.parse_cpu_millicores(text)
+    if resource in ("memory", "ephemeral-storage"):
+        return quantity.parse_memory_bytes(text)
+    return _whole(text, resource)
+
+
+def template_capacity(template: NodeTemplate) -> dict[str, int]:
+    """The capacity of one Node of the template, by resource name, in integer units.
+
+    ``cpu`` in millicores, ``memory`` and ``ephemeral-storage`` (only when the template
+    sets it) in bytes, ``pods`` and each extended resource as counts. Raises
+    ``ValueError`` for an extended resource that is not a whole number (the CRD refuses
+    those).
+    """
+    capacity = {
+        "cpu": template.cpu_millicores,
+        "memory": template.memory_bytes,
+        "pods": template.pods,
+    }
+    if template.ephemeral_storage is not None:
+        capacity["ephemeral-storage"] = _amount("ephemeral-storage", template.ephemeral_storage)
+    for name, text in template.extended_resources.items():
+        capacity[name] = _whole(text, f"extendedResources[{name}]")
+    return capacity
+
+
+def template_allocatable(template: NodeTemplate) -> dict[str, int]:
+    """What pods may use on one Node of the template: capacity minus ``reserved``.
+
+    As kubelet computes ``status.allocatable`` from its system-reserved: never below
+    zero, and a reserve for a resource the template does not have is ignored (the CRD
+    refuses both).
+    """
+    capacity = template_capacity(template)
+    allocatable = dict(capacity)
+    for name, text in template.reserved.items():
+        if name in capacity:
+            allocatable[name] = max(0, capacity[name] - _amount(name, text))
+    return allocatable
 
 
 def is_settled(obj: Mapping[str, Any], nodes: int) -> bool:
@@ -143,16 +236,21 @@ class Taint:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class NodeTemplate:
-    """The shape of one Node of the pool: its capacity, labels and taints.
+    """The shape of one Node of the pool: its capacity, reserve, zones, labels and taints.
 
-    ``cpu`` and ``memory`` keep the quantity text as written; ``cpu_millicores`` and
-    ``memory_bytes`` give the exact integer values to compute with. Values compare by
-    equality but are not hashable, because ``labels`` is a mapping.
+    Quantities keep their text as written; ``template_capacity`` and
+    ``template_allocatable`` give the exact integer values to compute with. Values
+    compare by equality but are not hashable, because ``labels`` is a mapping.
     """
 
     cpu: str = DEFAULT_CPU
     memory: str = DEFAULT_MEMORY
     pods: int = DEFAULT_PODS
+    ephemeral_storage: str | None = None
+    extended_resources: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    reserved: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    zones: tuple[str, ...] = ()
+    region: str | None = None
     labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
 
@@ -170,6 +268,11 @@ class NodeTemplate:
             cpu=_fields.string(d, "cpu", default=DEFAULT_CPU),
             memory=_fields.string(d, "memory", default=DEFAULT_MEMORY),
             pods=_fields.integer(d, "pods", default=DEFAULT_PODS),
+            ephemeral_storage=_fields.optional_string(d, "ephemeralStorage"),
+            extended_resources=_fields.string_map(d, "extendedResources"),
+            reserved=_fields.string_map(d, "reserved"),
+            zones=_fields.string_list(d, "zones"),
+            region=_fields.optional_string(d, "region"),
             labels=_fields.string_map(d, "labels"),
             taints=_fields.nested_list(d, "taints", parse=Taint.from_dict),
         )
@@ -180,6 +283,11 @@ class NodeTemplate:
                 "cpu": self.cpu,
                 "memory": self.memory,
                 "pods": self.pods,
+                "ephemeralStorage": self.ephemeral_storage,
+                "extendedResources": dict(self.extended_resources),
+                "reserved": dict(self.reserved),
+                "zones": list(self.zones),
+                "region": self.region,
                 "labels": dict(self.labels),
                 "taints": [t.to_dict() for t in self.taints],
             }
@@ -188,11 +296,16 @@ class NodeTemplate:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class NodePoolSpec:
-    """What the user asks for: how many Nodes, within which bounds, of which shape."""
+    """What the user asks for: how many Nodes, within which bounds, of which shape.
+
+    ``weight`` ranks pools that could all host a pod: the Autoscaler prefers the highest
+    (as Karpenter's NodePool weight).
+    """
 
     target_nodes: int = DEFAULT_TARGET_NODES
     min_nodes: int = DEFAULT_MIN_NODES
     max_nodes: int = DEFAULT_MAX_NODES
+    weight: int = DEFAULT_WEIGHT
     template: NodeTemplate = dataclasses.field(default_factory=NodeTemplate)
 
     @classmethod
@@ -201,6 +314,7 @@ class NodePoolSpec:
             target_nodes=_fields.integer(d, "targetNodes", default=DEFAULT_TARGET_NODES),
             min_nodes=_fields.integer(d, "minNodes", default=DEFAULT_MIN_NODES),
             max_nodes=_fields.integer(d, "maxNodes", default=DEFAULT_MAX_NODES),
+            weight=_fields.integer(d, "weight", default=DEFAULT_WEIGHT),
             template=_fields.nested(d, "template", parse=NodeTemplate.from_dict),
         )
 
@@ -210,6 +324,7 @@ class NodePoolSpec:
                 "targetNodes": self.target_nodes,
                 "minNodes": self.min_nodes,
                 "maxNodes": self.max_nodes,
+                "weight": self.weight,
                 "template": self.template.to_dict(),
             }
         )
@@ -294,6 +409,110 @@ def _positive_quantity_rule(field: str) -> dict[str, str]:
     }
 
 
+# metav1 label values: zones and the region become the values of the topology labels.
+_LABEL_VALUE_PATTERN: Final = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+
+_TOPOLOGY_NAME_SCHEMA: Final[dict[str, Any]] = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 63,
+    "pattern": _LABEL_VALUE_PATTERN,
+}
+
+# Few enough that the server's estimated cost of the CEL rules over these maps stays
+# small; real nodes have a handful of extended resources.
+_MAX_RESOURCE_ENTRIES: Final = 16
+
+# A Node accepts an extended resource only as a qualified name outside kubernetes.io
+# (apimachinery's IsExtendedResourceName), and a pod can only request it then. "[.]"
+# rather than an escaped dot, so the text needs no escaping inside a CEL string.
+EXTENDED_RESOURCE_NAME_PATTERN: Final = (
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+    r"/([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$"
+)
+
+_EXTENDED_RESOURCE_NAMES_RULE: Final[dict[str, str]] = {
+    "rule": (
+        f"self.all(k, k.matches('{EXTENDED_RESOURCE_NAME_PATTERN}')"
+        " && !k.contains('kubernetes.io/') && !k.startsWith('requests.'))"
+    ),
+    "message": (
+        "extendedResources names must be qualified names outside kubernetes.io, "
+        "such as example.com/gpu"
+    ),
+}
+
+_WHOLE_QUANTITY_RULE: Final[dict[str, str]] = {
+    "rule": "isQuantity(self) && quantity(self).isInteger()",
+    "message": "extended resources must be whole numbers",
+}
+
+# Rules on the template, since each compares a reserve with a sibling field. Defaults
+# fill cpu, memory and pods before these run; isQuantity keeps a malformed value (which
+# the pattern already refuses) from failing the rule with an evaluation error.
+_RESERVED_RULES: Final[list[dict[str, str]]] = [
+    {
+        "rule": (
+            "!has(self.reserved) || self.reserved.all(k, k in ['cpu', 'memory', 'pods']"
+            " || (k == 'ephemeral-storage' && has(self.ephemeralStorage))"
+            " || (has(self.extendedResources) && k in self.extendedResources))"
+        ),
+        "message": (
+            "reserved may name only cpu, memory, pods, ephemeral-storage (when "
+            "ephemeralStorage is set) and the template's extendedResources"
+        ),
+    },
+    {
+        "rule": (
+            "!has(self.reserved) || !('cpu' in self.reserved)"
+            " || (isQuantity(self.reserved['cpu']) && isQuantity(self.cpu)"
+            " && quantity(self.reserved['cpu']).isLessThan(quantity(self.cpu)))"
+        ),
+        "message": "reserved.cpu must be less than cpu",
+    },
+    {
+        "rule": (
+            "!has(self.reserved) || !('memory' in self.reserved)"
+            " || (isQuantity(self.reserved['memory']) && isQuantity(self.memory)"
+            " && quantity(self.reserved['memory']).isLessThan(quantity(self.memory)))"
+        ),
+        "message": "reserved.memory must be less than memory",
+    },
+    {
+        "rule": (
+            "!has(self.reserved) || !('pods' in self.reserved)"
+            " || (isQuantity(self.reserved['pods'])"
+            " && quantity(self.reserved['pods']).isInteger()"
+            " && quantity(self.reserved['pods']).isLessThan(quantity(string(self.pods))))"
+        ),
+        "message": "reserved.pods must be a whole number less than pods",
+    },
+    {
+        "rule": (
+            "!has(self.reserved) || !('ephemeral-storage' in self.reserved)"
+            " || !has(self.ephemeralStorage)"
+            " || (isQuantity(self.reserved['ephemeral-storage'])"
+            " && isQuantity(self.ephemeralStorage)"
+            " && quantity(self.reserved['ephemeral-storage']).compareTo("
+            "quantity(self.ephemeralStorage)) <= 0)"
+        ),
+        "message": "reserved.ephemeral-storage must not exceed ephemeralStorage",
+    },
+    {
+        "rule": (
+            "!has(self.reserved) || !has(self.extendedResources)"
+            " || self.reserved.all(k, !(k in self.extendedResources)"
+            " || (isQuantity(self.reserved[k]) && isQuantity(self.extendedResources[k])"
+            " && quantity(self.reserved[k]).isInteger()"
+            " && quantity(self.reserved[k]).compareTo(quantity(self.extendedResources[k])) <= 0))"
+        ),
+        "message": (
+            "a reserved extended resource must be a whole number no larger than "
+            "in extendedResources"
+        ),
+    },
+]
+
 _TAINT_SCHEMA: Final[dict[str, Any]] = {
     "type": "object",
     "description": "A taint put on every Node of the pool.",
@@ -336,6 +555,46 @@ _TEMPLATE_PROPERTIES: Final[dict[str, Any]] = {
         "minimum": 1,
         "default": DEFAULT_PODS,
     },
+    "ephemeralStorage": {
+        "type": "string",
+        "description": 'Local ephemeral storage of one Node, as a quantity ("100Gi").',
+        **_QUANTITY_LIMITS,
+        "x-kubernetes-validations": [_positive_quantity_rule("ephemeralStorage")],
+    },
+    "extendedResources": {
+        "type": "object",
+        "description": (
+            "Extended resources of one Node, by name, as whole quantities "
+            '({"example.com/gpu": "2"}).'
+        ),
+        "maxProperties": _MAX_RESOURCE_ENTRIES,
+        "additionalProperties": {
+            "type": "string",
+            **_QUANTITY_LIMITS,
+            "x-kubernetes-validations": [_WHOLE_QUANTITY_RULE],
+        },
+        "x-kubernetes-validations": [_EXTENDED_RESOURCE_NAMES_RULE],
+    },
+    "reserved": {
+        "type": "object",
+        "description": (
+            "What the system keeps of each resource, as kubelet's system-reserved: "
+            "allocatable = capacity - reserved."
+        ),
+        "maxProperties": _MAX_RESOURCE_ENTRIES,
+        "additionalProperties": {"type": "string", **_QUANTITY_LIMITS},
+    },
+    "zones": {
+        "type": "array",
+        "description": "Zones the pool's VMs are spread over, in turn; none: no zone label.",
+        "x-kubernetes-list-type": "set",
+        "maxItems": 32,
+        "items": _TOPOLOGY_NAME_SCHEMA,
+    },
+    "region": {
+        **_TOPOLOGY_NAME_SCHEMA,
+        "description": "The region label put on every Node of the pool.",
+    },
     "labels": {
         "type": "object",
         "description": "Labels put on every Node of the pool, besides the pool label.",
@@ -357,6 +616,7 @@ _TEMPLATE_SCHEMA: Final[dict[str, Any]] = {
     "required": ["cpu"],
     "default": meta.object_defaults(_TEMPLATE_PROPERTIES),
     "properties": _TEMPLATE_PROPERTIES,
+    "x-kubernetes-validations": _RESERVED_RULES,
 }
 
 _SPEC_PROPERTIES: Final[dict[str, Any]] = {
@@ -377,6 +637,14 @@ _SPEC_PROPERTIES: Final[dict[str, Any]] = {
         "description": "The pool never has more Nodes than this.",
         **_NODE_COUNT_BOUNDS,
         "default": DEFAULT_MAX_NODES,
+    },
+    "weight": {
+        "type": "integer",
+        "description": "Preference among pools that could all host a pod; higher first.",
+        "format": "int32",
+        "minimum": 0,
+        "maximum": MAX_WEIGHT,
+        "default": DEFAULT_WEIGHT,
     },
     "template": _TEMPLATE_SCHEMA,
 }

@@ -5,6 +5,10 @@ controller decides what to do with it, reporting in ``status.phase``. The target
 absolute, so that repeating a request never counts twice, and the spec is immutable
 (enforced by the server), so that a request's status always answers the spec it was
 created with.
+
+A request may state the pool's ``spec.targetNodes`` it was computed from
+(``basedOnTargetNodes``); if the pool's target has moved since (the user scaled in
+between), the request is Superseded rather than applied over the newer value.
 """
 
 from __future__ import annotations
@@ -52,10 +56,15 @@ PHASES: Final[tuple[Phase, ...]] = get_args(Phase)
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ScaleRequestSpec:
-    """Which pool, to how many Nodes, why, and who asks."""
+    """Which pool, to how many Nodes, from which target, why, and who asks.
+
+    ``based_on_target_nodes``: the pool's ``spec.targetNodes`` the requester computed
+    from; None (a hand-made request) skips the check.
+    """
 
     node_pool_name: str
     target_nodes: int
+    based_on_target_nodes: int | None = None
     reason: str | None = None
     requester: str | None = None
 
@@ -64,6 +73,7 @@ class ScaleRequestSpec:
         return cls(
             node_pool_name=_fields.required_string(d, "nodePoolName"),
             target_nodes=_fields.required_integer(d, "targetNodes"),
+            based_on_target_nodes=_fields.optional_integer(d, "basedOnTargetNodes"),
             reason=_fields.optional_string(d, "reason"),
             requester=_fields.optional_string(d, "requester"),
         )
@@ -73,6 +83,7 @@ class ScaleRequestSpec:
             {
                 "nodePoolName": self.node_pool_name,
                 "targetNodes": self.target_nodes,
+                "basedOnTargetNodes": self.based_on_target_nodes,
                 "reason": self.reason,
                 "requester": self.requester,
             }
@@ -155,6 +166,15 @@ SPEC_SCHEMA: Final[dict[str, Any]] = {
         "targetNodes": {
             "type": "integer",
             "description": "The absolute number of Nodes asked for.",
+            "format": "int32",
+            "minimum": 0,
+        },
+        "basedOnTargetNodes": {
+            "type": "integer",
+            "description": (
+                "The pool's spec.targetNodes this request was computed from; if the pool's "
+                "target differs when the request is handled, it is Superseded, not applied."
+            ),
             "format": "int32",
             "minimum": 0,
         },

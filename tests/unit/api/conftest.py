@@ -17,11 +17,12 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Callable, Mapping
+from fractions import Fraction
 from typing import Any
 
 import pytest
 
-from nodepool_operator.api import quantity
+from nodepool_operator.api import nodepool, quantity
 
 
 def _is_positive_quantity(value: Any) -> bool:
@@ -31,8 +32,73 @@ def _is_positive_quantity(value: Any) -> bool:
         return False
 
 
+def _value(text: Any) -> Fraction | None:
+    """CEL's ``quantity(text)``, or None where ``isQuantity(text)`` is false."""
+    try:
+        return quantity.parse_quantity(text)
+    except ValueError:
+        return None
+
+
+def _is_whole(text: Any) -> bool:
+    value = _value(text)
+    return value is not None and value.denominator == 1 and abs(value) < 2**63
+
+
+def _reserve_below(template: Mapping[str, Any], resource: str, capacity: Any) -> bool:
+    """The reserve of ``resource``, if any, is a quantity less than ``capacity``."""
+    if resource not in template.get("reserved", {}):
+        return True
+    reserve, limit = _value(template["reserved"][resource]), _value(capacity)
+    return reserve is not None and limit is not None and reserve < limit
+
+
+def _reserve_at_most(template: Mapping[str, Any], resource: str, capacity: Any) -> bool:
+    if resource not in template.get("reserved", {}):
+        return True
+    reserve, limit = _value(template["reserved"][resource]), _value(capacity)
+    return reserve is not None and limit is not None and reserve <= limit
+
+
+def _reserved_names_known(t: Mapping[str, Any]) -> bool:
+    return all(
+        k in ("cpu", "memory", "pods")
+        or (k == "ephemeral-storage" and "ephemeralStorage" in t)
+        or k in t.get("extendedResources", {})
+        for k in t.get("reserved", {})
+    )
+
+
+def _extended_reserves_fit(t: Mapping[str, Any]) -> bool:
+    extended = t.get("extendedResources", {})
+    return all(
+        _is_whole(t["reserved"][k]) and _reserve_at_most(t, k, extended[k])
+        for k in t.get("reserved", {})
+        if k in extended
+    )
+
+
+def _extended_names_valid(resources: Mapping[str, Any]) -> bool:
+    return all(
+        re.search(nodepool.EXTENDED_RESOURCE_NAME_PATTERN, k) is not None
+        and "kubernetes.io/" not in k
+        and not k.startswith("requests.")
+        for k in resources
+    )
+
+
+def _template_rule(message: str) -> str:
+    [rule] = [
+        r["rule"]
+        for r in nodepool.SPEC_SCHEMA["properties"]["template"]["x-kubernetes-validations"]
+        if r["message"] == message
+    ]
+    return str(rule)
+
+
 # Each CEL rule used in the CRDs, as a Python predicate of (self, oldSelf); oldSelf is
-# None on create, where the server skips transition rules.
+# None on create, where the server skips transition rules. The template's reserve rules
+# are long, so they are found by their message; each mirror still covers one rule.
 CEL_MIRRORS: dict[str, Callable[[Any, Any], bool]] = {
     "self.minNodes <= self.maxNodes": lambda s, _: bool(s["minNodes"] <= s["maxNodes"]),
     "self.targetNodes <= self.maxNodes": lambda s, _: bool(s["targetNodes"] <= s["maxNodes"]),
@@ -40,6 +106,35 @@ CEL_MIRRORS: dict[str, Callable[[Any, Any], bool]] = {
     "isQuantity(self) && quantity(self).isGreaterThan(quantity('0'))": (
         lambda s, _: _is_positive_quantity(s)
     ),
+    "isQuantity(self) && quantity(self).isInteger()": lambda s, _: _is_whole(s),
+    nodepool.SPEC_SCHEMA["properties"]["template"]["properties"]["extendedResources"][
+        "x-kubernetes-validations"
+    ][0]["rule"]: lambda s, _: _extended_names_valid(s),
+    _template_rule(
+        "reserved may name only cpu, memory, pods, ephemeral-storage (when "
+        "ephemeralStorage is set) and the template's extendedResources"
+    ): lambda s, _: _reserved_names_known(s),
+    _template_rule("reserved.cpu must be less than cpu"): (
+        lambda s, _: _reserve_below(s, "cpu", s["cpu"])
+    ),
+    _template_rule("reserved.memory must be less than memory"): (
+        lambda s, _: _reserve_below(s, "memory", s["memory"])
+    ),
+    _template_rule("reserved.pods must be a whole number less than pods"): (
+        lambda s, _: (
+            "pods" not in s.get("reserved", {})
+            or (_is_whole(s["reserved"]["pods"]) and _reserve_below(s, "pods", str(s["pods"])))
+        )
+    ),
+    _template_rule("reserved.ephemeral-storage must not exceed ephemeralStorage"): (
+        lambda s, _: (
+            "ephemeralStorage" not in s
+            or _reserve_at_most(s, "ephemeral-storage", s["ephemeralStorage"])
+        )
+    ),
+    _template_rule(
+        "a reserved extended resource must be a whole number no larger than in extendedResources"
+    ): lambda s, _: _extended_reserves_fit(s),
 }
 
 
@@ -104,6 +199,8 @@ def _object_errors(
     errors = [
         f"{path}.{name}: Required value" for name in schema.get("required", []) if name not in value
     ]
+    if "maxProperties" in schema and len(value) > schema["maxProperties"]:
+        errors.append(f"{path}: must have at most {schema['maxProperties']} items")
     properties = schema.get("properties", {})
     for name, item in value.items():
         old_item = old.get(name) if isinstance(old, dict) else None
@@ -118,6 +215,8 @@ def _object_errors(
 
 def _array_errors(schema: Mapping[str, Any], value: list[Any], *, path: str) -> list[str]:
     errors = []
+    if "maxItems" in schema and len(value) > schema["maxItems"]:
+        errors.append(f"{path}: must have at most {schema['maxItems']} items")
     for i, item in enumerate(value):
         errors += validate(schema["items"], item, path=f"{path}[{i}]")
     list_type = schema.get("x-kubernetes-list-type")

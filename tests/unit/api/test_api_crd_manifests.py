@@ -106,7 +106,8 @@ def test_every_cel_rule_has_a_python_mirror_and_the_rules_are_the_contract(
         for rule in node.get("x-kubernetes-validations", [])
     }
     positive = "isQuantity(self) && quantity(self).isGreaterThan(quantity('0'))"
-    assert rules == {
+    whole = "isQuantity(self) && quantity(self).isInteger()"
+    short_rules = {
         (
             "NodePool",
             ".spec",
@@ -126,8 +127,45 @@ def test_every_cel_rule_has_a_python_mirror_and_the_rules_are_the_contract(
             positive,
             "memory must be a quantity greater than zero",
         ),
+        (
+            "NodePool",
+            ".spec.template.ephemeralStorage",
+            positive,
+            "ephemeralStorage must be a quantity greater than zero",
+        ),
+        (
+            "NodePool",
+            ".spec.template.extendedResources.*",
+            whole,
+            "extended resources must be whole numbers",
+        ),
         ("ScaleRequest", ".spec", "self == oldSelf", "spec is immutable"),
     }
+    # The longer rules (names and reserves) are the contract by where they sit and what
+    # they say; the mirrors and the cases below pin down what they accept.
+    long_rules = {
+        (
+            ".spec.template.extendedResources",
+            "extendedResources names must be qualified names outside kubernetes.io, "
+            "such as example.com/gpu",
+        ),
+        (
+            ".spec.template",
+            "reserved may name only cpu, memory, pods, ephemeral-storage (when "
+            "ephemeralStorage is set) and the template's extendedResources",
+        ),
+        (".spec.template", "reserved.cpu must be less than cpu"),
+        (".spec.template", "reserved.memory must be less than memory"),
+        (".spec.template", "reserved.pods must be a whole number less than pods"),
+        (".spec.template", "reserved.ephemeral-storage must not exceed ephemeralStorage"),
+        (
+            ".spec.template",
+            "a reserved extended resource must be a whole number no larger than "
+            "in extendedResources",
+        ),
+    }
+    assert short_rules <= rules
+    assert {(path, message) for _, path, _, message in rules - short_rules} == long_rules
     assert {rule for _, _, rule, _ in rules} == set(server_model.cel_mirrors)
 
 
@@ -156,6 +194,67 @@ def test_a_nodepool_without_spec_gets_a_complete_default_spec(server_model: Any)
             ".spec.template.taints: Duplicate value",
         ),
         ({"replicas": 3}, '.spec: unknown field "replicas"'),
+        ({"weight": 101}, ".spec.weight: should be less than or equal to 100"),
+        ({"weight": -1}, ".spec.weight: should be greater than or equal to 0"),
+        ({"template": {"zones": ["a", "a"]}}, ".spec.template.zones: Duplicate value"),
+        ({"template": {"zones": [""]}}, ".spec.template.zones[0]: should be at least 1"),
+        ({"template": {"zones": ["eu west"]}}, ".spec.template.zones[0]: should match"),
+        ({"template": {"region": "-eu"}}, ".spec.template.region: should match"),
+        (
+            {"template": {"ephemeralStorage": "0"}},
+            "ephemeralStorage must be a quantity greater than zero",
+        ),
+        ({"template": {"ephemeralStorage": "10GB"}}, ".spec.template.ephemeralStorage: should"),
+        (
+            {"template": {"extendedResources": {"gpu": "1"}}},
+            "extendedResources names must be qualified names outside kubernetes.io",
+        ),
+        (
+            {"template": {"extendedResources": {"kubernetes.io/gpu": "1"}}},
+            "extendedResources names must be qualified names outside kubernetes.io",
+        ),
+        (
+            {"template": {"extendedResources": {"requests.example.com/gpu": "1"}}},
+            "extendedResources names must be qualified names outside kubernetes.io",
+        ),
+        (
+            {"template": {"extendedResources": {"example.com/gpu": "1.5"}}},
+            "extended resources must be whole numbers",
+        ),
+        (
+            {"template": {"extendedResources": {f"example.com/r{i}": "1" for i in range(17)}}},
+            ".spec.template.extendedResources: must have at most 16 items",
+        ),
+        ({"template": {"reserved": {"cpu": "-1"}}}, ".spec.template.reserved.cpu: should match"),
+        ({"template": {"reserved": {"disk": "1"}}}, "reserved may name only cpu, memory"),
+        (
+            {"template": {"reserved": {"ephemeral-storage": "1Gi"}}},
+            "reserved may name only cpu, memory",
+        ),
+        (
+            {"template": {"reserved": {"example.com/gpu": "1"}}},
+            "reserved may name only cpu, memory",
+        ),
+        ({"template": {"cpu": "4", "reserved": {"cpu": "4"}}}, "reserved.cpu must be less than"),
+        (
+            {"template": {"memory": "1Gi", "reserved": {"memory": "2Gi"}}},
+            "reserved.memory must be less than memory",
+        ),
+        ({"template": {"pods": 10, "reserved": {"pods": "10"}}}, "reserved.pods must be a whole"),
+        ({"template": {"reserved": {"pods": "1.5"}}}, "reserved.pods must be a whole"),
+        (
+            {"template": {"ephemeralStorage": "10Gi", "reserved": {"ephemeral-storage": "11Gi"}}},
+            "reserved.ephemeral-storage must not exceed ephemeralStorage",
+        ),
+        (
+            {
+                "template": {
+                    "extendedResources": {"example.com/gpu": "2"},
+                    "reserved": {"example.com/gpu": "3"},
+                }
+            },
+            "a reserved extended resource must be a whole number no larger than",
+        ),
     ],
 )
 def test_an_invalid_nodepool_is_refused_with_the_reason(
@@ -168,6 +267,31 @@ def test_an_invalid_nodepool_is_refused_with_the_reason(
 def test_a_nodepool_within_bounds_is_accepted(server_model: Any) -> None:
     spec = {"targetNodes": 3, "minNodes": 1, "maxNodes": 3, "template": {"cpu": "500m"}}
     assert _created(server_model, nodepool, obj={"spec": spec}) == []
+
+
+def test_a_nodepool_using_every_template_field_is_accepted(server_model: Any) -> None:
+    template = {
+        "cpu": "4",
+        "memory": "16Gi",
+        "pods": 110,
+        "ephemeralStorage": "100Gi",
+        "extendedResources": {"example.com/gpu": "2", "fpga.example.com/slot": "1k"},
+        "reserved": {
+            "cpu": "500m",
+            "memory": "1Gi",
+            "pods": "10",
+            "ephemeral-storage": "100Gi",
+            "example.com/gpu": "2",
+        },
+        "zones": ["eu-west-1a", "eu-west-1b"],
+        "region": "eu-west-1",
+    }
+    spec = {"weight": 100, "template": template}
+    assert _created(server_model, nodepool, obj={"spec": spec}) == []
+    assert nodepool.NodePoolSpec.from_dict(spec).to_dict() == {
+        **nodepool.NodePoolSpec().to_dict(),
+        **spec,
+    }
 
 
 def test_a_scale_request_spec_cannot_change_but_its_status_can(server_model: Any) -> None:
@@ -187,6 +311,11 @@ def test_a_scale_request_spec_cannot_change_but_its_status_can(server_model: Any
         (scalerequest, {}, ".spec: Required value"),
         (scalerequest, {"spec": {"nodePoolName": "", "targetNodes": 1}}, "at least 1 chars"),
         (scalerequest, {"spec": {"nodePoolName": "p"}}, ".spec.targetNodes: Required value"),
+        (
+            scalerequest,
+            {"spec": {"nodePoolName": "p", "targetNodes": 1, "basedOnTargetNodes": -1}},
+            ".spec.basedOnTargetNodes: should be greater than or equal to 0",
+        ),
         (autoscaler, {"spec": {}}, ".spec.nodePoolName: Required value"),
         (autoscaler, {"spec": {"nodePoolName": "p", "scanIntervalSeconds": 0}}, "greater than"),
         (autoscaler, {"spec": {"nodePoolName": "p", "batchWindowSeconds": 61}}, "less than"),

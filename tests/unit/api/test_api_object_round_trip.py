@@ -52,12 +52,15 @@ STRATEGIES: dict[str, st.SearchStrategy[Any]] = {
 }
 
 
+_MAPS = ("labels", "extendedResources", "reserved")
+
+
 def _fields_and_values(value: Any) -> list[tuple[str, Any]]:
     """Every (field name, value) pair in a to_dict() result, at any depth."""
     if isinstance(value, dict):
         pairs = list(value.items())
-        # Labels are a map: their keys are data, not field names.
-        nested = [kv for k, v in pairs if k != "labels" for kv in _fields_and_values(v)]
+        # Maps keyed by label or resource names: their keys are data, not field names.
+        nested = [kv for k, v in pairs if k not in _MAPS for kv in _fields_and_values(v)]
         return pairs + nested
     if isinstance(value, list):
         return [kv for item in value for kv in _fields_and_values(item)]
