@@ -13,7 +13,7 @@ Errors, classed once so callers decide to retry by type, never by parsing messag
     │   └── RateLimited             429; carries retry_after (seconds, or None)
     └── PermanentCloudError         transient=False: retrying the same call will not help
         ├── QuotaExceeded           the account may not hold more VMs
-        ├── InvalidMachineSpec      cpu/memory/pods the cloud rejects
+        ├── InvalidMachineSpec      cpu/memory/pods/zone the cloud rejects
         └── VmConflict              the name exists with a different pool
 
 A transient error does not mean the call had no effect: a create answered with a 5xx or a
@@ -55,11 +55,15 @@ class VmState(enum.StrEnum):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class MachineSpec:
-    """The shape of one machine, in Kubernetes quantities (cpu "4" or "500m", memory "16Gi")."""
+    """The shape of one machine, in Kubernetes quantities (cpu "4" or "500m", memory "16Gi").
+
+    ``zone``: where to place it; None lets the cloud choose.
+    """
 
     cpu: str
     memory: str
     pods: int
+    zone: str | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -76,6 +80,7 @@ class VirtualMachine:
     created_at: float
     """Wall-clock epoch seconds, as the cloud recorded them."""
     zone: str | None = None
+    """The zone the VM runs in: the one asked for, else the cloud's choice."""
 
 
 class CloudProvider(Protocol):

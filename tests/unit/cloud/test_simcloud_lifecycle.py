@@ -215,3 +215,55 @@ async def test_vms_and_their_timeline_survive_a_server_restart(
     assert after == dataclasses.replace(created, state=provider.VmState.RUNNING)
     assert again == after
     assert stats.creations_by_name == {NAME: 1}
+
+
+async def test_a_vm_is_placed_in_the_zone_its_create_names(cloud: client.SimCloudClient) -> None:
+    spec = dataclasses.replace(SPEC, zone="eu-west-1b")
+
+    created = await cloud.create_vm(name=NAME, pool="pool-a", spec=spec)
+
+    assert created.zone == "eu-west-1b"
+    assert await cloud.get_vm(NAME) == created
+    assert await cloud.list_vms(pool="pool-a") == [created]
+
+
+async def test_without_a_zone_the_cloud_chooses_one_of_its_own_for_good(
+    cloud: client.SimCloudClient,
+) -> None:
+    created = await cloud.create_vm(name=NAME, pool="pool-a", spec=SPEC)
+
+    assert created.zone in store.ZONES
+    assert (await cloud.get_vm(NAME)) == created
+
+
+async def test_a_zone_that_cannot_be_a_label_value_is_an_invalid_machine_spec(
+    cloud: client.SimCloudClient,
+) -> None:
+    spec = dataclasses.replace(SPEC, zone="eu west")
+
+    with pytest.raises(provider.InvalidMachineSpec, match="zone"):
+        await cloud.create_vm(name=NAME, pool="pool-a", spec=spec)
+    assert await cloud.list_vms(pool="pool-a") == []
+
+
+async def test_a_vm_keeps_its_zone_across_a_server_restart(
+    config: server.SimCloudConfig, clock: store.WallClock
+) -> None:
+    spec = dataclasses.replace(SPEC, zone="zone-c")
+    async with (
+        server.SimCloudServer(config, clock=clock) as sim,
+        client.SimCloudClient(sim.endpoint) as cloud,
+    ):
+        await cloud.create_vm(name=NAME, pool="pool-a", spec=spec)
+
+    async with (
+        server.SimCloudServer(config, clock=clock) as sim,
+        client.SimCloudClient(sim.endpoint) as cloud,
+    ):
+        after = await cloud.get_vm(NAME)
+        # The name is the idempotency key: asking again elsewhere moves nothing.
+        again = await cloud.create_vm(name=NAME, pool="pool-a", spec=SPEC)
+
+    assert after is not None
+    assert after.zone == "zone-c"
+    assert again.zone == "zone-c"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import email.utils
+import json
 
 import pytest
 from hypothesis import given, settings
@@ -126,3 +127,47 @@ def test_no_zero_or_negative_quantity_is_a_valid_spec(amount: int, suffix: str) 
     ):
         with pytest.raises(provider.InvalidMachineSpec):
             store.validate_request(name="vm-0", pool="pool", spec=spec)
+
+
+@pytest.mark.parametrize("zone", [None, "eu-west-1a"])
+def test_a_create_request_round_trips_with_or_without_a_zone(zone: str | None) -> None:
+    spec = provider.MachineSpec(cpu="4", memory="16Gi", pods=110, zone=zone)
+
+    body = wire.machine_to_json(pool="pool-a", spec=spec)
+
+    assert ("zone" in body) == (zone is not None)
+    assert wire.machine_from_json(json.loads(json.dumps(body))) == ("pool-a", spec)
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        ({"cpu": "4", "memory": "1Gi", "pods": 1}, provider.PermanentCloudError),
+        ({"pool": "p", "cpu": 4, "memory": "1Gi", "pods": 1}, provider.InvalidMachineSpec),
+        ({"pool": "p", "cpu": "4", "memory": "1Gi", "pods": True}, provider.InvalidMachineSpec),
+        (
+            {"pool": "p", "cpu": "4", "memory": "1Gi", "pods": 1, "zone": 3},
+            provider.InvalidMachineSpec,
+        ),
+    ],
+)
+def test_a_malformed_create_request_is_refused_for_good(
+    body: dict[str, object], error: type[provider.CloudError]
+) -> None:
+    with pytest.raises(error) as raised:
+        wire.machine_from_json(body)
+    assert not raised.value.transient
+
+
+def test_a_vm_zone_round_trips_on_the_wire() -> None:
+    vm = provider.VirtualMachine(
+        name=provider.VmName("p-0"),
+        pool="p",
+        cpu="4",
+        memory="16Gi",
+        state=provider.VmState.RUNNING,
+        provider_id="simcloud:///p-0",
+        created_at=1.5,
+        zone="eu-west-1c",
+    )
+    assert wire.vm_from_json(json.loads(json.dumps(wire.vm_to_json(vm)))) == vm

@@ -42,7 +42,7 @@ class SimCloudClient:
     async def create_vm(
         self, *, name: provider.VmName, pool: str, spec: provider.MachineSpec
     ) -> provider.VirtualMachine:
-        body = {"pool": pool, "cpu": spec.cpu, "memory": spec.memory, "pods": spec.pods}
+        body = wire.machine_to_json(pool=pool, spec=spec)
         _, data = await self._call("PUT", _vm_path(name), json_body=body)
         return _decode(wire.vm_from_json, data)
 

@@ -2,7 +2,8 @@
 
 Routes (bodies and VMs as in ``wire``)::
 
-    PUT    /v1/vms/{name}   {pool, cpu, memory, pods}  201 made, 200 existed (same pool),
+    PUT    /v1/vms/{name}   {pool, cpu, memory, pods,  201 made, 200 existed (same pool),
+                            zone?}
                                                        400, 403 QuotaExceeded, 409 VmConflict
     DELETE /v1/vms/{name}                              202 + VM (deleting), 204 absent
     GET    /v1/vms?pool=P                              200 {"items": [VM, ...]}, by name;
@@ -412,19 +413,11 @@ def _route(request: web.Request) -> str:
 
 async def _create_vm(request: web.Request) -> web.StreamResponse:
     sim = request.app[_SIM]
-    body = await _json_object(request)
-    pool = body.get("pool")
-    if not isinstance(pool, str):
-        raise provider.PermanentCloudError("pool must be a string", code="InvalidRequest")
-    cpu, memory, pods = body.get("cpu"), body.get("memory"), body.get("pods")
-    if not isinstance(cpu, str) or not isinstance(memory, str):
-        raise provider.InvalidMachineSpec('cpu and memory must be strings, like "4" and "16Gi"')
-    if isinstance(pods, bool) or not isinstance(pods, int):
-        raise provider.InvalidMachineSpec("pods must be an integer")
+    pool, spec = wire.machine_from_json(await _json_object(request))
     vm, created = sim.vms.create_vm(
         name=provider.VmName(request.match_info["name"]),
         pool=pool,
-        spec=provider.MachineSpec(cpu=cpu, memory=memory, pods=pods),
+        spec=spec,
         quota_max_vms=sim.faults.quota_max_vms,
     )
     return web.json_response(wire.vm_to_json(vm), status=201 if created else 200)

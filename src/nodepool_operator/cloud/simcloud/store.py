@@ -42,6 +42,7 @@ __all__ = ["SimCloudStore", "Timing", "WallClock", "validate_request"]
 WallClock = Callable[[], float]
 """Wall-clock epoch seconds; ``time.time`` unless a test fakes it."""
 
+#: Where a VM goes when its create names no zone (a real cloud picks one too).
 ZONES = ("sim-1a", "sim-1b", "sim-1c")
 
 _SCHEMA = """
@@ -66,6 +67,9 @@ CREATE TABLE IF NOT EXISTS creations (
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _CPU = re.compile(r"[1-9][0-9]*m?")
 _MEMORY = re.compile(r"(?P<number>[0-9]+(\.[0-9]*)?|\.[0-9]+)(?P<suffix>[KMGTPE]i|[kMGTPE])?")
+# Any zone a template names is accepted (the simulated cloud has every region), as long
+# as it can be the value of the Node's zone label.
+_ZONE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -105,6 +109,10 @@ def validate_request(*, name: str, pool: str, spec: provider.MachineSpec) -> Non
     # bool is an int subclass; JSON true must not pass as one pod.
     if isinstance(spec.pods, bool) or not isinstance(spec.pods, int) or spec.pods < 1:
         raise provider.InvalidMachineSpec(f"pods {spec.pods!r} is not a positive integer")
+    if spec.zone is not None and not _ZONE.fullmatch(spec.zone):
+        raise provider.InvalidMachineSpec(
+            f"zone {spec.zone!r} is not a label value of at most 63 characters"
+        )
 
 
 class SimCloudStore:
@@ -172,7 +180,7 @@ class SimCloudStore:
             db.execute(
                 "INSERT INTO vms (name, pool, cpu, memory, zone, created_at, ready_at)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (name, pool, spec.cpu, spec.memory, _zone(name), now, ready_at),
+                (name, pool, spec.cpu, spec.memory, spec.zone or _zone(name), now, ready_at),
             )
             db.execute(
                 "INSERT INTO creations (name, count) VALUES (?, 1)"

@@ -1,6 +1,10 @@
 """The JSON shapes simcloud's server and client share, and the one table of status codes.
 
-Keys are camelCase, as in Kubernetes. A VM on the wire::
+Keys are camelCase, as in Kubernetes. A create request (``zone`` optional)::
+
+    {"pool": "pool-a", "cpu": "4", "memory": "16Gi", "pods": 110, "zone": "sim-1b"}
+
+A VM on the wire::
 
     {"name": "pool-a-0", "pool": "pool-a", "cpu": "4", "memory": "16Gi",
      "state": "Provisioning", "providerId": "simcloud:///pool-a-0",
@@ -27,6 +31,8 @@ __all__ = [
     "SimCloudStats",
     "error_for_status",
     "error_json",
+    "machine_from_json",
+    "machine_to_json",
     "parse_retry_after",
     "status_for_error",
     "vm_from_json",
@@ -98,6 +104,33 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
     if math.isnan(seconds):
         return None
     return max(0.0, seconds)
+
+
+def machine_to_json(*, pool: str, spec: provider.MachineSpec) -> dict[str, object]:
+    body: dict[str, object] = {
+        "pool": pool,
+        "cpu": spec.cpu,
+        "memory": spec.memory,
+        "pods": spec.pods,
+    }
+    if spec.zone is not None:
+        body["zone"] = spec.zone
+    return body
+
+
+def machine_from_json(obj: Mapping[str, object]) -> tuple[str, provider.MachineSpec]:
+    """The pool and machine of a create request; raises the error a real cloud would."""
+    pool = obj.get("pool")
+    if not isinstance(pool, str):
+        raise provider.PermanentCloudError("pool must be a string", code="InvalidRequest")
+    cpu, memory, pods, zone = obj.get("cpu"), obj.get("memory"), obj.get("pods"), obj.get("zone")
+    if not isinstance(cpu, str) or not isinstance(memory, str):
+        raise provider.InvalidMachineSpec('cpu and memory must be strings, like "4" and "16Gi"')
+    if isinstance(pods, bool) or not isinstance(pods, int):
+        raise provider.InvalidMachineSpec("pods must be an integer")
+    if zone is not None and not isinstance(zone, str):
+        raise provider.InvalidMachineSpec("zone must be a string or absent")
+    return pool, provider.MachineSpec(cpu=cpu, memory=memory, pods=pods, zone=zone)
 
 
 def vm_to_json(vm: provider.VirtualMachine) -> dict[str, object]:
