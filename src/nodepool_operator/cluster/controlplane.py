@@ -44,18 +44,32 @@ IDENTITIES: dict[str, pki.Identity] = {
     "operator": pki.Identity("nodepool-operator", ("nodepool:operators",)),
 }
 
-#: Controllers of kube-controller-manager the system relies on: namespaces are deleted,
-#: Deployments make ReplicaSets make Pods, owned objects are garbage-collected, PDBs get
+#: Controllers of kube-controller-manager the system relies on (names as kube-controller-manager
+#: v1.36 knows them). Namespaces are deleted, owned objects are garbage-collected, PDBs get
 #: their status (the Eviction API needs it), namespaces get a default ServiceAccount, and a
 #: new Node loses its ``node.kubernetes.io/not-ready`` taint once kwok reports it Ready.
+#: The workload controllers a real cluster runs come with them, so tests can express
+#: ordinary workloads: Deployments, DaemonSets, StatefulSets, Jobs and CronJobs (finished
+#: Jobs with a TTL are deleted), and Services get their EndpointSlices and Endpoints. The
+#: pod garbage collector is what deletes the Pods left bound to a Node that is gone: a
+#: drain leaves DaemonSet Pods in place, and nothing else would ever remove them.
 CONTROLLERS = (
     "node-lifecycle-controller",
     "garbage-collector-controller",
     "namespace-controller",
+    "serviceaccount-controller",
+    "disruption-controller",
     "deployment-controller",
     "replicaset-controller",
-    "disruption-controller",
-    "serviceaccount-controller",
+    "daemonset-controller",
+    "statefulset-controller",
+    "job-controller",
+    "cronjob-controller",
+    "ttl-after-finished-controller",
+    "endpoints-controller",
+    "endpointslice-controller",
+    "endpointslice-mirroring-controller",
+    "pod-garbage-collector-controller",
 )
 
 AUDIT_POLICY = {
@@ -91,7 +105,10 @@ _NOT_READY = {
 
 #: What kwok does to the Nodes and Pods it manages: a new Node turns Ready (its capacity is
 #: left as its creator set it), a Pod bound to such a Node runs at once, and a Pod being
-#: deleted goes away (there is no kubelet to finish it).
+#: deleted goes away (there is no kubelet to finish it). A running Pod gets an IP from
+#: kwok's ``--cidr`` (the Node's IP with ``hostNetwork``): the EndpointSlice controller
+#: leaves Pods without one out of a Service's endpoints. Pods run until deleted, Job Pods
+#: too: no stage completes them, so a Job stays active as long as its Pods exist.
 KWOK_STAGES = [
     _stage(
         "node-ready",
@@ -130,6 +147,14 @@ phase: Running
             "statusTemplate": """{{ $now := Now }}
 phase: Running
 hostIP: {{ NodeIP | Quote }}
+{{ with PodIPsWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" )
+     ( or .metadata.name "" ) ( or .metadata.namespace "" ) }}
+podIP: {{ index . 0 | Quote }}
+podIPs:
+{{ range . }}
+- {ip: {{ . | Quote }}}
+{{ end }}
+{{ end }}
 startTime: {{ $now | Quote }}
 conditions:
 - {type: PodScheduled, status: "True", lastTransitionTime: {{ $now | Quote }}}
