@@ -178,12 +178,17 @@ class PoolActions:
             reason="ScaleUp",
             message=f"creating {missing} VMs ({len(view.vms)} -> {len(view.vms) + missing})",
         )
-        machine = MachineSpec(
-            cpu=spec.template.cpu, memory=spec.template.memory, pods=spec.template.pods
-        )
+        template = spec.template
         limit = asyncio.Semaphore(self.config.create_parallelism)
 
         async def create(vm_name: VmName) -> None:
+            # Each VM in the zone its name gives it, which its Node will be labelled with.
+            machine = MachineSpec(
+                cpu=template.cpu,
+                memory=template.memory,
+                pods=template.pods,
+                zone=np.zone_of(vm_name, template),
+            )
             async with limit:
                 await self.cloud.create_vm(name=vm_name, pool=name, spec=machine)
 

@@ -84,14 +84,14 @@ class NodePoolReconciler:
         pool = self.pools.get(request.name)
         if pool is None:
             self._forget(request.name)
-            return Result()
+            return await self._answer_orphans(request.name)
         if pool["metadata"].get("deletionTimestamp"):
             return await self._finalize(pool)
         if FINALIZER not in (pool["metadata"].get("finalizers") or []):
             await self._add_finalizer(pool)
         pool_requests = self.requests.by_index("pool", request.name)
         if await self._answer_requests(pool, pool_requests):
-            return Result()  # the spec write brings a fresher pool in a moment
+            return Result()  # the spec write (or the pool's deletion) brings an event soon
         spec = np.spec_of(pool)
         desired = plan.desired_nodes(spec)
         view, pause = await self._converge(pool, spec, desired)
@@ -99,12 +99,43 @@ class NodePoolReconciler:
             view = await self.actions.observe(pool)
         degraded = (pause.reason, pause.message) if pause else None
         await self._report(pool, desired=desired, view=view, degraded=degraded)
+        next_expiry = await self._delete_expired(pool_requests)
+        return self._next(view, desired, pause, next_expiry)
+
+    async def _delete_expired(self, pool_requests: list[Object]) -> float | None:
+        """Delete finished requests past retention; seconds until the next one expires."""
         now = datetime.datetime.fromtimestamp(self.wall_clock.time(), datetime.UTC)
         expired, next_expiry = requests.expired_requests(
             pool_requests, now=now, retention=self.config.request_retention
         )
         await requests.delete_requests(self.client, expired)
-        return self._next(view, desired, pause, next_expiry)
+        return next_expiry
+
+    async def _answer_orphans(self, name: str) -> Result:
+        """Reject the pending requests for a pool that does not exist, and clean up.
+
+        Owned requests go with their pool (garbage collection); this answers the ones
+        made by hand for a pool that never existed, or whose pool was deleted.
+        """
+        orphans = self.requests.by_index("pool", name)
+        pending = self._unanswered(name, requests.pending_requests(orphans), orphans)
+        if pending:
+            if await requests.pool_exists(self.client, name):
+                return Result()  # the cache lags behind a new pool, whose event is coming
+            message = requests.missing_pool(name)
+            await requests.reject(self.request_status, pending, message)
+            self._answered.setdefault(name, set()).update(r["metadata"]["uid"] for r in pending)
+            log.info(
+                "controller=%s key=%s event=scale-request-rejected requests=%s message=%r",
+                NAME,
+                name,
+                ",".join(r["metadata"]["name"] for r in pending),
+                message,
+            )
+        next_expiry = await self._delete_expired(orphans)
+        if not self._answered.get(name):
+            self._answered.pop(name, None)
+        return Result() if next_expiry is None else Result(requeue_after=next_expiry)
 
     async def _converge(
         self, pool: Object, spec: np.NodePoolSpec, desired: int
@@ -134,7 +165,8 @@ class NodePoolReconciler:
         return view, pause
 
     async def _answer_requests(self, pool: Object, pool_requests: list[Object]) -> bool:
-        """Turn the pool's pending ScaleRequests into its target; True if the target moved."""
+        """Turn the pool's pending ScaleRequests into its target; True if the target moved
+        or the pool turned out to be gone, so this pass must stop."""
         name = pool["metadata"]["name"]
         pending = self._unanswered(name, requests.pending_requests(pool_requests), pool_requests)
         if not pending:
@@ -143,6 +175,14 @@ class NodePoolReconciler:
             client=self.client, statuses=self.request_status, pool_name=name, pending=pending
         )
         self._answered.setdefault(name, set()).update(r["metadata"]["uid"] for r in pending)
+        if decision is None:
+            log.info(
+                "controller=%s key=%s event=pool-gone requests-rejected=%d",
+                NAME,
+                name,
+                len(pending),
+            )
+            return True
         log.info(
             "controller=%s key=%s event=scale-request-%s request=%s message=%r",
             NAME,
@@ -236,8 +276,12 @@ class NodePoolReconciler:
         await self.client.patch(NODEPOOLS, pool["metadata"]["name"], patch)
 
     def _forget(self, name: str) -> None:
-        """Drop what we remember of a pool that is gone (a new one may take its name)."""
-        self._answered.pop(name, None)
+        """Drop what we remember of a pool that is gone (a new one may take its name).
+
+        The answered requests stay: they are known by uid, so a new pool of the same
+        name cannot be confused with them, and they keep a lagging cache from making a
+        request for the missing pool be answered twice.
+        """
         self._scaling_since.pop(name, None)
         self.cloud_backoff.succeeded(name)
 

@@ -1,10 +1,12 @@
 """Nodes of a pool: how a RUNNING VM is registered, cordoned and drained.
 
 A Node is created once per VM with everything a real kubelet would report at
-registration (capacity and allocatable from the pool's template) plus what the pool
-promises (its label, the template's labels and taints) and an owner reference to the
-NodePool. Draining uses the Eviction API, so PodDisruptionBudgets are respected: a 429
-from an eviction means "not now", and the drain is simply tried again later.
+registration (capacity and allocatable from the pool's template, every resource of it)
+plus what the pool promises (its label, zone and region, the template's labels and
+taints) and an owner reference to the NodePool. Capacity, allocatable, zone and labels
+come from ``api.nodepool``'s functions, the ones the Autoscaler simulates Nodes with.
+Draining uses the Eviction API, so PodDisruptionBudgets are respected: a 429 from an
+eviction means "not now", and the drain is simply tried again later.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from nodepool_operator.controllers.nodepool import plan
 from nodepool_operator.runtime import errors, kinds, pods
 from nodepool_operator.runtime.client import Client, Object
 
-__all__ = ["KWOK_ANNOTATION", "evictable_pods", "node_manifest"]
+__all__ = ["KWOK_ANNOTATION", "evictable_pods", "node_manifest", "quantities"]
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 
@@ -27,8 +29,8 @@ def node_manifest(
     *, pool: Mapping[str, Any], vm: VirtualMachine, template: np.NodeTemplate, simulated: bool
 ) -> Object:
     name = str(pool["metadata"]["name"])
-    capacity = {"cpu": template.cpu, "memory": template.memory, "pods": str(template.pods)}
-    labels = {**np.node_labels(name, template), "kubernetes.io/hostname": vm.name}
+    zone = np.zone_of(vm.name, template)
+    labels = {**np.node_labels(name, template, zone=zone), np.HOSTNAME_LABEL: vm.name}
     spec: dict[str, Any] = {"providerID": vm.provider_id}
     if template.taints:
         spec["taints"] = [taint.to_dict() for taint in template.taints]
@@ -50,7 +52,19 @@ def node_manifest(
             ],
         },
         "spec": spec,
-        "status": {"capacity": capacity, "allocatable": dict(capacity)},
+        "status": {
+            "capacity": quantities(np.template_capacity(template)),
+            "allocatable": quantities(np.template_allocatable(template)),
+        },
+    }
+
+
+def quantities(amounts: Mapping[str, int]) -> dict[str, str]:
+    """Amounts in ``template_capacity``'s units as the quantity text a Node carries:
+    cpu in millicores ("3500m"), everything else a plain integer (bytes or a count)."""
+    return {
+        resource: f"{amount}m" if resource == "cpu" else str(amount)
+        for resource, amount in amounts.items()
     }
 
 

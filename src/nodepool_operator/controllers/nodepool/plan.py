@@ -100,14 +100,26 @@ class RequestDecision:
     message: str
 
 
-def decide_request(spec: np.NodePoolSpec, requested: int) -> RequestDecision:
+def decide_request(
+    spec: np.NodePoolSpec, requested: int, *, based_on: int | None = None
+) -> RequestDecision:
     """What a request for ``requested`` nodes does to a pool whose spec is ``spec``.
 
-    A scale-up never lowers the target: new = clamp(max(target, requested), min, max). A
-    scale-down never goes below minNodes. A request that changes nothing because of a
-    limit is Rejected with the limit named, so the requester can say why.
+    A request computed from another target than the pool's (``based_on``: the user
+    scaled in between) is Superseded and changes nothing: applying it would overwrite a
+    newer decision with one made without it. A scale-up never lowers the target:
+    new = clamp(max(target, requested), min, max). A scale-down never goes below
+    minNodes. A request that changes nothing because of a limit is Rejected with the
+    limit named, so the requester can say why.
     """
     current = spec.target_nodes
+    if based_on is not None and based_on != current:
+        return RequestDecision(
+            "Superseded",
+            current,
+            f"based on targetNodes={based_on}, but the pool's targetNodes is now {current}; "
+            "not applied",
+        )
     if requested >= current:
         new = max(spec.min_nodes, min(max(current, requested), spec.max_nodes))
         if requested > current and new == current:

@@ -1,0 +1,106 @@
+"""The Node a RUNNING VM is registered as: resources, zone and labels from the template."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import quantity
+from nodepool_operator.cloud.provider import VirtualMachine, VmName, VmState
+from nodepool_operator.controllers.nodepool import nodes
+
+POOL: dict[str, Any] = {"metadata": {"name": "gpu", "uid": "uid-gpu"}}
+
+
+def vm(name: str) -> VirtualMachine:
+    return VirtualMachine(
+        name=VmName(name),
+        pool="gpu",
+        cpu="8",
+        memory="32Gi",
+        state=VmState.RUNNING,
+        provider_id=f"simcloud:///{name}",
+        created_at=0.0,
+        zone="whatever-the-cloud-says",
+    )
+
+
+TEMPLATE = np.NodeTemplate(
+    cpu="8",
+    memory="32Gi",
+    pods=58,
+    ephemeral_storage="100Gi",
+    extended_resources={"example.com/gpu": "4"},
+    reserved={"cpu": "500m", "memory": "1Gi", "pods": "8", "example.com/gpu": "1"},
+    zones=("eu-1a", "eu-1b", "eu-1c"),
+    region="eu-1",
+    labels={"accelerator": "a100"},
+    taints=(np.Taint(key="gpu", effect="NoSchedule"),),
+)
+
+
+def _amounts(resources: dict[str, str]) -> dict[str, int]:
+    # Parsed back as a reader of the Node would: the text is a quantity of each resource.
+    return {
+        name: quantity.parse_cpu_millicores(text)
+        if name == "cpu"
+        else int(quantity.parse_quantity(text))
+        for name, text in resources.items()
+    }
+
+
+def test_a_node_has_every_resource_of_the_template_as_capacity_and_allocatable() -> None:
+    node = nodes.node_manifest(pool=POOL, vm=vm("gpu-4"), template=TEMPLATE, simulated=True)
+
+    status = node["status"]
+    assert _amounts(status["capacity"]) == np.template_capacity(TEMPLATE)
+    assert _amounts(status["allocatable"]) == np.template_allocatable(TEMPLATE)
+    assert status["allocatable"] == {
+        "cpu": "7500m",
+        "memory": str(31 * 1024**3),
+        "pods": "50",
+        "ephemeral-storage": str(100 * 1024**3),
+        "example.com/gpu": "3",
+    }
+
+
+def test_a_node_is_labelled_with_its_zone_by_name_region_hostname_and_pool() -> None:
+    node = nodes.node_manifest(pool=POOL, vm=vm("gpu-4"), template=TEMPLATE, simulated=True)
+
+    labels = node["metadata"]["labels"]
+    assert labels == {
+        **np.node_labels("gpu", TEMPLATE, zone=np.zone_of("gpu-4", TEMPLATE)),
+        np.HOSTNAME_LABEL: "gpu-4",
+    }
+    assert labels[np.ZONE_LABEL] == "eu-1b"  # index 4 of 3 zones
+    assert labels[np.REGION_LABEL] == "eu-1"
+    assert labels[np.POOL_LABEL] == "gpu"
+    assert labels["accelerator"] == "a100"
+
+
+def test_a_template_without_zones_gives_nodes_without_a_zone_label() -> None:
+    template = np.NodeTemplate()
+    node = nodes.node_manifest(pool=POOL, vm=vm("gpu-0"), template=template, simulated=False)
+
+    labels = node["metadata"]["labels"]
+    assert np.ZONE_LABEL not in labels
+    assert np.REGION_LABEL not in labels
+    assert labels[np.HOSTNAME_LABEL] == "gpu-0"
+    assert node["status"]["capacity"] == {
+        "cpu": "4000m",
+        "memory": str(16 * 1024**3),
+        "pods": "110",
+    }
+    assert node["status"]["allocatable"] == node["status"]["capacity"]
+    assert node["metadata"]["annotations"] == {}
+
+
+def test_a_node_carries_the_template_taints_and_is_owned_by_the_pool() -> None:
+    node = nodes.node_manifest(pool=POOL, vm=vm("gpu-1"), template=TEMPLATE, simulated=True)
+
+    assert node["spec"] == {
+        "providerID": "simcloud:///gpu-1",
+        "taints": [{"key": "gpu", "effect": "NoSchedule"}],
+    }
+    [owner] = node["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["uid"]) == ("NodePool", "gpu", "uid-gpu")

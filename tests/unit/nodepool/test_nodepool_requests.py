@@ -1,0 +1,368 @@
+"""ScaleRequests through the NodePool reconciler, on fakes (caches, API, cloud): ordering,
+the basis check at apply time, and requests for a pool that does not exist."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import scalerequest as sr
+from nodepool_operator.cloud.provider import MachineSpec, VirtualMachine, VmName, VmState
+from nodepool_operator.controllers.nodepool import plan, requests
+from nodepool_operator.controllers.nodepool.config import NodePoolConfig
+from nodepool_operator.controllers.nodepool.controller import FINALIZER, NodePoolReconciler
+from nodepool_operator.runtime import errors
+from nodepool_operator.runtime.client import Object, Resource
+from nodepool_operator.runtime.controller import Request
+from nodepool_operator.runtime.events import EventRecorder
+from nodepool_operator.runtime.informer import object_key
+
+NOW = 1_800_000_000.0
+CREATED = "2027-01-15T08:00:00Z"  # NOW
+
+
+class FakeInformer:
+    """The reads the reconciler makes of an informer, over a dict."""
+
+    def __init__(self, indexes: dict[str, Callable[[Object], Iterable[str]]]) -> None:
+        self.store: dict[str, Object] = {}
+        self.indexes = indexes
+
+    def get(self, name: str, namespace: str | None = None) -> Object | None:
+        return self.store.get(f"{namespace}/{name}" if namespace else name)
+
+    def by_index(self, index: str, value: str) -> list[Object]:
+        return [o for o in self.store.values() if value in self.indexes[index](o)]
+
+    def put(self, obj: Object) -> None:
+        self.store[object_key(obj)] = copy.deepcopy(obj)
+
+
+class FakeApi:
+    """The API server's answers for the objects it holds; every call recorded."""
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str], Object] = {}
+        self.versions = itertools.count(1000)
+        self.calls: list[tuple[str, str, str]] = []
+        self.status_patches: list[tuple[str, dict[str, Any]]] = []
+        # Run before the next replace of a pool: another writer getting in first.
+        self.before_replace: list[Callable[[], None]] = []
+
+    def hold(self, plural: str, obj: Object) -> None:
+        self.objects[(plural, obj["metadata"]["name"])] = copy.deepcopy(obj)
+
+    async def get(self, resource: Resource, name: str, **_: Any) -> Object:
+        self.calls.append(("get", resource.plural, name))
+        found = self.objects.get((resource.plural, name))
+        if found is None:
+            raise errors.NotFound(f"{resource.plural} {name!r} not found")
+        return copy.deepcopy(found)
+
+    async def replace(self, resource: Resource, body: Object, **_: Any) -> Object:
+        name = body["metadata"]["name"]
+        self.calls.append(("replace", resource.plural, name))
+        while self.before_replace:
+            self.before_replace.pop(0)()
+        stored = self.objects[(resource.plural, name)]
+        if stored["metadata"]["resourceVersion"] != body["metadata"]["resourceVersion"]:
+            raise errors.Conflict("the object has been modified")
+        updated = copy.deepcopy(body)
+        updated["metadata"]["resourceVersion"] = str(next(self.versions))
+        self.objects[(resource.plural, name)] = updated
+        return copy.deepcopy(updated)
+
+    async def patch(self, resource: Resource, name: str, patch: Any, **kw: Any) -> Object:
+        self.calls.append(("patch", resource.plural, name))
+        if kw.get("subresource") == "status":
+            self.status_patches.append((name, copy.deepcopy(patch["status"])))
+        return {"metadata": {"name": name, "resourceVersion": str(next(self.versions))}}
+
+    async def create(self, resource: Resource, body: Object, **_: Any) -> Object:
+        self.calls.append(("create", resource.plural, body["metadata"].get("name", "")))
+        return {**copy.deepcopy(body), "metadata": {**body["metadata"], "resourceVersion": "1"}}
+
+    async def delete(self, resource: Resource, name: str, **_: Any) -> Object:
+        self.calls.append(("delete", resource.plural, name))
+        return {}
+
+    def writes(self) -> list[tuple[str, str, str]]:
+        return [c for c in self.calls if c[0] != "get"]
+
+    def request_status(self, name: str) -> dict[str, Any]:
+        found = [status for n, status in self.status_patches if n == name]
+        assert found, f"no status written for {name}"
+        return found[-1]
+
+
+class FakeCloud:
+    def __init__(self) -> None:
+        self.created: list[tuple[str, MachineSpec]] = []
+
+    async def list_vms(self, *, pool: str) -> list[VirtualMachine]:
+        return []
+
+    async def create_vm(self, *, name: VmName, pool: str, spec: MachineSpec) -> VirtualMachine:
+        self.created.append((name, spec))
+        return VirtualMachine(
+            name=name,
+            pool=pool,
+            cpu=spec.cpu,
+            memory=spec.memory,
+            state=VmState.PROVISIONING,
+            provider_id=f"simcloud:///{name}",
+            created_at=NOW,
+            zone=spec.zone,
+        )
+
+    async def delete_vm(self, name: VmName) -> None:
+        raise AssertionError("nothing is deleted in these tests")
+
+
+class FixedWallClock:
+    def time(self) -> float:
+        return NOW
+
+
+class World:
+    def __init__(self) -> None:
+        self.api = FakeApi()
+        self.cloud = FakeCloud()
+        self.pools = FakeInformer({})
+        self.requests = FakeInformer({"pool": lambda r: [sr.spec_of(r).node_pool_name]})
+        self.request_versions = itertools.count(10)
+        self.reconciler = NodePoolReconciler(
+            client=self.api,  # type: ignore[arg-type]
+            pools=self.pools,  # type: ignore[arg-type]
+            nodes=FakeInformer({"pool": lambda n: []}),  # type: ignore[arg-type]
+            pods=FakeInformer({"node": lambda p: []}),  # type: ignore[arg-type]
+            scale_requests=self.requests,  # type: ignore[arg-type]
+            cloud=self.cloud,  # type: ignore[arg-type]
+            recorder=EventRecorder(
+                self.api,  # type: ignore[arg-type]
+                component="nodepool-controller",
+                wall_clock=FixedWallClock(),
+            ),
+            config=NodePoolConfig(),
+            wall_clock=FixedWallClock(),
+        )
+
+    def pool(self, name: str, spec: np.NodePoolSpec, *, in_cache: bool = True) -> Object:
+        obj = {
+            **np.manifest(name, spec),
+            "metadata": {
+                "name": name,
+                "uid": f"uid-{name}",
+                "generation": 1,
+                "resourceVersion": "5",
+                "finalizers": [FINALIZER],
+            },
+        }
+        self.api.hold("nodepools", obj)
+        if in_cache:
+            self.pools.put(obj)
+        return obj
+
+    def request(
+        self,
+        name: str,
+        *,
+        pool: str,
+        target: int,
+        based_on: int | None = None,
+        created: str = CREATED,
+        version: str | None = None,
+    ) -> Object:
+        spec = sr.ScaleRequestSpec(
+            node_pool_name=pool, target_nodes=target, based_on_target_nodes=based_on
+        )
+        obj = sr.manifest(name, spec)
+        obj["metadata"].update(
+            uid=f"uid-{name}",
+            generation=1,
+            creationTimestamp=created,
+            resourceVersion=version or str(next(self.request_versions)),
+        )
+        self.requests.put(obj)
+        return obj
+
+    async def reconcile(self, name: str) -> None:
+        await self.reconciler.reconcile(Request(name=name))
+
+    def target_of(self, pool: str) -> int:
+        return int(self.api.objects[("nodepools", pool)]["spec"]["targetNodes"])
+
+
+def _pending(*objs: Object) -> list[str]:
+    return [r["metadata"]["name"] for r in requests.pending_requests(list(objs))]
+
+
+def test_pending_requests_are_ordered_by_creation_then_resource_version_not_name() -> None:
+    world = World()
+    # Same second: resourceVersion decides, as a number ("9" < "10"), not as text.
+    a = world.request("a", pool="p", target=1, version="10")
+    b = world.request("b", pool="p", target=1, version="9")
+    # An earlier second wins whatever its version and name.
+    z = world.request("z", pool="p", target=1, created="2027-01-15T07:59:59Z", version="99")
+    assert _pending(a, b, z) == ["z", "b", "a"]
+    assert _pending(z, a, b) == ["z", "b", "a"]
+
+
+def test_answered_and_deleting_requests_are_not_pending() -> None:
+    world = World()
+    done = world.request("done", pool="p", target=1)
+    done["status"] = {"phase": "Applied"}
+    leaving = world.request("leaving", pool="p", target=1)
+    leaving["metadata"]["deletionTimestamp"] = CREATED
+    assert _pending(done, leaving) == []
+
+
+async def test_a_request_based_on_the_current_target_is_applied() -> None:
+    world = World()
+    world.pool("p", np.NodePoolSpec(target_nodes=2))
+    world.request("r", pool="p", target=5, based_on=2)
+
+    await world.reconcile("p")
+
+    assert world.target_of("p") == 5
+    status = world.api.request_status("r")
+    assert (status["phase"], status["appliedTargetNodes"]) == ("Applied", 5)
+
+
+async def test_a_request_based_on_an_old_target_is_superseded_and_never_applied() -> None:
+    world = World()
+    world.pool("p", np.NodePoolSpec(target_nodes=2))
+    world.request("r", pool="p", target=5, based_on=1)
+
+    await world.reconcile("p")
+
+    assert world.target_of("p") == 2
+    assert ("replace", "nodepools", "p") not in world.api.calls
+    status = world.api.request_status("r")
+    assert status["phase"] == "Superseded"
+    assert "appliedTargetNodes" not in status
+    assert "targetNodes=1" in status["message"]
+    assert "now 2" in status["message"]
+
+
+async def test_the_basis_is_checked_again_on_the_pool_read_after_a_conflict() -> None:
+    world = World()
+    world.pool("p", np.NodePoolSpec(target_nodes=2))
+    world.request("r", pool="p", target=5, based_on=2)
+
+    def user_scales_to_3() -> None:
+        pool = world.api.objects[("nodepools", "p")]
+        pool["spec"]["targetNodes"] = 3
+        pool["metadata"]["resourceVersion"] = "6"
+
+    world.api.before_replace.append(user_scales_to_3)
+
+    await world.reconcile("p")
+
+    assert world.target_of("p") == 3  # the user's newer value stands
+    assert world.api.calls.count(("replace", "nodepools", "p")) == 1
+    status = world.api.request_status("r")
+    assert status["phase"] == "Superseded"
+    assert "now 3" in status["message"]
+
+
+async def test_a_hand_made_request_without_a_basis_is_applied_whatever_the_target() -> None:
+    world = World()
+    world.pool("p", np.NodePoolSpec(target_nodes=2))
+    world.request("r", pool="p", target=4)
+
+    await world.reconcile("p")
+
+    assert world.target_of("p") == 4
+    assert world.api.request_status("r")["phase"] == "Applied"
+
+
+async def test_the_newest_request_by_creation_wins_and_older_ones_are_superseded() -> None:
+    world = World()
+    world.pool("p", np.NodePoolSpec(target_nodes=1))
+    world.request("a-newer", pool="p", target=3, version="20")
+    world.request("b-older", pool="p", target=7, version="19")
+
+    await world.reconcile("p")
+
+    assert world.target_of("p") == 3
+    assert world.api.request_status("a-newer")["phase"] == "Applied"
+    older = world.api.request_status("b-older")
+    assert (older["phase"], older["message"]) == ("Superseded", "superseded by a-newer")
+
+
+async def test_a_request_for_a_pool_that_does_not_exist_is_rejected_once() -> None:
+    world = World()
+    world.request("r", pool="ghost", target=3)
+
+    await world.reconcile("ghost")
+
+    status = world.api.request_status("r")
+    assert status["phase"] == "Rejected"
+    assert status["message"] == "NodePool 'ghost' does not exist"
+    assert "appliedTargetNodes" not in status
+    calls = len(world.api.calls)
+
+    await world.reconcile("ghost")  # the cache still shows it Pending
+
+    assert len(world.api.calls) == calls  # no second answer, not even a second look
+
+
+async def test_a_pool_the_cache_has_not_shown_yet_does_not_reject_its_requests() -> None:
+    world = World()
+    world.pool("new", np.NodePoolSpec(target_nodes=0), in_cache=False)
+    world.request("r", pool="new", target=3)
+
+    await world.reconcile("new")
+
+    assert world.api.status_patches == []
+    assert world.api.writes() == []
+
+
+async def test_requests_for_a_pool_deleted_before_the_apply_are_rejected() -> None:
+    world = World()
+    world.pool("p", np.NodePoolSpec(target_nodes=1))
+    world.request("r", pool="p", target=3)
+    del world.api.objects[("nodepools", "p")]
+
+    await world.reconcile("p")
+
+    assert world.api.request_status("r")["phase"] == "Rejected"
+    assert world.cloud.created == []  # the pass stopped: nothing to converge
+
+
+async def test_a_rejected_orphan_is_deleted_after_the_retention_period() -> None:
+    world = World()
+    orphan = world.request("r", pool="ghost", target=3, created="2027-01-15T07:58:00Z")
+    orphan["status"] = {"phase": "Rejected"}
+    world.requests.put(orphan)
+
+    await world.reconcile("ghost")
+
+    assert ("delete", "scalerequests", "r") in world.api.calls
+
+
+async def test_each_new_vm_is_created_in_the_zone_its_name_gives_it() -> None:
+    world = World()
+    template = np.NodeTemplate(zones=("a", "b"))
+    world.pool("p", np.NodePoolSpec(target_nodes=3, template=template))
+
+    await world.reconcile("p")
+
+    assert sorted((name, spec.zone) for name, spec in world.cloud.created) == [
+        ("p-0", "a"),
+        ("p-1", "b"),
+        ("p-2", "a"),
+    ]
+    assert all(spec.zone == np.zone_of(name, template) for name, spec in world.cloud.created)
+
+
+def test_decide_request_supersedes_only_a_basis_other_than_the_target() -> None:
+    spec = np.NodePoolSpec(target_nodes=2)
+    assert plan.decide_request(spec, 4, based_on=2).phase == "Applied"
+    assert plan.decide_request(spec, 4).phase == "Applied"
+    stale = plan.decide_request(spec, 4, based_on=3)
+    assert (stale.phase, stale.target) == ("Superseded", 2)
