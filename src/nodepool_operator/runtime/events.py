@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Generic, Literal, TypeVar
+from typing import Literal
 
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import conditions, errors, kinds, metrics
 from nodepool_operator.runtime.client import Client, Object
+from nodepool_operator.runtime.lru import Bounded
 
 __all__ = ["EVENTS", "EventRecorder", "EventType"]
 
@@ -33,36 +33,6 @@ SPAM_BURST = 25
 SPAM_REFILL_SECONDS = 300.0
 #: Events of cluster-scoped objects live in this namespace, as kubectl expects.
 CLUSTER_SCOPED_NAMESPACE = "default"
-
-
-K = TypeVar("K")
-V = TypeVar("V")
-
-
-class _Bounded(Generic[K, V]):
-    """A mapping that forgets its least recently used entries beyond ``size``."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._items: OrderedDict[K, V] = OrderedDict()
-
-    def get(self, key: K) -> V | None:
-        value = self._items.get(key)
-        if value is not None:
-            self._items.move_to_end(key)
-        return value
-
-    def __setitem__(self, key: K, value: V) -> None:
-        self._items[key] = value
-        self._items.move_to_end(key)
-        while len(self._items) > self.size:
-            self._items.popitem(last=False)
-
-    def pop(self, key: K) -> None:
-        self._items.pop(key, None)
-
-    def __len__(self) -> int:
-        return len(self._items)
 
 
 @dataclass
@@ -95,8 +65,8 @@ class EventRecorder:
         self.wall_clock = wall_clock or clock_module.RealWallClock()
         # Both bounded, least recently used first out (client-go keeps 4096 as well): one
         # entry per object and per distinct event would otherwise grow for ever.
-        self._buckets: _Bounded[str, _Bucket] = _Bounded(CACHE_SIZE)
-        self._seen: _Bounded[tuple[str, str, str, str], _Seen] = _Bounded(CACHE_SIZE)
+        self._buckets: Bounded[str, _Bucket] = Bounded(CACHE_SIZE)
+        self._seen: Bounded[tuple[str, str, str, str], _Seen] = Bounded(CACHE_SIZE)
         self.dropped = 0
 
     async def event(self, obj: Object, *, type: EventType, reason: str, message: str) -> None:

@@ -20,5 +20,8 @@ class AutoscalerConfig:
     max_concurrent_reconciles: int = 1
     # Pod events (TriggeredScaleUp, NotTriggerScaleUp) written in parallel per decision.
     event_parallelism: int = 8
-    # Parsed pod requests kept between scans (by uid and resourceVersion).
+    # Parsed pod profiles kept between scans (by uid and resourceVersion).
     request_cache_size: int = 100_000
+    # Pods with a lower priority never trigger a scale-up (cluster-autoscaler's
+    # --expendable-pods-priority-cutoff): they may use room that exists, never a new node.
+    expendable_pods_priority_cutoff: int = -10

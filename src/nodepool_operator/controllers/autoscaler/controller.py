@@ -10,7 +10,6 @@ pod, node, pool or request it depends on changes (``watches``), and every
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 
@@ -18,7 +17,7 @@ from nodepool_operator.api import autoscaler as nas
 from nodepool_operator.controllers.autoscaler import metrics, plan, report
 from nodepool_operator.controllers.autoscaler.handoff import ScaleRequester
 from nodepool_operator.controllers.autoscaler.notices import Notices
-from nodepool_operator.controllers.autoscaler.observe import Observation, Observer
+from nodepool_operator.controllers.autoscaler.observe import Conflict, Observation, Observer
 from nodepool_operator.controllers.autoscaler.unneeded import UnneededTracker
 from nodepool_operator.controllers.resources import AUTOSCALERS
 from nodepool_operator.runtime import clock as clock_module
@@ -67,22 +66,21 @@ class AutoscalerReconciler:
             self._forget(request.name)
             return Result()
         spec = nas.spec_of(autoscaler)
-        seen = self.observer.observe(spec)
-        if seen is None:
-            await self._report(autoscaler, seen=None, decision=None, made=None)
+        seen = await self.observer.observe(request.name, spec)
+        if seen is None or isinstance(seen, Conflict):
+            await self._report(autoscaler, seen=seen, decision=None, made=None)
             return Result(requeue_after=spec.scan_interval_seconds)
-        warned = await self.notices.unfit(request.name, pool=spec.node_pool_name, pods=seen.unfit)
-        decision = await self._decide(request.name, spec=spec, seen=seen)
+        decision = self._decide(request.name, spec=spec, seen=seen)
+        # The decision and its request first; the events that explain them follow.
         made = await self._hand_over(autoscaler, seen=seen, decision=decision)
+        warned = await self.notices.unfit(seen.unfit)
         level = logging.INFO if decision.action != "none" or warned else logging.DEBUG
         line = report.decision_line(seen, decision, warned=warned, made=made)
         log.log(level, "controller=%s key=%s %s", NAME, request.name, line)
         await self._report(autoscaler, seen=seen, decision=decision, made=made)
         return Result(requeue_after=self._next_scan(request.name, spec))
 
-    async def _decide(
-        self, key: str, *, spec: nas.AutoscalerSpec, seen: Observation
-    ) -> plan.Decision:
+    def _decide(self, key: str, *, spec: nas.AutoscalerSpec, seen: Observation) -> plan.Decision:
         started = time.perf_counter()
         policy = spec.scale_down
         tracker = self._trackers.setdefault(key, UnneededTracker(self.clock))
@@ -90,12 +88,9 @@ class AutoscalerReconciler:
             seen.pool, enabled=policy.enabled, pending_fitting=seen.pending_fitting
         )
         tracker.observe(seen.unneeded, blocked=blocked is not None)
-        # Packing tens of thousands of pods takes long enough to starve the informers and
-        # the lease renewal if it ran on the event loop; its inputs are immutable.
-        decision = await asyncio.to_thread(
-            plan.decide,
+        decision = plan.decide(
             seen.pool,
-            seen.requests,
+            seen.up,
             unneeded=tracker.expired(policy.unneeded_seconds),
             unneeded_seconds=policy.unneeded_seconds,
             blocked=blocked,
@@ -109,7 +104,6 @@ class AutoscalerReconciler:
         self, autoscaler: Object, *, seen: Observation, decision: plan.Decision
     ) -> nas.LastScaleRequest | None:
         key = str(autoscaler["metadata"]["name"])
-        self.notices.keep_only(key, seen.fitting)
         if decision.action == "none":
             return None
         direction = "up" if decision.action == "scale-up" else "down"
@@ -118,13 +112,13 @@ class AutoscalerReconciler:
             pool=seen.pool.name,
             pool_uid=seen.pool_uid,
             target=decision.target,
+            basis=seen.basis,
             direction=direction,
             reason=decision.reason,
         )
         metrics.nodepool_autoscaler_scale_requests_total.labels(key, direction).inc()
-        involved = [seen.fitting[i] for i in decision.involved]
         await self.notices.requested(
-            autoscaler, decision, pool=seen.pool.name, made=made, pods=involved
+            autoscaler, decision, pool=seen.pool.name, made=made, pods=seen.triggering
         )
         return made
 
@@ -132,7 +126,7 @@ class AutoscalerReconciler:
         self,
         autoscaler: Object,
         *,
-        seen: Observation | None,
+        seen: Observation | Conflict | None,
         decision: plan.Decision | None,
         made: nas.LastScaleRequest | None,
     ) -> None:
@@ -166,5 +160,4 @@ class AutoscalerReconciler:
 
     def _forget(self, key: str) -> None:
         self._trackers.pop(key, None)
-        self.notices.forget(key)
         self.status.forget({"metadata": {"name": key}})

@@ -1,89 +1,33 @@
-"""What a pod asks for, and whether a node of the pool's template could ever hold it.
+"""Which pods the Autoscaler plans for, and what each one asks of a node.
 
-Pure functions over pods as the API returns them (plain dicts), so each rule is
-unit-tested on its own. The rules are the scheduler's, restricted to what a node that
-does not exist yet can be judged on:
-
-* requests as ``k8s.io/component-helpers/resource.PodRequests`` computes them: the sum of
-  the app containers, restartable init containers ("sidecars") added to it, the largest
-  one-shot init container (plus the sidecars started before it) as a floor, pod-level
-  requests replacing the aggregate for cpu and memory, and ``spec.overhead`` on top;
-* ``nodeSelector`` and required node affinity against the labels every Node of the pool
-  will carry;
-* tolerations against the template's ``NoSchedule`` and ``NoExecute`` taints;
-* any other requested resource (``ephemeral-storage``, GPUs...) never fits, because a
-  template node offers only cpu, memory and pods and the scheduler's NodeResourcesFit
-  refuses a request above an absent (zero) allocatable.
+Pure functions over pods as the API returns them (plain dicts). Requests are computed as
+``k8s.io/component-helpers/resource.PodRequests`` does: the sum of the app containers,
+restartable init containers ("sidecars") added to it, the largest one-shot init container
+(plus the sidecars started before it) as a floor, pod-level requests replacing the
+aggregate for cpu and memory, and ``spec.overhead`` on top. Every resource is kept
+(cpu, memory, ephemeral-storage, hugepages, extended resources), as an integer in its
+base unit (cpu in millicores), with one pod slot.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+import math
+from collections.abc import Mapping
 from typing import Any, Final
 
-from nodepool_operator.api import nodepool as np
 from nodepool_operator.api import quantity
 
 __all__ = [
-    "NodeShape",
-    "PodRequests",
-    "Resources",
+    "DEFAULT_SCHEDULER",
     "is_pending_unbound",
     "is_unschedulable",
+    "nominated_node",
     "pod_requests",
-    "why_not_fit",
 ]
 
-# Taint effects that keep a pod off a node; PreferNoSchedule is only a preference.
-_BLOCKING_EFFECTS: Final = frozenset({"NoSchedule", "NoExecute"})
+DEFAULT_SCHEDULER: Final = "default-scheduler"
 _CPU: Final = "cpu"
 _MEMORY: Final = "memory"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Resources:
-    """An amount of capacity: millicores of cpu, bytes of memory and pod slots."""
-
-    cpu: int
-    memory: int
-    pods: int = 1
-
-    def fits_in(self, other: Resources) -> bool:
-        return self.cpu <= other.cpu and self.memory <= other.memory and self.pods <= other.pods
-
-    def minus(self, other: Resources) -> Resources:
-        return Resources(
-            cpu=self.cpu - other.cpu,
-            memory=self.memory - other.memory,
-            pods=self.pods - other.pods,
-        )
-
-
-@dataclass(frozen=True)
-class NodeShape:
-    """One node of a pool as a pod sees it: capacity, labels, taints."""
-
-    pool: str
-    capacity: Resources
-    labels: Mapping[str, str]
-    taints: tuple[np.Taint, ...]
-
-    @classmethod
-    def of_pool(cls, pool: str, template: np.NodeTemplate) -> NodeShape:
-        capacity = Resources(
-            cpu=template.cpu_millicores, memory=template.memory_bytes, pods=template.pods
-        )
-        labels = np.node_labels(pool, template)
-        return cls(pool=pool, capacity=capacity, labels=labels, taints=template.taints)
-
-
-@dataclass(frozen=True, slots=True)
-class PodRequests:
-    """What a pod needs from a node; ``other`` names requested resources beyond cpu/memory."""
-
-    resources: Resources
-    other: tuple[str, ...] = ()
 
 
 # -- pod state ------------------------------------------------------------------------
@@ -103,22 +47,32 @@ def is_pending_unbound(pod: Mapping[str, Any]) -> bool:
     return phase == "Pending" and not _spec(pod).get("nodeName") and not _deleting(pod)
 
 
-def is_unschedulable(pod: Mapping[str, Any]) -> bool:
-    """Pending and marked ``PodScheduled=False`` with reason ``Unschedulable`` by the scheduler.
+def nominated_node(pod: Mapping[str, Any]) -> str | None:
+    """The node preemption is making room on for this pod, if any."""
+    name = (pod.get("status") or {}).get("nominatedNodeName")
+    return str(name) if name else None
 
-    A pod with a nominated node is left out: preemption is making room for it on that node,
-    so a new node would be wasted on it.
+
+def is_unschedulable(pod: Mapping[str, Any]) -> bool:
+    """A pod our scheduler tried and could not place, that a new node might help.
+
+    Pending and marked ``PodScheduled=False`` with reason ``Unschedulable`` by
+    kube-scheduler. Left out: a pod with a nominated node (preemption is making room for
+    it there, so a new node would be wasted), a pod still held by scheduling gates, and a
+    pod for another scheduler (we cannot know what that one decides).
     """
-    if not is_pending_unbound(pod):
+    if not is_pending_unbound(pod) or nominated_node(pod) is not None:
         return False
-    status = pod.get("status") or {}
-    if status.get("nominatedNodeName"):
+    spec = _spec(pod)
+    if spec.get("schedulingGates"):
+        return False
+    if (spec.get("schedulerName") or DEFAULT_SCHEDULER) != DEFAULT_SCHEDULER:
         return False
     return any(
         c.get("type") == "PodScheduled"
         and c.get("status") == "False"
         and c.get("reason") == "Unschedulable"
-        for c in status.get("conditions") or ()
+        for c in (pod.get("status") or {}).get("conditions") or ()
     )
 
 
@@ -130,13 +84,13 @@ def _parsed(holder: Mapping[str, Any]) -> dict[str, Any]:
     return {name: _amount(name, value) for name, value in requests.items()}
 
 
-def _amount(name: str, value: Any) -> Any:
+def _amount(name: str, value: Any) -> int:
     text = str(value)
     if name == _CPU:
         return quantity.parse_cpu_millicores(text)
     if name == _MEMORY:
         return quantity.parse_memory_bytes(text)
-    return quantity.parse_quantity(text)
+    return math.ceil(quantity.parse_quantity(text))
 
 
 def _plus(total: dict[str, Any], more: Mapping[str, Any]) -> None:
@@ -171,8 +125,11 @@ def _aggregate(spec: Mapping[str, Any]) -> dict[str, Any]:
     return total
 
 
-def pod_requests(pod: Mapping[str, Any]) -> PodRequests:
-    """The pod's effective requests; raises ``ValueError`` on a malformed quantity."""
+def pod_requests(pod: Mapping[str, Any]) -> dict[str, int]:
+    """The pod's effective requests, zeros left out, plus one pod slot.
+
+    Raises ``ValueError`` on a malformed quantity.
+    """
     spec = _spec(pod)
     total = _aggregate(spec)
     pod_level = _parsed(spec)
@@ -181,109 +138,6 @@ def pod_requests(pod: Mapping[str, Any]) -> PodRequests:
             total[name] = pod_level[name]
     overhead = spec.get("overhead") or {}
     _plus(total, {name: _amount(name, value) for name, value in overhead.items()})
-    other = tuple(sorted(n for n, v in total.items() if n not in (_CPU, _MEMORY) and v > 0))
-    resources = Resources(cpu=int(total.get(_CPU, 0)), memory=int(total.get(_MEMORY, 0)))
-    return PodRequests(resources, other)
-
-
-# -- placement rules ------------------------------------------------------------------
-
-
-def _requirement_matches(requirement: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    key = requirement.get("key", "")
-    operator = requirement.get("operator")
-    values: Sequence[str] = requirement.get("values") or ()
-    present = key in labels
-    if operator == "In":
-        return present and labels[key] in values
-    if operator == "NotIn":
-        return not present or labels[key] not in values
-    if operator == "Exists":
-        return present
-    if operator == "DoesNotExist":
-        return not present
-    if operator in ("Gt", "Lt") and present and len(values) == 1:
-        try:
-            label, bound = int(labels[key]), int(values[0])
-        except ValueError:
-            return False
-        return label > bound if operator == "Gt" else label < bound
-    return False
-
-
-def _field_matches(requirement: Mapping[str, Any]) -> bool:
-    # The only field is metadata.name, and a node that does not exist yet has no name the
-    # pod could have asked for; only an exclusion can hold for it.
-    return requirement.get("operator") == "NotIn"
-
-
-def _term_matches(term: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    expressions = term.get("matchExpressions") or ()
-    fields = term.get("matchFields") or ()
-    if not expressions and not fields:
-        return False  # an empty term matches no node (core/v1 NodeSelectorTerm)
-    return all(_requirement_matches(e, labels) for e in expressions) and all(
-        _field_matches(f) for f in fields
-    )
-
-
-def _selector_problem(spec: Mapping[str, Any], labels: Mapping[str, str]) -> str | None:
-    for key, value in sorted((spec.get("nodeSelector") or {}).items()):
-        if labels.get(key) != value:
-            return f"nodeSelector {key}={value} does not match the pool's node labels"
-    affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    )
-    if affinity is not None:
-        terms = affinity.get("nodeSelectorTerms") or ()
-        if not any(_term_matches(term, labels) for term in terms):
-            return "required node affinity matches no node of the pool"
-    return None
-
-
-def _tolerates(toleration: Mapping[str, Any], taint: np.Taint) -> bool:
-    # core/v1 Toleration.ToleratesTaint: an empty effect or key matches any.
-    effect = toleration.get("effect") or ""
-    if effect and effect != taint.effect:
-        return False
-    key = toleration.get("key") or ""
-    if key and key != taint.key:
-        return False
-    operator = toleration.get("operator") or "Equal"
-    if operator == "Exists":
-        return True
-    return operator == "Equal" and (toleration.get("value") or "") == (taint.value or "")
-
-
-def _untolerated(spec: Mapping[str, Any], taints: Iterable[np.Taint]) -> np.Taint | None:
-    tolerations = spec.get("tolerations") or ()
-    for taint in taints:
-        if taint.effect in _BLOCKING_EFFECTS and not any(_tolerates(t, taint) for t in tolerations):
-            return taint
-    return None
-
-
-def _capacity_problem(requests: PodRequests, shape: NodeShape) -> str | None:
-    need, have = requests.resources, shape.capacity
-    if requests.other:
-        return f"requests {', '.join(requests.other)}, which nodes of the pool do not offer"
-    if need.cpu > have.cpu:
-        return f"requests cpu {need.cpu}m but a node of the pool has {have.cpu}m"
-    if need.memory > have.memory:
-        return f"requests memory {need.memory} bytes but a node of the pool has {have.memory}"
-    if need.pods > have.pods:
-        return f"a node of the pool holds {have.pods} pods"
-    return None
-
-
-def why_not_fit(pod: Mapping[str, Any], requests: PodRequests, *, shape: NodeShape) -> str | None:
-    """None if the pod fits on an empty node of ``shape``; otherwise why it never will."""
-    spec = _spec(pod)
-    problem = _capacity_problem(requests, shape) or _selector_problem(spec, shape.labels)
-    if problem is not None:
-        return problem
-    taint = _untolerated(spec, shape.taints)
-    if taint is not None:
-        value = f"={taint.value}" if taint.value else ""
-        return f"does not tolerate the pool's taint {taint.key}{value}:{taint.effect}"
-    return None
+    found = {name: int(value) for name, value in total.items() if value > 0 and name != "pods"}
+    found["pods"] = 1
+    return found

@@ -70,9 +70,12 @@ class RequestLedger:
 
     def __init__(self) -> None:
         self._created: dict[str, Object] = {}
+        #: Moves with every request recorded, so a plan made before it is made again.
+        self.serial = 0
 
     def record(self, pool: str, created: Object) -> None:
         self._created[pool] = created
+        self.serial += 1
 
     def visible(self, pool: str, cached: Sequence[Object], *, cache_version: str) -> list[Object]:
         """``cached`` plus the request we created that the cache does not show yet."""
@@ -108,9 +111,11 @@ class ScaleRequester:
         pool: str,
         pool_uid: str,
         target: int,
+        basis: int,
         direction: str,
         reason: str,
     ) -> nas.LastScaleRequest:
+        """Ask for ``target`` nodes, computed from the pool's ``spec.targetNodes`` ``basis``."""
         name = request_name(
             autoscaler, direction=direction, millis=int(self.wall_clock.time() * 1000)
         )
@@ -119,6 +124,7 @@ class ScaleRequester:
             target_nodes=target,
             reason=reason[:1024],
             requester=requester_of(autoscaler),
+            based_on_target_nodes=basis,
         )
         created = await self.client.create(
             SCALEREQUESTS, sr.manifest(name, spec, pool_uid=pool_uid)

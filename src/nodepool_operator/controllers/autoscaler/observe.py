@@ -1,15 +1,22 @@
-"""What one Autoscaler sees, read from the shared caches: no API call and no LIST per scan.
+"""What the Autoscalers see, read from the shared caches, and the one plan made from it.
 
-Indexes added to the shared informers keep each scan proportional to what it looks at
-(the pending pods of the watched namespaces, the pool's nodes and their pods), not to the
-size of the cluster. Parsed pod requests are cached by uid and resourceVersion, so a pod
-that does not change is parsed once, however many scans see it.
+All Autoscalers' pending pods are planned together: one scheduling simulation
+(``simulation``) over every pool's nodes gives each pod to at most one pool, so two pools
+never grow for the same pods. The plan is made once per change of what it reads (the
+informers' resource versions and the requests we created) and shared by every
+Autoscaler's reconcile until something changes; each Autoscaler then takes its own pool's
+part of it. No API call and no LIST per scan: indexes on the shared informers keep the
+reads proportional to what is looked at, and pod profiles are parsed once per
+(uid, resourceVersion).
+
+A pool is planned for by one Autoscaler: the oldest that names it. Any other Autoscaler
+naming the same pool is reported as conflicting and decides nothing.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+import asyncio
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -17,22 +24,25 @@ from nodepool_operator.api import autoscaler as nas
 from nodepool_operator.api import nodepool as np
 from nodepool_operator.api import quantity
 from nodepool_operator.api import scalerequest as sr
-from nodepool_operator.controllers.autoscaler import fit, plan
-from nodepool_operator.controllers.autoscaler.fit import NodeShape, PodRequests, Resources
+from nodepool_operator.controllers.autoscaler import constraints, fit, plan, simulation
+from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.handoff import RequestLedger
 from nodepool_operator.runtime import nodes as k8s_nodes
 from nodepool_operator.runtime import pods
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.informer import Informer
+from nodepool_operator.runtime.lru import Bounded
 
 __all__ = [
     "ALL_NAMESPACES",
+    "DEFAULT_EXPENDABLE_PRIORITY",
     "NODE_INDEX",
     "PENDING_INDEX",
     "POOL_INDEX",
+    "Conflict",
     "Observation",
     "Observer",
-    "RequestCache",
+    "ProfileCache",
 ]
 
 # Index names are our own, so that another controller's index of the same informer
@@ -44,6 +54,8 @@ POOL_INDEX: Final = "autoscaler-pool"
 ALL_NAMESPACES: Final = ""
 
 DEFAULT_CACHE_SIZE: Final = 100_000
+#: Pods below this priority never trigger a scale-up (cluster-autoscaler's default).
+DEFAULT_EXPENDABLE_PRIORITY: Final = -10
 
 
 def _pending_index(pod: Object) -> list[str]:
@@ -67,42 +79,59 @@ def _pool_of_request_index(request: Object) -> list[str]:
     return [str(pool)] if pool else []
 
 
-class RequestCache:
-    """Parsed requests by (uid, resourceVersion); least recently used out first."""
+def _daemon_set_of(pod: Mapping[str, Any]) -> str | None:
+    for ref in (pod.get("metadata") or {}).get("ownerReferences") or ():
+        if ref.get("kind") == "DaemonSet":
+            return str(ref.get("uid", ""))
+    return None
+
+
+class ProfileCache:
+    """Parsed pod profiles by (uid, resourceVersion); least recently used out first."""
 
     def __init__(self, size: int = DEFAULT_CACHE_SIZE) -> None:
-        self.size = size
-        self._entries: OrderedDict[tuple[str, str], PodRequests | str] = OrderedDict()
+        self._entries: Bounded[tuple[str, str], PodProfile | str] = Bounded(size)
 
-    def get(self, pod: Mapping[str, Any]) -> PodRequests | str:
-        """The pod's requests, or why they cannot be read (a malformed quantity)."""
-        meta = pod.get("metadata") or {}
+    def get(
+        self,
+        obj: Mapping[str, Any],
+        parse: Callable[[Mapping[str, Any]], PodProfile] = constraints.profile_of,
+    ) -> PodProfile | str:
+        """The object's profile, or why it cannot be read (a malformed quantity)."""
+        meta = obj.get("metadata") or {}
         key = (str(meta.get("uid", "")), str(meta.get("resourceVersion", "")))
         found = self._entries.get(key)
         if found is not None:
-            self._entries.move_to_end(key)
             return found
         try:
-            value: PodRequests | str = fit.pod_requests(pod)
-        except ValueError as error:
+            value: PodProfile | str = parse(obj)
+        except (ValueError, TypeError) as error:
             value = f"has a request that cannot be read: {error}"
         self._entries[key] = value
-        if len(self._entries) > self.size:
-            self._entries.popitem(last=False)
         return value
 
 
 @dataclass(frozen=True)
+class Conflict:
+    """This Autoscaler names a pool another (older) Autoscaler already plans for."""
+
+    pool: str
+    owner: str
+
+
+@dataclass(frozen=True)
 class Observation:
-    """One scan's view of a pool and of the pods waiting for it."""
+    """One Autoscaler's part of the plan: its pool, and the pods waiting for it."""
 
     pool: plan.PoolFacts
     pool_uid: str
-    fitting: tuple[Object, ...]  # unschedulable pods that fit a template node
-    requests: tuple[Resources, ...]  # their requests, in the same order
-    unfit: tuple[tuple[Object, str], ...]  # unschedulable pods that never fit, and why
+    basis: int  # the pool's spec.targetNodes the plan started from
+    up: simulation.PoolOutcome
+    fitting: tuple[Object, ...]  # unschedulable pods the plan gives to this pool
+    triggering: tuple[Object, ...]  # of those, the ones on its new nodes
+    unfit: tuple[tuple[Object, str], ...]  # unschedulable pods of its namespaces no node can host
     pending: int  # pending pods not bound to a node, in the watched namespaces
-    pending_fitting: int  # of those, the ones a pool node could hold
+    pending_fitting: int  # pods that keep the pool from shrinking: planned here or not judged yet
     unneeded: tuple[str, ...]  # Ready nodes running only DaemonSet or mirror pods
 
     @property
@@ -111,91 +140,374 @@ class Observation:
 
 
 @dataclass(frozen=True)
-class _Nodes:
-    free: tuple[Resources, ...]
+class _Pool:
+    facts: plan.PoolFacts
+    uid: str
+    basis: int
+    owner: str
+    namespaces: tuple[str, ...]
     unneeded: tuple[str, ...]
-    ready: int
-    cordoned: int
 
 
-def _allocatable(node: Mapping[str, Any], shape: NodeShape) -> Resources:
-    allocatable = (node.get("status") or {}).get("allocatable") or {}
-    try:
-        return Resources(
-            cpu=quantity.parse_cpu_millicores(str(allocatable["cpu"])),
-            memory=quantity.parse_memory_bytes(str(allocatable["memory"])),
-            pods=int(quantity.parse_quantity(str(allocatable["pods"]))),
+@dataclass(frozen=True)
+class _World:
+    pools: Mapping[str, _Pool]
+    owners: Mapping[str, str]  # pool -> the Autoscaler that plans for it
+    pending: tuple[Object, ...]  # the pods the plan placed (or could not), oldest first
+    outcome: simulation.Outcome
+    unreadable: tuple[tuple[Object, str], ...]  # unschedulable pods whose requests are broken
+    waiting: tuple[Object, ...]  # pending pods the scheduler has not judged yet
+
+
+@dataclass(frozen=True)
+class _Gathered:
+    """Everything one plan reads, copied out of the caches on the event loop."""
+
+    pools: Mapping[str, _Pool]
+    owners: Mapping[str, str]
+    pending: tuple[tuple[Object, PodProfile], ...]
+    unreadable: tuple[tuple[Object, str], ...]
+    waiting: tuple[Object, ...]
+    nodes: tuple[simulation.ExistingNode, ...]
+    templates: tuple[simulation.PoolTemplate, ...]
+    daemon_sets: tuple[simulation.DaemonSetView, ...]
+    nominated: tuple[tuple[PodProfile, str], ...]
+
+    def simulate(self) -> simulation.Outcome:
+        return simulation.simulate(
+            [profile for _, profile in self.pending],
+            nodes=self.nodes,
+            pools=self.templates,
+            daemon_sets=self.daemon_sets,
+            nominated=self.nominated,
         )
-    except (KeyError, ValueError):
-        # Not reported yet: the NodePool controller registers Nodes with the template's.
-        return shape.capacity
+
+    def world(self, outcome: simulation.Outcome) -> _World:
+        return _World(
+            pools=self.pools,
+            owners=self.owners,
+            pending=tuple(pod for pod, _ in self.pending),
+            outcome=outcome,
+            unreadable=self.unreadable,
+            waiting=self.waiting,
+        )
 
 
-def _oldest_first(pods: Iterable[Object]) -> list[Object]:
-    # Packing keeps this order among equal pods, so the pods that have waited longest (and
-    # that earlier requests were made for) take the room already requested, and the new
-    # nodes, with their TriggeredScaleUp events, go to the pods that are new.
+def _oldest_first(found: Iterable[Object]) -> list[Object]:
+    # Equal pods keep this order, so the pods that have waited longest (and that earlier
+    # requests were made for) take the room already requested, and the new nodes, with
+    # their TriggeredScaleUp events, go to the pods that are new.
     def key(pod: Object) -> tuple[str, str, str]:
         meta = pod["metadata"]
         return (str(meta.get("creationTimestamp", "")), meta.get("namespace", ""), meta["name"])
 
-    return sorted(pods, key=key)
+    return sorted(found, key=key)
+
+
+def _allocatable(node: Mapping[str, Any], fallback: Mapping[str, int]) -> dict[str, int]:
+    reported = (node.get("status") or {}).get("allocatable") or {}
+    if not reported:
+        return dict(fallback)  # registered a moment ago: the template's, as we register it
+    found: dict[str, int] = {}
+    for name, value in reported.items():
+        try:
+            if name == "cpu":
+                found[name] = quantity.parse_cpu_millicores(str(value))
+            elif name == "memory":
+                found[name] = quantity.parse_memory_bytes(str(value))
+            else:
+                found[name] = int(quantity.parse_quantity(str(value)))
+        except ValueError:
+            continue
+    return found
+
+
+def _taints(raw: Iterable[Mapping[str, Any]]) -> tuple[constraints.Taint, ...]:
+    return tuple(
+        constraints.Taint(
+            str(t.get("key", "")), str(t.get("value") or ""), str(t.get("effect", ""))
+        )
+        for t in raw
+    )
+
+
+def _template_taints(template: np.NodeTemplate) -> tuple[constraints.Taint, ...]:
+    return tuple(constraints.Taint(t.key, t.value or "", t.effect) for t in template.taints)
+
+
+def _index_of(name: str, pool: str) -> int | None:
+    suffix = name[len(pool) + 1 :] if name.startswith(f"{pool}-") else ""
+    return int(suffix) if suffix.isdigit() else None
+
+
+def _upcoming(
+    pool: str, template: np.NodeTemplate, taken: Iterable[str]
+) -> Callable[[int], tuple[str, Mapping[str, str]]]:
+    """Names and labels of the nodes the pool registers next: lowest free index first."""
+    used = {i for i in (_index_of(n, pool) for n in taken) if i is not None}
+    free: list[int] = []
+
+    def upcoming(k: int) -> tuple[str, Mapping[str, str]]:
+        candidate = free[-1] + 1 if free else 0
+        while len(free) <= k:
+            if candidate not in used:
+                free.append(candidate)
+            candidate += 1
+        name = f"{pool}-{free[k]}"
+        labels = np.node_labels(pool, template, zone=np.zone_of(name, template))
+        return name, {**labels, np.HOSTNAME_LABEL: name}
+
+    return upcoming
 
 
 class Observer:
-    """Reads pools, nodes, pods and ScaleRequests from the shared informers."""
+    """Reads pools, nodes, pods, DaemonSets and ScaleRequests; plans for all Autoscalers."""
 
     def __init__(
         self,
         *,
+        autoscalers: Informer,
         pools: Informer,
         nodes: Informer,
         pods: Informer,
         requests: Informer,
+        daemon_sets: Informer,
         ledger: RequestLedger,
-        cache: RequestCache | None = None,
+        cache: ProfileCache | None = None,
+        expendable_priority: int = DEFAULT_EXPENDABLE_PRIORITY,
     ) -> None:
+        self.autoscalers = autoscalers
         self.pools = pools
         self.nodes = nodes
         self.pods = pods
         self.requests = requests
+        self.daemon_sets = daemon_sets
         self.ledger = ledger
-        self.cache = cache or RequestCache()
+        self.cache = cache or ProfileCache()
+        self.expendable_priority = expendable_priority
+        self._world: tuple[tuple[str, ...], _World] | None = None
         pods.add_index(PENDING_INDEX, _pending_index)
         pods.add_index(NODE_INDEX, _node_index)
         nodes.add_index(POOL_INDEX, _pool_of_node_index)
         requests.add_index(POOL_INDEX, _pool_of_request_index)
 
-    def observe(self, spec: nas.AutoscalerSpec) -> Observation | None:
-        """The pool and pods of an Autoscaler; None when its pool does not exist."""
-        pool = self.pools.get(spec.node_pool_name)
-        if pool is None or pool["metadata"].get("deletionTimestamp"):
+    # -- one Autoscaler's view ------------------------------------------------------------
+
+    async def observe(self, name: str, spec: nas.AutoscalerSpec) -> Observation | Conflict | None:
+        """The Autoscaler's part of the plan; None when its pool does not exist."""
+        world = await self._current()
+        owner = world.owners.get(spec.node_pool_name)
+        if owner is not None and owner != name:
+            return Conflict(pool=spec.node_pool_name, owner=owner)
+        pool = world.pools.get(spec.node_pool_name)
+        if pool is None:
             return None
-        name = spec.node_pool_name
-        pool_spec = np.spec_of(pool)
-        shape = NodeShape.of_pool(name, pool_spec.template)
-        nodes = self._nodes(name, shape)
+        up = world.outcome.pools.get(pool.facts.name) or simulation.PoolOutcome(0, 0, (), ())
+        mine = set(spec.namespaces)
+        watched = [
+            (i, pod)
+            for i, pod in enumerate(world.pending)
+            if not mine or pod["metadata"].get("namespace") in mine
+        ]
+        broken = tuple(
+            (pod, why)
+            for pod, why in world.unreadable
+            if not mine or pod["metadata"].get("namespace") in mine
+        )
+        unfit = (
+            tuple((pod, world.outcome.unfit[i]) for i, pod in watched if i in world.outcome.unfit)
+            + broken
+        )
+        waiting = sum(
+            1 for pod in world.waiting if not mine or pod["metadata"].get("namespace") in mine
+        )
+        return Observation(
+            pool=pool.facts,
+            pool_uid=pool.uid,
+            basis=pool.basis,
+            up=up,
+            fitting=tuple(world.pending[i] for i in up.hosted),
+            triggering=tuple(world.pending[i] for i in up.triggering),
+            unfit=unfit,
+            pending=len(watched) + len(broken) + waiting,
+            pending_fitting=len(up.hosted) + waiting,
+            unneeded=pool.unneeded,
+        )
+
+    def _version(self) -> tuple[str, ...]:
+        return (
+            self.autoscalers.resource_version,
+            self.pools.resource_version,
+            self.nodes.resource_version,
+            self.pods.resource_version,
+            self.requests.resource_version,
+            self.daemon_sets.resource_version,
+            str(self.ledger.serial),
+        )
+
+    async def _current(self) -> _World:
+        version = self._version()
+        if self._world is None or self._world[0] != version:
+            gathered = self._gather()
+            # Simulating tens of thousands of pods takes long enough to starve the
+            # informers and the lease renewal if it ran on the event loop; its inputs are
+            # immutable snapshots, so it runs in a worker thread.
+            outcome = await asyncio.to_thread(gathered.simulate)
+            self._world = (version, gathered.world(outcome))
+        return self._world[1]
+
+    # -- the shared plan ------------------------------------------------------------------
+
+    def _owners(self) -> dict[str, tuple[str, nas.AutoscalerSpec]]:
+        found: dict[str, tuple[tuple[str, str], str, nas.AutoscalerSpec]] = {}
+        for autoscaler in self.autoscalers.items():
+            meta = autoscaler["metadata"]
+            if meta.get("deletionTimestamp"):
+                continue
+            spec = nas.spec_of(autoscaler)
+            age = (str(meta.get("creationTimestamp", "")), str(meta["name"]))
+            held = found.get(spec.node_pool_name)
+            if held is None or age < held[0]:
+                found[spec.node_pool_name] = (age, str(meta["name"]), spec)
+        return {pool: (name, spec) for pool, (_, name, spec) in found.items()}
+
+    def _gather(self) -> _Gathered:
+        owners = self._owners()
+        pools: dict[str, _Pool] = {}
+        templates: list[simulation.PoolTemplate] = []
+        existing: list[simulation.ExistingNode] = []
+        for pool_name, (owner, spec) in sorted(owners.items()):
+            pool = self.pools.get(pool_name)
+            if pool is None or pool["metadata"].get("deletionTimestamp"):
+                continue
+            view, template, nodes = self._pool(pool, owner=owner, namespaces=spec.namespaces)
+            pools[pool_name] = view
+            templates.append(template)
+            existing.extend(nodes)
+        for pool in self.pools.items():
+            name = str(pool["metadata"]["name"])
+            if name not in pools:  # no Autoscaler: its nodes still take pods, it does not grow
+                existing.extend(self._nodes(name, np.spec_of(pool).template, keep=None)[0])
+        pending, nominated, waiting = self._pending(owners.values())
+        return _Gathered(
+            pools=pools,
+            owners={pool: owner for pool, (owner, _) in owners.items()},
+            pending=tuple((pod, p) for pod, p in pending if isinstance(p, PodProfile)),
+            unreadable=tuple((pod, p) for pod, p in pending if isinstance(p, str)),
+            waiting=tuple(waiting),
+            nodes=tuple(existing),
+            templates=tuple(templates),
+            daemon_sets=tuple(self._daemon_set_views()),
+            nominated=tuple(nominated),
+        )
+
+    def _pending(
+        self, owners: Iterable[tuple[str, nas.AutoscalerSpec]]
+    ) -> tuple[list[tuple[Object, PodProfile | str]], list[tuple[PodProfile, str]], list[Object]]:
+        namespaces: set[str] = set()
+        everything = False
+        for _, spec in owners:
+            if not spec.namespaces:
+                everything = True
+            namespaces.update(spec.namespaces)
+        if everything:
+            found = self.pods.by_index(PENDING_INDEX, ALL_NAMESPACES)
+        else:
+            found = [p for n in sorted(namespaces) for p in self.pods.by_index(PENDING_INDEX, n)]
+        planned: list[tuple[Object, PodProfile | str]] = []
+        nominated: list[tuple[PodProfile, str]] = []
+        waiting: list[Object] = []
+        for pod in _oldest_first(found):
+            if _daemon_set_of(pod) is not None:
+                continue  # bound to one node by its DaemonSet: a new node never helps it
+            node = fit.nominated_node(pod)
+            if node is not None:
+                profile = self.cache.get(pod)
+                if isinstance(profile, PodProfile):
+                    nominated.append((profile, node))
+                continue
+            if not fit.is_unschedulable(pod):
+                if fit.is_pending_unbound(pod) and not (pod.get("spec") or {}).get(
+                    "schedulingGates"
+                ):
+                    waiting.append(pod)
+                continue
+            profile = self.cache.get(pod)
+            if isinstance(profile, PodProfile) and profile.priority < self.expendable_priority:
+                continue  # expendable: may run on room that is there, never worth a node
+            planned.append((pod, profile))
+        return planned, nominated, waiting
+
+    def _daemon_set_views(self) -> list[simulation.DaemonSetView]:
+        views = []
+        for daemon in self.daemon_sets.items():
+            template = ((daemon.get("spec") or {}).get("template")) or {}
+            meta = daemon["metadata"]
+            as_pod = {
+                "metadata": {
+                    **(template.get("metadata") or {}),
+                    "namespace": meta.get("namespace", ""),
+                    "uid": f"daemonset/{meta.get('uid', '')}",
+                    "resourceVersion": str(meta.get("resourceVersion", "")),
+                },
+                "spec": template.get("spec") or {},
+            }
+            profile = self.cache.get(
+                as_pod,
+                lambda p: constraints.profile_of(
+                    p, extra_tolerations=constraints.DAEMON_TOLERATIONS
+                ),
+            )
+            if isinstance(profile, PodProfile):
+                views.append(simulation.DaemonSetView(str(meta.get("uid", "")), profile))
+        return views
+
+    def _pool(
+        self, pool: Object, *, owner: str, namespaces: Sequence[str]
+    ) -> tuple[_Pool, simulation.PoolTemplate, list[simulation.ExistingNode]]:
+        name = str(pool["metadata"]["name"])
+        spec = np.spec_of(pool)
         views = self._requests(name)
-        target = plan.effective_target(
-            target=pool_spec.target_nodes,
-            min_nodes=pool_spec.min_nodes,
-            max_nodes=pool_spec.max_nodes,
+        basis = plan.base_target(
+            target=spec.target_nodes,
+            min_nodes=spec.min_nodes,
+            max_nodes=spec.max_nodes,
             pool_version=str(pool["metadata"].get("resourceVersion", "")),
             requests=views,
         )
+        target = plan.effective_target(
+            base=basis, min_nodes=spec.min_nodes, max_nodes=spec.max_nodes, requests=views
+        )
+        nodes, usage = self._nodes(name, spec.template, keep=target)
         facts = plan.PoolFacts(
             name=name,
-            min_nodes=pool_spec.min_nodes,
-            max_nodes=pool_spec.max_nodes,
+            min_nodes=spec.min_nodes,
+            max_nodes=spec.max_nodes,
             target=target,
-            ready=nodes.ready,
-            cordoned=nodes.cordoned,
-            free=nodes.free,
-            shape=shape,
+            ready=usage.ready,
+            cordoned=usage.cordoned,
             open_request=any(v.phase == "Pending" for v in views),
         )
-        uid = str(pool["metadata"].get("uid", ""))
-        return self._pods(spec.namespaces, facts=facts, uid=uid, nodes=nodes)
+        template = simulation.PoolTemplate(
+            name=name,
+            weight=spec.weight,
+            taints=_template_taints(spec.template),
+            allocatable=np.template_allocatable(spec.template),
+            upcoming=_upcoming(name, spec.template, usage.registered),
+            in_flight=max(0, target - len(usage.registered)),
+            headroom=max(0, spec.max_nodes - target),
+            zones=max(1, len(spec.template.zones)),
+            namespaces=frozenset(namespaces) if namespaces else None,
+        )
+        view = _Pool(
+            facts=facts,
+            uid=str(pool["metadata"].get("uid", "")),
+            basis=basis,
+            owner=owner,
+            namespaces=tuple(namespaces),
+            unneeded=usage.unneeded,
+        )
+        return view, template, nodes
 
     def _requests(self, pool: str) -> list[plan.RequestView]:
         cached = [
@@ -219,84 +531,97 @@ class Observer:
             )
         return views
 
-    def _nodes(self, pool: str, shape: NodeShape) -> _Nodes:
-        free: list[Resources] = []
+    def _nodes(
+        self, pool: str, template: np.NodeTemplate, *, keep: int | None
+    ) -> tuple[list[simulation.ExistingNode], _Usage]:
+        """The pool's nodes as the simulation sees them, and what scale-down needs of them.
+
+        With ``keep`` below the registered nodes, the ones the NodePool controller removes
+        first (cordoned, then not Ready, then the emptiest) are left out: they are going.
+        """
+        fallback = np.template_allocatable(template)
+        live = [
+            n
+            for n in self.nodes.by_index(POOL_INDEX, pool)
+            if not n["metadata"].get("deletionTimestamp")
+        ]
+        bound = {str(n["metadata"]["name"]): self._bound(str(n["metadata"]["name"])) for n in live}
+
+        def going_first(node: Object) -> tuple[bool, bool, int, str]:
+            name = str(node["metadata"]["name"])
+            cordoned = bool((node.get("spec") or {}).get("unschedulable"))
+            return (not cordoned, k8s_nodes.is_ready(node), len(bound[name][0]), name)
+
+        ordered = sorted(live, key=going_first)
+        kept = ordered[max(0, len(ordered) - keep) :] if keep is not None else ordered
+        staying = {str(n["metadata"]["name"]) for n in kept}
+        found: list[simulation.ExistingNode] = []
         unneeded: list[str] = []
         ready = cordoned = 0
-        for node in sorted(
-            self.nodes.by_index(POOL_INDEX, pool), key=lambda n: n["metadata"]["name"]
-        ):
-            if not k8s_nodes.is_ready(node) or node["metadata"].get("deletionTimestamp"):
-                continue  # booting: counted in flight; being deleted: gone already
-            ready += 1
-            if (node.get("spec") or {}).get("unschedulable"):
-                cordoned += 1  # a node, but no room for pods
+        for node in sorted(live, key=lambda n: n["metadata"]["name"]):
+            name = str(node["metadata"]["name"])
+            is_ready = k8s_nodes.is_ready(node)
+            is_cordoned = bool((node.get("spec") or {}).get("unschedulable"))
+            ready += is_ready
+            cordoned += is_ready and is_cordoned
+            running, terminating, daemons, busy = bound[name]
+            if is_ready and not is_cordoned and not busy:
+                unneeded.append(name)
+            if name not in staying:
                 continue
-            used, busy = self._usage(node["metadata"]["name"])
-            room = _allocatable(node, shape).minus(used)
-            free.append(
-                Resources(cpu=max(0, room.cpu), memory=max(0, room.memory), pods=max(0, room.pods))
+            found.append(
+                simulation.ExistingNode(
+                    name=name,
+                    pool=pool,
+                    labels={
+                        **(node["metadata"].get("labels") or {}),
+                        np.HOSTNAME_LABEL: (node["metadata"].get("labels") or {}).get(
+                            np.HOSTNAME_LABEL, name
+                        ),
+                    },
+                    taints=_taints((node.get("spec") or {}).get("taints") or ()),
+                    unschedulable=is_cordoned,
+                    allocatable=_allocatable(node, fallback),
+                    pods=running,
+                    terminating=terminating,
+                    daemon_sets=daemons,
+                )
             )
-            if not busy:
-                unneeded.append(node["metadata"]["name"])
-        return _Nodes(free=tuple(free), unneeded=tuple(unneeded), ready=ready, cordoned=cordoned)
+        usage = _Usage(
+            ready=ready,
+            cordoned=cordoned,
+            registered=tuple(str(n["metadata"]["name"]) for n in live),
+            unneeded=tuple(unneeded),
+        )
+        return found, usage
 
-    def _usage(self, node: str) -> tuple[Resources, bool]:
-        """What the pods bound to ``node`` use, and whether any of them needs the node."""
-        cpu = memory = count = 0
+    def _bound(
+        self, node: str
+    ) -> tuple[tuple[PodProfile, ...], tuple[PodProfile, ...], frozenset[str], bool]:
+        """The profiles of the pods on ``node``, and whether any of them needs the node."""
+        running: list[PodProfile] = []
+        terminating: list[PodProfile] = []
+        daemons: set[str] = set()
         busy = False
         for pod in self.pods.by_index(NODE_INDEX, node):
             if pods.is_terminal(pod):
                 continue
-            requests = self.cache.get(pod)
-            if isinstance(requests, PodRequests):
-                cpu += requests.resources.cpu
-                memory += requests.resources.memory
-            count += 1
+            profile = self.cache.get(pod)
+            leaving = bool(pod["metadata"].get("deletionTimestamp"))
+            if isinstance(profile, PodProfile):
+                (terminating if leaving else running).append(profile)
+            daemon = _daemon_set_of(pod)
+            if daemon is not None:
+                daemons.add(daemon)
             # A pod on its way out still holds its room (the scheduler counts it until it
             # is gone) but no longer keeps the node needed.
-            leaving = bool(pod["metadata"].get("deletionTimestamp"))
             busy = busy or not (leaving or pods.is_daemon_or_mirror(pod))
-        return Resources(cpu=cpu, memory=memory, pods=count), busy
+        return tuple(running), tuple(terminating), frozenset(daemons), busy
 
-    def _pending_pods(self, namespaces: Sequence[str]) -> list[Object]:
-        if not namespaces:
-            return self.pods.by_index(PENDING_INDEX, ALL_NAMESPACES)
-        found: list[Object] = []
-        for namespace in namespaces:
-            found.extend(self.pods.by_index(PENDING_INDEX, namespace))
-        return found
 
-    def _pods(
-        self, namespaces: Sequence[str], *, facts: plan.PoolFacts, uid: str, nodes: _Nodes
-    ) -> Observation:
-        fitting: list[Object] = []
-        requests: list[Resources] = []
-        unfit: list[tuple[Object, str]] = []
-        pending = pending_fitting = 0
-        for pod in _oldest_first(self._pending_pods(namespaces)):
-            pending += 1
-            parsed = self.cache.get(pod)
-            problem = (
-                parsed
-                if isinstance(parsed, str)
-                else fit.why_not_fit(pod, parsed, shape=facts.shape)
-            )
-            pending_fitting += problem is None
-            if not fit.is_unschedulable(pod):
-                continue
-            if problem is not None:
-                unfit.append((pod, problem))
-            elif isinstance(parsed, PodRequests):
-                fitting.append(pod)
-                requests.append(parsed.resources)
-        return Observation(
-            pool=facts,
-            pool_uid=uid,
-            fitting=tuple(fitting),
-            requests=tuple(requests),
-            unfit=tuple(unfit),
-            pending=pending,
-            pending_fitting=pending_fitting,
-            unneeded=nodes.unneeded,
-        )
+@dataclass(frozen=True)
+class _Usage:
+    ready: int
+    cordoned: int
+    registered: tuple[str, ...]
+    unneeded: tuple[str, ...]

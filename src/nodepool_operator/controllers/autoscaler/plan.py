@@ -2,9 +2,9 @@
 
 * the pool's *effective target*: what it will have once the requests already handed over
   are applied (the newest Pending request wins, as the NodePool controller applies them);
-* scale-up: the unschedulable pods are packed (first-fit decreasing) onto the free room of
-  Ready nodes, then onto the nodes requested but not Ready yet, then onto new template
-  nodes; only the new nodes are asked for, so a scan during a scale-up asks for nothing;
+* scale-up: what the scheduling simulation (``simulation``) opened in this pool for the
+  pods that fit neither the nodes there nor the nodes on their way; only those new nodes
+  are asked for, so a scan during a scale-up asks for nothing;
 * scale-down: nodes unneeded for long enough are given up, never below ``minNodes`` and
   never while anything is in flight (requested nodes not Ready, a Pending request, pods
   still waiting for the scheduler): the hysteresis that keeps the pool from flapping.
@@ -16,14 +16,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from nodepool_operator.controllers.autoscaler import packing
-from nodepool_operator.controllers.autoscaler.fit import NodeShape, Resources
+from nodepool_operator.controllers.autoscaler.simulation import PoolOutcome
 
 __all__ = [
     "Action",
     "Decision",
     "PoolFacts",
     "RequestView",
+    "base_target",
     "decide",
     "effective_target",
     "scale_down_blocker",
@@ -53,8 +53,6 @@ class PoolFacts:
     max_nodes: int
     target: int  # the effective target
     ready: int  # Ready nodes, cordoned or not
-    free: tuple[Resources, ...]  # the free room on each Ready node that takes pods
-    shape: NodeShape
     open_request: bool  # a request of the pool is still Pending
     cordoned: int = 0  # Ready nodes that take no pods (being drained, or by hand)
 
@@ -98,7 +96,7 @@ def _newer(version: str, than: str) -> bool:
     return True
 
 
-def effective_target(
+def base_target(
     *,
     target: int,
     min_nodes: int,
@@ -106,13 +104,11 @@ def effective_target(
     pool_version: str,
     requests: Sequence[RequestView],
 ) -> int:
-    """What the pool will have once the requests handed over are applied.
+    """The pool's ``spec.targetNodes`` as it is now, even where our cache lags behind.
 
-    Mirrors how the NodePool controller applies the newest Pending request (the two
-    controllers share no code): a larger target is taken within maxNodes, a smaller one
-    within minNodes. An Applied request whose pool write our cache has not seen yet (the
-    request's status was written after the pool, so it is newer than the cached pool)
-    counts with the target it applied.
+    An Applied request whose pool write our cache has not seen yet (the request's status
+    was written after the pool, so it is newer than the cached pool) counts with the
+    target it applied. This is what a new request states as its basis.
     """
     base = max(min_nodes, min(target, max_nodes))
     behind = [
@@ -126,13 +122,29 @@ def effective_target(
     if behind:
         last = max(behind, key=lambda r: int(r.version) if r.version.isdigit() else 0)
         base = last.applied if last.applied is not None else base
+    return base
+
+
+def effective_target(
+    *, base: int, min_nodes: int, max_nodes: int, requests: Sequence[RequestView]
+) -> int:
+    """What the pool will have once the requests handed over are applied.
+
+    Mirrors how the NodePool controller applies the newest Pending request (the two
+    controllers share no code): a larger target is taken within maxNodes, a smaller one
+    within minNodes.
+    """
     pending = [r for r in requests if r.phase == "Pending"]
     if not pending:
         return base
     # Up or down, the NodePool controller sets the newest request's target within the
     # bounds, whatever the target was before.
-    newest = max(pending, key=lambda r: (r.created, r.name))
+    newest = max(pending, key=lambda r: (r.created, _version_number(r.version), r.name))
     return max(min_nodes, min(newest.target, max_nodes))
+
+
+def _version_number(version: str) -> int:
+    return int(version) if version.isdigit() else 0
 
 
 def scale_down_blocker(pool: PoolFacts, *, enabled: bool, pending_fitting: int) -> str | None:
@@ -148,39 +160,18 @@ def scale_down_blocker(pool: PoolFacts, *, enabled: bool, pending_fitting: int) 
     return None
 
 
-def _staying(pool: PoolFacts) -> list[Resources]:
-    """The free room of the Ready nodes that stay once the target is reached.
-
-    When the target is below the Ready nodes (a scale-down under way), the NodePool
-    controller removes the emptiest nodes first: their room is not counted.
-    """
-    leaving = pool.leaving
-    if leaving == 0:
-        return list(pool.free)
-    roomiest = sorted(
-        range(len(pool.free)), key=lambda i: (pool.free[i].pods, pool.free[i].cpu), reverse=True
-    )
-    gone = set(roomiest[:leaving])
-    return [room for i, room in enumerate(pool.free) if i not in gone]
-
-
-def _scale_up(pool: PoolFacts, pods: Sequence[Resources]) -> Decision | None:
-    existing = [*_staying(pool), *([pool.shape.capacity] * pool.in_flight)]
-    packed = packing.pack(pods, existing=existing, node=pool.shape.capacity)
-    if packed.new_nodes == 0:
+def _scale_up(pool: PoolFacts, up: PoolOutcome) -> Decision | None:
+    if up.wanted_nodes == 0:
         return None
-    wanted = pool.target + packed.new_nodes
-    target = max(pool.target, min(wanted, pool.max_nodes))
-    # Only the pods on the nodes actually granted are told that they triggered a scale-up.
-    granted = len(existing) + (target - pool.target)
-    involved = tuple(i for i, b in enumerate(packed.bins) if len(existing) <= b < granted)
+    target = pool.target + up.new_nodes
+    wanted = pool.target + up.wanted_nodes
     clamped = f" (clamped to maxNodes={pool.max_nodes})" if wanted > target else ""
     reason = (
-        f"{len(pods)} unschedulable pods need {packed.new_nodes} more nodes "
+        f"{len(up.hosted)} pending pods need {up.wanted_nodes} more nodes "
         f"after {pool.ready} ready and {pool.in_flight} requested{clamped}"
     )
     action: Action = "scale-up" if target > pool.target else "none"
-    return Decision(action, pool.target, target, wanted, involved, reason)
+    return Decision(action, pool.target, target, wanted, up.triggering, reason)
 
 
 def _scale_down(pool: PoolFacts, unneeded: Sequence[str], *, unneeded_seconds: int) -> Decision:
@@ -199,21 +190,21 @@ def _scale_down(pool: PoolFacts, unneeded: Sequence[str], *, unneeded_seconds: i
 
 def decide(
     pool: PoolFacts,
-    pods: Sequence[Resources],
+    up: PoolOutcome,
     *,
     unneeded: Sequence[str],
     unneeded_seconds: int,
     blocked: str | None,
 ) -> Decision:
-    """Scale up for ``pods`` if they need new nodes; else give up ``unneeded`` nodes.
+    """Scale up if the simulation opened nodes in the pool; else give up ``unneeded`` nodes.
 
-    ``pods`` are the requests of the unschedulable pods that fit a template node;
-    ``unneeded`` the nodes that have run only DaemonSet or mirror pods for
-    ``unneeded_seconds``, ``blocked`` why scale-down is not allowed now.
+    ``up`` is the simulation's outcome for the pool; ``unneeded`` the nodes that have run
+    only DaemonSet or mirror pods for ``unneeded_seconds``, ``blocked`` why scale-down is
+    not allowed now.
     """
-    up = _scale_up(pool, pods)
-    if up is not None:
-        return up
+    grow = _scale_up(pool, up)
+    if grow is not None:
+        return grow
     if blocked is not None or not unneeded:
         reason = "no change" if blocked is None else f"scale-down blocked: {blocked}"
         return Decision("none", pool.target, pool.target, pool.target, (), reason, blocked)

@@ -13,7 +13,7 @@ from typing import Any
 
 from nodepool_operator.api import autoscaler as nas
 from nodepool_operator.controllers.autoscaler import plan
-from nodepool_operator.controllers.autoscaler.observe import Observation
+from nodepool_operator.controllers.autoscaler.observe import Conflict, Observation
 from nodepool_operator.runtime import conditions
 from nodepool_operator.runtime.client import Object
 
@@ -26,7 +26,7 @@ LIMIT_REACHED = "LimitReached"
 def autoscaler_status(
     *,
     autoscaler: Object,
-    seen: Observation | None,
+    seen: Observation | Conflict | None,
     decision: plan.Decision | None,
     last_request: nas.LastScaleRequest | None,
     now: str,
@@ -44,11 +44,17 @@ def autoscaler_status(
         found.set(
             READY, False, reason="NodePoolNotFound", message=f"NodePool {pool} does not exist"
         )
+    elif isinstance(seen, Conflict):
+        message = (
+            f"NodePool {pool} is already scaled by Autoscaler {seen.owner} (the oldest that "
+            "names it); this one makes no decisions while both exist"
+        )
+        found.set(READY, False, reason="ConflictingAutoscaler", message=message)
     else:
         where = ", ".join(spec.namespaces) if spec.namespaces else "all namespaces"
         message = f"scaling NodePool {pool} for pods in {where}"
         found.set(READY, True, reason="Watching", message=message)
-    if seen is not None and decision is not None:
+    if isinstance(seen, Observation) and decision is not None:
         top = seen.pool.max_nodes
         if decision.limited:
             message = f"NodePool {pool} is at maxNodes={top}; the pods need {decision.wanted}"
@@ -59,8 +65,8 @@ def autoscaler_status(
         "observedGeneration": generation,
         "conditions": found.items,
         "lastRequest": None if last_request is None else last_request.to_dict(),
-        "pendingPods": 0 if seen is None else seen.pending,
-        "unschedulablePods": 0 if seen is None else seen.unschedulable,
+        "pendingPods": seen.pending if isinstance(seen, Observation) else 0,
+        "unschedulablePods": seen.unschedulable if isinstance(seen, Observation) else 0,
     }
 
 

@@ -12,7 +12,7 @@ from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
 from nodepool_operator.controllers.autoscaler.controller import NAME, AutoscalerReconciler
 from nodepool_operator.controllers.autoscaler.handoff import RequestLedger, ScaleRequester
 from nodepool_operator.controllers.autoscaler.notices import Notices
-from nodepool_operator.controllers.autoscaler.observe import Observer, RequestCache
+from nodepool_operator.controllers.autoscaler.observe import Observer, ProfileCache
 from nodepool_operator.controllers.resources import AUTOSCALERS, NODEPOOLS, SCALEREQUESTS
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import kinds
@@ -32,6 +32,7 @@ def setup(manager: Manager, *, config: AutoscalerConfig) -> Controller:
     nodes = cache.informer(kinds.NODES, label_selector=np.POOL_LABEL)
     pods = cache.informer(kinds.PODS)
     requests = cache.informer(SCALEREQUESTS)
+    daemon_sets = cache.informer(kinds.DAEMONSETS)
     ledger = RequestLedger()
     recorder = EventRecorder(client, component=f"{NAME}-controller", clock=manager.clock)
     wall_clock = clock_module.RealWallClock()
@@ -39,12 +40,15 @@ def setup(manager: Manager, *, config: AutoscalerConfig) -> Controller:
         client=client,
         autoscalers=autoscalers,
         observer=Observer(
+            autoscalers=autoscalers,
             pools=pools,
             nodes=nodes,
             pods=pods,
             requests=requests,
+            daemon_sets=daemon_sets,
             ledger=ledger,
-            cache=RequestCache(config.request_cache_size),
+            cache=ProfileCache(config.request_cache_size),
+            expendable_priority=config.expendable_pods_priority_cutoff,
         ),
         requester=ScaleRequester(client=client, ledger=ledger, wall_clock=wall_clock),
         notices=Notices(recorder, parallelism=config.event_parallelism),
@@ -67,6 +71,7 @@ def setup(manager: Manager, *, config: AutoscalerConfig) -> Controller:
         nodes=nodes,
         pools=pools,
         requests=requests,
+        daemon_sets=daemon_sets,
     )
     manager.add(controller)
     return controller

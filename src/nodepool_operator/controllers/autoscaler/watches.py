@@ -3,7 +3,8 @@
 An Autoscaler is looked at again when something its decision depends on changes: a pod
 of its namespaces becomes (or stops being) unschedulable, is bound or goes away; a node
 of its pool turns Ready or leaves; its pool's spec changes; a request for its pool is
-answered. Each of these waits for the Autoscaler's own ``spec.batchWindowSeconds``: the
+answered; any DaemonSet's pod template changes (it runs on every new node). Each of these
+waits for the Autoscaler's own ``spec.batchWindowSeconds``: the
 first event of a burst opens the window and one reconcile runs at its end, so a thousand
 pods marked unschedulable within the window make one decision, and the first of them is
 never postponed by the ones after it.
@@ -140,6 +141,10 @@ class Triggers:
         pool = (request.get("spec") or {}).get("nodePoolName")
         return self.for_pool(str(pool)) if pool else []
 
+    def every(self, _: Object) -> list[Request]:
+        """All Autoscalers: a DaemonSet runs on every pool's new nodes."""
+        return _keys(self.autoscalers.items())
+
     def window(self, key: Request) -> float:
         """The batch window of an Autoscaler (the default while it is not in the cache)."""
         autoscaler = self.autoscalers.get(key.name)
@@ -160,6 +165,7 @@ def watch_dependencies(
     nodes: Informer,
     pools: Informer,
     requests: Informer,
+    daemon_sets: Informer,
 ) -> None:
     """Wake Autoscalers, after their batch window, on what their decisions depend on."""
     for informer, mapper, state in (
@@ -167,6 +173,7 @@ def watch_dependencies(
         (nodes, triggers.of_node, node_state),
         (pools, triggers.of_pool, _generation),  # spec only: its status is not ours to read
         (requests, triggers.of_request, request_state),
+        (daemon_sets, triggers.every, _generation),  # its pod template, not its status
     ):
         controller.watch(
             informer, mapper=mapper, predicates=[StateChanged(state)], delay=triggers.window

@@ -1,0 +1,707 @@
+"""The scheduling simulation: where kube-scheduler would put the pending pods, and which
+pool's new nodes they need. Pure code: no I/O, no clock.
+
+The simulated cluster holds the nodes that exist (Ready, or registered and booting), the
+nodes requested but not registered yet, and the new nodes the simulation opens. A pod
+goes to the first node that passes every filter kube-scheduler would apply
+(``NodeUnschedulable``, ``NodeAffinity``, ``TaintToleration``, ``NodeResourcesFit``,
+``NodePorts``, ``InterPodAffinity``, ``PodTopologySpread``) given the pods already there
+and those placed before it; a pod that fits nowhere opens the next node of the pool that
+can host it: highest ``weight`` first, then least waste (cluster-autoscaler's expander),
+then name. A node that is not there yet has its template's allocatable minus the
+DaemonSet pods that would run on it.
+
+Pods are placed by class: replicas with equal profiles are one class, placed one after
+the other (or a node's worth at a time when nothing but resources constrains them), in
+first-fit-decreasing order. A max-tree over the nodes' free cpu, memory and pod slots
+finds the leftmost node with room without scanning the full ones, and a per-class
+cursor skips the nodes the class was already refused on (a node only fills up while one
+class is placed, so a refusal stands, except where affinity or spread can change it).
+
+Nodes are registered in the pool's VM order (``<pool>-<index>``, lowest free index
+first) and each VM's zone follows from its index, so the nodes opened here are, name for
+name, the ones the NodePool controller will create.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from nodepool_operator.controllers.autoscaler.constraints import (
+    UNSCHEDULABLE_TAINT,
+    AffinityTerm,
+    HostPort,
+    PodProfile,
+    SpreadConstraint,
+    Taint,
+    node_affinity_problem,
+    untolerated,
+)
+
+__all__ = [
+    "DaemonSetView",
+    "ExistingNode",
+    "Outcome",
+    "PoolOutcome",
+    "PoolTemplate",
+    "simulate",
+]
+
+HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
+_NOT_FOUND: Final = -1
+_MAIN: Final = ("cpu", "memory", "pods")
+
+
+@dataclass(frozen=True)
+class ExistingNode:
+    """A Node in the cache: Ready, or registered and still booting."""
+
+    name: str
+    pool: str | None
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    unschedulable: bool
+    allocatable: Mapping[str, int]
+    pods: tuple[PodProfile, ...]  # bound, not finished
+    terminating: tuple[PodProfile, ...] = ()  # bound and being deleted: room, no spread
+    daemon_sets: frozenset[str] = frozenset()  # DaemonSets with a pod bound here
+
+
+@dataclass(frozen=True)
+class DaemonSetView:
+    uid: str
+    profile: PodProfile  # its pod template, with the DaemonSet controller's tolerations
+
+
+@dataclass(frozen=True)
+class PoolTemplate:
+    """A pool that can grow: its node shape and the names of the nodes it creates next.
+
+    ``upcoming(k)`` is the name and labels of the k-th node the pool will register from
+    now on; the first ``in_flight`` of them are already requested (VMs without a Node).
+    """
+
+    name: str
+    weight: int
+    taints: tuple[Taint, ...]
+    allocatable: Mapping[str, int]
+    upcoming: Callable[[int], tuple[str, Mapping[str, str]]]
+    in_flight: int
+    headroom: int  # nodes it may still add beyond the target (maxNodes - target)
+    zones: int  # how many zones its nodes rotate through (1 without zones)
+    namespaces: frozenset[str] | None  # whose pods its Autoscaler plans for; None: all
+
+
+@dataclass(frozen=True)
+class PoolOutcome:
+    new_nodes: int  # nodes to add, within maxNodes
+    wanted_nodes: int  # nodes the pods would need without maxNodes
+    triggering: tuple[int, ...]  # pending pods (by index) placed on the granted new nodes
+    hosted: tuple[int, ...]  # pending pods placed on any node of the pool
+
+
+@dataclass(frozen=True)
+class Outcome:
+    pools: Mapping[str, PoolOutcome]
+    placements: tuple[str | None, ...]  # per pending pod: the node it went to
+    unfit: Mapping[int, str]  # pending pods no node could host, and why
+
+
+# -- the simulated nodes ------------------------------------------------------------------
+
+_READY, _BOOTING, _NEW, _BEYOND_MAX = "ready", "booting", "new", "beyond-max"
+
+
+@dataclass(eq=False)
+class _Node:
+    index: int
+    name: str
+    pool: str | None
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    unschedulable: bool
+    allocatable: Mapping[str, int]
+    kind: str
+    used: dict[str, int] = field(default_factory=dict)
+    ports: list[HostPort] = field(default_factory=list)
+    pods: Counter[PodProfile] = field(default_factory=Counter)
+    static_key: tuple[object, ...] = ()
+
+    def room(self, name: str) -> int:
+        return self.allocatable.get(name, 0) - self.used.get(name, 0)
+
+
+def _static_key(node: _Node) -> tuple[object, ...]:
+    labels = tuple(sorted((k, v) for k, v in node.labels.items() if k != HOSTNAME_LABEL))
+    return (labels, node.taints, node.unschedulable)
+
+
+class _RoomTree:
+    """Leftmost node with room for (cpu, memory, pods): a max-tree per dimension."""
+
+    def __init__(self) -> None:
+        self.size = 1
+        self.count = 0
+        self.trees: list[list[int]] = [[-1, -1] for _ in _MAIN]
+
+    def _grow(self) -> None:
+        leaves = [[t[self.size + i] for i in range(self.count)] for t in self.trees]
+        self.size *= 2
+        self.trees = [[-1] * (2 * self.size) for _ in _MAIN]
+        for d, tree in enumerate(self.trees):
+            for i, value in enumerate(leaves[d]):
+                tree[self.size + i] = value
+            for n in range(self.size - 1, 0, -1):
+                tree[n] = max(tree[2 * n], tree[2 * n + 1])
+
+    def append(self, room: Sequence[int]) -> None:
+        if self.count == self.size:
+            self._grow()
+        self.count += 1
+        self.set(self.count - 1, room)
+
+    def set(self, index: int, room: Sequence[int]) -> None:
+        for tree, value in zip(self.trees, room, strict=True):
+            n = self.size + index
+            tree[n] = value
+            n //= 2
+            while n:
+                best = max(tree[2 * n], tree[2 * n + 1])
+                if tree[n] == best:
+                    break
+                tree[n] = best
+                n //= 2
+
+    def find(self, need: Sequence[int], start: int) -> Iterable[int]:
+        """Nodes from ``start`` on with room for ``need``, leftmost first."""
+        cpu, memory, pods = self.trees
+        c, m, p = need
+        size = self.size
+        stack = [(1, 0, size)]
+        while stack:
+            n, low, high = stack.pop()
+            if high <= start or cpu[n] < c or memory[n] < m or pods[n] < p:
+                continue
+            if n >= size:
+                yield n - size
+                continue
+            middle = (low + high) // 2
+            stack.append((2 * n + 1, middle, high))
+            stack.append((2 * n, low, middle))
+
+
+class _Counts:
+    """How many pods matching one term sit on each node and in each topology domain."""
+
+    def __init__(self, key_names: Iterable[str]) -> None:
+        self.total = 0
+        self.per_node: Counter[int] = Counter()
+        self.by_domain: dict[str, Counter[str]] = {k: Counter() for k in key_names}
+
+    def add(self, node: _Node, count: int) -> None:
+        self.total += count
+        self.per_node[node.index] += count
+        for key, domains in self.by_domain.items():
+            value = node.labels.get(key)
+            if value is not None:
+                domains[value] += count
+
+
+class _Spread:
+    """One spread constraint of one pod class: matching pods per eligible domain."""
+
+    def __init__(self, counts: Counter[str]) -> None:
+        self.counts = counts
+
+    def minimum(self, extra_domain: str | None, min_domains: int) -> int:
+        domains = len(self.counts) + (
+            1 if extra_domain is not None and extra_domain not in self.counts else 0
+        )
+        if domains < min_domains:
+            return 0
+        low = min(self.counts.values(), default=0)
+        if extra_domain is not None and extra_domain not in self.counts:
+            low = 0
+        return low
+
+
+class _Cluster:
+    def __init__(self, daemon_sets: Sequence[DaemonSetView]) -> None:
+        self.nodes: list[_Node] = []
+        self.tree = _RoomTree()
+        self.daemon_sets = daemon_sets
+        self._terms: dict[tuple[AffinityTerm, str], _Counts] = {}
+        self._term_match: dict[tuple[AffinityTerm, PodProfile], bool] = {}
+        self._anti_owners: dict[AffinityTerm, _Counts] = {}
+        self._spreads: dict[tuple[SpreadConstraint, PodProfile], _Spread] = {}
+        self._static: dict[tuple[tuple[object, ...], tuple[object, ...]], str | None] = {}
+        self._spread_nodes: dict[tuple[SpreadConstraint, PodProfile], set[int]] = {}
+
+    # -- building --------------------------------------------------------------------
+
+    def add_node(
+        self,
+        *,
+        name: str,
+        pool: str | None,
+        labels: Mapping[str, str],
+        taints: tuple[Taint, ...],
+        unschedulable: bool,
+        allocatable: Mapping[str, int],
+        kind: str,
+    ) -> _Node:
+        node = _Node(len(self.nodes), name, pool, labels, taints, unschedulable, allocatable, kind)
+        node.static_key = _static_key(node)
+        self.nodes.append(node)
+        self.tree.append(self._main_room(node))
+        for spread_key, spread in self._spreads.items():
+            constraint, profile = spread_key
+            value = labels.get(constraint.topology_key)
+            if value is not None and self._spread_eligible(constraint, profile, node):
+                spread.counts[value] += 0  # a new, empty domain (or one more node in it)
+                self._spread_nodes[spread_key].add(node.index)
+        return node
+
+    def add_daemon_pods(self, node: _Node, *, present: frozenset[str] = frozenset()) -> None:
+        """Charge a node with the DaemonSet pods that would run on it and are not there."""
+        for daemon in self.daemon_sets:
+            if daemon.uid in present:
+                continue
+            profile = daemon.profile
+            if self._static_problem(profile, node) is None:
+                self.place(profile, node, 1, counted=True)
+
+    def _main_room(self, node: _Node) -> list[int]:
+        if node.unschedulable:
+            return [-1, -1, -1]  # never searched; tolerating pods are rare and go new
+        return [max(-1, node.room(name)) for name in _MAIN]
+
+    def place(self, profile: PodProfile, node: _Node, copies: int, *, counted: bool) -> None:
+        """Put ``copies`` pods of ``profile`` on ``node``; ``counted`` for spread and affinity."""
+        for name, amount in profile.requests.items():
+            node.used[name] = node.used.get(name, 0) + amount * copies
+        node.ports.extend(profile.ports)
+        if counted:
+            node.pods[profile] += copies
+            for (term, _), counts in self._terms.items():
+                if self._matches(term, profile):
+                    counts.add(node, copies)
+            for term in profile.anti_affinity:
+                owners = self._anti_owners.get(term)
+                if owners is None:
+                    owners = self._anti_owners[term] = _Counts([term.topology_key])
+                owners.add(node, copies)
+            for (constraint, owner), spread in self._spreads.items():
+                if node.index in self._spread_nodes[(constraint, owner)] and self._spread_counts(
+                    constraint, owner, profile
+                ):
+                    value = node.labels.get(constraint.topology_key)
+                    if value is not None:
+                        spread.counts[value] += copies
+        self.tree.set(node.index, self._main_room(node))
+
+    # -- matching ---------------------------------------------------------------------
+
+    def _matches(self, term: AffinityTerm, profile: PodProfile) -> bool:
+        key = (term, profile)
+        found = self._term_match.get(key)
+        if found is None:
+            found = self._term_match[key] = term.matches(profile.namespace, profile.labels)
+        return found
+
+    def _counts(self, term: AffinityTerm) -> _Counts:
+        key = (term, term.topology_key)
+        counts = self._terms.get(key)
+        if counts is None:
+            counts = self._terms[key] = _Counts([term.topology_key])
+            for node in self.nodes:
+                for profile, count in node.pods.items():
+                    if self._matches(term, profile):
+                        counts.add(node, count)
+        return counts
+
+    @staticmethod
+    def _spread_counts(constraint: SpreadConstraint, owner: PodProfile, other: PodProfile) -> bool:
+        if constraint.selector is None or other.namespace != owner.namespace:
+            return False
+        return constraint.selector.matches(other.labels)
+
+    def _spread_eligible(
+        self, constraint: SpreadConstraint, profile: PodProfile, node: _Node
+    ) -> bool:
+        if constraint.topology_key not in node.labels:
+            return False
+        if constraint.honor_node_affinity and node_affinity_problem(
+            profile.node_selector, profile.node_affinity, labels=node.labels, name=node.name
+        ):
+            return False
+        return not (
+            constraint.honor_taints and untolerated(profile.tolerations, node.taints) is not None
+        )
+
+    def _spread(self, constraint: SpreadConstraint, profile: PodProfile) -> _Spread:
+        key = (constraint, profile)
+        spread = self._spreads.get(key)
+        if spread is None:
+            counts: Counter[str] = Counter()
+            eligible: set[int] = set()
+            for node in self.nodes:
+                if not self._spread_eligible(constraint, profile, node):
+                    continue
+                eligible.add(node.index)
+                value = node.labels[constraint.topology_key]
+                counts[value] += sum(
+                    count
+                    for other, count in node.pods.items()
+                    if self._spread_counts(constraint, profile, other)
+                )
+            spread = self._spreads[key] = _Spread(counts)
+            self._spread_nodes[key] = eligible
+        return spread
+
+    # -- filters ------------------------------------------------------------------------
+
+    def _static_problem(self, profile: PodProfile, node: _Node) -> str | None:
+        """What never changes for the node: cordon, selectors, taints."""
+        pinned = HOSTNAME_LABEL in profile.node_selector or profile.node_affinity is not None
+        key = (profile.key, node.static_key)
+        if not pinned and key in self._static:
+            return self._static[key]
+        problem = None
+        if node.unschedulable and untolerated(
+            profile.tolerations, (Taint(UNSCHEDULABLE_TAINT, "", "NoSchedule"),)
+        ):
+            problem = "node is cordoned"
+        if problem is None:
+            why = node_affinity_problem(
+                profile.node_selector, profile.node_affinity, labels=node.labels, name=node.name
+            )
+            problem = f"{why} does not match" if why else None
+        if problem is None:
+            taint = untolerated(profile.tolerations, node.taints)
+            if taint is not None:
+                value = f"={taint.value}" if taint.value else ""
+                problem = f"taint {taint.key}{value}:{taint.effect} is not tolerated"
+        if not pinned:
+            self._static[key] = problem
+        return problem
+
+    @staticmethod
+    def _resource_problem(profile: PodProfile, node: _Node) -> str | None:
+        for name, amount in profile.requests.items():
+            if node.room(name) < amount:
+                have = node.allocatable.get(name, 0)
+                if have < amount:
+                    return f"requests {amount} of {name}, a node offers {have}"
+                return f"not enough free {name}"
+        return None
+
+    @staticmethod
+    def _port_problem(profile: PodProfile, node: _Node) -> str | None:
+        for port in profile.ports:
+            if any(port.conflicts(taken) for taken in node.ports):
+                return f"host port {port.port}/{port.protocol} is taken"
+        return None
+
+    def _affinity_problem(self, profile: PodProfile, node: _Node) -> str | None:
+        for term in profile.affinity:
+            value = node.labels.get(term.topology_key)
+            if value is None:
+                return f"pod affinity: node has no {term.topology_key} label"
+            counts = self._counts(term)
+            if counts.by_domain[term.topology_key].get(value, 0) > 0:
+                continue
+            # The first pod of a group that is affine to itself may go anywhere.
+            if counts.total == 0 and self._matches(term, profile):
+                continue
+            return f"pod affinity over {term.topology_key}: no matching pod in {value}"
+        for term in profile.anti_affinity:
+            value = node.labels.get(term.topology_key)
+            if value is not None and self._counts(term).by_domain[term.topology_key].get(value, 0):
+                return f"pod anti-affinity over {term.topology_key}: a matching pod in {value}"
+        for term, owners in self._anti_owners.items():
+            if owners.total and self._matches(term, profile):
+                value = node.labels.get(term.topology_key)
+                if value is not None and owners.by_domain[term.topology_key].get(value, 0):
+                    return f"another pod's anti-affinity over {term.topology_key} in {value}"
+        return None
+
+    def _spread_problem(self, profile: PodProfile, node: _Node, *, candidate: bool) -> str | None:
+        for constraint in profile.spread:
+            key = constraint.topology_key
+            value = node.labels.get(key)
+            if value is None:
+                return f"topology spread: node has no {key} label"
+            spread = self._spread(constraint, profile)
+            extra = (
+                value if candidate and self._spread_eligible(constraint, profile, node) else None
+            )
+            low = spread.minimum(extra, constraint.min_domains)
+            mine = 1 if self._spread_counts(constraint, profile, profile) else 0
+            if spread.counts.get(value, 0) + mine - low > constraint.max_skew:
+                return f"topology spread over {key} (maxSkew {constraint.max_skew}) in {value}"
+        return None
+
+    def problem(self, profile: PodProfile, node: _Node, *, candidate: bool = False) -> str | None:
+        """Why ``profile`` cannot go on ``node`` now, or None. ``candidate``: not added yet."""
+        return (
+            self._static_problem(profile, node)
+            or self._resource_problem(profile, node)
+            or self._port_problem(profile, node)
+            or self._affinity_problem(profile, node)
+            or self._spread_problem(profile, node, candidate=candidate)
+        )
+
+
+# -- placing ---------------------------------------------------------------------------
+
+
+def _share(profile: PodProfile, reference: Mapping[str, int]) -> float:
+    shares = [
+        amount / reference[name] if reference.get(name) else float("inf")
+        for name, amount in profile.requests.items()
+        if amount > 0 and name in _MAIN
+    ]
+    return max(shares, default=0.0)
+
+
+def _copies(profile: PodProfile, node: _Node, wanted: int) -> int:
+    fits = wanted
+    for name, amount in profile.requests.items():
+        if amount > 0:
+            fits = min(fits, node.room(name) // amount)
+    return max(0, fits)
+
+
+@dataclass
+class _PoolState:
+    template: PoolTemplate
+    opened: int = 0  # upcoming nodes opened (in flight ones included)
+    new_nodes: list[int] = field(default_factory=list)  # indexes of granted new nodes
+    beyond: int = 0
+
+
+class _Simulation:
+    def __init__(
+        self,
+        nodes: Sequence[ExistingNode],
+        pools: Sequence[PoolTemplate],
+        daemon_sets: Sequence[DaemonSetView],
+    ) -> None:
+        self.cluster = _Cluster(daemon_sets)
+        self.pools = {p.name: _PoolState(p) for p in sorted(pools, key=lambda p: p.name)}
+        for existing in nodes:
+            node = self.cluster.add_node(
+                name=existing.name,
+                pool=existing.pool,
+                labels=existing.labels,
+                taints=existing.taints,
+                unschedulable=existing.unschedulable,
+                allocatable=existing.allocatable,
+                kind=_READY,
+            )
+            for profile in existing.pods:
+                self.cluster.place(profile, node, 1, counted=True)
+            for profile in existing.terminating:
+                self.cluster.place(profile, node, 1, counted=False)
+            if existing.pool is not None:
+                self.cluster.add_daemon_pods(node, present=existing.daemon_sets)
+        for state in self.pools.values():
+            for _ in range(state.template.in_flight):
+                self._open(state, kind=_BOOTING)
+
+    def _open(self, state: _PoolState, *, kind: str) -> _Node:
+        template = state.template
+        name, labels = template.upcoming(state.opened)
+        state.opened += 1
+        node = self.cluster.add_node(
+            name=name,
+            pool=template.name,
+            labels=labels,
+            taints=template.taints,
+            unschedulable=False,
+            allocatable=template.allocatable,
+            kind=kind,
+        )
+        self.cluster.add_daemon_pods(node)
+        if kind == _NEW:
+            state.new_nodes.append(node.index)
+        elif kind == _BEYOND_MAX:
+            state.beyond += 1
+        return node
+
+    def _candidate(self, state: _PoolState, ahead: int) -> _Node:
+        """The pool's node ``ahead`` places down its queue, as it would be; not added."""
+        template = state.template
+        name, labels = template.upcoming(state.opened + ahead)
+        node = _Node(
+            len(self.cluster.nodes),
+            name,
+            template.name,
+            labels,
+            template.taints,
+            False,
+            template.allocatable,
+            _NEW,
+        )
+        node.static_key = _static_key(node)
+        for daemon in self.cluster.daemon_sets:
+            if self.cluster._static_problem(daemon.profile, node) is None:
+                for resource, amount in daemon.profile.requests.items():
+                    node.used[resource] = node.used.get(resource, 0) + amount
+                node.ports.extend(daemon.profile.ports)
+        return node
+
+    def existing_fit(self, profile: PodProfile, start: int) -> _Node | None:
+        need = [profile.requests.get(name, 0) for name in _MAIN]
+        cluster = self.cluster
+        for index in cluster.tree.find(need, start):
+            node = cluster.nodes[index]
+            if cluster.problem(profile, node) is None:
+                return node
+        return None
+
+    def new_node(
+        self, profile: PodProfile, remaining: int
+    ) -> tuple[_PoolState, int, bool] | tuple[None, str, bool]:
+        """The pool (and how far down its queue) whose next node would host the pod."""
+        options: list[tuple[tuple[object, ...], _PoolState, int, bool]] = []
+        reasons: list[str] = []
+        for state in self.pools.values():
+            template = state.template
+            if template.namespaces is not None and profile.namespace not in template.namespaces:
+                continue
+            for ahead in range(max(1, template.zones)):
+                node = self._candidate(state, ahead)
+                problem = self.cluster.problem(profile, node, candidate=True)
+                if problem is None:
+                    beyond = state.opened - template.in_flight + ahead >= template.headroom
+                    copies = max(1, _copies(profile, node, remaining))
+                    waste = _waste(profile, node, copies)
+                    rank = (beyond, -template.weight, waste, ahead, template.name)
+                    options.append((rank, state, ahead, beyond))
+                    break
+                if ahead == 0:
+                    reasons.append(f"{template.name}: {problem}")
+        if not options:
+            return None, "; ".join(reasons) or "no Autoscaler plans for its namespace", False
+        _, state, ahead, beyond = min(options, key=lambda o: o[0])
+        return state, ahead, beyond
+
+    def open_for(self, state: _PoolState, ahead: int, *, beyond: bool) -> _Node:
+        kind = _BEYOND_MAX if beyond else _NEW
+        for _ in range(ahead):
+            filler_beyond = state.opened - state.template.in_flight >= state.template.headroom
+            self._open(state, kind=_BEYOND_MAX if filler_beyond else _NEW)
+        return self._open(state, kind=kind)
+
+
+def _waste(profile: PodProfile, node: _Node, copies: int) -> float:
+    fractions = []
+    for name in ("cpu", "memory"):
+        have = node.allocatable.get(name, 0)
+        if have > 0:
+            fractions.append(
+                1 - (node.used.get(name, 0) + copies * profile.requests.get(name, 0)) / have
+            )
+    return sum(fractions) / len(fractions) if fractions else 0.0
+
+
+def _classes(pods: Sequence[PodProfile]) -> list[tuple[PodProfile, list[int]]]:
+    grouped: dict[PodProfile, list[int]] = {}
+    for index, profile in enumerate(pods):
+        grouped.setdefault(profile, []).append(index)
+    return list(grouped.items())
+
+
+def simulate(
+    pending: Sequence[PodProfile],
+    *,
+    nodes: Sequence[ExistingNode],
+    pools: Sequence[PoolTemplate],
+    daemon_sets: Sequence[DaemonSetView] = (),
+    nominated: Sequence[tuple[PodProfile, str]] = (),
+) -> Outcome:
+    """Place ``pending`` (oldest first) as kube-scheduler would, opening pool nodes as needed.
+
+    ``nominated`` pods keep their room on the node preemption chose for them.
+    """
+    simulation = _Simulation(nodes, pools, daemon_sets)
+    cluster = simulation.cluster
+    by_name = {node.name: node for node in cluster.nodes}
+    for profile, node_name in nominated:
+        target = by_name.get(node_name)
+        if target is not None:
+            cluster.place(profile, target, 1, counted=True)
+    reference: dict[str, int] = {}
+    for pool in pools:
+        for name, amount in pool.allocatable.items():
+            reference[name] = max(reference.get(name, 0), amount)
+    classes = _classes(pending)
+    classes.sort(key=lambda c: (-c[0].priority, -_share(c[0], reference)))
+    placements: list[str | None] = [None] * len(pending)
+    unfit: dict[int, str] = {}
+    for profile, members in classes:
+        if profile.unsupported is not None:
+            for member in members:
+                unfit[member] = profile.unsupported
+            continue
+        # A refusal stands while one class is placed, unless affinity or spread can turn it.
+        monotone = not (profile.affinity or profile.spread)
+        simple = not profile.has_pod_constraints
+        cursor = 0
+        done = 0
+        while done < len(members):
+            node = simulation.existing_fit(profile, cursor)
+            if node is None:
+                state, where, beyond = simulation.new_node(profile, len(members) - done)
+                if state is None:
+                    for member in members[done:]:
+                        unfit[member] = str(where)
+                    break
+                assert isinstance(where, int)
+                node = simulation.open_for(state, where, beyond=beyond)
+                if cluster.problem(profile, node) is not None:
+                    for member in members[done:]:
+                        unfit[member] = cluster.problem(profile, node) or ""
+                    break
+            if monotone:
+                cursor = node.index
+            copies = _copies(profile, node, len(members) - done) if simple else 1
+            copies = max(1, copies)
+            cluster.place(profile, node, copies, counted=True)
+            for member in members[done : done + copies]:
+                placements[member] = node.name
+            done += copies
+    return _outcome(simulation, placements, unfit)
+
+
+def _outcome(
+    simulation: _Simulation, placements: list[str | None], unfit: dict[int, str]
+) -> Outcome:
+    nodes = simulation.cluster.nodes
+    pool_of_node = {node.name: node for node in nodes}
+    hosted: dict[str, list[int]] = {}
+    triggering: dict[str, list[int]] = {}
+    for index, name in enumerate(placements):
+        if name is None:
+            continue
+        node = pool_of_node[name]
+        if node.pool is None:
+            continue
+        hosted.setdefault(node.pool, []).append(index)
+        if node.kind == _NEW:
+            triggering.setdefault(node.pool, []).append(index)
+    pools = {
+        name: PoolOutcome(
+            new_nodes=len(state.new_nodes),
+            wanted_nodes=len(state.new_nodes) + state.beyond,
+            triggering=tuple(triggering.get(name, ())),
+            hosted=tuple(hosted.get(name, ())),
+        )
+        for name, state in simulation.pools.items()
+    }
+    return Outcome(pools=pools, placements=tuple(placements), unfit=unfit)
