@@ -1,8 +1,10 @@
-"""NodePool controller end to end: ScaleRequests, scale-down with drain, bad input, quota."""
+"""NodePool controller end to end: ScaleRequests (limits, basis, missing pool), scale-down
+with drain, bad input, quota."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from typing import Any
 
@@ -22,11 +24,18 @@ async def status_of(custom: client.CustomObjectsApi, group: tuple[str, ...], nam
     return obj.get("status", {})
 
 
-async def create_request(custom: client.CustomObjectsApi, pool: dict[str, Any], target: int) -> str:
+async def create_request(
+    custom: client.CustomObjectsApi,
+    pool: dict[str, Any],
+    target: int,
+    *,
+    based_on: int | None = None,
+) -> str:
     name = f"req-{uuid.uuid4().hex[:6]}"
     spec = sr.ScaleRequestSpec(
         node_pool_name=pool["metadata"]["name"],
         target_nodes=target,
+        based_on_target_nodes=based_on,
         reason="test",
         requester="e2e",
     )
@@ -64,6 +73,54 @@ async def test_scale_requests_are_applied_rejected_and_superseded(
 async def _phase_set(custom: client.CustomObjectsApi, name: str) -> Any:
     status = await status_of(custom, REQUESTS, name)
     return status if status.get("phase", "Pending") != "Pending" else None
+
+
+async def test_a_request_based_on_a_target_the_user_changed_since_is_superseded(
+    api_client: client.ApiClient, start_simcloud: Any, start_operator: Any, pool_name: str
+) -> None:
+    cloud: SimCloud = await start_simcloud("--create-latency", "0.5", "--latency-jitter", "0")
+    operator: Operator = start_operator(cloud)
+    custom = client.CustomObjectsApi(api_client)
+    pool = await custom.create_cluster_custom_object(*POOLS, pool_body(pool_name, max_nodes=4))
+    # The user scales to 2 after the requester read targetNodes=0.
+    await custom.patch_cluster_custom_object(
+        *POOLS, pool_name, {"spec": {"targetNodes": 2}}, _content_type=MERGE
+    )
+
+    stale = await create_request(custom, pool, 1, based_on=0)
+    status = await wait_for(lambda: _phase_set(custom, stale), within=30)
+    assert status["phase"] == "Superseded"
+    assert "targetNodes=0" in status["message"]
+    assert "now 2" in status["message"]
+    assert "appliedTargetNodes" not in status
+    assert (await custom.get_cluster_custom_object(*POOLS, pool_name))["spec"]["targetNodes"] == 2
+
+    current = await create_request(custom, pool, 3, based_on=2)
+    status = await wait_for(lambda: _phase_set(custom, current), within=30)
+    assert (status["phase"], status["appliedTargetNodes"]) == ("Applied", 3)
+    await wait_for(lambda: settled(custom, pool_name, 3), within=60)
+    assert operator.errors_logged() == []
+
+
+async def test_a_request_for_a_pool_that_does_not_exist_is_rejected(
+    api_client: client.ApiClient, start_simcloud: Any, start_operator: Any, crds_installed: None
+) -> None:
+    cloud: SimCloud = await start_simcloud()
+    operator: Operator = start_operator(cloud)
+    custom = client.CustomObjectsApi(api_client)
+    missing = f"missing-{uuid.uuid4().hex[:6]}"
+    name = f"req-{uuid.uuid4().hex[:6]}"
+    # Made by hand: no owner, so no garbage collector would ever remove it.
+    body = sr.manifest(name, sr.ScaleRequestSpec(node_pool_name=missing, target_nodes=2))
+    await custom.create_cluster_custom_object(*REQUESTS, body)
+    try:
+        status = await wait_for(lambda: _phase_set(custom, name), within=30)
+        assert status["phase"] == "Rejected"
+        assert status["message"] == f"NodePool {missing!r} does not exist"
+        assert operator.errors_logged() == []
+    finally:
+        with contextlib.suppress(ApiException):
+            await custom.delete_cluster_custom_object(*REQUESTS, name)
 
 
 async def test_scale_down_cordons_drains_and_removes_the_emptiest_nodes(
@@ -127,6 +184,21 @@ async def test_scale_down_cordons_drains_and_removes_the_emptiest_nodes(
         ({"targetNodes": -1}, "targetNodes"),
         ({"minNodes": 5, "maxNodes": 2}, "minNodes must be less than or equal to maxNodes"),
         ({"targetNodes": 11, "maxNodes": 10}, "targetNodes"),
+        ({"weight": 101}, "weight"),
+        ({"template": {"zones": ["a", "a"]}}, "Duplicate value"),
+        ({"template": {"cpu": "1", "reserved": {"cpu": "2"}}}, "reserved.cpu must be less than"),
+        ({"template": {"reserved": {"disk": "1"}}}, "reserved may name only"),
+        (
+            {
+                "template": {
+                    "extendedResources": {"example.com/gpu": "2"},
+                    "reserved": {"example.com/gpu": "3"},
+                }
+            },
+            "no larger than in extendedResources",
+        ),
+        ({"template": {"extendedResources": {"gpu": "1"}}}, "qualified names"),
+        ({"template": {"extendedResources": {"example.com/gpu": "0.5"}}}, "whole numbers"),
     ],
 )
 async def test_invalid_specs_are_refused_with_422(

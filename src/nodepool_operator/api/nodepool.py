@@ -483,7 +483,7 @@ _RESERVED_RULES: Final[list[dict[str, str]]] = [
             "!has(self.reserved) || !('pods' in self.reserved)"
             " || (isQuantity(self.reserved['pods'])"
             " && quantity(self.reserved['pods']).isInteger()"
-            " && quantity(self.reserved['pods']).isLessThan(quantity(string(self.pods))))"
+            " && quantity(self.reserved['pods']).asInteger() < self.pods)"
         ),
         "message": "reserved.pods must be a whole number less than pods",
     },

@@ -1,0 +1,62 @@
+"""The Nodes a pool registers, on the real API server: every resource, zones, region."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes_asyncio import client
+
+from harness import POOLS, Operator, SimCloud, settled, wait_for
+from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import quantity
+
+
+def _amounts(resources: dict[str, str]) -> dict[str, int]:
+    return {
+        name: quantity.parse_cpu_millicores(text)
+        if name == "cpu"
+        else int(quantity.parse_quantity(text))
+        for name, text in resources.items()
+    }
+
+
+async def test_nodes_carry_the_template_resources_zone_region_and_hostname(
+    api_client: client.ApiClient, start_simcloud: Any, start_operator: Any, pool_name: str
+) -> None:
+    cloud: SimCloud = await start_simcloud("--create-latency", "0.5", "--latency-jitter", "0")
+    operator: Operator = start_operator(cloud)
+    custom = client.CustomObjectsApi(api_client)
+    core = client.CoreV1Api(api_client)
+    template = np.NodeTemplate(
+        cpu="4",
+        memory="16Gi",
+        pods=110,
+        ephemeral_storage="100Gi",
+        extended_resources={"example.com/gpu": "2"},
+        reserved={"cpu": "500m", "memory": "1Gi", "pods": "10", "example.com/gpu": "1"},
+        zones=("zone-a", "zone-b"),
+        region="region-1",
+    )
+    spec = np.NodePoolSpec(target_nodes=3, weight=10, template=template)
+    await custom.create_cluster_custom_object(*POOLS, np.manifest(pool_name, spec))
+    await wait_for(lambda: settled(custom, pool_name, 3), within=60)
+
+    found = await core.list_node(label_selector=np.pool_selector(pool_name))
+    nodes = {n.metadata.name: n for n in found.items}
+    assert sorted(nodes) == [f"{pool_name}-{i}" for i in range(3)]
+    for name, node in nodes.items():
+        zone = np.zone_of(name, template)
+        expected = {**np.node_labels(pool_name, template, zone=zone), np.HOSTNAME_LABEL: name}
+        # The API server adds the deprecated beta.kubernetes.io labels of its own.
+        assert node.metadata.labels.items() >= expected.items()
+        assert _amounts(node.status.capacity) == np.template_capacity(template)
+        assert _amounts(node.status.allocatable) == np.template_allocatable(template)
+    zones = [nodes[f"{pool_name}-{i}"].metadata.labels[np.ZONE_LABEL] for i in range(3)]
+    assert zones == ["zone-a", "zone-b", "zone-a"]
+
+    assert cloud.client is not None
+    vms = await cloud.client.list_vms(pool=pool_name)
+    assert {vm.name: vm.zone for vm in vms} == {
+        name: node.metadata.labels[np.ZONE_LABEL] for name, node in nodes.items()
+    }
+    assert operator.errors_logged() == []
