@@ -13,6 +13,7 @@ from nodepool_operator import operator
 from nodepool_operator.api import crds as api_crds
 from nodepool_operator.cloud.simcloud import server as simcloud_server
 from nodepool_operator.cluster import binaries, controlplane
+from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.demo import story
 
@@ -215,6 +216,13 @@ def run(
             "(for a simulated cloud; turn off when a real kubelet joins each VM)."
         ),
     ] = True,
+    expendable_pods_priority_cutoff: Annotated[
+        int,
+        typer.Option(
+            help="Pods with a lower priority never trigger a scale-up; they only use room "
+            "that exists (as cluster-autoscaler's flag of the same name)."
+        ),
+    ] = -10,
     log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING or ERROR.")] = "INFO",
 ) -> None:
     """Run the operator: the NodePool and Autoscaler controllers."""
@@ -230,6 +238,9 @@ def run(
             poll_interval=poll_interval,
             create_parallelism=create_parallelism,
             simulated_nodes=simulated_nodes,
+        ),
+        autoscaler=AutoscalerConfig(
+            expendable_pods_priority_cutoff=expendable_pods_priority_cutoff
         ),
     )
     asyncio.run(operator.run_operator(options))

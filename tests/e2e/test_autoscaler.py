@@ -265,7 +265,7 @@ async def test_a_pod_bigger_than_a_node_gets_one_warning_and_no_node(
     [warning] = await warned()
     assert warning.type == "Warning"
     assert warning.count == 1
-    assert "requests cpu 8000m but a node of the pool has 4000m" in warning.message
+    assert "requests 8000 of cpu, a node offers 4000" in warning.message
     found = await custom.list_cluster_custom_object(
         *REQUESTS, label_selector=np.pool_selector(pool_name)
     )
