@@ -73,6 +73,15 @@ async def own_nodes(api_client: client.ApiClient) -> AsyncIterator[OwnNodes]:
     for name in nodes.names:
         with contextlib.suppress(ApiException):
             await nodes.core.delete_node(name)
+    # With their Node gone nothing would finish these Pods until the pod garbage collector's
+    # quarantine ends, and the test's namespace would wait for them that long.
+    for name in nodes.names:
+        left = await nodes.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={name}")
+        for pod in left.items:
+            with contextlib.suppress(ApiException):
+                await nodes.core.delete_namespaced_pod(
+                    pod.metadata.name, pod.metadata.namespace, grace_period_seconds=0
+                )
 
 
 def _running_and_ready(pod: Any) -> bool:
