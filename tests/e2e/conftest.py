@@ -132,5 +132,15 @@ async def pool_name(api_client: client.ApiClient, crds_installed: None) -> Async
             )
 
 
+@pytest.fixture
+async def autoscaler_name(api_client: client.ApiClient, crds_installed: None) -> AsyncIterator[str]:
+    """A unique Autoscaler name; the Autoscaler is deleted at the end."""
+    name = f"nas-{uuid.uuid4().hex[:6]}"
+    yield name
+    custom = client.CustomObjectsApi(api_client)
+    with contextlib.suppress(client.exceptions.ApiException):
+        await custom.delete_cluster_custom_object("nodepool.dev", "v1alpha1", "autoscalers", name)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: takes a minute or more")

@@ -12,12 +12,9 @@ import asyncio
 import contextlib
 import itertools
 import time
-import uuid
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import pytest
 from kubernetes_asyncio import client
 
 from harness import Operator, SimCloud, wait_for
@@ -28,16 +25,6 @@ POOLS = ("nodepool.dev", "v1alpha1", "nodepools")
 AUTOSCALERS = ("nodepool.dev", "v1alpha1", "autoscalers")
 REQUESTS = ("nodepool.dev", "v1alpha1", "scalerequests")
 MERGE = "application/merge-patch+json"
-
-
-@pytest.fixture
-async def autoscaler_name(api_client: client.ApiClient, crds_installed: None) -> AsyncIterator[str]:
-    """A unique Autoscaler name; the Autoscaler is deleted at the end."""
-    name = f"nas-{uuid.uuid4().hex[:6]}"
-    yield name
-    custom = client.CustomObjectsApi(api_client)
-    with contextlib.suppress(client.exceptions.ApiException):
-        await custom.delete_cluster_custom_object(*AUTOSCALERS, name)
 
 
 async def create_pool(

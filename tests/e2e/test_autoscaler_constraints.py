@@ -1,0 +1,422 @@
+"""The Autoscaler against the real kube-scheduler, one constraint class per test.
+
+Each test creates a workload whose pods the scheduler refuses for a reason other than
+plain cpu and memory (DaemonSet overhead, a reserve, pod anti-affinity, a zone spread, a
+host port, a taint on an existing node, two pools that could both host the pods), then
+checks that every pod a template node can host reaches Running, that the pool's target
+went to its final value in one step, and that it did not overshoot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from kubernetes_asyncio import client
+
+from e2e.test_autoscaler import (
+    AUTOSCALERS,
+    MERGE,
+    POOLS,
+    History,
+    events,
+    phases,
+    running,
+)
+from harness import Operator, SimCloud, wait_for
+from nodepool_operator.api import autoscaler as nas
+from nodepool_operator.api import nodepool as np
+
+ZONE = np.ZONE_LABEL
+HOSTNAME = np.HOSTNAME_LABEL
+
+
+async def make_pool(
+    custom: client.CustomObjectsApi,
+    name: str,
+    *,
+    max_nodes: int = 10,
+    weight: int = 0,
+    zones: tuple[str, ...] = (),
+    reserved: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+) -> None:
+    spec = np.NodePoolSpec(
+        target_nodes=0,
+        min_nodes=0,
+        max_nodes=max_nodes,
+        weight=weight,
+        template=np.NodeTemplate(
+            cpu="4",
+            memory="16Gi",
+            pods=110,
+            zones=zones,
+            reserved=reserved or {},
+            labels=labels or {},
+        ),
+    )
+    await custom.create_cluster_custom_object(*POOLS, np.manifest(name, spec))
+
+
+async def make_autoscaler(
+    custom: client.CustomObjectsApi, name: str, *, pool: str, namespace: str
+) -> None:
+    spec = nas.AutoscalerSpec(
+        node_pool_name=pool,
+        namespaces=(namespace,),
+        scan_interval_seconds=1,
+        batch_window_seconds=0.5,
+        scale_down=nas.ScaleDownPolicy(enabled=False, unneeded_seconds=600),
+    )
+    await custom.create_cluster_custom_object(*AUTOSCALERS, nas.manifest(name, spec))
+
+
+def container(cpu: str, *, port: int | None = None) -> dict[str, Any]:
+    found: dict[str, Any] = {
+        "name": "app",
+        "image": "registry.k8s.io/pause:3.10",
+        "resources": {"requests": {"cpu": cpu, "memory": "256Mi"}},
+    }
+    if port is not None:
+        found["ports"] = [{"containerPort": port, "hostPort": port}]
+    return found
+
+
+def workload(
+    name: str, *, selector: dict[str, str], replicas: int, cpu: str, **extra: Any
+) -> dict[str, Any]:
+    port = extra.pop("host_port", None)
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "nodeSelector": selector,
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [container(cpu, port=port)],
+                    **extra,
+                },
+            },
+        },
+    }
+
+
+async def scale_up_for(
+    api_client: client.ApiClient,
+    *,
+    pool: str,
+    namespace: str,
+    deployments: list[dict[str, Any]],
+    running_pods: int,
+) -> History:
+    """Create the deployments, wait for ``running_pods`` Running; the pool's history."""
+    custom = client.CustomObjectsApi(api_client)
+    core, apps = client.CoreV1Api(api_client), client.AppsV1Api(api_client)
+    history = History(custom, pool)
+    history.start()
+    try:
+        for manifest in deployments:
+            await apps.create_namespaced_deployment(namespace, manifest)
+        await wait_for(lambda: running(core, namespace, running_pods), within=90)
+        await asyncio.sleep(3)  # three more scans with everything settled: no late request
+    finally:
+        await history.stop()
+    return history
+
+
+async def test_daemonset_overhead_is_counted_so_the_pool_grows_once_to_what_fits(
+    api_client: client.ApiClient,
+    start_simcloud: Any,
+    start_operator: Any,
+    pool_name: str,
+    autoscaler_name: str,
+    namespace: str,
+) -> None:
+    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
+    operator: Operator = start_operator(cloud)
+    custom, apps = client.CustomObjectsApi(api_client), client.AppsV1Api(api_client)
+    core = client.CoreV1Api(api_client)
+    await make_pool(custom, pool_name)
+    await make_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
+    selector = {np.POOL_LABEL: pool_name}
+    daemon = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "agent"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "agent"}},
+            "template": {
+                "metadata": {"labels": {"app": "agent"}},
+                "spec": {"nodeSelector": selector, "containers": [container("500m")]},
+            },
+        },
+    }
+    await apps.create_namespaced_daemon_set(namespace, daemon)
+    # Two 2-cpu pods fill a 4-cpu node, but not after the agent's 500m: one pod per node.
+    history = await scale_up_for(
+        api_client,
+        pool=pool_name,
+        namespace=namespace,
+        deployments=[workload("web", selector=selector, replicas=3, cpu="2")],
+        running_pods=3 + 3,  # the three pods and an agent on each of the three nodes
+    )
+    assert history.values == [0, 3]
+    # A pod of the template's full size never fits beside the agent: a warning, no node.
+    huge = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "huge"}}
+    spec = {"nodeSelector": selector, "containers": [container("4")]}
+    await core.create_namespaced_pod(namespace, {**huge, "spec": spec})
+    [warning] = await wait_for(
+        lambda: events(core, namespace, name="huge", reason="NotTriggerScaleUp"), within=30
+    )
+    assert "cpu" in warning.message
+    await asyncio.sleep(3)
+    pool = await custom.get_cluster_custom_object(*POOLS, pool_name)
+    assert pool["spec"]["targetNodes"] == 3
+    assert operator.errors_logged() == []
+
+
+async def test_a_template_reserve_is_taken_off_each_new_node(
+    api_client: client.ApiClient,
+    start_simcloud: Any,
+    start_operator: Any,
+    pool_name: str,
+    autoscaler_name: str,
+    namespace: str,
+) -> None:
+    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
+    operator: Operator = start_operator(cloud)
+    custom = client.CustomObjectsApi(api_client)
+    await make_pool(custom, pool_name, reserved={"cpu": "500m"})
+    await make_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
+    selector = {np.POOL_LABEL: pool_name}
+    history = await scale_up_for(
+        api_client,
+        pool=pool_name,
+        namespace=namespace,
+        deployments=[workload("web", selector=selector, replicas=4, cpu="2")],
+        running_pods=4,
+    )
+    assert history.values == [0, 4]
+    core = client.CoreV1Api(api_client)
+    nodes = await core.list_node(label_selector=np.pool_selector(pool_name))
+    assert {n.status.allocatable["cpu"] for n in nodes.items} == {"3500m"}
+    assert operator.errors_logged() == []
+
+
+async def test_hostname_anti_affinity_gets_one_node_per_replica_in_one_step(
+    api_client: client.ApiClient,
+    start_simcloud: Any,
+    start_operator: Any,
+    pool_name: str,
+    autoscaler_name: str,
+    namespace: str,
+) -> None:
+    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
+    operator: Operator = start_operator(cloud)
+    custom = client.CustomObjectsApi(api_client)
+    await make_pool(custom, pool_name)
+    await make_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
+    selector = {np.POOL_LABEL: pool_name}
+    anti = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": HOSTNAME}
+            ]
+        }
+    }
+    history = await scale_up_for(
+        api_client,
+        pool=pool_name,
+        namespace=namespace,
+        deployments=[workload("db", selector=selector, replicas=3, cpu="250m", affinity=anti)],
+        running_pods=3,
+    )
+    assert history.values == [0, 3]
+    assert operator.errors_logged() == []
+
+
+async def test_a_zone_spread_gets_a_node_in_each_zone(
+    api_client: client.ApiClient,
+    start_simcloud: Any,
+    start_operator: Any,
+    pool_name: str,
+    autoscaler_name: str,
+    namespace: str,
+) -> None:
+    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
+    operator: Operator = start_operator(cloud)
+    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
+    await make_pool(custom, pool_name, zones=("zone-a", "zone-b", "zone-c"))
+    await make_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
+    selector = {np.POOL_LABEL: pool_name}
+    spread = [
+        {
+            "maxSkew": 1,
+            "topologyKey": ZONE,
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "api"}},
+            "minDomains": 3,
+        }
+    ]
+    # Six small pods fit on one node; spread over three zones they need three.
+    history = await scale_up_for(
+        api_client,
+        pool=pool_name,
+        namespace=namespace,
+        deployments=[
+            workload(
+                "api", selector=selector, replicas=6, cpu="250m", topologySpreadConstraints=spread
+            )
+        ],
+        running_pods=6,
+    )
+    assert history.values == [0, 3]
+    nodes = await core.list_node(label_selector=np.pool_selector(pool_name))
+    assert sorted(n.metadata.labels[ZONE] for n in nodes.items) == ["zone-a", "zone-b", "zone-c"]
+    assert operator.errors_logged() == []
+
+
+async def test_a_host_port_gets_one_node_per_replica(
+    api_client: client.ApiClient,
+    start_simcloud: Any,
+    start_operator: Any,
+    pool_name: str,
+    autoscaler_name: str,
+    namespace: str,
+) -> None:
+    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
+    operator: Operator = start_operator(cloud)
+    custom = client.CustomObjectsApi(api_client)
+    await make_pool(custom, pool_name)
+    await make_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
+    selector = {np.POOL_LABEL: pool_name}
+    history = await scale_up_for(
+        api_client,
+        pool=pool_name,
+        namespace=namespace,
+        deployments=[workload("lb", selector=selector, replicas=3, cpu="100m", host_port=8443)],
+        running_pods=3,
+    )
+    assert history.values == [0, 3]
+    assert operator.errors_logged() == []
+
+
+async def test_a_taint_on_an_existing_node_is_judged_on_that_node(
+    api_client: client.ApiClient,
+    start_simcloud: Any,
+    start_operator: Any,
+    pool_name: str,
+    autoscaler_name: str,
+    namespace: str,
+) -> None:
+    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
+    operator: Operator = start_operator(cloud)
+    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
+    await make_pool(custom, pool_name)
+    await custom.patch_cluster_custom_object(
+        *POOLS, pool_name, {"spec": {"targetNodes": 1}}, _content_type=MERGE
+    )
+
+    async def one_node() -> list[Any]:
+        found = await core.list_node(label_selector=np.pool_selector(pool_name))
+        return [n for n in found.items if n.status.allocatable]
+
+    [node] = await wait_for(one_node, within=30)
+    # Someone taints the only node by hand: the template has no such taint, the node does.
+    taint = {"key": "dedicated", "value": "ops", "effect": "NoSchedule"}
+    await core.patch_node(
+        node.metadata.name,
+        {"spec": {"taints": [taint]}},
+        _content_type="application/strategic-merge-patch+json",
+    )
+    await make_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
+    selector = {np.POOL_LABEL: pool_name}
+    history = await scale_up_for(
+        api_client,
+        pool=pool_name,
+        namespace=namespace,
+        deployments=[workload("web", selector=selector, replicas=2, cpu="500m")],
+        running_pods=2,
+    )
+    assert history.values == [1, 2]
+    assert await phases(core, namespace) == {"Running": 2}
+    assert operator.errors_logged() == []
+
+
+async def test_two_pools_that_both_fit_only_the_heavier_one_grows(
+    api_client: client.ApiClient,
+    start_simcloud: Any,
+    start_operator: Any,
+    pool_name: str,
+    autoscaler_name: str,
+    namespace: str,
+) -> None:
+    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
+    operator: Operator = start_operator(cloud)
+    custom = client.CustomObjectsApi(api_client)
+    light, heavy = pool_name, f"{pool_name}-heavy"
+    shared = {"example.com/tier": pool_name}
+    await make_pool(custom, light, labels=shared)
+    await make_pool(custom, heavy, labels=shared, weight=50)
+    await make_autoscaler(custom, autoscaler_name, pool=light, namespace=namespace)
+    await make_autoscaler(custom, f"{autoscaler_name}-heavy", pool=heavy, namespace=namespace)
+    try:
+        light_history = History(custom, light)
+        light_history.start()
+        try:
+            heavy_history = await scale_up_for(
+                api_client,
+                pool=heavy,
+                namespace=namespace,
+                deployments=[workload("web", selector=shared, replicas=6, cpu="1")],
+                running_pods=6,
+            )
+        finally:
+            await light_history.stop()
+        assert heavy_history.values == [0, 2]
+        assert light_history.values == [0]
+        assert light_history.requests == {}
+    finally:
+        await custom.delete_cluster_custom_object(*AUTOSCALERS, f"{autoscaler_name}-heavy")
+        await custom.delete_cluster_custom_object(*POOLS, heavy)
+    assert operator.errors_logged() == []
+
+
+async def test_a_second_autoscaler_on_the_same_pool_is_reported_as_conflicting(
+    api_client: client.ApiClient,
+    start_simcloud: Any,
+    start_operator: Any,
+    pool_name: str,
+    autoscaler_name: str,
+    namespace: str,
+) -> None:
+    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
+    operator: Operator = start_operator(cloud)
+    custom = client.CustomObjectsApi(api_client)
+    await make_pool(custom, pool_name)
+    await make_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
+    await asyncio.sleep(1.1)  # creationTimestamp has whole seconds: the first is older
+    second = f"{autoscaler_name}-second"
+    await make_autoscaler(custom, second, pool=pool_name, namespace=namespace)
+    try:
+
+        async def conflicting() -> dict[str, Any] | None:
+            obj = await custom.get_cluster_custom_object(*AUTOSCALERS, second)
+            ready = [c for c in obj.get("status", {}).get("conditions", []) if c["type"] == "Ready"]
+            return ready[0] if ready and ready[0]["reason"] == "ConflictingAutoscaler" else None
+
+        ready = await wait_for(conflicting, within=30)
+        assert ready["status"] == "False"
+        assert autoscaler_name in ready["message"]
+        first = await custom.get_cluster_custom_object(*AUTOSCALERS, autoscaler_name)
+        [own] = [c for c in first["status"]["conditions"] if c["type"] == "Ready"]
+        assert own["status"] == "True"
+    finally:
+        await custom.delete_cluster_custom_object(*AUTOSCALERS, second)
+    assert operator.errors_logged() == []
