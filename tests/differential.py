@@ -1,0 +1,328 @@
+"""The Autoscaler's simulation against the real kube-scheduler, on seeded random workloads.
+
+Each seed builds its own namespace, two NodePools (one spread over three zones, one
+tainted and weighted) with an Autoscaler each, sometimes a DaemonSet, and a few
+Deployments that mix the constraints the simulation models: cpu and memory, required pod
+anti-affinity over hostname, topology spread over zone or hostname, host ports, a zone
+pinned by nodeSelector, a toleration, and now and then a pod no node can ever hold.
+Everything of a seed selects its own pools by a seed label, so seeds run side by side on
+one control plane without touching each other.
+
+The operator says what it decided through events: a pod that gets ``NotTriggerScaleUp``
+was judged unplaceable; any other pod was placed on a node the simulation counted on.
+Once the seed settles, each pod is one of:
+
+* ``agreed``: Running, or Pending with a NotTriggerScaleUp;
+* ``misplaced``: Pending without one: the simulation counted on room the real scheduler
+  did not or could not use (the differential test requires none);
+* ``missed``: Running although it was judged unplaceable (reported).
+
+The nodes provisioned are compared with a lower bound computed offline from the
+workload alone (total cpu over a node's room, one node per anti-affine or host-port
+replica, one per zone a spread needs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes_asyncio import client
+
+from nodepool_operator.api import autoscaler as nas
+from nodepool_operator.api import nodepool as np
+
+POOLS = ("nodepool.dev", "v1alpha1", "nodepools")
+AUTOSCALERS = ("nodepool.dev", "v1alpha1", "autoscalers")
+SEED_LABEL = "differential.nodepool.dev/seed"
+ZONES = ("zone-a", "zone-b", "zone-c")
+NODE_CPU = 4000
+DAEMON_CPU = 250
+TAINT = {"key": "dedicated", "value": "batch", "effect": "NoSchedule"}
+KINDS = ("plain", "anti-host", "spread-zone", "spread-host", "host-port", "zone-pin", "tolerate")
+
+
+@dataclass
+class Workload:
+    seed: int
+    namespace: str
+    pools: tuple[str, str]
+    daemon: bool
+    deployments: list[dict[str, Any]] = field(default_factory=list)
+    kinds: dict[str, str] = field(default_factory=dict)  # deployment -> constraint kind
+    replicas: dict[str, int] = field(default_factory=dict)
+    cpu: dict[str, int] = field(default_factory=dict)  # millicores per pod
+
+
+@dataclass
+class SeedResult:
+    seed: int
+    pods: int
+    agreed: int
+    misplaced: list[str]
+    missed: list[str]
+    nodes: int
+    lower_bound: int
+    seconds: float
+    kinds: dict[str, str]
+
+
+def _container(cpu: int, *, port: int | None) -> dict[str, Any]:
+    found: dict[str, Any] = {
+        "name": "app",
+        "image": "registry.k8s.io/pause:3.10",
+        "resources": {"requests": {"cpu": f"{cpu}m", "memory": "128Mi"}},
+    }
+    if port is not None:
+        found["ports"] = [{"containerPort": port, "hostPort": port}]
+    return found
+
+
+def _deployment(name: str, *, seed: int, kind: str, replicas: int, cpu: int) -> dict[str, Any]:
+    labels = {"app": name}
+    spec: dict[str, Any] = {
+        "nodeSelector": {SEED_LABEL: str(seed)},
+        "terminationGracePeriodSeconds": 0,
+        "containers": [_container(cpu, port=8000 + seed if kind == "host-port" else None)],
+    }
+    if kind == "anti-host":
+        spec["affinity"] = {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": labels}, "topologyKey": np.HOSTNAME_LABEL}
+                ]
+            }
+        }
+    elif kind in ("spread-zone", "spread-host"):
+        key = np.ZONE_LABEL if kind == "spread-zone" else np.HOSTNAME_LABEL
+        spec["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": key,
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": labels},
+            }
+        ]
+    elif kind == "zone-pin":
+        spec["nodeSelector"][np.ZONE_LABEL] = ZONES[1]
+    elif kind == "tolerate":
+        spec["tolerations"] = [{**TAINT, "operator": "Equal"}]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": spec},
+        },
+    }
+
+
+def workload(seed: int, *, prefix: str = "diff") -> Workload:
+    """The seed's random workload; equal seeds give equal workloads."""
+    rng = random.Random(seed)
+    found = Workload(
+        seed=seed,
+        namespace=f"{prefix}-{seed}",
+        pools=(f"{prefix}-{seed}-zonal", f"{prefix}-{seed}-tainted"),
+        daemon=rng.random() < 0.5,
+    )
+    for index in range(rng.randint(3, 5)):
+        kind = rng.choice(KINDS)
+        name = f"w{index}-{kind}"
+        replicas = rng.randint(1, 6)
+        cpu = rng.choice([100, 250, 500, 1000, 1500, 2500])
+        if rng.random() < 0.1:
+            cpu = NODE_CPU + 500  # never fits: the simulation must say so
+        found.deployments.append(
+            _deployment(name, seed=seed, kind=kind, replicas=replicas, cpu=cpu)
+        )
+        found.kinds[name] = kind
+        found.replicas[name] = replicas
+        found.cpu[name] = cpu
+    return found
+
+
+def lower_bound(work: Workload) -> int:
+    """Fewest nodes any scheduler could run the hostable pods on."""
+    room = NODE_CPU - (DAEMON_CPU if work.daemon else 0)
+    hostable = {name: cpu for name, cpu in work.cpu.items() if cpu <= room}
+    total = sum(work.replicas[name] * cpu for name, cpu in hostable.items())
+    bound = math.ceil(total / room)
+    for name in hostable:
+        kind, replicas = work.kinds[name], work.replicas[name]
+        if kind in ("anti-host", "host-port"):
+            bound = max(bound, replicas)
+        elif kind == "spread-zone":
+            bound = max(bound, min(replicas, len(ZONES)))
+    return bound
+
+
+async def create(api: client.ApiClient, work: Workload) -> None:
+    custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+    apps = client.AppsV1Api(api)
+    await core.create_namespace({"metadata": {"name": work.namespace}})
+    seed_labels = {SEED_LABEL: str(work.seed)}
+    zonal, tainted = work.pools
+    for name, template, weight in (
+        (zonal, np.NodeTemplate(cpu="4", memory="16Gi", labels=seed_labels, zones=ZONES), 0),
+        (
+            tainted,
+            np.NodeTemplate(
+                cpu="4",
+                memory="16Gi",
+                labels=seed_labels,
+                taints=(np.Taint(key="dedicated", value="batch", effect="NoSchedule"),),
+            ),
+            10,
+        ),
+    ):
+        spec = np.NodePoolSpec(target_nodes=0, max_nodes=30, weight=weight, template=template)
+        await custom.create_cluster_custom_object(*POOLS, np.manifest(name, spec))
+        autoscaler = nas.AutoscalerSpec(
+            node_pool_name=name,
+            namespaces=(work.namespace,),
+            scan_interval_seconds=2,
+            batch_window_seconds=1,
+            scale_down=nas.ScaleDownPolicy(enabled=False, unneeded_seconds=600),
+        )
+        await custom.create_cluster_custom_object(*AUTOSCALERS, nas.manifest(name, autoscaler))
+    if work.daemon:
+        labels = {"app": "agent"}
+        await apps.create_namespaced_daemon_set(
+            work.namespace,
+            {
+                "apiVersion": "apps/v1",
+                "kind": "DaemonSet",
+                "metadata": {"name": "agent"},
+                "spec": {
+                    "selector": {"matchLabels": labels},
+                    "template": {
+                        "metadata": {"labels": labels},
+                        "spec": {
+                            "nodeSelector": seed_labels,
+                            "tolerations": [{"operator": "Exists"}],
+                            "containers": [_container(DAEMON_CPU, port=None)],
+                        },
+                    },
+                },
+            },
+        )
+    for manifest in work.deployments:
+        await apps.create_namespaced_deployment(work.namespace, manifest)
+
+
+async def _warned(core: client.CoreV1Api, namespace: str) -> set[str]:
+    found = await core.list_namespaced_event(namespace, field_selector="reason=NotTriggerScaleUp")
+    return {e.involved_object.name for e in found.items}
+
+
+async def _app_pods(core: client.CoreV1Api, namespace: str) -> list[Any]:
+    pods = await core.list_namespaced_pod(namespace)
+    return [
+        p
+        for p in pods.items
+        if p.metadata.deletion_timestamp is None
+        and not any(ref.kind == "DaemonSet" for ref in p.metadata.owner_references or ())
+    ]
+
+
+async def _settled(api: client.ApiClient, work: Workload) -> bool:
+    core = client.CoreV1Api(api)
+    pods = await _app_pods(core, work.namespace)
+    expected = sum(work.replicas.values())
+    if len(pods) < expected:
+        return False
+    warned = await _warned(core, work.namespace)
+    return all(p.status.phase == "Running" or p.metadata.name in warned for p in pods)
+
+
+async def run_seed(api: client.ApiClient, seed: int, *, within: float = 120.0) -> SeedResult:
+    """Create the seed's workload, wait for it to settle (or ``within``), judge each pod."""
+    work = workload(seed)
+    started = time.monotonic()
+    await create(api, work)
+    deadline = started + within
+    quiet_since: float | None = None
+    while time.monotonic() < deadline:
+        if await _settled(api, work):
+            # Settled and staying so for a few scans: no late scale-up moves anything.
+            quiet_since = quiet_since or time.monotonic()
+            if time.monotonic() - quiet_since >= 4:
+                break
+        else:
+            quiet_since = None
+        await asyncio.sleep(0.5)
+    core = client.CoreV1Api(api)
+    pods = await _app_pods(core, work.namespace)
+    warned = await _warned(core, work.namespace)
+    misplaced = [
+        p.metadata.name
+        for p in pods
+        if p.status.phase != "Running" and p.metadata.name not in warned
+    ]
+    missed = [
+        p.metadata.name for p in pods if p.status.phase == "Running" and p.metadata.name in warned
+    ]
+    nodes = await core.list_node(label_selector=f"{SEED_LABEL}={seed}")
+    return SeedResult(
+        seed=seed,
+        pods=len(pods),
+        agreed=len(pods) - len(misplaced) - len(missed),
+        misplaced=misplaced,
+        missed=missed,
+        nodes=len(nodes.items),
+        lower_bound=lower_bound(work),
+        seconds=time.monotonic() - started,
+        kinds=dict(work.kinds),
+    )
+
+
+async def clean_up(api: client.ApiClient, seed: int) -> None:
+    """Delete the seed's objects; the pools' finalizers take their nodes and VMs away."""
+    work = workload(seed)
+    custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+    for name in work.pools:
+        with contextlib.suppress(client.exceptions.ApiException):
+            await custom.delete_cluster_custom_object(*AUTOSCALERS, name)
+        with contextlib.suppress(client.exceptions.ApiException):
+            await custom.delete_cluster_custom_object(*POOLS, name)
+    with contextlib.suppress(client.exceptions.ApiException):
+        await core.delete_namespace(work.namespace)
+
+
+async def run_seeds(
+    api: client.ApiClient, seeds: list[int], *, parallel: int = 4
+) -> list[SeedResult]:
+    limit = asyncio.Semaphore(parallel)
+
+    async def one(seed: int) -> SeedResult:
+        async with limit:
+            try:
+                return await run_seed(api, seed)
+            finally:
+                await clean_up(api, seed)
+
+    return list(await asyncio.gather(*(one(seed) for seed in seeds)))
+
+
+def table(results: list[SeedResult]) -> str:
+    rows = [
+        "| seeds | pods | agreed | misplaced | missed | nodes | lower bound | nodes / bound |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    pods = sum(r.pods for r in results)
+    nodes = sum(r.nodes for r in results)
+    bound = sum(r.lower_bound for r in results)
+    rows.append(
+        f"| {len(results)} | {pods} | {sum(r.agreed for r in results)} "
+        f"| {sum(len(r.misplaced) for r in results)} | {sum(len(r.missed) for r in results)} "
+        f"| {nodes} | {bound} | {nodes / max(1, bound):.2f} |"
+    )
+    return "\n".join(rows)

@@ -1,0 +1,35 @@
+"""The differential test: the Autoscaler's simulation against the real kube-scheduler.
+
+Twenty seeded random workloads (``tests/differential.py``) are provisioned by the
+operator on the real control plane, four at a time. No pod may be *misplaced*: pending
+without a NotTriggerScaleUp event once its seed settles, i.e. counted by the simulation
+on room the real scheduler did not or could not use. The figures are printed (run with
+``-s``); ``bench/scheduler_differential.py`` runs more seeds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+import differential
+from harness import Operator, SimCloud
+
+SEEDS = list(range(20))
+
+
+@pytest.mark.slow
+async def test_no_pod_is_counted_on_room_the_real_scheduler_does_not_use(
+    api_client: client.ApiClient, start_simcloud: Any, start_operator: Any, crds_installed: None
+) -> None:
+    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0.5")
+    operator: Operator = start_operator(cloud)
+    results = await differential.run_seeds(api_client, SEEDS)
+    print("\n" + differential.table(results))
+    for result in results:
+        assert result.misplaced == [], (result.seed, result.kinds, result.misplaced)
+        assert result.nodes >= result.lower_bound, result
+    assert sum(r.pods for r in results) >= 100  # the workloads are not trivially small
+    assert operator.errors_logged() == []
