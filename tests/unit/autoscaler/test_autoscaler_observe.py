@@ -1,4 +1,5 @@
-"""What a scan sees, read from the caches: free room, unneeded nodes, pods, requests."""
+"""What a scan sees, read from the caches: the pool, unneeded nodes, the pods planned for it,
+and which Autoscaler owns a pool."""
 
 from __future__ import annotations
 
@@ -7,13 +8,10 @@ from typing import Any
 
 from nodepool_operator.api import autoscaler as nas
 from nodepool_operator.api import nodepool as np
-from nodepool_operator.controllers.autoscaler.fit import Resources
 from nodepool_operator.controllers.autoscaler.handoff import RequestLedger, request_name
-from nodepool_operator.controllers.autoscaler.observe import Observer
+from nodepool_operator.controllers.autoscaler.observe import Conflict, Observation, Observer
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.informer import object_key
-
-GI = 1024**3
 
 
 class FakeInformer:
@@ -28,13 +26,16 @@ class FakeInformer:
     def get(self, name: str, namespace: str | None = None) -> Object | None:
         return self.store.get(f"{namespace}/{name}" if namespace else name)
 
+    def items(self) -> list[Object]:
+        return list(self.store.values())
+
     def by_index(self, index: str, value: str) -> list[Object]:
         return [o for o in self.store.values() if value in self.indexes[index](o)]
 
 
-def node(name: str, *, ready: bool = True, cordoned: bool = False) -> Object:
+def node(name: str, *, ready: bool = True, cordoned: bool = False, pool: str = "small") -> Object:
     return {
-        "metadata": {"name": name, "labels": {np.POOL_LABEL: "small"}},
+        "metadata": {"name": name, "labels": {np.POOL_LABEL: pool}},
         "spec": {"unschedulable": True} if cordoned else {},
         "status": {
             "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
@@ -46,7 +47,8 @@ def node(name: str, *, ready: bool = True, cordoned: bool = False) -> Object:
 def pod(name: str, *, cpu: str = "1", namespace: str = "apps", **extra: Any) -> Object:
     node_name = extra.pop("node", None)
     spec: dict[str, Any] = {
-        "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]
+        "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}],
+        **extra.pop("spec", {}),
     }
     status: dict[str, Any] = {"phase": "Pending"}
     if node_name:
@@ -56,23 +58,61 @@ def pod(name: str, *, cpu: str = "1", namespace: str = "apps", **extra: Any) -> 
         status["conditions"] = [
             {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
         ]
-    meta = {"name": name, "namespace": namespace, "uid": name, "resourceVersion": "1", **extra}
+    meta = {
+        "name": name,
+        "namespace": namespace,
+        "uid": name,
+        "resourceVersion": "1",
+        "creationTimestamp": "2026-11-29T10:00:00Z",
+        **extra,
+    }
     return {"metadata": meta, "spec": spec, "status": status}
 
 
-def pool(target: int = 2) -> Object:
-    spec = np.NodePoolSpec(target_nodes=target, template=np.NodeTemplate(cpu="4", memory="16Gi"))
-    body = np.manifest("small", spec)
-    body["metadata"].update(uid="pool-uid", resourceVersion="7")
+def pool(name: str = "small", *, target: int = 2, weight: int = 0) -> Object:
+    spec = np.NodePoolSpec(
+        target_nodes=target, weight=weight, template=np.NodeTemplate(cpu="4", memory="16Gi")
+    )
+    body = np.manifest(name, spec)
+    body["metadata"].update(uid=f"{name}-uid", resourceVersion="7")
     return body
 
 
-def observer(*, nodes: list[Object], pods: list[Object]) -> Observer:
+def autoscaler(
+    name: str, *, pool_name: str = "small", created: str = "2026-11-29T09:00:00Z", **spec: Any
+) -> Object:
+    body = nas.manifest(name, nas.AutoscalerSpec(node_pool_name=pool_name, **spec))
+    body["metadata"].update(uid=f"{name}-uid", creationTimestamp=created)
+    return body
+
+
+def daemon_set(cpu: str) -> Object:
+    container = {"name": "d", "resources": {"requests": {"cpu": cpu}}}
+    return {
+        "metadata": {"name": "ds", "namespace": "kube-system", "uid": "ds-uid", "generation": 1},
+        "spec": {
+            "template": {"metadata": {"labels": {"app": "ds"}}, "spec": {"containers": [container]}}
+        },
+    }
+
+
+def observer(
+    *,
+    nodes: Iterable[Object] = (),
+    pods: Iterable[Object] = (),
+    pools: Iterable[Object] | None = None,
+    autoscalers: Iterable[Object] | None = None,
+    daemon_sets: Iterable[Object] = (),
+) -> Observer:
     return Observer(
-        pools=FakeInformer(pool()),  # type: ignore[arg-type]
+        autoscalers=FakeInformer(  # type: ignore[arg-type]
+            *(autoscalers if autoscalers is not None else [autoscaler("nas", namespaces=["apps"])])
+        ),
+        pools=FakeInformer(*(pools if pools is not None else [pool()])),  # type: ignore[arg-type]
         nodes=FakeInformer(*nodes),  # type: ignore[arg-type]
         pods=FakeInformer(*pods),  # type: ignore[arg-type]
         requests=FakeInformer(),  # type: ignore[arg-type]
+        daemon_sets=FakeInformer(*daemon_sets),  # type: ignore[arg-type]
         ledger=RequestLedger(),
     )
 
@@ -80,30 +120,52 @@ def observer(*, nodes: list[Object], pods: list[Object]) -> Observer:
 SPEC = nas.AutoscalerSpec(node_pool_name="small", namespaces=("apps",))
 
 
-def test_free_room_counts_only_ready_schedulable_nodes_minus_their_pods() -> None:
-    seen = observer(
-        nodes=[node("n1"), node("n2", ready=False), node("n3", cordoned=True)],
-        pods=[pod("a", node="n1", cpu="1500m"), pod("b", node="n1", cpu="500m")],
-    ).observe(SPEC)
-    assert seen is not None
-    assert seen.pool.free == (Resources(cpu=2000, memory=14 * GI, pods=108),)
+async def observe(o: Observer, name: str = "nas", spec: nas.AutoscalerSpec = SPEC) -> Observation:
+    seen = await o.observe(name, spec)
+    assert isinstance(seen, Observation), seen
+    return seen
+
+
+def names(pods: Iterable[Object]) -> list[str]:
+    return [p["metadata"]["name"] for p in pods]
+
+
+async def test_the_pool_counts_ready_cordoned_and_booting_nodes() -> None:
+    seen = await observe(
+        observer(nodes=[node("n1"), node("n2", ready=False), node("n3", cordoned=True)])
+    )
     # n3 is cordoned: a node (nothing in flight) but no room; n2 is still booting.
     assert (seen.pool.ready, seen.pool.cordoned, seen.pool.target) == (2, 1, 2)
     assert seen.pool.in_flight == 0
-    assert seen.pool_uid == "pool-uid"
+    assert (seen.pool_uid, seen.basis) == ("small-uid", 2)
 
 
-def test_nodes_with_only_daemonset_or_mirror_pods_are_unneeded() -> None:
-    daemon = pod("d", node="n1", ownerReferences=[{"kind": "DaemonSet", "name": "ds"}])
+async def test_free_room_on_ready_nodes_hosts_pending_pods_without_a_new_node() -> None:
+    pods = [pod("a", node="n1", cpu="2"), pod("waiting", cpu="2")]
+    seen = await observe(observer(nodes=[node("n1"), node("n2", cordoned=True)], pods=pods))
+    assert names(seen.fitting) == ["waiting"]
+    assert (seen.up.new_nodes, seen.triggering) == (0, ())
+
+
+async def test_pods_beyond_the_room_trigger_new_nodes() -> None:
+    pods = [pod(f"p{i}") for i in range(6)]
+    seen = await observe(observer(nodes=[node("n1")], pods=pods, pools=[pool(target=1)]))
+    assert seen.up.new_nodes == 1
+    assert names(seen.triggering) == ["p4", "p5"]
+
+
+async def test_nodes_with_only_daemonset_or_mirror_pods_are_unneeded() -> None:
+    daemon = pod(
+        "d", node="n1", ownerReferences=[{"kind": "DaemonSet", "name": "ds", "uid": "ds-uid"}]
+    )
     mirror = pod("m", node="n2", annotations={"kubernetes.io/config.mirror": "x"})
     busy = pod("b", node="n3")
     nodes = [node("n1"), node("n2"), node("n3"), node("n4")]
-    seen = observer(nodes=nodes, pods=[daemon, mirror, busy]).observe(SPEC)
-    assert seen is not None
+    seen = await observe(observer(nodes=nodes, pods=[daemon, mirror, busy], pools=[pool(target=4)]))
     assert seen.unneeded == ("n1", "n2", "n4")
 
 
-def test_pods_are_split_into_fitting_and_never_fitting_in_the_watched_namespaces() -> None:
+async def test_pods_are_split_into_fitting_and_never_fitting_in_the_watched_namespaces() -> None:
     pods = [
         pod("fits"),
         pod("huge", cpu="8"),
@@ -111,22 +173,79 @@ def test_pods_are_split_into_fitting_and_never_fitting_in_the_watched_namespaces
         pod("not-yet-marked", marked=False),
         pod("elsewhere", namespace="other"),
     ]
-    seen = observer(nodes=[], pods=pods).observe(SPEC)
-    assert seen is not None
-    assert [p["metadata"]["name"] for p in seen.fitting] == ["fits"]
-    assert seen.requests == (Resources(cpu=1000, memory=GI),)
+    seen = await observe(observer(pods=pods))
+    assert names(seen.fitting) == ["fits"]
     reasons = {p["metadata"]["name"]: why for p, why in seen.unfit}
-    assert "requests cpu 8000m" in reasons["huge"]
+    assert "requests 8000 of cpu" in reasons["huge"]
     assert "cannot be read" in reasons["broken"]
     assert (seen.pending, seen.unschedulable, seen.pending_fitting) == (4, 3, 2)
-    everywhere = observer(nodes=[], pods=pods).observe(nas.AutoscalerSpec(node_pool_name="small"))
-    assert everywhere is not None
-    assert everywhere.pending == 5
+    everywhere = observer(pods=pods, autoscalers=[autoscaler("nas")])
+    seen_all = await observe(everywhere, spec=nas.AutoscalerSpec(node_pool_name="small"))
+    assert seen_all.pending == 5
 
 
-def test_a_missing_pool_is_none() -> None:
-    seen = observer(nodes=[], pods=[]).observe(nas.AutoscalerSpec(node_pool_name="nope"))
-    assert seen is None
+async def test_a_missing_pool_is_none() -> None:
+    o = observer(autoscalers=[autoscaler("nas", pool_name="nope")])
+    assert await o.observe("nas", nas.AutoscalerSpec(node_pool_name="nope")) is None
+
+
+async def test_the_oldest_autoscaler_of_a_pool_owns_it_and_another_is_a_conflict() -> None:
+    o = observer(
+        pods=[pod("p")],
+        autoscalers=[
+            autoscaler("younger", created="2026-11-29T09:30:00Z"),
+            autoscaler("older", created="2026-11-29T09:00:00Z"),
+        ],
+    )
+    spec = nas.AutoscalerSpec(node_pool_name="small")
+    assert await o.observe("younger", spec) == Conflict(pool="small", owner="older")
+    owner = await observe(o, "older", spec)
+    assert names(owner.fitting) == ["p"]
+
+
+async def test_expendable_pods_never_trigger_a_scale_up() -> None:
+    pods = [pod("expendable", spec={"priority": -11}), pod("low", spec={"priority": -10})]
+    seen = await observe(observer(pods=pods, pools=[pool(target=0)]))
+    assert names(seen.fitting) == ["low"]
+    assert names(seen.triggering) == ["low"]
+    assert seen.unfit == ()
+
+
+async def test_scheduling_gated_pods_are_not_planned_nor_block_scale_down() -> None:
+    gated = pod("gated", spec={"schedulingGates": [{"name": "example.com/wait"}]}, marked=False)
+    seen = await observe(observer(pods=[gated]))
+    assert (seen.fitting, seen.unfit, seen.up.wanted_nodes) == ((), (), 0)
+    assert seen.pending_fitting == 0
+
+
+async def test_pods_for_another_scheduler_are_not_planned() -> None:
+    theirs = pod("theirs", spec={"schedulerName": "volcano"})
+    seen = await observe(observer(pods=[theirs]))
+    assert (seen.fitting, seen.unfit, seen.up.wanted_nodes) == ((), (), 0)
+
+
+async def test_pending_daemonset_pods_are_not_planned() -> None:
+    stuck = pod("ds-x", ownerReferences=[{"kind": "DaemonSet", "name": "ds", "uid": "ds-uid"}])
+    seen = await observe(observer(pods=[stuck]))
+    assert (seen.fitting, seen.unfit, seen.up.wanted_nodes, seen.pending) == ((), (), 0, 0)
+
+
+async def test_a_daemonset_takes_room_on_the_new_nodes_it_plans() -> None:
+    pods = [pod(f"p{i}") for i in range(4)]
+    seen = await observe(
+        observer(pods=pods, pools=[pool(target=0)], daemon_sets=[daemon_set("500m")])
+    )
+    assert seen.up.new_nodes == 2  # 3 pods per node next to the DaemonSet pod
+
+
+async def test_two_pools_never_grow_for_the_same_pods() -> None:
+    pools = [pool("small", target=0), pool("heavy", target=0, weight=10)]
+    autoscalers = [autoscaler("nas"), autoscaler("heavy-nas", pool_name="heavy")]
+    o = observer(pods=[pod("p")], pools=pools, autoscalers=autoscalers)
+    small = await observe(o, "nas", nas.AutoscalerSpec(node_pool_name="small"))
+    heavy = await observe(o, "heavy-nas", nas.AutoscalerSpec(node_pool_name="heavy"))
+    assert (small.up.new_nodes, heavy.up.new_nodes) == (0, 1)
+    assert names(heavy.triggering) == ["p"]
 
 
 def test_the_ledger_shows_our_request_until_the_cache_does_or_moves_past_it() -> None:

@@ -110,6 +110,7 @@ class World:
         self.api = FakeApi()
         self.autoscalers, self.pools, self.nodes = FakeInformer(), FakeInformer(), FakeInformer()
         self.pods, self.requests = FakeInformer(), FakeInformer()
+        self.daemon_sets = FakeInformer()
         ledger = RequestLedger()
         recorder = EventRecorder(
             self.api,  # type: ignore[arg-type]
@@ -121,6 +122,8 @@ class World:
             client=self.api,  # type: ignore[arg-type]
             autoscalers=self.autoscalers,  # type: ignore[arg-type]
             observer=Observer(
+                autoscalers=self.autoscalers,  # type: ignore[arg-type]
+                daemon_sets=self.daemon_sets,  # type: ignore[arg-type]
                 pools=self.pools,  # type: ignore[arg-type]
                 nodes=self.nodes,  # type: ignore[arg-type]
                 pods=self.pods,  # type: ignore[arg-type]
@@ -240,8 +243,9 @@ async def test_ten_pending_pods_make_one_request_for_three_nodes(world: World) -
         "targetNodes": 3,
         "reason": request["spec"]["reason"],
         "requester": f"autoscaler/{NAS}",
+        "basedOnTargetNodes": 0,
     }
-    assert "10 unschedulable pods need 3 more nodes" in request["spec"]["reason"]
+    assert "10 pending pods need 3 more nodes" in request["spec"]["reason"]
     assert request["metadata"]["ownerReferences"][0]["uid"] == "uid-pool"
     assert request["metadata"]["labels"] == {np.POOL_LABEL: POOL}
     assert result.requeue_after == 5
@@ -311,7 +315,7 @@ async def test_a_pod_too_big_for_any_node_gets_one_warning_and_no_request(world:
     [warning] = world.api.events("NotTriggerScaleUp")
     assert warning["type"] == "Warning"
     assert warning["involvedObject"]["name"] == "huge"
-    assert "requests cpu 8000m but a node of the pool has 4000m" in warning["message"]
+    assert "requests 8000 of cpu, a node offers 4000" in warning["message"]
     assert world.status()["unschedulablePods"] == 1
 
 
@@ -384,3 +388,47 @@ async def test_a_deleted_autoscaler_is_forgotten(world: World) -> None:
     world.autoscalers.remove(world.autoscalers.items()[0])
     assert await world.reconcile() == Result()
     assert world.api.created == []
+
+
+async def test_the_request_states_the_target_it_was_based_on(world: World) -> None:
+    world.pool(target=1)
+    world.node("n1")
+    for i in range(6):
+        world.pod(f"p{i}")
+    await world.reconcile()
+    [request] = world.api.made("scalerequests")
+    assert (request["spec"]["basedOnTargetNodes"], request["spec"]["targetNodes"]) == (1, 2)
+
+
+async def test_a_second_autoscaler_of_the_pool_is_a_conflict_and_decides_nothing(
+    world: World,
+) -> None:
+    younger = nas.manifest("nas-2", nas.AutoscalerSpec(node_pool_name=POOL))
+    younger["metadata"].update(
+        uid="uid-nas-2", generation=1, creationTimestamp="2026-11-29T11:00:00Z"
+    )
+    world.autoscalers.put(younger)
+    world.pod("p")
+    await world.reconciler.reconcile(Request(name="nas-2"))
+    assert world.api.made("scalerequests") == []
+    [write] = [p for kind, name, p, sub in world.api.patches if name == "nas-2"]
+    ready = next(c for c in write["status"]["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "ConflictingAutoscaler")
+    await world.reconcile()  # the owner decides
+    assert len(world.api.made("scalerequests")) == 1
+
+
+async def test_pod_events_are_told_once_whichever_autoscaler_passes(world: World) -> None:
+    other = nas.manifest("nas-all", nas.AutoscalerSpec(node_pool_name="elsewhere"))
+    other["metadata"].update(uid="uid-nas-all", generation=1)
+    world.autoscalers.put(other)
+    elsewhere = np.manifest("elsewhere", np.NodePoolSpec(template=np.NodeTemplate(cpu="2")))
+    elsewhere["metadata"].update(uid="uid-elsewhere", resourceVersion="1")
+    world.pools.put(elsewhere)
+    world.pod("huge", cpu="8")
+    await world.reconcile()
+    await world.reconciler.reconcile(Request(name="nas-all"))
+    await world.reconcile()
+    [warning] = world.api.events("NotTriggerScaleUp")
+    assert "elsewhere: requests 8000 of cpu" in warning["message"]  # both pools named
+    assert "small: requests 8000 of cpu" in warning["message"]

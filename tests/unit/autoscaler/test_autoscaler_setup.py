@@ -20,6 +20,7 @@ async def test_one_watch_per_resource_for_both_controllers() -> None:
     watched = sorted((i.resource.plural, i.label_selector or "") for i in manager.cache.informers())
     assert watched == [
         ("autoscalers", ""),
+        ("daemonsets", ""),
         ("nodepools", ""),
         ("nodes", "nodepool.dev/pool"),
         ("pods", ""),

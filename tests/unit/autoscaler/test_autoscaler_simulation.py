@@ -1,0 +1,675 @@
+"""The scheduling simulation: where kube-scheduler would put pending pods, and which pool's
+new nodes they need. One filter (or one pool rule) per test."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from nodepool_operator.api import nodepool as np
+from nodepool_operator.controllers.autoscaler import constraints
+from nodepool_operator.controllers.autoscaler.constraints import PodProfile, Taint
+from nodepool_operator.controllers.autoscaler.simulation import (
+    DaemonSetView,
+    ExistingNode,
+    Outcome,
+    PoolTemplate,
+    simulate,
+)
+
+GI = 1024**3
+HOST = np.HOSTNAME_LABEL
+ZONE = np.ZONE_LABEL
+UNSUPPORTED_NAMESPACE_SELECTOR = {"matchLabels": {"team": "a"}}
+
+
+# -- builders --------------------------------------------------------------------------
+
+
+def pod(
+    *,
+    cpu: str = "1",
+    memory: str = "1Gi",
+    labels: Mapping[str, str] | None = None,
+    namespace: str = "apps",
+    other: Mapping[str, str] | None = None,
+    ports: Sequence[int] = (),
+    **spec: Any,
+) -> dict[str, Any]:
+    requests = {"cpu": cpu, "memory": memory, **(other or {})}
+    container: dict[str, Any] = {"name": "c", "resources": {"requests": requests}}
+    if ports:
+        container["ports"] = [{"containerPort": p, "hostPort": p} for p in ports]
+    return {
+        "metadata": {"name": "p", "namespace": namespace, "labels": dict(labels or {})},
+        "spec": {"containers": [container], **spec},
+    }
+
+
+def profile(**kw: Any) -> PodProfile:
+    return constraints.profile_of(pod(**kw))
+
+
+def daemon(uid: str = "ds", **kw: Any) -> DaemonSetView:
+    as_pod = pod(namespace="kube-system", **kw)
+    return DaemonSetView(
+        uid,
+        constraints.profile_of(as_pod, extra_tolerations=constraints.DAEMON_TOLERATIONS),
+    )
+
+
+def pool(
+    name: str = "small",
+    *,
+    template: np.NodeTemplate | None = None,
+    weight: int = 0,
+    headroom: int = 10,
+    in_flight: int = 0,
+    first: int = 0,
+    namespaces: frozenset[str] | None = None,
+) -> PoolTemplate:
+    """A pool whose next nodes are ``<name>-<first>``, ``<name>-<first+1>``, ..."""
+    shape = template or np.NodeTemplate(cpu="4", memory="16Gi", pods=110)
+
+    def upcoming(k: int) -> tuple[str, Mapping[str, str]]:
+        node = f"{name}-{first + k}"
+        labels = np.node_labels(name, shape, zone=np.zone_of(node, shape))
+        return node, {**labels, HOST: node}
+
+    return PoolTemplate(
+        name=name,
+        weight=weight,
+        taints=tuple(Taint(t.key, t.value or "", t.effect) for t in shape.taints),
+        allocatable=np.template_allocatable(shape),
+        upcoming=upcoming,
+        in_flight=in_flight,
+        headroom=headroom,
+        zones=max(1, len(shape.zones)),
+        namespaces=namespaces,
+    )
+
+
+def node(
+    name: str,
+    *,
+    pool_name: str | None = "small",
+    cpu: int = 4000,
+    memory: int = 16 * GI,
+    labels: Mapping[str, str] | None = None,
+    taints: Sequence[Taint] = (),
+    unschedulable: bool = False,
+    running: Sequence[PodProfile] = (),
+    daemon_sets: frozenset[str] = frozenset(),
+    allocatable: Mapping[str, int] | None = None,
+) -> ExistingNode:
+    base = {np.POOL_LABEL: pool_name} if pool_name else {}
+    return ExistingNode(
+        name=name,
+        pool=pool_name,
+        labels={**base, HOST: name, **(labels or {})},
+        taints=tuple(taints),
+        unschedulable=unschedulable,
+        allocatable=allocatable or {"cpu": cpu, "memory": memory, "pods": 110},
+        pods=tuple(running),
+        daemon_sets=daemon_sets,
+    )
+
+
+def run(
+    pending: Sequence[PodProfile],
+    *,
+    nodes: Sequence[ExistingNode] = (),
+    pools: Sequence[PoolTemplate] | None = None,
+    daemon_sets: Sequence[DaemonSetView] = (),
+    nominated: Sequence[tuple[PodProfile, str]] = (),
+) -> Outcome:
+    return simulate(
+        pending,
+        nodes=nodes,
+        pools=[pool()] if pools is None else pools,
+        daemon_sets=daemon_sets,
+        nominated=nominated,
+    )
+
+
+def spread_of(key: str, *, app: str = "web", max_skew: int = 1, **extra: Any) -> dict[str, Any]:
+    return {
+        "maxSkew": max_skew,
+        "topologyKey": key,
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"app": app}},
+        **extra,
+    }
+
+
+def pod_terms(kind: str, key: str, *, app: str = "web", **extra: Any) -> dict[str, Any]:
+    term = {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key, **extra}
+    return {kind: {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+
+
+def zoned(*zones: str, **kw: Any) -> np.NodeTemplate:
+    return np.NodeTemplate(cpu="4", memory="16Gi", pods=110, zones=zones, **kw)
+
+
+def counts(outcome: Outcome) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for name in outcome.placements:
+        if name is not None:
+            found[name] = found.get(name, 0) + 1
+    return found
+
+
+# -- resources ---------------------------------------------------------------------------
+
+
+def test_pods_fill_new_nodes_one_after_the_other() -> None:
+    outcome = run([profile()] * 10)
+    assert counts(outcome) == {"small-0": 4, "small-1": 4, "small-2": 2}
+    up = outcome.pools["small"]
+    assert (up.new_nodes, up.wanted_nodes) == (3, 3)
+    assert up.triggering == up.hosted == tuple(range(10))
+    assert outcome.unfit == {}
+
+
+def test_free_room_on_an_existing_node_is_used_before_a_new_node() -> None:
+    busy = node("n1", running=[profile(cpu="2")])
+    outcome = run([profile()] * 3, nodes=[busy])
+    assert outcome.placements == ("n1", "n1", "small-0")
+    up = outcome.pools["small"]
+    assert (up.new_nodes, up.triggering, up.hosted) == (1, (2,), (0, 1, 2))
+
+
+def test_memory_counts_as_well_as_cpu() -> None:
+    outcome = run([profile(cpu="100m", memory="6Gi")] * 3)
+    assert counts(outcome) == {"small-0": 2, "small-1": 1}
+
+
+def test_pod_slots_limit_a_node() -> None:
+    three_pods = pool(template=np.NodeTemplate(cpu="4", memory="16Gi", pods=3))
+    outcome = run([profile(cpu="10m", memory="10Mi")] * 7, pools=[three_pods])
+    assert outcome.pools["small"].new_nodes == 3
+
+
+def test_a_pod_larger_than_the_template_is_unfit_and_says_which_resource() -> None:
+    outcome = run([profile(cpu="8")])
+    assert outcome.pools["small"].wanted_nodes == 0
+    assert outcome.unfit[0] == "small: requests 8000 of cpu, a node offers 4000"
+
+
+def test_ephemeral_storage_is_checked_against_the_template_allocatable() -> None:
+    disk = pool(template=np.NodeTemplate(cpu="4", memory="16Gi", ephemeral_storage="10Gi"))
+    outcome = run([profile(cpu="100m", other={"ephemeral-storage": "4Gi"})] * 3, pools=[disk])
+    assert counts(outcome) == {"small-0": 2, "small-1": 1}
+
+
+def test_ephemeral_storage_the_template_does_not_offer_is_unfit() -> None:
+    outcome = run([profile(other={"ephemeral-storage": "1Gi"})])
+    assert "ephemeral-storage" in outcome.unfit[0]
+    assert outcome.pools["small"].wanted_nodes == 0
+
+
+def test_extended_resources_are_counted_per_node() -> None:
+    gpus = pool(
+        template=np.NodeTemplate(cpu="4", memory="16Gi", extended_resources={"nvidia.com/gpu": "2"})
+    )
+    outcome = run([profile(cpu="100m", other={"nvidia.com/gpu": "1"})] * 3, pools=[gpus])
+    assert counts(outcome) == {"small-0": 2, "small-1": 1}
+
+
+def test_an_extended_resource_no_pool_has_is_unfit_and_named() -> None:
+    outcome = run([profile(other={"nvidia.com/gpu": "1"})])
+    assert outcome.unfit[0] == "small: requests 1 of nvidia.com/gpu, a node offers 0"
+
+
+def test_an_existing_node_without_the_extended_resource_is_skipped() -> None:
+    gpus = pool(
+        template=np.NodeTemplate(cpu="4", memory="16Gi", extended_resources={"nvidia.com/gpu": "1"})
+    )
+    outcome = run([profile(other={"nvidia.com/gpu": "1"})], nodes=[node("n1")], pools=[gpus])
+    assert outcome.placements == ("small-0",)
+
+
+def test_the_template_reserve_is_not_offered_to_pods() -> None:
+    reserved = pool(template=np.NodeTemplate(cpu="4", memory="16Gi", reserved={"cpu": "1"}))
+    assert counts(run([profile()] * 6, pools=[reserved])) == {"small-0": 3, "small-1": 3}
+    assert run([profile(cpu="3500m")], pools=[reserved]).pools["small"].wanted_nodes == 0
+
+
+# -- DaemonSet overhead ------------------------------------------------------------------
+
+
+def test_daemonset_pods_take_room_on_every_new_node() -> None:
+    outcome = run([profile()] * 6, daemon_sets=[daemon(cpu="500m", memory="100Mi")])
+    assert counts(outcome) == {"small-0": 3, "small-1": 3}
+
+
+def test_a_pod_of_the_full_template_size_is_unfit_once_a_daemonset_runs_there() -> None:
+    outcome = run([profile(cpu="4", memory="1Gi")], daemon_sets=[daemon(cpu="100m")])
+    up = outcome.pools["small"]
+    assert (up.new_nodes, up.wanted_nodes) == (0, 0)
+    assert outcome.unfit[0] == "small: not enough free cpu"
+
+
+def test_daemonset_pods_take_room_on_requested_nodes_not_registered_yet() -> None:
+    booting = pool(in_flight=1)
+    outcome = run([profile()] * 4, pools=[booting], daemon_sets=[daemon(cpu="500m")])
+    assert outcome.placements == ("small-0", "small-0", "small-0", "small-1")
+    up = outcome.pools["small"]
+    assert (up.new_nodes, up.triggering, up.hosted) == (1, (3,), (0, 1, 2, 3))
+
+
+def test_a_registered_node_is_charged_for_the_daemonset_pods_not_bound_to_it_yet() -> None:
+    ds = daemon(cpu="1")
+    fresh = node("small-0")
+    outcome = run([profile()] * 4, nodes=[fresh], pools=[pool(first=1)], daemon_sets=[ds])
+    assert counts(outcome) == {"small-0": 3, "small-1": 1}
+
+
+def test_a_daemonset_pod_already_on_a_node_is_not_charged_twice() -> None:
+    ds = daemon(cpu="1")
+    running = node("small-0", running=[ds.profile], daemon_sets=frozenset({"ds"}))
+    outcome = run([profile()] * 3, nodes=[running], pools=[pool(first=1)], daemon_sets=[ds])
+    assert counts(outcome) == {"small-0": 3}
+
+
+def test_a_daemonset_that_does_not_tolerate_the_pool_taint_costs_nothing() -> None:
+    tainted = np.NodeTemplate(
+        cpu="4", memory="16Gi", taints=(np.Taint(key="team", value="ml", effect="NoSchedule"),)
+    )
+    toleration = [{"key": "team", "operator": "Exists"}]
+    outcome = run(
+        [profile(tolerations=toleration)] * 4,
+        pools=[pool(template=tainted)],
+        daemon_sets=[daemon(cpu="1")],
+    )
+    assert counts(outcome) == {"small-0": 4}
+
+
+def test_a_daemonset_selecting_other_nodes_costs_nothing() -> None:
+    elsewhere = daemon(cpu="1", nodeSelector={"disk": "ssd"})
+    assert counts(run([profile()] * 4, daemon_sets=[elsewhere])) == {"small-0": 4}
+
+
+def test_nodes_outside_every_pool_are_not_charged_for_daemonsets() -> None:
+    outside = node("other", pool_name=None)
+    outcome = run([profile()] * 4, nodes=[outside], pools=[], daemon_sets=[daemon(cpu="1")])
+    assert counts(outcome) == {"other": 4}
+
+
+# -- existing nodes are judged on their own labels, taints and cordon ----------------------
+
+
+def test_an_existing_node_with_a_label_the_template_lacks_hosts_the_selecting_pod() -> None:
+    ssd = node("n1", labels={"disk": "ssd"}, running=[profile(cpu="3")])
+    outcome = run([profile(nodeSelector={"disk": "ssd"})] * 2, nodes=[ssd])
+    assert outcome.placements[0] == "n1"
+    assert outcome.placements[1] is None  # the template has no disk=ssd
+    assert outcome.unfit[1] == "small: nodeSelector disk=ssd does not match"
+    assert outcome.pools["small"].wanted_nodes == 0
+
+
+def test_an_existing_node_with_a_taint_the_template_lacks_is_not_room() -> None:
+    tainted = node("n1", taints=[Taint("dedicated", "db", "NoSchedule")])
+    outcome = run([profile()], nodes=[tainted])
+    assert outcome.placements == ("small-0",)
+    assert outcome.pools["small"].new_nodes == 1
+
+
+def test_an_existing_node_without_the_template_taint_takes_pods_that_do_not_tolerate_it() -> None:
+    tainted = pool(
+        template=np.NodeTemplate(taints=(np.Taint(key="team", value="ml", effect="NoSchedule"),))
+    )
+    outcome = run([profile()], nodes=[node("small-0")], pools=[tainted])
+    assert outcome.placements == ("small-0",)
+
+
+def test_a_cordoned_node_is_not_room() -> None:
+    cordoned = node("n1", unschedulable=True)
+    outcome = run([profile()], nodes=[cordoned])
+    assert outcome.placements == ("small-0",)
+
+
+def test_prefer_no_schedule_taints_do_not_keep_pods_off() -> None:
+    soft = node("n1", taints=[Taint("soft", "", "PreferNoSchedule")])
+    assert run([profile()], nodes=[soft]).placements == ("n1",)
+
+
+# -- node selector and required node affinity ---------------------------------------------
+
+
+def test_a_node_selector_matching_the_template_labels_opens_a_node() -> None:
+    ssd = pool(template=np.NodeTemplate(labels={"disk": "ssd"}))
+    selector = {"disk": "ssd", np.POOL_LABEL: "small", "kubernetes.io/os": "linux"}
+    outcome = run([profile(nodeSelector=selector)], nodes=[node("n1")], pools=[ssd])
+    assert outcome.placements == ("small-0",)
+
+
+def test_a_node_selector_no_pool_matches_is_unfit_and_named() -> None:
+    outcome = run([profile(nodeSelector={"disk": "hdd"})])
+    assert outcome.unfit == {0: "small: nodeSelector disk=hdd does not match"}
+
+
+def node_affinity(*terms: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(terms)}
+        }
+    }
+
+
+def name_is(*names: str) -> dict[str, Any]:
+    return {"matchFields": [{"key": "metadata.name", "operator": "In", "values": list(names)}]}
+
+
+def test_required_node_affinity_picks_the_node_whose_labels_match() -> None:
+    term = {"matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]}
+    nodes = [node("n1"), node("n2", labels={"disk": "ssd"})]
+    outcome = run([profile(affinity=node_affinity(term))], nodes=nodes)
+    assert outcome.placements == ("n2",)
+
+
+def test_required_node_affinity_no_pool_matches_is_unfit() -> None:
+    term = {"matchExpressions": [{"key": "disk", "operator": "Exists"}]}
+    outcome = run([profile(affinity=node_affinity(term))])
+    assert outcome.unfit == {0: "small: required node affinity does not match"}
+
+
+def test_match_fields_on_the_node_name_pins_a_pod_to_that_node() -> None:
+    outcome = run([profile(affinity=node_affinity(name_is("n2")))], nodes=[node("n1"), node("n2")])
+    assert outcome.placements == ("n2",)
+
+
+def test_match_fields_naming_a_full_node_never_opens_a_new_one() -> None:
+    full = node("n1", running=[profile(cpu="4")])
+    outcome = run([profile(affinity=node_affinity(name_is("n1")))], nodes=[full])
+    assert outcome.pools["small"].wanted_nodes == 0
+    assert 0 in outcome.unfit
+
+
+def test_match_fields_naming_the_next_node_of_the_pool_opens_it() -> None:
+    outcome = run([profile(affinity=node_affinity(name_is("small-0")))])
+    assert outcome.placements == ("small-0",)
+
+
+def test_a_hostname_node_selector_pins_the_pod() -> None:
+    outcome = run([profile(nodeSelector={HOST: "n2"})], nodes=[node("n1"), node("n2")])
+    assert outcome.placements == ("n2",)
+
+
+# -- taints and tolerations ------------------------------------------------------------------
+
+
+def tainted_pool() -> PoolTemplate:
+    taint = np.Taint(key="team", value="ml", effect="NoSchedule")
+    return pool(template=np.NodeTemplate(cpu="4", memory="16Gi", taints=(taint,)))
+
+
+def test_a_pool_taint_the_pod_does_not_tolerate_makes_it_unfit_and_named() -> None:
+    outcome = run([profile()], pools=[tainted_pool()])
+    assert outcome.unfit == {0: "small: taint team=ml:NoSchedule is not tolerated"}
+
+
+def test_a_tolerating_pod_opens_a_node_of_the_tainted_pool() -> None:
+    toleration = [{"key": "team", "operator": "Equal", "value": "ml", "effect": "NoSchedule"}]
+    outcome = run([profile(tolerations=toleration)], pools=[tainted_pool()])
+    assert outcome.placements == ("small-0",)
+
+
+# -- inter-pod affinity and anti-affinity ------------------------------------------------------
+
+
+def web(**kw: Any) -> PodProfile:
+    return profile(labels={"app": "web"}, **kw)
+
+
+def test_anti_affinity_over_hostname_puts_each_replica_on_its_own_node() -> None:
+    replica = web(cpu="100m", affinity=pod_terms("podAntiAffinity", HOST))
+    outcome = run([replica] * 3)
+    assert counts(outcome) == {"small-0": 1, "small-1": 1, "small-2": 1}
+
+
+def test_anti_affinity_keeps_a_pod_off_a_node_where_a_matching_pod_runs() -> None:
+    running = node("n1", running=[web(cpu="100m")])
+    outcome = run([profile(affinity=pod_terms("podAntiAffinity", HOST))], nodes=[running])
+    assert outcome.placements == ("small-0",)
+
+
+def test_a_running_pods_anti_affinity_keeps_matching_pods_off_its_node() -> None:
+    guard = profile(labels={"app": "guard"}, affinity=pod_terms("podAntiAffinity", HOST))
+    outcome = run([web()], nodes=[node("n1", running=[guard])])
+    assert outcome.placements == ("small-0",)
+
+
+def test_anti_affinity_of_another_namespace_does_not_apply_by_default() -> None:
+    running = node("n1", running=[profile(labels={"app": "web"}, namespace="other")])
+    outcome = run([profile(affinity=pod_terms("podAntiAffinity", HOST))], nodes=[running])
+    assert outcome.placements == ("n1",)
+
+
+def test_anti_affinity_over_zone_allows_one_replica_per_zone_and_the_rest_are_unfit() -> None:
+    replica = web(cpu="100m", affinity=pod_terms("podAntiAffinity", ZONE))
+    outcome = run([replica] * 3, pools=[pool(template=zoned("a", "b"))])
+    assert sorted(n for n in outcome.placements if n) == ["small-0", "small-1"]
+    assert list(outcome.unfit) == [2]
+    assert "anti-affinity" in outcome.unfit[2]
+    assert outcome.pools["small"].new_nodes == 2
+
+
+def test_pod_affinity_over_hostname_goes_to_the_node_running_the_matching_pod() -> None:
+    db = profile(labels={"app": "db"}, cpu="100m")
+    nodes = [node("n1"), node("n2", running=[db])]
+    outcome = run([profile(affinity=pod_terms("podAffinity", HOST, app="db"))], nodes=nodes)
+    assert outcome.placements == ("n2",)
+
+
+def test_pod_affinity_over_hostname_never_opens_a_node_when_the_match_is_full() -> None:
+    db = profile(labels={"app": "db"}, cpu="4")
+    outcome = run(
+        [profile(affinity=pod_terms("podAffinity", HOST, app="db"))],
+        nodes=[node("n1", running=[db])],
+    )
+    assert outcome.pools["small"].wanted_nodes == 0
+    assert "pod affinity" in outcome.unfit[0]
+
+
+def test_pod_affinity_to_pods_that_do_not_exist_is_unfit() -> None:
+    outcome = run([profile(affinity=pod_terms("podAffinity", HOST, app="db"))])
+    assert "pod affinity" in outcome.unfit[0]
+
+
+def test_the_first_pods_of_a_self_affine_group_may_go_anywhere_and_stay_together() -> None:
+    outcome = run([web(cpu="1", affinity=pod_terms("podAffinity", HOST))] * 3)
+    assert counts(outcome) == {"small-0": 3}
+
+
+def test_pod_affinity_over_zone_opens_a_node_in_the_zone_of_the_match() -> None:
+    db = profile(labels={"app": "db"}, cpu="4")
+    in_b = node("n-b", labels={ZONE: "b"}, running=[db])
+    outcome = run(
+        [profile(affinity=pod_terms("podAffinity", ZONE, app="db"))],
+        nodes=[in_b],
+        pools=[pool(template=zoned("a", "b"))],
+    )
+    # small-0 would be in zone a; small-1 is the first in b, and small-0 comes before it.
+    assert outcome.placements == ("small-1",)
+    assert outcome.pools["small"].new_nodes == 2
+
+
+# -- topology spread (DoNotSchedule) -----------------------------------------------------------
+
+
+def test_hostname_spread_spreads_over_existing_nodes_with_room() -> None:
+    replica = web(cpu="100m", topologySpreadConstraints=[spread_of(HOST)])
+    outcome = run([replica] * 4, nodes=[node("n1"), node("n2")])
+    assert counts(outcome) == {"n1": 2, "n2": 2}
+
+
+def test_hostname_spread_max_skew_caps_the_pods_per_node_against_an_emptier_node() -> None:
+    full = node("n2", running=[profile(cpu="4")])  # a domain with no replica, and no room
+    replica = web(cpu="100m", topologySpreadConstraints=[spread_of(HOST, max_skew=2)])
+    outcome = run([replica] * 3, nodes=[node("n1"), full])
+    assert outcome.placements[:2] == ("n1", "n1")
+    assert outcome.placements[2] not in ("n1", "n2")
+
+
+def test_min_domains_spreads_replicas_over_that_many_new_nodes() -> None:
+    replica = web(cpu="100m", topologySpreadConstraints=[spread_of(HOST, minDomains=3)])
+    outcome = run([replica] * 3)
+    assert counts(outcome) == {"small-0": 1, "small-1": 1, "small-2": 1}
+
+
+def test_zone_spread_opens_nodes_in_the_zones_that_are_behind() -> None:
+    in_a = node("n-a", labels={ZONE: "a"}, running=[web(cpu="4")])
+    in_b = node("n-b", labels={ZONE: "b"}, running=[profile(cpu="4")])
+    replica = web(cpu="1", topologySpreadConstraints=[spread_of(ZONE)])
+    outcome = run([replica], nodes=[in_a, in_b], pools=[pool(template=zoned("a", "b"))])
+    # zone a has one replica, zone b none: the next one goes to zone b (small-1), and
+    # small-0 (zone a) comes before it.
+    assert outcome.placements == ("small-1",)
+    assert outcome.pools["small"].new_nodes == 2
+
+
+def test_zone_spread_within_one_zone_is_no_constraint() -> None:
+    in_a = node("n-a", labels={ZONE: "a"}, running=[web(cpu="4")])
+    replica = web(cpu="1", topologySpreadConstraints=[spread_of(ZONE)])
+    outcome = run([replica], nodes=[in_a], pools=[pool(template=zoned("a", "b"))])
+    # As kube-scheduler counts it: zone a is the only domain any node offers yet.
+    assert outcome.placements == ("small-0",)
+
+
+def test_zone_spread_with_min_domains_uses_every_zone() -> None:
+    replica = web(cpu="100m", topologySpreadConstraints=[spread_of(ZONE, minDomains=3)])
+    outcome = run([replica] * 3, pools=[pool(template=zoned("a", "b", "c"))])
+    assert counts(outcome) == {"small-0": 1, "small-1": 1, "small-2": 1}
+
+
+def test_a_spread_over_a_key_no_node_has_is_unfit() -> None:
+    replica = web(topologySpreadConstraints=[spread_of("example.com/rack")])
+    outcome = run([replica])
+    assert "topology spread" in outcome.unfit[0]
+
+
+def test_schedule_anyway_spread_does_not_decide_feasibility() -> None:
+    soft = spread_of(HOST, whenUnsatisfiable="ScheduleAnyway", minDomains=None)
+    outcome = run([web(cpu="100m", topologySpreadConstraints=[soft])] * 3)
+    assert counts(outcome) == {"small-0": 3}
+
+
+# -- host ports ------------------------------------------------------------------------------
+
+
+def test_two_pods_with_one_host_port_never_share_a_node() -> None:
+    outcome = run([profile(cpu="100m", ports=[8080])] * 2)
+    assert counts(outcome) == {"small-0": 1, "small-1": 1}
+
+
+def test_a_host_port_taken_on_an_existing_node_sends_the_pod_elsewhere() -> None:
+    taken = node("n1", running=[profile(cpu="100m", ports=[8080])])
+    assert run([profile(ports=[8080])], nodes=[taken]).placements == ("small-0",)
+    assert run([profile(ports=[9090])], nodes=[taken]).placements == ("n1",)
+
+
+def test_a_daemonset_host_port_is_taken_on_every_new_node() -> None:
+    outcome = run([profile(ports=[9100])], daemon_sets=[daemon(cpu="10m", ports=[9100])])
+    assert "host port 9100/TCP" in outcome.unfit[0]
+
+
+# -- nominated pods ------------------------------------------------------------------------
+
+
+def test_a_nominated_pod_keeps_its_room_on_its_node() -> None:
+    outcome = run([profile(cpu="2")], nodes=[node("n1")], nominated=[(profile(cpu="3"), "n1")])
+    assert outcome.placements == ("small-0",)
+
+
+def test_a_nomination_for_a_node_that_is_gone_takes_no_room() -> None:
+    outcome = run([profile(cpu="2")], nodes=[node("n1")], nominated=[(profile(cpu="3"), "gone")])
+    assert outcome.placements == ("n1",)
+
+
+# -- several pools ------------------------------------------------------------------------------
+
+
+def test_the_pool_with_the_highest_weight_wins() -> None:
+    pools = [pool("a-heavy"), pool("b-preferred", weight=10)]
+    outcome = run([profile()], pools=pools)
+    assert outcome.placements == ("b-preferred-0",)
+    assert outcome.pools["a-heavy"].wanted_nodes == 0
+    assert outcome.pools["b-preferred"].new_nodes == 1
+
+
+def test_at_equal_weight_the_pool_with_least_waste_wins() -> None:
+    big = pool("big", template=np.NodeTemplate(cpu="16", memory="64Gi"))
+    small = pool("small")
+    outcome = run([profile(cpu="3", memory="12Gi")], pools=[big, small])
+    assert outcome.placements == ("small-0",)
+
+
+def test_at_equal_weight_and_waste_the_name_decides() -> None:
+    outcome = run([profile()], pools=[pool("zeta"), pool("alpha")])
+    assert outcome.placements == ("alpha-0",)
+
+
+def test_each_pod_goes_to_one_pool_only() -> None:
+    outcome = run([profile()] * 12, pools=[pool("one"), pool("two")])
+    one, two = outcome.pools["one"], outcome.pools["two"]
+    assert (one.new_nodes, two.new_nodes) == (3, 0)
+    assert not set(one.hosted) & set(two.hosted)
+
+
+def test_a_pool_whose_autoscaler_watches_other_namespaces_does_not_grow_for_the_pod() -> None:
+    pools = [pool("theirs", weight=10, namespaces=frozenset({"other"})), pool("ours")]
+    assert run([profile()], pools=pools).placements == ("ours-0",)
+    outcome = run([profile()], pools=pools[:1])
+    assert outcome.unfit == {0: "no Autoscaler plans for its namespace"}
+
+
+def test_a_pool_that_cannot_host_the_pod_leaves_it_to_one_that_can() -> None:
+    pools = [tainted_pool(), pool("plain")]
+    assert run([profile()], pools=pools).placements == ("plain-0",)
+
+
+# -- maxNodes -----------------------------------------------------------------------------
+
+
+def test_max_nodes_limits_new_nodes_and_the_rest_is_wanted() -> None:
+    outcome = run([profile()] * 10, pools=[pool(headroom=2)])
+    up = outcome.pools["small"]
+    assert (up.new_nodes, up.wanted_nodes) == (2, 3)
+    assert up.triggering == tuple(range(8))
+    assert up.hosted == tuple(range(10))
+
+
+def test_a_pool_at_max_nodes_gives_way_to_a_pool_with_headroom() -> None:
+    pools = [pool("full", weight=10, headroom=0), pool("roomy")]
+    outcome = run([profile()], pools=pools)
+    assert outcome.placements == ("roomy-0",)
+    assert outcome.pools["full"].wanted_nodes == 0
+
+
+# -- zones of new nodes -------------------------------------------------------------------
+
+
+def test_new_nodes_carry_the_zone_their_name_gives_them() -> None:
+    replica = web(cpu="100m", affinity=pod_terms("podAntiAffinity", HOST))
+    outcome = run([replica] * 3, pools=[pool(template=zoned("a", "b"), first=5)])
+    assert outcome.placements == ("small-5", "small-6", "small-7")
+    assert np.zone_of("small-5", zoned("a", "b")) == "b"
+
+
+def test_a_zone_pinned_pod_skips_to_the_pools_next_node_in_that_zone() -> None:
+    outcome = run([profile(nodeSelector={ZONE: "c"})], pools=[pool(template=zoned("a", "b", "c"))])
+    assert outcome.placements == ("small-2",)
+    assert outcome.pools["small"].new_nodes == 3  # small-0 and small-1 come first
+
+
+# -- what the simulation cannot judge ----------------------------------------------------------
+
+
+def test_a_namespace_selector_with_labels_is_unfit_with_a_reason() -> None:
+    terms = pod_terms("podAntiAffinity", HOST, namespaceSelector=UNSUPPORTED_NAMESPACE_SELECTOR)
+    outcome = run([profile(affinity=terms)])
+    assert outcome.unfit == {
+        0: "a namespaceSelector with labels (namespace labels are not simulated)"
+    }
+    assert outcome.pools["small"].wanted_nodes == 0
