@@ -9,7 +9,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -374,15 +373,6 @@ SPILLING_REPLICAS = Workload(
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "simulation bug, reported: a spread class fills p-0 while it is the only domain "
-        "(4 replicas), then opens p-1 for the rest; p-1 is a new domain with 0, so the "
-        "final placement 4/2 has skew 2 > maxSkew 1. kube-scheduler, seeing both nodes, "
-        "would not place it so, and a later class can then need a node the plan lacks."
-    ),
-)
 @SETTINGS
 @example(SPILLING_REPLICAS)
 @given(workloads())

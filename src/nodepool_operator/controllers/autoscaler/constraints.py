@@ -16,7 +16,7 @@ decide feasibility, so they are not parsed.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from nodepool_operator.controllers.autoscaler import fit
@@ -266,6 +266,12 @@ class PodProfile:
     ports: tuple[HostPort, ...]
     priority: int
     unsupported: str | None = None  # a constraint the simulation cannot judge
+    # The key is a deep tuple; hashing it once, not at every dictionary lookup, is what
+    # keeps the simulation's per-class memos cheap.
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash(self.key))
 
     @property
     def has_pod_constraints(self) -> bool:
@@ -273,10 +279,12 @@ class PodProfile:
         return bool(self.affinity or self.anti_affinity or self.spread or self.ports)
 
     def __hash__(self) -> int:
-        return hash(self.key)
+        return self._hash
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, PodProfile) and self.key == other.key
+        return self is other or (
+            isinstance(other, PodProfile) and self._hash == other._hash and self.key == other.key
+        )
 
 
 def _freeze(value: Any) -> Any:

@@ -25,6 +25,8 @@ name, the ones the NodePool controller will create.
 
 from __future__ import annotations
 
+import bisect
+import heapq
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -53,6 +55,8 @@ __all__ = [
 HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
 _NOT_FOUND: Final = -1
 _MAIN: Final = ("cpu", "memory", "pods")
+#: Rounds of the simulation when pods spread over topology (see ``simulate``).
+_SPREAD_ROUNDS: Final = 3
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,7 @@ class _Node:
     ports: list[HostPort] = field(default_factory=list)
     pods: Counter[PodProfile] = field(default_factory=Counter)
     static_key: tuple[object, ...] = ()
+    slot: int = 0  # its leaf in its group's room tree
 
     def room(self, name: str) -> int:
         return self.allocatable.get(name, 0) - self.used.get(name, 0)
@@ -193,6 +198,25 @@ class _RoomTree:
             stack.append((2 * n, low, middle))
 
 
+class _Group:
+    """Nodes equal in all but name, in cluster order, and the room tree over them."""
+
+    def __init__(self, first: _Node) -> None:
+        self.first = first
+        self.tree = _RoomTree()
+        self.indexes: list[int] = []  # cluster index of each leaf, increasing
+
+    def add(self, index: int, room: Sequence[int]) -> int:
+        self.indexes.append(index)
+        self.tree.append(room)
+        return len(self.indexes) - 1
+
+    def find(self, need: Sequence[int], start: int) -> Iterable[int]:
+        indexes = self.indexes
+        for slot in self.tree.find(need, bisect.bisect_left(indexes, start)):
+            yield indexes[slot]
+
+
 class _Counts:
     """How many pods matching one term sit on each node and in each topology domain."""
 
@@ -211,27 +235,62 @@ class _Counts:
 
 
 class _Spread:
-    """One spread constraint of one pod class: matching pods per eligible domain."""
+    """One spread constraint of one pod class: matching pods per eligible domain.
+
+    Counts only grow and domains are only added, so the smallest count is kept up to date
+    as they move (with how many domains hold it) instead of being searched for each pod.
+    """
 
     def __init__(self, counts: Counter[str]) -> None:
         self.counts = counts
+        self._low = min(counts.values(), default=0)
+        self._at_low = sum(1 for c in counts.values() if c == self._low)
+
+    def add_domain(self, value: str) -> None:
+        if value in self.counts:
+            return
+        self.counts[value] = 0
+        if self._low == 0 and self._at_low:
+            self._at_low += 1
+        else:
+            self._low, self._at_low = 0, 1
+
+    def add(self, value: str, copies: int) -> None:
+        before = self.counts.get(value)
+        if before is None:
+            self.add_domain(value)
+            before = 0
+        self.counts[value] = before + copies
+        if before == self._low and copies:
+            self._at_low -= 1
+            if self._at_low == 0:
+                self._low = min(self.counts.values())
+                self._at_low = sum(1 for c in self.counts.values() if c == self._low)
 
     def minimum(self, extra_domain: str | None, min_domains: int) -> int:
-        domains = len(self.counts) + (
-            1 if extra_domain is not None and extra_domain not in self.counts else 0
-        )
-        if domains < min_domains:
+        new = extra_domain is not None and extra_domain not in self.counts
+        if len(self.counts) + new < min_domains:
             return 0
-        low = min(self.counts.values(), default=0)
-        if extra_domain is not None and extra_domain not in self.counts:
-            low = 0
-        return low
+        return 0 if new else self._low
+
+
+@dataclass(eq=False)
+class _Feeds:
+    """What a placed pod of one profile must update: the counters whose terms match it."""
+
+    counts: list[_Counts] = field(default_factory=list)
+    spreads: list[tuple[SpreadConstraint, _Spread, set[int]]] = field(default_factory=list)
+    terms_seen: int = 0
+    spreads_seen: int = 0
 
 
 class _Cluster:
     def __init__(self, daemon_sets: Sequence[DaemonSetView]) -> None:
         self.nodes: list[_Node] = []
-        self.tree = _RoomTree()
+        # One room tree per group of nodes that agree on everything static but their name
+        # (a pool's zone, say): a pod skips a whole group its selectors or taints refuse.
+        self.groups: dict[tuple[object, ...], _Group] = {}
+        self._pinned: dict[PodProfile, bool] = {}
         self.daemon_sets = daemon_sets
         self._terms: dict[tuple[AffinityTerm, str], _Counts] = {}
         self._term_match: dict[tuple[AffinityTerm, PodProfile], bool] = {}
@@ -239,6 +298,13 @@ class _Cluster:
         self._spreads: dict[tuple[SpreadConstraint, PodProfile], _Spread] = {}
         self._static: dict[tuple[tuple[object, ...], tuple[object, ...]], str | None] = {}
         self._spread_nodes: dict[tuple[SpreadConstraint, PodProfile], set[int]] = {}
+        # Per profile: the term counters and spreads a pod of it counts in, and how many of
+        # each were looked at (both only grow, so only the new ones are checked again).
+        self._feeds: dict[PodProfile, _Feeds] = {}
+        self._term_list: list[tuple[AffinityTerm, _Counts]] = []
+        self._spread_list: list[tuple[SpreadConstraint, PodProfile, _Spread, set[int]]] = []
+        self._anti_list: list[AffinityTerm] = []
+        self._hits: dict[PodProfile, tuple[int, list[AffinityTerm]]] = {}
 
     # -- building --------------------------------------------------------------------
 
@@ -256,12 +322,15 @@ class _Cluster:
         node = _Node(len(self.nodes), name, pool, labels, taints, unschedulable, allocatable, kind)
         node.static_key = _static_key(node)
         self.nodes.append(node)
-        self.tree.append(self._main_room(node))
+        group = self.groups.get(node.static_key)
+        if group is None:
+            group = self.groups[node.static_key] = _Group(node)
+        node.slot = group.add(node.index, self._main_room(node))
         for spread_key, spread in self._spreads.items():
             constraint, profile = spread_key
             value = labels.get(constraint.topology_key)
             if value is not None and self._spread_eligible(constraint, profile, node):
-                spread.counts[value] += 0  # a new, empty domain (or one more node in it)
+                spread.add_domain(value)  # a new, empty domain (or one more node in it)
                 self._spread_nodes[spread_key].add(node.index)
         return node
 
@@ -286,22 +355,43 @@ class _Cluster:
         node.ports.extend(profile.ports)
         if counted:
             node.pods[profile] += copies
-            for (term, _), counts in self._terms.items():
-                if self._matches(term, profile):
-                    counts.add(node, copies)
+            feeds = self._feeds_of(profile)
+            for counts in feeds.counts:
+                counts.add(node, copies)
             for term in profile.anti_affinity:
                 owners = self._anti_owners.get(term)
                 if owners is None:
                     owners = self._anti_owners[term] = _Counts([term.topology_key])
+                    self._anti_list.append(term)
                 owners.add(node, copies)
-            for (constraint, owner), spread in self._spreads.items():
-                if node.index in self._spread_nodes[(constraint, owner)] and self._spread_counts(
-                    constraint, owner, profile
-                ):
-                    value = node.labels.get(constraint.topology_key)
-                    if value is not None:
-                        spread.counts[value] += copies
-        self.tree.set(node.index, self._main_room(node))
+            for constraint, spread, eligible in feeds.spreads:
+                value = node.labels.get(constraint.topology_key)
+                if value is not None and node.index in eligible:
+                    spread.add(value, copies)
+        self.groups[node.static_key].tree.set(node.slot, self._main_room(node))
+
+    def _feeds_of(self, profile: PodProfile) -> _Feeds:
+        feeds = self._feeds.get(profile)
+        if feeds is None:
+            feeds = self._feeds[profile] = _Feeds()
+        for term, counts in self._term_list[feeds.terms_seen :]:
+            if self._matches(term, profile):
+                feeds.counts.append(counts)
+        feeds.terms_seen = len(self._term_list)
+        for constraint, owner, spread, eligible in self._spread_list[feeds.spreads_seen :]:
+            if self._spread_counts(constraint, owner, profile):
+                feeds.spreads.append((constraint, spread, eligible))
+        feeds.spreads_seen = len(self._spread_list)
+        return feeds
+
+    def _anti_hits(self, profile: PodProfile) -> list[AffinityTerm]:
+        """The running pods' anti-affinity terms that match ``profile``."""
+        seen, hits = self._hits.get(profile, (0, []))
+        for term in self._anti_list[seen:]:
+            if self._matches(term, profile):
+                hits = [*hits, term]
+        self._hits[profile] = (len(self._anti_list), hits)
+        return hits
 
     # -- matching ---------------------------------------------------------------------
 
@@ -317,6 +407,7 @@ class _Cluster:
         counts = self._terms.get(key)
         if counts is None:
             counts = self._terms[key] = _Counts([term.topology_key])
+            self._term_list.append((term, counts))
             for node in self.nodes:
                 for profile, count in node.pods.items():
                     if self._matches(term, profile):
@@ -360,13 +451,14 @@ class _Cluster:
                 )
             spread = self._spreads[key] = _Spread(counts)
             self._spread_nodes[key] = eligible
+            self._spread_list.append((constraint, profile, spread, eligible))
         return spread
 
     # -- filters ------------------------------------------------------------------------
 
     def _static_problem(self, profile: PodProfile, node: _Node) -> str | None:
         """What never changes for the node: cordon, selectors, taints."""
-        pinned = HOSTNAME_LABEL in profile.node_selector or profile.node_affinity is not None
+        pinned = self.pinned(profile)
         key = (profile.key, node.static_key)
         if not pinned and key in self._static:
             return self._static[key]
@@ -388,6 +480,29 @@ class _Cluster:
         if not pinned:
             self._static[key] = problem
         return problem
+
+    def pinned(self, profile: PodProfile) -> bool:
+        """Whether the pod's node rules name nodes one by one (so groups do not decide)."""
+        found = self._pinned.get(profile)
+        if found is None:
+            terms = profile.node_affinity or ()
+            found = self._pinned[profile] = HOSTNAME_LABEL in profile.node_selector or any(
+                term.get("matchFields")
+                or any(e.get("key") == HOSTNAME_LABEL for e in term.get("matchExpressions") or ())
+                for term in terms
+            )
+        return found
+
+    def candidates(self, profile: PodProfile, need: Sequence[int], start: int) -> Iterable[int]:
+        """Nodes from ``start`` on with room for ``need``, in order, in groups it may use."""
+        searches = []
+        for group in self.groups.values():
+            if not self.pinned(profile) and self._static_problem(profile, group.first):
+                continue
+            searches.append(group.find(need, start))
+        if len(searches) == 1:
+            return searches[0]
+        return heapq.merge(*searches)
 
     @staticmethod
     def _resource_problem(profile: PodProfile, node: _Node) -> str | None:
@@ -422,8 +537,9 @@ class _Cluster:
             value = node.labels.get(term.topology_key)
             if value is not None and self._counts(term).by_domain[term.topology_key].get(value, 0):
                 return f"pod anti-affinity over {term.topology_key}: a matching pod in {value}"
-        for term, owners in self._anti_owners.items():
-            if owners.total and self._matches(term, profile):
+        for term in self._anti_hits(profile):
+            owners = self._anti_owners[term]
+            if owners.total:
                 value = node.labels.get(term.topology_key)
                 if value is not None and owners.by_domain[term.topology_key].get(value, 0):
                     return f"another pod's anti-affinity over {term.topology_key} in {value}"
@@ -481,7 +597,7 @@ class _PoolState:
     template: PoolTemplate
     opened: int = 0  # upcoming nodes opened (in flight ones included)
     new_nodes: list[int] = field(default_factory=list)  # indexes of granted new nodes
-    beyond: int = 0
+    beyond: list[int] = field(default_factory=list)  # indexes of nodes beyond maxNodes
 
 
 class _Simulation:
@@ -490,6 +606,7 @@ class _Simulation:
         nodes: Sequence[ExistingNode],
         pools: Sequence[PoolTemplate],
         daemon_sets: Sequence[DaemonSetView],
+        opened: Mapping[str, int],
     ) -> None:
         self.cluster = _Cluster(daemon_sets)
         self.pools = {p.name: _PoolState(p) for p in sorted(pools, key=lambda p: p.name)}
@@ -512,6 +629,9 @@ class _Simulation:
         for state in self.pools.values():
             for _ in range(state.template.in_flight):
                 self._open(state, kind=_BOOTING)
+            for _ in range(opened.get(state.template.name, 0)):
+                beyond = state.opened - state.template.in_flight >= state.template.headroom
+                self._open(state, kind=_BEYOND_MAX if beyond else _NEW)
 
     def _open(self, state: _PoolState, *, kind: str) -> _Node:
         template = state.template
@@ -530,7 +650,7 @@ class _Simulation:
         if kind == _NEW:
             state.new_nodes.append(node.index)
         elif kind == _BEYOND_MAX:
-            state.beyond += 1
+            state.beyond.append(node.index)
         return node
 
     def _candidate(self, state: _PoolState, ahead: int) -> _Node:
@@ -558,7 +678,7 @@ class _Simulation:
     def existing_fit(self, profile: PodProfile, start: int) -> _Node | None:
         need = [profile.requests.get(name, 0) for name in _MAIN]
         cluster = self.cluster
-        for index in cluster.tree.find(need, start):
+        for index in cluster.candidates(profile, need, start):
             node = cluster.nodes[index]
             if cluster.problem(profile, node) is None:
                 return node
@@ -628,8 +748,40 @@ def simulate(
     """Place ``pending`` (oldest first) as kube-scheduler would, opening pool nodes as needed.
 
     ``nominated`` pods keep their room on the node preemption chose for them.
+
+    A topology spread judged while new nodes open one after the other would let the first
+    ones fill up before the later domains exist; the real scheduler sees the new nodes
+    together. So when a pending pod spreads, the simulation runs again with the nodes the
+    last run opened there from the start, until it opens no more (at most a few rounds).
     """
-    simulation = _Simulation(nodes, pools, daemon_sets)
+    opened: dict[str, int] = {}
+    spreading = any(profile.spread for profile in pending)
+    for _ in range(_SPREAD_ROUNDS):
+        outcome = _simulate_once(
+            pending,
+            nodes=nodes,
+            pools=pools,
+            daemon_sets=daemon_sets,
+            nominated=nominated,
+            opened=opened,
+        )
+        wanted = {name: p.wanted_nodes for name, p in outcome.pools.items() if p.wanted_nodes}
+        if not spreading or wanted == opened:
+            break
+        opened = wanted
+    return outcome
+
+
+def _simulate_once(
+    pending: Sequence[PodProfile],
+    *,
+    nodes: Sequence[ExistingNode],
+    pools: Sequence[PoolTemplate],
+    daemon_sets: Sequence[DaemonSetView],
+    nominated: Sequence[tuple[PodProfile, str]],
+    opened: Mapping[str, int],
+) -> Outcome:
+    simulation = _Simulation(nodes, pools, daemon_sets, opened)
     cluster = simulation.cluster
     by_name = {node.name: node for node in cluster.nodes}
     for profile, node_name in nominated:
@@ -695,10 +847,19 @@ def _outcome(
         hosted.setdefault(node.pool, []).append(index)
         if node.kind == _NEW:
             triggering.setdefault(node.pool, []).append(index)
+    used = {name for name in placements if name is not None}
+    for state in simulation.pools.values():
+        # Opened ahead by an earlier round and needed by nothing now: the last nodes of the
+        # pool's queue (beyond maxNodes ones come last) are given back.
+        for opened in (state.beyond, state.new_nodes):
+            while opened and nodes[opened[-1]].name not in used:
+                opened.pop()
+            if opened:
+                break
     pools = {
         name: PoolOutcome(
             new_nodes=len(state.new_nodes),
-            wanted_nodes=len(state.new_nodes) + state.beyond,
+            wanted_nodes=len(state.new_nodes) + len(state.beyond),
             triggering=tuple(triggering.get(name, ())),
             hosted=tuple(hosted.get(name, ())),
         )
