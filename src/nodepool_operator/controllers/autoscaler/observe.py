@@ -222,12 +222,25 @@ def _allocatable(node: Mapping[str, Any], fallback: Mapping[str, int]) -> dict[s
     return found
 
 
+#: Taints a node carries only while it boots (or until the node-lifecycle controller
+#: notices it is Ready): counting them would make every booting node useless to every pod
+#: and ask for more nodes while the first ones come up (Karpenter ignores the same ones).
+EPHEMERAL_TAINTS: Final = frozenset(
+    {
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+        "node.cloudprovider.kubernetes.io/uninitialized",
+    }
+)
+
+
 def _taints(raw: Iterable[Mapping[str, Any]]) -> tuple[constraints.Taint, ...]:
     return tuple(
         constraints.Taint(
             str(t.get("key", "")), str(t.get("value") or ""), str(t.get("effect", ""))
         )
         for t in raw
+        if t.get("key") not in EPHEMERAL_TAINTS
     )
 
 
