@@ -144,8 +144,6 @@ class _Pool:
     facts: plan.PoolFacts
     uid: str
     basis: int
-    owner: str
-    namespaces: tuple[str, ...]
     unneeded: tuple[str, ...]
 
 
@@ -389,11 +387,11 @@ class Observer:
         pools: dict[str, _Pool] = {}
         templates: list[simulation.PoolTemplate] = []
         existing: list[simulation.ExistingNode] = []
-        for pool_name, (owner, spec) in sorted(owners.items()):
+        for pool_name, (_, spec) in sorted(owners.items()):
             pool = self.pools.get(pool_name)
             if pool is None or pool["metadata"].get("deletionTimestamp"):
                 continue
-            view, template, nodes = self._pool(pool, owner=owner, namespaces=spec.namespaces)
+            view, template, nodes = self._pool(pool, namespaces=spec.namespaces)
             pools[pool_name] = view
             templates.append(template)
             existing.extend(nodes)
@@ -476,7 +474,7 @@ class Observer:
         return views
 
     def _pool(
-        self, pool: Object, *, owner: str, namespaces: Sequence[str]
+        self, pool: Object, *, namespaces: Sequence[str]
     ) -> tuple[_Pool, simulation.PoolTemplate, list[simulation.ExistingNode]]:
         name = str(pool["metadata"]["name"])
         spec = np.spec_of(pool)
@@ -516,8 +514,6 @@ class Observer:
             facts=facts,
             uid=str(pool["metadata"].get("uid", "")),
             basis=basis,
-            owner=owner,
-            namespaces=tuple(namespaces),
             unneeded=usage.unneeded,
         )
         return view, template, nodes
