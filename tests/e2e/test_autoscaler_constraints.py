@@ -420,3 +420,49 @@ async def test_a_second_autoscaler_on_the_same_pool_is_reported_as_conflicting(
     finally:
         await custom.delete_cluster_custom_object(*AUTOSCALERS, second)
     assert operator.errors_logged() == []
+
+
+async def test_pods_affine_to_a_pending_pod_share_its_node_and_the_one_left_over_is_told(
+    api_client: client.ApiClient,
+    start_simcloud: Any,
+    start_operator: Any,
+    pool_name: str,
+    autoscaler_name: str,
+    namespace: str,
+) -> None:
+    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
+    operator: Operator = start_operator(cloud)
+    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
+    await make_pool(custom, pool_name)
+    await make_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
+    selector = {np.POOL_LABEL: pool_name}
+    near_cache = {
+        "podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "cache"}}, "topologyKey": HOSTNAME}
+            ]
+        }
+    }
+    # The cache and two 1.5-cpu web pods fill one node; the third web pod must be on the
+    # cache's node too, so no new node can ever host it: one node, and it is told why.
+    history = await scale_up_for(
+        api_client,
+        pool=pool_name,
+        namespace=namespace,
+        deployments=[
+            workload("cache", selector=selector, replicas=1, cpu="250m"),
+            workload("web", selector=selector, replicas=3, cpu="1500m", affinity=near_cache),
+        ],
+        running_pods=3,
+    )
+    assert history.values == [0, 1]
+    assert await phases(core, namespace) == {"Running": 3, "Pending": 1}
+    [pending] = [
+        p for p in (await core.list_namespaced_pod(namespace)).items if p.status.phase == "Pending"
+    ]
+    [warning] = await wait_for(
+        lambda: events(core, namespace, name=pending.metadata.name, reason="NotTriggerScaleUp"),
+        within=30,
+    )
+    assert "pod affinity" in warning.message
+    assert operator.errors_logged() == []

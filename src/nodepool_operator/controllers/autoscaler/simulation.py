@@ -793,7 +793,9 @@ def _simulate_once(
         for name, amount in pool.allocatable.items():
             reference[name] = max(reference.get(name, 0), amount)
     classes = _classes(pending)
-    classes.sort(key=lambda c: (-c[0].priority, -_share(c[0], reference)))
+    # Pods that need other pods near them go after the pods that need nobody, so that a
+    # pending pod they are affine to is placed first (the scheduler retries them until it is).
+    classes.sort(key=lambda c: (-c[0].priority, bool(c[0].affinity), -_share(c[0], reference)))
     placements: list[str | None] = [None] * len(pending)
     unfit: dict[int, str] = {}
     for profile, members in classes:
