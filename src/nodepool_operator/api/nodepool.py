@@ -18,8 +18,9 @@ prove they agree field by field, type by type, and default by default.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final, Literal, get_args
 
 from nodepool_operator.api import _fields, meta, quantity
@@ -68,6 +69,7 @@ __all__ = [
     "status_of",
     "template_allocatable",
     "template_capacity",
+    "vm_names",
     "zone_of",
 ]
 
@@ -130,6 +132,21 @@ def node_labels(pool: str, template: NodeTemplate, *, zone: str | None = None) -
     if template.region is not None:
         labels[REGION_LABEL] = template.region
     return labels
+
+
+def vm_names(pool: str, taken: Iterable[str]) -> Iterator[str]:
+    """The names of the pool's next VMs, in the order they are created: ``<pool>-<index>``,
+    lowest free index first.
+
+    The NodePool controller creates VMs by these names (a retry or a restart asks for the
+    same ones, so the cloud's idempotent create makes no duplicate), and the Autoscaler
+    plans its new nodes by them: one rule, so the two never disagree on a node's zone.
+    """
+    used = set(taken)
+    for index in itertools.count():
+        name = f"{pool}-{index}"
+        if name not in used:
+            yield name
 
 
 def zone_of(vm_name: str, template: NodeTemplate) -> str | None:

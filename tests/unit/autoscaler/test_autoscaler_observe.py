@@ -218,10 +218,12 @@ async def test_scheduling_gated_pods_are_not_planned_nor_block_scale_down() -> N
     assert seen.pending_fitting == 0
 
 
-async def test_pods_for_another_scheduler_are_not_planned() -> None:
+async def test_pods_for_another_scheduler_are_not_planned_nor_block_scale_down() -> None:
     theirs = pod("theirs", spec={"schedulerName": "volcano"})
-    seen = await observe(observer(pods=[theirs]))
+    waiting = pod("waiting", spec={"schedulerName": "volcano"}, marked=False)
+    seen = await observe(observer(pods=[theirs, waiting]))
     assert (seen.fitting, seen.unfit, seen.up.wanted_nodes) == ((), (), 0)
+    assert seen.pending_fitting == 0
 
 
 async def test_pending_daemonset_pods_are_not_planned() -> None:

@@ -19,6 +19,7 @@ from nodepool_operator.api import quantity
 
 __all__ = [
     "DEFAULT_SCHEDULER",
+    "is_ours_to_schedule",
     "is_pending_unbound",
     "is_unschedulable",
     "nominated_node",
@@ -53,6 +54,14 @@ def nominated_node(pod: Mapping[str, Any]) -> str | None:
     return str(name) if name else None
 
 
+def is_ours_to_schedule(pod: Mapping[str, Any]) -> bool:
+    """Whether kube-scheduler (not another scheduler) may place the pod now: no gates left."""
+    spec = _spec(pod)
+    if spec.get("schedulingGates"):
+        return False
+    return (spec.get("schedulerName") or DEFAULT_SCHEDULER) == DEFAULT_SCHEDULER
+
+
 def is_unschedulable(pod: Mapping[str, Any]) -> bool:
     """A pod our scheduler tried and could not place, that a new node might help.
 
@@ -63,10 +72,7 @@ def is_unschedulable(pod: Mapping[str, Any]) -> bool:
     """
     if not is_pending_unbound(pod) or nominated_node(pod) is not None:
         return False
-    spec = _spec(pod)
-    if spec.get("schedulingGates"):
-        return False
-    if (spec.get("schedulerName") or DEFAULT_SCHEDULER) != DEFAULT_SCHEDULER:
+    if not is_ours_to_schedule(pod):
         return False
     return any(
         c.get("type") == "PodScheduled"

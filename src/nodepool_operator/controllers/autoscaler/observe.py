@@ -148,24 +148,15 @@ class _Pool:
 
 
 @dataclass(frozen=True)
-class _World:
-    pools: Mapping[str, _Pool]
-    owners: Mapping[str, str]  # pool -> the Autoscaler that plans for it
-    pending: tuple[Object, ...]  # the pods the plan placed (or could not), oldest first
-    outcome: simulation.Outcome
-    unreadable: tuple[tuple[Object, str], ...]  # unschedulable pods whose requests are broken
-    waiting: tuple[Object, ...]  # pending pods the scheduler has not judged yet
-
-
-@dataclass(frozen=True)
 class _Gathered:
     """Everything one plan reads, copied out of the caches on the event loop."""
 
     pools: Mapping[str, _Pool]
-    owners: Mapping[str, str]
-    pending: tuple[tuple[Object, PodProfile], ...]
-    unreadable: tuple[tuple[Object, str], ...]
-    waiting: tuple[Object, ...]
+    owners: Mapping[str, str]  # pool -> the Autoscaler that plans for it
+    pending: tuple[Object, ...]  # the unschedulable pods planned for, oldest first
+    profiles: tuple[PodProfile, ...]  # theirs, in the same order
+    unreadable: tuple[tuple[Object, str], ...]  # unschedulable pods whose requests are broken
+    waiting: tuple[Object, ...]  # pending pods the scheduler has not judged yet
     nodes: tuple[simulation.ExistingNode, ...]
     templates: tuple[simulation.PoolTemplate, ...]
     daemon_sets: tuple[simulation.DaemonSetView, ...]
@@ -173,21 +164,11 @@ class _Gathered:
 
     def simulate(self) -> simulation.Outcome:
         return simulation.simulate(
-            [profile for _, profile in self.pending],
+            self.profiles,
             nodes=self.nodes,
             pools=self.templates,
             daemon_sets=self.daemon_sets,
             nominated=self.nominated,
-        )
-
-    def world(self, outcome: simulation.Outcome) -> _World:
-        return _World(
-            pools=self.pools,
-            owners=self.owners,
-            pending=tuple(pod for pod, _ in self.pending),
-            outcome=outcome,
-            unreadable=self.unreadable,
-            waiting=self.waiting,
         )
 
 
@@ -246,25 +227,17 @@ def _template_taints(template: np.NodeTemplate) -> tuple[constraints.Taint, ...]
     return tuple(constraints.Taint(t.key, t.value or "", t.effect) for t in template.taints)
 
 
-def _index_of(name: str, pool: str) -> int | None:
-    suffix = name[len(pool) + 1 :] if name.startswith(f"{pool}-") else ""
-    return int(suffix) if suffix.isdigit() else None
-
-
 def _upcoming(
     pool: str, template: np.NodeTemplate, taken: Iterable[str]
 ) -> Callable[[int], tuple[str, Mapping[str, str]]]:
-    """Names and labels of the nodes the pool registers next: lowest free index first."""
-    used = {i for i in (_index_of(n, pool) for n in taken) if i is not None}
-    free: list[int] = []
+    """Names and labels of the nodes the pool registers next, in the order it creates them."""
+    names = np.vm_names(pool, taken)
+    known: list[str] = []
 
     def upcoming(k: int) -> tuple[str, Mapping[str, str]]:
-        candidate = free[-1] + 1 if free else 0
-        while len(free) <= k:
-            if candidate not in used:
-                free.append(candidate)
-            candidate += 1
-        name = f"{pool}-{free[k]}"
+        while len(known) <= k:
+            known.append(next(names))
+        name = known[k]
         labels = np.node_labels(pool, template, zone=np.zone_of(name, template))
         return name, {**labels, np.HOSTNAME_LABEL: name}
 
@@ -296,7 +269,7 @@ class Observer:
         self.ledger = ledger
         self.cache = cache or ProfileCache()
         self.expendable_priority = expendable_priority
-        self._world: tuple[tuple[str, ...], _World] | None = None
+        self._plan: tuple[tuple[str, ...], _Gathered, simulation.Outcome] | None = None
         pods.add_index(PENDING_INDEX, _pending_index)
         pods.add_index(NODE_INDEX, _node_index)
         nodes.add_index(POOL_INDEX, _pool_of_node_index)
@@ -306,14 +279,14 @@ class Observer:
 
     async def observe(self, name: str, spec: nas.AutoscalerSpec) -> Observation | Conflict | None:
         """The Autoscaler's part of the plan; None when its pool does not exist."""
-        world = await self._current()
+        world, outcome = await self._current()  # shared by every Autoscaler
         owner = world.owners.get(spec.node_pool_name)
         if owner is not None and owner != name:
             return Conflict(pool=spec.node_pool_name, owner=owner)
         pool = world.pools.get(spec.node_pool_name)
         if pool is None:
             return None
-        up = world.outcome.pools.get(pool.facts.name) or simulation.PoolOutcome(0, 0, (), ())
+        up = outcome.pools.get(pool.facts.name) or simulation.PoolOutcome(0, 0, (), ())
         mine = set(spec.namespaces)
         watched = [
             (i, pod)
@@ -325,10 +298,7 @@ class Observer:
             for pod, why in world.unreadable
             if not mine or pod["metadata"].get("namespace") in mine
         )
-        unfit = (
-            tuple((pod, world.outcome.unfit[i]) for i, pod in watched if i in world.outcome.unfit)
-            + broken
-        )
+        unfit = tuple((pod, outcome.unfit[i]) for i, pod in watched if i in outcome.unfit) + broken
         waiting = sum(
             1 for pod in world.waiting if not mine or pod["metadata"].get("namespace") in mine
         )
@@ -356,16 +326,16 @@ class Observer:
             str(self.ledger.serial),
         )
 
-    async def _current(self) -> _World:
+    async def _current(self) -> tuple[_Gathered, simulation.Outcome]:
         version = self._version()
-        if self._world is None or self._world[0] != version:
+        if self._plan is None or self._plan[0] != version:
             gathered = self._gather()
             # Simulating tens of thousands of pods takes long enough to starve the
             # informers and the lease renewal if it ran on the event loop; its inputs are
             # immutable snapshots, so it runs in a worker thread.
             outcome = await asyncio.to_thread(gathered.simulate)
-            self._world = (version, gathered.world(outcome))
-        return self._world[1]
+            self._plan = (version, gathered, outcome)
+        return self._plan[1], self._plan[2]
 
     # -- the shared plan ------------------------------------------------------------------
 
@@ -403,7 +373,8 @@ class Observer:
         return _Gathered(
             pools=pools,
             owners={pool: owner for pool, (owner, _) in owners.items()},
-            pending=tuple((pod, p) for pod, p in pending if isinstance(p, PodProfile)),
+            pending=tuple(pod for pod, p in pending if isinstance(p, PodProfile)),
+            profiles=tuple(p for _, p in pending if isinstance(p, PodProfile)),
             unreadable=tuple((pod, p) for pod, p in pending if isinstance(p, str)),
             waiting=tuple(waiting),
             nodes=tuple(existing),
@@ -438,9 +409,9 @@ class Observer:
                     nominated.append((profile, node))
                 continue
             if not fit.is_unschedulable(pod):
-                if fit.is_pending_unbound(pod) and not (pod.get("spec") or {}).get(
-                    "schedulingGates"
-                ):
+                # Not judged yet by kube-scheduler: it may still need the pool's room. A gated
+                # pod or one for another scheduler is not ours to wait for.
+                if fit.is_ours_to_schedule(pod):
                     waiting.append(pod)
                 continue
             profile = self.cache.get(pod)

@@ -132,16 +132,22 @@ class _Node:
     used: dict[str, int] = field(default_factory=dict)
     ports: list[HostPort] = field(default_factory=list)
     pods: Counter[PodProfile] = field(default_factory=Counter)
-    static_key: tuple[object, ...] = ()
+    # Everything the static filters read but the name: equal keys, equal verdicts.
+    static_key: tuple[object, ...] = field(init=False, default=())
     slot: int = 0  # its leaf in its group's room tree
+
+    def __post_init__(self) -> None:
+        labels = tuple(sorted((k, v) for k, v in self.labels.items() if k != HOSTNAME_LABEL))
+        self.static_key = (labels, self.taints, self.unschedulable)
 
     def room(self, name: str) -> int:
         return self.allocatable.get(name, 0) - self.used.get(name, 0)
 
-
-def _static_key(node: _Node) -> tuple[object, ...]:
-    labels = tuple(sorted((k, v) for k, v in node.labels.items() if k != HOSTNAME_LABEL))
-    return (labels, node.taints, node.unschedulable)
+    def charge(self, profile: PodProfile, copies: int) -> None:
+        """Take the room and host ports of ``copies`` pods of ``profile``."""
+        for name, amount in profile.requests.items():
+            self.used[name] = self.used.get(name, 0) + amount * copies
+        self.ports.extend(profile.ports)
 
 
 class _RoomTree:
@@ -218,20 +224,18 @@ class _Group:
 
 
 class _Counts:
-    """How many pods matching one term sit on each node and in each topology domain."""
+    """How many pods matching one term sit in each domain of the term's topology key."""
 
-    def __init__(self, key_names: Iterable[str]) -> None:
+    def __init__(self, topology_key: str) -> None:
+        self.topology_key = topology_key
         self.total = 0
-        self.per_node: Counter[int] = Counter()
-        self.by_domain: dict[str, Counter[str]] = {k: Counter() for k in key_names}
+        self.by_domain: Counter[str] = Counter()
 
     def add(self, node: _Node, count: int) -> None:
         self.total += count
-        self.per_node[node.index] += count
-        for key, domains in self.by_domain.items():
-            value = node.labels.get(key)
-            if value is not None:
-                domains[value] += count
+        value = node.labels.get(self.topology_key)
+        if value is not None:
+            self.by_domain[value] += count
 
 
 class _Spread:
@@ -241,8 +245,9 @@ class _Spread:
     as they move (with how many domains hold it) instead of being searched for each pod.
     """
 
-    def __init__(self, counts: Counter[str]) -> None:
+    def __init__(self, counts: Counter[str], eligible: set[int]) -> None:
         self.counts = counts
+        self.eligible = eligible  # indexes of the nodes whose domains count
         self._low = min(counts.values(), default=0)
         self._at_low = sum(1 for c in counts.values() if c == self._low)
 
@@ -279,7 +284,7 @@ class _Feeds:
     """What a placed pod of one profile must update: the counters whose terms match it."""
 
     counts: list[_Counts] = field(default_factory=list)
-    spreads: list[tuple[SpreadConstraint, _Spread, set[int]]] = field(default_factory=list)
+    spreads: list[tuple[SpreadConstraint, _Spread]] = field(default_factory=list)
     terms_seen: int = 0
     spreads_seen: int = 0
 
@@ -292,17 +297,16 @@ class _Cluster:
         self.groups: dict[tuple[object, ...], _Group] = {}
         self._pinned: dict[PodProfile, bool] = {}
         self.daemon_sets = daemon_sets
-        self._terms: dict[tuple[AffinityTerm, str], _Counts] = {}
+        self._terms: dict[AffinityTerm, _Counts] = {}
         self._term_match: dict[tuple[AffinityTerm, PodProfile], bool] = {}
         self._anti_owners: dict[AffinityTerm, _Counts] = {}
         self._spreads: dict[tuple[SpreadConstraint, PodProfile], _Spread] = {}
         self._static: dict[tuple[tuple[object, ...], tuple[object, ...]], str | None] = {}
-        self._spread_nodes: dict[tuple[SpreadConstraint, PodProfile], set[int]] = {}
         # Per profile: the term counters and spreads a pod of it counts in, and how many of
         # each were looked at (both only grow, so only the new ones are checked again).
         self._feeds: dict[PodProfile, _Feeds] = {}
         self._term_list: list[tuple[AffinityTerm, _Counts]] = []
-        self._spread_list: list[tuple[SpreadConstraint, PodProfile, _Spread, set[int]]] = []
+        self._spread_list: list[tuple[SpreadConstraint, PodProfile, _Spread]] = []
         self._anti_list: list[AffinityTerm] = []
         self._hits: dict[PodProfile, tuple[int, list[AffinityTerm]]] = {}
 
@@ -320,28 +324,30 @@ class _Cluster:
         kind: str,
     ) -> _Node:
         node = _Node(len(self.nodes), name, pool, labels, taints, unschedulable, allocatable, kind)
-        node.static_key = _static_key(node)
         self.nodes.append(node)
         group = self.groups.get(node.static_key)
         if group is None:
             group = self.groups[node.static_key] = _Group(node)
         node.slot = group.add(node.index, self._main_room(node))
-        for spread_key, spread in self._spreads.items():
-            constraint, profile = spread_key
+        for constraint, profile, spread in self._spread_list:
             value = labels.get(constraint.topology_key)
             if value is not None and self._spread_eligible(constraint, profile, node):
                 spread.add_domain(value)  # a new, empty domain (or one more node in it)
-                self._spread_nodes[spread_key].add(node.index)
+                spread.eligible.add(node.index)
         return node
+
+    def daemons_for(self, node: _Node, present: frozenset[str] = frozenset()) -> list[PodProfile]:
+        """The pods of the DaemonSets that would run on ``node`` and are not there yet."""
+        return [
+            daemon.profile
+            for daemon in self.daemon_sets
+            if daemon.uid not in present and self._static_problem(daemon.profile, node) is None
+        ]
 
     def add_daemon_pods(self, node: _Node, *, present: frozenset[str] = frozenset()) -> None:
         """Charge a node with the DaemonSet pods that would run on it and are not there."""
-        for daemon in self.daemon_sets:
-            if daemon.uid in present:
-                continue
-            profile = daemon.profile
-            if self._static_problem(profile, node) is None:
-                self.place(profile, node, 1, counted=True)
+        for profile in self.daemons_for(node, present):
+            self.place(profile, node, 1, counted=True)
 
     def _main_room(self, node: _Node) -> list[int]:
         if node.unschedulable:
@@ -350,9 +356,7 @@ class _Cluster:
 
     def place(self, profile: PodProfile, node: _Node, copies: int, *, counted: bool) -> None:
         """Put ``copies`` pods of ``profile`` on ``node``; ``counted`` for spread and affinity."""
-        for name, amount in profile.requests.items():
-            node.used[name] = node.used.get(name, 0) + amount * copies
-        node.ports.extend(profile.ports)
+        node.charge(profile, copies)
         if counted:
             node.pods[profile] += copies
             feeds = self._feeds_of(profile)
@@ -361,12 +365,12 @@ class _Cluster:
             for term in profile.anti_affinity:
                 owners = self._anti_owners.get(term)
                 if owners is None:
-                    owners = self._anti_owners[term] = _Counts([term.topology_key])
+                    owners = self._anti_owners[term] = _Counts(term.topology_key)
                     self._anti_list.append(term)
                 owners.add(node, copies)
-            for constraint, spread, eligible in feeds.spreads:
+            for constraint, spread in feeds.spreads:
                 value = node.labels.get(constraint.topology_key)
-                if value is not None and node.index in eligible:
+                if value is not None and node.index in spread.eligible:
                     spread.add(value, copies)
         self.groups[node.static_key].tree.set(node.slot, self._main_room(node))
 
@@ -378,9 +382,9 @@ class _Cluster:
             if self._matches(term, profile):
                 feeds.counts.append(counts)
         feeds.terms_seen = len(self._term_list)
-        for constraint, owner, spread, eligible in self._spread_list[feeds.spreads_seen :]:
+        for constraint, owner, spread in self._spread_list[feeds.spreads_seen :]:
             if self._spread_counts(constraint, owner, profile):
-                feeds.spreads.append((constraint, spread, eligible))
+                feeds.spreads.append((constraint, spread))
         feeds.spreads_seen = len(self._spread_list)
         return feeds
 
@@ -403,10 +407,9 @@ class _Cluster:
         return found
 
     def _counts(self, term: AffinityTerm) -> _Counts:
-        key = (term, term.topology_key)
-        counts = self._terms.get(key)
+        counts = self._terms.get(term)
         if counts is None:
-            counts = self._terms[key] = _Counts([term.topology_key])
+            counts = self._terms[term] = _Counts(term.topology_key)
             self._term_list.append((term, counts))
             for node in self.nodes:
                 for profile, count in node.pods.items():
@@ -449,9 +452,8 @@ class _Cluster:
                     for other, count in node.pods.items()
                     if self._spread_counts(constraint, profile, other)
                 )
-            spread = self._spreads[key] = _Spread(counts)
-            self._spread_nodes[key] = eligible
-            self._spread_list.append((constraint, profile, spread, eligible))
+            spread = self._spreads[key] = _Spread(counts, eligible)
+            self._spread_list.append((constraint, profile, spread))
         return spread
 
     # -- filters ------------------------------------------------------------------------
@@ -527,7 +529,7 @@ class _Cluster:
             if value is None:
                 return f"pod affinity: node has no {term.topology_key} label"
             counts = self._counts(term)
-            if counts.by_domain[term.topology_key].get(value, 0) > 0:
+            if counts.by_domain[value] > 0:
                 continue
             # The first pod of a group that is affine to itself may go anywhere.
             if counts.total == 0 and self._matches(term, profile):
@@ -535,13 +537,13 @@ class _Cluster:
             return f"pod affinity over {term.topology_key}: no matching pod in {value}"
         for term in profile.anti_affinity:
             value = node.labels.get(term.topology_key)
-            if value is not None and self._counts(term).by_domain[term.topology_key].get(value, 0):
+            if value is not None and self._counts(term).by_domain[value]:
                 return f"pod anti-affinity over {term.topology_key}: a matching pod in {value}"
         for term in self._anti_hits(profile):
             owners = self._anti_owners[term]
             if owners.total:
                 value = node.labels.get(term.topology_key)
-                if value is not None and owners.by_domain[term.topology_key].get(value, 0):
+                if value is not None and owners.by_domain[value]:
                     return f"another pod's anti-affinity over {term.topology_key} in {value}"
         return None
 
@@ -667,12 +669,8 @@ class _Simulation:
             template.allocatable,
             _NEW,
         )
-        node.static_key = _static_key(node)
-        for daemon in self.cluster.daemon_sets:
-            if self.cluster._static_problem(daemon.profile, node) is None:
-                for resource, amount in daemon.profile.requests.items():
-                    node.used[resource] = node.used.get(resource, 0) + amount
-                node.ports.extend(daemon.profile.ports)
+        for profile in self.cluster.daemons_for(node):
+            node.charge(profile, 1)
         return node
 
     def existing_fit(self, profile: PodProfile, start: int) -> _Node | None:

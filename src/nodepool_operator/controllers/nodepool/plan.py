@@ -1,8 +1,7 @@
 """Pure decisions of the NodePool controller: no I/O, so each is unit-tested on its own.
 
-* which VM names to create (deterministic: ``<pool>-<index>``, lowest free index first, so
-  a retry or a restart asks for the same names and the cloud's idempotent create makes no
-  duplicate);
+* which VM names to create (``nodepool.vm_names``: deterministic, so a retry or a restart
+  asks for the same names and the cloud's idempotent create makes no duplicate);
 * which Nodes to give up on a scale-down (those already being drained, then VMs that never
   became Nodes, then the emptiest Nodes);
 * what a ScaleRequest does to ``spec.targetNodes``;
@@ -11,6 +10,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -38,15 +38,7 @@ def desired_nodes(spec: np.NodePoolSpec) -> int:
 
 
 def names_to_create(pool: str, existing: Iterable[str], count: int) -> list[VmName]:
-    taken = set(existing)
-    names: list[VmName] = []
-    index = 0
-    while len(names) < count:
-        candidate = f"{pool}-{index}"
-        if candidate not in taken:
-            names.append(VmName(candidate))
-        index += 1
-    return names
+    return [VmName(name) for name in itertools.islice(np.vm_names(pool, existing), count)]
 
 
 def is_draining(node: Mapping[str, Any]) -> bool:
