@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from nodepool_operator.runtime import metrics
+from nodepool_operator.runtime import metrics, versions
 from nodepool_operator.runtime.client import Client, Object, Resource
 from nodepool_operator.runtime.informer import object_key
 
@@ -69,11 +69,8 @@ class _Written:
         integers, which is the only case where "older" can be told. Otherwise only an equal
         version proves the cache caught up, and anything else is treated as stale.
         """
-        if cached_version == self.version_after:
-            return False
-        if cached_version.isdigit() and self.version_after.isdigit():
-            return int(cached_version) < int(self.version_after)
-        return True
+        order = versions.compare(cached_version, self.version_after)
+        return order is None or order < 0
 
 
 class StatusWriter:

@@ -21,6 +21,7 @@ from nodepool_operator.api import autoscaler as nas
 from nodepool_operator.api import scalerequest as sr
 from nodepool_operator.controllers.resources import SCALEREQUESTS
 from nodepool_operator.runtime import clock as clock_module
+from nodepool_operator.runtime import versions
 from nodepool_operator.runtime.client import Client, Object
 
 __all__ = ["RequestLedger", "ScaleRequester", "request_name", "requester_of"]
@@ -60,9 +61,9 @@ def _version(obj: Object) -> str:
 
 
 def _caught_up(cache_version: str, created_version: str) -> bool:
-    if cache_version.isdigit() and created_version.isdigit():
-        return int(cache_version) >= int(created_version)
-    return False
+    # Unknown order: keep showing our request until the cache shows it by name.
+    order = versions.compare(cache_version, created_version)
+    return order is not None and order >= 0
 
 
 class RequestLedger:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from nodepool_operator.controllers.autoscaler.simulation import PoolOutcome
+from nodepool_operator.runtime import versions
 
 __all__ = [
     "Action",
@@ -89,11 +90,10 @@ class Decision:
 
 
 def _newer(version: str, than: str) -> bool:
-    # resourceVersions are opaque in general but increasing integers on etcd; when they
-    # cannot be compared, assume the cache is behind (the safe side: ask for less).
-    if version.isdigit() and than.isdigit():
-        return int(version) > int(than)
-    return True
+    # When the versions cannot be ordered, assume the cache is behind (the safe side:
+    # ask for less).
+    order = versions.compare(version, than)
+    return order is None or order > 0
 
 
 def base_target(
@@ -120,7 +120,7 @@ def base_target(
         and _newer(r.version, pool_version)
     ]
     if behind:
-        last = max(behind, key=lambda r: int(r.version) if r.version.isdigit() else 0)
+        last = max(behind, key=lambda r: _version_number(r.version))
         base = last.applied if last.applied is not None else base
     return base
 
@@ -144,7 +144,7 @@ def effective_target(
 
 
 def _version_number(version: str) -> int:
-    return int(version) if version.isdigit() else 0
+    return versions.number(version) or 0
 
 
 def scale_down_blocker(pool: PoolFacts, *, enabled: bool, pending_fitting: int) -> str | None:

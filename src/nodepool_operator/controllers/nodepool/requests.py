@@ -26,7 +26,7 @@ from nodepool_operator.api import nodepool as np
 from nodepool_operator.api import scalerequest as sr
 from nodepool_operator.controllers.nodepool import plan
 from nodepool_operator.controllers.resources import NODEPOOLS, SCALEREQUESTS
-from nodepool_operator.runtime import errors, retry
+from nodepool_operator.runtime import errors, retry, versions
 from nodepool_operator.runtime.client import Client, Object
 from nodepool_operator.runtime.status import StatusWriter
 
@@ -48,8 +48,8 @@ def _created(obj: Mapping[str, Any]) -> str:
 def _resource_version(obj: Mapping[str, Any]) -> int:
     # Opaque in general, an increasing integer on etcd-backed servers, the only case
     # where it can order two requests made within the same second.
-    version = str(obj.get("metadata", {}).get("resourceVersion", ""))
-    return int(version) if version.isdigit() else -1
+    found = versions.number(str(obj.get("metadata", {}).get("resourceVersion", "")))
+    return -1 if found is None else found
 
 
 def pending_requests(requests: Sequence[Object]) -> list[Object]:
