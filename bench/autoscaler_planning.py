@@ -25,55 +25,45 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
+import sys
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from nodepool_operator.api import nodepool as np
 from nodepool_operator.controllers.autoscaler import constraints, simulation
 
+# The constraint kinds are built by the same code the e2e and differential tests use.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+import workloads
+
 GI = 1024**3
 ZONES = ("zone-a", "zone-b", "zone-c")
 TEMPLATE = np.NodeTemplate(cpu="4", memory="16Gi", pods=110, zones=ZONES)
-KINDS = ("plain", "anti-host", "spread-zone", "spread-host", "host-port", "zone-pin", "tolerate")
 
 
 def pod(name: str, cpu: int, memory: int, *, labels: Mapping[str, str], **spec: Any) -> Any:
-    container = {"name": "c", "resources": {"requests": {"cpu": f"{cpu}m", "memory": str(memory)}}}
-    if "host_port" in spec:
-        container["ports"] = [{"containerPort": spec.pop("host_port"), "hostPort": 9000}]
+    port = spec.pop("host_port", None)
+    made = workloads.container(f"{cpu}m", memory=str(memory), host_port=port)
     return constraints.profile_of(
         {
             "metadata": {"name": name, "namespace": "bench", "labels": dict(labels)},
-            "spec": {"containers": [container], **spec},
+            "spec": {"containers": [made], **spec},
         }
     )
 
 
 def constrained(index: int, kind: str, rng: random.Random) -> dict[str, Any]:
     labels = {"app": f"d{index}"}
-    spec: dict[str, Any] = {}
-    if kind == "anti-host":
-        term = {"labelSelector": {"matchLabels": labels}, "topologyKey": np.HOSTNAME_LABEL}
-        spec["affinity"] = {
-            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
-        }
-    elif kind in ("spread-zone", "spread-host"):
-        key = np.ZONE_LABEL if kind == "spread-zone" else np.HOSTNAME_LABEL
-        spec["topologySpreadConstraints"] = [
-            {
-                "maxSkew": 1,
-                "topologyKey": key,
-                "whenUnsatisfiable": "DoNotSchedule",
-                "labelSelector": {"matchLabels": labels},
-            }
-        ]
-    elif kind == "host-port":
+    spec = workloads.constrain(
+        kind,
+        labels,
+        zone=rng.choice(ZONES) if kind == "zone-pin" else ZONES[0],
+        toleration={"key": "dedicated", "operator": "Exists"},
+    )
+    if kind == "host-port":
         spec["host_port"] = 9000 + index
-    elif kind == "zone-pin":
-        spec["nodeSelector"] = {np.ZONE_LABEL: rng.choice(ZONES)}
-    elif kind == "tolerate":
-        spec["tolerations"] = [{"key": "dedicated", "operator": "Exists"}]
     return {"labels": labels, **spec}
 
 
@@ -97,7 +87,7 @@ def pods(mix: str, *, count: int, rng: random.Random) -> list[constraints.PodPro
         ]
     found = []
     for index in range(count // 50):
-        spec = constrained(index, rng.choice(KINDS), rng)
+        spec = constrained(index, rng.choice(workloads.KINDS), rng)
         labels = spec.pop("labels")
         profile = pod(
             f"d{index}",

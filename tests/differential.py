@@ -34,6 +34,7 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
+import workloads
 from nodepool_operator.api import autoscaler as nas
 from nodepool_operator.api import nodepool as np
 
@@ -44,7 +45,6 @@ ZONES = ("zone-a", "zone-b", "zone-c")
 NODE_CPU = 4000
 DAEMON_CPU = 250
 TAINT = {"key": "dedicated", "value": "batch", "effect": "NoSchedule"}
-KINDS = ("plain", "anti-host", "spread-zone", "spread-host", "host-port", "zone-pin", "tolerate")
 
 
 @dataclass
@@ -72,56 +72,19 @@ class SeedResult:
     kinds: dict[str, str]
 
 
-def _container(cpu: int, *, port: int | None) -> dict[str, Any]:
-    found: dict[str, Any] = {
-        "name": "app",
-        "image": "registry.k8s.io/pause:3.10",
-        "resources": {"requests": {"cpu": f"{cpu}m", "memory": "128Mi"}},
-    }
-    if port is not None:
-        found["ports"] = [{"containerPort": port, "hostPort": port}]
-    return found
-
-
 def _deployment(name: str, *, seed: int, kind: str, replicas: int, cpu: int) -> dict[str, Any]:
-    labels = {"app": name}
-    spec: dict[str, Any] = {
-        "nodeSelector": {SEED_LABEL: str(seed)},
-        "terminationGracePeriodSeconds": 0,
-        "containers": [_container(cpu, port=8000 + seed if kind == "host-port" else None)],
-    }
-    if kind == "anti-host":
-        spec["affinity"] = {
-            "podAntiAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": [
-                    {"labelSelector": {"matchLabels": labels}, "topologyKey": np.HOSTNAME_LABEL}
-                ]
-            }
-        }
-    elif kind in ("spread-zone", "spread-host"):
-        key = np.ZONE_LABEL if kind == "spread-zone" else np.HOSTNAME_LABEL
-        spec["topologySpreadConstraints"] = [
-            {
-                "maxSkew": 1,
-                "topologyKey": key,
-                "whenUnsatisfiable": "DoNotSchedule",
-                "labelSelector": {"matchLabels": labels},
-            }
-        ]
-    elif kind == "zone-pin":
-        spec["nodeSelector"][np.ZONE_LABEL] = ZONES[1]
-    elif kind == "tolerate":
-        spec["tolerations"] = [{**TAINT, "operator": "Equal"}]
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": labels},
-            "template": {"metadata": {"labels": labels}, "spec": spec},
-        },
-    }
+    spec = workloads.constrain(
+        kind, {"app": name}, zone=ZONES[1], toleration={**TAINT, "operator": "Equal"}
+    )
+    return workloads.deployment(
+        name,
+        selector={SEED_LABEL: str(seed)},
+        replicas=replicas,
+        cpu=f"{cpu}m",
+        memory="128Mi",
+        host_port=8000 + seed if kind == "host-port" else None,
+        **spec,
+    )
 
 
 def workload(seed: int, *, prefix: str = "diff") -> Workload:
@@ -134,7 +97,7 @@ def workload(seed: int, *, prefix: str = "diff") -> Workload:
         daemon=rng.random() < 0.5,
     )
     for index in range(rng.randint(3, 5)):
-        kind = rng.choice(KINDS)
+        kind = rng.choice(workloads.KINDS)
         name = f"w{index}-{kind}"
         replicas = rng.randint(1, 6)
         cpu = rng.choice([100, 250, 500, 1000, 1500, 2500])
@@ -208,7 +171,7 @@ async def create(api: client.ApiClient, work: Workload) -> None:
                         "spec": {
                             "nodeSelector": seed_labels,
                             "tolerations": [{"operator": "Exists"}],
-                            "containers": [_container(DAEMON_CPU, port=None)],
+                            "containers": [workloads.container(f"{DAEMON_CPU}m", memory="128Mi")],
                         },
                     },
                 },

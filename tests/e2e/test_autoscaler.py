@@ -17,6 +17,7 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
+import workloads
 from harness import Operator, SimCloud, wait_for
 from nodepool_operator.api import autoscaler as nas
 from nodepool_operator.api import nodepool as np
@@ -58,31 +59,16 @@ async def create_autoscaler(
 
 
 def pod_spec(pool: str, cpu: str) -> dict[str, Any]:
+    """One pause container asking for ``cpu``, on the pool's nodes."""
     return {
         "nodeSelector": {np.POOL_LABEL: pool},
         "terminationGracePeriodSeconds": 0,
-        "containers": [
-            {
-                "name": "app",
-                "image": "registry.k8s.io/pause:3.10",
-                "resources": {"requests": {"cpu": cpu, "memory": "256Mi"}},
-            }
-        ],
+        "containers": [workloads.container(cpu)],
     }
 
 
 def deployment(name: str, *, pool: str, replicas: int, cpu: str = "1") -> dict[str, Any]:
-    labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": labels},
-            "template": {"metadata": {"labels": labels}, "spec": pod_spec(pool, cpu)},
-        },
-    }
+    return workloads.deployment(name, selector={np.POOL_LABEL: pool}, replicas=replicas, cpu=cpu)
 
 
 @dataclass

@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from kubernetes_asyncio import client
 
+import workloads
 from e2e.test_autoscaler import (
     AUTOSCALERS,
     MERGE,
@@ -71,40 +73,12 @@ async def make_autoscaler(
     await custom.create_cluster_custom_object(*AUTOSCALERS, nas.manifest(name, spec))
 
 
-def container(cpu: str, *, port: int | None = None) -> dict[str, Any]:
-    found: dict[str, Any] = {
-        "name": "app",
-        "image": "registry.k8s.io/pause:3.10",
-        "resources": {"requests": {"cpu": cpu, "memory": "256Mi"}},
-    }
-    if port is not None:
-        found["ports"] = [{"containerPort": port, "hostPort": port}]
-    return found
-
-
-def workload(
-    name: str, *, selector: dict[str, str], replicas: int, cpu: str, **extra: Any
-) -> dict[str, Any]:
-    port = extra.pop("host_port", None)
-    labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "nodeSelector": selector,
-                    "terminationGracePeriodSeconds": 0,
-                    "containers": [container(cpu, port=port)],
-                    **extra,
-                },
-            },
-        },
-    }
+@pytest.fixture
+async def operator(start_simcloud: Any, start_operator: Any) -> Operator:
+    """The operator, against a simcloud whose VMs boot in one second."""
+    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
+    started: Operator = start_operator(cloud)
+    return started
 
 
 async def scale_up_for(
@@ -132,14 +106,11 @@ async def scale_up_for(
 
 async def test_daemonset_overhead_is_counted_so_the_pool_grows_once_to_what_fits(
     api_client: client.ApiClient,
-    start_simcloud: Any,
-    start_operator: Any,
+    operator: Operator,
     pool_name: str,
     autoscaler_name: str,
     namespace: str,
 ) -> None:
-    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
-    operator: Operator = start_operator(cloud)
     custom, apps = client.CustomObjectsApi(api_client), client.AppsV1Api(api_client)
     core = client.CoreV1Api(api_client)
     await make_pool(custom, pool_name)
@@ -153,7 +124,7 @@ async def test_daemonset_overhead_is_counted_so_the_pool_grows_once_to_what_fits
             "selector": {"matchLabels": {"app": "agent"}},
             "template": {
                 "metadata": {"labels": {"app": "agent"}},
-                "spec": {"nodeSelector": selector, "containers": [container("500m")]},
+                "spec": {"nodeSelector": selector, "containers": [workloads.container("500m")]},
             },
         },
     }
@@ -163,13 +134,13 @@ async def test_daemonset_overhead_is_counted_so_the_pool_grows_once_to_what_fits
         api_client,
         pool=pool_name,
         namespace=namespace,
-        deployments=[workload("web", selector=selector, replicas=3, cpu="2")],
+        deployments=[workloads.deployment("web", selector=selector, replicas=3, cpu="2")],
         running_pods=3 + 3,  # the three pods and an agent on each of the three nodes
     )
     assert history.values == [0, 3]
     # A pod of the template's full size never fits beside the agent: a warning, no node.
     huge = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "huge"}}
-    spec = {"nodeSelector": selector, "containers": [container("4")]}
+    spec = {"nodeSelector": selector, "containers": [workloads.container("4")]}
     await core.create_namespaced_pod(namespace, {**huge, "spec": spec})
     [warning] = await wait_for(
         lambda: events(core, namespace, name="huge", reason="NotTriggerScaleUp"), within=30
@@ -183,14 +154,11 @@ async def test_daemonset_overhead_is_counted_so_the_pool_grows_once_to_what_fits
 
 async def test_a_template_reserve_is_taken_off_each_new_node(
     api_client: client.ApiClient,
-    start_simcloud: Any,
-    start_operator: Any,
+    operator: Operator,
     pool_name: str,
     autoscaler_name: str,
     namespace: str,
 ) -> None:
-    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
-    operator: Operator = start_operator(cloud)
     custom = client.CustomObjectsApi(api_client)
     await make_pool(custom, pool_name, reserved={"cpu": "500m"})
     await make_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
@@ -199,7 +167,7 @@ async def test_a_template_reserve_is_taken_off_each_new_node(
         api_client,
         pool=pool_name,
         namespace=namespace,
-        deployments=[workload("web", selector=selector, replicas=4, cpu="2")],
+        deployments=[workloads.deployment("web", selector=selector, replicas=4, cpu="2")],
         running_pods=4,
     )
     assert history.values == [0, 4]
@@ -211,30 +179,23 @@ async def test_a_template_reserve_is_taken_off_each_new_node(
 
 async def test_hostname_anti_affinity_gets_one_node_per_replica_in_one_step(
     api_client: client.ApiClient,
-    start_simcloud: Any,
-    start_operator: Any,
+    operator: Operator,
     pool_name: str,
     autoscaler_name: str,
     namespace: str,
 ) -> None:
-    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
-    operator: Operator = start_operator(cloud)
     custom = client.CustomObjectsApi(api_client)
     await make_pool(custom, pool_name)
     await make_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
     selector = {np.POOL_LABEL: pool_name}
-    anti = {
-        "podAntiAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": [
-                {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": HOSTNAME}
-            ]
-        }
-    }
+    anti = workloads.pod_terms("podAntiAffinity", {"app": "db"}, HOSTNAME)
     history = await scale_up_for(
         api_client,
         pool=pool_name,
         namespace=namespace,
-        deployments=[workload("db", selector=selector, replicas=3, cpu="250m", affinity=anti)],
+        deployments=[
+            workloads.deployment("db", selector=selector, replicas=3, cpu="250m", affinity=anti)
+        ],
         running_pods=3,
     )
     assert history.values == [0, 3]
@@ -243,34 +204,23 @@ async def test_hostname_anti_affinity_gets_one_node_per_replica_in_one_step(
 
 async def test_a_zone_spread_gets_a_node_in_each_zone(
     api_client: client.ApiClient,
-    start_simcloud: Any,
-    start_operator: Any,
+    operator: Operator,
     pool_name: str,
     autoscaler_name: str,
     namespace: str,
 ) -> None:
-    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
-    operator: Operator = start_operator(cloud)
     custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
     await make_pool(custom, pool_name, zones=("zone-a", "zone-b", "zone-c"))
     await make_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
     selector = {np.POOL_LABEL: pool_name}
-    spread = [
-        {
-            "maxSkew": 1,
-            "topologyKey": ZONE,
-            "whenUnsatisfiable": "DoNotSchedule",
-            "labelSelector": {"matchLabels": {"app": "api"}},
-            "minDomains": 3,
-        }
-    ]
+    spread = workloads.spread({"app": "api"}, ZONE, minDomains=3)
     # Six small pods fit on one node; spread over three zones they need three.
     history = await scale_up_for(
         api_client,
         pool=pool_name,
         namespace=namespace,
         deployments=[
-            workload(
+            workloads.deployment(
                 "api", selector=selector, replicas=6, cpu="250m", topologySpreadConstraints=spread
             )
         ],
@@ -284,14 +234,11 @@ async def test_a_zone_spread_gets_a_node_in_each_zone(
 
 async def test_a_host_port_gets_one_node_per_replica(
     api_client: client.ApiClient,
-    start_simcloud: Any,
-    start_operator: Any,
+    operator: Operator,
     pool_name: str,
     autoscaler_name: str,
     namespace: str,
 ) -> None:
-    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
-    operator: Operator = start_operator(cloud)
     custom = client.CustomObjectsApi(api_client)
     await make_pool(custom, pool_name)
     await make_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
@@ -300,7 +247,9 @@ async def test_a_host_port_gets_one_node_per_replica(
         api_client,
         pool=pool_name,
         namespace=namespace,
-        deployments=[workload("lb", selector=selector, replicas=3, cpu="100m", host_port=8443)],
+        deployments=[
+            workloads.deployment("lb", selector=selector, replicas=3, cpu="100m", host_port=8443)
+        ],
         running_pods=3,
     )
     assert history.values == [0, 3]
@@ -309,14 +258,11 @@ async def test_a_host_port_gets_one_node_per_replica(
 
 async def test_a_taint_on_an_existing_node_is_judged_on_that_node(
     api_client: client.ApiClient,
-    start_simcloud: Any,
-    start_operator: Any,
+    operator: Operator,
     pool_name: str,
     autoscaler_name: str,
     namespace: str,
 ) -> None:
-    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
-    operator: Operator = start_operator(cloud)
     custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
     await make_pool(custom, pool_name)
     await custom.patch_cluster_custom_object(
@@ -341,7 +287,7 @@ async def test_a_taint_on_an_existing_node_is_judged_on_that_node(
         api_client,
         pool=pool_name,
         namespace=namespace,
-        deployments=[workload("web", selector=selector, replicas=2, cpu="500m")],
+        deployments=[workloads.deployment("web", selector=selector, replicas=2, cpu="500m")],
         running_pods=2,
     )
     assert history.values == [1, 2]
@@ -351,14 +297,11 @@ async def test_a_taint_on_an_existing_node_is_judged_on_that_node(
 
 async def test_two_pools_that_both_fit_only_the_heavier_one_grows(
     api_client: client.ApiClient,
-    start_simcloud: Any,
-    start_operator: Any,
+    operator: Operator,
     pool_name: str,
     autoscaler_name: str,
     namespace: str,
 ) -> None:
-    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
-    operator: Operator = start_operator(cloud)
     custom = client.CustomObjectsApi(api_client)
     light, heavy = pool_name, f"{pool_name}-heavy"
     shared = {"example.com/tier": pool_name}
@@ -374,7 +317,7 @@ async def test_two_pools_that_both_fit_only_the_heavier_one_grows(
                 api_client,
                 pool=heavy,
                 namespace=namespace,
-                deployments=[workload("web", selector=shared, replicas=6, cpu="1")],
+                deployments=[workloads.deployment("web", selector=shared, replicas=6, cpu="1")],
                 running_pods=6,
             )
         finally:
@@ -390,14 +333,11 @@ async def test_two_pools_that_both_fit_only_the_heavier_one_grows(
 
 async def test_a_second_autoscaler_on_the_same_pool_is_reported_as_conflicting(
     api_client: client.ApiClient,
-    start_simcloud: Any,
-    start_operator: Any,
+    operator: Operator,
     pool_name: str,
     autoscaler_name: str,
     namespace: str,
 ) -> None:
-    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
-    operator: Operator = start_operator(cloud)
     custom = client.CustomObjectsApi(api_client)
     await make_pool(custom, pool_name)
     await make_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
@@ -424,25 +364,16 @@ async def test_a_second_autoscaler_on_the_same_pool_is_reported_as_conflicting(
 
 async def test_pods_affine_to_a_pending_pod_share_its_node_and_the_one_left_over_is_told(
     api_client: client.ApiClient,
-    start_simcloud: Any,
-    start_operator: Any,
+    operator: Operator,
     pool_name: str,
     autoscaler_name: str,
     namespace: str,
 ) -> None:
-    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
-    operator: Operator = start_operator(cloud)
     custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
     await make_pool(custom, pool_name)
     await make_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
     selector = {np.POOL_LABEL: pool_name}
-    near_cache = {
-        "podAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": [
-                {"labelSelector": {"matchLabels": {"app": "cache"}}, "topologyKey": HOSTNAME}
-            ]
-        }
-    }
+    near_cache = workloads.pod_terms("podAffinity", {"app": "cache"}, HOSTNAME)
     # The cache and two 1.5-cpu web pods fill one node; the third web pod must be on the
     # cache's node too, so no new node can ever host it: one node, and it is told why.
     history = await scale_up_for(
@@ -450,8 +381,10 @@ async def test_pods_affine_to_a_pending_pod_share_its_node_and_the_one_left_over
         pool=pool_name,
         namespace=namespace,
         deployments=[
-            workload("cache", selector=selector, replicas=1, cpu="250m"),
-            workload("web", selector=selector, replicas=3, cpu="1500m", affinity=near_cache),
+            workloads.deployment("cache", selector=selector, replicas=1, cpu="250m"),
+            workloads.deployment(
+                "web", selector=selector, replicas=3, cpu="1500m", affinity=near_cache
+            ),
         ],
         running_pods=3,
     )
