@@ -31,9 +31,12 @@ __all__ = [
     "DEFAULT_MAX_NODES",
     "DEFAULT_MEMORY",
     "DEFAULT_MIN_NODES",
+    "DEFAULT_NOT_READY_TIMEOUT_SECONDS",
     "DEFAULT_PODS",
+    "DEFAULT_REGISTRATION_TIMEOUT_SECONDS",
     "DEFAULT_TARGET_NODES",
     "DEFAULT_WEIGHT",
+    "DO_NOT_DISRUPT_ANNOTATION",
     "EXTENDED_RESOURCE_NAME_PATTERN",
     "GROUP",
     "HOSTNAME_LABEL",
@@ -43,6 +46,7 @@ __all__ = [
     "POOL_LABEL",
     "PRINTER_COLUMNS",
     "REGION_LABEL",
+    "SAFE_TO_EVICT_ANNOTATION",
     "SCALE_OPERATIONS",
     "SCHEMA",
     "SHORT_NAMES",
@@ -86,6 +90,12 @@ ZONE_LABEL: Final = "topology.kubernetes.io/zone"
 REGION_LABEL: Final = "topology.kubernetes.io/region"
 HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
 
+# "true" on a Pod (or a Node): the Autoscaler never chooses to remove the Node it runs on,
+# and an explicit scale-down removes such Nodes last (Karpenter's karpenter.sh/do-not-disrupt).
+DO_NOT_DISRUPT_ANNOTATION: Final = "nodepool.dev/do-not-disrupt"
+# "false" on a Pod means the same as do-not-disrupt, as cluster-autoscaler reads it.
+SAFE_TO_EVICT_ANNOTATION: Final = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+
 DEFAULT_TARGET_NODES: Final = 0
 DEFAULT_MIN_NODES: Final = 0
 DEFAULT_MAX_NODES: Final = 10
@@ -94,6 +104,8 @@ DEFAULT_MEMORY: Final = "16Gi"
 DEFAULT_PODS: Final = 110
 DEFAULT_WEIGHT: Final = 0
 MAX_WEIGHT: Final = 100
+DEFAULT_NOT_READY_TIMEOUT_SECONDS: Final = 600
+DEFAULT_REGISTRATION_TIMEOUT_SECONDS: Final = 900
 
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 TAINT_EFFECTS: Final[tuple[TaintEffect, ...]] = get_args(TaintEffect)
@@ -317,12 +329,22 @@ class NodePoolSpec:
 
     ``weight`` ranks pools that could all host a pod: the Autoscaler prefers the highest
     (as Karpenter's NodePool weight).
+
+    ``drain_timeout_seconds``: once a Node has been draining this long, the pods still on
+    it are deleted (their grace period capped to what is left) and the Node goes, as
+    Karpenter's ``terminationGracePeriod``; None, a drain is never forced.
+    ``not_ready_timeout_seconds``: a Node NotReady this long is replaced.
+    ``registration_timeout_seconds``: a VM Running without a Ready Node this long is
+    replaced.
     """
 
     target_nodes: int = DEFAULT_TARGET_NODES
     min_nodes: int = DEFAULT_MIN_NODES
     max_nodes: int = DEFAULT_MAX_NODES
     weight: int = DEFAULT_WEIGHT
+    drain_timeout_seconds: int | None = None
+    not_ready_timeout_seconds: int = DEFAULT_NOT_READY_TIMEOUT_SECONDS
+    registration_timeout_seconds: int = DEFAULT_REGISTRATION_TIMEOUT_SECONDS
     template: NodeTemplate = dataclasses.field(default_factory=NodeTemplate)
 
     @classmethod
@@ -332,6 +354,13 @@ class NodePoolSpec:
             min_nodes=_fields.integer(d, "minNodes", default=DEFAULT_MIN_NODES),
             max_nodes=_fields.integer(d, "maxNodes", default=DEFAULT_MAX_NODES),
             weight=_fields.integer(d, "weight", default=DEFAULT_WEIGHT),
+            drain_timeout_seconds=_fields.optional_integer(d, "drainTimeoutSeconds"),
+            not_ready_timeout_seconds=_fields.integer(
+                d, "notReadyTimeoutSeconds", default=DEFAULT_NOT_READY_TIMEOUT_SECONDS
+            ),
+            registration_timeout_seconds=_fields.integer(
+                d, "registrationTimeoutSeconds", default=DEFAULT_REGISTRATION_TIMEOUT_SECONDS
+            ),
             template=_fields.nested(d, "template", parse=NodeTemplate.from_dict),
         )
 
@@ -342,6 +371,9 @@ class NodePoolSpec:
                 "minNodes": self.min_nodes,
                 "maxNodes": self.max_nodes,
                 "weight": self.weight,
+                "drainTimeoutSeconds": self.drain_timeout_seconds,
+                "notReadyTimeoutSeconds": self.not_ready_timeout_seconds,
+                "registrationTimeoutSeconds": self.registration_timeout_seconds,
                 "template": self.template.to_dict(),
             }
         )
@@ -409,6 +441,10 @@ def manifest(name: str, spec: NodePoolSpec) -> dict[str, Any]:
 
 
 _NODE_COUNT_BOUNDS: Final[dict[str, Any]] = {"format": "int32", "minimum": 0}
+
+# int32 like the node counts, so that a controller adding seconds to a timestamp never
+# overflows; 2^31 s is 68 years.
+_TIMEOUT_BOUNDS: Final[dict[str, Any]] = {"format": "int32", "minimum": 0}
 
 _QUANTITY_LIMITS: Final[dict[str, Any]] = {
     "maxLength": 64,
@@ -662,6 +698,26 @@ _SPEC_PROPERTIES: Final[dict[str, Any]] = {
         "minimum": 0,
         "maximum": MAX_WEIGHT,
         "default": DEFAULT_WEIGHT,
+    },
+    "drainTimeoutSeconds": {
+        "type": "integer",
+        "description": (
+            "How long a Node may drain before the pods still on it are deleted and the "
+            "Node goes anyway; absent, a drain is never forced."
+        ),
+        **_TIMEOUT_BOUNDS,
+    },
+    "notReadyTimeoutSeconds": {
+        "type": "integer",
+        "description": "How long a Node may stay NotReady before it is replaced.",
+        **_TIMEOUT_BOUNDS,
+        "default": DEFAULT_NOT_READY_TIMEOUT_SECONDS,
+    },
+    "registrationTimeoutSeconds": {
+        "type": "integer",
+        "description": "How long a running VM may go without a Ready Node before it is replaced.",
+        **_TIMEOUT_BOUNDS,
+        "default": DEFAULT_REGISTRATION_TIMEOUT_SECONDS,
     },
     "template": _TEMPLATE_SCHEMA,
 }

@@ -177,7 +177,24 @@ def test_object_defaults_in_the_schema_are_the_dataclass_defaults() -> None:
 def test_the_brief_defaults_are_the_ones_in_force() -> None:
     spec = nodepool.NodePoolSpec()
     assert (spec.target_nodes, spec.min_nodes, spec.max_nodes) == (0, 0, 10)
+    assert spec.drain_timeout_seconds is None
+    assert (spec.not_ready_timeout_seconds, spec.registration_timeout_seconds) == (600, 900)
     assert (spec.template.cpu, spec.template.memory, spec.template.pods) == ("4", "16Gi", 110)
     nas = autoscaler.AutoscalerSpec(node_pool_name="p")
     assert (nas.scan_interval_seconds, nas.batch_window_seconds) == (10, 1)
     assert nas.scale_down == autoscaler.ScaleDownPolicy(enabled=True, unneeded_seconds=600)
+
+
+def test_the_lifecycle_timeouts_read_from_the_spec_and_default_when_absent() -> None:
+    given = nodepool.NodePoolSpec.from_dict(
+        {"drainTimeoutSeconds": 300, "notReadyTimeoutSeconds": 60, "registrationTimeoutSeconds": 0}
+    )
+    assert (
+        given.drain_timeout_seconds,
+        given.not_ready_timeout_seconds,
+        given.registration_timeout_seconds,
+    ) == (300, 60, 0)
+    absent = nodepool.NodePoolSpec.from_dict({})
+    assert absent.drain_timeout_seconds is None
+    assert absent.not_ready_timeout_seconds == nodepool.DEFAULT_NOT_READY_TIMEOUT_SECONDS
+    assert absent.registration_timeout_seconds == nodepool.DEFAULT_REGISTRATION_TIMEOUT_SECONDS
