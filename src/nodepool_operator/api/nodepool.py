@@ -41,6 +41,12 @@ __all__ = [
     "GROUP",
     "HOSTNAME_LABEL",
     "KIND",
+    "LABEL_KEY_PATTERN",
+    "LABEL_VALUE_PATTERN",
+    "MAX_LABEL_VALUE_LENGTH",
+    "MAX_NODES_PER_POOL",
+    "MAX_TEMPLATE_LABELS",
+    "MAX_TEMPLATE_TAINTS",
     "MAX_WEIGHT",
     "PLURAL",
     "POOL_LABEL",
@@ -105,6 +111,13 @@ DEFAULT_PODS: Final = 110
 DEFAULT_WEIGHT: Final = 0
 MAX_WEIGHT: Final = 100
 DEFAULT_NOT_READY_TIMEOUT_SECONDS: Final = 600
+# The most Nodes one pool may ask for (targetNodes, minNodes, maxNodes): the server
+# refuses more, so a typo such as 2147483647 never makes the operator plan 2^31 VMs.
+MAX_NODES_PER_POOL: Final = 1000
+# Few enough that the server's estimated cost of the CEL rule checking every key stays
+# within its budget; a Node's labels are a handful.
+MAX_TEMPLATE_LABELS: Final = 64
+MAX_TEMPLATE_TAINTS: Final = 32
 DEFAULT_REGISTRATION_TIMEOUT_SECONDS: Final = 900
 
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
@@ -441,13 +454,17 @@ def manifest(name: str, spec: NodePoolSpec) -> dict[str, Any]:
 
 
 _NODE_COUNT_BOUNDS: Final[dict[str, Any]] = {"format": "int32", "minimum": 0}
+_SPEC_NODE_COUNT_BOUNDS: Final[dict[str, Any]] = {
+    **_NODE_COUNT_BOUNDS,
+    "maximum": MAX_NODES_PER_POOL,
+}
 
 # int32 like the node counts, so that a controller adding seconds to a timestamp never
 # overflows; 2^31 s is 68 years.
 _TIMEOUT_BOUNDS: Final[dict[str, Any]] = {"format": "int32", "minimum": 0}
 
 _QUANTITY_LIMITS: Final[dict[str, Any]] = {
-    "maxLength": 64,
+    "maxLength": quantity.MAX_LENGTH,
     "pattern": quantity.NON_NEGATIVE_QUANTITY_PATTERN,
 }
 
@@ -462,15 +479,59 @@ def _positive_quantity_rule(field: str) -> dict[str, str]:
     }
 
 
-# metav1 label values: zones and the region become the values of the topology labels.
-_LABEL_VALUE_PATTERN: Final = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+# The API server's own rules for the labels and taints of a Node (apimachinery's
+# IsQualifiedName, IsDNS1123Subdomain and IsValidLabelValue), so that a template the CRD
+# accepts never makes a Node the server refuses. "[.]" rather than an escaped dot, so the
+# text needs no escaping inside a CEL string.
+_DNS_SUBDOMAIN: Final = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+_MAX_NAME_PREFIX_LENGTH: Final = 253
+# At most 63 characters: one, or a first, up to 61 middle and a last one.
+_QUALIFIED_NAME_PART: Final = r"([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9]"
 
-_TOPOLOGY_NAME_SCHEMA: Final[dict[str, Any]] = {
+LABEL_KEY_PATTERN: Final = rf"^({_DNS_SUBDOMAIN}/)?{_QUALIFIED_NAME_PART}$"
+MAX_LABEL_VALUE_LENGTH: Final = 63
+LABEL_VALUE_PATTERN: Final = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+
+
+def _qualified_name_rule(subject: str) -> str:
+    """The CEL test that ``subject`` is a qualified name: the pattern fixes the name part's
+    length, and the prefix, a DNS subdomain, is at most 253 characters (indexOf is -1 when
+    there is no prefix)."""
+    return (
+        f"{subject}.matches('{LABEL_KEY_PATTERN}')"
+        f" && {subject}.indexOf('/') <= {_MAX_NAME_PREFIX_LENGTH}"
+    )
+
+
+# Double quotes inside, so that the text can also sit in a CEL string.
+_QUALIFIED_NAME_HELP: Final = (
+    'an optional DNS subdomain prefix of at most 253 characters and "/", then at most 63 '
+    'letters, digits, "-", "_" or ".", starting and ending with a letter or digit'
+)
+
+_LABEL_VALUE_SCHEMA: Final[dict[str, Any]] = {
     "type": "string",
-    "minLength": 1,
-    "maxLength": 63,
-    "pattern": _LABEL_VALUE_PATTERN,
+    "maxLength": MAX_LABEL_VALUE_LENGTH,
+    "pattern": LABEL_VALUE_PATTERN,
 }
+
+_LABEL_KEYS_RULE: Final[dict[str, str]] = {
+    "rule": f"self.all(k, {_qualified_name_rule('k')})",
+    "message": f"label keys must be qualified names: {_QUALIFIED_NAME_HELP}",
+    # Names the keys at fault, which the message cannot.
+    "messageExpression": (
+        f"'label keys must be qualified names ({_QUALIFIED_NAME_HELP}); the first refused: '"
+        f" + self.filter(k, !({_qualified_name_rule('k')}))[0]"
+    ),
+}
+
+_TAINT_KEY_RULE: Final[dict[str, str]] = {
+    "rule": _qualified_name_rule("self"),
+    "message": f"a taint key must be a qualified name: {_QUALIFIED_NAME_HELP}",
+}
+
+# Zones and the region become the values of the topology labels.
+_TOPOLOGY_NAME_SCHEMA: Final[dict[str, Any]] = {**_LABEL_VALUE_SCHEMA, "minLength": 1}
 
 # Few enough that the server's estimated cost of the CEL rules over these maps stays
 # small; real nodes have a handful of extended resources.
@@ -479,10 +540,7 @@ _MAX_RESOURCE_ENTRIES: Final = 16
 # A Node accepts an extended resource only as a qualified name outside kubernetes.io
 # (apimachinery's IsExtendedResourceName), and a pod can only request it then. "[.]"
 # rather than an escaped dot, so the text needs no escaping inside a CEL string.
-EXTENDED_RESOURCE_NAME_PATTERN: Final = (
-    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
-    r"/([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$"
-)
+EXTENDED_RESOURCE_NAME_PATTERN: Final = rf"^{_DNS_SUBDOMAIN}/{_QUALIFIED_NAME_PART}$"
 
 _EXTENDED_RESOURCE_NAMES_RULE: Final[dict[str, str]] = {
     "rule": (
@@ -573,11 +631,16 @@ _TAINT_SCHEMA: Final[dict[str, Any]] = {
     "properties": {
         "key": {
             "type": "string",
-            "description": "The taint key.",
+            "description": "The taint key, a qualified name like a label key.",
             "minLength": 1,
-            "maxLength": 316,
+            # A 253-character prefix, "/" and a 63-character name.
+            "maxLength": 317,
+            "x-kubernetes-validations": [_TAINT_KEY_RULE],
         },
-        "value": {"type": "string", "description": "The taint value.", "maxLength": 63},
+        "value": {
+            **_LABEL_VALUE_SCHEMA,
+            "description": "The taint value, which has the form of a label value.",
+        },
         "effect": {
             "type": "string",
             "description": "What happens to pods that do not tolerate the taint.",
@@ -650,8 +713,13 @@ _TEMPLATE_PROPERTIES: Final[dict[str, Any]] = {
     },
     "labels": {
         "type": "object",
-        "description": "Labels put on every Node of the pool, besides the pool label.",
-        "additionalProperties": {"type": "string"},
+        "description": (
+            "Labels put on every Node of the pool, besides the pool label; keys and "
+            "values as the API server accepts them on a Node."
+        ),
+        "maxProperties": MAX_TEMPLATE_LABELS,
+        "additionalProperties": _LABEL_VALUE_SCHEMA,
+        "x-kubernetes-validations": [_LABEL_KEYS_RULE],
     },
     "taints": {
         "type": "array",
@@ -659,6 +727,7 @@ _TEMPLATE_PROPERTIES: Final[dict[str, Any]] = {
         # Keyed like Node.spec.taints, which the server keeps unique by key and effect.
         "x-kubernetes-list-type": "map",
         "x-kubernetes-list-map-keys": ["key", "effect"],
+        "maxItems": MAX_TEMPLATE_TAINTS,
         "items": _TAINT_SCHEMA,
     },
 }
@@ -675,20 +744,20 @@ _TEMPLATE_SCHEMA: Final[dict[str, Any]] = {
 _SPEC_PROPERTIES: Final[dict[str, Any]] = {
     "targetNodes": {
         "type": "integer",
-        "description": "How many Nodes the pool should have.",
-        **_NODE_COUNT_BOUNDS,
+        "description": f"How many Nodes the pool should have (at most {MAX_NODES_PER_POOL}).",
+        **_SPEC_NODE_COUNT_BOUNDS,
         "default": DEFAULT_TARGET_NODES,
     },
     "minNodes": {
         "type": "integer",
         "description": "The autoscaler never asks for fewer Nodes than this.",
-        **_NODE_COUNT_BOUNDS,
+        **_SPEC_NODE_COUNT_BOUNDS,
         "default": DEFAULT_MIN_NODES,
     },
     "maxNodes": {
         "type": "integer",
-        "description": "The pool never has more Nodes than this.",
-        **_NODE_COUNT_BOUNDS,
+        "description": f"The pool never has more Nodes than this (at most {MAX_NODES_PER_POOL}).",
+        **_SPEC_NODE_COUNT_BOUNDS,
         "default": DEFAULT_MAX_NODES,
     },
     "weight": {

@@ -168,6 +168,7 @@ SPEC_SCHEMA: Final[dict[str, Any]] = {
             "description": "The absolute number of Nodes asked for.",
             "format": "int32",
             "minimum": 0,
+            "maximum": nodepool.MAX_NODES_PER_POOL,
         },
         "basedOnTargetNodes": {
             "type": "integer",

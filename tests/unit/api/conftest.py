@@ -25,6 +25,23 @@ import pytest
 from nodepool_operator.api import nodepool, quantity
 
 
+def re2_search(pattern: str, text: str) -> bool:
+    """Does RE2 (OpenAPI ``pattern``, CEL ``matches``) find ``pattern`` in ``text``?
+
+    Python's ``re`` reads these patterns as RE2 does but for one thing: its ``$`` also
+    matches before a final newline, where RE2's matches only at the end of the text.
+    """
+    if pattern.endswith("$"):
+        pattern = pattern[:-1] + r"\Z"
+    assert "$" not in pattern, f"only a final $ is translated: {pattern}"
+    return re.search(pattern, text) is not None
+
+
+def _is_qualified_name(name: str) -> bool:
+    """CEL's ``matches(LABEL_KEY_PATTERN) && indexOf('/') <= 253``."""
+    return re2_search(nodepool.LABEL_KEY_PATTERN, name) and name.find("/") <= 253
+
+
 def _is_positive_quantity(value: Any) -> bool:
     try:
         return quantity.parse_quantity(value) > 0
@@ -80,11 +97,20 @@ def _extended_reserves_fit(t: Mapping[str, Any]) -> bool:
 
 def _extended_names_valid(resources: Mapping[str, Any]) -> bool:
     return all(
-        re.search(nodepool.EXTENDED_RESOURCE_NAME_PATTERN, k) is not None
+        re2_search(nodepool.EXTENDED_RESOURCE_NAME_PATTERN, k)
         and "kubernetes.io/" not in k
         and not k.startswith("requests.")
         for k in resources
     )
+
+
+def _rule_at(path: str) -> str:
+    """The one CEL rule of the NodePool spec's schema node at ``path`` (``.template.labels``)."""
+    node: Mapping[str, Any] = nodepool.SPEC_SCHEMA
+    for part in path.lstrip(".").split("."):
+        node = node["items"] if part == "[]" else node["properties"][part]
+    [rule] = node["x-kubernetes-validations"]
+    return str(rule["rule"])
 
 
 def _template_rule(message: str) -> str:
@@ -110,6 +136,8 @@ CEL_MIRRORS: dict[str, Callable[[Any, Any], bool]] = {
     nodepool.SPEC_SCHEMA["properties"]["template"]["properties"]["extendedResources"][
         "x-kubernetes-validations"
     ][0]["rule"]: lambda s, _: _extended_names_valid(s),
+    _rule_at(".template.labels"): lambda s, _: all(_is_qualified_name(k) for k in s),
+    _rule_at(".template.taints.[].key"): lambda s, _: _is_qualified_name(s),
     _template_rule(
         "reserved may name only cpu, memory, pods, ephemeral-storage (when "
         "ephemeralStorage is set) and the template's extendedResources"
@@ -188,7 +216,7 @@ def _scalar_errors(schema: Mapping[str, Any], value: Any, *, path: str) -> list[
         errors.append(f"{path}: should be at least {schema['minLength']} chars long")
     if "maxLength" in schema and len(value) > schema["maxLength"]:
         errors.append(f"{path}: may not be more than {schema['maxLength']} bytes")
-    if "pattern" in schema and re.search(schema["pattern"], value) is None:
+    if "pattern" in schema and not re2_search(schema["pattern"], value):
         errors.append(f"{path}: should match '{schema['pattern']}'")
     return errors
 
@@ -257,6 +285,7 @@ class ServerModel:
     """The functions above, bundled for the ``server_model`` fixture."""
 
     cel_mirrors = CEL_MIRRORS
+    re2_search = staticmethod(re2_search)
     walk = staticmethod(walk)
     apply_defaults = staticmethod(apply_defaults)
     validate = staticmethod(validate)

@@ -12,6 +12,13 @@ import yaml
 from nodepool_operator.api import autoscaler, crds, nodepool, scalerequest
 
 KINDS = [nodepool, scalerequest, autoscaler]
+QUALIFIED = (
+    'an optional DNS subdomain prefix of at most 253 characters and "/", then at most 63 '
+    'letters, digits, "-", "_" or ".", starting and ending with a letter or digit'
+)
+LABEL_KEYS = "label keys must be qualified names"
+TAINT_KEY = "a taint key must be a qualified name"
+PREFIX_253 = "a" * 63 + "." + "b" * 63 + "." + "c" * 63 + "." + "d" * 61  # 253 characters
 KIND_IDS = ["NodePool", "ScaleRequest", "Autoscaler"]
 
 
@@ -154,6 +161,8 @@ def test_every_cel_rule_has_a_python_mirror_and_the_rules_are_the_contract(
             "reserved may name only cpu, memory, pods, ephemeral-storage (when "
             "ephemeralStorage is set) and the template's extendedResources",
         ),
+        (".spec.template.labels", f"label keys must be qualified names: {QUALIFIED}"),
+        (".spec.template.taints[].key", f"a taint key must be a qualified name: {QUALIFIED}"),
         (".spec.template", "reserved.cpu must be less than cpu"),
         (".spec.template", "reserved.memory must be less than memory"),
         (".spec.template", "reserved.pods must be a whole number less than pods"),
@@ -194,6 +203,55 @@ def test_a_nodepool_without_spec_gets_a_complete_default_spec(server_model: Any)
             ".spec.template.taints: Duplicate value",
         ),
         ({"replicas": 3}, '.spec: unknown field "replicas"'),
+        ({"targetNodes": 1001, "maxNodes": 1001}, ".spec.targetNodes: should be less than or"),
+        ({"maxNodes": 2147483647}, ".spec.maxNodes: should be less than or equal to 1000"),
+        ({"minNodes": 1001}, ".spec.minNodes: should be less than or equal to 1000"),
+        ({"template": {"labels": {"bad key": "v"}}}, f".spec.template.labels: {LABEL_KEYS}"),
+        ({"template": {"labels": {"": "v"}}}, LABEL_KEYS),
+        ({"template": {"labels": {"-a": "v"}}}, LABEL_KEYS),
+        ({"template": {"labels": {"a-": "v"}}}, LABEL_KEYS),
+        ({"template": {"labels": {"a" * 64: "v"}}}, LABEL_KEYS),
+        ({"template": {"labels": {"example.com/" + "a" * 64: "v"}}}, LABEL_KEYS),
+        ({"template": {"labels": {PREFIX_253 + "d/a": "v"}}}, LABEL_KEYS),
+        ({"template": {"labels": {"Example.com/a": "v"}}}, LABEL_KEYS),
+        ({"template": {"labels": {"example..com/a": "v"}}}, LABEL_KEYS),
+        ({"template": {"labels": {"/a": "v"}}}, LABEL_KEYS),
+        ({"template": {"labels": {"a/b/c": "v"}}}, LABEL_KEYS),
+        ({"template": {"labels": {"a\n": "v"}}}, LABEL_KEYS),
+        ({"template": {"labels": {"a": "v" * 64}}}, ".spec.template.labels.a: may not be more"),
+        ({"template": {"labels": {"a": "-v"}}}, ".spec.template.labels.a: should match"),
+        ({"template": {"labels": {"a": "v w"}}}, ".spec.template.labels.a: should match"),
+        ({"template": {"labels": {"a": "v\n"}}}, ".spec.template.labels.a: should match"),
+        (
+            {"template": {"labels": {f"l{i}": "v" for i in range(65)}}},
+            ".spec.template.labels: must have at most 64 items",
+        ),
+        (
+            {"template": {"taints": [{"key": "a b", "effect": "NoSchedule"}]}},
+            f".spec.template.taints[0].key: {TAINT_KEY}",
+        ),
+        (
+            {"template": {"taints": [{"key": "x/" + "a" * 64, "effect": "NoSchedule"}]}},
+            f".spec.template.taints[0].key: {TAINT_KEY}",
+        ),
+        (
+            {"template": {"taints": [{"key": "a", "value": "x y", "effect": "NoSchedule"}]}},
+            ".spec.template.taints[0].value: should match",
+        ),
+        (
+            {"template": {"taints": [{"key": "a", "value": "v" * 64, "effect": "NoSchedule"}]}},
+            ".spec.template.taints[0].value: may not be more than 63",
+        ),
+        (
+            {"template": {"taints": [{"key": f"t{i}", "effect": "NoSchedule"} for i in range(33)]}},
+            ".spec.template.taints: must have at most 32 items",
+        ),
+        ({"template": {"memory": "1e100"}}, ".spec.template.memory: should match"),
+        ({"template": {"cpu": "4\n"}}, ".spec.template.cpu: should match"),
+        ({"template": {"cpu": "0" * 64 + "1"}}, ".spec.template.cpu: may not be more than 64"),
+        ({"drainTimeoutSeconds": -1}, ".spec.drainTimeoutSeconds: should be greater than"),
+        ({"notReadyTimeoutSeconds": -1}, ".spec.notReadyTimeoutSeconds: should be greater"),
+        ({"registrationTimeoutSeconds": -1}, ".spec.registrationTimeoutSeconds: should be"),
         ({"weight": 101}, ".spec.weight: should be less than or equal to 100"),
         ({"weight": -1}, ".spec.weight: should be greater than or equal to 0"),
         ({"template": {"zones": ["a", "a"]}}, ".spec.template.zones: Duplicate value"),
@@ -267,6 +325,41 @@ def test_an_invalid_nodepool_is_refused_with_the_reason(
 def test_a_nodepool_within_bounds_is_accepted(server_model: Any) -> None:
     spec = {"targetNodes": 3, "minNodes": 1, "maxNodes": 3, "template": {"cpu": "500m"}}
     assert _created(server_model, nodepool, obj={"spec": spec}) == []
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"targetNodes": 1000, "minNodes": 1000, "maxNodes": 1000},
+        {"template": {"labels": {"a" * 63: "b" * 63}}},
+        {"template": {"labels": {PREFIX_253 + "/" + "a" * 63: ""}}},
+        {"template": {"labels": {"example.com/gpu-kind": "A100_80GB.v2", "x": "1"}}},
+        {"template": {"labels": {f"l{i}": "v" for i in range(64)}}},
+        {"template": {"taints": [{"key": "example.com/dedicated", "effect": "NoExecute"}]}},
+        {"template": {"taints": [{"key": "a" * 63, "value": "b" * 63, "effect": "NoSchedule"}]}},
+        {"template": {"cpu": "1" + "0" * 63, "memory": ".5e99"}},
+        {"drainTimeoutSeconds": 0, "notReadyTimeoutSeconds": 0, "registrationTimeoutSeconds": 0},
+    ],
+    ids=[
+        "max-nodes",
+        "63-char-key-and-value",
+        "253-char-prefix",
+        "prefixed-key",
+        "64-labels",
+        "prefixed-taint",
+        "63-char-taint",
+        "64-char-quantity",
+        "zero-timeouts",
+    ],
+)
+def test_valid_edge_cases_are_accepted(spec: dict[str, Any], server_model: Any) -> None:
+    assert _created(server_model, nodepool, obj={"spec": spec}) == []
+
+
+def test_a_scale_request_for_more_than_a_pool_may_have_is_refused(server_model: Any) -> None:
+    spec = {"nodePoolName": "p", "targetNodes": nodepool.MAX_NODES_PER_POOL + 1}
+    errors = _created(server_model, scalerequest, obj={"spec": spec})
+    assert errors == [".spec.targetNodes: should be less than or equal to 1000"]
 
 
 def test_a_nodepool_using_every_template_field_is_accepted(server_model: Any) -> None:
