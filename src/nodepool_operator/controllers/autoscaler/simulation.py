@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from nodepool_operator.api import nodepool as np
 from nodepool_operator.controllers.autoscaler.constraints import (
     UNSCHEDULABLE_TAINT,
     AffinityTerm,
@@ -52,7 +53,8 @@ __all__ = [
     "simulate",
 ]
 
-HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
+HOSTNAME_LABEL: Final = np.HOSTNAME_LABEL
+_TOPOLOGY_LABELS: Final = frozenset({np.ZONE_LABEL, np.REGION_LABEL})
 _NOT_FOUND: Final = -1
 _MAIN: Final = ("cpu", "memory", "pods")
 #: Rounds of the simulation when pods spread over topology (see ``simulate``).
@@ -134,11 +136,16 @@ class _Node:
     pods: Counter[PodProfile] = field(default_factory=Counter)
     # Everything the static filters read but the name: equal keys, equal verdicts.
     static_key: tuple[object, ...] = field(init=False, default=())
+    static_id: int = field(init=False, default=-1)  # the key's number in its cluster
+    # The static key without zone and region: the nodes searched together.
+    group_key: tuple[object, ...] = field(init=False, default=())
     slot: int = 0  # its leaf in its group's room tree
 
     def __post_init__(self) -> None:
         labels = tuple(sorted((k, v) for k, v in self.labels.items() if k != HOSTNAME_LABEL))
         self.static_key = (labels, self.taints, self.unschedulable)
+        shared = tuple((k, v) for k, v in labels if k not in _TOPOLOGY_LABELS)
+        self.group_key = (shared, self.taints, self.unschedulable)
 
     def room(self, name: str) -> int:
         return self.allocatable.get(name, 0) - self.used.get(name, 0)
@@ -151,17 +158,31 @@ class _Node:
 
 
 class _RoomTree:
-    """Leftmost node with room for (cpu, memory, pods): a max-tree per dimension."""
+    """Leftmost node with room for (cpu, memory, pods): a max-tree per dimension.
 
-    def __init__(self) -> None:
+    A subtree whose maximum cpu comes from one node and maximum memory from another has no
+    room for a pod needing both, yet passes the per-dimension test; with every request
+    different, searches spend most of their time in such subtrees. So a fourth tree keeps
+    the largest *balance* (cpu and memory, each relative to the largest node, added up):
+    a node with room for a pod has at least the pod's balance, so a subtree below it is
+    skipped too. That only prunes what cannot fit: the result is still exact first fit.
+    """
+
+    def __init__(self, scale: tuple[int, int]) -> None:
         self.size = 1
         self.count = 0
-        self.trees: list[list[int]] = [[-1, -1] for _ in _MAIN]
+        self.cpu_weight, self.memory_weight = scale
+        self.trees: list[list[int]] = [[-1, -1] for _ in range(4)]
+
+    def balance(self, cpu: int, memory: int) -> int:
+        if cpu < 0 or memory < 0:
+            return -1
+        return cpu * self.cpu_weight + (memory >> 20) * self.memory_weight
 
     def _grow(self) -> None:
         leaves = [[t[self.size + i] for i in range(self.count)] for t in self.trees]
         self.size *= 2
-        self.trees = [[-1] * (2 * self.size) for _ in _MAIN]
+        self.trees = [[-1] * (2 * self.size) for _ in range(4)]
         for d, tree in enumerate(self.trees):
             for i, value in enumerate(leaves[d]):
                 tree[self.size + i] = value
@@ -175,7 +196,8 @@ class _RoomTree:
         self.set(self.count - 1, room)
 
     def set(self, index: int, room: Sequence[int]) -> None:
-        for tree, value in zip(self.trees, room, strict=True):
+        values = (*room, self.balance(room[0], room[1]))
+        for tree, value in zip(self.trees, values, strict=True):
             n = self.size + index
             tree[n] = value
             n //= 2
@@ -188,32 +210,53 @@ class _RoomTree:
 
     def find(self, need: Sequence[int], start: int) -> Iterable[int]:
         """Nodes from ``start`` on with room for ``need``, leftmost first."""
-        cpu, memory, pods = self.trees
+        cpu, memory, pods, balance = self.trees
         c, m, p = need
+        b = self.balance(c, m)
         size = self.size
-        stack = [(1, 0, size)]
+        if cpu[1] < c or memory[1] < m or pods[1] < p or balance[1] < b:
+            return
+        # Leaves before ``start`` are skipped by their position: a subtree is pushed only
+        # when it may have room in every dimension and ends after ``start``.
+        first = size + start
+        height = size.bit_length() - 1
+        stack = [1]
         while stack:
-            n, low, high = stack.pop()
-            if high <= start or cpu[n] < c or memory[n] < m or pods[n] < p:
-                continue
+            n = stack.pop()
             if n >= size:
                 yield n - size
                 continue
-            middle = (low + high) // 2
-            stack.append((2 * n + 1, middle, high))
-            stack.append((2 * n, low, middle))
+            left, right = 2 * n, 2 * n + 1
+            if balance[right] >= b and cpu[right] >= c and memory[right] >= m and pods[right] >= p:
+                stack.append(right)
+            # The left subtree is skipped whole when its last leaf comes before ``start``.
+            if (
+                balance[left] >= b
+                and cpu[left] >= c
+                and memory[left] >= m
+                and pods[left] >= p
+                and (start == 0 or ((left + 1) << (height - left.bit_length() + 1)) - 1 >= first)
+            ):
+                stack.append(left)
 
 
 class _Group:
-    """Nodes equal in all but name, in cluster order, and the room tree over them."""
+    """Nodes equal in all but name and topology (a pool's nodes, whatever their zone), in
+    cluster order, and the room tree over them."""
 
-    def __init__(self, first: _Node) -> None:
-        self.first = first
-        self.tree = _RoomTree()
+    def __init__(self, scale: tuple[int, int]) -> None:
+        self.tree = _RoomTree(scale)
         self.indexes: list[int] = []  # cluster index of each leaf, increasing
+        # One node of each static key in the group (one per zone): a pod may use the
+        # group when one of them passes its static filters.
+        self.kinds: list[_Node] = []
+        self._keys: set[tuple[object, ...]] = set()
 
-    def add(self, index: int, room: Sequence[int]) -> int:
-        self.indexes.append(index)
+    def add(self, node: _Node, room: Sequence[int]) -> int:
+        if node.static_key not in self._keys:
+            self._keys.add(node.static_key)
+            self.kinds.append(node)
+        self.indexes.append(node.index)
         self.tree.append(room)
         return len(self.indexes) - 1
 
@@ -245,11 +288,12 @@ class _Spread:
     as they move (with how many domains hold it) instead of being searched for each pod.
     """
 
-    def __init__(self, counts: Counter[str], eligible: set[int]) -> None:
-        self.counts = counts
-        self.eligible = eligible  # indexes of the nodes whose domains count
-        self._low = min(counts.values(), default=0)
-        self._at_low = sum(1 for c in counts.values() if c == self._low)
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self.eligible: set[int] = set()  # indexes of the nodes whose domains count
+        self.eligible_by_key: dict[int, bool] = {}  # by a node's static id
+        self._low = 0
+        self._at_low = 0
 
     def add_domain(self, value: str) -> None:
         if value in self.counts:
@@ -290,8 +334,9 @@ class _Feeds:
 
 
 class _Cluster:
-    def __init__(self, daemon_sets: Sequence[DaemonSetView]) -> None:
+    def __init__(self, daemon_sets: Sequence[DaemonSetView], scale: tuple[int, int]) -> None:
         self.nodes: list[_Node] = []
+        self.scale = scale  # weights of cpu and memory (MiB) in a room tree's balance
         # One room tree per group of nodes that agree on everything static but their name
         # (a pool's zone, say): a pod skips a whole group its selectors or taints refuse.
         self.groups: dict[tuple[object, ...], _Group] = {}
@@ -301,7 +346,7 @@ class _Cluster:
         self._term_match: dict[tuple[AffinityTerm, PodProfile], bool] = {}
         self._anti_owners: dict[AffinityTerm, _Counts] = {}
         self._spreads: dict[tuple[SpreadConstraint, PodProfile], _Spread] = {}
-        self._static: dict[tuple[tuple[object, ...], tuple[object, ...]], str | None] = {}
+        self._static: dict[tuple[PodProfile, int], str | None] = {}
         # Per profile: the term counters and spreads a pod of it counts in, and how many of
         # each were looked at (both only grow, so only the new ones are checked again).
         self._feeds: dict[PodProfile, _Feeds] = {}
@@ -309,6 +354,10 @@ class _Cluster:
         self._spread_list: list[tuple[SpreadConstraint, PodProfile, _Spread]] = []
         self._anti_list: list[AffinityTerm] = []
         self._hits: dict[PodProfile, tuple[int, list[AffinityTerm]]] = {}
+        # Where the counted pods of each profile are: a new term or spread counts its
+        # matches from the profiles it matches, not from every pod of every node.
+        self._where: dict[PodProfile, Counter[int]] = {}
+        self._static_ids: dict[tuple[object, ...], int] = {}
 
     # -- building --------------------------------------------------------------------
 
@@ -323,17 +372,43 @@ class _Cluster:
         allocatable: Mapping[str, int],
         kind: str,
     ) -> _Node:
-        node = _Node(len(self.nodes), name, pool, labels, taints, unschedulable, allocatable, kind)
+        node = self.make_node(
+            name=name,
+            pool=pool,
+            labels=labels,
+            taints=taints,
+            unschedulable=unschedulable,
+            allocatable=allocatable,
+            kind=kind,
+        )
         self.nodes.append(node)
-        group = self.groups.get(node.static_key)
+        group = self.groups.get(node.group_key)
         if group is None:
-            group = self.groups[node.static_key] = _Group(node)
-        node.slot = group.add(node.index, self._main_room(node))
+            group = self.groups[node.group_key] = _Group(self.scale)
+        node.slot = group.add(node, self._main_room(node))
         for constraint, profile, spread in self._spread_list:
             value = labels.get(constraint.topology_key)
-            if value is not None and self._spread_eligible(constraint, profile, node):
+            if value is not None and self._spread_eligible(spread, constraint, profile, node):
                 spread.add_domain(value)  # a new, empty domain (or one more node in it)
                 spread.eligible.add(node.index)
+        return node
+
+    def make_node(
+        self,
+        *,
+        name: str,
+        pool: str | None,
+        labels: Mapping[str, str],
+        taints: tuple[Taint, ...],
+        unschedulable: bool,
+        allocatable: Mapping[str, int],
+        kind: str,
+    ) -> _Node:
+        """The next node of the cluster, not added yet (``add_node`` adds it)."""
+        node = _Node(len(self.nodes), name, pool, labels, taints, unschedulable, allocatable, kind)
+        # The caches of static verdicts are keyed by the static key's number: hashing the
+        # key itself (labels and taints) at every lookup is what would cost.
+        node.static_id = self._static_ids.setdefault(node.static_key, len(self._static_ids))
         return node
 
     def daemons_for(self, node: _Node, present: frozenset[str] = frozenset()) -> list[PodProfile]:
@@ -359,6 +434,10 @@ class _Cluster:
         node.charge(profile, copies)
         if counted:
             node.pods[profile] += copies
+            where = self._where.get(profile)
+            if where is None:
+                where = self._where[profile] = Counter()
+            where[node.index] += copies
             feeds = self._feeds_of(profile)
             for counts in feeds.counts:
                 counts.add(node, copies)
@@ -372,7 +451,7 @@ class _Cluster:
                 value = node.labels.get(constraint.topology_key)
                 if value is not None and node.index in spread.eligible:
                     spread.add(value, copies)
-        self.groups[node.static_key].tree.set(node.slot, self._main_room(node))
+        self.groups[node.group_key].tree.set(node.slot, self._main_room(node))
 
     def _feeds_of(self, profile: PodProfile) -> _Feeds:
         feeds = self._feeds.get(profile)
@@ -411,10 +490,10 @@ class _Cluster:
         if counts is None:
             counts = self._terms[term] = _Counts(term.topology_key)
             self._term_list.append((term, counts))
-            for node in self.nodes:
-                for profile, count in node.pods.items():
-                    if self._matches(term, profile):
-                        counts.add(node, count)
+            for profile, where in self._where.items():
+                if self._matches(term, profile):
+                    for index, count in where.items():
+                        counts.add(self.nodes[index], count)
         return counts
 
     @staticmethod
@@ -424,6 +503,20 @@ class _Cluster:
         return constraint.selector.matches(other.labels)
 
     def _spread_eligible(
+        self, spread: _Spread, constraint: SpreadConstraint, profile: PodProfile, node: _Node
+    ) -> bool:
+        """Whether the node's domain counts for the spread: a static fact, cached per
+        static key unless the pod's node rules name nodes one by one."""
+        if self.pinned(profile):
+            return self._judge_spread_eligible(constraint, profile, node)
+        found = spread.eligible_by_key.get(node.static_id)
+        if found is None:
+            found = spread.eligible_by_key[node.static_id] = self._judge_spread_eligible(
+                constraint, profile, node
+            )
+        return found
+
+    def _judge_spread_eligible(
         self, constraint: SpreadConstraint, profile: PodProfile, node: _Node
     ) -> bool:
         if constraint.topology_key not in node.labels:
@@ -440,19 +533,17 @@ class _Cluster:
         key = (constraint, profile)
         spread = self._spreads.get(key)
         if spread is None:
-            counts: Counter[str] = Counter()
-            eligible: set[int] = set()
+            spread = self._spreads[key] = _Spread()
+            topology = constraint.topology_key
             for node in self.nodes:
-                if not self._spread_eligible(constraint, profile, node):
-                    continue
-                eligible.add(node.index)
-                value = node.labels[constraint.topology_key]
-                counts[value] += sum(
-                    count
-                    for other, count in node.pods.items()
-                    if self._spread_counts(constraint, profile, other)
-                )
-            spread = self._spreads[key] = _Spread(counts, eligible)
+                if self._spread_eligible(spread, constraint, profile, node):
+                    spread.eligible.add(node.index)
+                    spread.add_domain(node.labels[topology])
+            for other, where in self._where.items():
+                if self._spread_counts(constraint, profile, other):
+                    for index, count in where.items():
+                        if index in spread.eligible:
+                            spread.add(self.nodes[index].labels[topology], count)
             self._spread_list.append((constraint, profile, spread))
         return spread
 
@@ -461,7 +552,7 @@ class _Cluster:
     def _static_problem(self, profile: PodProfile, node: _Node) -> str | None:
         """What never changes for the node: cordon, selectors, taints."""
         pinned = self.pinned(profile)
-        key = (profile.key, node.static_key)
+        key = (profile, node.static_id)
         if not pinned and key in self._static:
             return self._static[key]
         problem = None
@@ -497,14 +588,15 @@ class _Cluster:
 
     def candidates(self, profile: PodProfile, need: Sequence[int], start: int) -> Iterable[int]:
         """Nodes from ``start`` on with room for ``need``, in order, in groups it may use."""
-        searches = []
-        for group in self.groups.values():
-            if not self.pinned(profile) and self._static_problem(profile, group.first):
-                continue
-            searches.append(group.find(need, start))
-        if len(searches) == 1:
-            return searches[0]
-        return heapq.merge(*searches)
+        pinned = self.pinned(profile)
+        usable = [
+            group
+            for group in self.groups.values()
+            if pinned or any(self._static_problem(profile, n) is None for n in group.kinds)
+        ]
+        if len(usable) == 1:
+            return usable[0].find(need, start)
+        return heapq.merge(*(group.find(need, start) for group in usable))
 
     @staticmethod
     def _resource_problem(profile: PodProfile, node: _Node) -> str | None:
@@ -554,9 +646,8 @@ class _Cluster:
             if value is None:
                 return f"topology spread: node has no {key} label"
             spread = self._spread(constraint, profile)
-            extra = (
-                value if candidate and self._spread_eligible(constraint, profile, node) else None
-            )
+            eligible = candidate and self._spread_eligible(spread, constraint, profile, node)
+            extra = value if eligible else None
             low = spread.minimum(extra, constraint.min_domains)
             mine = 1 if self._spread_counts(constraint, profile, profile) else 0
             if spread.counts.get(value, 0) + mine - low > constraint.max_skew:
@@ -575,6 +666,16 @@ class _Cluster:
 
 
 # -- placing ---------------------------------------------------------------------------
+
+
+def _reference(pools: Sequence[PoolTemplate], nodes: Sequence[ExistingNode]) -> dict[str, int]:
+    """The largest allocatable of any node or template, per resource: the unit shares are
+    counted in."""
+    found: dict[str, int] = {}
+    for allocatable in [*(p.allocatable for p in pools), *(n.allocatable for n in nodes)]:
+        for name, amount in allocatable.items():
+            found[name] = max(found.get(name, 0), amount)
+    return found
 
 
 def _share(profile: PodProfile, reference: Mapping[str, int]) -> float:
@@ -610,7 +711,14 @@ class _Simulation:
         daemon_sets: Sequence[DaemonSetView],
         opened: Mapping[str, int],
     ) -> None:
-        self.cluster = _Cluster(daemon_sets)
+        self.reference = _reference(pools, nodes)
+        # cpu relative to the largest node's, plus memory relative to its: both scaled by
+        # the product of the two, to stay in integers.
+        scale = (
+            max(1, self.reference.get("memory", 0) >> 20),
+            max(1, self.reference.get("cpu", 0)),
+        )
+        self.cluster = _Cluster(daemon_sets, scale)
         self.pools = {p.name: _PoolState(p) for p in sorted(pools, key=lambda p: p.name)}
         for existing in nodes:
             node = self.cluster.add_node(
@@ -659,15 +767,14 @@ class _Simulation:
         """The pool's node ``ahead`` places down its queue, as it would be; not added."""
         template = state.template
         name, labels = template.upcoming(state.opened + ahead)
-        node = _Node(
-            len(self.cluster.nodes),
-            name,
-            template.name,
-            labels,
-            template.taints,
-            False,
-            template.allocatable,
-            _NEW,
+        node = self.cluster.make_node(
+            name=name,
+            pool=template.name,
+            labels=labels,
+            taints=template.taints,
+            unschedulable=False,
+            allocatable=template.allocatable,
+            kind=_NEW,
         )
         for profile in self.cluster.daemons_for(node):
             node.charge(profile, 1)
@@ -786,10 +893,7 @@ def _simulate_once(
         target = by_name.get(node_name)
         if target is not None:
             cluster.place(profile, target, 1, counted=True)
-    reference: dict[str, int] = {}
-    for pool in pools:
-        for name, amount in pool.allocatable.items():
-            reference[name] = max(reference.get(name, 0), amount)
+    reference = simulation.reference
     classes = _classes(pending)
     # Pods that need other pods near them go after the pods that need nobody, so that a
     # pending pod they are affine to is placed first (the scheduler retries them until it is).
