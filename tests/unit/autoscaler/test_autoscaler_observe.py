@@ -10,6 +10,7 @@ from nodepool_operator.api import autoscaler as nas
 from nodepool_operator.api import nodepool as np
 from nodepool_operator.controllers.autoscaler.handoff import RequestLedger, request_name
 from nodepool_operator.controllers.autoscaler.observe import Conflict, Observation, Observer
+from nodepool_operator.runtime import conditions
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.informer import object_key
 
@@ -96,6 +97,32 @@ def daemon_set(cpu: str) -> Object:
     }
 
 
+NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+
+
+class FixedWallClock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def time(self) -> float:
+        return self.now
+
+
+def not_ready_since(name: str, seconds_ago: float) -> Object:
+    """A pool node whose Ready condition turned False ``seconds_ago``."""
+    stale = node(name, ready=False)
+    stale["status"]["conditions"][0]["lastTransitionTime"] = conditions.rfc3339(NOW - seconds_ago)
+    return stale
+
+
+def never_ready(name: str, registered_ago: float) -> Object:
+    """A pool node registered ``registered_ago`` that never reported a Ready condition."""
+    fresh = node(name, ready=False)
+    fresh["status"]["conditions"] = []
+    fresh["metadata"]["creationTimestamp"] = conditions.rfc3339(NOW - registered_ago)
+    return fresh
+
+
 def observer(
     *,
     nodes: Iterable[Object] = (),
@@ -103,6 +130,7 @@ def observer(
     pools: Iterable[Object] | None = None,
     autoscalers: Iterable[Object] | None = None,
     daemon_sets: Iterable[Object] = (),
+    now: float = NOW,
 ) -> Observer:
     return Observer(
         autoscalers=FakeInformer(  # type: ignore[arg-type]
@@ -114,6 +142,7 @@ def observer(
         requests=FakeInformer(),  # type: ignore[arg-type]
         daemon_sets=FakeInformer(*daemon_sets),  # type: ignore[arg-type]
         ledger=RequestLedger(),
+        wall_clock=FixedWallClock(now),
     )
 
 
@@ -275,3 +304,29 @@ def test_request_names_are_valid_readable_and_distinct() -> None:
     later_up = request_name("nas", direction="up", millis=1_800_000_000_001)
     earlier_down = request_name("nas", direction="down", millis=1_800_000_000_000)
     assert later_up > earlier_down  # the name breaks a same-second tie by time
+
+
+async def test_a_node_not_ready_past_the_pool_timeout_is_no_capacity() -> None:
+    # One 4-cpu node per pod of 3 cpu: the dead node's room would hold the second pod.
+    pods = [pod("p1", cpu="3"), pod("p2", cpu="3")]
+    dead = not_ready_since("small-1", np.DEFAULT_NOT_READY_TIMEOUT_SECONDS + 1)
+    seen = await observe(observer(nodes=[node("small-0"), dead], pods=pods))
+    assert seen.up.new_nodes == 1
+    assert seen.pool.in_flight == 0  # nor a node on its way: the NodePool replaces it
+
+
+async def test_a_node_not_ready_for_a_moment_is_still_counted_as_coming() -> None:
+    pods = [pod("p1", cpu="3"), pod("p2", cpu="3")]
+    booting = not_ready_since("small-1", 5)
+    seen = await observe(observer(nodes=[node("small-0"), booting], pods=pods))
+    assert seen.up.new_nodes == 0
+
+
+async def test_a_node_that_never_reported_ready_counts_until_the_registration_timeout() -> None:
+    pods = [pod("p1", cpu="3"), pod("p2", cpu="3")]
+    late = never_ready("small-1", np.DEFAULT_REGISTRATION_TIMEOUT_SECONDS + 1)
+    seen = await observe(observer(nodes=[node("small-0"), late], pods=pods))
+    assert seen.up.new_nodes == 1
+    recent = never_ready("small-1", np.DEFAULT_NOT_READY_TIMEOUT_SECONDS + 1)
+    seen = await observe(observer(nodes=[node("small-0"), recent], pods=pods))
+    assert seen.up.new_nodes == 0

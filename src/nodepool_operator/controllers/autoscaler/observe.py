@@ -27,6 +27,7 @@ from nodepool_operator.api import scalerequest as sr
 from nodepool_operator.controllers.autoscaler import constraints, fit, plan, simulation
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.handoff import RequestLedger
+from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import nodes as k8s_nodes
 from nodepool_operator.runtime import pods
 from nodepool_operator.runtime.client import Object
@@ -259,6 +260,7 @@ class Observer:
         ledger: RequestLedger,
         cache: ProfileCache | None = None,
         expendable_priority: int = DEFAULT_EXPENDABLE_PRIORITY,
+        wall_clock: clock_module.WallClock | None = None,
     ) -> None:
         self.autoscalers = autoscalers
         self.pools = pools
@@ -269,7 +271,9 @@ class Observer:
         self.ledger = ledger
         self.cache = cache or ProfileCache()
         self.expendable_priority = expendable_priority
-        self._plan: tuple[tuple[str, ...], _Gathered, simulation.Outcome] | None = None
+        self.wall_clock = wall_clock or clock_module.RealWallClock()
+        self._unhealthy: frozenset[str] = frozenset()
+        self._plan: tuple[tuple[object, ...], _Gathered, simulation.Outcome] | None = None
         pods.add_index(PENDING_INDEX, _pending_index)
         pods.add_index(NODE_INDEX, _node_index)
         nodes.add_index(POOL_INDEX, _pool_of_node_index)
@@ -315,7 +319,7 @@ class Observer:
             unneeded=pool.unneeded,
         )
 
-    def _version(self) -> tuple[str, ...]:
+    def _version(self) -> tuple[object, ...]:
         return (
             self.autoscalers.resource_version,
             self.pools.resource_version,
@@ -326,9 +330,33 @@ class Observer:
             str(self.ledger.serial),
         )
 
+    def _find_unhealthy(self) -> frozenset[str]:
+        """Pool nodes NotReady past their pool's timeouts: the NodePool controller replaces
+        them, and until then they are no capacity, present or in flight."""
+        now = self.wall_clock.time()
+        found = set()
+        for node in self.nodes.items():
+            if k8s_nodes.is_ready(node):
+                continue
+            pool = self.pools.get(np.pool_of(node) or "")
+            if pool is None:
+                continue
+            spec = np.spec_of(pool)
+            if k8s_nodes.is_unhealthy(
+                node,
+                now=now,
+                not_ready_seconds=spec.not_ready_timeout_seconds,
+                registration_seconds=spec.registration_timeout_seconds,
+            ):
+                found.add(str(node["metadata"]["name"]))
+        return frozenset(found)
+
     async def _current(self) -> tuple[_Gathered, simulation.Outcome]:
-        version = self._version()
+        # Nodes turn unhealthy by time passing alone, not by an event: part of the version.
+        unhealthy = self._find_unhealthy()
+        version = (unhealthy, *self._version())
         if self._plan is None or self._plan[0] != version:
+            self._unhealthy = unhealthy
             gathered = self._gather()
             # Simulating tens of thousands of pods takes long enough to starve the
             # informers and the lease renewal if it ran on the event loop; its inputs are
@@ -468,6 +496,7 @@ class Observer:
             target=target,
             ready=usage.ready,
             cordoned=usage.cordoned,
+            unhealthy=usage.unhealthy,
             open_request=any(v.phase == "Pending" for v in views),
         )
         template = simulation.PoolTemplate(
@@ -547,8 +576,8 @@ class Observer:
             running, terminating, daemons, busy = bound[name]
             if is_ready and not is_cordoned and not busy:
                 unneeded.append(name)
-            if name not in staying:
-                continue
+            if name not in staying or name in self._unhealthy:
+                continue  # going away, or no capacity until it is replaced
             found.append(
                 simulation.ExistingNode(
                     name=name,
@@ -570,6 +599,7 @@ class Observer:
         usage = _Usage(
             ready=ready,
             cordoned=cordoned,
+            unhealthy=sum(1 for n in live if n["metadata"]["name"] in self._unhealthy),
             registered=tuple(str(n["metadata"]["name"]) for n in live),
             unneeded=tuple(unneeded),
         )
@@ -603,5 +633,6 @@ class Observer:
 class _Usage:
     ready: int
     cordoned: int
+    unhealthy: int
     registered: tuple[str, ...]
     unneeded: tuple[str, ...]

@@ -56,11 +56,12 @@ class PoolFacts:
     ready: int  # Ready nodes, cordoned or not
     open_request: bool  # a request of the pool is still Pending
     cordoned: int = 0  # Ready nodes that take no pods (being drained, or by hand)
+    unhealthy: int = 0  # NotReady past the pool's timeouts: being replaced, not coming
 
     @property
     def in_flight(self) -> int:
         """Nodes requested but not Ready yet: each one is an empty template node soon."""
-        return max(0, self.target - self.ready)
+        return max(0, self.target - self.ready - self.unhealthy)
 
     @property
     def leaving(self) -> int:

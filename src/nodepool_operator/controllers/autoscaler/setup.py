@@ -49,6 +49,7 @@ def setup(manager: Manager, *, config: AutoscalerConfig) -> Controller:
             ledger=ledger,
             cache=ProfileCache(config.request_cache_size),
             expendable_priority=config.expendable_pods_priority_cutoff,
+            wall_clock=wall_clock,
         ),
         requester=ScaleRequester(client=client, ledger=ledger, wall_clock=wall_clock),
         notices=Notices(recorder, parallelism=config.event_parallelism),
