@@ -1,0 +1,147 @@
+"""A NodePool kept in Git next to an Autoscaler, applied with ``kubectl apply --server-side``.
+
+The README's GitOps section, run as written: a manifest without ``targetNodes`` never
+resets it, and ownership of ``targetNodes`` passes from the Git manifest to the
+operator (the procedure Kubernetes documents for a Deployment's ``replicas`` and an HPA)
+without a node being drained.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from harness import MERGE, POOLS, Operator, SimCloud, kubectl, settled, wait_for
+from nodepool_operator.api import nodepool as np
+from nodepool_operator.cluster import binaries
+from nodepool_operator.cluster.pytest_plugin import Cluster
+
+GITOPS = "gitops"  # the field manager a GitOps tool applies with
+HANDOVER = "handover-to-nodepool-operator"
+
+
+def manifest(name: str, *, target: int | None, team: str = "web") -> dict[str, Any]:
+    """The NodePool as kept in Git (``targetNodes`` only while Git owns it)."""
+    spec: dict[str, Any] = {
+        "maxNodes": 10,
+        "template": {"cpu": "4", "memory": "16Gi", "labels": {"team": team}},
+    }
+    if target is not None:
+        spec["targetNodes"] = target
+    return {"apiVersion": np.API_VERSION, "kind": np.KIND, "metadata": {"name": name}, "spec": spec}
+
+
+@pytest.fixture
+def apply(cluster: Cluster, tmp_path: Path) -> Any:
+    """``kubectl apply --server-side`` of a manifest, as a given field manager."""
+    kubectl_path = binaries.ensure_binaries()["kubectl"]
+
+    async def run(body: dict[str, Any], *, manager: str) -> str:
+        path = tmp_path / f"{manager}.json"
+        path.write_text(json.dumps(body))
+        return await kubectl(
+            kubectl_path,
+            cluster.kubeconfig,
+            "apply",
+            "--server-side",
+            f"--field-manager={manager}",
+            "-f",
+            str(path),
+        )
+
+    return run
+
+
+class NodeWatch:
+    """Every pool Node name seen, sampled until stopped: a drained node would show up."""
+
+    def __init__(self, core: client.CoreV1Api, pool: str) -> None:
+        self.core, self.pool = core, pool
+        self.deleting: set[str] = set()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        while True:
+            nodes = await self.core.list_node(label_selector=np.pool_selector(self.pool))
+            for node in nodes.items:
+                if node.spec.unschedulable or node.metadata.deletion_timestamp:
+                    self.deleting.add(node.metadata.name)
+            await asyncio.sleep(0.2)
+
+
+async def target_of(custom: client.CustomObjectsApi, name: str) -> int:
+    pool = await custom.get_cluster_custom_object(*POOLS, name)
+    return int(pool["spec"]["targetNodes"])
+
+
+async def test_targetnodes_passes_from_git_to_the_operator_without_a_drain(
+    api_client: client.ApiClient,
+    start_simcloud: Any,
+    start_operator: Any,
+    pool_name: str,
+    apply: Any,
+) -> None:
+    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
+    operator: Operator = start_operator(cloud)
+    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
+    # Git creates the pool with two nodes.
+    await apply(manifest(pool_name, target=2), manager=GITOPS)
+    await wait_for(lambda: settled(custom, pool_name, 2), within=60)
+    watch = NodeWatch(core, pool_name)
+    watch.start()
+    try:
+        # 1. A second manager takes a share of targetNodes at its current value.
+        await apply(
+            {
+                "apiVersion": np.API_VERSION,
+                "kind": np.KIND,
+                "metadata": {"name": pool_name},
+                "spec": {"targetNodes": 2},
+            },
+            manager=HANDOVER,
+        )
+        # 2. Git drops targetNodes: the handover manager still owns it, so it is kept.
+        await apply(manifest(pool_name, target=None), manager=GITOPS)
+        assert await target_of(custom, pool_name) == 2
+        # 3. The operator (kubectl scale here, a ScaleRequest in production) moves it, and
+        #    Git, applying again with another change, leaves it where it is.
+        await custom.patch_cluster_custom_object(
+            *POOLS, pool_name, {"spec": {"targetNodes": 3}}, _content_type=MERGE
+        )
+        await wait_for(lambda: settled(custom, pool_name, 3), within=60)
+        await apply(manifest(pool_name, target=None, team="shop"), manager=GITOPS)
+        pool = await custom.get_cluster_custom_object(*POOLS, pool_name)
+        assert pool["spec"]["targetNodes"] == 3
+        assert pool["spec"]["template"]["labels"] == {"team": "shop"}
+        await asyncio.sleep(2)  # a few reconciles: nothing moves
+        await wait_for(lambda: settled(custom, pool_name, 3), within=30)
+    finally:
+        await watch.stop()
+    assert watch.deleting == set()  # no node was cordoned or deleted on the way
+    assert operator.errors_logged() == []
+
+
+async def test_without_the_handover_dropping_targetnodes_from_git_resets_it(
+    api_client: client.ApiClient, pool_name: str, apply: Any, crds_installed: None
+) -> None:
+    # Why the README's procedure matters: the field goes back to its default (0).
+    custom = client.CustomObjectsApi(api_client)
+    await apply(manifest(pool_name, target=2), manager=GITOPS)
+    assert await target_of(custom, pool_name) == 2
+    await apply(manifest(pool_name, target=None), manager=GITOPS)
+    assert await target_of(custom, pool_name) == np.DEFAULT_TARGET_NODES
