@@ -76,6 +76,76 @@ def test_victims_prefer_draining_then_nodeless_then_emptiest() -> None:
     assert plan.pick_victims(view, 0) == []
 
 
+def test_victims_take_not_ready_nodes_before_the_emptiest_ready_ones() -> None:
+    view = plan.PoolView(
+        vms=[vm("p-0"), vm("p-1"), vm("p-2")],
+        nodes={"p-0": node("p-0"), "p-1": node("p-1", ready=False), "p-2": node("p-2")},
+        pods_per_node={"p-0": 0, "p-1": 7, "p-2": 2},
+    )
+    assert plan.pick_victims(view, 3) == ["p-1", "p-0", "p-2"]
+
+
+def test_victims_take_nodes_with_do_not_disrupt_pods_last_even_when_emptiest() -> None:
+    view = plan.PoolView(
+        vms=[vm("p-0"), vm("p-1"), vm("p-2"), vm("p-3")],
+        nodes={
+            "p-0": node("p-0"),
+            "p-1": node("p-1"),
+            "p-2": node("p-2", ready=False),
+            "p-3": node("p-3"),
+        },
+        pods_per_node={"p-0": 1, "p-1": 9, "p-2": 0, "p-3": 5},
+        protected=frozenset({"p-0", "p-2"}),
+    )
+    assert plan.pick_victims(view, 2) == ["p-3", "p-1"]
+    assert plan.pick_victims(view, 4)[2:] == ["p-2", "p-0"]
+
+
+def test_a_node_already_draining_stays_the_victim_even_if_protected() -> None:
+    view = plan.PoolView(
+        vms=[vm("p-0"), vm("p-1")],
+        nodes={"p-0": node("p-0", draining=True), "p-1": node("p-1")},
+        pods_per_node={"p-0": 5, "p-1": 0},
+        protected=frozenset({"p-0"}),
+    )
+    assert plan.pick_victims(view, 1) == ["p-0"]
+
+
+def test_the_drain_start_is_read_from_the_annotation() -> None:
+    draining = node("p-0")
+    draining["metadata"]["annotations"] = {plan.SCALE_DOWN_ANNOTATION: "2026-11-29T10:00:00Z"}
+    assert plan.drain_started(draining) == 1_795_946_400.0
+    assert plan.drain_started(node("p-0", draining=True)) is None  # "true": no start known
+    assert plan.drain_started(node("p-0")) is None
+
+
+def test_a_blocked_drain_is_the_scaling_reason_and_names_what_blocks_it() -> None:
+    view = plan.PoolView(
+        vms=[vm("p-0"), vm("p-1")],
+        nodes={"p-0": node("p-0"), "p-1": node("p-1", draining=True)},
+        pods_per_node={},
+        blocked=("node p-1: eviction of pod ns/a refused by PodDisruptionBudget ns/web",),
+    )
+    status = _status_for(1, view)
+    [scaling] = [c for c in status["conditions"] if c["type"] == "Scaling"]
+    assert scaling["reason"] == "DrainBlocked"
+    assert scaling["message"] == (
+        "2 VMs, 2 nodes, 1 wanted; "
+        "node p-1: eviction of pod ns/a refused by PodDisruptionBudget ns/web"
+    )
+
+
+def test_the_scaling_message_names_a_few_blocked_pods_and_counts_the_rest() -> None:
+    view = plan.PoolView(
+        vms=[vm("p-0")],
+        nodes={"p-0": node("p-0", draining=True)},
+        pods_per_node={},
+        blocked=tuple(f"pod {i}" for i in range(5)),
+    )
+    [scaling] = [c for c in _status_for(0, view)["conditions"] if c["type"] == "Scaling"]
+    assert scaling["message"].endswith("pod 0; pod 1; pod 2; and 2 more")
+
+
 def test_scale_up_request_never_lowers_the_target_and_is_clamped_to_max() -> None:
     assert plan.decide_request(spec(3), 5) == plan.RequestDecision(
         "Applied", 5, "targetNodes 3 -> 5"

@@ -4,16 +4,20 @@ Every step is idempotent, so a crash (or SIGKILL) between any two of them is rep
 the next reconcile: VM names are deterministic (a repeated create finds the VM), a Node
 that already exists is left alone, a Node whose VM is gone is deleted, a VM that never
 became a Node is removed after a timeout, and the victims of a scale-down are marked on
-their Nodes, so a restarted operator finishes the same drain instead of picking others.
+their Nodes (with when their drain started), so a restarted operator finishes the same
+drain, with the same deadline, instead of picking others. A VM goes only once its
+Node's drain is done (``drain``), and its Node after it; a deleted pool's Nodes too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from nodepool_operator.api import nodepool as np
 from nodepool_operator.cloud.provider import (
@@ -24,8 +28,8 @@ from nodepool_operator.cloud.provider import (
     VmName,
     VmState,
 )
+from nodepool_operator.controllers.nodepool import drain, plan
 from nodepool_operator.controllers.nodepool import nodes as node_ops
-from nodepool_operator.controllers.nodepool import plan
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import errors, kinds
@@ -60,6 +64,9 @@ class PoolActions:
         self.recorder = recorder
         self.config = config
         self.wall_clock = wall_clock
+        self.drainer = drain.Drainer(
+            client=client, pods=pods, recorder=recorder, config=config, wall_clock=wall_clock
+        )
         # Nodes we created that the cache has not shown yet (client-go's "expectations"):
         # without this, a reconcile in that window creates them again and meets 409s.
         self._expected_nodes: dict[str, float] = {}
@@ -77,11 +84,17 @@ class PoolActions:
             for n in self.nodes.by_index("pool", name)
             if n["metadata"]["name"] in names
         }
-        pods = {node: len(self._evictable(node)) for node in pool_nodes}
-        return plan.PoolView(vms=live, nodes=pool_nodes, pods_per_node=pods)
-
-    def _evictable(self, node_name: str) -> list[Object]:
-        return node_ops.evictable_pods(self.pods.by_index("node", node_name))
+        on_node = {node: self.drainer.pods_to_move(node) for node in pool_nodes}
+        return plan.PoolView(
+            vms=live,
+            nodes=pool_nodes,
+            pods_per_node={node: len(found) for node, found in on_node.items()},
+            protected=frozenset(
+                node
+                for node, found in on_node.items()
+                if drain.node_is_protected(pool_nodes[node], found)
+            ),
+        )
 
     async def converge(
         self, pool: Object, spec: np.NodePoolSpec, desired: int, *, may_create: bool = True
@@ -101,7 +114,8 @@ class PoolActions:
         if live < desired and may_create:
             await self._scale_up(pool, spec, view, every_vm, desired - live)
         elif live > desired:
-            await self._scale_down(pool, view, live - desired)
+            progress = await self._scale_down(pool, spec, view, live - desired)
+            return dataclasses.replace(view, blocked=progress.blocked, recheck_in=progress.retry_in)
         elif view.draining:
             await self._cancel_drains(view, view.draining)
         return view
@@ -207,7 +221,9 @@ class PoolActions:
             permanent = [f for f in failures if isinstance(f, PermanentCloudError)]
             raise (permanent or failures)[0]
 
-    async def _scale_down(self, pool: Object, view: plan.PoolView, excess: int) -> None:
+    async def _scale_down(
+        self, pool: Object, spec: np.NodePoolSpec, view: plan.PoolView, excess: int
+    ) -> drain.DrainProgress:
         victims = plan.pick_victims(view, excess)
         fresh = [v for v in victims if v not in view.draining]
         if fresh:
@@ -220,48 +236,67 @@ class PoolActions:
         extra = [n for n in view.draining if n not in victims]
         if extra:
             await self._cancel_drains(view, extra)
+        progress = []
         for victim in victims:
             node = view.nodes.get(victim)
             if node is None:
                 await self.cloud.delete_vm(victim)
                 continue
-            if not plan.is_draining(node):
-                await node_ops.cordon(self.client, node)
-            remaining = self._evictable(victim)
-            if remaining:
-                blocked = await node_ops.evict(self.client, remaining)
-                if blocked:
-                    log.info(
-                        "controller=nodepool event=eviction-blocked node=%s pods=%d",
-                        victim,
-                        blocked,
-                    )
-                continue
-            # The VM first: once it is DELETING, a crash here leaves a Node that the next
-            # pass removes as "Node without VM", never a VM that looks like it needs one.
-            await self.cloud.delete_vm(victim)
-            await self._delete_node(victim)
-            log.info(
-                "controller=nodepool key=%s event=node-removed node=%s",
-                pool["metadata"]["name"],
-                victim,
-            )
+            progress.append(await self._remove_drained(pool, spec, node, vm=victim))
+        return _combined(progress)
+
+    async def _remove_drained(
+        self, pool: Object, spec: np.NodePoolSpec, node: Mapping[str, Any], *, vm: VmName | None
+    ) -> drain.DrainProgress:
+        """One drain pass over ``node``; once it is done, its VM and then the Node go."""
+        node_name = str(node["metadata"]["name"])
+        progress = await self.drainer.drain(pool, node, timeout_seconds=spec.drain_timeout_seconds)
+        if not progress.done:
+            return progress
+        # The VM first: once it is DELETING, a crash here leaves a Node that the next
+        # pass removes as "Node without VM", never a VM that looks like it needs one.
+        if vm is not None:
+            await self.cloud.delete_vm(vm)
+        await self._delete_node(node_name)
+        log.info(
+            "controller=nodepool key=%s event=node-removed node=%s",
+            pool["metadata"]["name"],
+            node_name,
+        )
+        return progress
 
     async def _cancel_drains(self, view: plan.PoolView, names: Sequence[str]) -> None:
         for node_name in names:
             await node_ops.uncordon(self.client, view.nodes[node_name])
+            self.drainer.forget_node(node_name)
 
     async def _delete_node(self, name: str) -> None:
         with contextlib.suppress(errors.NotFound):
             await self.client.delete(kinds.NODES, name)
 
-    async def tear_down(self, pool: Object) -> int:
-        """Delete every VM and Node of a pool being deleted; return how many remain."""
+    async def tear_down(self, pool: Object) -> tuple[int, drain.DrainProgress]:
+        """Drain and remove every Node and VM of a pool being deleted: how many remain,
+        and how the drains stand."""
         name = pool["metadata"]["name"]
-        vms = await self.cloud.list_vms(pool=name)
+        spec = np.spec_of(pool)
+        vms = {vm.name: vm for vm in await self.cloud.list_vms(pool=name)}
+        progress = []
         for node in self.nodes.by_index("pool", name):
-            await self._delete_node(node["metadata"]["name"])
-        for vm in vms:
-            if vm.state != VmState.DELETING:
+            node_name = node["metadata"]["name"]
+            vm = vms.get(node_name)
+            target = vm.name if vm is not None and vm.state != VmState.DELETING else None
+            progress.append(await self._remove_drained(pool, spec, node, vm=target))
+        for vm in vms.values():
+            if vm.state != VmState.DELETING and self.nodes.get(vm.name) is None:
                 await self.cloud.delete_vm(vm.name)
-        return len(vms) + len(self.nodes.by_index("pool", name))
+        return len(vms) + len(self.nodes.by_index("pool", name)), _combined(progress)
+
+
+def _combined(progress: Sequence[drain.DrainProgress]) -> drain.DrainProgress:
+    """Several Nodes' drains as one: done when all are, the soonest retry, every block."""
+    retries = [p.retry_in for p in progress if p.retry_in is not None]
+    return drain.DrainProgress(
+        done=all(p.done for p in progress),
+        retry_in=min(retries) if retries else None,
+        blocked=tuple(sorted(b for p in progress for b in p.blocked)),
+    )

@@ -17,3 +17,10 @@ class NodePoolConfig:
     degraded_backoff: float = 10.0
     degraded_backoff_max: float = 300.0
     max_concurrent_reconciles: int = 4
+    # A pod whose eviction a PodDisruptionBudget refused is asked again after 1 s, then
+    # 2, 4, ... up to a minute: a budget opens when another pod turns Ready, rarely sooner.
+    eviction_backoff: float = 1.0
+    eviction_backoff_max: float = 60.0
+    # A pod still there this long past its deletion deadline is stuck (its node cannot
+    # finish it); a drain stops waiting for it, as Karpenter does after a minute.
+    stuck_terminating_seconds: float = 60.0

@@ -255,12 +255,15 @@ class NodePoolReconciler:
         if pause is not None:
             delays.append(max(pause.until - time.monotonic(), 0.01))
         # The cloud has no watch: look again while it owes us something (VMs booting, or
-        # running without their Node yet) or while a drain goes on. Node readiness needs
-        # no polling: it arrives through the Node watch.
+        # running without their Node yet, or to be created). Node readiness needs no
+        # polling: it arrives through the Node watch. A drain says itself when it can move
+        # on (a pod's backoff ends, a grace period runs out): never a fixed-rate retry.
         booting = any(vm.state != VmState.RUNNING or vm.name not in view.nodes for vm in view.vms)
-        short = pause is None and len(view.vms) != desired
-        if booting or short or view.draining:
+        short = pause is None and len(view.vms) < desired
+        if booting or short:
             delays.append(self.config.poll_interval)
+        if view.recheck_in is not None:
+            delays.append(max(view.recheck_in, 0.01))
         return Result(requeue_after=min(delays)) if delays else Result()
 
     async def _add_finalizer(self, pool: Object) -> None:
@@ -288,9 +291,11 @@ class NodePoolReconciler:
     async def _finalize(self, pool: Object) -> Result:
         if FINALIZER not in (pool["metadata"].get("finalizers") or []):
             return Result()
-        remaining = await self.actions.tear_down(pool)
+        # The same drain as a scale-down first: pods leave through the Eviction API.
+        remaining, drains = await self.actions.tear_down(pool)
         if remaining:
-            return Result(requeue_after=self.config.poll_interval)
+            wait = self.config.poll_interval if drains.done else drains.retry_in
+            return Result(requeue_after=wait) if wait is not None else Result()
         finalizers = [f for f in pool["metadata"]["finalizers"] if f != FINALIZER]
         patch: dict[str, Any] = {
             "metadata": {

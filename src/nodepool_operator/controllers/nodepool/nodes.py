@@ -5,8 +5,8 @@ registration (capacity and allocatable from the pool's template, every resource 
 plus what the pool promises (its label, zone and region, the template's labels and
 taints) and an owner reference to the NodePool. Capacity, allocatable, zone and labels
 come from ``api.nodepool``'s functions, the ones the Autoscaler simulates Nodes with.
-Draining uses the Eviction API, so PodDisruptionBudgets are respected: a 429 from an
-eviction means "not now", and the drain is simply tried again later.
+Draining (``drain``) uses the Eviction API, so PodDisruptionBudgets are respected: a 429
+from an eviction means "not now".
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from typing import Any
 from nodepool_operator.api import nodepool as np
 from nodepool_operator.cloud.provider import VirtualMachine
 from nodepool_operator.controllers.nodepool import plan
-from nodepool_operator.runtime import errors, kinds, pods
+from nodepool_operator.runtime import conditions, kinds
 from nodepool_operator.runtime.client import Client, Object
 
-__all__ = ["KWOK_ANNOTATION", "evictable_pods", "node_manifest", "quantities"]
+__all__ = ["KWOK_ANNOTATION", "cordon", "evict_one", "node_manifest", "quantities", "uncordon"]
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 
@@ -68,24 +68,14 @@ def quantities(amounts: Mapping[str, int]) -> dict[str, str]:
     }
 
 
-def evictable_pods(candidates: list[Object]) -> list[Object]:
-    """Pods a drain must move: not DaemonSet or mirror pods, not finished, not leaving."""
-    return [
-        pod
-        for pod in candidates
-        if not pods.is_daemon_or_mirror(pod)
-        and not pods.is_terminal(pod)
-        and not pod.get("metadata", {}).get("deletionTimestamp")
-    ]
-
-
-async def cordon(client: Client, node: Mapping[str, Any]) -> None:
-    """Mark the Node unschedulable and remember (annotation) that we chose it."""
+async def cordon(client: Client, node: Mapping[str, Any], *, started: float) -> None:
+    """Mark the Node unschedulable and remember on it (annotation) that we chose it, and
+    since when: the drain timeout counts from there, across restarts."""
     await client.patch(
         kinds.NODES,
         str(node["metadata"]["name"]),
         {
-            "metadata": {"annotations": {plan.SCALE_DOWN_ANNOTATION: "true"}},
+            "metadata": {"annotations": {plan.SCALE_DOWN_ANNOTATION: conditions.rfc3339(started)}},
             "spec": {"unschedulable": True},
         },
     )
@@ -102,22 +92,20 @@ async def uncordon(client: Client, node: Mapping[str, Any]) -> None:
     )
 
 
-async def evict(client: Client, pods: list[Object]) -> int:
-    """Ask to evict each pod; return how many the PodDisruptionBudgets refused for now."""
-    blocked = 0
-    for pod in pods:
-        meta = pod["metadata"]
-        body = {
-            "apiVersion": "policy/v1",
-            "kind": "Eviction",
-            "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
-        }
-        try:
-            await client.create_subresource(
-                kinds.PODS, meta["name"], "eviction", body, namespace=meta["namespace"]
-            )
-        except errors.TooManyRequests:
-            blocked += 1
-        except errors.NotFound:
-            continue
-    return blocked
+async def evict_one(client: Client, pod: Mapping[str, Any]) -> None:
+    """Ask the Eviction API to evict ``pod``: ``TooManyRequests`` when a budget refuses."""
+    meta = pod["metadata"]
+    body = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+        # The uid: an eviction meant for this pod never evicts another of the same name.
+        "deleteOptions": {"preconditions": {"uid": meta["uid"]}} if meta.get("uid") else None,
+    }
+    await client.create_subresource(
+        kinds.PODS,
+        str(meta["name"]),
+        "eviction",
+        {k: v for k, v in body.items() if v is not None},
+        namespace=str(meta["namespace"]),
+    )

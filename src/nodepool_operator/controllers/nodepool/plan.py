@@ -3,7 +3,8 @@
 * which VM names to create (``nodepool.vm_names``: deterministic, so a retry or a restart
   asks for the same names and the cloud's idempotent create makes no duplicate);
 * which Nodes to give up on a scale-down (those already being drained, then VMs that never
-  became Nodes, then the emptiest Nodes);
+  became Nodes, then not-Ready Nodes, then the emptiest; Nodes with a do-not-disrupt pod,
+  or annotated do-not-disrupt themselves, last);
 * what a ScaleRequest does to ``spec.targetNodes``;
 * the status the pool should show.
 """
@@ -29,6 +30,7 @@ __all__ = [
     "pool_status",
 ]
 
+#: On a Node we are draining; its value is when the drain started (RFC 3339).
 SCALE_DOWN_ANNOTATION = "nodepool.dev/scale-down"
 
 
@@ -45,6 +47,13 @@ def is_draining(node: Mapping[str, Any]) -> bool:
     return SCALE_DOWN_ANNOTATION in (node.get("metadata", {}).get("annotations") or {})
 
 
+def drain_started(node: Mapping[str, Any]) -> float | None:
+    """When the drain of ``node`` started (seconds since the epoch); None if it is not
+    draining, or was marked by an older operator that did not say when."""
+    mark = (node.get("metadata", {}).get("annotations") or {}).get(SCALE_DOWN_ANNOTATION)
+    return None if mark is None else conditions.parse_rfc3339(str(mark))
+
+
 @dataclass(frozen=True)
 class PoolView:
     """What the controller observed of one pool: its live VMs and their Nodes."""
@@ -52,6 +61,12 @@ class PoolView:
     vms: Sequence[VirtualMachine]  # not DELETING
     nodes: Mapping[str, Mapping[str, Any]]  # by name, only those of live VMs
     pods_per_node: Mapping[str, int]  # pods that a drain would have to evict
+    # Nodes that hold a do-not-disrupt pod or are annotated do-not-disrupt themselves.
+    protected: frozenset[str] = frozenset()
+    # Why drains cannot go on (a budget, a do-not-disrupt pod), one stable line each.
+    blocked: tuple[str, ...] = ()
+    # Seconds until a drain can move on without an event (a backoff ends, a grace period).
+    recheck_in: float | None = None
 
     @property
     def draining(self) -> list[str]:
@@ -65,18 +80,24 @@ class PoolView:
 
 
 def pick_victims(view: PoolView, excess: int) -> list[VmName]:
-    """The ``excess`` VMs to remove, cheapest first; stable across reconciles."""
+    """The ``excess`` VMs to remove, cheapest first; stable across reconciles.
+
+    Nodes already draining first (never switch victims mid-drain), then VMs without a
+    Node (nothing runs there), then not-Ready Nodes, then the emptiest; a Node that holds
+    a do-not-disrupt pod, or is do-not-disrupt itself, only when nothing else is left.
+    """
     if excess <= 0:
         return []
 
     def cost(vm: VirtualMachine) -> tuple[int, int, int, str]:
         node = view.nodes.get(vm.name)
         if node is not None and is_draining(node):
-            return (0, 0, 0, vm.name)  # already chosen: never switch victims mid-drain
+            return (0, 0, 0, vm.name)
         if node is None:
-            return (1, 0, 0, vm.name)  # no Node: nothing runs there
-        ready = 0 if not nodes.is_ready(node) else 1
-        return (2, ready, view.pods_per_node.get(vm.name, 0), vm.name)
+            return (1, 0, 0, vm.name)
+        ready = 1 if nodes.is_ready(node) else 0
+        rank = 4 if vm.name in view.protected else 3 if ready else 2
+        return (rank, ready, view.pods_per_node.get(vm.name, 0), vm.name)
 
     ordered = sorted(view.vms, key=cost)
     return [vm.name for vm in ordered[:excess]]
@@ -157,12 +178,11 @@ def pool_status(
         direction = "ScalingUp" if live < desired or current < desired else "ScalingDown"
         if live == desired and current == desired and not view.draining:
             direction = "WaitingForNodes"
-        found.set(
-            "Scaling",
-            True,
-            reason=direction,
-            message=f"{live} VMs, {current} nodes, {desired} wanted",
-        )
+        message = f"{live} VMs, {current} nodes, {desired} wanted"
+        if view.blocked:
+            direction = "DrainBlocked"
+            message = f"{message}; {_blocked_summary(view.blocked)}"
+        found.set("Scaling", True, reason=direction, message=message)
     else:
         found.set("Scaling", False, reason="Stable", message=f"{desired} nodes")
     if degraded is None:
@@ -177,6 +197,16 @@ def pool_status(
         "selector": np.pool_selector(str(meta["name"])),
         "conditions": found.items,
     }
+
+
+#: How many blocked pods the Scaling condition names; the events name every one.
+MAX_BLOCKED_IN_MESSAGE = 3
+
+
+def _blocked_summary(blocked: Sequence[str]) -> str:
+    shown = "; ".join(blocked[:MAX_BLOCKED_IN_MESSAGE])
+    more = len(blocked) - MAX_BLOCKED_IN_MESSAGE
+    return f"{shown}; and {more} more" if more > 0 else shown
 
 
 def live_vms(vms: Iterable[VirtualMachine]) -> list[VirtualMachine]:

@@ -1,0 +1,345 @@
+"""Draining one Node: cordon, evict, wait until its pods are gone; only then may it go.
+
+A drain is a sequence of passes, each safe to repeat and each writing only what moves it
+on. A pass:
+
+* cordons the Node and stamps the start of the drain on it (``plan.SCALE_DOWN_ANNOTATION``
+  holds the moment, so a restarted operator keeps counting the drain timeout from there);
+* asks the Eviction API to evict every pod still there (DaemonSet and mirror pods stay:
+  they go with the Node), so PodDisruptionBudgets are honoured;
+* leaves alone the pods annotated ``do-not-disrupt`` (or ``safe-to-evict: "false"``):
+  they block the drain, visibly, until the pool's drain timeout;
+* waits for pods being deleted until their own grace period is over (kubelet, or kwok,
+  removes them then); one still there a minute past its deletion deadline is stuck
+  (its node cannot finish it) and no longer waited for, as Karpenter does;
+* reports the drain done only when nothing is left to wait for.
+
+A 429 (a budget that allows no disruption now) backs the pod off exponentially (the
+runtime's per-key limiter, capped), and is told once per pod and budget: a Warning
+event on the pool and a line in its ``Scaling`` condition, not one per retry.
+
+Nothing is forced unless the pool sets ``drainTimeoutSeconds``. With it, as Karpenter's
+``terminationGracePeriod``: a pod whose own grace period would end past the deadline is
+deleted (not evicted) with its grace period capped to what is left (never below 0), so
+it has as long as the deadline allows; once the deadline has passed the pods left are
+deleted with no grace and the Node goes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from nodepool_operator.api import nodepool as np
+from nodepool_operator.controllers.nodepool import nodes as node_ops
+from nodepool_operator.controllers.nodepool import plan
+from nodepool_operator.controllers.nodepool.config import NodePoolConfig
+from nodepool_operator.runtime import clock as clock_module
+from nodepool_operator.runtime import conditions, errors, kinds, pods, ratelimit
+from nodepool_operator.runtime.client import Client, Object, Resource
+from nodepool_operator.runtime.events import EventRecorder
+from nodepool_operator.runtime.informer import Informer
+
+__all__ = [
+    "PDBS",
+    "DrainProgress",
+    "Drainer",
+    "budget_named_in",
+    "is_do_not_disrupt",
+    "node_is_protected",
+]
+
+log = logging.getLogger(__name__)
+
+PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", namespaced=True)
+
+#: Kubernetes' default when a pod does not say (``terminationGracePeriodSeconds``).
+DEFAULT_GRACE_SECONDS: Final = 30
+
+# "The disruption budget web needs 2 healthy pods and has 2 currently", or "... web is
+# still being processed by the server": the eviction subresource's 429 cause.
+_BUDGET_IN_MESSAGE = re.compile(r"disruption budget ([a-z0-9]([-a-z0-9.]*[a-z0-9])?)")
+
+
+def is_do_not_disrupt(obj: Mapping[str, Any]) -> bool:
+    """A pod (or Node) its owner asked us not to disrupt: ours, or cluster-autoscaler's."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    return (
+        annotations.get(np.DO_NOT_DISRUPT_ANNOTATION) == "true"
+        or annotations.get(np.SAFE_TO_EVICT_ANNOTATION) == "false"
+    )
+
+
+def node_is_protected(node: Mapping[str, Any], node_pods: Sequence[Mapping[str, Any]]) -> bool:
+    """The Node, or a pod a drain would have to move off it, is do-not-disrupt."""
+    return is_do_not_disrupt(node) or any(is_do_not_disrupt(p) for p in node_pods)
+
+
+def budget_named_in(error: errors.ApiError) -> str | None:
+    """The PodDisruptionBudget a 429 from the eviction subresource names, if it does."""
+    texts = [error.message, *(str(c.get("message", "")) for c in error.details.get("causes", ()))]
+    for text in texts:
+        found = _BUDGET_IN_MESSAGE.search(text)
+        if found:
+            return found.group(1)
+    return None
+
+
+def _pod_key(pod: Mapping[str, Any]) -> str:
+    meta = pod["metadata"]
+    return f"{meta.get('namespace', '')}/{meta['name']}"
+
+
+def _grace_seconds(pod: Mapping[str, Any]) -> int:
+    grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+    return DEFAULT_GRACE_SECONDS if grace is None else int(grace)
+
+
+@dataclass(frozen=True)
+class DrainProgress:
+    """Where one Node's drain stands after a pass."""
+
+    done: bool  # nothing left to wait for: the VM, then the Node, may go
+    retry_in: float | None = None  # when another pass can make progress (None: on events)
+    blocked: tuple[str, ...] = ()  # why it cannot go on, one line per pod, stable
+
+
+@dataclass(frozen=True)
+class _Block:
+    node: str
+    message: str
+
+
+class Drainer:
+    """Drains Nodes pass by pass; remembers per pod only what the API cannot tell it again
+    cheaply (its eviction backoff, and what has been said about it already)."""
+
+    def __init__(
+        self,
+        *,
+        client: Client,
+        pods: Informer,
+        recorder: EventRecorder,
+        config: NodePoolConfig,
+        wall_clock: clock_module.WallClock,
+    ) -> None:
+        self.client = client
+        self.pods = pods
+        self.recorder = recorder
+        self.config = config
+        self.wall_clock = wall_clock
+        # The runtime's one per-key exponential backoff, keyed by pod uid.
+        self._backoff = ratelimit.ItemExponentialFailureRateLimiter[str](
+            base_delay=config.eviction_backoff, max_delay=config.eviction_backoff_max
+        )
+        self._retry_at: dict[str, float] = {}
+        self._blocks: dict[str, _Block] = {}  # pod uid -> why it blocks its Node's drain
+        self._told: set[tuple[str, str]] = set()  # (pod uid, budget or reason) evented
+        self._forced: set[str] = set()  # Nodes whose deadline was announced
+
+    def pods_to_move(self, node_name: str) -> list[Object]:
+        """Pods a drain must see gone: not DaemonSet or mirror pods, not finished."""
+        return [
+            pod
+            for pod in self.pods.by_index("node", node_name)
+            if not pods.is_daemon_or_mirror(pod) and not pods.is_terminal(pod)
+        ]
+
+    async def drain(
+        self, pool: Object, node: Mapping[str, Any], *, timeout_seconds: int | None
+    ) -> DrainProgress:
+        """One pass of the drain of ``node``; see the module docstring."""
+        name = str(node["metadata"]["name"])
+        now = self.wall_clock.time()
+        started = plan.drain_started(node)
+        if started is None:
+            # Not cordoned yet, or by an operator that did not stamp the start: now is
+            # the start, on the Node, where a restart finds it.
+            try:
+                await node_ops.cordon(self.client, node, started=now)
+            except errors.NotFound:
+                return DrainProgress(done=True)  # removed already; the cache lags
+            started = now
+        deadline = None if timeout_seconds is None else started + timeout_seconds
+        remaining = self.pods_to_move(name)
+        if deadline is not None and now >= deadline:
+            await self._force(pool, name, remaining, deadline=deadline, now=now)
+            return DrainProgress(done=True)
+        waits: list[float] = []
+        waiting = False
+        for pod in remaining:
+            wait = await self._step(pool, name, pod, now=now, deadline=deadline)
+            if wait is not None:
+                waiting = True
+                if wait != math.inf:
+                    waits.append(wait)
+        if deadline is not None and waiting:
+            waits.append(max(deadline - now, 0.0))
+        if not waiting:
+            self.forget_node(name)
+            return DrainProgress(done=True)
+        blocked = tuple(sorted(b.message for b in self._blocks.values() if b.node == name))
+        return DrainProgress(done=False, retry_in=min(waits) if waits else None, blocked=blocked)
+
+    async def _step(
+        self, pool: Object, node: str, pod: Object, *, now: float, deadline: float | None
+    ) -> float | None:
+        """Move one pod on; seconds until it is worth looking again (inf: only on an event),
+        or None when it no longer holds the drain up."""
+        meta = pod["metadata"]
+        uid = str(meta.get("uid") or _pod_key(pod))
+        leaving = conditions.parse_rfc3339(str(meta.get("deletionTimestamp") or ""))
+        if leaving is not None:
+            self._clear(uid)
+            # Waited for until its grace period is over, never cut short; past that and a
+            # slack it is stuck on a node that cannot finish it.
+            stuck_at = leaving + self.config.stuck_terminating_seconds
+            if now >= stuck_at:
+                return None
+            return min(self.config.poll_interval, stuck_at - now)
+        if deadline is not None and now + _grace_seconds(pod) >= deadline:
+            # Karpenter's terminationGracePeriod: deleted now, it still ends by the deadline.
+            await self._delete_pod(pod, grace=max(0, math.floor(deadline - now)))
+            return self.config.poll_interval
+        if is_do_not_disrupt(pod):
+            reason = "do-not-disrupt"
+            message = (
+                f"node {node}: pod {_pod_key(pod)} is annotated do-not-disrupt; "
+                "it is not evicted until the drain timeout"
+            )
+            await self._block(pool, uid=uid, node=node, reason=reason, message=message)
+            return math.inf
+        retry_at = self._retry_at.get(uid)
+        if retry_at is not None and retry_at > now:
+            return retry_at - now
+        return await self._evict(pool, node, pod, uid=uid, now=now)
+
+    async def _evict(self, pool: Object, node: str, pod: Object, *, uid: str, now: float) -> float:
+        try:
+            await node_ops.evict_one(self.client, pod)
+        except errors.NotFound:
+            self._clear(uid)
+            return self.config.poll_interval
+        except errors.TooManyRequests as error:
+            budget = budget_named_in(error) or await self._budget_selecting(pod)
+            delay = max(self._backoff.when(uid), error.retry_after or 0.0)
+            self._retry_at[uid] = now + delay
+            named = f"PodDisruptionBudget {pod['metadata'].get('namespace')}/{budget}"
+            message = (
+                f"node {node}: eviction of pod {_pod_key(pod)} refused by "
+                f"{named if budget else 'the API server (429)'}"
+            )
+            await self._block(pool, uid=uid, node=node, reason=budget or "429", message=message)
+            log.info(
+                "controller=nodepool event=eviction-blocked node=%s pod=%s budget=%s retry_in=%.1f",
+                node,
+                _pod_key(pod),
+                budget,
+                delay,
+            )
+            return delay
+        self._clear(uid)
+        log.info("controller=nodepool event=pod-evicted node=%s pod=%s", node, _pod_key(pod))
+        # Its deletion shows in the cache soon; from then on it is waited for as leaving.
+        return self.config.poll_interval
+
+    async def _budget_selecting(self, pod: Object) -> str | None:
+        """The budget selecting ``pod``, asked of the API server when a 429 names none:
+        each budget's selector, as a label selector, with the pod's name as a field."""
+        meta = pod["metadata"]
+        namespace = str(meta.get("namespace", ""))
+        with contextlib.suppress(errors.ApiError):
+            budgets = await self.client.list_page(PDBS, namespace=namespace)
+            for budget in budgets.get("items") or ():
+                selector = _selector_text((budget.get("spec") or {}).get("selector"))
+                if selector is None:
+                    continue
+                found = await self.client.list_page(
+                    kinds.PODS,
+                    namespace=namespace,
+                    label_selector=selector,
+                    field_selector=f"metadata.name={meta['name']}",
+                )
+                if found.get("items"):
+                    return str(budget["metadata"]["name"])
+        return None
+
+    async def _block(self, pool: Object, *, uid: str, node: str, reason: str, message: str) -> None:
+        self._blocks[uid] = _Block(node=node, message=message)
+        if (uid, reason) in self._told:
+            return
+        self._told.add((uid, reason))
+        await self.recorder.event(pool, type="Warning", reason="DrainBlocked", message=message)
+
+    def _clear(self, uid: str) -> None:
+        self._backoff.forget(uid)
+        self._retry_at.pop(uid, None)
+        self._blocks.pop(uid, None)
+        self._told = {told for told in self._told if told[0] != uid}
+
+    async def _force(
+        self, pool: Object, node: str, remaining: list[Object], *, deadline: float, now: float
+    ) -> None:
+        if node not in self._forced:
+            self._forced.add(node)
+            await self.recorder.event(
+                pool,
+                type="Warning",
+                reason="DrainTimeout",
+                message=(
+                    f"node {node}: drain timeout expired; deleting {len(remaining)} pods "
+                    "still on it and removing the node"
+                ),
+            )
+        for pod in remaining:
+            current = pod["metadata"].get("deletionGracePeriodSeconds")
+            if current is None or int(current) > 0:
+                await self._delete_pod(pod, grace=max(0, math.floor(deadline - now)))
+        self.forget_node(node)
+
+    async def _delete_pod(self, pod: Object, *, grace: int) -> None:
+        meta = pod["metadata"]
+        log.warning(
+            "controller=nodepool event=pod-deleted-for-drain-timeout pod=%s grace=%ds",
+            _pod_key(pod),
+            grace,
+        )
+        with contextlib.suppress(errors.NotFound):
+            await self.client.delete(
+                kinds.PODS,
+                str(meta["name"]),
+                namespace=str(meta.get("namespace", "")),
+                uid=meta.get("uid"),
+                grace_period_seconds=grace,
+            )
+
+    def forget_node(self, node: str) -> None:
+        """Drop what is remembered of a drain that is over (done, cancelled, Node gone)."""
+        for uid in [uid for uid, block in self._blocks.items() if block.node == node]:
+            self._clear(uid)
+        self._forced.discard(node)
+
+
+def _selector_text(selector: Mapping[str, Any] | None) -> str | None:
+    """A LabelSelector as the text of a ``labelSelector`` query; None selects nothing."""
+    if selector is None:
+        return None
+    parts = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
+    for expression in selector.get("matchExpressions") or ():
+        key, operator = expression["key"], expression["operator"]
+        values = ",".join(expression.get("values") or ())
+        if operator == "In":
+            parts.append(f"{key} in ({values})")
+        elif operator == "NotIn":
+            parts.append(f"{key} notin ({values})")
+        elif operator == "Exists":
+            parts.append(key)
+        elif operator == "DoesNotExist":
+            parts.append(f"!{key}")
+    # An empty selector (policy/v1) selects every pod of the namespace.
+    return ",".join(parts)

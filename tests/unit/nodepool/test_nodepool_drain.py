@@ -1,0 +1,596 @@
+"""Draining a Node before its VM goes, on fakes (API, caches, cloud) and a fake wall clock:
+pods leave through the Eviction API and are waited for, budgets back off per pod and are
+told once, do-not-disrupt pods stay, and only a pool's drain timeout forces anything."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from nodepool_operator.api import nodepool as np
+from nodepool_operator.cloud.provider import VirtualMachine, VmName, VmState
+from nodepool_operator.controllers.nodepool import actions, drain, plan
+from nodepool_operator.controllers.nodepool.config import NodePoolConfig
+from nodepool_operator.controllers.nodepool.controller import FINALIZER, NodePoolReconciler
+from nodepool_operator.runtime import conditions, errors
+from nodepool_operator.runtime.client import Object, Resource
+from nodepool_operator.runtime.controller import Request
+from nodepool_operator.runtime.informer import object_key
+
+START = 1_800_000_000.0
+CONFIG = NodePoolConfig(
+    poll_interval=1.0,
+    eviction_backoff=1.0,
+    eviction_backoff_max=8.0,
+    stuck_terminating_seconds=60.0,
+)
+POOL: Object = {
+    "apiVersion": "nodepool.dev/v1alpha1",
+    "kind": "NodePool",
+    "metadata": {"name": "p", "uid": "uid-p"},
+}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = START
+
+    def time(self) -> float:
+        return self.now
+
+
+class FakeInformer:
+    def __init__(self, indexes: dict[str, Callable[[Object], Iterable[str]]]) -> None:
+        self.store: dict[str, Object] = {}
+        self.indexes = indexes
+
+    def get(self, name: str, namespace: str | None = None) -> Object | None:
+        return self.store.get(f"{namespace}/{name}" if namespace else name)
+
+    def by_index(self, index: str, value: str) -> list[Object]:
+        return [o for o in self.store.values() if value in self.indexes[index](o)]
+
+    def put(self, obj: Object) -> None:
+        self.store[object_key(obj)] = copy.deepcopy(obj)
+
+    def remove(self, key: str) -> None:
+        self.store.pop(key, None)
+
+
+def too_many_requests(budget: str | None) -> errors.TooManyRequests:
+    causes = (
+        [
+            {
+                "reason": "DisruptionBudget",
+                "message": f"The disruption budget {budget} needs 1 healthy pods and has 1",
+            }
+        ]
+        if budget
+        else []
+    )
+    return errors.TooManyRequests(
+        "Cannot evict pod as it would violate the pod's disruption budget.",
+        details={"causes": causes},
+    )
+
+
+class FakeApi:
+    """Answers evictions as configured (accept, or refuse with a budget); records writes."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.calls: list[tuple[str, str, str]] = []
+        self.refuse: dict[str, str | None] = {}  # pod name -> budget named in the 429
+        self.budgets: list[Object] = []
+        self.matching: dict[str, set[str]] = {}  # label selector -> pod names it selects
+        self.deleted_with: dict[str, int | None] = {}
+        self.status_patches: list[dict[str, Any]] = []
+
+    async def patch(self, resource: Resource, name: str, patch: Any, **kw: Any) -> Object:
+        self.calls.append(("patch", resource.plural, name))
+        if kw.get("subresource") == "status":
+            self.status_patches.append(copy.deepcopy(patch["status"]))
+        return {"metadata": {"name": name, "resourceVersion": "100"}}
+
+    async def create_subresource(
+        self, resource: Resource, name: str, sub: str, body: Any, **_: Any
+    ) -> Object:
+        self.calls.append(("create", f"{resource.plural}/{sub}", name))
+        if name in self.refuse:
+            raise too_many_requests(self.refuse[name])
+        return {}
+
+    async def delete(self, resource: Resource, name: str, **kw: Any) -> Object:
+        self.calls.append(("delete", resource.plural, name))
+        if resource.plural == "pods":
+            self.deleted_with[name] = kw.get("grace_period_seconds")
+        return {}
+
+    async def create(self, resource: Resource, body: Object, **_: Any) -> Object:
+        self.calls.append(("create", resource.plural, body["metadata"].get("name", "")))
+        return copy.deepcopy(body)
+
+    async def list_page(self, resource: Resource, **kw: Any) -> Object:
+        if resource.plural == "poddisruptionbudgets":
+            return {"items": copy.deepcopy(self.budgets)}
+        selected = self.matching.get(kw.get("label_selector") or "", set())
+        wanted = str(kw.get("field_selector", "")).removeprefix("metadata.name=")
+        return {"items": [{"metadata": {"name": wanted}}] if wanted in selected else []}
+
+    def evictions(self, pod: str | None = None) -> int:
+        return sum(
+            1 for c in self.calls if c[1] == "pods/eviction" and (pod is None or c[2] == pod)
+        )
+
+    def writes(self) -> list[tuple[str, str, str]]:
+        return [c for c in self.calls if c[1] != "events"]
+
+
+class FakeRecorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str]] = []
+
+    async def event(self, obj: Object, *, type: str, reason: str, message: str) -> None:
+        self.events.append((type, reason, message))
+
+
+class FakeCloud:
+    def __init__(self, clock: Clock, names: Iterable[str]) -> None:
+        self.clock = clock
+        self.vms = {n: VmState.RUNNING for n in names}
+        self.deleted_at: dict[str, float] = {}
+        self.order: list[str] = []
+
+    async def list_vms(self, *, pool: str) -> list[VirtualMachine]:
+        return [
+            VirtualMachine(
+                name=VmName(name),
+                pool=pool,
+                cpu="4",
+                memory="16Gi",
+                state=state,
+                provider_id=f"simcloud:///{name}",
+                created_at=0.0,
+            )
+            for name, state in sorted(self.vms.items())
+        ]
+
+    async def delete_vm(self, name: VmName) -> None:
+        self.vms[name] = VmState.DELETING
+        self.deleted_at.setdefault(name, self.clock.now)
+        self.order.append(f"vm {name}")
+
+
+def node(name: str, *, annotations: dict[str, str] | None = None) -> Object:
+    return {
+        "metadata": {
+            "name": name,
+            "labels": {np.POOL_LABEL: "p"},
+            "annotations": dict(annotations or {}),
+        },
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+def draining_since(name: str, started: float) -> Object:
+    return node(name, annotations={plan.SCALE_DOWN_ANNOTATION: conditions.rfc3339(started)})
+
+
+def pod(
+    name: str,
+    node_name: str = "p-0",
+    *,
+    grace: int | None = None,
+    annotations: dict[str, str] | None = None,
+    owner: str = "ReplicaSet",
+    deleting_at: float | None = None,
+) -> Object:
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": "ns",
+        "uid": f"uid-{name}",
+        "annotations": dict(annotations or {}),
+        "ownerReferences": [{"kind": owner, "name": "owner", "controller": True}],
+    }
+    if deleting_at is not None:
+        meta["deletionTimestamp"] = conditions.rfc3339(deleting_at)
+    spec: dict[str, Any] = {"nodeName": node_name, "containers": [{"name": "c"}]}
+    if grace is not None:
+        spec["terminationGracePeriodSeconds"] = grace
+    return {"metadata": meta, "spec": spec, "status": {"phase": "Running"}}
+
+
+class World:
+    def __init__(self, *vm_names: str) -> None:
+        self.clock = Clock()
+        self.api = FakeApi(self.clock)
+        self.recorder = FakeRecorder()
+        self.cloud = FakeCloud(self.clock, vm_names)
+        self.nodes = FakeInformer(
+            {"pool": lambda n: [p] if (p := np.pool_of(n)) else []},
+        )
+        self.pods = FakeInformer(
+            {"node": lambda p: [n] if (n := p.get("spec", {}).get("nodeName")) else []}
+        )
+        self.actions = actions.PoolActions(
+            client=self.api,  # type: ignore[arg-type]
+            nodes=self.nodes,  # type: ignore[arg-type]
+            pods=self.pods,  # type: ignore[arg-type]
+            cloud=self.cloud,  # type: ignore[arg-type]
+            recorder=self.recorder,  # type: ignore[arg-type]
+            config=CONFIG,
+            wall_clock=self.clock,
+        )
+        self.drainer = self.actions.drainer
+
+    async def drain(self, name: str = "p-0", limit: int | None = None) -> drain.DrainProgress:
+        found = self.nodes.get(name) or node(name)
+        return await self.drainer.drain(POOL, found, timeout_seconds=limit)
+
+    def advance(self, seconds: float) -> None:
+        self.clock.now += seconds
+
+    def warnings(self, reason: str) -> list[str]:
+        return [m for t, r, m in self.recorder.events if t == "Warning" and r == reason]
+
+
+# --- one Node's drain ------------------------------------------------------------------
+
+
+async def test_a_drain_cordons_stamps_its_start_and_evicts_each_pod() -> None:
+    world = World("p-0")
+    world.pods.put(pod("a"))
+    world.pods.put(pod("b"))
+
+    progress = await world.drain()
+
+    assert world.api.writes() == [
+        ("patch", "nodes", "p-0"),
+        ("create", "pods/eviction", "a"),
+        ("create", "pods/eviction", "b"),
+    ]
+    assert not progress.done
+    assert progress.retry_in == CONFIG.poll_interval
+
+
+async def test_an_evicted_pod_is_waited_for_until_it_is_gone() -> None:
+    world = World("p-0")
+    world.nodes.put(draining_since("p-0", START))
+    world.pods.put(pod("a", grace=300, deleting_at=START + 300))
+
+    progress = await world.drain()
+    assert not progress.done
+    world.advance(299)
+    assert not (await world.drain()).done  # its grace period is never cut short
+
+    world.pods.remove("ns/a")
+    assert (await world.drain()).done
+    assert world.api.writes() == []  # waiting writes nothing
+
+
+async def test_a_pod_stuck_past_its_deletion_deadline_is_no_longer_waited_for() -> None:
+    world = World("p-0")
+    world.nodes.put(draining_since("p-0", START))
+    world.pods.put(pod("a", grace=30, deleting_at=START + 30))
+
+    world.advance(30 + CONFIG.stuck_terminating_seconds - 1)
+    assert not (await world.drain()).done
+    world.advance(1)
+    assert (await world.drain()).done
+
+
+async def test_daemonset_mirror_and_finished_pods_do_not_hold_a_drain() -> None:
+    world = World("p-0")
+    world.nodes.put(draining_since("p-0", START))
+    world.pods.put(pod("agent", owner="DaemonSet"))
+    world.pods.put(pod("static", annotations={"kubernetes.io/config.mirror": "x"}))
+    done = pod("job")
+    done["status"]["phase"] = "Succeeded"
+    world.pods.put(done)
+
+    assert (await world.drain()).done
+    assert world.api.evictions() == 0
+
+
+async def test_a_node_drained_by_an_older_operator_gets_its_start_stamped_once() -> None:
+    world = World("p-0")
+    world.nodes.put(node("p-0", annotations={plan.SCALE_DOWN_ANNOTATION: "true"}))
+
+    await world.drain()
+
+    assert world.api.writes() == [("patch", "nodes", "p-0")]
+
+
+# --- budgets -----------------------------------------------------------------------------
+
+
+async def test_a_budget_refusal_backs_the_pod_off_exponentially_up_to_a_cap() -> None:
+    world = World("p-0")
+    world.nodes.put(draining_since("p-0", START))
+    world.pods.put(pod("web-1"))
+    world.api.refuse["web-1"] = "web"
+
+    delays = []
+    for _ in range(6):
+        progress = await world.drain()
+        assert progress.retry_in is not None
+        delays.append(progress.retry_in)
+        # A pass before the backoff ends asks nothing of the API server.
+        before = world.api.evictions()
+        world.advance(progress.retry_in / 2)
+        await world.drain()
+        assert world.api.evictions() == before
+        world.advance(progress.retry_in / 2)
+
+    assert delays == [1.0, 2.0, 4.0, 8.0, 8.0, 8.0]
+    assert world.api.evictions("web-1") == 6
+
+
+async def test_a_refusal_is_told_once_per_pod_and_budget_naming_both() -> None:
+    world = World("p-0")
+    world.nodes.put(draining_since("p-0", START))
+    world.pods.put(pod("web-1"))
+    world.api.refuse["web-1"] = "web"
+
+    for _ in range(5):
+        progress = await world.drain()
+        world.advance(10)
+
+    [warning] = world.warnings("DrainBlocked")
+    assert "PodDisruptionBudget ns/web" in warning
+    assert "pod ns/web-1" in warning
+    assert progress.blocked == (warning,)
+
+
+async def test_the_budget_is_looked_up_when_the_refusal_does_not_name_it() -> None:
+    world = World("p-0")
+    world.nodes.put(draining_since("p-0", START))
+    world.pods.put(pod("web-1"))
+    world.api.refuse["web-1"] = None
+    world.api.budgets = [
+        {"metadata": {"name": "other"}, "spec": {"selector": {"matchLabels": {"app": "db"}}}},
+        {
+            "metadata": {"name": "web"},
+            "spec": {
+                "selector": {
+                    "matchLabels": {"app": "web"},
+                    "matchExpressions": [{"key": "tier", "operator": "In", "values": ["a", "b"]}],
+                }
+            },
+        },
+    ]
+    world.api.matching = {"app=web,tier in (a,b)": {"web-1"}}
+
+    progress = await world.drain()
+
+    assert "PodDisruptionBudget ns/web" in progress.blocked[0]
+
+
+async def test_a_pod_evicted_once_its_budget_allows_lets_the_drain_finish() -> None:
+    world = World("p-0")
+    world.nodes.put(draining_since("p-0", START))
+    world.pods.put(pod("web-1"))
+    world.api.refuse["web-1"] = "web"
+    assert (await world.drain()).blocked
+
+    del world.api.refuse["web-1"]
+    world.advance(1)
+    progress = await world.drain()
+    assert progress.blocked == ()
+    world.pods.remove("ns/web-1")
+    assert (await world.drain()).done
+
+
+# --- do-not-disrupt and the drain timeout ------------------------------------------------
+
+
+async def test_do_not_disrupt_pods_are_never_evicted_and_block_visibly() -> None:
+    world = World("p-0")
+    world.nodes.put(draining_since("p-0", START))
+    world.pods.put(pod("keep", annotations={np.DO_NOT_DISRUPT_ANNOTATION: "true"}))
+    world.pods.put(pod("ca", annotations={np.SAFE_TO_EVICT_ANNOTATION: "false"}))
+
+    for _ in range(3):
+        progress = await world.drain()
+        world.advance(3600)
+
+    assert world.api.writes() == []
+    assert not progress.done
+    assert progress.retry_in is None  # nothing to wait for but an event
+    assert len(progress.blocked) == 2
+    assert len(world.warnings("DrainBlocked")) == 2
+
+
+async def test_without_a_drain_timeout_nothing_is_ever_deleted() -> None:
+    world = World("p-0")
+    world.nodes.put(draining_since("p-0", START))
+    world.pods.put(pod("web-1"))
+    world.api.refuse["web-1"] = "web"
+
+    for _ in range(20):
+        await world.drain()
+        world.advance(86_400)
+
+    assert world.api.deleted_with == {}
+
+
+async def test_an_expired_drain_timeout_deletes_the_pods_left_and_the_node_goes() -> None:
+    world = World("p-0")
+    world.nodes.put(draining_since("p-0", START))
+    world.pods.put(pod("web-1", grace=0))
+    world.pods.put(pod("keep", grace=0, annotations={np.DO_NOT_DISRUPT_ANNOTATION: "true"}))
+    world.api.refuse["web-1"] = "web"
+
+    assert not (await world.drain(limit=600)).done
+    assert world.api.deleted_with == {}
+    world.advance(600)
+    progress = await world.drain(limit=600)
+
+    assert progress.done
+    assert world.api.deleted_with == {"web-1": 0, "keep": 0}
+    assert len(world.warnings("DrainTimeout")) == 1
+
+
+async def test_a_pod_whose_grace_would_outlast_the_timeout_is_deleted_with_what_is_left() -> None:
+    world = World("p-0")
+    world.nodes.put(draining_since("p-0", START))
+    world.pods.put(pod("slow", grace=120))
+    world.api.refuse["slow"] = "web"
+
+    await world.drain(limit=600)
+    assert world.api.deleted_with == {}
+    world.advance(500)  # 100 s left, less than its 120 s
+    await world.drain(limit=600)
+
+    assert world.api.deleted_with == {"slow": 100}
+
+
+async def test_the_drain_timeout_counts_from_the_start_stamped_on_the_node() -> None:
+    world = World("p-0")
+    # Started 590 s ago by an operator that has since restarted: 10 s are left.
+    world.nodes.put(draining_since("p-0", START - 590))
+    world.pods.put(pod("web-1", grace=0))
+    world.api.refuse["web-1"] = "web"
+
+    progress = await world.drain(limit=600)
+    assert progress.retry_in is not None
+    assert progress.retry_in <= 10
+    world.advance(10)
+    assert (await world.drain(limit=600)).done
+
+
+# --- the VM and the Node go after the pods ---------------------------------------------
+
+
+async def test_a_scale_down_deletes_the_vm_then_the_node_only_after_the_pods_are_gone() -> None:
+    world = World("p-0", "p-1")
+    world.nodes.put(node("p-0"))
+    world.nodes.put(node("p-1"))
+    world.pods.put(pod("a", node_name="p-1", grace=300))
+    world.pods.put(pod("b", node_name="p-1"))
+    world.pods.put(pod("c", node_name="p-1"))
+    world.pods.put(pod("x", node_name="p-0"))
+    world.pods.put(pod("y", node_name="p-0"))
+    world.pods.put(pod("z", node_name="p-0"))
+    world.pods.put(pod("w", node_name="p-0"))
+    pool = {**POOL, "spec": {"targetNodes": 1}}
+    spec = np.spec_of(pool)
+
+    await world.actions.converge(pool, spec, 1)
+    world.nodes.put(draining_since("p-1", START))
+    for name in ("a", "b", "c"):  # evicted: their deletions show in the cache
+        world.pods.put(pod(name, node_name="p-1", grace=300, deleting_at=START + 300))
+    world.advance(200)
+    await world.actions.converge(pool, spec, 1)
+    assert world.cloud.deleted_at == {}
+
+    for name in ("a", "b", "c"):
+        world.pods.remove(f"ns/{name}")
+    world.advance(1)
+    await world.actions.converge(pool, spec, 1)
+
+    assert world.cloud.deleted_at == {"p-1": START + 201}
+    assert world.api.calls[-1] == ("delete", "nodes", "p-1")
+
+
+async def test_a_deleted_pool_drains_its_nodes_before_removing_them() -> None:
+    world = World("p-0")
+    world.nodes.put(node("p-0"))
+    world.pods.put(pod("a"))
+    pool = {**POOL, "spec": {"targetNodes": 1}}
+
+    remaining, progress = await world.actions.tear_down(pool)
+    assert remaining == 2
+    assert not progress.done
+    assert world.api.evictions("a") == 1
+    assert world.cloud.deleted_at == {}
+    assert ("delete", "nodes", "p-0") not in world.api.calls
+
+    world.pods.remove("ns/a")
+    remaining, progress = await world.actions.tear_down(pool)
+    assert progress.done
+    assert world.cloud.deleted_at == {"p-0": START}
+    assert world.api.calls[-1] == ("delete", "nodes", "p-0")
+
+
+# --- through the reconciler: bounded writes, a visible reason ---------------------------
+
+
+class NoRequests(FakeInformer):
+    def __init__(self) -> None:
+        super().__init__({"pool": lambda r: []})
+
+
+async def test_a_blocked_drain_shows_in_scaling_and_waits_for_its_backoff_without_writes() -> None:
+    world = World("p-0", "p-1")
+    pools = FakeInformer({})
+    pool = {
+        **np.manifest("p", np.NodePoolSpec(target_nodes=1)),
+        "metadata": {
+            "name": "p",
+            "uid": "uid-p",
+            "generation": 1,
+            "resourceVersion": "5",
+            "finalizers": [FINALIZER],
+        },
+    }
+    pools.put(pool)
+    world.nodes.put(node("p-0"))
+    world.nodes.put(draining_since("p-1", START))
+    world.pods.put(pod("web-1", node_name="p-1"))
+    world.api.refuse["web-1"] = "web"
+    reconciler = NodePoolReconciler(
+        client=world.api,  # type: ignore[arg-type]
+        pools=pools,  # type: ignore[arg-type]
+        nodes=world.nodes,  # type: ignore[arg-type]
+        pods=world.pods,  # type: ignore[arg-type]
+        scale_requests=NoRequests(),  # type: ignore[arg-type]
+        cloud=world.cloud,  # type: ignore[arg-type]
+        recorder=world.recorder,  # type: ignore[arg-type]
+        config=CONFIG,
+        wall_clock=world.clock,
+    )
+    reconciler.actions = world.actions
+
+    result = await reconciler.reconcile(Request(name="p"))
+    [status] = world.api.status_patches
+    [scaling] = [c for c in status["conditions"] if c["type"] == "Scaling"]
+    assert scaling["reason"] == "DrainBlocked"
+    assert "PodDisruptionBudget ns/web" in scaling["message"]
+    assert "pod ns/web-1" in scaling["message"]
+    assert result.requeue_after == 1.0  # the pod's backoff, not a fixed poll
+
+    writes = len(world.api.writes())
+    for _ in range(3):  # passes while it stays blocked: the retried eviction and nothing else
+        world.advance(result.requeue_after or 0)
+        result = await reconciler.reconcile(Request(name="p"))
+    new = world.api.writes()[writes:]
+    assert new == [("create", "pods/eviction", "web-1")] * 3
+    assert len(world.warnings("DrainBlocked")) == 1
+    assert result.requeue_after == 8.0
+
+
+async def test_nodes_with_do_not_disrupt_pods_or_annotation_are_seen_as_protected() -> None:
+    world = World("p-0", "p-1", "p-2", "p-3")
+    world.nodes.put(node("p-0"))
+    world.nodes.put(node("p-1", annotations={np.DO_NOT_DISRUPT_ANNOTATION: "true"}))
+    world.nodes.put(node("p-2"))
+    world.nodes.put(node("p-3"))
+    world.pods.put(pod("keep", node_name="p-2", annotations={np.DO_NOT_DISRUPT_ANNOTATION: "true"}))
+    world.pods.put(pod("ca", node_name="p-3", annotations={np.SAFE_TO_EVICT_ANNOTATION: "false"}))
+    world.pods.put(pod("fine", node_name="p-0", annotations={np.SAFE_TO_EVICT_ANNOTATION: "true"}))
+
+    view = await world.actions.observe({**POOL, "spec": {}})
+
+    assert view.protected == {"p-1", "p-2", "p-3"}
+
+
+def test_the_budget_is_read_from_the_refusal() -> None:
+    assert drain.budget_named_in(too_many_requests("web-pdb")) == "web-pdb"
+    processing = errors.TooManyRequests(
+        "Cannot evict pod as it would violate the pod's disruption budget.",
+        details={"causes": [{"message": "The disruption budget db is still being processed"}]},
+    )
+    assert drain.budget_named_in(processing) == "db"
+    assert drain.budget_named_in(too_many_requests(None)) is None
