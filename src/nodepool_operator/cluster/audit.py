@@ -24,6 +24,7 @@ class AuditEvent:
     user: str
     user_agent: str
     verb: str
+    api_group: str
     resource: str
     subresource: str
     namespace: str
@@ -38,6 +39,7 @@ class AuditEvent:
             user=(raw.get("user") or {}).get("username", ""),
             user_agent=raw.get("userAgent", ""),
             verb=raw.get("verb", ""),
+            api_group=ref.get("apiGroup", ""),
             resource=ref.get("resource", ""),
             subresource=ref.get("subresource", ""),
             namespace=ref.get("namespace", ""),

@@ -78,6 +78,9 @@ AUDIT_POLICY = {
     # One event per request, written when the response is complete (it has the code).
     "omitStages": ["RequestReceived"],
     "rules": [
+        # Everything the operator asks, reads too: what it uses is compared with what its
+        # ClusterRole grants (least privilege, measured).
+        {"level": "Metadata", "users": [IDENTITIES["operator"].user]},
         {"level": "None", "verbs": ["get", "list", "watch"]},
         {"level": "Metadata"},
     ],
