@@ -62,6 +62,6 @@ LABEL org.opencontainers.image.title="nodepool-operator" \
 USER 65532:65532
 WORKDIR /home/nodepool
 # /metrics, /healthz and /readyz.
-EXPOSE 8080
+EXPOSE 8443 8081
 ENTRYPOINT ["nodepool-operator"]
 CMD ["run"]

@@ -37,6 +37,7 @@ from kubernetes_asyncio import client, config
 
 from nodepool_operator.api import autoscaler as nas
 from nodepool_operator.api import nodepool as np
+from nodepool_operator.cloud import credentials
 from nodepool_operator.cluster import controlplane, install
 from nodepool_operator.controllers.resources import SCALEREQUESTS
 from nodepool_operator.runtime import errors, kinds
@@ -195,9 +196,12 @@ async def main(*, pods: int, rate: float, windows: list[float]) -> None:
         plane = controlplane.ControlPlane(Path(work) / "plane")
         plane.up()
         port_file = Path(work) / "port"
+        token_file = Path(work) / "simcloud.token"
+        credentials.write_new_token(token_file)
         simcloud = await asyncio.create_subprocess_exec(
             *(sys.executable, "-m", "nodepool_operator.cli", "simcloud"),
             *("--state", f"{work}/sim.sqlite3", "--port", "0", "--port-file", str(port_file)),
+            *("--token-file", str(token_file)),
             *("--create-latency", "3600", "--latency-jitter", "0"),
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.DEVNULL,
@@ -219,7 +223,15 @@ async def main(*, pods: int, rate: float, windows: list[float]) -> None:
                         *(sys.executable, "-m", "nodepool_operator.cli", "run"),
                         *("--kubeconfig", str(plane.kubeconfig_for("operator"))),
                         *("--cloud-endpoint", f"http://127.0.0.1:{port_file.read_text().strip()}"),
-                        *("--metrics-port", "0", "--metrics-host", "127.0.0.1"),
+                        *("--cloud-token-file", str(token_file)),
+                        *(
+                            "--metrics-port",
+                            "0",
+                            "--metrics-host",
+                            "127.0.0.1",
+                            "--health-port",
+                            "0",
+                        ),
                         *("--leader-election-namespace", "nodepool-system"),
                         stdout=log,
                         stderr=log,

@@ -30,6 +30,7 @@ from kubernetes_asyncio import client, config
 
 from nodepool_operator import operator
 from nodepool_operator.api import nodepool as np
+from nodepool_operator.cloud import credentials
 from nodepool_operator.cluster import audit, controlplane, install
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.runtime import controller as runtime_controller
@@ -73,6 +74,7 @@ async def measure(
     plane: controlplane.ControlPlane,
     custom: client.CustomObjectsApi,
     endpoint: str,
+    token_file: Path,
     variant: str,
     sizes: list[int],
 ) -> list[tuple[str, int, Counter[str], int]]:
@@ -80,7 +82,9 @@ async def measure(
     options = operator.OperatorOptions(
         kubeconfig=plane.kubeconfig_for("operator"),
         cloud_endpoint=endpoint,
+        cloud_token_file=token_file,
         metrics_port=None,
+        health_port=None,
         nodepool=NodePoolConfig(poll_interval=0.5),
     )
     stop = asyncio.Event()
@@ -126,6 +130,8 @@ async def main(sizes: list[int]) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-writes-") as work:
         plane = controlplane.ControlPlane(Path(work) / "plane")
         plane.up()
+        token_file = Path(work) / "simcloud.token"
+        credentials.write_new_token(token_file)
         simcloud = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
@@ -137,6 +143,8 @@ async def main(sizes: list[int]) -> None:
             "0",
             "--port-file",
             f"{work}/port",
+            "--token-file",
+            str(token_file),
             "--create-latency",
             "1",
             "--latency-jitter",
@@ -163,12 +171,18 @@ async def main(sizes: list[int]) -> None:
                     plane=plane,
                     custom=custom,
                     endpoint=endpoint,
+                    token_file=token_file,
                     variant="disciplined",
                     sizes=sizes,
                 )
                 with naive_writes():
                     rows += await measure(
-                        plane=plane, custom=custom, endpoint=endpoint, variant="naive", sizes=sizes
+                        plane=plane,
+                        custom=custom,
+                        endpoint=endpoint,
+                        token_file=token_file,
+                        variant="naive",
+                        sizes=sizes,
                     )
         finally:
             simcloud.terminate()

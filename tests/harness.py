@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from nodepool_operator.api import nodepool as np
+from nodepool_operator.cloud import credentials
 from nodepool_operator.cloud.simcloud.client import SimCloudClient
 from nodepool_operator.cluster import children
 
@@ -35,9 +36,12 @@ Process = children.ChildProcess
 
 
 class SimCloud:
-    def __init__(self, process: Process, port_file: Path) -> None:
+    """A simcloud process; ``token_file`` is the token it requires (``--token-file``)."""
+
+    def __init__(self, process: Process, port_file: Path, token_file: Path) -> None:
         self.process = process
         self.port_file = port_file
+        self.token_file = token_file
         self.endpoint = ""
         self.client: SimCloudClient | None = None
 
@@ -52,7 +56,7 @@ class SimCloud:
                 raise AssertionError("simcloud did not start")
             await asyncio.sleep(0.05)
         self.endpoint = f"http://127.0.0.1:{self.port_file.read_text().strip()}"
-        self.client = SimCloudClient(self.endpoint)
+        self.client = SimCloudClient(self.endpoint, token=credentials.TokenFile(self.token_file))
 
 
 class Operator(Process):

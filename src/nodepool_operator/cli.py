@@ -11,6 +11,7 @@ import typer
 
 from nodepool_operator import operator
 from nodepool_operator.api import crds as api_crds
+from nodepool_operator.cloud import credentials as cloud_credentials
 from nodepool_operator.cloud.simcloud import server as simcloud_server
 from nodepool_operator.cluster import binaries, controlplane
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
@@ -166,9 +167,64 @@ def simcloud(
     ] = None,
     slow_calls: Annotated[float, typer.Option(help="Seconds added to every call.")] = 0.0,
     seed: Annotated[int | None, typer.Option(help="Random seed for latencies and faults.")] = None,
+    token_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="File holding the bearer token every call must carry (re-read when it "
+            "changes). Required unless --insecure-no-auth."
+        ),
+    ] = None,
+    insecure_no_auth: Annotated[
+        bool,
+        typer.Option(
+            "--insecure-no-auth", help="Serve anyone, without a token: local experiments only."
+        ),
+    ] = False,
 ) -> None:
     """Run the simulated cloud: an HTTP API for VMs, with latency and fault injection."""
-    config = simcloud_server.SimCloudConfig(
+    try:
+        config = _simcloud_config(
+            state=state,
+            host=host,
+            port=port,
+            port_file=port_file,
+            create_latency=create_latency,
+            latency_jitter=latency_jitter,
+            delete_latency=delete_latency,
+            transient_error_rate=transient_error_rate,
+            quota=quota,
+            slow_calls=slow_calls,
+            seed=seed,
+            token_file=token_file,
+            insecure_no_auth=insecure_no_auth,
+        )
+    except ValueError as error:
+        typer.secho(f"error: {error}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2) from error
+    try:
+        simcloud_server.run(config)
+    except cloud_credentials.CredentialError as error:
+        typer.secho(f"error: {error}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(1) from error
+
+
+def _simcloud_config(
+    *,
+    state: Path,
+    host: str,
+    port: int,
+    port_file: Path | None,
+    create_latency: float,
+    latency_jitter: float,
+    delete_latency: float,
+    transient_error_rate: float,
+    quota: int | None,
+    slow_calls: float,
+    seed: int | None,
+    token_file: Path | None,
+    insecure_no_auth: bool,
+) -> simcloud_server.SimCloudConfig:
+    return simcloud_server.SimCloudConfig(
         state_path=str(state),
         host=host,
         port=port,
@@ -180,8 +236,9 @@ def simcloud(
         quota_max_vms=quota,
         slow_call_seconds=slow_calls,
         seed=seed,
+        token_file=str(token_file) if token_file else None,
+        insecure_no_auth=insecure_no_auth,
     )
-    simcloud_server.run(config)
 
 
 @app.command("run")
@@ -193,16 +250,41 @@ def run(
     cloud_endpoint: Annotated[
         str, typer.Option(help="URL of the cloud API (the simcloud).")
     ] = "http://127.0.0.1:8787",
+    cloud_token_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="File holding the cloud API's bearer token (e.g. a mounted Secret); "
+            "re-read when it changes. Without it, calls carry no credential."
+        ),
+    ] = None,
     leader_elect: Annotated[
         bool, typer.Option(help="Run controllers only while holding the Lease.")
     ] = False,
     leader_election_namespace: Annotated[
         str, typer.Option(help="Namespace of the leader-election Lease.")
     ] = "nodepool-system",
-    metrics_port: Annotated[
-        int, typer.Option(help="Port of /metrics, /healthz and /readyz (0: a free one).")
-    ] = 8080,
-    metrics_host: Annotated[str, typer.Option(help="Address of the metrics endpoint.")] = "0.0.0.0",
+    metrics_port: Annotated[int, typer.Option(help="Port of /metrics (0: a free one).")] = 8443,
+    metrics_host: Annotated[
+        str, typer.Option(help="Address of the metrics and probe endpoints.")
+    ] = "0.0.0.0",
+    metrics_secure: Annotated[
+        bool,
+        typer.Option(
+            help="Serve /metrics over HTTPS to callers the API server authenticates "
+            "(TokenReview) and lets `get` /metrics (SubjectAccessReview); "
+            "--no-metrics-secure: plain HTTP open to anyone, for local runs."
+        ),
+    ] = True,
+    metrics_cert_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="Directory with tls.crt and tls.key for /metrics; default: a self-signed "
+            "certificate made at start."
+        ),
+    ] = None,
+    health_port: Annotated[
+        int, typer.Option(help="Port of /healthz and /readyz, plain HTTP (0: a free one).")
+    ] = 8081,
     poll_interval: Annotated[
         float, typer.Option(help="Seconds between looks at a pool while it is scaling.")
     ] = 1.0,
@@ -230,10 +312,14 @@ def run(
     options = operator.OperatorOptions(
         kubeconfig=kubeconfig,
         cloud_endpoint=cloud_endpoint,
+        cloud_token_file=cloud_token_file,
         leader_elect=leader_elect,
         leader_election_namespace=leader_election_namespace,
         metrics_port=metrics_port,
         metrics_host=metrics_host,
+        metrics_secure=metrics_secure,
+        metrics_cert_dir=metrics_cert_dir,
+        health_port=health_port,
         nodepool=NodePoolConfig(
             poll_interval=poll_interval,
             create_parallelism=create_parallelism,
@@ -243,7 +329,11 @@ def run(
             expendable_pods_priority_cutoff=expendable_pods_priority_cutoff
         ),
     )
-    asyncio.run(operator.run_operator(options))
+    try:
+        asyncio.run(operator.run_operator(options))
+    except cloud_credentials.CredentialError as error:
+        typer.secho(f"error: {error}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(1) from error
 
 
 def main() -> None:

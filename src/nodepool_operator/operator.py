@@ -16,12 +16,15 @@ from pathlib import Path
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 
+from nodepool_operator.cloud import credentials
 from nodepool_operator.cloud.simcloud.client import SimCloudClient
 from nodepool_operator.controllers.autoscaler import setup as autoscaler_setup
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
 from nodepool_operator.controllers.nodepool import setup as nodepool_setup
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
+from nodepool_operator.runtime import clock as runtime_clock
 from nodepool_operator.runtime import controller as runtime_controller
+from nodepool_operator.runtime import metrics_auth, tls
 from nodepool_operator.runtime.client import Client
 from nodepool_operator.runtime.leader import LeaderElectionConfig
 from nodepool_operator.runtime.manager import Manager
@@ -35,11 +38,18 @@ log = logging.getLogger("nodepool_operator")
 class OperatorOptions:
     kubeconfig: Path | None
     cloud_endpoint: str
+    cloud_token_file: Path | None = None
     leader_elect: bool = False
     leader_election_namespace: str = "nodepool-system"
     leader_election_id: str = "nodepool-operator"
-    metrics_port: int | None = 8080
+    metrics_port: int | None = 8443
     metrics_host: str = "0.0.0.0"
+    metrics_secure: bool = True
+    """HTTPS with TokenReview/SubjectAccessReview on ``/metrics``; off: plain HTTP, open."""
+    metrics_cert_dir: Path | None = None
+    """``tls.crt`` and ``tls.key`` to serve; without it a self-signed pair is made."""
+    health_port: int | None = 8081
+    """Plain HTTP ``/healthz`` and ``/readyz`` for kubelet probes; None: on the metrics port."""
     nodepool: NodePoolConfig = field(default_factory=NodePoolConfig)
     autoscaler: AutoscalerConfig = field(default_factory=AutoscalerConfig)
 
@@ -68,6 +78,16 @@ async def _api_client(kubeconfig: Path | None) -> k8s.ApiClient:
     return k8s.ApiClient(configuration)
 
 
+def _cloud_token(path: Path | None) -> credentials.TokenFile | None:
+    """The cloud token's file, read once now so a wrong path fails at startup."""
+    if path is None:
+        log.warning("event=cloud-auth-off reason=no --cloud-token-file")
+        return None
+    token = credentials.TokenFile(path)
+    token.read()
+    return token
+
+
 async def run_operator(options: OperatorOptions, *, stop: asyncio.Event | None = None) -> None:
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -84,8 +104,9 @@ async def run_operator(options: OperatorOptions, *, stop: asyncio.Event | None =
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, request_stop)
             handled.append(sig)
+    token = _cloud_token(options.cloud_token_file)
     api = await _api_client(options.kubeconfig)
-    cloud = SimCloudClient(options.cloud_endpoint)
+    cloud = SimCloudClient(options.cloud_endpoint, token=token)
     try:
         client = Client(api, field_manager="nodepool-operator")
         election = None
@@ -96,16 +117,29 @@ async def run_operator(options: OperatorOptions, *, stop: asyncio.Event | None =
                 namespace=options.leader_election_namespace,
                 identity=identity,
             )
+        metrics_tls, authorizer = None, None
+        if options.metrics_secure and options.metrics_port is not None:
+            metrics_tls, source = tls.server_context(options.metrics_cert_dir)
+            log.info("event=metrics-tls certificate=%s", source)
+            authorizer = metrics_auth.MetricsAuthorizer(
+                client.for_manager("nodepool-operator-metrics"), clock=runtime_clock.RealClock()
+            )
         manager = Manager(
             client,
             leader_election=election,
             metrics_port=options.metrics_port,
             metrics_host=options.metrics_host,
+            health_port=options.health_port,
+            metrics_tls=metrics_tls,
+            metrics_authorizer=authorizer,
         )
         nodepool_setup.setup(manager, cloud=cloud, config=options.nodepool)
         autoscaler_setup.setup(manager, config=options.autoscaler)
         log.info(
-            "event=starting cloud=%s leader_elect=%s", options.cloud_endpoint, options.leader_elect
+            "event=starting cloud=%s cloud_auth=%s leader_elect=%s",
+            options.cloud_endpoint,
+            "none" if token is None else f"token-file:{token.path}",
+            options.leader_elect,
         )
         await manager.run(stop)
         log.info("event=stopped")

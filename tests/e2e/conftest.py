@@ -16,6 +16,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from harness import CLI, Operator, Process, SimCloud, wait_for
+from nodepool_operator.cloud import credentials
 from nodepool_operator.cluster import install
 from nodepool_operator.cluster.pytest_plugin import Cluster
 
@@ -42,7 +43,11 @@ async def start_simcloud(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
     started: list[SimCloud] = []
 
     async def start(*extra: str) -> SimCloud:
+        """A simcloud requiring a bearer token (one per test; a restart keeps it)."""
         port_file = tmp_path / f"simcloud-{len(started)}.port"
+        token_file = tmp_path / "simcloud.token"
+        if not token_file.exists():
+            credentials.write_new_token(token_file)
         args = [
             *CLI,
             "simcloud",
@@ -52,9 +57,12 @@ async def start_simcloud(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
             "0",
             "--port-file",
             str(port_file),
+            "--token-file",
+            str(token_file),
             *extra,
         ]
-        cloud = SimCloud(Process("simcloud", args, tmp_path / "simcloud.log"), port_file)
+        process = Process("simcloud", args, tmp_path / "simcloud.log")
+        cloud = SimCloud(process, port_file, token_file)
         await cloud.start()
         started.append(cloud)
         return cloud
@@ -82,10 +90,14 @@ def start_operator(
             str(kubeconfig),
             "--cloud-endpoint",
             cloud.endpoint,
+            "--cloud-token-file",
+            str(cloud.token_file),
             "--metrics-port",
             "0",
             "--metrics-host",
             "127.0.0.1",
+            "--health-port",
+            "0",
             "--poll-interval",
             "0.5",
             "--leader-election-namespace",

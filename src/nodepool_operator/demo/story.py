@@ -30,6 +30,7 @@ from rich.table import Table
 
 from nodepool_operator.api import autoscaler as nas
 from nodepool_operator.api import nodepool as np
+from nodepool_operator.cloud import credentials
 from nodepool_operator.cluster import audit, children, controlplane, install
 from nodepool_operator.demo.view import Snapshot, WriteCounter, render
 
@@ -87,6 +88,9 @@ class Demo:
     async def start_processes(self) -> str:
         port_file = self.work / "simcloud.port"
         port_file.unlink(missing_ok=True)
+        # The cloud and the operator share one random token, as a Secret would give them.
+        token_file = self.work / "simcloud.token"
+        credentials.write_new_token(token_file)
         simcloud = children.ChildProcess(
             "simcloud",
             [
@@ -98,6 +102,8 @@ class Demo:
                 "0",
                 "--port-file",
                 str(port_file),
+                "--token-file",
+                str(token_file),
                 "--create-latency",
                 str(self.options.vm_latency_seconds),
                 "--latency-jitter",
@@ -122,10 +128,14 @@ class Demo:
                 str(self.plane.kubeconfig_for("operator")),
                 "--cloud-endpoint",
                 endpoint,
+                "--cloud-token-file",
+                str(token_file),
                 "--metrics-port",
                 "0",
                 "--metrics-host",
                 "127.0.0.1",
+                "--health-port",
+                "0",
                 "--leader-elect",
                 "--leader-election-namespace",
                 install.OPERATOR_NAMESPACE,

@@ -7,13 +7,18 @@ backwards: the controllers drain their in-flight reconciles, the informers stop,
 is released.
 
 HTTP: ``/healthz`` (the event loop answers), ``/readyz`` (caches synced and, with leader
-election, either leading or standing by), ``/metrics`` (Prometheus text format).
+election, either leading or standing by), ``/metrics`` (Prometheus text format). With a
+``health_port`` the probes get their own plain-HTTP listener (kubelet probes carry no
+token), and ``/metrics`` alone is on the metrics port, over TLS when ``metrics_tls`` is
+given and behind ``metrics_authorizer`` (TokenReview + SubjectAccessReview) when that is.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
+from collections.abc import Awaitable, Callable, Sequence
 
 import prometheus_client
 from aiohttp import web
@@ -23,6 +28,7 @@ from nodepool_operator.runtime.client import Client
 from nodepool_operator.runtime.controller import Controller
 from nodepool_operator.runtime.informer import InformerCache
 from nodepool_operator.runtime.leader import LeaderElectionConfig, LeaderElector
+from nodepool_operator.runtime.metrics_auth import Decision, MetricsAuthorizer
 
 __all__ = ["Manager"]
 
@@ -39,6 +45,9 @@ class Manager:
         leader_election: LeaderElectionConfig | None = None,
         metrics_port: int | None = None,
         metrics_host: str = "127.0.0.1",
+        health_port: int | None = None,
+        metrics_tls: ssl.SSLContext | None = None,
+        metrics_authorizer: MetricsAuthorizer | None = None,
         clock: clock_module.Clock | None = None,
     ) -> None:
         self.client = client
@@ -51,9 +60,13 @@ class Manager:
         )
         self.metrics_port = metrics_port
         self.metrics_host = metrics_host
-        self.bound_port: int | None = None
+        self.health_port = health_port
+        self.metrics_tls = metrics_tls
+        self.metrics_authorizer = metrics_authorizer
+        self.bound_port: int | None = None  # of /metrics (and the probes without health_port)
+        self.health_bound_port: int | None = None
         self.started = asyncio.Event()  # controllers are running
-        self._runner: web.AppRunner | None = None
+        self._runners: list[web.AppRunner] = []
 
     def add(self, controller: Controller) -> None:
         self.controllers.append(controller)
@@ -126,29 +139,52 @@ class Manager:
         return all(i.has_synced() for i in self.cache.informers()) and self.started.is_set()
 
     async def _start_http(self) -> None:
-        if self.metrics_port is None:
-            return
+        probes: list[tuple[str, Handler]] = [("/healthz", self._healthz), ("/readyz", self._readyz)]
+        if self.health_port is not None:
+            self.health_bound_port = await self._serve(
+                self.health_port, probes, tls=None, what="probes"
+            )
+            probes = []
+        if self.metrics_port is not None:
+            self.bound_port = await self._serve(
+                self.metrics_port,
+                [*probes, ("/metrics", self._metrics)],
+                tls=self.metrics_tls,
+                what="metrics",
+            )
+
+    async def _serve(
+        self,
+        port: int,
+        routes: Sequence[tuple[str, Handler]],
+        *,
+        tls: ssl.SSLContext | None,
+        what: str,
+    ) -> int:
         app = web.Application()
-        app.router.add_get("/healthz", self._healthz)
-        app.router.add_get("/readyz", self._readyz)
-        app.router.add_get("/metrics", self._metrics)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.metrics_host, self.metrics_port)
+        for path, handler in routes:
+            app.router.add_get(path, handler)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        self._runners.append(runner)
+        site = web.TCPSite(runner, self.metrics_host, port, ssl_context=tls)
         await site.start()
-        server = site._server
-        sockets = getattr(server, "sockets", None) or []
-        self.bound_port = sockets[0].getsockname()[1] if sockets else self.metrics_port
+        bound = int(runner.addresses[0][1]) if runner.addresses else port
         log.info(
-            "event=serving address=%s:%s paths=/healthz,/readyz,/metrics",
+            "event=serving what=%s address=%s:%s scheme=%s auth=%s paths=%s",
+            what,
             self.metrics_host,
-            self.bound_port,
+            bound,
+            "https" if tls is not None else "http",
+            "tokenreview" if what == "metrics" and self.metrics_authorizer else "none",
+            ",".join(path for path, _ in routes),
         )
+        return bound
 
     async def _stop_http(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        runners, self._runners = self._runners, []
+        for runner in runners:
+            await runner.cleanup()
 
     async def _healthz(self, _: web.Request) -> web.Response:
         return web.Response(text="ok")
@@ -158,8 +194,30 @@ class Manager:
             return web.Response(text="ok")
         return web.Response(status=503, text="caches not synced")
 
-    async def _metrics(self, _: web.Request) -> web.Response:
+    async def _metrics(self, request: web.Request) -> web.Response:
+        if self.metrics_authorizer is not None:
+            decision = await self.metrics_authorizer.decide(
+                request.headers.get("Authorization"), path=request.path, verb="get"
+            )
+            if decision is not Decision.ALLOWED:
+                return _refused(decision)
         body = prometheus_client.generate_latest(prometheus_client.REGISTRY)
         return web.Response(
             body=body, headers={"Content-Type": prometheus_client.CONTENT_TYPE_LATEST}
         )
+
+
+Handler = Callable[[web.Request], Awaitable[web.Response]]
+
+_REFUSALS = {
+    Decision.UNAUTHENTICATED: "Unauthorized",
+    Decision.FORBIDDEN: "Forbidden",
+    Decision.REVIEW_FAILED: "Internal Server Error",
+}
+
+
+def _refused(decision: Decision) -> web.Response:
+    response = web.Response(status=int(decision), text=_REFUSALS[decision])
+    if decision is Decision.UNAUTHENTICATED:
+        response.headers["WWW-Authenticate"] = 'Bearer realm="nodepool-operator metrics"'
+    return response

@@ -125,11 +125,13 @@ async def test_the_install_renders_to_exactly_the_operators_objects(local_kubect
             ("CustomResourceDefinition", None, "scalerequests.nodepool.dev"),
             ("ServiceAccount", NAMESPACE, "nodepool-operator"),
             ("ClusterRole", None, "nodepool-operator"),
+            ("ClusterRole", None, "nodepool-operator-metrics-reader"),
             ("ClusterRoleBinding", None, "nodepool-operator"),
             ("Role", NAMESPACE, "nodepool-operator-leader-election"),
             ("RoleBinding", NAMESPACE, "nodepool-operator-leader-election"),
             ("ConfigMap", NAMESPACE, config["metadata"]["name"]),
             ("Service", NAMESPACE, "nodepool-operator-metrics"),
+            ("Secret", NAMESPACE, "nodepool-operator-cloud-token"),
             ("Deployment", NAMESPACE, "nodepool-operator"),
         ],
         key=str,
@@ -322,7 +324,7 @@ async def test_apply_installs_the_operator_and_its_pods_pass_admission(
     assert account.automount_service_account_token is False
     service = await core.read_namespaced_service("nodepool-operator-metrics", NAMESPACE)
     [port] = service.spec.ports
-    assert (port.name, port.port, port.target_port) == ("metrics", 8080, "metrics")
+    assert (port.name, port.port, port.target_port) == ("metrics", 8443, "metrics")
     config = _one(installed, "ConfigMap")["metadata"]["name"]
     assert (await core.read_namespaced_config_map(config, NAMESPACE)).data["CLOUD_ENDPOINT"]
 

@@ -12,7 +12,10 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
+from nodepool_operator.cloud import credentials
 from nodepool_operator.cloud.simcloud import client, server, store
+
+TOKEN = "unit-test-token-4f1c9a"
 
 
 class _FakeWallClock:
@@ -47,10 +50,24 @@ def state_path(tmp_path: pathlib.Path) -> str:
 
 
 @pytest.fixture
-def config(state_path: str) -> server.SimCloudConfig:
+def token_path(tmp_path: pathlib.Path) -> pathlib.Path:
+    path = tmp_path / "token"
+    path.write_text(f"{TOKEN}\n")
+    return path
+
+
+@pytest.fixture
+def token(token_path: pathlib.Path) -> credentials.TokenFile:
+    """The token the server requires, as a client reads it."""
+    return credentials.TokenFile(token_path)
+
+
+@pytest.fixture
+def config(state_path: str, token_path: pathlib.Path) -> server.SimCloudConfig:
     """Whole-second latencies without jitter, so a test can step exactly past them."""
     return server.SimCloudConfig(
         state_path=state_path,
+        token_file=str(token_path),
         port=0,
         create_latency_seconds=10.0,
         latency_jitter_seconds=0.0,
@@ -68,6 +85,8 @@ async def sim(
 
 
 @pytest.fixture
-async def cloud(sim: server.SimCloudServer) -> AsyncIterator[client.SimCloudClient]:
-    async with client.SimCloudClient(sim.endpoint, timeout=5.0) as c:
+async def cloud(
+    sim: server.SimCloudServer, token: credentials.TokenFile
+) -> AsyncIterator[client.SimCloudClient]:
+    async with client.SimCloudClient(sim.endpoint, token=token, timeout=5.0) as c:
         yield c

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import aiohttp
 import pytest
 
-from nodepool_operator.cloud import provider
+from nodepool_operator.cloud import credentials, provider
 from nodepool_operator.cloud.simcloud import client, server, wire
 
 SPEC = provider.MachineSpec(cpu="4", memory="16Gi", pods=110)
@@ -157,10 +157,10 @@ async def test_a_name_that_cannot_be_a_node_name_is_a_permanent_error(
 
 
 async def test_a_timed_out_create_may_have_made_the_vm_and_the_retry_finds_it(
-    sim: server.SimCloudServer, cloud: client.SimCloudClient
+    token: credentials.TokenFile, sim: server.SimCloudServer, cloud: client.SimCloudClient
 ) -> None:
     await cloud.set_faults(wire.Faults(slow_call_seconds=0.5))
-    async with client.SimCloudClient(sim.endpoint, timeout=0.1) as impatient:
+    async with client.SimCloudClient(sim.endpoint, token=token, timeout=0.1) as impatient:
         with pytest.raises(provider.TransientCloudError) as raised:
             await impatient.create_vm(name=NAME, pool="pool-a", spec=SPEC)
     await cloud.set_faults(wire.Faults())
@@ -207,19 +207,26 @@ async def test_reset_stats_zeroes_calls_but_keeps_creations(
 
 
 async def test_faults_from_the_config_apply_from_the_start(
+    token: credentials.TokenFile,
     config: server.SimCloudConfig,
 ) -> None:
     faulty = dataclasses.replace(config, quota_max_vms=0)
-    async with server.SimCloudServer(faulty) as sim, client.SimCloudClient(sim.endpoint) as cloud:
+    async with (
+        server.SimCloudServer(faulty) as sim,
+        client.SimCloudClient(sim.endpoint, token=token) as cloud,
+    ):
         with pytest.raises(provider.QuotaExceeded):
             await cloud.create_vm(name=NAME, pool="pool-a", spec=SPEC)
         assert (await cloud.faults()).quota_max_vms == 0
 
 
-async def test_unknown_fault_keys_are_rejected(sim: server.SimCloudServer) -> None:
+async def test_unknown_fault_keys_are_rejected(
+    sim: server.SimCloudServer, token: credentials.TokenFile
+) -> None:
     # Through raw HTTP: the typed client cannot even express a misspelt key.
+    auth = {"Authorization": f"Bearer {token.read()}"}
     async with (
-        aiohttp.ClientSession() as session,
+        aiohttp.ClientSession(headers=auth) as session,
         session.put(f"{sim.endpoint}/admin/faults", json={"quotaMaxVM": 1}) as response,
     ):
         body = await response.json()
@@ -229,9 +236,10 @@ async def test_unknown_fault_keys_are_rejected(sim: server.SimCloudServer) -> No
 
 
 async def test_a_wrong_endpoint_is_an_error_not_an_absent_vm(
+    token: credentials.TokenFile,
     sim: server.SimCloudServer,
 ) -> None:
-    async with client.SimCloudClient(f"{sim.endpoint}/not-the-api") as lost:
+    async with client.SimCloudClient(f"{sim.endpoint}/not-the-api", token=token) as lost:
         with pytest.raises(provider.PermanentCloudError) as raised:
             await lost.get_vm(NAME)
 
@@ -239,12 +247,13 @@ async def test_a_wrong_endpoint_is_an_error_not_an_absent_vm(
 
 
 async def test_a_stopped_server_is_a_transient_connection_error(
+    token: credentials.TokenFile,
     config: server.SimCloudConfig,
 ) -> None:
     async with server.SimCloudServer(config) as sim:
         endpoint = sim.endpoint
 
-    async with client.SimCloudClient(endpoint) as cloud:
+    async with client.SimCloudClient(endpoint, token=token) as cloud:
         with pytest.raises(provider.TransientCloudError) as raised:
             await cloud.get_vm(NAME)
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
-from nodepool_operator.cloud import provider
+from nodepool_operator.cloud import credentials, provider
 from nodepool_operator.cloud.simcloud import client, server, store
 
 CREATE_LATENCY = 10.0  # as the config fixture sets them
@@ -84,6 +84,7 @@ async def test_vm_is_running_once_its_create_latency_has_passed(
 
 
 async def test_boot_times_stay_within_mean_plus_or_minus_jitter(
+    token: credentials.TokenFile,
     config: server.SimCloudConfig,
     clock: store.WallClock,
     advance: Callable[[float], None],
@@ -91,7 +92,7 @@ async def test_boot_times_stay_within_mean_plus_or_minus_jitter(
     jittery = dataclasses.replace(config, latency_jitter_seconds=2.0)
     async with (
         server.SimCloudServer(jittery, clock=clock) as sim,
-        client.SimCloudClient(sim.endpoint) as cloud,
+        client.SimCloudClient(sim.endpoint, token=token) as cloud,
     ):
         for i in range(20):
             await cloud.create_vm(name=provider.VmName(f"pool-a-{i}"), pool="pool-a", spec=SPEC)
@@ -106,12 +107,16 @@ async def test_boot_times_stay_within_mean_plus_or_minus_jitter(
 
 
 async def test_vm_becomes_running_on_the_real_clock(
+    token: credentials.TokenFile,
     config: server.SimCloudConfig,
 ) -> None:
     # The one test on real time: a short latency, and no assertion that can lose a race
     # with a busy machine (only that RUNNING is never seen before the latency has passed).
     fast = dataclasses.replace(config, create_latency_seconds=0.1)
-    async with server.SimCloudServer(fast) as sim, client.SimCloudClient(sim.endpoint) as cloud:
+    async with (
+        server.SimCloudServer(fast) as sim,
+        client.SimCloudClient(sim.endpoint, token=token) as cloud,
+    ):
         created = await cloud.create_vm(name=NAME, pool="pool-a", spec=SPEC)
         for _ in range(100):
             vm = await cloud.get_vm(NAME)
@@ -193,20 +198,21 @@ async def test_get_of_an_absent_vm_is_none(cloud: client.SimCloudClient) -> None
 
 
 async def test_vms_and_their_timeline_survive_a_server_restart(
+    token: credentials.TokenFile,
     config: server.SimCloudConfig,
     clock: store.WallClock,
     advance: Callable[[float], None],
 ) -> None:
     async with (
         server.SimCloudServer(config, clock=clock) as sim,
-        client.SimCloudClient(sim.endpoint) as cloud,
+        client.SimCloudClient(sim.endpoint, token=token) as cloud,
     ):
         created = await cloud.create_vm(name=NAME, pool="pool-a", spec=SPEC)
 
     advance(CREATE_LATENCY)
     async with (
         server.SimCloudServer(config, clock=clock) as sim,
-        client.SimCloudClient(sim.endpoint) as cloud,
+        client.SimCloudClient(sim.endpoint, token=token) as cloud,
     ):
         after = await cloud.get_vm(NAME)
         again = await cloud.create_vm(name=NAME, pool="pool-a", spec=SPEC)
@@ -247,18 +253,18 @@ async def test_a_zone_that_cannot_be_a_label_value_is_an_invalid_machine_spec(
 
 
 async def test_a_vm_keeps_its_zone_across_a_server_restart(
-    config: server.SimCloudConfig, clock: store.WallClock
+    token: credentials.TokenFile, config: server.SimCloudConfig, clock: store.WallClock
 ) -> None:
     spec = dataclasses.replace(SPEC, zone="zone-c")
     async with (
         server.SimCloudServer(config, clock=clock) as sim,
-        client.SimCloudClient(sim.endpoint) as cloud,
+        client.SimCloudClient(sim.endpoint, token=token) as cloud,
     ):
         await cloud.create_vm(name=NAME, pool="pool-a", spec=spec)
 
     async with (
         server.SimCloudServer(config, clock=clock) as sim,
-        client.SimCloudClient(sim.endpoint) as cloud,
+        client.SimCloudClient(sim.endpoint, token=token) as cloud,
     ):
         after = await cloud.get_vm(NAME)
         # The name is the idempotency key: asking again elsewhere moves nothing.

@@ -9,12 +9,15 @@ import pathlib
 import signal
 import sys
 
-from nodepool_operator.cloud import provider
+from nodepool_operator.cloud import credentials, provider
 from nodepool_operator.cloud.simcloud import client, server, store
 
 
 async def test_serve_writes_the_bound_port_and_stops_when_asked(
-    config: server.SimCloudConfig, tmp_path: pathlib.Path, clock: store.WallClock
+    token: credentials.TokenFile,
+    config: server.SimCloudConfig,
+    tmp_path: pathlib.Path,
+    clock: store.WallClock,
 ) -> None:
     port_file = tmp_path / "run" / "simcloud.port"
     ready, stop = asyncio.Event(), asyncio.Event()
@@ -29,7 +32,7 @@ async def test_serve_writes_the_bound_port_and_stops_when_asked(
     await asyncio.wait_for(ready.wait(), timeout=10)
     port = int(port_file.read_text())
 
-    async with client.SimCloudClient(f"http://127.0.0.1:{port}") as cloud:
+    async with client.SimCloudClient(f"http://127.0.0.1:{port}", token=token) as cloud:
         vms = await cloud.list_vms(pool="pool-a")
     stop.set()
     await asyncio.wait_for(serving, timeout=10)
@@ -39,12 +42,13 @@ async def test_serve_writes_the_bound_port_and_stops_when_asked(
 
 
 async def test_run_logs_each_call_and_exits_cleanly_on_sigterm(
-    config: server.SimCloudConfig, tmp_path: pathlib.Path
+    token: credentials.TokenFile, config: server.SimCloudConfig, tmp_path: pathlib.Path
 ) -> None:
     port_file = tmp_path / "simcloud.port"
     script = (
         "import sys; from nodepool_operator.cloud.simcloud import server; "
-        "server.run(server.SimCloudConfig(state_path=sys.argv[1], port=0, port_file=sys.argv[2]))"
+        "server.run(server.SimCloudConfig(state_path=sys.argv[1], port=0, port_file=sys.argv[2],"
+        " token_file=sys.argv[3]))"
     )
     process = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -52,6 +56,7 @@ async def test_run_logs_each_call_and_exits_cleanly_on_sigterm(
         script,
         config.state_path,
         str(port_file),
+        token.path,
         stderr=asyncio.subprocess.PIPE,
     )
     try:
@@ -61,7 +66,7 @@ async def test_run_logs_each_call_and_exits_cleanly_on_sigterm(
                 break
             await asyncio.sleep(0.05)
         port = int(port_file.read_text())
-        async with client.SimCloudClient(f"http://127.0.0.1:{port}") as cloud:
+        async with client.SimCloudClient(f"http://127.0.0.1:{port}", token=token) as cloud:
             await cloud.get_vm(provider.VmName("pool-a-0"))
         process.send_signal(signal.SIGTERM)
         _, stderr = await asyncio.wait_for(process.communicate(), timeout=20)

@@ -148,7 +148,7 @@ def test_two_replicas_run_with_leader_election_in_the_leader_election_roles_name
     assert params["leader_election_namespace"] == role["metadata"]["namespace"]
     assert role["metadata"]["namespace"] == deployment["metadata"]["namespace"]
     assert params["metrics_host"] == "0.0.0.0"
-    assert params["metrics_port"] == 8080
+    assert params["metrics_port"] == 8443
     assert params["kubeconfig"] is None  # in-cluster config
 
 
@@ -176,17 +176,35 @@ def test_an_argument_the_cli_does_not_know_is_refused() -> None:
         _parsed_by_the_cli(["run", "--no-such-flag"])
 
 
-def test_probes_use_healthz_for_liveness_and_readyz_for_readiness_on_the_metrics_port() -> None:
+def test_probes_use_healthz_and_readyz_on_the_plain_health_port_not_the_secure_metrics() -> None:
     container = _container("manager/deployment.yaml")
-    [port] = container["ports"]
-    assert (port["name"], port["containerPort"]) == ("metrics", 8080)
+    params = _parsed_by_the_cli(_expanded_args("manager/deployment.yaml"))
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"metrics": params["metrics_port"], "health": params["health_port"]}
+    assert params["metrics_secure"] is True
     expected = {
         "startupProbe": "/healthz",
         "livenessProbe": "/healthz",
         "readinessProbe": "/readyz",
     }
     for probe, path in expected.items():
-        assert container[probe]["httpGet"] == {"path": path, "port": "metrics"}, probe
+        # httpGet without a scheme is plain HTTP: the health port must be the plain one.
+        assert container[probe]["httpGet"] == {"path": path, "port": "health"}, probe
+
+
+def test_a_metrics_reader_clusterrole_lets_a_scraper_get_metrics_and_nothing_else() -> None:
+    role = _load("rbac/metrics-reader-role.yaml")
+    assert role["metadata"]["name"] == "nodepool-operator-metrics-reader"
+    assert role["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+
+
+def test_the_operator_may_ask_the_api_server_who_a_scraper_is_and_what_it_may_do() -> None:
+    rules = _load("rbac/clusterrole.yaml")["rules"]
+    for group, resource in (
+        ("authentication.k8s.io", "tokenreviews"),
+        ("authorization.k8s.io", "subjectaccessreviews"),
+    ):
+        assert {"apiGroups": [group], "resources": [resource], "verbs": ["create"]} in rules
 
 
 @pytest.mark.parametrize("manifest", DEPLOYMENTS)
@@ -214,7 +232,31 @@ def test_containers_have_requests_and_limits_and_a_writable_tmp(manifest: str) -
     assert "/tmp" in {m["mountPath"] for m in container["volumeMounts"]}
     volumes = {v["name"]: v for v in _pod(manifest)["volumes"]}
     for mount in container["volumeMounts"]:
-        assert "emptyDir" in volumes[mount["name"]], mount
+        volume = volumes[mount["name"]]
+        assert "emptyDir" in volume or ("secret" in volume and mount.get("readOnly")), mount
+
+
+def test_the_operator_and_the_simcloud_read_the_cloud_token_from_the_same_secret_file() -> None:
+    secret = _load("manager/cloud-token-secret.yaml")
+    assert secret["kind"] == "Secret"
+    assert set(secret["stringData"]) == {"token"}
+    operator = _parsed_by_the_cli(_expanded_args("manager/deployment.yaml"))
+    simcloud = _parsed_by_the_cli(_expanded_args("simcloud/deployment.yaml"))
+    assert simcloud["insecure_no_auth"] is False
+    for manifest, path in (
+        ("manager/deployment.yaml", operator["cloud_token_file"]),
+        ("simcloud/deployment.yaml", simcloud["token_file"]),
+    ):
+        volumes = {v["name"]: v for v in _pod(manifest)["volumes"]}
+        [mount] = [
+            m for m in _container(manifest)["volumeMounts"] if "secret" in volumes[m["name"]]
+        ]
+        assert volumes[mount["name"]]["secret"]["secretName"] == secret["metadata"]["name"]
+        assert path == Path(mount["mountPath"]) / "token", manifest
+    # Neither reads the token from its environment: only the file is the credential.
+    for manifest in DEPLOYMENTS:
+        for variable in _container(manifest).get("env", []):
+            assert "secretKeyRef" not in variable.get("valueFrom", {}), variable
 
 
 @pytest.mark.parametrize("manifest", DEPLOYMENTS)
@@ -263,7 +305,7 @@ def test_the_metrics_service_selects_the_operator_pods_on_the_metrics_port() -> 
     assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
     assert service["spec"]["selector"].items() <= labels.items()
     assert service["spec"]["ports"] == [
-        {"name": "metrics", "port": 8080, "targetPort": "metrics", "protocol": "TCP"}
+        {"name": "metrics", "port": 8443, "targetPort": "metrics", "protocol": "TCP"}
     ]
 
 
@@ -303,7 +345,7 @@ def test_the_image_runs_the_operator_as_a_fixed_non_root_user() -> None:
     assert re.fullmatch(r"[1-9][0-9]*:[1-9][0-9]*", user), "numeric, so runAsNonRoot can check"
     assert 'ENTRYPOINT ["nodepool-operator"]' in runtime
     assert 'CMD ["run"]' in runtime
-    assert "EXPOSE 8080" in runtime
+    assert "EXPOSE 8443 8081" in runtime
 
 
 def test_the_build_context_holds_what_the_wheel_is_built_from() -> None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import aiohttp
 
-from nodepool_operator.cloud import provider
+from nodepool_operator.cloud import credentials, provider
 from nodepool_operator.cloud.simcloud import wire
 
 __all__ = ["SimCloudClient"]
@@ -25,12 +25,27 @@ _T = TypeVar("_T")
 class SimCloudClient:
     """Talks to the simcloud at ``endpoint`` (e.g. ``http://127.0.0.1:8787``).
 
+    ``token`` is sent as ``Authorization: Bearer`` on every call, read afresh from its
+    source each time (a rotated Secret takes effect at the next call); without one, calls
+    carry no credential, which only a simcloud run with ``--insecure-no-auth`` accepts.
+
     ``timeout`` bounds each whole call; one that runs out raises a ``TransientCloudError``
     with code ``Timeout``, and may still have taken effect on the server.
+
+    No error this client raises carries a request header: messages are built from the
+    method, the path and the server's answer, and the token is scrubbed from them anyway
+    in case a server echoes it.
     """
 
-    def __init__(self, endpoint: str, *, timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        token: credentials.TokenSource | None = None,
+        timeout: float = 10.0,
+    ) -> None:
         self._endpoint = endpoint.rstrip("/")
+        self._token = token
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
         self._closed = False
@@ -106,10 +121,45 @@ class SimCloudClient:
         ``VmNotFound`` code still raises, since a wrong endpoint must not look like
         "no such VM" to a controller that would then create one.
         """
+        headers, token = self._auth_headers()
+        try:
+            return await self._send(
+                method,
+                path,
+                json_body=json_body,
+                params=params,
+                headers=headers,
+                missing_ok=missing_ok,
+            )
+        except provider.CloudError as e:
+            if token and token in e.message:
+                e.args = (e.message.replace(token, "<redacted>"), *e.args[1:])
+            raise
+
+    def _auth_headers(self) -> tuple[dict[str, str], str | None]:
+        if self._token is None:
+            return {}, None
+        try:
+            token = self._token.read()
+        except credentials.CredentialError as e:
+            # Transient: the Secret may be mounted or fixed without a restart.
+            raise provider.TransientCloudError(str(e), code="CredentialUnavailable") from e
+        return {"Authorization": f"Bearer {token}"}, token
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: object,
+        params: Mapping[str, str] | None,
+        headers: Mapping[str, str],
+        missing_ok: bool,
+    ) -> tuple[int, object]:
         what = f"simcloud {method} {path}"
         try:
             async with self._get_session().request(
-                method, self._endpoint + path, json=json_body, params=params
+                method, self._endpoint + path, json=json_body, params=params, headers=headers
             ) as response:
                 status = response.status
                 retry_after = wire.parse_retry_after(response.headers.get("Retry-After"))

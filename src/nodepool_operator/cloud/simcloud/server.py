@@ -15,6 +15,13 @@ Routes (bodies and VMs as in ``wire``)::
     GET    /admin/stats                                200 stats
     DELETE /admin/stats                                204, zeroes the call counts
 
+Every route but ``/healthz`` (a kubelet probe) needs ``Authorization: Bearer <token>``,
+the token being the content of ``token_file`` (re-read when it changes, so a rotated
+Secret works); anything else is answered 401 ``Unauthorized`` before any fault or effect,
+and the comparison takes the same time wherever the tokens differ. Only a config with
+``insecure_no_auth`` (``--insecure-no-auth``, for local experiments) serves without a
+token. Neither the token nor any request header is ever logged.
+
 Only ``/v1`` calls are faulted and counted: tests poll ``/admin`` and ``/healthz`` and must
 not disturb what they measure. In order, a ``/v1`` call may be: refused with 429 by the
 token bucket; refused with 503 before it takes effect; taken into effect and then answered
@@ -30,6 +37,7 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
+import hmac
 import json
 import logging
 import math
@@ -43,7 +51,7 @@ from types import TracebackType
 
 from aiohttp import typedefs, web
 
-from nodepool_operator.cloud import provider
+from nodepool_operator.cloud import credentials, provider
 from nodepool_operator.cloud.simcloud import store, wire
 
 __all__ = ["SimCloudConfig", "SimCloudServer", "run", "serve"]
@@ -57,6 +65,9 @@ class SimCloudConfig:
 
     ``port=0`` binds a free port; ``port_file``, if set, receives the bound port (written
     atomically, removed on a clean stop) so another process can find it.
+
+    Exactly one of ``token_file`` (the bearer token every call must carry) and
+    ``insecure_no_auth`` (serve anyone) must be given: an open cloud is never a default.
     """
 
     state_path: str = "simcloud.sqlite3"
@@ -72,10 +83,17 @@ class SimCloudConfig:
     quota_max_vms: int | None = None
     slow_call_seconds: float = 0.0
     seed: int | None = None
+    token_file: str | None = None
+    insecure_no_auth: bool = False
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be in [0, 65535]: {self.port}")
+        if (self.token_file is None) == (not self.insecure_no_auth):
+            raise ValueError(
+                "give exactly one of --token-file (the bearer token clients must send) "
+                "and --insecure-no-auth (no authentication, for local experiments)"
+            )
         # Building them validates them, so a bad flag fails at startup, not on first use.
         self.timing()
         self.faults()
@@ -142,7 +160,14 @@ class SimCloudServer:
             clock=self._clock,
             # A separate stream, so enabling faults does not shift the VM latencies.
             rng=random.Random(None if config.seed is None else config.seed + 1),
+            token=None if config.token_file is None else credentials.TokenFile(config.token_file),
         )
+        if state.token is not None:
+            try:
+                state.token.read()  # fail at startup, not on the first call
+            except credentials.CredentialError:
+                state.vms.close()
+                raise
         # handler_cancellation: a client that timed out should not keep a slow call
         # sleeping on the server; a short shutdown_timeout keeps stops quick.
         runner = web.AppRunner(
@@ -197,9 +222,12 @@ async def serve(
 ) -> None:
     """Serve until ``stop`` is set (or the task is cancelled); set ``ready`` once bound."""
     async with SimCloudServer(config, clock=clock) as server:
+        if config.insecure_no_auth:
+            log.warning("simcloud serves without authentication (--insecure-no-auth)")
         log.info(
-            "simcloud listening endpoint=%s state=%s faults=%s",
+            "simcloud listening endpoint=%s auth=%s state=%s faults=%s",
             server.endpoint,
+            "none" if config.insecure_no_auth else "bearer-token-file",
             config.state_path,
             json.dumps(config.faults().to_json(), separators=(",", ":")),
         )
@@ -254,6 +282,7 @@ class _SimCloud:
     faults: wire.Faults
     clock: store.WallClock
     rng: random.Random
+    token: credentials.TokenFile | None = None
     bucket: _TokenBucket | None = None
     calls: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
     responses: collections.Counter[int] = dataclasses.field(default_factory=collections.Counter)
@@ -326,7 +355,13 @@ async def _middleware(request: web.Request, handler: typedefs.Handler) -> web.St
     sim = request.app[_SIM]
     started = time.perf_counter()
     call = f"{request.method} {_route(request)}"
-    if not request.path.startswith("/v1/"):
+    refusal = _refusal(request, sim.token)
+    response: web.StreamResponse
+    if refusal is not None:
+        response, fault, slow = refusal, "-", 0.0
+        if request.path.startswith("/v1/"):
+            sim.count(call, response.status)
+    elif not request.path.startswith("/v1/"):
         response, fault, slow = await _answer(request, handler), "-", 0.0
     else:
         # Read once: a fault change in mid-call must not half-apply to this call.
@@ -353,6 +388,24 @@ async def _middleware(request: web.Request, handler: typedefs.Handler) -> web.St
             fault,
             (time.perf_counter() - started) * 1000,
         )
+    return response
+
+
+def _refusal(request: web.Request, token: credentials.TokenFile | None) -> web.Response | None:
+    """401 unless the request carries the current token (or is a probe, or auth is off)."""
+    if token is None or request.path == "/healthz":
+        return None
+    try:
+        expected = token.read().encode()
+    except credentials.CredentialError as e:
+        log.error("simcloud cannot check credentials error=%r", str(e))
+        return _json_error(500, "InternalError", "simcloud cannot read its token file")
+    scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
+    # compare_digest: the time taken does not depend on where the tokens first differ.
+    if scheme.lower() == "bearer" and hmac.compare_digest(presented.strip().encode(), expected):
+        return None
+    response = _json_error(401, "Unauthorized", "missing or wrong bearer token")
+    response.headers["WWW-Authenticate"] = 'Bearer realm="simcloud"'
     return response
 
 

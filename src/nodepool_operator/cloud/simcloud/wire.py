@@ -41,6 +41,7 @@ __all__ = [
 
 STATUS_BY_CODE: Final[Mapping[str, int]] = {
     "InvalidRequest": 400,
+    "Unauthorized": 401,
     provider.InvalidMachineSpec.code: 400,
     provider.QuotaExceeded.code: 403,
     "VmNotFound": 404,
