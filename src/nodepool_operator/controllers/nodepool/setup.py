@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from nodepool_operator.api import nodepool as np
 from nodepool_operator.api import scalerequest as sr
 from nodepool_operator.cloud.provider import CloudProvider
+from nodepool_operator.controllers.nodepool import plan
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.nodepool.controller import NAME, NodePoolReconciler
 from nodepool_operator.controllers.resources import NODEPOOLS, SCALEREQUESTS
@@ -12,6 +15,7 @@ from nodepool_operator.runtime import kinds
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.controller import Controller, GenerationChanged, Request, any_of
 from nodepool_operator.runtime.events import EventRecorder
+from nodepool_operator.runtime.informer import Informer
 from nodepool_operator.runtime.manager import Manager
 
 __all__ = ["setup"]
@@ -31,6 +35,32 @@ def _pool_of_request(obj: Object) -> list[Request]:
 def _pool_of_node(obj: Object) -> list[Request]:
     pool = np.pool_of(obj)
     return [Request(name=pool)] if pool else []
+
+
+class PodLeftOrChanged(GenerationChanged):
+    """What can move a drain on: a pod gone, or its deletion or annotations changed (a
+    do-not-disrupt annotation dropped). New pods on a cordoned Node move nothing."""
+
+    def create(self, obj: Object) -> bool:
+        return False
+
+    def update(self, old: Object, new: Object) -> bool:
+        before, after = old.get("metadata", {}), new.get("metadata", {})
+        return any(before.get(k) != after.get(k) for k in ("deletionTimestamp", "annotations"))
+
+
+def pool_draining_pod(nodes: Informer) -> Callable[[Object], list[Request]]:
+    """A pod's event as a request for the pool whose Node it is on, if that Node drains:
+    a drain moves on as soon as a pod leaves, not at the next look."""
+
+    def mapper(pod: Object) -> list[Request]:
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        node = nodes.get(node_name) if node_name else None
+        if node is None or not plan.is_draining(node):
+            return []
+        return _pool_of_node(node)
+
+    return mapper
 
 
 def setup(manager: Manager, *, cloud: CloudProvider, config: NodePoolConfig) -> Controller:
@@ -67,5 +97,6 @@ def setup(manager: Manager, *, cloud: CloudProvider, config: NodePoolConfig) -> 
     controller.watch(pools, predicates=[any_of(GenerationChanged(), DeletionStarted())])
     controller.watch(nodes, mapper=_pool_of_node)
     controller.watch(scale_requests, mapper=_pool_of_request, predicates=[GenerationChanged()])
+    controller.watch(pods, mapper=pool_draining_pod(nodes), predicates=[PodLeftOrChanged()])
     manager.add(controller)
     return controller

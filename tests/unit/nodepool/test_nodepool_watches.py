@@ -1,0 +1,54 @@
+"""Which pod events wake the NodePool controller: only those that can move a drain on."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from nodepool_operator.api import nodepool as np
+from nodepool_operator.controllers.nodepool import plan, setup
+from nodepool_operator.runtime.controller import Request
+
+
+class Nodes:
+    def __init__(self, *nodes: dict[str, Any]) -> None:
+        self.store = {n["metadata"]["name"]: n for n in nodes}
+
+    def get(self, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        return self.store.get(name)
+
+
+def node(name: str, *, draining: bool) -> dict[str, Any]:
+    annotations = {plan.SCALE_DOWN_ANNOTATION: "2026-11-29T10:00:00Z"} if draining else {}
+    return {"metadata": {"name": name, "labels": {np.POOL_LABEL: "p"}, "annotations": annotations}}
+
+
+def pod(node_name: str | None) -> dict[str, Any]:
+    spec = {"nodeName": node_name} if node_name else {}
+    return {"metadata": {"name": "a", "namespace": "ns"}, "spec": spec, "status": {}}
+
+
+def test_a_pod_on_a_draining_node_wakes_its_pool_and_others_wake_nothing() -> None:
+    mapper = setup.pool_draining_pod(
+        Nodes(node("p-0", draining=True), node("p-1", draining=False))  # type: ignore[arg-type]
+    )
+    assert mapper(pod("p-0")) == [Request(name="p")]
+    assert mapper(pod("p-1")) == []
+    assert mapper(pod("elsewhere")) == []
+    assert mapper(pod(None)) == []
+
+
+def test_only_a_deletion_or_an_annotation_change_of_a_pod_moves_a_drain() -> None:
+    predicate = setup.PodLeftOrChanged()
+    old = pod("p-0")
+    assert not predicate.create(old)
+    assert predicate.delete(old)
+    leaving = copy.deepcopy(old)
+    leaving["metadata"]["deletionTimestamp"] = "2026-11-29T10:00:00Z"
+    assert predicate.update(old, leaving)
+    released = copy.deepcopy(old)
+    released["metadata"]["annotations"] = {np.DO_NOT_DISRUPT_ANNOTATION: "false"}
+    assert predicate.update(old, released)
+    running = copy.deepcopy(old)
+    running["status"]["phase"] = "Running"
+    assert not predicate.update(old, running)
