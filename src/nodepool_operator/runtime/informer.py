@@ -347,6 +347,13 @@ class InformerCache:
     ) -> Informer:
         key = _InformerKey(resource, namespace, label_selector, field_selector)
         found = self._informers.get(key)
+        if found is not None and found.transform is not transform:
+            # One shared cache keeps one shape of object: a second transform would be
+            # silently ignored and its controller would read fields that are not there.
+            raise ValueError(
+                f"the {resource.plural} informer is shared with another transform; "
+                "request it with the same one"
+            )
         if found is None:
             found = Informer(
                 self.client,

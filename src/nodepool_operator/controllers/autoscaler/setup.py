@@ -7,6 +7,7 @@ them, so the process keeps one WATCH of each; the Autoscaler adds its own indexe
 from __future__ import annotations
 
 from nodepool_operator.api import nodepool as np
+from nodepool_operator.controllers import cached
 from nodepool_operator.controllers.autoscaler import watches
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
 from nodepool_operator.controllers.autoscaler.controller import NAME, AutoscalerReconciler
@@ -29,8 +30,8 @@ def setup(manager: Manager, *, config: AutoscalerConfig) -> Controller:
     cache = manager.cache
     autoscalers = cache.informer(AUTOSCALERS)
     pools = cache.informer(NODEPOOLS)
-    nodes = cache.informer(kinds.NODES, label_selector=np.POOL_LABEL)
-    pods = cache.informer(kinds.PODS)
+    nodes = cache.informer(kinds.NODES, label_selector=np.POOL_LABEL, transform=cached.node_fields)
+    pods = cache.informer(kinds.PODS, transform=cached.pod_fields)
     requests = cache.informer(SCALEREQUESTS)
     daemon_sets = cache.informer(kinds.DAEMONSETS)
     ledger = RequestLedger()

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from nodepool_operator.api import nodepool as np
 from nodepool_operator.api import scalerequest as sr
 from nodepool_operator.cloud.provider import CloudProvider
+from nodepool_operator.controllers import cached
 from nodepool_operator.controllers.nodepool import plan
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.nodepool.controller import NAME, NodePoolReconciler
@@ -68,12 +69,12 @@ def setup(manager: Manager, *, cloud: CloudProvider, config: NodePoolConfig) -> 
     client = manager.client.for_manager(f"{NAME}-controller")
     cache = manager.cache
     pools = cache.informer(NODEPOOLS)
-    nodes = cache.informer(kinds.NODES, label_selector=np.POOL_LABEL)
+    nodes = cache.informer(kinds.NODES, label_selector=np.POOL_LABEL, transform=cached.node_fields)
     nodes.add_index(
         "pool",
         lambda n: [p] if (p := (n["metadata"].get("labels") or {}).get(np.POOL_LABEL)) else [],
     )
-    pods = cache.informer(kinds.PODS)
+    pods = cache.informer(kinds.PODS, transform=cached.pod_fields)
     pods.add_index("node", lambda p: [n] if (n := p.get("spec", {}).get("nodeName")) else [])
     scale_requests = cache.informer(SCALEREQUESTS)
     scale_requests.add_index("pool", lambda r: [sr.spec_of(r).node_pool_name])
