@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -62,6 +63,17 @@ class SimCloud:
 class Operator(Process):
     def errors_logged(self) -> list[str]:
         return [line for line in self.output().splitlines() if "level=ERROR" in line]
+
+    async def served(self, what: str = "metrics") -> str:
+        """The base URL (``https://127.0.0.1:PORT``) of its metrics or probes listener."""
+        pattern = re.compile(rf"event=serving what={what} address=(\S+):(\d+) scheme=(https?)")
+
+        async def logged() -> str | None:
+            found = pattern.search(self.output())
+            return f"{found.group(3)}://127.0.0.1:{found.group(2)}" if found else None
+
+        url: str = await wait_for(logged, within=30)
+        return url
 
 
 async def kubectl(kubectl_path: Path, kubeconfig: Path, *args: str) -> str:

@@ -1,0 +1,109 @@
+"""The cloud token leaks nowhere: after a scale-up and a cloud error, it is in no log, no
+Event, no status of any NodePool, ScaleRequest or Autoscaler, and not in /metrics."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import aiohttp
+from kubernetes_asyncio import client
+
+from harness import POOLS, Operator, SimCloud, pool_body, settled, wait_for
+from nodepool_operator.api import autoscaler as nas
+from nodepool_operator.api import scalerequest as sr
+from nodepool_operator.cloud.simcloud import wire
+
+REQUESTS = (sr.GROUP, sr.VERSION, sr.PLURAL)
+AUTOSCALERS = (nas.GROUP, nas.VERSION, nas.PLURAL)
+
+
+async def test_the_cloud_token_appears_in_no_log_event_status_or_metric(
+    api_client: client.ApiClient,
+    start_simcloud: Any,
+    start_operator: Any,
+    pool_name: str,
+    autoscaler_name: str,
+) -> None:
+    cloud: SimCloud = await start_simcloud("--create-latency", "0.5", "--latency-jitter", "0")
+    token = cloud.token_file.read_text().strip()
+    operator: Operator = start_operator(cloud, "--no-metrics-secure")
+    custom = client.CustomObjectsApi(api_client)
+    core = client.CoreV1Api(api_client)
+    assert cloud.client is not None
+
+    # A scale-up, with an Autoscaler watching the pool (so it has a status of its own).
+    pool = await custom.create_cluster_custom_object(*POOLS, pool_body(pool_name, target=2))
+    autoscaler = nas.AutoscalerSpec(
+        node_pool_name=pool_name,
+        namespaces=(f"none-{uuid.uuid4().hex[:6]}",),
+        scale_down=nas.ScaleDownPolicy(enabled=False),
+    )
+    await custom.create_cluster_custom_object(
+        *AUTOSCALERS, nas.manifest(autoscaler_name, autoscaler)
+    )
+    await wait_for(lambda: settled(custom, pool_name, 2), within=60)
+
+    # A cloud error: the quota is full when a ScaleRequest asks for more.
+    await cloud.client.set_faults(wire.Faults(quota_max_vms=2))
+    request = f"req-{uuid.uuid4().hex[:6]}"
+    spec = sr.ScaleRequestSpec(
+        node_pool_name=pool_name, target_nodes=4, reason="secret search", requester="e2e"
+    )
+    await custom.create_cluster_custom_object(
+        *REQUESTS, sr.manifest(request, spec, pool_uid=pool["metadata"]["uid"])
+    )
+    statuses: list[Any] = []
+
+    async def request_answered() -> bool:
+        obj = await custom.get_cluster_custom_object(*REQUESTS, request)
+        statuses.append(obj)
+        return bool(obj.get("status", {}).get("phase"))
+
+    await wait_for(request_answered, within=30)
+
+    async def degraded_by_quota() -> bool:
+        obj = await custom.get_cluster_custom_object(*POOLS, pool_name)
+        conditions = obj.get("status", {}).get("conditions", [])
+        return any(
+            c["type"] == "Degraded" and c.get("reason") == "QuotaExceeded" for c in conditions
+        )
+
+    await wait_for(degraded_by_quota, within=30)
+
+    async def autoscaler_reported() -> bool:
+        obj = await custom.get_cluster_custom_object(*AUTOSCALERS, autoscaler_name)
+        return bool(obj.get("status"))
+
+    await wait_for(autoscaler_reported, within=30)
+
+    metrics_url = await operator.served("metrics")
+    async with aiohttp.ClientSession() as session, session.get(f"{metrics_url}/metrics") as got:
+        assert got.status == 200
+        metrics = await got.text()
+
+    events = await core.list_event_for_all_namespaces()
+    found: dict[str, str] = {
+        "operator log": operator.output(),
+        "simcloud log": cloud.process.output(),
+        "events": json.dumps(api_client.sanitize_for_serialization(events.items)),
+        "nodepools": json.dumps(await custom.list_cluster_custom_object(*POOLS)),
+        "scalerequests": json.dumps(
+            [*statuses, await custom.list_cluster_custom_object(*REQUESTS)]
+        ),
+        "autoscalers": json.dumps(await custom.list_cluster_custom_object(*AUTOSCALERS)),
+        "metrics": metrics,
+    }
+
+    # Each place was searched with something in it: the scale-up and the error are there.
+    assert "QuotaExceeded" in found["operator log"] or "quota" in found["operator log"].lower()
+    assert "status=401" not in found["simcloud log"]  # the operator always sent the token
+    assert "status=201" in found["simcloud log"]
+    assert "quota" in found["events"].lower()
+    assert "QuotaExceeded" in found["nodepools"]
+    assert request in found["scalerequests"]
+    assert autoscaler_name in found["autoscalers"]
+    assert "controller_runtime_reconcile_total" in found["metrics"]
+    leaked = [where for where, text in found.items() if token in text]
+    assert leaked == []
