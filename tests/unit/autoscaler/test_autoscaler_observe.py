@@ -9,7 +9,12 @@ from typing import Any
 from nodepool_operator.api import autoscaler as nas
 from nodepool_operator.api import nodepool as np
 from nodepool_operator.controllers.autoscaler.handoff import RequestLedger, request_name
-from nodepool_operator.controllers.autoscaler.observe import Conflict, Observation, Observer
+from nodepool_operator.controllers.autoscaler.observe import (
+    Conflict,
+    Observation,
+    Observer,
+    ProfileCache,
+)
 from nodepool_operator.runtime import conditions
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.informer import object_key
@@ -330,3 +335,10 @@ async def test_a_node_that_never_reported_ready_counts_until_the_registration_ti
     recent = never_ready("small-1", np.DEFAULT_NOT_READY_TIMEOUT_SECONDS + 1)
     seen = await observe(observer(nodes=[node("small-0"), recent], pods=pods))
     assert seen.up.new_nodes == 0
+
+
+def test_replicas_share_one_profile_in_the_cache() -> None:
+    cache = ProfileCache()
+    first, second = pod("web-1"), pod("web-2")
+    second["metadata"]["uid"] = "another-uid"
+    assert cache.get(first) is cache.get(second)
