@@ -95,6 +95,13 @@ class ApiError(Exception):
         # details.retryAfterSeconds); None when it did not say.
         self.retry_after: float | None = retry_after
 
+    @property
+    def namespace_terminating(self) -> bool:
+        """Refused because the object's namespace is being deleted: nothing new may be made
+        there, and what is there is on its way out."""
+        causes = self.details.get("causes") or ()
+        return any(cause.get("type") == "NamespaceTerminating" for cause in causes)
+
     def __str__(self) -> str:
         head = f"HTTP {self.status}" if self.status else "no response"
         if self.reason:

@@ -82,6 +82,7 @@ class FakeApi:
         self.clock = clock
         self.calls: list[tuple[str, str, str]] = []
         self.refuse: dict[str, str | None] = {}  # pod name -> budget named in the 429
+        self.terminating: set[str] = set()  # pods whose namespace is being deleted
         self.budgets: list[Object] = []
         self.matching: dict[str, set[str]] = {}  # label selector -> pod names it selects
         self.deleted_with: dict[str, int | None] = {}
@@ -99,6 +100,12 @@ class FakeApi:
         self.calls.append(("create", f"{resource.plural}/{sub}", name))
         if name in self.refuse:
             raise too_many_requests(self.refuse[name])
+        if name in self.terminating:
+            raise errors.Forbidden(
+                f"pods {name} is forbidden: unable to create new content in namespace ns "
+                "because it is being terminated",
+                details={"causes": [{"type": "NamespaceTerminating", "field": "metadata"}]},
+            )
         return {}
 
     async def delete(self, resource: Resource, name: str, **kw: Any) -> Object:
@@ -252,6 +259,19 @@ async def test_a_drain_cordons_stamps_its_start_and_evicts_each_pod() -> None:
     ]
     assert not progress.done
     assert progress.retry_in == CONFIG.poll_interval
+
+
+async def test_a_pod_whose_namespace_is_being_deleted_is_waited_for_not_an_error() -> None:
+    world = World("p-0")
+    world.nodes.put(draining_since("p-0", START))
+    world.pods.put(pod("a"))
+    world.api.terminating.add("a")
+
+    progress = await world.drain()  # no exception: the namespace takes the pod away
+
+    assert not progress.done
+    world.pods.remove("ns/a")
+    assert (await world.drain()).done
 
 
 async def test_an_evicted_pod_is_waited_for_until_it_is_gone() -> None:

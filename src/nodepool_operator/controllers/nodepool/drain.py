@@ -225,6 +225,17 @@ class Drainer:
         except errors.NotFound:
             self._clear(uid)
             return self.config.poll_interval
+        except errors.Forbidden as error:
+            if not error.namespace_terminating:
+                raise
+            # Its namespace is being deleted, and the pod with it: waited for as leaving.
+            self._clear(uid)
+            log.info(
+                "controller=nodepool event=pod-namespace-terminating node=%s pod=%s",
+                node,
+                _pod_key(pod),
+            )
+            return self.config.poll_interval
         except errors.TooManyRequests as error:
             budget = budget_named_in(error) or await self._budget_selecting(pod)
             delay = max(self._backoff.when(uid), error.retry_after or 0.0)
