@@ -239,7 +239,7 @@ def test_containers_have_requests_and_limits_and_a_writable_tmp(manifest: str) -
 def test_the_operator_and_the_simcloud_read_the_cloud_token_from_the_same_secret_file() -> None:
     secret = _load("manager/cloud-token-secret.yaml")
     assert secret["kind"] == "Secret"
-    assert set(secret["stringData"]) == {"token"}
+    assert set(secret["data"]) == {"token"}
     operator = _parsed_by_the_cli(_expanded_args("manager/deployment.yaml"))
     simcloud = _parsed_by_the_cli(_expanded_args("simcloud/deployment.yaml"))
     assert simcloud["insecure_no_auth"] is False
