@@ -10,6 +10,10 @@ Lookup order for every binary:
 1. ``KUBEBUILDER_ASSETS`` (a directory of envtest binaries) when it holds that binary;
 2. the cache, ``$NODEPOOL_OPERATOR_CACHE`` or ``~/.cache/nodepool-operator/<module>-<version>/``;
 3. a build into that cache (never repeated once the binary is there).
+
+Karpenter's kwok provider (``tools/karpenter``) is built the same way but only on request,
+by :func:`ensure_karpenter_kwok` (``bench/peers.py``): it takes minutes, so neither
+``cluster build``, ``scripts/setup-env.sh`` nor the tests ever ask for it.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ __all__ = [
     "ToolModule",
     "cache_root",
     "ensure_binaries",
+    "ensure_karpenter_kwok",
     "pinned_version",
     "tools_directory",
 ]
@@ -76,6 +81,9 @@ class ToolModule:
             flags.append(f"-X go.etcd.io/etcd/api/v3/version.GitSHA={version}")
         elif self.directory == "kwok":
             flags.append(f"-X sigs.k8s.io/kwok/pkg/consts.Version={version}")
+        elif self.directory == "karpenter":
+            # Also its user agent (karpenter/<version>), which the audit log records.
+            flags.append(f"-X sigs.k8s.io/karpenter/pkg/operator.Version={version}")
         return " ".join(flags)
 
 
@@ -96,6 +104,12 @@ KWOK = ToolModule(
     directory="kwok",
     pinned_module="sigs.k8s.io/kwok",
     commands={"kwok": "sigs.k8s.io/kwok/cmd/kwok"},
+)
+# Not in MODULES: a peer for bench/peers.py only, never part of the control plane.
+KARPENTER = ToolModule(
+    directory="karpenter",
+    pinned_module="sigs.k8s.io/karpenter",
+    commands={"kwok": "sigs.k8s.io/karpenter/kwok"},
 )
 MODULES = (ETCD, KWOK, KUBERNETES)
 ALL_BINARIES = tuple(name for module in MODULES for name in module.commands)
@@ -124,6 +138,19 @@ def tools_directory() -> Path:
     if override:
         return Path(override)
     return Path(__file__).resolve().parents[3] / "tools"
+
+
+def ensure_karpenter_kwok(*, out: TextIO = sys.stderr) -> Path:
+    """Karpenter's kwok provider binary, built into the cache on first use (minutes)."""
+    tools = tools_directory()
+    if not (tools / KARPENTER.directory / "go.mod").is_file():
+        raise BuildError(f"no tools/{KARPENTER.directory} at {tools}; run from a source checkout")
+    version = KARPENTER.version(tools)
+    target = cache_root() / f"{KARPENTER.directory}-{version}"
+    names = list(KARPENTER.commands)
+    if not all(_is_executable(target / name) for name in names):
+        _build(module=KARPENTER, version=version, names=names, target=target, out=out)
+    return target / names[0]
 
 
 def ensure_binaries(*, out: TextIO = sys.stderr) -> dict[str, Path]:

@@ -1,0 +1,802 @@
+"""Pods Running: this operator against Karpenter (its kwok provider), same local control plane.
+
+For each workload and each system, a fresh local control plane (etcd, kube-apiserver with
+its audit log, kube-scheduler, kube-controller-manager, kwok) and one controller:
+
+* ``operator``: ``nodepool-operator run`` as the operator user, a simcloud with
+  ``--create-latency 0``, one NodePool of 4 cpu / 16Gi nodes and its Autoscaler, both as
+  shipped (1 s batch window, 1 s poll interval);
+* ``karpenter``: Karpenter's kwok provider (``sigs.k8s.io/karpenter/kwok``, pinned in
+  ``tools/karpenter``, built into the cache on first use), run outside the cluster with the
+  admin kubeconfig, one NodePool and one instance type of the same shape, defaults as
+  shipped (1 s batch idle, 10 s batch max). It creates its kwok Nodes at once (annotated
+  ``kwok.x-k8s.io/node: fake``, so the control plane's kwok keeps them Ready).
+
+Both node shapes are 4 cpu / 16Gi / 110 pods with 100m cpu and 10Mi reserved (Karpenter's
+kwok provider reserves that on every instance type; the NodePool template reserves it too),
+so both have the same room for pods.
+
+The bench creates the workload's pods (no Deployment: each pod's creation is its own
+clock) and follows pods, Nodes and the controller's hand-off objects (ScaleRequests or
+NodeClaims) through watches. Measured per run: time from each pod's create call to the
+bench seeing it Running (p50, p99, and until the last), Nodes provisioned, API writes by
+component, verb and resource with their 409s (from the API server's audit log, from the
+first pod created until everything ran and 5 quiet seconds passed), the controller's CPU
+seconds over that window and its peak RSS (``/proc``), and a timeline per pod: the median
+of when it was marked unschedulable, when the request for its Node was made (ScaleRequest
+or NodeClaim), when the VM was created (simcloud) or launched (NodeClaim ``Launched``),
+when its Node appeared, turned Ready, when the pod was bound and Running.
+
+The first run of the Karpenter side builds its kwok provider (about 1-3 minutes, once).
+
+Run:  .venv/bin/python bench/peers.py [--quick] [--sizes uniform=40 burst=1000 ...]
+          [--systems operator karpenter] [--workloads uniform mixed anti-affinity burst]
+          [--plot peers.png]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubernetes_asyncio import client, config
+
+from nodepool_operator.api import autoscaler as nas
+from nodepool_operator.api import nodepool as np
+from nodepool_operator.cloud import credentials
+from nodepool_operator.cloud.simcloud import client as simcloud_client
+from nodepool_operator.cluster import audit, binaries, controlplane, install
+from nodepool_operator.controllers.resources import SCALEREQUESTS
+from nodepool_operator.runtime import errors, kinds
+from nodepool_operator.runtime.client import Client, Resource
+
+NAMESPACE = "peers"
+POOL = "peers"
+POOLS = ("nodepool.dev", "v1alpha1", "nodepools")
+AUTOSCALERS = ("nodepool.dev", "v1alpha1", "autoscalers")
+KARPENTER_POOLS = ("karpenter.sh", "v1", "nodepools")
+KWOK_NODECLASSES = Resource(
+    "karpenter.kwok.sh", "v1alpha1", "kwoknodeclasses", "KWOKNodeClass", namespaced=False
+)
+NODECLAIMS = Resource("karpenter.sh", "v1", "nodeclaims", "NodeClaim", namespaced=False)
+INSTANCE_TYPE = "s-4x-amd64-linux"
+NODE_CPU, NODE_MEMORY, NODE_PODS = "4", "16Gi", 110
+# Karpenter's kwok provider reserves this on every instance type (kwok/cloudprovider/helpers.go).
+RESERVED = {"cpu": "100m", "memory": "10Mi"}
+SETTLE_SECONDS = 5.0
+STAGES = ("unschedulable", "request", "VM", "Node", "Ready", "bound", "Running")
+
+
+# -- workloads -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PodShape:
+    cpu: str
+    memory: str
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    description: str
+    shapes: tuple[PodShape, ...]  # cycled over the pods
+    pods: int
+    anti_affinity: bool = False
+
+    def manifests(self) -> list[dict[str, Any]]:
+        return [self._pod(i, self.shapes[i % len(self.shapes)]) for i in range(self.pods)]
+
+    def _pod(self, index: int, shape: PodShape) -> dict[str, Any]:
+        spec: dict[str, Any] = {
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "app",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"requests": {"cpu": shape.cpu, "memory": shape.memory}},
+                }
+            ],
+        }
+        if self.anti_affinity:
+            spec["affinity"] = {
+                "podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "labelSelector": {"matchLabels": {"app": self.name}},
+                            "topologyKey": "kubernetes.io/hostname",
+                        }
+                    ]
+                }
+            }
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"{self.name}-{index:04d}", "labels": {"app": self.name}},
+            "spec": spec,
+        }
+
+
+WORKLOADS: dict[str, Callable[[int], Workload]] = {
+    "uniform": lambda n: Workload(
+        "uniform", f"{n} pods of 900m / 3Gi (4 per node)", (PodShape("900m", "3Gi"),), n
+    ),
+    "mixed": lambda n: Workload(
+        "mixed",
+        f"{n} pods cycling 250m/512Mi, 500m/1Gi, 1/2Gi, 2/4Gi, 3/6Gi",
+        tuple(
+            PodShape(c, m)
+            for c, m in (
+                ("250m", "512Mi"),
+                ("500m", "1Gi"),
+                ("1", "2Gi"),
+                ("2", "4Gi"),
+                ("3", "6Gi"),
+            )
+        ),
+        n,
+    ),
+    "anti-affinity": lambda n: Workload(
+        "anti-affinity",
+        f"{n} pods of 500m / 1Gi, required hostname anti-affinity (1 per node)",
+        (PodShape("500m", "1Gi"),),
+        n,
+        anti_affinity=True,
+    ),
+    "burst": lambda n: Workload(
+        "burst", f"{n} pods of 100m / 256Mi", (PodShape("100m", "256Mi"),), n
+    ),
+}
+DEFAULT_SIZES = {"uniform": 40, "mixed": 40, "anti-affinity": 20, "burst": 1000}
+QUICK_SIZES = {"uniform": 20, "mixed": 20, "anti-affinity": 10, "burst": 300}
+
+
+# -- what the bench sees -------------------------------------------------------------------
+
+
+@dataclass
+class Seen:
+    """Wall-clock times (epoch seconds) of what the bench's watches saw first."""
+
+    created: dict[str, float] = field(default_factory=dict)
+    unschedulable: dict[str, float] = field(default_factory=dict)
+    bound: dict[str, tuple[float, str]] = field(default_factory=dict)
+    running: dict[str, float] = field(default_factory=dict)
+    node_added: dict[str, float] = field(default_factory=dict)
+    node_ready: dict[str, float] = field(default_factory=dict)
+    node_labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    requests: dict[str, float] = field(default_factory=dict)  # ScaleRequest / NodeClaim
+    launched: dict[str, float] = field(default_factory=dict)  # NodeClaim Launched=True
+
+    def on_pod(self, kind: str, pod: dict[str, Any]) -> None:
+        if kind == "DELETED":
+            return
+        now, name = time.time(), pod["metadata"]["name"]
+        status, spec = pod.get("status") or {}, pod.get("spec") or {}
+        if _condition(status, "PodScheduled", "False", reason="Unschedulable"):
+            self.unschedulable.setdefault(name, now)
+        if spec.get("nodeName"):
+            self.bound.setdefault(name, (now, spec["nodeName"]))
+        if status.get("phase") == "Running":
+            self.running.setdefault(name, now)
+
+    def on_node(self, kind: str, node: dict[str, Any]) -> None:
+        if kind == "DELETED":
+            return
+        now, name = time.time(), node["metadata"]["name"]
+        self.node_added.setdefault(name, now)
+        self.node_labels[name] = node["metadata"].get("labels") or {}
+        if _condition(node.get("status") or {}, "Ready", "True"):
+            self.node_ready.setdefault(name, now)
+
+    def on_request(self, kind: str, obj: dict[str, Any]) -> None:
+        if kind == "DELETED":
+            return
+        now, name = time.time(), obj["metadata"]["name"]
+        self.requests.setdefault(name, now)
+        if _condition(obj.get("status") or {}, "Launched", "True"):
+            self.launched.setdefault(name, now)
+
+
+def _condition(status: dict[str, Any], kind: str, value: str, *, reason: str | None = None) -> bool:
+    return any(
+        c.get("type") == kind
+        and c.get("status") == value
+        and (reason is None or c.get("reason") == reason)
+        for c in status.get("conditions") or ()
+    )
+
+
+async def follow(
+    api: Client, resource: Resource, *, on_event: Any, namespace: str | None = None
+) -> None:
+    """LIST, then WATCH for ever: resume after a closed watch, re-LIST after an error."""
+    while True:
+        page = await api.list_page(resource, namespace=namespace)
+        for item in page["items"]:
+            on_event("ADDED", item)
+        version = page["metadata"]["resourceVersion"]
+        try:
+            while True:
+                with contextlib.suppress(errors.ConnectionFailed):
+                    async for event in api.watch(
+                        resource, resource_version=version, namespace=namespace
+                    ):
+                        version = event.object["metadata"].get("resourceVersion", version)
+                        if event.type != "BOOKMARK":
+                            on_event(event.type, event.object)
+        except errors.ApiError as error:
+            print(f"  watch of {resource.plural} failed ({error!r}): re-listing", file=sys.stderr)
+
+
+# -- the controller process ----------------------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    # utime and stime are fields 14 and 15 of stat(5); fields[0] here is field 3.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def peak_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+@dataclass
+class Controller:
+    """A controller process started for one run, and what stops it."""
+
+    name: str
+    process: asyncio.subprocess.Process
+    log: Path
+    helpers: list[asyncio.subprocess.Process] = field(default_factory=list)
+    vm_created: Callable[[], Any] | None = None  # async: VM name -> created_at (simcloud)
+
+    async def stop(self) -> None:
+        for process in (self.process, *self.helpers):
+            if process.returncode is None:
+                process.terminate()
+                await process.wait()
+
+    def check_alive(self) -> None:
+        if self.process.returncode is not None:
+            tail = self.log.read_text(errors="replace").splitlines()[-30:]
+            raise SystemExit(f"{self.name} exited ({self.process.returncode}):\n" + "\n".join(tail))
+
+
+async def start_operator(
+    api: client.ApiClient, plane: controlplane.ControlPlane, work: Path
+) -> Controller:
+    await install.install_crds(api)
+    await install.grant_operator_rbac(api)
+    port_file, token_file = work / "simcloud.port", work / "simcloud.token"
+    token = credentials.write_new_token(token_file)
+    simcloud = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "nodepool_operator.cli", "simcloud"),
+        *("--state", str(work / "sim.sqlite3"), "--port", "0", "--port-file", str(port_file)),
+        *("--token-file", str(token_file), "--create-latency", "0", "--latency-jitter", "0"),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    async with asyncio.timeout(30):
+        while not port_file.exists() or not port_file.read_text().strip():  # noqa: ASYNC110 - a process
+            await asyncio.sleep(0.05)
+    endpoint = f"http://127.0.0.1:{port_file.read_text().strip()}"
+    log = work / "operator.log"
+    with log.open("wb") as handle:
+        operator = await asyncio.create_subprocess_exec(
+            *(sys.executable, "-m", "nodepool_operator.cli", "run"),
+            *("--kubeconfig", str(plane.kubeconfig_for("operator"))),
+            *("--cloud-endpoint", endpoint, "--cloud-token-file", str(token_file)),
+            *("--metrics-port", "0", "--metrics-host", "127.0.0.1", "--health-port", "0"),
+            *("--leader-election-namespace", "nodepool-system"),
+            stdout=handle,
+            stderr=handle,
+        )
+    custom = client.CustomObjectsApi(api)
+    template = np.NodeTemplate(cpu=NODE_CPU, memory=NODE_MEMORY, pods=NODE_PODS, reserved=RESERVED)
+    spec = np.NodePoolSpec(target_nodes=0, min_nodes=0, max_nodes=1000, template=template)
+    await custom.create_cluster_custom_object(*POOLS, np.manifest(POOL, spec))
+    scaler = nas.AutoscalerSpec(node_pool_name=POOL, namespaces=(NAMESPACE,))
+    await custom.create_cluster_custom_object(*AUTOSCALERS, nas.manifest(POOL, scaler))
+    controller = Controller("operator", operator, log, helpers=[simcloud])
+    async with asyncio.timeout(60):
+        while not (await custom.get_cluster_custom_object(*AUTOSCALERS, POOL)).get("status"):
+            controller.check_alive()
+            await asyncio.sleep(0.1)
+
+    async def vm_created() -> dict[str, float]:
+        cloud = simcloud_client.SimCloudClient(endpoint, token=token)
+        try:
+            return {vm.name: vm.created_at for vm in await cloud.list_vms(pool=POOL)}
+        finally:
+            await cloud.close()
+
+    controller.vm_created = vm_created
+    return controller
+
+
+def karpenter_source() -> Path:
+    """Karpenter's module source (CRDs), from the Go module cache the build filled."""
+    module = binaries.tools_directory() / "karpenter"
+    found = subprocess.run(
+        ["go", "mod", "download", "-json", "sigs.k8s.io/karpenter"],
+        cwd=module,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return Path(json.loads(found.stdout)["Dir"])
+
+
+def instance_types() -> list[dict[str, Any]]:
+    """One instance type, the shape of the operator's pool, in kwok's instance_types.json form."""
+    return [
+        {
+            "name": INSTANCE_TYPE,
+            "offerings": [
+                {
+                    "Price": 0.117,
+                    "Available": True,
+                    "Requirements": [
+                        {
+                            "key": "karpenter.sh/capacity-type",
+                            "operator": "In",
+                            "values": ["on-demand"],
+                        },
+                        {
+                            "key": "topology.kubernetes.io/zone",
+                            "operator": "In",
+                            "values": ["test-zone-a"],
+                        },
+                    ],
+                }
+            ],
+            "architecture": "amd64",
+            "operatingSystems": ["linux"],
+            "resources": {
+                "cpu": NODE_CPU,
+                "memory": NODE_MEMORY,
+                "ephemeral-storage": "20Gi",
+                "pods": str(NODE_PODS),
+            },
+        }
+    ]
+
+
+def karpenter_pool() -> dict[str, Any]:
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": POOL},
+        "spec": {
+            "template": {
+                "spec": {
+                    "requirements": [
+                        {
+                            "key": "node.kubernetes.io/instance-type",
+                            "operator": "In",
+                            "values": [INSTANCE_TYPE],
+                        },
+                        {
+                            "key": "karpenter.sh/capacity-type",
+                            "operator": "In",
+                            "values": ["on-demand"],
+                        },
+                    ],
+                    "nodeClassRef": {
+                        "group": "karpenter.kwok.sh",
+                        "kind": "KWOKNodeClass",
+                        "name": "default",
+                    },
+                    "expireAfter": "Never",
+                }
+            },
+            "limits": {"cpu": "4000"},
+            # Nothing is taken away while the bench measures (the operator's pool waits
+            # 10 minutes before scaling down).
+            "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "Never"},
+        },
+    }
+
+
+def install_karpenter_crds(plane: controlplane.ControlPlane, crds: list[Path]) -> None:
+    kubectl = [str(binaries.ensure_binaries()["kubectl"]), "--kubeconfig", str(plane.kubeconfig)]
+    files = [arg for crd in crds for arg in ("-f", str(crd))]
+    subprocess.run([*kubectl, "apply", "--server-side", *files], check=True, capture_output=True)
+    names = (
+        "nodepools.karpenter.sh",
+        "nodeclaims.karpenter.sh",
+        "kwoknodeclasses.karpenter.kwok.sh",
+    )
+    wait = [*kubectl, "wait", "--for=condition=Established", "--timeout=60s"]
+    subprocess.run([*wait, *(f"crd/{n}" for n in names)], check=True, capture_output=True)
+
+
+async def start_karpenter(
+    api: client.ApiClient, plane: controlplane.ControlPlane, work: Path
+) -> Controller:
+    binary = binaries.ensure_karpenter_kwok()
+    source = karpenter_source()
+    crds = sorted((source / "kwok" / "charts" / "crds").glob("*.yaml"))
+    crds += sorted((source / "kwok" / "apis" / "crds").glob("*.yaml"))
+    await asyncio.to_thread(install_karpenter_crds, plane, crds)
+    custom = client.CustomObjectsApi(api)
+    node_class = {
+        "apiVersion": "karpenter.kwok.sh/v1alpha1",
+        "kind": "KWOKNodeClass",
+        "metadata": {"name": "default"},
+    }
+    raw = Client(api, field_manager="bench")
+    created = await raw.create(KWOK_NODECLASSES, node_class)
+    # Nothing in the kwok provider marks its node class Ready, and a NodePool whose class
+    # is not Ready provisions nothing: the bench plays the node-class controller's part.
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    ready = {
+        "type": "Ready",
+        "status": "True",
+        "reason": "Ready",
+        "message": "",
+        "lastTransitionTime": now,
+        "observedGeneration": created["metadata"].get("generation", 1),
+    }
+    await raw.patch(
+        KWOK_NODECLASSES, "default", {"status": {"conditions": [ready]}}, subresource="status"
+    )
+    await custom.create_cluster_custom_object(*KARPENTER_POOLS, karpenter_pool())
+    types_file = work / "instance_types.json"
+    types_file.write_text(json.dumps(instance_types(), indent=1))
+    log = work / "karpenter.log"
+    environment = {**os.environ, "KUBECONFIG": str(plane.kubeconfig)}
+    with log.open("wb") as handle:
+        process = await asyncio.create_subprocess_exec(
+            str(binary),
+            "--disable-leader-election",
+            f"--metrics-port={controlplane.free_port()}",
+            f"--health-probe-port={controlplane.free_port()}",
+            f"--instance-types-file-path={types_file}",
+            "--log-level=info",
+            env=environment,
+            stdout=handle,
+            stderr=handle,
+            cwd=work,
+        )
+    controller = Controller("karpenter", process, log)
+    async with asyncio.timeout(90):
+        while True:
+            controller.check_alive()
+            pool = await custom.get_cluster_custom_object(*KARPENTER_POOLS, POOL)
+            if _condition(pool.get("status") or {}, "Ready", "True"):
+                break
+            await asyncio.sleep(0.2)
+    return controller
+
+
+# -- one run -------------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    workload: str
+    system: str
+    pods: int
+    nodes: int
+    latencies: list[float]
+    makespan: float
+    writes: Counter[tuple[str, str, str, int]]  # (component, verb, resource, code)
+    cpu: float
+    rss: float
+    timeline: dict[str, float]  # stage -> median seconds after creation
+
+    def component_writes(self, component: str) -> int:
+        return sum(n for (c, *_), n in self.writes.items() if c == component)
+
+    def conflicts(self, component: str) -> int:
+        return sum(
+            n for (c, _, _, code), n in self.writes.items() if c == component and code == 409
+        )
+
+    def quantile(self, q: int) -> float:
+        if len(self.latencies) < 2:
+            return self.latencies[0] if self.latencies else float("nan")
+        return statistics.quantiles(self.latencies, n=100, method="inclusive")[q - 1]
+
+
+def component(event: audit.AuditEvent) -> str:
+    if event.user == controlplane.IDENTITIES["operator"].user:
+        return "operator"
+    if event.user_agent.startswith("karpenter/"):
+        return "karpenter"
+    if event.user == controlplane.IDENTITIES["admin"].user:
+        return "bench"
+    for key, identity in controlplane.IDENTITIES.items():
+        if event.user == identity.user:
+            return key
+    return event.user or "?"
+
+
+async def create_pods(api: Client, pods: list[dict[str, Any]], seen: Seen) -> None:
+    limit = asyncio.Semaphore(16)
+
+    async def one(pod: dict[str, Any]) -> None:
+        async with limit:
+            seen.created[pod["metadata"]["name"]] = time.time()
+            await api.create(kinds.PODS, pod, namespace=NAMESPACE)
+
+    await asyncio.gather(*(one(pod) for pod in pods))
+
+
+async def run_one(workload: Workload, system: str, work: Path) -> Result:
+    print(f"== {workload.name} / {system}: {workload.description}", file=sys.stderr, flush=True)
+    plane = controlplane.ControlPlane(work / "plane")
+    plane.up()
+    controller: Controller | None = None
+    try:
+        configuration = client.Configuration()
+        await config.load_kube_config(
+            config_file=str(plane.kubeconfig), client_configuration=configuration
+        )
+        async with client.ApiClient(configuration) as api:
+            raw = Client(api, field_manager="bench")
+            await raw.create(kinds.NAMESPACES, {"metadata": {"name": NAMESPACE}})
+            start = start_operator if system == "operator" else start_karpenter
+            controller = await start(api, plane, work)
+            seen = Seen()
+            hand_off = SCALEREQUESTS if system == "operator" else NODECLAIMS
+            watchers = [
+                asyncio.create_task(
+                    follow(raw, kinds.PODS, on_event=seen.on_pod, namespace=NAMESPACE)
+                ),
+                asyncio.create_task(follow(raw, kinds.NODES, on_event=seen.on_node)),
+                asyncio.create_task(follow(raw, hand_off, on_event=seen.on_request)),
+            ]
+            await asyncio.sleep(0.5)  # the watches are open
+            log = audit.AuditLog(plane.audit_log)
+            log.mark()
+            cpu_before = cpu_seconds(controller.process.pid)
+            pods = workload.manifests()
+            began = time.time()
+            try:
+                await create_pods(raw, pods, seen)
+                deadline = time.monotonic() + 180 + workload.pods * 0.3
+                while len(seen.running) < len(pods):
+                    controller.check_alive()
+                    if time.monotonic() > deadline:
+                        raise SystemExit(
+                            f"{workload.name}/{system}: timed out with {len(seen.running)}/"
+                            f"{len(pods)} pods Running; logs in {work}"
+                        )
+                    await asyncio.sleep(0.1)
+                makespan = max(seen.running.values()) - began
+                await asyncio.sleep(SETTLE_SECONDS)
+                cpu = cpu_seconds(controller.process.pid) - cpu_before
+                rss = peak_rss_mib(controller.process.pid)
+                vms = await controller.vm_created() if controller.vm_created else {}
+            finally:
+                for task in watchers:
+                    task.cancel()
+                await asyncio.gather(*watchers, return_exceptions=True)
+            events = log.events_since_mark()
+    finally:
+        if controller is not None:
+            await controller.stop()
+        plane.down()
+    writes = Counter((component(e), e.verb, e.target, e.code) for e in events if e.is_write)
+    latencies = sorted(seen.running[name] - seen.created[name] for name in seen.created)
+    return Result(
+        workload=workload.name,
+        system=system,
+        pods=len(latencies),
+        nodes=len(seen.node_added),
+        latencies=latencies,
+        makespan=makespan,
+        writes=writes,
+        cpu=cpu,
+        rss=rss,
+        timeline=timeline(seen, system=system, vms=vms),
+    )
+
+
+def timeline(seen: Seen, *, system: str, vms: dict[str, float]) -> dict[str, float]:
+    """Per stage, the median over pods of seconds from the pod's creation to that stage.
+
+    The request and VM of a pod are those of the Node it ended on: for the operator, the
+    last ScaleRequest created before that Node's VM was, and the VM's creation in the
+    simcloud; for Karpenter, the Node's NodeClaim (its hostname label) and its ``Launched``.
+    """
+    requests = sorted(seen.requests.values())
+    stages: dict[str, list[float]] = {stage: [] for stage in STAGES}
+    for pod, created in seen.created.items():
+        node = seen.bound[pod][1]
+        if system == "operator":
+            vm = vms.get(node)
+            request = max((t for t in requests if vm is not None and t <= vm), default=None)
+        else:
+            claim = seen.node_labels.get(node, {}).get("kubernetes.io/hostname", "")
+            vm, request = seen.launched.get(claim), seen.requests.get(claim)
+        at = {
+            "unschedulable": seen.unschedulable.get(pod),
+            "request": request,
+            "VM": vm,
+            "Node": seen.node_added.get(node),
+            "Ready": seen.node_ready.get(node),
+            "bound": seen.bound[pod][0],
+            "Running": seen.running.get(pod),
+        }
+        for stage, when in at.items():
+            if when is not None:
+                stages[stage].append(when - created)
+    return {s: statistics.median(v) if v else float("nan") for s, v in stages.items()}
+
+
+# -- report --------------------------------------------------------------------------------
+
+
+def report(results: list[Result]) -> str:
+    lines = [
+        "| workload | system | pods | nodes | p50 to Running | p99 | last Running | "
+        "controller writes | 409s | all writes | controller CPU | peak RSS |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        every = sum(r.writes.values())
+        lines.append(
+            f"| {r.workload} | {r.system} | {r.pods} | {r.nodes} | {r.quantile(50):.2f} s "
+            f"| {r.quantile(99):.2f} s | {r.makespan:.2f} s | {r.component_writes(r.system)} "
+            f"| {r.conflicts(r.system)} | {every} | {r.cpu:.2f} s | {r.rss:.0f} MiB |"
+        )
+    lines += [
+        "",
+        "Timeline per pod (median seconds after its create call; request and VM are those "
+        "of the Node it ran on):",
+        "",
+        "| workload | system | " + " | ".join(STAGES) + " |",
+        "|---|---|" + "---|" * len(STAGES),
+    ]
+    for r in results:
+        cells = " | ".join(f"{r.timeline[s]:.2f}" for s in STAGES)
+        lines.append(f"| {r.workload} | {r.system} | {cells} |")
+    lines += [
+        "",
+        "Controller writes by verb and resource (code: count, all runs of the workload):",
+        "",
+        "| workload | system | writes |",
+        "|---|---|---|",
+    ]
+    for r in results:
+        by: Counter[str] = Counter()
+        for (comp, verb, resource, code), n in r.writes.items():
+            if comp == r.system:
+                by[f"{verb} {resource}" + (f" ({code})" if code >= 300 else "")] += n
+        cells = ", ".join(f"{key} {n}" for key, n in sorted(by.items(), key=lambda kv: -kv[1]))
+        lines.append(f"| {r.workload} | {r.system} | {cells} |")
+    others: Counter[tuple[str, str, str]] = Counter()
+    for r in results:
+        for (comp, *_), n in r.writes.items():
+            others[(r.workload, r.system, comp)] += n
+    lines += ["", "Writes by the other components (same control plane, same pods):", ""]
+    lines += [
+        "| workload | system | " + " | ".join(_OTHERS) + " |",
+        "|---|---|" + "---|" * len(_OTHERS),
+    ]
+    for r in results:
+        cells = " | ".join(str(others[(r.workload, r.system, c)]) for c in _OTHERS)
+        lines.append(f"| {r.workload} | {r.system} | {cells} |")
+    return "\n".join(lines)
+
+
+_OTHERS = ("bench", "kube-scheduler", "kube-controller-manager", "kwok")
+
+
+def plot(results: list[Result], path: Path) -> bool:
+    try:
+        import matplotlib  # optional: the bench extra
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    workloads = list(dict.fromkeys(r.workload for r in results))
+    systems = list(dict.fromkeys(r.system for r in results))
+    figure, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    width = 0.8 / max(1, len(systems))
+    for offset, system in enumerate(systems):
+        mine = {r.workload: r for r in results if r.system == system}
+        xs = [i + offset * width for i in range(len(workloads))]
+        for axis, values, title in (
+            (
+                axes[0],
+                [mine[w].quantile(50) if w in mine else 0 for w in workloads],
+                "p50 to Running (s)",
+            ),
+            (
+                axes[1],
+                [mine[w].quantile(99) if w in mine else 0 for w in workloads],
+                "p99 to Running (s)",
+            ),
+            (
+                axes[2],
+                [mine[w].component_writes(system) if w in mine else 0 for w in workloads],
+                "controller API writes",
+            ),
+        ):
+            axis.bar(xs, values, width, label=system)
+            axis.set_title(title)
+            axis.set_xticks([i + width * (len(systems) - 1) / 2 for i in range(len(workloads))])
+            axis.set_xticklabels(workloads)
+    axes[0].legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    return True
+
+
+def sizes_from(arguments: argparse.Namespace) -> dict[str, int]:
+    sizes = dict(QUICK_SIZES if arguments.quick else DEFAULT_SIZES)
+    for item in arguments.sizes or ():
+        name, _, count = item.partition("=")
+        if name not in WORKLOADS or not count.isdigit():
+            raise SystemExit(f"--sizes takes NAME=COUNT with NAME in {', '.join(WORKLOADS)}")
+        sizes[name] = int(count)
+    return sizes
+
+
+async def main(arguments: argparse.Namespace) -> None:
+    sizes = sizes_from(arguments)
+    if "karpenter" in arguments.systems:
+        binaries.ensure_karpenter_kwok()  # before any clock starts: the first build takes minutes
+    results = []
+    with tempfile.TemporaryDirectory(prefix="bench-peers-") as work:
+        for name in arguments.workloads:
+            workload = WORKLOADS[name](sizes[name])
+            for system in arguments.systems:
+                result = await run_one(workload, system, Path(work) / f"{name}-{system}")
+                print(
+                    f"   p50 {result.quantile(50):.2f} s, p99 {result.quantile(99):.2f} s, "
+                    f"{result.nodes} nodes, {result.component_writes(system)} writes",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                results.append(result)
+    print(" ".join(["command:", ".venv/bin/python", "bench/peers.py", *sys.argv[1:]]))
+    print(
+        "workloads: " + "; ".join(WORKLOADS[n](sizes[n]).description for n in arguments.workloads)
+    )
+    print()
+    print(report(results))
+    if arguments.plot and plot(results, Path(arguments.plot)):
+        print(f"\nplot: {arguments.plot}", file=sys.stderr)
+    elif arguments.plot:
+        print("\nno plot: matplotlib is not installed (pip install -e '.[bench]')", file=sys.stderr)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help=f"smaller sizes: {QUICK_SIZES}")
+    parser.add_argument("--sizes", nargs="+", metavar="NAME=PODS", help=f"default {DEFAULT_SIZES}")
+    parser.add_argument(
+        "--systems", nargs="+", default=["operator", "karpenter"], choices=["operator", "karpenter"]
+    )
+    parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
+    parser.add_argument("--plot", default="peers.png", help="PNG path ('' for none)")
+    return parser
+
+
+if __name__ == "__main__":
+    asyncio.run(main(_parser().parse_args()))
