@@ -163,6 +163,10 @@ class FakeCloud:
             for name, state in sorted(self.vms.items())
         ]
 
+    async def get_vm(self, name: VmName) -> VirtualMachine | None:
+        found = [vm for vm in await self.list_vms(pool="p") if vm.name == name]
+        return found[0] if found else None
+
     async def delete_vm(self, name: VmName) -> None:
         self.vms[name] = VmState.DELETING
         self.deleted_at.setdefault(name, self.clock.now)
@@ -175,7 +179,9 @@ def node(name: str, *, annotations: dict[str, str] | None = None) -> Object:
             "name": name,
             "labels": {np.POOL_LABEL: "p"},
             "annotations": dict(annotations or {}),
+            "ownerReferences": [{"kind": "NodePool", "name": "p", "uid": "uid-p"}],
         },
+        "spec": {"providerID": f"simcloud:///{name}"},
         "status": {"conditions": [{"type": "Ready", "status": "True"}]},
     }
 

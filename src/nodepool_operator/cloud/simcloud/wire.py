@@ -174,7 +174,9 @@ class Faults:
     is a token bucket of ``rate_limit_burst`` tokens refilled at ``rate_limit_per_second``
     (``None``: no limit). ``quota_max_vms`` caps the VMs that exist at once, deleting ones
     included (``None``: no quota). ``slow_call_seconds`` is added to every call after it
-    took effect, so a client that times out has still created its VM.
+    took effect, so a client that times out has still created its VM. ``list_empty``
+    makes every VM listing answer 200 with no items (a cloud that lost its state, or a
+    wrong endpoint) while gets still find the VMs.
     """
 
     transient_error_rate: float = 0.0
@@ -182,6 +184,7 @@ class Faults:
     rate_limit_burst: int = 10
     quota_max_vms: int | None = None
     slow_call_seconds: float = 0.0
+    list_empty: bool = False
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.transient_error_rate <= 1.0:
@@ -202,6 +205,7 @@ class Faults:
             "rateLimitBurst": self.rate_limit_burst,
             "quotaMaxVms": self.quota_max_vms,
             "slowCallSeconds": self.slow_call_seconds,
+            "listEmpty": self.list_empty,
         }
 
     def merged(self, patch: object) -> Faults:
@@ -236,6 +240,7 @@ class Faults:
                 if "slowCallSeconds" in obj
                 else self.slow_call_seconds
             ),
+            list_empty=_bool(obj, "listEmpty") if "listEmpty" in obj else self.list_empty,
         )
 
 
@@ -311,6 +316,13 @@ def _float(obj: Mapping[str, object], key: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{key} must be a number, not {value!r}")
     return float(value)
+
+
+def _bool(obj: Mapping[str, object], key: str) -> bool:
+    value = obj.get(key)
+    if not isinstance(value, bool):
+        raise ValueError(f"{key} must be true or false, not {value!r}")
+    return value
 
 
 def _int(obj: Mapping[str, object], key: str) -> int:

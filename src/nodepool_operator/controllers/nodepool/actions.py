@@ -21,6 +21,7 @@ from typing import Any
 
 from nodepool_operator.api import nodepool as np
 from nodepool_operator.cloud.provider import (
+    CloudError,
     CloudProvider,
     MachineSpec,
     PermanentCloudError,
@@ -32,17 +33,38 @@ from nodepool_operator.controllers.nodepool import drain, plan
 from nodepool_operator.controllers.nodepool import nodes as node_ops
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.runtime import clock as clock_module
-from nodepool_operator.runtime import errors, kinds
+from nodepool_operator.runtime import errors, kinds, ratelimit
 from nodepool_operator.runtime.client import Client, Object
 from nodepool_operator.runtime.events import EventRecorder
 from nodepool_operator.runtime.informer import Informer
 
-__all__ = ["PoolActions"]
+__all__ = ["ListingDoubtful", "PoolActions", "owned_by"]
 
 log = logging.getLogger(__name__)
 
 #: How long a Node we created may take to appear in the cache before we stop waiting.
 NODE_EXPECTATION_SECONDS = 30.0
+
+
+class ListingDoubtful(Exception):  # noqa: N818 (a verdict, not a failure of ours)
+    """The cloud's listing of a pool cannot be acted on: it failed, or it is empty while
+    the pool owns Nodes (a cloud that lost its state, a wrong endpoint). Nothing is
+    deleted on it; ``reason`` and ``message`` go to the pool's ``Degraded`` condition."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+def owned_by(node: Mapping[str, Any], uid: str | None) -> bool:
+    """The Node's owner reference names the pool by uid: the pool label alone is not
+    enough (anyone can set a label; a Node of an older pool of the same name has another
+    uid), and a Node we do not own is never changed or deleted."""
+    if not uid:
+        return False
+    refs = (node.get("metadata") or {}).get("ownerReferences") or ()
+    return any(ref.get("uid") == uid for ref in refs)
 
 
 class PoolActions:
@@ -56,6 +78,7 @@ class PoolActions:
         recorder: EventRecorder,
         config: NodePoolConfig,
         wall_clock: clock_module.WallClock,
+        clock: clock_module.Clock | None = None,
     ) -> None:
         self.client = client
         self.nodes = nodes
@@ -70,20 +93,89 @@ class PoolActions:
         # Nodes we created that the cache has not shown yet (client-go's "expectations"):
         # without this, a reconcile in that window creates them again and meets 409s.
         self._expected_nodes: dict[str, float] = {}
+        self.clock = clock or clock_module.RealClock()
+        # Per pool: the runtime's token bucket for Node removals of our own initiative,
+        # and when the token it reserved (if any) is ours to use.
+        self._deletions: dict[str, ratelimit.BucketRateLimiter[str]] = {}
+        self._deletion_at: dict[str, float] = {}
+        self._told: dict[str, set[str]] = {}  # pool -> Nodes not ours already evented
+
+    def owned_nodes(self, pool: Object) -> list[Object]:
+        name = pool["metadata"]["name"]
+        uid = pool["metadata"].get("uid")
+        return [n for n in self.nodes.by_index("pool", name) if owned_by(n, uid)]
+
+    async def list_vms(self, pool: Object, owned: Sequence[Object]) -> list[VirtualMachine]:
+        """The pool's VMs, or ``ListingDoubtful`` when the answer cannot be acted on."""
+        name = pool["metadata"]["name"]
+        try:
+            vms = await self.cloud.list_vms(pool=name)
+        except CloudError as error:
+            raise ListingDoubtful(
+                "CloudListFailed", f"listing the pool's VMs failed ({error.code}): {error}"
+            ) from error
+        if not vms and owned:
+            raise ListingDoubtful(
+                "CloudListEmpty",
+                f"the cloud listed no VM for the pool, which owns {len(owned)} Nodes; "
+                "nothing is deleted until it lists them again",
+            )
+        return vms
+
+    def deletion_wait(self, pool: str) -> float:
+        """0 when a Node of ``pool`` may be removed now (a token is taken), else the
+        seconds until the token reserved for the next removal is there."""
+        now = self.clock.now()
+        reserved = self._deletion_at.get(pool)
+        if reserved is not None:
+            if reserved > now:
+                return reserved - now
+            del self._deletion_at[pool]
+            return 0.0
+        bucket = self._deletions.get(pool)
+        if bucket is None:
+            bucket = ratelimit.BucketRateLimiter[str](
+                clock=self.clock,
+                qps=self.config.node_deletions_per_minute / 60.0,
+                burst=self.config.node_deletion_burst,
+            )
+            self._deletions[pool] = bucket
+        delay = bucket.when(pool)
+        if delay > 0:
+            # The bucket kept the reservation: used when it comes due, never asked again.
+            self._deletion_at[pool] = now + delay
+        return delay
+
+    async def _note_strangers(self, pool: Object) -> None:
+        """Nodes with the pool's label that the pool does not own: left alone, told once."""
+        name = pool["metadata"]["name"]
+        uid = pool["metadata"].get("uid")
+        strangers = {
+            n["metadata"]["name"] for n in self.nodes.by_index("pool", name) if not owned_by(n, uid)
+        }
+        told = self._told.setdefault(name, set())
+        for node_name in sorted(strangers - told):
+            await self.recorder.event(
+                pool,
+                type="Warning",
+                reason="NodeNotOwned",
+                message=(
+                    f"node {node_name} carries the label {np.POOL_LABEL}={name} but is not "
+                    "owned by this pool; it is left alone"
+                ),
+            )
+        told.intersection_update(strangers)
+        told.update(strangers)
 
     async def observe(
         self, pool: Object, vms: Sequence[VirtualMachine] | None = None
     ) -> plan.PoolView:
-        name = pool["metadata"]["name"]
+        owned = self.owned_nodes(pool)
         if vms is None:
-            vms = await self.cloud.list_vms(pool=name)
+            vms = await self.list_vms(pool, owned)
         live = plan.live_vms(vms)
         names = {vm.name for vm in live}
-        pool_nodes = {
-            n["metadata"]["name"]: n
-            for n in self.nodes.by_index("pool", name)
-            if n["metadata"]["name"] in names
-        }
+        pool_nodes = {n["metadata"]["name"]: n for n in owned if n["metadata"]["name"] in names}
         on_node = {node: self.drainer.pods_to_move(node) for node in pool_nodes}
         return plan.PoolView(
             vms=live,
@@ -104,10 +196,13 @@ class PoolActions:
         With ``may_create`` false (the cloud refused us and we are pausing) no VM is created,
         but everything else (registering Nodes, removing what is not wanted) goes on.
         """
-        name = pool["metadata"]["name"]
-        every_vm = await self.cloud.list_vms(pool=name)
+        owned = self.owned_nodes(pool)
+        await self._note_strangers(pool)
+        every_vm = await self.list_vms(pool, owned)
         view = await self.observe(pool, every_vm)
-        await self._remove_nodes_without_vm(name, {vm.name for vm in view.vms})
+        deletion_wait = await self._remove_nodes_without_vm(pool, owned, view)
+        if deletion_wait is not None:
+            view = dataclasses.replace(view, recheck_in=deletion_wait)
         await self._register_nodes(pool, spec, view)
         await self._remove_stuck_vms(view)
         live = len(view.vms)
@@ -115,21 +210,63 @@ class PoolActions:
             await self._scale_up(pool, spec, view, every_vm, desired - live)
         elif live > desired:
             progress = await self._scale_down(pool, spec, view, live - desired)
-            return dataclasses.replace(view, blocked=progress.blocked, recheck_in=progress.retry_in)
+            retry = [t for t in (progress.retry_in, view.recheck_in) if t is not None]
+            return dataclasses.replace(
+                view, blocked=progress.blocked, recheck_in=min(retry) if retry else None
+            )
         elif view.draining:
             await self._cancel_drains(view, view.draining)
         return view
 
-    async def _remove_nodes_without_vm(self, pool: str, live: set[str]) -> None:
-        for node in self.nodes.by_index("pool", pool):
+    async def _remove_nodes_without_vm(
+        self, pool: Object, owned: Sequence[Object], view: plan.PoolView
+    ) -> float | None:
+        """Remove our Nodes whose VM the cloud confirms gone, within the pool's deletion
+        budget; the seconds until the next token when one had to wait."""
+        name = pool["metadata"]["name"]
+        live = {vm.name for vm in view.vms}
+        for node in owned:
             node_name = node["metadata"]["name"]
-            if node_name not in live:
-                log.info(
-                    "controller=nodepool key=%s event=delete-node-without-vm node=%s",
-                    pool,
-                    node_name,
-                )
-                await self._delete_node(node_name)
+            if node_name in live:
+                continue
+            reserved = self._deletion_at.get(name)
+            if reserved is not None and reserved > self.clock.now():
+                return reserved - self.clock.now()  # no cloud call before the token is due
+            if not await self._vm_confirmed_gone(node):
+                continue
+            wait = self.deletion_wait(name)
+            if wait > 0:
+                return wait
+            log.info(
+                "controller=nodepool key=%s event=delete-node-without-vm node=%s",
+                name,
+                node_name,
+            )
+            await self.recorder.event(
+                pool,
+                type="Warning",
+                reason="NodeWithoutVm",
+                message=f"node {node_name}: the cloud confirms its VM is gone; removing it",
+            )
+            await self._delete_node(node_name)
+        return None
+
+    async def _vm_confirmed_gone(self, node: Mapping[str, Any]) -> bool:
+        """The cloud, asked for this one VM, says it is gone (or going): no VM of that
+        name, or one with another provider ID (a new VM took the name), or one deleting.
+        A listing that left it out is not enough, nor is a failed get."""
+        name = VmName(str(node["metadata"]["name"]))
+        provider_id = (node.get("spec") or {}).get("providerID")
+        try:
+            vm = await self.cloud.get_vm(name)
+        except CloudError as error:
+            log.warning("controller=nodepool event=vm-get-failed vm=%s error=%s", name, error)
+            return False
+        if vm is None:
+            return True
+        if provider_id and vm.provider_id != provider_id:
+            return True
+        return vm.state == VmState.DELETING
 
     async def _register_nodes(
         self, pool: Object, spec: np.NodePoolSpec, view: plan.PoolView
@@ -277,11 +414,11 @@ class PoolActions:
     async def tear_down(self, pool: Object) -> tuple[int, drain.DrainProgress]:
         """Drain and remove every Node and VM of a pool being deleted: how many remain,
         and how the drains stand."""
-        name = pool["metadata"]["name"]
         spec = np.spec_of(pool)
-        vms = {vm.name: vm for vm in await self.cloud.list_vms(pool=name)}
+        owned = self.owned_nodes(pool)
+        vms = {vm.name: vm for vm in await self.list_vms(pool, owned)}
         progress = []
-        for node in self.nodes.by_index("pool", name):
+        for node in owned:
             node_name = node["metadata"]["name"]
             vm = vms.get(node_name)
             target = vm.name if vm is not None and vm.state != VmState.DELETING else None
@@ -289,7 +426,7 @@ class PoolActions:
         for vm in vms.values():
             if vm.state != VmState.DELETING and self.nodes.get(vm.name) is None:
                 await self.cloud.delete_vm(vm.name)
-        return len(vms) + len(self.nodes.by_index("pool", name)), _combined(progress)
+        return len(vms) + len(self.owned_nodes(pool)), _combined(progress)
 
 
 def _combined(progress: Sequence[drain.DrainProgress]) -> drain.DrainProgress:

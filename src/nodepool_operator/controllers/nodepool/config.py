@@ -24,3 +24,10 @@ class NodePoolConfig:
     # A pod still there this long past its deletion deadline is stuck (its node cannot
     # finish it); a drain stops waiting for it, as Karpenter does after a minute.
     stuck_terminating_seconds: float = 60.0
+    # The cloud has no watch: each pool's VMs are listed at least this often (spread
+    # between 0.75x and 1.25x per pool) so a VM deleted out of band is noticed and healed.
+    cloud_resync_interval: float = 300.0
+    # Nodes removed on the controller's own initiative (VM confirmed gone, repair of an
+    # unhealthy Node, VM that never registered): a token bucket per pool.
+    node_deletions_per_minute: float = 6.0
+    node_deletion_burst: int = 3

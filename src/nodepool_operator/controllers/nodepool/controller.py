@@ -22,7 +22,7 @@ from nodepool_operator.controllers.nodepool import metrics as pool_metrics
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.resources import NODEPOOLS, SCALEREQUESTS
 from nodepool_operator.runtime import clock as clock_module
-from nodepool_operator.runtime import conditions
+from nodepool_operator.runtime import conditions, ratelimit
 from nodepool_operator.runtime.client import Client, Object
 from nodepool_operator.runtime.controller import (
     Request,
@@ -79,6 +79,12 @@ class NodePoolReconciler:
         # again from the stale copy would answer twice, and differently.
         self._answered: dict[str, set[str]] = {}
         self._scaling_since: dict[str, tuple[float, str]] = {}
+        # A listing that cannot be acted on is asked again after 1 poll interval, then
+        # 2, 4, ... up to the resync interval: the runtime's one per-key backoff.
+        self.listing_backoff = ratelimit.ItemExponentialFailureRateLimiter[str](
+            base_delay=config.poll_interval, max_delay=config.cloud_resync_interval
+        )
+        self._doubted: dict[str, str] = {}  # pool -> reason of the doubt last told
 
     async def reconcile(self, request: Request) -> Result:
         pool = self.pools.get(request.name)
@@ -94,13 +100,47 @@ class NodePoolReconciler:
             return Result()  # the spec write (or the pool's deletion) brings an event soon
         spec = np.spec_of(pool)
         desired = plan.desired_nodes(spec)
-        view, pause = await self._converge(pool, spec, desired)
-        if view is None:  # the cloud refused a step: look again at what there is
-            view = await self.actions.observe(pool)
+        try:
+            view, pause = await self._converge(pool, spec, desired)
+            if view is None:  # the cloud refused a step: look again at what there is
+                view = await self.actions.observe(pool)
+        except actions.ListingDoubtful as doubt:
+            return await self._doubt(pool, doubt)
+        self._trusted(request.name)
         degraded = (pause.reason, pause.message) if pause else None
         await self._report(pool, desired=desired, view=view, degraded=degraded)
         next_expiry = await self._delete_expired(pool_requests)
         return self._next(view, desired, pause, next_expiry)
+
+    async def _doubt(self, pool: Object, doubt: actions.ListingDoubtful) -> Result:
+        """A listing nothing may be deleted on: say so (condition, one event per reason)
+        and ask the cloud again on a backoff."""
+        name = pool["metadata"]["name"]
+        if self._doubted.get(name) != doubt.reason:
+            self._doubted[name] = doubt.reason
+            await self.recorder.event(
+                pool, type="Warning", reason=doubt.reason, message=doubt.message
+            )
+        status = plan.degraded_status(
+            pool={**pool, "status": self.pool_status.current(pool)},
+            reason=doubt.reason,
+            message=doubt.message,
+            now=conditions.rfc3339(self.wall_clock.time()),
+        )
+        await self.pool_status.update(pool, status)
+        delay = self.listing_backoff.when(name)
+        log.warning(
+            "controller=%s key=%s event=cloud-listing-doubtful reason=%s retry_in=%.1fs",
+            NAME,
+            name,
+            doubt.reason,
+            delay,
+        )
+        return Result(requeue_after=delay)
+
+    def _trusted(self, name: str) -> None:
+        self.listing_backoff.forget(name)
+        self._doubted.pop(name, None)
 
     async def _delete_expired(self, pool_requests: list[Object]) -> float | None:
         """Delete finished requests past retention; seconds until the next one expires."""
@@ -292,7 +332,11 @@ class NodePoolReconciler:
         if FINALIZER not in (pool["metadata"].get("finalizers") or []):
             return Result()
         # The same drain as a scale-down first: pods leave through the Eviction API.
-        remaining, drains = await self.actions.tear_down(pool)
+        try:
+            remaining, drains = await self.actions.tear_down(pool)
+        except actions.ListingDoubtful as doubt:
+            return await self._doubt(pool, doubt)
+        self._trusted(pool["metadata"]["name"])
         if remaining:
             wait = self.config.poll_interval if drains.done else drains.retry_in
             return Result(requeue_after=wait) if wait is not None else Result()

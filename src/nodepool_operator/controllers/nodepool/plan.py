@@ -24,6 +24,7 @@ __all__ = [
     "PoolView",
     "RequestDecision",
     "decide_request",
+    "degraded_status",
     "desired_nodes",
     "names_to_create",
     "pick_victims",
@@ -197,6 +198,21 @@ def pool_status(
         "selector": np.pool_selector(str(meta["name"])),
         "conditions": found.items,
     }
+
+
+def degraded_status(
+    *, pool: Mapping[str, Any], reason: str, message: str, now: str
+) -> dict[str, Any]:
+    """The pool's status with only ``Degraded`` set: what to show when the cloud's answer
+    cannot be acted on, so nothing else observed can be trusted either."""
+    status = dict(pool.get("status") or {})
+    generation = int(pool["metadata"].get("generation", 0))
+    found = conditions.ConditionList(
+        status.get("conditions"), observed_generation=generation, now=now
+    )
+    found.set("Degraded", True, reason=reason, message=message)
+    status["conditions"] = found.items
+    return status
 
 
 #: How many blocked pods the Scaling condition names; the events name every one.

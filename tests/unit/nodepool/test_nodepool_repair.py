@@ -1,0 +1,279 @@
+"""Never deleting on a guess, and repairing what broke, on fakes and fake clocks: a Node
+goes for a missing VM only once the cloud confirms that VM gone, an empty or failed
+listing deletes nothing, removals are rate limited per pool, and only Nodes the pool
+owns are touched."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nodepool_operator.api import nodepool as np
+from nodepool_operator.cloud.provider import TransientCloudError, VirtualMachine, VmName, VmState
+from nodepool_operator.controllers.nodepool import actions
+from nodepool_operator.controllers.nodepool.config import NodePoolConfig
+from nodepool_operator.controllers.nodepool.controller import FINALIZER, NodePoolReconciler
+from nodepool_operator.runtime import clock as clock_module
+from nodepool_operator.runtime.client import Object
+from nodepool_operator.runtime.controller import Request
+from unit.nodepool import test_nodepool_drain as fakes
+
+CONFIG = NodePoolConfig(poll_interval=1.0, node_deletions_per_minute=6.0, node_deletion_burst=2)
+
+
+class Cloud(fakes.FakeCloud):
+    """The drain tests' cloud, whose listing and gets can be told to lie or fail."""
+
+    def __init__(self, clock: fakes.Clock, names: Any) -> None:
+        super().__init__(clock, names)
+        self.list_empty = False
+        self.list_fails = False
+        self.hidden: set[str] = set()  # left out of listings, still found by a get
+        self.get_fails = False
+        self.provider_ids: dict[str, str] = {}
+        self.gets: list[str] = []
+
+    async def list_vms(self, *, pool: str) -> list[VirtualMachine]:
+        if self.list_fails:
+            raise TransientCloudError("connection refused")
+        if self.list_empty:
+            return []
+        found = await super().list_vms(pool=pool)
+        return [
+            VirtualMachine(
+                name=vm.name,
+                pool=vm.pool,
+                cpu=vm.cpu,
+                memory=vm.memory,
+                state=vm.state,
+                provider_id=self.provider_ids.get(vm.name, vm.provider_id),
+                created_at=vm.created_at,
+            )
+            for vm in found
+            if vm.name not in self.hidden
+        ]
+
+    async def get_vm(self, name: VmName) -> VirtualMachine | None:
+        self.gets.append(name)
+        if self.get_fails:
+            raise TransientCloudError("timeout")
+        hidden, self.hidden = self.hidden, set()
+        try:
+            return await super().get_vm(name)
+        finally:
+            self.hidden = hidden
+
+    def remove(self, name: str) -> None:
+        self.vms.pop(name, None)
+
+    async def create_vm(self, *, name: VmName, pool: str, spec: Any) -> None:
+        self.vms.setdefault(name, VmState.PROVISIONING)
+        self.order.append(f"create {name}")
+
+
+class World(fakes.World):
+    def __init__(self, *vm_names: str) -> None:
+        super().__init__(*vm_names)
+        self.mono = clock_module.FakeClock()
+        self.cloud = Cloud(self.clock, vm_names)
+        self.actions = actions.PoolActions(
+            client=self.api,  # type: ignore[arg-type]
+            nodes=self.nodes,  # type: ignore[arg-type]
+            pods=self.pods,  # type: ignore[arg-type]
+            cloud=self.cloud,  # type: ignore[arg-type]
+            recorder=self.recorder,  # type: ignore[arg-type]
+            config=CONFIG,
+            wall_clock=self.clock,
+            clock=self.mono,
+        )
+        self.drainer = self.actions.drainer
+        self.pools = fakes.FakeInformer({})
+        self.reconciler = NodePoolReconciler(
+            client=self.api,  # type: ignore[arg-type]
+            pools=self.pools,  # type: ignore[arg-type]
+            nodes=self.nodes,  # type: ignore[arg-type]
+            pods=self.pods,  # type: ignore[arg-type]
+            scale_requests=fakes.NoRequests(),  # type: ignore[arg-type]
+            cloud=self.cloud,  # type: ignore[arg-type]
+            recorder=self.recorder,  # type: ignore[arg-type]
+            config=CONFIG,
+            wall_clock=self.clock,
+        )
+        self.reconciler.actions = self.actions
+
+    def nodes_deleted(self) -> list[str]:
+        return [name for verb, kind, name in self.api.calls if (verb, kind) == ("delete", "nodes")]
+
+    def pool(self, target: int, **spec: Any) -> Object:
+        found: Object = {
+            **np.manifest("p", np.NodePoolSpec(target_nodes=target, **spec)),
+            "metadata": {
+                "name": "p",
+                "uid": "uid-p",
+                "generation": 1,
+                "resourceVersion": "5",
+                "finalizers": [FINALIZER],
+            },
+        }
+        self.pools.put(found)
+        return found
+
+    async def converge(self, target: int) -> Any:
+        pool = self.pool(target)
+        return await self.actions.converge(pool, np.spec_of(pool), target)
+
+    def warnings(self, reason: str) -> list[str]:
+        return [m for t, r, m in self.recorder.events if t == "Warning" and r == reason]
+
+
+def stranger(name: str) -> Object:
+    found = fakes.node(name)
+    found["metadata"]["ownerReferences"] = [{"kind": "NodePool", "name": "p", "uid": "old"}]
+    return found
+
+
+# --- never delete on a guess -------------------------------------------------------------
+
+
+async def test_a_node_missing_from_the_listing_stays_while_a_get_still_finds_its_vm() -> None:
+    world = World("p-0", "p-1")
+    world.nodes.put(fakes.node("p-0"))
+    world.nodes.put(fakes.node("p-1"))
+    world.cloud.hidden = {"p-1"}
+
+    await world.converge(1)
+
+    assert world.cloud.gets == ["p-1"]
+    assert world.nodes_deleted() == []
+
+
+async def test_a_node_goes_once_a_get_confirms_its_vm_is_gone() -> None:
+    world = World("p-0", "p-1")
+    world.nodes.put(fakes.node("p-0"))
+    world.nodes.put(fakes.node("p-1"))
+    world.cloud.remove("p-1")
+
+    await world.converge(2)
+
+    assert world.nodes_deleted() == ["p-1"]
+    [warning] = world.warnings("NodeWithoutVm")
+    assert "p-1" in warning
+
+
+async def test_a_vm_of_the_same_name_but_another_provider_id_is_not_the_nodes_vm() -> None:
+    world = World("p-0")
+    world.nodes.put(fakes.node("p-0"))
+    world.cloud.provider_ids["p-0"] = "simcloud:///p-0-recreated"
+    world.cloud.hidden = {"p-0"}
+    world.nodes.put(fakes.node("p-1"))
+    world.cloud.vms["p-1"] = VmState.RUNNING  # keeps the listing non-empty
+
+    await world.converge(2)
+
+    assert world.nodes_deleted() == ["p-0"]
+
+
+async def test_a_failed_get_deletes_nothing() -> None:
+    world = World("p-0")
+    world.nodes.put(fakes.node("p-0"))
+    world.nodes.put(fakes.node("p-1"))
+    world.cloud.get_fails = True
+
+    await world.converge(1)
+
+    assert world.nodes_deleted() == []
+
+
+async def test_an_empty_listing_deletes_nothing_and_says_so_once() -> None:
+    world = World("p-0", "p-1")
+    world.nodes.put(fakes.node("p-0"))
+    world.nodes.put(fakes.node("p-1"))
+    world.pool(2)
+    world.cloud.list_empty = True
+
+    delays = []
+    for _ in range(3):
+        result = await world.reconciler.reconcile(Request(name="p"))
+        delays.append(result.requeue_after)
+
+    assert world.nodes_deleted() == []
+    assert world.cloud.deleted_at == {}
+    assert world.cloud.gets == []
+    assert delays == [1.0, 2.0, 4.0]  # asked again on a backoff, not every poll
+    [warning] = world.warnings("CloudListEmpty")
+    assert "owns 2 Nodes" in warning
+    degraded = [c for c in world.api.status_patches[-1]["conditions"] if c["type"] == "Degraded"]
+    assert degraded[0]["status"] == "True"
+    assert degraded[0]["reason"] == "CloudListEmpty"
+
+    world.cloud.list_empty = False  # the cloud lists them again: all is as it was
+    result = await world.reconciler.reconcile(Request(name="p"))
+    assert world.nodes_deleted() == []
+
+
+async def test_a_failed_listing_deletes_nothing_and_sets_degraded() -> None:
+    world = World("p-0")
+    world.nodes.put(fakes.node("p-0"))
+    world.pool(1)
+    world.cloud.list_fails = True
+
+    await world.reconciler.reconcile(Request(name="p"))
+
+    assert world.nodes_deleted() == []
+    assert len(world.warnings("CloudListFailed")) == 1
+
+
+async def test_an_empty_listing_for_a_pool_owning_no_nodes_is_believed() -> None:
+    world = World()
+    world.pool(0)
+
+    await world.reconciler.reconcile(Request(name="p"))
+
+    assert world.warnings("CloudListEmpty") == []
+
+
+async def test_node_removals_are_rate_limited_per_pool() -> None:
+    world = World("p-9")
+    for index in range(5):
+        world.nodes.put(fakes.node(f"p-{index}"))  # their VMs are gone
+    world.nodes.put(fakes.node("p-9"))
+
+    view = await world.converge(1)
+    assert world.nodes_deleted() == ["p-0", "p-1"]  # the burst
+    assert view.recheck_in == 10.0  # 6 a minute
+    for name in ("p-0", "p-1"):
+        world.nodes.remove(name)
+
+    gets = len(world.cloud.gets)
+    await world.mono.advance(5)
+    await world.converge(1)
+    assert world.nodes_deleted() == ["p-0", "p-1"]
+    assert len(world.cloud.gets) == gets  # nothing asked of the cloud before the token
+
+    await world.mono.advance(5)
+    await world.converge(1)
+    assert world.nodes_deleted() == ["p-0", "p-1", "p-2"]
+
+
+async def test_a_node_with_the_pool_label_but_another_owner_is_left_alone() -> None:
+    world = World("p-0")
+    world.nodes.put(fakes.node("p-0"))
+    world.nodes.put(stranger("p-7"))
+
+    for _ in range(2):
+        view = await world.converge(1)
+
+    assert "p-7" not in view.nodes
+    assert all(name != "p-7" for _, _, name in world.api.calls)
+    assert world.cloud.gets == []
+    [warning] = world.warnings("NodeNotOwned")
+    assert "p-7" in warning
+
+
+async def test_a_pool_being_deleted_leaves_nodes_it_does_not_own() -> None:
+    world = World("p-0")
+    world.nodes.put(stranger("p-0"))
+
+    remaining, _ = await world.actions.tear_down(world.pool(1))
+
+    assert world.nodes_deleted() == []
+    assert remaining == 1  # its VM; the stranger Node is not counted
