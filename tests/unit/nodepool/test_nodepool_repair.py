@@ -13,6 +13,7 @@ from nodepool_operator.controllers.nodepool import actions
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.nodepool.controller import FINALIZER, NodePoolReconciler
 from nodepool_operator.runtime import clock as clock_module
+from nodepool_operator.runtime import conditions
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.controller import Request
 from unit.nodepool import test_nodepool_drain as fakes
@@ -277,3 +278,117 @@ async def test_a_pool_being_deleted_leaves_nodes_it_does_not_own() -> None:
 
     assert world.nodes_deleted() == []
     assert remaining == 1  # its VM; the stranger Node is not counted
+
+
+# --- repair ------------------------------------------------------------------------------
+
+
+def not_ready(name: str, *, since: float) -> Object:
+    found = fakes.node(name)
+    found["status"]["conditions"] = [
+        {"type": "Ready", "status": "False", "lastTransitionTime": conditions.rfc3339(since)}
+    ]
+    return found
+
+
+async def test_a_node_not_ready_past_its_timeout_is_drained_then_replaced() -> None:
+    world = World("p-0", "p-1")
+    world.nodes.put(fakes.node("p-0"))
+    world.nodes.put(not_ready("p-1", since=fakes.START - 600))
+    world.pods.put(fakes.pod("a", node_name="p-1"))
+
+    await world.converge(2)
+    [warning] = world.warnings("NodeRepair")
+    assert "p-1" in warning
+    assert world.api.evictions("a") == 1
+    assert world.cloud.deleted_at == {}  # its pod first
+
+    world.pods.remove("ns/a")
+    world.nodes.put(
+        {
+            **not_ready("p-1", since=fakes.START - 600),
+            "metadata": {**fakes.draining_since("p-1", fakes.START)["metadata"]},
+        }
+    )
+    await world.converge(2)
+    assert world.cloud.deleted_at == {"p-1": fakes.START}
+    assert world.nodes_deleted() == ["p-1"]
+
+    world.nodes.remove("p-1")
+    world.cloud.remove("p-1")  # the cloud finished deleting it
+    await world.converge(2)
+    assert world.cloud.order[-1] == "create p-1"  # a new VM, under the normal naming
+    assert len(world.warnings("NodeRepair")) == 1
+
+
+async def test_a_node_not_ready_within_its_timeout_is_looked_at_when_it_expires() -> None:
+    world = World("p-0")
+    world.nodes.put(not_ready("p-0", since=fakes.START - 100))
+
+    view = await world.converge(1)
+
+    assert world.warnings("NodeRepair") == []
+    assert world.api.writes() == []
+    assert view.recheck_in == 500.0
+
+
+async def test_a_repair_drain_is_not_cancelled_when_the_pool_is_at_its_size() -> None:
+    world = World("p-0")
+    broken = not_ready("p-0", since=fakes.START - 900)
+    broken["metadata"]["annotations"] = fakes.draining_since("p-0", fakes.START)["metadata"][
+        "annotations"
+    ]
+    world.nodes.put(broken)
+    world.pods.put(fakes.pod("a"))
+
+    await world.converge(1)
+
+    assert ("patch", "nodes", "p-0") not in world.api.writes()  # not uncordoned
+    assert world.api.evictions("a") == 1
+
+
+async def test_a_vm_running_without_a_node_past_registration_is_replaced() -> None:
+    world = World("p-0")
+
+    await world.converge(1)  # registers its Node, which the cache never shows
+    world.clock.now += 899
+    await world.converge(1)
+    assert world.warnings("NodeRepair") == []
+    world.clock.now += 1
+    await world.converge(1)
+
+    assert world.cloud.deleted_at == {"p-0": fakes.START + 900}
+    assert "registrationTimeoutSeconds=900" in world.warnings("NodeRepair")[0]
+
+
+async def test_a_node_deleted_by_hand_is_registered_again() -> None:
+    world = World("p-0")
+
+    await world.converge(1)
+
+    assert ("create", "nodes", "p-0") in world.api.calls
+    assert world.cloud.deleted_at == {}
+
+
+async def test_a_vm_deleted_in_the_cloud_is_replaced_and_its_node_removed() -> None:
+    world = World("p-0", "p-1")
+    world.nodes.put(fakes.node("p-0"))
+    world.nodes.put(fakes.node("p-1"))
+    world.cloud.remove("p-1")
+
+    await world.converge(2)
+
+    assert world.nodes_deleted() == ["p-1"]
+    assert world.cloud.order[-1] == "create p-1"
+
+
+async def test_a_stable_pool_lists_its_vms_again_after_the_resync_interval() -> None:
+    world = World("p-0")
+    world.nodes.put(fakes.node("p-0"))
+    world.pool(1)
+
+    result = await world.reconciler.reconcile(Request(name="p"))
+
+    interval = CONFIG.cloud_resync_interval
+    assert result.requeue_after is not None
+    assert 0.75 * interval <= result.requeue_after <= 1.25 * interval

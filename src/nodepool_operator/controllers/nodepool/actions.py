@@ -33,7 +33,7 @@ from nodepool_operator.controllers.nodepool import drain, plan
 from nodepool_operator.controllers.nodepool import nodes as node_ops
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.runtime import clock as clock_module
-from nodepool_operator.runtime import errors, kinds, ratelimit
+from nodepool_operator.runtime import conditions, errors, kinds, nodes, ratelimit
 from nodepool_operator.runtime.client import Client, Object
 from nodepool_operator.runtime.events import EventRecorder
 from nodepool_operator.runtime.informer import Informer
@@ -99,6 +99,9 @@ class PoolActions:
         self._deletions: dict[str, ratelimit.BucketRateLimiter[str]] = {}
         self._deletion_at: dict[str, float] = {}
         self._told: dict[str, set[str]] = {}  # pool -> Nodes not ours already evented
+        # VM -> (pool, when we first asked for its Node), until the Node shows: the
+        # registration timeout counts from there (a Node deleted by hand starts it anew).
+        self._registering: dict[str, tuple[str, float]] = {}
 
     def owned_nodes(self, pool: Object) -> list[Object]:
         name = pool["metadata"]["name"]
@@ -205,18 +208,72 @@ class PoolActions:
             view = dataclasses.replace(view, recheck_in=deletion_wait)
         await self._register_nodes(pool, spec, view)
         await self._remove_stuck_vms(view)
+        now = self.wall_clock.time()
+        view = dataclasses.replace(view, unhealthy=_unhealthy(view, spec, now=now))
         live = len(view.vms)
+        victims = plan.pick_victims(view, live - desired)
+        progress = [
+            await self._repair(pool, spec, view, vm.name)
+            for vm in view.vms
+            if vm.name not in victims
+            and (vm.name in view.unhealthy or self._unregistered(vm, view, spec, now=now))
+        ]
         if live < desired and may_create:
             await self._scale_up(pool, spec, view, every_vm, desired - live)
         elif live > desired:
-            progress = await self._scale_down(pool, spec, view, live - desired)
-            retry = [t for t in (progress.retry_in, view.recheck_in) if t is not None]
-            return dataclasses.replace(
-                view, blocked=progress.blocked, recheck_in=min(retry) if retry else None
+            progress.append(await self._scale_down(pool, spec, view, live - desired))
+        elif view.cancellable:
+            await self._cancel_drains(view, view.cancellable)
+        combined = _combined(progress)
+        retry = [
+            t
+            for t in (combined.retry_in, view.recheck_in, _turns_unhealthy_in(view, spec, now))
+            if t is not None
+        ]
+        return dataclasses.replace(
+            view, blocked=combined.blocked, recheck_in=min(retry) if retry else None
+        )
+
+    def _unregistered(
+        self, vm: VirtualMachine, view: plan.PoolView, spec: np.NodePoolSpec, *, now: float
+    ) -> bool:
+        """Running, its Node asked for more than the registration timeout ago, and still
+        no Node (its create keeps being refused, or it is removed over and over)."""
+        asked = self._registering.get(vm.name)
+        return (
+            vm.state == VmState.RUNNING
+            and vm.name not in view.nodes
+            and asked is not None
+            and now - asked[1] >= spec.registration_timeout_seconds
+        )
+
+    async def _repair(
+        self, pool: Object, spec: np.NodePoolSpec, view: plan.PoolView, vm: VmName
+    ) -> drain.DrainProgress:
+        """Replace a broken Node: drained as far as the drain rules allow, then its VM and
+        the Node go; the size check then creates a new VM under the normal naming."""
+        name = pool["metadata"]["name"]
+        node = view.nodes.get(vm)
+        if node is None or not plan.is_draining(node):
+            wait = self.deletion_wait(name)  # a repair starts only within the budget
+            if wait > 0:
+                return drain.DrainProgress(done=False, retry_in=wait)
+            why = (
+                f"VM {vm} has had no Node for more than registrationTimeoutSeconds="
+                f"{spec.registration_timeout_seconds}"
+                if node is None
+                else f"node {vm} is not Ready past notReadyTimeoutSeconds="
+                f"{spec.not_ready_timeout_seconds} (or registrationTimeoutSeconds="
+                f"{spec.registration_timeout_seconds} if it never was)"
             )
-        elif view.draining:
-            await self._cancel_drains(view, view.draining)
-        return view
+            await self.recorder.event(
+                pool, type="Warning", reason="NodeRepair", message=f"{why}; replacing it"
+            )
+            log.warning("controller=nodepool key=%s event=node-repair vm=%s", name, vm)
+        if node is None:
+            await self.cloud.delete_vm(vm)
+            return drain.DrainProgress(done=True)
+        return await self._remove_drained(pool, spec, node, vm=vm)
 
     async def _remove_nodes_without_vm(
         self, pool: Object, owned: Sequence[Object], view: plan.PoolView
@@ -277,9 +334,17 @@ class PoolActions:
             for name, deadline in self._expected_nodes.items()
             if deadline > now and self.nodes.get(name) is None
         }
+        name = pool["metadata"]["name"]
+        waiting = {vm.name for vm in view.vms if vm.name not in view.nodes}
+        self._registering = {
+            vm: asked
+            for vm, asked in self._registering.items()
+            if asked[0] != name or vm in waiting
+        }
         for vm in view.vms:
             if vm.state != VmState.RUNNING or vm.name in view.nodes:
                 continue
+            self._registering.setdefault(vm.name, (name, now))
             if vm.name in self._expected_nodes:
                 continue
             body = node_ops.node_manifest(
@@ -315,7 +380,7 @@ class PoolActions:
         missing: int,
     ) -> None:
         # A scale-down being undone: nodes still draining are the fastest capacity there is.
-        revived = view.draining[:missing]
+        revived = view.cancellable[:missing]
         if revived:
             await self._cancel_drains(view, revived)
             missing -= len(revived)
@@ -370,7 +435,7 @@ class PoolActions:
                 reason="ScaleDown",
                 message=f"removing {len(victims)} nodes: {', '.join(victims)}",
             )
-        extra = [n for n in view.draining if n not in victims]
+        extra = [n for n in view.cancellable if n not in victims]
         if extra:
             await self._cancel_drains(view, extra)
         progress = []
@@ -427,6 +492,42 @@ class PoolActions:
             if vm.state != VmState.DELETING and self.nodes.get(vm.name) is None:
                 await self.cloud.delete_vm(vm.name)
         return len(vms) + len(self.owned_nodes(pool)), _combined(progress)
+
+
+def _unhealthy(view: plan.PoolView, spec: np.NodePoolSpec, *, now: float) -> frozenset[str]:
+    return frozenset(
+        name
+        for name, node in view.nodes.items()
+        if nodes.is_unhealthy(
+            node,
+            now=now,
+            not_ready_seconds=spec.not_ready_timeout_seconds,
+            registration_seconds=spec.registration_timeout_seconds,
+        )
+    )
+
+
+def _turns_unhealthy_in(view: plan.PoolView, spec: np.NodePoolSpec, now: float) -> float | None:
+    """Seconds until a Node not Ready now passes its timeout by time alone (no event
+    comes then), so the repair is not left to the next resync."""
+    waits = []
+    for name, node in view.nodes.items():
+        if name in view.unhealthy or nodes.is_ready(node):
+            continue
+        ready = [
+            c
+            for c in (node.get("status") or {}).get("conditions") or ()
+            if c.get("type") == "Ready"
+        ]
+        if ready:
+            since = conditions.parse_rfc3339(str(ready[0].get("lastTransitionTime", "")))
+            timeout = spec.not_ready_timeout_seconds
+        else:
+            since = conditions.parse_rfc3339(str(node["metadata"].get("creationTimestamp", "")))
+            timeout = spec.registration_timeout_seconds
+        if since is not None:
+            waits.append(max(since + timeout - now, 0.01))
+    return min(waits) if waits else None
 
 
 def _combined(progress: Sequence[drain.DrainProgress]) -> drain.DrainProgress:

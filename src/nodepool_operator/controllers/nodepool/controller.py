@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 import logging
 import time
+import zlib
 from typing import Any
 
 from nodepool_operator.api import nodepool as np
@@ -110,7 +111,7 @@ class NodePoolReconciler:
         degraded = (pause.reason, pause.message) if pause else None
         await self._report(pool, desired=desired, view=view, degraded=degraded)
         next_expiry = await self._delete_expired(pool_requests)
-        return self._next(view, desired, pause, next_expiry)
+        return self._next(request.name, view, desired, pause, next_expiry)
 
     async def _doubt(self, pool: Object, doubt: actions.ListingDoubtful) -> Result:
         """A listing nothing may be deleted on: say so (condition, one event per reason)
@@ -286,6 +287,7 @@ class NodePoolReconciler:
 
     def _next(
         self,
+        name: str,
         view: plan.PoolView,
         desired: int,
         pause: backoff.Pause | None,
@@ -304,7 +306,15 @@ class NodePoolReconciler:
             delays.append(self.config.poll_interval)
         if view.recheck_in is not None:
             delays.append(max(view.recheck_in, 0.01))
-        return Result(requeue_after=min(delays)) if delays else Result()
+        delays.append(self._resync_in(name))
+        return Result(requeue_after=min(delays))
+
+    def _resync_in(self, name: str) -> float:
+        """When to list the pool's VMs again though nothing happened (the cloud has no
+        watch: a VM deleted out of band is seen then): the resync interval, spread per pool
+        between 0.75x and 1.25x (a stable hash) so pools do not list in lockstep."""
+        spread = zlib.crc32(name.encode()) / 2**32
+        return self.config.cloud_resync_interval * (0.75 + 0.5 * spread)
 
     async def _add_finalizer(self, pool: Object) -> None:
         finalizers = [*(pool["metadata"].get("finalizers") or []), FINALIZER]

@@ -68,10 +68,17 @@ class PoolView:
     blocked: tuple[str, ...] = ()
     # Seconds until a drain can move on without an event (a backoff ends, a grace period).
     recheck_in: float | None = None
+    # Nodes NotReady (or never Ready) past the pool's timeouts: being replaced.
+    unhealthy: frozenset[str] = frozenset()
 
     @property
     def draining(self) -> list[str]:
         return sorted(name for name, node in self.nodes.items() if is_draining(node))
+
+    @property
+    def cancellable(self) -> list[str]:
+        """Draining Nodes a change of mind may give back: not those being repaired."""
+        return [name for name in self.draining if name not in self.unhealthy]
 
     @property
     def ready(self) -> int:

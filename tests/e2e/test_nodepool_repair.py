@@ -1,0 +1,155 @@
+"""Repair end to end: a Node kept NotReady past its pool's timeout is replaced, a Node and
+a VM deleted out of band come back, and a cloud whose listing comes back empty makes the
+operator delete nothing (it says so in ``Degraded`` instead).
+
+kwok makes every Node it manages Ready, so a Node is kept NotReady by taking it out of
+kwok's hands (its ``kwok.x-k8s.io/node`` annotation) and writing its Ready condition
+through the status subresource, as a kubelet that stopped reporting would leave it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from typing import Any
+
+from kubernetes_asyncio import client
+
+from harness import MERGE, POOLS, SimCloud, pool_body, settled, wait_for
+from nodepool_operator.api import nodepool as np
+from nodepool_operator.cloud.provider import VmName, VmState
+from nodepool_operator.cloud.simcloud import wire
+
+
+async def pool_nodes(core: client.CoreV1Api, pool: str) -> dict[str, str]:
+    """The pool's Nodes, name -> uid."""
+    found = await core.list_node(label_selector=f"{np.POOL_LABEL}={pool}")
+    return {n.metadata.name: n.metadata.uid for n in found.items}
+
+
+async def start_pool(
+    api_client: client.ApiClient, pool_name: str, *, target: int, **spec: Any
+) -> client.CustomObjectsApi:
+    custom = client.CustomObjectsApi(api_client)
+    body = pool_body(pool_name, target=target)
+    body["spec"].update(spec)
+    await custom.create_cluster_custom_object(*POOLS, body)
+    await wait_for(lambda: settled(custom, pool_name, target), within=60)
+    return custom
+
+
+async def condition(custom: client.CustomObjectsApi, pool: str, kind: str) -> dict[str, Any]:
+    found = await custom.get_cluster_custom_object(*POOLS, pool)
+    for item in found.get("status", {}).get("conditions", []):
+        if item["type"] == kind:
+            return dict(item)
+    return {}
+
+
+async def test_a_node_kept_not_ready_is_replaced(
+    api_client: client.ApiClient, start_simcloud: Any, start_operator: Any, pool_name: str
+) -> None:
+    cloud: SimCloud = await start_simcloud("--create-latency", "0.5", "--latency-jitter", "0")
+    operator = start_operator(cloud)
+    custom = await start_pool(api_client, pool_name, target=2, notReadyTimeoutSeconds=5)
+    core = client.CoreV1Api(api_client)
+    before = await pool_nodes(core, pool_name)
+    broken = f"{pool_name}-1"
+
+    await core.patch_node(
+        broken, {"metadata": {"annotations": {"kwok.x-k8s.io/node": None}}}, _content_type=MERGE
+    )
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    await core.patch_node_status(
+        broken,
+        {
+            "status": {
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "False",
+                        "reason": "KubeletStopped",
+                        "message": "e2e",
+                        "lastHeartbeatTime": now,
+                        "lastTransitionTime": now,
+                    }
+                ]
+            }
+        },
+    )
+
+    async def replaced() -> bool:
+        nodes = await pool_nodes(core, pool_name)
+        return before[broken] not in nodes.values() and len(nodes) == 2
+
+    await wait_for(replaced, within=60)
+    await wait_for(lambda: settled(custom, pool_name, 2), within=60)
+    after = await pool_nodes(core, pool_name)
+    assert after[f"{pool_name}-0"] == before[f"{pool_name}-0"]  # the healthy one stayed
+    assert "event=node-repair" in operator.output()
+    assert operator.errors_logged() == []
+
+
+async def test_a_node_and_a_vm_deleted_out_of_band_come_back(
+    api_client: client.ApiClient, start_simcloud: Any, start_operator: Any, pool_name: str
+) -> None:
+    cloud: SimCloud = await start_simcloud("--create-latency", "0.5", "--latency-jitter", "0")
+    operator = start_operator(cloud)
+    custom = await start_pool(api_client, pool_name, target=2)
+    core = client.CoreV1Api(api_client)
+    before = await pool_nodes(core, pool_name)
+    assert cloud.client is not None
+
+    # The VM first: nothing tells the operator (the cloud has no watch) until it lists
+    # the pool again, which the Node's deletion below makes it do at once.
+    await cloud.client.delete_vm(VmName(f"{pool_name}-0"))
+    await core.delete_node(f"{pool_name}-1")
+
+    async def back() -> bool:
+        nodes = await pool_nodes(core, pool_name)
+        return len(nodes) == 2 and not set(nodes.values()) & set(before.values())
+
+    await wait_for(back, within=60)
+    await wait_for(lambda: settled(custom, pool_name, 2), within=60)
+    vms = await cloud.client.list_vms(pool=pool_name)
+    assert sum(1 for vm in vms if vm.state == VmState.RUNNING) == 2
+    assert operator.errors_logged() == []
+
+
+async def test_an_empty_vm_listing_deletes_nothing(
+    api_client: client.ApiClient, start_simcloud: Any, start_operator: Any, pool_name: str
+) -> None:
+    cloud: SimCloud = await start_simcloud("--create-latency", "0.5", "--latency-jitter", "0")
+    start_operator(cloud)
+    custom = await start_pool(api_client, pool_name, target=2)
+    core = client.CoreV1Api(api_client)
+    before = await pool_nodes(core, pool_name)
+    assert cloud.client is not None
+
+    await cloud.client.set_faults(wire.Faults(list_empty=True))
+    try:
+        # Any change to one of its Nodes makes the operator look at the pool again.
+        await core.patch_node(
+            f"{pool_name}-0",
+            {"metadata": {"labels": {"e2e.nodepool.dev/touch": "1"}}},
+            _content_type=MERGE,
+        )
+
+        async def degraded() -> bool:
+            found = await condition(custom, pool_name, "Degraded")
+            return found.get("reason") == "CloudListEmpty" and found.get("status") == "True"
+
+        await wait_for(degraded, within=30)
+        await asyncio.sleep(5)  # several passes on a backoff
+        assert await pool_nodes(core, pool_name) == before
+        stats = await cloud.client.stats()
+        assert stats.deletions_started == 0
+    finally:
+        await cloud.client.set_faults(wire.Faults(list_empty=False))
+
+    async def recovered() -> bool:
+        found = await condition(custom, pool_name, "Degraded")
+        return found.get("status") == "False"
+
+    await wait_for(recovered, within=60)
+    assert await pool_nodes(core, pool_name) == before
