@@ -4,13 +4,19 @@ For each workload and each system, a fresh local control plane (etcd, kube-apise
 its audit log, kube-scheduler, kube-controller-manager, kwok) and one controller:
 
 * ``operator``: ``nodepool-operator run`` as the operator user, a simcloud with
-  ``--create-latency 0``, one NodePool of 4 cpu / 16Gi nodes and its Autoscaler, both as
-  shipped (1 s batch window, 1 s poll interval);
+  ``--create-latency 0`` (``--vm-latency``), one NodePool of 4 cpu / 16Gi nodes and its
+  Autoscaler, both as shipped (1 s batch window, 1 s poll interval);
 * ``karpenter``: Karpenter's kwok provider (``sigs.k8s.io/karpenter/kwok``, pinned in
   ``tools/karpenter``, built into the cache on first use), run outside the cluster with the
   admin kubeconfig, one NodePool and one instance type of the same shape, defaults as
-  shipped (1 s batch idle, 10 s batch max). It creates its kwok Nodes at once (annotated
-  ``kwok.x-k8s.io/node: fake``, so the control plane's kwok keeps them Ready).
+  shipped (1 s batch idle, 10 s batch max). It creates its kwok Nodes at once (or after
+  the KWOKNodeClass's ``nodeRegistrationDelay``, ``--vm-latency``), annotated
+  ``kwok.x-k8s.io/node: fake`` so the control plane's kwok keeps them Ready.
+
+The cluster starts with one Node, tainted ``CriticalAddonsOnly``, that no workload pod
+tolerates (a real cluster always has its system nodes). Without it (``--empty-cluster``)
+kube-scheduler finds no Node at all, backs every pod off (1 s, 2 s, 4 s...) and retries it
+only when that backoff ends: a Node arriving at 2.1 s then waits until about 4.5 s.
 
 Both node shapes are 4 cpu / 16Gi / 110 pods with 100m cpu and 10Mi reserved (Karpenter's
 kwok provider reserves that on every instance type; the NodePool template reserves it too),
@@ -31,7 +37,7 @@ The first run of the Karpenter side builds its kwok provider (about 1-3 minutes,
 
 Run:  .venv/bin/python bench/peers.py [--quick] [--sizes uniform=40 burst=1000 ...]
           [--systems operator karpenter] [--workloads uniform mixed anti-affinity burst]
-          [--plot peers.png]
+          [--vm-latency 0] [--plot peers.png]
 """
 
 from __future__ import annotations
@@ -78,6 +84,7 @@ NODE_CPU, NODE_MEMORY, NODE_PODS = "4", "16Gi", 110
 # Karpenter's kwok provider reserves this on every instance type (kwok/cloudprovider/helpers.go).
 RESERVED = {"cpu": "100m", "memory": "10Mi"}
 SETTLE_SECONDS = 5.0
+SYSTEM_NODE = "system-0"
 STAGES = ("unschedulable", "request", "VM", "Node", "Ready", "bound", "Running")
 
 
@@ -243,6 +250,24 @@ async def follow(
             print(f"  watch of {resource.plural} failed ({error!r}): re-listing", file=sys.stderr)
 
 
+def system_node() -> dict[str, Any]:
+    """A Node no workload pod tolerates, as every real cluster has (its system nodes)."""
+    capacity = {"cpu": NODE_CPU, "memory": NODE_MEMORY, "pods": str(NODE_PODS)}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": SYSTEM_NODE,
+            "labels": {"kubernetes.io/hostname": SYSTEM_NODE},
+            "annotations": {"kwok.x-k8s.io/node": "fake"},
+        },
+        "spec": {
+            "taints": [{"key": "CriticalAddonsOnly", "value": "true", "effect": "NoSchedule"}]
+        },
+        "status": {"capacity": capacity, "allocatable": capacity},
+    }
+
+
 # -- the controller process ----------------------------------------------------------------
 
 
@@ -282,7 +307,7 @@ class Controller:
 
 
 async def start_operator(
-    api: client.ApiClient, plane: controlplane.ControlPlane, work: Path
+    api: client.ApiClient, plane: controlplane.ControlPlane, work: Path, *, vm_latency: float
 ) -> Controller:
     await install.install_crds(api)
     await install.grant_operator_rbac(api)
@@ -291,7 +316,8 @@ async def start_operator(
     simcloud = await asyncio.create_subprocess_exec(
         *(sys.executable, "-m", "nodepool_operator.cli", "simcloud"),
         *("--state", str(work / "sim.sqlite3"), "--port", "0", "--port-file", str(port_file)),
-        *("--token-file", str(token_file), "--create-latency", "0", "--latency-jitter", "0"),
+        *("--token-file", str(token_file), "--latency-jitter", "0"),
+        *("--create-latency", str(vm_latency)),
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
     )
@@ -431,7 +457,7 @@ def install_karpenter_crds(plane: controlplane.ControlPlane, crds: list[Path]) -
 
 
 async def start_karpenter(
-    api: client.ApiClient, plane: controlplane.ControlPlane, work: Path
+    api: client.ApiClient, plane: controlplane.ControlPlane, work: Path, *, vm_latency: float
 ) -> Controller:
     binary = binaries.ensure_karpenter_kwok()
     source = karpenter_source()
@@ -443,6 +469,8 @@ async def start_karpenter(
         "apiVersion": "karpenter.kwok.sh/v1alpha1",
         "kind": "KWOKNodeClass",
         "metadata": {"name": "default"},
+        # The kwok provider's VM latency: it creates the Node this long after the NodeClaim.
+        "spec": {"nodeRegistrationDelay": f"{vm_latency:g}s"},
     }
     raw = Client(api, field_manager="bench")
     created = await raw.create(KWOK_NODECLASSES, node_class)
@@ -543,7 +571,9 @@ async def create_pods(api: Client, pods: list[dict[str, Any]], seen: Seen) -> No
     await asyncio.gather(*(one(pod) for pod in pods))
 
 
-async def run_one(workload: Workload, system: str, work: Path) -> Result:
+async def run_one(
+    workload: Workload, system: str, work: Path, *, vm_latency: float, empty_cluster: bool
+) -> Result:
     print(f"== {workload.name} / {system}: {workload.description}", file=sys.stderr, flush=True)
     plane = controlplane.ControlPlane(work / "plane")
     plane.up()
@@ -556,8 +586,10 @@ async def run_one(workload: Workload, system: str, work: Path) -> Result:
         async with client.ApiClient(configuration) as api:
             raw = Client(api, field_manager="bench")
             await raw.create(kinds.NAMESPACES, {"metadata": {"name": NAMESPACE}})
+            if not empty_cluster:
+                await raw.create(kinds.NODES, system_node())
             start = start_operator if system == "operator" else start_karpenter
-            controller = await start(api, plane, work)
+            controller = await start(api, plane, work, vm_latency=vm_latency)
             seen = Seen()
             hand_off = SCALEREQUESTS if system == "operator" else NODECLAIMS
             watchers = [
@@ -604,7 +636,7 @@ async def run_one(workload: Workload, system: str, work: Path) -> Result:
         workload=workload.name,
         system=system,
         pods=len(latencies),
-        nodes=len(seen.node_added),
+        nodes=len(set(seen.node_added) - {SYSTEM_NODE}),
         latencies=latencies,
         makespan=makespan,
         writes=writes,
@@ -762,11 +794,21 @@ async def main(arguments: argparse.Namespace) -> None:
     if "karpenter" in arguments.systems:
         binaries.ensure_karpenter_kwok()  # before any clock starts: the first build takes minutes
     results = []
-    with tempfile.TemporaryDirectory(prefix="bench-peers-") as work:
+    with contextlib.ExitStack() as stack:
+        if arguments.keep:
+            work = arguments.keep
+        else:
+            work = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-peers-"))
         for name in arguments.workloads:
             workload = WORKLOADS[name](sizes[name])
             for system in arguments.systems:
-                result = await run_one(workload, system, Path(work) / f"{name}-{system}")
+                result = await run_one(
+                    workload,
+                    system,
+                    Path(work) / f"{name}-{system}",
+                    vm_latency=arguments.vm_latency,
+                    empty_cluster=arguments.empty_cluster,
+                )
                 print(
                     f"   p50 {result.quantile(50):.2f} s, p99 {result.quantile(99):.2f} s, "
                     f"{result.nodes} nodes, {result.component_writes(system)} writes",
@@ -778,6 +820,9 @@ async def main(arguments: argparse.Namespace) -> None:
     print(
         "workloads: " + "; ".join(WORKLOADS[n](sizes[n]).description for n in arguments.workloads)
     )
+    print(f"VM latency: {arguments.vm_latency:g} s")
+    if arguments.empty_cluster:
+        print("empty cluster: no system Node")
     print()
     print(report(results))
     if arguments.plot and plot(results, Path(arguments.plot)):
@@ -794,6 +839,20 @@ def _parser() -> argparse.ArgumentParser:
         "--systems", nargs="+", default=["operator", "karpenter"], choices=["operator", "karpenter"]
     )
     parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
+    parser.add_argument(
+        "--vm-latency",
+        type=float,
+        default=0.0,
+        help="seconds from VM create to running: simcloud --create-latency, "
+        "KWOKNodeClass nodeRegistrationDelay (default 0)",
+    )
+    parser.add_argument(
+        "--empty-cluster",
+        action="store_true",
+        help="no tainted system Node: pods then fail with 'no nodes registered' and "
+        "kube-scheduler retries them only on its backoff (1 s, 2 s, 4 s...)",
+    )
+    parser.add_argument("--keep", help="work in this directory and keep it (logs, audit logs)")
     parser.add_argument("--plot", default="peers.png", help="PNG path ('' for none)")
     return parser
 
