@@ -13,7 +13,7 @@ from nodepool_operator.controllers.nodepool import actions
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.nodepool.controller import FINALIZER, NodePoolReconciler
 from nodepool_operator.runtime import clock as clock_module
-from nodepool_operator.runtime import conditions
+from nodepool_operator.runtime import conditions, errors
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.controller import Request
 from unit.nodepool import test_nodepool_drain as fakes
@@ -392,3 +392,36 @@ async def test_a_stable_pool_lists_its_vms_again_after_the_resync_interval() -> 
     interval = CONFIG.cloud_resync_interval
     assert result.requeue_after is not None
     assert 0.75 * interval <= result.requeue_after <= 1.25 * interval
+
+
+# --- a Node the API server refuses -------------------------------------------------------
+
+
+async def test_a_refused_node_create_sets_degraded_backs_off_and_scale_down_still_works() -> None:
+    world = World("p-0", "p-1")
+    world.nodes.put(fakes.node("p-0"))
+    creates: list[str] = []
+
+    async def refuse(resource: Any, body: Object, **_: Any) -> Object:
+        creates.append(body["metadata"]["name"])
+        raise errors.Invalid('Node "p-1" is invalid: metadata.labels: Invalid value: "x"')
+
+    world.api.create = refuse  # type: ignore[method-assign]
+    world.pool(2)
+    result = await world.reconciler.reconcile(Request(name="p"))
+
+    assert creates == ["p-1"]
+    [warning] = world.warnings("NodeInvalid")
+    assert "metadata.labels" in warning
+    [degraded] = [c for c in world.api.status_patches[-1]["conditions"] if c["type"] == "Degraded"]
+    assert (degraded["status"], degraded["reason"]) == ("True", "NodeInvalid")
+    assert "metadata.labels" in degraded["message"]
+    assert result.requeue_after is not None
+    assert result.requeue_after <= CONFIG.degraded_backoff
+
+    await world.reconciler.reconcile(Request(name="p"))  # within the pause: not asked again
+    assert creates == ["p-1"]
+
+    world.pool(1)  # a scale-down meanwhile goes on
+    await world.reconciler.reconcile(Request(name="p"))
+    assert "p-1" in world.cloud.deleted_at

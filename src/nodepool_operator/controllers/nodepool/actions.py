@@ -196,8 +196,9 @@ class PoolActions:
     ) -> plan.PoolView:
         """One step towards ``desired``; returns what it observed before acting.
 
-        With ``may_create`` false (the cloud refused us and we are pausing) no VM is created,
-        but everything else (registering Nodes, removing what is not wanted) goes on.
+        With ``may_create`` false (the cloud or the API server refused us and we are
+        pausing) no VM is created and no Node registered, but everything else (removing
+        what is not wanted, repairs, drains) goes on: a refusal never blocks a scale-down.
         """
         owned = self.owned_nodes(pool)
         await self._note_strangers(pool)
@@ -206,7 +207,9 @@ class PoolActions:
         deletion_wait = await self._remove_nodes_without_vm(pool, owned, view)
         if deletion_wait is not None:
             view = dataclasses.replace(view, recheck_in=deletion_wait)
-        await self._register_nodes(pool, spec, view)
+        if may_create:
+            refused = await self._register_nodes(pool, spec, view)
+            view = dataclasses.replace(view, refused=refused)
         await self._remove_stuck_vms(view)
         now = self.wall_clock.time()
         view = dataclasses.replace(view, unhealthy=_unhealthy(view, spec, now=now))
@@ -216,7 +219,10 @@ class PoolActions:
             await self._repair(pool, spec, view, vm.name)
             for vm in view.vms
             if vm.name not in victims
-            and (vm.name in view.unhealthy or self._unregistered(vm, view, spec, now=now))
+            and (
+                vm.name in view.unhealthy
+                or (may_create and self._unregistered(vm, view, spec, now=now))
+            )
         ]
         if live < desired and may_create:
             await self._scale_up(pool, spec, view, every_vm, desired - live)
@@ -327,7 +333,10 @@ class PoolActions:
 
     async def _register_nodes(
         self, pool: Object, spec: np.NodePoolSpec, view: plan.PoolView
-    ) -> None:
+    ) -> tuple[str, str] | None:
+        """Create the Node of each running VM that has none; (reason, message) when the
+        API server refuses one for good (422): the others share its template, so they
+        are not tried either."""
         now = self.wall_clock.time()
         self._expected_nodes = {
             name: deadline
@@ -350,15 +359,25 @@ class PoolActions:
             body = node_ops.node_manifest(
                 pool=pool, vm=vm, template=spec.template, simulated=self.config.simulated_nodes
             )
-            # AlreadyExists: created by an earlier run of the operator, just as good.
-            with contextlib.suppress(errors.AlreadyExists):
+            try:
                 await self.client.create(kinds.NODES, body)
+            except errors.AlreadyExists:
+                pass  # created by an earlier run of the operator, just as good
+            except errors.Invalid as error:
+                log.warning(
+                    "controller=nodepool key=%s event=node-refused node=%s error=%r",
+                    name,
+                    vm.name,
+                    error.message,
+                )
+                return "NodeInvalid", f"the API server refused Node {vm.name}: {error.message}"
             self._expected_nodes[vm.name] = now + NODE_EXPECTATION_SECONDS
             log.info(
                 "controller=nodepool key=%s event=node-registered node=%s",
                 pool["metadata"]["name"],
                 vm.name,
             )
+        return None
 
     async def _remove_stuck_vms(self, view: plan.PoolView) -> None:
         now = self.wall_clock.time()

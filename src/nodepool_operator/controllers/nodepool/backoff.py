@@ -1,4 +1,6 @@
-"""Backing off from a cloud that refused us for good (quota, invalid machine type).
+"""Backing off from a refusal that asking again will not change: the cloud's (quota,
+invalid machine type), or the API server's 422 on a Node create (a template label it
+refuses that the CRD could not catch). One pause per pool, whichever refused.
 
 A permanent cloud error will not go away by asking again, so after one the pool's VM
 creations pause: 10 s, then doubling up to 5 minutes while the error repeats. Other
@@ -44,6 +46,17 @@ class CloudBackoff:
     def failed(
         self, pool: str, error: PermanentCloudError, *, generation: int, now: float
     ) -> Pause:
+        return self.refused(
+            pool,
+            reason=error.code or type(error).__name__,
+            message=str(error),
+            generation=generation,
+            now=now,
+        )
+
+    def refused(
+        self, pool: str, *, reason: str, message: str, generation: int, now: float
+    ) -> Pause:
         previous = self._pauses.get(pool)
         repeats = previous is not None and previous.generation == generation
         failures = previous.failures + 1 if previous is not None and repeats else 1
@@ -52,8 +65,8 @@ class CloudBackoff:
             until=now + delay,
             generation=generation,
             failures=failures,
-            reason=error.code or type(error).__name__,
-            message=str(error),
+            reason=reason,
+            message=message,
         )
         self._pauses[pool] = pause
         return pause

@@ -201,7 +201,21 @@ class NodePoolReconciler:
                 pause.until - now,
             )
             return None, pause
-        if pause is None:
+        if view.refused is not None:
+            reason, message = view.refused
+            now = time.monotonic()
+            pause = self.cloud_backoff.refused(
+                name, reason=reason, message=message, generation=generation, now=now
+            )
+            await self.recorder.event(pool, type="Warning", reason=reason, message=message)
+            log.warning(
+                "controller=%s key=%s event=node-create-refused reason=%s retry_in=%.0fs",
+                NAME,
+                name,
+                reason,
+                pause.until - now,
+            )
+        elif pause is None:
             self.cloud_backoff.succeeded(name)
         return view, pause
 

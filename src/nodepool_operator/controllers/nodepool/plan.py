@@ -70,6 +70,8 @@ class PoolView:
     recheck_in: float | None = None
     # Nodes NotReady (or never Ready) past the pool's timeouts: being replaced.
     unhealthy: frozenset[str] = frozenset()
+    # The API server refused a Node create for good (422): (reason, message).
+    refused: tuple[str, str] | None = None
 
     @property
     def draining(self) -> list[str]:
