@@ -25,7 +25,7 @@ import contextvars
 import itertools
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -47,6 +47,7 @@ __all__ = [
     "Reconciler",
     "Request",
     "Result",
+    "StateChanged",
     "TerminalError",
     "any_of",
     "map_to_owner",
@@ -121,6 +122,23 @@ class GenerationChanged:
 
     def update(self, old: Object, new: Object) -> bool:
         return _generation(old) != _generation(new)
+
+    def delete(self, obj: Object) -> bool:
+        return True
+
+
+class StateChanged:
+    """A predicate: creates and deletes pass, updates only when ``state`` differs (what a
+    controller reacts to, without heartbeats and other status churn)."""
+
+    def __init__(self, state: Callable[[Object], Hashable]) -> None:
+        self.state = state
+
+    def create(self, obj: Object) -> bool:
+        return True
+
+    def update(self, old: Object, new: Object) -> bool:
+        return self.state(old) != self.state(new)
 
     def delete(self, obj: Object) -> bool:
         return True

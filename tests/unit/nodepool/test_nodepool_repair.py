@@ -425,3 +425,45 @@ async def test_a_refused_node_create_sets_degraded_backs_off_and_scale_down_stil
     world.pool(1)  # a scale-down meanwhile goes on
     await world.reconciler.reconcile(Request(name="p"))
     assert "p-1" in world.cloud.deleted_at
+
+
+# --- bounded memory and wake-ups ---------------------------------------------------------
+
+
+async def test_what_is_remembered_of_a_pool_is_dropped_when_it_is_gone() -> None:
+    world = World("p-9")
+    for index in range(4):
+        world.nodes.put(fakes.node(f"p-{index}"))
+    world.nodes.put(stranger("p-7"))
+    world.pool(1)
+    world.cloud.list_empty = False
+    await world.reconciler.reconcile(Request(name="p"))
+    assert world.actions._deletion_at  # a reservation is waiting
+
+    world.pools.remove("p")
+    await world.reconciler.reconcile(Request(name="p"))
+
+    assert world.actions._deletions == {}
+    assert world.actions._deletion_at == {}
+    assert world.actions._told == {}
+    assert world.actions._registering == {}
+    assert world.reconciler.pool_status._written == {}
+
+
+def test_node_heartbeats_do_not_wake_the_pool_but_readiness_and_cordon_do() -> None:
+    from nodepool_operator.controllers.nodepool import setup
+    from nodepool_operator.runtime.controller import StateChanged
+
+    predicate = StateChanged(setup.node_state)
+    before = fakes.node("p-0")
+    heartbeat = fakes.node("p-0")
+    heartbeat["status"]["conditions"][0]["lastHeartbeatTime"] = "2030-01-01T00:00:00Z"
+    heartbeat["metadata"]["resourceVersion"] = "9"
+    assert not predicate.update(before, heartbeat)
+    cordoned = fakes.node("p-0")
+    cordoned["spec"]["unschedulable"] = True
+    assert predicate.update(before, cordoned)
+    assert predicate.update(before, not_ready("p-0", since=fakes.START))
+    labelled = fakes.node("p-0")
+    labelled["metadata"]["labels"]["x"] = "y"
+    assert predicate.update(before, labelled)

@@ -24,7 +24,7 @@ from nodepool_operator.controllers.autoscaler import fit
 from nodepool_operator.runtime import nodes as k8s_nodes
 from nodepool_operator.runtime import pods
 from nodepool_operator.runtime.client import Object
-from nodepool_operator.runtime.controller import Controller, Request
+from nodepool_operator.runtime.controller import Controller, Request, StateChanged
 from nodepool_operator.runtime.informer import Informer
 
 __all__ = [
@@ -71,22 +71,6 @@ def request_state(request: Object) -> Hashable:
     """The NodePool controller's answer to a request."""
     status = sr.status_of(request)
     return (status.phase, status.applied_target_nodes)
-
-
-class StateChanged:
-    """A predicate: creates and deletes pass, updates only when ``state`` differs."""
-
-    def __init__(self, state: State) -> None:
-        self.state = state
-
-    def create(self, obj: Object) -> bool:
-        return True
-
-    def update(self, old: Object, new: Object) -> bool:
-        return self.state(old) != self.state(new)
-
-    def delete(self, obj: Object) -> bool:
-        return True
 
 
 def _namespace_index(autoscaler: Object) -> list[str]:

@@ -103,6 +103,15 @@ class PoolActions:
         # registration timeout counts from there (a Node deleted by hand starts it anew).
         self._registering: dict[str, tuple[str, float]] = {}
 
+    def forget_pool(self, pool: str) -> None:
+        """Drop what is remembered of a pool that is gone (a new one may take its name)."""
+        self._deletions.pop(pool, None)
+        self._deletion_at.pop(pool, None)
+        self._told.pop(pool, None)
+        self._registering = {
+            vm: asked for vm, asked in self._registering.items() if asked[0] != pool
+        }
+
     def owned_nodes(self, pool: Object) -> list[Object]:
         name = pool["metadata"]["name"]
         uid = pool["metadata"].get("uid")

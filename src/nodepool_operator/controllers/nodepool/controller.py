@@ -351,6 +351,9 @@ class NodePoolReconciler:
         """
         self._scaling_since.pop(name, None)
         self.cloud_backoff.succeeded(name)
+        self._trusted(name)
+        self.actions.forget_pool(name)
+        self.pool_status.forget({"metadata": {"name": name}})
 
     async def _finalize(self, pool: Object) -> Result:
         if FINALIZER not in (pool["metadata"].get("finalizers") or []):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 
 from nodepool_operator.api import nodepool as np
 from nodepool_operator.api import scalerequest as sr
@@ -13,8 +13,15 @@ from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.nodepool.controller import NAME, NodePoolReconciler
 from nodepool_operator.controllers.resources import NODEPOOLS, SCALEREQUESTS
 from nodepool_operator.runtime import kinds
+from nodepool_operator.runtime import nodes as k8s_nodes
 from nodepool_operator.runtime.client import Object
-from nodepool_operator.runtime.controller import Controller, GenerationChanged, Request, any_of
+from nodepool_operator.runtime.controller import (
+    Controller,
+    GenerationChanged,
+    Request,
+    StateChanged,
+    any_of,
+)
 from nodepool_operator.runtime.events import EventRecorder
 from nodepool_operator.runtime.informer import Informer
 from nodepool_operator.runtime.manager import Manager
@@ -36,6 +43,22 @@ def _pool_of_request(obj: Object) -> list[Request]:
 def _pool_of_node(obj: Object) -> list[Request]:
     pool = np.pool_of(obj)
     return [Request(name=pool)] if pool else []
+
+
+def node_state(node: Object) -> Hashable:
+    """What of a Node the pool acts on: readiness, labels, taints, cordon, annotations
+    (drain marks, do-not-disrupt), owner, provider ID, deletion; heartbeats are not."""
+    meta, spec = node.get("metadata") or {}, node.get("spec") or {}
+    return (
+        k8s_nodes.is_ready(node),
+        tuple(sorted((meta.get("labels") or {}).items())),
+        tuple(sorted((meta.get("annotations") or {}).items())),
+        repr(spec.get("taints")),
+        bool(spec.get("unschedulable")),
+        spec.get("providerID"),
+        tuple(str(ref.get("uid")) for ref in meta.get("ownerReferences") or ()),
+        bool(meta.get("deletionTimestamp")),
+    )
 
 
 class PodLeftOrChanged(GenerationChanged):
@@ -96,7 +119,7 @@ def setup(manager: Manager, *, cloud: CloudProvider, config: NodePoolConfig) -> 
     )
     # Our own status writes and others' label edits do not move the generation: no wake-up.
     controller.watch(pools, predicates=[any_of(GenerationChanged(), DeletionStarted())])
-    controller.watch(nodes, mapper=_pool_of_node)
+    controller.watch(nodes, mapper=_pool_of_node, predicates=[StateChanged(node_state)])
     controller.watch(scale_requests, mapper=_pool_of_request, predicates=[GenerationChanged()])
     controller.watch(pods, mapper=pool_draining_pod(nodes), predicates=[PodLeftOrChanged()])
     manager.add(controller)
