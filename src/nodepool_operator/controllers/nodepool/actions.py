@@ -38,7 +38,10 @@ from nodepool_operator.runtime.client import Client, Object
 from nodepool_operator.runtime.events import EventRecorder
 from nodepool_operator.runtime.informer import Informer
 
-__all__ = ["ListingDoubtful", "PoolActions", "owned_by"]
+__all__ = ["NODE_REFUSED", "ListingDoubtful", "PoolActions", "owned_by"]
+
+#: The reason of a pause (and of ``Degraded``) when the API server refused a Node (422).
+NODE_REFUSED = "NodeInvalid"
 
 log = logging.getLogger(__name__)
 
@@ -201,13 +204,20 @@ class PoolActions:
         )
 
     async def converge(
-        self, pool: Object, spec: np.NodePoolSpec, desired: int, *, may_create: bool = True
+        self,
+        pool: Object,
+        spec: np.NodePoolSpec,
+        desired: int,
+        *,
+        may_create: bool = True,
+        may_register: bool = True,
     ) -> plan.PoolView:
         """One step towards ``desired``; returns what it observed before acting.
 
         With ``may_create`` false (the cloud or the API server refused us and we are
-        pausing) no VM is created and no Node registered, but everything else (removing
-        what is not wanted, repairs, drains) goes on: a refusal never blocks a scale-down.
+        pausing) no VM is created; with ``may_register`` false (the API server refused a
+        Node) no Node is registered either. Everything else (removing what is not
+        wanted, repairs, drains) goes on: a refusal never blocks a scale-down.
         """
         owned = self.owned_nodes(pool)
         await self._note_strangers(pool)
@@ -216,7 +226,7 @@ class PoolActions:
         deletion_wait = await self._remove_nodes_without_vm(pool, owned, view)
         if deletion_wait is not None:
             view = dataclasses.replace(view, recheck_in=deletion_wait)
-        if may_create:
+        if may_register:
             refused = await self._register_nodes(pool, spec, view)
             view = dataclasses.replace(view, refused=refused)
         await self._remove_stuck_vms(view)
@@ -230,7 +240,7 @@ class PoolActions:
             if vm.name not in victims
             and (
                 vm.name in view.unhealthy
-                or (may_create and self._unregistered(vm, view, spec, now=now))
+                or (may_register and self._unregistered(vm, view, spec, now=now))
             )
         ]
         if live < desired and may_create:
@@ -379,7 +389,7 @@ class PoolActions:
                     vm.name,
                     error.message,
                 )
-                return "NodeInvalid", f"the API server refused Node {vm.name}: {error.message}"
+                return NODE_REFUSED, f"the API server refused Node {vm.name}: {error.message}"
             self._expected_nodes[vm.name] = now + NODE_EXPECTATION_SECONDS
             log.info(
                 "controller=nodepool key=%s event=node-registered node=%s",

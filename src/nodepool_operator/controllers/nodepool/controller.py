@@ -188,7 +188,14 @@ class NodePoolReconciler:
         now = time.monotonic()
         pause = self.cloud_backoff.active(name, generation=generation, now=now)
         try:
-            view = await self.actions.converge(pool, spec, desired, may_create=pause is None)
+            view = await self.actions.converge(
+                pool,
+                spec,
+                desired,
+                may_create=pause is None,
+                # A cloud refusal does not stop Nodes of running VMs; a Node refusal does.
+                may_register=pause is None or pause.reason != actions.NODE_REFUSED,
+            )
         except PermanentCloudError as error:
             now = time.monotonic()  # the cloud calls above may have taken a while
             pause = self.cloud_backoff.failed(name, error, generation=generation, now=now)
