@@ -536,6 +536,11 @@ class Result:
     def component_writes(self, component: str) -> int:
         return sum(n for (c, *_), n in self.writes.items() if c == component)
 
+    def events(self, component: str) -> int:
+        return sum(
+            n for (c, verb, res, _), n in self.writes.items() if c == component and res == "events"
+        )
+
     def conflicts(self, component: str) -> int:
         return sum(
             n for (c, _, _, code), n in self.writes.items() if c == component and code == 409
@@ -684,7 +689,7 @@ def timeline(seen: Seen, *, system: str, vms: dict[str, float]) -> dict[str, flo
 def report(results: list[Result]) -> str:
     lines = [
         "| workload | system | pods | nodes | p50 to Running | p99 | last Running | "
-        "controller writes | 409s | all writes | controller CPU | peak RSS |",
+        "controller writes (Events) | 409s | all writes | controller CPU | peak RSS |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
@@ -692,6 +697,7 @@ def report(results: list[Result]) -> str:
         lines.append(
             f"| {r.workload} | {r.system} | {r.pods} | {r.nodes} | {r.quantile(50):.2f} s "
             f"| {r.quantile(99):.2f} s | {r.makespan:.2f} s | {r.component_writes(r.system)} "
+            f"({r.events(r.system)}) "
             f"| {r.conflicts(r.system)} | {every} | {r.cpu:.2f} s | {r.rss:.0f} MiB |"
         )
     lines += [
