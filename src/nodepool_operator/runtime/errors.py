@@ -99,8 +99,9 @@ class ApiError(Exception):
     def namespace_terminating(self) -> bool:
         """Refused because the object's namespace is being deleted: nothing new may be made
         there, and what is there is on its way out."""
+        # A StatusCause's type travels in JSON as "reason".
         causes = self.details.get("causes") or ()
-        return any(cause.get("type") == "NamespaceTerminating" for cause in causes)
+        return any(cause.get("reason") == "NamespaceTerminating" for cause in causes)
 
     def __str__(self) -> str:
         head = f"HTTP {self.status}" if self.status else "no response"

@@ -104,7 +104,16 @@ class FakeApi:
             raise errors.Forbidden(
                 f"pods {name} is forbidden: unable to create new content in namespace ns "
                 "because it is being terminated",
-                details={"causes": [{"type": "NamespaceTerminating", "field": "metadata"}]},
+                # As the API server sends it (checked on the real one).
+                details={
+                    "causes": [
+                        {
+                            "reason": "NamespaceTerminating",
+                            "message": "namespace ns is being terminated",
+                            "field": "metadata.namespace",
+                        }
+                    ]
+                },
             )
         return {}
 
