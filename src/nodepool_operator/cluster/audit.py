@@ -31,6 +31,8 @@ class AuditEvent:
     name: str
     code: int
     audit_id: str
+    # A refusal because the object's namespace was being deleted: not a missing permission.
+    namespace_terminating: bool = False
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> AuditEvent:
@@ -46,6 +48,8 @@ class AuditEvent:
             name=ref.get("name", ""),
             code=int((raw.get("responseStatus") or {}).get("code", 0)),
             audit_id=raw.get("auditID", ""),
+            namespace_terminating="being terminated"
+            in str((raw.get("responseStatus") or {}).get("message", "")),
         )
 
     @property
