@@ -186,7 +186,6 @@ async def test_statefulset_creates_each_pod_after_the_previous_one_is_ready(
     assert first("web-0") < first("web-0", ready=True) < first("web-1")
     assert first("web-1") < first("web-1", ready=True) < first("web-2")
 
-
     async def counted_ready() -> bool:
         # The controller writes its status after the pods it saw turn Ready: a moment later.
         web = await apps.read_namespaced_stateful_set_status("web", namespace)
