@@ -34,6 +34,7 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
+import harness
 import workloads
 from nodepool_operator.api import autoscaler as nas
 from nodepool_operator.api import nodepool as np
@@ -254,8 +255,8 @@ async def clean_up(api: client.ApiClient, seed: int) -> None:
     for name in work.pools:
         with contextlib.suppress(client.exceptions.ApiException):
             await custom.delete_cluster_custom_object(*AUTOSCALERS, name)
-        with contextlib.suppress(client.exceptions.ApiException):
-            await custom.delete_cluster_custom_object(*POOLS, name)
+    # The pools go first, drained while their pods' namespace still exists.
+    await asyncio.gather(*(harness.remove_pool(custom, name, within=60) for name in work.pools))
     with contextlib.suppress(client.exceptions.ApiException):
         await core.delete_namespace(work.namespace)
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from kubernetes_asyncio import client
 
 from nodepool_operator.api import nodepool as np
 from nodepool_operator.cloud import credentials
@@ -109,3 +112,30 @@ async def settled(custom: Any, name: str, nodes: int) -> dict[str, Any] | None:
     """The pool, once it has settled on ``nodes`` nodes (see ``nodepool.is_settled``)."""
     pool: dict[str, Any] = await custom.get_cluster_custom_object(*POOLS, name)
     return pool if np.is_settled(pool, nodes) else None
+
+
+async def remove_pool(custom: Any, name: str, *, within: float = 30) -> None:
+    """Delete a NodePool and wait until it is gone, while its operator still runs.
+
+    A pool left deleting outlives the operator that owned it; the next test's operator,
+    with another cloud, would find its Nodes without VMs and (rightly) refuse to delete
+    them on a guess, polling its own cloud meanwhile. So a test takes its pools with it,
+    and when its operator cannot finish in time, lifts the finalizer itself.
+    """
+    with contextlib.suppress(client.exceptions.ApiException):
+        await custom.delete_cluster_custom_object(*POOLS, name)
+
+    async def gone() -> bool:
+        try:
+            await custom.get_cluster_custom_object(*POOLS, name)
+        except client.exceptions.ApiException as error:
+            return error.status == 404
+        return False
+
+    try:
+        await wait_for(gone, within=within)
+    except AssertionError:
+        with contextlib.suppress(client.exceptions.ApiException):
+            await custom.patch_cluster_custom_object(
+                *POOLS, name, {"metadata": {"finalizers": None}}, _content_type=MERGE
+            )

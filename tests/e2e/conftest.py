@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from harness import CLI, Operator, Process, SimCloud, wait_for
+from harness import CLI, Operator, Process, SimCloud, remove_pool
 from nodepool_operator.cloud import credentials
 from nodepool_operator.cluster import install
 from nodepool_operator.cluster.pytest_plugin import Cluster
@@ -119,29 +119,7 @@ async def pool_name(api_client: client.ApiClient, crds_installed: None) -> Async
     """A unique NodePool name; the pool is deleted at the end while the operator still runs."""
     name = f"pool-{uuid.uuid4().hex[:6]}"
     yield name
-    custom = client.CustomObjectsApi(api_client)
-    group = ("nodepool.dev", "v1alpha1", "nodepools")
-    with contextlib.suppress(client.exceptions.ApiException):
-        await custom.delete_cluster_custom_object(*group, name)
-
-    async def gone() -> bool:
-        try:
-            await custom.get_cluster_custom_object(*group, name)
-        except client.exceptions.ApiException as error:
-            return error.status == 404
-        return False
-
-    try:
-        await wait_for(gone, within=30)
-    except AssertionError:
-        # The operator that would have cleaned up is gone: leave no object behind.
-        with contextlib.suppress(client.exceptions.ApiException):
-            await custom.patch_cluster_custom_object(
-                *group,
-                name,
-                {"metadata": {"finalizers": None}},
-                _content_type="application/merge-patch+json",
-            )
+    await remove_pool(client.CustomObjectsApi(api_client), name)
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from e2e.test_autoscaler import (
     phases,
     running,
 )
-from harness import Operator, SimCloud, wait_for
+from harness import Operator, SimCloud, remove_pool, wait_for
 from nodepool_operator.api import autoscaler as nas
 from nodepool_operator.api import nodepool as np
 
@@ -327,7 +327,7 @@ async def test_two_pools_that_both_fit_only_the_heavier_one_grows(
         assert light_history.requests == {}
     finally:
         await custom.delete_cluster_custom_object(*AUTOSCALERS, f"{autoscaler_name}-heavy")
-        await custom.delete_cluster_custom_object(*POOLS, heavy)
+        await remove_pool(custom, heavy)
     assert operator.errors_logged() == []
 
 
