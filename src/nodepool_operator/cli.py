@@ -291,6 +291,13 @@ def run(
     create_parallelism: Annotated[
         int, typer.Option(help="Most VM creations in flight per pool.")
     ] = 10,
+    cloud_resync_interval: Annotated[
+        float,
+        typer.Option(
+            help="Seconds between listings of each pool's VMs when nothing else asks "
+            "(spread 0.75x-1.25x per pool): how soon a VM deleted out of band is noticed."
+        ),
+    ] = 300.0,
     simulated_nodes: Annotated[
         bool,
         typer.Option(
@@ -323,6 +330,7 @@ def run(
         nodepool=NodePoolConfig(
             poll_interval=poll_interval,
             create_parallelism=create_parallelism,
+            cloud_resync_interval=cloud_resync_interval,
             simulated_nodes=simulated_nodes,
         ),
         autoscaler=AutoscalerConfig(

@@ -378,6 +378,24 @@ async def test_a_refusal_is_told_once_per_pod_and_budget_naming_both() -> None:
     assert progress.blocked == (warning,)
 
 
+async def test_a_gone_pool_takes_its_drain_memory_with_it() -> None:
+    world = World("p-0")
+    world.nodes.put(draining_since("p-0", START))
+    world.pods.put(pod("web-1"))
+    world.api.refuse["web-1"] = "web"
+    blocked = await world.drain()
+    assert blocked.blocked  # remembered: told once, backed off
+
+    world.actions.forget_pool(POOL["metadata"]["name"])
+
+    # A pool of the same name starts afresh: the refusal is asked at once and told again.
+    before = world.api.evictions("web-1")
+    again = await world.drain()
+    assert world.api.evictions("web-1") == before + 1
+    assert again.blocked
+    assert len(world.warnings("DrainBlocked")) == 2
+
+
 async def test_the_budget_is_looked_up_when_the_refusal_does_not_name_it() -> None:
     world = World("p-0")
     world.nodes.put(draining_since("p-0", START))

@@ -114,6 +114,7 @@ class PoolActions:
         self._registering = {
             vm: asked for vm, asked in self._registering.items() if asked[0] != pool
         }
+        self.drainer.forget_pool(pool)
 
     def owned_nodes(self, pool: Object) -> list[Object]:
         name = pool["metadata"]["name"]

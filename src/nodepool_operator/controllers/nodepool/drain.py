@@ -111,6 +111,7 @@ class DrainProgress:
 
 @dataclass(frozen=True)
 class _Block:
+    pool: str
     node: str
     message: str
 
@@ -140,7 +141,7 @@ class Drainer:
         self._retry_at: dict[str, float] = {}
         self._blocks: dict[str, _Block] = {}  # pod uid -> why it blocks its Node's drain
         self._told: set[tuple[str, str]] = set()  # (pod uid, budget or reason) evented
-        self._forced: set[str] = set()  # Nodes whose deadline was announced
+        self._forced: dict[str, str] = {}  # Node whose deadline was announced -> its pool
 
     def pods_to_move(self, node_name: str) -> list[Object]:
         """Pods a drain must see gone: not DaemonSet or mirror pods, not finished."""
@@ -281,7 +282,7 @@ class Drainer:
         return None
 
     async def _block(self, pool: Object, *, uid: str, node: str, reason: str, message: str) -> None:
-        self._blocks[uid] = _Block(node=node, message=message)
+        self._blocks[uid] = _Block(pool=str(pool["metadata"]["name"]), node=node, message=message)
         if (uid, reason) in self._told:
             return
         self._told.add((uid, reason))
@@ -297,7 +298,7 @@ class Drainer:
         self, pool: Object, node: str, remaining: list[Object], *, deadline: float, now: float
     ) -> None:
         if node not in self._forced:
-            self._forced.add(node)
+            self._forced[node] = str(pool["metadata"]["name"])
             await self.recorder.event(
                 pool,
                 type="Warning",
@@ -333,7 +334,13 @@ class Drainer:
         """Drop what is remembered of a drain that is over (done, cancelled, Node gone)."""
         for uid in [uid for uid, block in self._blocks.items() if block.node == node]:
             self._clear(uid)
-        self._forced.discard(node)
+        self._forced.pop(node, None)
+
+    def forget_pool(self, pool: str) -> None:
+        """Drop what is remembered of the drains of a pool that is gone."""
+        for uid in [uid for uid, block in self._blocks.items() if block.pool == pool]:
+            self._clear(uid)
+        self._forced = {node: owner for node, owner in self._forced.items() if owner != pool}
 
 
 def _selector_text(selector: Mapping[str, Any] | None) -> str | None:
