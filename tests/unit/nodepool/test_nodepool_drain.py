@@ -624,6 +624,48 @@ async def test_a_blocked_drain_shows_in_scaling_and_waits_for_its_backoff_withou
     assert result.requeue_after == 8.0
 
 
+async def test_a_deletion_held_by_a_budget_says_so_in_scaling() -> None:
+    world = World("p-0")
+    pools = FakeInformer({})
+    pool = {
+        **np.manifest("p", np.NodePoolSpec(target_nodes=1)),
+        "metadata": {
+            "name": "p",
+            "uid": "uid-p",
+            "generation": 1,
+            "resourceVersion": "5",
+            "finalizers": [FINALIZER],
+            "deletionTimestamp": "2026-11-30T10:00:00Z",
+        },
+    }
+    pools.put(pool)
+    world.nodes.put(node("p-0"))
+    world.pods.put(pod("web-1", node_name="p-0"))
+    world.api.refuse["web-1"] = "web"
+    reconciler = NodePoolReconciler(
+        client=world.api,  # type: ignore[arg-type]
+        pools=pools,  # type: ignore[arg-type]
+        nodes=world.nodes,  # type: ignore[arg-type]
+        pods=world.pods,  # type: ignore[arg-type]
+        scale_requests=NoRequests(),  # type: ignore[arg-type]
+        cloud=world.cloud,  # type: ignore[arg-type]
+        recorder=world.recorder,  # type: ignore[arg-type]
+        config=CONFIG,
+        wall_clock=world.clock,
+    )
+    reconciler.actions = world.actions
+
+    await reconciler.reconcile(Request(name="p"))  # cordons, then the budget refuses
+    world.advance(1.0)
+    await reconciler.reconcile(Request(name="p"))
+
+    [status, *_] = world.api.status_patches
+    [scaling] = [c for c in status["conditions"] if c["type"] == "Scaling"]
+    assert scaling["reason"] == "DrainBlocked"
+    assert "PodDisruptionBudget ns/web" in scaling["message"]
+    assert ("delete", "nodes", "p-0") not in world.api.writes()  # the node waits
+
+
 async def test_nodes_with_do_not_disrupt_pods_or_annotation_are_seen_as_protected() -> None:
     world = World("p-0", "p-1", "p-2", "p-3")
     world.nodes.put(node("p-0"))

@@ -9,6 +9,7 @@ stable nothing runs for it until an event (spec change, ScaleRequest, Node chang
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import logging
 import time
@@ -371,6 +372,11 @@ class NodePoolReconciler:
         except actions.ListingDoubtful as doubt:
             return await self._doubt(pool, doubt)
         self._trusted(pool["metadata"]["name"])
+        if remaining and drains.blocked:
+            # Say why the deletion waits, as a blocked scale-down does (a status write
+            # only when it changes).
+            view = dataclasses.replace(await self.actions.observe(pool), blocked=drains.blocked)
+            await self._report(pool, desired=0, view=view, degraded=None)
         if remaining:
             wait = self.config.poll_interval if drains.done else drains.retry_in
             return Result(requeue_after=wait) if wait is not None else Result()
