@@ -298,6 +298,13 @@ def run(
             "(spread 0.75x-1.25x per pool): how soon a VM deleted out of band is noticed."
         ),
     ] = 300.0,
+    scale_request_retention: Annotated[
+        float,
+        typer.Option(
+            help="Seconds a finished ScaleRequest (accepted, rejected or superseded) is "
+            "kept for people and tools to read before the operator deletes it."
+        ),
+    ] = 60.0,
     simulated_nodes: Annotated[
         bool,
         typer.Option(
@@ -331,6 +338,7 @@ def run(
             poll_interval=poll_interval,
             create_parallelism=create_parallelism,
             cloud_resync_interval=cloud_resync_interval,
+            request_retention=scale_request_retention,
             simulated_nodes=simulated_nodes,
         ),
         autoscaler=AutoscalerConfig(
