@@ -301,8 +301,8 @@ def run(
     scale_request_retention: Annotated[
         float,
         typer.Option(
-            help="Seconds a finished ScaleRequest (accepted, rejected or superseded) is "
-            "kept for people and tools to read before the operator deletes it."
+            help="A finished ScaleRequest (accepted, rejected or superseded) is deleted "
+            "this many seconds after its creation; until then its answer can be read."
         ),
     ] = 60.0,
     simulated_nodes: Annotated[
