@@ -11,6 +11,11 @@ Lookup order for every binary:
 2. the cache, ``$NODEPOOL_OPERATOR_CACHE`` or ``~/.cache/nodepool-operator/<module>-<version>/``;
 3. a build into that cache (never repeated once the binary is there).
 
+helm (``tools/helm``), which the chart's tests and ``docs/install.md`` use, is built the same
+way by :func:`ensure_helm`; ``cluster build`` builds it too, so ``scripts/setup-env.sh`` leaves
+a fresh machine with it and no test ever downloads it. It is not part of the control plane,
+so :func:`ensure_binaries` (what ``cluster up`` needs) does not wait for it.
+
 Karpenter's kwok provider (``tools/karpenter``) is built the same way but only on request,
 by :func:`ensure_karpenter_kwok` (``bench/peers.py``): it takes minutes, so neither
 ``cluster build``, ``scripts/setup-env.sh`` nor the tests ever ask for it.
@@ -39,6 +44,7 @@ __all__ = [
     "ToolModule",
     "cache_root",
     "ensure_binaries",
+    "ensure_helm",
     "ensure_karpenter_kwok",
     "pinned_version",
     "tools_directory",
@@ -81,6 +87,14 @@ class ToolModule:
             flags.append(f"-X go.etcd.io/etcd/api/v3/version.GitSHA={version}")
         elif self.directory == "kwok":
             flags.append(f"-X sigs.k8s.io/kwok/pkg/consts.Version={version}")
+        elif self.directory == "helm":
+            flags.append(f"-X helm.sh/helm/v3/internal/version.version={version}")
+            # The Kubernetes version `helm template` assumes without a cluster (else 1.20,
+            # below the chart's kubeVersion): that of its client-go, as helm's Makefile sets.
+            client_go = pinned_version(tools_directory() / "helm" / "go.mod", "k8s.io/client-go")
+            minor = client_go.lstrip("v").split(".")[1]
+            for pkg in ("helm.sh/helm/v3/pkg/chartutil", "helm.sh/helm/v3/pkg/lint/rules"):
+                flags += [f"-X {pkg}.k8sVersionMajor=1", f"-X {pkg}.k8sVersionMinor={minor}"]
         elif self.directory == "karpenter":
             # Also its user agent (karpenter/<version>), which the audit log records.
             flags.append(f"-X sigs.k8s.io/karpenter/pkg/operator.Version={version}")
@@ -110,6 +124,12 @@ KARPENTER = ToolModule(
     directory="karpenter",
     pinned_module="sigs.k8s.io/karpenter",
     commands={"kwok": "sigs.k8s.io/karpenter/kwok"},
+)
+# Not in MODULES either: a client for charts/, not a part of the control plane.
+HELM = ToolModule(
+    directory="helm",
+    pinned_module="helm.sh/helm/v3",
+    commands={"helm": "helm.sh/helm/v3/cmd/helm"},
 )
 MODULES = (ETCD, KWOK, KUBERNETES)
 ALL_BINARIES = tuple(name for module in MODULES for name in module.commands)
@@ -142,14 +162,28 @@ def tools_directory() -> Path:
 
 def ensure_karpenter_kwok(*, out: TextIO = sys.stderr) -> Path:
     """Karpenter's kwok provider binary, built into the cache on first use (minutes)."""
+    return _ensure_single_tool(KARPENTER, out=out)
+
+
+def ensure_helm(*, out: TextIO = sys.stderr) -> Path:
+    """The pinned helm binary (``KUBEBUILDER_ASSETS`` first, then the cache, then a build)."""
+    assets = os.environ.get(ASSETS_ENV)
+    if assets:
+        candidate = Path(assets).expanduser().resolve() / "helm"
+        if _is_executable(candidate):
+            return candidate
+    return _ensure_single_tool(HELM, out=out)
+
+
+def _ensure_single_tool(module: ToolModule, *, out: TextIO) -> Path:
     tools = tools_directory()
-    if not (tools / KARPENTER.directory / "go.mod").is_file():
-        raise BuildError(f"no tools/{KARPENTER.directory} at {tools}; run from a source checkout")
-    version = KARPENTER.version(tools)
-    target = cache_root() / f"{KARPENTER.directory}-{version}"
-    names = list(KARPENTER.commands)
+    if not (tools / module.directory / "go.mod").is_file():
+        raise BuildError(f"no tools/{module.directory} at {tools}; run from a source checkout")
+    version = module.version(tools)
+    target = cache_root() / f"{module.directory}-{version}"
+    names = list(module.commands)
     if not all(_is_executable(target / name) for name in names):
-        _build(module=KARPENTER, version=version, names=names, target=target, out=out)
+        _build(module=module, version=version, names=names, target=target, out=out)
     return target / names[0]
 
 
