@@ -6,8 +6,8 @@ reconcile that finds the world as it was produces conditions equal to the stored
 so the compare-before-write sends nothing. Order is stable (existing conditions keep
 their place, new ones are appended) for the same reason.
 
-The caller passes `now` (`rfc3339_now()` in production, a constant in tests), which keeps
-these functions pure.
+The caller passes `now` (``rfc3339(wall_clock.time())`` in production, a constant in tests),
+which keeps these functions pure.
 """
 
 from __future__ import annotations
@@ -21,11 +21,8 @@ __all__ = [
     "ConditionList",
     "ConditionStatus",
     "find_condition",
-    "is_false",
     "is_true",
-    "remove_condition",
     "rfc3339",
-    "rfc3339_now",
     "set_condition",
 ]
 
@@ -112,13 +109,6 @@ class ConditionList:
         )
 
 
-def remove_condition(
-    conditions: Sequence[Mapping[str, Any]] | None, type: str
-) -> list[dict[str, Any]]:
-    """A new list without condition `type` (the same content if it was absent)."""
-    return [dict(condition) for condition in conditions or () if condition.get("type") != type]
-
-
 def find_condition(
     conditions: Sequence[Mapping[str, Any]] | None, type: str
 ) -> Mapping[str, Any] | None:
@@ -135,12 +125,6 @@ def is_true(conditions: Sequence[Mapping[str, Any]] | None, type: str) -> bool:
     return condition is not None and condition.get("status") == "True"
 
 
-def is_false(conditions: Sequence[Mapping[str, Any]] | None, type: str) -> bool:
-    """Whether condition `type` is present with status "False" (absent is neither)."""
-    condition = find_condition(conditions, type)
-    return condition is not None and condition.get("status") == "False"
-
-
 def rfc3339(seconds: float) -> str:
     """A moment (seconds since the epoch) as metav1.Time serialises it: seconds, `Z`."""
     return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -155,11 +139,6 @@ def parse_rfc3339(text: str) -> float | None:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=datetime.UTC)
     return moment.timestamp()
-
-
-def rfc3339_now() -> str:
-    """The current UTC time as metav1.Time serialises it."""
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _validate(*, type: str, status: str, reason: str, message: str) -> None:

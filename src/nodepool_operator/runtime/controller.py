@@ -9,7 +9,7 @@ never an event or an object), reads what it needs from caches, and returns a
 * :class:`errors.Conflict` → requeued with rate limiting and logged at debug level: a
   conflict means our copy was stale, which the next reconcile (from a fresher cache) fixes;
 * :class:`errors.TooManyRequests` → requeued after the server's Retry-After;
-* a permanent error (:class:`TerminalError`, 4xx such as 422 or 403) → one log line and a
+* a permanent error (``transient`` false: 4xx such as 422 or 403) → one log line and a
   metric, no retry (retrying cannot fix a rejected request; the next event will requeue);
 * any other exception → requeued with rate limiting (exponential per key, token bucket
   overall), logged as an error.
@@ -36,11 +36,9 @@ from nodepool_operator.runtime.informer import Informer
 
 __all__ = [
     "CURRENT_RECONCILE",
-    "AnnotationChanged",
     "Controller",
     "Delay",
     "GenerationChanged",
-    "LabelsChanged",
     "Mapper",
     "Predicate",
     "ReconcileLogContext",
@@ -48,9 +46,7 @@ __all__ = [
     "Request",
     "Result",
     "StateChanged",
-    "TerminalError",
     "any_of",
-    "map_to_owner",
     "map_to_self",
 ]
 
@@ -86,10 +82,6 @@ class Result:
     """``requeue_after`` seconds to look again (e.g. a VM is still booting); None: don't."""
 
     requeue_after: float | None = None
-
-
-class TerminalError(Exception):
-    """An error retrying cannot fix (bad input, a refused request): logged, not retried."""
 
 
 class Reconciler(Protocol):
@@ -144,17 +136,6 @@ class StateChanged:
         return True
 
 
-class LabelsChanged(GenerationChanged):
-    def update(self, old: Object, new: Object) -> bool:
-        return bool(old.get("metadata", {}).get("labels") != new.get("metadata", {}).get("labels"))
-
-
-class AnnotationChanged(GenerationChanged):
-    def update(self, old: Object, new: Object) -> bool:
-        old_annotations = old.get("metadata", {}).get("annotations")
-        return bool(old_annotations != new.get("metadata", {}).get("annotations"))
-
-
 class _AnyOf(GenerationChanged):
     def __init__(self, predicates: Sequence[Predicate]) -> None:
         self.predicates = predicates
@@ -180,21 +161,6 @@ Delay = float | Callable[[Request], float]
 def map_to_self(obj: Object) -> Iterable[Request]:
     meta = obj["metadata"]
     return (Request(name=meta["name"], namespace=meta.get("namespace", "")),)
-
-
-def map_to_owner(kind: str, *, namespaced: bool = False) -> Mapper:
-    """Events of owned objects become requests for their owner of ``kind``."""
-
-    def mapper(obj: Object) -> Iterable[Request]:
-        meta = obj.get("metadata", {})
-        namespace = meta.get("namespace", "") if namespaced else ""
-        return [
-            Request(name=ref["name"], namespace=namespace)
-            for ref in meta.get("ownerReferences", [])
-            if ref.get("kind") == kind
-        ]
-
-    return mapper
 
 
 class _Enqueue:
@@ -365,7 +331,7 @@ class Controller:
             self.queue.add_after(request, float(retry_after))
             return metrics.RESULT_ERROR
         transient = getattr(error, "transient", None)
-        if isinstance(error, TerminalError) or transient is False:
+        if transient is False:
             log.error("%s event=terminal-error action=none error=%r", context, error)
             self.queue.forget(request)
             return metrics.RESULT_ERROR

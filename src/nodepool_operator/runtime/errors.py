@@ -60,7 +60,6 @@ __all__ = [
     "from_api_exception",
     "from_status",
     "is_connection_error",
-    "is_transient",
     "translated",
 ]
 
@@ -254,14 +253,6 @@ def is_connection_error(exc: BaseException) -> bool:
         return False
     # TimeoutError (asyncio's included) is an OSError subclass; named for the reader.
     return isinstance(exc, aiohttp.ClientError | TimeoutError | OSError)
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Whether repeating the request (after a wait, or a re-read for Conflict) can help."""
-    if isinstance(exc, ApiError):
-        return exc.transient
-    typed = _translate(exc)
-    return typed is not None and typed.transient
 
 
 def translated() -> _Translated:

@@ -27,7 +27,6 @@ from nodepool_operator.runtime import clock as clock_
 from nodepool_operator.runtime import errors
 
 __all__ = [
-    "DEFAULT_BACKOFF",
     "DEFAULT_RETRY",
     "Backoff",
     "retry_on_conflict",
@@ -64,9 +63,6 @@ class Backoff:
 
 # client-go retry.DefaultRetry: for conflicts, which resolve as soon as we re-read.
 DEFAULT_RETRY = Backoff(duration=0.010, factor=1.0, jitter=0.1, steps=5)
-
-# client-go retry.DefaultBackoff: for conditions that take longer to clear.
-DEFAULT_BACKOFF = Backoff(duration=0.010, factor=5.0, jitter=0.1, steps=4)
 
 
 async def retry_on_conflict(

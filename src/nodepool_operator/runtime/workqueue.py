@@ -107,10 +107,6 @@ class WorkQueue(Generic[K]):
     def __len__(self) -> int:
         return len(self._queue)
 
-    def len(self) -> int:
-        """Keys waiting to be handed out (not those in flight or delayed)."""
-        return len(self._queue)
-
     def add(self, key: K) -> None:
         """Mark `key` as needing processing; a no-op if it already waits or after shutdown."""
         if self._shutting_down or key in self._dirty:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import datetime
 from typing import Any
 
 import pytest
@@ -197,23 +196,12 @@ def test_find_and_status_checks() -> None:
     assert not conditions.is_true(existing, "Degraded")
     assert not conditions.is_true(existing, "Scaling")
     assert not conditions.is_true(None, "Ready")
-    assert conditions.is_false(existing, "Degraded")
-    assert not conditions.is_false(existing, "Scaling")
-    assert not conditions.is_false(existing, "Missing")
 
 
-def test_remove_condition_returns_a_new_list_without_it() -> None:
-    existing = [_ready(), _ready("False", type="Degraded")]
-    assert conditions.remove_condition(existing, "Ready") == [existing[1]]
-    assert conditions.remove_condition(existing, "Missing") == existing
-    assert conditions.remove_condition(None, "Ready") == []
-    assert len(existing) == 2
-
-
-def test_rfc3339_now_is_utc_to_the_second_like_metav1_time() -> None:
-    stamp = conditions.rfc3339_now()
-    parsed = datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
-    assert abs(datetime.datetime.now(datetime.UTC) - parsed) < datetime.timedelta(minutes=1)
+def test_rfc3339_writes_utc_to_the_second_and_parses_back() -> None:
+    assert conditions.rfc3339(1_767_225_600.7) == "2026-01-01T00:00:00Z"
+    assert conditions.parse_rfc3339("2026-01-01T00:00:00Z") == 1_767_225_600
+    assert conditions.parse_rfc3339("not a time") is None
 
 
 def test_condition_list_keeps_transition_times_and_builds_equal_lists_twice() -> None:

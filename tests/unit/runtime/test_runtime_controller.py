@@ -19,15 +19,12 @@ from nodepool_operator.runtime import clock as clock_
 from nodepool_operator.runtime import errors
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.controller import (
-    AnnotationChanged,
     Controller,
     GenerationChanged,
-    LabelsChanged,
     Request,
     Result,
-    TerminalError,
+    StateChanged,
     any_of,
-    map_to_owner,
     map_to_self,
 )
 from nodepool_operator.runtime.informer import EventHandler
@@ -184,15 +181,21 @@ async def test_a_conflict_is_requeued_with_backoff_and_logged_at_debug_only(
     assert _metric("controller_runtime_reconcile_errors_total", controller=name) == 0
 
 
+class _RefusedError(Exception):
+    """An error of another origin (a cloud, say) that says waiting cannot help."""
+
+    transient = False
+
+
 @pytest.mark.parametrize(
     "error",
     [
         errors.Invalid("spec.size: must be at least 0"),
         errors.Forbidden("cannot patch widgets"),
         errors.NotFound("gone"),
-        TerminalError("the template names a zone that does not exist"),
+        _RefusedError("the template names a zone that does not exist"),
     ],
-    ids=["422", "403", "404", "terminal"],
+    ids=["422", "403", "404", "refused-by-another-service"],
 )
 async def test_a_permanent_error_is_logged_once_and_not_retried(
     clock: clock_.FakeClock, make: Any, caplog: pytest.LogCaptureFixture, error: Exception
@@ -369,16 +372,16 @@ async def test_generation_changed_ignores_status_and_metadata_only_updates(
     assert _queued(controller) == [A, Request("new", "ns"), Request("old", "ns")]
 
 
-def test_labels_annotations_and_any_of_predicates() -> None:
+def _labels(obj: Object) -> str:
+    return repr(sorted((obj["metadata"].get("labels") or {}).items()))
+
+
+def test_any_of_predicates_passes_what_one_of_them_passes() -> None:
     before = _obj(labels={"pool": "a"}, annotations={"note": "1"})
     relabelled = _obj(labels={"pool": "b"}, annotations={"note": "1"})
     annotated = _obj(labels={"pool": "a"}, annotations={"note": "2"})
     respecced = _obj(generation=2, labels={"pool": "a"}, annotations={"note": "1"})
-    assert LabelsChanged().update(before, relabelled)
-    assert not LabelsChanged().update(before, annotated)
-    assert AnnotationChanged().update(before, annotated)
-    assert not AnnotationChanged().update(before, relabelled)
-    either = any_of(GenerationChanged(), LabelsChanged())
+    either = any_of(GenerationChanged(), StateChanged(_labels))
     assert either.update(before, relabelled)
     assert either.update(before, respecced)
     assert not either.update(before, annotated)
@@ -386,11 +389,16 @@ def test_labels_annotations_and_any_of_predicates() -> None:
     assert either.delete(before)
 
 
+def _pool_owners(obj: Object) -> list[Request]:
+    refs = obj["metadata"].get("ownerReferences") or []
+    return [Request(name=ref["name"]) for ref in refs if ref.get("kind") == "Pool"]
+
+
 async def test_owned_objects_map_to_their_owners_old_and_new(
     clock: clock_.FakeClock, make: Any
 ) -> None:
     controller = make(Script(clock))
-    handler = _watching(controller, mapper=map_to_owner("Pool"))
+    handler = _watching(controller, mapper=_pool_owners)
     handler.on_add(_obj("node-1", owners=[("Pool", "p1"), ("Other", "x")]))
     assert _queued(controller) == [Request("p1")]
     # Moved to another pool: both the pool it left and the one it joined look.
@@ -401,10 +409,9 @@ async def test_owned_objects_map_to_their_owners_old_and_new(
     assert len(_queued(controller)) == 2
 
 
-def test_map_to_owner_keeps_the_namespace_of_namespaced_owners() -> None:
-    mapper = map_to_owner("ReplicaSet", namespaced=True)
-    assert list(mapper(_obj("pod", owners=[("ReplicaSet", "rs")]))) == [Request("rs", "ns")]
+def test_map_to_self_keeps_the_namespace() -> None:
     assert list(map_to_self({"metadata": {"name": "n"}})) == [Request("n")]
+    assert list(map_to_self({"metadata": {"name": "n", "namespace": "ns"}})) == [Request("n", "ns")]
 
 
 async def test_a_watch_with_a_delay_batches_a_burst_into_one_reconcile(

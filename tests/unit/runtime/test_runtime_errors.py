@@ -71,7 +71,6 @@ def test_status_reason_and_code_map_to_one_typed_error(
     assert error.reason == reason
     assert error.message == "m"
     assert error.transient is transient
-    assert errors.is_transient(error) is transient
 
 
 @pytest.mark.parametrize(
@@ -105,7 +104,7 @@ def test_without_a_status_body_the_http_code_decides(
 def test_409_already_exists_is_not_a_conflict_and_is_never_retried() -> None:
     error = errors.from_api_exception(_api_exception(409, reason="AlreadyExists"))
     assert not isinstance(error, errors.Conflict)
-    assert not errors.is_transient(error)
+    assert not error.transient
 
 
 def test_known_reason_in_the_body_wins_over_the_http_code() -> None:
@@ -330,14 +329,23 @@ def test_aiohttp_response_error_is_classified_by_its_status() -> None:
         (_api_exception(422, reason="Invalid"), False),
         (_api_exception(403, reason="Forbidden"), False),
         (ConnectionRefusedError(), True),
-        (ValueError("bug"), False),
-        (asyncio.CancelledError(), False),
         (errors.Gone(), True),
         (errors.AlreadyExists(), False),
     ],
 )
-def test_is_transient_classifies_raw_and_typed_errors(exc: BaseException, transient: bool) -> None:
-    assert errors.is_transient(exc) is transient
+def test_raw_and_typed_errors_come_out_typed_and_classed(
+    exc: BaseException, transient: bool
+) -> None:
+    with pytest.raises(errors.ApiError) as caught, errors.translated():
+        raise exc
+    assert caught.value.transient is transient
+
+
+@pytest.mark.parametrize("exc", [ValueError("bug"), asyncio.CancelledError()])
+def test_errors_that_are_not_api_failures_pass_through_untouched(exc: BaseException) -> None:
+    with pytest.raises(type(exc)) as caught, errors.translated():
+        raise exc
+    assert caught.value is exc
 
 
 def test_typed_errors_can_be_raised_directly_with_their_defaults() -> None:

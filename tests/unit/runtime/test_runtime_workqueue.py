@@ -65,7 +65,7 @@ async def test_adding_a_waiting_key_again_queues_it_once(
     queue.add("b")
     queue.add("a")
     assert len(queue) == 2
-    assert queue.len() == 2
+    assert len(queue) == 2
     assert await _take(queue) == "a"
     assert await _take(queue) == "b"
     assert len(queue) == 0
