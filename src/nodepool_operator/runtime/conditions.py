@@ -21,6 +21,7 @@ __all__ = [
     "ConditionList",
     "ConditionStatus",
     "find_condition",
+    "is_false",
     "is_true",
     "rfc3339",
     "set_condition",
@@ -123,6 +124,12 @@ def is_true(conditions: Sequence[Mapping[str, Any]] | None, type: str) -> bool:
     """Whether condition `type` is present with status "True"."""
     condition = find_condition(conditions, type)
     return condition is not None and condition.get("status") == "True"
+
+
+def is_false(conditions: Sequence[Mapping[str, Any]] | None, type: str) -> bool:
+    """Whether condition `type` is present with status "False" (absent is neither)."""
+    condition = find_condition(conditions, type)
+    return condition is not None and condition.get("status") == "False"
 
 
 def rfc3339(seconds: float) -> str:

@@ -196,6 +196,9 @@ def test_find_and_status_checks() -> None:
     assert not conditions.is_true(existing, "Degraded")
     assert not conditions.is_true(existing, "Scaling")
     assert not conditions.is_true(None, "Ready")
+    assert conditions.is_false(existing, "Degraded")
+    assert not conditions.is_false(existing, "Scaling")
+    assert not conditions.is_false(existing, "Missing")
 
 
 def test_rfc3339_writes_utc_to_the_second_and_parses_back() -> None:
