@@ -232,6 +232,7 @@ class Controller:
         metrics.controller_runtime_max_concurrent_reconciles.labels(controller=name).set(
             max_concurrent_reconciles
         )
+        metrics.start_reconcile_series(name)
 
     def watch(
         self,

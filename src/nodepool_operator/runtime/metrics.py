@@ -17,9 +17,11 @@ from __future__ import annotations
 
 from typing import Final
 
+import prometheus_client
 from prometheus_client import Counter, Gauge, Histogram
 
 __all__ = [
+    "RESULTS",
     "RESULT_ERROR",
     "RESULT_REQUEUE",
     "RESULT_REQUEUE_AFTER",
@@ -35,6 +37,7 @@ __all__ = [
     "nodepool_status_writes_total",
     "rest_client_request_duration_seconds",
     "rest_client_requests_total",
+    "start_reconcile_series",
     "workqueue_adds_total",
     "workqueue_depth",
     "workqueue_longest_running_processor_seconds",
@@ -44,12 +47,18 @@ __all__ = [
     "workqueue_work_duration_seconds",
 ]
 
+# controller-runtime exports no `*_created` series: without them a counter is one series,
+# as dashboards written for controller-runtime expect. The switch is process-wide and is
+# read at exposition, so it covers every metric whenever it was registered.
+prometheus_client.disable_created_metrics()
+
 # Values of the `result` label of controller_runtime_reconcile_total, as controller-runtime
 # spells them.
 RESULT_SUCCESS: Final = "success"
 RESULT_ERROR: Final = "error"
 RESULT_REQUEUE: Final = "requeue"
 RESULT_REQUEUE_AFTER: Final = "requeue_after"
+RESULTS: Final = (RESULT_SUCCESS, RESULT_ERROR, RESULT_REQUEUE, RESULT_REQUEUE_AFTER)
 
 # controller-runtime's reconcile_time_seconds buckets: fine below a second, where most
 # reconciles land, coarse up to a minute.
@@ -168,3 +177,15 @@ nodepool_events_total: Final = Counter(
     "Number of Kubernetes Events recorded (new or folded into a repeat)",
     ["component", "type", "reason"],
 )
+
+
+def start_reconcile_series(controller: str) -> None:
+    """Export a controller's reconcile counters at 0 before its first reconcile.
+
+    As controller-runtime's ``initMetrics``: a series that appears only at its first
+    increment makes ``rate()`` and ``increase()`` miss that increment, and an alert on
+    errors cannot tell "none yet" from "not exported".
+    """
+    for result in RESULTS:
+        controller_runtime_reconcile_total.labels(controller=controller, result=result)
+    controller_runtime_reconcile_errors_total.labels(controller=controller)

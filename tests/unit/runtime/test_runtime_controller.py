@@ -431,3 +431,18 @@ async def test_a_watch_with_a_delay_batches_a_burst_into_one_reconcile(
     assert script.times == [1.0], "one reconcile, at the end of the window the first event opened"
     await clock.advance(10)
     assert len(script.calls) == 1
+
+
+def test_a_controller_exports_its_reconcile_counters_before_the_first_reconcile(
+    clock: clock_.FakeClock, make: Any
+) -> None:
+    controller = make(Script(clock))
+    name = controller.name
+    # get_sample_value gives None for a series that is not exported; 0.0 means it is, at 0.
+    for result in ("success", "error", "requeue", "requeue_after"):
+        labels = {"controller": name, "result": result}
+        assert REGISTRY.get_sample_value("controller_runtime_reconcile_total", labels) == 0.0
+    errors_total = REGISTRY.get_sample_value(
+        "controller_runtime_reconcile_errors_total", {"controller": name}
+    )
+    assert errors_total == 0.0

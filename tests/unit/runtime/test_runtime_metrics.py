@@ -77,3 +77,27 @@ def test_reconcile_time_uses_controller_runtime_buckets() -> None:
         )
         == 0.0
     )
+
+
+def test_a_new_controller_exports_every_reconcile_result_at_zero() -> None:
+    name = "zero-start-test"
+    before = generate_latest(REGISTRY).decode()
+    assert f'controller="{name}"' not in before
+    metrics.start_reconcile_series(name)
+    for result in metrics.RESULTS:
+        labels = {"controller": name, "result": result}
+        assert REGISTRY.get_sample_value("controller_runtime_reconcile_total", labels) == 0.0
+    errors_labels = {"controller": name}
+    assert (
+        REGISTRY.get_sample_value("controller_runtime_reconcile_errors_total", errors_labels) == 0
+    )
+
+
+def test_no_created_series_are_exported() -> None:
+    metrics.controller_runtime_reconcile_total.labels(
+        controller="created-test", result="success"
+    ).inc()
+    metrics.controller_runtime_reconcile_time_seconds.labels(controller="created-test").observe(0.1)
+    exposition = generate_latest(REGISTRY).decode()
+    assert "controller_runtime_reconcile_total{" in exposition
+    assert "_created" not in exposition
