@@ -50,7 +50,7 @@ __all__ = [
 # controller-runtime exports no `*_created` series: without them a counter is one series,
 # as dashboards written for controller-runtime expect. The switch is process-wide and is
 # read at exposition, so it covers every metric whenever it was registered.
-prometheus_client.disable_created_metrics()
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]  # unannotated upstream
 
 # Values of the `result` label of controller_runtime_reconcile_total, as controller-runtime
 # spells them.
