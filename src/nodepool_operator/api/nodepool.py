@@ -23,7 +23,7 @@ import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final, Literal, get_args
 
-from nodepool_operator.api import _fields, meta, quantity
+from nodepool_operator.api import _fields, launch, meta, quantity
 
 __all__ = [
     "API_VERSION",
@@ -295,6 +295,7 @@ class NodeTemplate:
     region: str | None = None
     labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
+    provider: launch.ProviderSection | None = None
 
     @property
     def cpu_millicores(self) -> int:
@@ -317,10 +318,11 @@ class NodeTemplate:
             region=_fields.optional_string(d, "region"),
             labels=_fields.string_map(d, "labels"),
             taints=_fields.nested_list(d, "taints", parse=Taint.from_dict),
+            provider=_fields.optional_nested(d, "provider", parse=launch.ProviderSection.from_dict),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return _fields.compact(
+        d = _fields.compact(
             {
                 "cpu": self.cpu,
                 "memory": self.memory,
@@ -334,6 +336,10 @@ class NodeTemplate:
                 "taints": [t.to_dict() for t in self.taints],
             }
         )
+        if self.provider is not None:
+            # Even when empty: an empty section still reads back as a section, not None.
+            d["provider"] = self.provider.to_dict()
+        return d
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -730,6 +736,7 @@ _TEMPLATE_PROPERTIES: Final[dict[str, Any]] = {
         "maxItems": MAX_TEMPLATE_TAINTS,
         "items": _TAINT_SCHEMA,
     },
+    "provider": launch.PROVIDER_SCHEMA,
 }
 
 _TEMPLATE_SCHEMA: Final[dict[str, Any]] = {
@@ -738,7 +745,7 @@ _TEMPLATE_SCHEMA: Final[dict[str, Any]] = {
     "required": ["cpu"],
     "default": meta.object_defaults(_TEMPLATE_PROPERTIES),
     "properties": _TEMPLATE_PROPERTIES,
-    "x-kubernetes-validations": _RESERVED_RULES,
+    "x-kubernetes-validations": [*_RESERVED_RULES, launch.SUBNETS_COVER_ZONES_RULE],
 }
 
 _SPEC_PROPERTIES: Final[dict[str, Any]] = {

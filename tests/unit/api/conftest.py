@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from nodepool_operator.api import nodepool, quantity
+from nodepool_operator.api import launch, nodepool, quantity
 
 
 def re2_search(pattern: str, text: str) -> bool:
@@ -125,6 +125,8 @@ def _template_rule(message: str) -> str:
 # Each CEL rule used in the CRDs, as a Python predicate of (self, oldSelf); oldSelf is
 # None on create, where the server skips transition rules. The template's reserve rules
 # are long, so they are found by their message; each mirror still covers one rule.
+_AWS_TAG_RULES = launch.AWS_SCHEMA["properties"]["tags"]["x-kubernetes-validations"]
+
 CEL_MIRRORS: dict[str, Callable[[Any, Any], bool]] = {
     "self.minNodes <= self.maxNodes": lambda s, _: bool(s["minNodes"] <= s["maxNodes"]),
     "self.targetNodes <= self.maxNodes": lambda s, _: bool(s["targetNodes"] <= s["maxNodes"]),
@@ -163,6 +165,14 @@ CEL_MIRRORS: dict[str, Callable[[Any, Any], bool]] = {
     _template_rule(
         "a reserved extended resource must be a whole number no larger than in extendedResources"
     ): lambda s, _: _extended_reserves_fit(s),
+    launch.SUBNETS_COVER_ZONES_RULE["rule"]: lambda s, _: (
+        "aws" not in s.get("provider", {})
+        or all(z in s["provider"]["aws"]["subnets"] for z in s.get("zones", ()))
+    ),
+    _AWS_TAG_RULES[0]["rule"]: lambda s, _: (
+        not any(k.startswith(launch.RESERVED_TAG_PREFIXES) for k in s)
+    ),
+    _AWS_TAG_RULES[1]["rule"]: lambda s, _: all(1 <= len(k) <= 128 for k in s),
 }
 
 

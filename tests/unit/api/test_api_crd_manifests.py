@@ -172,6 +172,16 @@ def test_every_cel_rule_has_a_python_mirror_and_the_rules_are_the_contract(
             "a reserved extended resource must be a whole number no larger than "
             "in extendedResources",
         ),
+        (
+            ".spec.template",
+            "provider.aws.subnets must name a subnet for every zone of the template",
+        ),
+        (
+            ".spec.template.provider.aws.tags",
+            'tag keys starting with "aws:" or "nodepool.dev/" are reserved '
+            "(the operator tags instances with its own)",
+        ),
+        (".spec.template.provider.aws.tags", "tag keys are 1-128 characters"),
     }
     assert short_rules <= rules
     assert {(path, message) for _, path, _, message in rules - short_rules} == long_rules

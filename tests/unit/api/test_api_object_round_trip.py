@@ -52,7 +52,7 @@ STRATEGIES: dict[str, st.SearchStrategy[Any]] = {
 }
 
 
-_MAPS = ("labels", "extendedResources", "reserved")
+_MAPS = ("labels", "extendedResources", "reserved", "subnets", "tags", "parameters")
 
 
 def _fields_and_values(value: Any) -> list[tuple[str, Any]]:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import aiohttp
 
+from nodepool_operator import USER_AGENT
 from nodepool_operator.cloud import credentials, provider
 from nodepool_operator.cloud.simcloud import wire
 
@@ -193,7 +194,9 @@ class SimCloudClient:
             raise RuntimeError("SimCloudClient is closed")
         # Created on first use, since a ClientSession binds the running event loop.
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self._timeout)
+            self._session = aiohttp.ClientSession(
+                timeout=self._timeout, headers={"User-Agent": USER_AGENT}
+            )
         return self._session
 
 

@@ -1,0 +1,209 @@
+"""The provider section of a NodePool template (``spec.template.provider``): how the
+cloud provider the operator runs with launches the pool's machines.
+
+Each provider reads only its own sub-section: ``aws`` for the EC2 provider, and
+``parameters`` (a flat string map) for providers installed as separate packages, whose
+keys the CRD cannot know. The simulated cloud reads none. The CRD validates the ``aws``
+section as EC2 would, so a typo in an id is refused at ``kubectl apply`` instead of
+failing every launch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, Final
+
+from nodepool_operator.api import _fields
+
+__all__ = [
+    "AWS_SCHEMA",
+    "MAX_USER_DATA_LENGTH",
+    "PROVIDER_SCHEMA",
+    "RESERVED_TAG_PREFIXES",
+    "SUBNETS_COVER_ZONES_RULE",
+    "AwsLaunch",
+    "ProviderSection",
+]
+
+# Tag keys the provider writes itself (and AWS reserves "aws:"): a user tag of the same
+# key would change which pool an instance belongs to.
+RESERVED_TAG_PREFIXES: Final = ("aws:", "nodepool.dev/")
+# EC2 refuses user data above 16 KB (before base64).
+MAX_USER_DATA_LENGTH: Final = 16384
+# EC2 allows 50 tags per instance; the provider writes 6 of its own.
+_MAX_EXTRA_TAGS: Final = 40
+# The default per network interface.
+_MAX_SECURITY_GROUPS: Final = 5
+_EC2_ID: Final = "[0-9a-f]{8}([0-9a-f]{9})?"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AwsLaunch:
+    """What ``RunInstances`` needs for one machine of the pool.
+
+    ``subnets`` maps a zone to the subnet the pool's machines in that zone go to; a VM
+    whose zone the template fixes uses that zone's subnet, one with no zone takes the
+    first subnet that has room. ``instance_profile`` is a name or an ARN.
+    """
+
+    instance_type: str
+    image_id: str
+    subnets: Mapping[str, str]
+    security_group_ids: tuple[str, ...] = ()
+    instance_profile: str | None = None
+    user_data: str | None = None
+    tags: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> AwsLaunch:
+        return cls(
+            instance_type=_fields.required_string(d, "instanceType"),
+            image_id=_fields.required_string(d, "imageId"),
+            subnets=_fields.string_map(d, "subnets"),
+            security_group_ids=_fields.string_list(d, "securityGroupIds"),
+            instance_profile=_fields.optional_string(d, "instanceProfile"),
+            user_data=_fields.optional_string(d, "userData"),
+            tags=_fields.string_map(d, "tags"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return _fields.compact(
+            {
+                "instanceType": self.instance_type,
+                "imageId": self.image_id,
+                "subnets": dict(self.subnets),
+                "securityGroupIds": list(self.security_group_ids),
+                "instanceProfile": self.instance_profile,
+                "userData": self.user_data,
+                "tags": dict(self.tags),
+            }
+        )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ProviderSection:
+    """Per-provider launch settings; a provider reads its own part and ignores the rest."""
+
+    aws: AwsLaunch | None = None
+    parameters: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ProviderSection:
+        return cls(
+            aws=_fields.optional_nested(d, "aws", parse=AwsLaunch.from_dict),
+            parameters=_fields.string_map(d, "parameters"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return _fields.compact(
+            {
+                "aws": None if self.aws is None else self.aws.to_dict(),
+                "parameters": dict(self.parameters),
+            }
+        )
+
+
+def _id_schema(prefix: str, what: str) -> dict[str, Any]:
+    return {"type": "string", "description": what, "pattern": f"^{prefix}-{_EC2_ID}$"}
+
+
+_RESERVED_TAGS_RULE: Final[dict[str, str]] = {
+    "rule": "self.all(k, "
+    + " && ".join(f"!k.startsWith('{p}')" for p in RESERVED_TAG_PREFIXES)
+    + ")",
+    "message": (
+        "tag keys starting with "
+        + " or ".join(f'"{p}"' for p in RESERVED_TAG_PREFIXES)
+        + " are reserved (the operator tags instances with its own)"
+    ),
+}
+
+AWS_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "description": "How the EC2 provider launches the pool's instances.",
+    "required": ["instanceType", "imageId", "subnets"],
+    "properties": {
+        "instanceType": {
+            "type": "string",
+            "description": (
+                "The EC2 instance type (m6i.xlarge); its vCPUs and memory must match the "
+                "template's cpu and memory, else the pool is Degraded."
+            ),
+            "maxLength": 64,
+            "pattern": r"^[a-z0-9][a-z0-9-]*[.][a-z0-9-]+$",
+        },
+        "imageId": _id_schema("ami", "The AMI every instance boots."),
+        "subnets": {
+            "type": "object",
+            "description": (
+                "The subnet of each zone ({us-east-1a: subnet-0abc...}); every zone of the "
+                "template must have one."
+            ),
+            "minProperties": 1,
+            "maxProperties": 32,
+            "additionalProperties": _id_schema("subnet", "A subnet id."),
+        },
+        "securityGroupIds": {
+            "type": "array",
+            "description": "Security groups of the instance's network interface.",
+            "x-kubernetes-list-type": "set",
+            "maxItems": _MAX_SECURITY_GROUPS,
+            "items": _id_schema("sg", "A security group id."),
+        },
+        "instanceProfile": {
+            "type": "string",
+            "description": "The IAM instance profile, by name or ARN.",
+            "minLength": 1,
+            "maxLength": 2048,
+            "pattern": r"^(arn:aws[a-z-]*:iam::[0-9]{12}:instance-profile/)?[A-Za-z0-9+=,.@_/-]+$",
+        },
+        "userData": {
+            "type": "string",
+            "description": (
+                "User data as plain text (the SDK base64-encodes it), e.g. the script that "
+                "joins the instance to the cluster under its VM name."
+            ),
+            "maxLength": MAX_USER_DATA_LENGTH,
+        },
+        "tags": {
+            "type": "object",
+            "description": "Extra tags put on every instance of the pool.",
+            "maxProperties": _MAX_EXTRA_TAGS,
+            "additionalProperties": {"type": "string", "maxLength": 256},
+            "x-kubernetes-validations": [
+                _RESERVED_TAGS_RULE,
+                {
+                    "rule": "self.all(k, size(k) >= 1 && size(k) <= 128)",
+                    "message": "tag keys are 1-128 characters",
+                },
+            ],
+        },
+    },
+}
+
+PROVIDER_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "description": (
+        "Launch settings of the cloud provider the operator runs with (run --cloud); "
+        "each provider reads only its own part."
+    ),
+    "properties": {
+        "aws": AWS_SCHEMA,
+        "parameters": {
+            "type": "object",
+            "description": "Settings for a provider installed as a separate package.",
+            "maxProperties": 64,
+            "additionalProperties": {"type": "string", "maxLength": 4096},
+        },
+    },
+}
+
+# On the template, which holds both the zones and the provider section.
+SUBNETS_COVER_ZONES_RULE: Final[dict[str, str]] = {
+    "rule": (
+        "!has(self.provider) || !has(self.provider.aws) || !has(self.zones)"
+        " || self.zones.all(z, z in self.provider.aws.subnets)"
+    ),
+    "message": "provider.aws.subnets must name a subnet for every zone of the template",
+}
