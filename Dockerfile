@@ -10,7 +10,8 @@
 # dates the image config. To clamp the file times in the layers as well, build with
 #   docker buildx build --build-arg SOURCE_DATE_EPOCH=... \
 #     --output type=image,name=nodepool-operator:0.1.0,rewrite-timestamp=true .
-# Dependency versions are resolved within pyproject.toml's ranges when the image is built.
+# Dependencies are installed exactly as locked in requirements/runtime.txt (versions and
+# file hashes; scripts/lock.sh regenerates it), so two builds get the same packages.
 #
 # The uid/gid 65532 is the one deploy/manager/deployment.yaml runs as (runAsUser).
 
@@ -24,13 +25,19 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH}
 WORKDIR /src
-# README.md is the package's long description (pyproject.toml: readme).
-COPY pyproject.toml README.md ./
-COPY src/ src/
+# The lock first: its layer (every dependency's wheel) is reused while only src/ changes.
+COPY requirements/runtime.txt requirements/runtime.txt
 # Dependencies come as wheels too, so the final stage needs neither a compiler nor the
-# network. (Were a dependency ever published without a wheel for this platform, its build
-# tools would be installed here, never in the final stage.)
-RUN python -m pip wheel --no-cache-dir --wheel-dir /wheels .
+# network; pip refuses any file whose hash the lock does not list. (Were a dependency ever
+# published without a wheel for this platform, its build tools would be installed here,
+# never in the final stage.)
+RUN python -m pip wheel --no-cache-dir --wheel-dir /wheels \
+      --require-hashes --no-deps -r requirements/runtime.txt
+# README.md is the package's long description (pyproject.toml: readme); setup.py leaves
+# the test helpers out of the wheel.
+COPY pyproject.toml setup.py README.md ./
+COPY src/ src/
+RUN python -m pip wheel --no-cache-dir --wheel-dir /wheels --no-deps .
 
 # --- runtime: a venv with the wheels installed, run as a fixed non-root user ---------------
 FROM ${PYTHON_IMAGE} AS runtime
@@ -52,7 +59,8 @@ RUN echo 'nodepool:x:65532:65532:nodepool-operator:/home/nodepool:/usr/sbin/nolo
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
     python -m venv --without-pip /opt/venv \
  && python -m pip --python /opt/venv/bin/python install --no-cache-dir --no-index \
-      --find-links=/wheels /wheels/nodepool_operator-*.whl \
+      --no-deps /wheels/*.whl \
+ && python -m pip --python /opt/venv/bin/python check \
  && nodepool-operator --help > /dev/null
 
 LABEL org.opencontainers.image.title="nodepool-operator" \
