@@ -26,6 +26,8 @@ import dataclasses
 import enum
 from typing import NewType, Protocol
 
+from nodepool_operator.api import launch
+
 __all__ = [
     "CloudError",
     "CloudProvider",
@@ -58,12 +60,17 @@ class MachineSpec:
     """The shape of one machine, in Kubernetes quantities (cpu "4" or "500m", memory "16Gi").
 
     ``zone``: where to place it; None lets the cloud choose.
+    ``pool_uid``: the NodePool's uid, for a provider whose idempotency key must tell a
+    pool from an older one of the same name (EC2's client token).
+    ``launch``: the template's provider section; each provider reads its own part.
     """
 
     cpu: str
     memory: str
     pods: int
     zone: str | None = None
+    pool_uid: str | None = None
+    launch: launch.ProviderSection | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -443,6 +443,8 @@ class PoolActions:
                 memory=template.memory,
                 pods=template.pods,
                 zone=np.zone_of(vm_name, template),
+                pool_uid=pool["metadata"].get("uid"),
+                launch=template.provider,
             )
             async with limit:
                 await self.cloud.create_vm(name=vm_name, pool=name, spec=machine)
