@@ -100,6 +100,38 @@ class Timeline:
             await asyncio.sleep(0.1)
 
 
+async def guarded_pod(
+    api_client: client.ApiClient, core: client.CoreV1Api, namespace: str, pool_name: str
+) -> str:
+    """A running Deployment pod on the pool, under a budget that allows no eviction."""
+    # A Deployment's pod: a budget's maxUnavailable counts against its controller's scale.
+    apps = client.AppsV1Api(api_client)
+    policy = client.PolicyV1Api(api_client)
+    web = workloads.deployment(
+        "guarded", selector={np.POOL_LABEL: pool_name}, replicas=1, cpu="100m"
+    )
+    await apps.create_namespaced_deployment(namespace, web)
+
+    async def running() -> str | None:
+        found = await core.list_namespaced_pod(namespace, label_selector="app=guarded")
+        live = [p for p in found.items if p.status.phase == "Running"]
+        return str(live[0].metadata.name) if live else None
+
+    guarded: str = await wait_for(running, within=30)
+    budget = {
+        "metadata": {"name": "guard"},
+        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "guarded"}}},
+    }
+    await policy.create_namespaced_pod_disruption_budget(namespace, budget)
+
+    async def budget_observed() -> bool:
+        found = await policy.read_namespaced_pod_disruption_budget("guard", namespace)
+        return bool(found.status and found.status.observed_generation)
+
+    await wait_for(budget_observed, within=30)
+    return guarded
+
+
 async def test_a_pod_shutting_down_slowly_is_gone_before_its_vm_is_deleted(
     api_client: client.ApiClient,
     core: client.CoreV1Api,
@@ -149,34 +181,10 @@ async def test_a_budget_allowing_nothing_holds_the_drain_visibly_until_it_allows
     cloud: SimCloud = await start_simcloud("--create-latency", "0.5", "--latency-jitter", "0")
     operator = start_operator(cloud)
     custom = client.CustomObjectsApi(api_client)
-    policy = client.PolicyV1Api(api_client)
     await custom.create_cluster_custom_object(*POOLS, pool_body(pool_name, target=1))
     await wait_for(lambda: settled(custom, pool_name, 1), within=60)
-    # A Deployment's pod: a budget's maxUnavailable counts against its controller's scale.
-    apps = client.AppsV1Api(api_client)
-    web = workloads.deployment(
-        "guarded", selector={np.POOL_LABEL: pool_name}, replicas=1, cpu="100m"
-    )
-    await apps.create_namespaced_deployment(namespace, web)
-    labels = {"app": "guarded"}
-
-    async def running() -> str | None:
-        found = await core.list_namespaced_pod(namespace, label_selector="app=guarded")
-        live = [p for p in found.items if p.status.phase == "Running"]
-        return str(live[0].metadata.name) if live else None
-
-    guarded = await wait_for(running, within=30)
-    budget = {
-        "metadata": {"name": "guard"},
-        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": labels}},
-    }
-    await policy.create_namespaced_pod_disruption_budget(namespace, budget)
-
-    async def budget_observed() -> bool:
-        found = await policy.read_namespaced_pod_disruption_budget("guard", namespace)
-        return bool(found.status and found.status.observed_generation)
-
-    await wait_for(budget_observed, within=30)
+    policy = client.PolicyV1Api(api_client)
+    guarded = await guarded_pod(api_client, core, namespace, pool_name)
     log.mark()
     await custom.patch_cluster_custom_object(
         *POOLS, pool_name, {"spec": {"targetNodes": 0}}, _content_type=MERGE
@@ -265,4 +273,45 @@ async def test_deleting_a_pool_evicts_its_pods_before_removing_vms_and_nodes(
         return False
 
     await wait_for(node_gone, within=30)
+    assert operator.errors_logged() == []
+
+
+async def test_a_drain_timeout_deletes_what_a_budget_holds_then_removes_the_node(
+    api_client: client.ApiClient,
+    cluster: Cluster,
+    core: client.CoreV1Api,
+    start_simcloud: Any,
+    start_operator: Any,
+    pool_name: str,
+    namespace: str,
+) -> None:
+    log = cluster.audit_log()
+    cloud: SimCloud = await start_simcloud("--create-latency", "0.5", "--latency-jitter", "0")
+    operator = start_operator(cloud)
+    custom = client.CustomObjectsApi(api_client)
+    body = pool_body(pool_name, target=1)
+    body["spec"]["drainTimeoutSeconds"] = 10
+    await custom.create_cluster_custom_object(*POOLS, body)
+    await wait_for(lambda: settled(custom, pool_name, 1), within=60)
+    guarded = await guarded_pod(api_client, core, namespace, pool_name)
+    log.mark()
+    await custom.patch_cluster_custom_object(
+        *POOLS, pool_name, {"spec": {"targetNodes": 0}}, _content_type=MERGE
+    )
+
+    # Held by the budget first, as without a timeout; then, the timeout past, the pod is
+    # deleted (not evicted: the budget would refuse) and the node goes.
+    await wait_for(lambda: settled(custom, pool_name, 0), within=90)
+    writes = audit.writes(log.events_since_mark(), user=OPERATOR_USER)
+    refused = [w for w in writes if w.target == "pods/eviction" and w.code == 429]
+    deleted = [w for w in writes if w.verb == "delete" and w.target == "pods"]
+    assert refused
+    assert [(w.name, w.code) for w in deleted] == [(guarded, 200)]
+    events = await core.list_namespaced_event(
+        "default", field_selector=f"involvedObject.name={pool_name},reason=DrainTimeout"
+    )
+    [event] = events.items
+    assert event.type == "Warning"
+    assert f"node {pool_name}-0" in event.message
+    assert await read_pod(core, namespace, guarded) is None
     assert operator.errors_logged() == []

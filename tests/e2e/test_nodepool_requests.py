@@ -272,3 +272,29 @@ async def test_quota_error_sets_degraded_with_an_event_and_bounded_cloud_calls(
     assert events.items[0].type == "Warning"
     assert "quota" in events.items[0].message.lower()
     assert operator.errors_logged() == []
+
+
+async def test_finished_requests_are_deleted_once_their_retention_has_passed(
+    api_client: client.ApiClient, start_simcloud: Any, start_operator: Any, pool_name: str
+) -> None:
+    cloud: SimCloud = await start_simcloud("--create-latency", "0.2", "--latency-jitter", "0")
+    operator: Operator = start_operator(cloud, "--scale-request-retention", "3")
+    custom = client.CustomObjectsApi(api_client)
+    pool = await custom.create_cluster_custom_object(*POOLS, pool_body(pool_name, max_nodes=4))
+    applied = await create_request(custom, pool, 1)
+    status = await wait_for(lambda: _phase_set(custom, applied), within=30)
+    assert status["phase"] == "Applied"
+
+    async def gone() -> bool:
+        try:
+            await custom.get_cluster_custom_object(*REQUESTS, applied)
+        except ApiException as error:
+            if error.status == 404:
+                return True
+            raise
+        return False
+
+    # Retention counts from the request's creation; nothing else deletes requests here.
+    await wait_for(gone, within=30)
+    await wait_for(lambda: settled(custom, pool_name, 1), within=60)
+    assert operator.errors_logged() == []
