@@ -13,6 +13,7 @@ from nodepool_operator.cloud.provider import VirtualMachine, VmName, VmState
 from nodepool_operator.controllers.nodepool import actions, drain, plan
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.nodepool.controller import FINALIZER, NodePoolReconciler
+from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import conditions, errors
 from nodepool_operator.runtime.client import Object, Resource
 from nodepool_operator.runtime.controller import Request
@@ -235,6 +236,7 @@ class World:
         self.pods = FakeInformer(
             {"node": lambda p: [n] if (n := p.get("spec", {}).get("nodeName")) else []}
         )
+        self.mono = clock_module.FakeClock()
         self.actions = actions.PoolActions(
             client=self.api,  # type: ignore[arg-type]
             nodes=self.nodes,  # type: ignore[arg-type]
@@ -242,9 +244,25 @@ class World:
             cloud=self.cloud,  # type: ignore[arg-type]
             recorder=self.recorder,  # type: ignore[arg-type]
             config=CONFIG,
+            clock=self.mono,
             wall_clock=self.clock,
         )
         self.drainer = self.actions.drainer
+
+    def reconciler_for(
+        self, pools: FakeInformer, scale_requests: FakeInformer | None = None
+    ) -> NodePoolReconciler:
+        """A reconciler over this world's fakes and its pool steps."""
+        return NodePoolReconciler(
+            client=self.api,  # type: ignore[arg-type]
+            pools=pools,  # type: ignore[arg-type]
+            scale_requests=scale_requests or NoRequests(),  # type: ignore[arg-type]
+            steps=self.actions,
+            recorder=self.recorder,  # type: ignore[arg-type]
+            config=self.actions.config,
+            clock=self.mono,
+            wall_clock=self.clock,
+        )
 
     async def drain(self, name: str = "p-0", limit: int | None = None) -> drain.DrainProgress:
         found = self.nodes.get(name) or node(name)
@@ -593,18 +611,7 @@ async def test_a_blocked_drain_shows_in_scaling_and_waits_for_its_backoff_withou
     world.nodes.put(draining_since("p-1", START))
     world.pods.put(pod("web-1", node_name="p-1"))
     world.api.refuse["web-1"] = "web"
-    reconciler = NodePoolReconciler(
-        client=world.api,  # type: ignore[arg-type]
-        pools=pools,  # type: ignore[arg-type]
-        nodes=world.nodes,  # type: ignore[arg-type]
-        pods=world.pods,  # type: ignore[arg-type]
-        scale_requests=NoRequests(),  # type: ignore[arg-type]
-        cloud=world.cloud,  # type: ignore[arg-type]
-        recorder=world.recorder,  # type: ignore[arg-type]
-        config=CONFIG,
-        wall_clock=world.clock,
-    )
-    reconciler.actions = world.actions
+    reconciler = world.reconciler_for(pools)
 
     result = await reconciler.reconcile(Request(name="p"))
     [status] = world.api.status_patches
@@ -642,18 +649,7 @@ async def test_a_deletion_held_by_a_budget_says_so_in_scaling() -> None:
     world.nodes.put(node("p-0"))
     world.pods.put(pod("web-1", node_name="p-0"))
     world.api.refuse["web-1"] = "web"
-    reconciler = NodePoolReconciler(
-        client=world.api,  # type: ignore[arg-type]
-        pools=pools,  # type: ignore[arg-type]
-        nodes=world.nodes,  # type: ignore[arg-type]
-        pods=world.pods,  # type: ignore[arg-type]
-        scale_requests=NoRequests(),  # type: ignore[arg-type]
-        cloud=world.cloud,  # type: ignore[arg-type]
-        recorder=world.recorder,  # type: ignore[arg-type]
-        config=CONFIG,
-        wall_clock=world.clock,
-    )
-    reconciler.actions = world.actions
+    reconciler = world.reconciler_for(pools)
 
     await reconciler.reconcile(Request(name="p"))  # cordons, then the budget refuses
     world.advance(1.0)

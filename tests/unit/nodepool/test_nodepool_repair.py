@@ -11,8 +11,7 @@ from nodepool_operator.api import nodepool as np
 from nodepool_operator.cloud.provider import TransientCloudError, VirtualMachine, VmName, VmState
 from nodepool_operator.controllers.nodepool import actions
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
-from nodepool_operator.controllers.nodepool.controller import FINALIZER, NodePoolReconciler
-from nodepool_operator.runtime import clock as clock_module
+from nodepool_operator.controllers.nodepool.controller import FINALIZER
 from nodepool_operator.runtime import conditions, errors
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.controller import Request
@@ -74,7 +73,6 @@ class Cloud(fakes.FakeCloud):
 class World(fakes.World):
     def __init__(self, *vm_names: str) -> None:
         super().__init__(*vm_names)
-        self.mono = clock_module.FakeClock()
         self.cloud = Cloud(self.clock, vm_names)
         self.actions = actions.PoolActions(
             client=self.api,  # type: ignore[arg-type]
@@ -83,23 +81,12 @@ class World(fakes.World):
             cloud=self.cloud,  # type: ignore[arg-type]
             recorder=self.recorder,  # type: ignore[arg-type]
             config=CONFIG,
-            wall_clock=self.clock,
             clock=self.mono,
+            wall_clock=self.clock,
         )
         self.drainer = self.actions.drainer
         self.pools = fakes.FakeInformer({})
-        self.reconciler = NodePoolReconciler(
-            client=self.api,  # type: ignore[arg-type]
-            pools=self.pools,  # type: ignore[arg-type]
-            nodes=self.nodes,  # type: ignore[arg-type]
-            pods=self.pods,  # type: ignore[arg-type]
-            scale_requests=fakes.NoRequests(),  # type: ignore[arg-type]
-            cloud=self.cloud,  # type: ignore[arg-type]
-            recorder=self.recorder,  # type: ignore[arg-type]
-            config=CONFIG,
-            wall_clock=self.clock,
-        )
-        self.reconciler.actions = self.actions
+        self.reconciler = self.reconciler_for(self.pools)
 
     def nodes_deleted(self) -> list[str]:
         return [name for verb, kind, name in self.api.calls if (verb, kind) == ("delete", "nodes")]
@@ -447,7 +434,7 @@ async def test_what_is_remembered_of_a_pool_is_dropped_when_it_is_gone() -> None
     assert world.actions._deletion_at == {}
     assert world.actions._told == {}
     assert world.actions._registering == {}
-    assert world.reconciler.pool_status._written == {}
+    assert world.reconciler.reporter.status._written == {}
 
 
 def test_node_heartbeats_do_not_wake_the_pool_but_readiness_and_cordon_do() -> None:

@@ -11,9 +11,10 @@ from typing import Any
 from nodepool_operator.api import nodepool as np
 from nodepool_operator.api import scalerequest as sr
 from nodepool_operator.cloud.provider import MachineSpec, VirtualMachine, VmName, VmState
-from nodepool_operator.controllers.nodepool import plan, requests
+from nodepool_operator.controllers.nodepool import actions, plan, requests
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.nodepool.controller import FINALIZER, NodePoolReconciler
+from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import errors
 from nodepool_operator.runtime.client import Object, Resource
 from nodepool_operator.runtime.controller import Request
@@ -134,19 +135,30 @@ class World:
         self.pools = FakeInformer({})
         self.requests = FakeInformer({"pool": lambda r: [sr.spec_of(r).node_pool_name]})
         self.request_versions = itertools.count(10)
+        recorder = EventRecorder(
+            self.api,  # type: ignore[arg-type]
+            component="nodepool-controller",
+            wall_clock=FixedWallClock(),
+        )
+        config = NodePoolConfig()
+        clock = clock_module.FakeClock()
         self.reconciler = NodePoolReconciler(
             client=self.api,  # type: ignore[arg-type]
             pools=self.pools,  # type: ignore[arg-type]
-            nodes=FakeInformer({"pool": lambda n: []}),  # type: ignore[arg-type]
-            pods=FakeInformer({"node": lambda p: []}),  # type: ignore[arg-type]
             scale_requests=self.requests,  # type: ignore[arg-type]
-            cloud=self.cloud,  # type: ignore[arg-type]
-            recorder=EventRecorder(
-                self.api,  # type: ignore[arg-type]
-                component="nodepool-controller",
+            steps=actions.PoolActions(
+                client=self.api,  # type: ignore[arg-type]
+                nodes=FakeInformer({"pool": lambda n: []}),  # type: ignore[arg-type]
+                pods=FakeInformer({"node": lambda p: []}),  # type: ignore[arg-type]
+                cloud=self.cloud,  # type: ignore[arg-type]
+                recorder=recorder,
+                config=config,
+                clock=clock,
                 wall_clock=FixedWallClock(),
             ),
-            config=NodePoolConfig(),
+            recorder=recorder,
+            config=config,
+            clock=clock,
             wall_clock=FixedWallClock(),
         )
 

@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -80,8 +79,8 @@ class PoolActions:
         cloud: CloudProvider,
         recorder: EventRecorder,
         config: NodePoolConfig,
+        clock: clock_module.Clock,
         wall_clock: clock_module.WallClock,
-        clock: clock_module.Clock | None = None,
     ) -> None:
         self.client = client
         self.nodes = nodes
@@ -96,7 +95,7 @@ class PoolActions:
         # Nodes we created that the cache has not shown yet (client-go's "expectations"):
         # without this, a reconcile in that window creates them again and meets 409s.
         self._expected_nodes: dict[str, float] = {}
-        self.clock = clock or clock_module.RealClock()
+        self.clock = clock
         # Per pool: the runtime's token bucket for Node removals of our own initiative,
         # and when the token it reserved (if any) is ours to use.
         self._deletions: dict[str, ratelimit.BucketRateLimiter[str]] = {}
@@ -449,7 +448,7 @@ class PoolActions:
             async with limit:
                 await self.cloud.create_vm(name=vm_name, pool=name, spec=machine)
 
-        started = time.perf_counter()
+        started = self.clock.now()
         results = await asyncio.gather(*(create(n) for n in names), return_exceptions=True)
         failures = [r for r in results if isinstance(r, BaseException)]
         log.info(
@@ -457,7 +456,7 @@ class PoolActions:
             name,
             len(names) - len(failures),
             len(failures),
-            time.perf_counter() - started,
+            self.clock.now() - started,
         )
         if failures:
             # A permanent refusal (quota) must start the pause even if a 503 came first.

@@ -8,10 +8,11 @@ from nodepool_operator.api import nodepool as np
 from nodepool_operator.api import scalerequest as sr
 from nodepool_operator.cloud.provider import CloudProvider
 from nodepool_operator.controllers import cached
-from nodepool_operator.controllers.nodepool import plan
+from nodepool_operator.controllers.nodepool import actions, plan
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.nodepool.controller import NAME, NodePoolReconciler
 from nodepool_operator.controllers.resources import NODEPOOLS, SCALEREQUESTS
+from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import kinds
 from nodepool_operator.runtime import nodes as k8s_nodes
 from nodepool_operator.runtime.client import Object
@@ -101,21 +102,32 @@ def setup(manager: Manager, *, cloud: CloudProvider, config: NodePoolConfig) -> 
     pods.add_index("node", lambda p: [n] if (n := p.get("spec", {}).get("nodeName")) else [])
     scale_requests = cache.informer(SCALEREQUESTS)
     scale_requests.add_index("pool", lambda r: [sr.spec_of(r).node_pool_name])
-    recorder = EventRecorder(client, component=f"{NAME}-controller")
+    recorder = EventRecorder(client, component=f"{NAME}-controller", clock=manager.clock)
+    wall_clock = clock_module.RealWallClock()
     reconciler = NodePoolReconciler(
         client=client,
         pools=pools,
-        nodes=nodes,
-        pods=pods,
         scale_requests=scale_requests,
-        cloud=cloud,
+        steps=actions.PoolActions(
+            client=client,
+            nodes=nodes,
+            pods=pods,
+            cloud=cloud,
+            recorder=recorder,
+            config=config,
+            clock=manager.clock,
+            wall_clock=wall_clock,
+        ),
         recorder=recorder,
         config=config,
+        clock=manager.clock,
+        wall_clock=wall_clock,
     )
     controller = Controller(
         name=NAME,
         reconciler=reconciler,
         max_concurrent_reconciles=config.max_concurrent_reconciles,
+        clock=manager.clock,
     )
     # Our own status writes and others' label edits do not move the generation: no wake-up.
     controller.watch(pools, predicates=[any_of(GenerationChanged(), DeletionStarted())])
