@@ -18,6 +18,7 @@ from typing import Any, Literal
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from nodepool_operator import USER_AGENT
 from nodepool_operator.runtime import errors, metrics
 
 __all__ = ["Client", "Object", "PatchType", "Resource", "WatchEvent"]
@@ -85,6 +86,9 @@ class Client:
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
     ) -> None:
         self.api = api
+        # Set on the shared ApiClient, not per request: its default headers override a
+        # request's own, and every caller of this connection speaks for the operator.
+        api.user_agent = USER_AGENT
         self.field_manager = field_manager
         # The generated client sets no timeout at all: one hung request would block its
         # key (or an informer's LIST) for ever.
