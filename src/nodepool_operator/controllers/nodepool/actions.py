@@ -244,7 +244,14 @@ class PoolActions:
             )
         ]
         if live < desired and may_create:
-            await self._scale_up(pool, spec, view, every_vm, desired - live)
+            launched = await self._scale_up(pool, spec, view, every_vm, desired - live)
+            view = dataclasses.replace(view, launched=tuple(vm.name for vm in launched))
+            if may_register and view.refused is None:
+                # A VM the create call already reports running gets its Node now, not a
+                # poll interval later: the pods waiting for it are scheduled that much sooner.
+                fresh = [vm for vm in launched if vm.name not in view.nodes]
+                refused = await self._register(pool, spec, fresh)
+                view = dataclasses.replace(view, refused=refused)
         elif live > desired:
             progress.append(await self._scale_down(pool, spec, view, live - desired))
         elif view.cancellable:
@@ -354,14 +361,7 @@ class PoolActions:
         self, pool: Object, spec: np.NodePoolSpec, view: plan.PoolView
     ) -> tuple[str, str] | None:
         """Create the Node of each running VM that has none; (reason, message) when the
-        API server refuses one for good (422): the others share its template, so they
-        are not tried either."""
-        now = self.wall_clock.time()
-        self._expected_nodes = {
-            name: deadline
-            for name, deadline in self._expected_nodes.items()
-            if deadline > now and self.nodes.get(name) is None
-        }
+        API server refuses one for good (422)."""
         name = pool["metadata"]["name"]
         waiting = {vm.name for vm in view.vms if vm.name not in view.nodes}
         self._registering = {
@@ -369,33 +369,66 @@ class PoolActions:
             for vm, asked in self._registering.items()
             if asked[0] != name or vm in waiting
         }
-        for vm in view.vms:
-            if vm.state != VmState.RUNNING or vm.name in view.nodes:
+        return await self._register(pool, spec, [vm for vm in view.vms if vm.name in waiting])
+
+    async def _register(
+        self, pool: Object, spec: np.NodePoolSpec, vms: Sequence[VirtualMachine]
+    ) -> tuple[str, str] | None:
+        """Create the Nodes of the running VMs among ``vms`` (which have none) unless
+        created a moment ago (an expectation), a bounded number at a time, so
+        that the Nodes of one decision reach the scheduler together. The first goes
+        alone: the Nodes share the pool's template, so a 422 refuses them all, and is met
+        once rather than once per Node; the others are then not tried."""
+        now = self.wall_clock.time()
+        self._expected_nodes = {
+            name: deadline
+            for name, deadline in self._expected_nodes.items()
+            if deadline > now and self.nodes.get(name) is None
+        }
+        name = pool["metadata"]["name"]
+        due = []
+        for vm in vms:
+            if vm.state != VmState.RUNNING:
                 continue
             self._registering.setdefault(vm.name, (name, now))
-            if vm.name in self._expected_nodes:
-                continue
-            body = node_ops.node_manifest(
-                pool=pool, vm=vm, template=spec.template, simulated=self.config.simulated_nodes
-            )
-            try:
-                await self.client.create(kinds.NODES, body)
-            except errors.AlreadyExists:
-                pass  # created by an earlier run of the operator, just as good
-            except errors.Invalid as error:
-                log.warning(
-                    "controller=nodepool key=%s event=node-refused node=%s error=%r",
-                    name,
-                    vm.name,
-                    error.message,
-                )
-                return NODE_REFUSED, f"the API server refused Node {vm.name}: {error.message}"
-            self._expected_nodes[vm.name] = now + NODE_EXPECTATION_SECONDS
-            log.info(
-                "controller=nodepool key=%s event=node-registered node=%s",
-                pool["metadata"]["name"],
+            if vm.name not in self._expected_nodes:
+                due.append(vm)
+        if not due:
+            return None
+        refused = await self._create_node(pool, spec, due[0], now=now)
+        if refused is not None or len(due) == 1:
+            return refused
+        limit = asyncio.Semaphore(self.config.create_parallelism)
+
+        async def create(vm: VirtualMachine) -> tuple[str, str] | None:
+            async with limit:
+                return await self._create_node(pool, spec, vm, now=now)
+
+        answers = await asyncio.gather(*(create(vm) for vm in due[1:]))
+        return next((answer for answer in answers if answer is not None), None)
+
+    async def _create_node(
+        self, pool: Object, spec: np.NodePoolSpec, vm: VirtualMachine, *, now: float
+    ) -> tuple[str, str] | None:
+        """Register ``vm`` as a Node; (reason, message) if the API server refuses it."""
+        name = pool["metadata"]["name"]
+        body = node_ops.node_manifest(
+            pool=pool, vm=vm, template=spec.template, simulated=self.config.simulated_nodes
+        )
+        try:
+            await self.client.create(kinds.NODES, body)
+        except errors.AlreadyExists:
+            pass  # created by an earlier run of the operator, just as good
+        except errors.Invalid as error:
+            log.warning(
+                "controller=nodepool key=%s event=node-refused node=%s error=%r",
+                name,
                 vm.name,
+                error.message,
             )
+            return NODE_REFUSED, f"the API server refused Node {vm.name}: {error.message}"
+        self._expected_nodes[vm.name] = now + NODE_EXPECTATION_SECONDS
+        log.info("controller=nodepool key=%s event=node-registered node=%s", name, vm.name)
         return None
 
     async def _remove_stuck_vms(self, view: plan.PoolView) -> None:
@@ -416,14 +449,16 @@ class PoolActions:
         view: plan.PoolView,
         every_vm: Sequence[VirtualMachine],
         missing: int,
-    ) -> None:
+    ) -> list[VirtualMachine]:
+        """Create ``missing`` VMs (fewer if draining Nodes can be given back); the VMs the
+        cloud answered with."""
         # A scale-down being undone: nodes still draining are the fastest capacity there is.
         revived = view.cancellable[:missing]
         if revived:
             await self._cancel_drains(view, revived)
             missing -= len(revived)
         if missing <= 0:
-            return
+            return []
         name = pool["metadata"]["name"]
         names = plan.names_to_create(name, (vm.name for vm in every_vm), missing)
         await self.recorder.event(
@@ -435,7 +470,7 @@ class PoolActions:
         template = spec.template
         limit = asyncio.Semaphore(self.config.create_parallelism)
 
-        async def create(vm_name: VmName) -> None:
+        async def create(vm_name: VmName) -> VirtualMachine:
             # Each VM in the zone its name gives it, which its Node will be labelled with.
             machine = MachineSpec(
                 cpu=template.cpu,
@@ -446,7 +481,7 @@ class PoolActions:
                 launch=template.provider,
             )
             async with limit:
-                await self.cloud.create_vm(name=vm_name, pool=name, spec=machine)
+                return await self.cloud.create_vm(name=vm_name, pool=name, spec=machine)
 
         started = self.clock.now()
         results = await asyncio.gather(*(create(n) for n in names), return_exceptions=True)
@@ -462,6 +497,7 @@ class PoolActions:
             # A permanent refusal (quota) must start the pause even if a 503 came first.
             permanent = [f for f in failures if isinstance(f, PermanentCloudError)]
             raise (permanent or failures)[0]
+        return [vm for vm in results if isinstance(vm, VirtualMachine)]
 
     async def _scale_down(
         self, pool: Object, spec: np.NodePoolSpec, view: plan.PoolView, excess: int

@@ -11,6 +11,9 @@ __all__ = ["NodePoolConfig"]
 class NodePoolConfig:
     create_parallelism: int = 10
     poll_interval: float = 1.0
+    # While VMs boot, the cloud is listed again after this, then twice as long each time,
+    # up to poll_interval: a VM that runs a moment after its create has its Node at once.
+    boot_poll_initial: float = 0.1
     request_retention: float = 60.0
     provisioning_timeout: float = 600.0
     simulated_nodes: bool = True

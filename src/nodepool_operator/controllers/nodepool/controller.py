@@ -3,9 +3,9 @@
 desired = ``spec.targetNodes`` (within min and max); observed = the pool's VMs (from the
 cloud) and Nodes (from the cache). Each pass moves observed one step towards desired and
 reports progress through the status writer, which sends nothing when nothing changed.
-While the pool is scaling the key is looked at again every ``poll_interval``; once it is
-stable nothing runs for it until an event (spec change, ScaleRequest, Node change) or
-the cloud resync.
+While the pool is scaling the key is looked at again every ``poll_interval`` (from 0.1 s
+up while VMs boot); once it is stable nothing runs for it until an event (spec change,
+ScaleRequest, Node change) or the cloud resync.
 
 Everything the reconciler talks to is injected: the API client, the caches, the pool's
 steps (``actions.PoolActions`` in the operator, a fake in unit tests) and both clocks.
@@ -24,6 +24,7 @@ from nodepool_operator.controllers.nodepool import actions, answers, backoff, dr
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.resources import NODEPOOLS
 from nodepool_operator.runtime import clock as clock_module
+from nodepool_operator.runtime import ratelimit
 from nodepool_operator.runtime.client import Client, Object
 from nodepool_operator.runtime.controller import Request, Result
 from nodepool_operator.runtime.events import EventRecorder
@@ -93,6 +94,11 @@ class NodePoolReconciler:
         )
         self.cloud_backoff = backoff.CloudBackoff(
             initial=config.degraded_backoff, maximum=config.degraded_backoff_max
+        )
+        # While VMs boot the cloud is asked again after 0.1 s, then 0.2, 0.4, ... up to the
+        # poll interval (the runtime's per-key backoff): a VM up at once has its Node soon.
+        self.boot_polls = ratelimit.ItemExponentialFailureRateLimiter[str](
+            base_delay=config.boot_poll_initial, max_delay=config.poll_interval
         )
 
     async def reconcile(self, request: Request) -> Result:
@@ -190,9 +196,15 @@ class NodePoolReconciler:
         # running without their Node yet, or to be created). Node readiness needs no
         # polling: it arrives through the Node watch. A drain says itself when it can move
         # on (a pod's backoff ends, a grace period runs out): never a fixed-rate retry.
-        booting = any(vm.state != VmState.RUNNING or vm.name not in view.nodes for vm in view.vms)
-        short = pause is None and len(view.vms) < desired
-        if booting or short:
+        if view.launched:
+            self.boot_polls.forget(name)  # new VMs: start again from the shortest wait
+        if view.launched or any(vm.state == VmState.PROVISIONING for vm in view.vms):
+            delays.append(self.boot_polls.when(name))
+        else:
+            self.boot_polls.forget(name)
+        unregistered = any(vm.name not in view.nodes for vm in view.vms)
+        short = pause is None and len(view.vms) + len(view.launched) < desired
+        if unregistered or short:
             delays.append(self.config.poll_interval)
         if view.recheck_in is not None:
             delays.append(max(view.recheck_in, 0.01))
@@ -212,6 +224,7 @@ class NodePoolReconciler:
         cannot be confused with them, and they keep a lagging cache from making a request
         for the missing pool be answered twice."""
         self.cloud_backoff.succeeded(name)
+        self.boot_polls.forget(name)
         self.reporter.forget(name)
         self.steps.forget_pool(name)
 
