@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from nodepool_operator.runtime import clock as clock_module
-from nodepool_operator.runtime import conditions, errors, kinds, metrics
+from nodepool_operator.runtime import conditions, errors, kinds, metrics, ratelimit
 from nodepool_operator.runtime.client import Client, Object
 from nodepool_operator.runtime.lru import Bounded
 
@@ -33,12 +33,6 @@ SPAM_BURST = 25
 SPAM_REFILL_SECONDS = 300.0
 #: Events of cluster-scoped objects live in this namespace, as kubectl expects.
 CLUSTER_SCOPED_NAMESPACE = "default"
-
-
-@dataclass
-class _Bucket:
-    tokens: float
-    updated: float
 
 
 @dataclass
@@ -65,7 +59,7 @@ class EventRecorder:
         self.wall_clock = wall_clock or clock_module.RealWallClock()
         # Both bounded, least recently used first out (client-go keeps 4096 as well): one
         # entry per object and per distinct event would otherwise grow for ever.
-        self._buckets: Bounded[str, _Bucket] = Bounded(CACHE_SIZE)
+        self._buckets: Bounded[str, ratelimit.TokenBucket] = Bounded(CACHE_SIZE)
         self._seen: Bounded[tuple[str, str, str, str], _Seen] = Bounded(CACHE_SIZE)
         self.dropped = 0
 
@@ -88,19 +82,13 @@ class EventRecorder:
             ).inc()
 
     def _take_token(self, uid: str) -> bool:
-        now = self.clock.now()
         bucket = self._buckets.get(uid)
         if bucket is None:
-            bucket = _Bucket(tokens=SPAM_BURST, updated=now)
+            bucket = ratelimit.TokenBucket(
+                clock=self.clock, rate=1 / SPAM_REFILL_SECONDS, burst=SPAM_BURST
+            )
         self._buckets[uid] = bucket
-        bucket.tokens = min(
-            SPAM_BURST, bucket.tokens + (now - bucket.updated) / SPAM_REFILL_SECONDS
-        )
-        bucket.updated = now
-        if bucket.tokens < 1:
-            return False
-        bucket.tokens -= 1
-        return True
+        return bucket.allow()
 
     async def _write(
         self, obj: Object, *, uid: str, type: EventType, reason: str, message: str

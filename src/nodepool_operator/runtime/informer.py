@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from nodepool_operator.runtime import backoff, errors
 from nodepool_operator.runtime import clock as clock_module
-from nodepool_operator.runtime import errors
 from nodepool_operator.runtime.client import Client, Object, Resource
 
 __all__ = [
@@ -169,7 +169,7 @@ class Informer:
         Run again after a cancellation, it resumes watching from the last resourceVersion
         it saw (and re-lists only if the server says that version is gone).
         """
-        backoff = BACKOFF_INITIAL
+        failures = 0  # failed or empty watches in a row: what the next wait grows with
         need_list = not self._resource_version
         while True:
             try:
@@ -181,10 +181,10 @@ class Informer:
                 if delivered == 0 and self.clock.now() - started < SHORT_WATCH_SECONDS:
                     # A watch closed at once with nothing in it (a proxy, an overloaded
                     # server): as client-go's reflector does, back off instead of hammering.
-                    await self.clock.sleep(backoff)
-                    backoff = min(backoff * 2, BACKOFF_MAX)
+                    await self.clock.sleep(self._backoff(failures))
+                    failures += 1
                 else:
-                    backoff = BACKOFF_INITIAL
+                    failures = 0
             except errors.Gone:
                 log.info("resource=%s event=watch-expired action=relist", self.resource.plural)
                 need_list = True
@@ -192,15 +192,20 @@ class Informer:
                 # A dropped connection keeps the resourceVersion: resume the watch from it.
                 # Anything else we do not understand re-lists, which is always correct.
                 need_list = need_list or not isinstance(error, errors.ConnectionFailed)
+                delay = self._backoff(failures)
                 log.warning(
                     "resource=%s event=watch-failed error=%r retry_in=%.1fs relist=%s",
                     self.resource.plural,
                     error,
-                    backoff,
+                    delay,
                     need_list,
                 )
-                await self.clock.sleep(backoff)
-                backoff = min(backoff * 2, BACKOFF_MAX)
+                await self.clock.sleep(delay)
+                failures += 1
+
+    @staticmethod
+    def _backoff(failures: int) -> float:
+        return backoff.exponential(initial=BACKOFF_INITIAL, failures=failures, maximum=BACKOFF_MAX)
 
     async def _list(self) -> None:
         fresh: dict[str, Object] = {}

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Generic, Protocol, TypeVar
 
+from nodepool_operator.runtime import backoff
 from nodepool_operator.runtime import clock as clock_
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "ItemExponentialFailureRateLimiter",
     "MaxOfRateLimiter",
     "RateLimiter",
+    "TokenBucket",
     "default_controller_rate_limiter",
 ]
 
@@ -54,12 +56,9 @@ class ItemExponentialFailureRateLimiter(Generic[K]):
     def when(self, item: K) -> float:
         failures = self._failures.get(item, 0)
         self._failures[item] = failures + 1
-        try:
-            backoff = self._base_delay * 2.0**failures
-        except OverflowError:
-            # A key that failed ~1000 times in a row: far past the cap anyway.
-            return self._max_delay
-        return min(backoff, self._max_delay)
+        return backoff.exponential(
+            initial=self._base_delay, failures=failures, maximum=self._max_delay
+        )
 
     def forget(self, item: K) -> None:
         self._failures.pop(item, None)
@@ -68,31 +67,53 @@ class ItemExponentialFailureRateLimiter(Generic[K]):
         return self._failures.get(item, 0)
 
 
-class BucketRateLimiter(Generic[K]):
-    """A token bucket shared by all keys (golang.org/x/time/rate `Reserve().Delay()`).
+class TokenBucket:
+    """``burst`` tokens, refilled at ``rate`` per second (golang.org/x/time/rate's Limiter).
 
-    The bucket starts full with `burst` tokens and refills at `qps`. Each `when()` takes a
-    token, borrowing from the future when none is left, and returns how long until that
-    token exists; the reservation is kept, so callers queue up behind each other.
+    The bucket starts full. ``allow()`` takes a token only if one is there;
+    ``reserve()`` always takes one, borrowing from the future when none is left, and says
+    how long until that token exists, so later callers queue up behind earlier ones.
     """
 
-    def __init__(self, *, clock: clock_.Clock, qps: float = 10.0, burst: int = 100) -> None:
-        if qps <= 0 or burst < 1:
-            raise ValueError("qps must be positive and burst at least 1")
+    def __init__(self, *, clock: clock_.Clock, rate: float, burst: int) -> None:
+        if rate <= 0 or burst < 1:
+            raise ValueError("the rate must be positive and the burst at least 1")
         self._clock = clock
-        self._qps = qps
+        self._rate = rate
         self._burst = burst
         self._tokens = float(burst)
         self._last = clock.now()
 
-    def when(self, item: K) -> float:
-        now = self._clock.now()
-        if now > self._last:
-            self._tokens = min(float(self._burst), self._tokens + (now - self._last) * self._qps)
-            self._last = now
+    def allow(self) -> bool:
+        """Take a token if one is available now (``Limiter.Allow``)."""
+        self._refill()
+        if self._tokens < 1:
+            return False
+        self._tokens -= 1.0
+        return True
+
+    def reserve(self) -> float:
+        """Take a token, and return the seconds until it exists (``Reserve().Delay()``)."""
+        self._refill()
         # May go negative: the debt is the queue of reservations ahead of later callers.
         self._tokens -= 1.0
-        return 0.0 if self._tokens >= 0 else -self._tokens / self._qps
+        return 0.0 if self._tokens >= 0 else -self._tokens / self._rate
+
+    def _refill(self) -> None:
+        now = self._clock.now()
+        if now > self._last:
+            self._tokens = min(float(self._burst), self._tokens + (now - self._last) * self._rate)
+            self._last = now
+
+
+class BucketRateLimiter(Generic[K]):
+    """One token bucket shared by all keys: each ``when()`` reserves a token."""
+
+    def __init__(self, *, clock: clock_.Clock, qps: float = 10.0, burst: int = 100) -> None:
+        self._bucket = TokenBucket(clock=clock, rate=qps, burst=burst)
+
+    def when(self, item: K) -> float:
+        return self._bucket.reserve()
 
     def forget(self, item: K) -> None:
         return None

@@ -19,10 +19,12 @@ per-key backoff, rather than a tight loop's here.
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from nodepool_operator.runtime import backoff as backoff_
 from nodepool_operator.runtime import clock as clock_
 from nodepool_operator.runtime import errors
 
@@ -118,17 +120,23 @@ class _Stepper:
     def __init__(self, backoff: Backoff) -> None:
         self._backoff = backoff
         self.steps = backoff.steps
-        self._duration = backoff.duration
+        self._taken = 0
+        # client-go: a factor of 0 leaves the duration as it is.
+        self._factor = backoff.factor or 1.0
 
     def step(self) -> float:
         backoff = self._backoff
         self.steps -= 1
-        duration = self._duration
-        if backoff.factor != 0:
-            self._duration *= backoff.factor
-            if backoff.cap > 0 and self._duration > backoff.cap:
-                self._duration = backoff.cap
-                self.steps = 0
+        duration = self._duration(self._taken)
+        self._taken += 1
+        if backoff.cap > 0 and self._duration(self._taken) > backoff.cap:
+            # As client-go: the step that would pass the cap is the last one.
+            self.steps = 0
         if backoff.jitter > 0:
             duration += random.random() * backoff.jitter * duration
         return duration
+
+    def _duration(self, taken: int) -> float:
+        return backoff_.exponential(
+            initial=self._backoff.duration, failures=taken, factor=self._factor, maximum=math.inf
+        )
