@@ -121,8 +121,12 @@ def test_every_manifest_is_used_by_a_kustomization_and_every_reference_exists() 
             path = (kustomization.parent / resource).resolve()
             assert path.exists(), f"{kustomization}: {resource} does not exist"
             referenced.add(path / "kustomization.yaml" if path.is_dir() else path)
-    # The two entry points: the install, and the optional simulated cloud.
-    roots = {DEPLOY / "kustomization.yaml", DEPLOY / "simcloud" / "kustomization.yaml"}
+    # The entry points: the install, the optional simulated cloud, the monitoring component.
+    roots = {
+        DEPLOY / "kustomization.yaml",
+        DEPLOY / "simcloud" / "kustomization.yaml",
+        DEPLOY / "monitoring" / "kustomization.yaml",
+    }
     manifests = {p.resolve() for p in DEPLOY.rglob("*.yaml")}
     assert manifests - referenced - {r.resolve() for r in roots} == set()
 
