@@ -11,6 +11,7 @@ import pytest
 
 from nodepool_operator.api import autoscaler as nas
 from nodepool_operator.api import nodepool as np
+from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
 from nodepool_operator.controllers.autoscaler.controller import AutoscalerReconciler
 from nodepool_operator.controllers.autoscaler.handoff import RequestLedger, ScaleRequester
 from nodepool_operator.controllers.autoscaler.notices import Notices
@@ -102,6 +103,10 @@ class FixedWallClock:
         return 1_800_000_000.0
 
 
+#: TriggeredScaleUp events per request, as AutoscalerConfig's default.
+TOLD_PER_REQUEST = AutoscalerConfig().triggered_events_per_request
+
+
 class World:
     """Caches and a reconciler wired as in setup(), on fakes."""
 
@@ -135,7 +140,7 @@ class World:
                 ledger=ledger,
                 wall_clock=FixedWallClock(),
             ),
-            notices=Notices(recorder, parallelism=4),
+            notices=Notices(recorder, parallelism=4, triggered_per_request=TOLD_PER_REQUEST),
             recorder=recorder,
             clock=self.clock,
             wall_clock=FixedWallClock(),
@@ -432,3 +437,22 @@ async def test_pod_events_are_told_once_whichever_autoscaler_passes(world: World
     [warning] = world.api.events("NotTriggerScaleUp")
     assert "elsewhere: requests 8000 of cpu" in warning["message"]  # both pools named
     assert "small: requests 8000 of cpu" in warning["message"]
+
+
+async def test_a_burst_is_told_through_a_few_pods_and_the_request_not_one_event_per_pod(
+    world: World,
+) -> None:
+    world.pool(max_nodes=20)
+    for i in range(40):
+        world.pod(f"p{i:02d}")
+    await world.reconcile()
+    [request] = world.api.made("scalerequests")
+    assert request["spec"]["targetNodes"] == 10
+    told = world.api.events("TriggeredScaleUp")
+    assert len(told) == TOLD_PER_REQUEST < 40
+    assert len({e["involvedObject"]["name"] for e in told}) == TOLD_PER_REQUEST
+    [requested] = world.api.events("ScaleUpRequested")
+    assert "40 pending pods need 10 more nodes" in requested["message"]
+    for _ in range(3):  # later scans tell nobody again for the same request
+        await world.reconcile()
+    assert len(world.api.events("TriggeredScaleUp")) == TOLD_PER_REQUEST

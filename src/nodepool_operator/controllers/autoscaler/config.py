@@ -20,6 +20,10 @@ class AutoscalerConfig:
     max_concurrent_reconciles: int = 1
     # Pod events (TriggeredScaleUp, NotTriggerScaleUp) written in parallel per decision.
     event_parallelism: int = 8
+    # TriggeredScaleUp goes to at most this many pods per request: enough for people to see
+    # why pods wait on a new node, without a write per pod in a burst of thousands (the
+    # request's own event on the Autoscaler gives the count; 0 turns pod events off).
+    triggered_events_per_request: int = 10
     # Parsed pod profiles kept between scans (by uid and resourceVersion).
     request_cache_size: int = 100_000
     # Pods with a lower priority never trigger a scale-up (cluster-autoscaler's

@@ -2,15 +2,17 @@
 
 * a pod that no node of any pool planned for it can host gets one Warning
   ``NotTriggerScaleUp`` naming the constraint; another only if the reason changes;
-* a pod that new nodes were requested for gets one Normal ``TriggeredScaleUp``;
-* the Autoscaler gets an event per request it makes and per limit it starts hitting.
+* a pod that new nodes were requested for gets one Normal ``TriggeredScaleUp``, up to a
+  number per request (``triggered_events_per_request``): a burst of a thousand pods is
+  told through a few of them and the request's event, not a thousand writes;
+* the Autoscaler gets an event per request it makes (its reason says how many pods wait)
+  and per limit it starts hitting.
 
 What was already said to a pod is remembered once for the whole process, not per
 Autoscaler (the plan is shared, so two Autoscalers watching one namespace must not say
 it twice), in a bounded memory that forgets the pods it has not heard of for longest.
 Events are best effort (the recorder logs and swallows failures), written after the
-decision they explain, with bounded concurrency: a burst of a thousand pods costs a
-thousand small writes in parallel batches, not a stalled reconcile.
+decision they explain, with bounded concurrency, so they never stall a reconcile.
 """
 
 from __future__ import annotations
@@ -41,9 +43,12 @@ def _uid(pod: Object) -> str:
 class Notices:
     """Events on pods and Autoscalers, with the memory that keeps them from repeating."""
 
-    def __init__(self, recorder: EventRecorder, *, parallelism: int) -> None:
+    def __init__(
+        self, recorder: EventRecorder, *, parallelism: int, triggered_per_request: int
+    ) -> None:
         self.recorder = recorder
         self.parallelism = max(1, parallelism)
+        self.triggered_per_request = max(0, triggered_per_request)
         self._warned: Bounded[str, str] = Bounded(MEMORY)  # pod uid -> reason told
         self._triggered: Bounded[str, str] = Bounded(MEMORY)  # pod uid -> request told
 
@@ -59,8 +64,10 @@ class Notices:
         return len(new)
 
     async def triggered(self, pods: Sequence[Object], *, request: str, message: str) -> None:
-        """Tell each pod, once per request, that new nodes were requested for it."""
+        """Tell pods, once per request and at most ``triggered_per_request`` of them, that
+        new nodes were requested for them."""
         new = [pod for pod in pods if self._triggered.get(_uid(pod)) != request]
+        new = new[: self.triggered_per_request]
         for pod in new:
             self._triggered[_uid(pod)] = request
         await self._each((pod, "Normal", TRIGGERED_SCALE_UP, message) for pod in new)

@@ -53,7 +53,11 @@ def setup(manager: Manager, *, config: AutoscalerConfig) -> Controller:
             wall_clock=wall_clock,
         ),
         requester=ScaleRequester(client=client, ledger=ledger, wall_clock=wall_clock),
-        notices=Notices(recorder, parallelism=config.event_parallelism),
+        notices=Notices(
+            recorder,
+            parallelism=config.event_parallelism,
+            triggered_per_request=config.triggered_events_per_request,
+        ),
         recorder=recorder,
         clock=manager.clock,
         wall_clock=wall_clock,
