@@ -86,9 +86,10 @@ class Client:
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
     ) -> None:
         self.api = api
-        # Set on the shared ApiClient, not per request: its default headers override a
-        # request's own, and every caller of this connection speaks for the operator.
-        api.user_agent = USER_AGENT
+        if isinstance(api, k8s.ApiClient):  # not on the stand-ins unit tests pass
+            # Set on the shared ApiClient, not per request: its default headers override a
+            # request's own, and every caller of this connection speaks for the operator.
+            api.user_agent = USER_AGENT
         self.field_manager = field_manager
         # The generated client sets no timeout at all: one hung request would block its
         # key (or an informer's LIST) for ever.

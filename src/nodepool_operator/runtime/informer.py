@@ -21,6 +21,7 @@ Objects pass through a transform before they are stored (by default dropping
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ __all__ = [
     "InformerCache",
     "Transform",
     "drop_managed_fields",
+    "label_index",
     "object_key",
 ]
 
@@ -65,6 +67,18 @@ def object_key(obj: Object) -> str:
     meta = obj["metadata"]
     namespace = meta.get("namespace")
     return f"{namespace}/{meta['name']}" if namespace else str(meta["name"])
+
+
+@functools.cache
+def label_index(label: str) -> IndexFunc:
+    """The index of objects by the value of their ``label``; one function per label, so
+    controllers sharing an informer that each declare it share one index."""
+
+    def values(obj: Object) -> list[str]:
+        value = (obj.get("metadata", {}).get("labels") or {}).get(label)
+        return [str(value)] if value else []
+
+    return values
 
 
 def drop_managed_fields(obj: Object) -> Object:
@@ -122,8 +136,27 @@ class Informer:
     # -- configuration ----------------------------------------------------------------
 
     def add_index(self, name: str, func: IndexFunc) -> None:
-        if name in self._indexes:
+        """Index the cache by ``func`` under ``name``; shared informers share their indexes.
+
+        Defining the same index again (same name, same function) is a no-op, so every
+        controller can declare the indexes it reads. Another function under a taken name,
+        or the same function under a second name, is refused: one would silently read the
+        other's index, or the cache would keep the same index twice.
+        """
+        existing = self._indexes.get(name)
+        if existing is not None:
+            if existing.func is not func:
+                raise ValueError(
+                    f"the {self.resource.plural} informer has an index {name!r} "
+                    "of another function; share the function or choose another name"
+                )
             return
+        for other_name, other in self._indexes.items():
+            if other.func is func:
+                raise ValueError(
+                    f"the {self.resource.plural} informer has this index already, "
+                    f"as {other_name!r}; read it under that name"
+                )
         index = _Index(func)
         for key, obj in self._store.items():
             index.add(key, obj)

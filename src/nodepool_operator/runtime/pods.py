@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-__all__ = ["MIRROR_POD_ANNOTATION", "is_daemon_or_mirror", "is_terminal"]
+__all__ = ["MIRROR_POD_ANNOTATION", "is_daemon_or_mirror", "is_terminal", "node_name_index"]
 
 MIRROR_POD_ANNOTATION: Final = "kubernetes.io/config.mirror"
 
@@ -22,3 +22,9 @@ def is_daemon_or_mirror(pod: Mapping[str, Any]) -> bool:
     if MIRROR_POD_ANNOTATION in (meta.get("annotations") or {}):
         return True
     return any(ref.get("kind") == "DaemonSet" for ref in meta.get("ownerReferences") or ())
+
+
+def node_name_index(pod: Mapping[str, Any]) -> list[str]:
+    """Index function of the Pods an informer holds by the Node they are bound to."""
+    node = (pod.get("spec") or {}).get("nodeName")
+    return [str(node)] if node else []

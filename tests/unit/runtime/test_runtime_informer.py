@@ -513,3 +513,29 @@ async def test_the_cache_hands_out_one_shared_informer_per_resource_and_selector
     assert len(api.list_calls) == 3
     await cache.stop()
     assert cache.informers() == [first, narrowed, late]
+
+
+def _color(obj: Object) -> list[str]:
+    return [obj["spec"]["color"]]
+
+
+def test_an_index_defined_again_is_shared_and_a_clashing_one_refused(
+    api: FakeApi, clock: clock_.FakeClock
+) -> None:
+    subject = _informer(api, clock)
+    subject.add_index("color", _color)
+    subject.add_index("color", _color)  # a second controller declaring what it reads
+    with pytest.raises(ValueError, match="another function"):
+        subject.add_index("color", lambda obj: [obj["spec"]["color"]])
+    with pytest.raises(ValueError, match="as 'color'"):
+        subject.add_index("colour", _color)
+    assert list(subject._indexes) == ["color"]
+
+
+def test_label_index_is_one_function_per_label() -> None:
+    pool = informer.label_index("example.com/pool")
+    assert informer.label_index("example.com/pool") is pool
+    assert informer.label_index("example.com/zone") is not pool
+    assert pool({"metadata": {"labels": {"example.com/pool": "a"}}}) == ["a"]
+    assert pool({"metadata": {"labels": {"example.com/pool": ""}}}) == []
+    assert pool({"metadata": {}}) == []

@@ -23,3 +23,9 @@ def test_only_succeeded_and_failed_pods_are_terminal() -> None:
     assert all(pods.is_terminal(p) for p in finished)
     assert not pods.is_terminal(pod())
     assert not pods.is_terminal({"metadata": {"name": "new"}})
+
+
+def test_node_name_index_gives_the_node_a_pod_is_bound_to() -> None:
+    assert pods.node_name_index({"spec": {"nodeName": "node-1"}}) == ["node-1"]
+    assert pods.node_name_index({"spec": {}}) == []
+    assert pods.node_name_index({}) == []
