@@ -9,7 +9,10 @@ real thing. ``NODEPOOL_CHAOS_BROKEN=<breakage>`` starts every operator through
 from __future__ import annotations
 
 import asyncio
+import base64
+import collections
 import contextlib
+import json
 import os
 import signal
 import sys
@@ -20,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kubernetes_asyncio import client
+import aiohttp
+from kubernetes_asyncio import client, config
 
 from harness import CLI, MERGE, POOLS, Operator, SimCloud, pool_body, remove_pool, wait_for
 from nodepool_operator.api import nodepool as np
@@ -36,6 +40,8 @@ WRAPPER = Path(__file__).with_name("broken_operator.py")
 POLL_INTERVAL = 0.5
 #: The label a user (GitOps, kubectl) sets on a pool during the faults; it must survive.
 USER_LABEL = "chaos.nodepool.dev/edited-by-user"
+#: The leader-election Lease of ``run --leader-elect`` (operator.OperatorOptions).
+LEASE = "nodepool-operator"
 
 
 def operator_command() -> list[str]:
@@ -177,6 +183,7 @@ class Fleet:
         self.crashes = 0
         self.faults = 0
         self._cloud_calls_before_restarts = 0
+        self._cloud_responses_before_restarts: collections.Counter[int] = collections.Counter()
         self._started = 0
 
     # -- the cloud --------------------------------------------------------------------
@@ -220,10 +227,16 @@ class Fleet:
         """SIGKILL the cloud and start it again on the same port and state file."""
         assert self.cloud is not None
         self._cloud_calls_before_restarts = await self.cloud_calls()
+        self._cloud_responses_before_restarts = await self.cloud_responses()
         self.cloud.process.kill()
         await self.cloud_client.close()
         await self.cloud.start()
         self.faults += 1
+
+    async def cloud_responses(self) -> collections.Counter[int]:
+        """``/v1`` answers by status code since the first start."""
+        stats = await self.cloud_client.stats()
+        return self._cloud_responses_before_restarts + collections.Counter(stats.responses)
 
     async def cloud_calls(self) -> int:
         """``/v1`` calls since the first start (the counter restarts with the process)."""
@@ -284,6 +297,90 @@ class Fleet:
             operator.stop()
         if self.cloud is not None:
             self.cloud.process.stop()
+
+    async def leader(self) -> Operator:
+        """The replica holding the Lease (its log names the identity it was elected as)."""
+        coordination = client.CoordinationV1Api(self.core.api_client)
+
+        async def holder() -> Operator | None:
+            lease = await coordination.read_namespaced_lease(LEASE, "nodepool-system")
+            identity = lease.spec.holder_identity
+            for operator in self.operators:
+                if (
+                    identity
+                    and operator.running
+                    and f"identity={identity} event=elected" in (operator.output())
+                ):
+                    return operator
+            return None
+
+        found: Operator = await wait_for(holder, within=60)
+        return found
+
+    def pause(self, operator: Operator) -> None:
+        """SIGSTOP: the process keeps its lease and connections but does nothing."""
+        assert operator.popen is not None
+        operator.popen.send_signal(signal.SIGSTOP)
+        self.faults += 1
+
+    def resume(self, operator: Operator) -> None:
+        assert operator.popen is not None
+        operator.popen.send_signal(signal.SIGCONT)
+
+    # -- the control plane ------------------------------------------------------------
+
+    async def restart_apiserver(self) -> None:
+        """Stop kube-apiserver (SIGTERM, SIGKILL after 3 s) and start it again."""
+        try:
+            await asyncio.to_thread(self.plane.stop_component, "kube-apiserver", timeout=3)
+        finally:
+            await asyncio.to_thread(self.plane.start_component, "kube-apiserver")
+        self.faults += 1
+
+        async def serving() -> bool:
+            try:
+                await self.custom.list_cluster_custom_object(*POOLS, limit=1)
+            except (TimeoutError, client.exceptions.ApiException, aiohttp.ClientError, OSError):
+                return False
+            return True
+
+        await wait_for(serving, within=60, every=0.2)
+
+    async def operator_authorized(self) -> None:
+        """Wait until the operator's user may list NodePools (a restarted API server
+        refuses it until its authorizer's caches are filled)."""
+        configuration = client.Configuration()
+        await config.load_kube_config(
+            config_file=str(self.plane.kubeconfig_for("operator")),
+            client_configuration=configuration,
+        )
+        async with client.ApiClient(configuration) as api:
+            custom = client.CustomObjectsApi(api)
+
+            async def allowed() -> bool:
+                try:
+                    await custom.list_cluster_custom_object(*POOLS, limit=1)
+                except client.exceptions.ApiException:
+                    return False
+                return True
+
+            await wait_for(allowed, within=60, every=0.2)
+
+    async def compact_etcd(self) -> int:
+        """Compact etcd at its current revision (its JSON gateway), so every watch that
+        resumes from an older resourceVersion is answered 410 Gone; the revision."""
+        state = json.loads(self.plane.state_file.read_text())
+        etcd = f"http://127.0.0.1:{state['ports']['etcd-client']}/v3"
+        async with aiohttp.ClientSession() as session:
+            any_key = {"key": base64.b64encode(b"\0").decode(), "limit": 1}
+            async with session.post(f"{etcd}/kv/range", json=any_key) as response:
+                response.raise_for_status()
+                revision = int((await response.json())["header"]["revision"])
+            compaction = {"revision": revision, "physical": True}
+            async with session.post(f"{etcd}/kv/compaction", json=compaction) as response:
+                response.raise_for_status()
+        self.faults += 1
+        return revision
 
     # -- the user's side ----------------------------------------------------------------
 
