@@ -245,7 +245,8 @@ class PoolActions:
         ]
         if live < desired and may_create:
             launched = await self._scale_up(pool, spec, view, every_vm, desired - live)
-            view = dataclasses.replace(view, launched=tuple(vm.name for vm in launched))
+            booting = tuple(vm.name for vm in launched if vm.state != VmState.RUNNING)
+            view = dataclasses.replace(view, launching=booting)
             if may_register and view.refused is None:
                 # A VM the create call already reports running gets its Node now, not a
                 # poll interval later: the pods waiting for it are scheduled that much sooner.

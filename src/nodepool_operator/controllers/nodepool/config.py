@@ -14,6 +14,10 @@ class NodePoolConfig:
     # While VMs boot, the cloud is listed again after this, then twice as long each time,
     # up to poll_interval: a VM that runs a moment after its create has its Node at once.
     boot_poll_initial: float = 0.1
+    # Node events wake the pool this long after the first of a burst: the Nodes of one
+    # scale-up turn Ready within a fraction of a second of each other, and one pass at
+    # the end of the window writes the status once instead of once per Node.
+    node_event_window: float = 1.0
     request_retention: float = 60.0
     provisioning_timeout: float = 600.0
     simulated_nodes: bool = True

@@ -196,14 +196,14 @@ class NodePoolReconciler:
         # running without their Node yet, or to be created). Node readiness needs no
         # polling: it arrives through the Node watch. A drain says itself when it can move
         # on (a pod's backoff ends, a grace period runs out): never a fixed-rate retry.
-        if view.launched:
+        if view.launching:
             self.boot_polls.forget(name)  # new VMs: start again from the shortest wait
-        if view.launched or any(vm.state == VmState.PROVISIONING for vm in view.vms):
+        if view.launching or any(vm.state == VmState.PROVISIONING for vm in view.vms):
             delays.append(self.boot_polls.when(name))
         else:
             self.boot_polls.forget(name)
         unregistered = any(vm.name not in view.nodes for vm in view.vms)
-        short = pause is None and len(view.vms) + len(view.launched) < desired
+        short = pause is None and len(view.vms) < desired
         if unregistered or short:
             delays.append(self.config.poll_interval)
         if view.recheck_in is not None:

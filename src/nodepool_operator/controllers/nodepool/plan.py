@@ -72,8 +72,8 @@ class PoolView:
     unhealthy: frozenset[str] = frozenset()
     # The API server refused a Node create for good (422): (reason, message).
     refused: tuple[str, str] | None = None
-    # VMs this pass asked the cloud for: the pool polls soon to find them running.
-    launched: tuple[VmName, ...] = ()
+    # VMs this pass asked the cloud for that are not running yet: polled for soon.
+    launching: tuple[VmName, ...] = ()
 
     @property
     def draining(self) -> list[str]:

@@ -131,7 +131,12 @@ def setup(manager: Manager, *, cloud: CloudProvider, config: NodePoolConfig) -> 
     )
     # Our own status writes and others' label edits do not move the generation: no wake-up.
     controller.watch(pools, predicates=[any_of(GenerationChanged(), DeletionStarted())])
-    controller.watch(nodes, mapper=_pool_of_node, predicates=[StateChanged(node_state)])
+    controller.watch(
+        nodes,
+        mapper=_pool_of_node,
+        predicates=[StateChanged(node_state)],
+        delay=config.node_event_window,
+    )
     controller.watch(scale_requests, mapper=_pool_of_request, predicates=[GenerationChanged()])
     controller.watch(pods, mapper=pool_draining_pod(nodes), predicates=[PodLeftOrChanged()])
     manager.add(controller)
