@@ -1,0 +1,146 @@
+"""The naive baseline of bench/contention.py converges when nothing races.
+
+Its figures under contention are meant to be the cost of the anti-patterns, not of a
+broken operator: alone on a control plane of its own (its CRDs have no status
+subresource, so it cannot share the session's), it scales a pool up for unschedulable
+pods and follows a user's edit of ``targetNodes``, with the same VM names and Nodes as
+the product.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client, config
+
+from harness import MERGE, POOLS, Process, SimCloud, pool_body, wait_for
+from nodepool_operator.api import autoscaler as nas
+from nodepool_operator.api import nodepool as np
+from nodepool_operator.cluster import controlplane
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+sys.path.insert(0, str(BENCH))
+from naive import crds  # noqa: E402 - bench/ is not a package
+
+NAMESPACE = "naive-work"
+POOL = "naive"
+
+
+@pytest.fixture(scope="module")
+def naive_plane(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    plane = controlplane.ControlPlane(tmp_path_factory.mktemp("naive-plane"))
+    plane.up()
+    try:
+        yield plane
+    finally:
+        plane.down()
+
+
+@pytest.fixture
+async def naive_api(naive_plane: controlplane.ControlPlane) -> AsyncIterator[client.ApiClient]:
+    configuration = client.Configuration()
+    await config.load_kube_config(
+        config_file=str(naive_plane.kubeconfig), client_configuration=configuration
+    )
+    async with client.ApiClient(configuration) as api:
+        await crds.install(api, crds.variant(status_subresource=False))
+        yield api
+
+
+def pod(index: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"work-{index}"},
+        "spec": {
+            "terminationGracePeriodSeconds": 0,
+            "nodeSelector": {np.POOL_LABEL: POOL},
+            "containers": [
+                {
+                    "name": "app",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"requests": {"cpu": "900m", "memory": "3Gi"}},
+                }
+            ],
+        },
+    }
+
+
+async def test_naive_operator_scales_up_for_pods_and_follows_a_user_edit(
+    naive_plane: controlplane.ControlPlane,
+    naive_api: client.ApiClient,
+    start_simcloud: Callable[..., Any],
+    tmp_path: Path,
+) -> None:
+    cloud: SimCloud = await start_simcloud("--create-latency", "0.5", "--latency-jitter", "0.2")
+    operator = Process(
+        "naive",
+        [
+            sys.executable,
+            str(BENCH / "naive" / "run.py"),
+            *("--kubeconfig", str(naive_plane.kubeconfig)),
+            *("--cloud-endpoint", cloud.endpoint, "--cloud-token-file", str(cloud.token_file)),
+        ],
+        tmp_path / "naive.log",
+    )
+    custom = client.CustomObjectsApi(naive_api)
+    core = client.CoreV1Api(naive_api)
+    await core.create_namespace({"metadata": {"name": NAMESPACE}})
+    await custom.create_cluster_custom_object(*POOLS, pool_body(POOL, max_nodes=10))
+    scaler = nas.AutoscalerSpec(
+        node_pool_name=POOL, namespaces=(NAMESPACE,), scan_interval_seconds=1
+    )
+    await custom.create_cluster_custom_object(
+        np.GROUP, np.VERSION, "autoscalers", nas.manifest(POOL, scaler)
+    )
+    operator.start()
+    try:
+        # 6 pods of 900m / 3Gi: 4 fit on one 4-cpu Node, so two Nodes.
+        for index in range(6):
+            await core.create_namespaced_pod(NAMESPACE, pod(index))
+
+        async def all_running() -> bool:
+            assert operator.running, operator.output()
+            pods = (await core.list_namespaced_pod(NAMESPACE)).items
+            return len(pods) == 6 and all(p.status.phase == "Running" for p in pods)
+
+        await wait_for(all_running, within=120)
+        await wait_for(lambda: settled_on(custom, 2), within=60)
+        assert cloud.client is not None
+        assert sorted(vm.name for vm in await cloud.client.list_vms(pool=POOL)) == [
+            "naive-0",
+            "naive-1",
+        ]
+
+        await custom.patch_cluster_custom_object(
+            *POOLS, POOL, {"spec": {"targetNodes": 3}}, _content_type=MERGE
+        )
+        pool = await wait_for(lambda: settled_on(custom, 3), within=60)
+        assert pool["status"]["lastUpdated"]  # the anti-pattern is in place
+        assert sorted(vm.name for vm in await cloud.client.list_vms(pool=POOL)) == [
+            "naive-0",
+            "naive-1",
+            "naive-2",
+        ]
+        nodes = await core.list_node(label_selector=np.pool_selector(POOL))
+        assert sorted(n.metadata.name for n in nodes.items) == ["naive-0", "naive-1", "naive-2"]
+    finally:
+        operator.stop()
+    assert "Traceback" not in operator.output()
+
+
+async def settled_on(custom: client.CustomObjectsApi, nodes: int) -> dict[str, Any] | None:
+    """The pool once its spec asks for ``nodes`` and its status reports them all Ready."""
+    pool: dict[str, Any] = await custom.get_cluster_custom_object(*POOLS, POOL)
+    status = pool.get("status") or {}
+    done = (
+        pool["spec"]["targetNodes"] == nodes
+        and status.get("currentNodes") == nodes
+        and status.get("readyNodes") == nodes
+        and status.get("scaleOperation") == "inactive"
+    )
+    return pool if done else None
