@@ -169,12 +169,14 @@ def _classify_answer(error: botocore.exceptions.ClientError, *, what: str) -> pr
     message = f"{what}: {code}: {text}"
     if code in _THROTTLE_CODES or status == 429:
         return provider.RateLimited(message, retry_after=None, code=code)
-    if status >= 500 or code in {"InternalError", "ServiceUnavailable", "Unavailable"}:
-        return provider.TransientCloudError(message, code=code)
+    # Before the 5xx rule: EC2 answers a lack of capacity with a 500, and asking the same
+    # zone again at once does not help.
     if code in _CAPACITY_CODES:
         return provider.PermanentCloudError(message, code=code)
     if code in _QUOTA_CODES:
         return provider.QuotaExceeded(message, code=code)
+    if status >= 500 or code in {"InternalError", "ServiceUnavailable", "Unavailable"}:
+        return provider.TransientCloudError(message, code=code)
     if code in _AUTH_CODES:
         return provider.PermanentCloudError(
             f"{message} (check the operator's IAM role and the policy in deploy/aws/)",
