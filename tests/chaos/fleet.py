@@ -303,7 +303,12 @@ class Fleet:
         coordination = client.CoordinationV1Api(self.core.api_client)
 
         async def holder() -> Operator | None:
-            lease = await coordination.read_namespaced_lease(LEASE, "nodepool-system")
+            try:
+                lease = await coordination.read_namespaced_lease(LEASE, "nodepool-system")
+            except client.exceptions.ApiException as error:
+                if error.status == 404:  # nobody elected yet
+                    return None
+                raise
             identity = lease.spec.holder_identity
             for operator in self.operators:
                 if (
