@@ -16,8 +16,7 @@ from pathlib import Path
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 
-from nodepool_operator.cloud import credentials
-from nodepool_operator.cloud.simcloud.client import SimCloudClient
+from nodepool_operator.cloud import credentials, selection
 from nodepool_operator.controllers.autoscaler import setup as autoscaler_setup
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
 from nodepool_operator.controllers.nodepool import setup as nodepool_setup
@@ -37,8 +36,10 @@ log = logging.getLogger("nodepool_operator")
 @dataclass(frozen=True)
 class OperatorOptions:
     kubeconfig: Path | None
-    cloud_endpoint: str
+    cloud_endpoint: str | None
     cloud_token_file: Path | None = None
+    cloud: str = "simcloud"
+    """The provider's name (``cloud.selection``): simcloud, aws, or an installed one."""
     leader_elect: bool = False
     leader_election_namespace: str = "nodepool-system"
     leader_election_id: str = "nodepool-operator"
@@ -78,10 +79,11 @@ async def _api_client(kubeconfig: Path | None) -> k8s.ApiClient:
     return k8s.ApiClient(configuration)
 
 
-def _cloud_token(path: Path | None) -> credentials.TokenFile | None:
+def _cloud_token(path: Path | None, cloud: str) -> credentials.TokenFile | None:
     """The cloud token's file, read once now so a wrong path fails at startup."""
     if path is None:
-        log.warning("event=cloud-auth-off reason=no --cloud-token-file")
+        if cloud == "simcloud":
+            log.warning("event=cloud-auth-off reason=no --cloud-token-file")
         return None
     token = credentials.TokenFile(path)
     token.read()
@@ -104,9 +106,11 @@ async def run_operator(options: OperatorOptions, *, stop: asyncio.Event | None =
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, request_stop)
             handled.append(sig)
-    token = _cloud_token(options.cloud_token_file)
+    token = _cloud_token(options.cloud_token_file, options.cloud)
+    cloud = selection.create(
+        options.cloud, selection.ProviderOptions(endpoint=options.cloud_endpoint, token=token)
+    )
     api = await _api_client(options.kubeconfig)
-    cloud = SimCloudClient(options.cloud_endpoint, token=token)
     try:
         client = Client(api, field_manager="nodepool-operator")
         election = None
@@ -136,8 +140,9 @@ async def run_operator(options: OperatorOptions, *, stop: asyncio.Event | None =
         nodepool_setup.setup(manager, cloud=cloud, config=options.nodepool)
         autoscaler_setup.setup(manager, config=options.autoscaler)
         log.info(
-            "event=starting cloud=%s cloud_auth=%s leader_elect=%s",
-            options.cloud_endpoint,
+            "event=starting cloud=%s endpoint=%s cloud_auth=%s leader_elect=%s",
+            options.cloud,
+            options.cloud_endpoint or "default",
             "none" if token is None else f"token-file:{token.path}",
             options.leader_elect,
         )
