@@ -12,6 +12,7 @@ import typer
 from nodepool_operator import operator
 from nodepool_operator.api import crds as api_crds
 from nodepool_operator.cloud import credentials as cloud_credentials
+from nodepool_operator.cloud import selection
 from nodepool_operator.cloud.simcloud import server as simcloud_server
 from nodepool_operator.cluster import binaries, controlplane
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
@@ -248,9 +249,21 @@ def run(
         Path | None,
         typer.Option(help="kubeconfig to use; default $KUBECONFIG, then in-cluster config."),
     ] = None,
+    cloud: Annotated[
+        str,
+        typer.Option(
+            help="The cloud provider: simcloud, aws (EC2; credentials and region from the "
+            "AWS SDK's standard chain), or one installed under the entry-point group "
+            f"{selection.ENTRY_POINT_GROUP}."
+        ),
+    ] = "simcloud",
     cloud_endpoint: Annotated[
-        str, typer.Option(help="URL of the cloud API (the simcloud).")
-    ] = "http://127.0.0.1:8787",
+        str | None,
+        typer.Option(
+            help="URL of the cloud API; default: the simcloud at "
+            f"{selection.DEFAULT_SIMCLOUD_ENDPOINT}, EC2's regional endpoint for aws."
+        ),
+    ] = None,
     cloud_token_file: Annotated[
         Path | None,
         typer.Option(
@@ -328,6 +341,7 @@ def run(
         kubeconfig=kubeconfig,
         cloud_endpoint=cloud_endpoint,
         cloud_token_file=cloud_token_file,
+        cloud=cloud,
         leader_elect=leader_elect,
         leader_election_namespace=leader_election_namespace,
         metrics_port=metrics_port,
@@ -348,7 +362,7 @@ def run(
     )
     try:
         asyncio.run(operator.run_operator(options))
-    except cloud_credentials.CredentialError as error:
+    except (cloud_credentials.CredentialError, selection.UnknownProvider) as error:
         typer.secho(f"error: {error}", fg=typer.colors.RED, err=True)
         raise typer.Exit(1) from error
 
