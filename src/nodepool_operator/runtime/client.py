@@ -76,7 +76,7 @@ class WatchEvent:
 
 
 class Client:
-    """Requests on behalf of one field manager (one per controller, see DESIGN.md)."""
+    """Requests on behalf of one field manager (one per controller, docs/field-ownership.md)."""
 
     def __init__(
         self,
@@ -169,7 +169,7 @@ class Client:
         """Server-side apply of the fields this manager owns.
 
         ``force`` defaults to true as in controller-runtime: a controller is the declared
-        owner of the fields it applies (DESIGN.md's ownership table), so taking them back
+        owner of the fields it applies (docs/field-ownership.md), so taking them back
         from a stray manager is right; a conflict with a legitimate owner is a design bug.
         """
         meta = body["metadata"]

@@ -5,8 +5,8 @@ Three rules keep status writes from feeding reconcile loops:
 1. compare first: the desired status is compared structurally with the stored one and
    nothing is sent when they are equal (so an idle controller makes zero writes);
 2. write only ``/status``, as a JSON merge patch without a resourceVersion: each status
-   has exactly one writer (DESIGN.md), so there is no other writer to lose an update to,
-   and concurrent label or spec edits by others cannot make it fail with 409;
+   has exactly one writer (docs/field-ownership.md), so there is no other writer to lose
+   an update to, and concurrent label or spec edits by others cannot make it fail with 409;
 3. remember what was just written: until the informer delivers our own write, the cache
    still holds the old status, and a second reconcile in that window must not send the
    same status again.
