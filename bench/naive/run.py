@@ -198,7 +198,10 @@ class NaiveOperator:
             raised = copy.deepcopy(cached)
             raised["spec"]["targetNodes"] = target
             await write_back(self.api, NODEPOOLS, raised)
-            log.info("autoscaler: %s targetNodes -> %d", spec.node_pool_name, target)
+            log.info(
+                "autoscaler: %s targetNodes -> %d (pending %d, Nodes %d, coming %d)",
+                *(spec.node_pool_name, target, len(pending), len(pool_nodes), coming),
+            )
         scaler = copy.deepcopy(scaler)
         scaler["status"] = {"lastUpdated": now(), "pendingPods": len(pending)}
         await write_back(self.api, AUTOSCALERS, scaler)
