@@ -8,11 +8,13 @@ sets ``AWS_*`` variables (``ENV``), never a flag.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +115,17 @@ class MotoEc2:
         """The pool's instances that are not terminated or terminating."""
         gone = {"terminated", "shutting-down"}
         return [i for i in self.instances(**{aws.POOL_TAG: pool}) if i["State"]["Name"] not in gone]
+
+
+@contextlib.contextmanager
+def running(log: Path) -> Iterator[MotoEc2]:
+    """A started moto server, stopped on the way out."""
+    server = MotoEc2(log)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 def tag(instance: dict[str, Any], key: str) -> str | None:

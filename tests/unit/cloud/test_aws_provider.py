@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import botocore.exceptions
 import pytest
@@ -20,10 +19,8 @@ NAME = provider.VmName("web-0")
 
 @pytest.fixture(scope="module")
 def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ec2_server.MotoEc2]:
-    server = ec2_server.MotoEc2(Path(tmp_path_factory.mktemp("moto")) / "moto.log")
-    server.start()
-    yield server
-    server.stop()
+    with ec2_server.running(tmp_path_factory.mktemp("moto") / "moto.log") as server:
+        yield server
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from pathlib import Path
 
 import pytest
 
@@ -34,10 +33,8 @@ class Contract:
 
 @pytest.fixture(scope="module")
 def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ec2_server.MotoEc2]:
-    server = ec2_server.MotoEc2(Path(tmp_path_factory.mktemp("moto")) / "moto.log")
-    server.start()
-    yield server
-    server.stop()
+    with ec2_server.running(tmp_path_factory.mktemp("moto") / "moto.log") as server:
+        yield server
 
 
 @pytest.fixture
