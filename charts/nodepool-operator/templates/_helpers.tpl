@@ -45,13 +45,16 @@ app.kubernetes.io/component: controller
 {{- end }}
 {{- end }}
 
-{{/* The Secret holding the cloud API's token: the user's, or the one this chart makes. */}}
+{{/*
+The Secret holding the cloud API's token: the user's, or the one this chart makes; empty
+for a provider that takes its credentials elsewhere (aws: the SDK's chain).
+*/}}
 {{- define "nodepool-operator.cloudSecret" -}}
 {{- if .Values.cloud.credentials.existingSecret }}
 {{- .Values.cloud.credentials.existingSecret }}
 {{- else if .Values.cloud.credentials.token }}
 {{- printf "%s-cloud-token" (include "nodepool-operator.fullname" .) }}
-{{- else }}
+{{- else if has .Values.cloud.provider (list "" "simcloud") }}
 {{- fail "set cloud.credentials.existingSecret (a Secret holding the cloud API token) or cloud.credentials.token" }}
 {{- end }}
 {{- end }}

@@ -259,6 +259,27 @@ def test_the_token_secret_is_created_or_an_existing_one_is_mounted(helm: Path) -
         assert "secretKeyRef" not in variable.get("valueFrom", {})  # a file, never the env
 
 
+def test_a_provider_with_its_own_credentials_needs_no_token_or_endpoint(helm: Path) -> None:
+    objects = template(
+        helm,
+        "cloud.provider=aws",
+        "cloud.endpoint=",
+        "cloud.credentials.token=",
+        "extraEnv[0].name=AWS_REGION",
+        "extraEnv[0].value=eu-west-1",
+        "serviceAccount.annotations.eks\\.amazonaws\\.com/role-arn=arn:aws:iam::1:role/np",
+    )
+    params = parsed_run_args(objects)
+    assert params["cloud"] == "aws"
+    assert params["cloud_token_file"] is None
+    assert "Secret" not in kinds(objects)
+    assert "cloud-token" not in {v["name"] for v in pod_spec(objects)["volumes"]}
+    assert {"name": "AWS_REGION", "value": "eu-west-1"} in container(objects)["env"]
+    assert "CLOUD_ENDPOINT" not in {e["name"] for e in container(objects)["env"]}
+    account = only(objects, "ServiceAccount")["metadata"]["annotations"]
+    assert account == {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/np"}
+
+
 def test_scheduling_values_reach_the_pod(helm: Path) -> None:
     objects = template(
         helm,
