@@ -193,7 +193,8 @@ class Ec2Provider:
     Credentials and region come from the SDK's standard chain (environment, shared
     config, web identity / IRSA, instance metadata); never from a flag. ``endpoint_url``
     replaces the regional endpoint (a VPC endpoint, or an EC2-compatible test server);
-    ``AWS_ENDPOINT_URL_EC2`` does the same through the environment.
+    ``AWS_ENDPOINT_URL_EC2`` does the same through the environment. ``session``: the
+    SDK session to make the client from (default: a new one).
     """
 
     def __init__(
@@ -203,7 +204,9 @@ class Ec2Provider:
         endpoint_url: str | None = None,
         max_attempts: int = 3,
         timeout: float = 10.0,
+        session: aiobotocore.session.AioSession | None = None,
     ) -> None:
+        self._session = session or aiobotocore.session.get_session()
         self._region = region
         self._endpoint_url = endpoint_url
         self._config = aiobotocore.config.AioConfig(
@@ -279,9 +282,8 @@ class Ec2Provider:
             raise RuntimeError("Ec2Provider is closed")
         # Created on first use, since the client binds the running event loop.
         if self._client is None:
-            session = aiobotocore.session.get_session()
             self._client = await self._stack.enter_async_context(
-                session.create_client(
+                self._session.create_client(
                     "ec2",
                     region_name=self._region,
                     endpoint_url=self._endpoint_url,
