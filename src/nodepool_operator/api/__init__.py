@@ -3,8 +3,9 @@
 One module per kind (``nodepool``, ``scalerequest``, ``autoscaler``), each holding the
 frozen dataclasses that controllers read objects through and the CRD schema that the
 API server validates them with; ``meta`` holds what they share, ``quantity`` parses
-resource quantities, and ``crds`` renders the manifests. This is the bottom layer: it
-imports only the standard library and PyYAML.
+resource quantities, and ``crds`` renders the manifests. Of the project's layers only
+``certificates`` lies below it, and it needs none: it imports only the standard library
+and PyYAML.
 """
 
 __all__: list[str] = []
