@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Final
 
-from nodepool_operator.api import _fields, meta
+from nodepool_operator.api import _fields, meta, nodepool
 
 __all__ = [
     "API_VERSION",
@@ -208,12 +208,7 @@ _SCALE_DOWN_PROPERTIES: Final[dict[str, Any]] = {
 }
 
 _SPEC_PROPERTIES: Final[dict[str, Any]] = {
-    "nodePoolName": {
-        "type": "string",
-        "description": "Name of the NodePool to scale.",
-        "minLength": 1,
-        "maxLength": 253,
-    },
+    "nodePoolName": {**nodepool.POOL_NAME_SCHEMA, "description": "Name of the NodePool to scale."},
     "namespaces": {
         "type": "array",
         "description": "Namespaces whose pods are considered; empty means all.",

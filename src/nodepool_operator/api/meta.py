@@ -161,19 +161,25 @@ def root_schema(
     spec: Mapping[str, Any],
     status: Mapping[str, Any],
     spec_required: bool = False,
+    max_name_length: int | None = None,
 ) -> dict[str, Any]:
     """The openAPIV3Schema of a kind: the usual top-level fields, its spec and status.
 
     ``spec_required`` for kinds whose spec has no complete default (a NodePool's has one,
-    so an object without spec is defaulted rather than refused).
+    so an object without spec is defaulted rather than refused). ``max_name_length``
+    bounds ``metadata.name`` below the server's 253 characters (at the root, a CRD may
+    restrict only the name and generateName of its metadata).
     """
     schema: dict[str, Any] = {"type": "object", "description": description}
     if spec_required:
         schema["required"] = ["spec"]
+    metadata: dict[str, Any] = {"type": "object"}
+    if max_name_length is not None:
+        metadata["properties"] = {"name": {"type": "string", "maxLength": max_name_length}}
     schema["properties"] = {
         "apiVersion": {"type": "string"},
         "kind": {"type": "string"},
-        "metadata": {"type": "object"},
+        "metadata": metadata,
         "spec": spec,
         "status": status,
     }

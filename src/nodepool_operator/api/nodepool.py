@@ -45,11 +45,13 @@ __all__ = [
     "LABEL_VALUE_PATTERN",
     "MAX_LABEL_VALUE_LENGTH",
     "MAX_NODES_PER_POOL",
+    "MAX_POOL_NAME_LENGTH",
     "MAX_TEMPLATE_LABELS",
     "MAX_TEMPLATE_TAINTS",
     "MAX_WEIGHT",
     "PLURAL",
     "POOL_LABEL",
+    "POOL_NAME_SCHEMA",
     "PRINTER_COLUMNS",
     "REGION_LABEL",
     "SAFE_TO_EVICT_ANNOTATION",
@@ -496,6 +498,21 @@ _QUALIFIED_NAME_PART: Final = r"([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9]"
 
 LABEL_KEY_PATTERN: Final = rf"^({_DNS_SUBDOMAIN}/)?{_QUALIFIED_NAME_PART}$"
 MAX_LABEL_VALUE_LENGTH: Final = 63
+
+# A pool's name is the value of its Nodes' POOL_LABEL, and "<pool>-<index>" is each Node's
+# name and HOSTNAME_LABEL: label values, at most 63 characters. 58 leaves room for "-" and
+# four digits of index (a pool has at most MAX_NODES_PER_POOL Nodes, plus replacements),
+# so a pool the server accepts never makes a Node it refuses.
+MAX_POOL_NAME_LENGTH: Final = 58
+# What a reference to a pool (an Autoscaler's or a ScaleRequest's nodePoolName) may be:
+# a name a NodePool can have. Anything else can never name one, and a name such as ".."
+# or "x/status" would make a request path of its own.
+POOL_NAME_SCHEMA: Final[dict[str, Any]] = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": MAX_POOL_NAME_LENGTH,
+    "pattern": f"^{_DNS_SUBDOMAIN}$",
+}
 LABEL_VALUE_PATTERN: Final = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
 
 
@@ -859,6 +876,7 @@ SCHEMA: Final[dict[str, Any]] = meta.root_schema(
     description="A set of identical Nodes, created through a cloud provider.",
     spec=SPEC_SCHEMA,
     status=STATUS_SCHEMA,
+    max_name_length=MAX_POOL_NAME_LENGTH,
 )
 
 SUBRESOURCES: Final[dict[str, Any]] = {

@@ -158,10 +158,8 @@ SPEC_SCHEMA: Final[dict[str, Any]] = {
     "required": ["nodePoolName", "targetNodes"],
     "properties": {
         "nodePoolName": {
-            "type": "string",
+            **nodepool.POOL_NAME_SCHEMA,
             "description": "Name of the NodePool to scale.",
-            "minLength": 1,
-            "maxLength": 253,
         },
         "targetNodes": {
             "type": "integer",
