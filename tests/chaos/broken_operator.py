@@ -11,9 +11,6 @@ Breakages (``NODEPOOL_CHAOS_BROKEN=<name>`` makes the chaos suite start this wra
     A permanent cloud refusal (quota) is retried at once instead of pausing the pool's
     VM creations (practice 2: 403/quota never retried blindly). Caught by the cloud
     request-rate bound of the quota scenario.
-``no-finalizer``
-    The NodePool finalizer is never added, so deleting a pool does not wait for its VMs
-    to be released. Caught by the orphan-VM check after pool deletions.
 ``random-vm-names``
     VMs are created under fresh random names instead of ``<pool>-<index>``, so a create
     repeated by another replica makes a second VM. Only a split brain (a paused leader
@@ -29,7 +26,15 @@ from typing import Any
 
 from nodepool_operator import cli
 from nodepool_operator.api import nodepool as np
-from nodepool_operator.controllers.nodepool import backoff, controller
+from nodepool_operator.controllers.nodepool import backoff
+
+
+def _replace(owner: object, name: str, replacement: object) -> None:
+    """Swap one attribute, loudly refusing if a refactor renamed it: a breakage that
+    silently patches nothing would make the suite pass and prove nothing."""
+    if not hasattr(owner, name):
+        raise SystemExit(f"broken operator: {owner!r} has no {name!r} to replace any more")
+    setattr(owner, name, replacement)
 
 
 def _blind_retry() -> None:
@@ -48,14 +53,7 @@ def _blind_retry() -> None:
         )
         return self._pauses[pool]
 
-    backoff.CloudBackoff.refused = pause_that_ends_now  # type: ignore[method-assign]
-
-
-def _no_finalizer() -> None:
-    async def skip(self: controller.NodePoolReconciler, pool: dict[str, Any]) -> None:
-        return None
-
-    controller.NodePoolReconciler._add_finalizer = skip  # type: ignore[method-assign]
+    _replace(backoff.CloudBackoff, "refused", pause_that_ends_now)
 
 
 def _random_vm_names() -> None:
@@ -63,12 +61,11 @@ def _random_vm_names() -> None:
         while True:
             yield f"{pool}-{uuid.uuid4().hex[:6]}"
 
-    np.vm_names = fresh_names
+    _replace(np, "vm_names", fresh_names)
 
 
 BREAKAGES: dict[str, Callable[[], None]] = {
     "blind-retry": _blind_retry,
-    "no-finalizer": _no_finalizer,
     "random-vm-names": _random_vm_names,
 }
 

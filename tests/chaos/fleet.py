@@ -183,6 +183,7 @@ class Fleet:
         self.crashes = 0
         self.faults = 0
         self._cloud_calls_before_restarts = 0
+        self._cloud_restarting = asyncio.Lock()
         self._cloud_responses_before_restarts: collections.Counter[int] = collections.Counter()
         self._started = 0
 
@@ -226,20 +227,29 @@ class Fleet:
     async def restart_cloud(self) -> None:
         """SIGKILL the cloud and start it again on the same port and state file."""
         assert self.cloud is not None
-        self._cloud_calls_before_restarts = await self.cloud_calls()
-        self._cloud_responses_before_restarts = await self.cloud_responses()
-        self.cloud.process.kill()
-        await self.cloud_client.close()
-        await self.cloud.start()
+        async with self._cloud_restarting:  # the counters of a dead process are gone
+            self._cloud_calls_before_restarts = await self._cloud_calls()
+            self._cloud_responses_before_restarts = await self._cloud_responses()
+            self.cloud.process.kill()
+            await self.cloud_client.close()
+            await self.cloud.start()
         self.faults += 1
 
     async def cloud_responses(self) -> collections.Counter[int]:
         """``/v1`` answers by status code since the first start."""
-        stats = await self.cloud_client.stats()
-        return self._cloud_responses_before_restarts + collections.Counter(stats.responses)
+        async with self._cloud_restarting:
+            return await self._cloud_responses()
 
     async def cloud_calls(self) -> int:
         """``/v1`` calls since the first start (the counter restarts with the process)."""
+        async with self._cloud_restarting:
+            return await self._cloud_calls()
+
+    async def _cloud_responses(self) -> collections.Counter[int]:
+        stats = await self.cloud_client.stats()
+        return self._cloud_responses_before_restarts + collections.Counter(stats.responses)
+
+    async def _cloud_calls(self) -> int:
         stats = await self.cloud_client.stats()
         return int(self._cloud_calls_before_restarts + stats.calls_total)
 
@@ -509,10 +519,12 @@ async def settle_and_check(fleet: Fleet, *, within: float = 180) -> list[str]:
 
 
 def summary(fleet: Fleet, rates: Rates, broken: Iterable[str]) -> dict[str, Any]:
+    broken = list(broken)
     return {
         "faults_injected": fleet.faults,
         "crashes_survived": fleet.crashes,
         "pools": len(fleet.pools),
-        "lost": len(list(broken)),
+        "lost_user_edits": sum("user's" in line for line in broken),
+        "violations": len(broken),
         **rates.figures(),
     }

@@ -54,5 +54,5 @@ async def test_apiserver_restarts_and_etcd_compaction_lose_nothing(
     figures["watches_expired"] = operator.output().count("event=watch-expired")
     record_figures(figures)
     print(figures)
-    assert broken == []
+    assert broken == [], "\n".join(broken)
     assert operator.running

@@ -61,4 +61,4 @@ async def test_leader_killed_or_paused_mid_scale_loses_nothing(
     figures["elections"] = sum(o.output().count(ELECTED) for o in fleet.operators)
     record_figures(figures)
     print(figures)
-    assert broken == []
+    assert broken == [], "\n".join(broken)

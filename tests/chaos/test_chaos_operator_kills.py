@@ -53,5 +53,5 @@ async def test_operator_killed_at_random_moments_loses_nothing(
     figures["edits"] = {kind: kinds.count(kind) for kind in sorted(set(kinds))}
     record_figures(figures)
     print(figures)
-    assert broken == []
+    assert broken == [], "\n".join(broken)
     assert fleet.crashes == SETTINGS.operator_kills
