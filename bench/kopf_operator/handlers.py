@@ -70,21 +70,32 @@ async def disconnect(memo: kopf.Memo, **_: Any) -> None:
 # -- indexes: kopf's in-memory caches ---------------------------------------------------
 
 
-@kopf.index("pods")
+# An index keeps what its function returned until the object stops matching the
+# handler's filters (kopf 1.45: a None result leaves the old value in place), so what an
+# entry depends on goes in ``when=`` / ``labels=``, as kopf's documentation does it.
+
+
+def _unschedulable(body: kopf.Body, **_: Any) -> bool:
+    return fit.is_unschedulable(body)
+
+
+def _bound(body: kopf.Body, spec: kopf.Spec, **_: Any) -> bool:
+    return bool(spec.get("nodeName")) and not pods.is_terminal(body)
+
+
+@kopf.index("pods", when=_unschedulable)
 def unschedulable_pods(body: kopf.Body, namespace: str, **_: Any) -> Any:
-    return {namespace: copy.deepcopy(dict(body))} if fit.is_unschedulable(body) else None
+    return {namespace: copy.deepcopy(dict(body))}
 
 
-@kopf.index("nodes")
-def pool_nodes(labels: kopf.Labels, name: str, **_: Any) -> Any:
-    pool = labels.get(np.POOL_LABEL)
-    return {pool: name} if pool else None
-
-
-@kopf.index("pods")
+@kopf.index("pods", when=_bound)
 def bound_pods(body: kopf.Body, spec: kopf.Spec, **_: Any) -> Any:
-    node = spec.get("nodeName")
-    return {node: fit.pod_requests(body)} if node and not pods.is_terminal(body) else None
+    return {spec["nodeName"]: fit.pod_requests(body)}
+
+
+@kopf.index("nodes", labels={np.POOL_LABEL: kopf.PRESENT})
+def pool_nodes(labels: kopf.Labels, name: str, **_: Any) -> Any:
+    return {labels[np.POOL_LABEL]: name}
 
 
 @kopf.index(GROUP, VERSION, "nodepools")

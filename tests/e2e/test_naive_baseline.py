@@ -24,7 +24,8 @@ from nodepool_operator.cluster import controlplane
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
-from naive import crds  # noqa: E402 - bench/ is not a package
+import contention  # noqa: E402 - bench/ is not a package
+from naive import crds  # noqa: E402
 
 NAMESPACE = "naive-work"
 POOL = "naive"
@@ -49,25 +50,6 @@ async def naive_api(naive_plane: controlplane.ControlPlane) -> AsyncIterator[cli
     async with client.ApiClient(configuration) as api:
         await crds.install(api, crds.variant(status_subresource=False))
         yield api
-
-
-def pod(index: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": f"work-{index}"},
-        "spec": {
-            "terminationGracePeriodSeconds": 0,
-            "nodeSelector": {np.POOL_LABEL: POOL},
-            "containers": [
-                {
-                    "name": "app",
-                    "image": "registry.k8s.io/pause:3.10",
-                    "resources": {"requests": {"cpu": "900m", "memory": "3Gi"}},
-                }
-            ],
-        },
-    }
 
 
 async def test_naive_operator_scales_up_for_pods_and_follows_a_user_edit(
@@ -99,9 +81,9 @@ async def test_naive_operator_scales_up_for_pods_and_follows_a_user_edit(
     )
     operator.start()
     try:
-        # 6 pods of 900m / 3Gi: 4 fit on one 4-cpu Node, so two Nodes.
+        # 6 pods of 900m / 3Gi with a node selector on the pool: 4 fit on one Node, so two.
         for index in range(6):
-            await core.create_namespaced_pod(NAMESPACE, pod(index))
+            await core.create_namespaced_pod(NAMESPACE, contention.pod_manifest(POOL, 0, index))
 
         async def all_running() -> bool:
             assert operator.running, operator.output()
