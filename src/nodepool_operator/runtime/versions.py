@@ -9,7 +9,10 @@ treats its cache as behind.
 
 from __future__ import annotations
 
-__all__ = ["compare", "number"]
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["compare", "creation_order", "creation_order_of", "number"]
 
 
 def number(version: str) -> int | None:
@@ -28,3 +31,27 @@ def compare(version: str, other: str) -> int | None:
     if first is None or second is None:
         return None
     return (first > second) - (first < second)
+
+
+def creation_order(*, created: str, version: str, name: str) -> tuple[str, int, str]:
+    """The sort key of objects by when they were made, oldest first.
+
+    ``creationTimestamp`` first (RFC 3339 in whole seconds, so text order is time order),
+    then the resourceVersion where it is a number (it orders objects made within the same
+    second; a version that is not one sorts first), then the name, which only makes the
+    order total and never decides which of two objects is newer. Every component that
+    must agree on "the newest" (the NodePool controller answering ScaleRequests, the
+    Autoscaler predicting that answer) orders with this one key.
+    """
+    found = number(version)
+    return (created, -1 if found is None else found, name)
+
+
+def creation_order_of(obj: Mapping[str, Any]) -> tuple[str, int, str]:
+    """``creation_order`` of an object as the API returns it."""
+    meta = obj.get("metadata") or {}
+    return creation_order(
+        created=str(meta.get("creationTimestamp", "")),
+        version=str(meta.get("resourceVersion", "")),
+        name=str(meta.get("name", "")),
+    )
