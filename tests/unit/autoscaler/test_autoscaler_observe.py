@@ -8,6 +8,7 @@ from typing import Any
 
 from nodepool_operator.api import autoscaler as nas
 from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import scalerequest as sr
 from nodepool_operator.controllers.autoscaler.handoff import RequestLedger, request_name
 from nodepool_operator.controllers.autoscaler.observe import (
     Conflict,
@@ -342,3 +343,42 @@ def test_replicas_share_one_profile_in_the_cache() -> None:
     first, second = pod("web-1"), pod("web-2")
     second["metadata"]["uid"] = "another-uid"
     assert cache.get(first) is cache.get(second)
+
+
+async def test_a_plan_serves_each_autoscaler_once_even_after_the_caches_moved() -> None:
+    pools = [pool("small", target=0, weight=10), pool("heavy", target=0)]
+    autoscalers = [autoscaler("nas"), autoscaler("heavy-nas", pool_name="heavy")]
+    o = observer(pods=[pod("p")], pools=pools, autoscalers=autoscalers)
+    heavy_spec = nas.AutoscalerSpec(node_pool_name="heavy")
+    first = await observe(o, "nas", nas.AutoscalerSpec(node_pool_name="small"))
+    assert not first.stale
+    planned = o._plan
+
+    o.pods.store["apps/q"] = pod("q")  # type: ignore[attr-defined]
+    o.pods.resource_version = "11"  # type: ignore[misc]
+    # heavy-nas has not decided from this plan yet: it takes it, told it is behind.
+    behind = await observe(o, "heavy-nas", heavy_spec)
+    assert o._plan is planned
+    assert behind.stale
+    # nas decided from it already: it plans again, and the new plan sees q.
+    again = await observe(o, "nas", nas.AutoscalerSpec(node_pool_name="small"))
+    assert o._plan is not planned
+    assert not again.stale
+    assert sorted(names(again.fitting)) == ["p", "q"]
+    # Nothing moved since: the new plan serves heavy-nas as current.
+    assert not (await observe(o, "heavy-nas", heavy_spec)).stale
+
+
+async def test_an_autoscaler_never_decides_twice_from_the_plan_before_its_request() -> None:
+    o = observer(pods=[pod("p")], pools=[pool(target=0)])
+    before = await observe(o)
+    assert before.up.new_nodes == 1
+    request = sr.manifest(
+        "r", sr.ScaleRequestSpec(node_pool_name="small", target_nodes=1), pool_uid="small-uid"
+    )
+    request["metadata"]["resourceVersion"] = "99"
+    o.ledger.record("small", request)
+    after = await observe(o)  # the ledger moved: a new plan, with the request in flight
+    assert o._plan is not None
+    assert not after.stale
+    assert after.pool.open_request

@@ -78,7 +78,10 @@ class AutoscalerReconciler:
         line = report.decision_line(seen, decision, warned=warned, made=made)
         log.log(level, "controller=%s key=%s %s", NAME, request.name, line)
         await self._report(autoscaler, seen=seen, decision=decision, made=made)
-        return Result(requeue_after=self._next_scan(request.name, spec))
+        next_scan = self._next_scan(request.name, spec)
+        if seen.stale:  # decided from a plan older than the caches: look again soon
+            next_scan = min(next_scan, float(spec.batch_window_seconds))
+        return Result(requeue_after=next_scan)
 
     def _decide(self, key: str, *, spec: nas.AutoscalerSpec, seen: Observation) -> plan.Decision:
         started = time.perf_counter()

@@ -5,8 +5,20 @@ All Autoscalers' pending pods are planned together: one scheduling simulation
 never grow for the same pods. The plan is made once per change of what it reads (the
 informers' resource versions and the requests we created) and shared by every
 Autoscaler's reconcile until something changes; each Autoscaler then takes its own pool's
-part of it. No API call and no LIST per scan: indexes on the shared informers keep the
-reads proportional to what is looked at, and pod profiles are parsed once per
+part of it.
+
+In a busy cluster something changes all the time (pods start, kwok or kubelets report
+status), and a plan of tens of thousands of pods takes a good part of a second: replanning
+for each of a thousand Autoscalers would take minutes per round. So a plan serves each
+Autoscaler once even when the caches have moved since it was made: an Autoscaler that
+has not decided from it yet takes it as it is (marked ``stale`` when the caches moved, so
+its reconcile looks again after its batch window); one that already decided from it, and
+finds the caches moved, plans anew, for itself and for the others. A round of changes
+costs about one plan, not one per Autoscaler, and no Autoscaler decides twice from the
+same picture (its own request is in the next plan it sees).
+
+No API call and no LIST per scan: indexes on the shared informers keep the reads
+proportional to what is looked at, and pod profiles are parsed once per
 (uid, resourceVersion).
 
 A pool is planned for by one Autoscaler: the oldest that names it. Any other Autoscaler
@@ -17,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from nodepool_operator.api import autoscaler as nas
@@ -143,6 +155,9 @@ class Observation:
     pending: int  # pending pods not bound to a node, in the watched namespaces
     pending_fitting: int  # pods that keep the pool from shrinking: planned here or not judged yet
     unneeded: tuple[str, ...]  # Ready nodes running only DaemonSet or mirror pods
+    # The plan predates changes in the caches (it served other Autoscalers first): the
+    # decision is sound for what it saw, and the Autoscaler should look again soon.
+    stale: bool = False
 
     @property
     def unschedulable(self) -> int:
@@ -180,6 +195,16 @@ class _Gathered:
             daemon_sets=self.daemon_sets,
             nominated=self.nominated,
         )
+
+
+@dataclass
+class _Plan:
+    """A plan, what it was made from, and the Autoscalers that decided from it."""
+
+    version: tuple[object, ...]  # (unhealthy nodes, *the caches' versions)
+    world: _Gathered
+    outcome: simulation.Outcome
+    served: set[str] = field(default_factory=set)
 
 
 def _oldest_first(found: Iterable[Object]) -> list[Object]:
@@ -282,7 +307,7 @@ class Observer:
         self.expendable_priority = expendable_priority
         self.wall_clock = wall_clock or clock_module.RealWallClock()
         self._unhealthy: frozenset[str] = frozenset()
-        self._plan: tuple[tuple[object, ...], _Gathered, simulation.Outcome] | None = None
+        self._plan: _Plan | None = None
         pods.add_index(PENDING_INDEX, _pending_index)
         pods.add_index(NODE_INDEX, _node_index)
         nodes.add_index(POOL_INDEX, _pool_of_node_index)
@@ -292,7 +317,7 @@ class Observer:
 
     async def observe(self, name: str, spec: nas.AutoscalerSpec) -> Observation | Conflict | None:
         """The Autoscaler's part of the plan; None when its pool does not exist."""
-        world, outcome = await self._current()  # shared by every Autoscaler
+        world, outcome, stale = await self._current(name)  # shared by every Autoscaler
         owner = world.owners.get(spec.node_pool_name)
         if owner is not None and owner != name:
             return Conflict(pool=spec.node_pool_name, owner=owner)
@@ -326,6 +351,7 @@ class Observer:
             pending=len(watched) + len(broken) + waiting,
             pending_fitting=len(up.hosted) + waiting,
             unneeded=pool.unneeded,
+            stale=stale,
         )
 
     def _version(self) -> tuple[object, ...]:
@@ -360,19 +386,25 @@ class Observer:
                 found.add(str(node["metadata"]["name"]))
         return frozenset(found)
 
-    async def _current(self) -> tuple[_Gathered, simulation.Outcome]:
+    async def _current(self, autoscaler: str) -> tuple[_Gathered, simulation.Outcome, bool]:
+        """The plan for ``autoscaler`` and whether the caches moved since it was made."""
+        current = self._plan
+        if current is not None and autoscaler not in current.served:
+            current.served.add(autoscaler)
+            return current.world, current.outcome, current.version[1:] != self._version()
         # Nodes turn unhealthy by time passing alone, not by an event: part of the version.
         unhealthy = self._find_unhealthy()
         version = (unhealthy, *self._version())
-        if self._plan is None or self._plan[0] != version:
+        if current is None or current.version != version:
             self._unhealthy = unhealthy
             gathered = self._gather()
             # Simulating tens of thousands of pods takes long enough to starve the
             # informers and the lease renewal if it ran on the event loop; its inputs are
             # immutable snapshots, so it runs in a worker thread.
             outcome = await asyncio.to_thread(gathered.simulate)
-            self._plan = (version, gathered, outcome)
-        return self._plan[1], self._plan[2]
+            current = self._plan = _Plan(version, gathered, outcome)
+        current.served.add(autoscaler)
+        return current.world, current.outcome, False
 
     # -- the shared plan ------------------------------------------------------------------
 
