@@ -273,6 +273,7 @@ class Phase:
     reconciles_per_second: float
     queue_p99: float
     rss: float
+    by_target: Counter[tuple[str, str, int]] = field(default_factory=Counter)
 
 
 @dataclass
@@ -328,6 +329,7 @@ class Measured:
             reconciles_per_second=reconciles / seconds if seconds else 0.0,
             queue_p99=p99_between(self.metrics, after),
             rss=self.operator.rss_mib(),
+            by_target=audit.summarize(writes),
         )
 
 
@@ -562,6 +564,14 @@ def report(results: list[SizeResult]) -> str:
             f"| {r.pools} pools / {r.nodes} nodes / {r.pods} pods | {r.bytes_per_pod:.0f} | "
             f"{r.peak_rss:.0f} | {r.burst_to_requests:.1f} s | {r.burst_to_running:.1f} s |"
         )
+    for r in results:
+        for p in r.phases:
+            if p.by_target:
+                counted = ", ".join(
+                    f"{verb} {target} {code}: {n}"
+                    for (verb, target, code), n in sorted(p.by_target.items())
+                )
+                lines.append(f"\n{r.pools} pools, {p.name}: {counted}")
     return "\n".join(lines)
 
 
