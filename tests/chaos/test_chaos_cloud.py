@@ -55,9 +55,10 @@ async def test_cloud_errors_slowness_restarts_and_quota_lose_nothing(
         await fleet.set_target(name, vms + 4)
         await wait_for(lambda: quota_refusal_shown(fleet, name), within=60)
         await fleet.set_target(name, vms + 3)  # a new generation ends the pause: one retry
-        await asyncio.sleep(12)
+        await asyncio.sleep(8)
         fleet.faults += 1
         await fleet.cloud_client.set_faults(wire.Faults())  # the checks list VMs too
+        await fleet.set_target(name, vms + 4)  # and the user's next edit gets the VMs
     responses = await fleet.cloud_responses()
     broken = await settle_and_check(fleet)
     broken += BOUND.check(sampler.rates)
