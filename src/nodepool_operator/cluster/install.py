@@ -21,6 +21,7 @@ import yaml
 from kubernetes_asyncio import client
 
 from nodepool_operator.api import crds
+from nodepool_operator.cluster import binaries
 
 __all__ = ["OPERATOR_NAMESPACE", "OPERATOR_USER", "grant_operator_rbac", "install_crds"]
 
@@ -30,7 +31,7 @@ RBAC_API = "rbac.authorization.k8s.io"
 
 
 def _deploy_directory() -> Path:
-    return Path(__file__).resolve().parents[3] / "deploy" / "rbac"
+    return binaries.source_path("deploy/rbac")  # the checkout's, or the wheel's copy
 
 
 def _binding(kind: str, name: str, role_kind: str, role: str, namespace: str | None) -> Any:
