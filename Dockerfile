@@ -34,8 +34,10 @@ COPY requirements/runtime.txt requirements/runtime.txt
 RUN python -m pip wheel --no-cache-dir --wheel-dir /wheels \
       --require-hashes --no-deps -r requirements/runtime.txt
 # README.md is the package's long description (pyproject.toml: readme); setup.py leaves
-# the test helpers out of the wheel.
+# the test helpers out of the wheel and bundles tools/ and deploy/rbac into it.
 COPY pyproject.toml setup.py README.md ./
+COPY tools/ tools/
+COPY deploy/rbac/ deploy/rbac/
 COPY src/ src/
 RUN python -m pip wheel --no-cache-dir --wheel-dir /wheels --no-deps .
 

@@ -47,6 +47,7 @@ __all__ = [
     "ensure_helm",
     "ensure_karpenter_kwok",
     "pinned_version",
+    "source_path",
     "tools_directory",
 ]
 
@@ -54,6 +55,8 @@ CACHE_ENV = "NODEPOOL_OPERATOR_CACHE"
 ASSETS_ENV = "KUBEBUILDER_ASSETS"
 TOOLS_ENV = "NODEPOOL_OPERATOR_TOOLS"
 HEARTBEAT_SECONDS = 30.0
+# Inside the installed package: what setup.py copies there from tools/ and deploy/rbac.
+BUNDLE_DIRECTORY = "_bundled"
 
 
 class BuildError(RuntimeError):
@@ -152,12 +155,21 @@ def cache_root() -> Path:
     return Path.home() / ".cache" / "nodepool-operator"
 
 
+def source_path(relative: str) -> Path:
+    """A path of the source checkout (``tools/...``, ``deploy/...``) this package runs from,
+    or, installed from a wheel, the copy ``setup.py`` bundled into the package."""
+    checkout = Path(__file__).resolve().parents[3] / relative
+    if checkout.exists():
+        return checkout
+    return Path(__file__).resolve().parents[1] / BUNDLE_DIRECTORY / relative
+
+
 def tools_directory() -> Path:
-    """``tools/`` of the source checkout this package runs from (editable install or tree)."""
+    """``tools/`` of the source checkout, or the wheel's copy of it (see :func:`source_path`)."""
     override = os.environ.get(TOOLS_ENV)
     if override:
         return Path(override)
-    return Path(__file__).resolve().parents[3] / "tools"
+    return source_path("tools")
 
 
 def ensure_karpenter_kwok(*, out: TextIO = sys.stderr) -> Path:

@@ -23,19 +23,22 @@ import pytest
 import yaml
 
 from nodepool_operator.api import crds
+from nodepool_operator.cluster import binaries
 
 REPO = Path(__file__).resolve().parents[3]
 # The build context of the Dockerfile: everything a wheel is made from.
-SOURCES = ("pyproject.toml", "setup.py", "README.md", "src")
+SOURCES = ("pyproject.toml", "setup.py", "README.md", "src", "tools", "deploy/rbac")
 
 
-def _run(*command: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+def _run(
+    *command: str | Path, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     # No PYTHONPATH and a directory outside the tree: the source checkout cannot leak in.
-    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
+    clean = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
     return subprocess.run(
         [str(part) for part in command],
         cwd=cwd,
-        env=env,
+        env=clean | (env or {}),
         capture_output=True,
         text=True,
         timeout=600,
@@ -60,7 +63,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
             shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns(
                 "__pycache__", "*.egg-info"))  # fmt: skip
         else:
-            source.mkdir(exist_ok=True)
+            source.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / name, source / name)
     dist = work / "dist"
     built = _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", dist, source,
@@ -90,6 +93,13 @@ def test_the_wheel_holds_the_package_and_not_the_test_helpers(installed: Install
     assert "nodepool_operator/cli.py" in names
     assert "nodepool_operator/py.typed" in names
     assert "nodepool_operator/cluster/pytest_plugin.py" not in names
+    # What `cluster build` and `demo` read from outside src/ in a checkout.
+    bundled = "nodepool_operator/_bundled/"
+    for tool in ("etcd", "kubernetes", "kwok", "helm"):
+        assert f"{bundled}tools/{tool}/go.mod" in names
+        assert f"{bundled}tools/{tool}/go.sum" in names
+    for role in ("clusterrole.yaml", "leader-election-role.yaml"):
+        assert f"{bundled}deploy/rbac/{role}" in names
     assert not any(name.startswith(("tests/", "bench/")) for name in names)
     [metadata] = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
     with zipfile.ZipFile(installed.wheel) as archive:
@@ -122,3 +132,29 @@ def test_the_installed_package_is_the_wheels_and_has_only_its_locked_dependencie
     version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
     shown = _run(installed.python, "-m", "pip", "show", "nodepool-operator", cwd=installed.outside)
     assert f"Version: {version}" in shown.stdout
+
+
+def test_the_installed_cli_finds_the_pinned_binaries_and_the_rbac_without_a_checkout(
+    installed: Installed,
+) -> None:
+    # The cache this machine's control plane uses, so nothing is built here; the pins are
+    # read from the wheel's copy of tools/, and the cache keys must match them.
+    cache = binaries.cache_root()
+    built = _run(installed.cli, "cluster", "build", cwd=installed.outside,
+                 env={binaries.CACHE_ENV: str(cache)})  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    assert "[build]" not in built.stderr, "built again instead of using the cache"
+    found = dict(line.split() for line in built.stdout.splitlines())
+    assert set(found) == {*binaries.ALL_BINARIES, "helm"}
+    for path in found.values():
+        assert Path(path).is_relative_to(cache)
+    code = (
+        "from nodepool_operator.cluster import binaries, install; "
+        "print(binaries.tools_directory()); print(install._deploy_directory())"
+    )
+    where = _run(installed.python, "-c", code, cwd=installed.outside)
+    assert where.returncode == 0, where.stderr
+    site = installed.python.parents[1]
+    for line in where.stdout.splitlines():
+        assert Path(line).is_relative_to(site), line
+        assert Path(line).is_dir(), line
