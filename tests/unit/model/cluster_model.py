@@ -1,0 +1,401 @@
+"""A model of what the NodePool controller talks to, small enough to reason about and strict
+where the real ones are strict: an API server with resourceVersions, generations, 409s,
+finalizers and answers that can be lost after the write took effect; caches that lag
+behind it until told to catch up; a cloud whose creates can fail, be refused for quota, or
+succeed and lose their answer, whose listings can fail or come back empty, and whose VMs
+boot, die and finish deleting when the test says so.
+
+The model also watches what the operator does and records what must never happen
+(``violations``): a NodePool update without a resourceVersion, a Node deleted while its
+VM is still running, a target written from a ScaleRequest based on another target.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import scalerequest as sr
+from nodepool_operator.cloud.provider import (
+    MachineSpec,
+    QuotaExceeded,
+    TransientCloudError,
+    VirtualMachine,
+    VmConflict,
+    VmName,
+    VmState,
+)
+from nodepool_operator.runtime import conditions, errors
+from nodepool_operator.runtime.client import Object, Resource
+from nodepool_operator.runtime.informer import object_key
+from nodepool_operator.runtime.status import prune_none
+
+START = 1_800_000_000.0
+
+#: What the model-based tests tried, printed at the end of the session (``conftest.py``).
+TRIED = {"sequences": 0, "steps": 0, "crashes": 0, "faults": 0, "passes": 0}
+
+
+class Crash(BaseException):  # a BaseException: the operator process dies, nothing catches it
+    """The operator is killed between two calls: everything it remembered is lost."""
+
+
+class WallClock:
+    def __init__(self) -> None:
+        self.now = START
+
+    def time(self) -> float:
+        return self.now
+
+
+@dataclass
+class Tripwire:
+    """Kills the operator at its ``calls_left``-th call to the API server or the cloud."""
+
+    calls_left: int | None = None
+
+    def tick(self) -> None:
+        if self.calls_left is None:
+            return
+        self.calls_left -= 1
+        if self.calls_left <= 0:
+            self.calls_left = None
+            raise Crash
+
+
+def merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
+    """RFC 7386 merge patch, in place."""
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            merge(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+
+
+@dataclass
+class ApiServer:
+    """Objects by (plural, name); every write gives the object a new resourceVersion."""
+
+    clock: WallClock
+    tripwire: Tripwire
+    objects: dict[tuple[str, str], Object] = field(default_factory=dict)
+    versions: Iterable[int] = field(default_factory=lambda: itertools.count(1))
+    uids: Iterable[int] = field(default_factory=lambda: itertools.count(1))
+    lose_answers: int = 0  # the next N operator writes take effect, then their answer is lost
+    violations: list[str] = field(default_factory=list)
+    operator_writes: int = 0
+    vm_alive: Callable[[str, str | None], bool] = lambda name, provider_id: False
+
+    # --- what the user and the other controllers do (never faulted) ---
+
+    def put(self, plural: str, obj: Object) -> Object:
+        obj = copy.deepcopy(obj)
+        meta = obj["metadata"]
+        meta.setdefault("uid", f"uid-{next(iter(self.uids))}")
+        meta.setdefault("creationTimestamp", conditions.rfc3339(self.clock.time()))
+        meta["generation"] = 1
+        meta["resourceVersion"] = self._version()
+        self.objects[(plural, meta["name"])] = obj
+        return copy.deepcopy(obj)
+
+    def edit(self, plural: str, name: str, change: Callable[[Object], None]) -> None:
+        obj = self.objects[(plural, name)]
+        spec_before = copy.deepcopy(obj.get("spec"))
+        change(obj)
+        if obj.get("spec") != spec_before:
+            obj["metadata"]["generation"] += 1
+        obj["metadata"]["resourceVersion"] = self._version()
+
+    def stored(self, plural: str) -> list[Object]:
+        return [copy.deepcopy(o) for (kind, _), o in sorted(self.objects.items()) if kind == plural]
+
+    # --- the Client surface the operator uses ---
+
+    async def get(self, resource: Resource, name: str, **_: Any) -> Object:
+        self.tripwire.tick()
+        found = self.objects.get((resource.plural, name))
+        if found is None:
+            raise errors.NotFound(f"{resource.plural} {name!r} not found")
+        return copy.deepcopy(found)
+
+    async def create(self, resource: Resource, body: Object, **_: Any) -> Object:
+        self._write_starts()
+        name = body["metadata"]["name"]
+        if (resource.plural, name) in self.objects:
+            raise errors.AlreadyExists(f"{resource.plural} {name!r} already exists")
+        obj = copy.deepcopy(body)
+        if resource.plural == "nodes":
+            # kwok: the Node reports Ready as soon as it exists.
+            obj.setdefault("status", {})["conditions"] = [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "lastTransitionTime": conditions.rfc3339(self.clock.time()),
+                }
+            ]
+        created = self.put(resource.plural, obj)
+        return self._answer(created)
+
+    async def replace(self, resource: Resource, body: Object, **_: Any) -> Object:
+        self._write_starts()
+        name = body["metadata"]["name"]
+        stored = self._stored(resource.plural, name)
+        sent = body["metadata"].get("resourceVersion")
+        if not sent:
+            self.violations.append(f"update of {resource.plural}/{name} without resourceVersion")
+        elif sent != stored["metadata"]["resourceVersion"]:
+            raise errors.Conflict(f"{resource.plural} {name!r}: the object has been modified")
+        if resource.plural == "nodepools":
+            self._check_target_write(stored, body)
+
+        def change(obj: Object) -> None:
+            obj["spec"] = copy.deepcopy(body.get("spec"))
+            obj["metadata"]["labels"] = copy.deepcopy(body["metadata"].get("labels"))
+            obj["metadata"]["finalizers"] = copy.deepcopy(body["metadata"].get("finalizers"))
+
+        self.edit(resource.plural, name, change)
+        return self._answer(self.objects[(resource.plural, name)])
+
+    async def patch(
+        self, resource: Resource, name: str, patch: Any, *, subresource: str | None = None, **_: Any
+    ) -> Object:
+        self._write_starts()
+        stored = self._stored(resource.plural, name)
+        patch = copy.deepcopy(patch)
+        sent = (patch.get("metadata") or {}).pop("resourceVersion", None)
+        if sent is not None and sent != stored["metadata"]["resourceVersion"]:
+            raise errors.Conflict(f"{resource.plural} {name!r}: the object has been modified")
+        if subresource == "status":
+            patch = {"status": patch.get("status") or {}}
+        else:
+            patch.pop("status", None)
+
+        def change(obj: Object) -> None:
+            merge(obj, patch)
+            obj["status"] = prune_none(obj.get("status") or {})
+
+        self.edit(resource.plural, name, change)
+        obj = self.objects[(resource.plural, name)]
+        if obj["metadata"].get("deletionTimestamp") and not obj["metadata"].get("finalizers"):
+            del self.objects[(resource.plural, name)]
+        return self._answer(obj)
+
+    async def delete(
+        self, resource: Resource, name: str, *, uid: str | None = None, **_: Any
+    ) -> Object:
+        self._write_starts()
+        stored = self._stored(resource.plural, name)
+        if uid is not None and stored["metadata"]["uid"] != uid:
+            raise errors.Conflict(f"{resource.plural} {name!r}: uid precondition failed")
+        if resource.plural == "nodes":
+            provider_id = (stored.get("spec") or {}).get("providerID")
+            if self.vm_alive(name, provider_id):
+                self.violations.append(f"Node {name} deleted while its VM still runs")
+        del self.objects[(resource.plural, name)]
+        return self._answer(stored)
+
+    async def create_subresource(self, resource: Resource, name: str, *_: Any, **__: Any) -> Object:
+        raise AssertionError(f"no pods in the model, nothing to evict ({name})")
+
+    async def list_page(self, resource: Resource, **_: Any) -> Object:
+        self.tripwire.tick()
+        return {"items": []}
+
+    # --- helpers ---
+
+    def _version(self) -> str:
+        return str(next(iter(self.versions)))
+
+    def _stored(self, plural: str, name: str) -> Object:
+        found = self.objects.get((plural, name))
+        if found is None:
+            raise errors.NotFound(f"{plural} {name!r} not found")
+        return found
+
+    def _write_starts(self) -> None:
+        self.tripwire.tick()
+        self.operator_writes += 1
+
+    def _answer(self, obj: Object) -> Object:
+        if self.lose_answers > 0:
+            self.lose_answers -= 1
+            raise errors.ServerTimeout("the answer was lost after the write took effect")
+        return copy.deepcopy(obj)
+
+    def _check_target_write(self, stored: Object, body: Object) -> None:
+        before = stored["spec"].get("targetNodes")
+        after = (body.get("spec") or {}).get("targetNodes")
+        if before == after:
+            return
+        name = stored["metadata"]["name"]
+        asked = [
+            r
+            for r in self.stored("scalerequests")
+            if sr.spec_of(r).node_pool_name == name
+            and sr.status_of(r).phase == "Pending"
+            and sr.spec_of(r).based_on_target_nodes in (None, before)
+        ]
+        if not asked:
+            self.violations.append(
+                f"targetNodes of {name} moved {before} -> {after} with no request based on {before}"
+            )
+
+
+class Cache:
+    """An informer over the model API server: what it holds is as of the last ``sync``."""
+
+    def __init__(
+        self, api: ApiServer, plural: str, indexes: dict[str, Callable[[Object], list[str]]]
+    ) -> None:
+        self.api = api
+        self.plural = plural
+        self.indexes = indexes
+        self.store: dict[str, Object] = {}
+
+    def sync(self) -> None:
+        self.store = {object_key(o): o for o in self.api.stored(self.plural)}
+
+    def get(self, name: str, namespace: str | None = None) -> Object | None:
+        found = self.store.get(f"{namespace}/{name}" if namespace else name)
+        return copy.deepcopy(found) if found is not None else None
+
+    def by_index(self, index: str, value: str) -> list[Object]:
+        return [copy.deepcopy(o) for o in self.store.values() if value in self.indexes[index](o)]
+
+
+def caches(api: ApiServer) -> dict[str, Cache]:
+    return {
+        "nodepools": Cache(api, "nodepools", {}),
+        "nodes": Cache(api, "nodes", {"pool": lambda n: [p] if (p := np.pool_of(n)) else []}),
+        "pods": Cache(api, "pods", {"node": lambda p: []}),
+        "scalerequests": Cache(
+            api, "scalerequests", {"pool": lambda r: [sr.spec_of(r).node_pool_name]}
+        ),
+    }
+
+
+@dataclass
+class Vm:
+    pool: str
+    state: VmState
+    provider_id: str
+    created_at: float
+
+
+@dataclass
+class Cloud:
+    """VMs by name; faults are set by the test and consumed by the operator's calls."""
+
+    clock: WallClock
+    tripwire: Tripwire
+    vms: dict[str, Vm] = field(default_factory=dict)
+    boot_at_once: bool = True
+    create_faults: list[str] = field(default_factory=list)  # "transient" or "lost", in order
+    quota: int | None = None
+    listing: str = "ok"  # or "fails", or "empty"
+    # Eventually consistent listings (as EC2's): while lagging, VMs created since are not
+    # listed yet; a get by name finds them. Only the idempotent name saves a second VM.
+    lagging: bool = False
+    unlisted: set[str] = field(default_factory=set)
+    creations: dict[str, int] = field(default_factory=dict)  # name -> creates that made a VM
+    incarnations: Iterable[int] = field(default_factory=lambda: itertools.count(1))
+    wanted: Callable[[str], int] = lambda pool: 0
+    violations: list[str] = field(default_factory=list)
+
+    async def create_vm(self, *, name: VmName, pool: str, spec: MachineSpec) -> VirtualMachine:
+        self.tripwire.tick()
+        fault = self.create_faults.pop(0) if self.create_faults else None
+        if fault == "transient":
+            raise TransientCloudError("503 from the cloud; nothing was created")
+        found = self.vms.get(name)
+        if found is not None:
+            if found.pool != pool:
+                raise VmConflict(f"VM {name} belongs to {found.pool}")
+        else:
+            if self.quota is not None and len(self.vms) >= self.quota:
+                raise QuotaExceeded(f"quota of {self.quota} VMs reached")
+            live = [
+                vm for vm in self.vms.values() if vm.pool == pool and vm.state != VmState.DELETING
+            ]
+            if len(live) >= self.wanted(pool):
+                self.violations.append(
+                    f"VM {name} created while {pool} has {len(live)} of {self.wanted(pool)}"
+                )
+            state = VmState.RUNNING if self.boot_at_once else VmState.PROVISIONING
+            provider_id = f"simcloud:///{name}#{next(iter(self.incarnations))}"
+            found = self.vms[name] = Vm(pool, state, provider_id, self.clock.time())
+            self.creations[name] = self.creations.get(name, 0) + 1
+            if self.lagging:
+                self.unlisted.add(name)
+        if fault == "lost":
+            raise TransientCloudError("timeout; the VM was created all the same")
+        return self._seen(name, found)
+
+    async def delete_vm(self, name: VmName) -> None:
+        self.tripwire.tick()
+        found = self.vms.get(name)
+        if found is not None:
+            found.state = VmState.DELETING
+
+    async def list_vms(self, *, pool: str) -> list[VirtualMachine]:
+        self.tripwire.tick()
+        if self.listing == "fails":
+            raise TransientCloudError("listing failed")
+        if self.listing == "empty":
+            return []
+        return [
+            self._seen(n, vm)
+            for n, vm in sorted(self.vms.items())
+            if vm.pool == pool and n not in self.unlisted
+        ]
+
+    async def get_vm(self, name: VmName) -> VirtualMachine | None:
+        self.tripwire.tick()
+        found = self.vms.get(name)
+        return None if found is None else self._seen(name, found)
+
+    async def close(self) -> None:
+        pass
+
+    def alive(self, name: str, provider_id: str | None) -> bool:
+        """A VM of that name (and provider ID, when the Node says) that is not going."""
+        found = self.vms.get(name)
+        if found is None or found.state == VmState.DELETING:
+            return False
+        return provider_id is None or found.provider_id == provider_id
+
+    def boot(self) -> None:
+        for vm in self.vms.values():
+            if vm.state == VmState.PROVISIONING:
+                vm.state = VmState.RUNNING
+
+    def finish_deletions(self) -> None:
+        self.vms = {n: vm for n, vm in self.vms.items() if vm.state != VmState.DELETING}
+
+    def listing_catches_up(self) -> None:
+        self.unlisted.clear()
+
+    def heal(self) -> None:
+        self.lagging = False
+        self.listing_catches_up()
+        self.create_faults.clear()
+        self.quota = None
+        self.listing = "ok"
+
+    @staticmethod
+    def _seen(name: str, vm: Vm) -> VirtualMachine:
+        return VirtualMachine(
+            name=VmName(name),
+            pool=vm.pool,
+            cpu="4",
+            memory="16Gi",
+            state=vm.state,
+            provider_id=vm.provider_id,
+            created_at=vm.created_at,
+        )

@@ -1,0 +1,417 @@
+"""Model-based tests of the NodePool controller (hypothesis stateful testing).
+
+The real reconciler and its real pool steps run against the model of the API server, the
+caches and the cloud in ``cluster_model``. Hypothesis draws any sequence of: spec edits
+and label edits by the user, ScaleRequests (some based on a target that is no longer the
+pool's), reconciles, caches catching up, VMs booting, dying and finishing their deletion,
+cloud faults (a create that fails with no effect, one that takes effect and loses its
+answer, a quota, a listing that fails, comes back empty or lags behind the creates), API
+answers lost after the write took effect, Nodes turning NotReady or deleted by hand, and
+operator crashes (between any two of its calls, or between passes): everything the
+operator remembered is lost, and a new one starts from the API server and the cloud.
+
+Whatever the sequence, once the faults stop and the operator is left to work, the pool
+ends with exactly ``targetNodes`` VMs and Nodes of the same names, every Node Ready (no
+orphan VM, no Node without a VM), every ScaleRequest answered, ``observedGeneration ==
+generation``, the scale finished and the user's labels intact. At every step: no VM was
+created beyond the target the operator's cache showed (no duplicate), no Node was
+deleted while its VM ran, no NodePool update went without a resourceVersion and no
+target was written from a request based on another target.
+
+Runs: the default profile tries ``NODEPOOL_MODEL_EXAMPLES`` sequences (default 60) of up
+to ``NODEPOOL_MODEL_STEPS`` steps (default 40), derandomized so that each run is the same;
+``NODEPOOL_MODEL_EXAMPLES=2000 NODEPOOL_MODEL_STEPS=80`` is the long run (random seeds).
+Each run prints what it tried at the end (``conftest.py``). The model shows it can fail:
+the same machine against an operator that names its VMs afresh on every create (no
+idempotent name) is caught (``test_the_model_catches_vm_names_that_are_not_idempotent``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import itertools
+import os
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import scalerequest as sr
+from nodepool_operator.cloud.provider import CloudError, VmName, VmState
+from nodepool_operator.controllers.nodepool import actions, plan
+from nodepool_operator.controllers.nodepool.config import NodePoolConfig
+from nodepool_operator.controllers.nodepool.controller import NodePoolReconciler
+from nodepool_operator.controllers.resources import NODEPOOLS
+from nodepool_operator.runtime import clock as clock_module
+from nodepool_operator.runtime import conditions, errors
+from nodepool_operator.runtime.controller import Request
+from unit.model import cluster_model as model
+
+POOL = "p"
+MAX_NODES = 5
+CONFIG = NodePoolConfig(poll_interval=1.0, request_retention=60.0)
+#: Passes the operator gets, once the faults stop, to reach the desired state.
+SETTLE_PASSES = 300
+EXAMPLES = int(os.environ.get("NODEPOOL_MODEL_EXAMPLES", "60"))
+STEPS = int(os.environ.get("NODEPOOL_MODEL_STEPS", "40"))
+
+TRIED = model.TRIED
+
+
+class Recorder:
+    """Events are best effort and the model does not judge them: kept for reading."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str]] = []
+
+    async def event(self, obj: Any, *, type: str, reason: str, message: str) -> None:
+        self.events.append((type, reason))
+
+
+class NodePoolModel(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.loop = asyncio.new_event_loop()
+        self.wall = model.WallClock()
+        self.mono = clock_module.FakeClock()
+        self.tripwire = model.Tripwire()
+        self.api = model.ApiServer(clock=self.wall, tripwire=self.tripwire)
+        self.cloud = model.Cloud(clock=self.wall, tripwire=self.tripwire)
+        self.api.vm_alive = self.cloud.alive
+        self.cloud.wanted = self._wanted_as_cached
+        self.caches = model.caches(self.api)
+        self.user_labels: dict[str, str] = {}
+        self.requests_made = 0
+        self.operator = self._start_operator()
+        TRIED["sequences"] += 1
+
+    def _wanted_as_cached(self, pool: str) -> int:
+        """The size the operator may aim for: its cache's copy of the pool says it."""
+        cached = self.caches["nodepools"].get(pool)
+        return 0 if cached is None else plan.desired_nodes(np.spec_of(cached))
+
+    def _start_operator(self) -> NodePoolReconciler:
+        """A new operator process: nothing remembered, its caches listed afresh."""
+        for cache in self.caches.values():
+            cache.sync()
+        recorder = Recorder()
+        return NodePoolReconciler(
+            client=self.api,  # type: ignore[arg-type]
+            pools=self.caches["nodepools"],  # type: ignore[arg-type]
+            scale_requests=self.caches["scalerequests"],  # type: ignore[arg-type]
+            steps=actions.PoolActions(
+                client=self.api,  # type: ignore[arg-type]
+                nodes=self.caches["nodes"],  # type: ignore[arg-type]
+                pods=self.caches["pods"],  # type: ignore[arg-type]
+                cloud=self.cloud,
+                recorder=recorder,  # type: ignore[arg-type]
+                config=CONFIG,
+                clock=self.mono,
+                wall_clock=self.wall,
+            ),
+            recorder=recorder,  # type: ignore[arg-type]
+            config=CONFIG,
+            clock=self.mono,
+            wall_clock=self.wall,
+        )
+
+    # --- the user -------------------------------------------------------------------------
+
+    @initialize(size=st.integers(0, MAX_NODES))
+    def create_pool(self, size: int) -> None:
+        spec = np.NodePoolSpec(target_nodes=size, min_nodes=0, max_nodes=MAX_NODES)
+        self.api.put("nodepools", np.manifest(POOL, spec))
+
+    @rule(size=st.integers(0, MAX_NODES))
+    def user_sets_target(self, size: int) -> None:
+        self.api.edit("nodepools", POOL, lambda pool: pool["spec"].update(targetNodes=size))
+
+    @rule(value=st.sampled_from(["a", "b", "c"]))
+    def user_labels_the_pool(self, value: str) -> None:
+        key = f"team-{len(self.user_labels) % 3}"
+        self.user_labels[key] = value
+
+        def label(pool: dict[str, Any]) -> None:
+            pool["metadata"].setdefault("labels", {})[key] = value
+
+        self.api.edit("nodepools", POOL, label)
+
+    @rule(size=st.integers(0, MAX_NODES + 2), stale=st.booleans())
+    def autoscaler_asks(self, size: int, stale: bool) -> None:
+        current = self.api.objects[("nodepools", POOL)]["spec"]["targetNodes"]
+        self.requests_made += 1
+        spec = sr.ScaleRequestSpec(
+            node_pool_name=POOL,
+            target_nodes=size,
+            based_on_target_nodes=current + 1 if stale else current,
+        )
+        self.api.put("scalerequests", sr.manifest(f"r-{self.requests_made}", spec))
+
+    # --- the operator ---------------------------------------------------------------------
+
+    @rule()
+    def reconcile(self) -> None:
+        self._reconcile()
+
+    @rule(calls=st.integers(1, 12))
+    def operator_killed_mid_pass(self, calls: int) -> None:
+        self.tripwire.calls_left = calls
+        self._reconcile()
+        self.tripwire.calls_left = None
+
+    @rule()
+    def operator_restarted(self) -> None:
+        TRIED["crashes"] += 1
+        self.operator = self._start_operator()
+
+    @rule(cache=st.sampled_from(["nodepools", "nodes", "scalerequests"]))
+    def cache_catches_up(self, cache: str) -> None:
+        self.caches[cache].sync()
+
+    @rule(seconds=st.sampled_from([0.1, 1.0, 10.0, 60.0, 700.0]))
+    def time_passes(self, seconds: float) -> None:
+        self.wall.now += seconds
+        self.loop.run_until_complete(self.mono.advance(seconds))
+
+    # --- the cloud ------------------------------------------------------------------------
+
+    @rule()
+    def vms_boot(self) -> None:
+        self.cloud.boot()
+
+    @rule()
+    def deletions_finish(self) -> None:
+        self.cloud.finish_deletions()
+
+    @rule(boot_at_once=st.booleans())
+    def cloud_boot_speed(self, boot_at_once: bool) -> None:
+        self.cloud.boot_at_once = boot_at_once
+
+    @precondition(lambda self: bool(self.cloud.vms))
+    @rule(data=st.data())
+    def vm_dies(self, data: st.DataObject) -> None:
+        name = data.draw(st.sampled_from(sorted(self.cloud.vms)))
+        del self.cloud.vms[name]
+        TRIED["faults"] += 1
+
+    @rule(faults=st.lists(st.sampled_from(["transient", "lost"]), min_size=1, max_size=3))
+    def creates_fail(self, faults: list[str]) -> None:
+        self.cloud.create_faults.extend(faults)
+        TRIED["faults"] += len(faults)
+
+    @rule(quota=st.integers(0, MAX_NODES))
+    def quota_set(self, quota: int) -> None:
+        self.cloud.quota = quota
+        TRIED["faults"] += 1
+
+    @rule(listing=st.sampled_from(["fails", "empty", "ok"]))
+    def listing_goes(self, listing: str) -> None:
+        self.cloud.listing = listing
+        TRIED["faults"] += listing != "ok"
+
+    @rule(lagging=st.booleans())
+    def listing_lags(self, lagging: bool) -> None:
+        self.cloud.lagging = lagging
+        TRIED["faults"] += lagging
+
+    @rule()
+    def listing_catches_up(self) -> None:
+        self.cloud.listing_catches_up()
+
+    @rule(count=st.integers(1, 3))
+    def api_answers_lost(self, count: int) -> None:
+        self.api.lose_answers = count
+        TRIED["faults"] += count
+
+    # --- the Nodes ------------------------------------------------------------------------
+
+    @precondition(lambda self: bool(self.api.stored("nodes")))
+    @rule(data=st.data(), long_ago=st.booleans())
+    def node_turns_not_ready(self, data: st.DataObject, long_ago: bool) -> None:
+        name = data.draw(st.sampled_from([n["metadata"]["name"] for n in self.api.stored("nodes")]))
+        since = self.wall.time() - (3600 if long_ago else 0)
+
+        def fail(node: dict[str, Any]) -> None:
+            node["status"]["conditions"] = [
+                {
+                    "type": "Ready",
+                    "status": "False",
+                    "lastTransitionTime": conditions.rfc3339(since),
+                }
+            ]
+
+        self.api.edit("nodes", name, fail)
+        TRIED["faults"] += 1
+
+    @precondition(lambda self: bool(self.api.stored("nodes")))
+    @rule(data=st.data())
+    def node_deleted_by_hand(self, data: st.DataObject) -> None:
+        name = data.draw(st.sampled_from([n["metadata"]["name"] for n in self.api.stored("nodes")]))
+        del self.api.objects[("nodes", name)]
+        TRIED["faults"] += 1
+
+    # --- what holds at every step -----------------------------------------------------------
+
+    @invariant()
+    def nothing_forbidden_happened(self) -> None:
+        TRIED["steps"] += 1  # invariants run after every step
+        assert self.api.violations == []
+        assert self.cloud.violations == []
+
+    # --- the end ----------------------------------------------------------------------------
+
+    def teardown(self) -> None:
+        try:
+            self._settle()
+            self._check_desired_state()
+        finally:
+            self.loop.close()
+
+    def _reconcile(self) -> float | None:
+        TRIED["passes"] += 1
+        try:
+            result = self.loop.run_until_complete(self.operator.reconcile(Request(name=POOL)))
+        except model.Crash:
+            TRIED["crashes"] += 1
+            self.operator = self._start_operator()
+            return None
+        except (errors.ApiError, CloudError):
+            return CONFIG.poll_interval  # the controller logs it and retries on its backoff
+        return result.requeue_after
+
+    def _settle(self) -> None:
+        """The faults stop; the operator works, the caches follow, the cloud boots and
+        finishes deletions, time passes as the operator asks for it."""
+        self.cloud.heal()
+        self.api.lose_answers = 0
+        for _ in range(SETTLE_PASSES):
+            for cache in self.caches.values():
+                cache.sync()
+            self.cloud.boot()
+            self.cloud.finish_deletions()
+            writes = self.api.operator_writes
+            delay = self._reconcile()
+            for cache in self.caches.values():
+                cache.sync()
+            if self.api.operator_writes == writes and self._desired_state_problems() == []:
+                return
+            step = min(delay if delay is not None else 1.0, 60.0)
+            self.wall.now += max(step, 0.1)
+            self.loop.run_until_complete(self.mono.advance(max(step, 0.1)))
+
+    def _check_desired_state(self) -> None:
+        assert self._desired_state_problems() == []
+        assert self.api.violations == []
+
+    def _desired_state_problems(self) -> list[str]:
+        problems = []
+        pool = self.api.objects[("nodepools", POOL)]
+        spec = np.spec_of(pool)
+        target = plan.desired_nodes(spec)
+        vms = {n for n, vm in self.cloud.vms.items() if vm.state != VmState.DELETING}
+        nodes = {n["metadata"]["name"] for n in self.api.stored("nodes")}
+        if len(vms) != target:
+            problems.append(f"{len(vms)} VMs for a target of {target}: {sorted(vms)}")
+        if vms != nodes:
+            problems.append(f"VMs {sorted(vms)} and Nodes {sorted(nodes)} differ")
+        not_ready = [
+            n["metadata"]["name"]
+            for n in self.api.stored("nodes")
+            if not any(
+                c["type"] == "Ready" and c["status"] == "True"
+                for c in n["status"].get("conditions", ())
+            )
+        ]
+        if not_ready:
+            problems.append(f"Nodes not Ready: {not_ready}")
+        status = pool.get("status") or {}
+        if status.get("observedGeneration") != pool["metadata"]["generation"]:
+            problems.append(
+                f"observedGeneration {status.get('observedGeneration')} "
+                f"!= generation {pool['metadata']['generation']}"
+            )
+        if (status.get("currentNodes"), status.get("readyNodes")) != (target, target):
+            problems.append(f"status says {status.get('currentNodes')}/{status.get('readyNodes')}")
+        if status.get("scaleOperation") != "inactive":
+            problems.append(f"scaleOperation {status.get('scaleOperation')}")
+        labels = pool["metadata"].get("labels") or {}
+        if any(labels.get(k) != v for k, v in self.user_labels.items()):
+            problems.append(f"user labels lost: {labels} lacks {self.user_labels}")
+        pending = [
+            r["metadata"]["name"]
+            for r in self.api.stored("scalerequests")
+            if sr.status_of(r).phase == "Pending"
+        ]
+        if pending:
+            problems.append(f"requests still Pending: {pending}")
+        return problems
+
+
+NodePoolModel.TestCase.settings = settings(
+    max_examples=EXAMPLES,
+    stateful_step_count=STEPS,
+    derandomize=EXAMPLES <= 200,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    print_blob=True,
+)
+TestNodePoolModel = NodePoolModel.TestCase
+
+
+def test_the_model_api_refuses_a_stale_update() -> None:
+    """The model is only as good as its 409s: a write on an old resourceVersion fails."""
+    api = model.ApiServer(clock=model.WallClock(), tripwire=model.Tripwire())
+    stored = api.put("nodepools", np.manifest(POOL, np.NodePoolSpec(target_nodes=1)))
+    api.edit("nodepools", POOL, lambda pool: pool["spec"].update(targetNodes=2))
+    stale = copy.deepcopy(stored)
+    stale["spec"]["targetNodes"] = 3
+
+    loop = asyncio.new_event_loop()
+    try:
+        with pytest.raises(errors.Conflict):
+            loop.run_until_complete(api.replace(NODEPOOLS, stale))
+    finally:
+        loop.close()
+    assert api.objects[("nodepools", POOL)]["spec"]["targetNodes"] == 2
+
+
+def test_the_model_catches_vm_names_that_are_not_idempotent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A broken operator that names each new VM afresh leaks VMs when a listing lags
+    behind its creates; the model must find that, or its passing runs prove nothing."""
+    fresh = itertools.count(100)
+
+    def new_names(pool: str, existing: Any, count: int) -> list[VmName]:
+        return [VmName(f"{pool}-{next(fresh)}") for _ in range(count)]
+
+    monkeypatch.setattr(plan, "names_to_create", new_names)
+    tried = dict(TRIED)
+    try:
+        with pytest.raises(AssertionError):
+            run_state_machine_as_test(
+                NodePoolModel,
+                settings=settings(
+                    max_examples=60,
+                    stateful_step_count=STEPS,
+                    derandomize=True,
+                    deadline=None,
+                    database=None,
+                    phases=[Phase.generate],  # found is enough: no shrinking
+                    report_multiple_bugs=False,
+                    suppress_health_check=list(HealthCheck),
+                ),
+            )
+    finally:
+        TRIED.update(tried)
