@@ -222,18 +222,10 @@ class PoolActions:
         owned = self.owned_nodes(pool)
         await self._note_strangers(pool)
         every_vm = await self.list_vms(pool, owned)
-        view = await self.observe(pool, every_vm)
-        deletion_wait = await self._remove_nodes_without_vm(pool, owned, view)
-        if deletion_wait is not None:
-            view = dataclasses.replace(view, recheck_in=deletion_wait)
-        if may_register:
-            refused = await self._register_nodes(pool, spec, view)
-            view = dataclasses.replace(view, refused=refused)
-        await self._remove_stuck_vms(view)
+        view = await self._tend(pool, spec, owned, every_vm, may_register=may_register)
         now = self.wall_clock.time()
         view = dataclasses.replace(view, unhealthy=_unhealthy(view, spec, now=now))
-        live = len(view.vms)
-        victims = plan.pick_victims(view, live - desired)
+        victims = plan.pick_victims(view, len(view.vms) - desired)
         progress = [
             await self._repair(pool, spec, view, vm.name)
             for vm in view.vms
@@ -243,16 +235,11 @@ class PoolActions:
                 or (may_register and self._unregistered(vm, view, spec, now=now))
             )
         ]
+        live = len(view.vms)
         if live < desired and may_create:
-            launched = await self._scale_up(pool, spec, view, every_vm, desired - live)
-            booting = tuple(vm.name for vm in launched if vm.state != VmState.RUNNING)
-            view = dataclasses.replace(view, launching=booting)
-            if may_register and view.refused is None:
-                # A VM the create call already reports running gets its Node now, not a
-                # poll interval later: the pods waiting for it are scheduled that much sooner.
-                fresh = [vm for vm in launched if vm.name not in view.nodes]
-                refused = await self._register(pool, spec, fresh)
-                view = dataclasses.replace(view, refused=refused)
+            view = await self._launch(
+                pool, spec, view, every_vm, desired - live, may_register=may_register
+            )
         elif live > desired:
             progress.append(await self._scale_down(pool, spec, view, live - desired))
         elif view.cancellable:
@@ -266,6 +253,48 @@ class PoolActions:
         return dataclasses.replace(
             view, blocked=combined.blocked, recheck_in=min(retry) if retry else None
         )
+
+    async def _tend(
+        self,
+        pool: Object,
+        spec: np.NodePoolSpec,
+        owned: Sequence[Object],
+        every_vm: Sequence[VirtualMachine],
+        *,
+        may_register: bool,
+    ) -> plan.PoolView:
+        """Pair VMs and Nodes before sizing: remove Nodes whose VM is confirmed gone,
+        register running VMs that have no Node, delete VMs stuck provisioning."""
+        view = await self.observe(pool, every_vm)
+        deletion_wait = await self._remove_nodes_without_vm(pool, owned, view)
+        if deletion_wait is not None:
+            view = dataclasses.replace(view, recheck_in=deletion_wait)
+        if may_register:
+            refused = await self._register_nodes(pool, spec, view)
+            view = dataclasses.replace(view, refused=refused)
+        await self._remove_stuck_vms(view)
+        return view
+
+    async def _launch(
+        self,
+        pool: Object,
+        spec: np.NodePoolSpec,
+        view: plan.PoolView,
+        every_vm: Sequence[VirtualMachine],
+        missing: int,
+        *,
+        may_register: bool,
+    ) -> plan.PoolView:
+        """Scale up by ``missing``; the view says which new VMs still boot."""
+        launched = await self._scale_up(pool, spec, view, every_vm, missing)
+        booting = tuple(vm.name for vm in launched if vm.state != VmState.RUNNING)
+        view = dataclasses.replace(view, launching=booting)
+        if may_register and view.refused is None:
+            # A VM the create call already reports running gets its Node now, not a poll
+            # interval later: the pods waiting for it are scheduled that much sooner.
+            fresh = [vm for vm in launched if vm.name not in view.nodes]
+            view = dataclasses.replace(view, refused=await self._register(pool, spec, fresh))
+        return view
 
     def _unregistered(
         self, vm: VirtualMachine, view: plan.PoolView, spec: np.NodePoolSpec, *, now: float
