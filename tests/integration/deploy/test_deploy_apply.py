@@ -351,7 +351,8 @@ async def test_the_installed_crds_are_established(
     ("verb", "resource", "namespace", "allowed"),
     [
         ("watch", "nodepools.nodepool.dev", None, True),
-        ("update", "nodepools.nodepool.dev/status", None, True),
+        ("patch", "nodepools.nodepool.dev/status", None, True),
+        ("update", "nodepools.nodepool.dev/status", None, False),  # status is only patched
         ("create", "nodes", None, True),
         ("create", "leases.coordination.k8s.io", NAMESPACE, True),
         ("create", "leases.coordination.k8s.io", "default", False),

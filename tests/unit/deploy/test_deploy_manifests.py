@@ -117,15 +117,19 @@ def test_the_crds_base_lists_only_the_generated_file() -> None:
 def test_every_manifest_is_used_by_a_kustomization_and_every_reference_exists() -> None:
     referenced: set[Path] = set()
     for kustomization in _kustomizations():
-        for resource in yaml.safe_load(kustomization.read_text()).get("resources", []):
+        body = yaml.safe_load(kustomization.read_text())
+        patches = [patch["path"] for patch in body.get("patches", []) if "path" in patch]
+        for resource in [*body.get("resources", []), *patches]:
             path = (kustomization.parent / resource).resolve()
             assert path.exists(), f"{kustomization}: {resource} does not exist"
             referenced.add(path / "kustomization.yaml" if path.is_dir() else path)
-    # The entry points: the install, the optional simulated cloud, the monitoring component.
+    # The entry points: the install, the optional simulated cloud, and the components
+    # (monitoring, AWS) an overlay includes.
     roots = {
         DEPLOY / "kustomization.yaml",
         DEPLOY / "simcloud" / "kustomization.yaml",
         DEPLOY / "monitoring" / "kustomization.yaml",
+        DEPLOY / "aws" / "kustomization.yaml",
     }
     manifests = {p.resolve() for p in DEPLOY.rglob("*.yaml")}
     assert manifests - referenced - {r.resolve() for r in roots} == set()
