@@ -213,7 +213,14 @@ _SPEC_PROPERTIES: Final[dict[str, Any]] = {
         "type": "array",
         "description": "Namespaces whose pods are considered; empty means all.",
         "x-kubernetes-list-type": "set",
-        "items": {"type": "string", "minLength": 1, "maxLength": 63},
+        # A namespace's name is a DNS label: a name no namespace can have (a typo such as
+        # "Default") would match no pod and make the Autoscaler watch nothing, silently.
+        "items": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 63,
+            "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+        },
     },
     "scanIntervalSeconds": {
         "type": "integer",
