@@ -81,6 +81,7 @@ OPERATOR_USER = controlplane.IDENTITIES["operator"].user
 LABEL = "thirdparty.example/seen"
 UPDATES = frozenset({"update", "patch"})
 CREATES = frozenset({"create"})
+EVENT_WRITE = ("create", "events")
 
 
 # -- what the bench sees -------------------------------------------------------------------
@@ -398,6 +399,9 @@ class Result:
     def writes(self) -> int:
         return sum(n for (verb, _, _), n in self.requests.items() if verb in audit.WRITE_VERBS)
 
+    def events(self) -> int:
+        return sum(n for (verb, res, _), n in self.requests.items() if (verb, res) == EVENT_WRITE)
+
     def code(self, code: int, *, verbs: frozenset[str] = audit.WRITE_VERBS) -> int:
         return sum(n for (verb, _, c), n in self.requests.items() if c == code and verb in verbs)
 
@@ -526,13 +530,13 @@ async def final_state(
 
 def ratio(ours: int, theirs: int) -> str:
     if theirs == 0:
-        return "n/a (0)" if ours == 0 else "∞"
+        return f"no ratio ({ours} against 0)"
     return f"{ours / theirs:.2f}"
 
 
 def report(results: list[Result], scenario: Scenario) -> str:
     lines = [
-        "| operator | pods Running | p50 to Running | p99 | API writes "
+        "| operator | pods Running | p50 to Running | p99 | API writes (of which Events) "
         "| 409 Conflict (update, patch) | 409 AlreadyExists (create) | 422s "
         "| reconciles / handler runs | lost user edits | lost autoscaler decisions "
         "| excess VMs | VMs without Node | Nodes without VM | pods deleted | CPU | peak RSS |",
@@ -541,7 +545,7 @@ def report(results: list[Result], scenario: Scenario) -> str:
     for r in results:
         lines.append(
             f"| {r.operator} | {r.running}/{r.pods} | {r.quantile(50):.2f} s "
-            f"| {r.quantile(99):.2f} s | {r.writes()} | {r.conflicts()} "
+            f"| {r.quantile(99):.2f} s | {r.writes()} ({r.events()}) | {r.conflicts()} "
             f"| {r.code(409, verbs=CREATES)} | {r.code(422)} "
             f"| {r.passes} | {r.lost_user} | {r.lost_decisions} | {r.excess_vms} "
             f"| {r.orphan_vms} | {r.nodes_without_vm} | {r.pods_deleted} | {r.cpu:.1f} s "
@@ -681,6 +685,9 @@ async def main(arguments: argparse.Namespace) -> None:
             f"scenario: {scenario.describe()}",
             "",
             report(results, scenario),
+            "",
+            "Plots: `contention.png` (the figures above), `contention-targets.png` "
+            "(`spec.targetNodes` of each pool over time, as the bench's watch saw it).",
         ]
     )
     print(text)
