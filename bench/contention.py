@@ -279,7 +279,7 @@ async def start_simcloud(
 
 async def grant_cluster_admin(api: client.ApiClient) -> None:
     """The baselines run as the operator's user, with every right (RBAC is not measured)."""
-    binding = {
+    binding: Any = {  # the generated API takes plain dicts; its annotations say models
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRoleBinding",
         "metadata": {"name": "bench-baseline-admin"},

@@ -84,7 +84,7 @@ def _bound(body: kopf.Body, spec: kopf.Spec, **_: Any) -> bool:
 
 
 @kopf.index("pods", when=_unschedulable)
-def unschedulable_pods(body: kopf.Body, namespace: str, **_: Any) -> Any:
+def unschedulable_pods(body: kopf.Body, namespace: str | None, **_: Any) -> Any:
     return {namespace: copy.deepcopy(dict(body))}
 
 
@@ -162,7 +162,8 @@ async def observed(api: Client, pool: str, target: int) -> dict[str, Any]:
 # -- Autoscaler -------------------------------------------------------------------------
 
 
-@kopf.timer(GROUP, VERSION, "autoscalers", interval=SCAN_SECONDS)
+# kopf passes its indexes by name; its TimerFn protocol does not list them.
+@kopf.timer(GROUP, VERSION, "autoscalers", interval=SCAN_SECONDS)  # type: ignore[arg-type]
 async def scan(
     name: str,
     spec: kopf.Spec,

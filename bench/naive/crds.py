@@ -45,7 +45,8 @@ async def install(api: client.ApiClient, manifests: list[dict[str, Any]]) -> Non
     extensions = client.ApiextensionsV1Api(api)
     custom = client.CustomObjectsApi(api)
     for crd in manifests:
-        await extensions.create_custom_resource_definition(crd)
+        body: Any = crd  # the generated API takes plain dicts; its annotations say models
+        await extensions.create_custom_resource_definition(body)
     async with asyncio.timeout(60):
         for crd in manifests:
             spec = crd["spec"]

@@ -33,12 +33,13 @@ async def create(
 ) -> None:
     """Create the VMs ``spec.targetNodes`` asks for beyond ``vms``; return once all run."""
     missing = spec.target_nodes - len(vms)
-    names = list(itertools.islice(np.vm_names(pool, (vm.name for vm in vms)), missing))
+    taken = (vm.name for vm in vms)
+    names = [provider.VmName(n) for n in itertools.islice(np.vm_names(pool, taken), missing)]
     template = spec.template
     await asyncio.gather(
         *(
             cloud.create_vm(
-                name=provider.VmName(vm),
+                name=vm,
                 pool=pool,
                 spec=provider.MachineSpec(
                     cpu=template.cpu,
