@@ -18,6 +18,7 @@ from nodepool_operator.cluster import binaries, controlplane
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.demo import story
+from nodepool_operator.runtime import logformat
 
 __all__ = ["app", "main"]
 
@@ -334,9 +335,16 @@ def run(
         ),
     ] = -10,
     log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING or ERROR.")] = "INFO",
+    log_format: Annotated[
+        logformat.LogFormat,
+        typer.Option(
+            help="text: key=value lines for people; json: one object per line for log "
+            "pipelines, with the message's key=value pairs as fields."
+        ),
+    ] = logformat.LogFormat.TEXT,
 ) -> None:
     """Run the operator: the NodePool and Autoscaler controllers."""
-    operator.configure_logging(log_level.upper())
+    operator.configure_logging(log_level.upper(), log_format)
     options = operator.OperatorOptions(
         kubeconfig=kubeconfig,
         cloud_endpoint=cloud_endpoint,

@@ -23,7 +23,7 @@ from nodepool_operator.controllers.nodepool import setup as nodepool_setup
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.runtime import clock as runtime_clock
 from nodepool_operator.runtime import controller as runtime_controller
-from nodepool_operator.runtime import metrics_auth, tls
+from nodepool_operator.runtime import logformat, metrics_auth, tls
 from nodepool_operator.runtime.client import Client
 from nodepool_operator.runtime.leader import LeaderElectionConfig
 from nodepool_operator.runtime.manager import Manager
@@ -55,16 +55,14 @@ class OperatorOptions:
     autoscaler: AutoscalerConfig = field(default_factory=AutoscalerConfig)
 
 
-def configure_logging(level: str = "INFO") -> None:
-    """One key=value line per decision, on stderr (where a Pod's logs are collected)."""
+def configure_logging(
+    level: str = "INFO", log_format: logformat.LogFormat = logformat.LogFormat.TEXT
+) -> None:
+    """One line per decision on stderr (where a Pod's logs are collected): ``key=value`` for
+    people, or one JSON object for log pipelines."""
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(runtime_controller.ReconcileLogContext())
-    handler.setFormatter(
-        logging.Formatter(
-            "time=%(asctime)s level=%(levelname)s logger=%(name)s "
-            "reconcile_id=%(reconcile_id)s %(message)s"
-        )
-    )
+    handler.setFormatter(logformat.formatter(log_format))
     logging.basicConfig(level=level, handlers=[handler], force=True)
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
 

@@ -41,6 +41,7 @@ __all__ = [
     "GenerationChanged",
     "Mapper",
     "Predicate",
+    "ReconcileContext",
     "ReconcileLogContext",
     "Reconciler",
     "Request",
@@ -52,17 +53,40 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+
+@dataclass(frozen=True)
+class ReconcileContext:
+    """Which reconcile a log line was written in: bound once per reconcile, not per call."""
+
+    controller: str
+    key: str
+    reconcile_id: str
+
+    def __str__(self) -> str:
+        return f"controller={self.controller} key={self.key} reconcile_id={self.reconcile_id}"
+
+
 #: The reconcile the current task is running, for log lines (each worker is its own task).
-CURRENT_RECONCILE: contextvars.ContextVar[str] = contextvars.ContextVar(
-    "current_reconcile", default="-"
+CURRENT_RECONCILE: contextvars.ContextVar[ReconcileContext | None] = contextvars.ContextVar(
+    "current_reconcile", default=None
 )
 
 
 class ReconcileLogContext(logging.Filter):
-    """Adds ``reconcile_id`` to every log record, so one decision's lines can be grouped."""
+    """Adds the reconcile's controller, key and id to every record written during it, so
+    no log call formats them and one decision's lines can be grouped.
+
+    ``context`` is the three as ``key=value`` text with a trailing space, empty outside a
+    reconcile; ``controller``, ``key`` and ``reconcile_id`` are also set one by one ("-"
+    outside a reconcile) for formatters that want fields.
+    """
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.reconcile_id = CURRENT_RECONCILE.get()
+        current = CURRENT_RECONCILE.get()
+        record.context = f"{current} " if current else ""
+        record.controller = current.controller if current else "-"
+        record.key = current.key if current else "-"
+        record.reconcile_id = current.reconcile_id if current else "-"
         return True
 
 
@@ -290,16 +314,17 @@ class Controller:
                 self.queue.done(request)
 
     async def reconcile_once(self, request: Request) -> None:
-        reconcile_id = next(self._reconcile_ids)
-        # Every log line written during this reconcile carries its id (see ReconcileLogContext).
-        CURRENT_RECONCILE.set(f"{self.name}-{reconcile_id}")
+        reconcile_id = f"{self.name}-{next(self._reconcile_ids)}"
+        # Every log line written during this reconcile carries it (see ReconcileLogContext),
+        # and no line after it: the worker's next lines are not this reconcile's.
+        bound = CURRENT_RECONCILE.set(ReconcileContext(self.name, str(request), reconcile_id))
         started = time.perf_counter()
         self._active.inc()
         outcome = metrics.RESULT_SUCCESS
         try:
             result = await self.reconciler.reconcile(request)
         except Exception as error:
-            outcome = self._handle_error(request, error, reconcile_id)
+            outcome = self._handle_error(request, error)
         else:
             self.queue.forget(request)
             if result.requeue_after is not None and result.requeue_after > 0:
@@ -310,15 +335,15 @@ class Controller:
             metrics.controller_runtime_reconcile_time_seconds.labels(controller=self.name).observe(
                 time.perf_counter() - started
             )
+            CURRENT_RECONCILE.reset(bound)
         metrics.controller_runtime_reconcile_total.labels(
             controller=self.name, result=outcome
         ).inc()
 
-    def _handle_error(self, request: Request, error: Exception, reconcile_id: int) -> str:
-        context = f"controller={self.name} key={request} reconcile_id={reconcile_id}"
+    def _handle_error(self, request: Request, error: Exception) -> str:
         if isinstance(error, errors.Conflict):
             metrics.nodepool_conflicts_total.labels(controller=self.name, resource="").inc()
-            log.debug("%s event=conflict action=requeue message=%r", context, error.message)
+            log.debug("event=conflict action=requeue message=%r", error.message)
             self.queue.add_rate_limited(request)
             return metrics.RESULT_REQUEUE
         metrics.controller_runtime_reconcile_errors_total.labels(controller=self.name).inc()
@@ -326,27 +351,18 @@ class Controller:
         # waiting helps, through the same two attributes.
         retry_after = getattr(error, "retry_after", None)
         if retry_after:
-            log.warning(
-                "%s event=throttled retry_after=%.1fs error=%r", context, retry_after, error
-            )
+            log.warning("event=throttled retry_after=%.1fs error=%r", retry_after, error)
             self.queue.add_after(request, float(retry_after))
             return metrics.RESULT_ERROR
         transient = getattr(error, "transient", None)
         if transient is False:
-            log.error("%s event=terminal-error action=none error=%r", context, error)
+            log.error("event=terminal-error action=none error=%r", error)
             self.queue.forget(request)
             return metrics.RESULT_ERROR
         if transient:
             # An expected, classified failure (API 5xx, cloud timeout): its message says it all.
-            log.warning(
-                "%s event=transient-error action=requeue-with-backoff error=%r", context, error
-            )
+            log.warning("event=transient-error action=requeue-with-backoff error=%r", error)
         else:
-            log.error(
-                "%s event=error action=requeue-with-backoff error=%r",
-                context,
-                error,
-                exc_info=error,
-            )
+            log.error("event=error action=requeue-with-backoff error=%r", error, exc_info=error)
         self.queue.add_rate_limited(request)
         return metrics.RESULT_ERROR

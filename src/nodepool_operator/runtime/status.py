@@ -112,7 +112,7 @@ class StatusWriter:
         ).inc()
         after = str(updated.get("metadata", {}).get("resourceVersion", ""))
         self._written[key] = _Written(version_after=after, status=desired)
-        log.debug("controller=%s key=%s event=status-written patch=%s", self.controller, key, patch)
+        log.debug("event=status-written patch=%s", patch)
         return updated
 
     def current(self, obj: Object) -> dict[str, Any]:

@@ -208,6 +208,7 @@ def test_the_image_replicas_resources_and_log_level_are_values(helm: Path) -> No
         "replicas=3",
         "resources.limits.memory=1Gi",
         "logLevel=DEBUG",
+        "logFormat=json",
         "extraArgs={--no-simulated-nodes}",
     )
     assert container(objects)["image"] == "registry.example.com/platform/nodepool-operator:0.2.0"
@@ -215,6 +216,7 @@ def test_the_image_replicas_resources_and_log_level_are_values(helm: Path) -> No
     assert container(objects)["resources"]["limits"]["memory"] == "1Gi"
     params = parsed_run_args(objects)
     assert params["log_level"] == "DEBUG"
+    assert params["log_format"] == "json"
     assert params["simulated_nodes"] is False
     digest = "sha256:" + "0" * 64
     pinned = template(helm, "image.repository=r.example/op", f"image.digest={digest}")

@@ -76,7 +76,7 @@ class AutoscalerReconciler:
         warned = await self.notices.unfit(seen.unfit)
         level = logging.INFO if decision.action != "none" or warned else logging.DEBUG
         line = report.decision_line(seen, decision, warned=warned, made=made)
-        log.log(level, "controller=%s key=%s %s", NAME, request.name, line)
+        log.log(level, "%s", line)
         await self._report(autoscaler, seen=seen, decision=decision, made=made)
         next_scan = self._next_scan(request.name, spec)
         if seen.stale:  # decided from a plan older than the caches: look again soon
@@ -148,8 +148,7 @@ class AutoscalerReconciler:
         except errors.NotFound:
             return  # deleted meanwhile: nobody left to tell
         for reason, message in report.alarms(before, status["conditions"]):
-            name = autoscaler["metadata"]["name"]
-            log.info("controller=%s key=%s event=%s message=%r", NAME, name, reason, message)
+            log.info("event=%s message=%r", reason, message)
             await self.recorder.event(autoscaler, type="Warning", reason=reason, message=message)
 
     def _next_scan(self, key: str, spec: nas.AutoscalerSpec) -> float:
