@@ -28,18 +28,18 @@ async def test_apiserver_restarts_and_etcd_compaction_lose_nothing(
             await fleet.set_target(name, 8 if step % 2 == 0 else 3)
             await asyncio.sleep(rng.uniform(0.3, 1.5))  # mid-scale
             await fleet.restart_apiserver()
-        await fleet.set_target(name, 6)
-        await asyncio.sleep(rng.uniform(0.3, 1.5))
-        # The operator frozen while etcd is compacted at the current revision and the
-        # API server restarts, so its watches resume, once the server fully serves again,
-        # from resourceVersions etcd no longer has: 410 Gone, then a re-LIST. (Running, it
-        # would reconnect within the restart, be refused while the server's authorizer
-        # warms up, and re-LIST for that reason instead.)
+        # The operator frozen while the API server restarts (a stopping server may send
+        # its watchers a last bookmark: the newest resourceVersion), then the user edits
+        # the pool and etcd is compacted at its current revision: once resumed, the
+        # operator's watches resume from a resourceVersion etcd no longer has, so 410
+        # Gone, then a re-LIST. (Running, it would reconnect within the restart, be
+        # refused while the server's authorizer warms up, and re-LIST for that instead.)
         fleet.pause(operator)
         try:
-            await fleet.compact_etcd()
             await fleet.restart_apiserver()
             await fleet.operator_authorized()
+            await fleet.set_target(name, 6)
+            await fleet.compact_etcd()
         finally:
             fleet.resume(operator)
 
