@@ -23,6 +23,7 @@ __all__ = [
     "API_VERSION",
     "GROUP",
     "KIND",
+    "MAX_REQUESTER_LENGTH",
     "PHASES",
     "PLURAL",
     "PRINTER_COLUMNS",
@@ -49,6 +50,10 @@ KIND: Final = "ScaleRequest"
 PLURAL: Final = "scalerequests"
 SINGULAR: Final = "scalerequest"
 SHORT_NAMES: Final = ("sr",)
+
+# Room for "autoscaler/" and the longest object name (253): an Autoscaler's own requests
+# must never be refused for the name it was given.
+MAX_REQUESTER_LENGTH: Final = len("autoscaler/") + 253
 
 Phase = Literal["Pending", "Applied", "Rejected", "Superseded"]
 PHASES: Final[tuple[Phase, ...]] = get_args(Phase)
@@ -185,7 +190,7 @@ SPEC_SCHEMA: Final[dict[str, Any]] = {
         "requester": {
             "type": "string",
             "description": "Who asks, for example the name of an Autoscaler.",
-            "maxLength": 253,
+            "maxLength": MAX_REQUESTER_LENGTH,
         },
     },
     # Every string is bounded above, which keeps the estimated cost of comparing two
