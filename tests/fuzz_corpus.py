@@ -22,6 +22,7 @@ from typing import Any, Final, Literal
 
 from nodepool_operator.api import nodepool as np
 from nodepool_operator.api import quantity
+from nodepool_operator.api import scalerequest as sr
 
 __all__ = [
     "AUTOSCALERS",
@@ -510,7 +511,9 @@ class _Generator:
 
     def request_long_text(self) -> None:
         body = self._request(self._missing_pool_name(), 1)
-        path, top = self.random.choice((("spec.reason", 1024), ("spec.requester", 253)))
+        path, top = self.random.choice(
+            (("spec.reason", 1024), ("spec.requester", sr.MAX_REQUESTER_LENGTH))
+        )
         length = self.random.choice((top, top + 1, 10 * top))
         _set(body, path, "r" * length)
         expect: Expect = "accepted" if length <= top else "refused"

@@ -29,6 +29,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 import fuzz_corpus
+import workloads
 from fuzz_corpus import AUTOSCALERS, NODEPOOLS, SCALEREQUESTS, Case
 from harness import MERGE, POOLS, Operator, SimCloud, pool_body, remove_pool, wait_for
 from nodepool_operator.api import autoscaler as nas
@@ -448,3 +449,47 @@ async def _remove(
             await remove_pool(custom, name, within=60)
 
     await asyncio.gather(*(remove(p) for p in pools))
+
+
+async def test_an_autoscaler_with_the_longest_name_still_gets_its_pool_scaled(
+    api_client: client.ApiClient,
+    cluster: Cluster,
+    start_simcloud: Any,
+    start_operator: Any,
+    pool_name: str,
+    namespace: str,
+) -> None:
+    """A name the server accepts (253 characters) must not break the Autoscaler's own
+    writes: its ScaleRequest names it as requester, its events are named after it."""
+    log = cluster.audit_log()
+    custom = client.CustomObjectsApi(api_client)
+    cloud: SimCloud = await start_simcloud("--create-latency", "0.2", "--latency-jitter", "0")
+    operator: Operator = start_operator(cloud)
+    await custom.create_cluster_custom_object(*POOLS, pool_body(pool_name, max_nodes=2))
+    name = ("fz-longest-" + "n" * 253)[:253]
+    spec = nas.AutoscalerSpec(
+        node_pool_name=pool_name, namespaces=(namespace,), batch_window_seconds=0.2
+    )
+    log.mark()
+    await custom.create_cluster_custom_object(*_group(AUTOSCALERS), nas.manifest(name, spec))
+    try:
+        pod = {
+            "metadata": {"name": "waiting"},
+            "spec": {
+                "nodeSelector": {np.POOL_LABEL: pool_name},
+                "containers": [workloads.container("1")],
+            },
+        }
+        await client.CoreV1Api(api_client).create_namespaced_pod(namespace, pod)
+
+        async def scaled() -> bool:
+            pool = await custom.get_cluster_custom_object(*POOLS, pool_name)
+            return bool(pool["spec"]["targetNodes"] == 1)
+
+        await wait_for(scaled, within=60)
+        writes = audit.writes(log.events_since_mark(), user=OPERATOR_USER)
+        assert [(e.verb, e.target, e.code) for e in writes if e.code >= 400] == []
+        assert operator.errors_logged() == []
+    finally:
+        with contextlib.suppress(ApiException):
+            await custom.delete_cluster_custom_object(*_group(AUTOSCALERS), name)
