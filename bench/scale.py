@@ -33,6 +33,7 @@ import asyncio
 import contextlib
 import os
 import re
+import shutil
 import signal
 import sys
 import tempfile
@@ -145,8 +146,13 @@ class Operator:
             await self.simcloud.wait()
 
     async def metrics(self) -> Metrics:
-        async with aiohttp.ClientSession() as session, session.get(self.metrics_url) as answer:
-            return Metrics.parse(await answer.text())
+        try:
+            async with aiohttp.ClientSession() as session, session.get(self.metrics_url) as got:
+                return Metrics.parse(await got.text())
+        except aiohttp.ClientConnectionError:
+            await asyncio.sleep(0.5)
+            self.check_alive()  # exited: its log's tail says why
+            raise
 
 
 @dataclass
@@ -579,10 +585,12 @@ async def main(arguments: argparse.Namespace) -> None:
     results: list[SizeResult] = []
     for fraction in arguments.fractions:
         pools = max(1, round(arguments.pools * fraction))
-        with tempfile.TemporaryDirectory(prefix="scale-") as work:
+        # Kept when a size fails: the operator's logs and the audit log say why.
+        work = Path(tempfile.mkdtemp(prefix="scale-"))
+        try:
             results.append(
                 await run_size(
-                    Path(work),
+                    work,
                     pools=pools,
                     nodes_per_pool=arguments.nodes_per_pool,
                     pods_per_node=arguments.pods_per_node,
@@ -590,6 +598,10 @@ async def main(arguments: argparse.Namespace) -> None:
                     quiet=arguments.quiet,
                 )
             )
+        except BaseException:
+            print(f"logs kept in {work}", file=sys.stderr, flush=True)
+            raise
+        shutil.rmtree(work, ignore_errors=True)
         print(report(results), file=sys.stderr, flush=True)
     print(f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}")
     print(report(results))
