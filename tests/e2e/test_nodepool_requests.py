@@ -278,7 +278,9 @@ async def test_finished_requests_are_deleted_once_their_retention_has_passed(
     api_client: client.ApiClient, start_simcloud: Any, start_operator: Any, pool_name: str
 ) -> None:
     cloud: SimCloud = await start_simcloud("--create-latency", "0.2", "--latency-jitter", "0")
-    operator: Operator = start_operator(cloud, "--scale-request-retention", "3")
+    # Retention counts from the request's creation, and the operator may take seconds to
+    # start on a loaded machine: 10 s leaves the Applied phase long enough to be seen.
+    operator: Operator = start_operator(cloud, "--scale-request-retention", "10")
     custom = client.CustomObjectsApi(api_client)
     pool = await custom.create_cluster_custom_object(*POOLS, pool_body(pool_name, max_nodes=4))
     applied = await create_request(custom, pool, 1)
