@@ -393,19 +393,33 @@ async def _check_corpus(
         figures.handled[outcome.case.category] += not any(
             p.startswith(f"#{outcome.case.index} ") for p in handled_now
         )
+    fixture_pools = [p for p in vars(fixtures).values() if isinstance(p, str)]
+    kinds = {**{n: c.kind for n, c in names.items()}, **dict.fromkeys(fixture_pools, NODEPOOLS)}
     per_object: Counter[tuple[str, str]] = Counter()
     for event in writes:
         figures.writes[_owner(event, names, fixtures)] += 1
-        if (about := _written_for(event)) in names:
-            per_object[(names[about].kind, about)] += 1
+        if (about := _written_for(event)) in kinds:
+            per_object[(kinds[about], about)] += 1
     refused_writes = [e for e in writes if e.code >= 400 and e.code not in (404, 409)]
     nodes_created = Counter(
         e.name.rsplit("-", 1)[0] for e in writes if e.resource == "nodes" and e.verb == "create"
     )
+    bound = {
+        (kind, name): WRITE_BOUNDS[kind] + NODE_WRITES * nodes_created[name]
+        for name, kind in kinds.items()
+    }
+    # The storm pool also takes one targetNodes write per request it applies.
+    storm_key = (NODEPOOLS, fixtures.storm_pool)
+    bound[storm_key] += sum(1 for o in outcomes if o.case.storm is not None)
     over_bound = [
-        f"{resource}/{name}: {count} writes"
-        for (resource, name), count in per_object.items()
-        if count > WRITE_BOUNDS[resource] + NODE_WRITES * nodes_created[name]
+        f"{kind}/{name}: {count} writes" for (kind, name), count in per_object.items()
+        if count > bound[(kind, name)]
+    ]  # fmt: skip
+    # Every write is about a corpus object or a fixture pool: nothing else is touched.
+    stray = [
+        (e.verb, e.target, e.name)
+        for e in writes
+        if _owner(e, names, fixtures).startswith("other:")
     ]
     categories = [
         *fuzz_corpus.CATEGORIES,
@@ -416,7 +430,8 @@ async def _check_corpus(
     print(
         f"operator writes: {len(writes)} in all ({audit.summarize(writes).most_common(12)}); "
         f"most on one object: {per_object.most_common(3)}; in the {QUIET_SECONDS:.0f} s "
-        f"after everything was answered: {len(quiet)}; Nodes created: {sum(nodes_created.values())}"
+        f"after everything was answered: {len(quiet)}; Nodes created: "
+        f"{sum(nodes_created.values())}; bound on all writes: {sum(bound.values())}"
     )
 
     assert operator.running, operator.output()[-4000:]
@@ -425,6 +440,8 @@ async def _check_corpus(
     assert operator.errors_logged() == []
     assert refused_writes == [], refused_writes[:20]
     assert over_bound == [], over_bound[:20]
+    assert stray == [], stray[:20]
+    assert len(writes) <= sum(bound.values())
     assert quiet == [], [(e.verb, e.target, e.name) for e in quiet[:20]]
 
 
