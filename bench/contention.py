@@ -38,7 +38,7 @@ Output: ``bench/results/contention.md`` (table, detail, command, machine) and
 ``contention.png`` / ``contention-targets.png``; progress on stderr.
 
 Run:  .venv/bin/python bench/contention.py [--operators operator naive kopf] [--pools 3]
-          [--bursts 3] [--burst-pods 8] [--vm-latency 2 --vm-jitter 1] [--keep DIR]
+          [--bursts 3] [--burst-pods 8] [--vm-latency 2 --vm-jitter 1] [--repeat 1] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -82,6 +82,7 @@ LABEL = "thirdparty.example/seen"
 UPDATES = frozenset({"update", "patch"})
 CREATES = frozenset({"create"})
 EVENT_WRITE = ("create", "events")
+COLORS = {"operator": "tab:green", "naive": "tab:red", "kopf": "tab:blue"}
 
 
 # -- what the bench sees -------------------------------------------------------------------
@@ -395,6 +396,7 @@ class Result:
     cpu: float
     rss: float
     targets: dict[str, list[tuple[float, int]]]  # pool -> (seconds since start, target)
+    label: str = ""  # the operator, and the run's number when there are several
 
     def writes(self) -> int:
         return sum(n for (verb, _, _), n in self.requests.items() if verb in audit.WRITE_VERBS)
@@ -544,21 +546,31 @@ def report(results: list[Result], scenario: Scenario) -> str:
     ]
     for r in results:
         lines.append(
-            f"| {r.operator} | {r.running}/{r.pods} | {r.quantile(50):.2f} s "
+            f"| {r.label} | {r.running}/{r.pods} | {r.quantile(50):.2f} s "
             f"| {r.quantile(99):.2f} s | {r.writes()} ({r.events()}) | {r.conflicts()} "
             f"| {r.code(409, verbs=CREATES)} | {r.code(422)} "
             f"| {r.passes} | {r.lost_user} | {r.lost_decisions} | {r.excess_vms} "
             f"| {r.orphan_vms} | {r.nodes_without_vm} | {r.pods_deleted} | {r.cpu:.1f} s "
             f"| {r.rss:.0f} MiB |"
         )
-    ours = next((r for r in results if r.operator == "operator"), None)
-    if ours is not None:
-        lines += ["", "This operator as a fraction of the others (API writes, 409 Conflicts):", ""]
-        for r in results:
-            if r is not ours:
+    totals: dict[str, tuple[int, int]] = {}
+    for r in results:
+        writes, conflicts = totals.get(r.operator, (0, 0))
+        totals[r.operator] = (writes + r.writes(), conflicts + r.conflicts())
+    if "operator" in totals:
+        ours = totals["operator"]
+        runs = len(results) // len(totals)
+        lines += [
+            "",
+            f"This operator as a fraction of the others (API writes, 409 Conflicts; totals "
+            f"over {runs} run{'s' if runs > 1 else ''} each):",
+            "",
+        ]
+        for name, (writes, conflicts) in totals.items():
+            if name != "operator":
                 lines.append(
-                    f"- of {r.operator}: writes {ratio(ours.writes(), r.writes())}, "
-                    f"409 Conflicts {ratio(ours.conflicts(), r.conflicts())}"
+                    f"- of {name}: writes {ratio(ours[0], writes)} ({ours[0]} / {writes}), "
+                    f"409 Conflicts {ratio(ours[1], conflicts)} ({ours[1]} / {conflicts})"
                 )
     lines += [
         "",
@@ -574,13 +586,13 @@ def report(results: list[Result], scenario: Scenario) -> str:
         for (verb, target, code), n in r.requests.items():
             key = f"{verb} {target}" + (f" ({code})" if code >= 300 else "")
             (writes if verb in audit.WRITE_VERBS else reads)[key] += n
-        lines.append(f"| {r.operator} | {_listed(writes)} | {_listed(reads)} |")
+        lines.append(f"| {r.label} | {_listed(writes)} | {_listed(reads)} |")
     lines += ["", "Final state per pool (targetNodes / VMs / Nodes):", ""]
     lines += ["| operator | " + " | ".join(scenario.names) + " |"]
     lines += ["|---|" + "---|" * len(scenario.names)]
     for r in results:
         cells = " | ".join(" / ".join(map(str, r.final[p])) for p in scenario.names)
-        lines.append(f"| {r.operator} | {cells} |")
+        lines.append(f"| {r.label} | {cells} |")
     return "\n".join(lines)
 
 
@@ -594,7 +606,8 @@ def plot(results: list[Result], directory: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = [r.operator for r in results]
+    names = [r.label for r in results]
+    colors = [COLORS[r.operator] for r in results]
     panels = (
         ("API writes", [r.writes() for r in results]),
         ("409 Conflict (update, patch)", [r.conflicts() for r in results]),
@@ -603,27 +616,29 @@ def plot(results: list[Result], directory: Path) -> list[Path]:
         ("p50 / p99 to Running (s)", None),
         ("operator CPU (s)", [r.cpu for r in results]),
     )
-    figure, axes = plt.subplots(2, 3, figsize=(14, 7))
+    figure, axes = plt.subplots(2, 3, figsize=(14 + len(results) // 2, 7))
     for axis, (title, values) in zip(axes.flat, panels, strict=True):
+        axis.tick_params(axis="x", labelrotation=30 if len(names) > 3 else 0)
         if values is None:
             xs = range(len(results))
             axis.bar([x - 0.2 for x in xs], [r.quantile(50) for r in results], 0.4, label="p50")
             axis.bar([x + 0.2 for x in xs], [r.quantile(99) for r in results], 0.4, label="p99")
             axis.set_xticks(list(xs))
-            axis.set_xticklabels(names)
+            axis.set_xticklabels(names, rotation=30 if len(names) > 3 else 0)
             axis.legend()
         else:
-            bars = axis.bar(names, values, color=["tab:green", "tab:red", "tab:blue"][: len(names)])
+            bars = axis.bar(names, values, color=colors)
             axis.bar_label(bars, fmt="%g")
         axis.set_title(title)
     figure.tight_layout()
     summary = directory / "contention.png"
     figure.savefig(summary, dpi=100)
-    figure, axes = plt.subplots(1, len(results), figsize=(5 * len(results), 4), squeeze=False)
-    for axis, r in zip(axes[0], results, strict=True):
+    first = list({r.operator: r for r in reversed(results)}.values())[::-1]  # run 1 of each
+    figure, axes = plt.subplots(1, len(first), figsize=(5 * len(first), 4), squeeze=False)
+    for axis, r in zip(axes[0], first, strict=True):
         for pool, points in r.targets.items():
             axis.step([t for t, _ in points], [v for _, v in points], where="post", label=pool)
-        axis.set_title(f"{r.operator}: spec.targetNodes")
+        axis.set_title(f"{r.label}: spec.targetNodes")
         axis.set_xlabel("seconds since the first burst")
         axis.legend()
     figure.tight_layout()
@@ -666,10 +681,12 @@ async def main(arguments: argparse.Namespace) -> None:
         work = arguments.keep or stack.enter_context(
             tempfile.TemporaryDirectory(prefix="bench-contention-")
         )
-        for name in arguments.operators:
-            result = await run_one(name, scenario, Path(work) / name)
+        # Runs interleaved, so a machine that slows down hurts every operator alike.
+        for run, name in itertools.product(range(1, arguments.repeat + 1), arguments.operators):
+            result = await run_one(name, scenario, Path(work) / f"{name}-{run}")
+            result.label = name if arguments.repeat == 1 else f"{name} #{run}"
             print(
-                f"   {name}: {result.running}/{result.pods} pods Running, p50 "
+                f"   {result.label}: {result.running}/{result.pods} pods Running, p50 "
                 f"{result.quantile(50):.2f} s, {result.writes()} writes, "
                 f"{result.conflicts()} 409 Conflicts, "
                 f"{result.lost_user + result.lost_decisions} lost updates",
@@ -677,6 +694,7 @@ async def main(arguments: argparse.Namespace) -> None:
                 flush=True,
             )
             results.append(result)
+    results.sort(key=lambda r: OPERATORS.index(r.operator))  # stable: runs stay in order
     command = " ".join([".venv/bin/python", "bench/contention.py", *sys.argv[1:]])
     text = "\n".join(
         [
@@ -712,6 +730,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--timeout", type=float, default=180.0, help="most seconds to wait for pods"
     )
+    parser.add_argument("--repeat", type=int, default=1, help="runs per operator, interleaved")
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument("--keep", help="work in this directory and keep it (logs, audit logs)")
     return parser
