@@ -555,8 +555,8 @@ def report(results: list[Result], scenario: Scenario) -> str:
         )
     totals: dict[str, tuple[int, int]] = {}
     for r in results:
-        writes, conflicts = totals.get(r.operator, (0, 0))
-        totals[r.operator] = (writes + r.writes(), conflicts + r.conflicts())
+        so_far, conflicts_so_far = totals.get(r.operator, (0, 0))
+        totals[r.operator] = (so_far + r.writes(), conflicts_so_far + r.conflicts())
     if "operator" in totals:
         ours = totals["operator"]
         runs = len(results) // len(totals)
@@ -566,11 +566,12 @@ def report(results: list[Result], scenario: Scenario) -> str:
             f"over {runs} run{'s' if runs > 1 else ''} each):",
             "",
         ]
-        for name, (writes, conflicts) in totals.items():
+        for name, (their_writes, their_conflicts) in totals.items():
             if name != "operator":
                 lines.append(
-                    f"- of {name}: writes {ratio(ours[0], writes)} ({ours[0]} / {writes}), "
-                    f"409 Conflicts {ratio(ours[1], conflicts)} ({ours[1]} / {conflicts})"
+                    f"- of {name}: writes {ratio(ours[0], their_writes)} "
+                    f"({ours[0]} / {their_writes}), 409 Conflicts "
+                    f"{ratio(ours[1], their_conflicts)} ({ours[1]} / {their_conflicts})"
                 )
     lines += [
         "",
