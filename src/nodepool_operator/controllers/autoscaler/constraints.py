@@ -266,6 +266,9 @@ class PodProfile:
     ports: tuple[HostPort, ...]
     priority: int
     unsupported: str | None = None  # a constraint the simulation cannot judge
+    # What the node-level filters read (node selector, required node affinity,
+    # tolerations): pods of any size with equal rules get equal verdicts on a node.
+    node_rules: tuple[Any, ...] = ()
     # The key is a deep tuple; hashing it once, not at every dictionary lookup, is what
     # keeps the simulation's per-class memos cheap.
     _hash: int = field(init=False, repr=False, compare=False)
@@ -409,13 +412,12 @@ def profile_of(
     spread = _spread(spec.get("topologySpreadConstraints") or (), labels=labels)
     ports = _ports(spec)
     node_selector = {str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()}
+    node_rules = (_freeze(node_selector), _freeze(required_nodes), tolerations)
     key = (
         namespace,
         _freeze(labels),
         _freeze(requests),
-        _freeze(node_selector),
-        _freeze(required_nodes),
-        tolerations,
+        *node_rules,
         pod_affinity,
         pod_anti,
         spread,
@@ -436,4 +438,5 @@ def profile_of(
         ports=ports,
         priority=int(spec.get("priority") or 0),
         unsupported=unsupported_a or unsupported_b,
+        node_rules=node_rules,
     )

@@ -340,13 +340,19 @@ class _Cluster:
         # One room tree per group of nodes that agree on everything static but their name
         # (a pool's zone, say): a pod skips a whole group its selectors or taints refuse.
         self.groups: dict[tuple[object, ...], _Group] = {}
-        self._pinned: dict[PodProfile, bool] = {}
+        # Node rules numbered once per profile: every static verdict, and which groups a
+        # pod may use, is shared by the pods with equal rules, whatever their size.
+        self._rules_ids: dict[tuple[object, ...], int] = {}
+        self._rules_of: dict[PodProfile, int] = {}
+        self._pinned: dict[int, bool] = {}
+        self._usable: dict[int, tuple[int, list[_Group]]] = {}
+        self._kinds_seen = 0  # node kinds across all groups: the usable lists' version
         self.daemon_sets = daemon_sets
         self._terms: dict[AffinityTerm, _Counts] = {}
         self._term_match: dict[tuple[AffinityTerm, PodProfile], bool] = {}
         self._anti_owners: dict[AffinityTerm, _Counts] = {}
         self._spreads: dict[tuple[SpreadConstraint, PodProfile], _Spread] = {}
-        self._static: dict[tuple[PodProfile, int], str | None] = {}
+        self._static: dict[tuple[int, int], str | None] = {}  # by rules and static id
         # Per profile: the term counters and spreads a pod of it counts in, and how many of
         # each were looked at (both only grow, so only the new ones are checked again).
         self._feeds: dict[PodProfile, _Feeds] = {}
@@ -385,7 +391,9 @@ class _Cluster:
         group = self.groups.get(node.group_key)
         if group is None:
             group = self.groups[node.group_key] = _Group(self.scale)
+        kinds = len(group.kinds)
         node.slot = group.add(node, self._main_room(node))
+        self._kinds_seen += len(group.kinds) - kinds
         for constraint, profile, spread in self._spread_list:
             value = labels.get(constraint.topology_key)
             if value is not None and self._spread_eligible(spread, constraint, profile, node):
@@ -551,8 +559,9 @@ class _Cluster:
 
     def _static_problem(self, profile: PodProfile, node: _Node) -> str | None:
         """What never changes for the node: cordon, selectors, taints."""
-        pinned = self.pinned(profile)
-        key = (profile, node.static_id)
+        rules = self.rules_id(profile)
+        pinned = self._pinned[rules]
+        key = (rules, node.static_id)
         if not pinned and key in self._static:
             return self._static[key]
         problem = None
@@ -574,26 +583,40 @@ class _Cluster:
             self._static[key] = problem
         return problem
 
+    def rules_id(self, profile: PodProfile) -> int:
+        """The number of the profile's node rules (equal rules, equal number)."""
+        found = self._rules_of.get(profile)
+        if found is None:
+            found = self._rules_ids.setdefault(profile.node_rules, len(self._rules_ids))
+            self._rules_of[profile] = found
+            if found not in self._pinned:
+                terms = profile.node_affinity or ()
+                self._pinned[found] = HOSTNAME_LABEL in profile.node_selector or any(
+                    term.get("matchFields")
+                    or any(
+                        e.get("key") == HOSTNAME_LABEL for e in term.get("matchExpressions") or ()
+                    )
+                    for term in terms
+                )
+        return found
+
     def pinned(self, profile: PodProfile) -> bool:
         """Whether the pod's node rules name nodes one by one (so groups do not decide)."""
-        found = self._pinned.get(profile)
-        if found is None:
-            terms = profile.node_affinity or ()
-            found = self._pinned[profile] = HOSTNAME_LABEL in profile.node_selector or any(
-                term.get("matchFields")
-                or any(e.get("key") == HOSTNAME_LABEL for e in term.get("matchExpressions") or ())
-                for term in terms
-            )
-        return found
+        return self._pinned[self.rules_id(profile)]
 
     def candidates(self, profile: PodProfile, need: Sequence[int], start: int) -> Iterable[int]:
         """Nodes from ``start`` on with room for ``need``, in order, in groups it may use."""
-        pinned = self.pinned(profile)
-        usable = [
-            group
-            for group in self.groups.values()
-            if pinned or any(self._static_problem(profile, n) is None for n in group.kinds)
-        ]
+        rules = self.rules_id(profile)
+        seen, usable = self._usable.get(rules, (-1, []))
+        if seen != self._kinds_seen:
+            # Groups and their kinds only grow: the list stands until one of them does.
+            pinned = self._pinned[rules]
+            usable = [
+                group
+                for group in self.groups.values()
+                if pinned or any(self._static_problem(profile, n) is None for n in group.kinds)
+            ]
+            self._usable[rules] = (self._kinds_seen, usable)
         if len(usable) == 1:
             return usable[0].find(need, start)
         return heapq.merge(*(group.find(need, start) for group in usable))
