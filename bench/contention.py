@@ -418,10 +418,25 @@ class Result:
         return statistics.quantiles(self.latencies, n=100, method="inclusive")[q - 1]
 
 
+def start_plane(work: Path, *, attempts: int = 3) -> controlplane.ControlPlane:
+    """A fresh control plane in ``work/plane-N`` (which makes ``work`` too). On a machine
+    shared with other runs a free port can be taken before etcd binds it: try again."""
+    for attempt in range(1, attempts + 1):
+        plane = controlplane.ControlPlane(work / f"plane-{attempt}")
+        try:
+            plane.up()
+            return plane
+        except controlplane.ControlPlaneError as error:
+            plane.down()
+            if attempt == attempts:
+                raise
+            print(f"  control plane failed to start ({error}); again", file=sys.stderr)
+    raise AssertionError("unreachable")
+
+
 async def run_one(name: str, scenario: Scenario, work: Path) -> Result:
     print(f"== {name}: starting a control plane", file=sys.stderr, flush=True)
-    plane = controlplane.ControlPlane(work / "plane")  # makes ``work`` too
-    plane.up()
+    plane = start_plane(work)
     running: Running | None = None
     try:
         configuration = client.Configuration()
