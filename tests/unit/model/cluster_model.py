@@ -37,7 +37,7 @@ from nodepool_operator.runtime.status import prune_none
 START = 1_800_000_000.0
 
 #: What the model-based tests tried, printed at the end of the session (``conftest.py``).
-TRIED = {"sequences": 0, "steps": 0, "crashes": 0, "faults": 0, "passes": 0}
+TRIED = {"sequences": 0, "steps": 0, "crashes": 0, "faults": 0, "passes": 0, "on-call": 0}
 
 
 class Crash(BaseException):  # a BaseException: the operator process dies, nothing catches it
@@ -334,6 +334,9 @@ class Cloud:
             if self.lagging:
                 self.unlisted.add(name)
         if fault == "lost":
+            # The answer timed out; the VM exists, and as in an eventually consistent
+            # cloud, listings may not show it yet.
+            self.unlisted.add(name)
             raise TransientCloudError("timeout; the VM was created all the same")
         return self._seen(name, found)
 

@@ -101,10 +101,13 @@ class NodePoolModel(RuleBasedStateMachine):
         cached = self.caches["nodepools"].get(pool)
         return 0 if cached is None else plan.desired_nodes(np.spec_of(cached))
 
-    def _start_operator(self) -> NodePoolReconciler:
-        """A new operator process: nothing remembered, its caches listed afresh."""
+    def _sync_caches(self) -> None:
         for cache in self.caches.values():
             cache.sync()
+
+    def _start_operator(self) -> NodePoolReconciler:
+        """A new operator process: nothing remembered, its caches listed afresh."""
+        self._sync_caches()
         recorder = Recorder()
         return NodePoolReconciler(
             client=self.api,  # type: ignore[arg-type]
@@ -132,6 +135,7 @@ class NodePoolModel(RuleBasedStateMachine):
     def create_pool(self, size: int) -> None:
         spec = np.NodePoolSpec(target_nodes=size, min_nodes=0, max_nodes=MAX_NODES)
         self.api.put("nodepools", np.manifest(POOL, spec))
+        self.caches["nodepools"].sync()  # the operator's informer sees the new pool
 
     @rule(size=st.integers(0, MAX_NODES))
     def user_sets_target(self, size: int) -> None:
@@ -160,12 +164,16 @@ class NodePoolModel(RuleBasedStateMachine):
 
     # --- the operator ---------------------------------------------------------------------
 
-    @rule()
-    def reconcile(self) -> None:
+    @rule(caught_up=st.booleans())
+    def reconcile(self, caught_up: bool) -> None:
+        """A pass with the caches as they are, or once the watches delivered everything."""
+        if caught_up:
+            self._sync_caches()
         self._reconcile()
 
     @rule(calls=st.integers(1, 12))
     def operator_killed_mid_pass(self, calls: int) -> None:
+        self._sync_caches()
         self.tripwire.calls_left = calls
         self._reconcile()
         self.tripwire.calls_left = None
@@ -296,19 +304,33 @@ class NodePoolModel(RuleBasedStateMachine):
         self.cloud.heal()
         self.api.lose_answers = 0
         for _ in range(SETTLE_PASSES):
-            for cache in self.caches.values():
-                cache.sync()
+            self._sync_caches()
             self.cloud.boot()
             self.cloud.finish_deletions()
+            self._on_call_answers_an_empty_listing()
             writes = self.api.operator_writes
             delay = self._reconcile()
-            for cache in self.caches.values():
-                cache.sync()
+            self._sync_caches()
             if self.api.operator_writes == writes and self._desired_state_problems() == []:
                 return
             step = min(delay if delay is not None else 1.0, 60.0)
             self.wall.now += max(step, 0.1)
             self.loop.run_until_complete(self.mono.advance(max(step, 0.1)))
+
+    def _on_call_answers_an_empty_listing(self) -> None:
+        """Every VM of the pool died while it owns Nodes: the operator lists none and, by
+        design, deletes nothing on that (the cloud might have lost its state, or be the
+        wrong endpoint) but says ``Degraded: CloudListEmpty``. The person on call, who
+        can tell, removes the Nodes (docs/operations.md); the operator does the rest."""
+        status = self.api.objects[("nodepools", POOL)].get("status") or {}
+        told = any(
+            c.get("reason") == "CloudListEmpty" and c.get("status") == "True"
+            for c in status.get("conditions") or ()
+        )
+        if told and not any(vm.pool == POOL for vm in self.cloud.vms.values()):
+            TRIED["on-call"] += 1
+            for node in self.api.stored("nodes"):
+                del self.api.objects[("nodes", node["metadata"]["name"])]
 
     def _check_desired_state(self) -> None:
         assert self._desired_state_problems() == []
