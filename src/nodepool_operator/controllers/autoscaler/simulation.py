@@ -162,27 +162,39 @@ class _RoomTree:
 
     A subtree whose maximum cpu comes from one node and maximum memory from another has no
     room for a pod needing both, yet passes the per-dimension test; with every request
-    different, searches spend most of their time in such subtrees. So a fourth tree keeps
-    the largest *balance* (cpu and memory, each relative to the largest node, added up):
-    a node with room for a pod has at least the pod's balance, so a subtree below it is
-    skipped too. That only prunes what cannot fit: the result is still exact first fit.
+    different, searches spend most of their time in such subtrees. So more max-trees keep
+    what a node with room for a pod must have at least as much of as the pod: its
+    *balance* (cpu and memory, each relative to the largest node, added up) and, for a
+    few mixes of the two, the smaller of its cpu and memory weighed by that mix (a node
+    rich in one only does not count). A search reads the mix nearest the pod's own. They
+    only prune what cannot fit: the result is still exact first fit.
     """
+
+    #: Mixes of (cpu, memory) weights, each relative to the largest node: a pod heavier in
+    #: cpu reads the first, one heavier in memory the second (its two terms are closer).
+    MIXES: Final = ((1, 2), (2, 1))
 
     def __init__(self, scale: tuple[int, int]) -> None:
         self.size = 1
         self.count = 0
         self.cpu_weight, self.memory_weight = scale
-        self.trees: list[list[int]] = [[-1, -1] for _ in range(4)]
+        self.trees: list[list[int]] = [[-1, -1] for _ in range(4 + len(self.MIXES))]
 
-    def balance(self, cpu: int, memory: int) -> int:
+    def _keys(self, cpu: int, memory: int) -> list[int]:
+        """Balance, then the weighed smaller share for each mix."""
         if cpu < 0 or memory < 0:
-            return -1
-        return cpu * self.cpu_weight + (memory >> 20) * self.memory_weight
+            return [-1] * (1 + len(self.MIXES))
+        relative_cpu = cpu * self.cpu_weight
+        relative_memory = (memory >> 20) * self.memory_weight
+        return [
+            relative_cpu + relative_memory,
+            *(min(a * relative_cpu, b * relative_memory) for a, b in self.MIXES),
+        ]
 
     def _grow(self) -> None:
         leaves = [[t[self.size + i] for i in range(self.count)] for t in self.trees]
         self.size *= 2
-        self.trees = [[-1] * (2 * self.size) for _ in range(4)]
+        self.trees = [[-1] * (2 * self.size) for _ in self.trees]
         for d, tree in enumerate(self.trees):
             for i, value in enumerate(leaves[d]):
                 tree[self.size + i] = value
@@ -196,25 +208,31 @@ class _RoomTree:
         self.set(self.count - 1, room)
 
     def set(self, index: int, room: Sequence[int]) -> None:
-        values = (*room, self.balance(room[0], room[1]))
+        values = (*room, *self._keys(room[0], room[1]))
+        leaf = self.size + index
         for tree, value in zip(self.trees, values, strict=True):
-            n = self.size + index
+            n = leaf
             tree[n] = value
-            n //= 2
+            n >>= 1
             while n:
-                best = max(tree[2 * n], tree[2 * n + 1])
+                left = tree[2 * n]
+                right = tree[2 * n + 1]
+                best = left if left > right else right
                 if tree[n] == best:
                     break
                 tree[n] = best
-                n //= 2
+                n >>= 1
 
     def find(self, need: Sequence[int], start: int) -> Iterable[int]:
         """Nodes from ``start`` on with room for ``need``, leftmost first."""
-        cpu, memory, pods, balance = self.trees
         c, m, p = need
-        b = self.balance(c, m)
+        balance_of_pod, *shares = self._keys(c, m)
+        heavier_in_memory = (m >> 20) * self.memory_weight > c * self.cpu_weight
+        cpu, memory, pods, balance = self.trees[:4]
+        shape = self.trees[5 if heavier_in_memory else 4]
+        b, s = balance_of_pod, shares[1 if heavier_in_memory else 0]
         size = self.size
-        if cpu[1] < c or memory[1] < m or pods[1] < p or balance[1] < b:
+        if cpu[1] < c or memory[1] < m or pods[1] < p or balance[1] < b or shape[1] < s:
             return
         # Leaves before ``start`` are skipped by their position: a subtree is pushed only
         # when it may have room in every dimension and ends after ``start``.
@@ -227,11 +245,18 @@ class _RoomTree:
                 yield n - size
                 continue
             left, right = 2 * n, 2 * n + 1
-            if balance[right] >= b and cpu[right] >= c and memory[right] >= m and pods[right] >= p:
+            if (
+                shape[right] >= s
+                and balance[right] >= b
+                and cpu[right] >= c
+                and memory[right] >= m
+                and pods[right] >= p
+            ):
                 stack.append(right)
             # The left subtree is skipped whole when its last leaf comes before ``start``.
             if (
-                balance[left] >= b
+                shape[left] >= s
+                and balance[left] >= b
                 and cpu[left] >= c
                 and memory[left] >= m
                 and pods[left] >= p
