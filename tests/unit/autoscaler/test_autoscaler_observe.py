@@ -3,12 +3,16 @@ and which Autoscaler owns a pool."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable
 from typing import Any
+
+import pytest
 
 from nodepool_operator.api import autoscaler as nas
 from nodepool_operator.api import nodepool as np
 from nodepool_operator.api import scalerequest as sr
+from nodepool_operator.controllers.autoscaler import observe as observe_module
 from nodepool_operator.controllers.autoscaler.handoff import RequestLedger, request_name
 from nodepool_operator.controllers.autoscaler.observe import (
     Conflict,
@@ -382,3 +386,26 @@ async def test_an_autoscaler_never_decides_twice_from_the_plan_before_its_reques
     assert o._plan is not None
     assert not after.stale
     assert after.pool.open_request
+
+
+async def test_concurrent_reconciles_plan_once_and_share_the_plan(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    plans: list[int] = []
+    simulate = observe_module._Gathered.simulate
+
+    def counted(world: Any) -> Any:
+        plans.append(1)
+        return simulate(world)
+
+    monkeypatch.setattr(observe_module._Gathered, "simulate", counted)
+    pools = [pool("small", target=0, weight=10), pool("heavy", target=0)]
+    autoscalers = [autoscaler("nas"), autoscaler("heavy-nas", pool_name="heavy")]
+    o = observer(pods=[pod("p")], pools=pools, autoscalers=autoscalers)
+    small, heavy = await asyncio.gather(
+        observe(o, "nas", nas.AutoscalerSpec(node_pool_name="small")),
+        observe(o, "heavy-nas", nas.AutoscalerSpec(node_pool_name="heavy")),
+    )
+    assert len(plans) == 1
+    assert (small.stale, heavy.stale) == (False, False)
+    assert names(small.fitting) == ["p"]

@@ -308,6 +308,7 @@ class Observer:
         self.wall_clock = wall_clock or clock_module.RealWallClock()
         self._unhealthy: frozenset[str] = frozenset()
         self._plan: _Plan | None = None
+        self._planning = asyncio.Lock()
         pods.add_index(PENDING_INDEX, _pending_index)
         pods.add_index(NODE_INDEX, _node_index)
         nodes.add_index(POOL_INDEX, _pool_of_node_index)
@@ -387,24 +388,29 @@ class Observer:
         return frozenset(found)
 
     async def _current(self, autoscaler: str) -> tuple[_Gathered, simulation.Outcome, bool]:
-        """The plan for ``autoscaler`` and whether the caches moved since it was made."""
-        current = self._plan
-        if current is not None and autoscaler not in current.served:
+        """The plan for ``autoscaler`` and whether the caches moved since it was made.
+
+        Reconciles of different Autoscalers run concurrently (their status writes and
+        requests overlap); one plans at a time, and those that wait for it take its plan.
+        """
+        async with self._planning:
+            current = self._plan
+            if current is not None and autoscaler not in current.served:
+                current.served.add(autoscaler)
+                return current.world, current.outcome, current.version[1:] != self._version()
+            # Nodes turn unhealthy by time passing alone, not by an event: part of the version.
+            unhealthy = self._find_unhealthy()
+            version = (unhealthy, *self._version())
+            if current is None or current.version != version:
+                self._unhealthy = unhealthy
+                gathered = self._gather()
+                # Simulating tens of thousands of pods takes long enough to starve the
+                # informers and the lease renewal if it ran on the event loop; its inputs
+                # are immutable snapshots, so it runs in a worker thread.
+                outcome = await asyncio.to_thread(gathered.simulate)
+                current = self._plan = _Plan(version, gathered, outcome)
             current.served.add(autoscaler)
-            return current.world, current.outcome, current.version[1:] != self._version()
-        # Nodes turn unhealthy by time passing alone, not by an event: part of the version.
-        unhealthy = self._find_unhealthy()
-        version = (unhealthy, *self._version())
-        if current is None or current.version != version:
-            self._unhealthy = unhealthy
-            gathered = self._gather()
-            # Simulating tens of thousands of pods takes long enough to starve the
-            # informers and the lease renewal if it ran on the event loop; its inputs are
-            # immutable snapshots, so it runs in a worker thread.
-            outcome = await asyncio.to_thread(gathered.simulate)
-            current = self._plan = _Plan(version, gathered, outcome)
-        current.served.add(autoscaler)
-        return current.world, current.outcome, False
+            return current.world, current.outcome, False
 
     # -- the shared plan ------------------------------------------------------------------
 
