@@ -306,6 +306,9 @@ class Cloud:
     creations: dict[str, int] = field(default_factory=dict)  # name -> creates that made a VM
     incarnations: Iterable[int] = field(default_factory=lambda: itertools.count(1))
     wanted: Callable[[str], int] = lambda pool: 0
+    # VMs whose create this operator process got an answer for: it can know of them even
+    # when listings do not show them.
+    answered: set[str] = field(default_factory=set)
     violations: list[str] = field(default_factory=list)
 
     async def create_vm(self, *, name: VmName, pool: str, spec: MachineSpec) -> VirtualMachine:
@@ -320,12 +323,10 @@ class Cloud:
         else:
             if self.quota is not None and len(self.vms) >= self.quota:
                 raise QuotaExceeded(f"quota of {self.quota} VMs reached")
-            live = [
-                vm for vm in self.vms.values() if vm.pool == pool and vm.state != VmState.DELETING
-            ]
-            if len(live) >= self.wanted(pool):
+            known = self.known_live(pool)
+            if len(known) >= self.wanted(pool):
                 self.violations.append(
-                    f"VM {name} created while {pool} has {len(live)} of {self.wanted(pool)}"
+                    f"VM {name} created while {pool} has {sorted(known)} of {self.wanted(pool)}"
                 )
             state = VmState.RUNNING if self.boot_at_once else VmState.PROVISIONING
             provider_id = f"simcloud:///{name}#{next(iter(self.incarnations))}"
@@ -333,6 +334,8 @@ class Cloud:
             self.creations[name] = self.creations.get(name, 0) + 1
             if self.lagging:
                 self.unlisted.add(name)
+        if fault != "lost":
+            self.answered.add(name)
         if fault == "lost":
             # The answer timed out; the VM exists, and as in an eventually consistent
             # cloud, listings may not show it yet.
@@ -365,6 +368,19 @@ class Cloud:
 
     async def close(self) -> None:
         pass
+
+    def known_live(self, pool: str) -> set[str]:
+        """The pool's live VMs the operator can know of: those a listing shows, and those
+        whose create it got an answer for. A VM whose answer was lost and that listings do
+        not show yet is unknown: the idempotent name is what keeps it from a twin."""
+        shown = self.listing == "ok"
+        return {
+            name
+            for name, vm in self.vms.items()
+            if vm.pool == pool
+            and vm.state != VmState.DELETING
+            and ((shown and name not in self.unlisted) or name in self.answered)
+        }
 
     def alive(self, name: str, provider_id: str | None) -> bool:
         """A VM of that name (and provider ID, when the Node says) that is not going."""

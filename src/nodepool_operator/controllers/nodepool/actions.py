@@ -46,6 +46,9 @@ log = logging.getLogger(__name__)
 
 #: How long a Node we created may take to appear in the cache before we stop waiting.
 NODE_EXPECTATION_SECONDS = 30.0
+#: How long a VM the cloud answered a create for may stay out of its listings (an
+#: eventually consistent cloud) before we stop counting it.
+VM_EXPECTATION_SECONDS = 60.0
 
 
 class ListingDoubtful(Exception):  # noqa: N818 (a verdict, not a failure of ours)
@@ -104,12 +107,16 @@ class PoolActions:
         # VM -> (pool, when we first asked for its Node), until the Node shows: the
         # registration timeout counts from there (a Node deleted by hand starts it anew).
         self._registering: dict[str, tuple[str, float]] = {}
+        # VMs whose create the cloud answered, until a listing shows them: a listing that
+        # lags behind the creates must not make us create others in their place.
+        self._launched: dict[str, tuple[VirtualMachine, float]] = {}
 
     def forget_pool(self, pool: str) -> None:
         """Drop what is remembered of a pool that is gone (a new one may take its name)."""
         self._deletions.pop(pool, None)
         self._deletion_at.pop(pool, None)
         self._told.pop(pool, None)
+        self._launched = {n: seen for n, seen in self._launched.items() if seen[0].pool != pool}
         self._registering = {
             vm: asked for vm, asked in self._registering.items() if asked[0] != pool
         }
@@ -135,7 +142,20 @@ class PoolActions:
                 f"the cloud listed no VM for the pool, which owns {len(owned)} Nodes; "
                 "nothing is deleted until it lists them again",
             )
-        return vms
+        return vms + self._launched_unlisted(name, vms)
+
+    def _launched_unlisted(
+        self, pool: str, listed: Sequence[VirtualMachine]
+    ) -> list[VirtualMachine]:
+        """VMs of ``pool`` created a moment ago that the listing does not show yet."""
+        now = self.clock.now()
+        shown = {vm.name for vm in listed}
+        self._launched = {
+            name: (vm, deadline)
+            for name, (vm, deadline) in self._launched.items()
+            if deadline > now and not (vm.pool == pool and name in shown)
+        }
+        return [vm for vm, _ in self._launched.values() if vm.pool == pool]
 
     def deletion_wait(self, pool: str) -> float:
         """0 when a Node of ``pool`` may be removed now (a token is taken), else the
@@ -516,6 +536,9 @@ class PoolActions:
         started = self.clock.now()
         results = await asyncio.gather(*(create(n) for n in names), return_exceptions=True)
         failures = [r for r in results if isinstance(r, BaseException)]
+        launched = [vm for vm in results if isinstance(vm, VirtualMachine)]
+        deadline = self.clock.now() + VM_EXPECTATION_SECONDS
+        self._launched.update((vm.name, (vm, deadline)) for vm in launched)
         log.info(
             "controller=nodepool key=%s event=vms-created count=%d failed=%d seconds=%.2f",
             name,
@@ -527,7 +550,7 @@ class PoolActions:
             # A permanent refusal (quota) must start the pause even if a 503 came first.
             permanent = [f for f in failures if isinstance(f, PermanentCloudError)]
             raise (permanent or failures)[0]
-        return [vm for vm in results if isinstance(vm, VirtualMachine)]
+        return launched
 
     async def _scale_down(
         self, pool: Object, spec: np.NodePoolSpec, view: plan.PoolView, excess: int
