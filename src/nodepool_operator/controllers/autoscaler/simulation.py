@@ -702,6 +702,13 @@ class _Cluster:
                 return f"topology spread over {key} (maxSkew {constraint.max_skew}) in {value}"
         return None
 
+    def spread_floors(self, profile: PodProfile) -> tuple[int, ...]:
+        """The smallest count each of the pod's spreads compares an added node with."""
+        return tuple(
+            self._spread(constraint, profile).minimum(None, constraint.min_domains)
+            for constraint in profile.spread
+        )
+
     def problem(self, profile: PodProfile, node: _Node, *, candidate: bool = False) -> str | None:
         """Why ``profile`` cannot go on ``node`` now, or None. ``candidate``: not added yet."""
         return (
@@ -953,12 +960,22 @@ def _simulate_once(
             for member in members:
                 unfit[member] = profile.unsupported
             continue
-        # A refusal stands while one class is placed, unless affinity or spread can turn it.
-        monotone = not (profile.affinity or profile.spread)
+        # A refusal stands while one class is placed (room only shrinks, counts only
+        # grow), unless pod affinity can turn it, or a spread's smallest count rises: a
+        # refusal made under a floor holds while the floor is no higher.
+        monotone = not profile.affinity
+        floors = cluster.spread_floors(profile)
         simple = not profile.has_pod_constraints
         cursor = 0
         done = 0
         while done < len(members):
+            if floors:
+                now = cluster.spread_floors(profile)
+                if any(n > f for n, f in zip(now, floors, strict=True)):
+                    cursor = 0
+                    floors = now
+                else:
+                    floors = tuple(min(n, f) for n, f in zip(now, floors, strict=True))
             node = simulation.existing_fit(profile, cursor)
             if node is None:
                 state, where, beyond = simulation.new_node(profile, len(members) - done)
