@@ -16,7 +16,9 @@ the other (or a node's worth at a time when nothing but resources constrains the
 first-fit-decreasing order. A max-tree over the nodes' free cpu, memory and pod slots
 finds the leftmost node with room without scanning the full ones, and a per-class
 cursor skips the nodes the class was already refused on (a node only fills up while one
-class is placed, so a refusal stands, except where affinity or spread can change it).
+class is placed, so a refusal stands, except where pod affinity can change it or a
+spread's smallest count rises). Verdicts of the static filters are kept per node rules
+(selector, node affinity, tolerations), so pods of every size with equal rules share them.
 
 Nodes are registered in the pool's VM order (``<pool>-<index>``, lowest free index
 first) and each VM's zone follows from its index, so the nodes opened here are, name for
