@@ -504,6 +504,14 @@ def test_hostname_spread_spreads_over_existing_nodes_with_room() -> None:
     assert counts(outcome) == {"n1": 2, "n2": 2}
 
 
+def test_hostname_spread_comes_back_to_the_first_node_once_every_node_has_a_replica() -> None:
+    # The first node refused the second replica; once each node holds one, it may take the
+    # third again (the smallest count rose), as kube-scheduler would place them.
+    replica = web(cpu="100m", topologySpreadConstraints=[spread_of(HOST)])
+    outcome = run([replica] * 4, nodes=[node("n1"), node("n2")])
+    assert outcome.placements == ("n1", "n2", "n1", "n2")
+
+
 def test_hostname_spread_max_skew_caps_the_pods_per_node_against_an_emptier_node() -> None:
     full = node("n2", running=[profile(cpu="4")])  # a domain with no replica, and no room
     replica = web(cpu="100m", topologySpreadConstraints=[spread_of(HOST, max_skew=2)])
@@ -661,6 +669,16 @@ def test_a_zone_pinned_pod_skips_to_the_pools_next_node_in_that_zone() -> None:
     outcome = run([profile(nodeSelector={ZONE: "c"})], pools=[pool(template=zoned("a", "b", "c"))])
     assert outcome.placements == ("small-2",)
     assert outcome.pools["small"].new_nodes == 3  # small-0 and small-1 come first
+
+
+def test_a_zone_pinned_pod_uses_room_on_a_node_its_zone_gained_after_a_larger_one() -> None:
+    # The pool's nodes are one room tree; it held no zone-c node when the larger pinned
+    # pod was judged, and the smaller one, with equal rules, must see the one opened since.
+    anywhere = profile(cpu="3")
+    large, small = (profile(cpu=cpu, nodeSelector={ZONE: "c"}) for cpu in ("3", "500m"))
+    outcome = run([anywhere, large, small], pools=[pool(template=zoned("a", "b", "c"))])
+    assert outcome.placements == ("small-0", "small-2", "small-2")
+    assert outcome.pools["small"].new_nodes == 3
 
 
 # -- what the simulation cannot judge ----------------------------------------------------------
