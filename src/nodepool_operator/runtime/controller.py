@@ -36,6 +36,7 @@ from nodepool_operator.runtime.informer import Informer
 
 __all__ = [
     "CURRENT_RECONCILE",
+    "PERMANENT_ERROR_RECHECK_SECONDS",
     "Controller",
     "Delay",
     "GenerationChanged",
@@ -179,6 +180,9 @@ def any_of(*predicates: Predicate) -> Predicate:
 
 
 Mapper = Callable[[Object], Iterable[Request]]
+
+#: A key whose reconcile failed for good is looked at again after this long.
+PERMANENT_ERROR_RECHECK_SECONDS = 300.0
 Delay = float | Callable[[Request], float]
 
 
@@ -241,10 +245,12 @@ class Controller:
         max_concurrent_reconciles: int = 1,
         clock: clock_module.Clock | None = None,
         queue: workqueue.WorkQueue[Request] | None = None,
+        permanent_error_recheck: float = PERMANENT_ERROR_RECHECK_SECONDS,
     ) -> None:
         self.name = name
         self.reconciler = reconciler
         self.max_concurrent_reconciles = max_concurrent_reconciles
+        self.permanent_error_recheck = permanent_error_recheck
         self.clock = clock or clock_module.RealClock()
         # `is None`, not `or`: an empty queue is falsy (it has a length).
         self.queue: workqueue.WorkQueue[Request] = (
@@ -356,8 +362,17 @@ class Controller:
             return metrics.RESULT_ERROR
         transient = getattr(error, "transient", None)
         if transient is False:
-            log.error("event=terminal-error action=none error=%r", error)
+            # Not retried: asking again would get the same answer. But the world it
+            # depends on can change without an event for this key (an admin fixes the RBAC,
+            # a kube-apiserver that answered 403 while its authorizer warmed up is ready),
+            # so the key is looked at again after a long, fixed delay, as a resync would.
+            log.error(
+                "event=terminal-error action=recheck-in=%.0fs error=%r",
+                self.permanent_error_recheck,
+                error,
+            )
             self.queue.forget(request)
+            self.queue.add_after(request, self.permanent_error_recheck)
             return metrics.RESULT_ERROR
         if transient:
             # An expected, classified failure (API 5xx, cloud timeout): its message says it all.

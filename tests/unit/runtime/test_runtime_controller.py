@@ -19,6 +19,7 @@ from nodepool_operator.runtime import clock as clock_
 from nodepool_operator.runtime import errors
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.controller import (
+    PERMANENT_ERROR_RECHECK_SECONDS,
     Controller,
     GenerationChanged,
     Request,
@@ -197,25 +198,30 @@ class _RefusedError(Exception):
     ],
     ids=["422", "403", "404", "refused-by-another-service"],
 )
-async def test_a_permanent_error_is_logged_once_and_not_retried(
+async def test_a_permanent_error_is_not_retried_only_looked_at_again_much_later(
     clock: clock_.FakeClock, make: Any, caplog: pytest.LogCaptureFixture, error: Exception
 ) -> None:
-    script = Script(clock, error)
+    script = Script(clock, error, error, Result())
     controller = make(script)
     controller.queue.add(A)
     controller.start()
     await _settle()
-    await clock.advance(10_000)
-    assert len(script.calls) == 1
+    await clock.advance(PERMANENT_ERROR_RECHECK_SECONDS - 1)
+    await _settle()
+    assert len(script.calls) == 1  # no retry, no backoff schedule
     errors_logged = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors_logged) == 1
-    assert "event=terminal-error action=none" in errors_logged[0].getMessage()
+    assert "event=terminal-error action=recheck-in=300s" in errors_logged[0].getMessage()
     assert controller.queue.num_requeues(A) == 0
     assert _metric("controller_runtime_reconcile_errors_total", controller=controller.name) == 1
-    # The next event for the key is reconciled as usual.
-    controller.queue.add(A)
-    await _settle()
-    assert len(script.calls) == 2
+    # A key that keeps failing is looked at once per recheck period, never sooner.
+    for calls in (2, 3):
+        await clock.advance(1)
+        await _settle()
+        assert len(script.calls) == calls
+        await clock.advance(PERMANENT_ERROR_RECHECK_SECONDS - 1)
+        await _settle()
+        assert len(script.calls) == calls
 
 
 async def test_an_unexpected_error_is_retried_with_exponential_backoff_and_its_traceback(
