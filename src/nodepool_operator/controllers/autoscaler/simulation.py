@@ -391,6 +391,7 @@ class _Cluster:
         # matches from the profiles it matches, not from every pod of every node.
         self._where: dict[PodProfile, Counter[int]] = {}
         self._static_ids: dict[tuple[object, ...], int] = {}
+        self._by_static: dict[int, list[int]] = {}  # indexes of the added nodes, per static id
 
     # -- building --------------------------------------------------------------------
 
@@ -415,6 +416,7 @@ class _Cluster:
             kind=kind,
         )
         self.nodes.append(node)
+        self._by_static.setdefault(node.static_id, []).append(node.index)
         group = self.groups.get(node.group_key)
         if group is None:
             group = self.groups[node.group_key] = _Group(self.scale)
@@ -570,10 +572,24 @@ class _Cluster:
         if spread is None:
             spread = self._spreads[key] = _Spread()
             topology = constraint.topology_key
-            for node in self.nodes:
-                if self._spread_eligible(spread, constraint, profile, node):
-                    spread.eligible.add(node.index)
-                    spread.add_domain(node.labels[topology])
+            # Eligibility is judged once per static key (nodes alike but for their name)
+            # unless the pod names nodes one by one; the order domains join in is moot.
+            nodes = self.nodes
+            by_node = self.pinned(profile)
+            for indexes in self._by_static.values():
+                if by_node:
+                    eligible = [
+                        i
+                        for i in indexes
+                        if self._spread_eligible(spread, constraint, profile, nodes[i])
+                    ]
+                elif self._spread_eligible(spread, constraint, profile, nodes[indexes[0]]):
+                    eligible = indexes
+                else:
+                    continue
+                spread.eligible.update(eligible)
+                for index in eligible:
+                    spread.add_domain(nodes[index].labels[topology])
             for other, where in self._where.items():
                 if self._spread_counts(constraint, profile, other):
                     for index, count in where.items():
