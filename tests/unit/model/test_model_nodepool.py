@@ -148,7 +148,7 @@ class NodePoolModel(RuleBasedStateMachine):
         self.user_labels[key] = value
 
         def label(pool: dict[str, Any]) -> None:
-            pool["metadata"].setdefault("labels", {})[key] = value
+            pool["metadata"]["labels"] = {**(pool["metadata"].get("labels") or {}), key: value}
 
         self.api.edit("nodepools", POOL, label)
 

@@ -199,6 +199,7 @@ class World:
             resourceVersion=version or str(next(self.request_versions)),
         )
         self.requests.put(obj)
+        self.api.hold("scalerequests", obj)
         return obj
 
     async def reconcile(self, name: str) -> None:
@@ -378,3 +379,20 @@ def test_decide_request_supersedes_only_a_basis_other_than_the_target() -> None:
     assert plan.decide_request(spec, 4).phase == "Applied"
     stale = plan.decide_request(spec, 4, based_on=3)
     assert (stale.phase, stale.target) == ("Superseded", 2)
+
+
+async def test_a_request_the_server_shows_answered_is_not_answered_again() -> None:
+    """Our answer was written but its reply lost: the cache still shows the request
+    Pending and nothing is remembered; the server's copy says it is answered."""
+    world = World()
+    world.pool("p", np.NodePoolSpec(target_nodes=2, max_nodes=5))
+    request = world.request("r", pool="p", target=0, based_on=2)
+    answered = copy.deepcopy(request)
+    answered["status"] = {"phase": "Superseded", "message": "based on another target"}
+    world.api.hold("scalerequests", answered)
+
+    await world.reconcile("p")
+
+    assert world.target_of("p") == 2
+    assert ("replace", "nodepools", "p") not in world.api.calls
+    assert [n for n, _ in world.api.status_patches if n == "r"] == []

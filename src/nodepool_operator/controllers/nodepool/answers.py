@@ -15,6 +15,7 @@ from nodepool_operator.api import scalerequest as sr
 from nodepool_operator.controllers.nodepool import requests
 from nodepool_operator.controllers.resources import SCALEREQUESTS
 from nodepool_operator.runtime import clock as clock_module
+from nodepool_operator.runtime import errors
 from nodepool_operator.runtime.client import Client, Object
 from nodepool_operator.runtime.informer import Informer
 from nodepool_operator.runtime.status import StatusWriter
@@ -51,7 +52,7 @@ class RequestAnswers:
         """Turn the pool's pending requests into its target; True if the target moved or
         the pool turned out to be gone, so the pass must stop (an event follows)."""
         name = pool["metadata"]["name"]
-        pending = self._unanswered(name, pool_requests)
+        pending = await self._still_pending(self._unanswered(name, pool_requests))
         if not pending:
             return False
         decision = await requests.apply_pending(
@@ -112,6 +113,21 @@ class RequestAnswers:
         )
         await requests.delete_requests(self.client, expired)
         return next_expiry
+
+    async def _still_pending(self, pending: list[Object]) -> list[Object]:
+        """Those of ``pending`` the server still shows Pending. Our answer may have been
+        written with its reply lost (a timeout): then the cache can still show the
+        request Pending and we remember nothing, and answering it again could answer it
+        differently (the pool's target may have moved since)."""
+        fresh = []
+        for request in pending:
+            try:
+                found = await self.client.get(SCALEREQUESTS, request["metadata"]["name"])
+            except errors.NotFound:
+                continue
+            if _is_pending(found) and found["metadata"].get("uid") == request["metadata"]["uid"]:
+                fresh.append(found)
+        return fresh
 
     def _remember(self, pool: str, answered: list[Object]) -> None:
         self._answered.setdefault(pool, set()).update(r["metadata"]["uid"] for r in answered)
