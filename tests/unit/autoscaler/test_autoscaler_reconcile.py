@@ -308,8 +308,26 @@ async def test_status_is_written_only_when_a_decision_changes(world: World) -> N
     assert len(world.api.status_writes()) == 1
     world.pod("waiting")  # fits on n1's free room: no request, but the counts move
     await world.reconcile()
+    assert len(world.api.status_writes()) == 1  # only counts: not within a scan interval
+    await world.clock.advance(5)  # the scan interval
+    await world.reconcile()
     assert len(world.api.status_writes()) == 2
+    assert world.status()["pendingPods"] == 1
     assert world.api.made("scalerequests") == []
+
+
+async def test_a_decision_is_written_at_once_even_right_after_a_count_change(
+    world: World,
+) -> None:
+    world.pool(target=1)
+    world.node("n1")
+    await world.reconcile()
+    written = len(world.api.status_writes())
+    for i in range(10):  # no room left: a request, LimitReached unchanged, counts move
+        world.pod(f"p{i}", cpu="3")
+    await world.reconcile()
+    assert len(world.api.status_writes()) == written + 1
+    assert world.status()["lastRequest"] is not None
 
 
 async def test_a_pod_too_big_for_any_node_gets_one_warning_and_no_request(world: World) -> None:

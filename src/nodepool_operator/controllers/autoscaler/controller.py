@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
+from typing import Any
 
 from nodepool_operator.api import autoscaler as nas
 from nodepool_operator.controllers.autoscaler import metrics, plan, report
@@ -33,6 +35,8 @@ __all__ = ["NAME", "AutoscalerReconciler"]
 log = logging.getLogger(__name__)
 
 NAME = "autoscaler"
+#: Status fields that only count pods: written at most once per scan interval.
+_COUNTS = frozenset({"pendingPods", "unschedulablePods"})
 
 
 class AutoscalerReconciler:
@@ -59,6 +63,7 @@ class AutoscalerReconciler:
         self.wall_clock = wall_clock
         self.status = StatusWriter(client, AUTOSCALERS, controller=NAME)
         self._trackers: dict[str, UnneededTracker] = {}
+        self._written_at: dict[str, float] = {}  # key -> when its status was last written
 
     async def reconcile(self, request: Request) -> Result:
         autoscaler = self.autoscalers.get(request.name)
@@ -142,14 +147,35 @@ class AutoscalerReconciler:
             last_request=made or nas.AutoscalerStatus.from_dict(current).last_request,
             now=conditions.rfc3339(self.wall_clock.time()),
         )
+        key = str(autoscaler["metadata"]["name"])
+        if self._counts_only_changed(key, current, status, nas.spec_of(autoscaler)):
+            return
         try:
             if await self.status.update(autoscaler, status) is None:
                 return
         except errors.NotFound:
             return  # deleted meanwhile: nobody left to tell
+        self._written_at[key] = self.clock.now()
         for reason, message in report.alarms(before, status["conditions"]):
             log.info("event=%s message=%r", reason, message)
             await self.recorder.event(autoscaler, type="Warning", reason=reason, message=message)
+
+    def _counts_only_changed(
+        self,
+        key: str,
+        current: Mapping[str, Any],
+        status: Mapping[str, Any],
+        spec: nas.AutoscalerSpec,
+    ) -> bool:
+        """Only the pod counts moved, and the status was written less than a scan interval
+        ago: the write waits for a later pass. In a burst the counts move with every pod
+        (for every Autoscaler watching the namespace); a decision, a condition or a new
+        generation is always written at once, and the counts at most one scan late."""
+        moved = {k for k in status.keys() | current.keys() if status.get(k) != current.get(k)}
+        if not moved or not moved <= _COUNTS:
+            return False
+        written = self._written_at.get(key)
+        return written is not None and self.clock.now() - written < spec.scan_interval_seconds
 
     def _next_scan(self, key: str, spec: nas.AutoscalerSpec) -> float:
         delay = float(spec.scan_interval_seconds)
@@ -162,4 +188,5 @@ class AutoscalerReconciler:
 
     def _forget(self, key: str) -> None:
         self._trackers.pop(key, None)
+        self._written_at.pop(key, None)
         self.status.forget({"metadata": {"name": key}})
