@@ -84,8 +84,6 @@ class FakeApi:
         self.calls: list[tuple[str, str, str]] = []
         self.refuse: dict[str, str | None] = {}  # pod name -> budget named in the 429
         self.terminating: set[str] = set()  # pods whose namespace is being deleted
-        self.budgets: list[Object] = []
-        self.matching: dict[str, set[str]] = {}  # label selector -> pod names it selects
         self.deleted_with: dict[str, int | None] = {}
         self.status_patches: list[dict[str, Any]] = []
 
@@ -129,11 +127,8 @@ class FakeApi:
         return copy.deepcopy(body)
 
     async def list_page(self, resource: Resource, **kw: Any) -> Object:
-        if resource.plural == "poddisruptionbudgets":
-            return {"items": copy.deepcopy(self.budgets)}
-        selected = self.matching.get(kw.get("label_selector") or "", set())
-        wanted = str(kw.get("field_selector", "")).removeprefix("metadata.name=")
-        return {"items": [{"metadata": {"name": wanted}}] if wanted in selected else []}
+        self.calls.append(("list", resource.plural, ""))
+        return {"items": []}
 
     def evictions(self, pod: str | None = None) -> int:
         return sum(
@@ -414,28 +409,19 @@ async def test_a_gone_pool_takes_its_drain_memory_with_it() -> None:
     assert len(world.warnings("DrainBlocked")) == 2
 
 
-async def test_the_budget_is_looked_up_when_the_refusal_does_not_name_it() -> None:
+async def test_a_429_naming_no_budget_is_the_api_servers_throttling_not_a_budget() -> None:
+    # The API server names the budget in every 429 it gives for one; a 429 without a name
+    # is its own throttling: nothing is looked up, and no budget is blamed.
     world = World("p-0")
     world.nodes.put(draining_since("p-0", START))
     world.pods.put(pod("web-1"))
     world.api.refuse["web-1"] = None
-    world.api.budgets = [
-        {"metadata": {"name": "other"}, "spec": {"selector": {"matchLabels": {"app": "db"}}}},
-        {
-            "metadata": {"name": "web"},
-            "spec": {
-                "selector": {
-                    "matchLabels": {"app": "web"},
-                    "matchExpressions": [{"key": "tier", "operator": "In", "values": ["a", "b"]}],
-                }
-            },
-        },
-    ]
-    world.api.matching = {"app=web,tier in (a,b)": {"web-1"}}
 
     progress = await world.drain()
 
-    assert "PodDisruptionBudget ns/web" in progress.blocked[0]
+    assert "refused by the API server (429)" in progress.blocked[0]
+    assert "PodDisruptionBudget" not in progress.blocked[0]
+    assert not [c for c in world.api.calls if c[1] == "poddisruptionbudgets"]
 
 
 async def test_a_pod_evicted_once_its_budget_allows_lets_the_drain_finish() -> None:

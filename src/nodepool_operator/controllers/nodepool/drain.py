@@ -41,12 +41,11 @@ from nodepool_operator.controllers.nodepool import plan
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import conditions, errors, kinds, pods, ratelimit
-from nodepool_operator.runtime.client import Client, Object, Resource
+from nodepool_operator.runtime.client import Client, Object
 from nodepool_operator.runtime.events import EventRecorder
 from nodepool_operator.runtime.informer import Informer
 
 __all__ = [
-    "PDBS",
     "DrainProgress",
     "Drainer",
     "budget_named_in",
@@ -56,13 +55,13 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", namespaced=True)
-
 #: Kubernetes' default when a pod does not say (``terminationGracePeriodSeconds``).
 DEFAULT_GRACE_SECONDS: Final = 30
 
 # "The disruption budget web needs 2 healthy pods and has 2 currently", or "... web is
-# still being processed by the server": the eviction subresource's 429 cause.
+# still being processed by the server": the eviction subresource's 429 cause. The API
+# server names the budget in every 429 it gives for one; a 429 naming none is its own
+# throttling (API Priority and Fairness), and no budget is to blame.
 _BUDGET_IN_MESSAGE = re.compile(r"disruption budget ([a-z0-9]([-a-z0-9.]*[a-z0-9])?)")
 
 
@@ -238,7 +237,7 @@ class Drainer:
             )
             return self.config.poll_interval
         except errors.TooManyRequests as error:
-            budget = budget_named_in(error) or await self._budget_selecting(pod)
+            budget = budget_named_in(error)
             delay = max(self._backoff.when(uid), error.retry_after or 0.0)
             self._retry_at[uid] = now + delay
             named = f"PodDisruptionBudget {pod['metadata'].get('namespace')}/{budget}"
@@ -259,27 +258,6 @@ class Drainer:
         log.info("controller=nodepool event=pod-evicted node=%s pod=%s", node, _pod_key(pod))
         # Its deletion shows in the cache soon; from then on it is waited for as leaving.
         return self.config.poll_interval
-
-    async def _budget_selecting(self, pod: Object) -> str | None:
-        """The budget selecting ``pod``, asked of the API server when a 429 names none:
-        each budget's selector, as a label selector, with the pod's name as a field."""
-        meta = pod["metadata"]
-        namespace = str(meta.get("namespace", ""))
-        with contextlib.suppress(errors.ApiError):
-            budgets = await self.client.list_page(PDBS, namespace=namespace)
-            for budget in budgets.get("items") or ():
-                selector = _selector_text((budget.get("spec") or {}).get("selector"))
-                if selector is None:
-                    continue
-                found = await self.client.list_page(
-                    kinds.PODS,
-                    namespace=namespace,
-                    label_selector=selector,
-                    field_selector=f"metadata.name={meta['name']}",
-                )
-                if found.get("items"):
-                    return str(budget["metadata"]["name"])
-        return None
 
     async def _block(self, pool: Object, *, uid: str, node: str, reason: str, message: str) -> None:
         self._blocks[uid] = _Block(pool=str(pool["metadata"]["name"]), node=node, message=message)
@@ -341,23 +319,3 @@ class Drainer:
         for uid in [uid for uid, block in self._blocks.items() if block.pool == pool]:
             self._clear(uid)
         self._forced = {node: owner for node, owner in self._forced.items() if owner != pool}
-
-
-def _selector_text(selector: Mapping[str, Any] | None) -> str | None:
-    """A LabelSelector as the text of a ``labelSelector`` query; None selects nothing."""
-    if selector is None:
-        return None
-    parts = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
-    for expression in selector.get("matchExpressions") or ():
-        key, operator = expression["key"], expression["operator"]
-        values = ",".join(expression.get("values") or ())
-        if operator == "In":
-            parts.append(f"{key} in ({values})")
-        elif operator == "NotIn":
-            parts.append(f"{key} notin ({values})")
-        elif operator == "Exists":
-            parts.append(key)
-        elif operator == "DoesNotExist":
-            parts.append(f"!{key}")
-    # An empty selector (policy/v1) selects every pod of the namespace.
-    return ",".join(parts)
