@@ -9,7 +9,7 @@ from typing import Any
 
 from nodepool_operator.api import nodepool as np
 from nodepool_operator.cloud.provider import TransientCloudError, VirtualMachine, VmName, VmState
-from nodepool_operator.controllers.nodepool import actions
+from nodepool_operator.controllers.nodepool import actions, plan
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.nodepool.controller import FINALIZER
 from nodepool_operator.runtime import conditions, errors
@@ -454,3 +454,56 @@ def test_node_heartbeats_do_not_wake_the_pool_but_readiness_and_cordon_do() -> N
     labelled = fakes.node("p-0")
     labelled["metadata"]["labels"]["x"] = "y"
     assert predicate.update(before, labelled)
+
+
+# --- a crash between a VM's deletion and its Node's ----------------------------------------
+
+
+def vm_deleted(name: str) -> Object:
+    """A drained Node whose VM this operator asked the cloud to delete."""
+    return fakes.node(
+        name,
+        annotations={
+            plan.SCALE_DOWN_ANNOTATION: conditions.rfc3339(0),
+            plan.VM_DELETED_ANNOTATION: conditions.rfc3339(0),
+        },
+    )
+
+
+async def test_a_drained_node_is_marked_before_its_vm_is_deleted() -> None:
+    world = World("p-0")
+    world.nodes.put(fakes.node("p-0"))
+
+    await world.actions.tear_down(world.pool(0))
+
+    marked = [c for c in world.api.calls if c == ("patch", "nodes", "p-0")]
+    assert marked
+    assert world.cloud.order == ["vm p-0"]
+    assert world.api.calls.index(("patch", "nodes", "p-0")) < world.api.calls.index(
+        ("delete", "nodes", "p-0")
+    )
+
+
+async def test_an_empty_listing_is_believed_when_every_node_left_had_its_vm_deleted_by_us() -> None:
+    # The operator deleted the pool's last VM and was killed before deleting its Node.
+    world = World()
+    world.nodes.put(vm_deleted("p-0"))
+
+    await world.actions.tear_down(world.pool(0))
+
+    assert world.warnings("CloudListEmpty") == []
+    assert world.nodes_deleted() == ["p-0"]
+
+
+async def test_an_empty_listing_with_any_node_not_marked_by_us_still_deletes_nothing() -> None:
+    world = World("p-1")
+    world.nodes.put(vm_deleted("p-0"))
+    world.nodes.put(fakes.node("p-1"))
+    world.pool(1)
+    world.cloud.list_empty = True
+
+    await world.reconciler.reconcile(Request(name="p"))
+
+    assert world.nodes_deleted() == []
+    [warning] = world.warnings("CloudListEmpty")
+    assert "owns 1 Nodes" in warning

@@ -136,10 +136,15 @@ class PoolActions:
             raise ListingDoubtful(
                 "CloudListFailed", f"listing the pool's VMs failed ({error.code}): {error}"
             ) from error
-        if not vms and owned:
+        # Nodes whose VM we deleted ourselves (marked before asking the cloud) are expected
+        # to be missing: a crash between the VM's deletion and the Node's leaves one, and
+        # an empty listing then is the truth, not a doubtful answer. Any other Node makes
+        # an empty listing a reason to act on nothing.
+        unaccounted = [n for n in owned if not plan.vm_deletion_requested(n)]
+        if not vms and unaccounted:
             raise ListingDoubtful(
                 "CloudListEmpty",
-                f"the cloud listed no VM for the pool, which owns {len(owned)} Nodes; "
+                f"the cloud listed no VM for the pool, which owns {len(unaccounted)} Nodes; "
                 "nothing is deleted until it lists them again",
             )
         return vms + self._launched_unlisted(name, vms)
@@ -351,7 +356,7 @@ class PoolActions:
             await self.recorder.event(
                 pool, type="Warning", reason="NodeRepair", message=f"{why}; replacing it"
             )
-            log.warning("controller=nodepool key=%s event=node-repair vm=%s", name, vm)
+            log.warning("event=node-repair vm=%s", vm)
         if node is None:
             await self.cloud.delete_vm(vm)
             return drain.DrainProgress(done=True)
@@ -377,8 +382,7 @@ class PoolActions:
             if wait > 0:
                 return wait
             log.info(
-                "controller=nodepool key=%s event=delete-node-without-vm node=%s",
-                name,
+                "event=delete-node-without-vm node=%s",
                 node_name,
             )
             await self.recorder.event(
@@ -399,7 +403,7 @@ class PoolActions:
         try:
             vm = await self.cloud.get_vm(name)
         except CloudError as error:
-            log.warning("controller=nodepool event=vm-get-failed vm=%s error=%s", name, error)
+            log.warning("event=vm-get-failed vm=%s error=%s", name, error)
             return False
         if vm is None:
             return True
@@ -461,7 +465,6 @@ class PoolActions:
         self, pool: Object, spec: np.NodePoolSpec, vm: VirtualMachine, *, now: float
     ) -> tuple[str, str] | None:
         """Register ``vm`` as a Node; (reason, message) if the API server refuses it."""
-        name = pool["metadata"]["name"]
         body = node_ops.node_manifest(
             pool=pool, vm=vm, template=spec.template, simulated=self.config.simulated_nodes
         )
@@ -471,14 +474,13 @@ class PoolActions:
             pass  # created by an earlier run of the operator, just as good
         except errors.Invalid as error:
             log.warning(
-                "controller=nodepool key=%s event=node-refused node=%s error=%r",
-                name,
+                "event=node-refused node=%s error=%r",
                 vm.name,
                 error.message,
             )
             return NODE_REFUSED, f"the API server refused Node {vm.name}: {error.message}"
         self._expected_nodes[vm.name] = now + NODE_EXPECTATION_SECONDS
-        log.info("controller=nodepool key=%s event=node-registered node=%s", name, vm.name)
+        log.info("event=node-registered node=%s", vm.name)
         return None
 
     async def _remove_stuck_vms(self, view: plan.PoolView) -> None:
@@ -489,7 +491,7 @@ class PoolActions:
                 and now - vm.created_at > self.config.provisioning_timeout
             )
             if stuck:
-                log.warning("controller=nodepool event=delete-stuck-vm vm=%s", vm.name)
+                log.warning("event=delete-stuck-vm vm=%s", vm.name)
                 await self.cloud.delete_vm(vm.name)
 
     async def _scale_up(
@@ -540,8 +542,7 @@ class PoolActions:
         deadline = self.clock.now() + VM_EXPECTATION_SECONDS
         self._launched.update((vm.name, (vm, deadline)) for vm in launched)
         log.info(
-            "controller=nodepool key=%s event=vms-created count=%d failed=%d seconds=%.2f",
-            name,
+            "event=vms-created count=%d failed=%d seconds=%.2f",
             len(names) - len(failures),
             len(failures),
             self.clock.now() - started,
@@ -585,13 +586,16 @@ class PoolActions:
         if not progress.done:
             return progress
         # The VM first: once it is DELETING, a crash here leaves a Node that the next
-        # pass removes as "Node without VM", never a VM that looks like it needs one.
+        # pass removes as "Node without VM", never a VM that looks like it needs one. The
+        # Node says so before the cloud is asked, so that pass can tell an empty listing
+        # (the pool's last VM gone) from a cloud that lost its VMs.
         if vm is not None:
+            if not plan.vm_deletion_requested(node):
+                await node_ops.mark_vm_deleted(self.client, node, at=self.wall_clock.time())
             await self.cloud.delete_vm(vm)
         await self._delete_node(node_name)
         log.info(
-            "controller=nodepool key=%s event=node-removed node=%s",
-            pool["metadata"]["name"],
+            "event=node-removed node=%s",
             node_name,
         )
         return progress

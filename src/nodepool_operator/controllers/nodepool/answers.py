@@ -61,16 +61,12 @@ class RequestAnswers:
         self._remember(name, pending)
         if decision is None:
             log.info(
-                "controller=%s key=%s event=pool-gone requests-rejected=%d",
-                self.controller,
-                name,
+                "event=pool-gone requests-rejected=%d",
                 len(pending),
             )
             return True
         log.info(
-            "controller=%s key=%s event=scale-request-%s request=%s message=%r",
-            self.controller,
-            name,
+            "event=scale-request-%s request=%s message=%r",
             decision.phase.lower(),
             pending[-1]["metadata"]["name"],
             decision.message,
@@ -94,9 +90,7 @@ class RequestAnswers:
             await requests.reject(self.status, pending, message)
             self._remember(name, pending)
             log.info(
-                "controller=%s key=%s event=scale-request-rejected requests=%s message=%r",
-                self.controller,
-                name,
+                "event=scale-request-rejected requests=%s message=%r",
                 ",".join(r["metadata"]["name"] for r in pending),
                 message,
             )

@@ -173,9 +173,7 @@ class NodePoolReconciler:
     ) -> None:
         await self.recorder.event(pool, type="Warning", reason=reason, message=pause.message)
         log.warning(
-            "controller=%s key=%s event=%s reason=%s retry_in=%.0fs",
-            NAME,
-            pool["metadata"]["name"],
+            "event=%s reason=%s retry_in=%.0fs",
             event,
             pause.reason,
             pause.until - self.clock.now(),

@@ -231,7 +231,7 @@ class Drainer:
             # Its namespace is being deleted, and the pod with it: waited for as leaving.
             self._clear(uid)
             log.info(
-                "controller=nodepool event=pod-namespace-terminating node=%s pod=%s",
+                "event=pod-namespace-terminating node=%s pod=%s",
                 node,
                 _pod_key(pod),
             )
@@ -247,7 +247,7 @@ class Drainer:
             )
             await self._block(pool, uid=uid, node=node, reason=budget or "429", message=message)
             log.info(
-                "controller=nodepool event=eviction-blocked node=%s pod=%s budget=%s retry_in=%.1f",
+                "event=eviction-blocked node=%s pod=%s budget=%s retry_in=%.1f",
                 node,
                 _pod_key(pod),
                 budget,
@@ -255,7 +255,7 @@ class Drainer:
             )
             return delay
         self._clear(uid)
-        log.info("controller=nodepool event=pod-evicted node=%s pod=%s", node, _pod_key(pod))
+        log.info("event=pod-evicted node=%s pod=%s", node, _pod_key(pod))
         # Its deletion shows in the cache soon; from then on it is waited for as leaving.
         return self.config.poll_interval
 
@@ -295,7 +295,7 @@ class Drainer:
     async def _delete_pod(self, pod: Object, *, grace: int) -> None:
         meta = pod["metadata"]
         log.warning(
-            "controller=nodepool event=pod-deleted-for-drain-timeout pod=%s grace=%ds",
+            "event=pod-deleted-for-drain-timeout pod=%s grace=%ds",
             _pod_key(pod),
             grace,
         )

@@ -20,7 +20,15 @@ from nodepool_operator.controllers.nodepool import plan
 from nodepool_operator.runtime import conditions, kinds
 from nodepool_operator.runtime.client import Client, Object
 
-__all__ = ["KWOK_ANNOTATION", "cordon", "evict_one", "node_manifest", "quantities", "uncordon"]
+__all__ = [
+    "KWOK_ANNOTATION",
+    "cordon",
+    "evict_one",
+    "mark_vm_deleted",
+    "node_manifest",
+    "quantities",
+    "uncordon",
+]
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 
@@ -78,6 +86,16 @@ async def cordon(client: Client, node: Mapping[str, Any], *, started: float) -> 
             "metadata": {"annotations": {plan.SCALE_DOWN_ANNOTATION: conditions.rfc3339(started)}},
             "spec": {"unschedulable": True},
         },
+    )
+
+
+async def mark_vm_deleted(client: Client, node: Mapping[str, Any], *, at: float) -> None:
+    """Record on a drained Node that its VM is being deleted by us (see
+    ``plan.VM_DELETED_ANNOTATION``), before the cloud is asked."""
+    await client.patch(
+        kinds.NODES,
+        str(node["metadata"]["name"]),
+        {"metadata": {"annotations": {plan.VM_DELETED_ANNOTATION: conditions.rfc3339(at)}}},
     )
 
 

@@ -29,10 +29,15 @@ __all__ = [
     "names_to_create",
     "pick_victims",
     "pool_status",
+    "vm_deletion_requested",
 ]
 
 #: On a Node we are draining; its value is when the drain started (RFC 3339).
 SCALE_DOWN_ANNOTATION = "nodepool.dev/scale-down"
+#: On a drained Node whose VM we are about to delete; its value is when (RFC 3339). Our own
+#: record that the VM's absence is our doing: it survives a crash between the VM's
+#: deletion and the Node's.
+VM_DELETED_ANNOTATION = "nodepool.dev/vm-deleted"
 
 
 def desired_nodes(spec: np.NodePoolSpec) -> int:
@@ -46,6 +51,10 @@ def names_to_create(pool: str, existing: Iterable[str], count: int) -> list[VmNa
 
 def is_draining(node: Mapping[str, Any]) -> bool:
     return SCALE_DOWN_ANNOTATION in (node.get("metadata", {}).get("annotations") or {})
+
+
+def vm_deletion_requested(node: Mapping[str, Any]) -> bool:
+    return VM_DELETED_ANNOTATION in (node.get("metadata", {}).get("annotations") or {})
 
 
 def drain_started(node: Mapping[str, Any]) -> float | None:

@@ -74,9 +74,7 @@ class PoolReporter:
                 message=f"{status['readyNodes']} nodes ready",
             )
         log.info(
-            "controller=%s key=%s event=status operation=%s current=%d ready=%d desired=%d",
-            self.controller,
-            pool["metadata"]["name"],
+            "event=status operation=%s current=%d ready=%d desired=%d",
             now_is,
             status["currentNodes"],
             status["readyNodes"],
@@ -100,9 +98,7 @@ class PoolReporter:
         await self.status.update(pool, status)
         delay = self.listing_backoff.when(name)
         log.warning(
-            "controller=%s key=%s event=cloud-listing-doubtful reason=%s retry_in=%.1fs",
-            self.controller,
-            name,
+            "event=cloud-listing-doubtful reason=%s retry_in=%.1fs",
             doubt.reason,
             delay,
         )
