@@ -30,9 +30,24 @@ class FakeInformer:
         self.store = {object_key(o): o for o in objects}
         self.indexes: dict[str, Callable[[Object], Iterable[str]]] = {}
         self.resource_version = version
+        self.handlers: list[Any] = []
 
     def add_index(self, name: str, func: Callable[[Object], Iterable[str]]) -> None:
         self.indexes[name] = func
+
+    def add_handler(self, handler: Any) -> None:
+        self.handlers.append(handler)
+
+    def put(self, obj: Object) -> None:
+        """Store ``obj`` and tell the handlers, as a watch event would."""
+        key = object_key(obj)
+        old = self.store.get(key)
+        self.store[key] = obj
+        for handler in self.handlers:
+            if old is None:
+                handler.on_add(obj)
+            else:
+                handler.on_update(old, obj)
 
     def get(self, name: str, namespace: str | None = None) -> Object | None:
         return self.store.get(f"{namespace}/{name}" if namespace else name)
@@ -358,8 +373,7 @@ async def test_a_plan_serves_each_autoscaler_once_even_after_the_caches_moved() 
     assert not first.stale
     planned = o._plan
 
-    o.pods.store["apps/q"] = pod("q")  # type: ignore[attr-defined]
-    o.pods.resource_version = "11"  # type: ignore[misc]
+    o.pods.put(pod("q"))  # type: ignore[attr-defined]
     # heavy-nas has not decided from this plan yet: it takes it, told it is behind.
     behind = await observe(o, "heavy-nas", heavy_spec)
     assert o._plan is planned
@@ -409,3 +423,19 @@ async def test_concurrent_reconciles_plan_once_and_share_the_plan(
     assert len(plans) == 1
     assert (small.stale, heavy.stale) == (False, False)
     assert names(small.fitting) == ["p"]
+
+
+async def test_an_update_that_only_moves_the_version_leaves_the_plan_current() -> None:
+    o = observer(nodes=[node("n1")], pods=[pod("p")])
+    await observe(o)
+    heartbeat = node("n1")
+    heartbeat["metadata"]["resourceVersion"] = "12"  # what the cache keeps is the same
+    o.nodes.put(heartbeat)  # type: ignore[attr-defined]
+    assert not (await observe(o)).stale
+    planned = o._plan
+    await observe(o)
+    assert o._plan is planned  # no new plan either
+    cordoned = node("n1", cordoned=True)
+    o.nodes.put(cordoned)  # type: ignore[attr-defined]
+    await observe(o)
+    assert o._plan is not planned

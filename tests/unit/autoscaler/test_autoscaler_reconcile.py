@@ -34,12 +34,13 @@ class FakeInformer:
         self.store: dict[str, Object] = {}
         self.indexes: dict[str, Callable[[Object], Iterable[str]]] = {}
         self.resource_version = "0"
+        self.handlers: list[Any] = []
 
     def add_index(self, name: str, func: Callable[[Object], Iterable[str]]) -> None:
         self.indexes[name] = func
 
     def add_handler(self, handler: Any) -> None:
-        pass
+        self.handlers.append(handler)
 
     def get(self, name: str, namespace: str | None = None) -> Object | None:
         return self.store.get(f"{namespace}/{name}" if namespace else name)
@@ -51,12 +52,20 @@ class FakeInformer:
         return [o for o in self.store.values() if value in self.indexes[index](o)]
 
     def put(self, obj: Object) -> None:
+        old = self.store.get(object_key(obj))
         self.store[object_key(obj)] = obj
         version = obj["metadata"].get("resourceVersion", "0")
         self.resource_version = str(max(int(self.resource_version), int(version)))
+        for handler in self.handlers:
+            if old is None:
+                handler.on_add(obj)
+            else:
+                handler.on_update(old, obj)
 
     def remove(self, obj: Object) -> None:
-        self.store.pop(object_key(obj), None)
+        gone = self.store.pop(object_key(obj), None)
+        for handler in self.handlers if gone is not None else ():
+            handler.on_delete(gone)
 
 
 class FakeApi:

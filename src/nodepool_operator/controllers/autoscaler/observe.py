@@ -197,6 +197,30 @@ class _Gathered:
         )
 
 
+class _ContentChanges:
+    """Counts the changes to what an informer keeps of its objects: an update that only
+    moved the resourceVersion (its other changes dropped by the cache's transform) is
+    not one."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def on_add(self, obj: Object) -> None:
+        self.count += 1
+
+    def on_update(self, old: Object, new: Object) -> None:
+        if _kept(old) != _kept(new):
+            self.count += 1
+
+    def on_delete(self, obj: Object) -> None:
+        self.count += 1
+
+
+def _kept(obj: Object) -> Object:
+    meta = {k: v for k, v in obj["metadata"].items() if k != "resourceVersion"}
+    return {**obj, "metadata": meta}
+
+
 @dataclass
 class _Plan:
     """A plan, what it was made from, and the Autoscalers that decided from it."""
@@ -309,6 +333,12 @@ class Observer:
         self._unhealthy: frozenset[str] = frozenset()
         self._plan: _Plan | None = None
         self._planning = asyncio.Lock()
+        # Pods and Nodes are updated all the time by what the caches do not keep (node
+        # heartbeats, kubelet or kwok status times): such an update must not make the
+        # plan look stale, so their versions are counts of changes to what is kept.
+        self._pod_changes, self._node_changes = _ContentChanges(), _ContentChanges()
+        pods.add_handler(self._pod_changes)
+        nodes.add_handler(self._node_changes)
         pods.add_index(PENDING_INDEX, _pending_index)
         pods.add_index(NODE_INDEX, _node_index)
         nodes.add_index(POOL_INDEX, _pool_of_node_index)
@@ -359,8 +389,8 @@ class Observer:
         return (
             self.autoscalers.resource_version,
             self.pools.resource_version,
-            self.nodes.resource_version,
-            self.pods.resource_version,
+            self._node_changes.count,
+            self._pod_changes.count,
             self.requests.resource_version,
             self.daemon_sets.resource_version,
             str(self.ledger.serial),
