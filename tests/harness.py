@@ -79,6 +79,28 @@ class Operator(Process):
         return url
 
 
+def operator_args(kubeconfig: Path, *cloud: str, poll_interval: float = 0.5) -> list[str]:
+    """``run`` with what every test's operator shares: its own user's kubeconfig, metrics
+    and probes on free loopback ports, a quick poll; ``cloud`` says which cloud and how to
+    reach it (``--cloud-endpoint URL --cloud-token-file PATH``, ``--cloud aws ...``)."""
+    return [
+        "run",
+        "--kubeconfig",
+        str(kubeconfig),
+        *cloud,
+        "--metrics-port",
+        "0",
+        "--metrics-host",
+        "127.0.0.1",
+        "--health-port",
+        "0",
+        "--poll-interval",
+        str(poll_interval),
+        "--leader-election-namespace",
+        "nodepool-system",
+    ]
+
+
 async def kubectl(kubectl_path: Path, kubeconfig: Path, *args: str) -> str:
     """Run kubectl as a user would; fail the test with its stderr if it fails."""
     process = await asyncio.create_subprocess_exec(

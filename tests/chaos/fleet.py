@@ -26,7 +26,17 @@ from typing import Any
 import aiohttp
 from kubernetes_asyncio import client, config
 
-from harness import CLI, MERGE, POOLS, Operator, SimCloud, pool_body, remove_pool, wait_for
+from harness import (
+    CLI,
+    MERGE,
+    POOLS,
+    Operator,
+    SimCloud,
+    operator_args,
+    pool_body,
+    remove_pool,
+    wait_for,
+)
 from nodepool_operator.api import nodepool as np
 from nodepool_operator.cloud import credentials, provider
 from nodepool_operator.cloud.simcloud.client import SimCloudClient
@@ -258,23 +268,14 @@ class Fleet:
     def start_operator(self, *extra: str) -> Operator:
         args = [
             *operator_command(),
-            "run",
-            "--kubeconfig",
-            str(self.plane.kubeconfig_for("operator")),
-            "--cloud-endpoint",
-            self.cloud.endpoint if self.cloud else "",
-            "--cloud-token-file",
-            str(self.cloud.token_file if self.cloud else ""),
-            "--metrics-port",
-            "0",
-            "--metrics-host",
-            "127.0.0.1",
-            "--health-port",
-            "0",
-            "--poll-interval",
-            str(POLL_INTERVAL),
-            "--leader-election-namespace",
-            "nodepool-system",
+            *operator_args(
+                self.plane.kubeconfig_for("operator"),
+                "--cloud-endpoint",
+                self.cloud.endpoint if self.cloud else "",
+                "--cloud-token-file",
+                str(self.cloud.token_file if self.cloud else ""),
+                poll_interval=POLL_INTERVAL,
+            ),
             *extra,
         ]
         self._started += 1

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from harness import CLI, Operator, Process, SimCloud, remove_pool
+from harness import CLI, Operator, Process, SimCloud, operator_args, remove_pool
 from nodepool_operator.cloud import credentials
 from nodepool_operator.cluster import install
 from nodepool_operator.cluster.pytest_plugin import Cluster
@@ -83,27 +83,8 @@ def start_operator(
 
     def start(cloud: SimCloud, *extra: str, identity: str = "operator") -> Operator:
         kubeconfig = cluster.plane.kubeconfig_for(identity) if cluster.plane else cluster.kubeconfig
-        args = [
-            *CLI,
-            "run",
-            "--kubeconfig",
-            str(kubeconfig),
-            "--cloud-endpoint",
-            cloud.endpoint,
-            "--cloud-token-file",
-            str(cloud.token_file),
-            "--metrics-port",
-            "0",
-            "--metrics-host",
-            "127.0.0.1",
-            "--health-port",
-            "0",
-            "--poll-interval",
-            "0.5",
-            "--leader-election-namespace",
-            "nodepool-system",
-            *extra,
-        ]
+        reach = ("--cloud-endpoint", cloud.endpoint, "--cloud-token-file", str(cloud.token_file))
+        args = [*CLI, *operator_args(kubeconfig, *reach), *extra]
         operator = Operator("operator", args, tmp_path / f"operator-{len(started)}.log")
         operator.start()
         started.append(operator)

@@ -18,7 +18,7 @@ import pytest
 from kubernetes_asyncio import client
 
 import ec2_server
-from harness import CLI, MERGE, POOLS, Operator, remove_pool, settled, wait_for
+from harness import CLI, MERGE, POOLS, Operator, operator_args, remove_pool, settled, wait_for
 from nodepool_operator.api import launch
 from nodepool_operator.api import nodepool as np
 from nodepool_operator.cloud import aws
@@ -46,25 +46,8 @@ def start_aws_operator(
         kubeconfig = (
             cluster.plane.kubeconfig_for("operator") if cluster.plane else cluster.kubeconfig
         )
-        args = [
-            *CLI,
-            "run",
-            "--kubeconfig",
-            str(kubeconfig),
-            "--cloud",
-            "aws",
-            "--cloud-endpoint",
-            moto.endpoint,
-            "--metrics-port",
-            "0",
-            "--metrics-host",
-            "127.0.0.1",
-            "--health-port",
-            "0",
-            "--poll-interval",
-            "0.5",
-            *extra,
-        ]
+        cloud = ("--cloud", "aws", "--cloud-endpoint", moto.endpoint)
+        args = [*CLI, *operator_args(kubeconfig, *cloud), *extra]
         operator = Operator("operator", args, tmp_path / f"operator-{len(started)}.log")
         operator.start()
         started.append(operator)
