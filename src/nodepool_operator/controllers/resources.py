@@ -1,11 +1,23 @@
-"""Where the operator's own kinds live in the API, for both controllers."""
+"""Where the operator's own kinds live in the API, and the indexes both controllers read
+on the informers they share."""
 
 from __future__ import annotations
 
-from nodepool_operator.api import autoscaler, nodepool, scalerequest
-from nodepool_operator.runtime.client import Resource
+from typing import Any, Final, Protocol
 
-__all__ = ["AUTOSCALERS", "NODEPOOLS", "SCALEREQUESTS"]
+from nodepool_operator.api import autoscaler, nodepool, scalerequest
+from nodepool_operator.runtime import informer, pods
+from nodepool_operator.runtime.client import Object, Resource
+
+__all__ = [
+    "AUTOSCALERS",
+    "NODEPOOLS",
+    "NODES_BY_POOL",
+    "PODS_BY_NODE",
+    "REQUESTS_BY_POOL",
+    "SCALEREQUESTS",
+    "add_shared_indexes",
+]
 
 NODEPOOLS = Resource(nodepool.GROUP, nodepool.VERSION, nodepool.PLURAL, nodepool.KIND, False)
 SCALEREQUESTS = Resource(
@@ -14,3 +26,27 @@ SCALEREQUESTS = Resource(
 AUTOSCALERS = Resource(
     autoscaler.GROUP, autoscaler.VERSION, autoscaler.PLURAL, autoscaler.KIND, False
 )
+
+#: Index names on the shared informers: Nodes by their pool label, Pods by the Node they
+#: are bound to, ScaleRequests by the pool they name. One name and one function each, so
+#: both controllers declaring them build each index once (an informer refuses another
+#: definition under a name it has).
+NODES_BY_POOL: Final = "pool"
+PODS_BY_NODE: Final = "node"
+REQUESTS_BY_POOL: Final = "pool"
+
+
+def _pool_named(request: Object) -> list[str]:
+    pool = (request.get("spec") or {}).get("nodePoolName")
+    return [str(pool)] if pool else []
+
+
+class _Indexable(Protocol):
+    def add_index(self, name: str, func: Any) -> None: ...
+
+
+def add_shared_indexes(*, nodes: _Indexable, pods_: _Indexable, requests: _Indexable) -> None:
+    """Declare the shared indexes (again: the same definition twice is one index)."""
+    nodes.add_index(NODES_BY_POOL, informer.label_index(nodepool.POOL_LABEL))
+    pods_.add_index(PODS_BY_NODE, pods.node_name_index)
+    requests.add_index(REQUESTS_BY_POOL, _pool_named)

@@ -39,6 +39,12 @@ from nodepool_operator.api import scalerequest as sr
 from nodepool_operator.controllers.autoscaler import constraints, fit, plan, simulation
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.handoff import RequestLedger
+from nodepool_operator.controllers.resources import (
+    NODES_BY_POOL,
+    PODS_BY_NODE,
+    REQUESTS_BY_POOL,
+    add_shared_indexes,
+)
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import nodes as k8s_nodes
 from nodepool_operator.runtime import pods
@@ -49,9 +55,7 @@ from nodepool_operator.runtime.lru import Bounded
 __all__ = [
     "ALL_NAMESPACES",
     "DEFAULT_EXPENDABLE_PRIORITY",
-    "NODE_INDEX",
     "PENDING_INDEX",
-    "POOL_INDEX",
     "Conflict",
     "Observation",
     "Observer",
@@ -61,8 +65,6 @@ __all__ = [
 # Index names are our own, so that another controller's index of the same informer
 # (which may compute something else under a common name) is never mistaken for ours.
 PENDING_INDEX: Final = "autoscaler-pending"
-NODE_INDEX: Final = "autoscaler-node"
-POOL_INDEX: Final = "autoscaler-pool"
 #: Every pending pod is also filed under this value; no namespace has an empty name.
 ALL_NAMESPACES: Final = ""
 
@@ -75,21 +77,6 @@ def _pending_index(pod: Object) -> list[str]:
     if not fit.is_pending_unbound(pod):
         return []
     return [str(pod["metadata"].get("namespace", "")), ALL_NAMESPACES]
-
-
-def _node_index(pod: Object) -> list[str]:
-    node = (pod.get("spec") or {}).get("nodeName")
-    return [str(node)] if node else []
-
-
-def _pool_of_node_index(node: Object) -> list[str]:
-    pool = np.pool_of(node)
-    return [pool] if pool else []
-
-
-def _pool_of_request_index(request: Object) -> list[str]:
-    pool = (request.get("spec") or {}).get("nodePoolName")
-    return [str(pool)] if pool else []
 
 
 def _daemon_set_of(pod: Mapping[str, Any]) -> str | None:
@@ -340,9 +327,7 @@ class Observer:
         pods.add_handler(self._pod_changes)
         nodes.add_handler(self._node_changes)
         pods.add_index(PENDING_INDEX, _pending_index)
-        pods.add_index(NODE_INDEX, _node_index)
-        nodes.add_index(POOL_INDEX, _pool_of_node_index)
-        requests.add_index(POOL_INDEX, _pool_of_request_index)
+        add_shared_indexes(nodes=nodes, pods_=pods, requests=requests)
 
     # -- one Autoscaler's view ------------------------------------------------------------
 
@@ -598,7 +583,7 @@ class Observer:
     def _requests(self, pool: str) -> list[plan.RequestView]:
         cached = [
             r
-            for r in self.requests.by_index(POOL_INDEX, pool)
+            for r in self.requests.by_index(REQUESTS_BY_POOL, pool)
             if not r["metadata"].get("deletionTimestamp")
         ]
         visible = self.ledger.visible(pool, cached, cache_version=self.requests.resource_version)
@@ -628,7 +613,7 @@ class Observer:
         fallback = np.template_allocatable(template)
         live = [
             n
-            for n in self.nodes.by_index(POOL_INDEX, pool)
+            for n in self.nodes.by_index(NODES_BY_POOL, pool)
             if not n["metadata"].get("deletionTimestamp")
         ]
         bound = {str(n["metadata"]["name"]): self._bound(str(n["metadata"]["name"])) for n in live}
@@ -690,7 +675,7 @@ class Observer:
         terminating: list[PodProfile] = []
         daemons: set[str] = set()
         busy = False
-        for pod in self.pods.by_index(NODE_INDEX, node):
+        for pod in self.pods.by_index(PODS_BY_NODE, node):
             if pods.is_terminal(pod):
                 continue
             profile = self.cache.get(pod)

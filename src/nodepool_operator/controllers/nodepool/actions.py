@@ -31,6 +31,7 @@ from nodepool_operator.cloud.provider import (
 from nodepool_operator.controllers.nodepool import drain, plan
 from nodepool_operator.controllers.nodepool import nodes as node_ops
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
+from nodepool_operator.controllers.resources import NODES_BY_POOL
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import conditions, errors, kinds, nodes, ratelimit
 from nodepool_operator.runtime.client import Client, Object
@@ -125,7 +126,7 @@ class PoolActions:
     def owned_nodes(self, pool: Object) -> list[Object]:
         name = pool["metadata"]["name"]
         uid = pool["metadata"].get("uid")
-        return [n for n in self.nodes.by_index("pool", name) if owned_by(n, uid)]
+        return [n for n in self.nodes.by_index(NODES_BY_POOL, name) if owned_by(n, uid)]
 
     async def list_vms(self, pool: Object, owned: Sequence[Object]) -> list[VirtualMachine]:
         """The pool's VMs, or ``ListingDoubtful`` when the answer cannot be acted on."""
@@ -191,7 +192,9 @@ class PoolActions:
         name = pool["metadata"]["name"]
         uid = pool["metadata"].get("uid")
         strangers = {
-            n["metadata"]["name"] for n in self.nodes.by_index("pool", name) if not owned_by(n, uid)
+            n["metadata"]["name"]
+            for n in self.nodes.by_index(NODES_BY_POOL, name)
+            if not owned_by(n, uid)
         }
         told = self._told.setdefault(name, set())
         for node_name in sorted(strangers - told):

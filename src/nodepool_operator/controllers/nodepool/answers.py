@@ -13,7 +13,7 @@ import logging
 from nodepool_operator.api import nodepool as np
 from nodepool_operator.api import scalerequest as sr
 from nodepool_operator.controllers.nodepool import requests
-from nodepool_operator.controllers.resources import SCALEREQUESTS
+from nodepool_operator.controllers.resources import REQUESTS_BY_POOL, SCALEREQUESTS
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import errors
 from nodepool_operator.runtime.client import Client, Object
@@ -46,7 +46,7 @@ class RequestAnswers:
         self._answered: dict[str, set[str]] = {}  # pool -> uids answered, maybe still Pending
 
     def of_pool(self, name: str) -> list[Object]:
-        return self.scale_requests.by_index("pool", name)
+        return self.scale_requests.by_index(REQUESTS_BY_POOL, name)
 
     async def answer(self, pool: Object, pool_requests: list[Object]) -> bool:
         """Turn the pool's pending requests into its target; True if the target moved or

@@ -39,6 +39,7 @@ from nodepool_operator.api import nodepool as np
 from nodepool_operator.controllers.nodepool import nodes as node_ops
 from nodepool_operator.controllers.nodepool import plan
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
+from nodepool_operator.controllers.resources import PODS_BY_NODE
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import conditions, errors, kinds, pods, ratelimit
 from nodepool_operator.runtime.client import Client, Object
@@ -146,7 +147,7 @@ class Drainer:
         """Pods a drain must see gone: not DaemonSet or mirror pods, not finished."""
         return [
             pod
-            for pod in self.pods.by_index("node", node_name)
+            for pod in self.pods.by_index(PODS_BY_NODE, node_name)
             if not pods.is_daemon_or_mirror(pod) and not pods.is_terminal(pod)
         ]
 

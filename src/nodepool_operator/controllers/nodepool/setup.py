@@ -11,7 +11,7 @@ from nodepool_operator.controllers import cached
 from nodepool_operator.controllers.nodepool import actions, plan
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.nodepool.controller import NAME, NodePoolReconciler
-from nodepool_operator.controllers.resources import NODEPOOLS, SCALEREQUESTS
+from nodepool_operator.controllers.resources import NODEPOOLS, SCALEREQUESTS, add_shared_indexes
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import kinds
 from nodepool_operator.runtime import nodes as k8s_nodes
@@ -94,14 +94,9 @@ def setup(manager: Manager, *, cloud: CloudProvider, config: NodePoolConfig) -> 
     cache = manager.cache
     pools = cache.informer(NODEPOOLS)
     nodes = cache.informer(kinds.NODES, label_selector=np.POOL_LABEL, transform=cached.node_fields)
-    nodes.add_index(
-        "pool",
-        lambda n: [p] if (p := (n["metadata"].get("labels") or {}).get(np.POOL_LABEL)) else [],
-    )
     pods = cache.informer(kinds.PODS, transform=cached.pod_fields)
-    pods.add_index("node", lambda p: [n] if (n := p.get("spec", {}).get("nodeName")) else [])
     scale_requests = cache.informer(SCALEREQUESTS)
-    scale_requests.add_index("pool", lambda r: [sr.spec_of(r).node_pool_name])
+    add_shared_indexes(nodes=nodes, pods_=pods, requests=scale_requests)
     recorder = EventRecorder(client, component=f"{NAME}-controller", clock=manager.clock)
     wall_clock = clock_module.RealWallClock()
     reconciler = NodePoolReconciler(
