@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import itertools
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
@@ -156,3 +157,14 @@ async def test_a_burst_of_events_makes_one_reconcile_at_the_end_of_the_first_win
     await clock.advance(0.1)
     assert len(queue) == 1
     assert await queue.get() == Request("apps-only")
+
+
+def test_a_pod_that_arrives_bound_wakes_nobody_but_its_later_changes_do() -> None:
+    changed = watches.PodChanged()
+    running = pod("r", node="n1")
+    assert not changed.create(running)  # the initial list of a cluster: thousands of these
+    assert changed.create(pod("p"))  # a new pod waiting for a node
+    gone = copy.deepcopy(running)
+    gone["metadata"]["deletionTimestamp"] = "2026-11-30T10:00:00Z"
+    assert changed.update(running, gone)
+    assert changed.delete(running)
