@@ -5,8 +5,10 @@ Every request of the operator's user is in the audit log, reads included (the lo
 plane's audit policy logs them for that user), and tests/e2e run the operator as that user
 under the ClusterRole and leader-election Role of deploy/rbac. So after the e2e tests:
 - a permission granted and never used is one to remove;
-- a request refused with 403 is a permission missing (one exception: a write into a
-  namespace being deleted is refused with 403 whatever the rights, see AuditEvent).
+- a request refused with 403 for something not granted is a permission missing. A 403 for
+  something granted is not: a write into a namespace being deleted is refused whatever
+  the rights (see AuditEvent), and a kube-apiserver the chaos suite just restarted
+  refuses everything for a few seconds while its authorizer warms up.
 
 The test runs last in the session (tests/conftest.py orders it) and only when the session
 ran every e2e module; a partial run cannot tell unused from unexercised.
@@ -65,6 +67,7 @@ def test_the_operator_is_granted_exactly_what_it_used(
     used = {permission(e) for e in events if e.code != 403}
     grants = granted(RBAC / "clusterrole.yaml", RBAC / "leader-election-role.yaml")
 
-    assert refused == set(), f"used but not granted: {sorted(refused)}"
+    missing = refused - grants
+    assert missing == set(), f"used but not granted: {sorted(missing)}"
     assert grants - used == set(), f"granted but never used: {sorted(grants - used)}"
     assert used <= grants
