@@ -35,8 +35,8 @@ from typing import Any
 
 from kubernetes_asyncio import client, config
 
-from nodepool_operator.api import autoscaler as nas
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import autoscaler as autoscaler_api
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud import credentials
 from nodepool_operator.cluster import controlplane, install
 from nodepool_operator.controllers.resources import SCALEREQUESTS
@@ -106,7 +106,7 @@ def pod_body(name: str, pool: str) -> dict[str, Any]:
         "kind": "Pod",
         "metadata": {"name": name},
         "spec": {
-            "nodeSelector": {np.POOL_LABEL: pool},
+            "nodeSelector": {nodepool_api.POOL_LABEL: pool},
             "containers": [
                 {
                     "name": "app",
@@ -134,11 +134,13 @@ async def run_one(
     name = f"bench-{run}"
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     await core.create_namespace({"metadata": {"name": name}})
-    template = np.NodeTemplate(cpu="1", memory="4Gi", pods=110)
-    pool = np.NodePoolSpec(target_nodes=0, min_nodes=0, max_nodes=pods, template=template)
-    await custom.create_cluster_custom_object(*POOLS, np.manifest(name, pool))
-    spec = nas.AutoscalerSpec(node_pool_name=name, namespaces=(name,), batch_window_seconds=window)
-    await custom.create_cluster_custom_object(*AUTOSCALERS, nas.manifest(name, spec))
+    template = nodepool_api.NodeTemplate(cpu="1", memory="4Gi", pods=110)
+    pool = nodepool_api.NodePoolSpec(target_nodes=0, min_nodes=0, max_nodes=pods, template=template)
+    await custom.create_cluster_custom_object(*POOLS, nodepool_api.manifest(name, pool))
+    spec = autoscaler_api.AutoscalerSpec(
+        node_pool_name=name, namespaces=(name,), batch_window_seconds=window
+    )
+    await custom.create_cluster_custom_object(*AUTOSCALERS, autoscaler_api.manifest(name, spec))
     async with asyncio.timeout(60):
         while not (await custom.get_cluster_custom_object(*AUTOSCALERS, name)).get("status"):  # noqa: ASYNC110 - polling the API
             await asyncio.sleep(0.1)  # the operator has seen it
@@ -157,7 +159,12 @@ async def run_one(
     watchers = [
         asyncio.create_task(follow(raw, kinds.PODS, on_event=on_pod, namespace=name)),
         asyncio.create_task(
-            follow(raw, SCALEREQUESTS, on_event=on_request, label_selector=np.pool_selector(name))
+            follow(
+                raw,
+                SCALEREQUESTS,
+                on_event=on_request,
+                label_selector=nodepool_api.pool_selector(name),
+            )
         ),
     ]
     started = time.monotonic()

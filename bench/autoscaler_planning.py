@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers.autoscaler import constraints, simulation
 
 # The constraint kinds are built by the same code the e2e and differential tests use.
@@ -40,7 +40,7 @@ import workloads
 
 GI = 1024**3
 ZONES = ("zone-a", "zone-b", "zone-c")
-TEMPLATE = np.NodeTemplate(cpu="4", memory="16Gi", pods=110, zones=ZONES)
+TEMPLATE = nodepool_api.NodeTemplate(cpu="4", memory="16Gi", pods=110, zones=ZONES)
 
 
 def pod(name: str, cpu: int, memory: int, *, labels: Mapping[str, str], **spec: Any) -> Any:
@@ -101,16 +101,21 @@ def pods(mix: str, *, count: int, rng: random.Random) -> list[constraints.PodPro
 
 
 def pools(count: int) -> list[simulation.PoolTemplate]:
-    def upcoming(pool: str, template: np.NodeTemplate) -> Any:
+    def upcoming(pool: str, template: nodepool_api.NodeTemplate) -> Any:
         def at(k: int) -> tuple[str, Mapping[str, str]]:
             name = f"{pool}-{50 + k}"
-            labels = np.node_labels(pool, template, zone=np.zone_of(name, template))
-            return name, {**labels, np.HOSTNAME_LABEL: name}
+            labels = nodepool_api.node_labels(
+                pool, template, zone=nodepool_api.zone_of(name, template)
+            )
+            return name, {**labels, nodepool_api.HOSTNAME_LABEL: name}
 
         return at
 
-    tainted = np.NodeTemplate(
-        cpu="8", memory="32Gi", pods=110, taints=(np.Taint(key="dedicated", effect="NoSchedule"),)
+    tainted = nodepool_api.NodeTemplate(
+        cpu="8",
+        memory="32Gi",
+        pods=110,
+        taints=(nodepool_api.Taint(key="dedicated", effect="NoSchedule"),),
     )
     return [
         simulation.PoolTemplate(
@@ -119,7 +124,7 @@ def pools(count: int) -> list[simulation.PoolTemplate]:
             taints=tuple(
                 constraints.Taint(t.key, t.value or "", t.effect) for t in template.taints
             ),
-            allocatable=np.template_allocatable(template),
+            allocatable=nodepool_api.template_allocatable(template),
             upcoming=upcoming(name, template),
             in_flight=20,
             headroom=count,  # never the limit: the whole simulation is measured
@@ -134,16 +139,18 @@ def nodes(rng: random.Random) -> list[simulation.ExistingNode]:
     found = []
     for i in range(50):
         name = f"general-{i}"
-        labels = np.node_labels("general", TEMPLATE, zone=np.zone_of(name, TEMPLATE))
+        labels = nodepool_api.node_labels(
+            "general", TEMPLATE, zone=nodepool_api.zone_of(name, TEMPLATE)
+        )
         busy = pod("busy", rng.randrange(0, 4000), rng.randrange(0, 16) * GI, labels={})
         found.append(
             simulation.ExistingNode(
                 name=name,
                 pool="general",
-                labels={**labels, np.HOSTNAME_LABEL: name},
+                labels={**labels, nodepool_api.HOSTNAME_LABEL: name},
                 taints=(),
                 unschedulable=False,
-                allocatable=np.template_allocatable(TEMPLATE),
+                allocatable=nodepool_api.template_allocatable(TEMPLATE),
                 pods=(busy,),
             )
         )

@@ -64,8 +64,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import peers
 from naive import crds as baseline_crds
-from nodepool_operator.api import autoscaler as nas
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import autoscaler as autoscaler_api
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud import credentials
 from nodepool_operator.cloud.simcloud.client import SimCloudClient
 from nodepool_operator.cluster import audit, binaries, controlplane, install
@@ -171,7 +171,7 @@ def pod_manifest(pool: str, burst: int, index: int) -> dict[str, Any]:
         "metadata": {"name": f"{pool}-b{burst}-{index:02d}"},
         "spec": {
             "terminationGracePeriodSeconds": 0,
-            "nodeSelector": {np.POOL_LABEL: pool},
+            "nodeSelector": {nodepool_api.POOL_LABEL: pool},
             "containers": [
                 {
                     "name": "app",
@@ -348,20 +348,22 @@ async def start(
 
 
 async def create_pools(raw: Client, scenario: Scenario) -> None:
-    template = np.NodeTemplate(
+    template = nodepool_api.NodeTemplate(
         cpu=peers.NODE_CPU, memory=peers.NODE_MEMORY, pods=peers.NODE_PODS, reserved=peers.RESERVED
     )
     for pool in scenario.names:
         await raw.create(kinds.NAMESPACES, {"metadata": {"name": namespace_of(pool)}})
-        spec = np.NodePoolSpec(target_nodes=0, min_nodes=0, max_nodes=60, template=template)
-        await raw.create(NODEPOOLS, np.manifest(pool, spec))
-        scaler = nas.AutoscalerSpec(
+        spec = nodepool_api.NodePoolSpec(
+            target_nodes=0, min_nodes=0, max_nodes=60, template=template
+        )
+        await raw.create(NODEPOOLS, nodepool_api.manifest(pool, spec))
+        scaler = autoscaler_api.AutoscalerSpec(
             node_pool_name=pool,
             namespaces=(namespace_of(pool),),
             scan_interval_seconds=scenario.scan_interval,
-            scale_down=nas.ScaleDownPolicy(enabled=False),
+            scale_down=autoscaler_api.ScaleDownPolicy(enabled=False),
         )
-        await raw.create(AUTOSCALERS, nas.manifest(pool, scaler))
+        await raw.create(AUTOSCALERS, autoscaler_api.manifest(pool, scaler))
 
 
 async def wait_ready(raw: Client, running: Running, pools: tuple[str, ...]) -> None:
@@ -533,7 +535,7 @@ async def final_state(
     for pool in pools:
         target = (await raw.get(NODEPOOLS, pool))["spec"]["targetNodes"]
         vms = {vm.name for vm in await cloud.list_vms(pool=pool)}
-        page = await raw.list_page(kinds.NODES, label_selector=np.pool_selector(pool))
+        page = await raw.list_page(kinds.NODES, label_selector=nodepool_api.pool_selector(pool))
         nodes = {node["metadata"]["name"] for node in page["items"]}
         final[pool] = (target, len(vms), len(nodes))
         excess += max(0, len(vms) - target)

@@ -29,7 +29,7 @@ from typing import Any
 from kubernetes_asyncio import client, config
 
 from nodepool_operator import operator
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud import credentials
 from nodepool_operator.cluster import audit, controlplane, install
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
@@ -65,7 +65,10 @@ def naive_writes() -> Iterator[None]:
 
 async def wait_settled(custom: client.CustomObjectsApi, name: str, nodes: int) -> None:
     async with asyncio.timeout(120):
-        while not np.is_settled(await custom.get_cluster_custom_object(*POOLS, name), nodes):  # noqa: ASYNC110
+        while True:
+            pool = await custom.get_cluster_custom_object(*POOLS, name)
+            if nodepool_api.is_settled(pool, nodes):
+                return
             await asyncio.sleep(0.2)
 
 
@@ -94,7 +97,10 @@ async def measure(
         for k in sizes:
             name = f"{variant}-{k}"
             await custom.create_cluster_custom_object(
-                *POOLS, np.manifest(name, np.NodePoolSpec(target_nodes=0, max_nodes=max(sizes)))
+                *POOLS,
+                nodepool_api.manifest(
+                    name, nodepool_api.NodePoolSpec(target_nodes=0, max_nodes=max(sizes))
+                ),
             )
             await wait_settled(custom, name, 0)
             await asyncio.sleep(1)

@@ -61,8 +61,8 @@ from typing import Any
 
 from kubernetes_asyncio import client, config
 
-from nodepool_operator.api import autoscaler as nas
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import autoscaler as autoscaler_api
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud import credentials
 from nodepool_operator.cloud.simcloud import client as simcloud_client
 from nodepool_operator.cluster import audit, binaries, controlplane, install
@@ -337,11 +337,13 @@ async def start_operator(
             stderr=handle,
         )
     custom = client.CustomObjectsApi(api)
-    template = np.NodeTemplate(cpu=NODE_CPU, memory=NODE_MEMORY, pods=NODE_PODS, reserved=RESERVED)
-    spec = np.NodePoolSpec(target_nodes=0, min_nodes=0, max_nodes=1000, template=template)
-    await custom.create_cluster_custom_object(*POOLS, np.manifest(POOL, spec))
-    scaler = nas.AutoscalerSpec(node_pool_name=POOL, namespaces=(NAMESPACE,))
-    await custom.create_cluster_custom_object(*AUTOSCALERS, nas.manifest(POOL, scaler))
+    template = nodepool_api.NodeTemplate(
+        cpu=NODE_CPU, memory=NODE_MEMORY, pods=NODE_PODS, reserved=RESERVED
+    )
+    spec = nodepool_api.NodePoolSpec(target_nodes=0, min_nodes=0, max_nodes=1000, template=template)
+    await custom.create_cluster_custom_object(*POOLS, nodepool_api.manifest(POOL, spec))
+    scaler = autoscaler_api.AutoscalerSpec(node_pool_name=POOL, namespaces=(NAMESPACE,))
+    await custom.create_cluster_custom_object(*AUTOSCALERS, autoscaler_api.manifest(POOL, scaler))
     controller = Controller("operator", operator, log, helpers=[simcloud])
     async with asyncio.timeout(60):
         while not (await custom.get_cluster_custom_object(*AUTOSCALERS, POOL)).get("status"):

@@ -48,8 +48,8 @@ import aiohttp
 from kubernetes_asyncio import client, config
 from prometheus_client.parser import text_string_to_metric_families
 
-from nodepool_operator.api import autoscaler as nas
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import autoscaler as autoscaler_api
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud import credentials
 from nodepool_operator.cluster import audit, controlplane, install
 from nodepool_operator.controllers.resources import AUTOSCALERS, NODEPOOLS, SCALEREQUESTS
@@ -200,9 +200,11 @@ def pool_name(index: int) -> str:
 
 
 def pool_manifest(index: int, nodes: int) -> dict[str, Any]:
-    template = np.NodeTemplate(cpu="4", memory="16Gi", pods=110)
-    spec = np.NodePoolSpec(target_nodes=nodes, min_nodes=0, max_nodes=2 * nodes, template=template)
-    return np.manifest(pool_name(index), spec)
+    template = nodepool_api.NodeTemplate(cpu="4", memory="16Gi", pods=110)
+    spec = nodepool_api.NodePoolSpec(
+        target_nodes=nodes, min_nodes=0, max_nodes=2 * nodes, template=template
+    )
+    return nodepool_api.manifest(pool_name(index), spec)
 
 
 def pod_manifest(name: str, *, cpu: str, memory: str, **placement: Any) -> dict[str, Any]:
@@ -386,9 +388,9 @@ async def run_size(
                         lambda i=i: api.create(NODEPOOLS, pool_manifest(i, nodes_per_pool)),
                         lambda i=i: api.create(
                             AUTOSCALERS,
-                            nas.manifest(
+                            autoscaler_api.manifest(
                                 pool_name(i),
-                                nas.AutoscalerSpec(
+                                autoscaler_api.AutoscalerSpec(
                                     node_pool_name=pool_name(i), namespaces=(NAMESPACE,)
                                 ),
                             ),
@@ -427,7 +429,7 @@ async def provision(
         settled, token = 0, None
         while True:
             page = await api.list_page(NODEPOOLS, limit=500, continue_token=token)
-            settled += sum(1 for p in page["items"] if np.is_settled(p, nodes_per_pool))
+            settled += sum(1 for p in page["items"] if nodepool_api.is_settled(p, nodes_per_pool))
             token = page["metadata"].get("continue")
             if not token:
                 break
@@ -450,7 +452,9 @@ async def create_bound_pods(
 ) -> None:
     node_names = [
         node["metadata"]["name"]
-        for node in (await api.list_page(kinds.NODES, label_selector=np.POOL_LABEL))["items"]
+        for node in (await api.list_page(kinds.NODES, label_selector=nodepool_api.POOL_LABEL))[
+            "items"
+        ]
     ]
     async with Measured(operator, log) as measured:
         jobs = [
@@ -514,7 +518,7 @@ async def run_burst(
                             name,
                             cpu="1500m",
                             memory="2Gi",
-                            nodeSelector={np.POOL_LABEL: targets[i % len(targets)]},
+                            nodeSelector={nodepool_api.POOL_LABEL: targets[i % len(targets)]},
                         ),
                         namespace=NAMESPACE,
                     )

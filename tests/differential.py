@@ -36,8 +36,8 @@ from kubernetes_asyncio import client
 
 import harness
 import workloads
-from nodepool_operator.api import autoscaler as nas
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import autoscaler as autoscaler_api
+from nodepool_operator.api import nodepool as nodepool_api
 
 POOLS = ("nodepool.dev", "v1alpha1", "nodepools")
 AUTOSCALERS = ("nodepool.dev", "v1alpha1", "autoscalers")
@@ -135,28 +135,36 @@ async def create(api: client.ApiClient, work: Workload) -> None:
     seed_labels = {SEED_LABEL: str(work.seed)}
     zonal, tainted = work.pools
     for name, template, weight in (
-        (zonal, np.NodeTemplate(cpu="4", memory="16Gi", labels=seed_labels, zones=ZONES), 0),
+        (
+            zonal,
+            nodepool_api.NodeTemplate(cpu="4", memory="16Gi", labels=seed_labels, zones=ZONES),
+            0,
+        ),
         (
             tainted,
-            np.NodeTemplate(
+            nodepool_api.NodeTemplate(
                 cpu="4",
                 memory="16Gi",
                 labels=seed_labels,
-                taints=(np.Taint(key="dedicated", value="batch", effect="NoSchedule"),),
+                taints=(nodepool_api.Taint(key="dedicated", value="batch", effect="NoSchedule"),),
             ),
             10,
         ),
     ):
-        spec = np.NodePoolSpec(target_nodes=0, max_nodes=30, weight=weight, template=template)
-        await custom.create_cluster_custom_object(*POOLS, np.manifest(name, spec))
-        autoscaler = nas.AutoscalerSpec(
+        spec = nodepool_api.NodePoolSpec(
+            target_nodes=0, max_nodes=30, weight=weight, template=template
+        )
+        await custom.create_cluster_custom_object(*POOLS, nodepool_api.manifest(name, spec))
+        autoscaler = autoscaler_api.AutoscalerSpec(
             node_pool_name=name,
             namespaces=(work.namespace,),
             scan_interval_seconds=2,
             batch_window_seconds=1,
-            scale_down=nas.ScaleDownPolicy(enabled=False, unneeded_seconds=600),
+            scale_down=autoscaler_api.ScaleDownPolicy(enabled=False, unneeded_seconds=600),
         )
-        await custom.create_cluster_custom_object(*AUTOSCALERS, nas.manifest(name, autoscaler))
+        await custom.create_cluster_custom_object(
+            *AUTOSCALERS, autoscaler_api.manifest(name, autoscaler)
+        )
     if work.daemon:
         labels = {"app": "agent"}
         await apps.create_namespaced_daemon_set(

@@ -20,9 +20,9 @@ import string
 from collections.abc import Callable
 from typing import Any, Final, Literal
 
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import quantity
-from nodepool_operator.api import scalerequest as sr
+from nodepool_operator.api import scalerequest as scalerequest_api
 
 __all__ = [
     "AUTOSCALERS",
@@ -108,10 +108,10 @@ _NEGATIVE: Final = (-1, -2, -1000, -(2**31), -(2**31) - 1, -(2**63), -(10**30))
 
 # Integer fields of a NodePool spec: (path under spec, largest accepted value).
 _POOL_INTEGERS: Final = (
-    ("targetNodes", np.MAX_NODES_PER_POOL),
-    ("minNodes", np.MAX_NODES_PER_POOL),
-    ("maxNodes", np.MAX_NODES_PER_POOL),
-    ("weight", np.MAX_WEIGHT),
+    ("targetNodes", nodepool_api.MAX_NODES_PER_POOL),
+    ("minNodes", nodepool_api.MAX_NODES_PER_POOL),
+    ("maxNodes", nodepool_api.MAX_NODES_PER_POOL),
+    ("weight", nodepool_api.MAX_WEIGHT),
     ("drainTimeoutSeconds", None),
     ("notReadyTimeoutSeconds", None),
     ("registrationTimeoutSeconds", None),
@@ -140,12 +140,12 @@ class _Generator:
 
     def _pool(self, *, nodes: int = 0) -> dict[str, Any]:
         """A valid NodePool of 0 nodes (or ``nodes``), the base every pool case mutates."""
-        spec = np.NodePoolSpec(
+        spec = nodepool_api.NodePoolSpec(
             target_nodes=nodes,
             max_nodes=self.fixtures.max_nodes,
-            template=np.NodeTemplate(cpu="2", memory="4Gi", pods=20),
+            template=nodepool_api.NodeTemplate(cpu="2", memory="4Gi", pods=20),
         )
-        return np.manifest(self._name("np"), spec)
+        return nodepool_api.manifest(self._name("np"), spec)
 
     def _autoscaler(self, pool: str) -> dict[str, Any]:
         return {
@@ -199,7 +199,7 @@ class _Generator:
         value = self.random.choice(_HUGE)
         body = self._pool()
         if path == "targetNodes":
-            body["spec"]["maxNodes"] = np.MAX_NODES_PER_POOL
+            body["spec"]["maxNodes"] = nodepool_api.MAX_NODES_PER_POOL
         _set(body, f"spec.{path}", value)
         bound = _INT32_MAX if limit is None else limit
         expect: Expect = "refused" if value > bound else "accepted"
@@ -290,7 +290,9 @@ class _Generator:
         for _ in range(self.random.randint(1, 3)):
             taint: dict[str, Any] = {
                 "key": _label_key(self.random),
-                "effect": self.random.choice([*np.TAINT_EFFECTS, "Never", "noschedule", ""]),
+                "effect": self.random.choice(
+                    [*nodepool_api.TAINT_EFFECTS, "Never", "noschedule", ""]
+                ),
             }
             if self.random.random() < 0.6:
                 taint["value"] = _label_value(self.random)
@@ -369,7 +371,7 @@ class _Generator:
             length = self.random.randint(50, 253)
             stem = self._name("long")
             body["metadata"]["name"] = (stem + "-" + "n" * length)[:length]
-            fits: Expect = "accepted" if length <= np.MAX_POOL_NAME_LENGTH else "refused"
+            fits: Expect = "accepted" if length <= nodepool_api.MAX_POOL_NAME_LENGTH else "refused"
             self._add(NODEPOOLS, "metadata", body, fits, field="metadata.name")
         elif choice == 3:
             body["metadata"]["labels"] = {_label_key(self.random): _label_value(self.random)}
@@ -487,7 +489,7 @@ class _Generator:
         path = self.random.choice(("spec.targetNodes", "spec.basedOnTargetNodes"))
         value = self.random.choice([*_HUGE, *_NEGATIVE])
         _set(body, path, value)
-        top = np.MAX_NODES_PER_POOL if path == "spec.targetNodes" else _INT32_MAX
+        top = nodepool_api.MAX_NODES_PER_POOL if path == "spec.targetNodes" else _INT32_MAX
         expect: Expect = "refused" if value < 0 or value > top else "accepted"
         category = "negative-number" if value < 0 else "huge-number"
         self._add(SCALEREQUESTS, category, body, expect, field=path)
@@ -512,7 +514,7 @@ class _Generator:
     def request_long_text(self) -> None:
         body = self._request(self._missing_pool_name(), 1)
         path, top = self.random.choice(
-            (("spec.reason", 1024), ("spec.requester", sr.MAX_REQUESTER_LENGTH))
+            (("spec.reason", 1024), ("spec.requester", scalerequest_api.MAX_REQUESTER_LENGTH))
         )
         length = self.random.choice((top, top + 1, 10 * top))
         _set(body, path, "r" * length)
@@ -599,8 +601,8 @@ def _positive_quantity(text: str) -> bool:
 
 def _valid_label_value(value: str) -> bool:
     return (
-        len(value) <= np.MAX_LABEL_VALUE_LENGTH
-        and re.fullmatch(np.LABEL_VALUE_PATTERN.strip("^$"), value) is not None
+        len(value) <= nodepool_api.MAX_LABEL_VALUE_LENGTH
+        and re.fullmatch(nodepool_api.LABEL_VALUE_PATTERN.strip("^$"), value) is not None
     )
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud import credentials
 from nodepool_operator.cloud.simcloud.client import SimCloudClient
 from nodepool_operator.cluster import children
@@ -116,24 +116,24 @@ async def kubectl(kubectl_path: Path, kubeconfig: Path, *args: str) -> str:
     return out.decode()
 
 
-POOLS = (np.GROUP, np.VERSION, np.PLURAL)
+POOLS = (nodepool_api.GROUP, nodepool_api.VERSION, nodepool_api.PLURAL)
 MERGE = "application/merge-patch+json"
 
 
 def pool_body(name: str, *, target: int = 0, max_nodes: int = 10) -> dict[str, Any]:
     """A NodePool of 4 CPU / 16Gi nodes."""
-    spec = np.NodePoolSpec(
+    spec = nodepool_api.NodePoolSpec(
         target_nodes=target,
         max_nodes=max_nodes,
-        template=np.NodeTemplate(cpu="4", memory="16Gi", pods=110),
+        template=nodepool_api.NodeTemplate(cpu="4", memory="16Gi", pods=110),
     )
-    return np.manifest(name, spec)
+    return nodepool_api.manifest(name, spec)
 
 
 async def settled(custom: Any, name: str, nodes: int) -> dict[str, Any] | None:
     """The pool, once it has settled on ``nodes`` nodes (see ``nodepool.is_settled``)."""
     pool: dict[str, Any] = await custom.get_cluster_custom_object(*POOLS, name)
-    return pool if np.is_settled(pool, nodes) else None
+    return pool if nodepool_api.is_settled(pool, nodes) else None
 
 
 async def remove_pool(custom: Any, name: str, *, within: float = 30) -> None:

@@ -1,7 +1,7 @@
 """The NodePool and Autoscaler controllers written with kopf, as its documentation teaches.
 
 The same job as ``nodepool-operator run`` and the naive operator (VMs in the same
-simcloud named by ``np.vm_names``, Nodes from the same ``node_manifest``, scale-ups sized
+simcloud named by ``nodepool_api.vm_names``, Nodes from the same ``node_manifest``, scale-ups sized
 by ``naive.sizing``), in kopf's idiom:
 
 * NodePool: one handler on create, on resume and on update of ``spec.targetNodes``
@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from naive import sizing
 from naive import vms as vms_step
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud import credentials, provider
 from nodepool_operator.cloud.simcloud.client import SimCloudClient
 from nodepool_operator.controllers.autoscaler import fit
@@ -46,7 +46,7 @@ from nodepool_operator.controllers.resources import NODEPOOLS
 from nodepool_operator.runtime import errors, kinds, nodes, pods
 from nodepool_operator.runtime.client import Client
 
-GROUP, VERSION = np.GROUP, np.VERSION
+GROUP, VERSION = nodepool_api.GROUP, nodepool_api.VERSION
 SCAN_SECONDS = float(os.environ.get("SCAN_SECONDS", "2"))
 STATUS_SECONDS = 5.0
 
@@ -93,9 +93,9 @@ def bound_pods(body: kopf.Body, spec: kopf.Spec, **_: Any) -> Any:
     return {spec["nodeName"]: fit.pod_requests(body)}
 
 
-@kopf.index("nodes", labels={np.POOL_LABEL: kopf.PRESENT})
+@kopf.index("nodes", labels={nodepool_api.POOL_LABEL: kopf.PRESENT})
 def pool_nodes(labels: kopf.Labels, name: str, **_: Any) -> Any:
-    return {labels[np.POOL_LABEL]: name}
+    return {labels[nodepool_api.POOL_LABEL]: name}
 
 
 @kopf.index(GROUP, VERSION, "nodepools")
@@ -113,14 +113,14 @@ async def scale(
     name: str, body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, logger: kopf.Logger, **_: Any
 ) -> dict[str, Any]:
     logger.info(f"pass scale {name}")
-    spec = np.spec_of(body)
+    spec = nodepool_api.spec_of(body)
     vms = await vms_step.live(memo.cloud, name)
     if len(vms) < spec.target_nodes:
         await vms_step.create(memo.cloud, name, spec, vms)
     for vm in vms[spec.target_nodes :]:
         await vms_step.remove(memo.api, memo.cloud, vm)
     vms = await vms_step.live(memo.cloud, name)
-    page = await memo.api.list_page(kinds.NODES, label_selector=np.pool_selector(name))
+    page = await memo.api.list_page(kinds.NODES, label_selector=nodepool_api.pool_selector(name))
     registered = {node["metadata"]["name"] for node in page["items"]}
     for vm in vms:
         if vm.state == provider.VmState.RUNNING and vm.name not in registered:
@@ -142,13 +142,13 @@ async def report(
     **_: Any,
 ) -> None:
     logger.info(f"pass report {name}")
-    seen = await observed(memo.api, name, np.spec_of(body).target_nodes)
+    seen = await observed(memo.api, name, nodepool_api.spec_of(body).target_nodes)
     changed = {key: value for key, value in seen.items() if status.get(key) != value}
     patch.status.update(changed)
 
 
 async def observed(api: Client, pool: str, target: int) -> dict[str, Any]:
-    page = await api.list_page(kinds.NODES, label_selector=np.pool_selector(pool))
+    page = await api.list_page(kinds.NODES, label_selector=nodepool_api.pool_selector(pool))
     registered = page["items"]
     ready = sum(1 for node in registered if nodes.is_ready(node))
     settled = ready == len(registered) == target
@@ -180,7 +180,7 @@ async def scan(
     known = list(pool_specs.get(pool_name, []))
     if not known:
         return
-    pool_spec = np.NodePoolSpec.from_dict(known[0])
+    pool_spec = nodepool_api.NodePoolSpec.from_dict(known[0])
     namespaces = spec.get("namespaces") or list(unschedulable_pods)
     candidates = [pod for ns in namespaces for pod in unschedulable_pods.get(ns, [])]
     pending = sizing.unschedulable_for(

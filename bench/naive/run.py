@@ -1,7 +1,7 @@
 """The naive operator: the same NodePool and Autoscaler job, written as the article warns.
 
 It does what ``nodepool-operator run`` does when nothing races (VMs in the same simcloud,
-named by ``np.vm_names``; Nodes from the same ``node_manifest``; the same runtime client
+named by ``nodepool_api.vm_names``; Nodes from the same ``node_manifest``; the same runtime client
 and informers), and drops the five practices:
 
 * no status subresource: the NodePool controller reads the pool, does the slow VM step,
@@ -39,8 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from naive import sizing
 from naive import vms as vms_step
-from nodepool_operator.api import autoscaler as nas
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import autoscaler as autoscaler_api
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud import credentials, provider
 from nodepool_operator.cloud.simcloud.client import SimCloudClient
 from nodepool_operator.controllers.nodepool.nodes import node_manifest
@@ -97,7 +97,7 @@ class NaiveOperator:
         self.nodes = self.cache.informer(kinds.NODES)
         self.queue: workqueue.WorkQueue[str] = workqueue.WorkQueue(name="naive-nodepool")
         self.pools.add_handler(EveryChange(self.queue, lambda o: o["metadata"]["name"]))
-        self.nodes.add_handler(EveryChange(self.queue, np.pool_of))
+        self.nodes.add_handler(EveryChange(self.queue, nodepool_api.pool_of))
 
     async def run(self) -> None:
         self.cache.start()
@@ -126,7 +126,7 @@ class NaiveOperator:
             pool = await self.api.get(NODEPOOLS, name)
         except errors.NotFound:
             return
-        spec = np.spec_of(pool)
+        spec = nodepool_api.spec_of(pool)
         vms = await vms_step.live(self.cloud, name)
         if len(vms) < spec.target_nodes:
             await vms_step.create(self.cloud, name, spec, vms)  # the slow step, holding the copy
@@ -135,7 +135,9 @@ class NaiveOperator:
                 await vms_step.remove(self.api, self.cloud, vm)
         vms = await vms_step.live(self.cloud, name)
         await self.register_nodes(pool, spec.template, vms)
-        page = await self.api.list_page(kinds.NODES, label_selector=np.pool_selector(name))
+        page = await self.api.list_page(
+            kinds.NODES, label_selector=nodepool_api.pool_selector(name)
+        )
         registered = page["items"]
         ready = sum(1 for node in registered if nodes.is_ready(node))
         settled = ready == len(registered) == spec.target_nodes
@@ -150,7 +152,7 @@ class NaiveOperator:
             self.queue.add_after(name, vms_step.POLL_SECONDS)
 
     async def register_nodes(
-        self, pool: Object, template: np.NodeTemplate, vms: list[provider.VirtualMachine]
+        self, pool: Object, template: nodepool_api.NodeTemplate, vms: list[provider.VirtualMachine]
     ) -> None:
         for vm in vms:
             if vm.state == provider.VmState.RUNNING and self.nodes.get(vm.name) is None:
@@ -167,7 +169,7 @@ class NaiveOperator:
                 name = scaler["metadata"]["name"]
                 if loop.time() < next_scan.get(name, 0.0):
                     continue
-                spec = nas.spec_of(scaler)
+                spec = autoscaler_api.spec_of(scaler)
                 next_scan[name] = loop.time() + spec.scan_interval_seconds
                 while True:  # every error is retried at once
                     try:
@@ -177,19 +179,21 @@ class NaiveOperator:
                         log.warning("autoscaler %s: %r; retrying", name, error)
             await asyncio.sleep(0.1)
 
-    async def scan(self, scaler: Object, spec: nas.AutoscalerSpec) -> None:
+    async def scan(self, scaler: Object, spec: autoscaler_api.AutoscalerSpec) -> None:
         log.info("pass autoscaler %s", scaler["metadata"]["name"])
         cached = self.pools.get(spec.node_pool_name)
         if cached is None:
             return
-        pool_spec = np.spec_of(cached)
+        pool_spec = nodepool_api.spec_of(cached)
         pending = sizing.unschedulable_for(
             self.pods.items(),
             pool=spec.node_pool_name,
             template=pool_spec.template,
             namespaces=spec.namespaces,
         )
-        pool_nodes = [n for n in self.nodes.items() if np.pool_of(n) == spec.node_pool_name]
+        pool_nodes = [
+            n for n in self.nodes.items() if nodepool_api.pool_of(n) == spec.node_pool_name
+        ]
         used = sizing.bound_requests(self.pods.items(), {n["metadata"]["name"] for n in pool_nodes})
         coming = max(0, pool_spec.target_nodes - len(pool_nodes))
         extra = sizing.extra_nodes(pending, pool_spec.template, used=used.values(), coming=coming)

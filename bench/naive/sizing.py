@@ -1,7 +1,7 @@
 """How many Nodes of a pool the unschedulable pods need: the job both baselines share.
 
 The naive operator and the kopf operator size a scale-up the same way, with the product's
-own arithmetic (``fit.pod_requests``, ``np.template_allocatable``), so that what differs
+own arithmetic (``fit.pod_requests``, ``nodepool_api.template_allocatable``), so that what differs
 between the three operators in ``bench/contention.py`` is how they write, not what they
 decide. First-fit decreasing by cpu; a pod that fits no empty Node is left out (no
 number of Nodes would help it).
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers.autoscaler import fit
 from nodepool_operator.runtime import pods as runtime_pods
 
@@ -28,13 +28,13 @@ def unschedulable_for(
     pods: Iterable[Mapping[str, Any]],
     *,
     pool: str,
-    template: np.NodeTemplate,
+    template: nodepool_api.NodeTemplate,
     namespaces: Iterable[str],
 ) -> list[Mapping[str, Any]]:
     """Pods of ``namespaces`` (all when empty) the scheduler could not place and that a
     Node of ``pool`` would accept (its node selector matches the pool's labels)."""
     allowed = set(namespaces)
-    labels = np.node_labels(pool, template)
+    labels = nodepool_api.node_labels(pool, template)
     return [
         pod
         for pod in pods
@@ -58,7 +58,7 @@ def bound_requests(
 
 def extra_nodes(
     pods: Iterable[Mapping[str, Any]],
-    template: np.NodeTemplate,
+    template: nodepool_api.NodeTemplate,
     *,
     used: Iterable[Iterable[Mapping[str, int]]],
     coming: int,
@@ -66,7 +66,7 @@ def extra_nodes(
     """New Nodes of ``template`` the pods need beyond the pool's room, packed first-fit
     decreasing: first into what is left on each existing Node (``used``: the requests of
     the pods bound to it), then into the ``coming`` Nodes asked for but not registered."""
-    room = np.template_allocatable(template)
+    room = nodepool_api.template_allocatable(template)
     bins: list[dict[str, int]] = []
     for requests in used:
         free = dict(room)

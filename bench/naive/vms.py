@@ -1,6 +1,6 @@
 """The VM step both baselines share: list a pool's VMs, create the missing ones and wait.
 
-As ``nodepool-operator run`` does it: names from ``np.vm_names`` (lowest free index, so a
+As ``nodepool-operator run`` does it: names from ``nodepool_api.vm_names`` (lowest free index, so a
 retry asks for the same VMs and the cloud's idempotent create makes no duplicate), the
 zone from the name, the machine from the pool's template.
 """
@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import itertools
 
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud import provider
 from nodepool_operator.cloud.simcloud.client import SimCloudClient
 from nodepool_operator.runtime import errors, kinds
@@ -29,12 +29,17 @@ async def live(cloud: SimCloudClient, pool: str) -> list[provider.VirtualMachine
 
 
 async def create(
-    cloud: SimCloudClient, pool: str, spec: np.NodePoolSpec, vms: list[provider.VirtualMachine]
+    cloud: SimCloudClient,
+    pool: str,
+    spec: nodepool_api.NodePoolSpec,
+    vms: list[provider.VirtualMachine],
 ) -> None:
     """Create the VMs ``spec.targetNodes`` asks for beyond ``vms``; return once all run."""
     missing = spec.target_nodes - len(vms)
     taken = (vm.name for vm in vms)
-    names = [provider.VmName(n) for n in itertools.islice(np.vm_names(pool, taken), missing)]
+    names = [
+        provider.VmName(n) for n in itertools.islice(nodepool_api.vm_names(pool, taken), missing)
+    ]
     template = spec.template
     await asyncio.gather(
         *(
@@ -45,7 +50,7 @@ async def create(
                     cpu=template.cpu,
                     memory=template.memory,
                     pods=template.pods,
-                    zone=np.zone_of(vm, template),
+                    zone=nodepool_api.zone_of(vm, template),
                 ),
             )
             for vm in names

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from nodepool_operator import cli
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers.nodepool import backoff
 
 
@@ -61,7 +61,7 @@ def _random_vm_names() -> None:
         while True:
             yield f"{pool}-{uuid.uuid4().hex[:6]}"
 
-    _replace(np, "vm_names", fresh_names)
+    _replace(nodepool_api, "vm_names", fresh_names)
 
 
 BREAKAGES: dict[str, Callable[[], None]] = {

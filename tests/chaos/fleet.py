@@ -37,7 +37,7 @@ from harness import (
     remove_pool,
     wait_for,
 )
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud import credentials, provider
 from nodepool_operator.cloud.simcloud.client import SimCloudClient
 from nodepool_operator.cluster import controlplane
@@ -437,7 +437,9 @@ class Fleet:
 
     async def _settled(self, record: PoolRecord) -> bool:
         pool = await self.custom.get_cluster_custom_object(*POOLS, record.name)
-        return np.is_settled(pool, record.target) and await self._vms_match_nodes(record.name)
+        return nodepool_api.is_settled(pool, record.target) and await self._vms_match_nodes(
+            record.name
+        )
 
     async def _gone(self, name: str) -> bool:
         try:
@@ -453,7 +455,7 @@ class Fleet:
         return sorted(vm.name for vm in vms) == sorted(await self.node_names(name))
 
     async def node_names(self, pool: str) -> list[str]:
-        found = await self.core.list_node(label_selector=f"{np.POOL_LABEL}={pool}")
+        found = await self.core.list_node(label_selector=f"{nodepool_api.POOL_LABEL}={pool}")
         return [n.metadata.name for n in found.items]
 
     async def violations(self) -> list[str]:

@@ -19,8 +19,8 @@ from kubernetes_asyncio import client
 
 import workloads
 from harness import Operator, SimCloud, wait_for
-from nodepool_operator.api import autoscaler as nas
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import autoscaler as autoscaler_api
+from nodepool_operator.api import nodepool as nodepool_api
 
 POOLS = ("nodepool.dev", "v1alpha1", "nodepools")
 AUTOSCALERS = ("nodepool.dev", "v1alpha1", "autoscalers")
@@ -31,13 +31,13 @@ MERGE = "application/merge-patch+json"
 async def create_pool(
     custom: client.CustomObjectsApi, name: str, *, min_nodes: int = 0, max_nodes: int = 10
 ) -> None:
-    spec = np.NodePoolSpec(
+    spec = nodepool_api.NodePoolSpec(
         target_nodes=min_nodes,
         min_nodes=min_nodes,
         max_nodes=max_nodes,
-        template=np.NodeTemplate(cpu="4", memory="16Gi", pods=110),
+        template=nodepool_api.NodeTemplate(cpu="4", memory="16Gi", pods=110),
     )
-    await custom.create_cluster_custom_object(*POOLS, np.manifest(name, spec))
+    await custom.create_cluster_custom_object(*POOLS, nodepool_api.manifest(name, spec))
 
 
 async def create_autoscaler(
@@ -48,27 +48,29 @@ async def create_autoscaler(
     namespace: str,
     unneeded_seconds: int = 600,
 ) -> None:
-    spec = nas.AutoscalerSpec(
+    spec = autoscaler_api.AutoscalerSpec(
         node_pool_name=pool,
         namespaces=(namespace,),
         scan_interval_seconds=1,
         batch_window_seconds=0.5,
-        scale_down=nas.ScaleDownPolicy(enabled=True, unneeded_seconds=unneeded_seconds),
+        scale_down=autoscaler_api.ScaleDownPolicy(enabled=True, unneeded_seconds=unneeded_seconds),
     )
-    await custom.create_cluster_custom_object(*AUTOSCALERS, nas.manifest(name, spec))
+    await custom.create_cluster_custom_object(*AUTOSCALERS, autoscaler_api.manifest(name, spec))
 
 
 def pod_spec(pool: str, cpu: str) -> dict[str, Any]:
     """One pause container asking for ``cpu``, on the pool's nodes."""
     return {
-        "nodeSelector": {np.POOL_LABEL: pool},
+        "nodeSelector": {nodepool_api.POOL_LABEL: pool},
         "terminationGracePeriodSeconds": 0,
         "containers": [workloads.container(cpu)],
     }
 
 
 def deployment(name: str, *, pool: str, replicas: int, cpu: str = "1") -> dict[str, Any]:
-    return workloads.deployment(name, selector={np.POOL_LABEL: pool}, replicas=replicas, cpu=cpu)
+    return workloads.deployment(
+        name, selector={nodepool_api.POOL_LABEL: pool}, replicas=replicas, cpu=cpu
+    )
 
 
 @dataclass
@@ -97,7 +99,7 @@ class History:
             if not self.targets or self.targets[-1][1] != target:
                 self.targets.append((time.monotonic(), target))
             found = await self.custom.list_cluster_custom_object(
-                *REQUESTS, label_selector=np.pool_selector(self.pool)
+                *REQUESTS, label_selector=nodepool_api.pool_selector(self.pool)
             )
             for request in found["items"]:
                 self.requests[request["metadata"]["name"]] = request["spec"]["targetNodes"]
@@ -192,7 +194,7 @@ async def test_ten_pods_get_exactly_three_nodes_and_none_extra_while_they_boot(
     assert cloud.client is not None
     stats = await cloud.client.stats()
     assert sorted(stats.creations_by_name) == [f"{pool_name}-{i}" for i in range(3)]
-    nodes = await core.list_node(label_selector=np.pool_selector(pool_name))
+    nodes = await core.list_node(label_selector=nodepool_api.pool_selector(pool_name))
     assert len(nodes.items) == 3
     status = await autoscaler_status(custom, autoscaler_name)
     assert status["lastRequest"]["targetNodes"] == 3
@@ -240,7 +242,7 @@ async def test_a_pod_bigger_than_a_node_gets_one_warning_and_no_node(
     assert warning.count == 1
     assert "requests 8000 of cpu, a node offers 4000" in warning.message
     found = await custom.list_cluster_custom_object(
-        *REQUESTS, label_selector=np.pool_selector(pool_name)
+        *REQUESTS, label_selector=nodepool_api.pool_selector(pool_name)
     )
     assert found["items"] == []
     pool = await custom.get_cluster_custom_object(*POOLS, pool_name)

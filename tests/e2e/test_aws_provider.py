@@ -20,7 +20,7 @@ from kubernetes_asyncio import client
 import ec2_server
 from harness import CLI, MERGE, POOLS, Operator, operator_args, remove_pool, settled, wait_for
 from nodepool_operator.api import launch
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud import aws
 from nodepool_operator.cluster.pytest_plugin import Cluster
 
@@ -59,10 +59,10 @@ def start_aws_operator(
 
 
 def _pool(name: str, settings: launch.AwsLaunch, *, target: int) -> dict[str, Any]:
-    spec = np.NodePoolSpec(
+    spec = nodepool_api.NodePoolSpec(
         target_nodes=target,
         max_nodes=10,
-        template=np.NodeTemplate(
+        template=nodepool_api.NodeTemplate(
             cpu=ec2_server.CPU,
             memory=ec2_server.MEMORY,
             pods=110,
@@ -70,11 +70,11 @@ def _pool(name: str, settings: launch.AwsLaunch, *, target: int) -> dict[str, An
             provider=launch.ProviderSection(aws=settings),
         ),
     )
-    return np.manifest(name, spec)
+    return nodepool_api.manifest(name, spec)
 
 
 async def _nodes(core: client.CoreV1Api, pool: str) -> dict[str, Any]:
-    found = await core.list_node(label_selector=f"{np.POOL_LABEL}={pool}")
+    found = await core.list_node(label_selector=f"{nodepool_api.POOL_LABEL}={pool}")
     return {n.metadata.name: n for n in found.items}
 
 
@@ -92,7 +92,7 @@ async def _assert_exactly(
         node = nodes[ec2_server.tag(instance, aws.VM_NAME_TAG)]
         zone = instance["Placement"]["AvailabilityZone"]
         assert node.spec.provider_id == f"aws:///{zone}/{instance['InstanceId']}"
-        assert node.metadata.labels[np.ZONE_LABEL] == zone
+        assert node.metadata.labels[nodepool_api.ZONE_LABEL] == zone
     every = moto.instances(**{aws.POOL_TAG: pool})
     per_name = collections.Counter(ec2_server.tag(i, aws.VM_NAME_TAG) for i in every)
     assert len(every) == launched

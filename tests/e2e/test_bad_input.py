@@ -32,10 +32,10 @@ import fuzz_corpus
 import workloads
 from fuzz_corpus import AUTOSCALERS, NODEPOOLS, SCALEREQUESTS, Case
 from harness import MERGE, POOLS, Operator, SimCloud, pool_body, remove_pool, wait_for
-from nodepool_operator.api import autoscaler as nas
+from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import meta
-from nodepool_operator.api import nodepool as np
-from nodepool_operator.api import scalerequest as sr
+from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.cluster import audit
 from nodepool_operator.cluster.pytest_plugin import Cluster
 
@@ -176,7 +176,11 @@ def _check_parsed(outcome: Outcome) -> str | None:
     """An accepted object must parse with the operator's own types (else it cannot act)."""
     if outcome.stored is None or outcome.case.operation != "create":
         return None
-    parse = {NODEPOOLS: np.spec_of, AUTOSCALERS: nas.spec_of, SCALEREQUESTS: sr.spec_of}
+    parse = {
+        NODEPOOLS: nodepool_api.spec_of,
+        AUTOSCALERS: autoscaler_api.spec_of,
+        SCALEREQUESTS: scalerequest_api.spec_of,
+    }
     try:
         parse[outcome.case.kind](outcome.stored)
     except (ValueError, TypeError, KeyError) as error:
@@ -230,7 +234,7 @@ def _handled(kind: str, obj: dict[str, Any], events: set[tuple[str, str]]) -> st
         return "status.observedGeneration is not the generation"
     conditions = _conditions(obj)
     if kind == NODEPOOLS:
-        np.status_of(obj)  # well-formed, by the operator's own parser
+        nodepool_api.status_of(obj)  # well-formed, by the operator's own parser
         missing = {"Ready", "Scaling", "Degraded"} - set(conditions)
         if missing:
             return f"no {sorted(missing)} condition"
@@ -239,19 +243,19 @@ def _handled(kind: str, obj: dict[str, Any], events: set[tuple[str, str]]) -> st
             if ("Warning", degraded["reason"]) not in events:
                 return f"Degraded {degraded['reason']} without its Warning event"
             return None
-        desired = np.spec_of(obj).target_nodes
-        if desired and not np.is_settled(obj, desired):
+        desired = nodepool_api.spec_of(obj).target_nodes
+        if desired and not nodepool_api.is_settled(obj, desired):
             return f"not settled on {desired} nodes"
         return None
     if kind == AUTOSCALERS:
-        nas.status_of(obj)
+        autoscaler_api.status_of(obj)
         ready = conditions.get("Ready")
         if ready is None:
             return "no Ready condition"
         if ready["status"] == "False" and ("Warning", ready["reason"]) not in events:
             return f"Ready=False {ready['reason']} without its Warning event"
         return None
-    status = sr.status_of(obj)
+    status = scalerequest_api.status_of(obj)
     if status.phase == "Pending" or not status.message:
         return "not answered"
     return None
@@ -484,16 +488,18 @@ async def test_an_autoscaler_with_the_longest_name_still_gets_its_pool_scaled(
     operator: Operator = start_operator(cloud)
     await custom.create_cluster_custom_object(*POOLS, pool_body(pool_name, max_nodes=2))
     name = ("fz-longest-" + "n" * 253)[:253]
-    spec = nas.AutoscalerSpec(
+    spec = autoscaler_api.AutoscalerSpec(
         node_pool_name=pool_name, namespaces=(namespace,), batch_window_seconds=0.2
     )
     log.mark()
-    await custom.create_cluster_custom_object(*_group(AUTOSCALERS), nas.manifest(name, spec))
+    await custom.create_cluster_custom_object(
+        *_group(AUTOSCALERS), autoscaler_api.manifest(name, spec)
+    )
     try:
         pod = {
             "metadata": {"name": "waiting"},
             "spec": {
-                "nodeSelector": {np.POOL_LABEL: pool_name},
+                "nodeSelector": {nodepool_api.POOL_LABEL: pool_name},
                 "containers": [workloads.container("1")],
             },
         }

@@ -18,7 +18,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from harness import MERGE, POOLS, Operator, SimCloud, kubectl, settled, wait_for
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cluster import binaries
 from nodepool_operator.cluster.pytest_plugin import Cluster
 
@@ -34,7 +34,12 @@ def manifest(name: str, *, target: int | None, team: str = "web") -> dict[str, A
     }
     if target is not None:
         spec["targetNodes"] = target
-    return {"apiVersion": np.API_VERSION, "kind": np.KIND, "metadata": {"name": name}, "spec": spec}
+    return {
+        "apiVersion": nodepool_api.API_VERSION,
+        "kind": nodepool_api.KIND,
+        "metadata": {"name": name},
+        "spec": spec,
+    }
 
 
 @pytest.fixture
@@ -77,7 +82,7 @@ class NodeWatch:
 
     async def _run(self) -> None:
         while True:
-            nodes = await self.core.list_node(label_selector=np.pool_selector(self.pool))
+            nodes = await self.core.list_node(label_selector=nodepool_api.pool_selector(self.pool))
             for node in nodes.items:
                 if node.spec.unschedulable or node.metadata.deletion_timestamp:
                     self.deleting.add(node.metadata.name)
@@ -108,8 +113,8 @@ async def test_targetnodes_passes_from_git_to_the_operator_without_a_drain(
         # 1. A second manager takes a share of targetNodes at its current value.
         await apply(
             {
-                "apiVersion": np.API_VERSION,
-                "kind": np.KIND,
+                "apiVersion": nodepool_api.API_VERSION,
+                "kind": nodepool_api.KIND,
                 "metadata": {"name": pool_name},
                 "spec": {"targetNodes": 2},
             },
@@ -144,4 +149,4 @@ async def test_without_the_handover_dropping_targetnodes_from_git_resets_it(
     await apply(manifest(pool_name, target=2), manager=GITOPS)
     assert await target_of(custom, pool_name) == 2
     await apply(manifest(pool_name, target=None), manager=GITOPS)
-    assert await target_of(custom, pool_name) == np.DEFAULT_TARGET_NODES
+    assert await target_of(custom, pool_name) == nodepool_api.DEFAULT_TARGET_NODES

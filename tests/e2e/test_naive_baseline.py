@@ -18,8 +18,8 @@ import pytest
 from kubernetes_asyncio import client, config
 
 from harness import MERGE, POOLS, Process, SimCloud, pool_body, wait_for
-from nodepool_operator.api import autoscaler as nas
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import autoscaler as autoscaler_api
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cluster import controlplane
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
@@ -73,11 +73,14 @@ async def test_naive_operator_scales_up_for_pods_and_follows_a_user_edit(
     core = client.CoreV1Api(naive_api)
     await core.create_namespace({"metadata": {"name": NAMESPACE}})
     await custom.create_cluster_custom_object(*POOLS, pool_body(POOL, max_nodes=10))
-    scaler = nas.AutoscalerSpec(
+    scaler = autoscaler_api.AutoscalerSpec(
         node_pool_name=POOL, namespaces=(NAMESPACE,), scan_interval_seconds=1
     )
     await custom.create_cluster_custom_object(
-        np.GROUP, np.VERSION, "autoscalers", nas.manifest(POOL, scaler)
+        nodepool_api.GROUP,
+        nodepool_api.VERSION,
+        "autoscalers",
+        autoscaler_api.manifest(POOL, scaler),
     )
     operator.start()
     try:
@@ -108,7 +111,7 @@ async def test_naive_operator_scales_up_for_pods_and_follows_a_user_edit(
             "naive-1",
             "naive-2",
         ]
-        nodes = await core.list_node(label_selector=np.pool_selector(POOL))
+        nodes = await core.list_node(label_selector=nodepool_api.pool_selector(POOL))
         assert sorted(n.metadata.name for n in nodes.items) == ["naive-0", "naive-1", "naive-2"]
     finally:
         operator.stop()

@@ -20,7 +20,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 import workloads
 from harness import MERGE, POOLS, SimCloud, pool_body, settled, wait_for
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import VmName
 from nodepool_operator.cluster import audit
 from nodepool_operator.cluster.pytest_plugin import Cluster
@@ -108,7 +108,7 @@ async def guarded_pod(
     apps = client.AppsV1Api(api_client)
     policy = client.PolicyV1Api(api_client)
     web = workloads.deployment(
-        "guarded", selector={np.POOL_LABEL: pool_name}, replicas=1, cpu="100m"
+        "guarded", selector={nodepool_api.POOL_LABEL: pool_name}, replicas=1, cpu="100m"
     )
     await apps.create_namespaced_deployment(namespace, web)
 

@@ -7,7 +7,7 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from harness import POOLS, Operator, SimCloud, settled, wait_for
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import quantity
 
 
@@ -27,7 +27,7 @@ async def test_nodes_carry_the_template_resources_zone_region_and_hostname(
     operator: Operator = start_operator(cloud)
     custom = client.CustomObjectsApi(api_client)
     core = client.CoreV1Api(api_client)
-    template = np.NodeTemplate(
+    template = nodepool_api.NodeTemplate(
         cpu="4",
         memory="16Gi",
         pods=110,
@@ -37,26 +37,29 @@ async def test_nodes_carry_the_template_resources_zone_region_and_hostname(
         zones=("zone-a", "zone-b"),
         region="region-1",
     )
-    spec = np.NodePoolSpec(target_nodes=3, weight=10, template=template)
-    await custom.create_cluster_custom_object(*POOLS, np.manifest(pool_name, spec))
+    spec = nodepool_api.NodePoolSpec(target_nodes=3, weight=10, template=template)
+    await custom.create_cluster_custom_object(*POOLS, nodepool_api.manifest(pool_name, spec))
     await wait_for(lambda: settled(custom, pool_name, 3), within=60)
 
-    found = await core.list_node(label_selector=np.pool_selector(pool_name))
+    found = await core.list_node(label_selector=nodepool_api.pool_selector(pool_name))
     nodes = {n.metadata.name: n for n in found.items}
     assert sorted(nodes) == [f"{pool_name}-{i}" for i in range(3)]
     for name, node in nodes.items():
-        zone = np.zone_of(name, template)
-        expected = {**np.node_labels(pool_name, template, zone=zone), np.HOSTNAME_LABEL: name}
+        zone = nodepool_api.zone_of(name, template)
+        expected = {
+            **nodepool_api.node_labels(pool_name, template, zone=zone),
+            nodepool_api.HOSTNAME_LABEL: name,
+        }
         # The API server adds the deprecated beta.kubernetes.io labels of its own.
         assert node.metadata.labels.items() >= expected.items()
-        assert _amounts(node.status.capacity) == np.template_capacity(template)
-        assert _amounts(node.status.allocatable) == np.template_allocatable(template)
-    zones = [nodes[f"{pool_name}-{i}"].metadata.labels[np.ZONE_LABEL] for i in range(3)]
+        assert _amounts(node.status.capacity) == nodepool_api.template_capacity(template)
+        assert _amounts(node.status.allocatable) == nodepool_api.template_allocatable(template)
+    zones = [nodes[f"{pool_name}-{i}"].metadata.labels[nodepool_api.ZONE_LABEL] for i in range(3)]
     assert zones == ["zone-a", "zone-b", "zone-a"]
 
     assert cloud.client is not None
     vms = await cloud.client.list_vms(pool=pool_name)
     assert {vm.name: vm.zone for vm in vms} == {
-        name: node.metadata.labels[np.ZONE_LABEL] for name, node in nodes.items()
+        name: node.metadata.labels[nodepool_api.ZONE_LABEL] for name, node in nodes.items()
     }
     assert operator.errors_logged() == []

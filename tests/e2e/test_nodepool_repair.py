@@ -16,14 +16,14 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from harness import MERGE, POOLS, SimCloud, pool_body, settled, wait_for
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import VmName, VmState
 from nodepool_operator.cloud.simcloud import wire
 
 
 async def pool_nodes(core: client.CoreV1Api, pool: str) -> dict[str, str]:
     """The pool's Nodes, name -> uid."""
-    found = await core.list_node(label_selector=f"{np.POOL_LABEL}={pool}")
+    found = await core.list_node(label_selector=f"{nodepool_api.POOL_LABEL}={pool}")
     return {n.metadata.name: n.metadata.uid for n in found.items}
 
 

@@ -13,8 +13,8 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from harness import MERGE, POOLS, Operator, SimCloud, pool_body, settled, wait_for
-from nodepool_operator.api import nodepool as np
-from nodepool_operator.api import scalerequest as sr
+from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import scalerequest as scalerequest_api
 
 REQUESTS = ("nodepool.dev", "v1alpha1", "scalerequests")
 
@@ -32,14 +32,14 @@ async def create_request(
     based_on: int | None = None,
 ) -> str:
     name = f"req-{uuid.uuid4().hex[:6]}"
-    spec = sr.ScaleRequestSpec(
+    spec = scalerequest_api.ScaleRequestSpec(
         node_pool_name=pool["metadata"]["name"],
         target_nodes=target,
         based_on_target_nodes=based_on,
         reason="test",
         requester="e2e",
     )
-    body = sr.manifest(name, spec, pool_uid=pool["metadata"]["uid"])
+    body = scalerequest_api.manifest(name, spec, pool_uid=pool["metadata"]["uid"])
     await custom.create_cluster_custom_object(*REQUESTS, body)
     return name
 
@@ -111,7 +111,9 @@ async def test_a_request_for_a_pool_that_does_not_exist_is_rejected(
     missing = f"missing-{uuid.uuid4().hex[:6]}"
     name = f"req-{uuid.uuid4().hex[:6]}"
     # Made by hand: no owner, so no garbage collector would ever remove it.
-    body = sr.manifest(name, sr.ScaleRequestSpec(node_pool_name=missing, target_nodes=2))
+    body = scalerequest_api.manifest(
+        name, scalerequest_api.ScaleRequestSpec(node_pool_name=missing, target_nodes=2)
+    )
     await custom.create_cluster_custom_object(*REQUESTS, body)
     try:
         status = await wait_for(lambda: _phase_set(custom, name), within=30)
@@ -153,7 +155,7 @@ async def test_scale_down_cordons_drains_and_removes_the_emptiest_nodes(
         *POOLS, pool_name, {"spec": {"targetNodes": 1}}, _content_type=MERGE
     )
     await wait_for(lambda: settled(custom, pool_name, 1), within=60)
-    nodes = await core.list_node(label_selector=f"{np.POOL_LABEL}={pool_name}")
+    nodes = await core.list_node(label_selector=f"{nodepool_api.POOL_LABEL}={pool_name}")
     assert [n.metadata.name for n in nodes.items] == [busy]  # the node with a pod stayed
     assert not nodes.items[0].spec.unschedulable
     assert cloud.client is not None

@@ -17,10 +17,10 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from harness import MERGE, POOLS, pool_body
-from nodepool_operator.api import nodepool as np
-from nodepool_operator.api import scalerequest as sr
+from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import scalerequest as scalerequest_api
 
-REQUESTS = (sr.GROUP, sr.VERSION, sr.PLURAL)
+REQUESTS = (scalerequest_api.GROUP, scalerequest_api.VERSION, scalerequest_api.PLURAL)
 LABEL_KEYS = "label keys must be qualified names"
 TAINT_KEY = "a taint key must be a qualified name"
 PREFIX_253 = "a" * 63 + "." + "b" * 63 + "." + "c" * 63 + "." + "d" * 61
@@ -55,7 +55,7 @@ def _refusal(raised: pytest.ExceptionInfo[ApiException]) -> str:
         ({}, {"labels": {"a": "v\n"}}, "spec.template.labels.a", "should match"),
         (
             {},
-            {"labels": {f"l{i}": "v" for i in range(np.MAX_TEMPLATE_LABELS + 1)}},
+            {"labels": {f"l{i}": "v" for i in range(nodepool_api.MAX_TEMPLATE_LABELS + 1)}},
             "spec.template.labels",
             "must have at most 64 items",
         ),
@@ -149,7 +149,7 @@ async def test_invalid_input_is_refused_with_422_naming_the_field(
         ({}, {"labels": {"a" * 63: "b" * 63}}),
         ({}, {"labels": {PREFIX_253 + "/" + "a" * 63: ""}}),
         ({}, {"labels": {"example.com/gpu-kind": "A100_80GB.v2", "x": "1"}}),
-        ({}, {"labels": {f"l{i}": "v" for i in range(np.MAX_TEMPLATE_LABELS)}}),
+        ({}, {"labels": {f"l{i}": "v" for i in range(nodepool_api.MAX_TEMPLATE_LABELS)}}),
         (
             {},
             {
@@ -187,7 +187,7 @@ async def test_valid_edge_cases_are_accepted_as_written(
     custom = client.CustomObjectsApi(api_client)
     body = _body(pool_name, spec=spec, **template)
     created = await custom.create_cluster_custom_object(*POOLS, body)
-    assert np.spec_of(created) == np.spec_of(body)
+    assert nodepool_api.spec_of(created) == nodepool_api.spec_of(body)
 
 
 async def test_a_huge_scale_is_refused_through_the_scale_subresource_and_a_patch(
@@ -209,18 +209,22 @@ async def test_a_huge_scale_is_refused_through_the_scale_subresource_and_a_patch
         )
     assert "spec.maxNodes" in _refusal(raised)
     pool = await custom.get_cluster_custom_object(*POOLS, pool_name)
-    assert np.spec_of(pool) == np.spec_of(_body(pool_name))
+    assert nodepool_api.spec_of(pool) == nodepool_api.spec_of(_body(pool_name))
 
 
 async def test_a_scale_request_for_more_nodes_than_a_pool_may_have_is_refused(
     api_client: client.ApiClient, crds_installed: None
 ) -> None:
     custom = client.CustomObjectsApi(api_client)
-    spec = sr.ScaleRequestSpec(node_pool_name="p", target_nodes=np.MAX_NODES_PER_POOL + 1)
+    spec = scalerequest_api.ScaleRequestSpec(
+        node_pool_name="p", target_nodes=nodepool_api.MAX_NODES_PER_POOL + 1
+    )
     name = f"too-many-{uuid.uuid4().hex[:6]}"
     try:
         with pytest.raises(ApiException) as raised:
-            await custom.create_cluster_custom_object(*REQUESTS, sr.manifest(name, spec))
+            await custom.create_cluster_custom_object(
+                *REQUESTS, scalerequest_api.manifest(name, spec)
+            )
         assert "spec.targetNodes" in _refusal(raised)
     finally:
         with contextlib.suppress(ApiException):  # only there if the server let it in

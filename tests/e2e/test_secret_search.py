@@ -11,12 +11,12 @@ import aiohttp
 from kubernetes_asyncio import client
 
 from harness import POOLS, Operator, SimCloud, pool_body, settled, wait_for
-from nodepool_operator.api import autoscaler as nas
-from nodepool_operator.api import scalerequest as sr
+from nodepool_operator.api import autoscaler as autoscaler_api
+from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.cloud.simcloud import wire
 
-REQUESTS = (sr.GROUP, sr.VERSION, sr.PLURAL)
-AUTOSCALERS = (nas.GROUP, nas.VERSION, nas.PLURAL)
+REQUESTS = (scalerequest_api.GROUP, scalerequest_api.VERSION, scalerequest_api.PLURAL)
+AUTOSCALERS = (autoscaler_api.GROUP, autoscaler_api.VERSION, autoscaler_api.PLURAL)
 
 
 async def test_the_cloud_token_appears_in_no_log_event_status_or_metric(
@@ -35,24 +35,24 @@ async def test_the_cloud_token_appears_in_no_log_event_status_or_metric(
 
     # A scale-up, with an Autoscaler watching the pool (so it has a status of its own).
     pool = await custom.create_cluster_custom_object(*POOLS, pool_body(pool_name, target=2))
-    autoscaler = nas.AutoscalerSpec(
+    autoscaler = autoscaler_api.AutoscalerSpec(
         node_pool_name=pool_name,
         namespaces=(f"none-{uuid.uuid4().hex[:6]}",),
-        scale_down=nas.ScaleDownPolicy(enabled=False),
+        scale_down=autoscaler_api.ScaleDownPolicy(enabled=False),
     )
     await custom.create_cluster_custom_object(
-        *AUTOSCALERS, nas.manifest(autoscaler_name, autoscaler)
+        *AUTOSCALERS, autoscaler_api.manifest(autoscaler_name, autoscaler)
     )
     await wait_for(lambda: settled(custom, pool_name, 2), within=60)
 
     # A cloud error: the quota is full when a ScaleRequest asks for more.
     await cloud.client.set_faults(wire.Faults(quota_max_vms=2))
     request = f"req-{uuid.uuid4().hex[:6]}"
-    spec = sr.ScaleRequestSpec(
+    spec = scalerequest_api.ScaleRequestSpec(
         node_pool_name=pool_name, target_nodes=4, reason="secret search", requester="e2e"
     )
     await custom.create_cluster_custom_object(
-        *REQUESTS, sr.manifest(request, spec, pool_uid=pool["metadata"]["uid"])
+        *REQUESTS, scalerequest_api.manifest(request, spec, pool_uid=pool["metadata"]["uid"])
     )
     statuses: list[Any] = []
 

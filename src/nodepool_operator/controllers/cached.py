@@ -24,7 +24,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import Any, Final, TypeVar
 
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.runtime import pods as k8s_pods
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.lru import Bounded
@@ -36,11 +36,11 @@ __all__ = ["ANNOTATIONS", "node_fields", "pod_fields"]
 ANNOTATIONS: Final = frozenset(
     {
         k8s_pods.MIRROR_POD_ANNOTATION,
-        np.DO_NOT_DISRUPT_ANNOTATION,
-        np.SAFE_TO_EVICT_ANNOTATION,
+        nodepool_api.DO_NOT_DISRUPT_ANNOTATION,
+        nodepool_api.SAFE_TO_EVICT_ANNOTATION,
     }
 )
-_OUR_PREFIX: Final = f"{np.GROUP}/"
+_OUR_PREFIX: Final = f"{nodepool_api.GROUP}/"
 
 _METADATA: Final = (
     "name",

@@ -28,8 +28,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from nodepool_operator.api import autoscaler as nas
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import autoscaler as autoscaler_api
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud import credentials
 from nodepool_operator.cluster import audit, children, controlplane, install
 from nodepool_operator.demo.view import Snapshot, WriteCounter, render
@@ -158,24 +158,27 @@ class Demo:
         custom = client.CustomObjectsApi(api)
         apps = client.AppsV1Api(api)
         core = client.CoreV1Api(api)
-        pool_spec = np.NodePoolSpec(
+        pool_spec = nodepool_api.NodePoolSpec(
             target_nodes=0,
             min_nodes=0,
             max_nodes=10,
-            template=np.NodeTemplate(cpu="4", memory="16Gi", pods=110),
+            template=nodepool_api.NodeTemplate(cpu="4", memory="16Gi", pods=110),
         )
-        await custom.create_cluster_custom_object(*POOLS, np.manifest(POOL, pool_spec))
-        autoscaler_spec = nas.AutoscalerSpec(
+        await custom.create_cluster_custom_object(*POOLS, nodepool_api.manifest(POOL, pool_spec))
+        autoscaler_spec = autoscaler_api.AutoscalerSpec(
             node_pool_name=POOL,
             namespaces=(NAMESPACE,),
             scan_interval_seconds=2,
             batch_window_seconds=1.0,
-            scale_down=nas.ScaleDownPolicy(
+            scale_down=autoscaler_api.ScaleDownPolicy(
                 enabled=True, unneeded_seconds=self.options.unneeded_seconds
             ),
         )
         await custom.create_cluster_custom_object(
-            nas.GROUP, nas.VERSION, nas.PLURAL, nas.manifest(POOL, autoscaler_spec)
+            autoscaler_api.GROUP,
+            autoscaler_api.VERSION,
+            autoscaler_api.PLURAL,
+            autoscaler_api.manifest(POOL, autoscaler_spec),
         )
         self.step("created NodePool 'demo' (0..10 nodes of 4 CPU / 16Gi) and its Autoscaler")
         namespace: Any = {"metadata": {"name": NAMESPACE}}
@@ -282,7 +285,7 @@ class Demo:
         pools = await custom.list_cluster_custom_object(*POOLS)
         requests = await custom.list_cluster_custom_object(*REQUESTS)
         nodes = await api.call_api(
-            f"/api/v1/nodes?labelSelector={np.POOL_LABEL}%3D{POOL}",
+            f"/api/v1/nodes?labelSelector={nodepool_api.POOL_LABEL}%3D{POOL}",
             "GET",
             response_types_map={200: "object"},
             auth_settings=["BearerToken"],

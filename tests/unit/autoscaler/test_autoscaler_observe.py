@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from nodepool_operator.api import autoscaler as nas
-from nodepool_operator.api import nodepool as np
-from nodepool_operator.api import scalerequest as sr
+from nodepool_operator.api import autoscaler as autoscaler_api
+from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.controllers.autoscaler import observe as observe_module
 from nodepool_operator.controllers.autoscaler.handoff import RequestLedger, request_name
 from nodepool_operator.controllers.autoscaler.observe import (
@@ -61,7 +61,7 @@ class FakeInformer:
 
 def node(name: str, *, ready: bool = True, cordoned: bool = False, pool: str = "small") -> Object:
     return {
-        "metadata": {"name": name, "labels": {np.POOL_LABEL: pool}},
+        "metadata": {"name": name, "labels": {nodepool_api.POOL_LABEL: pool}},
         "spec": {"unschedulable": True} if cordoned else {},
         "status": {
             "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
@@ -96,10 +96,12 @@ def pod(name: str, *, cpu: str = "1", namespace: str = "apps", **extra: Any) -> 
 
 
 def pool(name: str = "small", *, target: int = 2, weight: int = 0) -> Object:
-    spec = np.NodePoolSpec(
-        target_nodes=target, weight=weight, template=np.NodeTemplate(cpu="4", memory="16Gi")
+    spec = nodepool_api.NodePoolSpec(
+        target_nodes=target,
+        weight=weight,
+        template=nodepool_api.NodeTemplate(cpu="4", memory="16Gi"),
     )
-    body = np.manifest(name, spec)
+    body = nodepool_api.manifest(name, spec)
     body["metadata"].update(uid=f"{name}-uid", resourceVersion="7")
     return body
 
@@ -107,7 +109,9 @@ def pool(name: str = "small", *, target: int = 2, weight: int = 0) -> Object:
 def autoscaler(
     name: str, *, pool_name: str = "small", created: str = "2026-11-29T09:00:00Z", **spec: Any
 ) -> Object:
-    body = nas.manifest(name, nas.AutoscalerSpec(node_pool_name=pool_name, **spec))
+    body = autoscaler_api.manifest(
+        name, autoscaler_api.AutoscalerSpec(node_pool_name=pool_name, **spec)
+    )
     body["metadata"].update(uid=f"{name}-uid", creationTimestamp=created)
     return body
 
@@ -171,10 +175,12 @@ def observer(
     )
 
 
-SPEC = nas.AutoscalerSpec(node_pool_name="small", namespaces=("apps",))
+SPEC = autoscaler_api.AutoscalerSpec(node_pool_name="small", namespaces=("apps",))
 
 
-async def observe(o: Observer, name: str = "nas", spec: nas.AutoscalerSpec = SPEC) -> Observation:
+async def observe(
+    o: Observer, name: str = "nas", spec: autoscaler_api.AutoscalerSpec = SPEC
+) -> Observation:
     seen = await o.observe(name, spec)
     assert isinstance(seen, Observation), seen
     return seen
@@ -234,13 +240,13 @@ async def test_pods_are_split_into_fitting_and_never_fitting_in_the_watched_name
     assert "cannot be read" in reasons["broken"]
     assert (seen.pending, seen.unschedulable, seen.pending_fitting) == (4, 3, 2)
     everywhere = observer(pods=pods, autoscalers=[autoscaler("nas")])
-    seen_all = await observe(everywhere, spec=nas.AutoscalerSpec(node_pool_name="small"))
+    seen_all = await observe(everywhere, spec=autoscaler_api.AutoscalerSpec(node_pool_name="small"))
     assert seen_all.pending == 5
 
 
 async def test_a_missing_pool_is_none() -> None:
     o = observer(autoscalers=[autoscaler("nas", pool_name="nope")])
-    assert await o.observe("nas", nas.AutoscalerSpec(node_pool_name="nope")) is None
+    assert await o.observe("nas", autoscaler_api.AutoscalerSpec(node_pool_name="nope")) is None
 
 
 async def test_the_oldest_autoscaler_of_a_pool_owns_it_and_another_is_a_conflict() -> None:
@@ -251,7 +257,7 @@ async def test_the_oldest_autoscaler_of_a_pool_owns_it_and_another_is_a_conflict
             autoscaler("older", created="2026-11-29T09:00:00Z"),
         ],
     )
-    spec = nas.AutoscalerSpec(node_pool_name="small")
+    spec = autoscaler_api.AutoscalerSpec(node_pool_name="small")
     assert await o.observe("younger", spec) == Conflict(pool="small", owner="older")
     owner = await observe(o, "older", spec)
     assert names(owner.fitting) == ["p"]
@@ -298,8 +304,8 @@ async def test_two_pools_never_grow_for_the_same_pods() -> None:
     pools = [pool("small", target=0), pool("heavy", target=0, weight=10)]
     autoscalers = [autoscaler("nas"), autoscaler("heavy-nas", pool_name="heavy")]
     o = observer(pods=[pod("p")], pools=pools, autoscalers=autoscalers)
-    small = await observe(o, "nas", nas.AutoscalerSpec(node_pool_name="small"))
-    heavy = await observe(o, "heavy-nas", nas.AutoscalerSpec(node_pool_name="heavy"))
+    small = await observe(o, "nas", autoscaler_api.AutoscalerSpec(node_pool_name="small"))
+    heavy = await observe(o, "heavy-nas", autoscaler_api.AutoscalerSpec(node_pool_name="heavy"))
     assert (small.up.new_nodes, heavy.up.new_nodes) == (0, 1)
     assert names(heavy.triggering) == ["p"]
 
@@ -334,7 +340,7 @@ def test_request_names_are_valid_readable_and_distinct() -> None:
 async def test_a_node_not_ready_past_the_pool_timeout_is_no_capacity() -> None:
     # One 4-cpu node per pod of 3 cpu: the dead node's room would hold the second pod.
     pods = [pod("p1", cpu="3"), pod("p2", cpu="3")]
-    dead = not_ready_since("small-1", np.DEFAULT_NOT_READY_TIMEOUT_SECONDS + 1)
+    dead = not_ready_since("small-1", nodepool_api.DEFAULT_NOT_READY_TIMEOUT_SECONDS + 1)
     seen = await observe(observer(nodes=[node("small-0"), dead], pods=pods))
     assert seen.up.new_nodes == 1
     assert seen.pool.in_flight == 0  # nor a node on its way: the NodePool replaces it
@@ -349,10 +355,10 @@ async def test_a_node_not_ready_for_a_moment_is_still_counted_as_coming() -> Non
 
 async def test_a_node_that_never_reported_ready_counts_until_the_registration_timeout() -> None:
     pods = [pod("p1", cpu="3"), pod("p2", cpu="3")]
-    late = never_ready("small-1", np.DEFAULT_REGISTRATION_TIMEOUT_SECONDS + 1)
+    late = never_ready("small-1", nodepool_api.DEFAULT_REGISTRATION_TIMEOUT_SECONDS + 1)
     seen = await observe(observer(nodes=[node("small-0"), late], pods=pods))
     assert seen.up.new_nodes == 1
-    recent = never_ready("small-1", np.DEFAULT_NOT_READY_TIMEOUT_SECONDS + 1)
+    recent = never_ready("small-1", nodepool_api.DEFAULT_NOT_READY_TIMEOUT_SECONDS + 1)
     seen = await observe(observer(nodes=[node("small-0"), recent], pods=pods))
     assert seen.up.new_nodes == 0
 
@@ -368,8 +374,8 @@ async def test_a_plan_serves_each_autoscaler_once_even_after_the_caches_moved() 
     pools = [pool("small", target=0, weight=10), pool("heavy", target=0)]
     autoscalers = [autoscaler("nas"), autoscaler("heavy-nas", pool_name="heavy")]
     o = observer(pods=[pod("p")], pools=pools, autoscalers=autoscalers)
-    heavy_spec = nas.AutoscalerSpec(node_pool_name="heavy")
-    first = await observe(o, "nas", nas.AutoscalerSpec(node_pool_name="small"))
+    heavy_spec = autoscaler_api.AutoscalerSpec(node_pool_name="heavy")
+    first = await observe(o, "nas", autoscaler_api.AutoscalerSpec(node_pool_name="small"))
     assert not first.stale
     planned = o._plan
 
@@ -379,7 +385,7 @@ async def test_a_plan_serves_each_autoscaler_once_even_after_the_caches_moved() 
     assert o._plan is planned
     assert behind.stale
     # nas decided from it already: it plans again, and the new plan sees q.
-    again = await observe(o, "nas", nas.AutoscalerSpec(node_pool_name="small"))
+    again = await observe(o, "nas", autoscaler_api.AutoscalerSpec(node_pool_name="small"))
     assert o._plan is not planned
     assert not again.stale
     assert sorted(names(again.fitting)) == ["p", "q"]
@@ -391,8 +397,10 @@ async def test_an_autoscaler_never_decides_twice_from_the_plan_before_its_reques
     o = observer(pods=[pod("p")], pools=[pool(target=0)])
     before = await observe(o)
     assert before.up.new_nodes == 1
-    request = sr.manifest(
-        "r", sr.ScaleRequestSpec(node_pool_name="small", target_nodes=1), pool_uid="small-uid"
+    request = scalerequest_api.manifest(
+        "r",
+        scalerequest_api.ScaleRequestSpec(node_pool_name="small", target_nodes=1),
+        pool_uid="small-uid",
     )
     request["metadata"]["resourceVersion"] = "99"
     o.ledger.record("small", request)
@@ -417,8 +425,8 @@ async def test_concurrent_reconciles_plan_once_and_share_the_plan(
     autoscalers = [autoscaler("nas"), autoscaler("heavy-nas", pool_name="heavy")]
     o = observer(pods=[pod("p")], pools=pools, autoscalers=autoscalers)
     small, heavy = await asyncio.gather(
-        observe(o, "nas", nas.AutoscalerSpec(node_pool_name="small")),
-        observe(o, "heavy-nas", nas.AutoscalerSpec(node_pool_name="heavy")),
+        observe(o, "nas", autoscaler_api.AutoscalerSpec(node_pool_name="small")),
+        observe(o, "heavy-nas", autoscaler_api.AutoscalerSpec(node_pool_name="heavy")),
     )
     assert len(plans) == 1
     assert (small.stale, heavy.stale) == (False, False)

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from nodepool_operator.api import autoscaler as nas
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import autoscaler as autoscaler_api
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
 from nodepool_operator.controllers.autoscaler.controller import AutoscalerReconciler
 from nodepool_operator.controllers.autoscaler.handoff import RequestLedger, ScaleRequester
@@ -162,18 +162,20 @@ class World:
         return obj
 
     def autoscaler(self, **spec: Any) -> None:
-        body = nas.manifest(NAS, nas.AutoscalerSpec(node_pool_name=POOL, **spec))
+        body = autoscaler_api.manifest(
+            NAS, autoscaler_api.AutoscalerSpec(node_pool_name=POOL, **spec)
+        )
         body["metadata"].update(uid="uid-nas", generation=1)
         self.autoscalers.put(self._stamp(body))
 
     def pool(self, *, target: int = 0, min_nodes: int = 0, max_nodes: int = 10) -> None:
-        spec = np.NodePoolSpec(
+        spec = nodepool_api.NodePoolSpec(
             target_nodes=target,
             min_nodes=min_nodes,
             max_nodes=max_nodes,
-            template=np.NodeTemplate(cpu="4", memory="16Gi", pods=110),
+            template=nodepool_api.NodeTemplate(cpu="4", memory="16Gi", pods=110),
         )
-        body = np.manifest(POOL, spec)
+        body = nodepool_api.manifest(POOL, spec)
         body["metadata"].update(uid="uid-pool", generation=1)
         self.pools.put(self._stamp(body))
 
@@ -182,7 +184,7 @@ class World:
             "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
             "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
         }
-        labels = {np.POOL_LABEL: POOL}
+        labels = {nodepool_api.POOL_LABEL: POOL}
         self.nodes.put(
             self._stamp(
                 {"metadata": {"name": name, "labels": labels}, "spec": {}, "status": status}
@@ -261,7 +263,7 @@ async def test_ten_pending_pods_make_one_request_for_three_nodes(world: World) -
     }
     assert "10 pending pods need 3 more nodes" in request["spec"]["reason"]
     assert request["metadata"]["ownerReferences"][0]["uid"] == "uid-pool"
-    assert request["metadata"]["labels"] == {np.POOL_LABEL: POOL}
+    assert request["metadata"]["labels"] == {nodepool_api.POOL_LABEL: POOL}
     assert result.requeue_after == 5
     assert len(world.api.events("TriggeredScaleUp")) == 10
     assert len(world.api.events("ScaleUpRequested")) == 1
@@ -367,7 +369,9 @@ async def test_max_nodes_is_respected_and_the_status_says_the_limit_was_hit(worl
 
 
 async def test_unneeded_nodes_are_given_up_after_the_delay_and_not_before(world: World) -> None:
-    world.autoscaler(scan_interval_seconds=30, scale_down=nas.ScaleDownPolicy(unneeded_seconds=60))
+    world.autoscaler(
+        scan_interval_seconds=30, scale_down=autoscaler_api.ScaleDownPolicy(unneeded_seconds=60)
+    )
     world.pool(target=3, min_nodes=1)
     for name in ("n1", "n2", "n3"):
         world.node(name)
@@ -388,7 +392,7 @@ async def test_unneeded_nodes_are_given_up_after_the_delay_and_not_before(world:
 
 
 async def test_no_scale_down_right_after_a_scale_up(world: World) -> None:
-    world.autoscaler(scale_down=nas.ScaleDownPolicy(unneeded_seconds=60))
+    world.autoscaler(scale_down=autoscaler_api.ScaleDownPolicy(unneeded_seconds=60))
     world.pool(target=2)
     world.node("n1")
     world.node("n2", ready=False)  # still booting: capacity in flight
@@ -435,7 +439,7 @@ async def test_the_request_states_the_target_it_was_based_on(world: World) -> No
 async def test_a_second_autoscaler_of_the_pool_is_a_conflict_and_decides_nothing(
     world: World,
 ) -> None:
-    younger = nas.manifest("nas-2", nas.AutoscalerSpec(node_pool_name=POOL))
+    younger = autoscaler_api.manifest("nas-2", autoscaler_api.AutoscalerSpec(node_pool_name=POOL))
     younger["metadata"].update(
         uid="uid-nas-2", generation=1, creationTimestamp="2026-11-29T11:00:00Z"
     )
@@ -450,11 +454,42 @@ async def test_a_second_autoscaler_of_the_pool_is_a_conflict_and_decides_nothing
     assert len(world.api.made("scalerequests")) == 1
 
 
+async def test_a_stale_plan_is_looked_at_again_soon_only_with_pods_pending(
+    world: World,
+) -> None:
+    other = autoscaler_api.manifest(
+        "nas-other", autoscaler_api.AutoscalerSpec(node_pool_name="other", scan_interval_seconds=5)
+    )
+    other["metadata"].update(uid="uid-nas-other", generation=1)
+    world.autoscalers.put(other)
+    other_pool = nodepool_api.manifest("other", nodepool_api.NodePoolSpec(max_nodes=10))
+    other_pool["metadata"].update(uid="uid-other", resourceVersion="1")
+    world.pools.put(other_pool)
+
+    # The plan is made for nas; a Node comes up; nas-other takes that plan, stale.
+    await world.reconcile()
+    world.node("small-0")
+    idle = await world.reconciler.reconcile(Request(name="nas-other"))
+    assert idle.requeue_after == 5  # nothing pending: its scan interval
+
+    # Both decided from the last plan: nas plans anew (a pod is pending in its namespace),
+    # the cache moves again, and nas-other, with that pod pending too, looks again soon.
+    world.pod("p", cpu="8")
+    await world.reconcile()
+    world.node("small-1")
+    waiting = await world.reconciler.reconcile(Request(name="nas-other"))
+    assert waiting.requeue_after == autoscaler_api.DEFAULT_BATCH_WINDOW_SECONDS
+
+
 async def test_pod_events_are_told_once_whichever_autoscaler_passes(world: World) -> None:
-    other = nas.manifest("nas-all", nas.AutoscalerSpec(node_pool_name="elsewhere"))
+    other = autoscaler_api.manifest(
+        "nas-all", autoscaler_api.AutoscalerSpec(node_pool_name="elsewhere")
+    )
     other["metadata"].update(uid="uid-nas-all", generation=1)
     world.autoscalers.put(other)
-    elsewhere = np.manifest("elsewhere", np.NodePoolSpec(template=np.NodeTemplate(cpu="2")))
+    elsewhere = nodepool_api.manifest(
+        "elsewhere", nodepool_api.NodePoolSpec(template=nodepool_api.NodeTemplate(cpu="2"))
+    )
     elsewhere["metadata"].update(uid="uid-elsewhere", resourceVersion="1")
     world.pools.put(elsewhere)
     world.pod("huge", cpu="8")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers.autoscaler import constraints
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile, Taint
 from nodepool_operator.controllers.autoscaler.simulation import (
@@ -18,8 +18,8 @@ from nodepool_operator.controllers.autoscaler.simulation import (
 )
 
 GI = 1024**3
-HOST = np.HOSTNAME_LABEL
-ZONE = np.ZONE_LABEL
+HOST = nodepool_api.HOSTNAME_LABEL
+ZONE = nodepool_api.ZONE_LABEL
 UNSUPPORTED_NAMESPACE_SELECTOR = {"matchLabels": {"team": "a"}}
 
 
@@ -61,7 +61,7 @@ def daemon(uid: str = "ds", **kw: Any) -> DaemonSetView:
 def pool(
     name: str = "small",
     *,
-    template: np.NodeTemplate | None = None,
+    template: nodepool_api.NodeTemplate | None = None,
     weight: int = 0,
     headroom: int = 10,
     in_flight: int = 0,
@@ -69,18 +69,18 @@ def pool(
     namespaces: frozenset[str] | None = None,
 ) -> PoolTemplate:
     """A pool whose next nodes are ``<name>-<first>``, ``<name>-<first+1>``, ..."""
-    shape = template or np.NodeTemplate(cpu="4", memory="16Gi", pods=110)
+    shape = template or nodepool_api.NodeTemplate(cpu="4", memory="16Gi", pods=110)
 
     def upcoming(k: int) -> tuple[str, Mapping[str, str]]:
         node = f"{name}-{first + k}"
-        labels = np.node_labels(name, shape, zone=np.zone_of(node, shape))
+        labels = nodepool_api.node_labels(name, shape, zone=nodepool_api.zone_of(node, shape))
         return node, {**labels, HOST: node}
 
     return PoolTemplate(
         name=name,
         weight=weight,
         taints=tuple(Taint(t.key, t.value or "", t.effect) for t in shape.taints),
-        allocatable=np.template_allocatable(shape),
+        allocatable=nodepool_api.template_allocatable(shape),
         upcoming=upcoming,
         in_flight=in_flight,
         headroom=headroom,
@@ -102,7 +102,7 @@ def node(
     daemon_sets: frozenset[str] = frozenset(),
     allocatable: Mapping[str, int] | None = None,
 ) -> ExistingNode:
-    base = {np.POOL_LABEL: pool_name} if pool_name else {}
+    base = {nodepool_api.POOL_LABEL: pool_name} if pool_name else {}
     return ExistingNode(
         name=name,
         pool=pool_name,
@@ -147,8 +147,8 @@ def pod_terms(kind: str, key: str, *, app: str = "web", **extra: Any) -> dict[st
     return {kind: {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
 
 
-def zoned(*zones: str, **kw: Any) -> np.NodeTemplate:
-    return np.NodeTemplate(cpu="4", memory="16Gi", pods=110, zones=zones, **kw)
+def zoned(*zones: str, **kw: Any) -> nodepool_api.NodeTemplate:
+    return nodepool_api.NodeTemplate(cpu="4", memory="16Gi", pods=110, zones=zones, **kw)
 
 
 def counts(outcome: Outcome) -> dict[str, int]:
@@ -185,7 +185,7 @@ def test_memory_counts_as_well_as_cpu() -> None:
 
 
 def test_pod_slots_limit_a_node() -> None:
-    three_pods = pool(template=np.NodeTemplate(cpu="4", memory="16Gi", pods=3))
+    three_pods = pool(template=nodepool_api.NodeTemplate(cpu="4", memory="16Gi", pods=3))
     outcome = run([profile(cpu="10m", memory="10Mi")] * 7, pools=[three_pods])
     assert outcome.pools["small"].new_nodes == 3
 
@@ -197,7 +197,9 @@ def test_a_pod_larger_than_the_template_is_unfit_and_says_which_resource() -> No
 
 
 def test_ephemeral_storage_is_checked_against_the_template_allocatable() -> None:
-    disk = pool(template=np.NodeTemplate(cpu="4", memory="16Gi", ephemeral_storage="10Gi"))
+    disk = pool(
+        template=nodepool_api.NodeTemplate(cpu="4", memory="16Gi", ephemeral_storage="10Gi")
+    )
     outcome = run([profile(cpu="100m", other={"ephemeral-storage": "4Gi"})] * 3, pools=[disk])
     assert counts(outcome) == {"small-0": 2, "small-1": 1}
 
@@ -210,7 +212,9 @@ def test_ephemeral_storage_the_template_does_not_offer_is_unfit() -> None:
 
 def test_extended_resources_are_counted_per_node() -> None:
     gpus = pool(
-        template=np.NodeTemplate(cpu="4", memory="16Gi", extended_resources={"nvidia.com/gpu": "2"})
+        template=nodepool_api.NodeTemplate(
+            cpu="4", memory="16Gi", extended_resources={"nvidia.com/gpu": "2"}
+        )
     )
     outcome = run([profile(cpu="100m", other={"nvidia.com/gpu": "1"})] * 3, pools=[gpus])
     assert counts(outcome) == {"small-0": 2, "small-1": 1}
@@ -223,14 +227,18 @@ def test_an_extended_resource_no_pool_has_is_unfit_and_named() -> None:
 
 def test_an_existing_node_without_the_extended_resource_is_skipped() -> None:
     gpus = pool(
-        template=np.NodeTemplate(cpu="4", memory="16Gi", extended_resources={"nvidia.com/gpu": "1"})
+        template=nodepool_api.NodeTemplate(
+            cpu="4", memory="16Gi", extended_resources={"nvidia.com/gpu": "1"}
+        )
     )
     outcome = run([profile(other={"nvidia.com/gpu": "1"})], nodes=[node("n1")], pools=[gpus])
     assert outcome.placements == ("small-0",)
 
 
 def test_the_template_reserve_is_not_offered_to_pods() -> None:
-    reserved = pool(template=np.NodeTemplate(cpu="4", memory="16Gi", reserved={"cpu": "1"}))
+    reserved = pool(
+        template=nodepool_api.NodeTemplate(cpu="4", memory="16Gi", reserved={"cpu": "1"})
+    )
     assert counts(run([profile()] * 6, pools=[reserved])) == {"small-0": 3, "small-1": 3}
     assert run([profile(cpu="3500m")], pools=[reserved]).pools["small"].wanted_nodes == 0
 
@@ -273,8 +281,10 @@ def test_a_daemonset_pod_already_on_a_node_is_not_charged_twice() -> None:
 
 
 def test_a_daemonset_that_does_not_tolerate_the_pool_taint_costs_nothing() -> None:
-    tainted = np.NodeTemplate(
-        cpu="4", memory="16Gi", taints=(np.Taint(key="team", value="ml", effect="NoSchedule"),)
+    tainted = nodepool_api.NodeTemplate(
+        cpu="4",
+        memory="16Gi",
+        taints=(nodepool_api.Taint(key="team", value="ml", effect="NoSchedule"),),
     )
     toleration = [{"key": "team", "operator": "Exists"}]
     outcome = run(
@@ -317,7 +327,9 @@ def test_an_existing_node_with_a_taint_the_template_lacks_is_not_room() -> None:
 
 def test_an_existing_node_without_the_template_taint_takes_pods_that_do_not_tolerate_it() -> None:
     tainted = pool(
-        template=np.NodeTemplate(taints=(np.Taint(key="team", value="ml", effect="NoSchedule"),))
+        template=nodepool_api.NodeTemplate(
+            taints=(nodepool_api.Taint(key="team", value="ml", effect="NoSchedule"),)
+        )
     )
     outcome = run([profile()], nodes=[node("small-0")], pools=[tainted])
     assert outcome.placements == ("small-0",)
@@ -338,8 +350,8 @@ def test_prefer_no_schedule_taints_do_not_keep_pods_off() -> None:
 
 
 def test_a_node_selector_matching_the_template_labels_opens_a_node() -> None:
-    ssd = pool(template=np.NodeTemplate(labels={"disk": "ssd"}))
-    selector = {"disk": "ssd", np.POOL_LABEL: "small", "kubernetes.io/os": "linux"}
+    ssd = pool(template=nodepool_api.NodeTemplate(labels={"disk": "ssd"}))
+    selector = {"disk": "ssd", nodepool_api.POOL_LABEL: "small", "kubernetes.io/os": "linux"}
     outcome = run([profile(nodeSelector=selector)], nodes=[node("n1")], pools=[ssd])
     assert outcome.placements == ("small-0",)
 
@@ -400,8 +412,8 @@ def test_a_hostname_node_selector_pins_the_pod() -> None:
 
 
 def tainted_pool() -> PoolTemplate:
-    taint = np.Taint(key="team", value="ml", effect="NoSchedule")
-    return pool(template=np.NodeTemplate(cpu="4", memory="16Gi", taints=(taint,)))
+    taint = nodepool_api.Taint(key="team", value="ml", effect="NoSchedule")
+    return pool(template=nodepool_api.NodeTemplate(cpu="4", memory="16Gi", taints=(taint,)))
 
 
 def test_a_pool_taint_the_pod_does_not_tolerate_makes_it_unfit_and_named() -> None:
@@ -607,7 +619,7 @@ def test_the_pool_with_the_highest_weight_wins() -> None:
 
 
 def test_at_equal_weight_the_pool_with_least_waste_wins() -> None:
-    big = pool("big", template=np.NodeTemplate(cpu="16", memory="64Gi"))
+    big = pool("big", template=nodepool_api.NodeTemplate(cpu="16", memory="64Gi"))
     small = pool("small")
     outcome = run([profile(cpu="3", memory="12Gi")], pools=[big, small])
     assert outcome.placements == ("small-0",)
@@ -662,7 +674,7 @@ def test_new_nodes_carry_the_zone_their_name_gives_them() -> None:
     replica = web(cpu="100m", affinity=pod_terms("podAntiAffinity", HOST))
     outcome = run([replica] * 3, pools=[pool(template=zoned("a", "b"), first=5)])
     assert outcome.placements == ("small-5", "small-6", "small-7")
-    assert np.zone_of("small-5", zoned("a", "b")) == "b"
+    assert nodepool_api.zone_of("small-5", zoned("a", "b")) == "b"
 
 
 def test_a_zone_pinned_pod_skips_to_the_pools_next_node_in_that_zone() -> None:

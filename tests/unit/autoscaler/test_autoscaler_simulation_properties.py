@@ -12,7 +12,7 @@ from typing import Any
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers.autoscaler import constraints
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.simulation import (
@@ -23,8 +23,8 @@ from nodepool_operator.controllers.autoscaler.simulation import (
     simulate,
 )
 
-HOST = np.HOSTNAME_LABEL
-ZONE = np.ZONE_LABEL
+HOST = nodepool_api.HOSTNAME_LABEL
+ZONE = nodepool_api.ZONE_LABEL
 NAMESPACE = "apps"
 KINDS = ("plain", "anti-host", "anti-zone", "port", "spread-host", "spread-zone")
 
@@ -88,12 +88,16 @@ class Pool:
     zones: tuple[str, ...]
 
     @property
-    def template(self) -> np.NodeTemplate:
-        return np.NodeTemplate(cpu=str(self.cpu), memory="16Gi", pods=110, zones=self.zones)
+    def template(self) -> nodepool_api.NodeTemplate:
+        return nodepool_api.NodeTemplate(
+            cpu=str(self.cpu), memory="16Gi", pods=110, zones=self.zones
+        )
 
     def node(self, index: int) -> tuple[str, dict[str, str]]:
         name = f"{self.name}-{index}"
-        labels = np.node_labels(self.name, self.template, zone=np.zone_of(name, self.template))
+        labels = nodepool_api.node_labels(
+            self.name, self.template, zone=nodepool_api.zone_of(name, self.template)
+        )
         return name, {**labels, HOST: name}
 
 
@@ -223,7 +227,7 @@ def run(workload: Workload) -> tuple[Outcome, dict[str, Node]]:
                 name=pool.name,
                 weight=pool.weight,
                 taints=(),
-                allocatable=np.template_allocatable(pool.template),
+                allocatable=nodepool_api.template_allocatable(pool.template),
                 upcoming=upcoming,
                 in_flight=pool.in_flight,
                 headroom=pool.headroom,

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from nodepool_operator.api import autoscaler as nas
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import autoscaler as autoscaler_api
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers.autoscaler import watches
 from nodepool_operator.runtime import workqueue
 from nodepool_operator.runtime.client import Object
@@ -56,10 +56,10 @@ _never_called = _NeverCalled()
 
 
 def autoscaler(name: str, *, pool: str, namespaces: tuple[str, ...], window: float) -> Object:
-    spec = nas.AutoscalerSpec(
+    spec = autoscaler_api.AutoscalerSpec(
         node_pool_name=pool, namespaces=namespaces, batch_window_seconds=window
     )
-    return nas.manifest(name, spec)
+    return autoscaler_api.manifest(name, spec)
 
 
 def pod(name: str, *, namespace: str = "apps", node: str | None = None, **status: Any) -> Object:
@@ -99,7 +99,7 @@ def triggers() -> watches.Triggers:
         autoscaler("apps-only", pool="small", namespaces=("apps",), window=1.0),
         autoscaler("everything", pool="big", namespaces=(), window=0.2),
     )
-    node = {"metadata": {"name": "n1", "labels": {np.POOL_LABEL: "small"}}}
+    node = {"metadata": {"name": "n1", "labels": {nodepool_api.POOL_LABEL: "small"}}}
     return watches.Triggers(autoscalers=autoscalers, nodes=FakeInformer(node))  # type: ignore[arg-type]
 
 
@@ -111,7 +111,7 @@ def test_pods_map_to_autoscalers_of_their_namespace_and_of_their_node_pool(
     on_small = pod("p", namespace="other", node="n1")
     assert triggers.of_pod(on_small) == [Request("apps-only"), Request("everything")]
     assert triggers.window(Request("everything")) == 0.2
-    assert triggers.window(Request("gone")) == nas.DEFAULT_BATCH_WINDOW_SECONDS
+    assert triggers.window(Request("gone")) == autoscaler_api.DEFAULT_BATCH_WINDOW_SECONDS
 
 
 def test_only_changes_that_matter_pass() -> None:

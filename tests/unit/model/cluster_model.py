@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodepool_operator.api import nodepool as np
-from nodepool_operator.api import scalerequest as sr
+from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.cloud.provider import (
     MachineSpec,
     QuotaExceeded,
@@ -237,9 +237,9 @@ class ApiServer:
         asked = [
             r
             for r in self.stored("scalerequests")
-            if sr.spec_of(r).node_pool_name == name
-            and sr.status_of(r).phase == "Pending"
-            and sr.spec_of(r).based_on_target_nodes in (None, before)
+            if scalerequest_api.spec_of(r).node_pool_name == name
+            and scalerequest_api.status_of(r).phase == "Pending"
+            and scalerequest_api.spec_of(r).based_on_target_nodes in (None, before)
         ]
         if not asked:
             self.violations.append(
@@ -272,10 +272,12 @@ class Cache:
 def caches(api: ApiServer) -> dict[str, Cache]:
     return {
         "nodepools": Cache(api, "nodepools", {}),
-        "nodes": Cache(api, "nodes", {"pool": lambda n: [p] if (p := np.pool_of(n)) else []}),
+        "nodes": Cache(
+            api, "nodes", {"pool": lambda n: [p] if (p := nodepool_api.pool_of(n)) else []}
+        ),
         "pods": Cache(api, "pods", {"node": lambda p: []}),
         "scalerequests": Cache(
-            api, "scalerequests", {"pool": lambda r: [sr.spec_of(r).node_pool_name]}
+            api, "scalerequests", {"pool": lambda r: [scalerequest_api.spec_of(r).node_pool_name]}
         ),
     }
 

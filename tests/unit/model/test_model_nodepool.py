@@ -46,8 +46,8 @@ from hypothesis.stateful import (
     rule,
 )
 
-from nodepool_operator.api import nodepool as np
-from nodepool_operator.api import scalerequest as sr
+from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.cloud.provider import CloudError, VmName, VmState
 from nodepool_operator.controllers.nodepool import actions, plan
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
@@ -99,7 +99,7 @@ class NodePoolModel(RuleBasedStateMachine):
     def _wanted_as_cached(self, pool: str) -> int:
         """The size the operator may aim for: its cache's copy of the pool says it."""
         cached = self.caches["nodepools"].get(pool)
-        return 0 if cached is None else plan.desired_nodes(np.spec_of(cached))
+        return 0 if cached is None else plan.desired_nodes(nodepool_api.spec_of(cached))
 
     def _sync_caches(self) -> None:
         for cache in self.caches.values():
@@ -134,8 +134,8 @@ class NodePoolModel(RuleBasedStateMachine):
 
     @initialize(size=st.integers(0, MAX_NODES))
     def create_pool(self, size: int) -> None:
-        spec = np.NodePoolSpec(target_nodes=size, min_nodes=0, max_nodes=MAX_NODES)
-        self.api.put("nodepools", np.manifest(POOL, spec))
+        spec = nodepool_api.NodePoolSpec(target_nodes=size, min_nodes=0, max_nodes=MAX_NODES)
+        self.api.put("nodepools", nodepool_api.manifest(POOL, spec))
         self.caches["nodepools"].sync()  # the operator's informer sees the new pool
 
     @rule(size=st.integers(0, MAX_NODES))
@@ -156,12 +156,12 @@ class NodePoolModel(RuleBasedStateMachine):
     def autoscaler_asks(self, size: int, stale: bool) -> None:
         current = self.api.objects[("nodepools", POOL)]["spec"]["targetNodes"]
         self.requests_made += 1
-        spec = sr.ScaleRequestSpec(
+        spec = scalerequest_api.ScaleRequestSpec(
             node_pool_name=POOL,
             target_nodes=size,
             based_on_target_nodes=current + 1 if stale else current,
         )
-        self.api.put("scalerequests", sr.manifest(f"r-{self.requests_made}", spec))
+        self.api.put("scalerequests", scalerequest_api.manifest(f"r-{self.requests_made}", spec))
 
     # --- the operator ---------------------------------------------------------------------
 
@@ -340,7 +340,7 @@ class NodePoolModel(RuleBasedStateMachine):
     def _desired_state_problems(self) -> list[str]:
         problems = []
         pool = self.api.objects[("nodepools", POOL)]
-        spec = np.spec_of(pool)
+        spec = nodepool_api.spec_of(pool)
         target = plan.desired_nodes(spec)
         vms = {n for n, vm in self.cloud.vms.items() if vm.state != VmState.DELETING}
         nodes = {n["metadata"]["name"] for n in self.api.stored("nodes")}
@@ -374,7 +374,7 @@ class NodePoolModel(RuleBasedStateMachine):
         pending = [
             r["metadata"]["name"]
             for r in self.api.stored("scalerequests")
-            if sr.status_of(r).phase == "Pending"
+            if scalerequest_api.status_of(r).phase == "Pending"
         ]
         if pending:
             problems.append(f"requests still Pending: {pending}")
@@ -395,7 +395,9 @@ TestNodePoolModel = NodePoolModel.TestCase
 def test_the_model_api_refuses_a_stale_update() -> None:
     """The model is only as good as its 409s: a write on an old resourceVersion fails."""
     api = model.ApiServer(clock=model.WallClock(), tripwire=model.Tripwire())
-    stored = api.put("nodepools", np.manifest(POOL, np.NodePoolSpec(target_nodes=1)))
+    stored = api.put(
+        "nodepools", nodepool_api.manifest(POOL, nodepool_api.NodePoolSpec(target_nodes=1))
+    )
     api.edit("nodepools", POOL, lambda pool: pool["spec"].update(targetNodes=2))
     stale = copy.deepcopy(stored)
     stale["spec"]["targetNodes"] = 3

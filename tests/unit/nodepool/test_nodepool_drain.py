@@ -8,7 +8,7 @@ import copy
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import VirtualMachine, VmName, VmState
 from nodepool_operator.controllers.nodepool import actions, drain, plan
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
@@ -182,7 +182,7 @@ def node(name: str, *, annotations: dict[str, str] | None = None) -> Object:
     return {
         "metadata": {
             "name": name,
-            "labels": {np.POOL_LABEL: "p"},
+            "labels": {nodepool_api.POOL_LABEL: "p"},
             "annotations": dict(annotations or {}),
             "ownerReferences": [{"kind": "NodePool", "name": "p", "uid": "uid-p"}],
         },
@@ -226,7 +226,7 @@ class World:
         self.recorder = FakeRecorder()
         self.cloud = FakeCloud(self.clock, vm_names)
         self.nodes = FakeInformer(
-            {"pool": lambda n: [p] if (p := np.pool_of(n)) else []},
+            {"pool": lambda n: [p] if (p := nodepool_api.pool_of(n)) else []},
         )
         self.pods = FakeInformer(
             {"node": lambda p: [n] if (n := p.get("spec", {}).get("nodeName")) else []}
@@ -445,8 +445,8 @@ async def test_a_pod_evicted_once_its_budget_allows_lets_the_drain_finish() -> N
 async def test_do_not_disrupt_pods_are_never_evicted_and_block_visibly() -> None:
     world = World("p-0")
     world.nodes.put(draining_since("p-0", START))
-    world.pods.put(pod("keep", annotations={np.DO_NOT_DISRUPT_ANNOTATION: "true"}))
-    world.pods.put(pod("ca", annotations={np.SAFE_TO_EVICT_ANNOTATION: "false"}))
+    world.pods.put(pod("keep", annotations={nodepool_api.DO_NOT_DISRUPT_ANNOTATION: "true"}))
+    world.pods.put(pod("ca", annotations={nodepool_api.SAFE_TO_EVICT_ANNOTATION: "false"}))
 
     for _ in range(3):
         progress = await world.drain()
@@ -476,7 +476,9 @@ async def test_an_expired_drain_timeout_deletes_the_pods_left_and_the_node_goes(
     world = World("p-0")
     world.nodes.put(draining_since("p-0", START))
     world.pods.put(pod("web-1", grace=0))
-    world.pods.put(pod("keep", grace=0, annotations={np.DO_NOT_DISRUPT_ANNOTATION: "true"}))
+    world.pods.put(
+        pod("keep", grace=0, annotations={nodepool_api.DO_NOT_DISRUPT_ANNOTATION: "true"})
+    )
     world.api.refuse["web-1"] = "web"
 
     assert not (await world.drain(limit=600)).done
@@ -532,7 +534,7 @@ async def test_a_scale_down_deletes_the_vm_then_the_node_only_after_the_pods_are
     world.pods.put(pod("z", node_name="p-0"))
     world.pods.put(pod("w", node_name="p-0"))
     pool = {**POOL, "spec": {"targetNodes": 1}}
-    spec = np.spec_of(pool)
+    spec = nodepool_api.spec_of(pool)
 
     await world.actions.converge(pool, spec, 1)
     world.nodes.put(draining_since("p-1", START))
@@ -583,7 +585,7 @@ async def test_a_blocked_drain_shows_in_scaling_and_waits_for_its_backoff_withou
     world = World("p-0", "p-1")
     pools = FakeInformer({})
     pool = {
-        **np.manifest("p", np.NodePoolSpec(target_nodes=1)),
+        **nodepool_api.manifest("p", nodepool_api.NodePoolSpec(target_nodes=1)),
         "metadata": {
             "name": "p",
             "uid": "uid-p",
@@ -621,7 +623,7 @@ async def test_a_deletion_held_by_a_budget_says_so_in_scaling() -> None:
     world = World("p-0")
     pools = FakeInformer({})
     pool = {
-        **np.manifest("p", np.NodePoolSpec(target_nodes=1)),
+        **nodepool_api.manifest("p", nodepool_api.NodePoolSpec(target_nodes=1)),
         "metadata": {
             "name": "p",
             "uid": "uid-p",
@@ -651,12 +653,18 @@ async def test_a_deletion_held_by_a_budget_says_so_in_scaling() -> None:
 async def test_nodes_with_do_not_disrupt_pods_or_annotation_are_seen_as_protected() -> None:
     world = World("p-0", "p-1", "p-2", "p-3")
     world.nodes.put(node("p-0"))
-    world.nodes.put(node("p-1", annotations={np.DO_NOT_DISRUPT_ANNOTATION: "true"}))
+    world.nodes.put(node("p-1", annotations={nodepool_api.DO_NOT_DISRUPT_ANNOTATION: "true"}))
     world.nodes.put(node("p-2"))
     world.nodes.put(node("p-3"))
-    world.pods.put(pod("keep", node_name="p-2", annotations={np.DO_NOT_DISRUPT_ANNOTATION: "true"}))
-    world.pods.put(pod("ca", node_name="p-3", annotations={np.SAFE_TO_EVICT_ANNOTATION: "false"}))
-    world.pods.put(pod("fine", node_name="p-0", annotations={np.SAFE_TO_EVICT_ANNOTATION: "true"}))
+    world.pods.put(
+        pod("keep", node_name="p-2", annotations={nodepool_api.DO_NOT_DISRUPT_ANNOTATION: "true"})
+    )
+    world.pods.put(
+        pod("ca", node_name="p-3", annotations={nodepool_api.SAFE_TO_EVICT_ANNOTATION: "false"})
+    )
+    world.pods.put(
+        pod("fine", node_name="p-0", annotations={nodepool_api.SAFE_TO_EVICT_ANNOTATION: "true"})
+    )
 
     view = await world.actions.observe({**POOL, "spec": {}})
 

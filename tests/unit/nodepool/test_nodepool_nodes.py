@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import quantity
 from nodepool_operator.cloud.provider import VirtualMachine, VmName, VmState
 from nodepool_operator.controllers.nodepool import nodes
@@ -25,7 +25,7 @@ def vm(name: str) -> VirtualMachine:
     )
 
 
-TEMPLATE = np.NodeTemplate(
+TEMPLATE = nodepool_api.NodeTemplate(
     cpu="8",
     memory="32Gi",
     pods=58,
@@ -35,7 +35,7 @@ TEMPLATE = np.NodeTemplate(
     zones=("eu-1a", "eu-1b", "eu-1c"),
     region="eu-1",
     labels={"accelerator": "a100"},
-    taints=(np.Taint(key="gpu", effect="NoSchedule"),),
+    taints=(nodepool_api.Taint(key="gpu", effect="NoSchedule"),),
 )
 
 
@@ -53,8 +53,8 @@ def test_a_node_has_every_resource_of_the_template_as_capacity_and_allocatable()
     node = nodes.node_manifest(pool=POOL, vm=vm("gpu-4"), template=TEMPLATE, simulated=True)
 
     status = node["status"]
-    assert _amounts(status["capacity"]) == np.template_capacity(TEMPLATE)
-    assert _amounts(status["allocatable"]) == np.template_allocatable(TEMPLATE)
+    assert _amounts(status["capacity"]) == nodepool_api.template_capacity(TEMPLATE)
+    assert _amounts(status["allocatable"]) == nodepool_api.template_allocatable(TEMPLATE)
     assert status["allocatable"] == {
         "cpu": "7500m",
         "memory": str(31 * 1024**3),
@@ -69,23 +69,23 @@ def test_a_node_is_labelled_with_its_zone_by_name_region_hostname_and_pool() -> 
 
     labels = node["metadata"]["labels"]
     assert labels == {
-        **np.node_labels("gpu", TEMPLATE, zone=np.zone_of("gpu-4", TEMPLATE)),
-        np.HOSTNAME_LABEL: "gpu-4",
+        **nodepool_api.node_labels("gpu", TEMPLATE, zone=nodepool_api.zone_of("gpu-4", TEMPLATE)),
+        nodepool_api.HOSTNAME_LABEL: "gpu-4",
     }
-    assert labels[np.ZONE_LABEL] == "eu-1b"  # index 4 of 3 zones
-    assert labels[np.REGION_LABEL] == "eu-1"
-    assert labels[np.POOL_LABEL] == "gpu"
+    assert labels[nodepool_api.ZONE_LABEL] == "eu-1b"  # index 4 of 3 zones
+    assert labels[nodepool_api.REGION_LABEL] == "eu-1"
+    assert labels[nodepool_api.POOL_LABEL] == "gpu"
     assert labels["accelerator"] == "a100"
 
 
 def test_a_template_without_zones_gives_nodes_without_a_zone_label() -> None:
-    template = np.NodeTemplate()
+    template = nodepool_api.NodeTemplate()
     node = nodes.node_manifest(pool=POOL, vm=vm("gpu-0"), template=template, simulated=False)
 
     labels = node["metadata"]["labels"]
-    assert np.ZONE_LABEL not in labels
-    assert np.REGION_LABEL not in labels
-    assert labels[np.HOSTNAME_LABEL] == "gpu-0"
+    assert nodepool_api.ZONE_LABEL not in labels
+    assert nodepool_api.REGION_LABEL not in labels
+    assert labels[nodepool_api.HOSTNAME_LABEL] == "gpu-0"
     assert node["status"]["capacity"] == {
         "cpu": "4000m",
         "memory": str(16 * 1024**3),

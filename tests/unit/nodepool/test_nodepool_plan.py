@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import VirtualMachine, VmName, VmState
 from nodepool_operator.controllers.nodepool import plan
 
@@ -39,8 +39,8 @@ def pool(generation: int = 1, status: dict[str, Any] | None = None) -> dict[str,
     return {"metadata": {"name": "p", "generation": generation}, "status": status or {}}
 
 
-def spec(target: int, *, min_nodes: int = 0, max_nodes: int = 10) -> np.NodePoolSpec:
-    return np.NodePoolSpec(target_nodes=target, min_nodes=min_nodes, max_nodes=max_nodes)
+def spec(target: int, *, min_nodes: int = 0, max_nodes: int = 10) -> nodepool_api.NodePoolSpec:
+    return nodepool_api.NodePoolSpec(target_nodes=target, min_nodes=min_nodes, max_nodes=max_nodes)
 
 
 def test_names_fill_the_lowest_free_indexes_deterministically() -> None:

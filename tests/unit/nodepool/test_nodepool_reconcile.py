@@ -8,7 +8,7 @@ import asyncio
 import dataclasses
 from typing import Any
 
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import (
     MachineSpec,
     QuotaExceeded,
@@ -75,7 +75,9 @@ class World(fakes.World):
 
     def pool(self, target: int, *, generation: int = 1, **metadata: Any) -> Object:
         found: Object = {
-            **np.manifest("p", np.NodePoolSpec(target_nodes=target, max_nodes=100)),
+            **nodepool_api.manifest(
+                "p", nodepool_api.NodePoolSpec(target_nodes=target, max_nodes=100)
+            ),
             "metadata": {
                 "name": "p",
                 "uid": "uid-p",

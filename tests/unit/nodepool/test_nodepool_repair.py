@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import TransientCloudError, VirtualMachine, VmName, VmState
 from nodepool_operator.controllers.nodepool import actions, plan
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
@@ -93,7 +93,7 @@ class World(fakes.World):
 
     def pool(self, target: int, **spec: Any) -> Object:
         found: Object = {
-            **np.manifest("p", np.NodePoolSpec(target_nodes=target, **spec)),
+            **nodepool_api.manifest("p", nodepool_api.NodePoolSpec(target_nodes=target, **spec)),
             "metadata": {
                 "name": "p",
                 "uid": "uid-p",
@@ -107,7 +107,7 @@ class World(fakes.World):
 
     async def converge(self, target: int) -> Any:
         pool = self.pool(target)
-        return await self.actions.converge(pool, np.spec_of(pool), target)
+        return await self.actions.converge(pool, nodepool_api.spec_of(pool), target)
 
     def warnings(self, reason: str) -> list[str]:
         return [m for t, r, m in self.recorder.events if t == "Warning" and r == reason]

@@ -8,10 +8,10 @@ import itertools
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from nodepool_operator.api import nodepool as np
-from nodepool_operator.api import scalerequest as sr
+from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.cloud.provider import MachineSpec, VirtualMachine, VmName, VmState
-from nodepool_operator.controllers.nodepool import actions, plan, requests
+from nodepool_operator.controllers.nodepool import actions, plan, request_handling
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.nodepool.controller import FINALIZER, NodePoolReconciler
 from nodepool_operator.runtime import clock as clock_module
@@ -133,7 +133,9 @@ class World:
         self.api = FakeApi()
         self.cloud = FakeCloud()
         self.pools = FakeInformer({})
-        self.requests = FakeInformer({"pool": lambda r: [sr.spec_of(r).node_pool_name]})
+        self.requests = FakeInformer(
+            {"pool": lambda r: [scalerequest_api.spec_of(r).node_pool_name]}
+        )
         self.request_versions = itertools.count(10)
         recorder = EventRecorder(
             self.api,  # type: ignore[arg-type]
@@ -162,9 +164,9 @@ class World:
             wall_clock=FixedWallClock(),
         )
 
-    def pool(self, name: str, spec: np.NodePoolSpec, *, in_cache: bool = True) -> Object:
+    def pool(self, name: str, spec: nodepool_api.NodePoolSpec, *, in_cache: bool = True) -> Object:
         obj = {
-            **np.manifest(name, spec),
+            **nodepool_api.manifest(name, spec),
             "metadata": {
                 "name": name,
                 "uid": f"uid-{name}",
@@ -188,10 +190,10 @@ class World:
         created: str = CREATED,
         version: str | None = None,
     ) -> Object:
-        spec = sr.ScaleRequestSpec(
+        spec = scalerequest_api.ScaleRequestSpec(
             node_pool_name=pool, target_nodes=target, based_on_target_nodes=based_on
         )
-        obj = sr.manifest(name, spec)
+        obj = scalerequest_api.manifest(name, spec)
         obj["metadata"].update(
             uid=f"uid-{name}",
             generation=1,
@@ -210,7 +212,7 @@ class World:
 
 
 def _pending(*objs: Object) -> list[str]:
-    return [r["metadata"]["name"] for r in requests.pending_requests(list(objs))]
+    return [r["metadata"]["name"] for r in request_handling.pending_requests(list(objs))]
 
 
 def test_pending_requests_are_ordered_by_creation_then_resource_version_not_name() -> None:
@@ -235,7 +237,7 @@ def test_answered_and_deleting_requests_are_not_pending() -> None:
 
 async def test_a_request_based_on_the_current_target_is_applied() -> None:
     world = World()
-    world.pool("p", np.NodePoolSpec(target_nodes=2))
+    world.pool("p", nodepool_api.NodePoolSpec(target_nodes=2))
     world.request("r", pool="p", target=5, based_on=2)
 
     await world.reconcile("p")
@@ -247,7 +249,7 @@ async def test_a_request_based_on_the_current_target_is_applied() -> None:
 
 async def test_a_request_based_on_an_old_target_is_superseded_and_never_applied() -> None:
     world = World()
-    world.pool("p", np.NodePoolSpec(target_nodes=2))
+    world.pool("p", nodepool_api.NodePoolSpec(target_nodes=2))
     world.request("r", pool="p", target=5, based_on=1)
 
     await world.reconcile("p")
@@ -263,7 +265,7 @@ async def test_a_request_based_on_an_old_target_is_superseded_and_never_applied(
 
 async def test_the_basis_is_checked_again_on_the_pool_read_after_a_conflict() -> None:
     world = World()
-    world.pool("p", np.NodePoolSpec(target_nodes=2))
+    world.pool("p", nodepool_api.NodePoolSpec(target_nodes=2))
     world.request("r", pool="p", target=5, based_on=2)
 
     def user_scales_to_3() -> None:
@@ -284,7 +286,7 @@ async def test_the_basis_is_checked_again_on_the_pool_read_after_a_conflict() ->
 
 async def test_a_hand_made_request_without_a_basis_is_applied_whatever_the_target() -> None:
     world = World()
-    world.pool("p", np.NodePoolSpec(target_nodes=2))
+    world.pool("p", nodepool_api.NodePoolSpec(target_nodes=2))
     world.request("r", pool="p", target=4)
 
     await world.reconcile("p")
@@ -295,7 +297,7 @@ async def test_a_hand_made_request_without_a_basis_is_applied_whatever_the_targe
 
 async def test_the_newest_request_by_creation_wins_and_older_ones_are_superseded() -> None:
     world = World()
-    world.pool("p", np.NodePoolSpec(target_nodes=1))
+    world.pool("p", nodepool_api.NodePoolSpec(target_nodes=1))
     world.request("a-newer", pool="p", target=3, version="20")
     world.request("b-older", pool="p", target=7, version="19")
 
@@ -326,7 +328,7 @@ async def test_a_request_for_a_pool_that_does_not_exist_is_rejected_once() -> No
 
 async def test_a_pool_the_cache_has_not_shown_yet_does_not_reject_its_requests() -> None:
     world = World()
-    world.pool("new", np.NodePoolSpec(target_nodes=0), in_cache=False)
+    world.pool("new", nodepool_api.NodePoolSpec(target_nodes=0), in_cache=False)
     world.request("r", pool="new", target=3)
 
     await world.reconcile("new")
@@ -337,7 +339,7 @@ async def test_a_pool_the_cache_has_not_shown_yet_does_not_reject_its_requests()
 
 async def test_requests_for_a_pool_deleted_before_the_apply_are_rejected() -> None:
     world = World()
-    world.pool("p", np.NodePoolSpec(target_nodes=1))
+    world.pool("p", nodepool_api.NodePoolSpec(target_nodes=1))
     world.request("r", pool="p", target=3)
     del world.api.objects[("nodepools", "p")]
 
@@ -360,8 +362,8 @@ async def test_a_rejected_orphan_is_deleted_after_the_retention_period() -> None
 
 async def test_each_new_vm_is_created_in_the_zone_its_name_gives_it() -> None:
     world = World()
-    template = np.NodeTemplate(zones=("a", "b"))
-    world.pool("p", np.NodePoolSpec(target_nodes=3, template=template))
+    template = nodepool_api.NodeTemplate(zones=("a", "b"))
+    world.pool("p", nodepool_api.NodePoolSpec(target_nodes=3, template=template))
 
     await world.reconcile("p")
 
@@ -370,11 +372,13 @@ async def test_each_new_vm_is_created_in_the_zone_its_name_gives_it() -> None:
         ("p-1", "b"),
         ("p-2", "a"),
     ]
-    assert all(spec.zone == np.zone_of(name, template) for name, spec in world.cloud.created)
+    assert all(
+        spec.zone == nodepool_api.zone_of(name, template) for name, spec in world.cloud.created
+    )
 
 
 def test_decide_request_supersedes_only_a_basis_other_than_the_target() -> None:
-    spec = np.NodePoolSpec(target_nodes=2)
+    spec = nodepool_api.NodePoolSpec(target_nodes=2)
     assert plan.decide_request(spec, 4, based_on=2).phase == "Applied"
     assert plan.decide_request(spec, 4).phase == "Applied"
     stale = plan.decide_request(spec, 4, based_on=3)
@@ -385,7 +389,7 @@ async def test_a_request_the_server_shows_answered_is_not_answered_again() -> No
     """Our answer was written but its reply lost: the cache still shows the request
     Pending and nothing is remembered; the server's copy says it is answered."""
     world = World()
-    world.pool("p", np.NodePoolSpec(target_nodes=2, max_nodes=5))
+    world.pool("p", nodepool_api.NodePoolSpec(target_nodes=2, max_nodes=5))
     request = world.request("r", pool="p", target=0, based_on=2)
     answered = copy.deepcopy(request)
     answered["status"] = {"phase": "Superseded", "message": "based on another target"}

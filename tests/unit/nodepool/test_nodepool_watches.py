@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers.nodepool import plan, setup
 from nodepool_operator.runtime.controller import Request
 
@@ -20,7 +20,13 @@ class Nodes:
 
 def node(name: str, *, draining: bool) -> dict[str, Any]:
     annotations = {plan.SCALE_DOWN_ANNOTATION: "2026-11-29T10:00:00Z"} if draining else {}
-    return {"metadata": {"name": name, "labels": {np.POOL_LABEL: "p"}, "annotations": annotations}}
+    return {
+        "metadata": {
+            "name": name,
+            "labels": {nodepool_api.POOL_LABEL: "p"},
+            "annotations": annotations,
+        }
+    }
 
 
 def pod(node_name: str | None) -> dict[str, Any]:
@@ -47,7 +53,7 @@ def test_only_a_deletion_or_an_annotation_change_of_a_pod_moves_a_drain() -> Non
     leaving["metadata"]["deletionTimestamp"] = "2026-11-29T10:00:00Z"
     assert predicate.update(old, leaving)
     released = copy.deepcopy(old)
-    released["metadata"]["annotations"] = {np.DO_NOT_DISRUPT_ANNOTATION: "false"}
+    released["metadata"]["annotations"] = {nodepool_api.DO_NOT_DISRUPT_ANNOTATION: "false"}
     assert predicate.update(old, released)
     running = copy.deepcopy(old)
     running["status"]["phase"] = "Running"

@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from nodepool_operator.api import autoscaler as nas
+from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.controllers.autoscaler import metrics, plan, report
 from nodepool_operator.controllers.autoscaler.handoff import ScaleRequester
 from nodepool_operator.controllers.autoscaler.notices import Notices
@@ -70,7 +70,7 @@ class AutoscalerReconciler:
         if autoscaler is None:
             self._forget(request.name)
             return Result()
-        spec = nas.spec_of(autoscaler)
+        spec = autoscaler_api.spec_of(autoscaler)
         seen = await self.observer.observe(request.name, spec)
         if seen is None or isinstance(seen, Conflict):
             await self._report(autoscaler, seen=seen, decision=None, made=None)
@@ -84,11 +84,17 @@ class AutoscalerReconciler:
         log.log(level, "%s", line)
         await self._report(autoscaler, seen=seen, decision=decision, made=made)
         next_scan = self._next_scan(request.name, spec)
-        if seen.stale:  # decided from a plan older than the caches: look again soon
+        if seen.stale and (seen.pending or decision.action != "none"):
+            # Decided from a plan older than the caches with something at stake: look again
+            # soon. With nothing pending and nothing asked, the events of its own pods and
+            # pool wake it and its scan bounds the rest; looking again every window would
+            # be a thousand reconciles a second while a thousand pools' Nodes come up.
             next_scan = min(next_scan, float(spec.batch_window_seconds))
         return Result(requeue_after=next_scan)
 
-    def _decide(self, key: str, *, spec: nas.AutoscalerSpec, seen: Observation) -> plan.Decision:
+    def _decide(
+        self, key: str, *, spec: autoscaler_api.AutoscalerSpec, seen: Observation
+    ) -> plan.Decision:
         started = time.perf_counter()
         policy = spec.scale_down
         tracker = self._trackers.setdefault(key, UnneededTracker(self.clock))
@@ -110,7 +116,7 @@ class AutoscalerReconciler:
 
     async def _hand_over(
         self, autoscaler: Object, *, seen: Observation, decision: plan.Decision
-    ) -> nas.LastScaleRequest | None:
+    ) -> autoscaler_api.LastScaleRequest | None:
         key = str(autoscaler["metadata"]["name"])
         if decision.action == "none":
             return None
@@ -136,7 +142,7 @@ class AutoscalerReconciler:
         *,
         seen: Observation | Conflict | None,
         decision: plan.Decision | None,
-        made: nas.LastScaleRequest | None,
+        made: autoscaler_api.LastScaleRequest | None,
     ) -> None:
         current = self.status.current(autoscaler)
         before = current.get("conditions")
@@ -144,11 +150,11 @@ class AutoscalerReconciler:
             autoscaler={**autoscaler, "status": current},
             seen=seen,
             decision=decision,
-            last_request=made or nas.AutoscalerStatus.from_dict(current).last_request,
+            last_request=made or autoscaler_api.AutoscalerStatus.from_dict(current).last_request,
             now=conditions.rfc3339(self.wall_clock.time()),
         )
         key = str(autoscaler["metadata"]["name"])
-        if self._counts_only_changed(key, current, status, nas.spec_of(autoscaler)):
+        if self._counts_only_changed(key, current, status, autoscaler_api.spec_of(autoscaler)):
             return
         try:
             if await self.status.update(autoscaler, status) is None:
@@ -165,7 +171,7 @@ class AutoscalerReconciler:
         key: str,
         current: Mapping[str, Any],
         status: Mapping[str, Any],
-        spec: nas.AutoscalerSpec,
+        spec: autoscaler_api.AutoscalerSpec,
     ) -> bool:
         """Only the pod counts moved, and the status was written less than a scan interval
         ago: the write waits for a later pass. In a burst the counts move with every pod
@@ -177,7 +183,7 @@ class AutoscalerReconciler:
         written = self._written_at.get(key)
         return written is not None and self.clock.now() - written < spec.scan_interval_seconds
 
-    def _next_scan(self, key: str, spec: nas.AutoscalerSpec) -> float:
+    def _next_scan(self, key: str, spec: autoscaler_api.AutoscalerSpec) -> float:
         delay = float(spec.scan_interval_seconds)
         tracker = self._trackers.get(key)
         if spec.scale_down.enabled and tracker is not None:

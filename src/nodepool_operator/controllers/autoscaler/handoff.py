@@ -17,8 +17,8 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
-from nodepool_operator.api import autoscaler as nas
-from nodepool_operator.api import scalerequest as sr
+from nodepool_operator.api import autoscaler as autoscaler_api
+from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.controllers.resources import SCALEREQUESTS
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import versions
@@ -115,12 +115,12 @@ class ScaleRequester:
         basis: int,
         direction: str,
         reason: str,
-    ) -> nas.LastScaleRequest:
+    ) -> autoscaler_api.LastScaleRequest:
         """Ask for ``target`` nodes, computed from the pool's ``spec.targetNodes`` ``basis``."""
         name = request_name(
             autoscaler, direction=direction, millis=int(self.wall_clock.time() * 1000)
         )
-        spec = sr.ScaleRequestSpec(
+        spec = scalerequest_api.ScaleRequestSpec(
             node_pool_name=pool,
             target_nodes=target,
             reason=reason[:1024],
@@ -128,7 +128,7 @@ class ScaleRequester:
             based_on_target_nodes=basis,
         )
         created = await self.client.create(
-            SCALEREQUESTS, sr.manifest(name, spec, pool_uid=pool_uid)
+            SCALEREQUESTS, scalerequest_api.manifest(name, spec, pool_uid=pool_uid)
         )
         self.ledger.record(pool, created)
-        return nas.LastScaleRequest(name=name, target_nodes=target, reason=spec.reason)
+        return autoscaler_api.LastScaleRequest(name=name, target_nodes=target, reason=spec.reason)

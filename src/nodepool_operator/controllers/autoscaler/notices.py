@@ -21,7 +21,7 @@ import asyncio
 from collections.abc import Iterable, Sequence
 from typing import Final
 
-from nodepool_operator.api import autoscaler as nas
+from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.controllers.autoscaler import plan
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.events import EventRecorder, EventType
@@ -78,7 +78,7 @@ class Notices:
         decision: plan.Decision,
         *,
         pool: str,
-        made: nas.LastScaleRequest,
+        made: autoscaler_api.LastScaleRequest,
         pods: Sequence[Object],
     ) -> None:
         """One event on the Autoscaler per request, and TriggeredScaleUp on its pods."""

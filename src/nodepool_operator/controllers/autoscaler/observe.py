@@ -32,10 +32,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from nodepool_operator.api import autoscaler as nas
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import autoscaler as autoscaler_api
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import quantity
-from nodepool_operator.api import scalerequest as sr
+from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.controllers.autoscaler import constraints, fit, plan, simulation
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.handoff import RequestLedger
@@ -269,23 +269,23 @@ def _taints(raw: Iterable[Mapping[str, Any]]) -> tuple[constraints.Taint, ...]:
     )
 
 
-def _template_taints(template: np.NodeTemplate) -> tuple[constraints.Taint, ...]:
+def _template_taints(template: nodepool_api.NodeTemplate) -> tuple[constraints.Taint, ...]:
     return tuple(constraints.Taint(t.key, t.value or "", t.effect) for t in template.taints)
 
 
 def _upcoming(
-    pool: str, template: np.NodeTemplate, taken: Iterable[str]
+    pool: str, template: nodepool_api.NodeTemplate, taken: Iterable[str]
 ) -> Callable[[int], tuple[str, Mapping[str, str]]]:
     """Names and labels of the nodes the pool registers next, in the order it creates them."""
-    names = np.vm_names(pool, taken)
+    names = nodepool_api.vm_names(pool, taken)
     known: list[str] = []
 
     def upcoming(k: int) -> tuple[str, Mapping[str, str]]:
         while len(known) <= k:
             known.append(next(names))
         name = known[k]
-        labels = np.node_labels(pool, template, zone=np.zone_of(name, template))
-        return name, {**labels, np.HOSTNAME_LABEL: name}
+        labels = nodepool_api.node_labels(pool, template, zone=nodepool_api.zone_of(name, template))
+        return name, {**labels, nodepool_api.HOSTNAME_LABEL: name}
 
     return upcoming
 
@@ -331,7 +331,9 @@ class Observer:
 
     # -- one Autoscaler's view ------------------------------------------------------------
 
-    async def observe(self, name: str, spec: nas.AutoscalerSpec) -> Observation | Conflict | None:
+    async def observe(
+        self, name: str, spec: autoscaler_api.AutoscalerSpec
+    ) -> Observation | Conflict | None:
         """The Autoscaler's part of the plan; None when its pool does not exist."""
         world, outcome, stale = await self._current(name)  # shared by every Autoscaler
         owner = world.owners.get(spec.node_pool_name)
@@ -389,10 +391,10 @@ class Observer:
         for node in self.nodes.items():
             if k8s_nodes.is_ready(node):
                 continue
-            pool = self.pools.get(np.pool_of(node) or "")
+            pool = self.pools.get(nodepool_api.pool_of(node) or "")
             if pool is None:
                 continue
-            spec = np.spec_of(pool)
+            spec = nodepool_api.spec_of(pool)
             if k8s_nodes.is_unhealthy(
                 node,
                 now=now,
@@ -429,13 +431,13 @@ class Observer:
 
     # -- the shared plan ------------------------------------------------------------------
 
-    def _owners(self) -> dict[str, tuple[str, nas.AutoscalerSpec]]:
-        found: dict[str, tuple[tuple[str, str], str, nas.AutoscalerSpec]] = {}
+    def _owners(self) -> dict[str, tuple[str, autoscaler_api.AutoscalerSpec]]:
+        found: dict[str, tuple[tuple[str, str], str, autoscaler_api.AutoscalerSpec]] = {}
         for autoscaler in self.autoscalers.items():
             meta = autoscaler["metadata"]
             if meta.get("deletionTimestamp"):
                 continue
-            spec = nas.spec_of(autoscaler)
+            spec = autoscaler_api.spec_of(autoscaler)
             age = (str(meta.get("creationTimestamp", "")), str(meta["name"]))
             held = found.get(spec.node_pool_name)
             if held is None or age < held[0]:
@@ -458,7 +460,9 @@ class Observer:
         for pool in self.pools.items():
             name = str(pool["metadata"]["name"])
             if name not in pools:  # no Autoscaler: its nodes still take pods, it does not grow
-                existing.extend(self._nodes(name, np.spec_of(pool).template, keep=None)[0])
+                existing.extend(
+                    self._nodes(name, nodepool_api.spec_of(pool).template, keep=None)[0]
+                )
         pending, nominated, waiting = self._pending(owners.values())
         return _Gathered(
             pools=pools,
@@ -474,7 +478,7 @@ class Observer:
         )
 
     def _pending(
-        self, owners: Iterable[tuple[str, nas.AutoscalerSpec]]
+        self, owners: Iterable[tuple[str, autoscaler_api.AutoscalerSpec]]
     ) -> tuple[list[tuple[Object, PodProfile | str]], list[tuple[PodProfile, str]], list[Object]]:
         namespaces: set[str] = set()
         everything = False
@@ -538,7 +542,7 @@ class Observer:
         self, pool: Object, *, namespaces: Sequence[str]
     ) -> tuple[_Pool, simulation.PoolTemplate, list[simulation.ExistingNode]]:
         name = str(pool["metadata"]["name"])
-        spec = np.spec_of(pool)
+        spec = nodepool_api.spec_of(pool)
         views = self._requests(name)
         basis = plan.base_target(
             target=spec.target_nodes,
@@ -565,7 +569,7 @@ class Observer:
             name=name,
             weight=spec.weight,
             taints=_template_taints(spec.template),
-            allocatable=np.template_allocatable(spec.template),
+            allocatable=nodepool_api.template_allocatable(spec.template),
             upcoming=_upcoming(name, spec.template, usage.registered),
             in_flight=max(0, target - len(usage.registered)),
             headroom=max(0, spec.max_nodes - target),
@@ -589,12 +593,12 @@ class Observer:
         visible = self.ledger.visible(pool, cached, cache_version=self.requests.resource_version)
         views = []
         for request in visible:
-            meta, status = request["metadata"], sr.status_of(request)
+            meta, status = request["metadata"], scalerequest_api.status_of(request)
             views.append(
                 plan.RequestView(
                     name=str(meta["name"]),
                     created=str(meta.get("creationTimestamp", "")),
-                    target=sr.spec_of(request).target_nodes,
+                    target=scalerequest_api.spec_of(request).target_nodes,
                     phase=status.phase,
                     applied=status.applied_target_nodes,
                     version=str(meta.get("resourceVersion", "")),
@@ -603,14 +607,14 @@ class Observer:
         return views
 
     def _nodes(
-        self, pool: str, template: np.NodeTemplate, *, keep: int | None
+        self, pool: str, template: nodepool_api.NodeTemplate, *, keep: int | None
     ) -> tuple[list[simulation.ExistingNode], _Usage]:
         """The pool's nodes as the simulation sees them, and what scale-down needs of them.
 
         With ``keep`` below the registered nodes, the ones the NodePool controller removes
         first (cordoned, then not Ready, then the emptiest) are left out: they are going.
         """
-        fallback = np.template_allocatable(template)
+        fallback = nodepool_api.template_allocatable(template)
         live = [
             n
             for n in self.nodes.by_index(NODES_BY_POOL, pool)
@@ -646,8 +650,8 @@ class Observer:
                     pool=pool,
                     labels={
                         **(node["metadata"].get("labels") or {}),
-                        np.HOSTNAME_LABEL: (node["metadata"].get("labels") or {}).get(
-                            np.HOSTNAME_LABEL, name
+                        nodepool_api.HOSTNAME_LABEL: (node["metadata"].get("labels") or {}).get(
+                            nodepool_api.HOSTNAME_LABEL, name
                         ),
                     },
                     taints=_taints((node.get("spec") or {}).get("taints") or ()),

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nodepool_operator.api import autoscaler as nas
+from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.controllers.autoscaler import plan
 from nodepool_operator.controllers.autoscaler.observe import Conflict, Observation
 from nodepool_operator.runtime import conditions
@@ -28,12 +28,12 @@ def autoscaler_status(
     autoscaler: Object,
     seen: Observation | Conflict | None,
     decision: plan.Decision | None,
-    last_request: nas.LastScaleRequest | None,
+    last_request: autoscaler_api.LastScaleRequest | None,
     now: str,
 ) -> dict[str, Any]:
     """The full status the Autoscaler should have; equal inputs give an equal status."""
     generation = int(autoscaler["metadata"].get("generation", 0))
-    spec = nas.spec_of(autoscaler)
+    spec = autoscaler_api.spec_of(autoscaler)
     pool = spec.node_pool_name
     found = conditions.ConditionList(
         (autoscaler.get("status") or {}).get("conditions"),
@@ -91,7 +91,7 @@ def decision_line(
     decision: plan.Decision,
     *,
     warned: int,
-    made: nas.LastScaleRequest | None,
+    made: autoscaler_api.LastScaleRequest | None,
 ) -> str:
     """The key=value fields of the one log line a decision gets."""
     pool = seen.pool

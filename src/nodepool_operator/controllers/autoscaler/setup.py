@@ -6,7 +6,7 @@ them, so the process keeps one WATCH of each; the Autoscaler adds its own indexe
 
 from __future__ import annotations
 
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers import cached
 from nodepool_operator.controllers.autoscaler import watches
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
@@ -30,7 +30,9 @@ def setup(manager: Manager, *, config: AutoscalerConfig) -> Controller:
     cache = manager.cache
     autoscalers = cache.informer(AUTOSCALERS)
     pools = cache.informer(NODEPOOLS)
-    nodes = cache.informer(kinds.NODES, label_selector=np.POOL_LABEL, transform=cached.node_fields)
+    nodes = cache.informer(
+        kinds.NODES, label_selector=nodepool_api.POOL_LABEL, transform=cached.node_fields
+    )
     pods = cache.informer(kinds.PODS, transform=cached.pod_fields)
     requests = cache.informer(SCALEREQUESTS)
     daemon_sets = cache.informer(kinds.DAEMONSETS)

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers.autoscaler.constraints import (
     UNSCHEDULABLE_TAINT,
     AffinityTerm,
@@ -55,8 +55,8 @@ __all__ = [
     "simulate",
 ]
 
-HOSTNAME_LABEL: Final = np.HOSTNAME_LABEL
-_TOPOLOGY_LABELS: Final = frozenset({np.ZONE_LABEL, np.REGION_LABEL})
+HOSTNAME_LABEL: Final = nodepool_api.HOSTNAME_LABEL
+_TOPOLOGY_LABELS: Final = frozenset({nodepool_api.ZONE_LABEL, nodepool_api.REGION_LABEL})
 _NOT_FOUND: Final = -1
 _MAIN: Final = ("cpu", "memory", "pods")
 #: Rounds of the simulation when pods spread over topology (see ``simulate``).

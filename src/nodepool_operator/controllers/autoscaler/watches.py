@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Final
 
-from nodepool_operator.api import autoscaler as nas
-from nodepool_operator.api import nodepool as np
-from nodepool_operator.api import scalerequest as sr
+from nodepool_operator.api import autoscaler as autoscaler_api
+from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.controllers.autoscaler import fit
 from nodepool_operator.runtime import nodes as k8s_nodes
 from nodepool_operator.runtime import pods
@@ -77,14 +77,14 @@ def node_state(node: Object) -> Hashable:
         k8s_nodes.is_ready(node),
         bool((node.get("spec") or {}).get("unschedulable")),
         tuple(sorted((status.get("allocatable") or {}).items())),
-        np.pool_of(node),
+        nodepool_api.pool_of(node),
         bool(node["metadata"].get("deletionTimestamp")),
     )
 
 
 def request_state(request: Object) -> Hashable:
     """The NodePool controller's answer to a request."""
-    status = sr.status_of(request)
+    status = scalerequest_api.status_of(request)
     return (status.phase, status.applied_target_nodes)
 
 
@@ -124,13 +124,13 @@ class Triggers:
         # whatever namespace they watch.
         node_name = (pod.get("spec") or {}).get("nodeName")
         node = self.nodes.get(str(node_name)) if node_name else None
-        pool = np.pool_of(node) if node is not None else None
+        pool = nodepool_api.pool_of(node) if node is not None else None
         if pool is not None:
             found.extend(self.autoscalers.by_index(POOL_INDEX, pool))
         return _keys(found)
 
     def of_node(self, node: Object) -> list[Request]:
-        pool = np.pool_of(node)
+        pool = nodepool_api.pool_of(node)
         return self.for_pool(pool) if pool else []
 
     def of_pool(self, pool: Object) -> list[Request]:
@@ -148,8 +148,8 @@ class Triggers:
         """The batch window of an Autoscaler (the default while it is not in the cache)."""
         autoscaler = self.autoscalers.get(key.name)
         if autoscaler is None:
-            return nas.DEFAULT_BATCH_WINDOW_SECONDS
-        return nas.spec_of(autoscaler).batch_window_seconds
+            return autoscaler_api.DEFAULT_BATCH_WINDOW_SECONDS
+        return autoscaler_api.spec_of(autoscaler).batch_window_seconds
 
 
 def _generation(obj: Object) -> Hashable:

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import (
     CloudError,
     CloudProvider,
@@ -203,8 +203,8 @@ class PoolActions:
                 type="Warning",
                 reason="NodeNotOwned",
                 message=(
-                    f"node {node_name} carries the label {np.POOL_LABEL}={name} but is not "
-                    "owned by this pool; it is left alone"
+                    f"node {node_name} carries the label {nodepool_api.POOL_LABEL}={name} "
+                    "but is not owned by this pool; it is left alone"
                 ),
             )
         told.intersection_update(strangers)
@@ -234,7 +234,7 @@ class PoolActions:
     async def converge(
         self,
         pool: Object,
-        spec: np.NodePoolSpec,
+        spec: nodepool_api.NodePoolSpec,
         desired: int,
         *,
         may_create: bool = True,
@@ -285,7 +285,7 @@ class PoolActions:
     async def _tend(
         self,
         pool: Object,
-        spec: np.NodePoolSpec,
+        spec: nodepool_api.NodePoolSpec,
         owned: Sequence[Object],
         every_vm: Sequence[VirtualMachine],
         *,
@@ -306,7 +306,7 @@ class PoolActions:
     async def _launch(
         self,
         pool: Object,
-        spec: np.NodePoolSpec,
+        spec: nodepool_api.NodePoolSpec,
         view: plan.PoolView,
         every_vm: Sequence[VirtualMachine],
         missing: int,
@@ -325,7 +325,12 @@ class PoolActions:
         return view
 
     def _unregistered(
-        self, vm: VirtualMachine, view: plan.PoolView, spec: np.NodePoolSpec, *, now: float
+        self,
+        vm: VirtualMachine,
+        view: plan.PoolView,
+        spec: nodepool_api.NodePoolSpec,
+        *,
+        now: float,
     ) -> bool:
         """Running, its Node asked for more than the registration timeout ago, and still
         no Node (its create keeps being refused, or it is removed over and over)."""
@@ -338,7 +343,7 @@ class PoolActions:
         )
 
     async def _repair(
-        self, pool: Object, spec: np.NodePoolSpec, view: plan.PoolView, vm: VmName
+        self, pool: Object, spec: nodepool_api.NodePoolSpec, view: plan.PoolView, vm: VmName
     ) -> drain.DrainProgress:
         """Replace a broken Node: drained as far as the drain rules allow, then its VM and
         the Node go; the size check then creates a new VM under the normal naming."""
@@ -415,7 +420,7 @@ class PoolActions:
         return vm.state == VmState.DELETING
 
     async def _register_nodes(
-        self, pool: Object, spec: np.NodePoolSpec, view: plan.PoolView
+        self, pool: Object, spec: nodepool_api.NodePoolSpec, view: plan.PoolView
     ) -> tuple[str, str] | None:
         """Create the Node of each running VM that has none; (reason, message) when the
         API server refuses one for good (422)."""
@@ -429,7 +434,7 @@ class PoolActions:
         return await self._register(pool, spec, [vm for vm in view.vms if vm.name in waiting])
 
     async def _register(
-        self, pool: Object, spec: np.NodePoolSpec, vms: Sequence[VirtualMachine]
+        self, pool: Object, spec: nodepool_api.NodePoolSpec, vms: Sequence[VirtualMachine]
     ) -> tuple[str, str] | None:
         """Create the Nodes of the running VMs among ``vms`` (which have none) unless
         created a moment ago (an expectation), a bounded number at a time, so
@@ -465,7 +470,7 @@ class PoolActions:
         return next((answer for answer in answers if answer is not None), None)
 
     async def _create_node(
-        self, pool: Object, spec: np.NodePoolSpec, vm: VirtualMachine, *, now: float
+        self, pool: Object, spec: nodepool_api.NodePoolSpec, vm: VirtualMachine, *, now: float
     ) -> tuple[str, str] | None:
         """Register ``vm`` as a Node; (reason, message) if the API server refuses it."""
         body = node_ops.node_manifest(
@@ -500,7 +505,7 @@ class PoolActions:
     async def _scale_up(
         self,
         pool: Object,
-        spec: np.NodePoolSpec,
+        spec: nodepool_api.NodePoolSpec,
         view: plan.PoolView,
         every_vm: Sequence[VirtualMachine],
         missing: int,
@@ -531,7 +536,7 @@ class PoolActions:
                 cpu=template.cpu,
                 memory=template.memory,
                 pods=template.pods,
-                zone=np.zone_of(vm_name, template),
+                zone=nodepool_api.zone_of(vm_name, template),
                 pool_uid=pool["metadata"].get("uid"),
                 launch=template.provider,
             )
@@ -557,7 +562,7 @@ class PoolActions:
         return launched
 
     async def _scale_down(
-        self, pool: Object, spec: np.NodePoolSpec, view: plan.PoolView, excess: int
+        self, pool: Object, spec: nodepool_api.NodePoolSpec, view: plan.PoolView, excess: int
     ) -> drain.DrainProgress:
         victims = plan.pick_victims(view, excess)
         fresh = [v for v in victims if v not in view.draining]
@@ -581,7 +586,12 @@ class PoolActions:
         return _combined(progress)
 
     async def _remove_drained(
-        self, pool: Object, spec: np.NodePoolSpec, node: Mapping[str, Any], *, vm: VmName | None
+        self,
+        pool: Object,
+        spec: nodepool_api.NodePoolSpec,
+        node: Mapping[str, Any],
+        *,
+        vm: VmName | None,
     ) -> drain.DrainProgress:
         """One drain pass over ``node``; once it is done, its VM and then the Node go."""
         node_name = str(node["metadata"]["name"])
@@ -615,7 +625,7 @@ class PoolActions:
     async def tear_down(self, pool: Object) -> tuple[int, drain.DrainProgress]:
         """Drain and remove every Node and VM of a pool being deleted: how many remain,
         and how the drains stand."""
-        spec = np.spec_of(pool)
+        spec = nodepool_api.spec_of(pool)
         owned = self.owned_nodes(pool)
         vms = {vm.name: vm for vm in await self.list_vms(pool, owned)}
         progress = []
@@ -630,7 +640,9 @@ class PoolActions:
         return len(vms) + len(self.owned_nodes(pool)), _combined(progress)
 
 
-def _unhealthy(view: plan.PoolView, spec: np.NodePoolSpec, *, now: float) -> frozenset[str]:
+def _unhealthy(
+    view: plan.PoolView, spec: nodepool_api.NodePoolSpec, *, now: float
+) -> frozenset[str]:
     return frozenset(
         name
         for name, node in view.nodes.items()
@@ -643,7 +655,9 @@ def _unhealthy(view: plan.PoolView, spec: np.NodePoolSpec, *, now: float) -> fro
     )
 
 
-def _turns_unhealthy_in(view: plan.PoolView, spec: np.NodePoolSpec, now: float) -> float | None:
+def _turns_unhealthy_in(
+    view: plan.PoolView, spec: nodepool_api.NodePoolSpec, now: float
+) -> float | None:
     """Seconds until a Node not Ready now passes its timeout by time alone (no event
     comes then), so the repair is not left to the next resync."""
     waits = []

@@ -10,9 +10,9 @@ from __future__ import annotations
 import datetime
 import logging
 
-from nodepool_operator.api import nodepool as np
-from nodepool_operator.api import scalerequest as sr
-from nodepool_operator.controllers.nodepool import requests
+from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import scalerequest as scalerequest_api
+from nodepool_operator.controllers.nodepool import request_handling
 from nodepool_operator.controllers.resources import REQUESTS_BY_POOL, SCALEREQUESTS
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import errors
@@ -55,7 +55,7 @@ class RequestAnswers:
         pending = await self._still_pending(self._unanswered(name, pool_requests))
         if not pending:
             return False
-        decision = await requests.apply_pending(
+        decision = await request_handling.apply_pending(
             client=self.client, statuses=self.status, pool_name=name, pending=pending
         )
         self._remember(name, pending)
@@ -71,7 +71,7 @@ class RequestAnswers:
             pending[-1]["metadata"]["name"],
             decision.message,
         )
-        return decision.target != np.spec_of(pool).target_nodes
+        return decision.target != nodepool_api.spec_of(pool).target_nodes
 
     async def answer_orphans(self, name: str) -> tuple[bool, float | None]:
         """Reject the pending requests for ``name``, a pool the cache does not have.
@@ -84,10 +84,10 @@ class RequestAnswers:
         orphans = self.of_pool(name)
         pending = self._unanswered(name, orphans)
         if pending:
-            if await requests.pool_exists(self.client, name):
+            if await request_handling.pool_exists(self.client, name):
                 return True, None
-            message = requests.missing_pool(name)
-            await requests.reject(self.status, pending, message)
+            message = request_handling.missing_pool(name)
+            await request_handling.reject(self.status, pending, message)
             self._remember(name, pending)
             log.info(
                 "event=scale-request-rejected requests=%s message=%r",
@@ -102,10 +102,10 @@ class RequestAnswers:
     async def delete_expired(self, pool_requests: list[Object]) -> float | None:
         """Delete finished requests past retention; seconds until the next one expires."""
         now = datetime.datetime.fromtimestamp(self.wall_clock.time(), datetime.UTC)
-        expired, next_expiry = requests.expired_requests(
+        expired, next_expiry = request_handling.expired_requests(
             pool_requests, now=now, retention=self.retention
         )
-        await requests.delete_requests(self.client, expired)
+        await request_handling.delete_requests(self.client, expired)
         return next_expiry
 
     async def _still_pending(self, pending: list[Object]) -> list[Object]:
@@ -132,8 +132,12 @@ class RequestAnswers:
         still_pending = {r["metadata"]["uid"] for r in every if _is_pending(r)}
         answered = self._answered.get(pool, set()) & still_pending
         self._answered[pool] = answered
-        return [r for r in requests.pending_requests(every) if r["metadata"]["uid"] not in answered]
+        return [
+            r
+            for r in request_handling.pending_requests(every)
+            if r["metadata"]["uid"] not in answered
+        ]
 
 
 def _is_pending(obj: Object) -> bool:
-    return sr.status_of(obj).phase == "Pending"
+    return scalerequest_api.status_of(obj).phase == "Pending"

@@ -18,7 +18,7 @@ import logging
 import zlib
 from typing import Any, Protocol
 
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import PermanentCloudError, VmState
 from nodepool_operator.controllers.nodepool import actions, answers, backoff, drain, plan, report
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
@@ -46,7 +46,7 @@ class PoolSteps(Protocol):
     async def converge(
         self,
         pool: Object,
-        spec: np.NodePoolSpec,
+        spec: nodepool_api.NodePoolSpec,
         desired: int,
         *,
         may_create: bool = True,
@@ -114,7 +114,7 @@ class NodePoolReconciler:
         pool_requests = self.answers.of_pool(request.name)
         if await self.answers.answer(pool, pool_requests):
             return Result()  # the spec write (or the pool's deletion) brings an event soon
-        spec = np.spec_of(pool)
+        spec = nodepool_api.spec_of(pool)
         desired = plan.desired_nodes(spec)
         try:
             view, pause = await self._step(pool, spec, desired)
@@ -136,7 +136,7 @@ class NodePoolReconciler:
         return Result(requeue_after=next_expiry)
 
     async def _step(
-        self, pool: Object, spec: np.NodePoolSpec, desired: int
+        self, pool: Object, spec: nodepool_api.NodePoolSpec, desired: int
     ) -> tuple[plan.PoolView | None, backoff.Pause | None]:
         """One step towards ``desired``: what was observed (None if the cloud refused the
         step) and the cloud pause in force afterwards, if any."""

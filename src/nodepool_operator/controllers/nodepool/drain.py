@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers.nodepool import nodes as node_ops
 from nodepool_operator.controllers.nodepool import plan
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
@@ -70,8 +70,8 @@ def is_do_not_disrupt(obj: Mapping[str, Any]) -> bool:
     """A pod (or Node) its owner asked us not to disrupt: ours, or cluster-autoscaler's."""
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
     return (
-        annotations.get(np.DO_NOT_DISRUPT_ANNOTATION) == "true"
-        or annotations.get(np.SAFE_TO_EVICT_ANNOTATION) == "false"
+        annotations.get(nodepool_api.DO_NOT_DISRUPT_ANNOTATION) == "true"
+        or annotations.get(nodepool_api.SAFE_TO_EVICT_ANNOTATION) == "false"
     )
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import VirtualMachine
 from nodepool_operator.controllers.nodepool import plan
 from nodepool_operator.runtime import conditions, kinds
@@ -34,11 +34,18 @@ KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 
 
 def node_manifest(
-    *, pool: Mapping[str, Any], vm: VirtualMachine, template: np.NodeTemplate, simulated: bool
+    *,
+    pool: Mapping[str, Any],
+    vm: VirtualMachine,
+    template: nodepool_api.NodeTemplate,
+    simulated: bool,
 ) -> Object:
     name = str(pool["metadata"]["name"])
-    zone = np.zone_of(vm.name, template)
-    labels = {**np.node_labels(name, template, zone=zone), np.HOSTNAME_LABEL: vm.name}
+    zone = nodepool_api.zone_of(vm.name, template)
+    labels = {
+        **nodepool_api.node_labels(name, template, zone=zone),
+        nodepool_api.HOSTNAME_LABEL: vm.name,
+    }
     spec: dict[str, Any] = {"providerID": vm.provider_id}
     if template.taints:
         spec["taints"] = [taint.to_dict() for taint in template.taints]
@@ -51,8 +58,8 @@ def node_manifest(
             "annotations": {KWOK_ANNOTATION: "fake"} if simulated else {},
             "ownerReferences": [
                 {
-                    "apiVersion": np.API_VERSION,
-                    "kind": np.KIND,
+                    "apiVersion": nodepool_api.API_VERSION,
+                    "kind": nodepool_api.KIND,
                     "name": name,
                     "uid": pool["metadata"]["uid"],
                     "blockOwnerDeletion": False,
@@ -61,8 +68,8 @@ def node_manifest(
         },
         "spec": spec,
         "status": {
-            "capacity": quantities(np.template_capacity(template)),
-            "allocatable": quantities(np.template_allocatable(template)),
+            "capacity": quantities(nodepool_api.template_capacity(template)),
+            "allocatable": quantities(nodepool_api.template_allocatable(template)),
         },
     }
 

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from nodepool_operator.api import nodepool as np
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import VirtualMachine, VmName, VmState
 from nodepool_operator.runtime import conditions, nodes
 
@@ -40,13 +40,13 @@ SCALE_DOWN_ANNOTATION = "nodepool.dev/scale-down"
 VM_DELETED_ANNOTATION = "nodepool.dev/vm-deleted"
 
 
-def desired_nodes(spec: np.NodePoolSpec) -> int:
+def desired_nodes(spec: nodepool_api.NodePoolSpec) -> int:
     """The target, kept within [minNodes, maxNodes] (CEL already refuses target > max)."""
     return max(spec.min_nodes, min(spec.target_nodes, spec.max_nodes))
 
 
 def names_to_create(pool: str, existing: Iterable[str], count: int) -> list[VmName]:
-    return [VmName(name) for name in itertools.islice(np.vm_names(pool, existing), count)]
+    return [VmName(name) for name in itertools.islice(nodepool_api.vm_names(pool, existing), count)]
 
 
 def is_draining(node: Mapping[str, Any]) -> bool:
@@ -135,7 +135,7 @@ class RequestDecision:
 
 
 def decide_request(
-    spec: np.NodePoolSpec, requested: int, *, based_on: int | None = None
+    spec: nodepool_api.NodePoolSpec, requested: int, *, based_on: int | None = None
 ) -> RequestDecision:
     """What a request for ``requested`` nodes does to a pool whose spec is ``spec``.
 
@@ -215,7 +215,7 @@ def pool_status(
         "scaleOperation": "active" if active else "inactive",
         "currentNodes": current,
         "readyNodes": ready,
-        "selector": np.pool_selector(str(meta["name"])),
+        "selector": nodepool_api.pool_selector(str(meta["name"])),
         "conditions": found.items,
     }
 

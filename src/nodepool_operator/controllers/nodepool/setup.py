@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 
-from nodepool_operator.api import nodepool as np
-from nodepool_operator.api import scalerequest as sr
+from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.cloud.provider import CloudProvider
 from nodepool_operator.controllers import cached
 from nodepool_operator.controllers.nodepool import actions, plan
@@ -38,11 +38,11 @@ class DeletionStarted(GenerationChanged):
 
 
 def _pool_of_request(obj: Object) -> list[Request]:
-    return [Request(name=sr.spec_of(obj).node_pool_name)]
+    return [Request(name=scalerequest_api.spec_of(obj).node_pool_name)]
 
 
 def _pool_of_node(obj: Object) -> list[Request]:
-    pool = np.pool_of(obj)
+    pool = nodepool_api.pool_of(obj)
     return [Request(name=pool)] if pool else []
 
 
@@ -93,7 +93,9 @@ def setup(manager: Manager, *, cloud: CloudProvider, config: NodePoolConfig) -> 
     client = manager.client.for_manager(f"{NAME}-controller")
     cache = manager.cache
     pools = cache.informer(NODEPOOLS)
-    nodes = cache.informer(kinds.NODES, label_selector=np.POOL_LABEL, transform=cached.node_fields)
+    nodes = cache.informer(
+        kinds.NODES, label_selector=nodepool_api.POOL_LABEL, transform=cached.node_fields
+    )
     pods = cache.informer(kinds.PODS, transform=cached.pod_fields)
     scale_requests = cache.informer(SCALEREQUESTS)
     add_shared_indexes(nodes=nodes, pods_=pods, requests=scale_requests)

@@ -22,8 +22,8 @@ import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nodepool_operator.api import nodepool as np
-from nodepool_operator.api import scalerequest as sr
+from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.controllers.nodepool import plan
 from nodepool_operator.controllers.resources import NODEPOOLS, SCALEREQUESTS
 from nodepool_operator.runtime import errors, retry, versions
@@ -61,7 +61,8 @@ def pending_requests(requests: Sequence[Object]) -> list[Object]:
     pending = [
         r
         for r in requests
-        if sr.status_of(r).phase == "Pending" and not r["metadata"].get("deletionTimestamp")
+        if scalerequest_api.status_of(r).phase == "Pending"
+        and not r["metadata"].get("deletionTimestamp")
     ]
     return sorted(pending, key=lambda r: (_created(r), _resource_version(r), r["metadata"]["name"]))
 
@@ -86,7 +87,7 @@ async def apply_pending(
     """Answer ``pending`` (oldest first); the decision on the newest, or None when the
     pool turned out not to exist (every request is then Rejected)."""
     newest = pending[-1]
-    request = sr.spec_of(newest)
+    request = scalerequest_api.spec_of(newest)
 
     async def write_target() -> plan.RequestDecision | None:
         try:
@@ -94,7 +95,9 @@ async def apply_pending(
         except errors.NotFound:
             return None  # deleted since the cache showed it
         decision = plan.decide_request(
-            np.spec_of(fresh), request.target_nodes, based_on=request.based_on_target_nodes
+            nodepool_api.spec_of(fresh),
+            request.target_nodes,
+            based_on=request.based_on_target_nodes,
         )
         if decision.target != fresh["spec"].get("targetNodes"):
             fresh["spec"]["targetNodes"] = decision.target
@@ -142,7 +145,9 @@ def expired_requests(
     expired: list[Object] = []
     next_expiry: float | None = None
     for request in requests:
-        if sr.status_of(request).phase == "Pending" or request["metadata"].get("deletionTimestamp"):
+        if scalerequest_api.status_of(request).phase == "Pending" or request["metadata"].get(
+            "deletionTimestamp"
+        ):
             continue
         created = datetime.datetime.fromisoformat(_created(request).replace("Z", "+00:00"))
         age = (now - created).total_seconds()
