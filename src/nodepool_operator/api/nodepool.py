@@ -82,6 +82,7 @@ __all__ = [
     "template_allocatable",
     "template_capacity",
     "vm_names",
+    "within_bounds",
     "zone_of",
 ]
 
@@ -127,6 +128,16 @@ TAINT_EFFECTS: Final[tuple[TaintEffect, ...]] = get_args(TaintEffect)
 
 ScaleOperation = Literal["inactive", "active"]
 SCALE_OPERATIONS: Final[tuple[ScaleOperation, ...]] = get_args(ScaleOperation)
+
+
+def within_bounds(nodes: int, *, min_nodes: int, max_nodes: int) -> int:
+    """``nodes`` brought within [minNodes, maxNodes] (minNodes wins if they cross).
+
+    The one rule for a pool's node count: the NodePool controller applies it to
+    ``targetNodes`` and to every ScaleRequest it applies, and the Autoscaler applies it
+    when it predicts what a request it handed over will set.
+    """
+    return max(min_nodes, min(nodes, max_nodes))
 
 
 def pool_selector(name: str) -> str:

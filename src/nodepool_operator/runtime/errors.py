@@ -42,6 +42,8 @@ from typing import Any, ClassVar
 import aiohttp
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from nodepool_operator import pacing
+
 __all__ = [
     "AlreadyExists",
     "ApiError",
@@ -323,7 +325,7 @@ def _build(
     raw_details = status.get("details")
     details: Mapping[str, Any] = raw_details if isinstance(raw_details, Mapping) else {}
     cls = _BY_REASON.get(reason) or _class_for_status(code)
-    retry_after = _parse_retry_after(retry_after_header)
+    retry_after = pacing.parse_retry_after(retry_after_header, http_date=False)
     if retry_after is None:
         retry_after = _non_negative(details.get("retryAfterSeconds"))
     return cls(
@@ -381,16 +383,6 @@ def _header(headers: object, name: str) -> str | None:
                 value = candidate
                 break
     return value if isinstance(value, str) else None
-
-
-def _parse_retry_after(value: str | None) -> float | None:
-    # Kubernetes sends delta-seconds; an HTTP-date is ignored, as client-go does.
-    if value is None:
-        return None
-    try:
-        return _non_negative(float(value.strip()))
-    except ValueError:
-        return None
 
 
 def _non_negative(value: object) -> float | None:

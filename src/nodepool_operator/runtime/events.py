@@ -16,8 +16,9 @@ import logging
 from dataclasses import dataclass
 from typing import Literal
 
+from nodepool_operator import pacing
 from nodepool_operator.runtime import clock as clock_module
-from nodepool_operator.runtime import conditions, errors, kinds, metrics, ratelimit
+from nodepool_operator.runtime import conditions, errors, kinds, metrics
 from nodepool_operator.runtime.client import Client, Object
 from nodepool_operator.runtime.lru import Bounded
 
@@ -59,7 +60,7 @@ class EventRecorder:
         self.wall_clock = wall_clock or clock_module.RealWallClock()
         # Both bounded, least recently used first out (client-go keeps 4096 as well): one
         # entry per object and per distinct event would otherwise grow for ever.
-        self._buckets: Bounded[str, ratelimit.TokenBucket] = Bounded(CACHE_SIZE)
+        self._buckets: Bounded[str, pacing.TokenBucket] = Bounded(CACHE_SIZE)
         self._seen: Bounded[tuple[str, str, str, str], _Seen] = Bounded(CACHE_SIZE)
         self.dropped = 0
 
@@ -84,8 +85,8 @@ class EventRecorder:
     def _take_token(self, uid: str) -> bool:
         bucket = self._buckets.get(uid)
         if bucket is None:
-            bucket = ratelimit.TokenBucket(
-                clock=self.clock, rate=1 / SPAM_REFILL_SECONDS, burst=SPAM_BURST
+            bucket = pacing.TokenBucket(
+                now=self.clock.now, rate=1 / SPAM_REFILL_SECONDS, burst=SPAM_BURST
             )
         self._buckets[uid] = bucket
         return bucket.allow()

@@ -27,8 +27,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from nodepool_operator.runtime import backoff, errors
+from nodepool_operator import pacing
 from nodepool_operator.runtime import clock as clock_module
+from nodepool_operator.runtime import errors
 from nodepool_operator.runtime.client import Client, Object, Resource
 
 __all__ = [
@@ -238,7 +239,7 @@ class Informer:
 
     @staticmethod
     def _backoff(failures: int) -> float:
-        return backoff.exponential(initial=BACKOFF_INITIAL, failures=failures, maximum=BACKOFF_MAX)
+        return pacing.exponential(initial=BACKOFF_INITIAL, failures=failures, maximum=BACKOFF_MAX)
 
     async def _list(self) -> None:
         fresh: dict[str, Object] = {}

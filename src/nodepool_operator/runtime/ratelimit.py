@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Generic, Protocol, TypeVar
 
-from nodepool_operator.runtime import backoff
+from nodepool_operator import pacing
 from nodepool_operator.runtime import clock as clock_
 
 __all__ = [
@@ -19,7 +19,6 @@ __all__ = [
     "ItemExponentialFailureRateLimiter",
     "MaxOfRateLimiter",
     "RateLimiter",
-    "TokenBucket",
     "default_controller_rate_limiter",
 ]
 
@@ -56,7 +55,7 @@ class ItemExponentialFailureRateLimiter(Generic[K]):
     def when(self, item: K) -> float:
         failures = self._failures.get(item, 0)
         self._failures[item] = failures + 1
-        return backoff.exponential(
+        return pacing.exponential(
             initial=self._base_delay, failures=failures, maximum=self._max_delay
         )
 
@@ -67,50 +66,11 @@ class ItemExponentialFailureRateLimiter(Generic[K]):
         return self._failures.get(item, 0)
 
 
-class TokenBucket:
-    """``burst`` tokens, refilled at ``rate`` per second (golang.org/x/time/rate's Limiter).
-
-    The bucket starts full. ``allow()`` takes a token only if one is there;
-    ``reserve()`` always takes one, borrowing from the future when none is left, and says
-    how long until that token exists, so later callers queue up behind earlier ones.
-    """
-
-    def __init__(self, *, clock: clock_.Clock, rate: float, burst: int) -> None:
-        if rate <= 0 or burst < 1:
-            raise ValueError("the rate must be positive and the burst at least 1")
-        self._clock = clock
-        self._rate = rate
-        self._burst = burst
-        self._tokens = float(burst)
-        self._last = clock.now()
-
-    def allow(self) -> bool:
-        """Take a token if one is available now (``Limiter.Allow``)."""
-        self._refill()
-        if self._tokens < 1:
-            return False
-        self._tokens -= 1.0
-        return True
-
-    def reserve(self) -> float:
-        """Take a token, and return the seconds until it exists (``Reserve().Delay()``)."""
-        self._refill()
-        # May go negative: the debt is the queue of reservations ahead of later callers.
-        self._tokens -= 1.0
-        return 0.0 if self._tokens >= 0 else -self._tokens / self._rate
-
-    def _refill(self) -> None:
-        now = self._clock.now()
-        if now > self._last:
-            self._tokens = min(float(self._burst), self._tokens + (now - self._last) * self._rate)
-            self._last = now
-
-
 class BucketRateLimiter(Generic[K]):
     """One token bucket shared by all keys: each ``when()`` reserves a token."""
 
     def __init__(self, *, clock: clock_.Clock, qps: float = 10.0, burst: int = 100) -> None:
-        self._bucket = TokenBucket(clock=clock, rate=qps, burst=burst)
+        self._bucket = pacing.TokenBucket(now=clock.now, rate=qps, burst=burst)
 
     def when(self, item: K) -> float:
         return self._bucket.reserve()

@@ -24,7 +24,7 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from nodepool_operator.runtime import backoff as backoff_
+from nodepool_operator import pacing
 from nodepool_operator.runtime import clock as clock_
 from nodepool_operator.runtime import errors
 
@@ -137,6 +137,6 @@ class _Stepper:
         return duration
 
     def _duration(self, taken: int) -> float:
-        return backoff_.exponential(
+        return pacing.exponential(
             initial=self._backoff.duration, failures=taken, factor=self._factor, maximum=math.inf
         )

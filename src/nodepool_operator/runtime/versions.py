@@ -12,12 +12,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["compare", "creation_order", "creation_order_of", "number"]
+__all__ = ["compare", "creation_order", "creation_order_of", "number", "sort_number"]
 
 
 def number(version: str) -> int | None:
     """The version as an integer, or None when it is not one."""
     return int(version) if version.isdigit() else None
+
+
+def sort_number(version: str) -> int:
+    """The version as a sort key: its number, and -1 (before every real version) when it
+    is not one. Every ordering of versions in the project falls back the same way."""
+    found = number(version)
+    return -1 if found is None else found
 
 
 def compare(version: str, other: str) -> int | None:
@@ -43,8 +50,7 @@ def creation_order(*, created: str, version: str, name: str) -> tuple[str, int, 
     must agree on "the newest" (the NodePool controller answering ScaleRequests, the
     Autoscaler predicting that answer) orders with this one key.
     """
-    found = number(version)
-    return (created, -1 if found is None else found, name)
+    return (created, sort_number(version), name)
 
 
 def creation_order_of(obj: Mapping[str, Any]) -> tuple[str, int, str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import email.utils
 import json
 
 import pytest
@@ -73,16 +72,6 @@ def test_server_status_maps_back_to_the_same_error_class(error: provider.CloudEr
     back = wire.error_for_status(status, body=wire.error_json(error.code, "x"), retry_after=3.0)
 
     assert type(back) is type(error)
-
-
-def test_retry_after_accepts_seconds_and_http_dates() -> None:
-    now = 1_750_000_000.0
-    date = email.utils.formatdate(now + 30, usegmt=True)
-
-    assert wire.parse_retry_after("3", now=now) == 3.0
-    assert wire.parse_retry_after(date, now=now) == 30.0
-    assert wire.parse_retry_after("soon", now=now) is None
-    assert wire.parse_retry_after(None) is None
 
 
 def test_faults_patch_with_null_clears_a_limit() -> None:

@@ -123,14 +123,3 @@ def test_negative_or_empty_settings_are_rejected() -> None:
         ratelimit.ItemExponentialFailureRateLimiter[str](base_delay=-1.0)
     with pytest.raises(ValueError, match="rate must be positive"):
         ratelimit.BucketRateLimiter[str](clock=clock_.FakeClock(), qps=0)
-
-
-async def test_a_token_bucket_allows_its_burst_then_one_per_refill() -> None:
-    clock = clock_.FakeClock()
-    bucket = ratelimit.TokenBucket(clock=clock, rate=0.5, burst=2)
-    assert [bucket.allow() for _ in range(3)] == [True, True, False]
-    await clock.advance(1.9)
-    assert not bucket.allow(), "a refused allow() takes no token and borrows nothing"
-    await clock.advance(0.1)
-    assert bucket.allow()
-    assert bucket.reserve() == pytest.approx(2.0), "reserve() borrows: the next token in 2 s"

@@ -7,6 +7,7 @@ the client never retries, because retry and backoff belong to the caller's workq
 from __future__ import annotations
 
 import json
+import time
 import urllib.parse
 from collections.abc import Callable, Mapping
 from types import TracebackType
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import aiohttp
 
-from nodepool_operator import USER_AGENT
+from nodepool_operator import USER_AGENT, pacing
 from nodepool_operator.cloud import credentials, provider
 from nodepool_operator.cloud.simcloud import wire
 
@@ -163,7 +164,9 @@ class SimCloudClient:
                 method, self._endpoint + path, json=json_body, params=params, headers=headers
             ) as response:
                 status = response.status
-                retry_after = wire.parse_retry_after(response.headers.get("Retry-After"))
+                retry_after = pacing.parse_retry_after(
+                    response.headers.get("Retry-After"), http_date=True, now=time.time
+                )
                 text = await response.text()
         except TimeoutError as e:
             raise provider.TransientCloudError(

@@ -51,6 +51,7 @@ from types import TracebackType
 
 from aiohttp import typedefs, web
 
+from nodepool_operator import pacing
 from nodepool_operator.cloud import credentials, provider
 from nodepool_operator.cloud.simcloud import store, wire
 
@@ -257,23 +258,6 @@ async def _serve_until_signalled(config: SimCloudConfig) -> None:
             loop.remove_signal_handler(sig)
 
 
-class _TokenBucket:
-    def __init__(self, *, rate: float, burst: int, now: float) -> None:
-        self._rate, self._burst = rate, burst
-        self._tokens, self._updated = float(burst), now
-
-    def take(self, now: float) -> float | None:
-        """``None`` if a token was taken, else the seconds until one will be there."""
-        # max(): the wall clock can step backwards; that must not drain the bucket.
-        elapsed = max(0.0, now - self._updated)
-        self._tokens = min(float(self._burst), self._tokens + elapsed * self._rate)
-        self._updated = now
-        if self._tokens >= 1.0:
-            self._tokens -= 1.0
-            return None
-        return (1.0 - self._tokens) / self._rate
-
-
 @dataclasses.dataclass(eq=False, kw_only=True)
 class _SimCloud:
     """The mutable state of one server: store, faults and counters."""
@@ -283,7 +267,7 @@ class _SimCloud:
     clock: store.WallClock
     rng: random.Random
     token: credentials.TokenFile | None = None
-    bucket: _TokenBucket | None = None
+    bucket: pacing.TokenBucket | None = None
     calls: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
     responses: collections.Counter[int] = dataclasses.field(default_factory=collections.Counter)
     responses_by_call: collections.defaultdict[str, collections.Counter[int]] = dataclasses.field(
@@ -302,10 +286,10 @@ class _SimCloud:
             self.bucket = (
                 None
                 if faults.rate_limit_per_second is None
-                else _TokenBucket(
+                else pacing.TokenBucket(
+                    now=self.clock,
                     rate=faults.rate_limit_per_second,
                     burst=faults.rate_limit_burst,
-                    now=self.clock(),
                 )
             )
 
@@ -413,8 +397,8 @@ async def _answer_with_faults(
     request: web.Request, handler: typedefs.Handler, *, sim: _SimCloud, faults: wire.Faults
 ) -> tuple[web.StreamResponse, str]:
     """The response to a ``/v1`` call once faults had their say, and which fault it was."""
-    wait = sim.bucket.take(sim.clock()) if sim.bucket is not None else None
-    if wait is not None:
+    if sim.bucket is not None and not sim.bucket.allow():
+        wait = sim.bucket.wait()
         response = _error_response(provider.RateLimited("rate limit exceeded", retry_after=wait))
         # Whole seconds, as RFC 9110 allows no fraction; rounding up never invites a
         # retry that is still too early.

@@ -17,9 +17,6 @@ An error is ``{"code": "QuotaExceeded", "message": "..."}`` with the status from
 from __future__ import annotations
 
 import dataclasses
-import email.utils
-import math
-import time
 from collections.abc import Mapping
 from typing import Final
 
@@ -33,7 +30,6 @@ __all__ = [
     "error_json",
     "machine_from_json",
     "machine_to_json",
-    "parse_retry_after",
     "status_for_error",
     "vm_from_json",
     "vm_to_json",
@@ -87,24 +83,6 @@ def error_for_status(
     if status == 409:
         return provider.VmConflict(text)
     return provider.PermanentCloudError(text, code=code or f"HTTP{status}")
-
-
-def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header: delay-seconds or an HTTP-date."""
-    if value is None:
-        return None
-    value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        seconds = when.timestamp() - (time.time() if now is None else now)
-    if math.isnan(seconds):
-        return None
-    return max(0.0, seconds)
 
 
 def machine_to_json(*, pool: str, spec: provider.MachineSpec) -> dict[str, object]:

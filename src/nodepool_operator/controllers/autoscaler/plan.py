@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers.autoscaler.simulation import PoolOutcome
 from nodepool_operator.runtime import versions
 
@@ -111,7 +112,7 @@ def base_target(
     was written after the pool, so it is newer than the cached pool) counts with the
     target it applied. This is what a new request states as its basis.
     """
-    base = max(min_nodes, min(target, max_nodes))
+    base = nodepool_api.within_bounds(target, min_nodes=min_nodes, max_nodes=max_nodes)
     behind = [
         r
         for r in requests
@@ -121,7 +122,7 @@ def base_target(
         and _newer(r.version, pool_version)
     ]
     if behind:
-        last = max(behind, key=lambda r: _version_number(r.version))
+        last = max(behind, key=lambda r: versions.sort_number(r.version))
         base = last.applied if last.applied is not None else base
     return base
 
@@ -131,21 +132,21 @@ def effective_target(
 ) -> int:
     """What the pool will have once the requests handed over are applied.
 
-    Mirrors how the NodePool controller applies the newest Pending request (the two
-    controllers share no code): a larger target is taken within maxNodes, a smaller one
-    within minNodes.
+    Mirrors how the NodePool controller applies the newest Pending request; the two
+    controllers import nothing of each other, so they share the rule through the lower
+    layers: the newest by ``versions.creation_order`` and its target brought
+    ``within_bounds`` of the pool.
     """
     pending = [r for r in requests if r.phase == "Pending"]
     if not pending:
         return base
     # Up or down, the NodePool controller sets the newest request's target within the
     # bounds, whatever the target was before.
-    newest = max(pending, key=lambda r: (r.created, _version_number(r.version), r.name))
-    return max(min_nodes, min(newest.target, max_nodes))
-
-
-def _version_number(version: str) -> int:
-    return versions.number(version) or 0
+    newest = max(
+        pending,
+        key=lambda r: versions.creation_order(created=r.created, version=r.version, name=r.name),
+    )
+    return nodepool_api.within_bounds(newest.target, min_nodes=min_nodes, max_nodes=max_nodes)
 
 
 def scale_down_blocker(pool: PoolFacts, *, enabled: bool, pending_fitting: int) -> str | None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nodepool_operator import pacing
 from nodepool_operator.cloud.provider import PermanentCloudError
 
 __all__ = ["CloudBackoff", "Pause"]
@@ -60,7 +61,9 @@ class CloudBackoff:
         previous = self._pauses.get(pool)
         repeats = previous is not None and previous.generation == generation
         failures = previous.failures + 1 if previous is not None and repeats else 1
-        delay = min(self.initial * 2 ** (failures - 1), self.maximum)
+        delay = pacing.exponential(
+            initial=self.initial, failures=failures - 1, maximum=self.maximum
+        )
         pause = Pause(
             until=now + delay,
             generation=generation,

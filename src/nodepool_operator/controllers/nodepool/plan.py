@@ -42,7 +42,9 @@ VM_DELETED_ANNOTATION = "nodepool.dev/vm-deleted"
 
 def desired_nodes(spec: nodepool_api.NodePoolSpec) -> int:
     """The target, kept within [minNodes, maxNodes] (CEL already refuses target > max)."""
-    return max(spec.min_nodes, min(spec.target_nodes, spec.max_nodes))
+    return nodepool_api.within_bounds(
+        spec.target_nodes, min_nodes=spec.min_nodes, max_nodes=spec.max_nodes
+    )
 
 
 def names_to_create(pool: str, existing: Iterable[str], count: int) -> list[VmName]:
@@ -155,14 +157,16 @@ def decide_request(
             "not applied",
         )
     if requested >= current:
-        new = max(spec.min_nodes, min(max(current, requested), spec.max_nodes))
+        new = nodepool_api.within_bounds(
+            max(current, requested), min_nodes=spec.min_nodes, max_nodes=spec.max_nodes
+        )
         if requested > current and new == current:
             return RequestDecision(
                 "Rejected", current, f"pool is at maxNodes={spec.max_nodes}; cannot grow"
             )
         clamped = " (clamped to maxNodes)" if new < requested else ""
         return RequestDecision("Applied", new, f"targetNodes {current} -> {new}{clamped}")
-    new = max(spec.min_nodes, min(requested, spec.max_nodes))
+    new = nodepool_api.within_bounds(requested, min_nodes=spec.min_nodes, max_nodes=spec.max_nodes)
     if new == current:
         return RequestDecision(
             "Rejected", current, f"pool is at minNodes={spec.min_nodes}; cannot shrink"

@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
@@ -41,17 +40,6 @@ __all__ = [
 ]
 
 
-def _created(obj: Mapping[str, Any]) -> str:
-    return str(obj.get("metadata", {}).get("creationTimestamp", ""))
-
-
-def _resource_version(obj: Mapping[str, Any]) -> int:
-    # Opaque in general, an increasing integer on etcd-backed servers, the only case
-    # where it can order two requests made within the same second.
-    found = versions.number(str(obj.get("metadata", {}).get("resourceVersion", "")))
-    return -1 if found is None else found
-
-
 def pending_requests(requests: Sequence[Object]) -> list[Object]:
     """Pending requests, oldest first: by creation time, then resourceVersion.
 
@@ -64,7 +52,7 @@ def pending_requests(requests: Sequence[Object]) -> list[Object]:
         if scalerequest_api.status_of(r).phase == "Pending"
         and not r["metadata"].get("deletionTimestamp")
     ]
-    return sorted(pending, key=lambda r: (_created(r), _resource_version(r), r["metadata"]["name"]))
+    return sorted(pending, key=versions.creation_order_of)
 
 
 def missing_pool(pool_name: str) -> str:
@@ -149,7 +137,8 @@ def expired_requests(
             "deletionTimestamp"
         ):
             continue
-        created = datetime.datetime.fromisoformat(_created(request).replace("Z", "+00:00"))
+        stamp = str(request["metadata"].get("creationTimestamp", ""))
+        created = datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
         age = (now - created).total_seconds()
         if age >= retention:
             expired.append(request)
