@@ -276,46 +276,12 @@ class ControlPlane:
         self._save(state)
 
     def _arguments(self, name: str, state: dict[str, Any]) -> list[str]:
-        ports = state["ports"]
-        d = self.directory
-        pki_dir = d / "pki"
+        """The command line of component ``name`` on the ports in ``state``."""
+        ports: dict[str, int] = state["ports"]
         if name == "etcd":
-            return [
-                f"--data-dir={d / 'etcd'}",
-                f"--listen-client-urls=http://127.0.0.1:{ports['etcd-client']}",
-                f"--advertise-client-urls=http://127.0.0.1:{ports['etcd-client']}",
-                f"--listen-peer-urls=http://127.0.0.1:{ports['etcd-peer']}",
-                f"--initial-advertise-peer-urls=http://127.0.0.1:{ports['etcd-peer']}",
-                f"--initial-cluster=default=http://127.0.0.1:{ports['etcd-peer']}",
-                "--unsafe-no-fsync=true",  # throwaway data: durability costs seconds per test
-                "--log-level=warn",
-            ]
+            return self._etcd_arguments(ports)
         if name == "kube-apiserver":
-            return [
-                f"--etcd-servers=http://127.0.0.1:{ports['etcd-client']}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                f"--secure-port={ports['apiserver']}",
-                f"--cert-dir={pki_dir}",
-                f"--tls-cert-file={pki_dir / 'apiserver.crt'}",
-                f"--tls-private-key-file={pki_dir / 'apiserver.key'}",
-                f"--client-ca-file={pki_dir / 'ca.crt'}",
-                "--authorization-mode=RBAC",
-                "--anonymous-auth=false",
-                "--service-cluster-ip-range=10.0.0.0/24",
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-                f"--service-account-key-file={pki_dir / 'sa.pub'}",
-                f"--service-account-signing-key-file={pki_dir / 'sa.key'}",
-                # Pods of simulated nodes need no token; the plugin would demand one.
-                "--disable-admission-plugins=ServiceAccount",
-                "--allow-privileged=true",
-                f"--audit-policy-file={d / 'audit-policy.yaml'}",
-                f"--audit-log-path={self.audit_log}",
-                "--audit-log-format=json",
-                "--audit-log-mode=blocking",
-                "--audit-log-maxsize=0",
-                "--profiling=false",
-            ]
+            return self._apiserver_arguments(ports)
         kubeconfig = f"--kubeconfig={self.kubeconfig_for(name)}"
         if name == "kube-scheduler":
             return [kubeconfig, "--leader-elect=false", "--secure-port=0"]
@@ -337,9 +303,58 @@ class ControlPlane:
                 "--node-ip=127.0.0.1",
                 "--cidr=10.244.0.0/16",
                 "--node-lease-duration-seconds=40",
-                f"--config={d / 'kwok.yaml'}",
+                f"--config={self.directory / 'kwok.yaml'}",
             ]
         raise ControlPlaneError(f"unknown component {name}")
+
+    def _etcd_arguments(self, ports: dict[str, int]) -> list[str]:
+        client = f"http://127.0.0.1:{ports['etcd-client']}"
+        peer = f"http://127.0.0.1:{ports['etcd-peer']}"
+        return [
+            f"--data-dir={self.directory / 'etcd'}",
+            f"--listen-client-urls={client}",
+            f"--advertise-client-urls={client}",
+            f"--listen-peer-urls={peer}",
+            f"--initial-advertise-peer-urls={peer}",
+            f"--initial-cluster=default={peer}",
+            "--unsafe-no-fsync=true",  # throwaway data: durability costs seconds per test
+            "--log-level=warn",
+        ]
+
+    def _apiserver_arguments(self, ports: dict[str, int]) -> list[str]:
+        pki_dir = self.directory / "pki"
+        return [
+            f"--etcd-servers=http://127.0.0.1:{ports['etcd-client']}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={ports['apiserver']}",
+            f"--cert-dir={pki_dir}",
+            f"--tls-cert-file={pki_dir / 'apiserver.crt'}",
+            f"--tls-private-key-file={pki_dir / 'apiserver.key'}",
+            f"--client-ca-file={pki_dir / 'ca.crt'}",
+            "--authorization-mode=RBAC",
+            "--anonymous-auth=false",
+            "--service-cluster-ip-range=10.0.0.0/24",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={pki_dir / 'sa.pub'}",
+            f"--service-account-signing-key-file={pki_dir / 'sa.key'}",
+            # Pods of simulated nodes need no token; the plugin would demand one.
+            "--disable-admission-plugins=ServiceAccount",
+            "--allow-privileged=true",
+            *self._audit_arguments(),
+            "--profiling=false",
+        ]
+
+    def _audit_arguments(self) -> list[str]:
+        # Blocking mode: a request is answered only once its line is written, so a test
+        # that counts writes right after they return counts them all.
+        return [
+            f"--audit-policy-file={self.directory / 'audit-policy.yaml'}",
+            f"--audit-log-path={self.audit_log}",
+            "--audit-log-format=json",
+            "--audit-log-mode=blocking",
+            "--audit-log-maxsize=0",
+        ]
 
     def _write_certificates_and_configs(self, apiserver_port: int) -> None:
         ca = pki.CertificateAuthority(self.directory / "pki")

@@ -156,8 +156,19 @@ class Demo:
 
     async def run(self, api: client.ApiClient) -> None:
         custom = client.CustomObjectsApi(api)
-        apps = client.AppsV1Api(api)
-        core = client.CoreV1Api(api)
+        await self.create_pool_and_autoscaler(custom)
+        created = await self.create_deployment(api)
+        writer = asyncio.create_task(self.competing_writer(custom))
+        self.step("a competing writer now adds a label to the NodePool every 100 ms")
+        try:
+            await self.scale_up_then_down(client.AppsV1Api(api), created=created)
+        finally:
+            writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await writer
+        await self.count_lost_labels(custom)
+
+    async def create_pool_and_autoscaler(self, custom: client.CustomObjectsApi) -> None:
         pool_spec = nodepool_api.NodePoolSpec(
             target_nodes=0,
             min_nodes=0,
@@ -181,37 +192,38 @@ class Demo:
             autoscaler_api.manifest(POOL, autoscaler_spec),
         )
         self.step("created NodePool 'demo' (0..10 nodes of 4 CPU / 16Gi) and its Autoscaler")
+
+    async def create_deployment(self, api: client.ApiClient) -> float:
+        """Create the demo's namespace and Deployment; when (monotonic) it was created."""
         namespace: Any = {"metadata": {"name": NAMESPACE}}
-        await core.create_namespace(namespace)
-        await apps.create_namespaced_deployment(NAMESPACE, _deployment(REPLICAS))
+        await client.CoreV1Api(api).create_namespace(namespace)
+        await client.AppsV1Api(api).create_namespaced_deployment(NAMESPACE, _deployment(REPLICAS))
         created = time.monotonic()
         self.step(
             f"created Deployment '{DEPLOYMENT}': {REPLICAS} pods x 1 CPU, no node to run them"
         )
+        return created
 
-        writer = asyncio.create_task(self.competing_writer(custom))
-        self.step("a competing writer now adds a label to the NodePool every 100 ms")
-        try:
-            await self.until(lambda: self.snapshot.running_pods == REPLICAS, "all pods running")
-            self.outcome.seconds_to_schedule = time.monotonic() - created
-            self.step(f"all {REPLICAS} pods Running after {self.outcome.seconds_to_schedule:.1f}s")
-            self.outcome.peak_nodes = len(self.snapshot.nodes)
+    async def scale_up_then_down(self, apps: client.AppsV1Api, *, created: float) -> None:
+        await self.until(lambda: self.snapshot.running_pods == REPLICAS, "all pods running")
+        self.outcome.seconds_to_schedule = time.monotonic() - created
+        self.step(f"all {REPLICAS} pods Running after {self.outcome.seconds_to_schedule:.1f}s")
+        self.outcome.peak_nodes = len(self.snapshot.nodes)
 
-            await apps.patch_namespaced_deployment_scale(
-                DEPLOYMENT, NAMESPACE, {"spec": {"replicas": SCALED_DOWN_REPLICAS}}
-            )
-            self.step(
-                f"scaled the Deployment down to {SCALED_DOWN_REPLICAS}; empty nodes go after "
-                f"{self.options.unneeded_seconds}s"
-            )
-            await self.until(self.pool_shrunk, "the pool scaled down")
-            self.outcome.scaled_down = True
-            self.outcome.final_nodes = len(self.snapshot.nodes)
-            self.step(f"pool scaled down to {self.outcome.final_nodes} nodes")
-        finally:
-            writer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await writer
+        await apps.patch_namespaced_deployment_scale(
+            DEPLOYMENT, NAMESPACE, {"spec": {"replicas": SCALED_DOWN_REPLICAS}}
+        )
+        self.step(
+            f"scaled the Deployment down to {SCALED_DOWN_REPLICAS}; empty nodes go after "
+            f"{self.options.unneeded_seconds}s"
+        )
+        await self.until(self.pool_shrunk, "the pool scaled down")
+        self.outcome.scaled_down = True
+        self.outcome.final_nodes = len(self.snapshot.nodes)
+        self.step(f"pool scaled down to {self.outcome.final_nodes} nodes")
+
+    async def count_lost_labels(self, custom: client.CustomObjectsApi) -> None:
+        """Every label the competing writer was told was written must still be there."""
         pool = await custom.get_cluster_custom_object(*POOLS, POOL)
         labels = pool["metadata"].get("labels", {}) or {}
         present = {k for k in labels if k.startswith(WRITER_PREFIX)}

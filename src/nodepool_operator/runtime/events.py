@@ -96,23 +96,57 @@ class EventRecorder:
     ) -> None:
         now = self._timestamp()
         key = (uid, type, reason, message)
+        if await self._count_again(key, now=now):
+            return
+        body = self._event(obj, key=key, type=type, reason=reason, message=message, now=now)
+        name, namespace = body["metadata"]["name"], body["metadata"]["namespace"]
+        try:
+            await self.client.create(EVENTS, body, namespace=namespace)
+            self._seen[key] = _Seen(name=name, namespace=namespace, count=1)
+        except errors.AlreadyExists:
+            # Written by an earlier run of this process: fold into it.
+            existing = await self.client.get(EVENTS, name, namespace=namespace)
+            count = int(existing.get("count", 1)) + 1
+            await self.client.patch(
+                EVENTS, name, {"count": count, "lastTimestamp": now}, namespace=namespace
+            )
+            self._seen[key] = _Seen(name=name, namespace=namespace, count=count)
+
+    async def _count_again(self, key: tuple[str, str, str, str], *, now: str) -> bool:
+        """Fold a repeat into the Event we wrote for ``key``; False if there is none (any
+        more: events expire)."""
         seen = self._seen.get(key)
-        if seen is not None:
-            patch = {"count": seen.count + 1, "lastTimestamp": now}
-            try:
-                await self.client.patch(EVENTS, seen.name, patch, namespace=seen.namespace)
-                seen.count += 1
-                return
-            except errors.NotFound:
-                self._seen.pop(key)  # expired (events have a TTL): create a new one
+        if seen is None:
+            return False
+        patch = {"count": seen.count + 1, "lastTimestamp": now}
+        try:
+            await self.client.patch(EVENTS, seen.name, patch, namespace=seen.namespace)
+        except errors.NotFound:
+            self._seen.pop(key)  # expired (events have a TTL): create a new one
+            return False
+        seen.count += 1
+        return True
+
+    def _event(
+        self,
+        obj: Object,
+        *,
+        key: tuple[str, str, str, str],
+        type: EventType,
+        reason: str,
+        message: str,
+        now: str,
+    ) -> Object:
+        """A new core/v1 Event about ``obj``, named after it and a digest of ``key``."""
         meta = obj.get("metadata", {})
-        namespace = meta.get("namespace") or CLUSTER_SCOPED_NAMESPACE
         digest = hashlib.sha1("/".join(key).encode(), usedforsecurity=False).hexdigest()[:10]
-        name = f"{meta.get('name', 'object')}.{digest}"
-        body = {
+        return {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"name": name, "namespace": namespace},
+            "metadata": {
+                "name": f"{meta.get('name', 'object')}.{digest}",
+                "namespace": meta.get("namespace") or CLUSTER_SCOPED_NAMESPACE,
+            },
             "involvedObject": {
                 "apiVersion": obj.get("apiVersion"),
                 "kind": obj.get("kind"),
@@ -131,17 +165,6 @@ class EventRecorder:
             "reportingComponent": self.component,
             "reportingInstance": self.instance,
         }
-        try:
-            await self.client.create(EVENTS, body, namespace=namespace)
-            self._seen[key] = _Seen(name=name, namespace=namespace, count=1)
-        except errors.AlreadyExists:
-            # Written by an earlier run of this process: fold into it.
-            existing = await self.client.get(EVENTS, name, namespace=namespace)
-            count = int(existing.get("count", 1)) + 1
-            await self.client.patch(
-                EVENTS, name, {"count": count, "lastTimestamp": now}, namespace=namespace
-            )
-            self._seen[key] = _Seen(name=name, namespace=namespace, count=count)
 
     def _timestamp(self) -> str:
         return conditions.rfc3339(self.wall_clock.time())
