@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Final
 
-from nodepool_operator.api import _fields, meta, nodepool
+from nodepool_operator.api import fields, meta, nodepool
 
 __all__ = [
     "API_VERSION",
@@ -64,10 +64,8 @@ class ScaleDownPolicy:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ScaleDownPolicy:
         return cls(
-            enabled=_fields.boolean(d, "enabled", default=DEFAULT_SCALE_DOWN_ENABLED),
-            unneeded_seconds=_fields.integer(
-                d, "unneededSeconds", default=DEFAULT_UNNEEDED_SECONDS
-            ),
+            enabled=fields.boolean(d, "enabled", default=DEFAULT_SCALE_DOWN_ENABLED),
+            unneeded_seconds=fields.integer(d, "unneededSeconds", default=DEFAULT_UNNEEDED_SECONDS),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -87,19 +85,19 @@ class AutoscalerSpec:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> AutoscalerSpec:
         return cls(
-            node_pool_name=_fields.required_string(d, "nodePoolName"),
-            namespaces=_fields.string_list(d, "namespaces"),
-            scan_interval_seconds=_fields.integer(
+            node_pool_name=fields.required_string(d, "nodePoolName"),
+            namespaces=fields.string_list(d, "namespaces"),
+            scan_interval_seconds=fields.integer(
                 d, "scanIntervalSeconds", default=DEFAULT_SCAN_INTERVAL_SECONDS
             ),
-            batch_window_seconds=_fields.number(
+            batch_window_seconds=fields.number(
                 d, "batchWindowSeconds", default=DEFAULT_BATCH_WINDOW_SECONDS
             ),
-            scale_down=_fields.nested(d, "scaleDown", parse=ScaleDownPolicy.from_dict),
+            scale_down=fields.nested(d, "scaleDown", parse=ScaleDownPolicy.from_dict),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return _fields.compact(
+        return fields.compact(
             {
                 "nodePoolName": self.node_pool_name,
                 "namespaces": list(self.namespaces),
@@ -121,13 +119,13 @@ class LastScaleRequest:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> LastScaleRequest:
         return cls(
-            name=_fields.required_string(d, "name"),
-            target_nodes=_fields.required_integer(d, "targetNodes"),
-            reason=_fields.optional_string(d, "reason"),
+            name=fields.required_string(d, "name"),
+            target_nodes=fields.required_integer(d, "targetNodes"),
+            reason=fields.optional_string(d, "reason"),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return _fields.compact(
+        return fields.compact(
             {"name": self.name, "targetNodes": self.target_nodes, "reason": self.reason}
         )
 
@@ -149,17 +147,15 @@ class AutoscalerStatus:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> AutoscalerStatus:
         return cls(
-            observed_generation=_fields.integer(d, "observedGeneration", default=0),
-            conditions=_fields.nested_list(d, "conditions", parse=meta.Condition.from_dict),
-            last_request=_fields.optional_nested(
-                d, "lastRequest", parse=LastScaleRequest.from_dict
-            ),
-            pending_pods=_fields.integer(d, "pendingPods", default=0),
-            unschedulable_pods=_fields.integer(d, "unschedulablePods", default=0),
+            observed_generation=fields.integer(d, "observedGeneration", default=0),
+            conditions=fields.nested_list(d, "conditions", parse=meta.Condition.from_dict),
+            last_request=fields.optional_nested(d, "lastRequest", parse=LastScaleRequest.from_dict),
+            pending_pods=fields.integer(d, "pendingPods", default=0),
+            unschedulable_pods=fields.integer(d, "unschedulablePods", default=0),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return _fields.compact(
+        return fields.compact(
             {
                 "observedGeneration": self.observed_generation,
                 "conditions": [c.to_dict() for c in self.conditions],
@@ -172,12 +168,12 @@ class AutoscalerStatus:
 
 def spec_of(obj: Mapping[str, Any]) -> AutoscalerSpec:
     """The typed spec of an Autoscaler object (a dict as the API returns it)."""
-    return _fields.nested(obj, "spec", parse=AutoscalerSpec.from_dict)
+    return fields.nested(obj, "spec", parse=AutoscalerSpec.from_dict)
 
 
 def status_of(obj: Mapping[str, Any]) -> AutoscalerStatus:
     """The typed status of an Autoscaler object; all defaults when it has none yet."""
-    return _fields.nested(obj, "status", parse=AutoscalerStatus.from_dict)
+    return fields.nested(obj, "status", parse=AutoscalerStatus.from_dict)
 
 
 def manifest(name: str, spec: AutoscalerSpec) -> dict[str, Any]:

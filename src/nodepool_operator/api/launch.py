@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Final
 
-from nodepool_operator.api import _fields
+from nodepool_operator.api import fields
 
 __all__ = [
     "AWS_SCHEMA",
@@ -58,17 +58,17 @@ class AwsLaunch:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> AwsLaunch:
         return cls(
-            instance_type=_fields.required_string(d, "instanceType"),
-            image_id=_fields.required_string(d, "imageId"),
-            subnets=_fields.string_map(d, "subnets"),
-            security_group_ids=_fields.string_list(d, "securityGroupIds"),
-            instance_profile=_fields.optional_string(d, "instanceProfile"),
-            user_data=_fields.optional_string(d, "userData"),
-            tags=_fields.string_map(d, "tags"),
+            instance_type=fields.required_string(d, "instanceType"),
+            image_id=fields.required_string(d, "imageId"),
+            subnets=fields.string_map(d, "subnets"),
+            security_group_ids=fields.string_list(d, "securityGroupIds"),
+            instance_profile=fields.optional_string(d, "instanceProfile"),
+            user_data=fields.optional_string(d, "userData"),
+            tags=fields.string_map(d, "tags"),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return _fields.compact(
+        return fields.compact(
             {
                 "instanceType": self.instance_type,
                 "imageId": self.image_id,
@@ -91,12 +91,12 @@ class ProviderSection:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ProviderSection:
         return cls(
-            aws=_fields.optional_nested(d, "aws", parse=AwsLaunch.from_dict),
-            parameters=_fields.string_map(d, "parameters"),
+            aws=fields.optional_nested(d, "aws", parse=AwsLaunch.from_dict),
+            parameters=fields.string_map(d, "parameters"),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return _fields.compact(
+        return fields.compact(
             {
                 "aws": None if self.aws is None else self.aws.to_dict(),
                 "parameters": dict(self.parameters),

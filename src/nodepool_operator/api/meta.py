@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal, get_args
 
-from nodepool_operator.api import _fields
+from nodepool_operator.api import fields
 
 __all__ = [
     "AGE_COLUMN",
@@ -56,16 +56,16 @@ class Condition:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Condition:
         return cls(
-            type=_fields.required_string(d, "type"),
-            status=_fields.choice(d, "status", choices=CONDITION_STATUSES, default=None),
-            reason=_fields.required_string(d, "reason"),
-            message=_fields.required_string(d, "message"),
-            last_transition_time=_fields.required_string(d, "lastTransitionTime"),
-            observed_generation=_fields.optional_integer(d, "observedGeneration"),
+            type=fields.required_string(d, "type"),
+            status=fields.choice(d, "status", choices=CONDITION_STATUSES, default=None),
+            reason=fields.required_string(d, "reason"),
+            message=fields.required_string(d, "message"),
+            last_transition_time=fields.required_string(d, "lastTransitionTime"),
+            observed_generation=fields.optional_integer(d, "observedGeneration"),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return _fields.compact(
+        return fields.compact(
             {
                 "type": self.type,
                 "status": self.status,

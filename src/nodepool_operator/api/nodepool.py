@@ -23,7 +23,7 @@ import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final, Literal, get_args
 
-from nodepool_operator.api import _fields, launch, meta, quantity
+from nodepool_operator.api import fields, launch, meta, quantity
 
 __all__ = [
     "API_VERSION",
@@ -280,13 +280,13 @@ class Taint:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Taint:
         return cls(
-            key=_fields.required_string(d, "key"),
-            effect=_fields.choice(d, "effect", choices=TAINT_EFFECTS, default=None),
-            value=_fields.optional_string(d, "value"),
+            key=fields.required_string(d, "key"),
+            effect=fields.choice(d, "effect", choices=TAINT_EFFECTS, default=None),
+            value=fields.optional_string(d, "value"),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return _fields.compact({"key": self.key, "value": self.value, "effect": self.effect})
+        return fields.compact({"key": self.key, "value": self.value, "effect": self.effect})
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -321,21 +321,21 @@ class NodeTemplate:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> NodeTemplate:
         return cls(
-            cpu=_fields.string(d, "cpu", default=DEFAULT_CPU),
-            memory=_fields.string(d, "memory", default=DEFAULT_MEMORY),
-            pods=_fields.integer(d, "pods", default=DEFAULT_PODS),
-            ephemeral_storage=_fields.optional_string(d, "ephemeralStorage"),
-            extended_resources=_fields.string_map(d, "extendedResources"),
-            reserved=_fields.string_map(d, "reserved"),
-            zones=_fields.string_list(d, "zones"),
-            region=_fields.optional_string(d, "region"),
-            labels=_fields.string_map(d, "labels"),
-            taints=_fields.nested_list(d, "taints", parse=Taint.from_dict),
-            provider=_fields.optional_nested(d, "provider", parse=launch.ProviderSection.from_dict),
+            cpu=fields.string(d, "cpu", default=DEFAULT_CPU),
+            memory=fields.string(d, "memory", default=DEFAULT_MEMORY),
+            pods=fields.integer(d, "pods", default=DEFAULT_PODS),
+            ephemeral_storage=fields.optional_string(d, "ephemeralStorage"),
+            extended_resources=fields.string_map(d, "extendedResources"),
+            reserved=fields.string_map(d, "reserved"),
+            zones=fields.string_list(d, "zones"),
+            region=fields.optional_string(d, "region"),
+            labels=fields.string_map(d, "labels"),
+            taints=fields.nested_list(d, "taints", parse=Taint.from_dict),
+            provider=fields.optional_nested(d, "provider", parse=launch.ProviderSection.from_dict),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        d = _fields.compact(
+        d = fields.compact(
             {
                 "cpu": self.cpu,
                 "memory": self.memory,
@@ -382,22 +382,22 @@ class NodePoolSpec:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> NodePoolSpec:
         return cls(
-            target_nodes=_fields.integer(d, "targetNodes", default=DEFAULT_TARGET_NODES),
-            min_nodes=_fields.integer(d, "minNodes", default=DEFAULT_MIN_NODES),
-            max_nodes=_fields.integer(d, "maxNodes", default=DEFAULT_MAX_NODES),
-            weight=_fields.integer(d, "weight", default=DEFAULT_WEIGHT),
-            drain_timeout_seconds=_fields.optional_integer(d, "drainTimeoutSeconds"),
-            not_ready_timeout_seconds=_fields.integer(
+            target_nodes=fields.integer(d, "targetNodes", default=DEFAULT_TARGET_NODES),
+            min_nodes=fields.integer(d, "minNodes", default=DEFAULT_MIN_NODES),
+            max_nodes=fields.integer(d, "maxNodes", default=DEFAULT_MAX_NODES),
+            weight=fields.integer(d, "weight", default=DEFAULT_WEIGHT),
+            drain_timeout_seconds=fields.optional_integer(d, "drainTimeoutSeconds"),
+            not_ready_timeout_seconds=fields.integer(
                 d, "notReadyTimeoutSeconds", default=DEFAULT_NOT_READY_TIMEOUT_SECONDS
             ),
-            registration_timeout_seconds=_fields.integer(
+            registration_timeout_seconds=fields.integer(
                 d, "registrationTimeoutSeconds", default=DEFAULT_REGISTRATION_TIMEOUT_SECONDS
             ),
-            template=_fields.nested(d, "template", parse=NodeTemplate.from_dict),
+            template=fields.nested(d, "template", parse=NodeTemplate.from_dict),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return _fields.compact(
+        return fields.compact(
             {
                 "targetNodes": self.target_nodes,
                 "minNodes": self.min_nodes,
@@ -429,18 +429,18 @@ class NodePoolStatus:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> NodePoolStatus:
         return cls(
-            observed_generation=_fields.integer(d, "observedGeneration", default=0),
-            scale_operation=_fields.choice(
+            observed_generation=fields.integer(d, "observedGeneration", default=0),
+            scale_operation=fields.choice(
                 d, "scaleOperation", choices=SCALE_OPERATIONS, default="inactive"
             ),
-            current_nodes=_fields.integer(d, "currentNodes", default=0),
-            ready_nodes=_fields.integer(d, "readyNodes", default=0),
-            selector=_fields.optional_string(d, "selector"),
-            conditions=_fields.nested_list(d, "conditions", parse=meta.Condition.from_dict),
+            current_nodes=fields.integer(d, "currentNodes", default=0),
+            ready_nodes=fields.integer(d, "readyNodes", default=0),
+            selector=fields.optional_string(d, "selector"),
+            conditions=fields.nested_list(d, "conditions", parse=meta.Condition.from_dict),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return _fields.compact(
+        return fields.compact(
             {
                 "observedGeneration": self.observed_generation,
                 "scaleOperation": self.scale_operation,
@@ -454,12 +454,12 @@ class NodePoolStatus:
 
 def spec_of(obj: Mapping[str, Any]) -> NodePoolSpec:
     """The typed spec of a NodePool object (a dict as the API returns it)."""
-    return _fields.nested(obj, "spec", parse=NodePoolSpec.from_dict)
+    return fields.nested(obj, "spec", parse=NodePoolSpec.from_dict)
 
 
 def status_of(obj: Mapping[str, Any]) -> NodePoolStatus:
     """The typed status of a NodePool object; all defaults when it has none yet."""
-    return _fields.nested(obj, "status", parse=NodePoolStatus.from_dict)
+    return fields.nested(obj, "status", parse=NodePoolStatus.from_dict)
 
 
 def manifest(name: str, spec: NodePoolSpec) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Final, Literal, get_args
 
-from nodepool_operator.api import _fields, meta, nodepool
+from nodepool_operator.api import fields, meta, nodepool
 
 __all__ = [
     "API_VERSION",
@@ -76,15 +76,15 @@ class ScaleRequestSpec:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ScaleRequestSpec:
         return cls(
-            node_pool_name=_fields.required_string(d, "nodePoolName"),
-            target_nodes=_fields.required_integer(d, "targetNodes"),
-            based_on_target_nodes=_fields.optional_integer(d, "basedOnTargetNodes"),
-            reason=_fields.optional_string(d, "reason"),
-            requester=_fields.optional_string(d, "requester"),
+            node_pool_name=fields.required_string(d, "nodePoolName"),
+            target_nodes=fields.required_integer(d, "targetNodes"),
+            based_on_target_nodes=fields.optional_integer(d, "basedOnTargetNodes"),
+            reason=fields.optional_string(d, "reason"),
+            requester=fields.optional_string(d, "requester"),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return _fields.compact(
+        return fields.compact(
             {
                 "nodePoolName": self.node_pool_name,
                 "targetNodes": self.target_nodes,
@@ -107,14 +107,14 @@ class ScaleRequestStatus:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ScaleRequestStatus:
         return cls(
-            phase=_fields.choice(d, "phase", choices=PHASES, default="Pending"),
-            observed_generation=_fields.integer(d, "observedGeneration", default=0),
-            applied_target_nodes=_fields.optional_integer(d, "appliedTargetNodes"),
-            message=_fields.optional_string(d, "message"),
+            phase=fields.choice(d, "phase", choices=PHASES, default="Pending"),
+            observed_generation=fields.integer(d, "observedGeneration", default=0),
+            applied_target_nodes=fields.optional_integer(d, "appliedTargetNodes"),
+            message=fields.optional_string(d, "message"),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return _fields.compact(
+        return fields.compact(
             {
                 "phase": self.phase,
                 "observedGeneration": self.observed_generation,
@@ -126,12 +126,12 @@ class ScaleRequestStatus:
 
 def spec_of(obj: Mapping[str, Any]) -> ScaleRequestSpec:
     """The typed spec of a ScaleRequest object (a dict as the API returns it)."""
-    return _fields.nested(obj, "spec", parse=ScaleRequestSpec.from_dict)
+    return fields.nested(obj, "spec", parse=ScaleRequestSpec.from_dict)
 
 
 def status_of(obj: Mapping[str, Any]) -> ScaleRequestStatus:
     """The typed status of a ScaleRequest object; Pending when it has none yet."""
-    return _fields.nested(obj, "status", parse=ScaleRequestStatus.from_dict)
+    return fields.nested(obj, "status", parse=ScaleRequestStatus.from_dict)
 
 
 def manifest(name: str, spec: ScaleRequestSpec, *, pool_uid: str | None = None) -> dict[str, Any]:

@@ -20,6 +20,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Final
 
+from nodepool_operator.api import fields
 from nodepool_operator.cloud import provider
 
 __all__ = [
@@ -132,13 +133,13 @@ def vm_from_json(data: object) -> provider.VirtualMachine:
     if zone is not None and not isinstance(zone, str):
         raise ValueError(f"zone must be a string or null, not {zone!r}")
     return provider.VirtualMachine(
-        name=provider.VmName(_str(obj, "name")),
-        pool=_str(obj, "pool"),
-        cpu=_str(obj, "cpu"),
-        memory=_str(obj, "memory"),
-        state=provider.VmState(_str(obj, "state")),
-        provider_id=_str(obj, "providerId"),
-        created_at=_float(obj, "createdAt"),
+        name=provider.VmName(fields.required_string(obj, "name")),
+        pool=fields.required_string(obj, "pool"),
+        cpu=fields.required_string(obj, "cpu"),
+        memory=fields.required_string(obj, "memory"),
+        state=provider.VmState(fields.required_string(obj, "state")),
+        provider_id=fields.required_string(obj, "providerId"),
+        created_at=fields.required_number(obj, "createdAt"),
         zone=zone,
     )
 
@@ -198,27 +199,33 @@ class Faults:
             raise ValueError(f"unknown fault keys: {sorted(unknown)}")
         return Faults(
             transient_error_rate=(
-                _float(obj, "transientErrorRate")
+                fields.required_number(obj, "transientErrorRate")
                 if "transientErrorRate" in obj
                 else self.transient_error_rate
             ),
             rate_limit_per_second=(
-                _optional_float(obj, "rateLimitPerSecond")
+                fields.optional_number(obj, "rateLimitPerSecond")
                 if "rateLimitPerSecond" in obj
                 else self.rate_limit_per_second
             ),
             rate_limit_burst=(
-                _int(obj, "rateLimitBurst") if "rateLimitBurst" in obj else self.rate_limit_burst
+                fields.required_integer(obj, "rateLimitBurst")
+                if "rateLimitBurst" in obj
+                else self.rate_limit_burst
             ),
             quota_max_vms=(
-                _optional_int(obj, "quotaMaxVms") if "quotaMaxVms" in obj else self.quota_max_vms
+                fields.optional_integer(obj, "quotaMaxVms")
+                if "quotaMaxVms" in obj
+                else self.quota_max_vms
             ),
             slow_call_seconds=(
-                _float(obj, "slowCallSeconds")
+                fields.required_number(obj, "slowCallSeconds")
                 if "slowCallSeconds" in obj
                 else self.slow_call_seconds
             ),
-            list_empty=_bool(obj, "listEmpty") if "listEmpty" in obj else self.list_empty,
+            list_empty=fields.required_boolean(obj, "listEmpty")
+            if "listEmpty" in obj
+            else self.list_empty,
         )
 
 
@@ -270,7 +277,7 @@ class SimCloudStats:
                 call: _codes(by_code)
                 for call, by_code in _object(obj.get("responsesByCall")).items()
             },
-            deletions_started=_int(obj, "deletionsStarted"),
+            deletions_started=fields.required_integer(obj, "deletionsStarted"),
             creations_by_name=_counts(obj.get("creationsByName")),
         )
 
@@ -281,46 +288,9 @@ def _object(data: object) -> dict[str, object]:
     return data
 
 
-def _str(obj: Mapping[str, object], key: str) -> str:
-    value = obj.get(key)
-    if not isinstance(value, str):
-        raise ValueError(f"{key} must be a string, not {value!r}")
-    return value
-
-
-def _float(obj: Mapping[str, object], key: str) -> float:
-    value = obj.get(key)
-    # bool is an int subclass; true/false as a number is a client bug, not a value.
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"{key} must be a number, not {value!r}")
-    return float(value)
-
-
-def _bool(obj: Mapping[str, object], key: str) -> bool:
-    value = obj.get(key)
-    if not isinstance(value, bool):
-        raise ValueError(f"{key} must be true or false, not {value!r}")
-    return value
-
-
-def _int(obj: Mapping[str, object], key: str) -> int:
-    value = obj.get(key)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{key} must be an integer, not {value!r}")
-    return value
-
-
-def _optional_float(obj: Mapping[str, object], key: str) -> float | None:
-    return None if obj.get(key) is None else _float(obj, key)
-
-
-def _optional_int(obj: Mapping[str, object], key: str) -> int | None:
-    return None if obj.get(key) is None else _int(obj, key)
-
-
 def _counts(data: object) -> dict[str, int]:
     obj = _object(data)
-    return {key: _int(obj, key) for key in obj}
+    return {key: fields.required_integer(obj, key) for key in obj}
 
 
 def _codes(data: object) -> dict[int, int]:

@@ -395,26 +395,10 @@ class _Cluster:
 
     # -- building --------------------------------------------------------------------
 
-    def add_node(
-        self,
-        *,
-        name: str,
-        pool: str | None,
-        labels: Mapping[str, str],
-        taints: tuple[Taint, ...],
-        unschedulable: bool,
-        allocatable: Mapping[str, int],
-        kind: str,
-    ) -> _Node:
-        node = self.make_node(
-            name=name,
-            pool=pool,
-            labels=labels,
-            taints=taints,
-            unschedulable=unschedulable,
-            allocatable=allocatable,
-            kind=kind,
-        )
+    def add_node(self, node: _Node) -> _Node:
+        """Add ``node``, made by ``make_node`` just before (its index is its place)."""
+        if node.index != len(self.nodes):
+            raise ValueError(f"node {node.name} was made for another place in the cluster")
         self.nodes.append(node)
         self._by_static.setdefault(node.static_id, []).append(node.index)
         group = self.groups.get(node.group_key)
@@ -424,7 +408,7 @@ class _Cluster:
         node.slot = group.add(node, self._main_room(node))
         self._kinds_seen += len(group.kinds) - kinds
         for constraint, profile, spread in self._spread_list:
-            value = labels.get(constraint.topology_key)
+            value = node.labels.get(constraint.topology_key)
             if value is not None and self._spread_eligible(spread, constraint, profile, node):
                 spread.add_domain(value)  # a new, empty domain (or one more node in it)
                 spread.eligible.add(node.index)
@@ -795,13 +779,15 @@ class _Simulation:
         self.pools = {p.name: _PoolState(p) for p in sorted(pools, key=lambda p: p.name)}
         for existing in nodes:
             node = self.cluster.add_node(
-                name=existing.name,
-                pool=existing.pool,
-                labels=existing.labels,
-                taints=existing.taints,
-                unschedulable=existing.unschedulable,
-                allocatable=existing.allocatable,
-                kind=_READY,
+                self.cluster.make_node(
+                    name=existing.name,
+                    pool=existing.pool,
+                    labels=existing.labels,
+                    taints=existing.taints,
+                    unschedulable=existing.unschedulable,
+                    allocatable=existing.allocatable,
+                    kind=_READY,
+                )
             )
             for profile in existing.pods:
                 self.cluster.place(profile, node, 1, counted=True)
@@ -821,13 +807,15 @@ class _Simulation:
         name, labels = template.upcoming(state.opened)
         state.opened += 1
         node = self.cluster.add_node(
-            name=name,
-            pool=template.name,
-            labels=labels,
-            taints=template.taints,
-            unschedulable=False,
-            allocatable=template.allocatable,
-            kind=kind,
+            self.cluster.make_node(
+                name=name,
+                pool=template.name,
+                labels=labels,
+                taints=template.taints,
+                unschedulable=False,
+                allocatable=template.allocatable,
+                kind=kind,
+            )
         )
         self.cluster.add_daemon_pods(node)
         if kind == _NEW:

@@ -32,8 +32,11 @@ __all__ = [
     "optional_choice",
     "optional_integer",
     "optional_nested",
+    "optional_number",
     "optional_string",
+    "required_boolean",
     "required_integer",
+    "required_number",
     "required_string",
     "string",
     "string_list",
@@ -101,28 +104,50 @@ def optional_integer(d: Mapping[str, Any], key: str) -> int | None:
 
 
 def required_integer(d: Mapping[str, Any], key: str) -> int:
-    value = _present(d, key)
-    if value is None:
-        raise FieldError(key, "required field is missing")
-    return _as_int(value, key)
+    return _as_int(_required(d, key), key)
 
 
-def number(d: Mapping[str, Any], key: str, *, default: float) -> float:
-    value = _present(d, key)
-    if value is None:
-        return default
+def _as_number(value: object, key: str) -> float:
+    # bool is an int subclass; true/false as a number is a client bug, not a value.
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise FieldError(key, f"expected number, got {_type_name(value)}")
     return float(value)
 
 
-def boolean(d: Mapping[str, Any], key: str, *, default: bool) -> bool:
-    value = _present(d, key)
-    if value is None:
-        return default
+def _as_bool(value: object, key: str) -> bool:
     if not isinstance(value, bool):
         raise FieldError(key, f"expected boolean, got {_type_name(value)}")
     return value
+
+
+def _required(d: Mapping[str, Any], key: str) -> object:
+    value = _present(d, key)
+    if value is None:
+        raise FieldError(key, "required field is missing")
+    return value
+
+
+def number(d: Mapping[str, Any], key: str, *, default: float) -> float:
+    value = _present(d, key)
+    return default if value is None else _as_number(value, key)
+
+
+def optional_number(d: Mapping[str, Any], key: str) -> float | None:
+    value = _present(d, key)
+    return None if value is None else _as_number(value, key)
+
+
+def required_number(d: Mapping[str, Any], key: str) -> float:
+    return _as_number(_required(d, key), key)
+
+
+def boolean(d: Mapping[str, Any], key: str, *, default: bool) -> bool:
+    value = _present(d, key)
+    return default if value is None else _as_bool(value, key)
+
+
+def required_boolean(d: Mapping[str, Any], key: str) -> bool:
+    return _as_bool(_required(d, key), key)
 
 
 def string(d: Mapping[str, Any], key: str, *, default: str) -> str:
@@ -136,10 +161,7 @@ def optional_string(d: Mapping[str, Any], key: str) -> str | None:
 
 
 def required_string(d: Mapping[str, Any], key: str) -> str:
-    value = _present(d, key)
-    if value is None:
-        raise FieldError(key, "required field is missing")
-    return _as_str(value, key)
+    return _as_str(_required(d, key), key)
 
 
 def _as_choice(value: object, key: str, *, choices: tuple[_S, ...]) -> _S:
