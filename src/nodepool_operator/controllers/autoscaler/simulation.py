@@ -803,20 +803,8 @@ class _Simulation:
                 self._open(state, kind=_BEYOND_MAX if beyond else _NEW)
 
     def _open(self, state: _PoolState, *, kind: str) -> _Node:
-        template = state.template
-        name, labels = template.upcoming(state.opened)
+        node = self.cluster.add_node(self._upcoming(state, 0, kind=kind))
         state.opened += 1
-        node = self.cluster.add_node(
-            self.cluster.make_node(
-                name=name,
-                pool=template.name,
-                labels=labels,
-                taints=template.taints,
-                unschedulable=False,
-                allocatable=template.allocatable,
-                kind=kind,
-            )
-        )
         self.cluster.add_daemon_pods(node)
         if kind == _NEW:
             state.new_nodes.append(node.index)
@@ -826,20 +814,23 @@ class _Simulation:
 
     def _candidate(self, state: _PoolState, ahead: int) -> _Node:
         """The pool's node ``ahead`` places down its queue, as it would be; not added."""
+        node = self._upcoming(state, ahead, kind=_NEW)
+        for profile in self.cluster.daemons_for(node):
+            node.charge(profile, 1)
+        return node
+
+    def _upcoming(self, state: _PoolState, ahead: int, *, kind: str) -> _Node:
         template = state.template
         name, labels = template.upcoming(state.opened + ahead)
-        node = self.cluster.make_node(
+        return self.cluster.make_node(
             name=name,
             pool=template.name,
             labels=labels,
             taints=template.taints,
             unschedulable=False,
             allocatable=template.allocatable,
-            kind=_NEW,
+            kind=kind,
         )
-        for profile in self.cluster.daemons_for(node):
-            node.charge(profile, 1)
-        return node
 
     def existing_fit(self, profile: PodProfile, start: int) -> _Node | None:
         need = [profile.requests.get(name, 0) for name in _MAIN]
