@@ -54,8 +54,8 @@ WRITE_BOUNDS = {
     NODEPOOLS: 3,
     # its status, and one Warning event when Ready turns False.
     AUTOSCALERS: 2,
-    # one status write: the answer.
-    SCALEREQUESTS: 1,
+    # one status write: the answer; and one Warning event when it is Rejected.
+    SCALEREQUESTS: 2,
 }
 # And per Node a pool gets: the Node's create, the ScaleUp event, a status step while it
 # boots and one when it is Ready, the ScaleCompleted event; one spare.

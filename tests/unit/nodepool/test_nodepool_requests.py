@@ -49,6 +49,7 @@ class FakeApi:
         self.objects: dict[tuple[str, str], Object] = {}
         self.versions = itertools.count(1000)
         self.calls: list[tuple[str, str, str]] = []
+        self.created: list[tuple[str, Object]] = []
         self.status_patches: list[tuple[str, dict[str, Any]]] = []
         # Run before the next replace of a pool: another writer getting in first.
         self.before_replace: list[Callable[[], None]] = []
@@ -84,6 +85,7 @@ class FakeApi:
 
     async def create(self, resource: Resource, body: Object, **_: Any) -> Object:
         self.calls.append(("create", resource.plural, body["metadata"].get("name", "")))
+        self.created.append((resource.plural, copy.deepcopy(body)))
         return {**copy.deepcopy(body), "metadata": {**body["metadata"], "resourceVersion": "1"}}
 
     async def delete(self, resource: Resource, name: str, **_: Any) -> Object:
@@ -92,6 +94,9 @@ class FakeApi:
 
     def writes(self) -> list[tuple[str, str, str]]:
         return [c for c in self.calls if c[0] != "get"]
+
+    def events(self, reason: str) -> list[Object]:
+        return [b for plural, b in self.created if plural == "events" and b["reason"] == reason]
 
     def request_status(self, name: str) -> dict[str, Any]:
         found = [status for n, status in self.status_patches if n == name]
@@ -319,11 +324,29 @@ async def test_a_request_for_a_pool_that_does_not_exist_is_rejected_once() -> No
     assert status["phase"] == "Rejected"
     assert status["message"] == "NodePool 'ghost' does not exist"
     assert "appliedTargetNodes" not in status
+    [told] = world.api.events("ScaleRequestRejected")
+    assert (told["type"], told["message"]) == ("Warning", "NodePool 'ghost' does not exist")
+    assert (told["involvedObject"]["kind"], told["involvedObject"]["name"]) == ("ScaleRequest", "r")
     calls = len(world.api.calls)
 
     await world.reconcile("ghost")  # the cache still shows it Pending
 
     assert len(world.api.calls) == calls  # no second answer, not even a second look
+
+
+async def test_a_request_a_limit_refuses_gets_a_warning_and_the_superseded_one_none() -> None:
+    world = World()
+    world.pool("p", nodepool_api.NodePoolSpec(target_nodes=4, max_nodes=4))
+    world.request("older", pool="p", target=5, version="19")
+    world.request("newer", pool="p", target=9, version="20")
+
+    await world.reconcile("p")
+
+    assert world.api.request_status("newer")["phase"] == "Rejected"
+    assert world.api.request_status("older")["phase"] == "Superseded"
+    [told] = world.api.events("ScaleRequestRejected")
+    assert told["involvedObject"]["name"] == "newer"
+    assert told["message"] == "pool is at maxNodes=4; cannot grow"
 
 
 async def test_a_pool_the_cache_has_not_shown_yet_does_not_reject_its_requests() -> None:

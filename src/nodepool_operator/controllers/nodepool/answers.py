@@ -17,6 +17,7 @@ from nodepool_operator.controllers.resources import REQUESTS_BY_POOL, SCALEREQUE
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import errors
 from nodepool_operator.runtime.client import Client, Object
+from nodepool_operator.runtime.events import EventRecorder
 from nodepool_operator.runtime.informer import Informer
 from nodepool_operator.runtime.status import StatusWriter
 
@@ -35,11 +36,13 @@ class RequestAnswers:
         scale_requests: Informer,
         retention: float,
         controller: str,
+        recorder: EventRecorder,
         wall_clock: clock_module.WallClock,
     ) -> None:
         self.client = client
         self.scale_requests = scale_requests
         self.retention = retention
+        self.recorder = recorder
         self.controller = controller
         self.wall_clock = wall_clock
         self.status = StatusWriter(client, SCALEREQUESTS, controller=controller)
@@ -64,7 +67,10 @@ class RequestAnswers:
                 "event=pool-gone requests-rejected=%d",
                 len(pending),
             )
+            await self._tell_rejected(pending, request_handling.missing_pool(name))
             return True
+        if decision.phase == "Rejected":
+            await self._tell_rejected(pending[-1:], decision.message)
         log.info(
             "event=scale-request-%s request=%s message=%r",
             decision.phase.lower(),
@@ -89,6 +95,7 @@ class RequestAnswers:
             message = request_handling.missing_pool(name)
             await request_handling.reject(self.status, pending, message)
             self._remember(name, pending)
+            await self._tell_rejected(pending, message)
             log.info(
                 "event=scale-request-rejected requests=%s message=%r",
                 ",".join(r["metadata"]["name"] for r in pending),
@@ -122,6 +129,15 @@ class RequestAnswers:
             if _is_pending(found) and found["metadata"].get("uid") == request["metadata"]["uid"]:
                 fresh.append(found)
         return fresh
+
+    async def _tell_rejected(self, rejected: list[Object], message: str) -> None:
+        """A Warning on each rejected request, so ``kubectl describe`` and event
+        pipelines show why a scale did not happen (the phase says it only to those who
+        look at the request's status)."""
+        for request in rejected:
+            await self.recorder.event(
+                request, type="Warning", reason="ScaleRequestRejected", message=message
+            )
 
     def _remember(self, pool: str, answered: list[Object]) -> None:
         self._answered.setdefault(pool, set()).update(r["metadata"]["uid"] for r in answered)

@@ -82,6 +82,7 @@ class NodePoolReconciler:
             scale_requests=scale_requests,
             retention=config.request_retention,
             controller=NAME,
+            recorder=recorder,
             wall_clock=wall_clock,
         )
         self.reporter = report.PoolReporter(
