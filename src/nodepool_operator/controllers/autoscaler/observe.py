@@ -12,7 +12,8 @@ status), and a plan of tens of thousands of pods takes a good part of a second: 
 for each of a thousand Autoscalers would take minutes per round. So a plan serves each
 Autoscaler once even when the caches have moved since it was made: an Autoscaler that
 has not decided from it yet takes it as it is (marked ``stale`` when the caches moved, so
-its reconcile looks again after its batch window); one that already decided from it, and
+its reconcile looks again after its batch window if pods are pending or it asked for
+something; otherwise its own watches and scan suffice); one that already decided from it, and
 finds the caches moved, plans anew, for itself and for the others. A round of changes
 costs about one plan, not one per Autoscaler, and no Autoscaler decides twice from the
 same picture (its own request is in the next plan it sees).
