@@ -18,7 +18,8 @@
 # syft (go install) when they are missing.
 #
 # Environment: OUT (default build/image), IMAGE (default localhost/nodepool-operator:VERSION),
-# SOURCE_DATE_EPOCH (default: the last commit's time), DEBIAN_MIRROR, NODEPOOL_IMAGE_CACHE
+# SOURCE_DATE_EPOCH (default: the last commit's time), IMAGE_SOURCE (the repository's URL,
+# for the org.opencontainers.image.source label), DEBIAN_MIRROR, NODEPOOL_IMAGE_CACHE
 # (default ~/.cache/nodepool-operator/image), PIP_CERT (a CA bundle pip must trust, passed
 # to the build as the secret pip-cert).
 set -euo pipefail
@@ -101,6 +102,9 @@ deterministic_tar() {  # DIR TARBALL: sorted, numeric owners, times clamped to t
     --exclude='./dev/*' -C "$1" -cf "$2" .
 }
 
+# One build of the bases at a time (two builds at once wait for, then reuse, the first).
+exec 9> "$cache/bases.lock"
+flock 9
 if [ ! -f "$base_dir/runtime.tar" ]; then
   say "building the base root filesystems from Debian $suite (mmdebstrap)"
   rm -rf "$base_dir" && mkdir -p "$base_dir"
@@ -151,13 +155,15 @@ for kind in build runtime; do
     -f "$context/Containerfile" -t "$name" "$context" > /dev/null
 done
 
+flock --unlock 9
+
 # --- the image ----------------------------------------------------------------------------
 say "building $image (buildah bud --isolation chroot, SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH)"
 created=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)
 secret=()
+# Given, not guessed from a clone's remote: the same commit gives the same digest anywhere.
 source_label=()
-origin=$(git config --get remote.origin.url || true)
-if [ -n "$origin" ]; then source_label=(--label "org.opencontainers.image.source=$origin"); fi
+if [ -n "${IMAGE_SOURCE:-}" ]; then source_label=(--label "org.opencontainers.image.source=$IMAGE_SOURCE"); fi
 if [ -n "${PIP_CERT:-}" ] && [ -s "$PIP_CERT" ]; then secret=(--secret "id=pip-cert,src=$PIP_CERT"); fi
 buildah bud --quiet --isolation chroot --timestamp "$SOURCE_DATE_EPOCH" --layers=false \
   --pull-never "${secret[@]}" \

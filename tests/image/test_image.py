@@ -222,7 +222,6 @@ def operator_in_image(
     environment = [
         *config["Env"],
         "HOME=/home/nodepool",
-        f"HOSTNAME=nodepool-operator-{uuid.uuid4().hex[:5]}",
         f"CLOUD_ENDPOINT={simcloud.endpoint}",
         f"POD_NAMESPACE={NAMESPACE}",
         f"KUBERNETES_SERVICE_HOST={host}",
