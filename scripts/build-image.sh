@@ -197,7 +197,15 @@ sbom=$out/nodepool-operator-$version.spdx.json
 SYFT_CHECK_FOR_APP_UPDATE=false "$syft" scan --quiet "oci-archive:$archive_file" \
   -o "spdx-json=$sbom" -o "cyclonedx-json=$out/nodepool-operator-$version.cdx.json"
 cp "$base_dir/debian-packages.txt" "$out/debian-packages.txt"
-grep -E '^[A-Za-z0-9_.-]+==' requirements/runtime.txt | sed 's/ *\\$//; s/ ;.*//' > "$out/python-packages.txt"
+# What is installed in the image's venv (the lock also names packages of other platforms).
+python3 - "$unpacked"/rootfs/opt/venv/lib/python3*/site-packages > "$out/python-packages.txt" <<'PY'
+import email.parser, pathlib, re, sys
+found = []
+for metadata in pathlib.Path(sys.argv[1]).glob("*.dist-info/METADATA"):
+    fields = email.parser.Parser().parsestr(metadata.read_text(), headersonly=True)
+    found.append(f"{re.sub(r'[-_.]+', '-', fields['Name']).lower()}=={fields['Version']}")
+print("\n".join(sorted(found)))
+PY
 { for release in "$base_dir"/*.InRelease; do
     printf '%s %s\n' "$(basename "$release" .InRelease)" "$(sed -n 's/^Date: //p' "$release")"
   done; printf '%s\n' "${sources[@]}"; } > "$out/debian-archive.txt"
@@ -226,4 +234,4 @@ printf 'versions: %s %s %s\n' "$out/debian-packages.txt" "$out/python-packages.t
 printf 'took:     %s s\n' "$elapsed"
 }
 
-main "$@"
+main "$@"; exit
