@@ -160,6 +160,7 @@ flock --unlock 9
 # --- the image ----------------------------------------------------------------------------
 say "building $image (buildah bud --isolation chroot, SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH)"
 created=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)
+previous=$(buildah inspect --type image --format '{{.FromImageID}}' "$image" 2> /dev/null || true)
 secret=()
 # Given, not guessed from a clone's remote: the same commit gives the same digest anywhere.
 source_label=()
@@ -175,6 +176,12 @@ buildah bud --quiet --isolation chroot --timestamp "$SOURCE_DATE_EPOCH" --layers
   "${source_label[@]}" \
   --label "org.opencontainers.image.base.name=debian:$suite (${base_image[runtime]})" \
   -t "$image" . > /dev/null
+
+# The image this tag named before, now untagged, would stay in buildah's storage forever.
+current=$(buildah inspect --type image --format '{{.FromImageID}}' "$image")
+if [ -n "$previous" ] && [ "$previous" != "$current" ]; then
+  buildah rmi "$previous" > /dev/null 2>&1 || true  # still tagged elsewhere: kept
+fi
 
 archive_file=$out/nodepool-operator-$version.oci.tar
 rm -f "$archive_file"
