@@ -40,7 +40,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def _why_not_buildable() -> str | None:
     if os.geteuid() != 0:
         return "the image is built and run as root (mmdebstrap --mode=root, chroot)"
-    missing = [tool for tool in (*DEBIAN_TOOLS, "unshare") if shutil.which(tool) is None]
+    missing = [tool for tool in (*DEBIAN_TOOLS, "unshare", "setpriv") if shutil.which(tool) is None]
     if missing:
         return f"missing {' '.join(missing)}: {INSTALL}"
     if shutil.which("syft") is None and shutil.which("go") is None:

@@ -184,7 +184,8 @@ async def simcloud(tmp_path: Path) -> AsyncIterator[SimCloud]:
 def mounted(
     tmp_path: Path, simcloud: SimCloud, service_account_token: str, cluster: Cluster
 ) -> Mounted:
-    assert cluster.plane is not None, "needs the local control plane (its CA)"
+    if cluster.plane is None:
+        pytest.skip("runs on the local control plane (its CA and address are mounted)")
     volumes = tmp_path / "volumes"
     cloud_token = volumes / "cloud-token"
     # deployment.yaml: the Secret's defaultMode 0440, readable through fsGroup.
