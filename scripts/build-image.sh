@@ -2,9 +2,8 @@
 # The operator's container image, built without a Docker daemon or a registry
 # (docs/image.md):
 #
-#   1. two bookworm root filesystems from Debian packages (mmdebstrap): the runtime's, with
-#      only python3 and what Debian marks essential (no apt), and the build stage's, the
-#      same plus python3-venv (ensurepip's pip); imported into buildah as base images;
+#   1. a bookworm root filesystem from Debian packages (mmdebstrap): python3 and what
+#      Debian marks essential, no apt; imported into buildah as the base image;
 #   2. the Dockerfile built on them with `buildah bud --isolation chroot` (no daemon, no
 #      container runtime), every timestamp set to SOURCE_DATE_EPOCH;
 #   3. an OCI archive of the image (skopeo copy oci-archive:FILE docker://REGISTRY/... pushes
@@ -13,7 +12,7 @@
 #
 # It prints the digest, the size and the SBOM's path, and writes them to OUT/image.env.
 # Reproducible: the same commit and the same Debian archive state give the same digest
-# (the bases are keyed by the archive's InRelease files and cached; the image layer is
+# (the base is keyed by the archive's InRelease files and cached; the image layer is
 # dated by the commit). Run as root; it installs the Debian tools it needs (apt-get) and
 # syft (go install) when they are missing.
 #
@@ -40,8 +39,6 @@ sources=(
   "deb $mirror/debian $suite-updates main"
   "deb $mirror/debian-security $suite-security main"
 )
-# The build stage's extra packages; the runtime base is the build base without them.
-build_only=(python3-venv python3.11-venv python3-pip-whl python3-setuptools-whl)
 
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' pyproject.toml)
 out=${OUT:-$repo/build/image}
@@ -77,9 +74,9 @@ mkdir -p "$out" "$cache"
 work=$(mktemp -d "${TMPDIR:-/tmp}/build-image.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-# --- the base images, from Debian packages ------------------------------------------------
+# --- the base image, from Debian packages -------------------------------------------------
 # The archive's state decides what mmdebstrap installs: its InRelease files key the cached
-# bases, and the newest of their dates dates the bases' files.
+# base, and the newest of their dates dates the base's files.
 archive=$work/archive
 mkdir -p "$archive"
 for line in "${sources[@]}"; do
@@ -92,8 +89,8 @@ for release in "$archive"/*.InRelease; do
   when=$(date -d "$(sed -n 's/^Date: //p' "$release")" +%s)
   [ "$when" -gt "$base_epoch" ] && base_epoch=$when
 done
-base_key=$( { cat "$archive"/*.InRelease; printf '%s\n' "${sources[@]}" "${build_only[@]}"; \
-  sed -n '/^# --- the base images/,/^# --- the image/p' "$script"; } | sha256sum | cut -c1-16)
+base_key=$( { cat "$archive"/*.InRelease; printf '%s\n' "${sources[@]}"; \
+  sed -n '/^# --- the base image,/,/^# --- the image/p' "$script"; } | sha256sum | cut -c1-16)
 base_dir=$cache/base-$base_key
 
 deterministic_tar() {  # DIR TARBALL: sorted, numeric owners, times clamped to the archive's
@@ -102,59 +99,50 @@ deterministic_tar() {  # DIR TARBALL: sorted, numeric owners, times clamped to t
     --exclude='./dev/*' -C "$1" -cf "$2" .
 }
 
-# One build of the bases at a time (two builds at once wait for, then reuse, the first).
-exec 9> "$cache/bases.lock"
+# One build of the base at a time (two builds at once wait for, then reuse, the first).
+exec 9> "$cache/base.lock"
 flock 9
-if [ ! -f "$base_dir/runtime.tar" ]; then
-  say "building the base root filesystems from Debian $suite (mmdebstrap)"
+if [ ! -f "$base_dir/rootfs.tar" ]; then
+  say "building the base root filesystem from Debian $suite (mmdebstrap)"
   rm -rf "$base_dir" && mkdir -p "$base_dir"
   root=$work/root
   mkdir -p "$root"
-  # Essential packages + python3 + python3-venv; documentation and translations left out
-  # except the copyright files (the SBOM's licences); merged /usr without usrmerge (perl).
+  # Essential packages + python3; documentation and translations left out except the
+  # copyright files (the SBOM's licences); merged /usr without usrmerge (which needs perl).
   SOURCE_DATE_EPOCH=$base_epoch mmdebstrap --quiet --mode=root --format=directory \
-    --variant=essential --include=python3,python3-venv \
+    --variant=essential --include=python3 \
     --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
     --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*' \
     --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
     --dpkgopt='path-include=/usr/share/doc/*/copyright' \
     --customize-hook='rm -f "$1/etc/resolv.conf" "$1/etc/hostname"' \
-    "$suite" "$root/build" "${sources[@]}" > "$work/mmdebstrap.log" 2>&1 \
+    "$suite" "$root" "${sources[@]}" > "$work/mmdebstrap.log" 2>&1 \
     || { tail -40 "$work/mmdebstrap.log" >&2; die "mmdebstrap failed"; }
-  cp -a "$root/build" "$root/runtime"
-  chroot "$root/runtime" dpkg --purge "${build_only[@]}" > /dev/null
-  for dir in "$root/build" "$root/runtime"; do
-    # dpkg's logs and backups hold the time of the install; /dev is the runtime's to fill.
-    rm -f "$dir"/var/log/dpkg.log "$dir"/var/lib/dpkg/*-old "$dir"/var/cache/debconf/*-old
-    rm -rf "${dir:?}"/dev/*
-  done
-  chroot "$root/runtime" dpkg-query -W -f '${Package}=${Version}\n' > "$base_dir/debian-packages.txt"
-  chroot "$root/build" dpkg-query -W -f '${Package}=${Version}\n' > "$base_dir/debian-packages-build.txt"
-  deterministic_tar "$root/build" "$base_dir/build.tar.tmp"
-  deterministic_tar "$root/runtime" "$base_dir/runtime.tar.tmp"
+  # dpkg's log and backups hold the time of the install; /dev is the runtime's to fill.
+  rm -f "$root"/var/log/dpkg.log "$root"/var/lib/dpkg/*-old "$root"/var/cache/debconf/*-old
+  rm -rf "${root:?}"/dev/*
+  chroot "$root" dpkg-query -W -f '${Package}=${Version}\n' > "$base_dir/debian-packages.txt"
+  deterministic_tar "$root" "$base_dir/rootfs.tar.tmp"
   rm -rf "$root"
   cp "$archive"/*.InRelease "$base_dir/"
-  mv "$base_dir/build.tar.tmp" "$base_dir/build.tar"
-  mv "$base_dir/runtime.tar.tmp" "$base_dir/runtime.tar"
+  mv "$base_dir/rootfs.tar.tmp" "$base_dir/rootfs.tar"
+  # The bases of older archive states are not used again.
+  find "$cache" -mindepth 1 -maxdepth 1 -name 'base-*' ! -name "base-$base_key" -exec rm -rf {} +
 fi
-# Each base image is named by its root filesystem's hash: a rebuilt base that differs in
+# The base image is named by its root filesystem's hash: a rebuilt base that differs in
 # one byte is imported anew (and changes the image's digest), never hidden by the cache.
-declare -A base_image
-for kind in build runtime; do
-  name=localhost/nodepool-operator-base:$kind-$(sha256sum "$base_dir/$kind.tar" | cut -c1-16)
-  base_image[$kind]=$name
-  buildah inspect --type image "$name" > /dev/null 2>&1 && continue
-  say "importing the $kind base as $name"
-  context=$work/base-$kind
+base_image=localhost/nodepool-operator-base:$(sha256sum "$base_dir/rootfs.tar" | cut -c1-16)
+if ! buildah inspect --type image "$base_image" > /dev/null 2>&1; then
+  say "importing the base as $base_image"
+  context=$work/base
   mkdir -p "$context"
-  ln "$base_dir/$kind.tar" "$context/rootfs.tar" 2> /dev/null || cp "$base_dir/$kind.tar" "$context/rootfs.tar"
+  ln "$base_dir/rootfs.tar" "$context/rootfs.tar" 2> /dev/null || cp "$base_dir/rootfs.tar" "$context/"
   printf '%s\n' 'FROM scratch' 'ADD rootfs.tar /' \
     'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8' \
     'CMD ["python3"]' > "$context/Containerfile"
   buildah bud --quiet --isolation chroot --timestamp "$base_epoch" --layers=false \
-    -f "$context/Containerfile" -t "$name" "$context" > /dev/null
-done
-
+    -f "$context/Containerfile" -t "$base_image" "$context" > /dev/null
+fi
 flock --unlock 9
 
 # --- the image ----------------------------------------------------------------------------
@@ -168,13 +156,13 @@ if [ -n "${IMAGE_SOURCE:-}" ]; then source_label=(--label "org.opencontainers.im
 if [ -n "${PIP_CERT:-}" ] && [ -s "$PIP_CERT" ]; then secret=(--secret "id=pip-cert,src=$PIP_CERT"); fi
 buildah bud --quiet --isolation chroot --timestamp "$SOURCE_DATE_EPOCH" --layers=false \
   --pull-never "${secret[@]}" \
-  --build-arg "BUILD_IMAGE=${base_image[build]}" --build-arg "PYTHON_IMAGE=${base_image[runtime]}" \
+  --build-arg "PYTHON_IMAGE=$base_image" \
   --build-arg "SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH" \
   --label "org.opencontainers.image.version=$version" \
   --label "org.opencontainers.image.revision=$revision" \
   --label "org.opencontainers.image.created=$created" \
   "${source_label[@]}" \
-  --label "org.opencontainers.image.base.name=debian:$suite (${base_image[runtime]})" \
+  --label "org.opencontainers.image.base.name=debian:$suite ($base_image)" \
   -t "$image" . > /dev/null
 
 # The image this tag named before, now untagged, would stay in buildah's storage forever.
