@@ -2,7 +2,7 @@
 
 Building needs root and the Debian tools the script uses; without them the tests skip and
 say how to install them. The image is built once per session into a temporary directory
-(the Debian base root filesystems are cached between runs, see docs/image.md), unless
+(the Debian base root filesystem is cached between runs, see docs/image.md), unless
 NODEPOOL_IMAGE_ENV names the image.env of a build to test instead.
 """
 
