@@ -4,6 +4,7 @@ the operator itself, the CRDs and the demo."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -169,6 +170,13 @@ def simcloud(
         int | None, typer.Option(help="Most VMs the account may hold (403 QuotaExceeded beyond).")
     ] = None,
     slow_calls: Annotated[float, typer.Option(help="Seconds added to every call.")] = 0.0,
+    faults: Annotated[
+        str | None,
+        typer.Option(
+            help="Initial faults as JSON, the body PUT /admin/faults takes, over the flags "
+            'above; e.g. \'{"capacity": [{"zone": "sim-1a", "maxVms": 0}]}\'.'
+        ),
+    ] = None,
     seed: Annotated[int | None, typer.Option(help="Random seed for latencies and faults.")] = None,
     token_file: Annotated[
         Path | None,
@@ -201,6 +209,8 @@ def simcloud(
             token_file=token_file,
             insecure_no_auth=insecure_no_auth,
         )
+        if faults is not None:
+            config = config.with_faults(json.loads(faults))
     except ValueError as error:
         typer.secho(f"error: {error}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2) from error
@@ -258,6 +268,14 @@ def run(
             f"{selection.ENTRY_POINT_GROUP}."
         ),
     ] = "simcloud",
+    cluster_name: Annotated[
+        str | None,
+        typer.Option(
+            help="This cluster's name: every VM is tagged with it and every cloud lookup "
+            "filters on it, so clusters can share an account. Required with --cloud aws; "
+            "default for simcloud: the kubeconfig's current cluster."
+        ),
+    ] = None,
     cloud_endpoint: Annotated[
         str | None,
         typer.Option(
@@ -350,6 +368,7 @@ def run(
         cloud_endpoint=cloud_endpoint,
         cloud_token_file=cloud_token_file,
         cloud=cloud,
+        cluster_name=cluster_name,
         leader_elect=leader_elect,
         leader_election_namespace=leader_election_namespace,
         metrics_port=metrics_port,
@@ -370,7 +389,11 @@ def run(
     )
     try:
         asyncio.run(operator.run_operator(options))
-    except (cloud_credentials.CredentialError, selection.UnknownProvider) as error:
+    except (
+        cloud_credentials.CredentialError,
+        selection.UnknownProvider,
+        selection.InvalidProviderOptions,
+    ) as error:
         typer.secho(f"error: {error}", fg=typer.colors.RED, err=True)
         raise typer.Exit(1) from error
 

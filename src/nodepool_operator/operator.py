@@ -40,6 +40,9 @@ class OperatorOptions:
     cloud_token_file: Path | None = None
     cloud: str = "simcloud"
     """The provider's name (``cloud.selection``): simcloud, aws, or an installed one."""
+    cluster_name: str | None = None
+    """The cluster whose VMs the provider makes and sees; required for aws, the simcloud's
+    default is the kubeconfig's current cluster."""
     leader_elect: bool = False
     leader_election_namespace: str = "nodepool-system"
     leader_election_id: str = "nodepool-operator"
@@ -88,6 +91,15 @@ def _cloud_token(path: Path | None, cloud: str) -> credentials.TokenFile | None:
     return token
 
 
+def _cluster_name(options: OperatorOptions) -> str | None:
+    if options.cluster_name is not None:
+        return selection.check_cluster_name(options.cluster_name)
+    if options.cloud != "simcloud":
+        return None  # the provider decides whether it needs one
+    first = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+    return selection.default_cluster_name(options.kubeconfig or (Path(first) if first else None))
+
+
 async def run_operator(options: OperatorOptions, *, stop: asyncio.Event | None = None) -> None:
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -105,8 +117,12 @@ async def run_operator(options: OperatorOptions, *, stop: asyncio.Event | None =
             loop.add_signal_handler(sig, request_stop)
             handled.append(sig)
     token = _cloud_token(options.cloud_token_file, options.cloud)
+    cluster_name = _cluster_name(options)
     cloud = selection.create(
-        options.cloud, selection.ProviderOptions(endpoint=options.cloud_endpoint, token=token)
+        options.cloud,
+        selection.ProviderOptions(
+            endpoint=options.cloud_endpoint, token=token, cluster_name=cluster_name
+        ),
     )
     api = await _api_client(options.kubeconfig)
     try:
@@ -138,8 +154,9 @@ async def run_operator(options: OperatorOptions, *, stop: asyncio.Event | None =
         nodepool_setup.setup(manager, cloud=cloud, config=options.nodepool)
         autoscaler_setup.setup(manager, config=options.autoscaler)
         log.info(
-            "event=starting cloud=%s endpoint=%s cloud_auth=%s leader_elect=%s",
+            "event=starting cloud=%s cluster=%s endpoint=%s cloud_auth=%s leader_elect=%s",
             options.cloud,
+            cluster_name,
             options.cloud_endpoint or "default",
             "none" if token is None else f"token-file:{token.path}",
             options.leader_elect,
