@@ -129,6 +129,8 @@ class Ec2Provider:
         self._stack = contextlib.AsyncExitStack()
         self._client: EC2Client | None = None
         self._instance_types: dict[str, InstanceTypeInfoTypeDef] = {}
+        # One DescribeInstanceTypes per type, not one per create of a burst.
+        self._instance_types_lock = asyncio.Lock()
         self._snapshot: _Snapshot | None = None
         self._refreshing: asyncio.Future[_Snapshot] | None = None
         self._closed = False
@@ -295,6 +297,10 @@ class Ec2Provider:
             )
 
     async def _instance_type(self, instance_type: str) -> InstanceTypeInfoTypeDef:
+        async with self._instance_types_lock:
+            return await self._describe_instance_type(instance_type)
+
+    async def _describe_instance_type(self, instance_type: str) -> InstanceTypeInfoTypeDef:
         cached = self._instance_types.get(instance_type)
         if cached is not None:
             return cached

@@ -241,6 +241,7 @@ async def test_one_describe_serves_every_listing_and_create_of_a_pass() -> None:
     assert one_pass == 1
     assert fake.calls["DescribeInstances"] == 2
     assert fake.calls["RunInstances"] == 10
+    assert fake.calls["DescribeInstanceTypes"] == 1
     assert [vm.name for vm in web] == [f"web-{i}" for i in range(5)]
     assert all(f["Name"] != "instance-state-name" for f in fake.filters_seen[0])
     assert {f["Name"] for f in fake.filters_seen[0]} == {
