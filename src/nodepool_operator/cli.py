@@ -52,14 +52,16 @@ def cluster_up(
     directory: DirOption = DEFAULT_DIR,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for /readyz.")] = 120.0,
 ) -> None:
-    """Build (or reuse) the binaries, start the control plane and wait until it is ready."""
+    """Build (or reuse) the binaries, start the control plane and wait until it is ready;
+    print KUBECONFIG and a PATH with the project's kubectl and helm (for eval)."""
     plane = controlplane.ControlPlane(directory)
     try:
         plane.up(timeout=timeout)
     except (controlplane.ControlPlaneError, binaries.BuildError) as error:
         typer.secho(f"error: {error}", fg=typer.colors.RED, err=True)
         raise typer.Exit(1) from error
-    typer.echo(f"export KUBECONFIG={plane.kubeconfig}")
+    for line in plane.shell_setup():
+        typer.echo(line)
 
 
 @cluster_app.command("down")
