@@ -28,7 +28,7 @@ from nodepool_operator.runtime.client import Client
 from nodepool_operator.runtime.leader import LeaderElectionConfig
 from nodepool_operator.runtime.manager import Manager
 
-__all__ = ["OperatorOptions", "configure_logging", "run_operator"]
+__all__ = ["OperatorOptions", "api_client", "configure_logging", "run_operator"]
 
 log = logging.getLogger("nodepool_operator")
 
@@ -67,7 +67,7 @@ def configure_logging(
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
 
 
-async def _api_client(kubeconfig: Path | None) -> k8s.ApiClient:
+async def api_client(kubeconfig: Path | None) -> k8s.ApiClient:
     configuration = k8s.Configuration()
     path = kubeconfig or (Path(os.environ["KUBECONFIG"]) if os.environ.get("KUBECONFIG") else None)
     if path is not None:
@@ -108,7 +108,7 @@ async def run_operator(options: OperatorOptions, *, stop: asyncio.Event | None =
     cloud = selection.create(
         options.cloud, selection.ProviderOptions(endpoint=options.cloud_endpoint, token=token)
     )
-    api = await _api_client(options.kubeconfig)
+    api = await api_client(options.kubeconfig)
     try:
         client = Client(api, field_manager="nodepool-operator")
         election = None
