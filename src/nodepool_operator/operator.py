@@ -28,7 +28,13 @@ from nodepool_operator.runtime.client import Client
 from nodepool_operator.runtime.leader import LeaderElectionConfig
 from nodepool_operator.runtime.manager import Manager
 
-__all__ = ["OperatorOptions", "check_cloud_credential", "configure_logging", "run_operator"]
+__all__ = [
+    "OperatorOptions",
+    "api_client",
+    "check_cloud_credential",
+    "configure_logging",
+    "run_operator",
+]
 
 log = logging.getLogger("nodepool_operator")
 
@@ -70,7 +76,7 @@ def configure_logging(
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
 
 
-async def _api_client(kubeconfig: Path | None) -> k8s.ApiClient:
+async def api_client(kubeconfig: Path | None) -> k8s.ApiClient:
     configuration = k8s.Configuration()
     path = kubeconfig or (Path(os.environ["KUBECONFIG"]) if os.environ.get("KUBECONFIG") else None)
     if path is not None:
@@ -166,7 +172,7 @@ async def run_operator(options: OperatorOptions, *, stop: asyncio.Event | None =
             endpoint=options.cloud_endpoint, token=token, cluster_name=cluster_name
         ),
     )
-    api = await _api_client(options.kubeconfig)
+    api = await api_client(options.kubeconfig)
     try:
         client = Client(api, field_manager="nodepool-operator")
         election = None
