@@ -1,13 +1,15 @@
 """The ``nodepool-operator`` command line: the local control plane, the simulated cloud,
-the operator itself, the CRDs and the demo."""
+the operator itself, the CRDs, the demo, and read-only looks at the planner (explain, plan)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
+from kubernetes_asyncio import config as k8s_config
 
 from nodepool_operator import operator
 from nodepool_operator.api import crds as api_crds
@@ -16,9 +18,16 @@ from nodepool_operator.cloud import selection
 from nodepool_operator.cloud.simcloud import server as simcloud_server
 from nodepool_operator.cluster import binaries, controlplane
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
+from nodepool_operator.controllers.autoscaler.setup import planner_reads
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.demo import story
+from nodepool_operator.inspection import planning as inspection_planning
+from nodepool_operator.inspection import report as inspection_report
+from nodepool_operator.inspection import snapshot as inspection_snapshot
 from nodepool_operator.runtime import logformat
+from nodepool_operator.runtime.client import Client
+from nodepool_operator.runtime.clock import RealWallClock
+from nodepool_operator.runtime.informer import InformerCache
 
 __all__ = ["app", "main"]
 
@@ -51,14 +60,16 @@ def cluster_up(
     directory: DirOption = DEFAULT_DIR,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for /readyz.")] = 120.0,
 ) -> None:
-    """Build (or reuse) the binaries, start the control plane and wait until it is ready."""
+    """Build (or reuse) the binaries, start the control plane and wait until it is ready;
+    print KUBECONFIG and a PATH with the project's kubectl and helm (for eval)."""
     plane = controlplane.ControlPlane(directory)
     try:
         plane.up(timeout=timeout)
     except (controlplane.ControlPlaneError, binaries.BuildError) as error:
         typer.secho(f"error: {error}", fg=typer.colors.RED, err=True)
         raise typer.Exit(1) from error
-    typer.echo(f"export KUBECONFIG={plane.kubeconfig}")
+    for line in plane.shell_setup():
+        typer.echo(line)
 
 
 @cluster_app.command("down")
@@ -169,6 +180,13 @@ def simcloud(
         int | None, typer.Option(help="Most VMs the account may hold (403 QuotaExceeded beyond).")
     ] = None,
     slow_calls: Annotated[float, typer.Option(help="Seconds added to every call.")] = 0.0,
+    faults: Annotated[
+        str | None,
+        typer.Option(
+            help="Initial faults as JSON, the body PUT /admin/faults takes, over the flags "
+            'above; e.g. \'{"capacity": [{"zone": "sim-1a", "maxVms": 0}]}\'.'
+        ),
+    ] = None,
     seed: Annotated[int | None, typer.Option(help="Random seed for latencies and faults.")] = None,
     token_file: Annotated[
         Path | None,
@@ -201,6 +219,8 @@ def simcloud(
             token_file=token_file,
             insecure_no_auth=insecure_no_auth,
         )
+        if faults is not None:
+            config = config.with_faults(json.loads(faults))
     except ValueError as error:
         typer.secho(f"error: {error}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2) from error
@@ -258,6 +278,14 @@ def run(
             f"{selection.ENTRY_POINT_GROUP}."
         ),
     ] = "simcloud",
+    cluster_name: Annotated[
+        str | None,
+        typer.Option(
+            help="This cluster's name: every VM is tagged with it and every cloud lookup "
+            "filters on it, so clusters can share an account. Required with --cloud aws; "
+            "default for simcloud: the kubeconfig's current cluster."
+        ),
+    ] = None,
     cloud_endpoint: Annotated[
         str | None,
         typer.Option(
@@ -350,6 +378,7 @@ def run(
         cloud_endpoint=cloud_endpoint,
         cloud_token_file=cloud_token_file,
         cloud=cloud,
+        cluster_name=cluster_name,
         leader_elect=leader_elect,
         leader_election_namespace=leader_election_namespace,
         metrics_port=metrics_port,
@@ -370,9 +399,132 @@ def run(
     )
     try:
         asyncio.run(operator.run_operator(options))
-    except (cloud_credentials.CredentialError, selection.UnknownProvider) as error:
+    except (
+        cloud_credentials.CredentialError,
+        selection.UnknownProvider,
+        selection.InvalidProviderOptions,
+    ) as error:
         typer.secho(f"error: {error}", fg=typer.colors.RED, err=True)
         raise typer.Exit(1) from error
+
+
+# -- read-only looks at the planner -------------------------------------------------------
+
+explain_app = typer.Typer(
+    help="Why a pod waits and what the Autoscaler will do about it (reads only).",
+    no_args_is_help=True,
+)
+app.add_typer(explain_app, name="explain")
+
+KubeconfigOption = Annotated[
+    Path | None,
+    typer.Option(help="kubeconfig to read with; default $KUBECONFIG, then in-cluster config."),
+]
+SnapshotOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--snapshot",
+        help="Replay a snapshot file (from plan --save-snapshot) instead of the live cluster.",
+    ),
+]
+OutputOption = Annotated[
+    inspection_report.Output,
+    typer.Option("--output", "-o", help="table for people, json for scripts."),
+]
+
+
+def _fail(message: str, code: int = 1) -> NoReturn:
+    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(code)
+
+
+async def _snapshot_of(
+    kubeconfig: Path | None, snapshot_file: Path | None
+) -> inspection_snapshot.Snapshot:
+    if snapshot_file is not None:
+        return inspection_snapshot.load(snapshot_file)
+    api = await operator.api_client(kubeconfig)
+    try:
+        cache = InformerCache(Client(api, field_manager="nodepool-operator-inspect"))
+        planner_reads(cache, config=AutoscalerConfig(), wall_clock=RealWallClock())
+        source = str(api.configuration.host)
+        return await inspection_snapshot.capture(cache, source=source)
+    finally:
+        await api.close()
+
+
+def _read(kubeconfig: Path | None, snapshot_file: Path | None) -> inspection_snapshot.Snapshot:
+    try:
+        return asyncio.run(_snapshot_of(kubeconfig, snapshot_file))
+    except inspection_snapshot.SnapshotError as error:
+        _fail(str(error))
+    except (OSError, k8s_config.ConfigException) as error:
+        _fail(f"cannot reach the cluster: {error}")
+
+
+@explain_app.command("pod")
+def explain_pod(
+    pod: Annotated[str, typer.Argument(help="NAMESPACE/NAME of the pod.")],
+    kubeconfig: KubeconfigOption = None,
+    snapshot_file: SnapshotOption = None,
+    output: OutputOption = inspection_report.Output.TABLE,
+) -> None:
+    """For one pod: each pool and existing node, whether it could host the pod and the
+    first filter that refuses; what the plan does for it; the latest ScaleRequest."""
+    namespace, slash, name = pod.partition("/")
+    if not slash or not namespace or not name:
+        _fail(f"name the pod as NAMESPACE/NAME, not {pod!r}", code=2)
+    snapshot = _read(kubeconfig, snapshot_file)
+
+    async def explain() -> inspection_report.PodExplanation:
+        return await inspection_planning.explain_pod(
+            inspection_planning.reads_of(snapshot), namespace, name
+        )
+
+    try:
+        explanation = asyncio.run(explain())
+    except inspection_planning.PodNotFoundError as error:
+        _fail(str(error))
+    if output is inspection_report.Output.JSON:
+        typer.echo(inspection_report.to_json(explanation))
+    else:
+        inspection_report.print_explanation(explanation)
+
+
+@app.command("plan")
+def plan(
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Required: plan only shows, it never acts.")
+    ] = False,
+    kubeconfig: KubeconfigOption = None,
+    snapshot_file: SnapshotOption = None,
+    save_snapshot: Annotated[
+        Path | None,
+        typer.Option(
+            help="Also write what the planner read to this file (.gz to compress): nodes, "
+            "pods, pools, Autoscalers, ScaleRequests, DaemonSets; no env values or secrets."
+        ),
+    ] = None,
+    output: OutputOption = inspection_report.Output.TABLE,
+) -> None:
+    """The Autoscaler's plan for the cluster as it is now, made by the controller's own
+    planner, without acting: which pools would grow and for which pods, which pods no pool
+    can host and why, which nodes scale-down would give back."""
+    if not dry_run:
+        _fail("plan never acts; run it as `plan --dry-run`", code=2)
+    snapshot = _read(kubeconfig, snapshot_file)
+    if save_snapshot is not None:
+        snapshot.save(save_snapshot)
+        typer.echo(f"snapshot written to {save_snapshot}", err=True)
+
+    async def planned() -> inspection_report.ClusterPlan:
+        return await inspection_planning.plan_cluster(inspection_planning.reads_of(snapshot))
+
+    result = asyncio.run(planned())
+    if output is inspection_report.Output.JSON:
+        typer.echo(inspection_report.to_json(result))
+    else:
+        inspection_report.print_plan(result)
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 
-from nodepool_operator.cloud import credentials, selection
+from nodepool_operator.cloud import credentials, provider, selection
 from nodepool_operator.controllers.autoscaler import setup as autoscaler_setup
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
 from nodepool_operator.controllers.nodepool import setup as nodepool_setup
@@ -28,7 +28,13 @@ from nodepool_operator.runtime.client import Client
 from nodepool_operator.runtime.leader import LeaderElectionConfig
 from nodepool_operator.runtime.manager import Manager
 
-__all__ = ["OperatorOptions", "configure_logging", "run_operator"]
+__all__ = [
+    "OperatorOptions",
+    "api_client",
+    "check_cloud_credential",
+    "configure_logging",
+    "run_operator",
+]
 
 log = logging.getLogger("nodepool_operator")
 
@@ -40,6 +46,9 @@ class OperatorOptions:
     cloud_token_file: Path | None = None
     cloud: str = "simcloud"
     """The provider's name (``cloud.selection``): simcloud, aws, or an installed one."""
+    cluster_name: str | None = None
+    """The cluster whose VMs the provider makes and sees; required for aws, the simcloud's
+    default is the kubeconfig's current cluster."""
     leader_elect: bool = False
     leader_election_namespace: str = "nodepool-system"
     leader_election_id: str = "nodepool-operator"
@@ -67,7 +76,7 @@ def configure_logging(
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
 
 
-async def _api_client(kubeconfig: Path | None) -> k8s.ApiClient:
+async def api_client(kubeconfig: Path | None) -> k8s.ApiClient:
     configuration = k8s.Configuration()
     path = kubeconfig or (Path(os.environ["KUBECONFIG"]) if os.environ.get("KUBECONFIG") else None)
     if path is not None:
@@ -88,6 +97,57 @@ def _cloud_token(path: Path | None, cloud: str) -> credentials.TokenFile | None:
     return token
 
 
+def _cluster_name(options: OperatorOptions) -> str | None:
+    if options.cluster_name is not None:
+        return selection.check_cluster_name(options.cluster_name)
+    if options.cloud != "simcloud":
+        return None  # the provider decides whether it needs one
+    first = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+    return selection.default_cluster_name(options.kubeconfig or (Path(first) if first else None))
+
+
+#: The codes the providers give a call the cloud refused to authenticate (simcloud's 401,
+#: EC2's AuthFailure): the controllers only see each pool's listing fail, so the startup
+#: check below is where the refusal is named once, with the fix.
+UNAUTHORIZED_CODES = frozenset({"Unauthorized", "AuthFailure"})
+#: A VM name no pool makes (pool VMs are ``<pool>-<index>``): the check reads, never writes.
+CREDENTIAL_CHECK_VM = provider.VmName("nodepool-operator-credential-check")
+
+
+async def check_cloud_credential(
+    cloud: provider.CloudProvider, *, name: str, token: credentials.TokenFile | None
+) -> bool:
+    """Ask the cloud one read at startup; say once, at ERROR, when it refuses the
+    credential and which flag fixes that. True when the cloud answered."""
+    try:
+        await cloud.get_vm(CREDENTIAL_CHECK_VM)
+    except provider.CloudError as error:
+        if error.code not in UNAUTHORIZED_CODES:
+            # Unreachable or failing: the controllers retry and report per pool.
+            log.warning(
+                "event=cloud-check-failed cloud=%s code=%s error=%s", name, error.code, error
+            )
+            return False
+        if name != "simcloud":
+            fix = "give the provider credentials the cloud accepts (for aws the SDK's chain)"
+        elif token is None:
+            fix = "pass --cloud-token-file FILE, the file holding the token the cloud accepts"
+        else:
+            fix = f"put the token the cloud accepts in --cloud-token-file {token.path}"
+        answer = f"401 {error.code}: {error}" if error.code == "Unauthorized" else str(error)
+        log.error(
+            "event=cloud-unauthorized cloud=%s code=%s answer=%r fix=%r effect=%r",
+            name,
+            error.code,
+            answer,
+            fix,
+            "every pool stays Degraded (CloudListFailed) until the cloud accepts the credential",
+        )
+        return False
+    log.info("event=cloud-check-passed cloud=%s", name)
+    return True
+
+
 async def run_operator(options: OperatorOptions, *, stop: asyncio.Event | None = None) -> None:
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -105,10 +165,14 @@ async def run_operator(options: OperatorOptions, *, stop: asyncio.Event | None =
             loop.add_signal_handler(sig, request_stop)
             handled.append(sig)
     token = _cloud_token(options.cloud_token_file, options.cloud)
+    cluster_name = _cluster_name(options)
     cloud = selection.create(
-        options.cloud, selection.ProviderOptions(endpoint=options.cloud_endpoint, token=token)
+        options.cloud,
+        selection.ProviderOptions(
+            endpoint=options.cloud_endpoint, token=token, cluster_name=cluster_name
+        ),
     )
-    api = await _api_client(options.kubeconfig)
+    api = await api_client(options.kubeconfig)
     try:
         client = Client(api, field_manager="nodepool-operator")
         election = None
@@ -138,13 +202,24 @@ async def run_operator(options: OperatorOptions, *, stop: asyncio.Event | None =
         nodepool_setup.setup(manager, cloud=cloud, config=options.nodepool)
         autoscaler_setup.setup(manager, config=options.autoscaler)
         log.info(
-            "event=starting cloud=%s endpoint=%s cloud_auth=%s leader_elect=%s",
+            "event=starting cloud=%s cluster=%s endpoint=%s cloud_auth=%s leader_elect=%s",
             options.cloud,
+            cluster_name,
             options.cloud_endpoint or "default",
             "none" if token is None else f"token-file:{token.path}",
             options.leader_elect,
         )
-        await manager.run(stop)
+        # Beside the manager, not before it: a slow or absent cloud must not delay startup.
+        check = asyncio.create_task(
+            check_cloud_credential(cloud, name=options.cloud, token=token),
+            name="cloud-credential-check",
+        )
+        try:
+            await manager.run(stop)
+        finally:
+            check.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await check
         log.info("event=stopped")
     finally:
         await cloud.close()

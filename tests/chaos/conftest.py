@@ -1,7 +1,7 @@
 """Chaos fixtures: the fleet of one test, the run's size (short or full) and its figures.
 
 ``NODEPOOL_CHAOS=full`` raises the counts (50 operator SIGKILLs, ...); the default is the
-short run that the README's test command includes. ``NODEPOOL_CHAOS_SEED`` changes the
+short run that the test command (scripts/test.sh) includes. ``NODEPOOL_CHAOS_SEED`` changes the
 seed of every random choice (kill moments, targets). ``NODEPOOL_CHAOS_REPORT=FILE``
 writes the figures as JSON; they are printed at the end of the run either way.
 """

@@ -2,7 +2,7 @@
 
 The short run is part of the default ``pytest`` run and must stay within about three
 minutes on a loaded two-core machine; ``NODEPOOL_CHAOS=full`` is the run whose figures
-the README reports.
+docs/reliability.md reports.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """The whole operator with ``--cloud aws`` against an EC2-compatible server (moto, a
 process on loopback), on the real control plane: scale up, SIGKILL mid-scale and restart,
 scale down, delete the pool. At every step the instances are exactly the pool's Nodes,
-none launched twice, and none left running at the end.
+none launched twice, and none left running at the end. And two clusters (two control
+planes, two operators with their own ``--cluster-name``) sharing the one EC2 account,
+each with a NodePool of the same name: neither sees, adopts or terminates the other's.
 
 moto ignores ``ClientToken``, so what keeps a restarted operator from launching a second
 instance for a VM here is the provider's describe by tag.
@@ -10,18 +12,20 @@ instance for a VM here is the provider's describe by tag.
 from __future__ import annotations
 
 import collections
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
+from kubernetes_asyncio import config as k8s_config
 
 import ec2_server
 from harness import CLI, MERGE, POOLS, Operator, operator_args, remove_pool, settled, wait_for
 from nodepool_operator.api import launch
 from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.cloud import aws
+from nodepool_operator.cloud import aws_launch
+from nodepool_operator.cluster import controlplane, install
 from nodepool_operator.cluster.pytest_plugin import Cluster
 
 ZONES = ("us-east-1a", "us-east-1b")
@@ -42,11 +46,14 @@ def start_aws_operator(
 ) -> Iterator[Callable[..., Operator]]:
     started: list[Operator] = []
 
-    def start(*extra: str) -> Operator:
-        kubeconfig = (
+    def start(*extra: str, kubeconfig: Path | None = None, cluster_name: str = "e2e") -> Operator:
+        kubeconfig = kubeconfig or (
             cluster.plane.kubeconfig_for("operator") if cluster.plane else cluster.kubeconfig
         )
-        cloud = ("--cloud", "aws", "--cloud-endpoint", moto.endpoint)
+        cloud = (
+            *("--cloud", "aws", "--cloud-endpoint", moto.endpoint),
+            *("--cluster-name", cluster_name),
+        )
         args = [*CLI, *operator_args(kubeconfig, *cloud), *extra]
         operator = Operator("operator", args, tmp_path / f"operator-{len(started)}.log")
         operator.start()
@@ -84,17 +91,17 @@ async def _assert_exactly(
     """``count`` instances up, one per Node and named as it, in the Node's zone and with
     its provider ID; ``launched`` instances ever launched for the pool (no duplicate)."""
     live = moto.running_in_pool(pool)
-    names = [ec2_server.tag(i, aws.VM_NAME_TAG) for i in live]
+    names = [ec2_server.tag(i, aws_launch.VM_NAME_TAG) for i in live]
     nodes = await _nodes(core, pool)
     assert len(live) == count
     assert sorted(names) == sorted(nodes)  # one instance per Node, none twice
     for instance in live:
-        node = nodes[ec2_server.tag(instance, aws.VM_NAME_TAG)]
+        node = nodes[ec2_server.tag(instance, aws_launch.VM_NAME_TAG)]
         zone = instance["Placement"]["AvailabilityZone"]
         assert node.spec.provider_id == f"aws:///{zone}/{instance['InstanceId']}"
         assert node.metadata.labels[nodepool_api.ZONE_LABEL] == zone
-    every = moto.instances(**{aws.POOL_TAG: pool})
-    per_name = collections.Counter(ec2_server.tag(i, aws.VM_NAME_TAG) for i in every)
+    every = moto.instances(**{aws_launch.POOL_TAG: pool})
+    per_name = collections.Counter(ec2_server.tag(i, aws_launch.VM_NAME_TAG) for i in every)
     assert len(every) == launched
     assert [n for n, times in per_name.items() if times > 1] == []
 
@@ -120,11 +127,11 @@ async def test_scale_up_crash_scale_down_and_delete_on_ec2(
     )
 
     async def launching() -> bool:
-        return len(moto.instances(**{aws.POOL_TAG: pool_name})) >= 1
+        return len(moto.instances(**{aws_launch.POOL_TAG: pool_name})) >= 1
 
     await wait_for(launching, within=60, every=0.05)
     operator.kill()
-    before_restart = len(moto.instances(**{aws.POOL_TAG: pool_name}))
+    before_restart = len(moto.instances(**{aws_launch.POOL_TAG: pool_name}))
     operator = start_aws_operator()
     await wait_for(lambda: settled(custom, pool_name, 6), within=120)
     await _assert_exactly(moto, core, pool_name, count=6, launched=6)
@@ -166,4 +173,73 @@ async def test_a_template_the_instance_type_cannot_hold_makes_the_pool_degraded(
     condition = await wait_for(degraded, within=60)
     assert condition["reason"] == "InstanceTypeMismatch"
     assert "m5.large has 2 vCPUs" in condition["message"]
-    assert moto.instances(**{aws.POOL_TAG: pool_name}) == []
+    assert moto.instances(**{aws_launch.POOL_TAG: pool_name}) == []
+
+
+@pytest.fixture
+def second_plane(tmp_path: Path) -> Iterator[controlplane.ControlPlane]:
+    """A second local control plane: another cluster, sharing nothing with the first but
+    the EC2 account."""
+    plane = controlplane.ControlPlane(tmp_path / "second-control-plane")
+    plane.up()
+    try:
+        yield plane
+    finally:
+        plane.down()
+
+
+@pytest.fixture
+async def second_api(second_plane: controlplane.ControlPlane) -> AsyncIterator[client.ApiClient]:
+    configuration = client.Configuration()
+    await k8s_config.load_kube_config(
+        config_file=str(second_plane.kubeconfig), client_configuration=configuration
+    )
+    async with client.ApiClient(configuration) as api:
+        await install.install_crds(api)
+        await install.grant_operator_rbac(api)
+        yield api
+
+
+async def test_two_clusters_share_an_account_and_a_pool_name_without_touching_each_other(
+    api_client: client.ApiClient,
+    second_api: client.ApiClient,
+    second_plane: controlplane.ControlPlane,
+    moto: ec2_server.MotoEc2,
+    start_aws_operator: Callable[..., Operator],
+    pool_name: str,
+) -> None:
+    first, second = client.CustomObjectsApi(api_client), client.CustomObjectsApi(second_api)
+    settings = moto.launch_settings()
+    await first.create_cluster_custom_object(*POOLS, _pool(pool_name, settings, target=2))
+    await second.create_cluster_custom_object(*POOLS, _pool(pool_name, settings, target=1))
+    first_operator = start_aws_operator(cluster_name="first")
+    second_operator = start_aws_operator(
+        kubeconfig=second_plane.kubeconfig_for("operator"), cluster_name="second"
+    )
+
+    await wait_for(lambda: settled(first, pool_name, 2), within=120)
+    await wait_for(lambda: settled(second, pool_name, 1), within=120)
+    live = moto.running_in_pool(pool_name)
+    by_cluster = collections.Counter(ec2_server.tag(i, aws_launch.CLUSTER_TAG) for i in live)
+    first_ids = {
+        i["InstanceId"] for i in live if ec2_server.tag(i, aws_launch.CLUSTER_TAG) == "first"
+    }
+    assert len(live) == 3
+    assert by_cluster == {"first": 2, "second": 1}
+    # The same VM name in both clusters, one instance each.
+    assert collections.Counter(ec2_server.tag(i, aws_launch.VM_NAME_TAG) for i in live) == {
+        f"{pool_name}-0": 2,
+        f"{pool_name}-1": 1,
+    }
+    for instance in live:
+        owner = ec2_server.tag(instance, aws_launch.CLUSTER_TAG)
+        assert ec2_server.tag(instance, f"kubernetes.io/cluster/{owner}") == "owned"
+
+    # The second cluster's pool goes, and its instance with it; the first's stay up.
+    await remove_pool(second, pool_name, within=120)
+    remaining = moto.running_in_pool(pool_name)
+    assert {i["InstanceId"] for i in remaining} == first_ids
+    assert all(i["State"]["Name"] == "running" for i in remaining)
+    assert await settled(first, pool_name, 2) is not None
+    assert first_operator.errors_logged() == []
+    assert second_operator.errors_logged() == []

@@ -1,6 +1,6 @@
 """A NodePool kept in Git next to an Autoscaler, applied with ``kubectl apply --server-side``.
 
-The README's GitOps section, run as written: a manifest without ``targetNodes`` never
+The GitOps procedure of docs/operations.md, run as written: a manifest without ``targetNodes`` never
 resets it, and ownership of ``targetNodes`` passes from the Git manifest to the
 operator (the procedure Kubernetes documents for a Deployment's ``replicas`` and an HPA)
 without a node being drained.
@@ -144,7 +144,7 @@ async def test_targetnodes_passes_from_git_to_the_operator_without_a_drain(
 async def test_without_the_handover_dropping_targetnodes_from_git_resets_it(
     api_client: client.ApiClient, pool_name: str, apply: Any, crds_installed: None
 ) -> None:
-    # Why the README's procedure matters: the field goes back to its default (0).
+    # Why the documented procedure matters: the field goes back to its default (0).
     custom = client.CustomObjectsApi(api_client)
     await apply(manifest(pool_name, target=2), manager=GITOPS)
     assert await target_of(custom, pool_name) == 2

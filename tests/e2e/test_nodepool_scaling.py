@@ -72,8 +72,10 @@ async def test_scale_0_to_5_then_kubectl_scale(
 
     table = await kubectl(kubectl_path, cluster.kubeconfig, "get", "np", pool_name)
     header, row = table.splitlines()[:2]
-    assert header.split() == ["NAME", "TARGET", "CURRENT", "READY", "OPERATION", "AGE"]
-    assert row.split()[:5] == [pool_name, "7", "7", "7", "inactive"]
+    assert header.split() == [
+        "NAME", "TARGET", "CURRENT", "READY", "OPERATION", "DEGRADED", "REASON", "AGE"
+    ]  # fmt: skip
+    assert row.split()[:7] == [pool_name, "7", "7", "7", "inactive", "False", "AsExpected"]
     assert operator.errors_logged() == []
 
 

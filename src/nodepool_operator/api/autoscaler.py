@@ -304,7 +304,30 @@ PRINTER_COLUMNS: Final[list[dict[str, Any]]] = [
     {"name": "Pool", "type": "string", "jsonPath": ".spec.nodePoolName"},
     {"name": "Pending", "type": "integer", "jsonPath": ".status.pendingPods"},
     {"name": "LastTarget", "type": "integer", "jsonPath": ".status.lastRequest.targetNodes"},
+    # Pods left Pending because the pool is at maxNodes look served without this column.
+    {
+        "name": "LimitReached",
+        "type": "string",
+        "jsonPath": '.status.conditions[?(@.type=="LimitReached")].status',
+    },
+    {
+        "name": "Ready",
+        "type": "string",
+        "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
+    },
     meta.AGE_COLUMN,
+    {
+        "name": "Reason",
+        "type": "string",
+        "priority": 1,
+        "jsonPath": '.status.conditions[?(@.type=="Ready")].reason',
+    },
+    {
+        "name": "Limit",
+        "type": "string",
+        "priority": 1,
+        "jsonPath": '.status.conditions[?(@.type=="LimitReached")].message',
+    },
 ]
 
 

@@ -12,18 +12,25 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, Literal, get_args
 
 from nodepool_operator.api import fields
 
 __all__ = [
     "AWS_SCHEMA",
+    "HTTP_TOKENS",
     "MAX_USER_DATA_LENGTH",
     "PROVIDER_SCHEMA",
     "RESERVED_TAG_PREFIXES",
     "SUBNETS_COVER_ZONES_RULE",
+    "VOLUME_TYPES",
     "AwsLaunch",
+    "HttpTokens",
+    "LaunchTemplateRef",
+    "MetadataOptions",
     "ProviderSection",
+    "RootVolume",
+    "VolumeType",
 ]
 
 # Tag keys the provider writes itself (and AWS reserves "aws:"): a user tag of the same
@@ -31,11 +38,93 @@ __all__ = [
 RESERVED_TAG_PREFIXES: Final = ("aws:", "nodepool.dev/")
 # EC2 refuses user data above 16 KB (before base64).
 MAX_USER_DATA_LENGTH: Final = 16384
-# EC2 allows 50 tags per instance; the provider writes 6 of its own.
+# EC2 allows 50 tags per instance; the provider writes 8 of its own.
 _MAX_EXTRA_TAGS: Final = 40
 # The default per network interface.
 _MAX_SECURITY_GROUPS: Final = 5
 _EC2_ID: Final = "[0-9a-f]{8}([0-9a-f]{9})?"
+HttpTokens = Literal["required", "optional"]
+HTTP_TOKENS: Final[tuple[HttpTokens, ...]] = get_args(HttpTokens)
+# io1 and io2 need provisioned IOPS, which this section does not offer.
+VolumeType = Literal["gp3", "gp2", "st1", "sc1", "standard"]
+VOLUME_TYPES: Final[tuple[VolumeType, ...]] = get_args(VolumeType)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MetadataOptions:
+    """The instance metadata service (IMDS) of every instance: IMDSv2 tokens required and
+    a hop limit of 1 by default, so a container behind one more network hop cannot read
+    the node's role credentials."""
+
+    http_tokens: HttpTokens = "required"
+    http_put_response_hop_limit: int = 1
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> MetadataOptions:
+        return cls(
+            http_tokens=fields.choice(d, "httpTokens", choices=HTTP_TOKENS, default="required"),
+            http_put_response_hop_limit=fields.integer(d, "httpPutResponseHopLimit", default=1),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "httpTokens": self.http_tokens,
+            "httpPutResponseHopLimit": self.http_put_response_hop_limit,
+        }
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RootVolume:
+    """The root EBS volume: ``volume_size`` in GiB (as EC2's ``VolumeSize``);
+    ``device_name`` must be the image's root device (``/dev/xvda`` on Amazon Linux and
+    Bottlerocket, ``/dev/sda1`` on Ubuntu)."""
+
+    volume_size: int
+    volume_type: VolumeType = "gp3"
+    device_name: str = "/dev/xvda"
+    encrypted: bool | None = None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RootVolume:
+        return cls(
+            volume_size=fields.required_integer(d, "volumeSize"),
+            volume_type=fields.choice(d, "volumeType", choices=VOLUME_TYPES, default="gp3"),
+            device_name=fields.string(d, "deviceName", default="/dev/xvda"),
+            encrypted=(
+                fields.required_boolean(d, "encrypted") if d.get("encrypted") is not None else None
+            ),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return fields.compact(
+            {
+                "volumeSize": self.volume_size,
+                "volumeType": self.volume_type,
+                "deviceName": self.device_name,
+                "encrypted": self.encrypted,
+            }
+        )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LaunchTemplateRef:
+    """An EC2 launch template, by id or by name (exactly one), and its version
+    (``$Default``, ``$Latest`` or a number). The section's own settings override it."""
+
+    id: str | None = None
+    name: str | None = None
+    version: str = "$Default"
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> LaunchTemplateRef:
+        return cls(
+            id=fields.optional_string(d, "id"),
+            name=fields.optional_string(d, "name"),
+            version=fields.string(d, "version", default="$Default"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return fields.compact({"id": self.id, "name": self.name, "version": self.version})
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -54,6 +143,9 @@ class AwsLaunch:
     instance_profile: str | None = None
     user_data: str | None = None
     tags: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    metadata_options: MetadataOptions = dataclasses.field(default_factory=MetadataOptions)
+    root_volume: RootVolume | None = None
+    launch_template: LaunchTemplateRef | None = None
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> AwsLaunch:
@@ -65,6 +157,14 @@ class AwsLaunch:
             instance_profile=fields.optional_string(d, "instanceProfile"),
             user_data=fields.optional_string(d, "userData"),
             tags=fields.string_map(d, "tags"),
+            metadata_options=(
+                fields.optional_nested(d, "metadataOptions", parse=MetadataOptions.from_dict)
+                or MetadataOptions()
+            ),
+            root_volume=fields.optional_nested(d, "rootVolume", parse=RootVolume.from_dict),
+            launch_template=fields.optional_nested(
+                d, "launchTemplate", parse=LaunchTemplateRef.from_dict
+            ),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -77,6 +177,11 @@ class AwsLaunch:
                 "instanceProfile": self.instance_profile,
                 "userData": self.user_data,
                 "tags": dict(self.tags),
+                "metadataOptions": self.metadata_options.to_dict(),
+                "rootVolume": None if self.root_volume is None else self.root_volume.to_dict(),
+                "launchTemplate": (
+                    None if self.launch_template is None else self.launch_template.to_dict()
+                ),
             }
         )
 
@@ -165,6 +270,83 @@ AWS_SCHEMA: Final[dict[str, Any]] = {
                 "joins the instance to the cluster under its VM name."
             ),
             "maxLength": MAX_USER_DATA_LENGTH,
+        },
+        "metadataOptions": {
+            "type": "object",
+            "description": (
+                "The instance metadata service of every instance; by default IMDSv2 tokens "
+                "required and a hop limit of 1, so pods cannot reach the node's credentials."
+            ),
+            "default": {},
+            "properties": {
+                "httpTokens": {
+                    "type": "string",
+                    "enum": list(HTTP_TOKENS),
+                    "default": "required",
+                    "description": "required: IMDSv2 only; optional: IMDSv1 too.",
+                },
+                "httpPutResponseHopLimit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 64,
+                    "default": 1,
+                    "description": "Network hops a metadata response may travel.",
+                },
+            },
+        },
+        "rootVolume": {
+            "type": "object",
+            "description": "The root EBS volume of every instance (else the image's default).",
+            "required": ["volumeSize"],
+            "properties": {
+                "volumeSize": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 16384,
+                    "description": "Size in GiB.",
+                },
+                "volumeType": {
+                    "type": "string",
+                    "enum": list(VOLUME_TYPES),
+                    "default": "gp3",
+                    "description": "The EBS volume type.",
+                },
+                "deviceName": {
+                    "type": "string",
+                    "default": "/dev/xvda",
+                    "description": (
+                        "The image's root device: /dev/xvda (Amazon Linux, Bottlerocket), "
+                        "/dev/sda1 (Ubuntu)."
+                    ),
+                    "pattern": "^/dev/[a-z0-9]+$",
+                    "maxLength": 32,
+                },
+                "encrypted": {"type": "boolean", "description": "Encrypt with EBS's key."},
+            },
+        },
+        "launchTemplate": {
+            "type": "object",
+            "description": (
+                "An EC2 launch template to start from, by id or by name (one of the two); "
+                "the settings of this section override the template's."
+            ),
+            "properties": {
+                "id": _id_schema("lt", "The launch template's id."),
+                "name": {
+                    "type": "string",
+                    "description": "The launch template's name.",
+                    "minLength": 3,
+                    "maxLength": 128,
+                    "pattern": r"^[a-zA-Z0-9().\-/_]+$",
+                },
+                "version": {
+                    "type": "string",
+                    "default": "$Default",
+                    "description": "$Default, $Latest, or a version number.",
+                    # \x24 is "$", written so that only the anchor is a bare one.
+                    "pattern": r"^(\x24Default|\x24Latest|[1-9][0-9]*)$",
+                },
+            },
         },
         "tags": {
             "type": "object",

@@ -905,7 +905,25 @@ PRINTER_COLUMNS: Final[list[dict[str, Any]]] = [
     {"name": "Current", "type": "integer", "jsonPath": ".status.currentNodes"},
     {"name": "Ready", "type": "integer", "jsonPath": ".status.readyNodes"},
     {"name": "Operation", "type": "string", "jsonPath": ".status.scaleOperation"},
+    # A pool short of its target for a reason (the cloud refuses, a Node is invalid) reads
+    # "inactive" and 0 ready: Degraded and its reason say why on the same row.
+    {
+        "name": "Degraded",
+        "type": "string",
+        "jsonPath": '.status.conditions[?(@.type=="Degraded")].status',
+    },
+    {
+        "name": "Reason",
+        "type": "string",
+        "jsonPath": '.status.conditions[?(@.type=="Degraded")].reason',
+    },
     meta.AGE_COLUMN,
+    {
+        "name": "Message",
+        "type": "string",
+        "priority": 1,
+        "jsonPath": '.status.conditions[?(@.type=="Degraded")].message',
+    },
 ]
 
 

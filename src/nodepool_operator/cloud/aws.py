@@ -1,37 +1,36 @@
 """The ``CloudProvider`` over the EC2 API (aiobotocore): a VM is an EC2 instance.
 
-Identity. An instance belongs to the operator by its tags: ``nodepool.dev/pool`` (the
-pool's name, what ``list_vms`` filters on), ``nodepool.dev/vm-name`` (the VM's name,
-what ``get_vm``/``delete_vm`` filter on) and ``nodepool.dev/pool-uid``. The VM name is
-also the Node's name, because the controller registers each Node itself under its VM's
-name and every later step (drain, repair, scale-down) finds the VM by it; the Node's
-``spec.providerID`` is ``aws:///<zone>/<instance-id>``, the form the AWS cloud provider
-gives, so a real kubelet that registers under the VM name (``--hostname-override``)
-shows the same instance.
+Identity. An instance belongs to the operator's cluster by two tags,
+``kubernetes.io/cluster/<cluster>: owned`` (what the Kubernetes AWS integrations read)
+and ``nodepool.dev/cluster: <cluster>``; every describe filters on both, so another
+cluster's instances are never seen, adopted or terminated, and the IAM policy in
+``deploy/aws/`` lets the operator launch and terminate only instances that carry them.
+Within the cluster, ``nodepool.dev/pool`` names the pool (what ``list_vms`` selects),
+``nodepool.dev/vm-name`` the VM (what create, get and delete select) and
+``nodepool.dev/pool-uid`` the pool's incarnation. The VM name is also the Node's name; the
+Node's ``spec.providerID`` is ``aws:///<zone>/<instance-id>``, the AWS cloud provider's
+form. Tags and launch settings: ``aws_launch``; errors: ``aws_errors``.
 
-Idempotent create, twice over. First a describe by the name tag: an instance that is
-there (after a crash between launch and Node, or a lost response) is returned, never
-launched again. Then ``RunInstances`` with a ``ClientToken`` derived from the pool's
-uid, the VM name and the launch parameters, so two launches racing past the describe
-(EC2's describes lag behind launches) yield one instance on real EC2. EC2 keeps a token
-after the instance is terminated, and answers a repeated token with that terminated
-instance; since VM names are reused (the lowest free index), such an answer leads to a
-new token derived from the terminated instance's id, a chain every operator walks the
-same way. An endpoint that ignores tokens (moto) is still covered by the describe.
+One describe per pass. The provider keeps the cluster's instances from one
+``DescribeInstances`` (filtered by the cluster tags, every state, so the terminated
+instances that anchor client tokens show too) for ``listing_max_age`` seconds: the
+listings of every pool, the existence check of every create and the lookup of every
+delete in that window share it, and concurrent callers share one call in flight. Its own
+launches and terminations are written into it at once; ``get_vm`` alone always asks
+EC2, since the controller asks it to confirm a VM is gone when a listing left it out.
 
-Retries. Unlike the simcloud client, the SDK retries on its own budget (botocore's
-``standard`` mode: throttling and 5xx, at most ``max_attempts`` calls, with its backoff);
-what still fails is classed onto ``provider.CloudError``:
+Idempotent create. An instance of the VM's name in the cluster is returned, never
+launched again (or ``VmConflict`` if another pool holds the name). Otherwise
+``RunInstances`` carries a ``ClientToken`` (``aws_launch.client_token``) that every
+replica derives the same way, so two launches that race past a describe that has not
+caught up yet make one instance on real EC2. moto ignores tokens: there the describe
+alone prevents a duplicate.
 
-    InsufficientInstanceCapacity            PermanentCloudError (another zone's subnet is
-                                            tried first when the VM's zone is not fixed)
-    InstanceLimitExceeded, VcpuLimitExceeded QuotaExceeded
-    RequestLimitExceeded                    RateLimited
-    5xx, connection errors, timeouts        TransientCloudError
-    AuthFailure, UnauthorizedOperation, ... PermanentCloudError, code AuthFailure
-    no credentials in the chain             PermanentCloudError, code NoCredentials
-    Invalid* (AMI, subnet, group, type)     InvalidMachineSpec
-    instance type vs template cpu/memory    InvalidMachineSpec, code InstanceTypeMismatch
+Retries. The SDK retries on its own budget (botocore's ``standard`` mode: throttling and
+5xx, at most ``max_attempts`` calls); what still fails is classed by ``aws_errors``.
+A capacity error for a VM whose zone the template does not fix moves on to the next
+zone's subnet first; when every subnet tried refuses, the error is
+``InsufficientCapacity`` with the zone (None: several were tried) and the instance type.
 
 States: pending -> Provisioning, running -> Running, shutting-down/stopping/stopped ->
 Deleting, terminated -> gone (never listed).
@@ -39,19 +38,19 @@ Deleting, terminated -> gone (never listed).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import hashlib
-import json
+import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Final
 
 import aiobotocore.config
 import aiobotocore.session
-import botocore.exceptions
 
 from nodepool_operator.api import launch, quantity
-from nodepool_operator.cloud import provider
+from nodepool_operator.cloud import aws_errors, aws_launch, provider
 
 if TYPE_CHECKING:
     from types_aiobotocore_ec2 import EC2Client
@@ -62,25 +61,13 @@ if TYPE_CHECKING:
         RunInstancesRequestTypeDef,
     )
 
-__all__ = [
-    "CPU_TAG",
-    "MEMORY_TAG",
-    "POOL_TAG",
-    "POOL_UID_TAG",
-    "VM_NAME_TAG",
-    "Ec2Provider",
-    "classify",
-    "client_token",
-]
+__all__ = ["DEFAULT_LISTING_MAX_AGE", "Ec2Provider"]
 
 log = logging.getLogger(__name__)
 
-POOL_TAG: Final = "nodepool.dev/pool"
-VM_NAME_TAG: Final = "nodepool.dev/vm-name"
-POOL_UID_TAG: Final = "nodepool.dev/pool-uid"
-# What the template promised, so a listing reports the VM's shape without another call.
-CPU_TAG: Final = "nodepool.dev/cpu"
-MEMORY_TAG: Final = "nodepool.dev/memory"
+# About one reconcile pass: the pools reconciled in one pass share a describe, and an
+# instance changed by someone else shows within this long.
+DEFAULT_LISTING_MAX_AGE: Final = 2.0
 
 _STATES: Final[Mapping[str, provider.VmState]] = {
     "pending": provider.VmState.PROVISIONING,
@@ -91,121 +78,44 @@ _STATES: Final[Mapping[str, provider.VmState]] = {
     "stopped": provider.VmState.DELETING,
 }
 _LIVE_STATES: Final = sorted(_STATES)
+_GONE: Final = frozenset({"shutting-down", "terminated"})
 # Preference when one name has several instances (only an endpoint that ignores client
 # tokens, racing a lagging describe, can make that): the most useful first.
 _RANK: Final = {"running": 0, "pending": 1, "stopping": 2, "stopped": 3, "shutting-down": 4}
 
-_CAPACITY_CODES: Final = frozenset(
-    {"InsufficientInstanceCapacity", "InsufficientHostCapacity", "InsufficientCapacity"}
-)
-_QUOTA_CODES: Final = frozenset(
-    {"InstanceLimitExceeded", "VcpuLimitExceeded", "MaxSpotInstanceCountExceeded"}
-)
-_AUTH_CODES: Final = frozenset(
-    {
-        "AuthFailure",
-        "UnauthorizedOperation",
-        "InvalidClientTokenId",
-        "SignatureDoesNotMatch",
-        "ExpiredToken",
-        "RequestExpired",
-        "OptInRequired",
-        "Blocked",
-    }
-)
-_THROTTLE_CODES: Final = frozenset({"RequestLimitExceeded", "Throttling", "ThrottlingException"})
-_MAX_TOKEN_CHAIN: Final = 8
 
+@dataclasses.dataclass
+class _Snapshot:
+    """The cluster's instances by id, as of ``taken_at`` (monotonic seconds)."""
 
-def client_token(
-    *, pool_uid: str | None, name: str, parameters: Mapping[str, Any], previous: str | None
-) -> str:
-    """The ``ClientToken`` of a launch: the same inputs always give the same token (at
-    most 64 ASCII characters, EC2's limit). ``previous`` is the id of a terminated
-    instance an older token already answered with."""
-    material = json.dumps(
-        {"uid": pool_uid, "name": name, "parameters": parameters, "previous": previous},
-        sort_keys=True,
-        separators=(",", ":"),
-        default=str,
-    )
-    return hashlib.sha256(material.encode()).hexdigest()[:64]
-
-
-def classify(error: Exception, *, what: str) -> provider.CloudError:
-    """The ``CloudError`` for an SDK failure of the call ``what`` (e.g. "RunInstances")."""
-    if isinstance(error, botocore.exceptions.ClientError):
-        return _classify_answer(error, what=what)
-    if isinstance(
-        error, botocore.exceptions.NoCredentialsError | botocore.exceptions.PartialCredentialsError
-    ):
-        return provider.PermanentCloudError(
-            f"{what}: no AWS credentials in the standard chain (environment, shared config "
-            "and credentials files, web identity / IRSA, container or instance metadata)",
-            code="NoCredentials",
-        )
-    if isinstance(error, botocore.exceptions.NoRegionError):
-        return provider.PermanentCloudError(
-            f"{what}: no AWS region configured (AWS_REGION or the shared config)",
-            code="NoRegion",
-        )
-    if isinstance(
-        error,
-        botocore.exceptions.ConnectionError
-        | botocore.exceptions.HTTPClientError
-        | botocore.exceptions.CredentialRetrievalError
-        | botocore.exceptions.TokenRetrievalError,
-    ):
-        return provider.TransientCloudError(f"{what}: {error}", code="ConnectionError")
-    if isinstance(error, botocore.exceptions.ParamValidationError):
-        return provider.InvalidMachineSpec(f"{what}: {error}", code="InvalidParameter")
-    return provider.PermanentCloudError(f"{what}: {error}", code="SdkError")
-
-
-def _classify_answer(error: botocore.exceptions.ClientError, *, what: str) -> provider.CloudError:
-    code = str(error.response.get("Error", {}).get("Code", "Unknown"))
-    text = str(error.response.get("Error", {}).get("Message", ""))
-    status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-    message = f"{what}: {code}: {text}"
-    if code in _THROTTLE_CODES or status == 429:
-        return provider.RateLimited(message, retry_after=None, code=code)
-    # Before the 5xx rule: EC2 answers a lack of capacity with a 500, and asking the same
-    # zone again at once does not help.
-    if code in _CAPACITY_CODES:
-        return provider.PermanentCloudError(message, code=code)
-    if code in _QUOTA_CODES:
-        return provider.QuotaExceeded(message, code=code)
-    if status >= 500 or code in {"InternalError", "ServiceUnavailable", "Unavailable"}:
-        return provider.TransientCloudError(message, code=code)
-    if code in _AUTH_CODES:
-        return provider.PermanentCloudError(
-            f"{message} (check the operator's IAM role and the policy in deploy/aws/)",
-            code="AuthFailure",
-        )
-    if code.startswith("Invalid") or code in {"MissingParameter", "UnsupportedOperation"}:
-        return provider.InvalidMachineSpec(message, code=code)
-    return provider.PermanentCloudError(message, code=code)
+    taken_at: float
+    instances: dict[str, InstanceTypeDef]
 
 
 class Ec2Provider:
-    """VMs as EC2 instances in one region.
+    """VMs as EC2 instances of one cluster (``cluster_name``) in one region.
 
     Credentials and region come from the SDK's standard chain (environment, shared
     config, web identity / IRSA, instance metadata); never from a flag. ``endpoint_url``
     replaces the regional endpoint (a VPC endpoint, or an EC2-compatible test server);
     ``AWS_ENDPOINT_URL_EC2`` does the same through the environment. ``session``: the
-    SDK session to make the client from (default: a new one).
+    SDK session to make the client from (default: a new one). ``listing_max_age``: how
+    long one describe of the cluster serves listings, creates and deletes.
     """
 
     def __init__(
         self,
         *,
+        cluster_name: str,
         region: str | None = None,
         endpoint_url: str | None = None,
         max_attempts: int = 3,
         timeout: float = 10.0,
+        listing_max_age: float = DEFAULT_LISTING_MAX_AGE,
         session: aiobotocore.session.AioSession | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
+        self._cluster = cluster_name
         self._session = session or aiobotocore.session.get_session()
         self._region = region
         self._endpoint_url = endpoint_url
@@ -214,61 +124,79 @@ class Ec2Provider:
             connect_timeout=timeout,
             read_timeout=timeout,
         )
+        self._listing_max_age = listing_max_age
+        self._monotonic = monotonic
         self._stack = contextlib.AsyncExitStack()
         self._client: EC2Client | None = None
         self._instance_types: dict[str, InstanceTypeInfoTypeDef] = {}
+        # One DescribeInstanceTypes per type, not one per create of a burst.
+        self._instance_types_lock = asyncio.Lock()
+        self._snapshot: _Snapshot | None = None
+        self._refreshing: asyncio.Future[_Snapshot] | None = None
         self._closed = False
+
+    @property
+    def cluster_name(self) -> str:
+        return self._cluster
 
     async def create_vm(
         self, *, name: provider.VmName, pool: str, spec: provider.MachineSpec
     ) -> provider.VirtualMachine:
-        found = await self._live_instances(
-            [_tag_filter(VM_NAME_TAG, name)], what="DescribeInstances"
-        )
-        if found:
-            return _existing(found, name=name, pool=pool)
+        same_name = _named(await self._cluster_instances(), name)
+        live = [i for i in same_name if i["State"]["Name"] in _STATES]
+        if live:
+            return _existing(live, name=name, pool=pool)
         settings = _aws_settings(spec)
         await self._check_instance_type(settings, spec)
-        failure: provider.CloudError | None = None
-        for subnet in _subnets_to_try(settings, spec.zone):
+        anchor = _anchor(same_name)
+        failure: provider.InsufficientCapacity | None = None
+        subnets = _subnets_to_try(settings, spec.zone)
+        for subnet in subnets:
             try:
                 return await self._launch(
-                    name=name, pool=pool, spec=spec, settings=settings, subnet=subnet
+                    name=name, pool=pool, spec=spec, settings=settings, subnet=subnet, anchor=anchor
                 )
-            except provider.PermanentCloudError as error:
-                if error.code not in _CAPACITY_CODES:
-                    raise
+            except provider.InsufficientCapacity as error:
                 log.warning("cloud=aws event=no-capacity vm=%s subnet=%s", name, subnet)
                 failure = error
         assert failure is not None  # the settings name at least one subnet (CRD minProperties)
-        raise failure
+        raise provider.InsufficientCapacity(
+            failure.message, zone=spec.zone, shape=settings.instance_type, code=failure.code
+        )
 
     async def delete_vm(self, name: provider.VmName) -> None:
-        found = await self._live_instances(
-            [_tag_filter(VM_NAME_TAG, name)], what="DescribeInstances"
-        )
+        found = _named(await self._cluster_instances(), name)
+        if not any(i["State"]["Name"] in _STATES for i in found):
+            # Not in the shared describe: ask for this name alone before calling it absent.
+            found = await self._describe([_tag_filter(aws_launch.VM_NAME_TAG, name)])
         # Every instance of the name, duplicates included, and those already stopping.
-        ids = [i["InstanceId"] for i in found if i["State"]["Name"] != "shutting-down"]
+        ids = [i["InstanceId"] for i in found if i["State"]["Name"] in _STATES.keys() - _GONE]
         if not ids:
             return
         client = await self._ec2()
         try:
             await client.terminate_instances(InstanceIds=ids)
         except Exception as error:
-            raise classify(error, what="TerminateInstances") from error
+            raise aws_errors.classify(error, what="TerminateInstances") from error
+        self._remember(found, state="shutting-down", only=ids)
         log.info("cloud=aws event=terminate vm=%s instances=%s", name, ",".join(ids))
 
     async def list_vms(self, *, pool: str) -> list[provider.VirtualMachine]:
-        found = await self._live_instances([_tag_filter(POOL_TAG, pool)], what="DescribeInstances")
         by_name: dict[str, list[InstanceTypeDef]] = {}
-        for instance in found:
-            by_name.setdefault(_tags(instance).get(VM_NAME_TAG, ""), []).append(instance)
+        for instance in await self._cluster_instances():
+            tags = _tags(instance)
+            if tags.get(aws_launch.POOL_TAG) != pool or instance["State"]["Name"] not in _STATES:
+                continue
+            by_name.setdefault(tags.get(aws_launch.VM_NAME_TAG, ""), []).append(instance)
         by_name.pop("", None)
         return [_to_vm(_preferred(group)) for _, group in sorted(by_name.items())]
 
     async def get_vm(self, name: provider.VmName) -> provider.VirtualMachine | None:
-        found = await self._live_instances(
-            [_tag_filter(VM_NAME_TAG, name)], what="DescribeInstances"
+        found = await self._describe(
+            [
+                _tag_filter(aws_launch.VM_NAME_TAG, name),
+                {"Name": "instance-state-name", "Values": _LIVE_STATES},
+            ]
         )
         return _to_vm(_preferred(found)) if found else None
 
@@ -292,12 +220,38 @@ class Ec2Provider:
             )
         return self._client
 
-    async def _live_instances(
-        self, filters: Sequence[FilterTypeDef], *, what: str
-    ) -> list[InstanceTypeDef]:
+    async def _cluster_instances(self) -> list[InstanceTypeDef]:
+        """The cluster's instances, every state, from a describe at most
+        ``listing_max_age`` old; callers arriving while one is in flight share it."""
+        snapshot = self._snapshot
+        if snapshot is not None and self._monotonic() - snapshot.taken_at <= self._listing_max_age:
+            return list(snapshot.instances.values())
+        if self._refreshing is None:
+            self._refreshing = asyncio.ensure_future(self._take_snapshot())
+            self._refreshing.add_done_callback(self._refreshed)
+        # shield: one caller cancelled must not cancel the describe the others wait for.
+        snapshot = await asyncio.shield(self._refreshing)
+        return list(snapshot.instances.values())
+
+    def _refreshed(self, done: asyncio.Future[_Snapshot]) -> None:
+        self._refreshing = None
+        if not done.cancelled() and done.exception() is None:
+            self._snapshot = done.result()
+
+    async def _take_snapshot(self) -> _Snapshot:
+        started = self._monotonic()
+        instances = await self._describe([])
+        return _Snapshot(taken_at=started, instances={i["InstanceId"]: i for i in instances})
+
+    async def _describe(self, filters: Sequence[FilterTypeDef]) -> list[InstanceTypeDef]:
+        """One paginated ``DescribeInstances``, always within the cluster."""
         every: list[FilterTypeDef] = [
+            {
+                "Name": f"tag:{aws_launch.kubernetes_cluster_tag(self._cluster)}",
+                "Values": ["owned"],
+            },
+            _tag_filter(aws_launch.CLUSTER_TAG, self._cluster),
             *filters,
-            {"Name": "instance-state-name", "Values": _LIVE_STATES},
         ]
         client = await self._ec2()
         instances: list[InstanceTypeDef] = []
@@ -306,8 +260,23 @@ class Ec2Provider:
                 for reservation in page.get("Reservations", []):
                     instances.extend(reservation.get("Instances", []))
         except Exception as error:
-            raise classify(error, what=what) from error
+            raise aws_errors.classify(error, what="DescribeInstances") from error
         return instances
+
+    def _remember(
+        self, instances: Iterable[InstanceTypeDef], *, state: str | None, only: Iterable[str] = ()
+    ) -> None:
+        """Write what this provider just did into the snapshot, so the describe it shares
+        does not contradict it until it is taken again."""
+        if self._snapshot is None:
+            return
+        chosen = set(only)
+        for instance in instances:
+            if chosen and instance["InstanceId"] not in chosen:
+                continue
+            if state is not None:
+                instance = {**instance, "State": {**instance["State"], "Name": state}}  # type: ignore[typeddict-item]
+            self._snapshot.instances[instance["InstanceId"]] = instance
 
     async def _check_instance_type(
         self, settings: launch.AwsLaunch, spec: provider.MachineSpec
@@ -328,6 +297,10 @@ class Ec2Provider:
             )
 
     async def _instance_type(self, instance_type: str) -> InstanceTypeInfoTypeDef:
+        async with self._instance_types_lock:
+            return await self._describe_instance_type(instance_type)
+
+    async def _describe_instance_type(self, instance_type: str) -> InstanceTypeInfoTypeDef:
         cached = self._instance_types.get(instance_type)
         if cached is not None:
             return cached
@@ -335,7 +308,7 @@ class Ec2Provider:
         try:
             answer = await client.describe_instance_types(InstanceTypes=[instance_type])  # type: ignore[list-item]
         except Exception as error:
-            raise classify(error, what="DescribeInstanceTypes") from error
+            raise aws_errors.classify(error, what="DescribeInstanceTypes") from error
         types = answer.get("InstanceTypes", [])
         if not types:
             raise provider.InvalidMachineSpec(
@@ -353,23 +326,31 @@ class Ec2Provider:
         spec: provider.MachineSpec,
         settings: launch.AwsLaunch,
         subnet: str,
+        anchor: str | None,
     ) -> provider.VirtualMachine:
-        parameters = _run_parameters(
-            name=name, pool=pool, spec=spec, settings=settings, subnet=subnet
+        parameters = aws_launch.run_parameters(
+            cluster=self._cluster, name=name, pool=pool, spec=spec, settings=settings, subnet=subnet
         )
         client = await self._ec2()
         previous: str | None = None
-        for _ in range(_MAX_TOKEN_CHAIN):
-            token = client_token(
-                pool_uid=spec.pool_uid, name=name, parameters=parameters, previous=previous
+        met: set[str] = set()
+        while True:
+            token = aws_launch.client_token(
+                cluster=self._cluster,
+                pool_uid=spec.pool_uid,
+                name=name,
+                parameters=parameters,
+                anchor=anchor,
+                previous=previous,
             )
             try:
                 request: RunInstancesRequestTypeDef = {**parameters, "ClientToken": token}
                 answer = await client.run_instances(**request)
             except Exception as error:
-                raise classify(error, what="RunInstances") from error
+                raise aws_errors.classify(error, what="RunInstances") from error
             instance = answer["Instances"][0]
-            if instance["State"]["Name"] not in ("shutting-down", "terminated"):
+            if instance["State"]["Name"] not in _GONE:
+                self._remember([instance], state=None)
                 log.info(
                     "cloud=aws event=launch vm=%s instance=%s subnet=%s",
                     name,
@@ -377,12 +358,16 @@ class Ec2Provider:
                     subnet,
                 )
                 return _to_vm(instance)
-            # The token of an earlier instance of this name, already gone: derive the next.
+            # The token of an earlier incarnation of this name, gone since: step on. Each
+            # step meets a different instance, so the walk ends; one met twice would be
+            # an endpoint answering tokens inconsistently.
+            if instance["InstanceId"] in met:
+                raise provider.PermanentCloudError(
+                    f"RunInstances: client tokens of {name} lead back to {instance['InstanceId']}",
+                    code="ClientTokenCycle",
+                )
+            met.add(instance["InstanceId"])
             previous = instance["InstanceId"]
-        raise provider.PermanentCloudError(
-            f"RunInstances: {_MAX_TOKEN_CHAIN} client tokens in a row named terminated instances",
-            code="ClientTokenExhausted",
-        )
 
 
 def _tag_filter(key: str, value: str) -> FilterTypeDef:
@@ -393,11 +378,23 @@ def _tags(instance: InstanceTypeDef) -> dict[str, str]:
     return {t["Key"]: t["Value"] for t in instance.get("Tags", []) if "Key" in t and "Value" in t}
 
 
+def _named(instances: Iterable[InstanceTypeDef], name: str) -> list[InstanceTypeDef]:
+    return [i for i in instances if _tags(i).get(aws_launch.VM_NAME_TAG) == name]
+
+
+def _anchor(same_name: Sequence[InstanceTypeDef]) -> str | None:
+    """The newest terminated instance of the name (by launch time, then id), or None."""
+    gone = [i for i in same_name if i["State"]["Name"] == "terminated"]
+    if not gone:
+        return None
+    return max(gone, key=lambda i: (i["LaunchTime"], i["InstanceId"]))["InstanceId"]
+
+
 def _preferred(instances: Sequence[InstanceTypeDef]) -> InstanceTypeDef:
     if len(instances) > 1:
         log.warning(
             "cloud=aws event=duplicate-instances vm=%s instances=%s",
-            _tags(instances[0]).get(VM_NAME_TAG),
+            _tags(instances[0]).get(aws_launch.VM_NAME_TAG),
             ",".join(i["InstanceId"] for i in instances),
         )
     return min(instances, key=lambda i: (_RANK.get(i["State"]["Name"], 9), i["LaunchTime"]))
@@ -416,10 +413,10 @@ def _to_vm(instance: InstanceTypeDef) -> provider.VirtualMachine:
     tags = _tags(instance)
     zone = instance.get("Placement", {}).get("AvailabilityZone")
     return provider.VirtualMachine(
-        name=provider.VmName(tags.get(VM_NAME_TAG, instance["InstanceId"])),
-        pool=tags.get(POOL_TAG, ""),
-        cpu=tags.get(CPU_TAG, ""),
-        memory=tags.get(MEMORY_TAG, ""),
+        name=provider.VmName(tags.get(aws_launch.VM_NAME_TAG, instance["InstanceId"])),
+        pool=tags.get(aws_launch.POOL_TAG, ""),
+        cpu=tags.get(aws_launch.CPU_TAG, ""),
+        memory=tags.get(aws_launch.MEMORY_TAG, ""),
         state=_STATES[instance["State"]["Name"]],
         provider_id=f"aws:///{zone or ''}/{instance['InstanceId']}",
         created_at=instance["LaunchTime"].timestamp(),
@@ -448,44 +445,6 @@ def _subnets_to_try(settings: launch.AwsLaunch, zone: str | None) -> list[str]:
             f"provider.aws.subnets names no subnet for zone {zone}", code="NoSubnetForZone"
         )
     return [settings.subnets[zone]]
-
-
-def _run_parameters(
-    *,
-    name: provider.VmName,
-    pool: str,
-    spec: provider.MachineSpec,
-    settings: launch.AwsLaunch,
-    subnet: str,
-) -> RunInstancesRequestTypeDef:
-    own = {
-        "Name": name,
-        POOL_TAG: pool,
-        VM_NAME_TAG: name,
-        POOL_UID_TAG: spec.pool_uid or "",
-        CPU_TAG: spec.cpu,
-        MEMORY_TAG: spec.memory,
-    }
-    tags = [{"Key": k, "Value": v} for k, v in {**settings.tags, **own}.items()]
-    parameters: dict[str, Any] = {
-        "ImageId": settings.image_id,
-        "InstanceType": settings.instance_type,
-        "MinCount": 1,
-        "MaxCount": 1,
-        "SubnetId": subnet,
-        "TagSpecifications": [
-            {"ResourceType": "instance", "Tags": tags},
-            {"ResourceType": "volume", "Tags": tags},
-        ],
-    }
-    if settings.security_group_ids:
-        parameters["SecurityGroupIds"] = list(settings.security_group_ids)
-    if settings.instance_profile is not None:
-        key = "Arn" if settings.instance_profile.startswith("arn:") else "Name"
-        parameters["IamInstanceProfile"] = {key: settings.instance_profile}
-    if settings.user_data is not None:
-        parameters["UserData"] = settings.user_data
-    return parameters  # type: ignore[return-value]
 
 
 if TYPE_CHECKING:

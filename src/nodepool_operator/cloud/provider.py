@@ -5,6 +5,12 @@ VM's name deterministically, ``create_vm`` is idempotent by name: a retry after 
 response, or a whole operator restart, finds the VM it already asked for instead of making
 a second one.
 
+A provider serves one cluster, named when it is made (``run --cluster-name``): every VM it
+creates carries that cluster, and every lookup (list, get, delete, the existence check of
+a create) sees only that cluster's VMs. Two clusters sharing one cloud account may then
+use the same pool and VM names; a name taken in another cluster is invisible, never
+adopted and never deleted.
+
 Errors, classed once so callers decide to retry by type, never by parsing messages::
 
     CloudError                      code: str, transient: bool
@@ -12,9 +18,16 @@ Errors, classed once so callers decide to retry by type, never by parsing messag
     │   │                           (timeouts, connection errors, 5xx)
     │   └── RateLimited             429; carries retry_after (seconds, or None)
     └── PermanentCloudError         transient=False: retrying the same call will not help
+        ├── InsufficientCapacity    no room for this shape in this zone now; carries zone
+        │                           and shape, the offering a planner should back off
         ├── QuotaExceeded           the account may not hold more VMs
         ├── InvalidMachineSpec      cpu/memory/pods/zone the cloud rejects
         └── VmConflict              the name exists with a different pool
+
+``InsufficientCapacity`` is permanent for the call (asking the same zone for the same
+shape at once will not help), not for the offering: capacity comes back. A caller backs
+off that (pool, zone, shape) and tries another zone or pool meanwhile; ``QuotaExceeded``
+is the account-wide counterpart, with no zone.
 
 A transient error does not mean the call had no effect: a create answered with a 5xx or a
 timeout may have made the VM, which is why creation must be idempotent.
@@ -31,6 +44,7 @@ from nodepool_operator.api import launch
 __all__ = [
     "CloudError",
     "CloudProvider",
+    "InsufficientCapacity",
     "InvalidMachineSpec",
     "MachineSpec",
     "PermanentCloudError",
@@ -83,11 +97,15 @@ class VirtualMachine:
     memory: str
     state: VmState
     provider_id: str
-    """The Node's ``spec.providerID``, e.g. ``simcloud:///<name>``."""
+    """The Node's ``spec.providerID``, e.g. ``simcloud:///<cluster>/<name>``."""
     created_at: float
     """Wall-clock epoch seconds, as the cloud recorded them."""
     zone: str | None = None
     """The zone the VM runs in: the one asked for, else the cloud's choice."""
+    kubelet_joins: bool = True
+    """False for a VM that runs but whose kubelet will never register (a simulated
+    fault): its Node must never be made Ready by a simulator, so the registration
+    timeout is what finds it."""
 
 
 class CloudProvider(Protocol):
@@ -165,6 +183,25 @@ class PermanentCloudError(CloudError):
 
 class QuotaExceeded(PermanentCloudError):  # noqa: N818 (named after the cloud's error code)
     code = "QuotaExceeded"
+
+
+class InsufficientCapacity(PermanentCloudError):  # noqa: N818 (named after the cloud's error code)
+    """The cloud has no room now for ``shape`` in ``zone`` (EC2's
+    ``InsufficientInstanceCapacity``, simcloud's ``InsufficientCapacity``).
+
+    ``zone``: the zone refused; None when the VM's zone was the cloud's to choose and every
+    zone it could use refused. ``shape``: what was asked, as the provider names it (an
+    instance type; simcloud's ``<cpu>/<memory>``); None if the cloud did not say.
+    """
+
+    code = "InsufficientCapacity"
+
+    def __init__(
+        self, message: str, *, zone: str | None, shape: str | None, code: str | None = None
+    ) -> None:
+        super().__init__(message, code=code)
+        self.zone = zone
+        self.shape = shape
 
 
 class InvalidMachineSpec(PermanentCloudError):  # noqa: N818 (named after the cloud's error code)

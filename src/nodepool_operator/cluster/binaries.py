@@ -41,8 +41,10 @@ from typing import TextIO
 __all__ = [
     "ALL_BINARIES",
     "BuildError",
+    "ClientTool",
     "ToolModule",
     "cache_root",
+    "client_tools",
     "ensure_binaries",
     "ensure_helm",
     "ensure_karpenter_kwok",
@@ -185,6 +187,35 @@ def ensure_helm(*, out: TextIO = sys.stderr) -> Path:
         if _is_executable(candidate):
             return candidate
     return _ensure_single_tool(HELM, out=out)
+
+
+@dataclass(frozen=True)
+class ClientTool:
+    """A command-line client of the local control plane: where it is (None: not built yet)
+    and the version it was built at (None: given by ``KUBEBUILDER_ASSETS``)."""
+
+    name: str
+    path: Path | None
+    version: str | None
+
+
+def client_tools() -> list[ClientTool]:
+    """kubectl (the API server's own version: a system kubectl may be older) and helm, as
+    the cache or ``KUBEBUILDER_ASSETS`` hold them; nothing is built here."""
+    found: list[ClientTool] = []
+    assets = os.environ.get(ASSETS_ENV)
+    for module, name in ((KUBERNETES, "kubectl"), (HELM, "helm")):
+        if assets and _is_executable(Path(assets).expanduser().resolve() / name):
+            found.append(ClientTool(name, Path(assets).expanduser().resolve() / name, None))
+            continue
+        tools = tools_directory()
+        if not (tools / module.directory / "go.mod").is_file():
+            found.append(ClientTool(name, None, None))
+            continue
+        version = module.version(tools)
+        path = cache_root() / f"{module.directory}-{version}" / name
+        found.append(ClientTool(name, path if _is_executable(path) else None, version))
+    return found
 
 
 def _ensure_single_tool(module: ToolModule, *, out: TextIO) -> Path:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import signal
 import socket
 import ssl
@@ -226,6 +227,25 @@ class ControlPlane:
         if identity == "admin":
             return self.kubeconfig
         return self.directory / "kubeconfigs" / f"{identity}.kubeconfig"
+
+    def shell_setup(self) -> list[str]:
+        """What ``cluster up`` prints, for ``eval "$(nodepool-operator cluster up)"``:
+        ``KUBECONFIG``, then ``PATH`` with the project's kubectl and helm first, since a
+        kubectl already on the machine may be older than this API server."""
+        tools = binaries.client_tools()
+        directories = list(dict.fromkeys(str(t.path.parent) for t in tools if t.path))
+        lines = [f"export KUBECONFIG={shlex.quote(str(self.kubeconfig))}"]
+        if directories:
+            lines.append(f'export PATH={shlex.quote(":".join(directories))}:"$PATH"')
+        for tool in tools:
+            version = f" {tool.version}" if tool.version else ""
+            if tool.path is None:
+                lines.append(
+                    f"# {tool.name}{version}: not built; 'nodepool-operator cluster build'"
+                )
+            else:
+                lines.append(f"# {tool.name}{version}: {tool.path}")
+        return lines
 
     # -- up ---------------------------------------------------------------------------
 

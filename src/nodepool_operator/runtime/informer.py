@@ -37,6 +37,7 @@ __all__ = [
     "IndexFunc",
     "Informer",
     "InformerCache",
+    "InformerSource",
     "Transform",
     "drop_managed_fields",
     "label_index",
@@ -110,7 +111,7 @@ class Informer:
 
     def __init__(
         self,
-        client: Client,
+        client: Client | None,
         resource: Resource,
         *,
         namespace: str | None = None,
@@ -133,6 +134,31 @@ class Informer:
         self._resource_version = ""
         self.lists = 0  # how many full LISTs were made: 1 + one per 410 Gone or failure
         self.watches = 0
+
+    @classmethod
+    def holding(
+        cls,
+        resource: Resource,
+        objects: Iterable[Object],
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        transform: Transform = drop_managed_fields,
+    ) -> Informer:
+        """An informer that holds exactly ``objects`` (already selected as the selectors
+        say), synced, and never lists or watches: a recorded cache replayed offline."""
+        informer = cls(
+            None,
+            resource,
+            namespace=namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            transform=transform,
+        )
+        informer._replace({object_key(obj): transform(obj) for obj in objects})
+        informer._synced.set()
+        return informer
 
     # -- configuration ----------------------------------------------------------------
 
@@ -203,6 +229,8 @@ class Informer:
         Run again after a cancellation, it resumes watching from the last resourceVersion
         it saw (and re-lists only if the server says that version is gone).
         """
+        if self.client is None:
+            raise RuntimeError(f"the {self.resource.plural} informer replays a recording")
         failures = 0  # failed or empty watches in a row: what the next wait grows with
         need_list = not self._resource_version
         while True:
@@ -242,6 +270,7 @@ class Informer:
         return pacing.exponential(initial=BACKOFF_INITIAL, failures=failures, maximum=BACKOFF_MAX)
 
     async def _list(self) -> None:
+        assert self.client is not None  # run() refuses an informer without one
         fresh: dict[str, Object] = {}
         continue_token: str | None = None
         while True:
@@ -284,6 +313,7 @@ class Informer:
 
     async def _watch(self) -> int:
         """Follow one watch until the server ends it; return how many events it carried."""
+        assert self.client is not None  # run() refuses an informer without one
         self.watches += 1
         delivered = 0
         stream = self.client.watch(
@@ -363,6 +393,20 @@ class _InformerKey:
     namespace: str | None
     label_selector: str | None
     field_selector: str | None
+
+
+class InformerSource(Protocol):
+    """Where a controller gets its informers: the manager's cache, or a recording."""
+
+    def informer(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        transform: Transform = ...,
+    ) -> Informer: ...
 
 
 class InformerCache:

@@ -265,6 +265,7 @@ def test_a_provider_with_its_own_credentials_needs_no_token_or_endpoint(helm: Pa
     objects = template(
         helm,
         "cloud.provider=aws",
+        "cloud.clusterName=prod-1",
         "cloud.endpoint=",
         "cloud.credentials.token=",
         "extraEnv[0].name=AWS_REGION",
@@ -273,6 +274,7 @@ def test_a_provider_with_its_own_credentials_needs_no_token_or_endpoint(helm: Pa
     )
     params = parsed_run_args(objects)
     assert params["cloud"] == "aws"
+    assert params["cluster_name"] == "prod-1"
     assert params["cloud_token_file"] is None
     assert "Secret" not in kinds(objects)
     assert "cloud-token" not in {v["name"] for v in pod_spec(objects)["volumes"]}
@@ -402,6 +404,16 @@ def test_the_alert_rules_and_dashboard_are_deploy_monitorings(helm: Path) -> Non
             ["cloud.credentials.token=x", "cloud.endpoint=cloud-api:8787"],
             "/cloud/endpoint",
             id="endpoint-without-scheme",
+        ),
+        pytest.param(
+            ["cloud.provider=aws", "cloud.endpoint="],
+            "cloud.clusterName is required with cloud.provider aws",
+            id="aws-without-cluster-name",
+        ),
+        pytest.param(
+            ["cloud.credentials.token=x", "cloud.clusterName=-bad"],
+            "/cloud/clusterName",
+            id="cluster-name-syntax",
         ),
         pytest.param(
             ["cloud.credentials.token=x", "leaderElection.enabled=false"],

@@ -131,7 +131,6 @@ async def test_the_install_renders_to_exactly_the_operators_objects(local_kubect
             ("RoleBinding", NAMESPACE, "nodepool-operator-leader-election"),
             ("ConfigMap", NAMESPACE, config["metadata"]["name"]),
             ("Service", NAMESPACE, "nodepool-operator-metrics"),
-            ("Secret", NAMESPACE, "nodepool-operator-cloud-token"),
             ("Deployment", NAMESPACE, "nodepool-operator"),
         ],
         key=str,

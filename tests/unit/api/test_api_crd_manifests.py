@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -37,6 +38,18 @@ def _node_at(schema: Mapping[str, Any], json_path: str) -> Mapping[str, Any]:
     node = schema
     for part in json_path.lstrip(".").split("."):
         node = node["properties"][part]
+    return node
+
+
+def _column_node(schema: Mapping[str, Any], json_path: str) -> Mapping[str, Any]:
+    """The schema a printer column points at; a condition's field by its type, as
+    ``.status.conditions[?(@.type=="Ready")].status``, is the field of one list item."""
+    found = re.fullmatch(r'(\.[\w.]+)\[\?\(@\.type=="(\w+)"\)\]\.(\w+)', json_path)
+    if found is None:
+        return _node_at(schema, json_path)
+    items = _node_at(schema, found.group(1))["items"]
+    assert "type" in items["properties"], json_path  # the filter's key is a field of each item
+    node: Mapping[str, Any] = items["properties"][found.group(3)]
     return node
 
 
@@ -454,9 +467,15 @@ def test_the_other_kinds_have_the_status_subresource_only(kind: Any) -> None:
 @pytest.mark.parametrize(
     ("kind", "columns"),
     [
-        (nodepool, ["Target", "Current", "Ready", "Operation", "Age"]),
+        (
+            nodepool,
+            ["Target", "Current", "Ready", "Operation", "Degraded", "Reason", "Age", "Message"],
+        ),
         (scalerequest, ["Pool", "Target", "Phase", "Age"]),
-        (autoscaler, ["Pool", "Pending", "LastTarget", "Age"]),
+        (
+            autoscaler,
+            ["Pool", "Pending", "LastTarget", "LimitReached", "Ready", "Age", "Reason", "Limit"],
+        ),
     ],
     ids=KIND_IDS,
 )
@@ -471,7 +490,7 @@ def test_printer_columns_point_at_fields_of_their_type(kind: Any, columns: list[
                 "jsonPath": ".metadata.creationTimestamp",
             }
         else:
-            assert _node_at(_schema(kind), column["jsonPath"])["type"] == column["type"]
+            assert _column_node(_schema(kind), column["jsonPath"])["type"] == column["type"]
 
 
 def test_crds_render_to_yaml_that_parses_back_identical() -> None:

@@ -28,7 +28,7 @@ async def test_create_returns_a_provisioning_vm_with_its_provider_id(
     assert vm.pool == "pool-a"
     assert (vm.cpu, vm.memory) == ("4", "16Gi")
     assert vm.state is provider.VmState.PROVISIONING
-    assert vm.provider_id == "simcloud:///pool-a-0"
+    assert vm.provider_id == "simcloud:///default/pool-a-0"
     assert vm.created_at == clock()
     assert vm.zone is not None
 

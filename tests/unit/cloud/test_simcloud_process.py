@@ -9,8 +9,16 @@ import pathlib
 import signal
 import sys
 
+import pytest
+from typer.testing import CliRunner
+
+from nodepool_operator import cli
 from nodepool_operator.cloud import credentials, provider
 from nodepool_operator.cloud.simcloud import client, server, store
+from nodepool_operator.cluster import children
+
+CLI = children.CLI
+SMALL = provider.MachineSpec(cpu="4", memory="16Gi", pods=110, zone="sim-1a")
 
 
 async def test_serve_writes_the_bound_port_and_stops_when_asked(
@@ -83,3 +91,46 @@ async def test_run_logs_each_call_and_exits_cleanly_on_sigterm(
     )
     assert "simcloud stopped" in log
     assert "Traceback" not in log
+
+
+async def test_the_simcloud_command_starts_with_the_faults_given_as_json(
+    token: credentials.TokenFile, config: server.SimCloudConfig, tmp_path: pathlib.Path
+) -> None:
+    port_file = tmp_path / "simcloud.port"
+    faults = '{"capacity": [{"zone": "sim-1a", "maxVms": 0}], "kubeletNeverJoins": [{}]}'
+    process = await asyncio.create_subprocess_exec(
+        *CLI,
+        "simcloud",
+        *("--state", config.state_path, "--port", "0", "--port-file", str(port_file)),
+        *("--token-file", token.path, "--faults", faults),
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        for _ in range(400):
+            if port_file.exists():
+                break
+            await asyncio.sleep(0.05)
+        port = int(port_file.read_text())
+        async with client.SimCloudClient(f"http://127.0.0.1:{port}", token=token) as cloud:
+            with pytest.raises(provider.InsufficientCapacity):
+                await cloud.create_vm(name=provider.VmName("a-0"), pool="a", spec=SMALL)
+            vm = await cloud.create_vm(
+                name=provider.VmName("a-1"), pool="a", spec=dataclasses.replace(SMALL, zone="b")
+            )
+        process.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(process.communicate(), timeout=20)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+    assert vm.kubelet_joins is False
+
+
+def test_the_simcloud_command_refuses_bad_faults_json() -> None:
+    result = CliRunner().invoke(
+        cli.app, ["simcloud", "--insecure-no-auth", "--faults", '{"capacity": [{"zone": "x"}]}']
+    )
+
+    assert result.exit_code == 2
+    assert "maxVms" in result.output

@@ -64,14 +64,19 @@ def test_status_decides_the_error_class_and_the_body_refines_it(
         provider.VmConflict("x"),
         provider.RateLimited("x", retry_after=3.0),
         provider.TransientCloudError("x"),
+        provider.InsufficientCapacity("x", zone="sim-1a", shape="4/16Gi"),
+        provider.InsufficientCapacity("x", zone=None, shape="4/16Gi"),
     ],
 )
 def test_server_status_maps_back_to_the_same_error_class(error: provider.CloudError) -> None:
     status = wire.status_for_error(error)
 
-    back = wire.error_for_status(status, body=wire.error_json(error.code, "x"), retry_after=3.0)
+    back = wire.error_for_status(status, body=wire.error_to_json(error), retry_after=3.0)
 
     assert type(back) is type(error)
+    if isinstance(error, provider.InsufficientCapacity):
+        assert isinstance(back, provider.InsufficientCapacity)
+        assert (back.zone, back.shape) == (error.zone, error.shape)
 
 
 def test_faults_patch_with_null_clears_a_limit() -> None:

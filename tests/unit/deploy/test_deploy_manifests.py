@@ -24,6 +24,7 @@ from nodepool_operator.api import crds
 REPO = Path(__file__).resolve().parents[3]
 DEPLOY = REPO / "deploy"
 DEPLOYMENTS = ["manager/deployment.yaml", "simcloud/deployment.yaml"]
+CLOUD_TOKEN_SECRET = "nodepool-operator-cloud-token"
 
 
 def _load(relative: str) -> dict[str, Any]:
@@ -244,10 +245,16 @@ def test_containers_have_requests_and_limits_and_a_writable_tmp(manifest: str) -
         assert "emptyDir" in volume or ("secret" in volume and mount.get("readOnly")), mount
 
 
+def test_no_manifest_of_deploy_ships_a_secret_an_apply_would_put_back() -> None:
+    # The token Secret is the user's: a placeholder in deploy/ would overwrite the real token
+    # on every `kubectl apply -k`, and the operator would get 401 from the cloud for good.
+    for manifest in sorted(DEPLOY.rglob("*.yaml")):
+        for document in yaml.safe_load_all(manifest.read_text()):
+            assert (document or {}).get("kind") != "Secret", manifest
+            assert "secretGenerator" not in (document or {}), manifest
+
+
 def test_the_operator_and_the_simcloud_read_the_cloud_token_from_the_same_secret_file() -> None:
-    secret = _load("manager/cloud-token-secret.yaml")
-    assert secret["kind"] == "Secret"
-    assert set(secret["data"]) == {"token"}
     operator = _parsed_by_the_cli(_expanded_args("manager/deployment.yaml"))
     simcloud = _parsed_by_the_cli(_expanded_args("simcloud/deployment.yaml"))
     assert simcloud["insecure_no_auth"] is False
@@ -259,7 +266,9 @@ def test_the_operator_and_the_simcloud_read_the_cloud_token_from_the_same_secret
         [mount] = [
             m for m in _container(manifest)["volumeMounts"] if "secret" in volumes[m["name"]]
         ]
-        assert volumes[mount["name"]]["secret"]["secretName"] == secret["metadata"]["name"]
+        assert volumes[mount["name"]]["secret"]["secretName"] == CLOUD_TOKEN_SECRET
+        # Not optional: without the Secret the kubelet refuses to start the Pod and names it.
+        assert volumes[mount["name"]]["secret"].get("optional", False) is False
         assert path == Path(mount["mountPath"]) / "token", manifest
     # Neither reads the token from its environment: only the file is the credential.
     for manifest in DEPLOYMENTS:

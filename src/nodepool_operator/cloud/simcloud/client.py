@@ -27,6 +27,10 @@ _T = TypeVar("_T")
 class SimCloudClient:
     """Talks to the simcloud at ``endpoint`` (e.g. ``http://127.0.0.1:8787``).
 
+    ``cluster`` scopes the client to one cluster's VMs (the operator's ``--cluster-name``):
+    creates make VMs in it, and lists, gets and deletes see only its VMs. ``None`` is the
+    unscoped view of every cluster, which tests and admin tools use.
+
     ``token`` is sent as ``Authorization: Bearer`` on every call, read afresh from its
     source each time (a rotated Secret takes effect at the next call); without one, calls
     carry no credential, which only a simcloud run with ``--insecure-no-auth`` accepts.
@@ -45,8 +49,10 @@ class SimCloudClient:
         *,
         token: credentials.TokenSource | None = None,
         timeout: float = 10.0,
+        cluster: str | None = None,
     ) -> None:
         self._endpoint = endpoint.rstrip("/")
+        self._scope = {} if cluster is None else {"cluster": cluster}
         self._token = token
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
@@ -60,18 +66,18 @@ class SimCloudClient:
         self, *, name: provider.VmName, pool: str, spec: provider.MachineSpec
     ) -> provider.VirtualMachine:
         body = wire.machine_to_json(pool=pool, spec=spec)
-        _, data = await self._call("PUT", _vm_path(name), json_body=body)
+        _, data = await self._call("PUT", _vm_path(name), json_body=body, params=self._scope)
         return _decode(wire.vm_from_json, data)
 
     async def delete_vm(self, name: provider.VmName) -> None:
-        await self._call("DELETE", _vm_path(name))
+        await self._call("DELETE", _vm_path(name), params=self._scope)
 
     async def list_vms(self, *, pool: str) -> list[provider.VirtualMachine]:
-        _, data = await self._call("GET", "/v1/vms", params={"pool": pool})
+        _, data = await self._call("GET", "/v1/vms", params={**self._scope, "pool": pool})
         return _decode(_vms_from_json, data)
 
     async def get_vm(self, name: provider.VmName) -> provider.VirtualMachine | None:
-        status, data = await self._call("GET", _vm_path(name), missing_ok=True)
+        status, data = await self._call("GET", _vm_path(name), params=self._scope, missing_ok=True)
         return None if status == 404 else _decode(wire.vm_from_json, data)
 
     async def faults(self) -> wire.Faults:
@@ -84,7 +90,7 @@ class SimCloudClient:
         return _decode(wire.Faults().merged, data)
 
     async def stats(self) -> wire.SimCloudStats:
-        _, data = await self._call("GET", "/admin/stats")
+        _, data = await self._call("GET", "/admin/stats", params=self._scope)
         return _decode(wire.SimCloudStats.from_json, data)
 
     async def reset_stats(self) -> None:

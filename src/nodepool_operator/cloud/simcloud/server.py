@@ -4,7 +4,8 @@ Routes (bodies and VMs as in ``wire``)::
 
     PUT    /v1/vms/{name}   {pool, cpu, memory, pods,  201 made, 200 existed (same pool),
                             zone?}
-                                                       400, 403 QuotaExceeded, 409 VmConflict
+                                                       400, 403 QuotaExceeded, 409 VmConflict,
+                                                       503 InsufficientCapacity
     DELETE /v1/vms/{name}                              202 + VM (deleting), 204 absent
     GET    /v1/vms?pool=P                              200 {"items": [VM, ...]}, by name;
                                                        every pool's without ``pool``
@@ -12,7 +13,8 @@ Routes (bodies and VMs as in ``wire``)::
     GET    /healthz                                    200 {"ok": true}
     GET    /admin/faults                               200 faults
     PUT    /admin/faults    partial faults, null clears a limit   200 faults, 400
-    GET    /admin/stats                                200 stats
+    GET    /admin/stats                                200 stats (?cluster=C: creations
+                                                       of that cluster only)
     DELETE /admin/stats                                204, zeroes the call counts
 
 Every route but ``/healthz`` (a kubelet probe) needs ``Authorization: Bearer <token>``,
@@ -27,6 +29,9 @@ not disturb what they measure. In order, a ``/v1`` call may be: refused with 429
 token bucket; refused with 503 before it takes effect; taken into effect and then answered
 500 anyway; delayed by ``slow_call_seconds`` after it took effect. The last two are how a
 real cloud loses responses, and what makes idempotent creation necessary.
+
+Every ``/v1`` route takes ``?cluster=NAME`` (see ``wire``): the operator's client always
+sends it, so two clusters sharing this cloud neither see nor touch each other's VMs.
 
 Faults start from the config and live in memory; VMs live in the SQLite file.
 """
@@ -83,6 +88,8 @@ class SimCloudConfig:
     rate_limit_burst: int = 10
     quota_max_vms: int | None = None
     slow_call_seconds: float = 0.0
+    capacity: tuple[store.CapacityLimit, ...] = ()
+    kubelet_never_joins: tuple[store.Offering, ...] = ()
     seed: int | None = None
     token_file: str | None = None
     insecure_no_auth: bool = False
@@ -99,6 +106,23 @@ class SimCloudConfig:
         self.timing()
         self.faults()
 
+    def with_faults(self, patch: object) -> SimCloudConfig:
+        """This config with its faults patched as ``PUT /admin/faults`` would (a JSON
+        object); raises ``ValueError`` on an unknown key or a bad value."""
+        faults = self.faults().merged(patch)
+        if faults.list_empty:
+            raise ValueError("listEmpty cannot be set at start")
+        return dataclasses.replace(
+            self,
+            transient_error_rate=faults.transient_error_rate,
+            rate_limit_per_second=faults.rate_limit_per_second,
+            rate_limit_burst=faults.rate_limit_burst,
+            quota_max_vms=faults.quota_max_vms,
+            slow_call_seconds=faults.slow_call_seconds,
+            capacity=faults.capacity,
+            kubelet_never_joins=faults.kubelet_never_joins,
+        )
+
     def timing(self) -> store.Timing:
         return store.Timing(
             create_latency_seconds=self.create_latency_seconds,
@@ -113,6 +137,8 @@ class SimCloudConfig:
             rate_limit_burst=self.rate_limit_burst,
             quota_max_vms=self.quota_max_vms,
             slow_call_seconds=self.slow_call_seconds,
+            capacity=self.capacity,
+            kubelet_never_joins=self.kubelet_never_joins,
         )
 
 
@@ -304,13 +330,13 @@ class _SimCloud:
         self.responses_by_call.clear()
         self.deletions_started = 0
 
-    def stats(self) -> wire.SimCloudStats:
+    def stats(self, *, cluster: str | None = None) -> wire.SimCloudStats:
         return wire.SimCloudStats(
             calls=dict(self.calls),
             responses=dict(self.responses),
             responses_by_call={call: dict(codes) for call, codes in self.responses_by_call.items()},
             deletions_started=self.deletions_started,
-            creations_by_name=self.vms.creations_by_name(),
+            creations_by_name=self.vms.creations_by_name(cluster=cluster),
         )
 
 
@@ -434,7 +460,9 @@ async def _answer(request: web.Request, handler: typedefs.Handler) -> web.Stream
 
 
 def _error_response(error: provider.CloudError) -> web.Response:
-    return _json_error(wire.status_for_error(error), error.code, error.message)
+    response = web.json_response(wire.error_to_json(error), status=wire.status_for_error(error))
+    response.headers[_CODE_HEADER] = error.code
+    return response
 
 
 def _json_error(status: int, code: str, message: str) -> web.Response:
@@ -451,18 +479,24 @@ def _route(request: web.Request) -> str:
 async def _create_vm(request: web.Request) -> web.StreamResponse:
     sim = request.app[_SIM]
     pool, spec = wire.machine_from_json(await _json_object(request))
+    faults = sim.faults
     vm, created = sim.vms.create_vm(
+        cluster=_cluster(request),
         name=provider.VmName(request.match_info["name"]),
         pool=pool,
         spec=spec,
-        quota_max_vms=sim.faults.quota_max_vms,
+        quota_max_vms=faults.quota_max_vms,
+        capacity=faults.capacity,
+        kubelet_never_joins=faults.kubelet_never_joins,
     )
     return web.json_response(wire.vm_to_json(vm), status=201 if created else 200)
 
 
 async def _delete_vm(request: web.Request) -> web.StreamResponse:
     sim = request.app[_SIM]
-    vm, started = sim.vms.delete_vm(provider.VmName(request.match_info["name"]))
+    vm, started = sim.vms.delete_vm(
+        provider.VmName(request.match_info["name"]), cluster=_cluster(request)
+    )
     if started:
         sim.deletions_started += 1
     if vm is None:
@@ -472,13 +506,17 @@ async def _delete_vm(request: web.Request) -> web.StreamResponse:
 
 async def _list_vms(request: web.Request) -> web.StreamResponse:
     sim = request.app[_SIM]
-    vms = [] if sim.faults.list_empty else sim.vms.list_vms(pool=request.query.get("pool"))
+    vms = (
+        []
+        if sim.faults.list_empty
+        else sim.vms.list_vms(cluster=_cluster(request), pool=request.query.get("pool"))
+    )
     return web.json_response({"items": [wire.vm_to_json(vm) for vm in vms]})
 
 
 async def _get_vm(request: web.Request) -> web.StreamResponse:
     name = request.match_info["name"]
-    vm = request.app[_SIM].vms.get_vm(provider.VmName(name))
+    vm = request.app[_SIM].vms.get_vm(provider.VmName(name), cluster=_cluster(request))
     if vm is None:
         return _json_error(404, "VmNotFound", f"no VM named {name!r}")
     return web.json_response(wire.vm_to_json(vm))
@@ -504,12 +542,18 @@ async def _put_faults(request: web.Request) -> web.StreamResponse:
 
 
 async def _get_stats(request: web.Request) -> web.StreamResponse:
-    return web.json_response(request.app[_SIM].stats().to_json())
+    stats = request.app[_SIM].stats(cluster=_cluster(request))
+    return web.json_response(stats.to_json())
 
 
 async def _reset_stats(request: web.Request) -> web.StreamResponse:
     request.app[_SIM].reset_counts()
     return web.Response(status=204)
+
+
+def _cluster(request: web.Request) -> str | None:
+    """The cluster the call is scoped to; None: unscoped (every cluster)."""
+    return request.query.get("cluster") or None
 
 
 async def _json_object(request: web.Request) -> dict[str, object]:

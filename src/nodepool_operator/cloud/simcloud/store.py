@@ -1,5 +1,11 @@
 """simcloud's state: VMs in one SQLite file, their lifecycle computed from timestamps.
 
+A VM belongs to one cluster and is named uniquely within it: two clusters sharing the
+simulated account may both have ``general-0``. Every call names its cluster, or none for
+an unscoped view of every cluster (the tests' and admins' view; a create without a
+cluster goes to ``DEFAULT_CLUSTER``). A state file from before clusters is migrated on
+open, its VMs into ``DEFAULT_CLUSTER``.
+
 Each VM row keeps ``created_at``, ``ready_at`` and, once deletion starts, ``gone_at``
 (wall-clock epoch seconds). Its state at time ``t`` is derived, never stored:
 
@@ -33,11 +39,21 @@ import re
 import sqlite3
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
+from nodepool_operator.api import quantity
 from nodepool_operator.cloud import provider
 
-__all__ = ["SimCloudStore", "Timing", "WallClock", "validate_request"]
+__all__ = [
+    "DEFAULT_CLUSTER",
+    "CapacityLimit",
+    "Offering",
+    "SimCloudStore",
+    "Timing",
+    "WallClock",
+    "shape_of",
+    "validate_request",
+]
 
 WallClock = Callable[[], float]
 """Wall-clock epoch seconds; ``time.time`` unless a test fakes it."""
@@ -45,22 +61,44 @@ WallClock = Callable[[], float]
 #: Where a VM goes when its create names no zone (a real cloud picks one too).
 ZONES = ("sim-1a", "sim-1b", "sim-1c")
 
+#: The cluster of a create that names none, and of VMs from a state file without clusters.
+DEFAULT_CLUSTER = "default"
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS vms (
-    name TEXT PRIMARY KEY,
+    cluster TEXT NOT NULL,
+    name TEXT NOT NULL,
     pool TEXT NOT NULL,
     cpu TEXT NOT NULL,
     memory TEXT NOT NULL,
     zone TEXT NOT NULL,
     created_at REAL NOT NULL,
     ready_at REAL NOT NULL,
-    gone_at REAL
+    gone_at REAL,
+    kubelet_joins INTEGER NOT NULL DEFAULT 1,
+    PRIMARY KEY (cluster, name)
 );
-CREATE INDEX IF NOT EXISTS vms_by_pool ON vms (pool);
+CREATE INDEX IF NOT EXISTS vms_by_pool ON vms (cluster, pool);
 CREATE TABLE IF NOT EXISTS creations (
-    name TEXT PRIMARY KEY,
-    count INTEGER NOT NULL
+    cluster TEXT NOT NULL,
+    name TEXT NOT NULL,
+    count INTEGER NOT NULL,
+    PRIMARY KEY (cluster, name)
 );
+"""
+# The tables as they were before clusters, renamed aside and copied into the new ones.
+_MIGRATE_TO_CLUSTERS = f"""
+ALTER TABLE vms RENAME TO vms_before_clusters;
+ALTER TABLE creations RENAME TO creations_before_clusters;
+DROP INDEX IF EXISTS vms_by_pool;
+{_SCHEMA}
+INSERT INTO vms (cluster, name, pool, cpu, memory, zone, created_at, ready_at, gone_at)
+    SELECT '{DEFAULT_CLUSTER}', name, pool, cpu, memory, zone, created_at, ready_at, gone_at
+    FROM vms_before_clusters;
+INSERT INTO creations (cluster, name, count)
+    SELECT '{DEFAULT_CLUSTER}', name, count FROM creations_before_clusters;
+DROP TABLE vms_before_clusters;
+DROP TABLE creations_before_clusters;
 """
 
 # Names become Node names, so they follow the Kubernetes DNS-1123 subdomain rule.
@@ -85,6 +123,62 @@ class Timing:
             value = getattr(self, field.name)
             if not value >= 0.0:
                 raise ValueError(f"{field.name} must be >= 0: {value}")
+
+
+def shape_of(spec: provider.MachineSpec) -> str:
+    """How simcloud names a machine's shape in its answers: ``<cpu>/<memory>``."""
+    return f"{spec.cpu}/{spec.memory}"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Offering:
+    """A set of machines by where and what: each field given must match (cpu and memory
+    as quantities, so "4" matches "4000m"); one with no field matches every machine."""
+
+    zone: str | None = None
+    cpu: str | None = None
+    memory: str | None = None
+
+    def __post_init__(self) -> None:
+        # Parsed now, so a bad fault is refused when set rather than on every create.
+        if self.cpu is not None:
+            quantity.parse_cpu_millicores(self.cpu)
+        if self.memory is not None:
+            quantity.parse_memory_bytes(self.memory)
+
+    def matches(self, *, zone: str, cpu: str, memory: str) -> bool:
+        if self.zone is not None and self.zone != zone:
+            return False
+        if self.cpu is not None and _millicores(self.cpu) != _millicores(cpu):
+            return False
+        return self.memory is None or _bytes(self.memory) == _bytes(memory)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CapacityLimit:
+    """At most ``max_vms`` VMs of ``offering`` exist at once (deleting ones included, as
+    a cloud holds their hardware until they are gone); 0: the offering has no capacity."""
+
+    offering: Offering
+    max_vms: int
+
+    def __post_init__(self) -> None:
+        if self.max_vms < 0:
+            raise ValueError(f"maxVms must be >= 0: {self.max_vms}")
+
+
+def _millicores(cpu: str) -> int | None:
+    try:
+        return quantity.parse_cpu_millicores(cpu)
+    except ValueError:
+        return None
+
+
+def _bytes(memory: str) -> int | None:
+    try:
+        return quantity.parse_memory_bytes(memory)
+    except ValueError:
+        return None
 
 
 def validate_request(*, name: str, pool: str, spec: provider.MachineSpec) -> None:
@@ -140,6 +234,9 @@ class SimCloudStore:
         # In WAL mode NORMAL only risks the last commits on power loss, not corruption;
         # enough for a simulator, and it keeps fsync out of the event loop.
         self._db.execute("PRAGMA synchronous=NORMAL")
+        columns = {row["name"] for row in self._db.execute("PRAGMA table_info(vms)")}
+        if columns and "cluster" not in columns:
+            self._db.executescript(f"BEGIN IMMEDIATE; {_MIGRATE_TO_CLUSTERS} COMMIT;")
         self._db.executescript(_SCHEMA)
 
     def close(self) -> None:
@@ -148,22 +245,32 @@ class SimCloudStore:
     def create_vm(
         self,
         *,
+        cluster: str | None,
         name: provider.VmName,
         pool: str,
         spec: provider.MachineSpec,
         quota_max_vms: int | None,
+        capacity: Sequence[CapacityLimit] = (),
+        kubelet_never_joins: Sequence[Offering] = (),
     ) -> tuple[provider.VirtualMachine, bool]:
-        """The VM of that name, and whether this call created it.
+        """The VM of that name in ``cluster``, and whether this call created it.
 
         An existing VM of the same pool is returned as it is, whatever the spec asked now:
         the name is the idempotency key. The quota counts deleting VMs, since a real cloud
-        bills them until they are gone, and is only checked when a VM would be made.
+        bills them until they are gone, and is only checked when a VM would be made; so
+        are the ``capacity`` limits, which refuse with ``InsufficientCapacity``. A VM
+        whose create names no zone goes to the first zone with room, starting from the
+        one its name hashes to. A VM matching ``kubelet_never_joins`` runs but reports
+        ``kubelet_joins=False``.
         """
         validate_request(name=name, pool=pool, spec=spec)
+        cluster = cluster or DEFAULT_CLUSTER
         with self._write() as db:
             now = self._clock()
             self._purge(db, now)
-            row = db.execute("SELECT * FROM vms WHERE name = ?", (name,)).fetchone()
+            row = db.execute(
+                "SELECT * FROM vms WHERE cluster = ? AND name = ?", (cluster, name)
+            ).fetchone()
             if row is not None:
                 if row["pool"] != pool:
                     raise provider.VmConflict(
@@ -176,55 +283,84 @@ class SimCloudStore:
                     raise provider.QuotaExceeded(
                         f"quota of {quota_max_vms} VMs reached ({count} exist)"
                     )
+            zone = _zone_with_room(db, spec, name=name, capacity=capacity)
+            joins = not any(
+                o.matches(zone=zone, cpu=spec.cpu, memory=spec.memory) for o in kubelet_never_joins
+            )
             ready_at = now + self._sample(self._timing.create_latency_seconds)
             db.execute(
-                "INSERT INTO vms (name, pool, cpu, memory, zone, created_at, ready_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (name, pool, spec.cpu, spec.memory, spec.zone or _zone(name), now, ready_at),
+                "INSERT INTO vms (cluster, name, pool, cpu, memory, zone, created_at, ready_at,"
+                " kubelet_joins) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (cluster, name, pool, spec.cpu, spec.memory, zone, now, ready_at, int(joins)),
             )
             db.execute(
-                "INSERT INTO creations (name, count) VALUES (?, 1)"
-                " ON CONFLICT (name) DO UPDATE SET count = count + 1",
-                (name,),
+                "INSERT INTO creations (cluster, name, count) VALUES (?, ?, 1)"
+                " ON CONFLICT (cluster, name) DO UPDATE SET count = count + 1",
+                (cluster, name),
             )
-            row = db.execute("SELECT * FROM vms WHERE name = ?", (name,)).fetchone()
+            row = db.execute(
+                "SELECT * FROM vms WHERE cluster = ? AND name = ?", (cluster, name)
+            ).fetchone()
             return _vm(row, now), True
 
-    def delete_vm(self, name: provider.VmName) -> tuple[provider.VirtualMachine | None, bool]:
-        """The VM as it is now (``None`` if absent), and whether this call began deleting it."""
+    def delete_vm(
+        self, name: provider.VmName, *, cluster: str | None
+    ) -> tuple[provider.VirtualMachine | None, bool]:
+        """The VM as it is now (``None`` if absent), and whether this call began deleting it.
+        Unscoped (``cluster`` None), every cluster's VM of that name is deleted."""
         with self._write() as db:
             now = self._clock()
             self._purge(db, now)
-            row = db.execute("SELECT * FROM vms WHERE name = ?", (name,)).fetchone()
-            if row is None:
+            rows = db.execute(
+                "SELECT * FROM vms WHERE name = ? AND (? IS NULL OR cluster = ?)",
+                (name, cluster, cluster),
+            ).fetchall()
+            if not rows:
                 return None, False
-            if row["gone_at"] is not None:
-                return _vm(row, now), False
             gone_at = now + self._sample(self._timing.delete_latency_seconds)
-            db.execute("UPDATE vms SET gone_at = ? WHERE name = ?", (gone_at, name))
-            row = db.execute("SELECT * FROM vms WHERE name = ?", (name,)).fetchone()
-            return _vm(row, now), True
+            started = [r for r in rows if r["gone_at"] is None]
+            for row in started:
+                db.execute(
+                    "UPDATE vms SET gone_at = ? WHERE cluster = ? AND name = ?",
+                    (gone_at, row["cluster"], name),
+                )
+            row = db.execute(
+                "SELECT * FROM vms WHERE cluster = ? AND name = ?", (rows[0]["cluster"], name)
+            ).fetchone()
+            return _vm(row, now), bool(started)
 
-    def get_vm(self, name: provider.VmName) -> provider.VirtualMachine | None:
+    def get_vm(
+        self, name: provider.VmName, *, cluster: str | None
+    ) -> provider.VirtualMachine | None:
         now = self._clock()
         row = self._db.execute(
-            "SELECT * FROM vms WHERE name = ? AND (gone_at IS NULL OR gone_at > ?)", (name, now)
+            "SELECT * FROM vms WHERE name = ? AND (gone_at IS NULL OR gone_at > ?)"
+            " AND (? IS NULL OR cluster = ?) ORDER BY cluster",
+            (name, now, cluster, cluster),
         ).fetchone()
         return None if row is None else _vm(row, now)
 
-    def list_vms(self, *, pool: str | None = None) -> list[provider.VirtualMachine]:
-        """VMs not gone yet, by name; every pool's when ``pool`` is ``None``."""
+    def list_vms(
+        self, *, cluster: str | None, pool: str | None = None
+    ) -> list[provider.VirtualMachine]:
+        """VMs not gone yet, by name; every pool's when ``pool`` is ``None``, every
+        cluster's when ``cluster`` is ``None``."""
         now = self._clock()
         rows = self._db.execute(
             "SELECT * FROM vms WHERE (gone_at IS NULL OR gone_at > ?)"
-            " AND (? IS NULL OR pool = ?) ORDER BY name",
-            (now, pool, pool),
+            " AND (? IS NULL OR cluster = ?) AND (? IS NULL OR pool = ?) ORDER BY name, cluster",
+            (now, cluster, cluster, pool, pool),
         ).fetchall()
         return [_vm(row, now) for row in rows]
 
-    def creations_by_name(self) -> dict[str, int]:
-        """How many times each name was made into a VM, over the file's whole life."""
-        rows = self._db.execute("SELECT name, count FROM creations ORDER BY name").fetchall()
+    def creations_by_name(self, *, cluster: str | None = None) -> dict[str, int]:
+        """How many times each name was made into a VM, over the file's whole life; summed
+        over clusters unless ``cluster`` is given."""
+        rows = self._db.execute(
+            "SELECT name, SUM(count) AS count FROM creations WHERE (? IS NULL OR cluster = ?)"
+            " GROUP BY name ORDER BY name",
+            (cluster, cluster),
+        ).fetchall()
         return {row["name"]: row["count"] for row in rows}
 
     @contextlib.contextmanager
@@ -256,15 +392,53 @@ def _vm(row: sqlite3.Row, now: float) -> provider.VirtualMachine:
         state = provider.VmState.PROVISIONING
     name = provider.VmName(row["name"])
     return provider.VirtualMachine(
+        kubelet_joins=bool(row["kubelet_joins"]),
         name=name,
         pool=row["pool"],
         cpu=row["cpu"],
         memory=row["memory"],
         state=state,
-        provider_id=f"simcloud:///{name}",
+        provider_id=f"simcloud:///{row['cluster']}/{name}",
         created_at=row["created_at"],
         zone=row["zone"],
     )
+
+
+def _zone_with_room(
+    db: sqlite3.Connection,
+    spec: provider.MachineSpec,
+    *,
+    name: str,
+    capacity: Sequence[CapacityLimit],
+) -> str:
+    """The VM's zone: the one asked for, else the first default zone with room from the
+    one its name hashes to. Raises ``InsufficientCapacity`` if none has room."""
+    if spec.zone is not None:
+        candidates = [spec.zone]
+    else:
+        start = ZONES.index(_zone(name))
+        candidates = [*ZONES[start:], *ZONES[:start]]
+    for zone in candidates:
+        full = [
+            limit
+            for limit in capacity
+            if limit.offering.matches(zone=zone, cpu=spec.cpu, memory=spec.memory)
+            and _count(db, limit.offering) >= limit.max_vms
+        ]
+        if not full:
+            return zone
+    where = f"zone {spec.zone}" if spec.zone is not None else f"any of {', '.join(ZONES)}"
+    raise provider.InsufficientCapacity(
+        f"no capacity for {shape_of(spec)} in {where}",
+        zone=spec.zone,
+        shape=shape_of(spec),
+    )
+
+
+def _count(db: sqlite3.Connection, offering: Offering) -> int:
+    # Every cluster's VMs: capacity belongs to the account's hardware, not to a cluster.
+    rows = db.execute("SELECT zone, cpu, memory FROM vms").fetchall()
+    return sum(offering.matches(zone=r["zone"], cpu=r["cpu"], memory=r["memory"]) for r in rows)
 
 
 def _zone(name: str) -> str:

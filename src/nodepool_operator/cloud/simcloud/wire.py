@@ -7,11 +7,19 @@ Keys are camelCase, as in Kubernetes. A create request (``zone`` optional)::
 A VM on the wire::
 
     {"name": "pool-a-0", "pool": "pool-a", "cpu": "4", "memory": "16Gi",
-     "state": "Provisioning", "providerId": "simcloud:///pool-a-0",
+     "state": "Provisioning", "providerId": "simcloud:///prod/pool-a-0",
      "createdAt": 1764410000.25, "zone": "sim-1b"}
 
+A VM whose kubelet never joins (a fault) also has ``"kubeletJoins": false``.
+
+Every ``/v1`` call may carry ``?cluster=NAME``: the VM is made in that cluster, and only
+that cluster's VMs are seen. Without it a call is unscoped (every cluster's VMs; a create
+goes to the default cluster), for tests and admins.
+
 An error is ``{"code": "QuotaExceeded", "message": "..."}`` with the status from
-``STATUS_BY_CODE``; a 429 also has a ``Retry-After`` header in whole seconds.
+``STATUS_BY_CODE``; a 429 also has a ``Retry-After`` header in whole seconds. An
+``InsufficientCapacity`` error (503, as EC2 answers its own with a 5xx) also carries
+``"zone"`` (null: every zone the VM could go to) and ``"shape"`` (``<cpu>/<memory>``).
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from typing import Final
 
 from nodepool_operator.api import fields
 from nodepool_operator.cloud import provider
+from nodepool_operator.cloud.simcloud import store
 
 __all__ = [
     "STATUS_BY_CODE",
@@ -41,6 +50,7 @@ STATUS_BY_CODE: Final[Mapping[str, int]] = {
     "Unauthorized": 401,
     provider.InvalidMachineSpec.code: 400,
     provider.QuotaExceeded.code: 403,
+    provider.InsufficientCapacity.code: 503,
     "VmNotFound": 404,
     provider.VmConflict.code: 409,
     provider.RateLimited.code: 429,
@@ -57,8 +67,14 @@ def status_for_error(error: provider.CloudError) -> int:
     return 503 if error.transient else 400
 
 
-def error_json(code: str, message: str) -> dict[str, object]:
-    return {"code": code, "message": message}
+def error_json(code: str, message: str, **details: str | None) -> dict[str, object]:
+    return {"code": code, "message": message, **details}
+
+
+def error_to_json(error: provider.CloudError) -> dict[str, object]:
+    if isinstance(error, provider.InsufficientCapacity):
+        return error_json(error.code, error.message, zone=error.zone, shape=error.shape)
+    return error_json(error.code, error.message)
 
 
 def error_for_status(
@@ -75,6 +91,15 @@ def error_for_status(
     text = message if isinstance(message, str) and message else f"simcloud answered {status}"
     if status == 429:
         return provider.RateLimited(text, retry_after=retry_after)
+    # Before the 5xx rule: capacity is answered with a 503, yet asking again at once for
+    # the same zone and shape does not help.
+    if code == provider.InsufficientCapacity.code and isinstance(body, dict):
+        zone, shape = body.get("zone"), body.get("shape")
+        return provider.InsufficientCapacity(
+            text,
+            zone=zone if isinstance(zone, str) else None,
+            shape=shape if isinstance(shape, str) else None,
+        )
     if status >= 500 or status == 408:
         return provider.TransientCloudError(text, code=code or f"HTTP{status}")
     if status == 403 and code == provider.QuotaExceeded.code:
@@ -123,6 +148,7 @@ def vm_to_json(vm: provider.VirtualMachine) -> dict[str, object]:
         "providerId": vm.provider_id,
         "createdAt": vm.created_at,
         "zone": vm.zone,
+        "kubeletJoins": vm.kubelet_joins,
     }
 
 
@@ -141,6 +167,7 @@ def vm_from_json(data: object) -> provider.VirtualMachine:
         provider_id=fields.required_string(obj, "providerId"),
         created_at=fields.required_number(obj, "createdAt"),
         zone=zone,
+        kubelet_joins=fields.boolean(obj, "kubeletJoins", default=True),
     )
 
 
@@ -156,6 +183,15 @@ class Faults:
     took effect, so a client that times out has still created its VM. ``list_empty``
     makes every VM listing answer 200 with no items (a cloud that lost its state, or a
     wrong endpoint) while gets still find the VMs.
+
+    ``capacity`` limits how many VMs of an offering (a zone, a shape, or both) may exist
+    at once; a create beyond one is refused with ``InsufficientCapacity`` (``maxVms`` 0:
+    none at all). VMs created while they match an offering of ``kubelet_never_joins``
+    run but never get a Ready Node: they carry ``kubelet_joins=False``. As JSON::
+
+        {"capacity": [{"zone": "sim-1a", "maxVms": 0},
+                      {"cpu": "8", "memory": "32Gi", "maxVms": 2}],
+         "kubeletNeverJoins": [{"zone": "sim-1c"}]}
     """
 
     transient_error_rate: float = 0.0
@@ -164,6 +200,8 @@ class Faults:
     quota_max_vms: int | None = None
     slow_call_seconds: float = 0.0
     list_empty: bool = False
+    capacity: tuple[store.CapacityLimit, ...] = ()
+    kubelet_never_joins: tuple[store.Offering, ...] = ()
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.transient_error_rate <= 1.0:
@@ -185,6 +223,10 @@ class Faults:
             "quotaMaxVms": self.quota_max_vms,
             "slowCallSeconds": self.slow_call_seconds,
             "listEmpty": self.list_empty,
+            "capacity": [
+                {**_offering_to_json(c.offering), "maxVms": c.max_vms} for c in self.capacity
+            ],
+            "kubeletNeverJoins": [_offering_to_json(o) for o in self.kubelet_never_joins],
         }
 
     def merged(self, patch: object) -> Faults:
@@ -226,7 +268,49 @@ class Faults:
             list_empty=fields.required_boolean(obj, "listEmpty")
             if "listEmpty" in obj
             else self.list_empty,
+            capacity=(
+                tuple(_capacity_from_json(item) for item in _list(obj, "capacity"))
+                if "capacity" in obj
+                else self.capacity
+            ),
+            kubelet_never_joins=(
+                tuple(_offering_from_json(item) for item in _list(obj, "kubeletNeverJoins"))
+                if "kubeletNeverJoins" in obj
+                else self.kubelet_never_joins
+            ),
         )
+
+
+def _offering_to_json(offering: store.Offering) -> dict[str, object]:
+    return fields.compact({"zone": offering.zone, "cpu": offering.cpu, "memory": offering.memory})
+
+
+def _offering_from_json(data: object) -> store.Offering:
+    obj = _object(data)
+    unknown = set(obj) - {"zone", "cpu", "memory"}
+    if unknown:
+        raise ValueError(f"unknown offering keys: {sorted(unknown)}")
+    return store.Offering(
+        zone=fields.optional_string(obj, "zone"),
+        cpu=fields.optional_string(obj, "cpu"),
+        memory=fields.optional_string(obj, "memory"),
+    )
+
+
+def _capacity_from_json(data: object) -> store.CapacityLimit:
+    obj = dict(_object(data))
+    max_vms = fields.required_integer(obj, "maxVms")
+    del obj["maxVms"]
+    return store.CapacityLimit(offering=_offering_from_json(obj), max_vms=max_vms)
+
+
+def _list(obj: Mapping[str, object], key: str) -> list[object]:
+    value = obj[key]
+    if value is None:
+        return []  # null clears, as for the other faults
+    if not isinstance(value, list):
+        raise ValueError(f"{key} must be a list")
+    return value
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -373,6 +373,11 @@ class Observer:
             stale=stale,
         )
 
+    def inputs(self) -> _Gathered:
+        """What a plan would read now, for the tools that explain one (``inspection``)."""
+        self._unhealthy = self._find_unhealthy()
+        return self._gather()
+
     def _version(self) -> tuple[object, ...]:
         return (
             self.autoscalers.resource_version,

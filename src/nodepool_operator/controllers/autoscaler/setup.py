@@ -6,6 +6,8 @@ them, so the process keeps one WATCH of each; the Autoscaler adds its own indexe
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers import cached
 from nodepool_operator.controllers.autoscaler import watches
@@ -19,15 +21,34 @@ from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import kinds
 from nodepool_operator.runtime.controller import Controller, GenerationChanged
 from nodepool_operator.runtime.events import EventRecorder
+from nodepool_operator.runtime.informer import Informer, InformerSource
 from nodepool_operator.runtime.manager import Manager
 
-__all__ = ["setup"]
+__all__ = ["Reads", "planner_reads", "setup"]
 
 
-def setup(manager: Manager, *, config: AutoscalerConfig) -> Controller:
-    """Create the controller, its informers (shared through the manager) and its watches."""
-    client = manager.client.for_manager(f"{NAME}-controller")
-    cache = manager.cache
+@dataclass(frozen=True)
+class Reads:
+    """The informers the Autoscaler reads, and the planner built on them."""
+
+    autoscalers: Informer
+    pools: Informer
+    nodes: Informer
+    pods: Informer
+    requests: Informer
+    daemon_sets: Informer
+    observer: Observer
+    ledger: RequestLedger
+
+
+def planner_reads(
+    cache: InformerSource, *, config: AutoscalerConfig, wall_clock: clock_module.WallClock
+) -> Reads:
+    """Request the Autoscaler's informers from ``cache`` and build its planner on them.
+
+    The controller passes the manager's cache; ``nodepool-operator plan`` and ``explain``
+    pass one holding a recording of the same informers, so they run this same planner.
+    """
     autoscalers = cache.informer(AUTOSCALERS)
     pools = cache.informer(NODEPOOLS)
     nodes = cache.informer(
@@ -37,23 +58,33 @@ def setup(manager: Manager, *, config: AutoscalerConfig) -> Controller:
     requests = cache.informer(SCALEREQUESTS)
     daemon_sets = cache.informer(kinds.DAEMONSETS)
     ledger = RequestLedger()
-    recorder = EventRecorder(client, component=f"{NAME}-controller", clock=manager.clock)
+    observer = Observer(
+        autoscalers=autoscalers,
+        pools=pools,
+        nodes=nodes,
+        pods=pods,
+        requests=requests,
+        daemon_sets=daemon_sets,
+        ledger=ledger,
+        cache=ProfileCache(config.request_cache_size),
+        expendable_priority=config.expendable_pods_priority_cutoff,
+        wall_clock=wall_clock,
+    )
+    return Reads(autoscalers, pools, nodes, pods, requests, daemon_sets, observer, ledger)
+
+
+def setup(manager: Manager, *, config: AutoscalerConfig) -> Controller:
+    """Create the controller, its informers (shared through the manager) and its watches."""
+    client = manager.client.for_manager(f"{NAME}-controller")
     wall_clock = clock_module.RealWallClock()
+    reads = planner_reads(manager.cache, config=config, wall_clock=wall_clock)
+    autoscalers, pools, nodes, pods = reads.autoscalers, reads.pools, reads.nodes, reads.pods
+    requests, daemon_sets, ledger = reads.requests, reads.daemon_sets, reads.ledger
+    recorder = EventRecorder(client, component=f"{NAME}-controller", clock=manager.clock)
     reconciler = AutoscalerReconciler(
         client=client,
         autoscalers=autoscalers,
-        observer=Observer(
-            autoscalers=autoscalers,
-            pools=pools,
-            nodes=nodes,
-            pods=pods,
-            requests=requests,
-            daemon_sets=daemon_sets,
-            ledger=ledger,
-            cache=ProfileCache(config.request_cache_size),
-            expendable_priority=config.expendable_pods_priority_cutoff,
-            wall_clock=wall_clock,
-        ),
+        observer=reads.observer,
         requester=ScaleRequester(client=client, ledger=ledger, wall_clock=wall_clock),
         notices=Notices(
             recorder,

@@ -49,10 +49,13 @@ from nodepool_operator.controllers.autoscaler.constraints import (
 __all__ = [
     "DaemonSetView",
     "ExistingNode",
+    "NodeAnswer",
     "Outcome",
     "PoolOutcome",
     "PoolTemplate",
+    "Verdicts",
     "simulate",
+    "verdicts",
 ]
 
 HOSTNAME_LABEL: Final = nodepool_api.HOSTNAME_LABEL
@@ -1032,3 +1035,67 @@ def _outcome(
         for name, state in simulation.pools.items()
     }
     return Outcome(pools=pools, placements=tuple(placements), unfit=unfit)
+
+
+# -- one pod, every node and pool ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NodeAnswer:
+    pool: str | None
+    booting: bool  # requested and not Ready yet (a VM without a Node, or a Node booting)
+    problem: str | None  # the first filter that refuses, None where the pod fits
+
+
+@dataclass(frozen=True)
+class Verdicts:
+    """For one pod: each node's answer and each pool's, None where it fits. A problem is
+    the first filter that refuses, in the order the scheduler runs them."""
+
+    nodes: Mapping[str, NodeAnswer]  # existing and booting nodes
+    pools: Mapping[str, str | None]  # the pool's next new node (any of its zones)
+
+
+def verdicts(
+    profile: PodProfile,
+    *,
+    nodes: Sequence[ExistingNode],
+    pools: Sequence[PoolTemplate],
+    daemon_sets: Sequence[DaemonSetView] = (),
+    nominated: Sequence[tuple[PodProfile, str]] = (),
+) -> Verdicts:
+    """Judge ``profile`` against the cluster as it is, with the filters ``simulate`` uses
+    and before any pending pod is placed: what ``nodepool-operator explain`` shows."""
+    simulation = _Simulation(nodes, pools, daemon_sets, {})
+    cluster = simulation.cluster
+    by_name = {node.name: node for node in cluster.nodes}
+    for other, node_name in nominated:
+        if node_name in by_name:
+            cluster.place(other, by_name[node_name], 1, counted=True)
+    if profile.unsupported is not None:
+        return Verdicts(
+            nodes={
+                node.name: NodeAnswer(node.pool, node.kind == _BOOTING, profile.unsupported)
+                for node in cluster.nodes
+            },
+            pools={name: profile.unsupported for name in simulation.pools},
+        )
+    on_nodes = {
+        node.name: NodeAnswer(node.pool, node.kind == _BOOTING, cluster.problem(profile, node))
+        for node in cluster.nodes
+    }
+    on_pools: dict[str, str | None] = {}
+    for name, state in simulation.pools.items():
+        template = state.template
+        if template.namespaces is not None and profile.namespace not in template.namespaces:
+            on_pools[name] = f"its Autoscaler does not watch namespace {profile.namespace}"
+            continue
+        first: str | None = None
+        for ahead in range(max(1, template.zones)):
+            problem = cluster.problem(profile, simulation._candidate(state, ahead), candidate=True)
+            if problem is None:
+                first = None
+                break
+            first = first or problem
+        on_pools[name] = first
+    return Verdicts(nodes=on_nodes, pools=on_pools)

@@ -1,0 +1,251 @@
+"""The Autoscaler's planner, run read-only over a recording of its caches.
+
+``plan`` and ``explain`` build the planner exactly as the controller does
+(``controllers.autoscaler.setup.planner_reads``) but over informers that hold a snapshot,
+then ask it what the controller would: each Autoscaler's observation and decision
+(``plan.decide``), and, for one pod, every filter's answer on every node and pool
+(``simulation.verdicts``). Nothing here writes to the cluster; the decisions are the
+controller's own code, not a copy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from nodepool_operator.api import autoscaler as autoscaler_api
+from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import scalerequest as scalerequest_api
+from nodepool_operator.controllers.autoscaler import constraints, plan, simulation
+from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
+from nodepool_operator.controllers.autoscaler.observe import Observation
+from nodepool_operator.controllers.autoscaler.setup import Reads, planner_reads
+from nodepool_operator.inspection import report
+from nodepool_operator.inspection.snapshot import Snapshot, SnapshotCache
+from nodepool_operator.runtime.client import Object
+
+__all__ = ["Lookup", "PodNotFoundError", "explain_pod", "plan_cluster", "reads_of"]
+
+
+class PodNotFoundError(LookupError):
+    """The pod named is not in the cluster (or the snapshot)."""
+
+
+@dataclass(frozen=True)
+class _At:
+    """A wall clock stopped at the moment the snapshot was taken, so timers (a node
+    NotReady past its pool's timeout) are judged as they were then."""
+
+    seconds: float
+
+    def time(self) -> float:
+        return self.seconds
+
+
+def reads_of(snapshot: Snapshot, *, config: AutoscalerConfig | None = None) -> Reads:
+    taken = datetime.fromisoformat(snapshot.captured_at).timestamp()
+    return planner_reads(
+        SnapshotCache(snapshot), config=config or AutoscalerConfig(), wall_clock=_At(taken)
+    )
+
+
+def _pod_name(pod: Object) -> str:
+    return f"{pod['metadata'].get('namespace', '')}/{pod['metadata']['name']}"
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """Every Autoscaler's observation and decision, as the controller would make them."""
+
+    observations: dict[str, Observation]  # by pool
+    decisions: dict[str, plan.Decision]  # by pool
+    troubles: dict[str, str]  # Autoscaler -> why it decides nothing
+
+
+async def _lookup(reads: Reads) -> Lookup:
+    observations: dict[str, Observation] = {}
+    decisions: dict[str, plan.Decision] = {}
+    troubles: dict[str, str] = {}
+    for autoscaler in sorted(reads.autoscalers.items(), key=lambda a: a["metadata"]["name"]):
+        name = str(autoscaler["metadata"]["name"])
+        spec = autoscaler_api.spec_of(autoscaler)
+        seen = await reads.observer.observe(name, spec)
+        if seen is None:
+            troubles[name] = f"NodePool {spec.node_pool_name!r} does not exist"
+            continue
+        if not isinstance(seen, Observation):
+            troubles[name] = f"Autoscaler {seen.owner!r} already plans for pool {seen.pool!r}"
+            continue
+        blocked = plan.scale_down_blocker(
+            seen.pool, enabled=spec.scale_down.enabled, pending_fitting=seen.pending_fitting
+        )
+        # The unneeded timers live in the running controller; a dry run names the nodes
+        # that would go once their time is up and asks for no scale-down itself.
+        decisions[seen.pool.name] = plan.decide(
+            seen.pool,
+            seen.up,
+            unneeded=(),
+            unneeded_seconds=spec.scale_down.unneeded_seconds,
+            blocked=blocked,
+        )
+        observations[seen.pool.name] = seen
+    return Lookup(observations, decisions, troubles)
+
+
+async def plan_cluster(reads: Reads) -> report.ClusterPlan:
+    looked = await _lookup(reads)
+    growth: list[report.PoolGrowth] = []
+    unfit: dict[str, str] = {}
+    removable: list[report.Removable] = []
+    placed = 0
+    pending: set[str] = set()
+    for pool, seen in sorted(looked.observations.items()):
+        decision = looked.decisions[pool]
+        pending.update(_pod_name(p) for p in seen.fitting)
+        pending.update(_pod_name(p) for p, _ in seen.unfit)
+        placed += len(seen.fitting) - len(seen.triggering)
+        if decision.action == "scale-up":
+            growth.append(
+                report.PoolGrowth(
+                    pool=pool,
+                    target_nodes=decision.current,
+                    new_nodes=decision.target - decision.current,
+                    pods=tuple(_pod_name(p) for p in seen.triggering),
+                    limited_to=decision.target if decision.limited else None,
+                )
+            )
+        elif decision.limited:
+            growth.append(
+                report.PoolGrowth(
+                    pool=pool,
+                    target_nodes=decision.current,
+                    new_nodes=0,
+                    pods=tuple(_pod_name(p) for p in seen.triggering),
+                    limited_to=decision.target,
+                )
+            )
+        for pod, why in seen.unfit:
+            unfit.setdefault(_pod_name(pod), why)
+        removable.extend(report.Removable(pool=pool, node=node) for node in seen.unneeded)
+    return report.ClusterPlan(
+        pending=len(pending),
+        on_existing=placed,
+        growth=tuple(growth),
+        unfit=tuple(report.UnfitPod(pod, why) for pod, why in sorted(unfit.items())),
+        removable=tuple(removable),
+        troubles=tuple(f"{name}: {why}" for name, why in sorted(looked.troubles.items())),
+    )
+
+
+def _newest_request(reads: Reads, pool: str) -> report.Decision | None:
+    found = [
+        r for r in reads.requests.items() if scalerequest_api.spec_of(r).node_pool_name == pool
+    ]
+    if not found:
+        return None
+    newest = max(
+        found,
+        key=lambda r: (
+            str(r["metadata"].get("creationTimestamp", "")),
+            int(r["metadata"].get("resourceVersion") or 0),
+        ),
+    )
+    status = scalerequest_api.status_of(newest)
+    return report.Decision(
+        name=str(newest["metadata"]["name"]),
+        pool=pool,
+        target_nodes=scalerequest_api.spec_of(newest).target_nodes,
+        phase=str(status.phase),
+        message=status.message or "",
+        created=str(newest["metadata"].get("creationTimestamp", "")),
+    )
+
+
+def _scheduler_message(pod: Object) -> str:
+    for condition in (pod.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            return f"{condition.get('reason', '')}: {condition.get('message', '')}".strip(": ")
+    return ""
+
+
+def _planned(pod: Object, looked: Lookup) -> tuple[str, str | None]:
+    """What the plan does for the pod, in one sentence, and the pool concerned."""
+    uid = pod["metadata"].get("uid")
+
+    def has(pods: Iterable[Any]) -> bool:
+        return any(p["metadata"].get("uid") == uid for p in pods)
+
+    if (pod.get("spec") or {}).get("nodeName"):
+        return f"bound to {pod['spec']['nodeName']}: nothing to plan", None
+    for pool, seen in sorted(looked.observations.items()):
+        decision = looked.decisions[pool]
+        if has(seen.triggering):
+            if decision.limited and decision.target <= decision.current:
+                return f"needs a new node of pool {pool}, which is at maxNodes", pool
+            return (
+                f"needs a new node of pool {pool}: targetNodes {decision.current} -> "
+                f"{decision.target}",
+                pool,
+            )
+        if has(seen.fitting):
+            return f"fits on a node of pool {pool} that exists or is on its way", pool
+        for unfit_pod, why in seen.unfit:
+            if unfit_pod["metadata"].get("uid") == uid:
+                return f"no pool can host it: {why}", None
+    return "not planned: no Autoscaler watches it, or the scheduler has not judged it yet", None
+
+
+async def explain_pod(reads: Reads, namespace: str, name: str) -> report.PodExplanation:
+    pod = reads.pods.get(name, namespace)
+    if pod is None:
+        raise PodNotFoundError(f"no pod {namespace}/{name}")
+    inputs = reads.observer.inputs()
+    looked = await _lookup(reads)
+    uid = pod["metadata"].get("uid")
+    profiles = {p["metadata"].get("uid"): inputs.profiles[i] for i, p in enumerate(inputs.pending)}
+    profile = profiles.get(uid) or constraints.profile_of(pod)
+    judged = simulation.verdicts(
+        profile,
+        nodes=inputs.nodes,
+        pools=inputs.templates,
+        daemon_sets=inputs.daemon_sets,
+        nominated=inputs.nominated,
+    )
+    pools = [
+        report.PoolVerdict(
+            name=t.name, problem=judged.pools[t.name], headroom=t.headroom, autoscaled=True
+        )
+        for t in inputs.templates
+    ]
+    for pool in sorted(reads.pools.items(), key=lambda p: p["metadata"]["name"]):
+        pool_name = str(pool["metadata"]["name"])
+        if pool_name not in judged.pools:
+            spec = nodepool_api.spec_of(pool)
+            pools.append(
+                report.PoolVerdict(
+                    name=pool_name,
+                    problem="no Autoscaler plans for this pool",
+                    headroom=max(0, spec.max_nodes - spec.target_nodes),
+                    autoscaled=False,
+                )
+            )
+    planned, planned_pool = _planned(pod, looked)
+    return report.PodExplanation(
+        namespace=namespace,
+        name=name,
+        phase=str((pod.get("status") or {}).get("phase", "")),
+        node=(pod.get("spec") or {}).get("nodeName"),
+        scheduler_says=_scheduler_message(pod),
+        planned=planned,
+        planned_pool=planned_pool,
+        nodes=tuple(
+            report.NodeVerdict(
+                name=node, pool=answer.pool, booting=answer.booting, problem=answer.problem
+            )
+            for node, answer in sorted(judged.nodes.items())
+        ),
+        pools=tuple(pools),
+        decision=_newest_request(reads, planned_pool) if planned_pool else None,
+    )

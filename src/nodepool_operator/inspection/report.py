@@ -1,0 +1,231 @@
+"""What ``explain`` and ``plan`` found, as data (``-o json``) and as terminal tables (rich).
+
+The data classes are the contract scripts read; the tables are for people. Colour only on
+a terminal (rich decides that from the stream), and never a traceback for a wrong name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.table import Table
+
+__all__ = [
+    "ClusterPlan",
+    "Decision",
+    "NodeVerdict",
+    "Output",
+    "PodExplanation",
+    "PoolGrowth",
+    "PoolVerdict",
+    "Removable",
+    "UnfitPod",
+    "print_explanation",
+    "print_plan",
+    "to_json",
+]
+
+
+class Output(enum.StrEnum):
+    TABLE = "table"
+    JSON = "json"
+
+
+@dataclass(frozen=True)
+class NodeVerdict:
+    """An existing Node and whether the pod fits it now; ``problem`` is the first filter
+    that refuses, in the scheduler's words."""
+
+    name: str
+    pool: str | None
+    booting: bool  # requested, not Ready yet: room on its way
+    problem: str | None
+
+
+@dataclass(frozen=True)
+class PoolVerdict:
+    """Whether a new node of the pool could host the pod, and whether the pool may grow."""
+
+    name: str
+    problem: str | None
+    headroom: int  # nodes it may still add (maxNodes - targetNodes)
+    autoscaled: bool  # an Autoscaler plans for it and watches the pod's namespace
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The newest ScaleRequest for the pool the plan gives the pod to."""
+
+    name: str
+    pool: str
+    target_nodes: int
+    phase: str
+    message: str
+    created: str
+
+
+@dataclass(frozen=True)
+class PodExplanation:
+    namespace: str
+    name: str
+    phase: str
+    node: str | None  # where it is bound, if it is
+    scheduler_says: str  # the PodScheduled condition's message, if any
+    planned: str  # what the plan does for it, in one sentence
+    planned_pool: str | None
+    nodes: tuple[NodeVerdict, ...]
+    pools: tuple[PoolVerdict, ...]
+    decision: Decision | None
+
+
+@dataclass(frozen=True)
+class PoolGrowth:
+    pool: str
+    target_nodes: int
+    new_nodes: int
+    pods: tuple[str, ...]  # namespace/name of the pods the new nodes are for
+    limited_to: int | None = None  # maxNodes stopped it here; the pods need more
+
+
+@dataclass(frozen=True)
+class Removable:
+    """A Ready node running only DaemonSet or mirror pods: scale-down gives it back once
+    it has been so for the Autoscaler's ``scaleDown.unneededSeconds``."""
+
+    pool: str
+    node: str
+
+
+@dataclass(frozen=True)
+class UnfitPod:
+    pod: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ClusterPlan:
+    pending: int
+    on_existing: int  # pending pods the plan places on nodes that exist or are coming
+    growth: tuple[PoolGrowth, ...]
+    unfit: tuple[UnfitPod, ...]
+    removable: tuple[Removable, ...]
+    troubles: tuple[str, ...]  # Autoscalers that decide nothing, and why
+
+
+def to_json(result: PodExplanation | ClusterPlan) -> str:
+    def convert(value: Any) -> Any:
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            return {
+                _camel(field.name): convert(getattr(value, field.name))
+                for field in dataclasses.fields(value)
+            }
+        if isinstance(value, tuple | list):
+            return [convert(item) for item in value]
+        return value
+
+    return json.dumps(convert(result), indent=2)
+
+
+def _camel(name: str) -> str:
+    first, *rest = name.split("_")
+    return first + "".join(word.title() for word in rest)
+
+
+def _yes_no(problem: str | None) -> str:
+    return "[green]yes[/green]" if problem is None else "[red]no[/red]"
+
+
+def print_explanation(explanation: PodExplanation, *, out: TextIO | None = None) -> None:
+    console = Console(file=out, highlight=False)
+    where = f"bound to {explanation.node}" if explanation.node else explanation.phase
+    console.print(f"[bold]Pod {explanation.namespace}/{explanation.name}[/bold]: {where}")
+    if explanation.scheduler_says:
+        console.print(f"  scheduler: {explanation.scheduler_says}")
+    console.print(f"  plan: {explanation.planned}")
+    if explanation.decision is not None:
+        d = explanation.decision
+        console.print(
+            f"  latest decision: ScaleRequest {d.name} for pool {d.pool}: "
+            f"targetNodes {d.target_nodes}, {d.phase}" + (f" ({d.message})" if d.message else "")
+        )
+    pools = Table(title="A new node of each pool", title_justify="left")
+    for column in (
+        "pool",
+        "could host it",
+        "first filter that refuses",
+        "may grow by",
+        "autoscaled",
+    ):
+        pools.add_column(column)
+    for pool in explanation.pools:
+        pools.add_row(
+            pool.name,
+            _yes_no(pool.problem),
+            pool.problem or "",
+            str(pool.headroom),
+            "yes" if pool.autoscaled else "no",
+        )
+    console.print(pools)
+    _print_nodes(console, explanation.nodes)
+
+
+def _print_nodes(console: Console, nodes: Sequence[NodeVerdict], limit: int = 20) -> None:
+    if not nodes:
+        console.print("Existing nodes: none in any pool, none on their way")
+        return
+    fitting = [node for node in nodes if node.problem is None]
+    refusing = [node for node in nodes if node.problem is not None]
+    table = Table(title="Existing nodes", title_justify="left")
+    for column in ("node", "pool", "fits now", "first filter that refuses"):
+        table.add_column(column)
+    for node in [*fitting, *refusing][:limit]:
+        name = f"{node.name} (booting)" if node.booting else node.name
+        table.add_row(name, node.pool or "(no pool)", _yes_no(node.problem), node.problem or "")
+    console.print(table)
+    if len(nodes) > limit:
+        console.print(f"  ... and {len(nodes) - limit} more nodes (-o json lists every one)")
+
+
+def print_plan(plan: ClusterPlan, *, out: TextIO | None = None) -> None:
+    console = Console(file=out, highlight=False)
+    console.print(
+        f"[bold]pending pods: {plan.pending}[/bold]; on nodes that exist or are on their "
+        f"way: {plan.on_existing}; on new nodes: {sum(len(g.pods) for g in plan.growth)} "
+        f"(nodes to add: {sum(g.new_nodes for g in plan.growth)}); no pool can host: "
+        f"{len(plan.unfit)}"
+    )
+    for trouble in plan.troubles:
+        console.print(f"  [yellow]decides nothing[/yellow]: {trouble}")
+    growth = Table(title="Pools that would grow", title_justify="left")
+    for column in ("pool", "targetNodes", "new nodes", "for pods"):
+        growth.add_column(column)
+    for g in plan.growth:
+        shown = ", ".join(g.pods[:5]) + (f" and {len(g.pods) - 5} more" if len(g.pods) > 5 else "")
+        target = f"{g.target_nodes} -> {g.target_nodes + g.new_nodes}"
+        if g.limited_to is not None:
+            target += " (maxNodes)"
+        growth.add_row(g.pool, target, str(g.new_nodes), shown)
+    console.print(growth)
+    if plan.removable:
+        removable = Table(title="Nodes scale-down would give back", title_justify="left")
+        removable.add_column("pool")
+        removable.add_column("node")
+        removable.add_column("why")
+        for r in plan.removable:
+            removable.add_row(
+                r.pool, r.node, "runs only DaemonSet or mirror pods (after unneededSeconds)"
+            )
+        console.print(removable)
+    if plan.unfit:
+        unfit = Table(title="Pods no pool can host", title_justify="left")
+        unfit.add_column("pod")
+        unfit.add_column("why")
+        for pod in plan.unfit:
+            unfit.add_row(pod.pod, pod.reason)
+        console.print(unfit)

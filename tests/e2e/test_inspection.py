@@ -1,0 +1,185 @@
+"""``explain`` and ``plan --dry-run`` on the real control plane: the controller's own planner,
+read-only, with the operator's own (read-only) permissions.
+
+Two pools, one plain and one tainted, each with an Autoscaler, and pods the real
+kube-scheduler marked Unschedulable: one that fits the plain pool, one too large for any
+node, one that only the tainted pool could host but does not tolerate. ``plan`` must
+say which pool grows by how much and why the others wait, write nothing (audit log),
+replay the same plan from a saved snapshot without the cluster, and match the decision
+the operator then makes; ``explain`` must name each pool's refusing filter and, once the
+operator asked for a node, the ScaleRequest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from kubernetes_asyncio import client
+
+import workloads
+from e2e.test_autoscaler import AUTOSCALERS, POOLS
+from e2e.test_autoscaler_constraints import make_autoscaler, make_pool
+from harness import CLI, remove_pool, wait_for
+from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.cluster import audit
+from nodepool_operator.cluster.pytest_plugin import Cluster
+
+
+def _cli(*args: str, kubeconfig: Path | None = None) -> subprocess.CompletedProcess[str]:
+    found = ["--kubeconfig", str(kubeconfig)] if kubeconfig else []
+    return subprocess.run(
+        [*CLI, *args, *found], capture_output=True, text=True, timeout=180, check=False
+    )
+
+
+def _json(done: subprocess.CompletedProcess[str]) -> Any:
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+async def _unschedulable(core: client.CoreV1Api, namespace: str, names: set[str]) -> bool:
+    pods = (await core.list_namespaced_pod(namespace)).items
+    marked = set()
+    for pod in pods:
+        for condition in pod.status.conditions or ():
+            if condition.type == "PodScheduled" and condition.reason == "Unschedulable":
+                marked.add(pod.metadata.labels["app"])
+    return names <= marked
+
+
+async def _pod_named(core: client.CoreV1Api, namespace: str, app: str) -> str:
+    pods = (await core.list_namespaced_pod(namespace, label_selector=f"app={app}")).items
+    return f"{namespace}/{pods[0].metadata.name}"
+
+
+async def test_plan_and_explain_read_only_replayable_and_as_the_operator_decides(
+    api_client: client.ApiClient,
+    cluster: Cluster,
+    start_simcloud: Any,
+    start_operator: Any,
+    pool_name: str,
+    autoscaler_name: str,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    custom = client.CustomObjectsApi(api_client)
+    core, apps = client.CoreV1Api(api_client), client.AppsV1Api(api_client)
+    plain, tainted = pool_name, f"{pool_name}-gpu"
+    tier = {"example.com/tier": pool_name}
+    await make_pool(custom, plain, labels=tier)
+    gpu = nodepool_api.manifest(
+        tainted,
+        nodepool_api.NodePoolSpec(
+            target_nodes=0,
+            min_nodes=0,
+            max_nodes=10,
+            template=nodepool_api.NodeTemplate(cpu="16", memory="64Gi", pods=110, labels=tier),
+        ),
+    )
+    gpu["spec"]["template"]["taints"] = [{"key": "gpu", "value": "yes", "effect": "NoSchedule"}]
+    await custom.create_cluster_custom_object(*POOLS, gpu)
+    await make_autoscaler(custom, autoscaler_name, pool=plain, namespace=namespace)
+    await make_autoscaler(custom, f"{autoscaler_name}-gpu", pool=tainted, namespace=namespace)
+    try:
+        await apps.create_namespaced_deployment(
+            namespace, workloads.deployment("web", selector=tier, replicas=3, cpu="1")
+        )
+        await apps.create_namespaced_deployment(
+            namespace, workloads.deployment("huge", selector=tier, replicas=1, cpu="9")
+        )
+        await wait_for(lambda: _unschedulable(core, namespace, {"web", "huge"}), within=60)
+        kubeconfig = (
+            cluster.plane.kubeconfig_for("operator") if cluster.plane else cluster.kubeconfig
+        )
+        log = cluster.audit_log()
+        log.mark()
+
+        live = _json(_cli("plan", "--dry-run", "-o", "json", kubeconfig=kubeconfig))
+        saved = tmp_path / "snapshot.json.gz"
+        saving = _cli("plan", "--dry-run", "--save-snapshot", str(saved), kubeconfig=kubeconfig)
+        assert saving.returncode == 0, saving.stderr
+        huge = await _pod_named(core, namespace, "huge")
+        explained = _json(_cli("explain", "pod", huge, "-o", "json", kubeconfig=kubeconfig))
+        table = _cli("explain", "pod", huge, kubeconfig=kubeconfig)
+        plan_table = _cli("plan", "--dry-run", kubeconfig=kubeconfig)
+        print(table.stdout, plan_table.stdout)  # what docs/explain.md shows (pytest -s)
+
+        # Read-only: the operator's user wrote nothing while the three commands ran.
+        assert audit.writes(log.events_since_mark(), user="nodepool-operator") == []
+
+        growth = {g["pool"]: g for g in live["growth"]}
+        assert set(growth) == {plain}
+        assert growth[plain]["targetNodes"] == 0
+        assert growth[plain]["newNodes"] == 1  # three 1-cpu pods on one 4-cpu node
+        assert len(growth[plain]["pods"]) == 3
+        assert [u["pod"] for u in live["unfit"]] == [huge]
+        assert "cpu" in live["unfit"][0]["reason"]
+
+        pools = {p["name"]: p for p in explained["pools"]}
+        assert "cpu" in pools[plain]["problem"]
+        assert "taint" in pools[tainted]["problem"]
+        assert "gpu" in pools[tainted]["problem"]
+        assert explained["planned"].startswith("no pool can host it")
+        assert table.returncode == 0
+        assert "first filter that refuses" in table.stdout
+
+        # The snapshot replays to the same plan with no cluster to read from at all.
+        replayed = _cli(
+            "plan", "--dry-run", "--snapshot", str(saved), "-o", "json",
+            kubeconfig=tmp_path / "no-such-kubeconfig",
+        )  # fmt: skip
+        assert _json(replayed) == live
+
+        # The operator then decides what plan said: one request, targetNodes 0 -> 1.
+        cloud = await start_simcloud("--create-latency", "20", "--latency-jitter", "0")
+        operator = start_operator(cloud)
+        web = await _pod_named(core, namespace, "web")
+
+        async def requested() -> list[dict[str, Any]] | None:
+            found = await custom.list_cluster_custom_object(
+                "nodepool.dev", "v1alpha1", "scalerequests"
+            )
+            mine = [r for r in found["items"] if r["spec"]["nodePoolName"] in (plain, tainted)]
+            return mine or None
+
+        requests = await wait_for(requested, within=60)
+        assert [(r["spec"]["nodePoolName"], r["spec"]["targetNodes"]) for r in requests] == [
+            (plain, 1)
+        ]
+
+        # While its VM boots, explain names the request the pod waits for.
+        async def waiting_on_request() -> dict[str, Any] | None:
+            seen = _json(_cli("explain", "pod", web, "-o", "json", kubeconfig=kubeconfig))
+            return seen if seen["decision"] else None
+
+        waiting = await wait_for(waiting_on_request, within=60)
+        assert waiting["decision"]["name"] == requests[0]["metadata"]["name"]
+        assert waiting["decision"]["pool"] == plain
+        assert waiting["plannedPool"] == plain
+        assert operator.errors_logged() == []
+    finally:
+        await custom.delete_cluster_custom_object(*AUTOSCALERS, f"{autoscaler_name}-gpu")
+        await remove_pool(custom, tainted)
+
+
+async def test_explain_says_which_pod_it_cannot_find_and_exits_1(
+    cluster: Cluster, crds_installed: None
+) -> None:
+    kubeconfig = cluster.plane.kubeconfig_for("operator") if cluster.plane else cluster.kubeconfig
+
+    done = await asyncio.to_thread(_cli, "explain", "pod", "nowhere/nothing", kubeconfig=kubeconfig)
+
+    assert done.returncode == 1
+    assert "no pod nowhere/nothing" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_pod_named_without_its_namespace_is_a_usage_error() -> None:
+    done = _cli("explain", "pod", "just-a-name")
+
+    assert done.returncode == 2
+    assert "NAMESPACE/NAME" in done.stderr
