@@ -165,10 +165,10 @@ buildah bud --quiet --isolation chroot --timestamp "$SOURCE_DATE_EPOCH" --layers
   --label "org.opencontainers.image.base.name=debian:$suite ($base_image)" \
   -t "$image" . > /dev/null
 
-# The image this tag named before, now untagged, would stay in buildah's storage forever.
-current=$(buildah inspect --type image --format '{{.FromImageID}}' "$image")
-if [ -n "$previous" ] && [ "$previous" != "$current" ]; then
-  buildah rmi "$previous" > /dev/null 2>&1 || true  # still tagged elsewhere: kept
+# The image this tag named before, when no other name is left on it, would stay in
+# buildah's storage forever. (rmi by ID would remove it under its other names too.)
+if [ -n "$previous" ] && buildah images --quiet --no-trunc --filter dangling=true | grep -q "$previous"; then
+  buildah rmi "$previous" > /dev/null
 fi
 
 archive_file=$out/nodepool-operator-$version.oci.tar
