@@ -56,10 +56,11 @@ started=$(date +%s)
 
 # --- tools -----------------------------------------------------------------------------
 missing=()
-for tool in "${debian_tools[@]}"; do command -v "$tool" > /dev/null || missing+=("$tool"); done
+for tool in "${debian_tools[@]}" curl; do command -v "$tool" > /dev/null || missing+=("$tool"); done
 if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" -eq 0 ] || die "missing ${missing[*]}; as root: $install_command"
   say "installing ${missing[*]} (apt-get)"
+  apt-get update -q > /dev/null
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" > /dev/null
 fi
 [ "$(id -u)" -eq 0 ] || die "run as root: mmdebstrap --mode=root and buildah's chroot isolation need it"
