@@ -15,6 +15,7 @@ decide feasibility, so they are not parsed.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -99,6 +100,11 @@ class Selector:
     """A ``metav1.LabelSelector``; ``None`` in a term means it matches nothing."""
 
     requirements: tuple[Requirement, ...]
+
+    @property
+    def keys(self) -> frozenset[str]:
+        """The label keys it reads: a pod's other labels never change what it matches."""
+        return frozenset(key for key, _, _ in self.requirements)
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         for key, operator, values in self.requirements:
@@ -280,6 +286,24 @@ class PodProfile:
     def has_pod_constraints(self) -> bool:
         """Whether placing one copy changes where the next may go (beyond resources)."""
         return bool(self.affinity or self.anti_affinity or self.spread or self.ports)
+
+    @property
+    def label_keys_read(self) -> frozenset[str]:
+        """The pod label keys its own pod affinity, anti-affinity and spread selectors read."""
+        selectors = [
+            *(term.selector for term in (*self.affinity, *self.anti_affinity)),
+            *(constraint.selector for constraint in self.spread),
+        ]
+        return frozenset().union(*(s.keys for s in selectors if s is not None))
+
+    def with_labels(self, keys: frozenset[str]) -> PodProfile:
+        """This profile with only the labels under ``keys``: equal to every pod that differs
+        from it only by labels no selector reads (a StatefulSet pod's own name, say)."""
+        labels = {k: v for k, v in self.labels.items() if k in keys}
+        if len(labels) == len(self.labels):
+            return self
+        namespace, _, *rest = self.key
+        return dataclasses.replace(self, key=(namespace, _freeze(labels), *rest), labels=labels)
 
     def __hash__(self) -> int:
         return self._hash

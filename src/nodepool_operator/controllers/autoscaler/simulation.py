@@ -28,6 +28,7 @@ name, the ones the NodePool controller will create.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import heapq
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -379,6 +380,7 @@ class _Cluster:
         self._term_match: dict[tuple[AffinityTerm, PodProfile], bool] = {}
         self._anti_owners: dict[AffinityTerm, _Counts] = {}
         self._spreads: dict[tuple[SpreadConstraint, PodProfile], _Spread] = {}
+        self._spreads_by_profile: dict[PodProfile, list[tuple[SpreadConstraint, _Spread, int]]] = {}
         self._static: dict[tuple[int, int], str | None] = {}  # by rules and static id
         # Per profile: the term counters and spreads a pod of it counts in, and how many of
         # each were looked at (both only grow, so only the new ones are checked again).
@@ -689,17 +691,29 @@ class _Cluster:
                     return f"another pod's anti-affinity over {term.topology_key} in {value}"
         return None
 
+    def spreads_of(self, profile: PodProfile) -> list[tuple[SpreadConstraint, _Spread, int]]:
+        """The pod's spreads, each with 1 when the pod counts in its own spread, else 0.
+
+        Kept per profile: a constraint is a deep value, and hashing it for every node a
+        pod is judged on is what a lookup by (constraint, profile) would cost.
+        """
+        found = self._spreads_by_profile.get(profile)
+        if found is None:
+            found = self._spreads_by_profile[profile] = [
+                (c, self._spread(c, profile), int(self._spread_counts(c, profile, profile)))
+                for c in profile.spread
+            ]
+        return found
+
     def _spread_problem(self, profile: PodProfile, node: _Node, *, candidate: bool) -> str | None:
-        for constraint in profile.spread:
+        for constraint, spread, mine in self.spreads_of(profile):
             key = constraint.topology_key
             value = node.labels.get(key)
             if value is None:
                 return f"topology spread: node has no {key} label"
-            spread = self._spread(constraint, profile)
             eligible = candidate and self._spread_eligible(spread, constraint, profile, node)
             extra = value if eligible else None
             low = spread.minimum(extra, constraint.min_domains)
-            mine = 1 if self._spread_counts(constraint, profile, profile) else 0
             if spread.counts.get(value, 0) + mine - low > constraint.max_skew:
                 return f"topology spread over {key} (maxSkew {constraint.max_skew}) in {value}"
         return None
@@ -707,8 +721,8 @@ class _Cluster:
     def spread_floors(self, profile: PodProfile) -> tuple[int, ...]:
         """The smallest count each of the pod's spreads compares an added node with."""
         return tuple(
-            self._spread(constraint, profile).minimum(None, constraint.min_domains)
-            for constraint in profile.spread
+            spread.minimum(None, constraint.min_domains)
+            for constraint, spread, _ in self.spreads_of(profile)
         )
 
     def problem(self, profile: PodProfile, node: _Node, *, candidate: bool = False) -> str | None:
@@ -894,6 +908,39 @@ def _classes(pods: Sequence[PodProfile]) -> list[tuple[PodProfile, list[int]]]:
     return list(grouped.items())
 
 
+class _Alike:
+    """Profiles reduced to the labels some selector in the cluster reads.
+
+    Pod (anti-)affinity and spread selectors are the only readers of a pod's labels; a
+    label none of them names (``statefulset.kubernetes.io/pod-name``, a Job's completion
+    index) changes no verdict, so pods that differ only by such labels are one class, and
+    the simulation's counters and memos per profile stay as few as the classes.
+    """
+
+    def __init__(self, profiles: Iterable[PodProfile]) -> None:
+        keys: set[str] = set()
+        for profile in set(profiles):
+            keys.update(profile.label_keys_read)
+        self._keys = frozenset(keys)
+        self._seen: dict[PodProfile, PodProfile] = {}
+        self._distinct: dict[PodProfile, PodProfile] = {}
+
+    def of(self, profile: PodProfile) -> PodProfile:
+        found = self._seen.get(profile)
+        if found is None:
+            reduced = profile.with_labels(self._keys)
+            found = self._distinct.setdefault(reduced, reduced)
+            self._seen[profile] = found
+        return found
+
+    def node(self, node: ExistingNode) -> ExistingNode:
+        return dataclasses.replace(
+            node,
+            pods=tuple(self.of(p) for p in node.pods),
+            terminating=tuple(self.of(p) for p in node.terminating),
+        )
+
+
 def simulate(
     pending: Sequence[PodProfile],
     *,
@@ -911,6 +958,17 @@ def simulate(
     together. So when a pending pod spreads, the simulation runs again with the nodes the
     last run opened there from the start, until it opens no more (at most a few rounds).
     """
+    alike = _Alike(
+        [
+            *pending,
+            *(p for n in nodes for p in n.pods),
+            *(p for p, _ in nominated),
+            *(d.profile for d in daemon_sets),
+        ]
+    )
+    pending = [alike.of(profile) for profile in pending]
+    nodes = [alike.node(node) for node in nodes]
+    nominated = [(alike.of(profile), name) for profile, name in nominated]
     opened: dict[str, int] = {}
     spreading = any(profile.spread for profile in pending)
     for _ in range(_SPREAD_ROUNDS):
@@ -963,6 +1021,7 @@ def _simulate_once(
         monotone = not profile.affinity
         floors = cluster.spread_floors(profile)
         simple = not profile.has_pod_constraints
+        rounds = _Rounds(cluster, profile) if _Rounds.applies(profile) else None
         cursor = 0
         done = 0
         while done < len(members):
@@ -970,6 +1029,11 @@ def _simulate_once(
                 now = cluster.spread_floors(profile)
                 if any(n > f for n, f in zip(now, floors, strict=True)):
                     cursor = 0
+                    if rounds is not None:
+                        done = rounds.repeat(members, done, placements)
+                        if done == len(members):
+                            break
+                        now = cluster.spread_floors(profile)
                     floors = now
                 else:
                     floors = tuple(min(n, f) for n, f in zip(now, floors, strict=True))
@@ -994,7 +1058,80 @@ def _simulate_once(
             for member in members[done : done + copies]:
                 placements[member] = node.name
             done += copies
+            if rounds is not None:
+                rounds.went_to(node)
     return _outcome(simulation, placements, unfit)
+
+
+class _Rounds:
+    """Repeats a spreading class's last round of placements while it would come out the same.
+
+    Pods that spread over zones with ``maxSkew`` 1 go one per zone, round after round:
+    placing them one by one costs a search per pod. A round ends when a spread's smallest
+    count rises (the search starts over from the first node). When a round leaves every
+    spread's counts as they were relative to its smallest count, and opened no node, the
+    next round sees the same verdicts node for node (a spread judges a count against the
+    smallest; the nodes it refused for room have no more room now; no other pod moves in
+    between), so it makes the same choices as long as the nodes it used have room for
+    them: that many rounds are placed at once, each pod on the node it would have had.
+    Classes with pod (anti-)affinity or host ports are left alone: a copy there changes
+    what the next one may do beyond the counts compared here.
+    """
+
+    def __init__(self, cluster: _Cluster, profile: PodProfile) -> None:
+        self.cluster = cluster
+        self.profile = profile
+        self.start: tuple[object, ...] | None = None  # the state the current round began in
+        self.nodes: list[_Node] = []  # where each pod of the current round went
+
+    @staticmethod
+    def applies(profile: PodProfile) -> bool:
+        return bool(profile.spread) and not (
+            profile.affinity or profile.anti_affinity or profile.ports
+        )
+
+    def went_to(self, node: _Node) -> None:
+        self.nodes.append(node)
+
+    def _state(self) -> tuple[object, ...] | None:
+        """The counts relative to each spread's smallest, and the cluster's size; None when
+        reading them would cost more than the round did (many domains, few pods)."""
+        spreads = self.cluster.spreads_of(self.profile)
+        if sum(len(spread.counts) for _, spread, _ in spreads) > 8 * len(self.nodes) + 64:
+            return None
+        lows = self.cluster.spread_floors(self.profile)
+        return (
+            len(self.cluster.nodes),
+            *(
+                tuple((domain, count - low) for domain, count in spread.counts.items())
+                for (_, spread, _), low in zip(spreads, lows, strict=True)
+            ),
+        )
+
+    def repeat(self, members: Sequence[int], done: int, placements: list[str | None]) -> int:
+        """At the end of a round: place as many more rounds like it as will come out the
+        same, and return how many members are placed now."""
+        state = self._state()
+        last, self.nodes = self.nodes, []
+        previous, self.start = self.start, state
+        if state is None or state != previous or not last:
+            return done
+        uses = Counter(last)
+        times = (len(members) - done) // len(last)
+        for node, used in uses.items():
+            for name, amount in self.profile.requests.items():
+                if amount > 0:
+                    times = min(times, node.room(name) // (amount * used))
+        if times <= 0:
+            return done
+        for node, used in uses.items():
+            self.cluster.place(self.profile, node, used * times, counted=True)
+        names = [node.name for node in last]
+        for _ in range(times):
+            for name in names:
+                placements[members[done]] = name
+                done += 1
+        return done
 
 
 def _outcome(
