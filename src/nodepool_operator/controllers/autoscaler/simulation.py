@@ -316,10 +316,15 @@ class _Spread:
     as they move (with how many domains hold it) instead of being searched for each pod.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, constraint: SpreadConstraint, owner: PodProfile, *, pinned: bool) -> None:
+        self.constraint = constraint
+        self.owner = owner
+        self.pinned = pinned  # its pod's node rules name nodes: eligibility is per node
         self.counts: Counter[str] = Counter()
-        self.eligible: set[int] = set()  # indexes of the nodes whose domains count
-        self.eligible_by_key: dict[int, bool] = {}  # by a node's static id
+        self.eligible: set[int] = set()  # indexes of the nodes whose domains count, if pinned
+        self.eligible_by_key: dict[int, bool] = {}  # by a node's static id, if not
+        # Its class is placed: nothing reads it again, so nothing keeps it up to date.
+        self.retired = False
         self._low = 0
         self._at_low = 0
 
@@ -356,9 +361,8 @@ class _Feeds:
     """What a placed pod of one profile must update: the counters whose terms match it."""
 
     counts: list[_Counts] = field(default_factory=list)
-    spreads: list[tuple[SpreadConstraint, _Spread]] = field(default_factory=list)
+    spreads: list[_Spread] = field(default_factory=list)
     terms_seen: int = 0
-    spreads_seen: int = 0
 
 
 class _Cluster:
@@ -386,7 +390,8 @@ class _Cluster:
         # each were looked at (both only grow, so only the new ones are checked again).
         self._feeds: dict[PodProfile, _Feeds] = {}
         self._term_list: list[tuple[AffinityTerm, _Counts]] = []
-        self._spread_list: list[tuple[SpreadConstraint, PodProfile, _Spread]] = []
+        # The spreads of the classes not placed yet: the only ones a new node must join.
+        self._live_spreads: list[_Spread] = []
         self._anti_list: list[AffinityTerm] = []
         self._hits: dict[PodProfile, tuple[int, list[AffinityTerm]]] = {}
         # Where the counted pods of each profile are: a new term or spread counts its
@@ -409,11 +414,12 @@ class _Cluster:
         kinds = len(group.kinds)
         node.slot = group.add(node, self._main_room(node))
         self._kinds_seen += len(group.kinds) - kinds
-        for constraint, profile, spread in self._spread_list:
-            value = node.labels.get(constraint.topology_key)
-            if value is not None and self._spread_eligible(spread, constraint, profile, node):
+        for spread in self._live_spreads:
+            value = node.labels.get(spread.constraint.topology_key)
+            if value is not None and self._spread_eligible(spread, node):
                 spread.add_domain(value)  # a new, empty domain (or one more node in it)
-                spread.eligible.add(node.index)
+                if spread.pinned:
+                    spread.eligible.add(node.index)
         return node
 
     def make_node(
@@ -470,24 +476,28 @@ class _Cluster:
                     owners = self._anti_owners[term] = _Counts(term.topology_key)
                     self._anti_list.append(term)
                 owners.add(node, copies)
-            for constraint, spread in feeds.spreads:
-                value = node.labels.get(constraint.topology_key)
-                if value is not None and node.index in spread.eligible:
+            for spread in feeds.spreads:
+                if spread.retired:
+                    continue
+                value = node.labels.get(spread.constraint.topology_key)
+                if value is not None and self._counted_at(spread, node):
                     spread.add(value, copies)
         self.groups[node.group_key].tree.set(node.slot, self._main_room(node))
 
     def _feeds_of(self, profile: PodProfile) -> _Feeds:
         feeds = self._feeds.get(profile)
         if feeds is None:
+            # A spread made later joins the feeds of the profiles it counts (``_spread``).
             feeds = self._feeds[profile] = _Feeds()
+            feeds.spreads = [
+                spread
+                for spread in self._live_spreads
+                if self._spread_counts(spread.constraint, spread.owner, profile)
+            ]
         for term, counts in self._term_list[feeds.terms_seen :]:
             if self._matches(term, profile):
                 feeds.counts.append(counts)
         feeds.terms_seen = len(self._term_list)
-        for constraint, owner, spread in self._spread_list[feeds.spreads_seen :]:
-            if self._spread_counts(constraint, owner, profile):
-                feeds.spreads.append((constraint, spread))
-        feeds.spreads_seen = len(self._spread_list)
         return feeds
 
     def _anti_hits(self, profile: PodProfile) -> list[AffinityTerm]:
@@ -525,19 +535,23 @@ class _Cluster:
             return False
         return constraint.selector.matches(other.labels)
 
-    def _spread_eligible(
-        self, spread: _Spread, constraint: SpreadConstraint, profile: PodProfile, node: _Node
-    ) -> bool:
+    def _spread_eligible(self, spread: _Spread, node: _Node) -> bool:
         """Whether the node's domain counts for the spread: a static fact, cached per
         static key unless the pod's node rules name nodes one by one."""
-        if self.pinned(profile):
-            return self._judge_spread_eligible(constraint, profile, node)
+        if spread.pinned:
+            return self._judge_spread_eligible(spread.constraint, spread.owner, node)
         found = spread.eligible_by_key.get(node.static_id)
         if found is None:
             found = spread.eligible_by_key[node.static_id] = self._judge_spread_eligible(
-                constraint, profile, node
+                spread.constraint, spread.owner, node
             )
         return found
+
+    def _counted_at(self, spread: _Spread, node: _Node) -> bool:
+        """Whether pods on the (added) node count in the spread."""
+        if spread.pinned:
+            return node.index in spread.eligible
+        return self._spread_eligible(spread, node)
 
     def _judge_spread_eligible(
         self, constraint: SpreadConstraint, profile: PodProfile, node: _Node
@@ -556,33 +570,40 @@ class _Cluster:
         key = (constraint, profile)
         spread = self._spreads.get(key)
         if spread is None:
-            spread = self._spreads[key] = _Spread()
+            by_node = self.pinned(profile)
+            spread = self._spreads[key] = _Spread(constraint, profile, pinned=by_node)
             topology = constraint.topology_key
             # Eligibility is judged once per static key (nodes alike but for their name)
             # unless the pod names nodes one by one; the order domains join in is moot.
+            # Nodes of one static key share every label but the hostname: one domain.
+            per_node = by_node or topology == HOSTNAME_LABEL
             nodes = self.nodes
-            by_node = self.pinned(profile)
             for indexes in self._by_static.values():
                 if by_node:
-                    eligible = [
-                        i
-                        for i in indexes
-                        if self._spread_eligible(spread, constraint, profile, nodes[i])
-                    ]
-                elif self._spread_eligible(spread, constraint, profile, nodes[indexes[0]]):
-                    eligible = indexes
+                    eligible = [i for i in indexes if self._spread_eligible(spread, nodes[i])]
+                    spread.eligible.update(eligible)
+                elif self._spread_eligible(spread, nodes[indexes[0]]):
+                    eligible = indexes if per_node else indexes[:1]
                 else:
                     continue
-                spread.eligible.update(eligible)
                 for index in eligible:
                     spread.add_domain(nodes[index].labels[topology])
             for other, where in self._where.items():
                 if self._spread_counts(constraint, profile, other):
+                    self._feeds[other].spreads.append(spread)
                     for index, count in where.items():
-                        if index in spread.eligible:
-                            spread.add(self.nodes[index].labels[topology], count)
-            self._spread_list.append((constraint, profile, spread))
+                        node = nodes[index]
+                        if self._counted_at(spread, node):
+                            spread.add(node.labels[topology], count)
+            self._live_spreads.append(spread)
         return spread
+
+    def retire(self, profile: PodProfile) -> None:
+        """The class of ``profile`` is placed: its spreads are read no more."""
+        for constraint, spread, _ in self._spreads_by_profile.pop(profile, ()):
+            spread.retired = True
+            self._live_spreads.remove(spread)
+            del self._spreads[(constraint, profile)]
 
     # -- filters ------------------------------------------------------------------------
 
@@ -711,7 +732,7 @@ class _Cluster:
             value = node.labels.get(key)
             if value is None:
                 return f"topology spread: node has no {key} label"
-            eligible = candidate and self._spread_eligible(spread, constraint, profile, node)
+            eligible = candidate and self._spread_eligible(spread, node)
             extra = value if eligible else None
             low = spread.minimum(extra, constraint.min_domains)
             if spread.counts.get(value, 0) + mine - low > constraint.max_skew:
@@ -1060,6 +1081,7 @@ def _simulate_once(
             done += copies
             if rounds is not None:
                 rounds.went_to(node)
+        cluster.retire(profile)
     return _outcome(simulation, placements, unfit)
 
 
