@@ -550,6 +550,18 @@ def test_zone_spread_opens_nodes_in_the_zones_that_are_behind() -> None:
     assert outcome.pools["small"].new_nodes == 2
 
 
+def test_zone_spread_goes_round_the_zones_pod_after_pod() -> None:
+    # Round after round the same three nodes take one replica each (the simulation places
+    # the repeated rounds at once); once n-b is full, zones a and c take one more each as
+    # far as maxSkew allows, and the next replica opens a node in zone b.
+    nodes = [node(f"n-{z}", labels={ZONE: z}, cpu=1000 if z == "b" else 4000) for z in "abc"]
+    replica = web(cpu="100m", topologySpreadConstraints=[spread_of(ZONE)])
+    outcome = run([replica] * 33, nodes=nodes, pools=[pool(template=zoned("a", "b", "c"))])
+    assert outcome.placements[:30] == ("n-a", "n-b", "n-c") * 10
+    assert counts(outcome)["n-b"] == 10
+    assert outcome.placements[30:] == ("n-a", "n-c", "small-1")
+
+
 def test_zone_spread_within_one_zone_is_no_constraint() -> None:
     in_a = node("n-a", labels={ZONE: "a"}, running=[web(cpu="4")])
     replica = web(cpu="1", topologySpreadConstraints=[spread_of(ZONE)])

@@ -41,6 +41,7 @@ from nodepool_operator.controllers.autoscaler.constraints import (
     AffinityTerm,
     HostPort,
     PodProfile,
+    Selector,
     SpreadConstraint,
     Taint,
     node_affinity_problem,
@@ -397,6 +398,9 @@ class _Cluster:
         # Where the counted pods of each profile are: a new term or spread counts its
         # matches from the profiles it matches, not from every pod of every node.
         self._where: dict[PodProfile, Counter[int]] = {}
+        # The counted profiles by each of their labels: a selector asking for a label value
+        # reads only the profiles that carry it, not every class placed before.
+        self._placed_by_label: dict[tuple[str, str], list[PodProfile]] = {}
         self._static_ids: dict[tuple[object, ...], int] = {}
         self._by_static: dict[int, list[int]] = {}  # indexes of the added nodes, per static id
 
@@ -466,6 +470,8 @@ class _Cluster:
             where = self._where.get(profile)
             if where is None:
                 where = self._where[profile] = Counter()
+                for label in profile.labels.items():
+                    self._placed_by_label.setdefault(label, []).append(profile)
             where[node.index] += copies
             feeds = self._feeds_of(profile)
             for counts in feeds.counts:
@@ -523,11 +529,26 @@ class _Cluster:
         if counts is None:
             counts = self._terms[term] = _Counts(term.topology_key)
             self._term_list.append((term, counts))
-            for profile, where in self._where.items():
+            for profile, where in self._placed_for(term.selector):
                 if self._matches(term, profile):
                     for index, count in where.items():
                         counts.add(self.nodes[index], count)
         return counts
+
+    def _placed_for(self, selector: Selector | None) -> Iterable[tuple[PodProfile, Counter[int]]]:
+        """The counted profiles ``selector`` may match, and where their pods are: those
+        with a value its first ``In`` requirement accepts, or all when it has none."""
+        if selector is None:
+            return ()
+        for key, operator, values in selector.requirements:
+            if operator == "In":
+                where = self._where
+                return [
+                    (profile, where[profile])
+                    for value in values
+                    for profile in self._placed_by_label.get((key, value), ())
+                ]
+        return list(self._where.items())
 
     @staticmethod
     def _spread_counts(constraint: SpreadConstraint, owner: PodProfile, other: PodProfile) -> bool:
@@ -588,7 +609,7 @@ class _Cluster:
                     continue
                 for index in eligible:
                     spread.add_domain(nodes[index].labels[topology])
-            for other, where in self._where.items():
+            for other, where in self._placed_for(constraint.selector):
                 if self._spread_counts(constraint, profile, other):
                     self._feeds[other].spreads.append(spread)
                     for index, count in where.items():
