@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import pytest
@@ -309,30 +308,26 @@ def test_a_malformed_request_raises_value_error() -> None:
         constraints.profile_of(pod(containers=bad))
 
 
-def test_a_profile_with_only_the_labels_selectors_read_keeps_everything_else() -> None:
-    term = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "zone"}
-    full = constraints.profile_of(
+def test_the_label_keys_a_profile_reads_are_those_its_selectors_name() -> None:
+    anti = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "zone"}
+    spread = {
+        "maxSkew": 1,
+        "topologyKey": "zone",
+        "labelSelector": {"matchExpressions": [{"key": "tier", "operator": "Exists"}]},
+    }
+    profile = constraints.profile_of(
         {
             "metadata": {
                 "namespace": "apps",
                 "labels": {"app": "web", "statefulset.kubernetes.io/pod-name": "web-0"},
             },
             "spec": {
-                "priority": 5,
-                "nodeSelector": {"disk": "ssd"},
-                "tolerations": [{"key": "dedicated", "operator": "Exists"}],
                 "affinity": {
-                    "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+                    "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [anti]}
                 },
+                "topologySpreadConstraints": [spread],
                 "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
             },
         }
     )
-    reduced = full.with_labels(full.label_keys_read)
-    assert full.label_keys_read == {"app"}
-    assert reduced.labels == {"app": "web"}
-    for field in dataclasses.fields(constraints.PodProfile):
-        if field.name not in ("key", "labels", "_hash"):
-            assert getattr(reduced, field.name) == getattr(full, field.name), field.name
-    assert reduced != full
-    assert reduced.with_labels(frozenset({"app"})) is reduced
+    assert profile.label_keys_read == {"app", "tier"}

@@ -295,32 +295,6 @@ class PodProfile:
         ]
         return frozenset().union(*(s.keys for s in selectors if s is not None))
 
-    def with_labels(self, keys: frozenset[str]) -> PodProfile:
-        """This profile with only the labels under ``keys``: equal to every pod that differs
-        from it only by labels no selector reads (a StatefulSet pod's own name, say)."""
-        labels = {k: v for k, v in self.labels.items() if k in keys}
-        if len(labels) == len(self.labels):
-            return self
-        namespace, _, *rest = self.key
-        # Built field by field: ``dataclasses.replace`` costs several times as much, and
-        # this runs once per distinct pod of every plan.
-        return PodProfile(
-            key=(namespace, _freeze(labels), *rest),
-            namespace=namespace,
-            labels=labels,
-            requests=self.requests,
-            node_selector=self.node_selector,
-            node_affinity=self.node_affinity,
-            tolerations=self.tolerations,
-            affinity=self.affinity,
-            anti_affinity=self.anti_affinity,
-            spread=self.spread,
-            ports=self.ports,
-            priority=self.priority,
-            unsupported=self.unsupported,
-            node_rules=self.node_rules,
-        )
-
     def __hash__(self) -> int:
         return self._hash
 

@@ -951,28 +951,31 @@ def _classes(pods: Sequence[PodProfile]) -> list[tuple[PodProfile, list[int]]]:
 
 
 class _Alike:
-    """Profiles reduced to the labels some selector in the cluster reads.
+    """One profile for the pods that differ only by labels no selector in the cluster reads.
 
     Pod (anti-)affinity and spread selectors are the only readers of a pod's labels; a
     label none of them names (``statefulset.kubernetes.io/pod-name``, a Job's completion
-    index) changes no verdict, so pods that differ only by such labels are one class, and
-    the simulation's counters and memos per profile stay as few as the classes.
+    index) changes no verdict, so pods that differ only by such labels are one class,
+    placed under the first of their profiles (its other labels are never read), and the
+    simulation's counters and memos per profile stay as few as the classes.
     """
 
     def __init__(self, profiles: Iterable[PodProfile]) -> None:
         keys: set[str] = set()
         for profile in set(profiles):
-            keys.update(profile.label_keys_read)
+            if profile.affinity or profile.anti_affinity or profile.spread:
+                keys.update(profile.label_keys_read)
         self._keys = frozenset(keys)
         self._seen: dict[PodProfile, PodProfile] = {}
-        self._distinct: dict[PodProfile, PodProfile] = {}
+        self._first: dict[tuple[object, ...], PodProfile] = {}
 
     def of(self, profile: PodProfile) -> PodProfile:
         found = self._seen.get(profile)
         if found is None:
-            reduced = profile.with_labels(self._keys)
-            found = self._distinct.setdefault(reduced, reduced)
-            self._seen[profile] = found
+            keys = self._keys
+            read = tuple(sorted(item for item in profile.labels.items() if item[0] in keys))
+            alike = (profile.namespace, read, profile.key[2:])
+            found = self._seen[profile] = self._first.setdefault(alike, profile)
         return found
 
     def node(self, node: ExistingNode) -> ExistingNode:
