@@ -495,11 +495,12 @@ class _Cluster:
         if feeds is None:
             # A spread made later joins the feeds of the profiles it counts (``_spread``).
             feeds = self._feeds[profile] = _Feeds()
-            feeds.spreads = [
-                spread
-                for spread in self._live_spreads
-                if self._spread_counts(spread.constraint, spread.owner, profile)
-            ]
+            if self._live_spreads:
+                feeds.spreads = [
+                    spread
+                    for spread in self._live_spreads
+                    if self._spread_counts(spread.constraint, spread.owner, profile)
+                ]
         for term, counts in self._term_list[feeds.terms_seen :]:
             if self._matches(term, profile):
                 feeds.counts.append(counts)
@@ -739,6 +740,8 @@ class _Cluster:
         Kept per profile: a constraint is a deep value, and hashing it for every node a
         pod is judged on is what a lookup by (constraint, profile) would cost.
         """
+        if not profile.spread:
+            return []
         found = self._spreads_by_profile.get(profile)
         if found is None:
             found = self._spreads_by_profile[profile] = [
