@@ -1130,8 +1130,10 @@ class _Rounds:
     def __init__(self, cluster: _Cluster, profile: PodProfile) -> None:
         self.cluster = cluster
         self.profile = profile
-        self.start: tuple[object, ...] | None = None  # the state the current round began in
         self.nodes: list[_Node] = []  # where each pod of the current round went
+        # The state the current round began in; the class's first round begins with the
+        # class, its search from the first node as after any rise of a smallest count.
+        self.start: tuple[object, ...] | None = self._state()
 
     @staticmethod
     def applies(profile: PodProfile) -> bool:
