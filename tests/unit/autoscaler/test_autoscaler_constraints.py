@@ -306,3 +306,28 @@ def test_a_malformed_request_raises_value_error() -> None:
     bad = [{"name": "c", "resources": {"requests": {"cpu": "lots"}}}]
     with pytest.raises(ValueError, match="invalid quantity"):
         constraints.profile_of(pod(containers=bad))
+
+
+def test_the_label_keys_a_profile_reads_are_those_its_selectors_name() -> None:
+    anti = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "zone"}
+    spread = {
+        "maxSkew": 1,
+        "topologyKey": "zone",
+        "labelSelector": {"matchExpressions": [{"key": "tier", "operator": "Exists"}]},
+    }
+    profile = constraints.profile_of(
+        {
+            "metadata": {
+                "namespace": "apps",
+                "labels": {"app": "web", "statefulset.kubernetes.io/pod-name": "web-0"},
+            },
+            "spec": {
+                "affinity": {
+                    "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [anti]}
+                },
+                "topologySpreadConstraints": [spread],
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+            },
+        }
+    )
+    assert profile.label_keys_read == {"app", "tier"}

@@ -119,7 +119,7 @@ TOLD_PER_REQUEST = AutoscalerConfig().triggered_events_per_request
 class World:
     """Caches and a reconciler wired as in setup(), on fakes."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, count_writes_per_second: float = 5.0) -> None:
         self.clock = FakeClock()
         self.api = FakeApi()
         self.autoscalers, self.pools, self.nodes = FakeInformer(), FakeInformer(), FakeInformer()
@@ -153,6 +153,7 @@ class World:
             recorder=recorder,
             clock=self.clock,
             wall_clock=FixedWallClock(),
+            count_writes_per_second=count_writes_per_second,
         )
         self.versions = itertools.count(1)
         self.minutes = itertools.count(0)
@@ -324,6 +325,36 @@ async def test_status_is_written_only_when_a_decision_changes(world: World) -> N
     await world.reconcile()
     assert len(world.api.status_writes()) == 2
     assert world.status()["pendingPods"] == 1
+    assert world.api.made("scalerequests") == []
+
+
+async def test_count_writes_of_all_autoscalers_share_one_budget() -> None:
+    # A budget of one counts-only write every 20 s (a burst of one): the counts that move
+    # after a scan interval wait until the budget has a write for them.
+    world = World(count_writes_per_second=0.05)
+    world.autoscaler(scan_interval_seconds=5)
+    world.pool(target=1)
+    world.node("n1")
+
+    async def scan() -> int:
+        await world.reconcile()
+        obj = world.autoscalers.get(NAS)
+        assert obj is not None
+        obj["status"] = copy.deepcopy(world.status())  # the cache catches up with our write
+        return len(world.api.status_writes())
+
+    assert await scan() == 1  # the first status: conditions, not counts only
+    world.pod("first")  # fits on n1: only the counts move
+    await world.clock.advance(5)
+    assert await scan() == 2  # the budget's one write
+    world.pod("second")
+    await world.clock.advance(5)
+    assert await scan() == 2  # a scan interval later, but the budget is spent
+    await world.clock.advance(5)
+    assert await scan() == 2  # 10 s after the write: half of one in the budget
+    await world.clock.advance(10)
+    assert await scan() == 3  # 20 s after it: the budget has one write again
+    assert world.status()["pendingPods"] == 2
     assert world.api.made("scalerequests") == []
 
 

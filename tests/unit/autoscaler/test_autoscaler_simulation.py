@@ -20,6 +20,7 @@ from nodepool_operator.controllers.autoscaler.simulation import (
 GI = 1024**3
 HOST = nodepool_api.HOSTNAME_LABEL
 ZONE = nodepool_api.ZONE_LABEL
+POD_NAME = "statefulset.kubernetes.io/pod-name"
 UNSUPPORTED_NAMESPACE_SELECTOR = {"matchLabels": {"team": "a"}}
 
 
@@ -549,6 +550,18 @@ def test_zone_spread_opens_nodes_in_the_zones_that_are_behind() -> None:
     assert outcome.pools["small"].new_nodes == 2
 
 
+def test_zone_spread_goes_round_the_zones_pod_after_pod() -> None:
+    # Round after round the same three nodes take one replica each (the simulation places
+    # the repeated rounds at once); once n-b is full, zones a and c take one more each as
+    # far as maxSkew allows, and the next replica opens a node in zone b.
+    nodes = [node(f"n-{z}", labels={ZONE: z}, cpu=1000 if z == "b" else 4000) for z in "abc"]
+    replica = web(cpu="100m", topologySpreadConstraints=[spread_of(ZONE)])
+    outcome = run([replica] * 33, nodes=nodes, pools=[pool(template=zoned("a", "b", "c"))])
+    assert outcome.placements[:30] == ("n-a", "n-b", "n-c") * 10
+    assert counts(outcome)["n-b"] == 10
+    assert outcome.placements[30:] == ("n-a", "n-c", "small-1")
+
+
 def test_zone_spread_within_one_zone_is_no_constraint() -> None:
     in_a = node("n-a", labels={ZONE: "a"}, running=[web(cpu="4")])
     replica = web(cpu="1", topologySpreadConstraints=[spread_of(ZONE)])
@@ -573,6 +586,34 @@ def test_schedule_anyway_spread_does_not_decide_feasibility() -> None:
     soft = spread_of(HOST, whenUnsatisfiable="ScheduleAnyway", minDomains=None)
     outcome = run([web(cpu="100m", topologySpreadConstraints=[soft])] * 3)
     assert counts(outcome) == {"small-0": 3}
+
+
+def stateful_set(replicas: int, **spec: Any) -> list[PodProfile]:
+    """Replicas of a StatefulSet ``web``: each with its own pod-name label."""
+    return [
+        profile(cpu="500m", labels={"app": "web", POD_NAME: f"web-{i}"}, **spec)
+        for i in range(replicas)
+    ]
+
+
+def test_labels_no_selector_reads_do_not_change_where_pods_go() -> None:
+    spread = {"topologySpreadConstraints": [spread_of(ZONE)]}
+    shared = web(cpu="500m", **spread)
+    zones = [pool(template=zoned("a", "b", "c"))]
+    unique = run(stateful_set(30, **spread), pools=zones)
+    equal = run([shared] * 30, pools=zones)
+    assert unique.placements == equal.placements
+    assert unique.pools["small"].new_nodes == equal.pools["small"].new_nodes == 6
+
+
+def test_a_label_an_anti_affinity_reads_still_tells_pods_apart() -> None:
+    guard = {"labelSelector": {"matchLabels": {POD_NAME: "web-0"}}, "topologyKey": HOST}
+    keeper = profile(
+        cpu="100m",
+        affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [guard]}},
+    )
+    outcome = run(stateful_set(2), nodes=[node("n1", running=[keeper])])
+    assert outcome.placements == ("small-0", "n1")
 
 
 # -- host ports ------------------------------------------------------------------------------

@@ -32,3 +32,9 @@ class AutoscalerConfig:
     # Pods with a lower priority never trigger a scale-up (cluster-autoscaler's
     # --expendable-pods-priority-cutoff): they may use room that exists, never a new node.
     expendable_pods_priority_cutoff: int = -10
+    # Status writes that carry nothing but moved pod counts (pendingPods,
+    # unschedulablePods), over all Autoscalers together: at most this many a second (after
+    # a first burst of as many as two seconds' worth), on top of each Autoscaler's own
+    # limit of one per scan interval. Decisions, conditions and generations are not
+    # counted here: they are written at once.
+    count_writes_per_second: float = 5.0

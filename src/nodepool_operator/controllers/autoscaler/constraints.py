@@ -100,6 +100,11 @@ class Selector:
 
     requirements: tuple[Requirement, ...]
 
+    @property
+    def keys(self) -> frozenset[str]:
+        """The label keys it reads: a pod's other labels never change what it matches."""
+        return frozenset(key for key, _, _ in self.requirements)
+
     def matches(self, labels: Mapping[str, str]) -> bool:
         for key, operator, values in self.requirements:
             present = key in labels
@@ -280,6 +285,15 @@ class PodProfile:
     def has_pod_constraints(self) -> bool:
         """Whether placing one copy changes where the next may go (beyond resources)."""
         return bool(self.affinity or self.anti_affinity or self.spread or self.ports)
+
+    @property
+    def label_keys_read(self) -> frozenset[str]:
+        """The pod label keys its own pod affinity, anti-affinity and spread selectors read."""
+        selectors = [
+            *(term.selector for term in (*self.affinity, *self.anti_affinity)),
+            *(constraint.selector for constraint in self.spread),
+        ]
+        return frozenset().union(*(s.keys for s in selectors if s is not None))
 
     def __hash__(self) -> int:
         return self._hash

@@ -15,6 +15,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from nodepool_operator import pacing
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.controllers.autoscaler import metrics, plan, report
 from nodepool_operator.controllers.autoscaler.handoff import ScaleRequester
@@ -53,6 +54,7 @@ class AutoscalerReconciler:
         recorder: EventRecorder,
         clock: clock_module.Clock,
         wall_clock: clock_module.WallClock,
+        count_writes_per_second: float = 5.0,
     ) -> None:
         self.autoscalers = autoscalers
         self.observer = observer
@@ -64,6 +66,13 @@ class AutoscalerReconciler:
         self.status = StatusWriter(client, AUTOSCALERS, controller=NAME)
         self._trackers: dict[str, UnneededTracker] = {}
         self._written_at: dict[str, float] = {}  # key -> when its status was last written
+        # One budget for every Autoscaler's counts-only writes: their total stays bounded
+        # however many Autoscalers watch the pods that move.
+        self._count_writes = pacing.TokenBucket(
+            now=clock.now,
+            rate=count_writes_per_second,
+            burst=max(1, round(2 * count_writes_per_second)),
+        )
 
     async def reconcile(self, request: Request) -> Result:
         autoscaler = self.autoscalers.get(request.name)
@@ -173,15 +182,18 @@ class AutoscalerReconciler:
         status: Mapping[str, Any],
         spec: autoscaler_api.AutoscalerSpec,
     ) -> bool:
-        """Only the pod counts moved, and the status was written less than a scan interval
-        ago: the write waits for a later pass. In a burst the counts move with every pod
-        (for every Autoscaler watching the namespace); a decision, a condition or a new
-        generation is always written at once, and the counts at most one scan late."""
+        """Only the pod counts moved, and either the status was written less than a scan
+        interval ago or the budget of counts-only writes shared by all Autoscalers is spent:
+        the write waits for a later pass. In a burst the counts move with every pod (for
+        every Autoscaler watching the namespace); a decision, a condition or a new
+        generation is always written at once."""
         moved = {k for k in status.keys() | current.keys() if status.get(k) != current.get(k)}
         if not moved or not moved <= _COUNTS:
             return False
         written = self._written_at.get(key)
-        return written is not None and self.clock.now() - written < spec.scan_interval_seconds
+        if written is not None and self.clock.now() - written < spec.scan_interval_seconds:
+            return True
+        return not self._count_writes.allow()
 
     def _next_scan(self, key: str, spec: autoscaler_api.AutoscalerSpec) -> float:
         delay = float(spec.scan_interval_seconds)

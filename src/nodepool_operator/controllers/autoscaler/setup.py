@@ -94,6 +94,7 @@ def setup(manager: Manager, *, config: AutoscalerConfig) -> Controller:
         recorder=recorder,
         clock=manager.clock,
         wall_clock=wall_clock,
+        count_writes_per_second=config.count_writes_per_second,
     )
     controller = Controller(
         name=NAME,

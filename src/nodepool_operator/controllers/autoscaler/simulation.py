@@ -11,9 +11,11 @@ can host it: highest ``weight`` first, then least waste (cluster-autoscaler's ex
 then name. A node that is not there yet has its template's allocatable minus the
 DaemonSet pods that would run on it.
 
-Pods are placed by class: replicas with equal profiles are one class, placed one after
-the other (or a node's worth at a time when nothing but resources constrains them), in
-first-fit-decreasing order. A max-tree over the nodes' free cpu, memory and pod slots
+Pods are placed by class: pods whose profiles are equal but for labels no selector in
+the cluster reads (replicas, a StatefulSet's pods with their own pod-name labels) are one
+class, placed one after the other (a node's worth at a time when nothing but resources
+constrains them; round after round at once while a spreading class's rounds come out the
+same), in first-fit-decreasing order. A max-tree over the nodes' free cpu, memory and pod slots
 finds the leftmost node with room without scanning the full ones, and a per-class
 cursor skips the nodes the class was already refused on (a node only fills up while one
 class is placed, so a refusal stands, except where pod affinity can change it or a
@@ -28,6 +30,7 @@ name, the ones the NodePool controller will create.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import heapq
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -40,6 +43,7 @@ from nodepool_operator.controllers.autoscaler.constraints import (
     AffinityTerm,
     HostPort,
     PodProfile,
+    Selector,
     SpreadConstraint,
     Taint,
     node_affinity_problem,
@@ -318,10 +322,15 @@ class _Spread:
     as they move (with how many domains hold it) instead of being searched for each pod.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, constraint: SpreadConstraint, owner: PodProfile, *, pinned: bool) -> None:
+        self.constraint = constraint
+        self.owner = owner
+        self.pinned = pinned  # its pod's node rules name nodes: eligibility is per node
         self.counts: Counter[str] = Counter()
-        self.eligible: set[int] = set()  # indexes of the nodes whose domains count
-        self.eligible_by_key: dict[int, bool] = {}  # by a node's static id
+        self.eligible: set[int] = set()  # indexes of the nodes whose domains count, if pinned
+        self.eligible_by_key: dict[int, bool] = {}  # by a node's static id, if not
+        # Its class is placed: nothing reads it again, so nothing keeps it up to date.
+        self.retired = False
         self._low = 0
         self._at_low = 0
 
@@ -358,9 +367,8 @@ class _Feeds:
     """What a placed pod of one profile must update: the counters whose terms match it."""
 
     counts: list[_Counts] = field(default_factory=list)
-    spreads: list[tuple[SpreadConstraint, _Spread]] = field(default_factory=list)
+    spreads: list[_Spread] = field(default_factory=list)
     terms_seen: int = 0
-    spreads_seen: int = 0
 
 
 class _Cluster:
@@ -382,17 +390,22 @@ class _Cluster:
         self._term_match: dict[tuple[AffinityTerm, PodProfile], bool] = {}
         self._anti_owners: dict[AffinityTerm, _Counts] = {}
         self._spreads: dict[tuple[SpreadConstraint, PodProfile], _Spread] = {}
+        self._spreads_by_profile: dict[PodProfile, list[tuple[SpreadConstraint, _Spread, int]]] = {}
         self._static: dict[tuple[int, int], str | None] = {}  # by rules and static id
         # Per profile: the term counters and spreads a pod of it counts in, and how many of
         # each were looked at (both only grow, so only the new ones are checked again).
         self._feeds: dict[PodProfile, _Feeds] = {}
         self._term_list: list[tuple[AffinityTerm, _Counts]] = []
-        self._spread_list: list[tuple[SpreadConstraint, PodProfile, _Spread]] = []
+        # The spreads of the classes not placed yet: the only ones a new node must join.
+        self._live_spreads: list[_Spread] = []
         self._anti_list: list[AffinityTerm] = []
         self._hits: dict[PodProfile, tuple[int, list[AffinityTerm]]] = {}
         # Where the counted pods of each profile are: a new term or spread counts its
         # matches from the profiles it matches, not from every pod of every node.
         self._where: dict[PodProfile, Counter[int]] = {}
+        # The counted profiles by each of their labels: a selector asking for a label value
+        # reads only the profiles that carry it, not every class placed before.
+        self._placed_by_label: dict[tuple[str, str], list[PodProfile]] = {}
         self._static_ids: dict[tuple[object, ...], int] = {}
         self._by_static: dict[int, list[int]] = {}  # indexes of the added nodes, per static id
 
@@ -410,11 +423,12 @@ class _Cluster:
         kinds = len(group.kinds)
         node.slot = group.add(node, self._main_room(node))
         self._kinds_seen += len(group.kinds) - kinds
-        for constraint, profile, spread in self._spread_list:
-            value = node.labels.get(constraint.topology_key)
-            if value is not None and self._spread_eligible(spread, constraint, profile, node):
+        for spread in self._live_spreads:
+            value = node.labels.get(spread.constraint.topology_key)
+            if value is not None and self._spread_eligible(spread, node):
                 spread.add_domain(value)  # a new, empty domain (or one more node in it)
-                spread.eligible.add(node.index)
+                if spread.pinned:
+                    spread.eligible.add(node.index)
         return node
 
     def make_node(
@@ -461,6 +475,8 @@ class _Cluster:
             where = self._where.get(profile)
             if where is None:
                 where = self._where[profile] = Counter()
+                for label in profile.labels.items():
+                    self._placed_by_label.setdefault(label, []).append(profile)
             where[node.index] += copies
             feeds = self._feeds_of(profile)
             for counts in feeds.counts:
@@ -471,24 +487,29 @@ class _Cluster:
                     owners = self._anti_owners[term] = _Counts(term.topology_key)
                     self._anti_list.append(term)
                 owners.add(node, copies)
-            for constraint, spread in feeds.spreads:
-                value = node.labels.get(constraint.topology_key)
-                if value is not None and node.index in spread.eligible:
+            for spread in feeds.spreads:
+                if spread.retired:
+                    continue
+                value = node.labels.get(spread.constraint.topology_key)
+                if value is not None and self._counted_at(spread, node):
                     spread.add(value, copies)
         self.groups[node.group_key].tree.set(node.slot, self._main_room(node))
 
     def _feeds_of(self, profile: PodProfile) -> _Feeds:
         feeds = self._feeds.get(profile)
         if feeds is None:
+            # A spread made later joins the feeds of the profiles it counts (``_spread``).
             feeds = self._feeds[profile] = _Feeds()
+            if self._live_spreads:
+                feeds.spreads = [
+                    spread
+                    for spread in self._live_spreads
+                    if self._spread_counts(spread.constraint, spread.owner, profile)
+                ]
         for term, counts in self._term_list[feeds.terms_seen :]:
             if self._matches(term, profile):
                 feeds.counts.append(counts)
         feeds.terms_seen = len(self._term_list)
-        for constraint, owner, spread in self._spread_list[feeds.spreads_seen :]:
-            if self._spread_counts(constraint, owner, profile):
-                feeds.spreads.append((constraint, spread))
-        feeds.spreads_seen = len(self._spread_list)
         return feeds
 
     def _anti_hits(self, profile: PodProfile) -> list[AffinityTerm]:
@@ -514,11 +535,26 @@ class _Cluster:
         if counts is None:
             counts = self._terms[term] = _Counts(term.topology_key)
             self._term_list.append((term, counts))
-            for profile, where in self._where.items():
+            for profile, where in self._placed_for(term.selector):
                 if self._matches(term, profile):
                     for index, count in where.items():
                         counts.add(self.nodes[index], count)
         return counts
+
+    def _placed_for(self, selector: Selector | None) -> Iterable[tuple[PodProfile, Counter[int]]]:
+        """The counted profiles ``selector`` may match, and where their pods are: those
+        with a value its first ``In`` requirement accepts, or all when it has none."""
+        if selector is None:
+            return ()
+        for key, operator, values in selector.requirements:
+            if operator == "In":
+                where = self._where
+                return [
+                    (profile, where[profile])
+                    for value in values
+                    for profile in self._placed_by_label.get((key, value), ())
+                ]
+        return list(self._where.items())
 
     @staticmethod
     def _spread_counts(constraint: SpreadConstraint, owner: PodProfile, other: PodProfile) -> bool:
@@ -526,19 +562,23 @@ class _Cluster:
             return False
         return constraint.selector.matches(other.labels)
 
-    def _spread_eligible(
-        self, spread: _Spread, constraint: SpreadConstraint, profile: PodProfile, node: _Node
-    ) -> bool:
+    def _spread_eligible(self, spread: _Spread, node: _Node) -> bool:
         """Whether the node's domain counts for the spread: a static fact, cached per
         static key unless the pod's node rules name nodes one by one."""
-        if self.pinned(profile):
-            return self._judge_spread_eligible(constraint, profile, node)
+        if spread.pinned:
+            return self._judge_spread_eligible(spread.constraint, spread.owner, node)
         found = spread.eligible_by_key.get(node.static_id)
         if found is None:
             found = spread.eligible_by_key[node.static_id] = self._judge_spread_eligible(
-                constraint, profile, node
+                spread.constraint, spread.owner, node
             )
         return found
+
+    def _counted_at(self, spread: _Spread, node: _Node) -> bool:
+        """Whether pods on the (added) node count in the spread."""
+        if spread.pinned:
+            return node.index in spread.eligible
+        return self._spread_eligible(spread, node)
 
     def _judge_spread_eligible(
         self, constraint: SpreadConstraint, profile: PodProfile, node: _Node
@@ -557,33 +597,40 @@ class _Cluster:
         key = (constraint, profile)
         spread = self._spreads.get(key)
         if spread is None:
-            spread = self._spreads[key] = _Spread()
+            by_node = self.pinned(profile)
+            spread = self._spreads[key] = _Spread(constraint, profile, pinned=by_node)
             topology = constraint.topology_key
             # Eligibility is judged once per static key (nodes alike but for their name)
             # unless the pod names nodes one by one; the order domains join in is moot.
+            # Nodes of one static key share every label but the hostname: one domain.
+            per_node = by_node or topology == HOSTNAME_LABEL
             nodes = self.nodes
-            by_node = self.pinned(profile)
             for indexes in self._by_static.values():
                 if by_node:
-                    eligible = [
-                        i
-                        for i in indexes
-                        if self._spread_eligible(spread, constraint, profile, nodes[i])
-                    ]
-                elif self._spread_eligible(spread, constraint, profile, nodes[indexes[0]]):
-                    eligible = indexes
+                    eligible = [i for i in indexes if self._spread_eligible(spread, nodes[i])]
+                    spread.eligible.update(eligible)
+                elif self._spread_eligible(spread, nodes[indexes[0]]):
+                    eligible = indexes if per_node else indexes[:1]
                 else:
                     continue
-                spread.eligible.update(eligible)
                 for index in eligible:
                     spread.add_domain(nodes[index].labels[topology])
-            for other, where in self._where.items():
+            for other, where in self._placed_for(constraint.selector):
                 if self._spread_counts(constraint, profile, other):
+                    self._feeds[other].spreads.append(spread)
                     for index, count in where.items():
-                        if index in spread.eligible:
-                            spread.add(self.nodes[index].labels[topology], count)
-            self._spread_list.append((constraint, profile, spread))
+                        node = nodes[index]
+                        if self._counted_at(spread, node):
+                            spread.add(node.labels[topology], count)
+            self._live_spreads.append(spread)
         return spread
+
+    def retire(self, profile: PodProfile) -> None:
+        """The class of ``profile`` is placed: its spreads are read no more."""
+        for constraint, spread, _ in self._spreads_by_profile.pop(profile, ()):
+            spread.retired = True
+            self._live_spreads.remove(spread)
+            del self._spreads[(constraint, profile)]
 
     # -- filters ------------------------------------------------------------------------
 
@@ -692,17 +739,31 @@ class _Cluster:
                     return f"another pod's anti-affinity over {term.topology_key} in {value}"
         return None
 
+    def spreads_of(self, profile: PodProfile) -> list[tuple[SpreadConstraint, _Spread, int]]:
+        """The pod's spreads, each with 1 when the pod counts in its own spread, else 0.
+
+        Kept per profile: a constraint is a deep value, and hashing it for every node a
+        pod is judged on is what a lookup by (constraint, profile) would cost.
+        """
+        if not profile.spread:
+            return []
+        found = self._spreads_by_profile.get(profile)
+        if found is None:
+            found = self._spreads_by_profile[profile] = [
+                (c, self._spread(c, profile), int(self._spread_counts(c, profile, profile)))
+                for c in profile.spread
+            ]
+        return found
+
     def _spread_problem(self, profile: PodProfile, node: _Node, *, candidate: bool) -> str | None:
-        for constraint in profile.spread:
+        for constraint, spread, mine in self.spreads_of(profile):
             key = constraint.topology_key
             value = node.labels.get(key)
             if value is None:
                 return f"topology spread: node has no {key} label"
-            spread = self._spread(constraint, profile)
-            eligible = candidate and self._spread_eligible(spread, constraint, profile, node)
+            eligible = candidate and self._spread_eligible(spread, node)
             extra = value if eligible else None
             low = spread.minimum(extra, constraint.min_domains)
-            mine = 1 if self._spread_counts(constraint, profile, profile) else 0
             if spread.counts.get(value, 0) + mine - low > constraint.max_skew:
                 return f"topology spread over {key} (maxSkew {constraint.max_skew}) in {value}"
         return None
@@ -710,8 +771,8 @@ class _Cluster:
     def spread_floors(self, profile: PodProfile) -> tuple[int, ...]:
         """The smallest count each of the pod's spreads compares an added node with."""
         return tuple(
-            self._spread(constraint, profile).minimum(None, constraint.min_domains)
-            for constraint in profile.spread
+            spread.minimum(None, constraint.min_domains)
+            for constraint, spread, _ in self.spreads_of(profile)
         )
 
     def problem(self, profile: PodProfile, node: _Node, *, candidate: bool = False) -> str | None:
@@ -897,6 +958,42 @@ def _classes(pods: Sequence[PodProfile]) -> list[tuple[PodProfile, list[int]]]:
     return list(grouped.items())
 
 
+class _Alike:
+    """One profile for the pods that differ only by labels no selector in the cluster reads.
+
+    Pod (anti-)affinity and spread selectors are the only readers of a pod's labels; a
+    label none of them names (``statefulset.kubernetes.io/pod-name``, a Job's completion
+    index) changes no verdict, so pods that differ only by such labels are one class,
+    placed under the first of their profiles (its other labels are never read), and the
+    simulation's counters and memos per profile stay as few as the classes.
+    """
+
+    def __init__(self, profiles: Iterable[PodProfile]) -> None:
+        keys: set[str] = set()
+        for profile in set(profiles):
+            if profile.affinity or profile.anti_affinity or profile.spread:
+                keys.update(profile.label_keys_read)
+        self._keys = frozenset(keys)
+        self._seen: dict[PodProfile, PodProfile] = {}
+        self._first: dict[tuple[object, ...], PodProfile] = {}
+
+    def of(self, profile: PodProfile) -> PodProfile:
+        found = self._seen.get(profile)
+        if found is None:
+            keys = self._keys
+            read = tuple(sorted(item for item in profile.labels.items() if item[0] in keys))
+            alike = (profile.namespace, read, profile.key[2:])
+            found = self._seen[profile] = self._first.setdefault(alike, profile)
+        return found
+
+    def node(self, node: ExistingNode) -> ExistingNode:
+        return dataclasses.replace(
+            node,
+            pods=tuple(self.of(p) for p in node.pods),
+            terminating=tuple(self.of(p) for p in node.terminating),
+        )
+
+
 def simulate(
     pending: Sequence[PodProfile],
     *,
@@ -914,6 +1011,17 @@ def simulate(
     together. So when a pending pod spreads, the simulation runs again with the nodes the
     last run opened there from the start, until it opens no more (at most a few rounds).
     """
+    alike = _Alike(
+        [
+            *pending,
+            *(p for n in nodes for p in n.pods),
+            *(p for p, _ in nominated),
+            *(d.profile for d in daemon_sets),
+        ]
+    )
+    pending = [alike.of(profile) for profile in pending]
+    nodes = [alike.node(node) for node in nodes]
+    nominated = [(alike.of(profile), name) for profile, name in nominated]
     opened: dict[str, int] = {}
     spreading = any(profile.spread for profile in pending)
     for _ in range(_SPREAD_ROUNDS):
@@ -966,6 +1074,7 @@ def _simulate_once(
         monotone = not profile.affinity
         floors = cluster.spread_floors(profile)
         simple = not profile.has_pod_constraints
+        rounds = _Rounds(cluster, profile) if _Rounds.applies(profile) else None
         cursor = 0
         done = 0
         while done < len(members):
@@ -973,6 +1082,11 @@ def _simulate_once(
                 now = cluster.spread_floors(profile)
                 if any(n > f for n, f in zip(now, floors, strict=True)):
                     cursor = 0
+                    if rounds is not None:
+                        done = rounds.repeat(members, done, placements)
+                        if done == len(members):
+                            break
+                        now = cluster.spread_floors(profile)
                     floors = now
                 else:
                     floors = tuple(min(n, f) for n, f in zip(now, floors, strict=True))
@@ -997,7 +1111,83 @@ def _simulate_once(
             for member in members[done : done + copies]:
                 placements[member] = node.name
             done += copies
+            if rounds is not None:
+                rounds.went_to(node)
+        cluster.retire(profile)
     return _outcome(simulation, placements, unfit)
+
+
+class _Rounds:
+    """Repeats a spreading class's last round of placements while it would come out the same.
+
+    Pods that spread over zones with ``maxSkew`` 1 go one per zone, round after round:
+    placing them one by one costs a search per pod. A round ends when a spread's smallest
+    count rises (the search starts over from the first node). When a round leaves every
+    spread's counts as they were relative to its smallest count, and opened no node, the
+    next round sees the same verdicts node for node (a spread judges a count against the
+    smallest; the nodes it refused for room have no more room now; no other pod moves in
+    between), so it makes the same choices as long as the nodes it used have room for
+    them: that many rounds are placed at once, each pod on the node it would have had.
+    Classes with pod (anti-)affinity or host ports are left alone: a copy there changes
+    what the next one may do beyond the counts compared here.
+    """
+
+    def __init__(self, cluster: _Cluster, profile: PodProfile) -> None:
+        self.cluster = cluster
+        self.profile = profile
+        self.nodes: list[_Node] = []  # where each pod of the current round went
+        # The state the current round began in; the class's first round begins with the
+        # class, its search from the first node as after any rise of a smallest count.
+        self.start: tuple[object, ...] | None = self._state()
+
+    @staticmethod
+    def applies(profile: PodProfile) -> bool:
+        return bool(profile.spread) and not (
+            profile.affinity or profile.anti_affinity or profile.ports
+        )
+
+    def went_to(self, node: _Node) -> None:
+        self.nodes.append(node)
+
+    def _state(self) -> tuple[object, ...] | None:
+        """The counts relative to each spread's smallest, and the cluster's size; None when
+        reading them would cost more than the round did (many domains, few pods)."""
+        spreads = self.cluster.spreads_of(self.profile)
+        if sum(len(spread.counts) for _, spread, _ in spreads) > 8 * len(self.nodes) + 64:
+            return None
+        lows = self.cluster.spread_floors(self.profile)
+        return (
+            len(self.cluster.nodes),
+            *(
+                tuple((domain, count - low) for domain, count in spread.counts.items())
+                for (_, spread, _), low in zip(spreads, lows, strict=True)
+            ),
+        )
+
+    def repeat(self, members: Sequence[int], done: int, placements: list[str | None]) -> int:
+        """At the end of a round: place as many more rounds like it as will come out the
+        same, and return how many members are placed now."""
+        state = self._state()
+        last, self.nodes = self.nodes, []
+        previous, self.start = self.start, state
+        if state is None or state != previous or not last:
+            return done
+        uses = Counter(last)
+        times = (len(members) - done) // len(last)
+        for node, used in uses.items():
+            for name, amount in self.profile.requests.items():
+                if amount > 0:
+                    times = min(times, node.room(name) // (amount * used))
+        if times <= 0:
+            return done
+        for node, used in uses.items():
+            self.cluster.place(self.profile, node, used * times, counted=True)
+        names = [node.name for node in last]
+        for _ in range(times):
+            for name in names:
+                placements[members[done]] = name
+                done += 1
+        return done
 
 
 def _outcome(
