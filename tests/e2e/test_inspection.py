@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -31,8 +32,10 @@ from nodepool_operator.cluster.pytest_plugin import Cluster
 
 def _cli(*args: str, kubeconfig: Path | None = None) -> subprocess.CompletedProcess[str]:
     found = ["--kubeconfig", str(kubeconfig)] if kubeconfig else []
+    # Tables are as wide as the terminal; without one rich assumes 80 columns and wraps.
+    wide = {**os.environ, "COLUMNS": "160"}
     return subprocess.run(
-        [*CLI, *args, *found], capture_output=True, text=True, timeout=180, check=False
+        [*CLI, *args, *found], capture_output=True, text=True, timeout=180, check=False, env=wide
     )
 
 
