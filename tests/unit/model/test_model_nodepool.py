@@ -49,7 +49,7 @@ from hypothesis.stateful import (
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.cloud.provider import CloudError, VmName, VmState
-from nodepool_operator.controllers.nodepool import actions, plan
+from nodepool_operator.controllers.nodepool import lifecycle, plan
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.nodepool.controller import NodePoolReconciler
 from nodepool_operator.controllers.resources import NODEPOOLS
@@ -114,7 +114,7 @@ class NodePoolModel(RuleBasedStateMachine):
             client=self.api,  # type: ignore[arg-type]
             pools=self.caches["nodepools"],  # type: ignore[arg-type]
             scale_requests=self.caches["scalerequests"],  # type: ignore[arg-type]
-            steps=actions.PoolActions(
+            lifecycle=lifecycle.PoolLifecycle(
                 client=self.api,  # type: ignore[arg-type]
                 nodes=self.caches["nodes"],  # type: ignore[arg-type]
                 pods=self.caches["pods"],  # type: ignore[arg-type]

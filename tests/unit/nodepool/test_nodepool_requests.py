@@ -11,7 +11,7 @@ from typing import Any
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.cloud.provider import MachineSpec, VirtualMachine, VmName, VmState
-from nodepool_operator.controllers.nodepool import actions, plan, request_handling
+from nodepool_operator.controllers.nodepool import answering, lifecycle
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.nodepool.controller import FINALIZER, NodePoolReconciler
 from nodepool_operator.runtime import clock as clock_module
@@ -69,7 +69,9 @@ class FakeApi:
         self.calls.append(("replace", resource.plural, name))
         while self.before_replace:
             self.before_replace.pop(0)()
-        stored = self.objects[(resource.plural, name)]
+        stored = self.objects.get((resource.plural, name))
+        if stored is None:
+            raise errors.NotFound(f"{resource.plural} {name!r} not found")
         if stored["metadata"]["resourceVersion"] != body["metadata"]["resourceVersion"]:
             raise errors.Conflict("the object has been modified")
         updated = copy.deepcopy(body)
@@ -153,7 +155,7 @@ class World:
             client=self.api,  # type: ignore[arg-type]
             pools=self.pools,  # type: ignore[arg-type]
             scale_requests=self.requests,  # type: ignore[arg-type]
-            steps=actions.PoolActions(
+            lifecycle=lifecycle.PoolLifecycle(
                 client=self.api,  # type: ignore[arg-type]
                 nodes=FakeInformer({"pool": lambda n: []}),  # type: ignore[arg-type]
                 pods=FakeInformer({"node": lambda p: []}),  # type: ignore[arg-type]
@@ -217,7 +219,7 @@ class World:
 
 
 def _pending(*objs: Object) -> list[str]:
-    return [r["metadata"]["name"] for r in request_handling.pending_requests(list(objs))]
+    return [r["metadata"]["name"] for r in answering.pending_requests(list(objs))]
 
 
 def test_pending_requests_are_ordered_by_creation_then_resource_version_not_name() -> None:
@@ -250,6 +252,20 @@ async def test_a_request_based_on_the_current_target_is_applied() -> None:
     assert world.target_of("p") == 5
     status = world.api.request_status("r")
     assert (status["phase"], status["appliedTargetNodes"]) == ("Applied", 5)
+
+
+async def test_an_applied_request_reaches_the_cloud_in_the_same_pass_without_a_pool_get() -> None:
+    world = World()
+    world.pool("p", nodepool_api.NodePoolSpec(target_nodes=0))
+    world.request("r", pool="p", target=2, based_on=0)
+
+    await world.reconcile("p")
+
+    assert world.target_of("p") == 2
+    assert sorted(name for name, _ in world.cloud.created) == ["p-0", "p-1"]
+    assert ("get", "nodepools", "p") not in world.api.calls  # the write's precondition
+    [pool_status] = [s for n, s in world.api.status_patches if n == "p"]
+    assert pool_status["scaleOperation"] == "active"
 
 
 async def test_a_request_based_on_an_old_target_is_superseded_and_never_applied() -> None:
@@ -398,14 +414,6 @@ async def test_each_new_vm_is_created_in_the_zone_its_name_gives_it() -> None:
     assert all(
         spec.zone == nodepool_api.zone_of(name, template) for name, spec in world.cloud.created
     )
-
-
-def test_decide_request_supersedes_only_a_basis_other_than_the_target() -> None:
-    spec = nodepool_api.NodePoolSpec(target_nodes=2)
-    assert plan.decide_request(spec, 4, based_on=2).phase == "Applied"
-    assert plan.decide_request(spec, 4).phase == "Applied"
-    stale = plan.decide_request(spec, 4, based_on=3)
-    assert (stale.phase, stale.target) == ("Superseded", 2)
 
 
 async def test_a_request_the_server_shows_answered_is_not_answered_again() -> None:

@@ -8,7 +8,8 @@ up while VMs boot); once it is stable nothing runs for it until an event (spec c
 ScaleRequest, Node change) or the cloud resync.
 
 Everything the reconciler talks to is injected: the API client, the caches, the pool's
-steps (``actions.PoolActions`` in the operator, a fake in unit tests) and both clocks.
+lifecycle (``lifecycle.PoolLifecycle``: inventory, launch, registration, repair,
+termination) and both clocks.
 """
 
 from __future__ import annotations
@@ -20,7 +21,15 @@ from typing import Any, Protocol
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import PermanentCloudError, VmState
-from nodepool_operator.controllers.nodepool import actions, answers, backoff, drain, plan, report
+from nodepool_operator.controllers.nodepool import (
+    answering,
+    backoff,
+    drain,
+    inventory,
+    plan,
+    registration,
+    report,
+)
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.resources import NODEPOOLS
 from nodepool_operator.runtime import clock as clock_module
@@ -30,7 +39,7 @@ from nodepool_operator.runtime.controller import Request, Result
 from nodepool_operator.runtime.events import EventRecorder
 from nodepool_operator.runtime.informer import Informer
 
-__all__ = ["FINALIZER", "NAME", "NodePoolReconciler", "PoolSteps"]
+__all__ = ["FINALIZER", "NAME", "Lifecycle", "NodePoolReconciler"]
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +47,8 @@ NAME = "nodepool"
 FINALIZER = "nodepool.dev/cleanup"
 
 
-class PoolSteps(Protocol):
-    """What the reconciler asks of the cloud and the cluster (``actions.PoolActions``)."""
+class Lifecycle(Protocol):
+    """What the reconciler asks of the cloud and the cluster (``lifecycle.PoolLifecycle``)."""
 
     async def observe(self, pool: Object) -> plan.PoolView: ...
 
@@ -65,7 +74,7 @@ class NodePoolReconciler:
         client: Client,
         pools: Informer,
         scale_requests: Informer,
-        steps: PoolSteps,
+        lifecycle: Lifecycle,
         recorder: EventRecorder,
         config: NodePoolConfig,
         clock: clock_module.Clock,
@@ -73,11 +82,11 @@ class NodePoolReconciler:
     ) -> None:
         self.client = client
         self.pools = pools
-        self.steps = steps
+        self.lifecycle = lifecycle
         self.recorder = recorder
         self.config = config
         self.clock = clock
-        self.answers = answers.RequestAnswers(
+        self.answers = answering.RequestAnswers(
             client=client,
             scale_requests=scale_requests,
             retention=config.request_retention,
@@ -113,15 +122,18 @@ class NodePoolReconciler:
                 pool, [*(pool["metadata"].get("finalizers") or []), FINALIZER]
             )
         pool_requests = self.answers.of_pool(request.name)
-        if await self.answers.answer(pool, pool_requests):
-            return Result()  # the spec write (or the pool's deletion) brings an event soon
+        # A target a request moved is acted on in this pass, from the pool as written.
+        answered = await self.answers.answer(pool, pool_requests)
+        if answered is None:
+            return Result()  # the pool is gone: its deletion event brings the next pass
+        pool = answered
         spec = nodepool_api.spec_of(pool)
         desired = plan.desired_nodes(spec)
         try:
             view, pause = await self._step(pool, spec, desired)
             if view is None:  # the cloud refused a step: look again at what there is
-                view = await self.steps.observe(pool)
-        except actions.ListingDoubtful as doubt:
+                view = await self.lifecycle.observe(pool)
+        except inventory.ListingDoubtful as doubt:
             return Result(requeue_after=await self.reporter.doubt(pool, doubt))
         self.reporter.trusted(request.name)
         degraded = (pause.reason, pause.message) if pause else None
@@ -145,13 +157,13 @@ class NodePoolReconciler:
         generation = int(pool["metadata"].get("generation", 0))
         pause = self.cloud_backoff.active(name, generation=generation, now=self.clock.now())
         try:
-            view = await self.steps.converge(
+            view = await self.lifecycle.converge(
                 pool,
                 spec,
                 desired,
                 may_create=pause is None,
                 # A cloud refusal does not stop Nodes of running VMs; a Node refusal does.
-                may_register=pause is None or pause.reason != actions.NODE_REFUSED,
+                may_register=pause is None or pause.reason != registration.NODE_REFUSED,
             )
         except PermanentCloudError as error:
             pause = self.cloud_backoff.failed(
@@ -225,21 +237,21 @@ class NodePoolReconciler:
         self.cloud_backoff.succeeded(name)
         self.boot_polls.forget(name)
         self.reporter.forget(name)
-        self.steps.forget_pool(name)
+        self.lifecycle.forget_pool(name)
 
     async def _finalize(self, pool: Object) -> Result:
         if FINALIZER not in (pool["metadata"].get("finalizers") or []):
             return Result()
         # The same drain as a scale-down first: pods leave through the Eviction API.
         try:
-            remaining, drains = await self.steps.tear_down(pool)
-        except actions.ListingDoubtful as doubt:
+            remaining, drains = await self.lifecycle.tear_down(pool)
+        except inventory.ListingDoubtful as doubt:
             return Result(requeue_after=await self.reporter.doubt(pool, doubt))
         self.reporter.trusted(pool["metadata"]["name"])
         if remaining and drains.blocked:
             # Say why the deletion waits, as a blocked scale-down does (a status write
             # only when it changes).
-            view = dataclasses.replace(await self.steps.observe(pool), blocked=drains.blocked)
+            view = dataclasses.replace(await self.lifecycle.observe(pool), blocked=drains.blocked)
             await self.reporter.report(pool, desired=0, view=view, degraded=None)
         if remaining:
             wait = self.config.poll_interval if drains.done else drains.retry_in

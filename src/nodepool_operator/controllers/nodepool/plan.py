@@ -5,7 +5,6 @@
 * which Nodes to give up on a scale-down (those already being drained, then VMs that never
   became Nodes, then not-Ready Nodes, then the emptiest; Nodes with a do-not-disrupt pod,
   or annotated do-not-disrupt themselves, last);
-* what a ScaleRequest does to ``spec.targetNodes``;
 * the status the pool should show.
 """
 
@@ -14,7 +13,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import VirtualMachine, VmName, VmState
@@ -22,8 +21,6 @@ from nodepool_operator.runtime import conditions, nodes
 
 __all__ = [
     "PoolView",
-    "RequestDecision",
-    "decide_request",
     "degraded_status",
     "desired_nodes",
     "names_to_create",
@@ -124,55 +121,6 @@ def pick_victims(view: PoolView, excess: int) -> list[VmName]:
 
     ordered = sorted(view.vms, key=cost)
     return [vm.name for vm in ordered[:excess]]
-
-
-Phase = Literal["Applied", "Rejected", "Superseded"]
-
-
-@dataclass(frozen=True)
-class RequestDecision:
-    phase: Phase
-    target: int  # the pool's target after the request
-    message: str
-
-
-def decide_request(
-    spec: nodepool_api.NodePoolSpec, requested: int, *, based_on: int | None = None
-) -> RequestDecision:
-    """What a request for ``requested`` nodes does to a pool whose spec is ``spec``.
-
-    A request computed from another target than the pool's (``based_on``: the user
-    scaled in between) is Superseded and changes nothing: applying it would overwrite a
-    newer decision with one made without it. A scale-up never lowers the target:
-    new = clamp(max(target, requested), min, max). A scale-down never goes below
-    minNodes. A request that changes nothing because of a limit is Rejected with the
-    limit named, so the requester can say why.
-    """
-    current = spec.target_nodes
-    if based_on is not None and based_on != current:
-        return RequestDecision(
-            "Superseded",
-            current,
-            f"based on targetNodes={based_on}, but the pool's targetNodes is now {current}; "
-            "not applied",
-        )
-    if requested >= current:
-        new = nodepool_api.within_bounds(
-            max(current, requested), min_nodes=spec.min_nodes, max_nodes=spec.max_nodes
-        )
-        if requested > current and new == current:
-            return RequestDecision(
-                "Rejected", current, f"pool is at maxNodes={spec.max_nodes}; cannot grow"
-            )
-        clamped = " (clamped to maxNodes)" if new < requested else ""
-        return RequestDecision("Applied", new, f"targetNodes {current} -> {new}{clamped}")
-    new = nodepool_api.within_bounds(requested, min_nodes=spec.min_nodes, max_nodes=spec.max_nodes)
-    if new == current:
-        return RequestDecision(
-            "Rejected", current, f"pool is at minNodes={spec.min_nodes}; cannot shrink"
-        )
-    clamped = " (clamped to minNodes)" if new > requested else ""
-    return RequestDecision("Applied", new, f"targetNodes {current} -> {new}{clamped}")
 
 
 def pool_status(

@@ -8,7 +8,7 @@ from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.cloud.provider import CloudProvider
 from nodepool_operator.controllers import cached
-from nodepool_operator.controllers.nodepool import actions, plan
+from nodepool_operator.controllers.nodepool import lifecycle, plan
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.nodepool.controller import NAME, NodePoolReconciler
 from nodepool_operator.controllers.resources import NODEPOOLS, SCALEREQUESTS, add_shared_indexes
@@ -105,7 +105,7 @@ def setup(manager: Manager, *, cloud: CloudProvider, config: NodePoolConfig) -> 
         client=client,
         pools=pools,
         scale_requests=scale_requests,
-        steps=actions.PoolActions(
+        lifecycle=lifecycle.PoolLifecycle(
             client=client,
             nodes=nodes,
             pods=pods,
