@@ -33,7 +33,7 @@ from nodepool_operator.controllers.nodepool import (
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.resources import NODEPOOLS
 from nodepool_operator.runtime import clock as clock_module
-from nodepool_operator.runtime import ratelimit
+from nodepool_operator.runtime import finalizers, ratelimit
 from nodepool_operator.runtime.client import Client, Object
 from nodepool_operator.runtime.controller import Request, Result
 from nodepool_operator.runtime.events import EventRecorder
@@ -117,10 +117,7 @@ class NodePoolReconciler:
             return await self._gone(request.name)
         if pool["metadata"].get("deletionTimestamp"):
             return await self._finalize(pool)
-        if FINALIZER not in (pool["metadata"].get("finalizers") or []):
-            await self._set_finalizers(
-                pool, [*(pool["metadata"].get("finalizers") or []), FINALIZER]
-            )
+        pool = await self._patch_finalizers(pool, finalizers.adding(pool, FINALIZER))
         pool_requests = self.answers.of_pool(request.name)
         # A target a request moved is acted on in this pass, from the pool as written.
         answered = await self.answers.answer(pool, pool_requests)
@@ -240,7 +237,7 @@ class NodePoolReconciler:
         self.lifecycle.forget_pool(name)
 
     async def _finalize(self, pool: Object) -> Result:
-        if FINALIZER not in (pool["metadata"].get("finalizers") or []):
+        if not finalizers.has(pool, FINALIZER):
             return Result()
         # The same drain as a scale-down first: pods leave through the Eviction API.
         try:
@@ -256,19 +253,14 @@ class NodePoolReconciler:
         if remaining:
             wait = self.config.poll_interval if drains.done else drains.retry_in
             return Result(requeue_after=wait) if wait is not None else Result()
-        await self._set_finalizers(
-            pool, [f for f in pool["metadata"]["finalizers"] if f != FINALIZER]
-        )
+        await self._patch_finalizers(pool, finalizers.removing(pool, FINALIZER))
         self.reporter.status.forget(pool)
         return Result()
 
-    async def _set_finalizers(self, pool: Object, finalizers: list[str]) -> None:
-        patch: dict[str, Any] = {
-            "metadata": {
-                "finalizers": finalizers,
-                # A merge patch with a resourceVersion is conditional: a concurrent edit of
-                # the finalizer list gives 409 (requeue) instead of being overwritten.
-                "resourceVersion": pool["metadata"]["resourceVersion"],
-            }
-        }
-        await self.client.patch(NODEPOOLS, pool["metadata"]["name"], patch)
+    async def _patch_finalizers(self, pool: Object, patch: dict[str, Any] | None) -> Object:
+        """``pool`` as it stands after ``patch`` (sent only if there is one): conditional
+        on the resourceVersion, so a concurrent edit of the list gives 409 (a requeue)
+        instead of being overwritten."""
+        if patch is None:
+            return pool
+        return await self.client.patch(NODEPOOLS, pool["metadata"]["name"], patch)
