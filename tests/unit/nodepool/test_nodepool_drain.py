@@ -5,7 +5,7 @@ told once, do-not-disrupt pods stay, and only a pool's drain timeout forces anyt
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
@@ -14,10 +14,9 @@ from nodepool_operator.controllers.nodepool import drain, lifecycle, plan
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.nodepool.controller import FINALIZER, NodePoolReconciler
 from nodepool_operator.runtime import clock as clock_module
-from nodepool_operator.runtime import conditions, errors
+from nodepool_operator.runtime import conditions, errors, testing
 from nodepool_operator.runtime.client import Object, Resource
 from nodepool_operator.runtime.controller import Request
-from nodepool_operator.runtime.informer import object_key
 
 START = 1_800_000_000.0
 CONFIG = NodePoolConfig(
@@ -33,30 +32,12 @@ POOL: Object = {
 }
 
 
-class Clock:
+class Clock(testing.FakeWallClock):
     def __init__(self) -> None:
-        self.now = START
-
-    def time(self) -> float:
-        return self.now
+        super().__init__(START)
 
 
-class FakeInformer:
-    def __init__(self, indexes: dict[str, Callable[[Object], Iterable[str]]]) -> None:
-        self.store: dict[str, Object] = {}
-        self.indexes = indexes
-
-    def get(self, name: str, namespace: str | None = None) -> Object | None:
-        return self.store.get(f"{namespace}/{name}" if namespace else name)
-
-    def by_index(self, index: str, value: str) -> list[Object]:
-        return [o for o in self.store.values() if value in self.indexes[index](o)]
-
-    def put(self, obj: Object) -> None:
-        self.store[object_key(obj)] = copy.deepcopy(obj)
-
-    def remove(self, key: str) -> None:
-        self.store.pop(key, None)
+FakeInformer = testing.FakeInformer
 
 
 def too_many_requests(budget: str | None) -> errors.TooManyRequests:

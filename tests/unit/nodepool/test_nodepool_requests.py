@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
@@ -15,87 +15,44 @@ from nodepool_operator.controllers.nodepool import answering, lifecycle
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.nodepool.controller import FINALIZER, NodePoolReconciler
 from nodepool_operator.runtime import clock as clock_module
-from nodepool_operator.runtime import errors
+from nodepool_operator.runtime import testing
 from nodepool_operator.runtime.client import Object, Resource
 from nodepool_operator.runtime.controller import Request
 from nodepool_operator.runtime.events import EventRecorder
-from nodepool_operator.runtime.informer import object_key
 
 NOW = 1_800_000_000.0
 CREATED = "2027-01-15T08:00:00Z"  # NOW
 
 
-class FakeInformer:
-    """The reads the reconciler makes of an informer, over a dict."""
-
-    def __init__(self, indexes: dict[str, Callable[[Object], Iterable[str]]]) -> None:
-        self.store: dict[str, Object] = {}
-        self.indexes = indexes
-
-    def get(self, name: str, namespace: str | None = None) -> Object | None:
-        return self.store.get(f"{namespace}/{name}" if namespace else name)
-
-    def by_index(self, index: str, value: str) -> list[Object]:
-        return [o for o in self.store.values() if value in self.indexes[index](o)]
-
-    def put(self, obj: Object) -> None:
-        self.store[object_key(obj)] = copy.deepcopy(obj)
-
-
-class FakeApi:
-    """The API server's answers for the objects it holds; every call recorded."""
+class FakeApi(testing.FakeApiServer):
+    """The shared fake API server; events and status writes kept for reading, and hooks
+    run before the next update of a pool (another writer getting in first)."""
 
     def __init__(self) -> None:
-        self.objects: dict[tuple[str, str], Object] = {}
-        self.versions = itertools.count(1000)
-        self.calls: list[tuple[str, str, str]] = []
+        super().__init__(wall_clock=testing.FakeWallClock(NOW))
         self.created: list[tuple[str, Object]] = []
         self.status_patches: list[tuple[str, dict[str, Any]]] = []
-        # Run before the next replace of a pool: another writer getting in first.
         self.before_replace: list[Callable[[], None]] = []
 
     def hold(self, plural: str, obj: Object) -> None:
+        """Store ``obj`` as it is (its resourceVersion included)."""
         self.objects[(plural, obj["metadata"]["name"])] = copy.deepcopy(obj)
 
-    async def get(self, resource: Resource, name: str, **_: Any) -> Object:
-        self.calls.append(("get", resource.plural, name))
-        found = self.objects.get((resource.plural, name))
-        if found is None:
-            raise errors.NotFound(f"{resource.plural} {name!r} not found")
-        return copy.deepcopy(found)
-
-    async def replace(self, resource: Resource, body: Object, **_: Any) -> Object:
-        name = body["metadata"]["name"]
-        self.calls.append(("replace", resource.plural, name))
-        while self.before_replace:
+    def before(self, verb: str, resource: Resource, name: str) -> None:
+        while verb == "replace" and self.before_replace:
             self.before_replace.pop(0)()
-        stored = self.objects.get((resource.plural, name))
-        if stored is None:
-            raise errors.NotFound(f"{resource.plural} {name!r} not found")
-        if stored["metadata"]["resourceVersion"] != body["metadata"]["resourceVersion"]:
-            raise errors.Conflict("the object has been modified")
-        updated = copy.deepcopy(body)
-        updated["metadata"]["resourceVersion"] = str(next(self.versions))
-        self.objects[(resource.plural, name)] = updated
-        return copy.deepcopy(updated)
+
+    async def create(self, resource: Resource, body: Object, **kw: Any) -> Object:
+        self.created.append((resource.plural, copy.deepcopy(body)))
+        if resource.plural == "events":
+            self.calls.append(("create", "events", body["metadata"].get("name", "")))
+            return copy.deepcopy(body)
+        return await super().create(resource, body, **kw)
 
     async def patch(self, resource: Resource, name: str, patch: Any, **kw: Any) -> Object:
-        self.calls.append(("patch", resource.plural, name))
         if kw.get("subresource") == "status":
             self.status_patches.append((name, copy.deepcopy(patch["status"])))
-        return {"metadata": {"name": name, "resourceVersion": str(next(self.versions))}}
-
-    async def create(self, resource: Resource, body: Object, **_: Any) -> Object:
-        self.calls.append(("create", resource.plural, body["metadata"].get("name", "")))
-        self.created.append((resource.plural, copy.deepcopy(body)))
-        return {**copy.deepcopy(body), "metadata": {**body["metadata"], "resourceVersion": "1"}}
-
-    async def delete(self, resource: Resource, name: str, **_: Any) -> Object:
-        self.calls.append(("delete", resource.plural, name))
-        return {}
-
-    def writes(self) -> list[tuple[str, str, str]]:
-        return [c for c in self.calls if c[0] != "get"]
+        return await super().patch(resource, name, patch, **kw)
 
     def events(self, reason: str) -> list[Object]:
         return [b for plural, b in self.created if plural == "events" and b["reason"] == reason]
@@ -130,24 +87,19 @@ class FakeCloud:
         raise AssertionError("nothing is deleted in these tests")
 
 
-class FixedWallClock:
-    def time(self) -> float:
-        return NOW
-
-
 class World:
     def __init__(self) -> None:
         self.api = FakeApi()
         self.cloud = FakeCloud()
-        self.pools = FakeInformer({})
-        self.requests = FakeInformer(
+        self.pools = testing.FakeInformer({})
+        self.requests = testing.FakeInformer(
             {"pool": lambda r: [scalerequest_api.spec_of(r).node_pool_name]}
         )
         self.request_versions = itertools.count(10)
         recorder = EventRecorder(
             self.api,  # type: ignore[arg-type]
             component="nodepool-controller",
-            wall_clock=FixedWallClock(),
+            wall_clock=testing.FakeWallClock(NOW),
         )
         config = NodePoolConfig()
         clock = clock_module.FakeClock()
@@ -157,18 +109,18 @@ class World:
             scale_requests=self.requests,  # type: ignore[arg-type]
             lifecycle=lifecycle.PoolLifecycle(
                 client=self.api,  # type: ignore[arg-type]
-                nodes=FakeInformer({"pool": lambda n: []}),  # type: ignore[arg-type]
-                pods=FakeInformer({"node": lambda p: []}),  # type: ignore[arg-type]
+                nodes=testing.FakeInformer({"pool": lambda n: []}),  # type: ignore[arg-type]
+                pods=testing.FakeInformer({"node": lambda p: []}),  # type: ignore[arg-type]
                 cloud=self.cloud,  # type: ignore[arg-type]
                 recorder=recorder,
                 config=config,
                 clock=clock,
-                wall_clock=FixedWallClock(),
+                wall_clock=testing.FakeWallClock(NOW),
             ),
             recorder=recorder,
             config=config,
             clock=clock,
-            wall_clock=FixedWallClock(),
+            wall_clock=testing.FakeWallClock(NOW),
         )
 
     def pool(self, name: str, spec: nodepool_api.NodePoolSpec, *, in_cache: bool = True) -> Object:
