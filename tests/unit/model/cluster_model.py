@@ -35,7 +35,15 @@ from nodepool_operator.runtime.client import Object, Resource
 START = 1_800_000_000.0
 
 #: What the model-based tests tried, printed at the end of the session (``conftest.py``).
-TRIED = {"sequences": 0, "steps": 0, "crashes": 0, "faults": 0, "passes": 0, "on-call": 0}
+TRIED = {
+    "sequences": 0,
+    "steps": 0,
+    "crashes": 0,
+    "faults": 0,
+    "passes": 0,
+    "on-call": 0,
+    "restart-checks": 0,
+}
 
 
 class Crash(BaseException):  # a BaseException: the operator process dies, nothing catches it

@@ -117,7 +117,13 @@ class PoolLifecycle:
         view = await self._pair(pool, spec, owned, every_vm, may_register=may_register)
         now = self.wall_clock.time()
         view = dataclasses.replace(view, unhealthy=repair.unhealthy(view, spec, now=now))
-        progress = await self._repairs(pool, spec, view, desired, may_register=may_register)
+        verdicts = self._verdicts(view, spec, desired, now=now)
+        progress = [
+            await self.repairer.repair(pool, spec, view, vm.name)
+            for vm in view.vms
+            if vm.name not in verdicts.victims
+            and (vm.name in verdicts.unhealthy or (may_register and vm.name in verdicts.overdue))
+        ]
         live = len(view.vms)
         if live < desired and may_create:
             view = await self._scale_up(
@@ -129,12 +135,39 @@ class PoolLifecycle:
             await self.terminator.cancel_drains(view, view.cancellable)
         drains = termination.combined(progress)
         retry = [
-            t
-            for t in (drains.retry_in, view.recheck_in, repair.unhealthy_in(view, spec, now=now))
-            if t is not None
+            t for t in (drains.retry_in, view.recheck_in, verdicts.changes_in) if t is not None
         ]
         return dataclasses.replace(
             view, blocked=drains.blocked, recheck_in=min(retry) if retry else None
+        )
+
+    async def judge(
+        self, pool: Object, spec: nodepool_api.NodePoolSpec, desired: int, *, now: float
+    ) -> plan.Verdicts:
+        """The verdicts a pass at ``now`` would reach on the pool as the world shows it,
+        without acting on them."""
+        self.registrar.forget_seen()
+        owned = self.inventory.owned_nodes(pool)
+        view = self.inventory.view(owned, await self.inventory.list_vms(pool, owned))
+        view = dataclasses.replace(view, unhealthy=repair.unhealthy(view, spec, now=now))
+        return self._verdicts(view, spec, desired, now=now)
+
+    def _verdicts(
+        self, view: plan.PoolView, spec: nodepool_api.NodePoolSpec, desired: int, *, now: float
+    ) -> plan.Verdicts:
+        timers = (
+            repair.unhealthy_in(view, spec, now=now),
+            self.registrar.overdue_in(view, spec, now=now),
+        )
+        waits = [t for t in timers if t is not None]
+        return plan.Verdicts(
+            victims=tuple(plan.pick_victims(view, len(view.vms) - desired)),
+            unhealthy=view.unhealthy,
+            overdue=frozenset(
+                vm.name for vm in view.vms if self.registrar.overdue(vm, view, spec, now=now)
+            ),
+            stuck=frozenset(self.repairer.stuck(view, now=now)),
+            changes_in=max(min(waits), 0.01) if waits else None,
         )
 
     async def _pair(
@@ -158,28 +191,6 @@ class PoolLifecycle:
             view = dataclasses.replace(view, refused=refused)
         await self.repairer.remove_stuck_vms(view)
         return view
-
-    async def _repairs(
-        self,
-        pool: Object,
-        spec: nodepool_api.NodePoolSpec,
-        view: plan.PoolView,
-        desired: int,
-        *,
-        may_register: bool,
-    ) -> list[drain.DrainProgress]:
-        """Repair the unhealthy Nodes and the VMs overdue for registration that are not
-        leaving anyway."""
-        victims = plan.pick_victims(view, len(view.vms) - desired)
-        return [
-            await self.repairer.repair(pool, spec, view, vm.name)
-            for vm in view.vms
-            if vm.name not in victims
-            and (
-                vm.name in view.unhealthy
-                or (may_register and self.registrar.overdue(vm, view, spec))
-            )
-        ]
 
     async def _scale_up(
         self,

@@ -21,6 +21,7 @@ from nodepool_operator.runtime import conditions, nodes
 
 __all__ = [
     "PoolView",
+    "Verdicts",
     "degraded_status",
     "desired_nodes",
     "names_to_create",
@@ -97,6 +98,18 @@ class PoolView:
         return sum(
             1 for node in self.nodes.values() if nodes.is_ready(node) and not is_draining(node)
         )
+
+
+@dataclass(frozen=True)
+class Verdicts:
+    """What a pass decides about a pool's machines, from the world alone: the same for a
+    restarted operator as for one that ran all along (the model test checks it)."""
+
+    victims: tuple[VmName, ...]  # to remove for the pool's size
+    unhealthy: frozenset[str]  # Nodes not Ready past the pool's timeouts
+    overdue: frozenset[str]  # VMs RUNNING without a Node past registration
+    stuck: frozenset[str]  # VMs PROVISIONING past the provisioning timeout
+    changes_in: float | None  # seconds until a verdict changes by time alone
 
 
 def pick_victims(view: PoolView, excess: int) -> list[VmName]:

@@ -6,8 +6,10 @@ one for good (422: a template label it will not take): the pass says so and the 
 pauses its creations (``backoff``).
 
 A Node we created shows in the cache a moment later; until then it is expected
-(client-go's "expectations"), so a pass in between does not create it again. That is a
-cache: a restarted operator lists the Nodes first.
+(client-go's "expectations"), so a pass in between does not create it again nor takes
+its VM for one that never registered. The expectation ends as soon as the cache has
+caught up with the create's resourceVersion: from then on the cache alone answers, as it
+does for a restarted operator that listed the Nodes first.
 
 A VM RUNNING without a Node for longer than ``registrationTimeoutSeconds`` since the
 cloud created it (its Node keeps being removed, or never shows) is overdue and replaced
@@ -27,7 +29,7 @@ from nodepool_operator.controllers.nodepool import nodes as node_ops
 from nodepool_operator.controllers.nodepool import plan
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.runtime import clock as clock_module
-from nodepool_operator.runtime import errors, kinds
+from nodepool_operator.runtime import errors, kinds, versions
 from nodepool_operator.runtime.client import Client, Object
 from nodepool_operator.runtime.informer import Informer
 
@@ -57,10 +59,16 @@ class Registrar:
         self.nodes = nodes
         self.config = config
         self.wall_clock = wall_clock
-        self._expected: dict[str, float] = {}  # Node created -> until when we wait for it
+        # Node created -> (until when we wait for it, its resourceVersion)
+        self._expected: dict[str, tuple[float, str]] = {}
 
     def overdue(
-        self, vm: VirtualMachine, view: plan.PoolView, spec: nodepool_api.NodePoolSpec
+        self,
+        vm: VirtualMachine,
+        view: plan.PoolView,
+        spec: nodepool_api.NodePoolSpec,
+        *,
+        now: float,
     ) -> bool:
         """RUNNING, created by the cloud more than the registration timeout ago, and no
         Node in the cache nor one created a moment ago."""
@@ -68,8 +76,32 @@ class Registrar:
             vm.state == VmState.RUNNING
             and vm.name not in view.nodes
             and vm.name not in self._expected
-            and self.wall_clock.time() - vm.created_at >= spec.registration_timeout_seconds
+            and now - vm.created_at >= spec.registration_timeout_seconds
         )
+
+    def overdue_in(
+        self, view: plan.PoolView, spec: nodepool_api.NodePoolSpec, *, now: float
+    ) -> float | None:
+        """Seconds until a VM without a Node becomes overdue by time alone."""
+        waits = [
+            vm.created_at + spec.registration_timeout_seconds - now
+            for vm in view.vms
+            if vm.name not in view.nodes
+        ]
+        return min((w for w in waits if w > 0), default=None)
+
+    def forget_seen(self) -> None:
+        """Drop the expectations the cache has met: it shows the Node, or it has caught up
+        with the Node's creation (and the Node was deleted since), or we waited long enough."""
+        now = self.wall_clock.time()
+        cache_version = self.nodes.resource_version
+        self._expected = {
+            name: (until, version)
+            for name, (until, version) in self._expected.items()
+            if until > now
+            and self.nodes.get(name) is None
+            and not _caught_up(cache_version, version)
+        }
 
     async def register(
         self, pool: Object, spec: nodepool_api.NodePoolSpec, vms: Sequence[VirtualMachine]
@@ -80,11 +112,7 @@ class Registrar:
         pool's template, so a 422 refuses them all, and is met once rather than once per
         Node; the others are then not tried."""
         now = self.wall_clock.time()
-        self._expected = {
-            name: until
-            for name, until in self._expected.items()
-            if until > now and self.nodes.get(name) is None
-        }
+        self.forget_seen()
         due = [vm for vm in vms if vm.state == VmState.RUNNING and vm.name not in self._expected]
         if not due:
             return None
@@ -107,13 +135,20 @@ class Registrar:
         body = node_ops.node_manifest(
             pool=pool, vm=vm, template=spec.template, simulated=self.config.simulated_nodes
         )
+        version = ""  # unknown: the expectation ends when the Node shows, or in time
         try:
-            await self.client.create(kinds.NODES, body)
+            created = await self.client.create(kinds.NODES, body)
+            version = str(created.get("metadata", {}).get("resourceVersion", ""))
         except errors.AlreadyExists:
             pass  # created by an earlier run of the operator, just as good
         except errors.Invalid as error:
             log.warning("event=node-refused node=%s error=%r", vm.name, error.message)
             return NODE_REFUSED, f"the API server refused Node {vm.name}: {error.message}"
-        self._expected[vm.name] = now + NODE_EXPECTATION_SECONDS
+        self._expected[vm.name] = (now + NODE_EXPECTATION_SECONDS, version)
         log.info("event=node-registered node=%s", vm.name)
         return None
+
+
+def _caught_up(cache_version: str, created_version: str) -> bool:
+    order = versions.compare(cache_version, created_version) if created_version else None
+    return order is not None and order >= 0

@@ -197,12 +197,16 @@ class Repairer:
             return True
         return vm.state == VmState.DELETING
 
+    def stuck(self, view: plan.PoolView, *, now: float) -> list[VmName]:
+        """VMs PROVISIONING for longer than ``provisioning_timeout`` since the cloud made them."""
+        return [
+            vm.name
+            for vm in view.vms
+            if vm.state == VmState.PROVISIONING
+            and now - vm.created_at > self.config.provisioning_timeout
+        ]
+
     async def remove_stuck_vms(self, view: plan.PoolView) -> None:
-        now = self.wall_clock.time()
-        for vm in view.vms:
-            if (
-                vm.state == VmState.PROVISIONING
-                and now - vm.created_at > self.config.provisioning_timeout
-            ):
-                log.warning("event=delete-stuck-vm vm=%s", vm.name)
-                await self.cloud.delete_vm(vm.name)
+        for name in self.stuck(view, now=self.wall_clock.time()):
+            log.warning("event=delete-stuck-vm vm=%s", name)
+            await self.cloud.delete_vm(name)
