@@ -83,6 +83,9 @@ class ApiServer(testing.FakeApiServer):
         self.violations: list[str] = []
         self.operator_writes = 0
         self.vm_alive: Callable[[str, str | None], bool] = lambda name, provider_id: False
+        # Per pool, the last copy the operator's own update got back: it knows that one
+        # even before its cache does.
+        self.written: dict[str, Object] = {}
 
     def before(self, verb: str, resource: Resource, name: str) -> None:
         self.tripwire.tick()
@@ -114,10 +117,13 @@ class ApiServer(testing.FakeApiServer):
         if not body["metadata"].get("resourceVersion"):
             self.violations.append(f"update of {resource.plural}/{name} without resourceVersion")
         try:
-            return await super().replace(resource, body, **kw)
+            answer = await super().replace(resource, body, **kw)
         finally:
             if resource.plural == "nodepools" and before is not None and self._changed(before):
                 self._check_target_write(before, body)
+        if resource.plural == "nodepools":
+            self.written[name] = copy.deepcopy(answer)
+        return answer
 
     async def delete(self, resource: Resource, name: str, **kw: Any) -> Object:
         before = copy.deepcopy(self.objects.get((resource.plural, name)))

@@ -14,7 +14,8 @@ Whatever the sequence, once the faults stop and the operator is left to work, th
 ends with exactly ``targetNodes`` VMs and Nodes of the same names, every Node Ready (no
 orphan VM, no Node without a VM), every ScaleRequest answered, ``observedGeneration ==
 generation``, the scale finished and the user's labels intact. At every step: no VM was
-created beyond the target the operator's cache showed (no duplicate), no Node was
+created beyond the target of the newest copy of the pool the operator knew (its cache's,
+or the one its own update got back: a target it writes is acted on in the same pass), no Node was
 deleted while its VM ran, no NodePool update went without a resourceVersion and no
 target was written from a request based on another target. And at any step, a restart
 makes the same decisions: an operator started afresh judges the pool (unhealthy Nodes,
@@ -52,7 +53,7 @@ from hypothesis.stateful import (
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
-from nodepool_operator.cloud.provider import CloudError, VmName, VmState
+from nodepool_operator.cloud.provider import VmName, VmState
 from nodepool_operator.controllers.nodepool import inventory, lifecycle, plan, registration
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.nodepool.controller import NodePoolReconciler
@@ -101,9 +102,15 @@ class NodePoolModel(RuleBasedStateMachine):
         TRIED["sequences"] += 1
 
     def _wanted_as_cached(self, pool: str) -> int:
-        """The size the operator may aim for: its cache's copy of the pool says it."""
-        cached = self.caches["nodepools"].get(pool)
-        return 0 if cached is None else plan.desired_nodes(nodepool_api.spec_of(cached))
+        """The size the operator may aim for: the newest copy of the pool it knows says it
+        (its cache's, or the one its own update of the target got back)."""
+        known = [self.caches["nodepools"].get(pool), self.api.written.get(pool)]
+        newest = max(
+            (p for p in known if p is not None),
+            key=lambda p: int(p["metadata"]["resourceVersion"]),
+            default=None,
+        )
+        return 0 if newest is None else plan.desired_nodes(nodepool_api.spec_of(newest))
 
     def _sync_caches(self) -> None:
         for cache in self.caches.values():
@@ -113,6 +120,7 @@ class NodePoolModel(RuleBasedStateMachine):
         """A new operator process: nothing remembered, its caches listed afresh."""
         self._sync_caches()
         self.cloud.answered.clear()
+        self.api.written.clear()
         return self._new_operator()
 
     def _new_operator(self) -> NodePoolReconciler:
@@ -341,7 +349,7 @@ class NodePoolModel(RuleBasedStateMachine):
             TRIED["crashes"] += 1
             self.operator = self._start_operator()
             return None
-        except (errors.ApiError, CloudError):
+        except errors.OperatorError:
             return CONFIG.poll_interval  # the controller logs it and retries on its backoff
         return result.requeue_after
 

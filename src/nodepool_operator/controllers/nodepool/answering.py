@@ -112,16 +112,16 @@ class RequestAnswers:
         if not pending:
             return pool
         written = await self._write_target(pool, pending)
-        self._remember(name, pending)
         if written is None:
             await self._answer(
+                name,
                 pending,
                 scalerequest_api.reject_requests([facts_of(r) for r in pending], pool_name=name),
             )
             log.info("event=pool-gone requests-rejected=%d", len(pending))
             return None
         current, outcome = written
-        await self._answer(pending, outcome.answers)
+        await self._answer(name, pending, outcome.answers)
         decisive = outcome.decisive
         if decisive is not None:
             log.info(
@@ -148,8 +148,7 @@ class RequestAnswers:
             answers = scalerequest_api.reject_requests(
                 [facts_of(r) for r in pending], pool_name=name
             )
-            await self._answer(pending, answers)
-            self._remember(name, pending)
+            await self._answer(name, pending, answers)
             log.info(
                 "event=scale-request-rejected requests=%s message=%r",
                 ",".join(r["metadata"]["name"] for r in pending),
@@ -229,10 +228,12 @@ class RequestAnswers:
         return fresh
 
     async def _answer(
-        self, pending: list[Object], answers: Sequence[scalerequest_api.Answer]
+        self, pool: str, pending: list[Object], answers: Sequence[scalerequest_api.Answer]
     ) -> None:
-        """Write each answer to its request's status; a Warning on each Rejected one, so
-        ``kubectl describe`` and event pipelines show why a scale did not happen."""
+        """Write each answer to its request's status, oldest first, and remember it as
+        answered once written (not before: an answer whose write failed is given again);
+        a Warning on each Rejected one, so ``kubectl describe`` and event pipelines show
+        why a scale did not happen."""
         by_name = {r["metadata"]["name"]: r for r in pending}
         for answer in answers:
             request = by_name[answer.name]
@@ -241,6 +242,7 @@ class RequestAnswers:
             # Deleted meanwhile: nobody is left to read the answer.
             with contextlib.suppress(errors.NotFound):
                 await self.status.update(request, status)
+            self._remember(pool, [request])
             if answer.phase == "Rejected":
                 await self.recorder.event(
                     request, type="Warning", reason="ScaleRequestRejected", message=answer.message

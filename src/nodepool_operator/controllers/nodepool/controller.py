@@ -20,7 +20,7 @@ import zlib
 from typing import Any, Protocol
 
 from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.cloud.provider import PermanentCloudError, VmState
+from nodepool_operator.cloud.provider import CloudError, PermanentCloudError, RateLimited, VmState
 from nodepool_operator.controllers.nodepool import (
     answering,
     backoff,
@@ -33,13 +33,13 @@ from nodepool_operator.controllers.nodepool import (
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.resources import NODEPOOLS
 from nodepool_operator.runtime import clock as clock_module
-from nodepool_operator.runtime import finalizers, ratelimit
+from nodepool_operator.runtime import errors, finalizers, ratelimit
 from nodepool_operator.runtime.client import Client, Object
 from nodepool_operator.runtime.controller import Request, Result
 from nodepool_operator.runtime.events import EventRecorder
 from nodepool_operator.runtime.informer import Informer
 
-__all__ = ["FINALIZER", "NAME", "Lifecycle", "NodePoolReconciler"]
+__all__ = ["FINALIZER", "NAME", "Lifecycle", "NodePoolReconciler", "operator_error"]
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,14 @@ class Lifecycle(Protocol):
     async def tear_down(self, pool: Object) -> tuple[int, drain.DrainProgress]: ...
 
     def forget_pool(self, pool: str) -> None: ...
+
+
+def operator_error(error: CloudError) -> errors.DependencyError:
+    """A cloud's error as the runtime's: unavailable (asked again with backoff, or after
+    the wait the cloud named) or refused (looked at again much later)."""
+    retry_after = error.retry_after if isinstance(error, RateLimited) else None
+    kind = errors.DependencyUnavailable if error.transient else errors.DependencyRefused
+    return kind(f"cloud {error.code}: {error}", retry_after=retry_after)
 
 
 class NodePoolReconciler:
@@ -112,6 +120,14 @@ class NodePoolReconciler:
         )
 
     async def reconcile(self, request: Request) -> Result:
+        """One pass over the pool; a Result, or an ``errors.OperatorError`` that tells the
+        runtime what to do next (the cloud's errors are mapped here, at the boundary)."""
+        try:
+            return await self._reconcile(request)
+        except CloudError as error:
+            raise operator_error(error) from error
+
+    async def _reconcile(self, request: Request) -> Result:
         pool = self.pools.get(request.name)
         if pool is None:
             return await self._gone(request.name)
