@@ -48,6 +48,7 @@ __all__ = [
     "RECONCILE_TIMEOUT_SECONDS",
     "Controller",
     "Delay",
+    "Funcs",
     "GenerationChanged",
     "Mapper",
     "Predicate",
@@ -136,41 +137,43 @@ def _generation(obj: Object) -> object:
     return obj.get("metadata", {}).get("generation")
 
 
-class GenerationChanged:
+class Funcs:
+    """The predicate base (controller-runtime's ``predicate.Funcs``): every event passes;
+    a subclass overrides only the kinds of event it filters."""
+
+    def create(self, obj: Object) -> bool:
+        return True
+
+    def update(self, old: Object, new: Object) -> bool:
+        return True
+
+    def delete(self, obj: Object) -> bool:
+        return True
+
+
+class GenerationChanged(Funcs):
     """Updates pass only when ``metadata.generation`` moved, i.e. the spec changed.
 
     Status and metadata updates (including our own status writes) never bump the generation,
     so with this predicate a controller is not woken by its own writes.
     """
 
-    def create(self, obj: Object) -> bool:
-        return True
-
     def update(self, old: Object, new: Object) -> bool:
         return _generation(old) != _generation(new)
 
-    def delete(self, obj: Object) -> bool:
-        return True
 
-
-class StateChanged:
+class StateChanged(Funcs):
     """A predicate: creates and deletes pass, updates only when ``state`` differs (what a
     controller reacts to, without heartbeats and other status churn)."""
 
     def __init__(self, state: Callable[[Object], Hashable]) -> None:
         self.state = state
 
-    def create(self, obj: Object) -> bool:
-        return True
-
     def update(self, old: Object, new: Object) -> bool:
         return self.state(old) != self.state(new)
 
-    def delete(self, obj: Object) -> bool:
-        return True
 
-
-class _AnyOf(GenerationChanged):
+class _AnyOf(Funcs):
     def __init__(self, predicates: Sequence[Predicate]) -> None:
         self.predicates = predicates
 

@@ -18,6 +18,7 @@ from nodepool_operator.runtime import nodes as k8s_nodes
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.controller import (
     Controller,
+    Funcs,
     GenerationChanged,
     Request,
     StateChanged,
@@ -30,7 +31,9 @@ from nodepool_operator.runtime.manager import Manager
 __all__ = ["setup"]
 
 
-class DeletionStarted(GenerationChanged):
+class DeletionStarted(Funcs):
+    """Updates pass when the pool's deletion starts (or is undone)."""
+
     def update(self, old: Object, new: Object) -> bool:
         return bool(new["metadata"].get("deletionTimestamp")) != bool(
             old["metadata"].get("deletionTimestamp")
@@ -62,7 +65,7 @@ def node_state(node: Object) -> Hashable:
     )
 
 
-class PodLeftOrChanged(GenerationChanged):
+class PodLeftOrChanged(Funcs):
     """What can move a drain on: a pod gone, or its deletion or annotations changed (a
     do-not-disrupt annotation dropped). New pods on a cordoned Node move nothing."""
 
