@@ -83,9 +83,9 @@ class ApiServer(testing.FakeApiServer):
         self.violations: list[str] = []
         self.operator_writes = 0
         self.vm_alive: Callable[[str, str | None], bool] = lambda name, provider_id: False
-        # Per pool, the last copy the operator's own update got back: it knows that one
-        # even before its cache does.
-        self.written: dict[str, Object] = {}
+        # Per pool, the last copy the operator got from the server itself (a GET, or its
+        # own update's answer): it knows that one even before its cache does.
+        self.seen: dict[str, Object] = {}
 
     def before(self, verb: str, resource: Resource, name: str) -> None:
         self.tripwire.tick()
@@ -122,8 +122,14 @@ class ApiServer(testing.FakeApiServer):
             if resource.plural == "nodepools" and before is not None and self._changed(before):
                 self._check_target_write(before, body)
         if resource.plural == "nodepools":
-            self.written[name] = copy.deepcopy(answer)
+            self.seen[name] = copy.deepcopy(answer)
         return answer
+
+    async def get(self, resource: Resource, name: str, **kw: Any) -> Object:
+        found = await super().get(resource, name, **kw)
+        if resource.plural == "nodepools":
+            self.seen[name] = copy.deepcopy(found)
+        return found
 
     async def delete(self, resource: Resource, name: str, **kw: Any) -> Object:
         before = copy.deepcopy(self.objects.get((resource.plural, name)))

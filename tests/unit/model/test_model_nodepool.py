@@ -15,7 +15,8 @@ ends with exactly ``targetNodes`` VMs and Nodes of the same names, every Node Re
 orphan VM, no Node without a VM), every ScaleRequest answered, ``observedGeneration ==
 generation``, the scale finished and the user's labels intact. At every step: no VM was
 created beyond the target of the newest copy of the pool the operator knew (its cache's,
-or the one its own update got back: a target it writes is acted on in the same pass), no Node was
+or one it got from the server: a read, or its own update's answer, since a target it
+writes is acted on in the same pass), no Node was
 deleted while its VM ran, no NodePool update went without a resourceVersion and no
 target was written from a request based on another target. And at any step, a restart
 makes the same decisions: an operator started afresh judges the pool (unhealthy Nodes,
@@ -103,8 +104,8 @@ class NodePoolModel(RuleBasedStateMachine):
 
     def _wanted_as_cached(self, pool: str) -> int:
         """The size the operator may aim for: the newest copy of the pool it knows says it
-        (its cache's, or the one its own update of the target got back)."""
-        known = [self.caches["nodepools"].get(pool), self.api.written.get(pool)]
+        (its cache's, or one it got from the server: a read, or its own update's answer)."""
+        known = [self.caches["nodepools"].get(pool), self.api.seen.get(pool)]
         newest = max(
             (p for p in known if p is not None),
             key=lambda p: int(p["metadata"]["resourceVersion"]),
@@ -120,7 +121,7 @@ class NodePoolModel(RuleBasedStateMachine):
         """A new operator process: nothing remembered, its caches listed afresh."""
         self._sync_caches()
         self.cloud.answered.clear()
-        self.api.written.clear()
+        self.api.seen.clear()
         return self._new_operator()
 
     def _new_operator(self) -> NodePoolReconciler:
@@ -209,6 +210,13 @@ class NodePoolModel(RuleBasedStateMachine):
         TRIED["restart-checks"] += 1
         self._sync_caches()
         self.cloud.listing_catches_up()
+        listing, self.cloud.listing = self.cloud.listing, "ok"
+        try:
+            self._compare_restarted(later)
+        finally:
+            self.cloud.listing = listing
+
+    def _compare_restarted(self, later: float) -> None:
         pool = self.caches["nodepools"].get(POOL)
         assert pool is not None
         spec = nodepool_api.spec_of(pool)

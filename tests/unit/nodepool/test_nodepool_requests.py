@@ -64,15 +64,21 @@ class FakeApi(testing.FakeApiServer):
 
 
 class FakeCloud:
+    """A cloud whose listings lag: they show nothing, a get finds what was created."""
+
     def __init__(self) -> None:
         self.created: list[tuple[str, MachineSpec]] = []
+        self.vms: dict[str, VirtualMachine] = {}
+
+    async def get_vm(self, name: VmName) -> VirtualMachine | None:
+        return self.vms.get(name)
 
     async def list_vms(self, *, pool: str) -> list[VirtualMachine]:
         return []
 
     async def create_vm(self, *, name: VmName, pool: str, spec: MachineSpec) -> VirtualMachine:
         self.created.append((name, spec))
-        return VirtualMachine(
+        self.vms[name] = VirtualMachine(
             name=name,
             pool=pool,
             cpu=spec.cpu,
@@ -82,6 +88,7 @@ class FakeCloud:
             created_at=NOW,
             zone=spec.zone,
         )
+        return self.vms[name]
 
     async def delete_vm(self, name: VmName) -> None:
         raise AssertionError("nothing is deleted in these tests")

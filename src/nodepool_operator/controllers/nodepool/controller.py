@@ -33,7 +33,7 @@ from nodepool_operator.controllers.nodepool import (
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.resources import NODEPOOLS
 from nodepool_operator.runtime import clock as clock_module
-from nodepool_operator.runtime import errors, finalizers, ratelimit
+from nodepool_operator.runtime import errors, finalizers, ratelimit, versions
 from nodepool_operator.runtime.client import Client, Object
 from nodepool_operator.runtime.controller import Request, Result
 from nodepool_operator.runtime.events import EventRecorder
@@ -115,6 +115,8 @@ class NodePoolReconciler:
         )
         # While VMs boot the cloud is asked again after 0.1 s, then 0.2, 0.4, ... up to the
         # poll interval (the runtime's per-key backoff): a VM up at once has its Node soon.
+        # Per pool, the copy our last write of it got back, until the cache catches up.
+        self._written: dict[str, Object] = {}
         self.boot_polls = ratelimit.ItemExponentialFailureRateLimiter[str](
             base_delay=config.boot_poll_initial, max_delay=config.poll_interval
         )
@@ -128,18 +130,19 @@ class NodePoolReconciler:
             raise operator_error(error) from error
 
     async def _reconcile(self, request: Request) -> Result:
-        pool = self.pools.get(request.name)
-        if pool is None:
+        cached = self.pools.get(request.name)
+        if cached is None:
             return await self._gone(request.name)
+        pool = self._newest(cached)
         if pool["metadata"].get("deletionTimestamp"):
             return await self._finalize(pool)
-        pool = await self._patch_finalizers(pool, finalizers.adding(pool, FINALIZER))
+        pool = self._seen(await self._patch_finalizers(pool, finalizers.adding(pool, FINALIZER)))
         pool_requests = self.answers.of_pool(request.name)
         # A target a request moved is acted on in this pass, from the pool as written.
         answered = await self.answers.answer(pool, pool_requests)
         if answered is None:
             return Result()  # the pool is gone: its deletion event brings the next pass
-        pool = answered
+        pool = self._seen(answered)
         spec = nodepool_api.spec_of(pool)
         desired = plan.desired_nodes(spec)
         try:
@@ -235,6 +238,25 @@ class NodePoolReconciler:
         delays.append(self._resync_in(name))
         return Result(requeue_after=min(delays))
 
+    def _newest(self, cached: Object) -> Object:
+        """The cached pool, or the copy our own last write got back when the cache has
+        not caught up with it: a pass never acts on a target older than one we wrote."""
+        name = cached["metadata"]["name"]
+        ours = self._written.get(name)
+        if ours is not None and ours["metadata"].get("uid") == cached["metadata"].get("uid"):
+            order = versions.compare(
+                str(ours["metadata"].get("resourceVersion", "")),
+                str(cached["metadata"].get("resourceVersion", "")),
+            )
+            if order is not None and order > 0:
+                return ours
+        self._written.pop(name, None)
+        return cached
+
+    def _seen(self, pool: Object) -> Object:
+        self._written[pool["metadata"]["name"]] = pool
+        return pool
+
     def _resync_in(self, name: str) -> float:
         """When to list the pool's VMs again though nothing happened (the cloud has no
         watch: a VM deleted out of band is seen then): the resync interval, spread per pool
@@ -247,6 +269,7 @@ class NodePoolReconciler:
         The answered requests stay: they are known by uid, so a new pool of the same name
         cannot be confused with them, and they keep a lagging cache from making a request
         for the missing pool be answered twice."""
+        self._written.pop(name, None)
         self.cloud_backoff.succeeded(name)
         self.boot_polls.forget(name)
         self.reporter.forget(name)

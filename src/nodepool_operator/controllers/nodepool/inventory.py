@@ -4,11 +4,12 @@ The pool's VMs come from the cloud's listing, its Nodes from the cache (only tho
 pool owns by uid). A listing that cannot be acted on (it failed, or it is empty while the
 pool owns Nodes) raises ``ListingDoubtful``: nothing is deleted on it.
 
-A VM whose create the cloud answered counts as the pool's for a minute even if the
-listing does not show it yet (an eventually consistent cloud): a lagging listing must not
-make a pass create others in its place. This is a cache of the cloud's answer: after a
-restart the same deterministic names are asked for again and the cloud's idempotent
-create finds the VM, so nothing is created twice either way.
+A VM whose create the cloud answered counts as the pool's for up to a minute even if the
+listing does not show it yet (an eventually consistent cloud), as long as a get by name
+finds it: a lagging listing must not make a pass create others in its place. Memory only
+says which names to ask for; the cloud answers. After a restart the same deterministic
+names are asked for again and the cloud's idempotent create finds the VM, so nothing is
+created twice either way.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.cloud.provider import CloudError, CloudProvider, VirtualMachine
+from nodepool_operator.cloud.provider import CloudError, CloudProvider, VirtualMachine, VmName
 from nodepool_operator.controllers.nodepool import drain, plan
 from nodepool_operator.controllers.resources import NODES_BY_POOL
 from nodepool_operator.runtime import clock as clock_module
@@ -105,12 +106,13 @@ class Inventory:
                 f"the cloud listed no VM for the pool, which owns {len(unaccounted)} Nodes; "
                 "nothing is deleted until it lists them again",
             )
-        return vms + self._launched_unlisted(name, vms)
+        return vms + await self._launched_unlisted(name, vms)
 
-    def _launched_unlisted(
+    async def _launched_unlisted(
         self, pool: str, listed: Sequence[VirtualMachine]
     ) -> list[VirtualMachine]:
-        """VMs of ``pool`` created a moment ago that the listing does not show yet."""
+        """VMs of ``pool`` created a moment ago that the listing does not show yet, as a
+        get by name finds them now: one that died meanwhile is not counted."""
         now = self.clock.now()
         shown = {vm.name for vm in listed}
         self._launched = {
@@ -118,7 +120,20 @@ class Inventory:
             for name, (vm, deadline) in self._launched.items()
             if deadline > now and not (vm.pool == pool and name in shown)
         }
-        return [vm for vm, _ in self._launched.values() if vm.pool == pool]
+        found = []
+        for name, (vm, _) in list(self._launched.items()):
+            if vm.pool != pool:
+                continue
+            try:
+                fresh = await self.cloud.get_vm(VmName(name))
+            except CloudError:
+                found.append(vm)  # unknown: count it, so that no twin is created
+                continue
+            if fresh is None or fresh.pool != pool:
+                del self._launched[name]
+            else:
+                found.append(fresh)
+        return found
 
     async def note_strangers(self, pool: Object) -> None:
         """Nodes with the pool's label that the pool does not own: left alone, told once."""

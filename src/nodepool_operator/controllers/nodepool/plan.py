@@ -59,7 +59,7 @@ def vm_deletion_requested(node: Mapping[str, Any]) -> bool:
 
 def drain_started(node: Mapping[str, Any]) -> float | None:
     """When the drain of ``node`` started (seconds since the epoch); None if it is not
-    draining, or was marked by an older operator that did not say when."""
+    draining, or its mark is not a time (a hand-made one): the drain then stamps it."""
     mark = (node.get("metadata", {}).get("annotations") or {}).get(SCALE_DOWN_ANNOTATION)
     return None if mark is None else conditions.parse_rfc3339(str(mark))
 

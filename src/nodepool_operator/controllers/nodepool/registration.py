@@ -135,15 +135,19 @@ class Registrar:
         body = node_ops.node_manifest(
             pool=pool, vm=vm, template=spec.template, simulated=self.config.simulated_nodes
         )
-        version = ""  # unknown: the expectation ends when the Node shows, or in time
         try:
             created = await self.client.create(kinds.NODES, body)
-            version = str(created.get("metadata", {}).get("resourceVersion", ""))
         except errors.AlreadyExists:
-            pass  # created by an earlier run of the operator, just as good
+            # Created by an earlier run (or a create whose answer was lost): just as good.
+            # Its version, so the expectation ends once the cache has seen that far.
+            try:
+                created = await self.client.get(kinds.NODES, vm.name)
+            except errors.NotFound:
+                return None  # deleted since: the next pass creates it again
         except errors.Invalid as error:
             log.warning("event=node-refused node=%s error=%r", vm.name, error.message)
             return NODE_REFUSED, f"the API server refused Node {vm.name}: {error.message}"
+        version = str(created.get("metadata", {}).get("resourceVersion", ""))
         self._expected[vm.name] = (now + NODE_EXPECTATION_SECONDS, version)
         log.info("event=node-registered node=%s", vm.name)
         return None
