@@ -14,6 +14,7 @@ created twice either way.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -54,23 +55,19 @@ def owned_by(node: Mapping[str, Any], uid: str | None) -> bool:
     return any(ref.get("uid") == uid for ref in refs)
 
 
+@dataclasses.dataclass(kw_only=True, eq=False)
 class Inventory:
-    def __init__(
-        self,
-        *,
-        nodes: Informer,
-        cloud: CloudProvider,
-        drainer: drain.Drainer,
-        recorder: EventRecorder,
-        clock: clock_module.Clock,
-    ) -> None:
-        self.nodes = nodes
-        self.cloud = cloud
-        self.drainer = drainer
-        self.recorder = recorder
-        self.clock = clock
-        self._launched: dict[str, tuple[VirtualMachine, float]] = {}  # VM -> (it, until)
-        self._told: dict[str, set[str]] = {}  # pool -> Nodes not ours already evented
+    nodes: Informer
+    cloud: CloudProvider
+    drainer: drain.Drainer
+    recorder: EventRecorder
+    clock: clock_module.Clock
+    # VM -> (it, until when it counts while listings do not show it)
+    _launched: dict[str, tuple[VirtualMachine, float]] = dataclasses.field(
+        default_factory=dict, init=False
+    )
+    # pool -> Nodes not ours already evented
+    _told: dict[str, set[str]] = dataclasses.field(default_factory=dict, init=False)
 
     def forget_pool(self, pool: str) -> None:
         self._told.pop(pool, None)

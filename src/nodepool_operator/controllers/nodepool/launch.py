@@ -11,6 +11,7 @@ first.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Sequence
 
@@ -44,21 +45,13 @@ def machine_spec(pool: Object, template: nodepool_api.NodeTemplate, name: VmName
     )
 
 
+@dataclasses.dataclass(kw_only=True, eq=False)
 class Launcher:
-    def __init__(
-        self,
-        *,
-        cloud: CloudProvider,
-        inventory: inventory.Inventory,
-        recorder: EventRecorder,
-        config: NodePoolConfig,
-        clock: clock_module.Clock,
-    ) -> None:
-        self.cloud = cloud
-        self.inventory = inventory
-        self.recorder = recorder
-        self.config = config
-        self.clock = clock
+    cloud: CloudProvider
+    inventory: inventory.Inventory
+    recorder: EventRecorder
+    config: NodePoolConfig
+    clock: clock_module.Clock
 
     async def launch(
         self,

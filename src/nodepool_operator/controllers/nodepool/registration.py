@@ -20,6 +20,7 @@ operator reaches the same verdict at the same time.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Sequence
 
@@ -46,21 +47,14 @@ NODE_EXPECTATION_SECONDS = 30.0
 Refusal = tuple[str, str]
 
 
+@dataclasses.dataclass(kw_only=True, eq=False)
 class Registrar:
-    def __init__(
-        self,
-        *,
-        client: Client,
-        nodes: Informer,
-        config: NodePoolConfig,
-        wall_clock: clock_module.WallClock,
-    ) -> None:
-        self.client = client
-        self.nodes = nodes
-        self.config = config
-        self.wall_clock = wall_clock
-        # Node created -> (until when we wait for it, its resourceVersion)
-        self._expected: dict[str, tuple[float, str]] = {}
+    client: Client
+    nodes: Informer
+    config: NodePoolConfig
+    wall_clock: clock_module.WallClock
+    # Node created -> (until when we wait for it, its resourceVersion)
+    _expected: dict[str, tuple[float, str]] = dataclasses.field(default_factory=dict, init=False)
 
     def overdue(
         self,

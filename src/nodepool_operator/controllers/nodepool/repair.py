@@ -18,6 +18,7 @@ about many Nodes at once costs a few of them, not the pool.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -64,27 +65,20 @@ def _unhealthy_from(view: plan.PoolView, spec: nodepool_api.NodePoolSpec) -> dic
     return {name: at for name, at in found.items() if at is not None}
 
 
+@dataclasses.dataclass(kw_only=True, eq=False)
 class Repairer:
-    def __init__(
-        self,
-        *,
-        cloud: CloudProvider,
-        terminator: termination.Terminator,
-        recorder: EventRecorder,
-        config: NodePoolConfig,
-        clock: clock_module.Clock,
-        wall_clock: clock_module.WallClock,
-    ) -> None:
-        self.cloud = cloud
-        self.terminator = terminator
-        self.recorder = recorder
-        self.config = config
-        self.clock = clock
-        self.wall_clock = wall_clock
-        # Per pool: the token bucket for removals of our own initiative, and when the
-        # token it reserved (if any) is ours to use.
-        self._deletions: dict[str, ratelimit.BucketRateLimiter[str]] = {}
-        self._deletion_at: dict[str, float] = {}
+    cloud: CloudProvider
+    terminator: termination.Terminator
+    recorder: EventRecorder
+    config: NodePoolConfig
+    clock: clock_module.Clock
+    wall_clock: clock_module.WallClock
+    # Per pool: the token bucket for removals of our own initiative, and when the
+    # token it reserved (if any) is ours to use.
+    _deletions: dict[str, ratelimit.BucketRateLimiter[str]] = dataclasses.field(
+        default_factory=dict, init=False
+    )
+    _deletion_at: dict[str, float] = dataclasses.field(default_factory=dict, init=False)
 
     def forget_pool(self, pool: str) -> None:
         self._deletions.pop(pool, None)

@@ -12,6 +12,7 @@ go the same way (``tear_down``).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -40,23 +41,14 @@ def combined(progress: Sequence[drain.DrainProgress]) -> drain.DrainProgress:
     )
 
 
+@dataclasses.dataclass(kw_only=True, eq=False)
 class Terminator:
-    def __init__(
-        self,
-        *,
-        client: Client,
-        cloud: CloudProvider,
-        inventory: inventory.Inventory,
-        drainer: drain.Drainer,
-        recorder: EventRecorder,
-        wall_clock: clock_module.WallClock,
-    ) -> None:
-        self.client = client
-        self.cloud = cloud
-        self.inventory = inventory
-        self.drainer = drainer
-        self.recorder = recorder
-        self.wall_clock = wall_clock
+    client: Client
+    cloud: CloudProvider
+    inventory: inventory.Inventory
+    drainer: drain.Drainer
+    recorder: EventRecorder
+    wall_clock: clock_module.WallClock
 
     async def scale_down(
         self, pool: Object, spec: nodepool_api.NodePoolSpec, view: plan.PoolView, excess: int
