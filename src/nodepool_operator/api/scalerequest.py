@@ -9,12 +9,16 @@ created with.
 A request may state the pool's ``spec.targetNodes`` it was computed from
 (``basedOnTargetNodes``); if the pool's target has moved since (the user scaled in
 between), the request is Superseded rather than applied over the newer value.
+
+``answer_requests`` is the one rule for what a pool's Pending requests do to its target:
+the NodePool controller applies it, and the Autoscaler predicts with it what the requests
+it handed over will set. Both controllers import it from here, so they cannot drift.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal, get_args
 
 from nodepool_operator.api import fields, meta, nodepool
@@ -34,11 +38,18 @@ __all__ = [
     "STATUS_SCHEMA",
     "SUBRESOURCES",
     "VERSION",
+    "Answer",
+    "Order",
+    "Outcome",
     "Phase",
+    "RequestFacts",
     "ScaleRequestSpec",
     "ScaleRequestStatus",
+    "answer_requests",
     "crd",
     "manifest",
+    "missing_pool",
+    "reject_requests",
     "spec_of",
     "status_of",
 ]
@@ -132,6 +143,140 @@ def spec_of(obj: Mapping[str, Any]) -> ScaleRequestSpec:
 def status_of(obj: Mapping[str, Any]) -> ScaleRequestStatus:
     """The typed status of a ScaleRequest object; Pending when it has none yet."""
     return fields.nested(obj, "status", parse=ScaleRequestStatus.from_dict)
+
+
+#: The sort key of a request by when it was made, oldest first: creationTimestamp, then
+#: resourceVersion as a number, then the name (``runtime.versions.creation_order``, which
+#: the callers compute: this layer does not read resourceVersions).
+Order = tuple[str, int, str]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RequestFacts:
+    """What the rule needs of one ScaleRequest (one not being deleted)."""
+
+    name: str
+    order: Order
+    phase: Phase
+    target_nodes: int
+    based_on_target_nodes: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Answer:
+    """The status one Pending request gets."""
+
+    name: str
+    phase: Phase
+    applied_target_nodes: int | None
+    message: str
+
+    def status(self, *, observed_generation: int) -> ScaleRequestStatus:
+        return ScaleRequestStatus(
+            phase=self.phase,
+            observed_generation=observed_generation,
+            applied_target_nodes=self.applied_target_nodes,
+            message=self.message,
+        )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Outcome:
+    """What a pool's Pending requests do: its target after them, and their answers
+    (oldest first; the newest request's answer is the last)."""
+
+    target_nodes: int
+    answers: tuple[Answer, ...]
+
+    @property
+    def decisive(self) -> Answer | None:
+        """The answer of the newest request, the one that decided the target."""
+        return self.answers[-1] if self.answers else None
+
+
+def missing_pool(pool_name: str) -> str:
+    """Why a request for ``pool_name`` is Rejected when there is no such pool."""
+    return f"NodePool {pool_name!r} does not exist"
+
+
+def answer_requests(requests: Sequence[RequestFacts], *, pool: nodepool.NodePoolSpec) -> Outcome:
+    """What the Pending ones of ``requests`` do to the pool whose spec is ``pool``.
+
+    Order: oldest first by ``RequestFacts.order``; the newest Pending request decides and
+    every older one is Superseded (targets are absolute: the newest already includes what
+    the older asked for). Basis: a newest request computed from another target than the
+    pool's (``basedOnTargetNodes``; the user scaled in between) is Superseded and changes
+    nothing. Bounds: the target becomes the request's within [minNodes, maxNodes]; a
+    request that a limit leaves without effect is Rejected with the limit named.
+    """
+    pending = _pending(requests)
+    if not pending:
+        return Outcome(target_nodes=pool.target_nodes, answers=())
+    newest = pending[-1]
+    older = tuple(
+        Answer(
+            name=r.name,
+            phase="Superseded",
+            applied_target_nodes=None,
+            message=f"superseded by {newest.name}",
+        )
+        for r in pending[:-1]
+    )
+    decided = _answer_one(newest, pool)
+    target = (
+        pool.target_nodes if decided.applied_target_nodes is None else decided.applied_target_nodes
+    )
+    return Outcome(target_nodes=target, answers=(*older, decided))
+
+
+def reject_requests(requests: Sequence[RequestFacts], *, pool_name: str) -> tuple[Answer, ...]:
+    """The answers of the Pending ones of ``requests`` when their pool does not exist."""
+    message = missing_pool(pool_name)
+    return tuple(
+        Answer(name=r.name, phase="Rejected", applied_target_nodes=None, message=message)
+        for r in _pending(requests)
+    )
+
+
+def _pending(requests: Sequence[RequestFacts]) -> list[RequestFacts]:
+    return sorted((r for r in requests if r.phase == "Pending"), key=lambda r: r.order)
+
+
+def _answer_one(request: RequestFacts, pool: nodepool.NodePoolSpec) -> Answer:
+    """A scale-up never lowers the target, a scale-down never goes below minNodes; a
+    Rejected answer reports the target the pool kept, a Superseded one nothing."""
+    current, requested = pool.target_nodes, request.target_nodes
+    based_on = request.based_on_target_nodes
+    if based_on is not None and based_on != current:
+        message = (
+            f"based on targetNodes={based_on}, but the pool's targetNodes is now {current}; "
+            "not applied"
+        )
+        return Answer(
+            name=request.name, phase="Superseded", applied_target_nodes=None, message=message
+        )
+    new = nodepool.within_bounds(
+        max(current, requested) if requested >= current else requested,
+        min_nodes=pool.min_nodes,
+        max_nodes=pool.max_nodes,
+    )
+    if new == current and requested > current:
+        message = f"pool is at maxNodes={pool.max_nodes}; cannot grow"
+    elif new == current and requested < current:
+        message = f"pool is at minNodes={pool.min_nodes}; cannot shrink"
+    else:
+        clamped = (
+            " (clamped to maxNodes)"
+            if new < requested
+            else " (clamped to minNodes)"
+            if new > requested
+            else ""
+        )
+        message = f"targetNodes {current} -> {new}{clamped}"
+        return Answer(name=request.name, phase="Applied", applied_target_nodes=new, message=message)
+    return Answer(
+        name=request.name, phase="Rejected", applied_target_nodes=current, message=message
+    )
 
 
 def manifest(name: str, spec: ScaleRequestSpec, *, pool_uid: str | None = None) -> dict[str, Any]:

@@ -259,14 +259,7 @@ class Client:
         ).inc()
         try:
             if not 200 <= response.status < 300:
-                # Unread responses are not checked by the generated client: a refused watch
-                # (403, 410, 500...) arrives here as a plain Status body.
-                body = await response.text()
-                try:
-                    status = json.loads(body)
-                except ValueError:
-                    status = {"code": response.status, "message": body}
-                raise errors.from_status({"code": response.status, **status})
+                raise await _refused(response)
             async with errors.translated():
                 async for line in response.content:
                     if not line.strip():
@@ -320,6 +313,17 @@ class Client:
             metrics.rest_client_request_duration_seconds.labels(verb, resource.plural).observe(
                 time.perf_counter() - started
             )
+
+
+async def _refused(response: Any) -> errors.ApiError:
+    """The typed error of a refused watch. Unread responses are not checked by the
+    generated client: a refused watch (403, 410, 500...) arrives as a plain Status body."""
+    body = await response.text()
+    try:
+        status = json.loads(body)
+    except ValueError:
+        status = {"code": response.status, "message": body}
+    return errors.from_status({"code": response.status, **status})
 
 
 def _verb(method: str, path: str, resource: Resource) -> str:

@@ -8,11 +8,19 @@ never an event or an object), reads what it needs from caches, and returns a
   its backoff); success without → the key is forgotten until the next event;
 * :class:`errors.Conflict` → requeued with rate limiting and logged at debug level: a
   conflict means our copy was stale, which the next reconcile (from a fresher cache) fixes;
-* :class:`errors.TooManyRequests` → requeued after the server's Retry-After;
-* a permanent error (``transient`` false: 4xx such as 422 or 403) → one log line and a
-  metric, no retry (retrying cannot fix a rejected request; the next event will requeue);
-* any other exception → requeued with rate limiting (exponential per key, token bucket
-  overall), logged as an error.
+* an :class:`errors.OperatorError` with ``retry_after`` (a 429, a throttling cloud) →
+  requeued after that long;
+* a transient one (API 5xx, a cloud that did not answer) → requeued with rate limiting
+  (exponential per key, token bucket overall), one warning;
+* a permanent one (4xx such as 422 or 403, :class:`errors.Terminal`, a cloud's refusal) →
+  one log line and a metric; not retried (asking again gets the same answer) but looked
+  at again after ``PERMANENT_ERROR_RECHECK_SECONDS`` (the world it depends on can change
+  without an event), or at the next event;
+* any other exception is a bug: requeued with rate limiting, logged with its traceback.
+
+A reconcile runs for at most ``reconcile_timeout`` seconds: a call that hangs (a cloud
+that never answers) is cancelled and the key requeued with backoff, so one key cannot
+hold a worker for ever.
 
 Watches map events to keys through a mapper (the object's own key, or its owner's) and may
 be filtered by predicates such as :class:`GenerationChanged`.
@@ -37,8 +45,10 @@ from nodepool_operator.runtime.informer import Informer
 __all__ = [
     "CURRENT_RECONCILE",
     "PERMANENT_ERROR_RECHECK_SECONDS",
+    "RECONCILE_TIMEOUT_SECONDS",
     "Controller",
     "Delay",
+    "Funcs",
     "GenerationChanged",
     "Mapper",
     "Predicate",
@@ -127,41 +137,43 @@ def _generation(obj: Object) -> object:
     return obj.get("metadata", {}).get("generation")
 
 
-class GenerationChanged:
+class Funcs:
+    """The predicate base (controller-runtime's ``predicate.Funcs``): every event passes;
+    a subclass overrides only the kinds of event it filters."""
+
+    def create(self, obj: Object) -> bool:
+        return True
+
+    def update(self, old: Object, new: Object) -> bool:
+        return True
+
+    def delete(self, obj: Object) -> bool:
+        return True
+
+
+class GenerationChanged(Funcs):
     """Updates pass only when ``metadata.generation`` moved, i.e. the spec changed.
 
     Status and metadata updates (including our own status writes) never bump the generation,
     so with this predicate a controller is not woken by its own writes.
     """
 
-    def create(self, obj: Object) -> bool:
-        return True
-
     def update(self, old: Object, new: Object) -> bool:
         return _generation(old) != _generation(new)
 
-    def delete(self, obj: Object) -> bool:
-        return True
 
-
-class StateChanged:
+class StateChanged(Funcs):
     """A predicate: creates and deletes pass, updates only when ``state`` differs (what a
     controller reacts to, without heartbeats and other status churn)."""
 
     def __init__(self, state: Callable[[Object], Hashable]) -> None:
         self.state = state
 
-    def create(self, obj: Object) -> bool:
-        return True
-
     def update(self, old: Object, new: Object) -> bool:
         return self.state(old) != self.state(new)
 
-    def delete(self, obj: Object) -> bool:
-        return True
 
-
-class _AnyOf(GenerationChanged):
+class _AnyOf(Funcs):
     def __init__(self, predicates: Sequence[Predicate]) -> None:
         self.predicates = predicates
 
@@ -183,6 +195,8 @@ Mapper = Callable[[Object], Iterable[Request]]
 
 #: A key whose reconcile failed for good is looked at again after this long.
 PERMANENT_ERROR_RECHECK_SECONDS = 300.0
+#: A reconcile still running after this long is cancelled (``errors.ReconcileTimeout``).
+RECONCILE_TIMEOUT_SECONDS = 600.0
 Delay = float | Callable[[Request], float]
 
 
@@ -246,9 +260,11 @@ class Controller:
         clock: clock_module.Clock | None = None,
         queue: workqueue.WorkQueue[Request] | None = None,
         permanent_error_recheck: float = PERMANENT_ERROR_RECHECK_SECONDS,
+        reconcile_timeout: float = RECONCILE_TIMEOUT_SECONDS,
     ) -> None:
         self.name = name
         self.reconciler = reconciler
+        self.reconcile_timeout = reconcile_timeout
         self.max_concurrent_reconciles = max_concurrent_reconciles
         self.permanent_error_recheck = permanent_error_recheck
         self.clock = clock or clock_module.RealClock()
@@ -328,7 +344,7 @@ class Controller:
         self._active.inc()
         outcome = metrics.RESULT_SUCCESS
         try:
-            result = await self.reconciler.reconcile(request)
+            result = await self._bounded(request)
         except Exception as error:
             outcome = self._handle_error(request, error)
         else:
@@ -346,6 +362,24 @@ class Controller:
             controller=self.name, result=outcome
         ).inc()
 
+    async def _bounded(self, request: Request) -> Result:
+        """The reconcile of ``request``, cancelled if it runs past ``reconcile_timeout`` on
+        the controller's clock."""
+        work = asyncio.ensure_future(self.reconciler.reconcile(request))
+        timer = asyncio.ensure_future(self.clock.sleep(self.reconcile_timeout))
+        try:
+            await asyncio.wait({work, timer}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            timer.cancel()
+            if not work.done():
+                work.cancel()
+                await asyncio.gather(work, return_exceptions=True)
+        if work.cancelled():
+            raise errors.ReconcileTimeout(
+                f"reconcile of {request} ran past {self.reconcile_timeout:.0f}s; cancelled"
+            )
+        return work.result()
+
     def _handle_error(self, request: Request, error: Exception) -> str:
         if isinstance(error, errors.Conflict):
             metrics.nodepool_conflicts_total.labels(controller=self.name, resource="").inc()
@@ -353,15 +387,18 @@ class Controller:
             self.queue.add_rate_limited(request)
             return metrics.RESULT_REQUEUE
         metrics.controller_runtime_reconcile_errors_total.labels(controller=self.name).inc()
-        # Errors of any origin (the API, a cloud) may say how long to wait and whether
-        # waiting helps, through the same two attributes.
-        retry_after = getattr(error, "retry_after", None)
-        if retry_after:
-            log.warning("event=throttled retry_after=%.1fs error=%r", retry_after, error)
-            self.queue.add_after(request, float(retry_after))
+        if not isinstance(error, errors.OperatorError):
+            log.error("event=error action=requeue-with-backoff error=%r", error, exc_info=error)
+            self.queue.add_rate_limited(request)
             return metrics.RESULT_ERROR
-        transient = getattr(error, "transient", None)
-        if transient is False:
+        if error.retry_after:
+            log.warning("event=throttled retry_after=%.1fs error=%r", error.retry_after, error)
+            self.queue.add_after(request, float(error.retry_after))
+        elif error.transient:
+            # An expected, classified failure (API 5xx, cloud timeout): its message says it all.
+            log.warning("event=transient-error action=requeue-with-backoff error=%r", error)
+            self.queue.add_rate_limited(request)
+        else:
             # Not retried: asking again would get the same answer. But the world it
             # depends on can change without an event for this key (an admin fixes the RBAC,
             # a kube-apiserver that answered 403 while its authorizer warmed up is ready),
@@ -373,11 +410,4 @@ class Controller:
             )
             self.queue.forget(request)
             self.queue.add_after(request, self.permanent_error_recheck)
-            return metrics.RESULT_ERROR
-        if transient:
-            # An expected, classified failure (API 5xx, cloud timeout): its message says it all.
-            log.warning("event=transient-error action=requeue-with-backoff error=%r", error)
-        else:
-            log.error("event=error action=requeue-with-backoff error=%r", error, exc_info=error)
-        self.queue.add_rate_limited(request)
         return metrics.RESULT_ERROR

@@ -1,26 +1,39 @@
-"""Kubernetes API errors, mapped once from HTTP status and Status reason to typed exceptions.
+"""The errors a reconcile may raise, one hierarchy: Kubernetes API errors, mapped once from
+HTTP status and Status reason to typed exceptions, and the errors of other dependencies (a
+cloud), mapped at the boundary by the controller that calls them.
 
 Every API call goes through `translated()` (or `from_api_exception()`), so the rest of the
 operator catches `NotFound` or `Conflict`, never a status code. The hierarchy, with whether
 repeating the same request can help (*transient*) or not (*permanent*)::
 
-    ApiError                    any failed call; raised as such for unmapped statuses  permanent
-    ├── BadRequest          400                                                         permanent
-    ├── Unauthorized        401                                                         permanent
-    ├── Forbidden           403                                                         permanent
-    ├── NotFound            404                                                         permanent
-    ├── Conflict            409  stale resourceVersion: re-read and re-apply            transient
-    ├── AlreadyExists       409  reason AlreadyExists                                   permanent
-    ├── Gone                410  reason Gone or Expired: the watch must re-list         transient
-    ├── Invalid             422                                                         permanent
-    ├── TooManyRequests     429  wait `retry_after` seconds when given                  transient
-    ├── ServerError         5xx                                                         transient
-    │   ├── InternalError   500
-    │   └── ServerTimeout   504, or reason Timeout / ServerTimeout
-    └── ConnectionFailed    no HTTP response (aiohttp.ClientError, TimeoutError, OSError) transient
+    OperatorError               what the reconcile loop knows how to treat
+    ├── Terminal                a reconcile says its key cannot succeed as things are     permanent
+    ├── ReconcileTimeout        a reconcile ran past its timeout and was cancelled        transient
+    ├── DependencyError         a call to a dependency other than the API server failed
+    │   ├── DependencyUnavailable  it may answer if asked again (`retry_after` if given) transient
+    │   └── DependencyRefused      it refused what we asked for (quota, a bad spec)      permanent
+    └── ApiError                any failed API call; raised as such for unmapped statuses permanent
+        ├── BadRequest          400                                                     permanent
+        ├── Unauthorized        401                                                     permanent
+        ├── Forbidden           403                                                     permanent
+        ├── NotFound            404                                                     permanent
+        ├── Conflict            409  stale resourceVersion: re-read and re-apply        transient
+        ├── AlreadyExists       409  reason AlreadyExists                               permanent
+        ├── Gone                410  reason Gone or Expired: the watch must re-list     transient
+        ├── Invalid             422                                                     permanent
+        ├── TooManyRequests     429  wait `retry_after` seconds when given              transient
+        ├── ServerError         5xx                                                     transient
+        │   ├── InternalError   500
+        │   └── ServerTimeout   504, or reason Timeout / ServerTimeout
+        └── ConnectionFailed    no HTTP response (aiohttp.ClientError, TimeoutError, OSError)
+                                                                                        transient
 
 *Transient* says a retry can succeed, not that anything should retry blindly: a `Conflict`
 is retried only by `retry.retry_on_conflict` or by requeueing the key, after a re-read.
+What the reconcile loop does with each (``controller.Controller``): a `Conflict` is
+requeued with backoff, quietly; an error with `retry_after` comes back after that long; a
+permanent one is looked at again only after a long fixed delay; a transient one is
+requeued with backoff; any other exception is a bug, logged with its traceback.
 
 As in client-go's apierrors, the `reason` of the `metav1.Status` in the response body
 decides when it is one we know, and the HTTP status decides otherwise; that is how a 409
@@ -50,13 +63,19 @@ __all__ = [
     "BadRequest",
     "Conflict",
     "ConnectionFailed",
+    "DependencyError",
+    "DependencyRefused",
+    "DependencyUnavailable",
     "Forbidden",
     "Gone",
     "InternalError",
     "Invalid",
     "NotFound",
+    "OperatorError",
+    "ReconcileTimeout",
     "ServerError",
     "ServerTimeout",
+    "Terminal",
     "TooManyRequests",
     "Unauthorized",
     "from_api_exception",
@@ -70,10 +89,47 @@ __all__ = [
 _MAX_BODY_IN_MESSAGE = 500
 
 
-class ApiError(Exception):
-    """A Kubernetes API call that failed; see the module docstring for the subclasses."""
+class OperatorError(Exception):
+    """A failure the reconcile loop knows how to treat (see the module docstring)."""
 
     transient: ClassVar[bool] = False
+    #: Seconds to wait before asking again, when the one who refused said so.
+    retry_after: float | None = None
+
+
+class Terminal(OperatorError):
+    """A reconcile's verdict that its key cannot succeed as things are (a spec that can
+    never be met): not retried, looked at again after a long delay or the next event."""
+
+
+class ReconcileTimeout(OperatorError):
+    """A reconcile ran past the controller's ``reconcile_timeout`` and was cancelled."""
+
+    transient = True
+
+
+class DependencyError(OperatorError):
+    """A call to a dependency other than the API server (a cloud) failed; raised by the
+    controller that made the call, ``from`` the dependency's own error."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class DependencyUnavailable(DependencyError):
+    """It may answer if asked again (a timeout, a 5xx, a throttle)."""
+
+    transient = True
+
+
+class DependencyRefused(DependencyError):
+    """It refused what was asked for (a quota, an invalid spec): asking again cannot help."""
+
+
+class ApiError(OperatorError):
+    """A Kubernetes API call that failed; see the module docstring for the subclasses."""
+
     default_status: ClassVar[int] = 0
     default_reason: ClassVar[str] = ""
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from nodepool_operator.runtime import conditions
 
-__all__ = ["is_ready", "is_unhealthy"]
+__all__ = ["is_ready", "is_unhealthy", "unhealthy_from"]
 
 
 def is_ready(node: Mapping[str, Any]) -> bool:
@@ -18,23 +18,33 @@ def is_ready(node: Mapping[str, Any]) -> bool:
     return False
 
 
-def is_unhealthy(
-    node: Mapping[str, Any], *, now: float, not_ready_seconds: float, registration_seconds: float
-) -> bool:
-    """Not Ready for too long: ``not_ready_seconds`` since its Ready condition last changed,
-    or ``registration_seconds`` since it was registered when it never reported one.
-
-    Such a node is replaced (Karpenter's node repair, cluster-autoscaler's unregistered
-    and unready nodes), and counts for nothing meanwhile. A time that cannot be read makes
-    no node unhealthy: nothing is replaced on a guess.
+def unhealthy_from(
+    node: Mapping[str, Any], *, not_ready_seconds: float, registration_seconds: float
+) -> float | None:
+    """When a Node not Ready now counts as unhealthy (seconds since the epoch): its Ready
+    condition's last change plus ``not_ready_seconds``, or its creation plus
+    ``registration_seconds`` when it never reported one. None when it is Ready, or when
+    the time cannot be read: nothing is replaced on a guess.
     """
     if is_ready(node):
-        return False
+        return None
     for condition in (node.get("status") or {}).get("conditions") or ():
         if condition.get("type") == "Ready":
             since = conditions.parse_rfc3339(str(condition.get("lastTransitionTime", "")))
-            return since is not None and now - since >= not_ready_seconds
+            return None if since is None else since + not_ready_seconds
     created = conditions.parse_rfc3339(
         str((node.get("metadata") or {}).get("creationTimestamp", ""))
     )
-    return created is not None and now - created >= registration_seconds
+    return None if created is None else created + registration_seconds
+
+
+def is_unhealthy(
+    node: Mapping[str, Any], *, now: float, not_ready_seconds: float, registration_seconds: float
+) -> bool:
+    """Not Ready for too long (``unhealthy_from``): such a node is replaced (Karpenter's
+    node repair, cluster-autoscaler's unregistered and unready nodes), and counts for
+    nothing meanwhile."""
+    since = unhealthy_from(
+        node, not_ready_seconds=not_ready_seconds, registration_seconds=registration_seconds
+    )
+    return since is not None and now >= since

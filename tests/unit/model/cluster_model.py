@@ -29,27 +29,30 @@ from nodepool_operator.cloud.provider import (
     VmName,
     VmState,
 )
-from nodepool_operator.runtime import conditions, errors
+from nodepool_operator.runtime import conditions, errors, testing
 from nodepool_operator.runtime.client import Object, Resource
-from nodepool_operator.runtime.informer import object_key
-from nodepool_operator.runtime.status import prune_none
 
 START = 1_800_000_000.0
 
 #: What the model-based tests tried, printed at the end of the session (``conftest.py``).
-TRIED = {"sequences": 0, "steps": 0, "crashes": 0, "faults": 0, "passes": 0, "on-call": 0}
+TRIED = {
+    "sequences": 0,
+    "steps": 0,
+    "crashes": 0,
+    "faults": 0,
+    "passes": 0,
+    "on-call": 0,
+    "restart-checks": 0,
+}
 
 
 class Crash(BaseException):  # a BaseException: the operator process dies, nothing catches it
     """The operator is killed between two calls: everything it remembered is lost."""
 
 
-class WallClock:
+class WallClock(testing.FakeWallClock):
     def __init__(self) -> None:
-        self.now = START
-
-    def time(self) -> float:
-        return self.now
+        super().__init__(START)
 
 
 @dataclass
@@ -67,166 +70,87 @@ class Tripwire:
             raise Crash
 
 
-def merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
-    """RFC 7386 merge patch, in place."""
-    for key, value in patch.items():
-        if value is None:
-            target.pop(key, None)
-        elif isinstance(value, dict) and isinstance(target.get(key), dict):
-            merge(target[key], value)
-        else:
-            target[key] = copy.deepcopy(value)
+class ApiServer(testing.FakeApiServer):
+    """The shared fake API server, with faults: the operator killed at a call
+    (``tripwire``), answers lost after the write took effect (``lose_answers``), and kwok's
+    Nodes Ready at once; and with what must never happen recorded in ``violations``."""
 
+    def __init__(self, *, clock: WallClock, tripwire: Tripwire) -> None:
+        super().__init__(wall_clock=clock)
+        self.clock = clock
+        self.tripwire = tripwire
+        self.lose_answers = 0  # the next N operator writes take effect, then their answer is lost
+        self.violations: list[str] = []
+        self.operator_writes = 0
+        self.vm_alive: Callable[[str, str | None], bool] = lambda name, provider_id: False
+        # Per pool, the last copy the operator got from the server itself (a GET, or its
+        # own update's answer): it knows that one even before its cache does.
+        self.seen: dict[str, Object] = {}
 
-@dataclass
-class ApiServer:
-    """Objects by (plural, name); every write gives the object a new resourceVersion."""
-
-    clock: WallClock
-    tripwire: Tripwire
-    objects: dict[tuple[str, str], Object] = field(default_factory=dict)
-    versions: Iterable[int] = field(default_factory=lambda: itertools.count(1))
-    uids: Iterable[int] = field(default_factory=lambda: itertools.count(1))
-    lose_answers: int = 0  # the next N operator writes take effect, then their answer is lost
-    violations: list[str] = field(default_factory=list)
-    operator_writes: int = 0
-    vm_alive: Callable[[str, str | None], bool] = lambda name, provider_id: False
-
-    # --- what the user and the other controllers do (never faulted) ---
-
-    def put(self, plural: str, obj: Object) -> Object:
-        obj = copy.deepcopy(obj)
-        meta = obj["metadata"]
-        meta.setdefault("uid", f"uid-{next(iter(self.uids))}")
-        meta.setdefault("creationTimestamp", conditions.rfc3339(self.clock.time()))
-        meta["generation"] = 1
-        meta["resourceVersion"] = self._version()
-        self.objects[(plural, meta["name"])] = obj
-        return copy.deepcopy(obj)
-
-    def edit(self, plural: str, name: str, change: Callable[[Object], None]) -> None:
-        obj = self.objects[(plural, name)]
-        spec_before = copy.deepcopy(obj.get("spec"))
-        change(obj)
-        if obj.get("spec") != spec_before:
-            obj["metadata"]["generation"] += 1
-        obj["metadata"]["resourceVersion"] = self._version()
-
-    def stored(self, plural: str) -> list[Object]:
-        return [copy.deepcopy(o) for (kind, _), o in sorted(self.objects.items()) if kind == plural]
-
-    # --- the Client surface the operator uses ---
-
-    async def get(self, resource: Resource, name: str, **_: Any) -> Object:
+    def before(self, verb: str, resource: Resource, name: str) -> None:
         self.tripwire.tick()
-        found = self.objects.get((resource.plural, name))
-        if found is None:
-            raise errors.NotFound(f"{resource.plural} {name!r} not found")
-        return copy.deepcopy(found)
+        if verb not in ("get", "list"):
+            self.operator_writes += 1
 
-    async def create(self, resource: Resource, body: Object, **_: Any) -> Object:
-        self._write_starts()
-        name = body["metadata"]["name"]
-        if (resource.plural, name) in self.objects:
-            raise errors.AlreadyExists(f"{resource.plural} {name!r} already exists")
-        obj = copy.deepcopy(body)
+    def answer(self, obj: Object) -> Object:
+        if self.lose_answers > 0:
+            self.lose_answers -= 1
+            raise errors.ServerTimeout("the answer was lost after the write took effect")
+        return super().answer(obj)
+
+    async def create(self, resource: Resource, body: Object, **kw: Any) -> Object:
         if resource.plural == "nodes":
             # kwok: the Node reports Ready as soon as it exists.
-            obj.setdefault("status", {})["conditions"] = [
+            body = copy.deepcopy(body)
+            body.setdefault("status", {})["conditions"] = [
                 {
                     "type": "Ready",
                     "status": "True",
                     "lastTransitionTime": conditions.rfc3339(self.clock.time()),
                 }
             ]
-        created = self.put(resource.plural, obj)
-        return self._answer(created)
+        return await super().create(resource, body, **kw)
 
-    async def replace(self, resource: Resource, body: Object, **_: Any) -> Object:
-        self._write_starts()
+    async def replace(self, resource: Resource, body: Object, **kw: Any) -> Object:
         name = body["metadata"]["name"]
-        stored = self._stored(resource.plural, name)
-        sent = body["metadata"].get("resourceVersion")
-        if not sent:
+        before = copy.deepcopy(self.objects.get((resource.plural, name)))
+        if not body["metadata"].get("resourceVersion"):
             self.violations.append(f"update of {resource.plural}/{name} without resourceVersion")
-        elif sent != stored["metadata"]["resourceVersion"]:
-            raise errors.Conflict(f"{resource.plural} {name!r}: the object has been modified")
+        try:
+            answer = await super().replace(resource, body, **kw)
+        finally:
+            if resource.plural == "nodepools" and before is not None and self._changed(before):
+                self._check_target_write(before, body)
         if resource.plural == "nodepools":
-            self._check_target_write(stored, body)
+            self.seen[name] = copy.deepcopy(answer)
+        return answer
 
-        def change(obj: Object) -> None:
-            obj["spec"] = copy.deepcopy(body.get("spec"))
-            obj["metadata"]["labels"] = copy.deepcopy(body["metadata"].get("labels"))
-            obj["metadata"]["finalizers"] = copy.deepcopy(body["metadata"].get("finalizers"))
+    async def get(self, resource: Resource, name: str, **kw: Any) -> Object:
+        found = await super().get(resource, name, **kw)
+        if resource.plural == "nodepools":
+            self.seen[name] = copy.deepcopy(found)
+        return found
 
-        self.edit(resource.plural, name, change)
-        return self._answer(self.objects[(resource.plural, name)])
+    async def delete(self, resource: Resource, name: str, **kw: Any) -> Object:
+        before = copy.deepcopy(self.objects.get((resource.plural, name)))
+        try:
+            return await super().delete(resource, name, **kw)
+        finally:
+            gone = (resource.plural, name) not in self.objects
+            if resource.plural == "nodes" and before is not None and gone:
+                provider_id = (before.get("spec") or {}).get("providerID")
+                if self.vm_alive(name, provider_id):
+                    self.violations.append(f"Node {name} deleted while its VM still runs")
 
-    async def patch(
-        self, resource: Resource, name: str, patch: Any, *, subresource: str | None = None, **_: Any
-    ) -> Object:
-        self._write_starts()
-        stored = self._stored(resource.plural, name)
-        patch = copy.deepcopy(patch)
-        sent = (patch.get("metadata") or {}).pop("resourceVersion", None)
-        if sent is not None and sent != stored["metadata"]["resourceVersion"]:
-            raise errors.Conflict(f"{resource.plural} {name!r}: the object has been modified")
-        if subresource == "status":
-            patch = {"status": patch.get("status") or {}}
-        else:
-            patch.pop("status", None)
-
-        def change(obj: Object) -> None:
-            merge(obj, patch)
-            obj["status"] = prune_none(obj.get("status") or {})
-
-        self.edit(resource.plural, name, change)
-        obj = self.objects[(resource.plural, name)]
-        if obj["metadata"].get("deletionTimestamp") and not obj["metadata"].get("finalizers"):
-            del self.objects[(resource.plural, name)]
-        return self._answer(obj)
-
-    async def delete(
-        self, resource: Resource, name: str, *, uid: str | None = None, **_: Any
-    ) -> Object:
-        self._write_starts()
-        stored = self._stored(resource.plural, name)
-        if uid is not None and stored["metadata"]["uid"] != uid:
-            raise errors.Conflict(f"{resource.plural} {name!r}: uid precondition failed")
-        if resource.plural == "nodes":
-            provider_id = (stored.get("spec") or {}).get("providerID")
-            if self.vm_alive(name, provider_id):
-                self.violations.append(f"Node {name} deleted while its VM still runs")
-        del self.objects[(resource.plural, name)]
-        return self._answer(stored)
+    def _changed(self, before: Object) -> bool:
+        """The write of ``before`` took effect (the stored copy has moved on)."""
+        now = self.objects.get(("nodepools", before["metadata"]["name"]))
+        return now is not None and (
+            now["metadata"]["resourceVersion"] != before["metadata"]["resourceVersion"]
+        )
 
     async def create_subresource(self, resource: Resource, name: str, *_: Any, **__: Any) -> Object:
         raise AssertionError(f"no pods in the model, nothing to evict ({name})")
-
-    async def list_page(self, resource: Resource, **_: Any) -> Object:
-        self.tripwire.tick()
-        return {"items": []}
-
-    # --- helpers ---
-
-    def _version(self) -> str:
-        return str(next(iter(self.versions)))
-
-    def _stored(self, plural: str, name: str) -> Object:
-        found = self.objects.get((plural, name))
-        if found is None:
-            raise errors.NotFound(f"{plural} {name!r} not found")
-        return found
-
-    def _write_starts(self) -> None:
-        self.tripwire.tick()
-        self.operator_writes += 1
-
-    def _answer(self, obj: Object) -> Object:
-        if self.lose_answers > 0:
-            self.lose_answers -= 1
-            raise errors.ServerTimeout("the answer was lost after the write took effect")
-        return copy.deepcopy(obj)
 
     def _check_target_write(self, stored: Object, body: Object) -> None:
         before = stored["spec"].get("targetNodes")
@@ -247,37 +171,18 @@ class ApiServer:
             )
 
 
-class Cache:
-    """An informer over the model API server: what it holds is as of the last ``sync``."""
+def caches(api: ApiServer) -> dict[str, testing.FakeInformer]:
+    def cache(
+        plural: str, indexes: dict[str, Callable[[Object], list[str]]]
+    ) -> testing.FakeInformer:
+        return testing.FakeInformer(indexes, server=api, plural=plural)
 
-    def __init__(
-        self, api: ApiServer, plural: str, indexes: dict[str, Callable[[Object], list[str]]]
-    ) -> None:
-        self.api = api
-        self.plural = plural
-        self.indexes = indexes
-        self.store: dict[str, Object] = {}
-
-    def sync(self) -> None:
-        self.store = {object_key(o): o for o in self.api.stored(self.plural)}
-
-    def get(self, name: str, namespace: str | None = None) -> Object | None:
-        found = self.store.get(f"{namespace}/{name}" if namespace else name)
-        return copy.deepcopy(found) if found is not None else None
-
-    def by_index(self, index: str, value: str) -> list[Object]:
-        return [copy.deepcopy(o) for o in self.store.values() if value in self.indexes[index](o)]
-
-
-def caches(api: ApiServer) -> dict[str, Cache]:
     return {
-        "nodepools": Cache(api, "nodepools", {}),
-        "nodes": Cache(
-            api, "nodes", {"pool": lambda n: [p] if (p := nodepool_api.pool_of(n)) else []}
-        ),
-        "pods": Cache(api, "pods", {"node": lambda p: []}),
-        "scalerequests": Cache(
-            api, "scalerequests", {"pool": lambda r: [scalerequest_api.spec_of(r).node_pool_name]}
+        "nodepools": cache("nodepools", {}),
+        "nodes": cache("nodes", {"pool": lambda n: [p] if (p := nodepool_api.pool_of(n)) else []}),
+        "pods": cache("pods", {"node": lambda p: []}),
+        "scalerequests": cache(
+            "scalerequests", {"pool": lambda r: [scalerequest_api.spec_of(r).node_pool_name]}
         ),
     }
 

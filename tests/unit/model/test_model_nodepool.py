@@ -14,9 +14,15 @@ Whatever the sequence, once the faults stop and the operator is left to work, th
 ends with exactly ``targetNodes`` VMs and Nodes of the same names, every Node Ready (no
 orphan VM, no Node without a VM), every ScaleRequest answered, ``observedGeneration ==
 generation``, the scale finished and the user's labels intact. At every step: no VM was
-created beyond the target the operator's cache showed (no duplicate), no Node was
+created beyond the target of the newest copy of the pool the operator knew (its cache's,
+or one it got from the server: a read, or its own update's answer, since a target it
+writes is acted on in the same pass), no Node was
 deleted while its VM ran, no NodePool update went without a resourceVersion and no
-target was written from a request based on another target.
+target was written from a request based on another target. And at any step, a restart
+makes the same decisions: an operator started afresh judges the pool (unhealthy Nodes,
+VMs that never registered or are stuck, victims of a scale-down) as the running one does,
+now and when each timer fires (``restart_decides_the_same``); the model shows it can tell
+(``test_the_model_catches_a_timer_kept_in_memory``).
 
 Runs: the default profile tries ``NODEPOOL_MODEL_EXAMPLES`` sequences (default 60) of up
 to ``NODEPOOL_MODEL_STEPS`` steps (default 40), derandomized so that each run is the same;
@@ -48,8 +54,8 @@ from hypothesis.stateful import (
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
-from nodepool_operator.cloud.provider import CloudError, VmName, VmState
-from nodepool_operator.controllers.nodepool import actions, plan
+from nodepool_operator.cloud.provider import VmName, VmState
+from nodepool_operator.controllers.nodepool import inventory, lifecycle, plan, registration
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.nodepool.controller import NodePoolReconciler
 from nodepool_operator.controllers.resources import NODEPOOLS
@@ -97,9 +103,15 @@ class NodePoolModel(RuleBasedStateMachine):
         TRIED["sequences"] += 1
 
     def _wanted_as_cached(self, pool: str) -> int:
-        """The size the operator may aim for: its cache's copy of the pool says it."""
-        cached = self.caches["nodepools"].get(pool)
-        return 0 if cached is None else plan.desired_nodes(nodepool_api.spec_of(cached))
+        """The size the operator may aim for: the newest copy of the pool it knows says it
+        (its cache's, or one it got from the server: a read, or its own update's answer)."""
+        known = [self.caches["nodepools"].get(pool), self.api.seen.get(pool)]
+        newest = max(
+            (p for p in known if p is not None),
+            key=lambda p: int(p["metadata"]["resourceVersion"]),
+            default=None,
+        )
+        return 0 if newest is None else plan.desired_nodes(nodepool_api.spec_of(newest))
 
     def _sync_caches(self) -> None:
         for cache in self.caches.values():
@@ -109,12 +121,16 @@ class NodePoolModel(RuleBasedStateMachine):
         """A new operator process: nothing remembered, its caches listed afresh."""
         self._sync_caches()
         self.cloud.answered.clear()
+        self.api.seen.clear()
+        return self._new_operator()
+
+    def _new_operator(self) -> NodePoolReconciler:
         recorder = Recorder()
         return NodePoolReconciler(
             client=self.api,  # type: ignore[arg-type]
             pools=self.caches["nodepools"],  # type: ignore[arg-type]
             scale_requests=self.caches["scalerequests"],  # type: ignore[arg-type]
-            steps=actions.PoolActions(
+            lifecycle=lifecycle.PoolLifecycle(
                 client=self.api,  # type: ignore[arg-type]
                 nodes=self.caches["nodes"],  # type: ignore[arg-type]
                 pods=self.caches["pods"],  # type: ignore[arg-type]
@@ -183,6 +199,52 @@ class NodePoolModel(RuleBasedStateMachine):
     def operator_restarted(self) -> None:
         TRIED["crashes"] += 1
         self.operator = self._start_operator()
+
+    @rule(later=st.sampled_from([30.0, 700.0, 3600.0]))
+    def restart_decides_the_same(self, later: float) -> None:
+        """A new operator started now reaches the verdicts the running one reaches (which
+        Nodes are unhealthy, which VMs never registered or are stuck, which go for the
+        size), now, when the next timer fires, and ``later``: every timer counts from the
+        world, never from the running operator's memory. Compared on the world as it is
+        once the watches and the cloud's listing have caught up (what anyone can see)."""
+        TRIED["restart-checks"] += 1
+        self._sync_caches()
+        self.cloud.listing_catches_up()
+        listing, self.cloud.listing = self.cloud.listing, "ok"
+        try:
+            self._compare_restarted(later)
+        finally:
+            self.cloud.listing = listing
+
+    def _compare_restarted(self, later: float) -> None:
+        pool = self.caches["nodepools"].get(POOL)
+        assert pool is not None
+        spec = nodepool_api.spec_of(pool)
+        desired = plan.desired_nodes(spec)
+        restarted = self._new_operator()
+        now = self.wall.time()
+        running = self._judge(self.operator, pool, spec, desired, now)
+        assert self._judge(restarted, pool, spec, desired, now) == running
+        timer = running.changes_in if isinstance(running, plan.Verdicts) else None
+        for at in (timer, (timer or 0) + 0.01, later):
+            if at is not None:
+                expected = self._judge(self.operator, pool, spec, desired, now + at)
+                assert self._judge(restarted, pool, spec, desired, now + at) == expected
+
+    def _judge(
+        self,
+        operator: NodePoolReconciler,
+        pool: dict[str, Any],
+        spec: nodepool_api.NodePoolSpec,
+        desired: int,
+        now: float,
+    ) -> plan.Verdicts | str:
+        judging = operator.lifecycle.judge(pool, spec, desired, now=now)  # type: ignore[attr-defined]
+        try:
+            verdicts: plan.Verdicts = self.loop.run_until_complete(judging)
+        except inventory.ListingDoubtful as doubt:
+            return doubt.reason  # both refuse to judge on a listing they cannot trust
+        return verdicts
 
     @rule(cache=st.sampled_from(["nodepools", "nodes", "scalerequests"]))
     def cache_catches_up(self, cache: str) -> None:
@@ -295,7 +357,7 @@ class NodePoolModel(RuleBasedStateMachine):
             TRIED["crashes"] += 1
             self.operator = self._start_operator()
             return None
-        except (errors.ApiError, CloudError):
+        except errors.OperatorError:
             return CONFIG.poll_interval  # the controller logs it and retries on its backoff
         return result.requeue_after
 
@@ -461,5 +523,38 @@ def test_a_vm_whose_create_was_answered_counts_while_listings_do_not_show_it() -
         machine.reconcile(caught_up=True)
         machine.nothing_forbidden_happened()
         assert sorted(machine.cloud.vms) == ["p-1"]
+    finally:
+        machine.loop.close()
+
+
+def test_the_model_catches_a_timer_kept_in_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broken operator that counts the registration timeout from when it first saw a VM
+    without its Node, in memory, decides differently once restarted; the restart check
+    must see it, or its passing runs prove nothing."""
+
+    def overdue_from_memory(
+        self: registration.Registrar,
+        vm: Any,
+        view: plan.PoolView,
+        spec: nodepool_api.NodePoolSpec,
+        *,
+        now: float,
+    ) -> bool:
+        seen: dict[str, float] = self.__dict__.setdefault("first_seen", {})
+        if vm.name in view.nodes:
+            return False
+        return now - seen.setdefault(vm.name, now) >= spec.registration_timeout_seconds
+
+    monkeypatch.setattr(registration.Registrar, "overdue", overdue_from_memory)
+    machine = NodePoolModel()
+    try:
+        machine.create_pool(size=1)
+        machine.reconcile(caught_up=True)
+        [node] = machine.api.stored("nodes")
+        del machine.api.objects[("nodes", node["metadata"]["name"])]
+        machine.restart_decides_the_same(later=30.0)  # the running operator sees it now
+        machine.time_passes(700.0)
+        with pytest.raises(AssertionError):
+            machine.restart_decides_the_same(later=700.0)
     finally:
         machine.loop.close()

@@ -5,19 +5,18 @@ told once, do-not-disrupt pods stay, and only a pool's drain timeout forces anyt
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import VirtualMachine, VmName, VmState
-from nodepool_operator.controllers.nodepool import actions, drain, plan
+from nodepool_operator.controllers.nodepool import drain, lifecycle, plan
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.nodepool.controller import FINALIZER, NodePoolReconciler
 from nodepool_operator.runtime import clock as clock_module
-from nodepool_operator.runtime import conditions, errors
+from nodepool_operator.runtime import conditions, errors, testing
 from nodepool_operator.runtime.client import Object, Resource
 from nodepool_operator.runtime.controller import Request
-from nodepool_operator.runtime.informer import object_key
 
 START = 1_800_000_000.0
 CONFIG = NodePoolConfig(
@@ -33,30 +32,12 @@ POOL: Object = {
 }
 
 
-class Clock:
+class Clock(testing.FakeWallClock):
     def __init__(self) -> None:
-        self.now = START
-
-    def time(self) -> float:
-        return self.now
+        super().__init__(START)
 
 
-class FakeInformer:
-    def __init__(self, indexes: dict[str, Callable[[Object], Iterable[str]]]) -> None:
-        self.store: dict[str, Object] = {}
-        self.indexes = indexes
-
-    def get(self, name: str, namespace: str | None = None) -> Object | None:
-        return self.store.get(f"{namespace}/{name}" if namespace else name)
-
-    def by_index(self, index: str, value: str) -> list[Object]:
-        return [o for o in self.store.values() if value in self.indexes[index](o)]
-
-    def put(self, obj: Object) -> None:
-        self.store[object_key(obj)] = copy.deepcopy(obj)
-
-    def remove(self, key: str) -> None:
-        self.store.pop(key, None)
+FakeInformer = testing.FakeInformer
 
 
 def too_many_requests(budget: str | None) -> errors.TooManyRequests:
@@ -232,7 +213,7 @@ class World:
             {"node": lambda p: [n] if (n := p.get("spec", {}).get("nodeName")) else []}
         )
         self.mono = clock_module.FakeClock()
-        self.actions = actions.PoolActions(
+        self.lifecycle = lifecycle.PoolLifecycle(
             client=self.api,  # type: ignore[arg-type]
             nodes=self.nodes,  # type: ignore[arg-type]
             pods=self.pods,  # type: ignore[arg-type]
@@ -242,7 +223,7 @@ class World:
             clock=self.mono,
             wall_clock=self.clock,
         )
-        self.drainer = self.actions.drainer
+        self.drainer = self.lifecycle.drainer
 
     def reconciler_for(
         self, pools: FakeInformer, scale_requests: FakeInformer | None = None
@@ -252,9 +233,9 @@ class World:
             client=self.api,  # type: ignore[arg-type]
             pools=pools,  # type: ignore[arg-type]
             scale_requests=scale_requests or NoRequests(),  # type: ignore[arg-type]
-            steps=self.actions,
+            lifecycle=self.lifecycle,
             recorder=self.recorder,  # type: ignore[arg-type]
-            config=self.actions.config,
+            config=self.lifecycle.config,
             clock=self.mono,
             wall_clock=self.clock,
         )
@@ -399,7 +380,7 @@ async def test_a_gone_pool_takes_its_drain_memory_with_it() -> None:
     blocked = await world.drain()
     assert blocked.blocked  # remembered: told once, backed off
 
-    world.actions.forget_pool(POOL["metadata"]["name"])
+    world.lifecycle.forget_pool(POOL["metadata"]["name"])
 
     # A pool of the same name starts afresh: the refusal is asked at once and told again.
     before = world.api.evictions("web-1")
@@ -536,18 +517,18 @@ async def test_a_scale_down_deletes_the_vm_then_the_node_only_after_the_pods_are
     pool = {**POOL, "spec": {"targetNodes": 1}}
     spec = nodepool_api.spec_of(pool)
 
-    await world.actions.converge(pool, spec, 1)
+    await world.lifecycle.converge(pool, spec, 1)
     world.nodes.put(draining_since("p-1", START))
     for name in ("a", "b", "c"):  # evicted: their deletions show in the cache
         world.pods.put(pod(name, node_name="p-1", grace=300, deleting_at=START + 300))
     world.advance(200)
-    await world.actions.converge(pool, spec, 1)
+    await world.lifecycle.converge(pool, spec, 1)
     assert world.cloud.deleted_at == {}
 
     for name in ("a", "b", "c"):
         world.pods.remove(f"ns/{name}")
     world.advance(1)
-    await world.actions.converge(pool, spec, 1)
+    await world.lifecycle.converge(pool, spec, 1)
 
     assert world.cloud.deleted_at == {"p-1": START + 201}
     assert world.api.calls[-1] == ("delete", "nodes", "p-1")
@@ -559,7 +540,7 @@ async def test_a_deleted_pool_drains_its_nodes_before_removing_them() -> None:
     world.pods.put(pod("a"))
     pool = {**POOL, "spec": {"targetNodes": 1}}
 
-    remaining, progress = await world.actions.tear_down(pool)
+    remaining, progress = await world.lifecycle.tear_down(pool)
     assert remaining == 2
     assert not progress.done
     assert world.api.evictions("a") == 1
@@ -567,7 +548,7 @@ async def test_a_deleted_pool_drains_its_nodes_before_removing_them() -> None:
     assert ("delete", "nodes", "p-0") not in world.api.calls
 
     world.pods.remove("ns/a")
-    remaining, progress = await world.actions.tear_down(pool)
+    remaining, progress = await world.lifecycle.tear_down(pool)
     assert progress.done
     assert world.cloud.deleted_at == {"p-0": START}
     assert world.api.calls[-1] == ("delete", "nodes", "p-0")
@@ -666,7 +647,7 @@ async def test_nodes_with_do_not_disrupt_pods_or_annotation_are_seen_as_protecte
         pod("fine", node_name="p-0", annotations={nodepool_api.SAFE_TO_EVICT_ANNOTATION: "true"})
     )
 
-    view = await world.actions.observe({**POOL, "spec": {}})
+    view = await world.lifecycle.observe({**POOL, "spec": {}})
 
     assert view.protected == {"p-1", "p-2", "p-3"}
 

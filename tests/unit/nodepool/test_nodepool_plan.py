@@ -146,30 +146,6 @@ def test_the_scaling_message_names_a_few_blocked_pods_and_counts_the_rest() -> N
     assert scaling["message"].endswith("pod 0; pod 1; pod 2; and 2 more")
 
 
-def test_scale_up_request_never_lowers_the_target_and_is_clamped_to_max() -> None:
-    assert plan.decide_request(spec(3), 5) == plan.RequestDecision(
-        "Applied", 5, "targetNodes 3 -> 5"
-    )
-    clamped = plan.decide_request(spec(3, max_nodes=4), 9)
-    assert (clamped.phase, clamped.target) == ("Applied", 4)
-    assert "clamped to maxNodes" in clamped.message
-    at_max = plan.decide_request(spec(4, max_nodes=4), 9)
-    assert (at_max.phase, at_max.target) == ("Rejected", 4)
-    assert "maxNodes=4" in at_max.message
-
-
-def test_scale_down_request_stops_at_min_nodes() -> None:
-    assert plan.decide_request(spec(5, min_nodes=1), 2).target == 2
-    assert plan.decide_request(spec(5, min_nodes=3), 0).target == 3
-    at_min = plan.decide_request(spec(3, min_nodes=3), 1)
-    assert (at_min.phase, at_min.target) == ("Rejected", 3)
-
-
-def test_request_for_the_current_target_is_applied_without_change() -> None:
-    decision = plan.decide_request(spec(4), 4)
-    assert (decision.phase, decision.target) == ("Applied", 4)
-
-
 def _status_for(desired: int, view: plan.PoolView, **kw: Any) -> dict[str, Any]:
     return plan.pool_status(
         pool=kw.get("pool", pool()),

@@ -16,7 +16,7 @@ from nodepool_operator.cloud.provider import (
     VmName,
     VmState,
 )
-from nodepool_operator.controllers.nodepool import actions
+from nodepool_operator.controllers.nodepool import lifecycle, registration
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.nodepool.controller import FINALIZER
 from nodepool_operator.runtime import errors
@@ -59,7 +59,7 @@ class World(fakes.World):
         self.cloud = Cloud(self.clock)
         for name in vm_names:
             self.cloud.vms[name] = VmState.RUNNING
-        self.actions = actions.PoolActions(
+        self.lifecycle = lifecycle.PoolLifecycle(
             client=self.api,  # type: ignore[arg-type]
             nodes=self.nodes,  # type: ignore[arg-type]
             pods=self.pods,  # type: ignore[arg-type]
@@ -186,7 +186,7 @@ async def test_a_template_the_api_server_refuses_is_refused_once_not_once_per_no
     await world.reconcile()
 
     assert tried == ["p-0"]
-    assert world.condition("Degraded")["reason"] == actions.NODE_REFUSED
+    assert world.condition("Degraded")["reason"] == registration.NODE_REFUSED
 
 
 # --- status ------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import TransientCloudError, VirtualMachine, VmName, VmState
-from nodepool_operator.controllers.nodepool import actions, plan
+from nodepool_operator.controllers.nodepool import lifecycle, plan
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.nodepool.controller import FINALIZER
 from nodepool_operator.runtime import conditions, errors
@@ -30,6 +30,7 @@ class Cloud(fakes.FakeCloud):
         self.hidden: set[str] = set()  # left out of listings, still found by a get
         self.get_fails = False
         self.provider_ids: dict[str, str] = {}
+        self.created_at: dict[str, float] = {}  # as the cloud records it
         self.gets: list[str] = []
 
     async def list_vms(self, *, pool: str) -> list[VirtualMachine]:
@@ -46,7 +47,7 @@ class Cloud(fakes.FakeCloud):
                 memory=vm.memory,
                 state=vm.state,
                 provider_id=self.provider_ids.get(vm.name, vm.provider_id),
-                created_at=vm.created_at,
+                created_at=self.created_at.get(vm.name, vm.created_at),
             )
             for vm in found
             if vm.name not in self.hidden
@@ -74,7 +75,7 @@ class World(fakes.World):
     def __init__(self, *vm_names: str) -> None:
         super().__init__(*vm_names)
         self.cloud = Cloud(self.clock, vm_names)
-        self.actions = actions.PoolActions(
+        self.lifecycle = lifecycle.PoolLifecycle(
             client=self.api,  # type: ignore[arg-type]
             nodes=self.nodes,  # type: ignore[arg-type]
             pods=self.pods,  # type: ignore[arg-type]
@@ -84,7 +85,7 @@ class World(fakes.World):
             clock=self.mono,
             wall_clock=self.clock,
         )
-        self.drainer = self.actions.drainer
+        self.drainer = self.lifecycle.drainer
         self.pools = fakes.FakeInformer({})
         self.reconciler = self.reconciler_for(self.pools)
 
@@ -107,7 +108,7 @@ class World(fakes.World):
 
     async def converge(self, target: int) -> Any:
         pool = self.pool(target)
-        return await self.actions.converge(pool, nodepool_api.spec_of(pool), target)
+        return await self.lifecycle.converge(pool, nodepool_api.spec_of(pool), target)
 
     def warnings(self, reason: str) -> list[str]:
         return [m for t, r, m in self.recorder.events if t == "Warning" and r == reason]
@@ -261,7 +262,7 @@ async def test_a_pool_being_deleted_leaves_nodes_it_does_not_own() -> None:
     world = World("p-0")
     world.nodes.put(stranger("p-0"))
 
-    remaining, _ = await world.actions.tear_down(world.pool(1))
+    remaining, _ = await world.lifecycle.tear_down(world.pool(1))
 
     assert world.nodes_deleted() == []
     assert remaining == 1  # its VM; the stranger Node is not counted
@@ -334,18 +335,46 @@ async def test_a_repair_drain_is_not_cancelled_when_the_pool_is_at_its_size() ->
     assert world.api.evictions("a") == 1
 
 
-async def test_a_vm_running_without_a_node_past_registration_is_replaced() -> None:
-    world = World("p-0")
+def refuse_nodes(world: World) -> list[str]:
+    """Make the API server refuse every Node create (422); the names it was asked for."""
+    creates: list[str] = []
 
-    await world.converge(1)  # registers its Node, which the cache never shows
+    async def refuse(resource: Any, body: Object, **_: Any) -> Object:
+        creates.append(body["metadata"]["name"])
+        raise errors.Invalid('Node is invalid: metadata.labels: Invalid value: "x"')
+
+    world.api.create = refuse  # type: ignore[method-assign]
+    return creates
+
+
+async def test_a_vm_running_without_a_node_past_registration_since_its_creation_is_replaced() -> (
+    None
+):
+    world = World("p-0")
+    world.cloud.created_at["p-0"] = fakes.START  # the timer counts from the cloud's record
+    creates = refuse_nodes(world)
+
+    await world.converge(1)
     world.clock.now += 899
     await world.converge(1)
     assert world.warnings("NodeRepair") == []
     world.clock.now += 1
     await world.converge(1)
 
+    assert creates == ["p-0"] * 3
     assert world.cloud.deleted_at == {"p-0": fakes.START + 900}
     assert "registrationTimeoutSeconds=900" in world.warnings("NodeRepair")[0]
+
+
+async def test_an_old_vm_whose_node_was_deleted_by_hand_gets_it_back_not_a_repair() -> None:
+    world = World("p-0")
+    world.cloud.created_at["p-0"] = fakes.START - 10_000
+
+    await world.converge(1)
+
+    assert ("create", "nodes", "p-0") in world.api.calls
+    assert world.cloud.deleted_at == {}
+    assert world.warnings("NodeRepair") == []
 
 
 async def test_a_node_deleted_by_hand_is_registered_again() -> None:
@@ -425,15 +454,14 @@ async def test_what_is_remembered_of_a_pool_is_dropped_when_it_is_gone() -> None
     world.pool(1)
     world.cloud.list_empty = False
     await world.reconciler.reconcile(Request(name="p"))
-    assert world.actions._deletion_at  # a reservation is waiting
+    assert world.lifecycle.repairer.reserved_wait("p")  # a reservation is waiting
 
     world.pools.remove("p")
     await world.reconciler.reconcile(Request(name="p"))
 
-    assert world.actions._deletions == {}
-    assert world.actions._deletion_at == {}
-    assert world.actions._told == {}
-    assert world.actions._registering == {}
+    assert world.lifecycle.repairer.reserved_wait("p") is None
+    assert world.lifecycle.repairer._deletions == {}
+    assert world.lifecycle.inventory._told == {}
     assert world.reconciler.reporter.status._written == {}
 
 
@@ -474,7 +502,7 @@ async def test_a_drained_node_is_marked_before_its_vm_is_deleted() -> None:
     world = World("p-0")
     world.nodes.put(fakes.node("p-0"))
 
-    await world.actions.tear_down(world.pool(0))
+    await world.lifecycle.tear_down(world.pool(0))
 
     marked = [c for c in world.api.calls if c == ("patch", "nodes", "p-0")]
     assert marked
@@ -489,7 +517,7 @@ async def test_an_empty_listing_is_believed_when_every_node_left_had_its_vm_dele
     world = World()
     world.nodes.put(vm_deleted("p-0"))
 
-    await world.actions.tear_down(world.pool(0))
+    await world.lifecycle.tear_down(world.pool(0))
 
     assert world.warnings("CloudListEmpty") == []
     assert world.nodes_deleted() == ["p-0"]

@@ -5,95 +5,54 @@ from __future__ import annotations
 
 import copy
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.cloud.provider import MachineSpec, VirtualMachine, VmName, VmState
-from nodepool_operator.controllers.nodepool import actions, plan, request_handling
+from nodepool_operator.controllers.nodepool import answering, lifecycle
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.nodepool.controller import FINALIZER, NodePoolReconciler
 from nodepool_operator.runtime import clock as clock_module
-from nodepool_operator.runtime import errors
+from nodepool_operator.runtime import testing
 from nodepool_operator.runtime.client import Object, Resource
 from nodepool_operator.runtime.controller import Request
 from nodepool_operator.runtime.events import EventRecorder
-from nodepool_operator.runtime.informer import object_key
 
 NOW = 1_800_000_000.0
 CREATED = "2027-01-15T08:00:00Z"  # NOW
 
 
-class FakeInformer:
-    """The reads the reconciler makes of an informer, over a dict."""
-
-    def __init__(self, indexes: dict[str, Callable[[Object], Iterable[str]]]) -> None:
-        self.store: dict[str, Object] = {}
-        self.indexes = indexes
-
-    def get(self, name: str, namespace: str | None = None) -> Object | None:
-        return self.store.get(f"{namespace}/{name}" if namespace else name)
-
-    def by_index(self, index: str, value: str) -> list[Object]:
-        return [o for o in self.store.values() if value in self.indexes[index](o)]
-
-    def put(self, obj: Object) -> None:
-        self.store[object_key(obj)] = copy.deepcopy(obj)
-
-
-class FakeApi:
-    """The API server's answers for the objects it holds; every call recorded."""
+class FakeApi(testing.FakeApiServer):
+    """The shared fake API server; events and status writes kept for reading, and hooks
+    run before the next update of a pool (another writer getting in first)."""
 
     def __init__(self) -> None:
-        self.objects: dict[tuple[str, str], Object] = {}
-        self.versions = itertools.count(1000)
-        self.calls: list[tuple[str, str, str]] = []
+        super().__init__(wall_clock=testing.FakeWallClock(NOW))
         self.created: list[tuple[str, Object]] = []
         self.status_patches: list[tuple[str, dict[str, Any]]] = []
-        # Run before the next replace of a pool: another writer getting in first.
         self.before_replace: list[Callable[[], None]] = []
 
     def hold(self, plural: str, obj: Object) -> None:
+        """Store ``obj`` as it is (its resourceVersion included)."""
         self.objects[(plural, obj["metadata"]["name"])] = copy.deepcopy(obj)
 
-    async def get(self, resource: Resource, name: str, **_: Any) -> Object:
-        self.calls.append(("get", resource.plural, name))
-        found = self.objects.get((resource.plural, name))
-        if found is None:
-            raise errors.NotFound(f"{resource.plural} {name!r} not found")
-        return copy.deepcopy(found)
-
-    async def replace(self, resource: Resource, body: Object, **_: Any) -> Object:
-        name = body["metadata"]["name"]
-        self.calls.append(("replace", resource.plural, name))
-        while self.before_replace:
+    def before(self, verb: str, resource: Resource, name: str) -> None:
+        while verb == "replace" and self.before_replace:
             self.before_replace.pop(0)()
-        stored = self.objects[(resource.plural, name)]
-        if stored["metadata"]["resourceVersion"] != body["metadata"]["resourceVersion"]:
-            raise errors.Conflict("the object has been modified")
-        updated = copy.deepcopy(body)
-        updated["metadata"]["resourceVersion"] = str(next(self.versions))
-        self.objects[(resource.plural, name)] = updated
-        return copy.deepcopy(updated)
+
+    async def create(self, resource: Resource, body: Object, **kw: Any) -> Object:
+        self.created.append((resource.plural, copy.deepcopy(body)))
+        if resource.plural == "events":
+            self.calls.append(("create", "events", body["metadata"].get("name", "")))
+            return copy.deepcopy(body)
+        return await super().create(resource, body, **kw)
 
     async def patch(self, resource: Resource, name: str, patch: Any, **kw: Any) -> Object:
-        self.calls.append(("patch", resource.plural, name))
         if kw.get("subresource") == "status":
             self.status_patches.append((name, copy.deepcopy(patch["status"])))
-        return {"metadata": {"name": name, "resourceVersion": str(next(self.versions))}}
-
-    async def create(self, resource: Resource, body: Object, **_: Any) -> Object:
-        self.calls.append(("create", resource.plural, body["metadata"].get("name", "")))
-        self.created.append((resource.plural, copy.deepcopy(body)))
-        return {**copy.deepcopy(body), "metadata": {**body["metadata"], "resourceVersion": "1"}}
-
-    async def delete(self, resource: Resource, name: str, **_: Any) -> Object:
-        self.calls.append(("delete", resource.plural, name))
-        return {}
-
-    def writes(self) -> list[tuple[str, str, str]]:
-        return [c for c in self.calls if c[0] != "get"]
+        return await super().patch(resource, name, patch, **kw)
 
     def events(self, reason: str) -> list[Object]:
         return [b for plural, b in self.created if plural == "events" and b["reason"] == reason]
@@ -105,15 +64,21 @@ class FakeApi:
 
 
 class FakeCloud:
+    """A cloud whose listings lag: they show nothing, a get finds what was created."""
+
     def __init__(self) -> None:
         self.created: list[tuple[str, MachineSpec]] = []
+        self.vms: dict[str, VirtualMachine] = {}
+
+    async def get_vm(self, name: VmName) -> VirtualMachine | None:
+        return self.vms.get(name)
 
     async def list_vms(self, *, pool: str) -> list[VirtualMachine]:
         return []
 
     async def create_vm(self, *, name: VmName, pool: str, spec: MachineSpec) -> VirtualMachine:
         self.created.append((name, spec))
-        return VirtualMachine(
+        self.vms[name] = VirtualMachine(
             name=name,
             pool=pool,
             cpu=spec.cpu,
@@ -123,29 +88,25 @@ class FakeCloud:
             created_at=NOW,
             zone=spec.zone,
         )
+        return self.vms[name]
 
     async def delete_vm(self, name: VmName) -> None:
         raise AssertionError("nothing is deleted in these tests")
-
-
-class FixedWallClock:
-    def time(self) -> float:
-        return NOW
 
 
 class World:
     def __init__(self) -> None:
         self.api = FakeApi()
         self.cloud = FakeCloud()
-        self.pools = FakeInformer({})
-        self.requests = FakeInformer(
+        self.pools = testing.FakeInformer({})
+        self.requests = testing.FakeInformer(
             {"pool": lambda r: [scalerequest_api.spec_of(r).node_pool_name]}
         )
         self.request_versions = itertools.count(10)
         recorder = EventRecorder(
             self.api,  # type: ignore[arg-type]
             component="nodepool-controller",
-            wall_clock=FixedWallClock(),
+            wall_clock=testing.FakeWallClock(NOW),
         )
         config = NodePoolConfig()
         clock = clock_module.FakeClock()
@@ -153,20 +114,20 @@ class World:
             client=self.api,  # type: ignore[arg-type]
             pools=self.pools,  # type: ignore[arg-type]
             scale_requests=self.requests,  # type: ignore[arg-type]
-            steps=actions.PoolActions(
+            lifecycle=lifecycle.PoolLifecycle(
                 client=self.api,  # type: ignore[arg-type]
-                nodes=FakeInformer({"pool": lambda n: []}),  # type: ignore[arg-type]
-                pods=FakeInformer({"node": lambda p: []}),  # type: ignore[arg-type]
+                nodes=testing.FakeInformer({"pool": lambda n: []}),  # type: ignore[arg-type]
+                pods=testing.FakeInformer({"node": lambda p: []}),  # type: ignore[arg-type]
                 cloud=self.cloud,  # type: ignore[arg-type]
                 recorder=recorder,
                 config=config,
                 clock=clock,
-                wall_clock=FixedWallClock(),
+                wall_clock=testing.FakeWallClock(NOW),
             ),
             recorder=recorder,
             config=config,
             clock=clock,
-            wall_clock=FixedWallClock(),
+            wall_clock=testing.FakeWallClock(NOW),
         )
 
     def pool(self, name: str, spec: nodepool_api.NodePoolSpec, *, in_cache: bool = True) -> Object:
@@ -217,7 +178,7 @@ class World:
 
 
 def _pending(*objs: Object) -> list[str]:
-    return [r["metadata"]["name"] for r in request_handling.pending_requests(list(objs))]
+    return [r["metadata"]["name"] for r in answering.pending_requests(list(objs))]
 
 
 def test_pending_requests_are_ordered_by_creation_then_resource_version_not_name() -> None:
@@ -250,6 +211,20 @@ async def test_a_request_based_on_the_current_target_is_applied() -> None:
     assert world.target_of("p") == 5
     status = world.api.request_status("r")
     assert (status["phase"], status["appliedTargetNodes"]) == ("Applied", 5)
+
+
+async def test_an_applied_request_reaches_the_cloud_in_the_same_pass_without_a_pool_get() -> None:
+    world = World()
+    world.pool("p", nodepool_api.NodePoolSpec(target_nodes=0))
+    world.request("r", pool="p", target=2, based_on=0)
+
+    await world.reconcile("p")
+
+    assert world.target_of("p") == 2
+    assert sorted(name for name, _ in world.cloud.created) == ["p-0", "p-1"]
+    assert ("get", "nodepools", "p") not in world.api.calls  # the write's precondition
+    [pool_status] = [s for n, s in world.api.status_patches if n == "p"]
+    assert pool_status["scaleOperation"] == "active"
 
 
 async def test_a_request_based_on_an_old_target_is_superseded_and_never_applied() -> None:
@@ -398,14 +373,6 @@ async def test_each_new_vm_is_created_in_the_zone_its_name_gives_it() -> None:
     assert all(
         spec.zone == nodepool_api.zone_of(name, template) for name, spec in world.cloud.created
     )
-
-
-def test_decide_request_supersedes_only_a_basis_other_than_the_target() -> None:
-    spec = nodepool_api.NodePoolSpec(target_nodes=2)
-    assert plan.decide_request(spec, 4, based_on=2).phase == "Applied"
-    assert plan.decide_request(spec, 4).phase == "Applied"
-    stale = plan.decide_request(spec, 4, based_on=3)
-    assert (stale.phase, stale.target) == ("Superseded", 2)
 
 
 async def test_a_request_the_server_shows_answered_is_not_answered_again() -> None:

@@ -182,21 +182,16 @@ async def test_a_conflict_is_requeued_with_backoff_and_logged_at_debug_only(
     assert _metric("controller_runtime_reconcile_errors_total", controller=name) == 0
 
 
-class _RefusedError(Exception):
-    """An error of another origin (a cloud, say) that says waiting cannot help."""
-
-    transient = False
-
-
 @pytest.mark.parametrize(
     "error",
     [
         errors.Invalid("spec.size: must be at least 0"),
         errors.Forbidden("cannot patch widgets"),
         errors.NotFound("gone"),
-        _RefusedError("the template names a zone that does not exist"),
+        errors.DependencyRefused("the template names a zone that does not exist"),
+        errors.Terminal("the spec can never be met"),
     ],
-    ids=["422", "403", "404", "refused-by-another-service"],
+    ids=["422", "403", "404", "refused-by-another-service", "terminal"],
 )
 async def test_a_permanent_error_is_not_retried_only_looked_at_again_much_later(
     clock: clock_.FakeClock, make: Any, caplog: pytest.LogCaptureFixture, error: Exception
@@ -253,10 +248,18 @@ async def test_a_transient_api_error_is_retried_without_a_traceback(
     assert [r.exc_info for r in logged] == [None, None]
 
 
-async def test_too_many_requests_waits_as_long_as_the_server_asked(
-    clock: clock_.FakeClock, make: Any
+@pytest.mark.parametrize(
+    "error",
+    [
+        errors.TooManyRequests("slow down", retry_after=7),
+        errors.DependencyUnavailable("cloud throttled", retry_after=7),
+    ],
+    ids=["api-429", "cloud-throttled"],
+)
+async def test_an_error_that_names_a_wait_gets_it(
+    clock: clock_.FakeClock, make: Any, error: errors.OperatorError
 ) -> None:
-    script = Script(clock, errors.TooManyRequests("slow down", retry_after=7))
+    script = Script(clock, error)
     controller = make(script)
     controller.queue.add(A)
     controller.start()
@@ -265,6 +268,24 @@ async def test_too_many_requests_waits_as_long_as_the_server_asked(
     assert len(script.calls) == 1
     await clock.advance(0.1)
     assert script.times == [0.0, 7.0]
+
+
+async def test_a_reconcile_past_its_timeout_is_cancelled_and_requeued_with_backoff(
+    clock: clock_.FakeClock, make: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    gate = Gate()  # never released: a call that hangs
+    controller = make(gate, reconcile_timeout=30.0)
+    controller.queue.add(A)
+    controller.start()
+    await _settle()
+    assert gate.running == 1
+    await clock.advance(30.0)
+    await _settle()
+    assert gate.running == 0  # cancelled, the worker is free
+    assert controller.queue.num_requeues(A) == 1
+    [line] = [r for r in caplog.records if "ReconcileTimeout" in r.getMessage()]
+    assert line.levelno == logging.WARNING
+    assert "ran past 30s" in line.getMessage()
 
 
 # -- concurrency ---------------------------------------------------------------------------

@@ -8,7 +8,8 @@ up while VMs boot); once it is stable nothing runs for it until an event (spec c
 ScaleRequest, Node change) or the cloud resync.
 
 Everything the reconciler talks to is injected: the API client, the caches, the pool's
-steps (``actions.PoolActions`` in the operator, a fake in unit tests) and both clocks.
+lifecycle (``lifecycle.PoolLifecycle``: inventory, launch, registration, repair,
+termination) and both clocks.
 """
 
 from __future__ import annotations
@@ -19,18 +20,26 @@ import zlib
 from typing import Any, Protocol
 
 from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.cloud.provider import PermanentCloudError, VmState
-from nodepool_operator.controllers.nodepool import actions, answers, backoff, drain, plan, report
+from nodepool_operator.cloud.provider import CloudError, PermanentCloudError, RateLimited, VmState
+from nodepool_operator.controllers.nodepool import (
+    answering,
+    backoff,
+    drain,
+    inventory,
+    plan,
+    registration,
+    report,
+)
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.resources import NODEPOOLS
 from nodepool_operator.runtime import clock as clock_module
-from nodepool_operator.runtime import ratelimit
+from nodepool_operator.runtime import errors, finalizers, ratelimit, versions
 from nodepool_operator.runtime.client import Client, Object
 from nodepool_operator.runtime.controller import Request, Result
 from nodepool_operator.runtime.events import EventRecorder
 from nodepool_operator.runtime.informer import Informer
 
-__all__ = ["FINALIZER", "NAME", "NodePoolReconciler", "PoolSteps"]
+__all__ = ["FINALIZER", "NAME", "Lifecycle", "NodePoolReconciler", "operator_error"]
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +47,8 @@ NAME = "nodepool"
 FINALIZER = "nodepool.dev/cleanup"
 
 
-class PoolSteps(Protocol):
-    """What the reconciler asks of the cloud and the cluster (``actions.PoolActions``)."""
+class Lifecycle(Protocol):
+    """What the reconciler asks of the cloud and the cluster (``lifecycle.PoolLifecycle``)."""
 
     async def observe(self, pool: Object) -> plan.PoolView: ...
 
@@ -58,6 +67,14 @@ class PoolSteps(Protocol):
     def forget_pool(self, pool: str) -> None: ...
 
 
+def operator_error(error: CloudError) -> errors.DependencyError:
+    """A cloud's error as the runtime's: unavailable (asked again with backoff, or after
+    the wait the cloud named) or refused (looked at again much later)."""
+    retry_after = error.retry_after if isinstance(error, RateLimited) else None
+    kind = errors.DependencyUnavailable if error.transient else errors.DependencyRefused
+    return kind(f"cloud {error.code}: {error}", retry_after=retry_after)
+
+
 class NodePoolReconciler:
     def __init__(
         self,
@@ -65,7 +82,7 @@ class NodePoolReconciler:
         client: Client,
         pools: Informer,
         scale_requests: Informer,
-        steps: PoolSteps,
+        lifecycle: Lifecycle,
         recorder: EventRecorder,
         config: NodePoolConfig,
         clock: clock_module.Clock,
@@ -73,11 +90,11 @@ class NodePoolReconciler:
     ) -> None:
         self.client = client
         self.pools = pools
-        self.steps = steps
+        self.lifecycle = lifecycle
         self.recorder = recorder
         self.config = config
         self.clock = clock
-        self.answers = answers.RequestAnswers(
+        self.answers = answering.RequestAnswers(
             client=client,
             scale_requests=scale_requests,
             retention=config.request_retention,
@@ -98,30 +115,41 @@ class NodePoolReconciler:
         )
         # While VMs boot the cloud is asked again after 0.1 s, then 0.2, 0.4, ... up to the
         # poll interval (the runtime's per-key backoff): a VM up at once has its Node soon.
+        # Per pool, the copy our last write of it got back, until the cache catches up.
+        self._written: dict[str, Object] = {}
         self.boot_polls = ratelimit.ItemExponentialFailureRateLimiter[str](
             base_delay=config.boot_poll_initial, max_delay=config.poll_interval
         )
 
     async def reconcile(self, request: Request) -> Result:
-        pool = self.pools.get(request.name)
-        if pool is None:
+        """One pass over the pool; a Result, or an ``errors.OperatorError`` that tells the
+        runtime what to do next (the cloud's errors are mapped here, at the boundary)."""
+        try:
+            return await self._reconcile(request)
+        except CloudError as error:
+            raise operator_error(error) from error
+
+    async def _reconcile(self, request: Request) -> Result:
+        cached = self.pools.get(request.name)
+        if cached is None:
             return await self._gone(request.name)
+        pool = self._newest(cached)
         if pool["metadata"].get("deletionTimestamp"):
             return await self._finalize(pool)
-        if FINALIZER not in (pool["metadata"].get("finalizers") or []):
-            await self._set_finalizers(
-                pool, [*(pool["metadata"].get("finalizers") or []), FINALIZER]
-            )
+        pool = self._seen(await self._patch_finalizers(pool, finalizers.adding(pool, FINALIZER)))
         pool_requests = self.answers.of_pool(request.name)
-        if await self.answers.answer(pool, pool_requests):
-            return Result()  # the spec write (or the pool's deletion) brings an event soon
+        # A target a request moved is acted on in this pass, from the pool as written.
+        answered = await self.answers.answer(pool, pool_requests)
+        if answered is None:
+            return Result()  # the pool is gone: its deletion event brings the next pass
+        pool = self._seen(answered)
         spec = nodepool_api.spec_of(pool)
         desired = plan.desired_nodes(spec)
         try:
             view, pause = await self._step(pool, spec, desired)
             if view is None:  # the cloud refused a step: look again at what there is
-                view = await self.steps.observe(pool)
-        except actions.ListingDoubtful as doubt:
+                view = await self.lifecycle.observe(pool)
+        except inventory.ListingDoubtful as doubt:
             return Result(requeue_after=await self.reporter.doubt(pool, doubt))
         self.reporter.trusted(request.name)
         degraded = (pause.reason, pause.message) if pause else None
@@ -145,13 +173,13 @@ class NodePoolReconciler:
         generation = int(pool["metadata"].get("generation", 0))
         pause = self.cloud_backoff.active(name, generation=generation, now=self.clock.now())
         try:
-            view = await self.steps.converge(
+            view = await self.lifecycle.converge(
                 pool,
                 spec,
                 desired,
                 may_create=pause is None,
                 # A cloud refusal does not stop Nodes of running VMs; a Node refusal does.
-                may_register=pause is None or pause.reason != actions.NODE_REFUSED,
+                may_register=pause is None or pause.reason != registration.NODE_REFUSED,
             )
         except PermanentCloudError as error:
             pause = self.cloud_backoff.failed(
@@ -210,6 +238,25 @@ class NodePoolReconciler:
         delays.append(self._resync_in(name))
         return Result(requeue_after=min(delays))
 
+    def _newest(self, cached: Object) -> Object:
+        """The cached pool, or the copy our own last write got back when the cache has
+        not caught up with it: a pass never acts on a target older than one we wrote."""
+        name = cached["metadata"]["name"]
+        ours = self._written.get(name)
+        if ours is not None and ours["metadata"].get("uid") == cached["metadata"].get("uid"):
+            order = versions.compare(
+                str(ours["metadata"].get("resourceVersion", "")),
+                str(cached["metadata"].get("resourceVersion", "")),
+            )
+            if order is not None and order > 0:
+                return ours
+        self._written.pop(name, None)
+        return cached
+
+    def _seen(self, pool: Object) -> Object:
+        self._written[pool["metadata"]["name"]] = pool
+        return pool
+
     def _resync_in(self, name: str) -> float:
         """When to list the pool's VMs again though nothing happened (the cloud has no
         watch: a VM deleted out of band is seen then): the resync interval, spread per pool
@@ -222,41 +269,37 @@ class NodePoolReconciler:
         The answered requests stay: they are known by uid, so a new pool of the same name
         cannot be confused with them, and they keep a lagging cache from making a request
         for the missing pool be answered twice."""
+        self._written.pop(name, None)
         self.cloud_backoff.succeeded(name)
         self.boot_polls.forget(name)
         self.reporter.forget(name)
-        self.steps.forget_pool(name)
+        self.lifecycle.forget_pool(name)
 
     async def _finalize(self, pool: Object) -> Result:
-        if FINALIZER not in (pool["metadata"].get("finalizers") or []):
+        if not finalizers.has(pool, FINALIZER):
             return Result()
         # The same drain as a scale-down first: pods leave through the Eviction API.
         try:
-            remaining, drains = await self.steps.tear_down(pool)
-        except actions.ListingDoubtful as doubt:
+            remaining, drains = await self.lifecycle.tear_down(pool)
+        except inventory.ListingDoubtful as doubt:
             return Result(requeue_after=await self.reporter.doubt(pool, doubt))
         self.reporter.trusted(pool["metadata"]["name"])
         if remaining and drains.blocked:
             # Say why the deletion waits, as a blocked scale-down does (a status write
             # only when it changes).
-            view = dataclasses.replace(await self.steps.observe(pool), blocked=drains.blocked)
+            view = dataclasses.replace(await self.lifecycle.observe(pool), blocked=drains.blocked)
             await self.reporter.report(pool, desired=0, view=view, degraded=None)
         if remaining:
             wait = self.config.poll_interval if drains.done else drains.retry_in
             return Result(requeue_after=wait) if wait is not None else Result()
-        await self._set_finalizers(
-            pool, [f for f in pool["metadata"]["finalizers"] if f != FINALIZER]
-        )
+        await self._patch_finalizers(pool, finalizers.removing(pool, FINALIZER))
         self.reporter.status.forget(pool)
         return Result()
 
-    async def _set_finalizers(self, pool: Object, finalizers: list[str]) -> None:
-        patch: dict[str, Any] = {
-            "metadata": {
-                "finalizers": finalizers,
-                # A merge patch with a resourceVersion is conditional: a concurrent edit of
-                # the finalizer list gives 409 (requeue) instead of being overwritten.
-                "resourceVersion": pool["metadata"]["resourceVersion"],
-            }
-        }
-        await self.client.patch(NODEPOOLS, pool["metadata"]["name"], patch)
+    async def _patch_finalizers(self, pool: Object, patch: dict[str, Any] | None) -> Object:
+        """``pool`` as it stands after ``patch`` (sent only if there is one): conditional
+        on the resourceVersion, so a concurrent edit of the list gives 409 (a requeue)
+        instead of being overwritten."""
+        if patch is None:
+            return pool
+        return await self.client.patch(NODEPOOLS, pool["metadata"]["name"], patch)

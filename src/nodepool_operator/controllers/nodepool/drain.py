@@ -159,8 +159,8 @@ class Drainer:
         now = self.wall_clock.time()
         started = plan.drain_started(node)
         if started is None:
-            # Not cordoned yet, or by an operator that did not stamp the start: now is
-            # the start, on the Node, where a restart finds it.
+            # Not cordoned yet, or marked without a time: now is the start, written on
+            # the Node, where a restart finds it.
             try:
                 await node_ops.cordon(self.client, node, started=now)
             except errors.NotFound:

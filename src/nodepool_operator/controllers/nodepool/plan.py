@@ -5,7 +5,6 @@
 * which Nodes to give up on a scale-down (those already being drained, then VMs that never
   became Nodes, then not-Ready Nodes, then the emptiest; Nodes with a do-not-disrupt pod,
   or annotated do-not-disrupt themselves, last);
-* what a ScaleRequest does to ``spec.targetNodes``;
 * the status the pool should show.
 """
 
@@ -14,7 +13,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import VirtualMachine, VmName, VmState
@@ -22,8 +21,7 @@ from nodepool_operator.runtime import conditions, nodes
 
 __all__ = [
     "PoolView",
-    "RequestDecision",
-    "decide_request",
+    "Verdicts",
     "degraded_status",
     "desired_nodes",
     "names_to_create",
@@ -61,7 +59,7 @@ def vm_deletion_requested(node: Mapping[str, Any]) -> bool:
 
 def drain_started(node: Mapping[str, Any]) -> float | None:
     """When the drain of ``node`` started (seconds since the epoch); None if it is not
-    draining, or was marked by an older operator that did not say when."""
+    draining, or its mark is not a time (a hand-made one): the drain then stamps it."""
     mark = (node.get("metadata", {}).get("annotations") or {}).get(SCALE_DOWN_ANNOTATION)
     return None if mark is None else conditions.parse_rfc3339(str(mark))
 
@@ -102,6 +100,18 @@ class PoolView:
         )
 
 
+@dataclass(frozen=True)
+class Verdicts:
+    """What a pass decides about a pool's machines, from the world alone: the same for a
+    restarted operator as for one that ran all along (the model test checks it)."""
+
+    victims: tuple[VmName, ...]  # to remove for the pool's size
+    unhealthy: frozenset[str]  # Nodes not Ready past the pool's timeouts
+    overdue: frozenset[str]  # VMs RUNNING without a Node past registration
+    stuck: frozenset[str]  # VMs PROVISIONING past the provisioning timeout
+    changes_in: float | None  # seconds until a verdict changes by time alone
+
+
 def pick_victims(view: PoolView, excess: int) -> list[VmName]:
     """The ``excess`` VMs to remove, cheapest first; stable across reconciles.
 
@@ -124,55 +134,6 @@ def pick_victims(view: PoolView, excess: int) -> list[VmName]:
 
     ordered = sorted(view.vms, key=cost)
     return [vm.name for vm in ordered[:excess]]
-
-
-Phase = Literal["Applied", "Rejected", "Superseded"]
-
-
-@dataclass(frozen=True)
-class RequestDecision:
-    phase: Phase
-    target: int  # the pool's target after the request
-    message: str
-
-
-def decide_request(
-    spec: nodepool_api.NodePoolSpec, requested: int, *, based_on: int | None = None
-) -> RequestDecision:
-    """What a request for ``requested`` nodes does to a pool whose spec is ``spec``.
-
-    A request computed from another target than the pool's (``based_on``: the user
-    scaled in between) is Superseded and changes nothing: applying it would overwrite a
-    newer decision with one made without it. A scale-up never lowers the target:
-    new = clamp(max(target, requested), min, max). A scale-down never goes below
-    minNodes. A request that changes nothing because of a limit is Rejected with the
-    limit named, so the requester can say why.
-    """
-    current = spec.target_nodes
-    if based_on is not None and based_on != current:
-        return RequestDecision(
-            "Superseded",
-            current,
-            f"based on targetNodes={based_on}, but the pool's targetNodes is now {current}; "
-            "not applied",
-        )
-    if requested >= current:
-        new = nodepool_api.within_bounds(
-            max(current, requested), min_nodes=spec.min_nodes, max_nodes=spec.max_nodes
-        )
-        if requested > current and new == current:
-            return RequestDecision(
-                "Rejected", current, f"pool is at maxNodes={spec.max_nodes}; cannot grow"
-            )
-        clamped = " (clamped to maxNodes)" if new < requested else ""
-        return RequestDecision("Applied", new, f"targetNodes {current} -> {new}{clamped}")
-    new = nodepool_api.within_bounds(requested, min_nodes=spec.min_nodes, max_nodes=spec.max_nodes)
-    if new == current:
-        return RequestDecision(
-            "Rejected", current, f"pool is at minNodes={spec.min_nodes}; cannot shrink"
-        )
-    clamped = " (clamped to minNodes)" if new > requested else ""
-    return RequestDecision("Applied", new, f"targetNodes {current} -> {new}{clamped}")
 
 
 def pool_status(

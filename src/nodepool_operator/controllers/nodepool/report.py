@@ -1,7 +1,7 @@
 """What a NodePool shows of itself: its status (written only when it changes), the
 ``ScaleCompleted`` event, how long a scale operation took, and a listing in doubt.
 
-A listing the controller cannot act on (``actions.ListingDoubtful``) sets only
+A listing the controller cannot act on (``inventory.ListingDoubtful``) sets only
 ``Degraded``, is told once per reason (one event), and is asked again on the runtime's
 per-key backoff: 1 poll interval, then 2, 4, ... up to the resync interval.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from nodepool_operator.controllers.nodepool import actions, plan
+from nodepool_operator.controllers.nodepool import inventory, plan
 from nodepool_operator.controllers.nodepool import metrics as pool_metrics
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.resources import NODEPOOLS
@@ -81,7 +81,7 @@ class PoolReporter:
             desired,
         )
 
-    async def doubt(self, pool: Object, doubt: actions.ListingDoubtful) -> float:
+    async def doubt(self, pool: Object, doubt: inventory.ListingDoubtful) -> float:
         """Say that the listing cannot be acted on; seconds until it is asked again."""
         name = pool["metadata"]["name"]
         if self._doubted.get(name) != doubt.reason:

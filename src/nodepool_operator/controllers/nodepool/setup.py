@@ -8,7 +8,7 @@ from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.cloud.provider import CloudProvider
 from nodepool_operator.controllers import cached
-from nodepool_operator.controllers.nodepool import actions, plan
+from nodepool_operator.controllers.nodepool import lifecycle, plan
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.nodepool.controller import NAME, NodePoolReconciler
 from nodepool_operator.controllers.resources import NODEPOOLS, SCALEREQUESTS, add_shared_indexes
@@ -18,6 +18,7 @@ from nodepool_operator.runtime import nodes as k8s_nodes
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.controller import (
     Controller,
+    Funcs,
     GenerationChanged,
     Request,
     StateChanged,
@@ -30,7 +31,9 @@ from nodepool_operator.runtime.manager import Manager
 __all__ = ["setup"]
 
 
-class DeletionStarted(GenerationChanged):
+class DeletionStarted(Funcs):
+    """Updates pass when the pool's deletion starts (or is undone)."""
+
     def update(self, old: Object, new: Object) -> bool:
         return bool(new["metadata"].get("deletionTimestamp")) != bool(
             old["metadata"].get("deletionTimestamp")
@@ -62,7 +65,7 @@ def node_state(node: Object) -> Hashable:
     )
 
 
-class PodLeftOrChanged(GenerationChanged):
+class PodLeftOrChanged(Funcs):
     """What can move a drain on: a pod gone, or its deletion or annotations changed (a
     do-not-disrupt annotation dropped). New pods on a cordoned Node move nothing."""
 
@@ -105,7 +108,7 @@ def setup(manager: Manager, *, cloud: CloudProvider, config: NodePoolConfig) -> 
         client=client,
         pools=pools,
         scale_requests=scale_requests,
-        steps=actions.PoolActions(
+        lifecycle=lifecycle.PoolLifecycle(
             client=client,
             nodes=nodes,
             pods=pods,

@@ -1,0 +1,264 @@
+"""Answering a pool's ScaleRequests: the one place the NodePool controller does it.
+
+The rule (which request wins, the basis check, the bounds, each request's phase) is
+``scalerequest_api.answer_requests``, the one the Autoscaler predicts with. This module
+reads the requests, writes the pool's ``spec.targetNodes`` and the requests' status, and
+deletes finished requests once they are older than the retention period.
+
+The spec write is an update with the resourceVersion precondition: first on the cached
+pool (the write's success proves the copy current, so the decision reaches the cloud in
+the same pass, without a GET and without waiting for our own write to come back), then,
+on 409 or when the cached copy calls for no write, on a fresh read, recomputed from it
+(basis check included) and changing only ``targetNodes``, so a concurrent edit of
+anything else is never lost.
+
+A request we answered may still show Pending in the cache for a moment: deciding it again
+from that stale copy would answer it twice, and maybe differently. So the uids answered
+are remembered until the cache shows them answered (or gone), and a request the memory
+does not know is read from the server before it is answered (our answer may have been
+written with its reply lost).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import datetime
+import logging
+from collections.abc import Sequence
+
+from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import scalerequest as scalerequest_api
+from nodepool_operator.controllers.resources import NODEPOOLS, REQUESTS_BY_POOL, SCALEREQUESTS
+from nodepool_operator.runtime import clock as clock_module
+from nodepool_operator.runtime import errors, retry, versions
+from nodepool_operator.runtime.client import Client, Object
+from nodepool_operator.runtime.events import EventRecorder
+from nodepool_operator.runtime.informer import Informer
+from nodepool_operator.runtime.status import StatusWriter
+
+__all__ = ["RequestAnswers", "expired_requests", "facts_of", "pending_requests"]
+
+log = logging.getLogger(__name__)
+
+
+def facts_of(request: Object) -> scalerequest_api.RequestFacts:
+    """What ``answer_requests`` needs of a ScaleRequest as the API returns it."""
+    spec = scalerequest_api.spec_of(request)
+    return scalerequest_api.RequestFacts(
+        name=str(request["metadata"]["name"]),
+        order=versions.creation_order_of(request),
+        phase=scalerequest_api.status_of(request).phase,
+        target_nodes=spec.target_nodes,
+        based_on_target_nodes=spec.based_on_target_nodes,
+    )
+
+
+def pending_requests(requests: Sequence[Object]) -> list[Object]:
+    """Pending requests not being deleted, oldest first (``versions.creation_order``)."""
+    pending = [r for r in requests if _is_pending(r) and not r["metadata"].get("deletionTimestamp")]
+    return sorted(pending, key=versions.creation_order_of)
+
+
+def expired_requests(
+    requests: Sequence[Object], *, now: datetime.datetime, retention: float
+) -> tuple[list[Object], float | None]:
+    """Finished requests older than ``retention`` seconds, and when the next one expires."""
+    expired: list[Object] = []
+    next_expiry: float | None = None
+    for request in requests:
+        if _is_pending(request) or request["metadata"].get("deletionTimestamp"):
+            continue
+        stamp = str(request["metadata"].get("creationTimestamp", ""))
+        created = datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+        age = (now - created).total_seconds()
+        if age >= retention:
+            expired.append(request)
+        else:
+            remaining = retention - age
+            next_expiry = remaining if next_expiry is None else min(next_expiry, remaining)
+    return expired, next_expiry
+
+
+class RequestAnswers:
+    """Turns pending ScaleRequests into a pool's target and cleans finished ones up."""
+
+    def __init__(
+        self,
+        *,
+        client: Client,
+        scale_requests: Informer,
+        retention: float,
+        controller: str,
+        recorder: EventRecorder,
+        wall_clock: clock_module.WallClock,
+    ) -> None:
+        self.client = client
+        self.scale_requests = scale_requests
+        self.retention = retention
+        self.recorder = recorder
+        self.wall_clock = wall_clock
+        self.status = StatusWriter(client, SCALEREQUESTS, controller=controller)
+        self._answered: dict[str, set[str]] = {}  # pool -> uids answered, maybe still Pending
+
+    def of_pool(self, name: str) -> list[Object]:
+        return self.scale_requests.by_index(REQUESTS_BY_POOL, name)
+
+    async def answer(self, pool: Object, pool_requests: list[Object]) -> Object | None:
+        """Answer the pool's pending requests; the pool to act on in this pass (as written
+        when its target moved), or None when it turned out to be gone."""
+        name = pool["metadata"]["name"]
+        pending = await self._still_pending(self._unanswered(name, pool_requests))
+        if not pending:
+            return pool
+        written = await self._write_target(pool, pending)
+        if written is None:
+            await self._answer(
+                name,
+                pending,
+                scalerequest_api.reject_requests([facts_of(r) for r in pending], pool_name=name),
+            )
+            log.info("event=pool-gone requests-rejected=%d", len(pending))
+            return None
+        current, outcome = written
+        await self._answer(name, pending, outcome.answers)
+        decisive = outcome.decisive
+        if decisive is not None:
+            log.info(
+                "event=scale-request-%s request=%s message=%r",
+                decisive.phase.lower(),
+                decisive.name,
+                decisive.message,
+            )
+        return current
+
+    async def answer_orphans(self, name: str) -> tuple[bool, float | None]:
+        """Reject the pending requests for ``name``, a pool the cache does not have.
+
+        Owned requests go with their pool (garbage collection); this answers the ones
+        made by hand for a pool that never existed, or whose pool was deleted. Returns
+        whether the pool exists after all (the cache lags behind it: its event is coming)
+        and the seconds until the next finished request expires.
+        """
+        orphans = self.of_pool(name)
+        pending = self._unanswered(name, orphans)
+        if pending:
+            if await self._read_pool(name) is not None:
+                return True, None
+            answers = scalerequest_api.reject_requests(
+                [facts_of(r) for r in pending], pool_name=name
+            )
+            await self._answer(name, pending, answers)
+            log.info(
+                "event=scale-request-rejected requests=%s message=%r",
+                ",".join(r["metadata"]["name"] for r in pending),
+                scalerequest_api.missing_pool(name),
+            )
+        next_expiry = await self.delete_expired(orphans)
+        if not self._answered.get(name):
+            self._answered.pop(name, None)
+        return False, next_expiry
+
+    async def delete_expired(self, pool_requests: list[Object]) -> float | None:
+        """Delete finished requests past retention; seconds until the next one expires."""
+        now = datetime.datetime.fromtimestamp(self.wall_clock.time(), datetime.UTC)
+        expired, next_expiry = expired_requests(pool_requests, now=now, retention=self.retention)
+        for request in expired:
+            # NotFound: already gone; Conflict: the uid precondition failed, a new object.
+            with contextlib.suppress(errors.NotFound, errors.Conflict):
+                await self.client.delete(
+                    SCALEREQUESTS, request["metadata"]["name"], uid=request["metadata"].get("uid")
+                )
+        return next_expiry
+
+    async def _write_target(
+        self, pool: Object, pending: list[Object]
+    ) -> tuple[Object, scalerequest_api.Outcome] | None:
+        """Set the target ``pending`` call for; the pool as it stands after, and the
+        outcome it was decided on (None if the pool is gone)."""
+        facts = [facts_of(r) for r in pending]
+        outcome = scalerequest_api.answer_requests(facts, pool=nodepool_api.spec_of(pool))
+        if outcome.target_nodes != pool["spec"].get("targetNodes"):
+            # The precondition proves the cached copy current: no GET before the write.
+            try:
+                return await self._replace_target(pool, outcome.target_nodes), outcome
+            except errors.NotFound:
+                return None
+            except errors.Conflict:
+                pass
+        name = pool["metadata"]["name"]
+
+        async def on_fresh_read() -> tuple[Object, scalerequest_api.Outcome] | None:
+            fresh = await self._read_pool(name)
+            if fresh is None:
+                return None
+            decided = scalerequest_api.answer_requests(facts, pool=nodepool_api.spec_of(fresh))
+            if decided.target_nodes != fresh["spec"].get("targetNodes"):
+                fresh = await self._replace_target(fresh, decided.target_nodes)
+            return fresh, decided
+
+        return await retry.retry_on_conflict(on_fresh_read)
+
+    async def _replace_target(self, pool: Object, target: int) -> Object:
+        body = copy.deepcopy(pool)
+        body["spec"]["targetNodes"] = target
+        return await self.client.replace(NODEPOOLS, body)  # 409 if ``pool`` is stale
+
+    async def _read_pool(self, name: str) -> Object | None:
+        """Asked of the server, not the cache: a pool created (or deleted) a moment ago
+        may not show there yet."""
+        try:
+            return await self.client.get(NODEPOOLS, name)
+        except errors.NotFound:
+            return None
+
+    async def _still_pending(self, pending: list[Object]) -> list[Object]:
+        """Those of ``pending`` the server still shows Pending. Our answer may have been
+        written with its reply lost (a timeout): then the cache can still show the
+        request Pending and we remember nothing, and answering it again could answer it
+        differently (the pool's target may have moved since)."""
+        fresh = []
+        for request in pending:
+            try:
+                found = await self.client.get(SCALEREQUESTS, request["metadata"]["name"])
+            except errors.NotFound:
+                continue
+            if _is_pending(found) and found["metadata"].get("uid") == request["metadata"]["uid"]:
+                fresh.append(found)
+        return fresh
+
+    async def _answer(
+        self, pool: str, pending: list[Object], answers: Sequence[scalerequest_api.Answer]
+    ) -> None:
+        """Write each answer to its request's status, oldest first, and remember it as
+        answered once written (not before: an answer whose write failed is given again);
+        a Warning on each Rejected one, so ``kubectl describe`` and event pipelines show
+        why a scale did not happen."""
+        by_name = {r["metadata"]["name"]: r for r in pending}
+        for answer in answers:
+            request = by_name[answer.name]
+            generation = int(request["metadata"].get("generation", 0))
+            status = answer.status(observed_generation=generation).to_dict()
+            # Deleted meanwhile: nobody is left to read the answer.
+            with contextlib.suppress(errors.NotFound):
+                await self.status.update(request, status)
+            self._remember(pool, [request])
+            if answer.phase == "Rejected":
+                await self.recorder.event(
+                    request, type="Warning", reason="ScaleRequestRejected", message=answer.message
+                )
+
+    def _remember(self, pool: str, answered: list[Object]) -> None:
+        self._answered.setdefault(pool, set()).update(r["metadata"]["uid"] for r in answered)
+
+    def _unanswered(self, pool: str, every: list[Object]) -> list[Object]:
+        """The pending requests (oldest first) not answered already; the memory keeps
+        only the uids the cache still shows Pending."""
+        still_pending = {r["metadata"]["uid"] for r in every if _is_pending(r)}
+        answered = self._answered.get(pool, set()) & still_pending
+        self._answered[pool] = answered
+        return [r for r in pending_requests(every) if r["metadata"]["uid"] not in answered]
+
+
+def _is_pending(obj: Object) -> bool:
+    return scalerequest_api.status_of(obj).phase == "Pending"

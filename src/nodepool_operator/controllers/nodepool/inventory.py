@@ -1,0 +1,177 @@
+"""Inventory: what the cloud and the cluster hold of a pool, read before anything is done.
+
+The pool's VMs come from the cloud's listing, its Nodes from the cache (only those the
+pool owns by uid). A listing that cannot be acted on (it failed, or it is empty while the
+pool owns Nodes) raises ``ListingDoubtful``: nothing is deleted on it.
+
+A VM whose create the cloud answered counts as the pool's for up to a minute even if the
+listing does not show it yet (an eventually consistent cloud), as long as a get by name
+finds it: a lagging listing must not make a pass create others in its place. Memory only
+says which names to ask for; the cloud answers. After a restart the same deterministic
+names are asked for again and the cloud's idempotent create finds the VM, so nothing is
+created twice either way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.cloud.provider import CloudError, CloudProvider, VirtualMachine, VmName
+from nodepool_operator.controllers.nodepool import drain, plan
+from nodepool_operator.controllers.resources import NODES_BY_POOL
+from nodepool_operator.runtime import clock as clock_module
+from nodepool_operator.runtime.client import Object
+from nodepool_operator.runtime.events import EventRecorder
+from nodepool_operator.runtime.informer import Informer
+
+__all__ = ["VM_EXPECTATION_SECONDS", "Inventory", "ListingDoubtful", "owned_by"]
+
+#: How long a VM the cloud answered a create for may stay out of its listings before we
+#: stop counting it.
+VM_EXPECTATION_SECONDS = 60.0
+
+
+class ListingDoubtful(Exception):  # noqa: N818 (a verdict, not a failure of ours)
+    """The cloud's listing of a pool cannot be acted on: it failed, or it is empty while
+    the pool owns Nodes (a cloud that lost its state, a wrong endpoint). Nothing is
+    deleted on it; ``reason`` and ``message`` go to the pool's ``Degraded`` condition."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+def owned_by(node: Mapping[str, Any], uid: str | None) -> bool:
+    """The Node's owner reference names the pool by uid: the pool label alone is not
+    enough (anyone can set a label; a Node of an older pool of the same name has another
+    uid), and a Node we do not own is never changed or deleted."""
+    if not uid:
+        return False
+    refs = (node.get("metadata") or {}).get("ownerReferences") or ()
+    return any(ref.get("uid") == uid for ref in refs)
+
+
+@dataclasses.dataclass(kw_only=True, eq=False)
+class Inventory:
+    nodes: Informer
+    cloud: CloudProvider
+    drainer: drain.Drainer
+    recorder: EventRecorder
+    clock: clock_module.Clock
+    # VM -> (it, until when it counts while listings do not show it)
+    _launched: dict[str, tuple[VirtualMachine, float]] = dataclasses.field(
+        default_factory=dict, init=False
+    )
+    # pool -> Nodes not ours already evented
+    _told: dict[str, set[str]] = dataclasses.field(default_factory=dict, init=False)
+
+    def forget_pool(self, pool: str) -> None:
+        self._told.pop(pool, None)
+        self._launched = {n: seen for n, seen in self._launched.items() if seen[0].pool != pool}
+
+    def launched(self, vms: Sequence[VirtualMachine]) -> None:
+        """Count ``vms``, just created, as the pool's until a listing shows them."""
+        until = self.clock.now() + VM_EXPECTATION_SECONDS
+        self._launched.update((vm.name, (vm, until)) for vm in vms)
+
+    def owned_nodes(self, pool: Object) -> list[Object]:
+        name = pool["metadata"]["name"]
+        uid = pool["metadata"].get("uid")
+        return [n for n in self.nodes.by_index(NODES_BY_POOL, name) if owned_by(n, uid)]
+
+    async def list_vms(self, pool: Object, owned: Sequence[Object]) -> list[VirtualMachine]:
+        """The pool's VMs, or ``ListingDoubtful`` when the answer cannot be acted on."""
+        name = pool["metadata"]["name"]
+        try:
+            vms = await self.cloud.list_vms(pool=name)
+        except CloudError as error:
+            raise ListingDoubtful(
+                "CloudListFailed", f"listing the pool's VMs failed ({error.code}): {error}"
+            ) from error
+        # Nodes whose VM we deleted ourselves (marked before asking the cloud) are expected
+        # to be missing: a crash between the VM's deletion and the Node's leaves one, and
+        # an empty listing then is the truth, not a doubtful answer. Any other Node makes
+        # an empty listing a reason to act on nothing.
+        unaccounted = [n for n in owned if not plan.vm_deletion_requested(n)]
+        if not vms and unaccounted:
+            raise ListingDoubtful(
+                "CloudListEmpty",
+                f"the cloud listed no VM for the pool, which owns {len(unaccounted)} Nodes; "
+                "nothing is deleted until it lists them again",
+            )
+        return vms + await self._launched_unlisted(name, vms)
+
+    async def _launched_unlisted(
+        self, pool: str, listed: Sequence[VirtualMachine]
+    ) -> list[VirtualMachine]:
+        """VMs of ``pool`` created a moment ago that the listing does not show yet, as a
+        get by name finds them now: one that died meanwhile is not counted."""
+        now = self.clock.now()
+        shown = {vm.name for vm in listed}
+        self._launched = {
+            name: (vm, deadline)
+            for name, (vm, deadline) in self._launched.items()
+            if deadline > now and not (vm.pool == pool and name in shown)
+        }
+        found = []
+        for name, (vm, _) in list(self._launched.items()):
+            if vm.pool != pool:
+                continue
+            try:
+                fresh = await self.cloud.get_vm(VmName(name))
+            except CloudError:
+                found.append(vm)  # unknown: count it, so that no twin is created
+                continue
+            if fresh is None or fresh.pool != pool:
+                del self._launched[name]
+            else:
+                found.append(fresh)
+        return found
+
+    async def note_strangers(self, pool: Object) -> None:
+        """Nodes with the pool's label that the pool does not own: left alone, told once."""
+        name = pool["metadata"]["name"]
+        uid = pool["metadata"].get("uid")
+        strangers = {
+            n["metadata"]["name"]
+            for n in self.nodes.by_index(NODES_BY_POOL, name)
+            if not owned_by(n, uid)
+        }
+        told = self._told.setdefault(name, set())
+        for node_name in sorted(strangers - told):
+            await self.recorder.event(
+                pool,
+                type="Warning",
+                reason="NodeNotOwned",
+                message=(
+                    f"node {node_name} carries the label {nodepool_api.POOL_LABEL}={name} "
+                    "but is not owned by this pool; it is left alone"
+                ),
+            )
+        told.intersection_update(strangers)
+        told.update(strangers)
+
+    def view(self, owned: Sequence[Object], vms: Sequence[VirtualMachine]) -> plan.PoolView:
+        """The pool's live VMs, their Nodes, and what a drain of each would move."""
+        live = plan.live_vms(vms)
+        names = {vm.name for vm in live}
+        pool_nodes = {n["metadata"]["name"]: n for n in owned if n["metadata"]["name"] in names}
+        on_node = {node: self.drainer.pods_to_move(node) for node in pool_nodes}
+        return plan.PoolView(
+            vms=live,
+            nodes=pool_nodes,
+            pods_per_node={node: len(found) for node, found in on_node.items()},
+            protected=frozenset(
+                node
+                for node, found in on_node.items()
+                if drain.node_is_protected(pool_nodes[node], found)
+            ),
+        )
+
+    async def observe(self, pool: Object) -> plan.PoolView:
+        owned = self.owned_nodes(pool)
+        return self.view(owned, await self.list_vms(pool, owned))

@@ -1,0 +1,223 @@
+"""A pool's node lifecycle, one pass at a time, by stage (as Karpenter's NodeClaim):
+
+``inventory``     what the cloud and the cluster hold of the pool
+``registration``  each RUNNING VM gets its Node
+``repair``        what broke is replaced; nothing is removed on a guess
+``launch``        the VMs the pool is short of are created
+``termination``   victims are drained, then their VM and their Node go
+
+Every step is idempotent and every timer counts from a time stored in the world (the
+VM's creation in the cloud, the Node's creationTimestamp and Ready condition, the drain
+mark on the Node), so a crash, a SIGKILL or a new leader between any two steps is
+repaired by the next pass, which makes the decisions an uninterrupted run would have.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.cloud.provider import CloudProvider, VirtualMachine, VmState
+from nodepool_operator.controllers.nodepool import (
+    drain,
+    inventory,
+    launch,
+    plan,
+    registration,
+    repair,
+    termination,
+)
+from nodepool_operator.controllers.nodepool.config import NodePoolConfig
+from nodepool_operator.runtime import clock as clock_module
+from nodepool_operator.runtime.client import Client, Object
+from nodepool_operator.runtime.events import EventRecorder
+from nodepool_operator.runtime.informer import Informer
+
+__all__ = ["PoolLifecycle"]
+
+
+class PoolLifecycle:
+    """The stages wired together; what ``controller.Lifecycle`` asks of the world."""
+
+    def __init__(
+        self,
+        *,
+        client: Client,
+        nodes: Informer,
+        pods: Informer,
+        cloud: CloudProvider,
+        recorder: EventRecorder,
+        config: NodePoolConfig,
+        clock: clock_module.Clock,
+        wall_clock: clock_module.WallClock,
+    ) -> None:
+        self.config = config
+        self.wall_clock = wall_clock
+        self.drainer = drain.Drainer(
+            client=client, pods=pods, recorder=recorder, config=config, wall_clock=wall_clock
+        )
+        self.inventory = inventory.Inventory(
+            nodes=nodes, cloud=cloud, drainer=self.drainer, recorder=recorder, clock=clock
+        )
+        self.registrar = registration.Registrar(
+            client=client, nodes=nodes, config=config, wall_clock=wall_clock
+        )
+        self.launcher = launch.Launcher(
+            cloud=cloud, inventory=self.inventory, recorder=recorder, config=config, clock=clock
+        )
+        self.terminator = termination.Terminator(
+            client=client,
+            cloud=cloud,
+            inventory=self.inventory,
+            drainer=self.drainer,
+            recorder=recorder,
+            wall_clock=wall_clock,
+        )
+        self.repairer = repair.Repairer(
+            cloud=cloud,
+            terminator=self.terminator,
+            recorder=recorder,
+            config=config,
+            clock=clock,
+            wall_clock=wall_clock,
+        )
+
+    def forget_pool(self, pool: str) -> None:
+        """Drop what is remembered of a pool that is gone (a new one may take its name)."""
+        self.inventory.forget_pool(pool)
+        self.repairer.forget_pool(pool)
+        self.drainer.forget_pool(pool)
+
+    async def observe(self, pool: Object) -> plan.PoolView:
+        return await self.inventory.observe(pool)
+
+    async def tear_down(self, pool: Object) -> tuple[int, drain.DrainProgress]:
+        return await self.terminator.tear_down(pool)
+
+    async def converge(
+        self,
+        pool: Object,
+        spec: nodepool_api.NodePoolSpec,
+        desired: int,
+        *,
+        may_create: bool = True,
+        may_register: bool = True,
+    ) -> plan.PoolView:
+        """One step towards ``desired``; returns what it observed before acting.
+
+        With ``may_create`` false (the cloud or the API server refused us and we are
+        pausing) no VM is created; with ``may_register`` false (the API server refused a
+        Node) no Node is registered either. Everything else (removing what is not
+        wanted, repairs, drains) goes on: a refusal never blocks a scale-down.
+        """
+        owned = self.inventory.owned_nodes(pool)
+        await self.inventory.note_strangers(pool)
+        every_vm = await self.inventory.list_vms(pool, owned)
+        view = await self._pair(pool, spec, owned, every_vm, may_register=may_register)
+        now = self.wall_clock.time()
+        view = dataclasses.replace(view, unhealthy=repair.unhealthy(view, spec, now=now))
+        verdicts = self._verdicts(view, spec, desired, now=now)
+        progress = [
+            await self.repairer.repair(pool, spec, view, vm.name)
+            for vm in view.vms
+            if vm.name not in verdicts.victims
+            and (vm.name in verdicts.unhealthy or (may_register and vm.name in verdicts.overdue))
+        ]
+        live = len(view.vms)
+        if live < desired and may_create:
+            view = await self._scale_up(
+                pool, spec, view, every_vm, desired - live, may_register=may_register
+            )
+        elif live > desired:
+            progress.append(await self.terminator.scale_down(pool, spec, view, live - desired))
+        elif view.cancellable:
+            await self.terminator.cancel_drains(view, view.cancellable)
+        drains = termination.combined(progress)
+        retry = [
+            t for t in (drains.retry_in, view.recheck_in, verdicts.changes_in) if t is not None
+        ]
+        return dataclasses.replace(
+            view, blocked=drains.blocked, recheck_in=min(retry) if retry else None
+        )
+
+    async def judge(
+        self, pool: Object, spec: nodepool_api.NodePoolSpec, desired: int, *, now: float
+    ) -> plan.Verdicts:
+        """The verdicts a pass at ``now`` would reach on the pool as the world shows it,
+        without acting on them."""
+        self.registrar.forget_seen()
+        owned = self.inventory.owned_nodes(pool)
+        view = self.inventory.view(owned, await self.inventory.list_vms(pool, owned))
+        view = dataclasses.replace(view, unhealthy=repair.unhealthy(view, spec, now=now))
+        return self._verdicts(view, spec, desired, now=now)
+
+    def _verdicts(
+        self, view: plan.PoolView, spec: nodepool_api.NodePoolSpec, desired: int, *, now: float
+    ) -> plan.Verdicts:
+        timers = (
+            repair.unhealthy_in(view, spec, now=now),
+            self.registrar.overdue_in(view, spec, now=now),
+        )
+        waits = [t for t in timers if t is not None]
+        return plan.Verdicts(
+            victims=tuple(plan.pick_victims(view, len(view.vms) - desired)),
+            unhealthy=view.unhealthy,
+            overdue=frozenset(
+                vm.name for vm in view.vms if self.registrar.overdue(vm, view, spec, now=now)
+            ),
+            stuck=frozenset(self.repairer.stuck(view, now=now)),
+            changes_in=max(min(waits), 0.01) if waits else None,
+        )
+
+    async def _pair(
+        self,
+        pool: Object,
+        spec: nodepool_api.NodePoolSpec,
+        owned: Sequence[Object],
+        every_vm: Sequence[VirtualMachine],
+        *,
+        may_register: bool,
+    ) -> plan.PoolView:
+        """Pair VMs and Nodes before sizing: remove Nodes whose VM is confirmed gone,
+        register running VMs that have no Node, delete VMs stuck provisioning."""
+        view = self.inventory.view(owned, every_vm)
+        deletion_wait = await self.repairer.remove_nodes_without_vm(pool, owned, view)
+        if deletion_wait is not None:
+            view = dataclasses.replace(view, recheck_in=deletion_wait)
+        if may_register:
+            waiting = [vm for vm in view.vms if vm.name not in view.nodes]
+            refused = await self.registrar.register(pool, spec, waiting)
+            view = dataclasses.replace(view, refused=refused)
+        await self.repairer.remove_stuck_vms(view)
+        return view
+
+    async def _scale_up(
+        self,
+        pool: Object,
+        spec: nodepool_api.NodePoolSpec,
+        view: plan.PoolView,
+        every_vm: Sequence[VirtualMachine],
+        missing: int,
+        *,
+        may_register: bool,
+    ) -> plan.PoolView:
+        """Give back draining Nodes first (the fastest capacity there is), then create
+        the VMs still missing; the view says which new VMs still boot."""
+        revived = view.cancellable[:missing]
+        if revived:
+            await self.terminator.cancel_drains(view, revived)
+        if missing <= len(revived):
+            return view
+        launched = await self.launcher.launch(
+            pool, spec, live=len(view.vms), every_vm=every_vm, missing=missing - len(revived)
+        )
+        booting = tuple(vm.name for vm in launched if vm.state != VmState.RUNNING)
+        view = dataclasses.replace(view, launching=booting)
+        if may_register and view.refused is None:
+            # A VM the create call already reports running gets its Node now, not a poll
+            # interval later: the pods waiting for it are scheduled that much sooner.
+            fresh = [vm for vm in launched if vm.name not in view.nodes]
+            refused = await self.registrar.register(pool, spec, fresh)
+            view = dataclasses.replace(view, refused=refused)
+        return view

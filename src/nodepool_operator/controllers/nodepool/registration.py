@@ -1,0 +1,152 @@
+"""Registration: each RUNNING VM of a pool gets its Node.
+
+A Node is created with everything a kubelet would report (``nodes.node_manifest``); one
+that exists already (an earlier run made it) is just as good. The API server may refuse
+one for good (422: a template label it will not take): the pass says so and the pool
+pauses its creations (``backoff``).
+
+A Node we created shows in the cache a moment later; until then it is expected
+(client-go's "expectations"), so a pass in between does not create it again nor takes
+its VM for one that never registered. The expectation ends as soon as the cache has
+caught up with the create's resourceVersion: from then on the cache alone answers, as it
+does for a restarted operator that listed the Nodes first.
+
+A VM RUNNING without a Node for longer than ``registrationTimeoutSeconds`` since the
+cloud created it (its Node keeps being removed, or never shows) is overdue and replaced
+(``repair``). The clock is the VM's creation time as the cloud records it, so a restarted
+operator reaches the same verdict at the same time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Sequence
+
+from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.cloud.provider import VirtualMachine, VmState
+from nodepool_operator.controllers.nodepool import nodes as node_ops
+from nodepool_operator.controllers.nodepool import plan
+from nodepool_operator.controllers.nodepool.config import NodePoolConfig
+from nodepool_operator.runtime import clock as clock_module
+from nodepool_operator.runtime import errors, kinds, versions
+from nodepool_operator.runtime.client import Client, Object
+from nodepool_operator.runtime.informer import Informer
+
+__all__ = ["NODE_EXPECTATION_SECONDS", "NODE_REFUSED", "Refusal", "Registrar"]
+
+log = logging.getLogger(__name__)
+
+#: The reason of a pause (and of ``Degraded``) when the API server refused a Node (422).
+NODE_REFUSED = "NodeInvalid"
+#: How long a Node we created may take to appear in the cache before we stop waiting.
+NODE_EXPECTATION_SECONDS = 30.0
+
+#: (reason, message) of a Node the API server refused for good.
+Refusal = tuple[str, str]
+
+
+@dataclasses.dataclass(kw_only=True, eq=False)
+class Registrar:
+    client: Client
+    nodes: Informer
+    config: NodePoolConfig
+    wall_clock: clock_module.WallClock
+    # Node created -> (until when we wait for it, its resourceVersion)
+    _expected: dict[str, tuple[float, str]] = dataclasses.field(default_factory=dict, init=False)
+
+    def overdue(
+        self,
+        vm: VirtualMachine,
+        view: plan.PoolView,
+        spec: nodepool_api.NodePoolSpec,
+        *,
+        now: float,
+    ) -> bool:
+        """RUNNING, created by the cloud more than the registration timeout ago, and no
+        Node in the cache nor one created a moment ago."""
+        return (
+            vm.state == VmState.RUNNING
+            and vm.name not in view.nodes
+            and vm.name not in self._expected
+            and now - vm.created_at >= spec.registration_timeout_seconds
+        )
+
+    def overdue_in(
+        self, view: plan.PoolView, spec: nodepool_api.NodePoolSpec, *, now: float
+    ) -> float | None:
+        """Seconds until a VM without a Node becomes overdue by time alone."""
+        waits = [
+            vm.created_at + spec.registration_timeout_seconds - now
+            for vm in view.vms
+            if vm.name not in view.nodes
+        ]
+        return min((w for w in waits if w > 0), default=None)
+
+    def forget_seen(self) -> None:
+        """Drop the expectations the cache has met: it shows the Node, or it has caught up
+        with the Node's creation (and the Node was deleted since), or we waited long enough."""
+        now = self.wall_clock.time()
+        cache_version = self.nodes.resource_version
+        self._expected = {
+            name: (until, version)
+            for name, (until, version) in self._expected.items()
+            if until > now
+            and self.nodes.get(name) is None
+            and not _caught_up(cache_version, version)
+        }
+
+    async def register(
+        self, pool: Object, spec: nodepool_api.NodePoolSpec, vms: Sequence[VirtualMachine]
+    ) -> Refusal | None:
+        """Create the Nodes of the running VMs among ``vms`` (which have none) unless
+        created a moment ago, a bounded number at a time, so that the Nodes of one
+        decision reach the scheduler together. The first goes alone: the Nodes share the
+        pool's template, so a 422 refuses them all, and is met once rather than once per
+        Node; the others are then not tried."""
+        now = self.wall_clock.time()
+        self.forget_seen()
+        due = [vm for vm in vms if vm.state == VmState.RUNNING and vm.name not in self._expected]
+        if not due:
+            return None
+        refused = await self._create_node(pool, spec, due[0], now=now)
+        if refused is not None or len(due) == 1:
+            return refused
+        limit = asyncio.Semaphore(self.config.create_parallelism)
+
+        async def create(vm: VirtualMachine) -> Refusal | None:
+            async with limit:
+                return await self._create_node(pool, spec, vm, now=now)
+
+        answers = await asyncio.gather(*(create(vm) for vm in due[1:]))
+        return next((answer for answer in answers if answer is not None), None)
+
+    async def _create_node(
+        self, pool: Object, spec: nodepool_api.NodePoolSpec, vm: VirtualMachine, *, now: float
+    ) -> Refusal | None:
+        """Register ``vm`` as a Node; (reason, message) if the API server refuses it."""
+        body = node_ops.node_manifest(
+            pool=pool, vm=vm, template=spec.template, simulated=self.config.simulated_nodes
+        )
+        try:
+            created = await self.client.create(kinds.NODES, body)
+        except errors.AlreadyExists:
+            # Created by an earlier run (or a create whose answer was lost): just as good.
+            # Its version, so the expectation ends once the cache has seen that far.
+            try:
+                created = await self.client.get(kinds.NODES, vm.name)
+            except errors.NotFound:
+                return None  # deleted since: the next pass creates it again
+        except errors.Invalid as error:
+            log.warning("event=node-refused node=%s error=%r", vm.name, error.message)
+            return NODE_REFUSED, f"the API server refused Node {vm.name}: {error.message}"
+        version = str(created.get("metadata", {}).get("resourceVersion", ""))
+        self._expected[vm.name] = (now + NODE_EXPECTATION_SECONDS, version)
+        log.info("event=node-registered node=%s", vm.name)
+        return None
+
+
+def _caught_up(cache_version: str, created_version: str) -> bool:
+    order = versions.compare(cache_version, created_version) if created_version else None
+    return order is not None and order >= 0

@@ -1,0 +1,206 @@
+"""Repair: what broke is replaced, and nothing is removed on a guess.
+
+* A Node not Ready past the pool's timeouts (``runtime.nodes.unhealthy_from``: its Ready
+  condition's ``lastTransitionTime``, or its creation when it never reported one) is
+  drained as far as the drain rules allow, then its VM and the Node go; the size check
+  then creates a new VM under the normal naming.
+* A VM RUNNING without a Node past registration (``registration.Registrar.overdue``) is
+  deleted.
+* A Node whose VM the cloud confirms gone (asked for that one VM: a listing that left it
+  out is not enough) is removed.
+* A VM stuck PROVISIONING past ``provisioning_timeout`` since the cloud created it is
+  deleted.
+
+Every timer here counts from a time stored in the world. Removals of our own initiative
+take a token from the pool's bucket (``node_deletions_per_minute``), so a wrong verdict
+about many Nodes at once costs a few of them, not the pool.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.cloud.provider import CloudError, CloudProvider, VmName, VmState
+from nodepool_operator.controllers.nodepool import drain, plan, termination
+from nodepool_operator.controllers.nodepool.config import NodePoolConfig
+from nodepool_operator.runtime import clock as clock_module
+from nodepool_operator.runtime import nodes, ratelimit
+from nodepool_operator.runtime.client import Object
+from nodepool_operator.runtime.events import EventRecorder
+
+__all__ = ["Repairer", "unhealthy", "unhealthy_in"]
+
+log = logging.getLogger(__name__)
+
+
+def unhealthy(
+    view: plan.PoolView, spec: nodepool_api.NodePoolSpec, *, now: float
+) -> frozenset[str]:
+    """The Nodes of ``view`` not Ready past the pool's timeouts."""
+    return frozenset(name for name, at in _unhealthy_from(view, spec).items() if now >= at)
+
+
+def unhealthy_in(
+    view: plan.PoolView, spec: nodepool_api.NodePoolSpec, *, now: float
+) -> float | None:
+    """Seconds until a Node not Ready now passes its timeout by time alone (no event
+    comes then), so the repair is not left to the next resync."""
+    waits = [at - now for at in _unhealthy_from(view, spec).values() if at > now]
+    return max(min(waits), 0.01) if waits else None
+
+
+def _unhealthy_from(view: plan.PoolView, spec: nodepool_api.NodePoolSpec) -> dict[str, float]:
+    found = {
+        name: nodes.unhealthy_from(
+            node,
+            not_ready_seconds=spec.not_ready_timeout_seconds,
+            registration_seconds=spec.registration_timeout_seconds,
+        )
+        for name, node in view.nodes.items()
+    }
+    return {name: at for name, at in found.items() if at is not None}
+
+
+@dataclasses.dataclass(kw_only=True, eq=False)
+class Repairer:
+    cloud: CloudProvider
+    terminator: termination.Terminator
+    recorder: EventRecorder
+    config: NodePoolConfig
+    clock: clock_module.Clock
+    wall_clock: clock_module.WallClock
+    # Per pool: the token bucket for removals of our own initiative, and when the
+    # token it reserved (if any) is ours to use.
+    _deletions: dict[str, ratelimit.BucketRateLimiter[str]] = dataclasses.field(
+        default_factory=dict, init=False
+    )
+    _deletion_at: dict[str, float] = dataclasses.field(default_factory=dict, init=False)
+
+    def forget_pool(self, pool: str) -> None:
+        self._deletions.pop(pool, None)
+        self._deletion_at.pop(pool, None)
+
+    def deletion_wait(self, pool: str) -> float:
+        """0 when a Node of ``pool`` may be removed now (a token is taken), else the
+        seconds until the token reserved for the next removal is there."""
+        now = self.clock.now()
+        reserved = self._deletion_at.get(pool)
+        if reserved is not None:
+            if reserved > now:
+                return reserved - now
+            del self._deletion_at[pool]
+            return 0.0
+        bucket = self._deletions.get(pool)
+        if bucket is None:
+            bucket = ratelimit.BucketRateLimiter[str](
+                clock=self.clock,
+                qps=self.config.node_deletions_per_minute / 60.0,
+                burst=self.config.node_deletion_burst,
+            )
+            self._deletions[pool] = bucket
+        delay = bucket.when(pool)
+        if delay > 0:
+            # The bucket kept the reservation: used when it comes due, never asked again.
+            self._deletion_at[pool] = now + delay
+        return delay
+
+    def reserved_wait(self, pool: str) -> float | None:
+        """Seconds until the token reserved for ``pool`` is due, if one is reserved."""
+        reserved = self._deletion_at.get(pool)
+        now = self.clock.now()
+        return reserved - now if reserved is not None and reserved > now else None
+
+    async def repair(
+        self, pool: Object, spec: nodepool_api.NodePoolSpec, view: plan.PoolView, vm: VmName
+    ) -> drain.DrainProgress:
+        """Replace a broken Node (or a VM without one), within the pool's budget."""
+        node = view.nodes.get(vm)
+        if node is None or not plan.is_draining(node):
+            wait = self.deletion_wait(pool["metadata"]["name"])
+            if wait > 0:
+                return drain.DrainProgress(done=False, retry_in=wait)
+            await self._tell(pool, spec, vm, registered=node is not None)
+        if node is None:
+            await self.cloud.delete_vm(vm)
+            return drain.DrainProgress(done=True)
+        return await self.terminator.remove_drained(pool, spec, node, vm=vm)
+
+    async def _tell(
+        self, pool: Object, spec: nodepool_api.NodePoolSpec, vm: VmName, *, registered: bool
+    ) -> None:
+        why = (
+            f"node {vm} is not Ready past notReadyTimeoutSeconds="
+            f"{spec.not_ready_timeout_seconds} (or registrationTimeoutSeconds="
+            f"{spec.registration_timeout_seconds} if it never was)"
+            if registered
+            else f"VM {vm} has had no Node for more than registrationTimeoutSeconds="
+            f"{spec.registration_timeout_seconds}"
+        )
+        await self.recorder.event(
+            pool, type="Warning", reason="NodeRepair", message=f"{why}; replacing it"
+        )
+        log.warning("event=node-repair vm=%s", vm)
+
+    async def remove_nodes_without_vm(
+        self, pool: Object, owned: Sequence[Object], view: plan.PoolView
+    ) -> float | None:
+        """Remove our Nodes whose VM the cloud confirms gone, within the pool's deletion
+        budget; the seconds until the next token when one had to wait."""
+        name = pool["metadata"]["name"]
+        live = {vm.name for vm in view.vms}
+        for node in owned:
+            node_name = node["metadata"]["name"]
+            if node_name in live:
+                continue
+            reserved = self.reserved_wait(name)
+            if reserved is not None:
+                return reserved  # no cloud call before the token is due
+            if not await self._vm_confirmed_gone(node):
+                continue
+            wait = self.deletion_wait(name)
+            if wait > 0:
+                return wait
+            log.info("event=delete-node-without-vm node=%s", node_name)
+            await self.recorder.event(
+                pool,
+                type="Warning",
+                reason="NodeWithoutVm",
+                message=f"node {node_name}: the cloud confirms its VM is gone; removing it",
+            )
+            await self.terminator.delete_node(node_name)
+        return None
+
+    async def _vm_confirmed_gone(self, node: Mapping[str, Any]) -> bool:
+        """The cloud, asked for this one VM, says it is gone (or going): no VM of that
+        name, or one with another provider ID (a new VM took the name), or one deleting.
+        A failed get is not enough."""
+        name = VmName(str(node["metadata"]["name"]))
+        provider_id = (node.get("spec") or {}).get("providerID")
+        try:
+            vm = await self.cloud.get_vm(name)
+        except CloudError as error:
+            log.warning("event=vm-get-failed vm=%s error=%s", name, error)
+            return False
+        if vm is None:
+            return True
+        if provider_id and vm.provider_id != provider_id:
+            return True
+        return vm.state == VmState.DELETING
+
+    def stuck(self, view: plan.PoolView, *, now: float) -> list[VmName]:
+        """VMs PROVISIONING for longer than ``provisioning_timeout`` since the cloud made them."""
+        return [
+            vm.name
+            for vm in view.vms
+            if vm.state == VmState.PROVISIONING
+            and now - vm.created_at > self.config.provisioning_timeout
+        ]
+
+    async def remove_stuck_vms(self, view: plan.PoolView) -> None:
+        for name in self.stuck(view, now=self.wall_clock.time()):
+            log.warning("event=delete-stuck-vm vm=%s", name)
+            await self.cloud.delete_vm(name)
