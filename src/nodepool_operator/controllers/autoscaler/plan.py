@@ -217,9 +217,10 @@ def decide(
 
 def limit_reason(pool: PoolFacts, decision: Decision) -> str:
     """Why pods beyond ``maxNodes`` get no node, in the words their event carries."""
+    more = decision.wanted - decision.target
     return (
         f"NodePool {pool.name} is at maxNodes {pool.max_nodes}; "
-        f"these pods need {decision.wanted - decision.target} more nodes"
+        f"these pods need {more} more {'node' if more == 1 else 'nodes'}"
     )
 
 
