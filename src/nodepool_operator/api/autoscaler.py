@@ -16,6 +16,7 @@ from nodepool_operator.api import fields, meta, nodepool
 __all__ = [
     "API_VERSION",
     "DEFAULT_BATCH_WINDOW_SECONDS",
+    "DEFAULT_DRY_RUN",
     "DEFAULT_SCALE_DOWN_ENABLED",
     "DEFAULT_SCAN_INTERVAL_SECONDS",
     "DEFAULT_UNNEEDED_SECONDS",
@@ -34,6 +35,7 @@ __all__ = [
     "AutoscalerStatus",
     "LastScaleRequest",
     "ScaleDownPolicy",
+    "WouldRequest",
     "crd",
     "manifest",
     "spec_of",
@@ -52,6 +54,7 @@ DEFAULT_SCAN_INTERVAL_SECONDS: Final = 10
 DEFAULT_BATCH_WINDOW_SECONDS: Final = 1.0
 DEFAULT_SCALE_DOWN_ENABLED: Final = True
 DEFAULT_UNNEEDED_SECONDS: Final = 600
+DEFAULT_DRY_RUN: Final = False
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -81,6 +84,7 @@ class AutoscalerSpec:
     scan_interval_seconds: int = DEFAULT_SCAN_INTERVAL_SECONDS
     batch_window_seconds: float = DEFAULT_BATCH_WINDOW_SECONDS
     scale_down: ScaleDownPolicy = dataclasses.field(default_factory=ScaleDownPolicy)
+    dry_run: bool = DEFAULT_DRY_RUN
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> AutoscalerSpec:
@@ -94,6 +98,7 @@ class AutoscalerSpec:
                 d, "batchWindowSeconds", default=DEFAULT_BATCH_WINDOW_SECONDS
             ),
             scale_down=fields.nested(d, "scaleDown", parse=ScaleDownPolicy.from_dict),
+            dry_run=fields.boolean(d, "dryRun", default=DEFAULT_DRY_RUN),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -104,6 +109,7 @@ class AutoscalerSpec:
                 "scanIntervalSeconds": self.scan_interval_seconds,
                 "batchWindowSeconds": self.batch_window_seconds,
                 "scaleDown": self.scale_down.to_dict(),
+                "dryRun": self.dry_run,
             }
         )
 
@@ -131,6 +137,24 @@ class LastScaleRequest:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class WouldRequest:
+    """The ScaleRequest a dry-run Autoscaler would create now: its target and reason."""
+
+    target_nodes: int
+    reason: str
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> WouldRequest:
+        return cls(
+            target_nodes=fields.required_integer(d, "targetNodes"),
+            reason=fields.required_string(d, "reason"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"targetNodes": self.target_nodes, "reason": self.reason}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class AutoscalerStatus:
     """What the autoscaler saw on its last scan, and the last request it made.
 
@@ -141,6 +165,7 @@ class AutoscalerStatus:
     observed_generation: int = 0
     conditions: tuple[meta.Condition, ...] = ()
     last_request: LastScaleRequest | None = None
+    would_request: WouldRequest | None = None
     pending_pods: int = 0
     unschedulable_pods: int = 0
 
@@ -150,6 +175,7 @@ class AutoscalerStatus:
             observed_generation=fields.integer(d, "observedGeneration", default=0),
             conditions=fields.nested_list(d, "conditions", parse=meta.Condition.from_dict),
             last_request=fields.optional_nested(d, "lastRequest", parse=LastScaleRequest.from_dict),
+            would_request=fields.optional_nested(d, "wouldRequest", parse=WouldRequest.from_dict),
             pending_pods=fields.integer(d, "pendingPods", default=0),
             unschedulable_pods=fields.integer(d, "unschedulablePods", default=0),
         )
@@ -160,6 +186,9 @@ class AutoscalerStatus:
                 "observedGeneration": self.observed_generation,
                 "conditions": [c.to_dict() for c in self.conditions],
                 "lastRequest": None if self.last_request is None else self.last_request.to_dict(),
+                "wouldRequest": (
+                    None if self.would_request is None else self.would_request.to_dict()
+                ),
                 "pendingPods": self.pending_pods,
                 "unschedulablePods": self.unschedulable_pods,
             }
@@ -242,6 +271,14 @@ _SPEC_PROPERTIES: Final[dict[str, Any]] = {
         "default": meta.object_defaults(_SCALE_DOWN_PROPERTIES),
         "properties": _SCALE_DOWN_PROPERTIES,
     },
+    "dryRun": {
+        "type": "boolean",
+        "description": (
+            "Make every decision and report it (status.wouldRequest, events on the pods) "
+            "but create no ScaleRequest: to try the autoscaler before letting it act."
+        ),
+        "default": DEFAULT_DRY_RUN,
+    },
 }
 
 SPEC_SCHEMA: Final[dict[str, Any]] = {
@@ -276,6 +313,23 @@ STATUS_SCHEMA: Final[dict[str, Any]] = {
                     "minimum": 0,
                 },
                 "reason": {"type": "string", "description": "The reason it gave."},
+            },
+        },
+        "wouldRequest": {
+            "type": "object",
+            "description": (
+                "With spec.dryRun: the ScaleRequest it would create now; absent when it "
+                "would ask for nothing."
+            ),
+            "required": ["targetNodes", "reason"],
+            "properties": {
+                "targetNodes": {
+                    "type": "integer",
+                    "description": "The targetNodes it would ask for.",
+                    "format": "int32",
+                    "minimum": 0,
+                },
+                "reason": {"type": "string", "description": "The reason it would give."},
             },
         },
         "pendingPods": {

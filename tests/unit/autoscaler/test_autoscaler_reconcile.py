@@ -549,3 +549,85 @@ async def test_a_burst_is_told_through_a_few_pods_and_the_request_not_one_event_
     for _ in range(3):  # later scans tell nobody again for the same request
         await world.reconcile()
     assert len(world.api.events("TriggeredScaleUp")) == TOLD_PER_REQUEST
+
+
+async def test_pods_beyond_max_nodes_are_told_the_limit_once_and_the_others_are_not(
+    world: World,
+) -> None:
+    world.pool(max_nodes=2)
+    for i in range(10):
+        world.pod(f"p{i}")
+    await world.reconcile()
+    world.show_requests()
+    for _ in range(2):
+        await world.reconcile()
+    told = world.api.events("NotTriggerScaleUp")
+    assert sorted(e["involvedObject"]["name"] for e in told) == ["p8", "p9"]
+    assert all("NodePool small is at maxNodes 2" in e["message"] for e in told)
+    assert all(e["message"].endswith("these pods need 1 more node") for e in told)
+    triggered = {e["involvedObject"]["name"] for e in world.api.events("TriggeredScaleUp")}
+    assert triggered == {f"p{i}" for i in range(8)}
+    # The two nodes come up while the scheduler still calls every pod unschedulable: the
+    # eight it is about to bind are on Ready nodes, not beyond the limit, and told nothing.
+    world.show_requests(phase="Applied", applied=2)
+    world.pool(target=2, max_nodes=2)
+    world.node("small-a")
+    world.node("small-b")
+    await world.reconcile()
+    told = world.api.events("NotTriggerScaleUp")
+    assert sorted(e["involvedObject"]["name"] for e in told) == ["p8", "p9"]
+
+
+async def test_pods_within_max_nodes_get_no_limit_warning(world: World) -> None:
+    world.pool(max_nodes=3)
+    for i in range(10):
+        world.pod(f"p{i}")
+    await world.reconcile()
+    assert world.api.made("scalerequests")[0]["spec"]["targetNodes"] == 3
+    assert world.api.events("NotTriggerScaleUp") == []
+
+
+def _condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next(c for c in status["conditions"] if c["type"] == kind)
+
+
+async def test_a_dry_run_decides_and_tells_but_requests_nothing_until_turned_off(
+    world: World,
+) -> None:
+    world.autoscaler(scan_interval_seconds=5, dry_run=True)
+    for i in range(10):
+        world.pod(f"p{i}")
+    for _ in range(3):
+        await world.reconcile()
+    assert world.api.made("scalerequests") == []
+    status = world.status()
+    assert status["wouldRequest"]["targetNodes"] == 3
+    assert "10 pending pods need 3 more nodes" in status["wouldRequest"]["reason"]
+    assert status.get("lastRequest") is None
+    assert _condition(status, "DryRun")["status"] == "True"
+    [would] = world.api.events("WouldScaleUp")
+    assert "would ask for NodePool small: 0 -> 3 nodes" in would["message"]
+    assert len(world.api.events("WouldTriggerScaleUp")) == TOLD_PER_REQUEST
+    assert world.api.events("TriggeredScaleUp") == []
+    writes = len(world.api.status_writes())
+    await world.reconcile()  # the same decision again: no write, no event
+    assert len(world.api.status_writes()) == writes
+    assert len(world.api.events("WouldScaleUp")) == 1
+    world.autoscaler(scan_interval_seconds=5)  # dry run turned off
+    world.autoscalers.store[NAS]["metadata"]["generation"] = 2
+    await world.reconcile()
+    [request] = world.api.made("scalerequests")
+    assert request["spec"]["targetNodes"] == 3
+    status = world.status()
+    assert status["wouldRequest"] is None
+    assert status["lastRequest"]["targetNodes"] == 3
+    assert _condition(status, "DryRun")["status"] == "False"
+    assert len(world.api.events("TriggeredScaleUp")) == TOLD_PER_REQUEST
+
+
+async def test_an_autoscaler_never_in_dry_run_shows_no_dry_run_condition(world: World) -> None:
+    world.pod("p0")
+    await world.reconcile()
+    status = world.status()
+    assert all(c["type"] != "DryRun" for c in status["conditions"])
+    assert status.get("wouldRequest") is None

@@ -5,8 +5,12 @@
 * a pod that new nodes were requested for gets one Normal ``TriggeredScaleUp``, up to a
   number per request (``triggered_events_per_request``): a burst of a thousand pods is
   told through a few of them and the request's event, not a thousand writes;
+* a pod only nodes beyond its pool's maxNodes could host gets ``NotTriggerScaleUp``
+  naming the limit, as a pod no pool can host does;
 * the Autoscaler gets an event per request it makes (its reason says how many pods wait)
-  and per limit it starts hitting.
+  and per limit it starts hitting;
+* a dry-run Autoscaler makes no request: it and its pods get ``WouldScaleUp`` (or
+  ``WouldScaleDown``) and ``WouldTriggerScaleUp`` instead, once per would-be target.
 
 What was already said to a pod is remembered once for the whole process, not per
 Autoscaler (the plan is shared, so two Autoscalers watching one namespace must not say
@@ -27,11 +31,13 @@ from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.events import EventRecorder, EventType
 from nodepool_operator.runtime.lru import Bounded
 
-__all__ = ["NOT_TRIGGER_SCALE_UP", "TRIGGERED_SCALE_UP", "Notices"]
+__all__ = ["NOT_TRIGGER_SCALE_UP", "TRIGGERED_SCALE_UP", "WOULD_TRIGGER_SCALE_UP", "Notices"]
 
 # cluster-autoscaler's reasons, so that people and tools that know them read these too.
 NOT_TRIGGER_SCALE_UP = "NotTriggerScaleUp"
 TRIGGERED_SCALE_UP = "TriggeredScaleUp"
+#: A dry-run Autoscaler's TriggeredScaleUp: nothing was triggered, so not the same reason.
+WOULD_TRIGGER_SCALE_UP = "WouldTriggerScaleUp"
 #: Pods remembered as told; beyond it the longest-unseen are forgotten.
 MEMORY: Final = 100_000
 
@@ -51,6 +57,7 @@ class Notices:
         self.triggered_per_request = max(0, triggered_per_request)
         self._warned: Bounded[str, str] = Bounded(MEMORY)  # pod uid -> reason told
         self._triggered: Bounded[str, str] = Bounded(MEMORY)  # pod uid -> request told
+        self._would: Bounded[str, str] = Bounded(MEMORY)  # autoscaler uid -> change told
 
     async def unfit(self, pods: Sequence[tuple[Object, str]]) -> int:
         """Warn each pod that no node can host, once per reason; returns how many were new."""
@@ -63,14 +70,51 @@ class Notices:
         )
         return len(new)
 
-    async def triggered(self, pods: Sequence[Object], *, request: str, message: str) -> None:
+    async def triggered(
+        self,
+        pods: Sequence[Object],
+        *,
+        request: str,
+        message: str,
+        reason: str = TRIGGERED_SCALE_UP,
+    ) -> None:
         """Tell pods, once per request and at most ``triggered_per_request`` of them, that
         new nodes were requested for them."""
         new = [pod for pod in pods if self._triggered.get(_uid(pod)) != request]
         new = new[: self.triggered_per_request]
         for pod in new:
             self._triggered[_uid(pod)] = request
-        await self._each((pod, "Normal", TRIGGERED_SCALE_UP, message) for pod in new)
+        await self._each((pod, "Normal", reason, message) for pod in new)
+
+    async def would_request(
+        self,
+        autoscaler: Object,
+        decision: plan.Decision,
+        *,
+        pool: str,
+        pods: Sequence[Object],
+    ) -> None:
+        """A dry run's decision: one event on the Autoscaler per would-be change, and
+        WouldTriggerScaleUp on the pods it would be for."""
+        up = decision.action == "scale-up"
+        change = f"NodePool {pool}: {decision.current} -> {decision.target} nodes"
+        told = f"{decision.action} {change}"
+        if self._would.get(_uid(autoscaler)) != told:
+            self._would[_uid(autoscaler)] = told
+            await self.recorder.event(
+                autoscaler,
+                type="Normal",
+                reason="WouldScaleUp" if up else "WouldScaleDown",
+                message=f"dry run, no ScaleRequest created: would ask for {change}: "
+                f"{decision.reason}",
+            )
+        if up:
+            await self.triggered(
+                pods,
+                request=f"dry-run {told}",
+                message=f"dry run: pod would trigger scale-up of {change} (no ScaleRequest made)",
+                reason=WOULD_TRIGGER_SCALE_UP,
+            )
 
     async def requested(
         self,

@@ -17,10 +17,19 @@ from nodepool_operator.controllers.autoscaler.observe import Conflict, Observati
 from nodepool_operator.runtime import conditions
 from nodepool_operator.runtime.client import Object
 
-__all__ = ["LIMIT_REACHED", "READY", "alarms", "autoscaler_status", "decision_line"]
+__all__ = [
+    "DRY_RUN",
+    "LIMIT_REACHED",
+    "READY",
+    "alarms",
+    "autoscaler_status",
+    "decision_line",
+    "would_request",
+]
 
 READY = "Ready"
 LIMIT_REACHED = "LimitReached"
+DRY_RUN = "DryRun"
 
 
 def autoscaler_status(
@@ -61,13 +70,28 @@ def autoscaler_status(
             found.set(LIMIT_REACHED, True, reason="MaxNodesReached", message=message)
         else:
             found.set(LIMIT_REACHED, False, reason="WithinLimits", message=f"maxNodes={top}")
+    # Shown while dry run is on, and kept (False) once it was: so turning it off shows too.
+    if spec.dry_run:
+        message = "decisions are reported in status.wouldRequest; no ScaleRequest is created"
+        found.set(DRY_RUN, True, reason="DryRun", message=message)
+    elif conditions.find_condition(found.items, DRY_RUN) is not None:
+        found.set(DRY_RUN, False, reason="Acting", message="decisions become ScaleRequests")
+    would = would_request(decision) if spec.dry_run else None
     return {
         "observedGeneration": generation,
         "conditions": found.items,
         "lastRequest": None if last_request is None else last_request.to_dict(),
+        "wouldRequest": None if would is None else would.to_dict(),
         "pendingPods": seen.pending if isinstance(seen, Observation) else 0,
         "unschedulablePods": seen.unschedulable if isinstance(seen, Observation) else 0,
     }
+
+
+def would_request(decision: plan.Decision | None) -> autoscaler_api.WouldRequest | None:
+    """The ScaleRequest a decision makes, as a dry run reports it; None for no change."""
+    if decision is None or decision.action == "none":
+        return None
+    return autoscaler_api.WouldRequest(target_nodes=decision.target, reason=decision.reason[:1024])
 
 
 def alarms(
@@ -92,6 +116,7 @@ def decision_line(
     *,
     warned: int,
     made: autoscaler_api.LastScaleRequest | None,
+    dry_run: bool = False,
 ) -> str:
     """The key=value fields of the one log line a decision gets."""
     pool = seen.pool
@@ -110,7 +135,7 @@ def decision_line(
         "wanted": decision.wanted,
         "unneeded": len(seen.unneeded),
         "blocked": decision.blocked or "-",
-        "request": made.name if made is not None else "-",
+        "request": made.name if made is not None else ("dry-run" if dry_run else "-"),
     }
     text = " ".join(f"{k}={v}" for k, v in fields.items())
     return f"{text} reason={decision.reason!r}"
