@@ -10,7 +10,6 @@ pod, node, pool or request it depends on changes (``watches``), and every
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Mapping
@@ -41,10 +40,6 @@ NAME = "autoscaler"
 _COUNTS = frozenset({"pendingPods", "unschedulablePods"})
 
 
-def _uid(pod: Object) -> str:
-    return str(pod["metadata"].get("uid", ""))
-
-
 class AutoscalerReconciler:
     """Decides, one Autoscaler per pass, whether its pool needs more nodes or fewer."""
 
@@ -72,7 +67,6 @@ class AutoscalerReconciler:
         self._trackers: dict[str, UnneededTracker] = {}
         self._written_at: dict[str, float] = {}  # key -> when its status was last written
         # key -> (limit reason, pods) last looked at for nodes beyond maxNodes
-        self._limit_checked: dict[str, tuple[str, frozenset[str]]] = {}
         # One budget for every Autoscaler's counts-only writes: their total stays bounded
         # however many Autoscalers watch the pods that move.
         self._count_writes = pacing.TokenBucket(
@@ -162,32 +156,12 @@ class AutoscalerReconciler:
         self, key: str, *, seen: Observation, decision: plan.Decision
     ) -> int:
         """NotTriggerScaleUp naming the limit for the pods only nodes beyond maxNodes could
-        host; returns how many were new.
-
-        The shared plan counts those nodes but does not say which pods it put on them, and
-        pods on nodes already Ready or booting must not be told they get none: the pods are
-        found by planning again, only when the pods that might be on them change.
-        """
-        if not decision.limited:
+        host (the plan says which); returns how many were new. Pods on nodes that exist or
+        boot, or on the new nodes granted, are not told."""
+        if not decision.limited or not seen.beyond_max:
             return 0
-        on_new = {_uid(pod) for pod in seen.triggering}
-        candidates = frozenset(_uid(pod) for pod in seen.fitting) - on_new
         reason = plan.limit_reason(seen.pool, decision)
-        if not candidates or self._limit_checked.get(key) == (reason, candidates):
-            return 0
-        self._limit_checked[key] = (reason, candidates)
-        world = self.observer.inputs()
-        outcome = await asyncio.to_thread(world.simulate)  # as long as the shared plan's
-        template = next((t for t in world.templates if t.name == seen.pool.name), None)
-        up = outcome.pools.get(seen.pool.name)
-        if template is None or up is None:
-            return 0
-        beyond = [
-            world.pending[i] for i in plan.beyond_max(outcome.placements, pool=template, up=up)
-        ]
-        return await self.notices.unfit(
-            [(pod, reason) for pod in beyond if _uid(pod) in candidates]
-        )
+        return await self.notices.unfit([(pod, reason) for pod in seen.beyond_max])
 
     async def _report(
         self,
@@ -251,5 +225,4 @@ class AutoscalerReconciler:
     def _forget(self, key: str) -> None:
         self._trackers.pop(key, None)
         self._written_at.pop(key, None)
-        self._limit_checked.pop(key, None)
         self.status.forget({"metadata": {"name": key}})

@@ -139,6 +139,7 @@ class Observation:
     up: simulation.PoolOutcome
     fitting: tuple[Object, ...]  # unschedulable pods the plan gives to this pool
     triggering: tuple[Object, ...]  # of those, the ones on its new nodes
+    beyond_max: tuple[Object, ...]  # of those, the ones only nodes past maxNodes could host
     unfit: tuple[tuple[Object, str], ...]  # unschedulable pods of its namespaces no node can host
     pending: int  # pending pods not bound to a node, in the watched namespaces
     pending_fitting: int  # pods that keep the pool from shrinking: planned here or not judged yet
@@ -366,6 +367,7 @@ class Observer:
             up=up,
             fitting=tuple(world.pending[i] for i in up.hosted),
             triggering=tuple(world.pending[i] for i in up.triggering),
+            beyond_max=tuple(world.pending[i] for i in up.beyond),
             unfit=unfit,
             pending=len(watched) + len(broken) + waiting,
             pending_fitting=len(up.hosted) + waiting,

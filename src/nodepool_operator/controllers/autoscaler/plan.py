@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.controllers.autoscaler.simulation import PoolOutcome, PoolTemplate
+from nodepool_operator.controllers.autoscaler.simulation import PoolOutcome
 from nodepool_operator.runtime import versions
 
 __all__ = [
@@ -26,7 +26,6 @@ __all__ = [
     "PoolFacts",
     "RequestView",
     "base_target",
-    "beyond_max",
     "decide",
     "effective_target",
     "limit_reason",
@@ -222,16 +221,3 @@ def limit_reason(pool: PoolFacts, decision: Decision) -> str:
         f"NodePool {pool.name} is at maxNodes {pool.max_nodes}; "
         f"these pods need {more} more {'node' if more == 1 else 'nodes'}"
     )
-
-
-def beyond_max(
-    placements: Sequence[str | None], *, pool: PoolTemplate, up: PoolOutcome
-) -> tuple[int, ...]:
-    """Indexes of the pending pods the simulation put on nodes of ``pool`` beyond maxNodes.
-
-    A pool opens its upcoming nodes in one order: the ones in flight, then the new ones
-    within maxNodes, then the ones beyond it; so the names of the last are known.
-    """
-    first = pool.in_flight + up.new_nodes
-    beyond = {pool.upcoming(k)[0] for k in range(first, pool.in_flight + up.wanted_nodes)}
-    return tuple(i for i, name in enumerate(placements) if name is not None and name in beyond)

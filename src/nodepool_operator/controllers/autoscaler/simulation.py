@@ -116,6 +116,7 @@ class PoolOutcome:
     wanted_nodes: int  # nodes the pods would need without maxNodes
     triggering: tuple[int, ...]  # pending pods (by index) placed on the granted new nodes
     hosted: tuple[int, ...]  # pending pods placed on any node of the pool
+    beyond: tuple[int, ...] = ()  # pending pods placed on nodes maxNodes does not allow
 
 
 @dataclass(frozen=True)
@@ -1197,6 +1198,7 @@ def _outcome(
     pool_of_node = {node.name: node for node in nodes}
     hosted: dict[str, list[int]] = {}
     triggering: dict[str, list[int]] = {}
+    beyond: dict[str, list[int]] = {}
     for index, name in enumerate(placements):
         if name is None:
             continue
@@ -1206,6 +1208,8 @@ def _outcome(
         hosted.setdefault(node.pool, []).append(index)
         if node.kind == _NEW:
             triggering.setdefault(node.pool, []).append(index)
+        elif node.kind == _BEYOND_MAX:
+            beyond.setdefault(node.pool, []).append(index)
     used = {name for name in placements if name is not None}
     for state in simulation.pools.values():
         # Opened ahead by an earlier round and needed by nothing now: the last nodes of the
@@ -1221,6 +1225,7 @@ def _outcome(
             wanted_nodes=len(state.new_nodes) + len(state.beyond),
             triggering=tuple(triggering.get(name, ())),
             hosted=tuple(hosted.get(name, ())),
+            beyond=tuple(beyond.get(name, ())),
         )
         for name, state in simulation.pools.items()
     }
