@@ -43,6 +43,7 @@ def request(
     applied: int | None = None,
     version: str = "5",
     created: str | None = None,
+    based_on: int | None = None,
 ) -> plan.RequestView:
     return plan.RequestView(
         name=name,
@@ -51,6 +52,7 @@ def request(
         phase=phase,
         applied=applied,
         version=version,
+        based_on=based_on,
     )
 
 
@@ -109,6 +111,13 @@ def test_the_newest_is_by_creation_time_not_by_name() -> None:
     early = request("z1", 3, created="2026-11-29T10:00:00Z")
     late = request("a2", 6, created="2026-11-29T10:00:05Z")
     assert effective(0, [late, early]) == 6
+
+
+def test_a_request_computed_from_another_target_counts_for_nothing_as_the_pool_answers_it() -> None:
+    # The NodePool controller supersedes it (the user scaled in between); the Autoscaler
+    # predicts with the same rule, so it does not count on nodes that will never come.
+    assert effective(4, [request("r1", 6, based_on=2)]) == 4
+    assert effective(4, [request("r1", 6, based_on=4)]) == 6
 
 
 # -- scale-up -------------------------------------------------------------------------

@@ -602,14 +602,16 @@ class Observer:
         views = []
         for request in visible:
             meta, status = request["metadata"], scalerequest_api.status_of(request)
+            spec = scalerequest_api.spec_of(request)
             views.append(
                 plan.RequestView(
                     name=str(meta["name"]),
                     created=str(meta.get("creationTimestamp", "")),
-                    target=scalerequest_api.spec_of(request).target_nodes,
+                    target=spec.target_nodes,
                     phase=status.phase,
                     applied=status.applied_target_nodes,
                     version=str(meta.get("resourceVersion", "")),
+                    based_on=spec.based_on_target_nodes,
                 )
             )
         return views

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.controllers.autoscaler.simulation import PoolOutcome
 from nodepool_operator.runtime import versions
 
@@ -42,9 +43,10 @@ class RequestView:
     name: str
     created: str  # metadata.creationTimestamp (RFC 3339 sorts as text)
     target: int
-    phase: str
+    phase: scalerequest_api.Phase
     applied: int | None
     version: str  # metadata.resourceVersion
+    based_on: int | None = None  # spec.basedOnTargetNodes
 
 
 @dataclass(frozen=True)
@@ -131,23 +133,22 @@ def base_target(
 def effective_target(
     *, base: int, min_nodes: int, max_nodes: int, requests: Sequence[RequestView]
 ) -> int:
-    """What the pool will have once the requests handed over are applied.
-
-    Mirrors how the NodePool controller applies the newest Pending request; the two
-    controllers import nothing of each other, so they share the rule through the lower
-    layers: the newest by ``versions.creation_order`` and its target brought
-    ``within_bounds`` of the pool.
-    """
-    pending = [r for r in requests if r.phase == "Pending"]
-    if not pending:
-        return base
-    # Up or down, the NodePool controller sets the newest request's target within the
-    # bounds, whatever the target was before.
-    newest = max(
-        pending,
-        key=lambda r: versions.creation_order(created=r.created, version=r.version, name=r.name),
-    )
-    return nodepool_api.within_bounds(newest.target, min_nodes=min_nodes, max_nodes=max_nodes)
+    """What the pool will have once the requests handed over are answered: the NodePool
+    controller's own rule (``api.scalerequest.answer_requests``: the newest Pending request
+    decides, one computed from another target is Superseded, bounds apply), over the
+    pool's target as ``base_target`` reads it."""
+    facts = [
+        scalerequest_api.RequestFacts(
+            name=r.name,
+            order=versions.creation_order(created=r.created, version=r.version, name=r.name),
+            phase=r.phase,
+            target_nodes=r.target,
+            based_on_target_nodes=r.based_on,
+        )
+        for r in requests
+    ]
+    pool = nodepool_api.NodePoolSpec(target_nodes=base, min_nodes=min_nodes, max_nodes=max_nodes)
+    return scalerequest_api.answer_requests(facts, pool=pool).target_nodes
 
 
 def scale_down_blocker(pool: PoolFacts, *, enabled: bool, pending_fitting: int) -> str | None:
