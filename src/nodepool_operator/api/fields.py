@@ -29,7 +29,6 @@ __all__ = [
     "nested",
     "nested_list",
     "number",
-    "optional_choice",
     "optional_integer",
     "optional_nested",
     "optional_number",
@@ -180,11 +179,6 @@ def choice(d: Mapping[str, Any], key: str, *, choices: tuple[_S, ...], default: 
             raise FieldError(key, "required field is missing")
         return default
     return _as_choice(value, key, choices=choices)
-
-
-def optional_choice(d: Mapping[str, Any], key: str, *, choices: tuple[_S, ...]) -> _S | None:
-    value = _present(d, key)
-    return None if value is None else _as_choice(value, key, choices=choices)
 
 
 def string_map(d: Mapping[str, Any], key: str) -> dict[str, str]:

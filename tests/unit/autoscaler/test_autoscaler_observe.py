@@ -15,7 +15,7 @@ from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.controllers.autoscaler import observe as observe_module
 from nodepool_operator.controllers.autoscaler.handoff import RequestLedger, request_name
 from nodepool_operator.controllers.autoscaler.observe import (
-    Conflict,
+    ConflictingAutoscaler,
     Observation,
     Observer,
     ProfileCache,
@@ -258,7 +258,7 @@ async def test_the_oldest_autoscaler_of_a_pool_owns_it_and_another_is_a_conflict
         ],
     )
     spec = autoscaler_api.AutoscalerSpec(node_pool_name="small")
-    assert await o.observe("younger", spec) == Conflict(pool="small", owner="older")
+    assert await o.observe("younger", spec) == ConflictingAutoscaler(pool="small", owner="older")
     owner = await observe(o, "older", spec)
     assert names(owner.fitting) == ["p"]
 

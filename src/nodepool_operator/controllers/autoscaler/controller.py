@@ -20,7 +20,11 @@ from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.controllers.autoscaler import metrics, plan, report
 from nodepool_operator.controllers.autoscaler.handoff import ScaleRequester
 from nodepool_operator.controllers.autoscaler.notices import Notices
-from nodepool_operator.controllers.autoscaler.observe import Conflict, Observation, Observer
+from nodepool_operator.controllers.autoscaler.observe import (
+    ConflictingAutoscaler,
+    Observation,
+    Observer,
+)
 from nodepool_operator.controllers.autoscaler.unneeded import UnneededTracker
 from nodepool_operator.controllers.resources import AUTOSCALERS
 from nodepool_operator.runtime import clock as clock_module
@@ -82,7 +86,7 @@ class AutoscalerReconciler:
             return Result()
         spec = autoscaler_api.spec_of(autoscaler)
         seen = await self.observer.observe(request.name, spec)
-        if seen is None or isinstance(seen, Conflict):
+        if seen is None or isinstance(seen, ConflictingAutoscaler):
             await self._report(autoscaler, seen=seen, decision=None, made=None)
             return Result(requeue_after=spec.scan_interval_seconds)
         decision = self._decide(request.name, spec=spec, seen=seen)
@@ -167,7 +171,7 @@ class AutoscalerReconciler:
         self,
         autoscaler: Object,
         *,
-        seen: Observation | Conflict | None,
+        seen: Observation | ConflictingAutoscaler | None,
         decision: plan.Decision | None,
         made: autoscaler_api.LastScaleRequest | None,
     ) -> None:

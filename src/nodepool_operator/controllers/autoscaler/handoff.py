@@ -45,8 +45,9 @@ def request_name(autoscaler: str, *, direction: str, millis: int) -> str:
     """``<autoscaler>-<time>-<up|down>``: readable, unique per autoscaler, and in time order.
 
     The NodePool controller takes the newest Pending request by creationTimestamp (whole
-    seconds) and then by name; the time in milliseconds, in base 36 (eight digits until
-    2059), comes before the direction so that the name breaks the tie the right way.
+    seconds), then resourceVersion, then name (``versions.creation_order``); the time in
+    milliseconds, in base 36 (eight digits until 2059), comes before the direction so that
+    where the name decides, it decides the right way.
     """
     prefix = re.sub(r"[.-]+$", "", autoscaler[:_MAX_PREFIX])
     return f"{prefix}-{_base36(millis)}-{direction}"

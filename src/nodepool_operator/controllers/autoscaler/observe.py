@@ -57,7 +57,7 @@ __all__ = [
     "ALL_NAMESPACES",
     "DEFAULT_EXPENDABLE_PRIORITY",
     "PENDING_INDEX",
-    "Conflict",
+    "ConflictingAutoscaler",
     "Observation",
     "Observer",
     "ProfileCache",
@@ -122,7 +122,7 @@ class ProfileCache:
 
 
 @dataclass(frozen=True)
-class Conflict:
+class ConflictingAutoscaler:
     """This Autoscaler names a pool another (older) Autoscaler already plans for."""
 
     pool: str
@@ -335,12 +335,12 @@ class Observer:
 
     async def observe(
         self, name: str, spec: autoscaler_api.AutoscalerSpec
-    ) -> Observation | Conflict | None:
+    ) -> Observation | ConflictingAutoscaler | None:
         """The Autoscaler's part of the plan; None when its pool does not exist."""
         world, outcome, stale = await self._current(name)  # shared by every Autoscaler
         owner = world.owners.get(spec.node_pool_name)
         if owner is not None and owner != name:
-            return Conflict(pool=spec.node_pool_name, owner=owner)
+            return ConflictingAutoscaler(pool=spec.node_pool_name, owner=owner)
         pool = world.pools.get(spec.node_pool_name)
         if pool is None:
             return None

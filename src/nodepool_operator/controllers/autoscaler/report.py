@@ -13,7 +13,7 @@ from typing import Any
 
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.controllers.autoscaler import plan
-from nodepool_operator.controllers.autoscaler.observe import Conflict, Observation
+from nodepool_operator.controllers.autoscaler.observe import ConflictingAutoscaler, Observation
 from nodepool_operator.runtime import conditions
 from nodepool_operator.runtime.client import Object
 
@@ -35,7 +35,7 @@ DRY_RUN = "DryRun"
 def autoscaler_status(
     *,
     autoscaler: Object,
-    seen: Observation | Conflict | None,
+    seen: Observation | ConflictingAutoscaler | None,
     decision: plan.Decision | None,
     last_request: autoscaler_api.LastScaleRequest | None,
     now: str,
@@ -53,7 +53,7 @@ def autoscaler_status(
         found.set(
             READY, False, reason="NodePoolNotFound", message=f"NodePool {pool} does not exist"
         )
-    elif isinstance(seen, Conflict):
+    elif isinstance(seen, ConflictingAutoscaler):
         message = (
             f"NodePool {pool} is already scaled by Autoscaler {seen.owner} (the oldest that "
             "names it); this one makes no decisions while both exist"

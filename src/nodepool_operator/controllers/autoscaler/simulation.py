@@ -64,7 +64,6 @@ __all__ = [
 
 HOSTNAME_LABEL: Final = nodepool_api.HOSTNAME_LABEL
 _TOPOLOGY_LABELS: Final = frozenset({nodepool_api.ZONE_LABEL, nodepool_api.REGION_LABEL})
-_NOT_FOUND: Final = -1
 _MAIN: Final = ("cpu", "memory", "pods")
 #: Rounds of the simulation when pods spread over topology (see ``simulate``).
 _SPREAD_ROUNDS: Final = 3
