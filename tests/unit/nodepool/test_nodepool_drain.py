@@ -111,17 +111,19 @@ class FakeApi:
             raise errors.AlreadyExists(f"{resource.plural} {name!r} already exists")
         return copy.deepcopy(body)
 
-    async def get(self, resource: Resource, name: str, **_: Any) -> Object:
-        """Objects put in ``objects`` (those no cache of the controller holds)."""
-        self.calls.append(("get", resource.plural, name))
-        found = self.objects.get((resource.plural, name))
-        if found is None:
-            raise errors.NotFound(f"{resource.plural} {name!r} not found")
-        return copy.deepcopy(found)
-
-    async def list_page(self, resource: Resource, **kw: Any) -> Object:
-        self.calls.append(("list", resource.plural, ""))
-        return {"items": []}
+    async def list_page(
+        self, resource: Resource, *, field_selector: str | None = None, **kw: Any
+    ) -> Object:
+        """Objects put in ``objects`` (those no cache of the controller holds), by name."""
+        name = (field_selector or "").removeprefix("metadata.name=")
+        self.calls.append(("list", resource.plural, name))
+        return {
+            "items": [
+                copy.deepcopy(found)
+                for (plural, key), found in self.objects.items()
+                if plural == resource.plural and (not name or key == name)
+            ]
+        }
 
     def evictions(self, pod: str | None = None) -> int:
         return sum(

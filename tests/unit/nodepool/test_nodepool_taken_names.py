@@ -1,6 +1,6 @@
 """A name that is taken never blocks a pool: the naming rule (``nodepool.names_taken``)
 with names held in the cluster, in the cloud, or both, and the reconciler skipping them
-on fakes (a hand-made Node only the API server knows, a Node of another owner in the
+on fakes (a hand-made Node only a LIST by name finds, a Node of another owner in the
 cache, a VM of another pool in the cloud)."""
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ async def test_a_hand_made_node_holding_the_first_name_is_skipped_and_left_alone
     assert world.name_events() == [
         "name p-0 is taken by Node p-0 (no owner); the pool uses the next free index"
     ]
-    writes = [c for c in world.api.calls if c[2] == "p-0" and c[0] != "get"]
+    writes = [c for c in world.api.calls if c[2] == "p-0" and c[0] != "list"]
     assert writes == []
 
 
@@ -134,7 +134,7 @@ async def test_a_node_of_another_owner_in_the_cache_is_skipped_without_asking_th
     await world.reconcile()
 
     assert world.cloud.created == ["p-1"]
-    assert ("get", "nodes", "p-0") not in world.api.calls
+    assert ("list", "nodes", "p-0") not in world.api.calls
     assert world.name_events() == [
         "name p-0 is taken by Node p-0 (NodePool/p (uid uid-old)); "
         "the pool uses the next free index"
@@ -181,10 +181,10 @@ async def test_too_many_taken_names_pause_the_pool_and_say_which() -> None:
     assert degraded["reason"] == "NamesTaken"
     assert "p-0: Node p-0 (no owner)" in degraded["message"]
     assert delay == reconcile.CONFIG.degraded_backoff
-    gets = sum(1 for c in world.api.calls if c[0] == "get")
+    lists = sum(1 for c in world.api.calls if c[0] == "list")
 
     await world.reconcile()  # pausing: neither the cloud nor the API server is asked again
 
     assert world.cloud.created == []
-    assert sum(1 for c in world.api.calls if c[0] == "get") == gets
+    assert sum(1 for c in world.api.calls if c[0] == "list") == lists
     assert len(world.name_events()) == launch.MAX_TAKEN_NAMES + 1

@@ -9,7 +9,7 @@ first.
 
 A name is free only when neither the cloud nor the cluster has it (``nodepool.names_taken``):
 a Node of that name the pool does not own (a hand-made one, another tool's; the cache
-only holds pool-labelled Nodes, so a name it does not know is asked of the API server),
+only holds pool-labelled Nodes, so a name it does not know is listed by name),
 or a VM of another pool (the cloud's ``VmConflict``) holds the index for good, and the
 next free index is used. The skip follows from the foreign object's existence, so a
 restarted operator skips the same names. Past ``MAX_TAKEN_NAMES`` taken names in one
@@ -34,9 +34,9 @@ from nodepool_operator.cloud.provider import (
     VmName,
 )
 from nodepool_operator.controllers.nodepool import inventory, plan
+from nodepool_operator.controllers.nodepool import nodes as node_ops
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.runtime import clock as clock_module
-from nodepool_operator.runtime import errors, kinds
 from nodepool_operator.runtime.client import Client, Object
 from nodepool_operator.runtime.events import EventRecorder
 
@@ -190,9 +190,8 @@ class Launcher:
         node = self.inventory.nodes.get(name)
         if node is None:
             # The cache holds only pool-labelled Nodes: a hand-made one may still exist.
-            try:
-                node = await self.client.get(kinds.NODES, name)
-            except errors.NotFound:
+            node = await node_ops.node_named(self.client, name)
+            if node is None:
                 return None
         if inventory.owned_by(node, pool["metadata"].get("uid")):
             return None

@@ -134,10 +134,10 @@ class Registrar:
         except errors.AlreadyExists:
             # Created by an earlier run (or a create whose answer was lost): just as good.
             # Its version, so the expectation ends once the cache has seen that far.
-            try:
-                created = await self.client.get(kinds.NODES, vm.name)
-            except errors.NotFound:
+            found = await node_ops.node_named(self.client, vm.name)
+            if found is None:
                 return None  # deleted since: the next pass creates it again
+            created = found
             if not inventory.owned_by(created, pool["metadata"].get("uid")):
                 # Someone else's Node holds the name (taken after the VM was named): it is
                 # left alone, and the VM, never registered, is replaced once overdue by
