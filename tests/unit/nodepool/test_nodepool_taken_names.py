@@ -9,7 +9,13 @@ import itertools
 from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.cloud.provider import MachineSpec, VirtualMachine, VmConflict, VmName
+from nodepool_operator.cloud.provider import (
+    MachineSpec,
+    VirtualMachine,
+    VmConflict,
+    VmName,
+    VmState,
+)
 from nodepool_operator.controllers.nodepool import launch
 from nodepool_operator.runtime.client import Object
 from unit.nodepool import test_nodepool_reconcile as reconcile
@@ -188,3 +194,21 @@ async def test_too_many_taken_names_pause_the_pool_and_say_which() -> None:
     assert world.cloud.created == []
     assert sum(1 for c in world.api.calls if c[0] == "list") == lists
     assert len(world.name_events()) == launch.MAX_TAKEN_NAMES + 1
+
+
+async def test_a_vm_whose_node_name_was_taken_meanwhile_is_never_counted_as_registered() -> None:
+    """The VM exists (named before the Node appeared): the create's 409 finds a Node the
+    pool does not own, which is not its Node; the VM becomes overdue and is replaced."""
+    world = World()
+    world.cloud.vms["p-0"] = VmState.RUNNING
+    world.hand_made("p-0")
+    pool = world.pool(1)
+
+    await world.reconcile()
+
+    assert world.nodes_created() == ["p-0"]  # refused: AlreadyExists
+    spec = nodepool_api.NodePoolSpec(target_nodes=1, max_nodes=100)
+    view = await world.lifecycle.observe(pool)
+    [vm] = view.vms
+    later = vm.created_at + spec.registration_timeout_seconds
+    assert world.lifecycle.registrar.overdue(vm, view, spec, now=later)
