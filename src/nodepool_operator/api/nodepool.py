@@ -74,6 +74,7 @@ __all__ = [
     "crd",
     "is_settled",
     "manifest",
+    "names_taken",
     "node_labels",
     "pool_of",
     "pool_selector",
@@ -176,15 +177,36 @@ def vm_names(pool: str, taken: Iterable[str]) -> Iterator[str]:
     """The names of the pool's next VMs, in the order they are created: ``<pool>-<index>``,
     lowest free index first.
 
-    The NodePool controller creates VMs by these names (a retry or a restart asks for the
-    same ones, so the cloud's idempotent create makes no duplicate), and the Autoscaler
-    plans its new nodes by them: one rule, so the two never disagree on a node's zone.
+    ``taken`` is every name that is not free (``names_taken``): the pool's own VMs, and
+    the names held by something the pool does not own. The NodePool controller creates
+    VMs by these names (a retry or a restart asks for the same ones, so the cloud's
+    idempotent create makes no duplicate), and the Autoscaler plans its new nodes by them:
+    one rule, so the two never disagree on a node's zone.
     """
     used = set(taken)
     for index in itertools.count():
         name = f"{pool}-{index}"
         if name not in used:
             yield name
+
+
+def names_taken(
+    *, own: Iterable[str], nodes: Iterable[Mapping[str, Any]] = (), held: Iterable[str] = ()
+) -> set[str]:
+    """The names ``vm_names`` must not give: a name is free only when neither the pool nor
+    anything else has it.
+
+    ``own``: the pool's VMs (any state) or, for a planner that sees no cloud, its Nodes.
+    ``nodes``: Nodes of the cluster, any of them (one of the pool's own is in ``own``
+    anyway; one it does not own holds its name for good, so the pool skips that index).
+    ``held``: names the cloud reports held by a VM of another pool or cluster. What is
+    taken follows from the world alone, so a restarted operator skips the same names.
+    """
+    taken = set(own)
+    taken.update(str((node.get("metadata") or {}).get("name", "")) for node in nodes)
+    taken.update(held)
+    taken.discard("")
+    return taken
 
 
 def zone_of(vm_name: str, template: NodeTemplate) -> str | None:

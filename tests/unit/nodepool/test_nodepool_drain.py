@@ -67,6 +67,7 @@ class FakeApi:
         self.terminating: set[str] = set()  # pods whose namespace is being deleted
         self.deleted_with: dict[str, int | None] = {}
         self.status_patches: list[dict[str, Any]] = []
+        self.objects: dict[tuple[str, str], Object] = {}  # (plural, name) -> object
 
     async def patch(self, resource: Resource, name: str, patch: Any, **kw: Any) -> Object:
         self.calls.append(("patch", resource.plural, name))
@@ -104,12 +105,25 @@ class FakeApi:
         return {}
 
     async def create(self, resource: Resource, body: Object, **_: Any) -> Object:
-        self.calls.append(("create", resource.plural, body["metadata"].get("name", "")))
+        name = body["metadata"].get("name", "")
+        self.calls.append(("create", resource.plural, name))
+        if (resource.plural, name) in self.objects:
+            raise errors.AlreadyExists(f"{resource.plural} {name!r} already exists")
         return copy.deepcopy(body)
 
-    async def list_page(self, resource: Resource, **kw: Any) -> Object:
-        self.calls.append(("list", resource.plural, ""))
-        return {"items": []}
+    async def list_page(
+        self, resource: Resource, *, field_selector: str | None = None, **kw: Any
+    ) -> Object:
+        """Objects put in ``objects`` (those no cache of the controller holds), by name."""
+        name = (field_selector or "").removeprefix("metadata.name=")
+        self.calls.append(("list", resource.plural, name))
+        return {
+            "items": [
+                copy.deepcopy(found)
+                for (plural, key), found in self.objects.items()
+                if plural == resource.plural and (not name or key == name)
+            ]
+        }
 
     def evictions(self, pod: str | None = None) -> int:
         return sum(

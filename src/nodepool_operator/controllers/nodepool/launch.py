@@ -6,6 +6,14 @@ no duplicate. Each VM goes to the zone its name gives it, which its Node is labe
 with. Creates run a bounded number at a time; when some fail, a permanent refusal
 (quota) is raised before a transient one, so the pool's pause starts even if a 503 came
 first.
+
+A name is free only when neither the cloud nor the cluster has it (``nodepool.names_taken``):
+a Node of that name the pool does not own (a hand-made one, another tool's; the cache
+only holds pool-labelled Nodes, so a name it does not know is listed by name),
+or a VM of another pool (the cloud's ``VmConflict``) holds the index for good, and the
+next free index is used. The skip follows from the foreign object's existence, so a
+restarted operator skips the same names. Past ``MAX_TAKEN_NAMES`` taken names in one
+launch the pool stops and says why (``NamesTaken``: a pause, ``Degraded``, an event).
 """
 
 from __future__ import annotations
@@ -13,7 +21,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import (
@@ -21,17 +30,46 @@ from nodepool_operator.cloud.provider import (
     MachineSpec,
     PermanentCloudError,
     VirtualMachine,
+    VmConflict,
     VmName,
 )
 from nodepool_operator.controllers.nodepool import inventory, plan
+from nodepool_operator.controllers.nodepool import nodes as node_ops
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.runtime import clock as clock_module
-from nodepool_operator.runtime.client import Object
+from nodepool_operator.runtime.client import Client, Object
 from nodepool_operator.runtime.events import EventRecorder
 
-__all__ = ["Launcher", "machine_spec"]
+__all__ = ["MAX_TAKEN_NAMES", "Launcher", "NamesTaken", "machine_spec"]
 
 log = logging.getLogger(__name__)
+
+#: How many taken names one launch skips before the pool stops and says so: names are
+#: taken by hand or by another tool, a few at a time; more means a naming clash to fix.
+MAX_TAKEN_NAMES = 16
+#: The reason of the event naming a skipped name.
+NAME_TAKEN = "NameTaken"
+
+
+class NamesTaken(PermanentCloudError):  # noqa: N818 (a verdict, named like the cloud's)
+    """More names of the pool are held by others than a launch skips: the pool pauses
+    its creations and shows this in ``Degraded`` until something changes."""
+
+    code = "NamesTaken"
+
+
+def node_owner(node: Mapping[str, Any]) -> str:
+    """Who holds a Node's name, as a person would look it up."""
+    meta = node.get("metadata") or {}
+    refs = meta.get("ownerReferences") or ()
+    if refs:
+        return ", ".join(
+            f"{ref.get('kind')}/{ref.get('name')} (uid {ref.get('uid')})" for ref in refs
+        )
+    pool = nodepool_api.pool_of(node)
+    if pool is not None:
+        return f"no owner, labelled {nodepool_api.POOL_LABEL}={pool}"
+    return "no owner"
 
 
 def machine_spec(pool: Object, template: nodepool_api.NodeTemplate, name: VmName) -> MachineSpec:
@@ -48,10 +86,13 @@ def machine_spec(pool: Object, template: nodepool_api.NodeTemplate, name: VmName
 @dataclasses.dataclass(kw_only=True, eq=False)
 class Launcher:
     cloud: CloudProvider
+    client: Client
     inventory: inventory.Inventory
     recorder: EventRecorder
     config: NodePoolConfig
     clock: clock_module.Clock
+    # pool -> taken names already evented
+    _told: dict[str, set[str]] = dataclasses.field(default_factory=dict, init=False)
 
     async def launch(
         self,
@@ -64,7 +105,6 @@ class Launcher:
     ) -> list[VirtualMachine]:
         """Create ``missing`` VMs next to the ``live`` ones; those the cloud answered."""
         name = pool["metadata"]["name"]
-        names = plan.names_to_create(name, (vm.name for vm in every_vm), missing)
         await self.recorder.event(
             pool,
             type="Normal",
@@ -80,17 +120,106 @@ class Launcher:
                 )
 
         started = self.clock.now()
-        results = await asyncio.gather(*(create(n) for n in names), return_exceptions=True)
-        failures = [r for r in results if isinstance(r, BaseException)]
-        launched = [vm for vm in results if isinstance(vm, VirtualMachine)]
+        chosen: set[str] = {vm.name for vm in every_vm}  # the pool's, and those asked for since
+        taken: dict[str, str] = {}  # name -> who holds it
+        launched: list[VirtualMachine] = []
+        failures: list[BaseException] = []
+        tried = 0
+        wanted = missing
+        while wanted > 0:
+            names = await self._free_names(pool, chosen, wanted, taken)
+            chosen.update(names)
+            if len(taken) > MAX_TAKEN_NAMES:
+                failures.append(_too_many_taken(taken))
+                break
+            tried += len(names)
+            results = await asyncio.gather(*(create(n) for n in names), return_exceptions=True)
+            wanted = 0
+            for vm_name, result in zip(names, results, strict=True):
+                if isinstance(result, VmConflict):
+                    taken[vm_name] = f"a VM of another pool in the cloud ({result.message})"
+                    await self._tell_taken(pool, vm_name, taken[vm_name])
+                    wanted += 1
+                elif isinstance(result, BaseException):
+                    failures.append(result)
+                elif isinstance(result, VirtualMachine):
+                    launched.append(result)
         self.inventory.launched(launched)
         log.info(
-            "event=vms-created count=%d failed=%d seconds=%.2f",
-            len(names) - len(failures),
-            len(failures),
+            "event=vms-created count=%d failed=%d skipped=%d seconds=%.2f",
+            len(launched),
+            tried - len(launched),
+            len(taken),
             self.clock.now() - started,
         )
         if failures:
             permanent = [f for f in failures if isinstance(f, PermanentCloudError)]
             raise (permanent or failures)[0]
         return launched
+
+    async def _free_names(
+        self, pool: Object, chosen: set[str], count: int, taken: dict[str, str]
+    ) -> list[VmName]:
+        """The next ``count`` names, past ``chosen`` and ``taken``, that no foreign Node
+        holds; those found held go to ``taken`` (with their holder), and the search stops
+        past ``MAX_TAKEN_NAMES``."""
+        free: list[VmName] = []
+        limit = asyncio.Semaphore(self.config.create_parallelism)
+
+        async def holder(candidate: str) -> str | None:
+            async with limit:
+                return await self._node_holder(pool, candidate)
+
+        while len(free) < count and len(taken) <= MAX_TAKEN_NAMES:
+            batch = plan.names_to_create(
+                pool["metadata"]["name"],
+                nodepool_api.names_taken(own=chosen, held=[*taken, *free]),
+                count - len(free),
+            )
+            holders = await asyncio.gather(*(holder(c) for c in batch))
+            for candidate, held_by in zip(batch, holders, strict=True):
+                if held_by is None:
+                    free.append(VmName(candidate))
+                else:
+                    taken[candidate] = held_by
+                    await self._tell_taken(pool, candidate, held_by)
+        return free
+
+    async def _node_holder(self, pool: Object, name: str) -> str | None:
+        """Who holds ``name`` in the cluster, if a Node the pool does not own has it."""
+        node = self.inventory.nodes.get(name)
+        if node is None:
+            # The cache holds only pool-labelled Nodes: a hand-made one may still exist.
+            node = await node_ops.node_named(self.client, name)
+            if node is None:
+                return None
+        if inventory.owned_by(node, pool["metadata"].get("uid")):
+            return None
+        return f"Node {name} ({node_owner(node)})"
+
+    async def _tell_taken(self, pool: Object, name: str, holder: str) -> None:
+        """One event per taken name and pool (memory only spares repeats: the skip itself
+        follows from the holder's existence)."""
+        told = self._told.setdefault(pool["metadata"]["name"], set())
+        if name in told:
+            return
+        told.add(name)
+        log.warning("event=name-taken name=%s holder=%r", name, holder)
+        await self.recorder.event(
+            pool,
+            type="Warning",
+            reason=NAME_TAKEN,
+            message=f"name {name} is taken by {holder}; the pool uses the next free index",
+        )
+
+    def forget_pool(self, pool: str) -> None:
+        self._told.pop(pool, None)
+
+
+def _too_many_taken(taken: Mapping[str, str]) -> NamesTaken:
+    shown = "; ".join(f"{name}: {holder}" for name, holder in list(taken.items())[:3])
+    return NamesTaken(
+        f"{len(taken)} names of the pool are taken by others ({shown}"
+        f"{'; ...' if len(taken) > 3 else ''}); the pool creates no VM until they are freed"
+        " or the pool is renamed"
+    )

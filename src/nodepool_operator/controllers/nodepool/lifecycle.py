@@ -64,7 +64,12 @@ class PoolLifecycle:
             client=client, nodes=nodes, config=config, wall_clock=wall_clock
         )
         self.launcher = launch.Launcher(
-            cloud=cloud, inventory=self.inventory, recorder=recorder, config=config, clock=clock
+            cloud=cloud,
+            client=client,
+            inventory=self.inventory,
+            recorder=recorder,
+            config=config,
+            clock=clock,
         )
         self.terminator = termination.Terminator(
             client=client,
@@ -86,6 +91,7 @@ class PoolLifecycle:
     def forget_pool(self, pool: str) -> None:
         """Drop what is remembered of a pool that is gone (a new one may take its name)."""
         self.inventory.forget_pool(pool)
+        self.launcher.forget_pool(pool)
         self.repairer.forget_pool(pool)
         self.drainer.forget_pool(pool)
 

@@ -26,11 +26,21 @@ __all__ = [
     "evict_one",
     "mark_vm_deleted",
     "node_manifest",
+    "node_named",
     "quantities",
     "uncordon",
 ]
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+
+
+async def node_named(client: Client, name: str) -> Object | None:
+    """The Node ``name`` as the API server has it now, or None: for a Node the cache does
+    not hold (it holds only pool-labelled Nodes). A LIST by name rather than a GET: the
+    operator's role reads Nodes by listing (deploy/rbac), and one name is one item."""
+    page = await client.list_page(kinds.NODES, field_selector=f"metadata.name={name}")
+    found = [n for n in page.get("items") or () if (n.get("metadata") or {}).get("name") == name]
+    return found[0] if found else None
 
 
 def node_manifest(

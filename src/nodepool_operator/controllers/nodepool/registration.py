@@ -26,8 +26,8 @@ from collections.abc import Sequence
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import VirtualMachine, VmState
+from nodepool_operator.controllers.nodepool import inventory, plan
 from nodepool_operator.controllers.nodepool import nodes as node_ops
-from nodepool_operator.controllers.nodepool import plan
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import errors, kinds, versions
@@ -134,10 +134,16 @@ class Registrar:
         except errors.AlreadyExists:
             # Created by an earlier run (or a create whose answer was lost): just as good.
             # Its version, so the expectation ends once the cache has seen that far.
-            try:
-                created = await self.client.get(kinds.NODES, vm.name)
-            except errors.NotFound:
+            found = await node_ops.node_named(self.client, vm.name)
+            if found is None:
                 return None  # deleted since: the next pass creates it again
+            created = found
+            if not inventory.owned_by(created, pool["metadata"].get("uid")):
+                # Someone else's Node holds the name (taken after the VM was named): it is
+                # left alone, and the VM, never registered, is replaced once overdue by
+                # one whose name is free (``launch`` skips held names).
+                log.warning("event=node-name-taken node=%s", vm.name)
+                return None
         except errors.Invalid as error:
             log.warning("event=node-refused node=%s error=%r", vm.name, error.message)
             return NODE_REFUSED, f"the API server refused Node {vm.name}: {error.message}"
