@@ -63,6 +63,7 @@ __all__ = [
     "STATUS_SCHEMA",
     "SUBRESOURCES",
     "TAINT_EFFECTS",
+    "UNREGISTERED_TAINT_KEY",
     "VERSION",
     "ZONE_LABEL",
     "NodePoolSpec",
@@ -99,6 +100,11 @@ POOL_LABEL: Final = "nodepool.dev/pool"
 ZONE_LABEL: Final = "topology.kubernetes.io/zone"
 REGION_LABEL: Final = "topology.kubernetes.io/region"
 HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
+
+# On every Node the NodePool controller creates, until its kubelet has reported Ready and
+# its own capacity: no pod is bound to a machine still booting (Karpenter's
+# karpenter.sh/unregistered). The NodePool controller alone adds and removes it.
+UNREGISTERED_TAINT_KEY: Final = "nodepool.dev/unregistered"
 
 # "true" on a Pod (or a Node): the Autoscaler never chooses to remove the Node it runs on,
 # and an explicit scale-down removes such Nodes last (Karpenter's karpenter.sh/do-not-disrupt).

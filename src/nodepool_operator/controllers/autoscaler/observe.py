@@ -250,15 +250,26 @@ def _allocatable(node: Mapping[str, Any], fallback: Mapping[str, int]) -> dict[s
 
 
 #: Taints a node carries only while it boots (or until the node-lifecycle controller
-#: notices it is Ready): counting them would make every booting node useless to every pod
-#: and ask for more nodes while the first ones come up (Karpenter ignores the same ones).
+#: notices it is Ready, or the NodePool controller that its kubelet reported): counting
+#: them would make every booting node useless to every pod and ask for more nodes while
+#: the first ones come up (Karpenter ignores the same ones, its unregistered taint too).
 EPHEMERAL_TAINTS: Final = frozenset(
     {
         "node.kubernetes.io/not-ready",
         "node.kubernetes.io/unreachable",
         "node.cloudprovider.kubernetes.io/uninitialized",
+        nodepool_api.UNREGISTERED_TAINT_KEY,
     }
 )
+
+
+def _ready(node: Mapping[str, Any]) -> bool:
+    """Ready and past the unregistered taint: a node still carrying it is booting (its
+    room is in flight, never unneeded), however early kwok or its kubelet says Ready."""
+    return k8s_nodes.is_ready(node) and not any(
+        taint.get("key") == nodepool_api.UNREGISTERED_TAINT_KEY
+        for taint in (node.get("spec") or {}).get("taints") or ()
+    )
 
 
 def _taints(raw: Iterable[Mapping[str, Any]]) -> tuple[constraints.Taint, ...]:
@@ -635,7 +646,7 @@ class Observer:
         def going_first(node: Object) -> tuple[bool, bool, int, str]:
             name = str(node["metadata"]["name"])
             cordoned = bool((node.get("spec") or {}).get("unschedulable"))
-            return (not cordoned, k8s_nodes.is_ready(node), len(bound[name][0]), name)
+            return (not cordoned, _ready(node), len(bound[name][0]), name)
 
         ordered = sorted(live, key=going_first)
         kept = ordered[max(0, len(ordered) - keep) :] if keep is not None else ordered
@@ -645,7 +656,7 @@ class Observer:
         ready = cordoned = 0
         for node in sorted(live, key=lambda n: n["metadata"]["name"]):
             name = str(node["metadata"]["name"])
-            is_ready = k8s_nodes.is_ready(node)
+            is_ready = _ready(node)
             is_cordoned = bool((node.get("spec") or {}).get("unschedulable"))
             ready += is_ready
             cordoned += is_ready and is_cordoned

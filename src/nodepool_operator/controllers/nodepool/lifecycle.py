@@ -186,7 +186,8 @@ class PoolLifecycle:
         may_register: bool,
     ) -> plan.PoolView:
         """Pair VMs and Nodes before sizing: remove Nodes whose VM is confirmed gone,
-        register running VMs that have no Node, delete VMs stuck provisioning."""
+        register running VMs that have no Node, untaint the Nodes whose kubelet has
+        reported, delete VMs stuck provisioning."""
         view = self.inventory.view(owned, every_vm)
         deletion_wait = await self.repairer.remove_nodes_without_vm(pool, owned, view)
         if deletion_wait is not None:
@@ -195,6 +196,7 @@ class PoolLifecycle:
             waiting = [vm for vm in view.vms if vm.name not in view.nodes]
             refused = await self.registrar.register(pool, spec, waiting)
             view = dataclasses.replace(view, refused=refused)
+        await self.registrar.initialise(view)
         await self.repairer.remove_stuck_vms(view)
         return view
 

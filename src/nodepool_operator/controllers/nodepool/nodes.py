@@ -7,6 +7,12 @@ taints) and an owner reference to the NodePool. Capacity, allocatable, zone and 
 come from ``api.nodepool``'s functions, the ones the Autoscaler simulates Nodes with.
 Draining (``drain``) uses the Eviction API, so PodDisruptionBudgets are respected: a 429
 from an eviction means "not now".
+
+A Node is created before its kubelet runs, so it carries ``UNREGISTERED_TAINT`` until the
+kubelet (kwok on the local control plane) has shown it is there: a Ready condition with
+a heartbeat, and capacity and allocatable in the status. The kubelet writes all three in
+one status update (its status setters run together), so from then on the capacity the
+scheduler reads is the kubelet's, not the template's; only then is a pod bound there.
 """
 
 from __future__ import annotations
@@ -17,21 +23,42 @@ from typing import Any
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import VirtualMachine
 from nodepool_operator.controllers.nodepool import plan
-from nodepool_operator.runtime import conditions, kinds
+from nodepool_operator.runtime import conditions, errors, kinds, retry
+from nodepool_operator.runtime import nodes as k8s_nodes
 from nodepool_operator.runtime.client import Client, Object
 
 __all__ = [
     "KWOK_ANNOTATION",
+    "UNREGISTERED_TAINT",
     "cordon",
     "evict_one",
+    "is_unregistered",
+    "kubelet_reported",
     "mark_vm_deleted",
     "node_manifest",
     "node_named",
     "quantities",
+    "remove_unregistered_taint",
     "uncordon",
 ]
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+
+#: NoSchedule, not NoExecute (Karpenter's choice): kube-scheduler keeps pods off either
+#: alike, and nothing can be running there yet that an eviction would have to move, but
+#: NoExecute would let the taint-eviction controller delete a pod placed by ``nodeName``
+#: (bypassing the scheduler, as a DaemonSet pod of another tool may be), outside the
+#: Eviction API and its PodDisruptionBudgets. DaemonSet pods do not tolerate it (their
+#: automatic tolerations cover ``node.kubernetes.io/*`` only): they land the moment it
+#: goes, as the pool's other pods; pods that tolerate everything land at once, as on any
+#: new node.
+UNREGISTERED_TAINT: Mapping[str, str] = {
+    "key": nodepool_api.UNREGISTERED_TAINT_KEY,
+    "effect": "NoSchedule",
+}
+
+#: The resources a kubelet always reports; a status without them is not its report.
+_REPORTED = ("cpu", "memory", "pods")
 
 
 async def node_named(client: Client, name: str) -> Object | None:
@@ -49,7 +76,10 @@ def node_manifest(
     vm: VirtualMachine,
     template: nodepool_api.NodeTemplate,
     simulated: bool,
+    unregistered: bool = False,
 ) -> Object:
+    """The Node of ``vm``. ``unregistered``: with ``UNREGISTERED_TAINT``, as the operator
+    creates them (the peers in ``bench/`` that never remove it create them without)."""
     name = str(pool["metadata"]["name"])
     zone = nodepool_api.zone_of(vm.name, template)
     labels = {
@@ -57,8 +87,11 @@ def node_manifest(
         nodepool_api.HOSTNAME_LABEL: vm.name,
     }
     spec: dict[str, Any] = {"providerID": vm.provider_id}
-    if template.taints:
-        spec["taints"] = [taint.to_dict() for taint in template.taints]
+    taints = [taint.to_dict() for taint in template.taints]
+    if unregistered:
+        taints.append(dict(UNREGISTERED_TAINT))
+    if taints:
+        spec["taints"] = taints
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -91,6 +124,74 @@ def quantities(amounts: Mapping[str, int]) -> dict[str, str]:
         resource: f"{amount}m" if resource == "cpu" else str(amount)
         for resource, amount in amounts.items()
     }
+
+
+def is_unregistered(node: Mapping[str, Any]) -> bool:
+    """``node`` still carries ``UNREGISTERED_TAINT``: no pod may be bound there yet."""
+    return any(
+        taint.get("key") == nodepool_api.UNREGISTERED_TAINT_KEY
+        for taint in (node.get("spec") or {}).get("taints") or ()
+    )
+
+
+def kubelet_reported(node: Mapping[str, Any]) -> bool:
+    """The kubelet (or kwok) has shown it is there: Ready, with a heartbeat no older than
+    the Node (we never write conditions, so the heartbeat is the kubelet's), and capacity
+    and allocatable with cpu, memory and pods in the status."""
+    if not k8s_nodes.is_ready(node):
+        return False
+    status = node.get("status") or {}
+    ready = next(c for c in status.get("conditions") or () if c.get("type") == "Ready")
+    heartbeat = conditions.parse_rfc3339(str(ready.get("lastHeartbeatTime", "")))
+    created = conditions.parse_rfc3339(
+        str((node.get("metadata") or {}).get("creationTimestamp", ""))
+    )
+    if heartbeat is None or (created is not None and heartbeat < created):
+        return False
+    return all(
+        resource in (status.get(field) or {})
+        for field in ("capacity", "allocatable")
+        for resource in _REPORTED
+    )
+
+
+async def remove_unregistered_taint(client: Client, name: str) -> bool:
+    """Remove ``UNREGISTERED_TAINT`` from Node ``name`` if its kubelet has reported
+    (``kubelet_reported``, on a fresh read: the cache keeps no heartbeats), and only that
+    taint: the patch names the resourceVersion it was computed from, so a taint another
+    writer added meanwhile is never dropped (409: read again). True if removed now."""
+
+    async def attempt() -> bool:
+        node = await _read(client, name)
+        if node is None or not is_unregistered(node) or not kubelet_reported(node):
+            return False
+        taints = [
+            taint
+            for taint in node["spec"].get("taints") or ()
+            if taint.get("key") != nodepool_api.UNREGISTERED_TAINT_KEY
+        ]
+        await client.patch(
+            kinds.NODES,
+            name,
+            {
+                "metadata": {"resourceVersion": node["metadata"]["resourceVersion"]},
+                "spec": {"taints": taints or None},
+            },
+        )
+        return True
+
+    try:
+        return await retry.retry_on_conflict(attempt)
+    except errors.NotFound:
+        return False  # deleted between the read and the patch
+
+
+async def _read(client: Client, name: str) -> Object | None:
+    """Node ``name`` as the API server has it now, heartbeats included. A LIST of that one
+    name: the operator's role reads Nodes by list and watch, never by get."""
+    found = await client.list_page(kinds.NODES, field_selector=f"metadata.name={name}")
+    items: list[Object] = found.get("items") or []
+    return next((item for item in items if item["metadata"]["name"] == name), None)
 
 
 async def cordon(client: Client, node: Mapping[str, Any], *, started: float) -> None:

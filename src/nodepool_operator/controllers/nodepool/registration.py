@@ -11,6 +11,12 @@ its VM for one that never registered. The expectation ends as soon as the cache 
 caught up with the create's resourceVersion: from then on the cache alone answers, as it
 does for a restarted operator that listed the Nodes first.
 
+A Node is created with ``nodes.UNREGISTERED_TAINT``; ``initialise`` removes it once the
+kubelet (or kwok) has reported (``nodes.kubelet_reported``). The Node's Ready change
+wakes the pool, so no polling waits for it. A Node that keeps the taint past
+``registrationTimeoutSeconds`` since its creation is replaced as one that never turned
+Ready (``repair``).
+
 A VM RUNNING without a Node for longer than ``registrationTimeoutSeconds`` since the
 cloud created it (its Node keeps being removed, or never shows) is overdue and replaced
 (``repair``). The clock is the VM's creation time as the cloud records it, so a restarted
@@ -31,6 +37,7 @@ from nodepool_operator.controllers.nodepool import nodes as node_ops
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import errors, kinds, versions
+from nodepool_operator.runtime import nodes as k8s_nodes
 from nodepool_operator.runtime.client import Client, Object
 from nodepool_operator.runtime.informer import Informer
 
@@ -122,12 +129,29 @@ class Registrar:
         answers = await asyncio.gather(*(create(vm) for vm in due[1:]))
         return next((answer for answer in answers if answer is not None), None)
 
+    async def initialise(self, view: plan.PoolView) -> None:
+        """Remove the unregistered taint from the Nodes of ``view`` whose kubelet has
+        reported. Only Nodes the cache shows Ready are read again: the others cannot be."""
+        created: dict[str, float] = {vm.name: vm.created_at for vm in view.vms}
+        for name, node in view.nodes.items():
+            if node["metadata"].get("deletionTimestamp"):
+                continue
+            if not node_ops.is_unregistered(node) or not k8s_nodes.is_ready(node):
+                continue
+            if await node_ops.remove_unregistered_taint(self.client, name):
+                since = self.wall_clock.time() - created.get(name, self.wall_clock.time())
+                log.info("event=node-initialised node=%s vm_age=%.1fs", name, since)
+
     async def _create_node(
         self, pool: Object, spec: nodepool_api.NodePoolSpec, vm: VirtualMachine, *, now: float
     ) -> Refusal | None:
         """Register ``vm`` as a Node; (reason, message) if the API server refuses it."""
         body = node_ops.node_manifest(
-            pool=pool, vm=vm, template=spec.template, simulated=self.config.simulated_nodes
+            pool=pool,
+            vm=vm,
+            template=spec.template,
+            simulated=self.config.simulated_nodes,
+            unregistered=True,
         )
         try:
             created = await self.client.create(kinds.NODES, body)

@@ -1,7 +1,8 @@
 """Repair: what broke is replaced, and nothing is removed on a guess.
 
 * A Node not Ready past the pool's timeouts (``runtime.nodes.unhealthy_from``: its Ready
-  condition's ``lastTransitionTime``, or its creation when it never reported one) is
+  condition's ``lastTransitionTime``, or its creation when it never reported one), or
+  still carrying the unregistered taint past registration since its creation, is
   drained as far as the drain rules allow, then its VM and the Node go; the size check
   then creates a new VM under the normal naming.
 * A VM RUNNING without a Node past registration (``registration.Registrar.overdue``) is
@@ -26,9 +27,10 @@ from typing import Any
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import CloudError, CloudProvider, VmName, VmState
 from nodepool_operator.controllers.nodepool import drain, plan, termination
+from nodepool_operator.controllers.nodepool import nodes as node_ops
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.runtime import clock as clock_module
-from nodepool_operator.runtime import nodes, ratelimit
+from nodepool_operator.runtime import conditions, nodes, ratelimit
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.events import EventRecorder
 
@@ -54,15 +56,28 @@ def unhealthy_in(
 
 
 def _unhealthy_from(view: plan.PoolView, spec: nodepool_api.NodePoolSpec) -> dict[str, float]:
-    found = {
-        name: nodes.unhealthy_from(
-            node,
-            not_ready_seconds=spec.not_ready_timeout_seconds,
-            registration_seconds=spec.registration_timeout_seconds,
-        )
-        for name, node in view.nodes.items()
-    }
+    found = {name: _deadline(node, spec) for name, node in view.nodes.items()}
     return {name: at for name, at in found.items() if at is not None}
+
+
+def _deadline(node: Mapping[str, Any], spec: nodepool_api.NodePoolSpec) -> float | None:
+    """``nodes.unhealthy_from``; for a Node still carrying the unregistered taint, Ready
+    or not, at the latest its creation plus the registration timeout: its kubelet never
+    showed it is there, as for a VM that never registered."""
+    at = nodes.unhealthy_from(
+        node,
+        not_ready_seconds=spec.not_ready_timeout_seconds,
+        registration_seconds=spec.registration_timeout_seconds,
+    )
+    if not node_ops.is_unregistered(node):
+        return at
+    created = conditions.parse_rfc3339(
+        str((node.get("metadata") or {}).get("creationTimestamp", ""))
+    )
+    if created is None:
+        return at
+    registration = created + spec.registration_timeout_seconds
+    return registration if at is None else min(at, registration)
 
 
 @dataclasses.dataclass(kw_only=True, eq=False)
@@ -135,7 +150,7 @@ class Repairer:
         why = (
             f"node {vm} is not Ready past notReadyTimeoutSeconds="
             f"{spec.not_ready_timeout_seconds} (or registrationTimeoutSeconds="
-            f"{spec.registration_timeout_seconds} if it never was)"
+            f"{spec.registration_timeout_seconds} if its kubelet never reported)"
             if registered
             else f"VM {vm} has had no Node for more than registrationTimeoutSeconds="
             f"{spec.registration_timeout_seconds}"

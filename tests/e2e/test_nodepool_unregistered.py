@@ -1,0 +1,222 @@
+"""A new Node takes no pod until its kubelet has reported, on the real control plane.
+
+Every Node the operator creates carries ``nodepool.dev/unregistered``; the operator
+removes it once the kubelet (kwok here, or the test playing one) has reported Ready and
+its own capacity. The order of what happened is read from resourceVersions: the local
+control plane has one etcd, whose revision orders every write to every resource.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes_asyncio import client, watch
+
+from harness import MERGE, POOLS, Operator, SimCloud, pool_body, wait_for
+from nodepool_operator.api import nodepool as nodepool_api
+
+TAINT = nodepool_api.UNREGISTERED_TAINT_KEY
+
+
+def _pod(name: str, pool: str, *, cpu: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": {nodepool_api.POOL_LABEL: pool},
+            "containers": [
+                {"name": "app", "image": "app", "resources": {"requests": {"cpu": cpu}}}
+            ],
+        },
+    }
+
+
+def _tainted(node: dict[str, Any]) -> bool:
+    return any(t.get("key") == TAINT for t in (node.get("spec") or {}).get("taints") or ())
+
+
+def _ready(node: dict[str, Any]) -> bool:
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True" and c.get("lastHeartbeatTime")
+        for c in (node.get("status") or {}).get("conditions") or ()
+    )
+
+
+class History:
+    """Every version of the pool's Nodes and of the namespace's Pods, as watches saw them."""
+
+    def __init__(self) -> None:
+        self.nodes: list[dict[str, Any]] = []
+        self.pods: list[dict[str, Any]] = []
+
+    async def follow(self, lister: Any, into: list[dict[str, Any]], **kwargs: Any) -> None:
+        stream = watch.Watch()
+        async with stream:
+            async for event in stream.stream(lister, timeout_seconds=120, **kwargs):
+                into.append(event["raw_object"])
+
+    def untainted_at(self, node: str) -> dict[str, Any] | None:
+        """The first version of ``node`` without the taint."""
+        versions = [n for n in self.nodes if n["metadata"]["name"] == node]
+        return next((n for n in versions if not _tainted(n)), None)
+
+    def bound_at(self, pod: str) -> dict[str, Any] | None:
+        """The first version of ``pod`` bound to a node."""
+        versions = [p for p in self.pods if p["metadata"]["name"] == pod]
+        return next((p for p in versions if (p.get("spec") or {}).get("nodeName")), None)
+
+
+@contextlib.asynccontextmanager
+async def watching(core: client.CoreV1Api, pool: str, namespace: str) -> AsyncIterator[History]:
+    """Watches from the versions a list returns now: nothing written after is missed."""
+    history = History()
+    selector = nodepool_api.pool_selector(pool)
+    nodes_from = (await core.list_node(label_selector=selector)).metadata.resource_version
+    pods_from = (await core.list_namespaced_pod(namespace)).metadata.resource_version
+    tasks = [
+        asyncio.create_task(
+            history.follow(
+                core.list_node,
+                history.nodes,
+                label_selector=selector,
+                resource_version=nodes_from,
+            )
+        ),
+        asyncio.create_task(
+            history.follow(
+                core.list_namespaced_pod,
+                history.pods,
+                namespace=namespace,
+                resource_version=pods_from,
+            )
+        ),
+    ]
+    try:
+        yield history
+    finally:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+async def _bound(core: client.CoreV1Api, namespace: str, name: str) -> str | None:
+    pod = await core.read_namespaced_pod(name, namespace)
+    return pod.spec.node_name if pod.spec.node_name else None
+
+
+async def test_a_waiting_pod_is_bound_only_after_the_new_node_loses_its_taint(
+    api_client: client.ApiClient,
+    start_simcloud: Any,
+    start_operator: Any,
+    pool_name: str,
+    namespace: str,
+) -> None:
+    cloud: SimCloud = await start_simcloud("--create-latency", "0.5", "--latency-jitter", "0")
+    operator: Operator = start_operator(cloud)
+    custom = client.CustomObjectsApi(api_client)
+    core = client.CoreV1Api(api_client)
+    await custom.create_cluster_custom_object(*POOLS, pool_body(pool_name, target=0))
+    async with watching(core, pool_name, namespace) as history:
+        await core.create_namespaced_pod(namespace, _pod("waiting", pool_name, cpu="1"))
+        await custom.patch_cluster_custom_object(
+            *POOLS, pool_name, {"spec": {"targetNodes": 1}}, _content_type=MERGE
+        )
+        node = await wait_for(lambda: _bound(core, namespace, "waiting"), within=60)
+
+        async def seen_bound() -> dict[str, Any] | None:
+            return history.bound_at("waiting")
+
+        await wait_for(seen_bound, within=10)
+
+    assert node == f"{pool_name}-0"
+    created = next(n for n in history.nodes if n["metadata"]["name"] == node)
+    assert _tainted(created), "the Node was visible without the unregistered taint"
+    untainted = history.untainted_at(node)
+    assert untainted is not None
+    # Removed only once kwok, as the kubelet, reported Ready with a heartbeat.
+    assert _ready(untainted)
+    bound = history.bound_at("waiting")
+    assert bound is not None
+    assert int(untainted["metadata"]["resourceVersion"]) < int(bound["metadata"]["resourceVersion"])
+    assert operator.errors_logged() == []
+
+
+async def test_the_kubelets_smaller_allocatable_decides_where_the_pod_goes(
+    api_client: client.ApiClient,
+    start_simcloud: Any,
+    start_operator: Any,
+    pool_name: str,
+    namespace: str,
+) -> None:
+    """No kwok: the test plays the kubelet, and reports less cpu than the template."""
+    cloud: SimCloud = await start_simcloud("--create-latency", "0.5", "--latency-jitter", "0")
+    operator: Operator = start_operator(cloud, "--no-simulated-nodes")
+    custom = client.CustomObjectsApi(api_client)
+    core = client.CoreV1Api(api_client)
+    await custom.create_cluster_custom_object(*POOLS, pool_body(pool_name, target=1))
+    node = f"{pool_name}-0"
+
+    async def created() -> Any:
+        found = await core.list_node(label_selector=nodepool_api.pool_selector(pool_name))
+        return [n for n in found.items if n.metadata.name == node]
+
+    await wait_for(created, within=60)
+    # Sized for the template (4 cpu): it would be bound at once to an untainted Node.
+    await core.create_namespaced_pod(namespace, _pod("big", pool_name, cpu="3"))
+
+    async def unschedulable() -> bool:
+        pod = await core.read_namespaced_pod("big", namespace)
+        return any(
+            c.type == "PodScheduled" and c.reason == "Unschedulable"
+            for c in pod.status.conditions or ()
+        )
+
+    await wait_for(unschedulable, within=30)
+    assert not await _bound(core, namespace, "big")
+    found = await core.read_node(node)
+    assert any(t.key == TAINT for t in found.spec.taints or ())
+
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    reported = {"cpu": "2", "memory": "16Gi", "pods": "110"}
+    status = {
+        "status": {
+            "capacity": reported,
+            "allocatable": reported,
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "KubeletReady",
+                    "message": "the test plays the kubelet",
+                    "lastHeartbeatTime": now,
+                    "lastTransitionTime": now,
+                }
+            ],
+        }
+    }
+    await core.patch_node_status(
+        node, status, _content_type="application/strategic-merge-patch+json"
+    )
+
+    async def untainted() -> bool:
+        found = await core.read_node(node)
+        return not any(t.key == TAINT for t in found.spec.taints or ())
+
+    await wait_for(untainted, within=30)
+    # The Node the scheduler now sees has the kubelet's 2 cpu: the 3-cpu pod is not put
+    # there (a kubelet would reject it, OutOfcpu), and a 1-cpu pod is.
+    await core.create_namespaced_pod(namespace, _pod("small", pool_name, cpu="1"))
+    assert await wait_for(lambda: _bound(core, namespace, "small"), within=30) == node
+    assert not await _bound(core, namespace, "big")
+    # No kubelet finishes a graceful deletion here: the pods go at once, so that the
+    # pool's removal afterwards has nothing to wait for.
+    for pod in ("small", "big"):
+        await core.delete_namespaced_pod(pod, namespace, grace_period_seconds=0)
+    assert operator.errors_logged() == []

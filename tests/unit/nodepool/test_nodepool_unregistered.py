@@ -1,0 +1,189 @@
+"""The unregistered taint: on every Node the operator creates, removed only once the
+kubelet has reported, and a Node that keeps it too long is repaired."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.cloud.provider import VirtualMachine, VmName, VmState
+from nodepool_operator.controllers.nodepool import nodes, plan, repair
+from nodepool_operator.runtime import conditions, kinds
+from nodepool_operator.runtime.client import Object, Resource
+from nodepool_operator.runtime.testing import FakeApiServer, FakeWallClock
+
+POOL: dict[str, Any] = {"metadata": {"name": "web", "uid": "uid-web"}}
+TEMPLATE = nodepool_api.NodeTemplate(
+    cpu="4", memory="16Gi", pods=110, taints=(nodepool_api.Taint(key="gpu", effect="NoSchedule"),)
+)
+CREATED = 1_800_000_000.0
+UNREGISTERED = {"key": nodepool_api.UNREGISTERED_TAINT_KEY, "effect": "NoSchedule"}
+
+
+def vm(name: str) -> VirtualMachine:
+    return VirtualMachine(
+        name=VmName(name),
+        pool="web",
+        cpu="4",
+        memory="16Gi",
+        state=VmState.RUNNING,
+        provider_id=f"simcloud:///{name}",
+        created_at=CREATED,
+        zone="",
+    )
+
+
+def created(name: str = "web-0") -> Object:
+    """The Node as the operator creates it, before any kubelet wrote to it."""
+    node = nodes.node_manifest(
+        pool=POOL, vm=vm(name), template=TEMPLATE, simulated=False, unregistered=True
+    )
+    node["metadata"]["creationTimestamp"] = conditions.rfc3339(CREATED)
+    return node
+
+
+def reported(node: Object, *, heartbeat: float = CREATED + 5, **status: Any) -> Object:
+    """``node`` after its kubelet's first status update."""
+    node = copy.deepcopy(node)
+    node["status"] = {
+        **node["status"],
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True",
+                "lastHeartbeatTime": conditions.rfc3339(heartbeat),
+                "lastTransitionTime": conditions.rfc3339(heartbeat),
+            }
+        ],
+        **status,
+    }
+    return node
+
+
+def test_the_operators_nodes_carry_the_taint_besides_the_templates() -> None:
+    taints = created()["spec"]["taints"]
+    assert taints == [{"key": "gpu", "effect": "NoSchedule"}, UNREGISTERED]
+    assert nodes.is_unregistered(created())
+
+
+def test_nodes_made_without_the_flag_have_only_the_templates_taints() -> None:
+    node = nodes.node_manifest(pool=POOL, vm=vm("web-0"), template=TEMPLATE, simulated=True)
+    assert node["spec"]["taints"] == [{"key": "gpu", "effect": "NoSchedule"}]
+    assert not nodes.is_unregistered(node)
+
+
+def test_a_kubelet_has_reported_with_ready_a_heartbeat_capacity_and_allocatable() -> None:
+    assert nodes.kubelet_reported(reported(created()))
+
+
+def test_a_node_nobody_wrote_to_is_not_reported() -> None:
+    assert not nodes.kubelet_reported(created())
+
+
+def test_ready_without_a_heartbeat_is_not_reported() -> None:
+    node = reported(created())
+    del node["status"]["conditions"][0]["lastHeartbeatTime"]
+    assert not nodes.kubelet_reported(node)
+
+
+def test_a_heartbeat_older_than_the_node_is_not_its_kubelets() -> None:
+    assert not nodes.kubelet_reported(reported(created(), heartbeat=CREATED - 60))
+
+
+def test_not_ready_is_not_reported() -> None:
+    node = reported(created())
+    node["status"]["conditions"][0]["status"] = "False"
+    assert not nodes.kubelet_reported(node)
+
+
+def test_a_status_without_allocatable_pods_is_not_a_kubelets_report() -> None:
+    node = reported(created(), allocatable={"cpu": "4", "memory": "16Gi"})
+    assert not nodes.kubelet_reported(node)
+
+
+async def test_the_taint_goes_once_the_kubelet_reported_and_the_others_stay() -> None:
+    api = FakeApiServer()
+    api.put("nodes", reported(created()))
+    api.put("nodes", created("web-1"))
+    assert await nodes.remove_unregistered_taint(api, "web-0")
+    (after, untouched) = api.stored("nodes")
+    assert after["spec"]["taints"] == [{"key": "gpu", "effect": "NoSchedule"}]
+    assert untouched["spec"]["taints"][-1] == UNREGISTERED
+
+
+async def test_no_write_before_the_kubelet_reported() -> None:
+    api = FakeApiServer()
+    api.put("nodes", created())
+    assert not await nodes.remove_unregistered_taint(api, "web-0")
+    assert api.writes() == []
+    assert nodes.is_unregistered(api.stored("nodes")[0])
+
+
+async def test_no_write_for_a_node_already_untainted_or_gone() -> None:
+    api = FakeApiServer()
+    node = reported(created())
+    node["spec"]["taints"] = []
+    api.put("nodes", node)
+    assert not await nodes.remove_unregistered_taint(api, "web-0")
+    assert not await nodes.remove_unregistered_taint(api, "web-9")
+    assert api.writes() == []
+
+
+class TaintedMeanwhile(FakeApiServer):
+    """Another writer adds a taint between our read and our first patch."""
+
+    def __init__(self) -> None:
+        super().__init__(wall_clock=FakeWallClock(CREATED + 10))
+        self.raced = False
+
+    def before(self, verb: str, resource: Resource, name: str) -> None:
+        if verb == "patch" and not self.raced:
+            self.raced = True
+            self.edit(
+                "nodes",
+                name,
+                lambda node: node["spec"]["taints"].append({"key": "other", "effect": "NoExecute"}),
+            )
+
+
+async def test_a_conflict_reads_again_and_keeps_the_taint_another_writer_added() -> None:
+    api = TaintedMeanwhile()
+    api.put("nodes", reported(created()))
+    assert await nodes.remove_unregistered_taint(api, "web-0")
+    assert api.stored("nodes")[0]["spec"]["taints"] == [
+        {"key": "gpu", "effect": "NoSchedule"},
+        {"key": "other", "effect": "NoExecute"},
+    ]
+    assert [verb for verb, plural, _ in api.calls if plural == kinds.NODES.plural] == [
+        "list",
+        "patch",  # 409
+        "list",
+        "patch",
+    ]
+
+
+def _view(node: Object) -> plan.PoolView:
+    return plan.PoolView(vms=[vm("web-0")], nodes={"web-0": node}, pods_per_node={})
+
+
+SPEC = nodepool_api.NodePoolSpec(
+    target_nodes=1, template=TEMPLATE, registration_timeout_seconds=300
+)
+
+
+def test_a_ready_node_that_keeps_the_taint_past_registration_is_repaired() -> None:
+    ready = reported(created())
+    assert repair.unhealthy(_view(ready), SPEC, now=CREATED + 299) == frozenset()
+    assert repair.unhealthy_in(_view(ready), SPEC, now=CREATED + 299) == 1
+    assert repair.unhealthy(_view(ready), SPEC, now=CREATED + 300) == {"web-0"}
+
+
+def test_a_ready_node_without_the_taint_is_never_repaired_for_registration() -> None:
+    ready = reported(created())
+    ready["spec"]["taints"] = []
+    assert repair.unhealthy(_view(ready), SPEC, now=CREATED + 10_000) == frozenset()
+
+
+def test_a_tainted_node_never_ready_is_repaired_at_registration_as_before() -> None:
+    assert repair.unhealthy(_view(created()), SPEC, now=CREATED + 300) == {"web-0"}
