@@ -162,7 +162,7 @@ async def remove_unregistered_taint(client: Client, name: str) -> bool:
     writer added meanwhile is never dropped (409: read again). True if removed now."""
 
     async def attempt() -> bool:
-        node = await _read(client, name)
+        node = await node_named(client, name)
         if node is None or not is_unregistered(node) or not kubelet_reported(node):
             return False
         taints = [
@@ -184,14 +184,6 @@ async def remove_unregistered_taint(client: Client, name: str) -> bool:
         return await retry.retry_on_conflict(attempt)
     except errors.NotFound:
         return False  # deleted between the read and the patch
-
-
-async def _read(client: Client, name: str) -> Object | None:
-    """Node ``name`` as the API server has it now, heartbeats included. A LIST of that one
-    name: the operator's role reads Nodes by list and watch, never by get."""
-    found = await client.list_page(kinds.NODES, field_selector=f"metadata.name={name}")
-    items: list[Object] = found.get("items") or []
-    return next((item for item in items if item["metadata"]["name"] == name), None)
 
 
 async def cordon(client: Client, node: Mapping[str, Any], *, started: float) -> None:
