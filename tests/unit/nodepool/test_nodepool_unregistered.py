@@ -187,3 +187,25 @@ def test_a_ready_node_without_the_taint_is_never_repaired_for_registration() -> 
 
 def test_a_tainted_node_never_ready_is_repaired_at_registration_as_before() -> None:
     assert repair.unhealthy(_view(created()), SPEC, now=CREATED + 300) == {"web-0"}
+
+
+async def test_initialising_a_node_records_how_long_since_the_cloud_created_its_vm() -> None:
+    from prometheus_client import REGISTRY
+
+    from nodepool_operator.controllers.nodepool.config import NodePoolConfig
+    from nodepool_operator.controllers.nodepool.registration import Registrar
+
+    api = FakeApiServer()
+    api.put("nodes", reported(created()))
+    registrar = Registrar(
+        client=api, nodes=None, config=NodePoolConfig(), wall_clock=FakeWallClock(CREATED + 12)
+    )
+    view = plan.PoolView(vms=[vm("web-0")], nodes={"web-0": reported(created())}, pods_per_node={})
+    labels = {"pool": "web-metric"}
+    before = REGISTRY.get_sample_value("nodepool_node_initialization_seconds_sum", labels) or 0.0
+
+    await registrar.initialise(view, pool="web-metric")
+
+    after = REGISTRY.get_sample_value("nodepool_node_initialization_seconds_sum", labels)
+    assert after == before + 12
+    assert not nodes.is_unregistered(api.stored("nodes")[0])

@@ -196,7 +196,7 @@ class PoolLifecycle:
             waiting = [vm for vm in view.vms if vm.name not in view.nodes]
             refused = await self.registrar.register(pool, spec, waiting)
             view = dataclasses.replace(view, refused=refused)
-        await self.registrar.initialise(view)
+        await self.registrar.initialise(view, pool=str(pool["metadata"]["name"]))
         await self.repairer.remove_stuck_vms(view)
         return view
 

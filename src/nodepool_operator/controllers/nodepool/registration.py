@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import VirtualMachine, VmState
 from nodepool_operator.controllers.nodepool import inventory, plan
+from nodepool_operator.controllers.nodepool import metrics as pool_metrics
 from nodepool_operator.controllers.nodepool import nodes as node_ops
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.runtime import clock as clock_module
@@ -129,7 +130,7 @@ class Registrar:
         answers = await asyncio.gather(*(create(vm) for vm in due[1:]))
         return next((answer for answer in answers if answer is not None), None)
 
-    async def initialise(self, view: plan.PoolView) -> None:
+    async def initialise(self, view: plan.PoolView, *, pool: str) -> None:
         """Remove the unregistered taint from the Nodes of ``view`` whose kubelet has
         reported. Only Nodes the cache shows Ready are read again: the others cannot be."""
         created: dict[str, float] = {vm.name: vm.created_at for vm in view.vms}
@@ -139,7 +140,11 @@ class Registrar:
             if not node_ops.is_unregistered(node) or not k8s_nodes.is_ready(node):
                 continue
             if await node_ops.remove_unregistered_taint(self.client, name):
-                since = self.wall_clock.time() - created.get(name, self.wall_clock.time())
+                if name not in created:
+                    log.info("event=node-initialised node=%s", name)
+                    continue
+                since = max(0.0, self.wall_clock.time() - created[name])
+                pool_metrics.nodepool_node_initialization_seconds.labels(pool=pool).observe(since)
                 log.info("event=node-initialised node=%s vm_age=%.1fs", name, since)
 
     async def _create_node(
