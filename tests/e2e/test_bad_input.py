@@ -52,8 +52,9 @@ EVENTS_NAMESPACE = "default"
 WRITE_BOUNDS = {
     # the finalizer patch and the first status; one more status write when a cache lags.
     NODEPOOLS: 3,
-    # its status, and one Warning event when Ready turns False.
-    AUTOSCALERS: 2,
+    # its status, one Warning event when Ready turns False, and one more status write when
+    # the pods it counts move (counts-only writes: at most one per scan interval).
+    AUTOSCALERS: 3,
     # one status write: the answer; and one Warning event when it is Rejected.
     SCALEREQUESTS: 2,
 }
@@ -375,6 +376,20 @@ async def _check_corpus(
 
     # A few minutes for the default corpus; a larger one gets proportionally longer.
     open_problems = await _within(max(180.0, 0.1 * len(outcomes)), unhandled)
+
+    async def still_initialising() -> list[str]:
+        # A settled pool's newest Nodes may still wait for their kubelet (kwok here) before
+        # the operator lifts the unregistered taint: one patch each, still the scale-up's.
+        found = await client.CoreV1Api(api_client).list_node(label_selector=nodepool_api.POOL_LABEL)
+        return [
+            str(node.metadata.name)
+            for node in found.items
+            if any(t.key == nodepool_api.UNREGISTERED_TAINT_KEY for t in node.spec.taints or ())
+        ]
+
+    uninitialised = await _within(60.0, still_initialising)
+    open_problems += [f"Node {name} never initialised" for name in uninitialised]
+    await asyncio.sleep(2)  # the pool status that follows its last Node's change
 
     # Everything is answered: from now on the operator has nothing to write.
     quiet_from = len(log.events_since_mark())

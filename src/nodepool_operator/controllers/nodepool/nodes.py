@@ -126,12 +126,7 @@ def quantities(amounts: Mapping[str, int]) -> dict[str, str]:
     }
 
 
-def is_unregistered(node: Mapping[str, Any]) -> bool:
-    """``node`` still carries ``UNREGISTERED_TAINT``: no pod may be bound there yet."""
-    return any(
-        taint.get("key") == nodepool_api.UNREGISTERED_TAINT_KEY
-        for taint in (node.get("spec") or {}).get("taints") or ()
-    )
+is_unregistered = plan.is_unregistered
 
 
 def kubelet_reported(node: Mapping[str, Any]) -> bool:

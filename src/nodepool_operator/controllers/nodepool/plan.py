@@ -24,6 +24,7 @@ __all__ = [
     "Verdicts",
     "degraded_status",
     "desired_nodes",
+    "is_unregistered",
     "names_to_create",
     "pick_victims",
     "pool_status",
@@ -47,6 +48,14 @@ def desired_nodes(spec: nodepool_api.NodePoolSpec) -> int:
 
 def names_to_create(pool: str, existing: Iterable[str], count: int) -> list[VmName]:
     return [VmName(name) for name in itertools.islice(nodepool_api.vm_names(pool, existing), count)]
+
+
+def is_unregistered(node: Mapping[str, Any]) -> bool:
+    """``node`` still carries the unregistered taint: no pod may be bound there yet."""
+    return any(
+        taint.get("key") == nodepool_api.UNREGISTERED_TAINT_KEY
+        for taint in (node.get("spec") or {}).get("taints") or ()
+    )
 
 
 def is_draining(node: Mapping[str, Any]) -> bool:
