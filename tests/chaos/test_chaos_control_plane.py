@@ -46,7 +46,7 @@ async def test_apiserver_restarts_and_etcd_compaction_lose_nothing(
         async def relisted() -> bool:
             return "event=watch-expired action=relist" in operator.output()
 
-        await wait_for(relisted, within=60)
+        await wait_for(relisted, within=120)
         await fleet.set_target(name, 5)
     broken = await settle_and_check(fleet)
     broken += BOUND.check(sampler.rates)

@@ -97,7 +97,7 @@ async def scale_up_for(
     try:
         for manifest in deployments:
             await apps.create_namespaced_deployment(namespace, manifest)
-        await wait_for(lambda: running(core, namespace, running_pods), within=90)
+        await wait_for(lambda: running(core, namespace, running_pods), within=180)
         await asyncio.sleep(3)  # three more scans with everything settled: no late request
     finally:
         await history.stop()

@@ -109,7 +109,9 @@ async def test_a_burst_of_updates_makes_far_fewer_reconciles_never_two_of_one_ke
         # changes alongside so that the workers have two keys to run in parallel.
         sizes = list(range(1, UPDATES + 1))
         writers = [_resize(client, hot, namespace, sizes[i::WRITERS]) for i in range(WRITERS)]
+        burst_started = asyncio.get_running_loop().time()
         await asyncio.gather(*writers, _resize(client, other, namespace, list(range(1, 51))))
+        burst_seconds = asyncio.get_running_loop().time() - burst_started
 
         final = await client.get(GADGETS, hot, namespace=namespace)
         final_version = int(final["metadata"]["resourceVersion"])
@@ -129,7 +131,11 @@ async def test_a_burst_of_updates_makes_far_fewer_reconciles_never_two_of_one_ke
         f" {reconciler.max_in_flight} in all"
     )
     assert counter.updates[hot] == UPDATES, "the informer saw every update"
-    assert 1 <= reconciles <= UPDATES // 4, "far fewer reconciles than updates"
+    # Updates that arrive while a reconcile of their key runs are folded into the next one:
+    # at most one reconcile per reconcile's duration of the burst (plus the one running when
+    # it started and the one after it), however fast the server took the writes.
+    most = int(burst_seconds / RECONCILE_WORK_SECONDS) + 2
+    assert 1 <= reconciles <= min(most, UPDATES // 2), "far fewer reconciles than updates"
     assert reconciler.max_in_flight_per_key == 1, "never two reconciles of one key at once"
     assert reconciler.max_in_flight >= 2, "the workers did run in parallel (on the two keys)"
     assert reconciler.last_seen_size[hot_key] == final["spec"]["size"], "the last update counted"
