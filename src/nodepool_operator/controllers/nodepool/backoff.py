@@ -19,6 +19,7 @@ request rate to the cloud stays bounded however busy the cluster is. A new gener
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -26,8 +27,12 @@ from nodepool_operator import pacing
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import PermanentCloudError
 from nodepool_operator.controllers import capacity
+from nodepool_operator.runtime.client import Object
+from nodepool_operator.runtime.events import EventRecorder
 
 __all__ = ["ZONES_BACKED_OFF", "CloudBackoff", "Pause", "ZoneLedger"]
+
+log = logging.getLogger(__name__)
 
 #: The reason ``Degraded`` gives while some zones (or several reasons) are backed off.
 ZONES_BACKED_OFF = "ZonesBackedOff"
@@ -146,6 +151,23 @@ class ZoneLedger:
             f"{b.zone} ({b.reason} until {b.until})" for b in self.entries if b.zone in blocked
         )
         return ZONES_BACKED_OFF, f"no VM is launched in zone {shown}; the other zones take them"
+
+    async def tell(self, recorder: EventRecorder, pool: Object) -> None:
+        """A Warning event (and a log line) for each backoff this pass started."""
+        for started in self.started:
+            where = f"zone {started.zone}" if started.zone else "the pool"
+            message = (
+                f"{started.reason} in {where} (refusal {started.failures} in a row): no VM"
+                f" is launched there before {started.until}; {started.message}"
+            )
+            log.warning(
+                "event=zone-backoff zone=%s reason=%s failures=%d until=%s",
+                started.zone,
+                started.reason,
+                started.failures,
+                started.until,
+            )
+            await recorder.event(pool, type="Warning", reason=started.reason, message=message)
 
     def ends_in(self) -> float | None:
         return capacity.next_end(self.entries, now=self.now)

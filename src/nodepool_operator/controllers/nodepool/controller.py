@@ -156,7 +156,7 @@ class NodePoolReconciler:
         except inventory.ListingDoubtful as doubt:
             return Result(requeue_after=await self.reporter.doubt(pool, doubt))
         self.reporter.trusted(request.name)
-        await self._tell_backoffs(pool, zones)
+        await zones.tell(self.recorder, pool)
         view = dataclasses.replace(view, zone_backoffs=zones.current())
         degraded = (pause.reason, pause.message) if pause else zones.degraded()
         if degraded is None and view.repair_held is not None:
@@ -172,22 +172,6 @@ class NodePoolReconciler:
         return backoff.ZoneLedger(
             template=spec.template, entries=status.zone_backoffs, now=self.wall_clock.time()
         )
-
-    async def _tell_backoffs(self, pool: Object, zones: backoff.ZoneLedger) -> None:
-        for started in zones.started:
-            where = f"zone {started.zone}" if started.zone else "the pool"
-            message = (
-                f"{started.reason} in {where} (refusal {started.failures} in a row): no VM"
-                f" is launched there before {started.until}; {started.message}"
-            )
-            log.warning(
-                "event=zone-backoff zone=%s reason=%s failures=%d until=%s",
-                started.zone,
-                started.reason,
-                started.failures,
-                started.until,
-            )
-            await self.recorder.event(pool, type="Warning", reason=started.reason, message=message)
 
     async def _gone(self, name: str) -> Result:
         self._forget(name)

@@ -3,9 +3,11 @@
 Names are deterministic (``plan.names_to_create``: the lowest free indexes), so a retry
 or a restarted operator asks for the same names and the cloud's idempotent create makes
 no duplicate. Each VM goes to the zone its name gives it, which its Node is labelled
-with. Creates run a bounded number at a time; when some fail, a permanent refusal
-(quota) is raised before a transient one, so the pool's pause starts even if a 503 came
-first.
+with; names of a zone backed off in the pool's status (``backoff.ZoneLedger``) are
+passed over, and a zone the cloud says has no capacity is backed off and its VMs asked
+for in the other zones within the same launch. Creates run a bounded number at a time;
+when some fail, a permanent refusal (quota) is raised before a transient one, so the
+pool's pause starts even if a 503 came first.
 
 A name is free only when neither the cloud nor the cluster has it (``nodepool.names_taken``):
 a Node of that name the pool does not own (a hand-made one, another tool's; the cache

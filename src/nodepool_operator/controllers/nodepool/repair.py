@@ -14,7 +14,9 @@
 
 Every timer here counts from a time stored in the world. Removals of our own initiative
 take a token from the pool's bucket (``node_deletions_per_minute``), so a wrong verdict
-about many Nodes at once costs a few of them, not the pool.
+about many Nodes at once costs a few of them, not the pool; and the brake (``braked``)
+replaces at most ``max(1, 20%)`` of the pool at a time, none while most of it is
+NotReady at once (a partition, not broken machines).
 """
 
 from __future__ import annotations
