@@ -85,8 +85,8 @@ def cannot_grow(
     active = [b for b in backoffs if b.zone in blocked]
     reasons = sorted({b.reason for b in active})
     until = max(b.until for b in active)
-    where = "its zones" if template.zones else "the cloud"
-    return f"{' and '.join(reasons)} in all {where}; no VM is launched before {until}"
+    where = " in all its zones" if template.zones else ""
+    return f"{' and '.join(reasons)}{where}; no VM is launched before {until}"
 
 
 def next_end(backoffs: Iterable[nodepool_api.ZoneBackoff], *, now: float) -> float | None:
