@@ -142,7 +142,7 @@ class PoolLifecycle:
             and (vm.name in repairing or (may_register and vm.name in verdicts.overdue))
         ]
         live = len(view.vms)
-        if live < desired and may_create and (zones is None or zones.cannot_grow() is None):
+        if live < desired and may_create:
             view = await self._scale_up(
                 pool, spec, view, every_vm, desired - live, may_register=may_register, zones=zones
             )
@@ -249,8 +249,8 @@ class PoolLifecycle:
         revived = view.cancellable[:missing]
         if revived:
             await self.terminator.cancel_drains(view, revived)
-        if missing <= len(revived):
-            return view
+        if missing <= len(revived) or (zones is not None and zones.cannot_grow()):
+            return view  # every zone backed off: the status says so, no launch is tried
         launched = await self.launcher.launch(
             pool,
             spec,
