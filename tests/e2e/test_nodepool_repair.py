@@ -1,6 +1,7 @@
 """Repair end to end: a Node kept NotReady past its pool's timeout is replaced, a Node and
 a VM deleted out of band come back, and a cloud whose listing comes back empty makes the
-operator delete nothing (it says so in ``Degraded`` instead).
+operator delete nothing (it says so in ``Degraded`` instead), and a whole pool NotReady at
+once (a partition, not broken machines) is not replaced but waited for.
 
 kwok makes every Node it manages Ready, so a Node is kept NotReady by taking it out of
 kwok's hands (its ``kwok.x-k8s.io/node`` annotation) and writing its Ready condition
@@ -87,6 +88,80 @@ async def test_a_node_kept_not_ready_is_replaced(
     after = await pool_nodes(core, pool_name)
     assert after[f"{pool_name}-0"] == before[f"{pool_name}-0"]  # the healthy one stayed
     assert "event=node-repair" in operator.output()
+    assert operator.errors_logged() == []
+
+
+async def stop_reporting(core: client.CoreV1Api, name: str) -> None:
+    """Take ``name`` out of kwok's hands and leave it NotReady, as a kubelet cut off from
+    the control plane would."""
+    await core.patch_node(
+        name, {"metadata": {"annotations": {"kwok.x-k8s.io/node": None}}}, _content_type=MERGE
+    )
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    await core.patch_node_status(
+        name,
+        {
+            "status": {
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "False",
+                        "reason": "NodeStatusUnknown",
+                        "message": "e2e: the kubelet stopped posting node status",
+                        "lastHeartbeatTime": now,
+                        "lastTransitionTime": now,
+                    }
+                ]
+            }
+        },
+    )
+
+
+async def test_a_whole_pool_not_ready_at_once_is_not_replaced_and_comes_back(
+    api_client: client.ApiClient, start_simcloud: Any, start_operator: Any, pool_name: str
+) -> None:
+    cloud: SimCloud = await start_simcloud("--create-latency", "0.2", "--latency-jitter", "0")
+    operator = start_operator(cloud)
+    custom = await start_pool(api_client, pool_name, target=5, notReadyTimeoutSeconds=3)
+    core = client.CoreV1Api(api_client)
+    before = await pool_nodes(core, pool_name)
+    assert len(before) == 5
+
+    await asyncio.gather(*(stop_reporting(core, name) for name in before))
+
+    async def held() -> bool:
+        found = await condition(custom, pool_name, "Degraded")
+        return found.get("reason") == "RepairHeld"
+
+    await wait_for(held, within=60)
+    found = await condition(custom, pool_name, "Degraded")
+    assert "5 of 5 nodes are NotReady at once" in found["message"]
+    await asyncio.sleep(8)  # well past notReadyTimeoutSeconds, several passes
+    after = await pool_nodes(core, pool_name)
+    assert len(set(before.values()) - set(after.values())) <= 1  # at most one replaced
+    assert cloud.client is not None
+    assert (await cloud.client.stats()).deletions_started <= 1
+
+    # They come back: kwok reports for them again.
+    await asyncio.gather(
+        *(
+            core.patch_node(
+                name,
+                {"metadata": {"annotations": {"kwok.x-k8s.io/node": "fake"}}},
+                _content_type=MERGE,
+            )
+            for name in after
+        )
+    )
+    await wait_for(lambda: settled(custom, pool_name, 5), within=60)
+
+    async def healthy() -> bool:
+        found = await condition(custom, pool_name, "Degraded")
+        return found.get("status") == "False"
+
+    await wait_for(healthy, within=30)
+    assert len(await pool_nodes(core, pool_name)) == 5
+    assert "event=repair-held" in operator.output()
     assert operator.errors_logged() == []
 
 

@@ -27,6 +27,7 @@ from nodepool_operator.api import fields, launch, meta, quantity
 
 __all__ = [
     "API_VERSION",
+    "BACKOFF_REASONS",
     "DEFAULT_CPU",
     "DEFAULT_MAX_NODES",
     "DEFAULT_MEMORY",
@@ -49,6 +50,7 @@ __all__ = [
     "MAX_TEMPLATE_LABELS",
     "MAX_TEMPLATE_TAINTS",
     "MAX_WEIGHT",
+    "MAX_ZONE_BACKOFFS",
     "PLURAL",
     "POOL_LABEL",
     "POOL_NAME_SCHEMA",
@@ -66,12 +68,14 @@ __all__ = [
     "UNREGISTERED_TAINT_KEY",
     "VERSION",
     "ZONE_LABEL",
+    "BackoffReason",
     "NodePoolSpec",
     "NodePoolStatus",
     "NodeTemplate",
     "ScaleOperation",
     "Taint",
     "TaintEffect",
+    "ZoneBackoff",
     "crd",
     "is_settled",
     "manifest",
@@ -439,6 +443,53 @@ class NodePoolSpec:
         )
 
 
+#: The reasons a zone of a pool is backed off: the cloud had no capacity there, or a VM
+#: launched there never got a Ready Node within ``registrationTimeoutSeconds``.
+BackoffReason = Literal["InsufficientCapacity", "RegistrationTimeout"]
+BACKOFF_REASONS: Final[tuple[BackoffReason, ...]] = get_args(BackoffReason)
+#: The most zone backoffs a pool's status holds (one per zone and shape).
+MAX_ZONE_BACKOFFS: Final = 32
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ZoneBackoff:
+    """A zone where the pool's VMs are not launched until ``until`` (RFC 3339).
+
+    ``zone`` is empty when the VM's zone was the cloud's to choose (a pool without zones):
+    then the whole pool waits. ``shape`` is the machine the cloud had no room for, as the
+    provider names it (empty if it did not say). ``failures`` counts the refusals in a
+    row: each doubles the wait, from one minute up to thirty.
+    """
+
+    zone: str = ""
+    shape: str = ""
+    reason: BackoffReason
+    failures: int
+    until: str
+    message: str = ""
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ZoneBackoff:
+        return cls(
+            zone=fields.string(d, "zone", default=""),
+            shape=fields.string(d, "shape", default=""),
+            reason=fields.choice(d, "reason", choices=BACKOFF_REASONS, default=None),
+            failures=fields.required_integer(d, "failures"),
+            until=fields.required_string(d, "until"),
+            message=fields.string(d, "message", default=""),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "zone": self.zone,
+            "shape": self.shape,
+            "reason": self.reason,
+            "failures": self.failures,
+            "until": self.until,
+            "message": self.message,
+        }
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class NodePoolStatus:
     """What the NodePool controller observed; written only through ``/status``.
@@ -453,6 +504,7 @@ class NodePoolStatus:
     ready_nodes: int = 0
     selector: str | None = None
     conditions: tuple[meta.Condition, ...] = ()
+    zone_backoffs: tuple[ZoneBackoff, ...] = ()
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> NodePoolStatus:
@@ -465,6 +517,7 @@ class NodePoolStatus:
             ready_nodes=fields.integer(d, "readyNodes", default=0),
             selector=fields.optional_string(d, "selector"),
             conditions=fields.nested_list(d, "conditions", parse=meta.Condition.from_dict),
+            zone_backoffs=fields.nested_list(d, "zoneBackoffs", parse=ZoneBackoff.from_dict),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -476,6 +529,7 @@ class NodePoolStatus:
                 "readyNodes": self.ready_nodes,
                 "selector": self.selector,
                 "conditions": [c.to_dict() for c in self.conditions],
+                "zoneBackoffs": [b.to_dict() for b in self.zone_backoffs] or None,
             }
         )
 
@@ -908,6 +962,57 @@ STATUS_SCHEMA: Final[dict[str, Any]] = {
             "description": "Label selector of the pool's Nodes, for the scale subresource.",
         },
         "conditions": meta.CONDITIONS_SCHEMA,
+        "zoneBackoffs": {
+            "type": "array",
+            "description": (
+                "Zones where no VM of the pool is launched until a time: the cloud had no"
+                " capacity there, or a VM launched there never got a Ready Node. Each"
+                " refusal in a row doubles the wait, from 1 minute up to 30; a launch that"
+                " succeeds there ends it. The Autoscaler plans a pool whose every zone is"
+                " backed off as unable to grow."
+            ),
+            "maxItems": MAX_ZONE_BACKOFFS,
+            "items": {
+                "type": "object",
+                "required": ["reason", "failures", "until"],
+                "properties": {
+                    "zone": {
+                        "type": "string",
+                        "description": "The zone; empty: the cloud chose it (the whole pool).",
+                        "maxLength": 253,
+                        "default": "",
+                    },
+                    "shape": {
+                        "type": "string",
+                        "description": "The machine refused, as the cloud names it.",
+                        "maxLength": 253,
+                        "default": "",
+                    },
+                    "reason": {
+                        "type": "string",
+                        "description": "Why the zone is backed off.",
+                        "enum": list(BACKOFF_REASONS),
+                    },
+                    "failures": {
+                        "type": "integer",
+                        "description": "Refusals in a row; each doubles the wait.",
+                        "format": "int32",
+                        "minimum": 1,
+                    },
+                    "until": {
+                        "type": "string",
+                        "description": "When VMs may be launched in the zone again.",
+                        "format": "date-time",
+                    },
+                    "message": {
+                        "type": "string",
+                        "description": "The last refusal, as the cloud or the pool put it.",
+                        "maxLength": 1024,
+                        "default": "",
+                    },
+                },
+            },
+        },
     },
 }
 

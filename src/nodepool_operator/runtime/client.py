@@ -2,9 +2,10 @@
 
 It sits on kubernetes_asyncio's ``ApiClient`` (authentication, TLS, connection pooling,
 kubeconfig) and adds what the runtime needs and the generated per-kind APIs do not give
-uniformly: one code path for core and custom resources, server-side apply with a field
-manager, errors translated once into :mod:`nodepool_operator.runtime.errors`, a streaming
-watch with bookmarks, and a count of every request by verb, resource and status code.
+uniformly: one code path for core and custom resources, every write under the
+controller's field manager, errors translated once into
+:mod:`nodepool_operator.runtime.errors`, a streaming watch with bookmarks, and a count of
+every request by verb, resource and status code.
 """
 
 from __future__ import annotations
@@ -27,13 +28,12 @@ Object = dict[str, Any]
 
 #: Seconds a single request (not a watch) may take before it fails as a transient error.
 DEFAULT_REQUEST_TIMEOUT = 30.0
-PatchType = Literal["merge", "json", "strategic", "apply"]
+PatchType = Literal["merge", "json", "strategic"]
 
 _CONTENT_TYPES: dict[PatchType, str] = {
     "merge": "application/merge-patch+json",
     "json": "application/json-patch+json",
     "strategic": "application/strategic-merge-patch+json",
-    "apply": "application/apply-patch+yaml",
 }
 
 
@@ -151,37 +151,11 @@ class Client:
         namespace: str | None = None,
         patch_type: PatchType = "merge",
         subresource: str | None = None,
-        force: bool = False,
     ) -> Object:
-        query = _query(fieldManager=self.field_manager, force="true" if force else None)
+        query = _query(fieldManager=self.field_manager)
         path = resource.path(namespace=namespace, name=name, subresource=subresource)
         headers = {"Content-Type": _CONTENT_TYPES[patch_type]}
         return await self._call("PATCH", resource, path, query=query, body=patch, headers=headers)
-
-    async def apply(
-        self,
-        resource: Resource,
-        body: Mapping[str, Any],
-        *,
-        subresource: str | None = None,
-        force: bool = True,
-    ) -> Object:
-        """Server-side apply of the fields this manager owns.
-
-        ``force`` defaults to true as in controller-runtime: a controller is the declared
-        owner of the fields it applies (docs/field-ownership.md), so taking them back
-        from a stray manager is right; a conflict with a legitimate owner is a design bug.
-        """
-        meta = body["metadata"]
-        return await self.patch(
-            resource,
-            meta["name"],
-            dict(body),
-            namespace=meta.get("namespace"),
-            patch_type="apply",
-            subresource=subresource,
-            force=force,
-        )
 
     async def delete(
         self,

@@ -68,19 +68,3 @@ async def test_list_pages_follow_the_continue_token(client: Client, namespace: s
         if not token:
             break
     assert (pages, seen) == (3, names)
-
-
-async def test_server_side_apply_records_one_field_manager_per_controller(
-    client: Client, namespace: str
-) -> None:
-    name = f"g-{uuid.uuid4().hex[:6]}"
-    body = gadget(name, namespace, size=1)
-    applied = await client.apply(GADGETS, body)
-    managers = {entry["manager"] for entry in applied["metadata"]["managedFields"]}
-    assert managers == {client.field_manager}
-    rival = client.for_manager("rival-controller")
-    with pytest.raises(errors.Conflict):
-        await rival.apply(GADGETS, gadget(name, namespace, size=5), force=False)
-    taken = await rival.apply(GADGETS, gadget(name, namespace, size=5))
-    assert taken["spec"]["size"] == 5
-    await client.delete(GADGETS, name, namespace=namespace)

@@ -535,3 +535,96 @@ async def test_an_empty_listing_with_any_node_not_marked_by_us_still_deletes_not
     assert world.nodes_deleted() == []
     [warning] = world.warnings("CloudListEmpty")
     assert "owns 1 Nodes" in warning
+
+
+# --- the repair brake ----------------------------------------------------------------------
+
+
+def pool_of_nodes(count: int, *, not_ready_names: set[str]) -> World:
+    names = [f"p-{i}" for i in range(count)]
+    world = World(*names)
+    for name in names:
+        if name in not_ready_names:
+            world.nodes.put(not_ready(name, since=fakes.START - 900))
+        else:
+            world.nodes.put(fakes.node(name))
+    return world
+
+
+async def test_a_pool_all_not_ready_at_once_looks_partitioned_and_nothing_is_replaced() -> None:
+    world = pool_of_nodes(5, not_ready_names={f"p-{i}" for i in range(5)})
+
+    view = await world.converge(5)
+
+    assert world.warnings("NodeRepair") == []
+    assert world.cloud.deleted_at == {}
+    assert world.api.writes() == []  # no Node cordoned or drained
+    [held] = world.warnings("RepairHeld")
+    assert "5 of 5 nodes are NotReady at once" in held
+    assert view.repair_held == held
+
+    await world.converge(5)  # the same brake: told once
+    assert len(world.warnings("RepairHeld")) == 1
+
+
+async def test_repairs_resume_on_their_own_when_the_nodes_come_back() -> None:
+    world = pool_of_nodes(5, not_ready_names={f"p-{i}" for i in range(5)})
+    await world.converge(5)
+
+    for i in range(1, 5):  # four come back, one stays broken
+        world.nodes.put(fakes.node(f"p-{i}"))
+    view = await world.converge(5)
+
+    assert view.repair_held is None
+    [warning] = world.warnings("NodeRepair")
+    assert "p-0" in warning
+
+
+async def test_at_most_a_fifth_of_the_pool_is_replaced_at_once() -> None:
+    broken = {"p-1", "p-4", "p-7"}
+    world = pool_of_nodes(10, not_ready_names=broken)
+
+    view = await world.converge(10)
+
+    repaired = world.warnings("NodeRepair")
+    assert len(repaired) == 2  # max(1, 20% of 10)
+    assert all(any(name in w for name in ("p-1", "p-4")) for w in repaired)
+    assert (
+        view.repair_held == "3 of 10 nodes are unhealthy: at most 2 replaced at a time, 1 waiting"
+    )
+    assert world.warnings("RepairHeld") == [view.repair_held]
+
+
+async def test_a_repair_under_way_counts_against_the_brake_after_a_restart() -> None:
+    world = pool_of_nodes(5, not_ready_names={"p-2"})
+    draining = not_ready("p-3", since=fakes.START - 900)
+    draining["metadata"]["annotations"] = fakes.draining_since("p-3", fakes.START)["metadata"][
+        "annotations"
+    ]
+    world.nodes.put(draining)  # a repair an earlier run started, marked on the Node
+
+    view = await world.converge(5)
+
+    assert world.warnings("NodeRepair") == []  # p-2 waits for p-3's repair to end
+    assert view.repair_held is not None
+    assert "1 waiting" in view.repair_held
+
+
+async def test_the_one_node_of_a_pool_not_ready_is_replaced() -> None:
+    world = pool_of_nodes(1, not_ready_names={"p-0"})
+
+    view = await world.converge(1)
+
+    assert len(world.warnings("NodeRepair")) == 1
+    assert view.repair_held is None
+
+
+async def test_the_brake_shows_in_degraded() -> None:
+    world = pool_of_nodes(5, not_ready_names={f"p-{i}" for i in range(5)})
+    world.pool(5)
+
+    await world.reconciler.reconcile(Request(name="p"))
+
+    [degraded] = [c for c in world.api.status_patches[-1]["conditions"] if c["type"] == "Degraded"]
+    assert (degraded["status"], degraded["reason"]) == ("True", "RepairHeld")
+    assert "looks cut off from the control plane" in degraded["message"]

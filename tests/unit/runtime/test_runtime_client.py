@@ -125,7 +125,6 @@ async def test_replace_puts_the_body_with_its_resource_version_to_the_subresourc
         ("merge", "application/merge-patch+json"),
         ("json", "application/json-patch+json"),
         ("strategic", "application/strategic-merge-patch+json"),
-        ("apply", "application/apply-patch+yaml"),
     ],
 )
 async def test_patch_sends_the_content_type_of_its_kind(
@@ -134,19 +133,6 @@ async def test_patch_sends_the_content_type_of_its_kind(
     await client.patch(GADGETS, "g", {"spec": {}}, namespace="ns", patch_type=patch_type)
     assert api.last["header_params"]["Content-Type"] == content_type
     assert api.last["method"] == "PATCH"
-
-
-async def test_apply_is_a_forced_server_side_apply_by_default_under_the_field_manager(
-    api: FakeApiClient, client: Client
-) -> None:
-    body = {"apiVersion": "example.dev/v1", "kind": "Gadget", "metadata": {"name": "g"}}
-    await client.apply(CLUSTERED, body)
-    call = api.last
-    assert call["path"] == "/apis/example.dev/v1/clustereds/g"
-    assert call["header_params"]["Content-Type"] == "application/apply-patch+yaml"
-    assert call["query_params"] == [("fieldManager", "widget-controller"), ("force", "true")]
-    await client.for_manager("other").apply(CLUSTERED, body, force=False)
-    assert api.last["query_params"] == [("fieldManager", "other")]
 
 
 async def test_delete_sends_preconditions_and_propagation(

@@ -37,6 +37,7 @@ from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import quantity
 from nodepool_operator.api import scalerequest as scalerequest_api
+from nodepool_operator.controllers import capacity
 from nodepool_operator.controllers.autoscaler import constraints, fit, plan, simulation
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.handoff import RequestLedger
@@ -574,6 +575,11 @@ class Observer:
             base=basis, min_nodes=spec.min_nodes, max_nodes=spec.max_nodes, requests=views
         )
         nodes, usage = self._nodes(name, spec.template, keep=target)
+        # Every zone backed off (no capacity, or VMs that never registered): the pool
+        # cannot grow, and what it asked for is not coming.
+        stuck = capacity.cannot_grow(
+            nodepool_api.status_of(pool).zone_backoffs, spec.template, now=self.wall_clock.time()
+        )
         facts = plan.PoolFacts(
             name=name,
             min_nodes=spec.min_nodes,
@@ -583,6 +589,7 @@ class Observer:
             cordoned=usage.cordoned,
             unhealthy=usage.unhealthy,
             open_request=any(v.phase == "Pending" for v in views),
+            cannot_grow=stuck,
         )
         template = simulation.PoolTemplate(
             name=name,
@@ -590,8 +597,8 @@ class Observer:
             taints=_template_taints(spec.template),
             allocatable=nodepool_api.template_allocatable(spec.template),
             upcoming=_upcoming(name, spec.template, usage.registered),
-            in_flight=max(0, target - len(usage.registered)),
-            headroom=max(0, spec.max_nodes - target),
+            in_flight=0 if stuck else max(0, target - len(usage.registered)),
+            headroom=0 if stuck else max(0, spec.max_nodes - target),
             zones=max(1, len(spec.template.zones)),
             namespaces=frozenset(namespaces) if namespaces else None,
         )

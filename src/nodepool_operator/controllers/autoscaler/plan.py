@@ -61,6 +61,7 @@ class PoolFacts:
     open_request: bool  # a request of the pool is still Pending
     cordoned: int = 0  # Ready nodes that take no pods (being drained, or by hand)
     unhealthy: int = 0  # NotReady past the pool's timeouts: being replaced, not coming
+    cannot_grow: str | None = None  # why the pool launches no VM now (its zones backed off)
 
     @property
     def in_flight(self) -> int:
@@ -218,6 +219,8 @@ def decide(
 def limit_reason(pool: PoolFacts, decision: Decision) -> str:
     """Why pods beyond ``maxNodes`` get no node, in the words their event carries."""
     more = decision.wanted - decision.target
+    if pool.cannot_grow is not None:
+        return f"NodePool {pool.name} cannot grow: {pool.cannot_grow}; these pods wait"
     return (
         f"NodePool {pool.name} is at maxNodes {pool.max_nodes}; "
         f"these pods need {more} more {'node' if more == 1 else 'nodes'}"

@@ -1,6 +1,13 @@
-"""Backing off from a refusal that asking again will not change: the cloud's (quota,
-invalid machine type), or the API server's 422 on a Node create (a template label it
-refuses that the CRD could not catch). One pause per pool, whichever refused.
+"""Backing off from a refusal that asking again will not change.
+
+A zone that had no capacity, or whose VMs never registered, is backed off in the pool's
+status (``ZoneLedger``, ``controllers.capacity``), so a restart keeps it: launches skip
+the zone, and the Autoscaler plans a pool with every zone backed off as unable to grow.
+
+Other refusals pause the whole pool, in memory: the cloud's (quota, invalid machine
+type), or the API server's 422 on a Node create (a template label it refuses that the
+CRD could not catch). One pause per pool, whichever refused; a restarted operator asks
+once more and pauses again.
 
 A permanent cloud error will not go away by asking again, so after one the pool's VM
 creations pause: 10 s, then doubling up to 5 minutes while the error repeats. Other
@@ -12,12 +19,23 @@ request rate to the cloud stays bounded however busy the cluster is. A new gener
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from nodepool_operator import pacing
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import PermanentCloudError
+from nodepool_operator.controllers import capacity
+from nodepool_operator.runtime.client import Object
+from nodepool_operator.runtime.events import EventRecorder
 
-__all__ = ["CloudBackoff", "Pause"]
+__all__ = ["ZONES_BACKED_OFF", "CloudBackoff", "Pause", "ZoneLedger"]
+
+log = logging.getLogger(__name__)
+
+#: The reason ``Degraded`` gives while some zones (or several reasons) are backed off.
+ZONES_BACKED_OFF = "ZonesBackedOff"
 
 
 @dataclass(frozen=True)
@@ -76,3 +94,83 @@ class CloudBackoff:
 
     def succeeded(self, pool: str) -> None:
         self._pauses.pop(pool, None)
+
+
+@dataclass(eq=False)
+class ZoneLedger:
+    """One pass's view of a pool's zone backoffs (``controllers.capacity``): read from the
+    pool's status at the start, added to by refusals and cleared by launches during the
+    pass, written back into the status at its end. The status is the record; this is
+    only the pass's working copy."""
+
+    template: nodepool_api.NodeTemplate
+    entries: tuple[nodepool_api.ZoneBackoff, ...]
+    now: float
+    started: list[nodepool_api.ZoneBackoff] = field(default_factory=list)
+
+    def blocked(self, zone: str | None) -> bool:
+        return capacity.zone_blocked(
+            zone, self.template, capacity.blocked_zones(self.entries, now=self.now)
+        )
+
+    def cannot_grow(self) -> str | None:
+        return capacity.cannot_grow(self.entries, self.template, now=self.now)
+
+    def refused(
+        self, zone: str | None, *, shape: str, reason: nodepool_api.BackoffReason, message: str
+    ) -> None:
+        self.entries, started = capacity.record(
+            self.entries,
+            zone=capacity.zone_key(zone, self.template),
+            shape=shape,
+            reason=reason,
+            message=message,
+            now=self.now,
+        )
+        if started is not None:
+            self.started.append(started)
+
+    def launched(self, zones: Iterable[str | None]) -> None:
+        keys = {capacity.zone_key(zone, self.template) for zone in zones}
+        self.entries = capacity.forgotten(self.entries, now=self.now, succeeded=keys)
+
+    def current(self) -> tuple[nodepool_api.ZoneBackoff, ...]:
+        """What the status should hold after the pass."""
+        return capacity.forgotten(self.entries, now=self.now)
+
+    def degraded(self) -> tuple[str, str] | None:
+        """(reason, message) for ``Degraded`` while a backoff is in force."""
+        whole = self.cannot_grow()
+        if whole is not None:
+            reasons = {b.reason for b in self.entries if b.zone in self._blocked()}
+            return (reasons.pop() if len(reasons) == 1 else ZONES_BACKED_OFF), whole
+        blocked = sorted(self._blocked())
+        if not blocked:
+            return None
+        shown = ", ".join(
+            f"{b.zone} ({b.reason} until {b.until})" for b in self.entries if b.zone in blocked
+        )
+        return ZONES_BACKED_OFF, f"no VM is launched in zone {shown}; the other zones take them"
+
+    async def tell(self, recorder: EventRecorder, pool: Object) -> None:
+        """A Warning event (and a log line) for each backoff this pass started."""
+        for started in self.started:
+            where = f"zone {started.zone}" if started.zone else "the pool"
+            message = (
+                f"{started.reason} in {where} (refusal {started.failures} in a row): no VM"
+                f" is launched there before {started.until}; {started.message}"
+            )
+            log.warning(
+                "event=zone-backoff zone=%s reason=%s failures=%d until=%s",
+                started.zone,
+                started.reason,
+                started.failures,
+                started.until,
+            )
+            await recorder.event(pool, type="Warning", reason=started.reason, message=message)
+
+    def ends_in(self) -> float | None:
+        return capacity.next_end(self.entries, now=self.now)
+
+    def _blocked(self) -> frozenset[str]:
+        return capacity.blocked_zones(self.entries, now=self.now)

@@ -28,6 +28,7 @@ from nodepool_operator.controllers.nodepool import (
     inventory,
     plan,
     registration,
+    repair,
     report,
 )
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
@@ -60,6 +61,7 @@ class Lifecycle(Protocol):
         *,
         may_create: bool = True,
         may_register: bool = True,
+        zones: backoff.ZoneLedger | None = None,
     ) -> plan.PoolView: ...
 
     async def tear_down(self, pool: Object) -> tuple[int, drain.DrainProgress]: ...
@@ -94,6 +96,7 @@ class NodePoolReconciler:
         self.recorder = recorder
         self.config = config
         self.clock = clock
+        self.wall_clock = wall_clock
         self.answers = answering.RequestAnswers(
             client=client,
             scale_requests=scale_requests,
@@ -145,17 +148,30 @@ class NodePoolReconciler:
         pool = self._seen(answered)
         spec = nodepool_api.spec_of(pool)
         desired = plan.desired_nodes(spec)
+        zones = self._zone_ledger(pool, spec)
         try:
-            view, pause = await self._step(pool, spec, desired)
+            view, pause = await self._step(pool, spec, desired, zones)
             if view is None:  # the cloud refused a step: look again at what there is
                 view = await self.lifecycle.observe(pool)
         except inventory.ListingDoubtful as doubt:
             return Result(requeue_after=await self.reporter.doubt(pool, doubt))
         self.reporter.trusted(request.name)
-        degraded = (pause.reason, pause.message) if pause else None
+        await zones.tell(self.recorder, pool)
+        view = dataclasses.replace(view, zone_backoffs=zones.current())
+        degraded = (pause.reason, pause.message) if pause else zones.degraded()
+        if degraded is None and view.repair_held is not None:
+            degraded = (repair.REPAIR_HELD, view.repair_held)
         await self.reporter.report(pool, desired=desired, view=view, degraded=degraded)
         next_expiry = await self.answers.delete_expired(pool_requests)
-        return self._next(request.name, view, desired, pause, next_expiry)
+        return self._next(request.name, view, desired, pause, next_expiry, zones)
+
+    def _zone_ledger(self, pool: Object, spec: nodepool_api.NodePoolSpec) -> backoff.ZoneLedger:
+        """The pool's zone backoffs as its status holds them (our last write of it, if the
+        cache has not caught up): the world is their record, so a restart keeps them."""
+        status = nodepool_api.status_of({"status": self.reporter.status.current(pool)})
+        return backoff.ZoneLedger(
+            template=spec.template, entries=status.zone_backoffs, now=self.wall_clock.time()
+        )
 
     async def _gone(self, name: str) -> Result:
         self._forget(name)
@@ -165,7 +181,11 @@ class NodePoolReconciler:
         return Result(requeue_after=next_expiry)
 
     async def _step(
-        self, pool: Object, spec: nodepool_api.NodePoolSpec, desired: int
+        self,
+        pool: Object,
+        spec: nodepool_api.NodePoolSpec,
+        desired: int,
+        zones: backoff.ZoneLedger,
     ) -> tuple[plan.PoolView | None, backoff.Pause | None]:
         """One step towards ``desired``: what was observed (None if the cloud refused the
         step) and the cloud pause in force afterwards, if any."""
@@ -180,6 +200,7 @@ class NodePoolReconciler:
                 may_create=pause is None,
                 # A cloud refusal does not stop Nodes of running VMs; a Node refusal does.
                 may_register=pause is None or pause.reason != registration.NODE_REFUSED,
+                zones=zones,
             )
         except PermanentCloudError as error:
             pause = self.cloud_backoff.failed(
@@ -215,10 +236,14 @@ class NodePoolReconciler:
         desired: int,
         pause: backoff.Pause | None,
         next_expiry: float | None,
+        zones: backoff.ZoneLedger,
     ) -> Result:
         delays = [] if next_expiry is None else [next_expiry]
         if pause is not None:
             delays.append(max(pause.until - self.clock.now(), 0.01))
+        backoff_ends = zones.ends_in()
+        if backoff_ends is not None:  # the status (Degraded) changes then, and launches resume
+            delays.append(max(backoff_ends, 0.01))
         # The cloud has no watch: look again while it owes us something (VMs booting, or
         # running without their Node yet, or to be created). Node readiness needs no
         # polling: it arrives through the Node watch. A drain says itself when it can move
@@ -230,7 +255,7 @@ class NodePoolReconciler:
         else:
             self.boot_polls.forget(name)
         unregistered = any(vm.name not in view.nodes for vm in view.vms)
-        short = pause is None and len(view.vms) < desired
+        short = pause is None and zones.cannot_grow() is None and len(view.vms) < desired
         if unregistered or short:
             delays.append(self.config.poll_interval)
         if view.recheck_in is not None:

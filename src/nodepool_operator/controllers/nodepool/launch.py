@@ -3,9 +3,11 @@
 Names are deterministic (``plan.names_to_create``: the lowest free indexes), so a retry
 or a restarted operator asks for the same names and the cloud's idempotent create makes
 no duplicate. Each VM goes to the zone its name gives it, which its Node is labelled
-with. Creates run a bounded number at a time; when some fail, a permanent refusal
-(quota) is raised before a transient one, so the pool's pause starts even if a 503 came
-first.
+with; names of a zone backed off in the pool's status (``backoff.ZoneLedger``) are
+passed over, and a zone the cloud says has no capacity is backed off and its VMs asked
+for in the other zones within the same launch. Creates run a bounded number at a time;
+when some fail, a permanent refusal (quota) is raised before a transient one, so the
+pool's pause starts even if a 503 came first.
 
 A name is free only when neither the cloud nor the cluster has it (``nodepool.names_taken``):
 a Node of that name the pool does not own (a hand-made one, another tool's; the cache
@@ -27,13 +29,15 @@ from typing import Any
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import (
     CloudProvider,
+    InsufficientCapacity,
     MachineSpec,
     PermanentCloudError,
     VirtualMachine,
     VmConflict,
     VmName,
 )
-from nodepool_operator.controllers.nodepool import inventory, plan
+from nodepool_operator.controllers import capacity
+from nodepool_operator.controllers.nodepool import backoff, inventory, plan
 from nodepool_operator.controllers.nodepool import nodes as node_ops
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.runtime import clock as clock_module
@@ -102,8 +106,13 @@ class Launcher:
         live: int,
         every_vm: Sequence[VirtualMachine],
         missing: int,
+        zones: backoff.ZoneLedger | None = None,
     ) -> list[VirtualMachine]:
-        """Create ``missing`` VMs next to the ``live`` ones; those the cloud answered."""
+        """Create ``missing`` VMs next to the ``live`` ones; those the cloud answered.
+
+        With ``zones``, names in a backed-off zone are passed over, and a zone the cloud
+        says has no capacity is backed off and its VMs asked for in the other zones.
+        """
         name = pool["metadata"]["name"]
         await self.recorder.event(
             pool,
@@ -127,11 +136,13 @@ class Launcher:
         tried = 0
         wanted = missing
         while wanted > 0:
-            names = await self._free_names(pool, chosen, wanted, taken)
+            names = await self._free_names(pool, chosen, wanted, taken, spec.template, zones)
             chosen.update(names)
             if len(taken) > MAX_TAKEN_NAMES:
                 failures.append(_too_many_taken(taken))
                 break
+            if not names:
+                break  # every zone is backed off: the status says so
             tried += len(names)
             results = await asyncio.gather(*(create(n) for n in names), return_exceptions=True)
             wanted = 0
@@ -140,11 +151,21 @@ class Launcher:
                     taken[vm_name] = f"a VM of another pool in the cloud ({result.message})"
                     await self._tell_taken(pool, vm_name, taken[vm_name])
                     wanted += 1
+                elif isinstance(result, InsufficientCapacity) and zones is not None:
+                    zones.refused(
+                        nodepool_api.zone_of(vm_name, spec.template) or result.zone,
+                        shape=result.shape or "",
+                        reason=capacity.NO_CAPACITY,
+                        message=str(result),
+                    )
+                    wanted += 1  # in another zone, if one is left
                 elif isinstance(result, BaseException):
                     failures.append(result)
                 elif isinstance(result, VirtualMachine):
                     launched.append(result)
         self.inventory.launched(launched)
+        if zones is not None:
+            zones.launched(nodepool_api.zone_of(vm.name, spec.template) for vm in launched)
         log.info(
             "event=vms-created count=%d failed=%d skipped=%d seconds=%.2f",
             len(launched),
@@ -158,11 +179,20 @@ class Launcher:
         return launched
 
     async def _free_names(
-        self, pool: Object, chosen: set[str], count: int, taken: dict[str, str]
+        self,
+        pool: Object,
+        chosen: set[str],
+        count: int,
+        taken: dict[str, str],
+        template: nodepool_api.NodeTemplate,
+        zones: backoff.ZoneLedger | None,
     ) -> list[VmName]:
-        """The next ``count`` names, past ``chosen`` and ``taken``, that no foreign Node
-        holds; those found held go to ``taken`` (with their holder), and the search stops
-        past ``MAX_TAKEN_NAMES``."""
+        """The next ``count`` names, past ``chosen`` and ``taken`` and those of zones
+        backed off, that no foreign Node holds; those found held go to ``taken`` (with
+        their holder), and the search stops past ``MAX_TAKEN_NAMES``."""
+        if zones is not None and zones.cannot_grow() is not None:
+            return []
+        passed: list[str] = []  # names of backed-off zones, left free for later
         free: list[VmName] = []
         limit = asyncio.Semaphore(self.config.create_parallelism)
 
@@ -173,9 +203,12 @@ class Launcher:
         while len(free) < count and len(taken) <= MAX_TAKEN_NAMES:
             batch = plan.names_to_create(
                 pool["metadata"]["name"],
-                nodepool_api.names_taken(own=chosen, held=[*taken, *free]),
+                nodepool_api.names_taken(own=chosen, held=[*taken, *free, *passed]),
                 count - len(free),
             )
+            if zones is not None:
+                passed.extend(n for n in batch if zones.blocked(nodepool_api.zone_of(n, template)))
+                batch = [n for n in batch if n not in passed]
             holders = await asyncio.gather(*(holder(c) for c in batch))
             for candidate, held_by in zip(batch, holders, strict=True):
                 if held_by is None:

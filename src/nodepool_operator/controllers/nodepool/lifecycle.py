@@ -19,7 +19,9 @@ from collections.abc import Sequence
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import CloudProvider, VirtualMachine, VmState
+from nodepool_operator.controllers import capacity
 from nodepool_operator.controllers.nodepool import (
+    backoff,
     drain,
     inventory,
     launch,
@@ -28,6 +30,7 @@ from nodepool_operator.controllers.nodepool import (
     repair,
     termination,
 )
+from nodepool_operator.controllers.nodepool import nodes as node_ops
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime.client import Client, Object
@@ -109,13 +112,16 @@ class PoolLifecycle:
         *,
         may_create: bool = True,
         may_register: bool = True,
+        zones: backoff.ZoneLedger | None = None,
     ) -> plan.PoolView:
         """One step towards ``desired``; returns what it observed before acting.
 
         With ``may_create`` false (the cloud or the API server refused us and we are
         pausing) no VM is created; with ``may_register`` false (the API server refused a
         Node) no Node is registered either. Everything else (removing what is not
-        wanted, repairs, drains) goes on: a refusal never blocks a scale-down.
+        wanted, repairs, drains) goes on: a refusal never blocks a scale-down. ``zones``
+        (the pool's zone backoffs) gains the zones whose VMs never registered or had no
+        capacity, and loses those where a launch succeeded.
         """
         owned = self.inventory.owned_nodes(pool)
         await self.inventory.note_strangers(pool)
@@ -124,16 +130,21 @@ class PoolLifecycle:
         now = self.wall_clock.time()
         view = dataclasses.replace(view, unhealthy=repair.unhealthy(view, spec, now=now))
         verdicts = self._verdicts(view, spec, desired, now=now)
+        if zones is not None:
+            self._note_unregistered(view, spec, verdicts, zones, may_register=may_register)
+        repairing, held = repair.braked(view, verdicts.unhealthy - set(verdicts.victims))
+        await self.repairer.tell_held(pool, held)
+        view = dataclasses.replace(view, repair_held=held)
         progress = [
             await self.repairer.repair(pool, spec, view, vm.name)
             for vm in view.vms
             if vm.name not in verdicts.victims
-            and (vm.name in verdicts.unhealthy or (may_register and vm.name in verdicts.overdue))
+            and (vm.name in repairing or (may_register and vm.name in verdicts.overdue))
         ]
         live = len(view.vms)
         if live < desired and may_create:
             view = await self._scale_up(
-                pool, spec, view, every_vm, desired - live, may_register=may_register
+                pool, spec, view, every_vm, desired - live, may_register=may_register, zones=zones
             )
         elif live > desired:
             progress.append(await self.terminator.scale_down(pool, spec, view, live - desired))
@@ -146,6 +157,28 @@ class PoolLifecycle:
         return dataclasses.replace(
             view, blocked=drains.blocked, recheck_in=min(retry) if retry else None
         )
+
+    def _note_unregistered(
+        self,
+        view: plan.PoolView,
+        spec: nodepool_api.NodePoolSpec,
+        verdicts: plan.Verdicts,
+        zones: backoff.ZoneLedger,
+        *,
+        may_register: bool,
+    ) -> None:
+        """A VM past registration without a Node, or whose Node never reported, is a
+        launch that failed in its zone: the zone is backed off, as for no capacity."""
+        never = {n for n in verdicts.unhealthy if node_ops.is_unregistered(view.nodes[n])}
+        late = verdicts.overdue if may_register else frozenset()
+        for name in sorted(never | late):
+            zones.refused(
+                nodepool_api.zone_of(name, spec.template),
+                shape="",
+                reason=capacity.REGISTRATION_TIMEOUT,
+                message=f"VM {name} had no Ready Node within registrationTimeoutSeconds="
+                f"{spec.registration_timeout_seconds}",
+            )
 
     async def judge(
         self, pool: Object, spec: nodepool_api.NodePoolSpec, desired: int, *, now: float
@@ -209,16 +242,22 @@ class PoolLifecycle:
         missing: int,
         *,
         may_register: bool,
+        zones: backoff.ZoneLedger | None,
     ) -> plan.PoolView:
         """Give back draining Nodes first (the fastest capacity there is), then create
         the VMs still missing; the view says which new VMs still boot."""
         revived = view.cancellable[:missing]
         if revived:
             await self.terminator.cancel_drains(view, revived)
-        if missing <= len(revived):
-            return view
+        if missing <= len(revived) or (zones is not None and zones.cannot_grow()):
+            return view  # every zone backed off: the status says so, no launch is tried
         launched = await self.launcher.launch(
-            pool, spec, live=len(view.vms), every_vm=every_vm, missing=missing - len(revived)
+            pool,
+            spec,
+            live=len(view.vms),
+            every_vm=every_vm,
+            missing=missing - len(revived),
+            zones=zones,
         )
         booting = tuple(vm.name for vm in launched if vm.state != VmState.RUNNING)
         view = dataclasses.replace(view, launching=booting)

@@ -79,7 +79,8 @@ def node_manifest(
     unregistered: bool = False,
 ) -> Object:
     """The Node of ``vm``. ``unregistered``: with ``UNREGISTERED_TAINT``, as the operator
-    creates them (the peers in ``bench/`` that never remove it create them without)."""
+    creates them (the peers in ``bench/`` that never remove it create them without).
+    ``simulated``: annotated for kwok, which then plays the VM's kubelet."""
     name = str(pool["metadata"]["name"])
     zone = nodepool_api.zone_of(vm.name, template)
     labels = {
@@ -98,7 +99,9 @@ def node_manifest(
         "metadata": {
             "name": vm.name,
             "labels": labels,
-            "annotations": {KWOK_ANNOTATION: "fake"} if simulated else {},
+            # A simulated VM whose kubelet never joins (a simcloud fault) is left to no
+            # one, as a real one would be: its Node never turns Ready.
+            "annotations": {KWOK_ANNOTATION: "fake"} if simulated and vm.kubelet_joins else {},
             "ownerReferences": [
                 {
                     "apiVersion": nodepool_api.API_VERSION,

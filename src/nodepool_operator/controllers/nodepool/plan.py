@@ -92,6 +92,11 @@ class PoolView:
     refused: tuple[str, str] | None = None
     # VMs this pass asked the cloud for that are not running yet: polled for soon.
     launching: tuple[VmName, ...] = ()
+    # Zones where no VM is launched for a while (``controllers.capacity``), as the
+    # status should record them.
+    zone_backoffs: tuple[nodepool_api.ZoneBackoff, ...] = ()
+    # Why unhealthy Nodes wait for their repair (the repair brake), if some do.
+    repair_held: str | None = None
 
     @property
     def draining(self) -> list[str]:
@@ -191,7 +196,7 @@ def pool_status(
         "readyNodes": ready,
         "selector": nodepool_api.pool_selector(str(meta["name"])),
         "conditions": found.items,
-    }
+    } | ({"zoneBackoffs": [b.to_dict() for b in view.zone_backoffs]} if view.zone_backoffs else {})
 
 
 def degraded_status(

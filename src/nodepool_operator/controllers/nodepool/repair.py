@@ -14,7 +14,9 @@
 
 Every timer here counts from a time stored in the world. Removals of our own initiative
 take a token from the pool's bucket (``node_deletions_per_minute``), so a wrong verdict
-about many Nodes at once costs a few of them, not the pool.
+about many Nodes at once costs a few of them, not the pool; and the brake (``braked``)
+replaces at most ``max(1, 20%)`` of the pool at a time, none while most of it is
+NotReady at once (a partition, not broken machines).
 """
 
 from __future__ import annotations
@@ -34,9 +36,53 @@ from nodepool_operator.runtime import conditions, nodes, ratelimit
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.events import EventRecorder
 
-__all__ = ["Repairer", "unhealthy", "unhealthy_in"]
+__all__ = ["REPAIR_SHARE", "Repairer", "braked", "unhealthy", "unhealthy_in"]
 
 log = logging.getLogger(__name__)
+
+#: The share of a pool's Nodes replaced at once while more are unhealthy (Karpenter
+#: stops repairing a NodePool past 20% unhealthy); one at least.
+REPAIR_SHARE = 0.2
+#: The reason of the event (and of ``Degraded``) while the brake holds repairs back.
+REPAIR_HELD = "RepairHeld"
+
+
+def braked(view: plan.PoolView, unhealthy: frozenset[str]) -> tuple[frozenset[str], str | None]:
+    """Of the ``unhealthy`` Nodes, those to repair now, and why the others wait (None
+    when none waits).
+
+    Repairs under way (the Node is draining) go on. New ones start while fewer than
+    ``max(1, REPAIR_SHARE)`` of the pool's Nodes are being repaired, and none while more
+    than half of them (two at least) are NotReady at once: that looks like a partition
+    between the nodes and the control plane, or an API server that was away, which
+    replacing machines does not cure and which ends by itself. Every input is the world
+    as the pass sees it, so a restart holds back the same Nodes.
+    """
+    found = view.nodes
+    started = {name for name in unhealthy if name in found and plan.is_draining(found[name])}
+    waiting = sorted(name for name in unhealthy if name in found and name not in started)
+    if not waiting:
+        return frozenset(started), None
+    total = len(found)
+    not_ready = sum(
+        1
+        for node in found.values()
+        if not nodes.is_ready(node) and not node_ops.is_unregistered(node)
+    )
+    if not_ready >= 2 and 2 * not_ready > total:
+        return frozenset(started), (
+            f"{not_ready} of {total} nodes are NotReady at once: the pool looks cut off from"
+            " the control plane, so none is replaced until they come back"
+        )
+    allowed = max(1, int(total * REPAIR_SHARE))
+    chosen = waiting[: max(0, allowed - len(started))]
+    held = len(waiting) - len(chosen)
+    if not held:
+        return frozenset(started | set(chosen)), None
+    return frozenset(started | set(chosen)), (
+        f"{len(started) + len(waiting)} of {total} nodes are unhealthy: at most {allowed}"
+        f" replaced at a time, {held} waiting"
+    )
 
 
 def unhealthy(
@@ -94,10 +140,26 @@ class Repairer:
         default_factory=dict, init=False
     )
     _deletion_at: dict[str, float] = dataclasses.field(default_factory=dict, init=False)
+    # Per pool: why repairs were last held back, as told (memory only spares repeats:
+    # the brake itself follows from the Nodes' conditions).
+    _held: dict[str, str | None] = dataclasses.field(default_factory=dict, init=False)
 
     def forget_pool(self, pool: str) -> None:
         self._deletions.pop(pool, None)
         self._deletion_at.pop(pool, None)
+        self._held.pop(pool, None)
+
+    async def tell_held(self, pool: Object, held: str | None) -> None:
+        """One event each time the brake starts holding repairs back, or its words change."""
+        name = pool["metadata"]["name"]
+        if self._held.get(name) == held:
+            return
+        self._held[name] = held
+        if held is None:
+            log.info("event=repair-resumed")
+            return
+        log.warning("event=repair-held reason=%r", held)
+        await self.recorder.event(pool, type="Warning", reason=REPAIR_HELD, message=held)
 
     def deletion_wait(self, pool: str) -> float:
         """0 when a Node of ``pool`` may be removed now (a token is taken), else the

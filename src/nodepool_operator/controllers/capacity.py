@@ -1,0 +1,133 @@
+"""Zone backoffs: where a pool launches no VM for a while, and whether it can grow at all.
+
+The NodePool controller records a backoff in the pool's status (``status.zoneBackoffs``)
+when the cloud refuses a launch for capacity in a zone, or when a VM launched there never
+gets a Ready Node within ``registrationTimeoutSeconds``; the Autoscaler reads the same
+status to plan a pool whose every zone is backed off as unable to grow. Both read it
+through these functions, so they never disagree on what a backoff means. The status is
+the record: a restarted operator, or a new leader, skips the same zones until the same
+moment.
+
+Each refusal in a row doubles the wait (``INITIAL`` up to ``MAXIMUM``). A backoff past its
+``until`` no longer blocks anything but is kept, so the next refusal there doubles the
+wait; a launch that succeeds in the zone ends it, and one left alone for ``MAXIMUM``
+after its end is forgotten.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Final
+
+from nodepool_operator import pacing
+from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.runtime import conditions
+
+__all__ = [
+    "INITIAL",
+    "MAXIMUM",
+    "NO_CAPACITY",
+    "REGISTRATION_TIMEOUT",
+    "blocked_zones",
+    "cannot_grow",
+    "forgotten",
+    "next_end",
+    "record",
+    "zone_blocked",
+    "zone_key",
+]
+
+#: The first wait after a refusal, and the longest (as cluster-autoscaler's node group
+#: backoff: 5 minutes up to 30; Karpenter caches an offering's capacity error for 3).
+INITIAL = 60.0
+MAXIMUM = 1800.0
+#: The reasons a zone is backed off (``nodepool_api.BACKOFF_REASONS``).
+NO_CAPACITY: Final = "InsufficientCapacity"
+REGISTRATION_TIMEOUT: Final = "RegistrationTimeout"
+#: Longest message kept per backoff (the CRD's bound).
+MAX_MESSAGE = 1024
+
+
+def zone_key(zone: str | None, template: nodepool_api.NodeTemplate) -> str:
+    """The zone a backoff is recorded under: "" (the whole pool) for a pool without zones,
+    whatever zone the cloud chose for it."""
+    return (zone or "") if template.zones else ""
+
+
+def _until(backoff: nodepool_api.ZoneBackoff) -> float:
+    until = conditions.parse_rfc3339(backoff.until)
+    return 0.0 if until is None else until
+
+
+def blocked_zones(backoffs: Iterable[nodepool_api.ZoneBackoff], *, now: float) -> frozenset[str]:
+    """The zones (by ``zone_key``) where no VM is launched at ``now``."""
+    return frozenset(b.zone for b in backoffs if _until(b) > now)
+
+
+def zone_blocked(
+    zone: str | None, template: nodepool_api.NodeTemplate, blocked: frozenset[str]
+) -> bool:
+    return "" in blocked or zone_key(zone, template) in blocked
+
+
+def cannot_grow(
+    backoffs: Sequence[nodepool_api.ZoneBackoff],
+    template: nodepool_api.NodeTemplate,
+    *,
+    now: float,
+) -> str | None:
+    """Why the pool can launch no VM at ``now`` (every zone it uses is backed off), in
+    words for a person; None when some zone may still take a VM."""
+    blocked = blocked_zones(backoffs, now=now)
+    zones = template.zones or ("",)
+    if not blocked or not ("" in blocked or all(z in blocked for z in zones)):
+        return None
+    active = [b for b in backoffs if b.zone in blocked]
+    reasons = sorted({b.reason for b in active})
+    until = max(b.until for b in active)
+    where = " in all its zones" if template.zones else ""
+    return f"{' and '.join(reasons)}{where}; no VM is launched before {until}"
+
+
+def next_end(backoffs: Iterable[nodepool_api.ZoneBackoff], *, now: float) -> float | None:
+    """Seconds until the first backoff in force ends, if one is."""
+    ends = [_until(b) - now for b in backoffs if _until(b) > now]
+    return min(ends) if ends else None
+
+
+def record(
+    backoffs: Sequence[nodepool_api.ZoneBackoff],
+    *,
+    zone: str,
+    shape: str,
+    reason: nodepool_api.BackoffReason,
+    message: str,
+    now: float,
+) -> tuple[tuple[nodepool_api.ZoneBackoff, ...], nodepool_api.ZoneBackoff | None]:
+    """``backoffs`` with a refusal in ``zone`` recorded, and the backoff it started (None
+    when the zone was already backed off at ``now``: one refusal per wait, however many
+    VMs of one pass it refused)."""
+    found = next((b for b in backoffs if b.zone == zone), None)
+    if found is not None and _until(found) > now:
+        return tuple(backoffs), None
+    failures = 1 if found is None else found.failures + 1
+    delay = pacing.exponential(initial=INITIAL, failures=failures - 1, maximum=MAXIMUM)
+    started = nodepool_api.ZoneBackoff(
+        zone=zone,
+        shape=shape,
+        reason=reason,
+        failures=failures,
+        until=conditions.rfc3339(now + delay),
+        message=message[:MAX_MESSAGE],
+    )
+    others = [b for b in backoffs if b.zone != zone]
+    return tuple(sorted([*others, started], key=lambda b: b.zone)), started
+
+
+def forgotten(
+    backoffs: Iterable[nodepool_api.ZoneBackoff], *, now: float, succeeded: Iterable[str] = ()
+) -> tuple[nodepool_api.ZoneBackoff, ...]:
+    """``backoffs`` without those of the zones where a launch ``succeeded`` and those over
+    for longer than ``MAXIMUM`` (the zone was not tried since: its streak is over)."""
+    done = set(succeeded)
+    return tuple(b for b in backoffs if b.zone not in done and _until(b) > now - MAXIMUM)

@@ -1,0 +1,148 @@
+"""Capacity that runs out, on the real control plane with simcloud's capacity faults: a
+zone without room is backed off in the pool's status and the pool grows in its other
+zone, a restarted operator keeps the backoff, and the zone is used again after it; a
+pool whose shape has no room anywhere cannot grow, and the Autoscaler sends its pods to
+the next pool."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import uuid
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from e2e.test_autoscaler import AUTOSCALERS, create_autoscaler, events, running
+from harness import MERGE, POOLS, SimCloud, remove_pool, settled, wait_for
+from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.cloud.simcloud import wire
+from workloads import deployment
+
+ZONES = ("sim-1a", "sim-1b")
+
+
+def zoned_pool(name: str, *, target: int, cpu: str = "4", weight: int = 0) -> dict[str, Any]:
+    spec = nodepool_api.NodePoolSpec(
+        target_nodes=target,
+        max_nodes=10,
+        weight=weight,
+        template=nodepool_api.NodeTemplate(cpu=cpu, memory="16Gi", pods=110, zones=ZONES),
+    )
+    return nodepool_api.manifest(name, spec)
+
+
+async def pool_status(custom: client.CustomObjectsApi, name: str) -> dict[str, Any]:
+    found: dict[str, Any] = await custom.get_cluster_custom_object(*POOLS, name)
+    return dict(found.get("status") or {})
+
+
+def degraded(status: dict[str, Any]) -> dict[str, Any]:
+    return next((c for c in status.get("conditions", []) if c["type"] == "Degraded"), {})
+
+
+async def zones_of(core: client.CoreV1Api, pool: str) -> dict[str, str]:
+    found = await core.list_node(label_selector=f"{nodepool_api.POOL_LABEL}={pool}")
+    return {n.metadata.name: n.metadata.labels.get(nodepool_api.ZONE_LABEL) for n in found.items}
+
+
+@pytest.mark.slow
+async def test_a_zone_out_of_capacity_is_skipped_across_a_restart_and_used_after_its_backoff(
+    api_client: client.ApiClient, start_simcloud: Any, start_operator: Any, pool_name: str
+) -> None:
+    faults = {"capacity": [{"zone": "sim-1a", "maxVms": 0}]}
+    cloud: SimCloud = await start_simcloud(
+        "--create-latency", "0.2", "--latency-jitter", "0", "--faults", json.dumps(faults)
+    )
+    operator = start_operator(cloud)
+    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
+    await custom.create_cluster_custom_object(*POOLS, zoned_pool(pool_name, target=3))
+
+    await wait_for(lambda: settled(custom, pool_name, 3), within=60)
+    assert set((await zones_of(core, pool_name)).values()) == {"sim-1b"}
+    status = await pool_status(custom, pool_name)
+    [backoff] = status["zoneBackoffs"]
+    assert (backoff["zone"], backoff["reason"], backoff["failures"]) == (
+        "sim-1a",
+        "InsufficientCapacity",
+        1,
+    )
+    assert degraded(status)["reason"] == "ZonesBackedOff"
+    [event] = await events(core, "default", name=pool_name, reason="InsufficientCapacity")
+    assert "zone sim-1a" in event.message
+
+    # A new operator, mid-backoff: it reads the backoff from the status and never asks
+    # the zone again before its end (a second refusal would count 2).
+    operator.stop()
+    operator = start_operator(cloud)
+    await custom.patch_cluster_custom_object(
+        *POOLS, pool_name, {"spec": {"targetNodes": 4}}, _content_type=MERGE
+    )
+    await wait_for(lambda: settled(custom, pool_name, 4), within=60)
+    assert set((await zones_of(core, pool_name)).values()) == {"sim-1b"}
+    [kept] = (await pool_status(custom, pool_name))["zoneBackoffs"]
+    assert kept == backoff
+    assert "event=zone-backoff" not in operator.output()
+
+    # Room again; once the backoff is over the zone takes the next VM.
+    assert cloud.client is not None
+    await cloud.client.set_faults(wire.Faults())
+
+    async def over() -> bool:
+        return degraded(await pool_status(custom, pool_name)).get("status") == "False"
+
+    await wait_for(over, within=90)  # the backoff's minute, counted from the refusal
+    await custom.patch_cluster_custom_object(
+        *POOLS, pool_name, {"spec": {"targetNodes": 5}}, _content_type=MERGE
+    )
+    await wait_for(lambda: settled(custom, pool_name, 5), within=60)
+    assert "sim-1a" in (await zones_of(core, pool_name)).values()
+    assert "zoneBackoffs" not in await pool_status(custom, pool_name)
+    assert operator.errors_logged() == []
+
+
+async def test_a_shape_without_capacity_sends_the_pods_to_the_next_pool(
+    api_client: client.ApiClient,
+    start_simcloud: Any,
+    start_operator: Any,
+    pool_name: str,
+    autoscaler_name: str,
+    namespace: str,
+) -> None:
+    faults = {"capacity": [{"cpu": "8", "memory": "16Gi", "maxVms": 0}]}
+    cloud: SimCloud = await start_simcloud(
+        "--create-latency", "0.2", "--latency-jitter", "0", "--faults", json.dumps(faults)
+    )
+    operator = start_operator(cloud)
+    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
+    apps = client.AppsV1Api(api_client)
+    # The preferred pool (weight 10) is of the shape the cloud has no room for.
+    preferred, fallback = pool_name, f"pool-{uuid.uuid4().hex[:6]}"
+    fallback_scaler = f"nas-{uuid.uuid4().hex[:6]}"
+    await custom.create_cluster_custom_object(
+        *POOLS, zoned_pool(preferred, target=0, cpu="8", weight=10)
+    )
+    await custom.create_cluster_custom_object(*POOLS, zoned_pool(fallback, target=0))
+    try:
+        await create_autoscaler(custom, autoscaler_name, pool=preferred, namespace=namespace)
+        await create_autoscaler(custom, fallback_scaler, pool=fallback, namespace=namespace)
+        await apps.create_namespaced_deployment(
+            namespace, deployment("web", selector={}, replicas=4, cpu="1")
+        )
+
+        await wait_for(lambda: running(core, namespace, 4), within=120)
+        pods = (await core.list_namespaced_pod(namespace)).items
+        hosts = {p.spec.node_name for p in pods}
+        assert all(host.startswith(fallback) for host in hosts)
+        status = await pool_status(custom, preferred)
+        assert degraded(status)["reason"] == "InsufficientCapacity"
+        assert {b["zone"] for b in status["zoneBackoffs"]} == set(ZONES)
+        assert (await pool_status(custom, preferred)).get("currentNodes", 0) == 0
+        told = await events(core, "default", name=preferred, reason="InsufficientCapacity")
+        assert told
+        assert operator.errors_logged() == []
+    finally:
+        with contextlib.suppress(client.exceptions.ApiException):
+            await custom.delete_cluster_custom_object(*AUTOSCALERS, fallback_scaler)
+        await remove_pool(custom, fallback)

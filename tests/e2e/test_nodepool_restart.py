@@ -1,0 +1,157 @@
+"""An operator restarted in the middle of a registration timeout, a repair and a drain
+finishes each as an uninterrupted run would, on the real control plane: its timers count
+from facts in the world (the VM's creation in the cloud, the Node's Ready condition, the
+drain mark on the Node), not from its own start, and nothing is lost, leaked or doubled.
+
+Each test stops the operator before a deadline and starts a new one after it: a timer
+restarted from zero would wait the whole timeout again, a timer from the world acts on
+the first pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+from kubernetes_asyncio import client
+
+from e2e.test_nodepool_drain import guarded_pod
+from e2e.test_nodepool_repair import pool_nodes, start_pool, stop_reporting
+from harness import MERGE, POOLS, SimCloud, settled, wait_for
+from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.cloud.provider import VmName, VmState
+from nodepool_operator.runtime import conditions
+
+#: Far longer than a pass, so a timer restarted at the new operator's start could not
+#: end within ``PROMPTLY``.
+TIMEOUT = 30
+PROMPTLY = 15.0
+
+
+async def running_vms(cloud: SimCloud, pool: str) -> list[str]:
+    assert cloud.client is not None
+    return sorted(
+        vm.name for vm in await cloud.client.list_vms(pool=pool) if vm.state == VmState.RUNNING
+    )
+
+
+async def sleep_until(moment: float) -> None:
+    await asyncio.sleep(max(0.0, moment - time.time()))
+
+
+async def test_a_restart_mid_registration_replaces_the_vm_when_its_timeout_ends(
+    api_client: client.ApiClient, start_simcloud: Any, start_operator: Any, pool_name: str
+) -> None:
+    faults = {"kubeletNeverJoins": [{"zone": "sim-1a"}]}
+    cloud: SimCloud = await start_simcloud(
+        "--create-latency", "0.2", "--latency-jitter", "0", "--faults", json.dumps(faults)
+    )
+    operator = start_operator(cloud)
+    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
+    spec = nodepool_api.NodePoolSpec(
+        target_nodes=1,
+        registration_timeout_seconds=TIMEOUT,
+        template=nodepool_api.NodeTemplate(zones=("sim-1a", "sim-1b")),
+    )
+    await custom.create_cluster_custom_object(*POOLS, nodepool_api.manifest(pool_name, spec))
+    stuck = f"{pool_name}-0"  # in sim-1a, whose kubelets never join
+    await wait_for(lambda: pool_nodes(core, pool_name), within=30)
+    assert cloud.client is not None
+    vm = await cloud.client.get_vm(VmName(stuck))
+    assert vm is not None
+
+    node = await core.read_node(stuck)
+    registered = node.metadata.creation_timestamp.timestamp()
+
+    operator.stop()  # mid-registration: its Node never turned Ready
+    await sleep_until(max(vm.created_at, registered) + TIMEOUT + 1)
+    operator = start_operator(cloud)
+
+    async def replaced() -> bool:
+        return stuck not in await running_vms(cloud, pool_name)
+
+    await wait_for(replaced, within=PROMPTLY)
+    await wait_for(lambda: settled(custom, pool_name, 1), within=60)
+    assert await running_vms(cloud, pool_name) == [f"{pool_name}-1"]  # in sim-1b
+    assert list(await pool_nodes(core, pool_name)) == [f"{pool_name}-1"]
+    pool = await custom.get_cluster_custom_object(*POOLS, pool_name)
+    [backoff] = pool["status"]["zoneBackoffs"]
+    assert (backoff["zone"], backoff["reason"]) == ("sim-1a", "RegistrationTimeout")
+    assert operator.errors_logged() == []
+
+
+async def test_a_restart_mid_repair_replaces_the_node_when_its_timeout_ends(
+    api_client: client.ApiClient, start_simcloud: Any, start_operator: Any, pool_name: str
+) -> None:
+    cloud: SimCloud = await start_simcloud("--create-latency", "0.2", "--latency-jitter", "0")
+    operator = start_operator(cloud)
+    custom = await start_pool(api_client, pool_name, target=2, notReadyTimeoutSeconds=TIMEOUT)
+    core = client.CoreV1Api(api_client)
+    before = await pool_nodes(core, pool_name)
+    broken = f"{pool_name}-1"
+
+    operator.stop()
+    await stop_reporting(core, broken)
+    node = await core.read_node(broken)
+    [ready] = [c for c in node.status.conditions if c.type == "Ready"]
+    since = ready.last_transition_time.timestamp()
+    await sleep_until(since + TIMEOUT + 1)
+    operator = start_operator(cloud)
+
+    async def replaced() -> bool:
+        return before[broken] not in (await pool_nodes(core, pool_name)).values()
+
+    await wait_for(replaced, within=PROMPTLY)
+    await wait_for(lambda: settled(custom, pool_name, 2), within=60)
+    after = await pool_nodes(core, pool_name)
+    assert after[f"{pool_name}-0"] == before[f"{pool_name}-0"]
+    assert await running_vms(cloud, pool_name) == sorted(after)  # none leaked, none doubled
+    assert "event=node-repair" in operator.output()
+    assert operator.errors_logged() == []
+
+
+async def test_a_restart_mid_drain_keeps_the_drain_and_its_start(
+    api_client: client.ApiClient,
+    start_simcloud: Any,
+    start_operator: Any,
+    pool_name: str,
+    namespace: str,
+) -> None:
+    cloud: SimCloud = await start_simcloud("--create-latency", "0.2", "--latency-jitter", "0")
+    operator = start_operator(cloud)
+    custom = await start_pool(api_client, pool_name, target=1)
+    core = client.CoreV1Api(api_client)
+    guarded = await guarded_pod(api_client, core, namespace, pool_name)
+    await custom.patch_cluster_custom_object(
+        *POOLS, pool_name, {"spec": {"targetNodes": 0}}, _content_type=MERGE
+    )
+    victim = f"{pool_name}-0"
+
+    async def drain_mark() -> str | None:
+        node = await core.read_node(victim)
+        return (node.metadata.annotations or {}).get("nodepool.dev/scale-down")
+
+    started = await wait_for(drain_mark, within=30)
+    operator.stop()  # mid-drain: the budget holds the pod
+    operator = start_operator(cloud)
+
+    async def blocked() -> bool:
+        pool = await custom.get_cluster_custom_object(*POOLS, pool_name)
+        found = pool.get("status", {}).get("conditions", [])
+        return any(c["type"] == "Scaling" and c["reason"] == "DrainBlocked" for c in found)
+
+    await wait_for(blocked, within=30)
+    assert await drain_mark() == started  # the same drain, from the same start
+    assert conditions.parse_rfc3339(started) is not None
+    pod = await core.read_namespaced_pod(guarded, namespace)
+    assert pod.metadata.deletion_timestamp is None  # never taken past its budget
+
+    policy = client.PolicyV1Api(api_client)
+    await policy.patch_namespaced_pod_disruption_budget(
+        "guard", namespace, {"spec": {"maxUnavailable": 1}}, _content_type=MERGE
+    )
+    await wait_for(lambda: settled(custom, pool_name, 0), within=60)
+    assert await running_vms(cloud, pool_name) == []
+    assert operator.errors_logged() == []
