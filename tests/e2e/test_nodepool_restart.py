@@ -26,8 +26,8 @@ from nodepool_operator.runtime import conditions
 
 #: Far longer than a pass, so a timer restarted at the new operator's start could not
 #: end within ``PROMPTLY``.
-TIMEOUT = 30
-PROMPTLY = 15.0
+TIMEOUT = 45
+PROMPTLY = 30.0  # a loaded machine may take tens of seconds to start an operator
 
 
 async def running_vms(cloud: SimCloud, pool: str) -> list[str]:
