@@ -16,6 +16,7 @@ from nodepool_operator.controllers.autoscaler.controller import AutoscalerReconc
 from nodepool_operator.controllers.autoscaler.handoff import RequestLedger, ScaleRequester
 from nodepool_operator.controllers.autoscaler.notices import Notices
 from nodepool_operator.controllers.autoscaler.observe import Observer
+from nodepool_operator.runtime import errors
 from nodepool_operator.runtime.client import Object, Resource
 from nodepool_operator.runtime.clock import FakeClock
 from nodepool_operator.runtime.controller import Request, Result
@@ -68,13 +69,35 @@ class FakeInformer:
             handler.on_delete(gone)
 
 
+def merged(target: Any, patch: Any) -> Any:
+    """``patch`` applied to ``target`` as a JSON merge patch (RFC 7386)."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merged(result.get(key), value)
+    return result
+
+
 class FakeApi:
-    """Creates and patches as the API server would answer them, recorded for asserts."""
+    """Creates and patches as the API server would answer them, recorded for asserts.
+
+    Node patches reach ``nodes`` (the informer) only when ``show_node_writes`` is on, as
+    the watch would deliver them; a stale resourceVersion is a 409."""
 
     def __init__(self) -> None:
         self.versions = itertools.count(100)
         self.created: list[tuple[str, Object]] = []
         self.patches: list[tuple[str, str, Any, str | None]] = []
+        self.nodes: FakeInformer | None = None
+        self.budgets: list[Object] = []
+
+    async def list_page(self, resource: Resource, **kw: Any) -> Object:
+        assert resource.plural == "poddisruptionbudgets"
+        return {"items": [b for b in self.budgets if b["metadata"]["namespace"] == kw["namespace"]]}
 
     async def create(
         self, resource: Resource, body: dict[str, Any], *, namespace: str | None = None
@@ -92,7 +115,21 @@ class FakeApi:
 
     async def patch(self, resource: Resource, name: str, patch: Any, **kw: Any) -> Object:
         self.patches.append((resource.plural, name, copy.deepcopy(patch), kw.get("subresource")))
-        return {"metadata": {"name": name, "resourceVersion": str(next(self.versions))}}
+        version = str(next(self.versions))
+        if resource.plural == "nodes" and self.nodes is not None:
+            node = self.nodes.get(name)
+            assert node is not None
+            precondition = patch.get("metadata", {}).get("resourceVersion")
+            if precondition is not None and precondition != node["metadata"]["resourceVersion"]:
+                raise errors.Conflict(409, "the object has been modified")
+            updated = merged(node, patch)
+            updated["metadata"]["resourceVersion"] = version
+            self.nodes.put(updated)
+            return updated
+        return {"metadata": {"name": name, "resourceVersion": version}}
+
+    def node_patches(self) -> list[Any]:
+        return [p for kind, _, p, _ in self.patches if kind == "nodes"]
 
     async def get(self, resource: Resource, name: str, **kw: Any) -> Object:
         raise AssertionError("the reconciler reads caches, not the API")
@@ -110,6 +147,16 @@ class FakeApi:
 class FixedWallClock:
     def time(self) -> float:
         return 1_800_000_000.0
+
+
+class FollowingWallClock:
+    """Wall time that moves with the fake clock (the timers on Nodes are wall times)."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+
+    def time(self) -> float:
+        return 1_800_000_000.0 + self.clock.now()
 
 
 #: TriggeredScaleUp events per request, as AutoscalerConfig's default.
@@ -152,9 +199,10 @@ class World:
             notices=Notices(recorder, parallelism=4, triggered_per_request=TOLD_PER_REQUEST),
             recorder=recorder,
             clock=self.clock,
-            wall_clock=FixedWallClock(),
+            wall_clock=FollowingWallClock(self.clock),
             count_writes_per_second=count_writes_per_second,
         )
+        self.api.nodes = self.nodes
         self.versions = itertools.count(1)
         self.minutes = itertools.count(0)
 
@@ -415,9 +463,12 @@ async def test_unneeded_nodes_are_given_up_after_the_delay_and_not_before(world:
     assert second.requeue_after == 30
     assert world.api.made("scalerequests") == []
     await world.clock.advance(30)
+    await world.reconcile()  # expired: tainted first, named once the taint is visible
+    assert world.api.made("scalerequests") == []
     await world.reconcile()
     [request] = world.api.made("scalerequests")
     assert request["spec"]["targetNodes"] == 1  # down to minNodes, DaemonSet pods ignored
+    assert request["spec"]["removeNodes"] == ["n2", "n3"]  # the emptiest: n1 runs the DaemonSet
     assert request["metadata"]["name"].endswith("-down")
     assert len(world.api.events("ScaleDownRequested")) == 1
 
@@ -436,6 +487,7 @@ async def test_no_scale_down_right_after_a_scale_up(world: World) -> None:
     await world.reconcile()
     assert world.api.made("scalerequests") == []
     await world.clock.advance(1)
+    await world.reconcile()
     await world.reconcile()
     assert [r["spec"]["targetNodes"] for r in world.api.made("scalerequests")] == [0]
 
