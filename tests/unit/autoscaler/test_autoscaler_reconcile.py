@@ -16,7 +16,7 @@ from nodepool_operator.controllers.autoscaler.controller import AutoscalerReconc
 from nodepool_operator.controllers.autoscaler.handoff import RequestLedger, ScaleRequester
 from nodepool_operator.controllers.autoscaler.notices import Notices
 from nodepool_operator.controllers.autoscaler.observe import Observer
-from nodepool_operator.runtime import errors
+from nodepool_operator.runtime import errors, testing
 from nodepool_operator.runtime.client import Object, Resource
 from nodepool_operator.runtime.clock import FakeClock
 from nodepool_operator.runtime.controller import Request, Result
@@ -69,19 +69,6 @@ class FakeInformer:
             handler.on_delete(gone)
 
 
-def merged(target: Any, patch: Any) -> Any:
-    """``patch`` applied to ``target`` as a JSON merge patch (RFC 7386)."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merged(result.get(key), value)
-    return result
-
-
 class FakeApi:
     """Creates and patches as the API server would answer them, recorded for asserts.
 
@@ -122,7 +109,8 @@ class FakeApi:
             precondition = patch.get("metadata", {}).get("resourceVersion")
             if precondition is not None and precondition != node["metadata"]["resourceVersion"]:
                 raise errors.Conflict(409, "the object has been modified")
-            updated = merged(node, patch)
+            updated = copy.deepcopy(node)
+            testing.merge(updated, patch)
             updated["metadata"]["resourceVersion"] = version
             self.nodes.put(updated)
             return updated
@@ -172,6 +160,15 @@ class World:
         self.autoscalers, self.pools, self.nodes = FakeInformer(), FakeInformer(), FakeInformer()
         self.pods, self.requests = FakeInformer(), FakeInformer()
         self.daemon_sets = FakeInformer()
+        self.count_writes_per_second = count_writes_per_second
+        self.reconciler = self.start()
+        self.api.nodes = self.nodes
+        self.versions = itertools.count(1)
+        self.minutes = itertools.count(0)
+
+    def start(self) -> AutoscalerReconciler:
+        """A reconciler on these caches and this API: a new one is a restarted operator
+        (nothing in memory, the world as it was left)."""
         ledger = RequestLedger()
         recorder = EventRecorder(
             self.api,  # type: ignore[arg-type]
@@ -179,7 +176,7 @@ class World:
             clock=self.clock,
             wall_clock=FixedWallClock(),
         )
-        self.reconciler = AutoscalerReconciler(
+        return AutoscalerReconciler(
             client=self.api,  # type: ignore[arg-type]
             autoscalers=self.autoscalers,  # type: ignore[arg-type]
             observer=Observer(
@@ -200,11 +197,8 @@ class World:
             recorder=recorder,
             clock=self.clock,
             wall_clock=FollowingWallClock(self.clock),
-            count_writes_per_second=count_writes_per_second,
+            count_writes_per_second=self.count_writes_per_second,
         )
-        self.api.nodes = self.nodes
-        self.versions = itertools.count(1)
-        self.minutes = itertools.count(0)
 
     def _stamp(self, obj: Object) -> Object:
         obj["metadata"]["resourceVersion"] = str(next(self.versions))
@@ -683,3 +677,120 @@ async def test_an_autoscaler_never_in_dry_run_shows_no_dry_run_condition(world: 
     status = world.status()
     assert all(c["type"] != "DryRun" for c in status["conditions"])
     assert status.get("wouldRequest") is None
+
+
+REPLICATED = [{"kind": "ReplicaSet", "name": "web-1", "uid": "rs", "controller": True}]
+
+
+def half_and_quarter(world: World) -> None:
+    """n1 half used (stays), n2 a quarter used by one replica that fits on n1."""
+    world.autoscaler(scale_down=autoscaler_api.ScaleDownPolicy(unneeded_seconds=60))
+    world.pool(target=2)
+    world.node("n1")
+    world.node("n2")
+    for name in ("a", "b"):
+        world.pod(name, node="n1", ownerReferences=REPLICATED)
+    world.pod("c", node="n2", ownerReferences=REPLICATED)
+
+
+def taints(world: World, name: str) -> list[str]:
+    node = world.nodes.get(name)
+    assert node is not None
+    return [t["key"] for t in node["spec"].get("taints") or ()]
+
+
+def stamp(world: World, name: str) -> str | None:
+    node = world.nodes.get(name)
+    assert node is not None
+    return (node["metadata"].get("annotations") or {}).get(autoscaler_api.UNNEEDED_SINCE_ANNOTATION)
+
+
+async def test_an_underused_node_is_stamped_tainted_then_named_in_the_request(
+    world: World,
+) -> None:
+    half_and_quarter(world)
+    await world.reconcile()
+    assert stamp(world, "n2") == "2027-01-15T08:00:00Z"  # the fake wall clock's now
+    assert stamp(world, "n1") is None  # half used is not underused (threshold 0.5)
+    await world.clock.advance(59)
+    await world.reconcile()
+    assert taints(world, "n2") == []
+    await world.clock.advance(1)
+    await world.reconcile()
+    assert taints(world, "n2") == [autoscaler_api.CONSOLIDATING_TAINT_KEY]
+    assert world.api.made("scalerequests") == []  # not before the taint is visible
+    await world.reconcile()
+    [request] = world.api.made("scalerequests")
+    assert (request["spec"]["targetNodes"], request["spec"]["removeNodes"]) == (1, ["n2"])
+    [removing] = world.api.events("ConsolidationRemoving")
+    assert removing["involvedObject"] == {
+        **removing["involvedObject"],
+        "kind": "Node",
+        "name": "n2",
+    }
+    assert "its 1 pods fit on other nodes" in removing["message"]
+    assert len(world.api.node_patches()) == 2  # the stamp and the taint: nothing else
+
+
+async def test_a_pod_that_cannot_move_arriving_before_the_recheck_untaints_the_node(
+    world: World,
+) -> None:
+    half_and_quarter(world)
+    await world.reconcile()
+    await world.clock.advance(60)
+    await world.reconcile()
+    assert taints(world, "n2") == [autoscaler_api.CONSOLIDATING_TAINT_KEY]
+    world.pod("lonely", cpu="100m", node="n2")  # bound before the taint showed; no owner
+    await world.reconcile()
+    assert world.api.made("scalerequests") == []
+    assert (taints(world, "n2"), stamp(world, "n2")) == ([], None)
+    told = [e["message"] for e in world.api.events("ConsolidationKept")]
+    assert len(told) == 2  # on the Node and on the Autoscaler
+    assert all("pod apps/lonely" in m and "(not-replicated)" in m for m in told)
+    await world.reconcile()
+    assert len(world.api.events("ConsolidationKept")) == 2  # told once, not every scan
+
+
+async def test_a_budget_that_allows_nothing_keeps_the_node_untainted_and_restarts_its_timer(
+    world: World,
+) -> None:
+    half_and_quarter(world)
+    world.api.budgets = [
+        {
+            "metadata": {"name": "web", "namespace": "apps"},
+            "spec": {"selector": {}},
+            "status": {"disruptionsAllowed": 0},
+        }
+    ]
+    await world.reconcile()
+    await world.clock.advance(60)
+    await world.reconcile()
+    assert taints(world, "n2") == []  # judged before the taint: never tainted in vain
+    assert stamp(world, "n2") == "2027-01-15T08:01:00Z"  # starts over from now
+    [told, _] = [e["message"] for e in world.api.events("ConsolidationKept")]
+    assert "PodDisruptionBudget apps/web allows 0 disruptions now" in told
+    assert world.api.made("scalerequests") == []
+
+
+async def test_a_restarted_autoscaler_names_the_node_its_predecessor_tainted(
+    world: World,
+) -> None:
+    half_and_quarter(world)
+    await world.reconcile()
+    await world.clock.advance(60)
+    await world.reconcile()  # tainted; then the process dies
+    world.reconciler = world.start()
+    await world.reconcile()
+    [request] = world.api.made("scalerequests")
+    assert request["spec"]["removeNodes"] == ["n2"]
+
+
+async def test_a_scale_up_settling_clears_the_stamps_and_taints(world: World) -> None:
+    half_and_quarter(world)
+    await world.reconcile()
+    await world.clock.advance(60)
+    await world.reconcile()
+    world.pool(target=3)  # someone asked for a node: capacity in flight
+    await world.reconcile()
+    assert (taints(world, "n2"), stamp(world, "n2")) == ([], None)
+    assert world.api.made("scalerequests") == []

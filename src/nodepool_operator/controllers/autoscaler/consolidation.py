@@ -396,60 +396,69 @@ class Consolidator:
             if waiting
             else (policy.unneeded_seconds if any(v.since is None for v in chosen) else None)
         )
-        await self._taint_next(expired, room=room, policy=policy)
-        victims, reasons = await self._recheck([v for v in expired if v.tainted], autoscaler)
+        allowed = await self._budgets_allow(expired, autoscaler)
+        if allowed is None:
+            return Review(candidates=len(chosen), next_check=next_check)
+        await self._taint_next(
+            [v for v in allowed if not v.tainted],
+            tainted=[v for v in views if v.tainted],
+            room=room,
+            policy=policy,
+        )
+        victims = tuple(v.name for v in allowed if v.tainted)
+        reasons = {v.name: _why_it_goes(v) for v in allowed if v.tainted}
         return Review(
-            victims=tuple(victims),
+            victims=victims,
             candidates=len(chosen),
             next_check=next_check,
             reasons=reasons,
         )
 
     async def _taint_next(
-        self, expired: Sequence[NodeView], *, room: int, policy: autoscaler_api.ScaleDownPolicy
+        self,
+        untainted: Sequence[NodeView],
+        *,
+        tainted: Sequence[NodeView],
+        room: int,
+        policy: autoscaler_api.ScaleDownPolicy,
     ) -> None:
         """Taint the expired candidates the limits allow: never more Nodes than the pool
-        may give up, never more than ``maxConcurrent`` with pods to move."""
-        tainted = [v for v in expired if v.tainted]
+        may give up, never more than ``maxConcurrent`` with pods to move. Nodes tainted
+        already count (expired or not, named or draining)."""
         busy = sum(1 for v in tainted if not v.empty)
         count = len(tainted)
-        for view in expired:
-            if view.tainted or count >= room:
-                continue
+        for view in untainted:
+            if count >= room:
+                break
             if not view.empty and busy >= policy.max_concurrent:
                 continue
             if await self._taint(view):
                 count += 1
                 busy += not view.empty
 
-    async def _recheck(
-        self, tainted: Sequence[NodeView], autoscaler: Object
-    ) -> tuple[list[str], dict[str, str]]:
-        """The tainted Nodes whose decision still holds with the budgets read now."""
-        victims: list[str] = []
-        reasons: dict[str, str] = {}
+    async def _budgets_allow(
+        self, expired: Sequence[NodeView], autoscaler: Object
+    ) -> list[NodeView] | None:
+        """Those of ``expired`` whose pods the budgets (read now) allow to move; None
+        when the budgets cannot be read. Checked before the taint, so that a Node a budget
+        keeps is not tainted in vain, and again once the taint is visible. A Node kept
+        starts its timer over: the budget may allow it later."""
         namespaces = sorted(
-            {str(p["metadata"].get("namespace", "")) for v in tainted for p in v.to_move}
+            {str(p["metadata"].get("namespace", "")) for v in expired for p in v.to_move}
         )
         budgets = await self._budgets(namespaces)
         if budgets is None:
-            return [], {}  # unknown budgets: nothing is named now; the next pass asks again
-        for view in tainted:
+            return None
+        allowed = []
+        for view in expired:
             problem = budget_problem(view.to_move, budgets)
-            if problem is not None:
-                pod, rule, why = problem
-                await self._tell_kept(autoscaler, [Kept(view.name, rule, pod, f"pod {pod}: {why}")])
-                # The timer starts over: the budget may allow it later.
-                await self._clear(view, since=self.wall_clock.time())
+            if problem is None:
+                allowed.append(view)
                 continue
-            victims.append(view.name)
-            moved = len(view.to_move)
-            reasons[view.name] = (
-                "empty (DaemonSet and mirror pods only)"
-                if not moved
-                else f"underused ({view.usage:.0%} requested); its {moved} pods fit on other nodes"
-            )
-        return victims, reasons
+            pod, rule, why = problem
+            await self._tell_kept(autoscaler, [Kept(view.name, rule, pod, f"pod {pod}: {why}")])
+            await self._clear(view, since=self.wall_clock.time())
+        return allowed
 
     async def _budgets(self, namespaces: Sequence[str]) -> list[Object] | None:
         found: list[Object] = []
@@ -562,6 +571,14 @@ class Consolidator:
     def forget(self, nodes: Iterable[str]) -> None:
         for name in nodes:
             self._told.pop(name, None)
+
+
+def _why_it_goes(view: NodeView) -> str:
+    if view.empty:
+        return "empty (DaemonSet and mirror pods only)"
+    return (
+        f"underused ({view.usage:.0%} requested); its {len(view.to_move)} pods fit on other nodes"
+    )
 
 
 def _node_ref(node: Mapping[str, Any]) -> Object:

@@ -13,10 +13,10 @@ on 409 or when the cached copy calls for no write, on a fresh read, recomputed f
 anything else is never lost.
 
 A scale-down request may name the Nodes to remove (``spec.removeNodes``, consolidation):
-each is read from the server before the request is answered, and a request naming a Node
-that is gone, being deleted, or not the pool's is Rejected with the Node named, changing
-nothing. The named Nodes carry the Autoscaler's consolidating taint, which is what makes
-the scale-down pick exactly them (``plan.pick_victims``).
+each is read from the server (a LIST by name) before the request is answered, and a
+request naming a Node that is gone, being deleted, or not the pool's is Rejected with the
+Node named, changing nothing. The named Nodes carry the Autoscaler's consolidating taint,
+which is what makes the scale-down pick exactly them (``plan.pick_victims``).
 
 A request we answered may still show Pending in the cache for a moment: deciding it again
 from that stale copy would answer it twice, and maybe differently. So the uids answered
@@ -36,9 +36,10 @@ from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
+from nodepool_operator.controllers.nodepool import nodes as node_ops
 from nodepool_operator.controllers.resources import NODEPOOLS, REQUESTS_BY_POOL, SCALEREQUESTS
 from nodepool_operator.runtime import clock as clock_module
-from nodepool_operator.runtime import errors, kinds, retry, versions
+from nodepool_operator.runtime import errors, retry, versions
 from nodepool_operator.runtime.client import Client, Object
 from nodepool_operator.runtime.events import EventRecorder
 from nodepool_operator.runtime.informer import Informer
@@ -237,10 +238,7 @@ class RequestAnswers:
         for request in pending:
             refusal = None
             for node_name in scalerequest_api.spec_of(request).remove_nodes:
-                try:
-                    node: Object | None = await self.client.get(kinds.NODES, node_name)
-                except errors.NotFound:
-                    node = None
+                node = await node_ops.node_named(self.client, node_name)
                 refusal = node_refusal(name, node_name, node)
                 if refusal is not None:
                     break
