@@ -21,6 +21,7 @@ AUTOSCALERS = ("nodepool.dev", "v1alpha1", "autoscalers")
 REQUESTS = ("nodepool.dev", "v1alpha1", "scalerequests")
 MERGE = "application/merge-patch+json"
 UNNEEDED = 5
+TARGET_LABEL = "e2e.nodepool.dev/target"
 
 
 async def create_pool(custom: client.CustomObjectsApi, name: str) -> None:
@@ -305,15 +306,17 @@ async def test_pods_arriving_after_the_decision_are_never_evicted_by_it(
         custom, core, apps, pool=pool_name, autoscaler=autoscaler_name, namespace=namespace
     )
     # The decision is made: one pod for the scheduler to send anywhere (the neighbour is
-    # the only untainted node), one that asks for the tainted node itself.
+    # the only untainted node), one that asks for the tainted node itself (by a label of
+    # its own: a node that replaced it would have its name, never this label).
     late = deployment("late", pool=pool_name, replicas=1)
     await apps.create_namespaced_deployment(namespace, late)
+    await core.patch_node(second, {"metadata": {"labels": {TARGET_LABEL: "yes"}}})
     body = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": "wants-second"},
         "spec": {
-            **pinned(second),
+            "nodeSelector": {TARGET_LABEL: "yes"},
             "terminationGracePeriodSeconds": 0,
             "containers": [workloads.container("100m")],
         },
