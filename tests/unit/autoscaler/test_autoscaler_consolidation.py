@@ -3,6 +3,7 @@ node is, and which candidates go together."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -160,3 +161,15 @@ def test_an_unmovable_pod_keeps_its_node_before_any_simulation() -> None:
     assert chosen == []
     [why] = kept
     assert (why.node, why.rule, why.pod) == ("n", "not-replicated", "apps/lonely")
+
+
+def test_the_longest_stamped_goes_first_so_a_removal_does_not_restart_the_others() -> None:
+    older = dataclasses.replace(view("z", 0.3, pod("pz")), since=100.0)
+    newer = dataclasses.replace(view("a", 0.2, pod("pa")), since=200.0)
+    fresh = view("b", 0.1, pod("pb"))
+
+    def fits(chosen: Sequence[NodeView]) -> tuple[str, str] | None:
+        return None if len(chosen) == 1 else ("apps/x", "Insufficient cpu")
+
+    chosen, _ = consolidation.choose([fresh, newer, older], threshold=0.5, fits=fits)
+    assert [v.name for v in chosen] == ["z"]

@@ -716,9 +716,10 @@ async def test_an_underused_node_is_stamped_tainted_then_named_in_the_request(
     await world.reconcile()
     assert taints(world, "n2") == []
     await world.clock.advance(1)
-    await world.reconcile()
+    tainting = await world.reconcile()
     assert taints(world, "n2") == [autoscaler_api.CONSOLIDATING_TAINT_KEY]
     assert world.api.made("scalerequests") == []  # not before the taint is visible
+    assert tainting.requeue_after == 1.0  # looks again soon: our taint wakes no watch
     await world.reconcile()
     [request] = world.api.made("scalerequests")
     assert (request["spec"]["targetNodes"], request["spec"]["removeNodes"]) == (1, ["n2"])

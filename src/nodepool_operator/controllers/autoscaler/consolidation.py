@@ -71,6 +71,8 @@ PDBS: Final = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBud
 _RESETS: Final = frozenset({"disabled", "capacity-in-flight"})
 
 _KUBE_SYSTEM: Final = "kube-system"
+#: Seconds after a taint is written until the decision is checked again.
+_RECHECK_SECONDS: Final = 1.0
 
 
 @dataclass(frozen=True)
@@ -224,11 +226,16 @@ def choose(
     """The candidates among ``views``, and why each other underused Node stays.
 
     Empty Nodes first (no simulation), then the Nodes already tainted (a decision in
-    progress keeps its room), then the least used. ``fits(chosen)`` says which pod of
-    ``chosen`` fits nowhere on the Nodes that stay (``(pod, why)``), or None.
+    progress keeps its room), then the longest stamped (a pass after a removal keeps the
+    timers that ran, instead of starting another Node's from zero), then the least used.
+    ``fits(chosen)`` says which pod of ``chosen`` fits nowhere on the Nodes that stay
+    (``(pod, why)``), or None.
     """
-    underused = [v for v in views if v.eligible and v.usage < threshold]
-    underused.sort(key=lambda v: (not v.empty, not v.tainted, v.usage, v.name))
+
+    def order(v: NodeView) -> tuple[bool, bool, bool, float, float, str]:
+        return (not v.empty, not v.tainted, v.since is None, v.since or 0.0, v.usage, v.name)
+
+    underused = sorted((v for v in views if v.eligible and v.usage < threshold), key=order)
     chosen: list[NodeView] = []
     kept: list[Kept] = []
     for view in underused:
@@ -373,8 +380,9 @@ class Consolidator:
             fits=self._fits(views, cluster, daemon_sets),
         )
         metrics.nodepool_autoscaler_consolidation_candidates.labels(key).set(len(chosen))
-        await self._tell_kept(autoscaler, kept)
         names = {v.name for v in chosen}
+        self._prune(names)
+        await self._tell_kept(autoscaler, kept)
         for view in views:
             if view.eligible and view.name not in names and (view.since or view.tainted):
                 await self._clear(view, since=None)
@@ -399,12 +407,15 @@ class Consolidator:
         allowed = await self._budgets_allow(expired, autoscaler)
         if allowed is None:
             return Review(candidates=len(chosen), next_check=next_check)
-        await self._taint_next(
+        tainted_now = await self._taint_next(
             [v for v in allowed if not v.tainted],
             tainted=[v for v in views if v.tainted],
             room=room,
             policy=policy,
         )
+        if tainted_now:
+            # The watches do not wake us for our own taint: look again once it shows.
+            next_check = min(next_check or _RECHECK_SECONDS, _RECHECK_SECONDS)
         victims = tuple(v.name for v in allowed if v.tainted)
         reasons = {v.name: _why_it_goes(v) for v in allowed if v.tainted}
         return Review(
@@ -421,12 +432,13 @@ class Consolidator:
         tainted: Sequence[NodeView],
         room: int,
         policy: autoscaler_api.ScaleDownPolicy,
-    ) -> None:
+    ) -> int:
         """Taint the expired candidates the limits allow: never more Nodes than the pool
         may give up, never more than ``maxConcurrent`` with pods to move. Nodes tainted
-        already count (expired or not, named or draining)."""
+        already count (expired or not, named or draining). Returns how many it tainted."""
         busy = sum(1 for v in tainted if not v.empty)
         count = len(tainted)
+        before = count
         for view in untainted:
             if count >= room:
                 break
@@ -435,6 +447,7 @@ class Consolidator:
             if await self._taint(view):
                 count += 1
                 busy += not view.empty
+        return count - before
 
     async def _budgets_allow(
         self, expired: Sequence[NodeView], autoscaler: Object
@@ -568,9 +581,12 @@ class Consolidator:
                     ),
                 )
 
-    def forget(self, nodes: Iterable[str]) -> None:
-        for name in nodes:
-            self._told.pop(name, None)
+    def _prune(self, candidates: set[str]) -> None:
+        """Forget what was told of Nodes gone, or candidates again (told anew if kept
+        again later)."""
+        for name in [*candidates, *self._told]:
+            if name in candidates or self.nodes.get(name) is None:
+                self._told.pop(name, None)
 
 
 def _why_it_goes(view: NodeView) -> str:
