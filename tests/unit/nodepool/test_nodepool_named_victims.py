@@ -57,14 +57,17 @@ def test_a_protected_node_is_not_preferred_for_its_taint() -> None:
 
 
 def test_a_request_may_name_only_live_nodes_of_its_pool() -> None:
-    assert answering.node_refusal("p", "p-1", node("p-1")) is None
+    assert answering.node_refusal("p", "p-1", node("p-1", consolidating=True)) is None
+    assert answering.node_refusal("p", "p-1", node("p-1")) == (
+        "node p-1 named in removeNodes no longer carries nodepool.dev/consolidating; not applied"
+    )
     assert answering.node_refusal("p", "p-1", None) == (
         "node p-1 named in removeNodes is gone; not applied"
     )
-    assert answering.node_refusal("p", "q-1", node("q-1", pool="q")) == (
+    assert answering.node_refusal("p", "q-1", node("q-1", consolidating=True, pool="q")) == (
         "node q-1 named in removeNodes is not in NodePool p; not applied"
     )
-    leaving = node("p-1")
+    leaving = node("p-1", consolidating=True)
     leaving["metadata"]["deletionTimestamp"] = "2026-11-29T10:00:00Z"
     refusal = answering.node_refusal("p", "p-1", leaving)
     assert refusal is not None
@@ -76,7 +79,7 @@ async def test_a_request_naming_a_node_gone_is_rejected_and_the_target_kept() ->
     pool_obj = api.put(
         "nodepools", nodepool_api.manifest("p", nodepool_api.NodePoolSpec(target_nodes=3))
     )
-    api.put("nodes", node("p-1"))
+    api.put("nodes", node("p-1", consolidating=True))
     names = {"p-0": "p-gone", "p-1": "p-1"}
     for request, named in names.items():
         spec = scalerequest_api.ScaleRequestSpec(

@@ -404,15 +404,23 @@ class Consolidator:
             if waiting
             else (policy.unneeded_seconds if any(v.since is None for v in chosen) else None)
         )
-        allowed = await self._budgets_allow(expired, autoscaler)
-        if allowed is None:
-            return Review(candidates=len(chosen), next_check=next_check)
-        tainted_now = await self._taint_next(
-            [v for v in allowed if not v.tainted],
+        to_taint = _within_limits(
+            [v for v in expired if not v.tainted],
             tainted=[v for v in views if v.tainted],
             room=room,
-            policy=policy,
+            max_concurrent=policy.max_concurrent,
         )
+        # Budgets are read only for the Nodes about to be tainted or named: not every pass
+        # for every candidate waiting for its turn.
+        allowed = await self._budgets_allow(
+            [*(v for v in expired if v.tainted), *to_taint], autoscaler
+        )
+        if allowed is None:
+            return Review(candidates=len(chosen), next_check=next_check)
+        tainted_now = 0
+        for view in allowed:
+            if not view.tainted and await self._taint(view):
+                tainted_now += 1
         if tainted_now:
             # The watches do not wake us for our own taint: look again once it shows.
             next_check = min(next_check or _RECHECK_SECONDS, _RECHECK_SECONDS)
@@ -424,30 +432,6 @@ class Consolidator:
             next_check=next_check,
             reasons=reasons,
         )
-
-    async def _taint_next(
-        self,
-        untainted: Sequence[NodeView],
-        *,
-        tainted: Sequence[NodeView],
-        room: int,
-        policy: autoscaler_api.ScaleDownPolicy,
-    ) -> int:
-        """Taint the expired candidates the limits allow: never more Nodes than the pool
-        may give up, never more than ``maxConcurrent`` with pods to move. Nodes tainted
-        already count (expired or not, named or draining). Returns how many it tainted."""
-        busy = sum(1 for v in tainted if not v.empty)
-        count = len(tainted)
-        before = count
-        for view in untainted:
-            if count >= room:
-                break
-            if not view.empty and busy >= policy.max_concurrent:
-                continue
-            if await self._taint(view):
-                count += 1
-                busy += not view.empty
-        return count - before
 
     async def _budgets_allow(
         self, expired: Sequence[NodeView], autoscaler: Object
@@ -587,6 +571,26 @@ class Consolidator:
         for name in [*candidates, *self._told]:
             if name in candidates or self.nodes.get(name) is None:
                 self._told.pop(name, None)
+
+
+def _within_limits(
+    untainted: Sequence[NodeView], *, tainted: Sequence[NodeView], room: int, max_concurrent: int
+) -> list[NodeView]:
+    """Those of ``untainted`` (in order) that may be tainted now: never more tainted Nodes
+    than the pool may give up, never more than ``max_concurrent`` with pods to move. Nodes
+    tainted already count (named, or draining)."""
+    busy = sum(1 for v in tainted if not v.empty)
+    count = len(tainted)
+    chosen = []
+    for view in untainted:
+        if count >= room:
+            break
+        if not view.empty and busy >= max_concurrent:
+            continue
+        chosen.append(view)
+        count += 1
+        busy += not view.empty
+    return chosen
 
 
 def _why_it_goes(view: NodeView) -> str:

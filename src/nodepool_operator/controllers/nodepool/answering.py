@@ -14,8 +14,9 @@ anything else is never lost.
 
 A scale-down request may name the Nodes to remove (``spec.removeNodes``, consolidation):
 each is read from the server (a LIST by name) before the request is answered, and a
-request naming a Node that is gone, being deleted, or not the pool's is Rejected with the
-Node named, changing nothing. The named Nodes carry the Autoscaler's consolidating taint,
+request naming a Node that is gone, being deleted, not the pool's, or no longer tainted
+for consolidation (its requester called it off) is Rejected with the Node named, changing
+nothing. The named Nodes carry the Autoscaler's consolidating taint,
 which is what makes the scale-down pick exactly them (``plan.pick_victims``).
 
 A request we answered may still show Pending in the cache for a moment: deciding it again
@@ -34,9 +35,11 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.controllers.nodepool import nodes as node_ops
+from nodepool_operator.controllers.nodepool import plan
 from nodepool_operator.controllers.resources import NODEPOOLS, REQUESTS_BY_POOL, SCALEREQUESTS
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import errors, retry, versions
@@ -77,6 +80,12 @@ def node_refusal(pool: str, name: str, node: Mapping[str, Any] | None) -> str | 
     owner = nodepool_api.pool_of(node)
     if owner != pool:
         return f"node {name} named in removeNodes is not in NodePool {pool}; not applied"
+    if not plan.is_consolidating(node):
+        # Its requester called the removal off (a pod it cannot move arrived meanwhile).
+        return (
+            f"node {name} named in removeNodes no longer carries "
+            f"{autoscaler_api.CONSOLIDATING_TAINT_KEY}; not applied"
+        )
     return None
 
 
