@@ -1008,9 +1008,9 @@ async def main(arguments: argparse.Namespace) -> None:
                 )
                 results.append(result)
     print(" ".join(["command:", ".venv/bin/python", "bench/peers.py", *sys.argv[1:]]))
-    print(
-        "workloads: " + "; ".join(WORKLOADS[n](sizes[n]).description for n in arguments.workloads)
-    )
+    if arguments.workloads:
+        described = (WORKLOADS[n](sizes[n]).description for n in arguments.workloads)
+        print("workloads: " + "; ".join(described))
     if arguments.consolidation:
         print(arguments.consolidation.description)
     print(f"VM latency: {arguments.vm_latency:g} s")
