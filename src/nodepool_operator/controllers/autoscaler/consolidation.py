@@ -499,16 +499,13 @@ class Consolidator:
         taints.append({"key": autoscaler_api.CONSOLIDATING_TAINT_KEY, "effect": "NoSchedule"})
         if not await self._patch(view, {"spec": {"taints": taints}}):
             return False
-        log.info("event=node-consolidating node=%s pods=%d", view.name, len(view.to_move))
-        await self.recorder.event(
-            _node_ref(view.obj),
-            type="Normal",
-            reason="Consolidating",
-            message=(
-                f"underused ({view.usage:.0%} requested) and its {len(view.to_move)} pods fit "
-                f"on other nodes: tainted {autoscaler_api.CONSOLIDATING_TAINT_KEY}:NoSchedule "
-                "until the decision is checked again"
-            ),
+        # No event here: the taint shows on the Node, and the one event a Node gets is
+        # ConsolidationRemoving, once it is named (or ConsolidationKept).
+        log.info(
+            "event=node-consolidating node=%s usage=%.2f pods=%d",
+            view.name,
+            view.usage,
+            len(view.to_move),
         )
         return True
 
