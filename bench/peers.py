@@ -33,11 +33,19 @@ of when it was marked unschedulable, when the request for its Node was made (Sca
 or NodeClaim), when the VM was created (simcloud) or launched (NodeClaim ``Launched``),
 when its Node appeared, turned Ready, when the pod was bound and Running.
 
+Consolidation (``--consolidation REPLICAS:REMAIN:SECONDS``, default 12:3:10): a Deployment
+of 900m pods shrinks, and the ReplicaSet leaves its pods spread thinly over the nodes; both
+systems may remove a node once it has been underused for SECONDS (the Autoscaler's
+``scaleDown.unneededSeconds``, Karpenter's ``WhenEmptyOrUnderutilized`` with
+``consolidateAfter``). Measured: the time from the scale call until the cluster has the
+nodes the remaining pods need and they all run, the evictions, the controller's writes and
+409s (audit log, from the scale call until then plus 5 quiet seconds).
+
 The first run of the Karpenter side builds its kwok provider (about 1-3 minutes, once).
 
 Run:  .venv/bin/python bench/peers.py [--quick] [--sizes uniform=40 burst=1000 ...]
           [--systems operator karpenter] [--workloads uniform mixed anti-affinity burst]
-          [--vm-latency 0] [--plot peers.png]
+          [--consolidation 12:3:10|none] [--vm-latency 0] [--plot peers.png]
 """
 
 from __future__ import annotations
@@ -307,7 +315,12 @@ class Controller:
 
 
 async def start_operator(
-    api: client.ApiClient, plane: controlplane.ControlPlane, work: Path, *, vm_latency: float
+    api: client.ApiClient,
+    plane: controlplane.ControlPlane,
+    work: Path,
+    *,
+    vm_latency: float,
+    consolidate_after: int | None = None,
 ) -> Controller:
     await install.install_crds(api)
     await install.grant_operator_rbac(api)
@@ -342,7 +355,12 @@ async def start_operator(
     )
     spec = nodepool_api.NodePoolSpec(target_nodes=0, min_nodes=0, max_nodes=1000, template=template)
     await custom.create_cluster_custom_object(*POOLS, nodepool_api.manifest(POOL, spec))
-    scaler = autoscaler_api.AutoscalerSpec(node_pool_name=POOL, namespaces=(NAMESPACE,))
+    scale_down = autoscaler_api.ScaleDownPolicy()
+    if consolidate_after is not None:
+        scale_down = autoscaler_api.ScaleDownPolicy(unneeded_seconds=consolidate_after)
+    scaler = autoscaler_api.AutoscalerSpec(
+        node_pool_name=POOL, namespaces=(NAMESPACE,), scale_down=scale_down
+    )
     await custom.create_cluster_custom_object(*AUTOSCALERS, autoscaler_api.manifest(POOL, scaler))
     controller = Controller("operator", operator, log, helpers=[simcloud])
     async with asyncio.timeout(60):
@@ -409,7 +427,7 @@ def instance_types() -> list[dict[str, Any]]:
     ]
 
 
-def karpenter_pool() -> dict[str, Any]:
+def karpenter_pool(consolidate_after: int | None = None) -> dict[str, Any]:
     return {
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodePool",
@@ -439,8 +457,15 @@ def karpenter_pool() -> dict[str, Any]:
             },
             "limits": {"cpu": "4000"},
             # Nothing is taken away while the bench measures (the operator's pool waits
-            # 10 minutes before scaling down).
-            "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "Never"},
+            # 10 minutes before scaling down), except in the consolidation workload.
+            "disruption": (
+                {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "Never"}
+                if consolidate_after is None
+                else {
+                    "consolidationPolicy": "WhenEmptyOrUnderutilized",
+                    "consolidateAfter": f"{consolidate_after}s",
+                }
+            ),
         },
     }
 
@@ -459,7 +484,12 @@ def install_karpenter_crds(plane: controlplane.ControlPlane, crds: list[Path]) -
 
 
 async def start_karpenter(
-    api: client.ApiClient, plane: controlplane.ControlPlane, work: Path, *, vm_latency: float
+    api: client.ApiClient,
+    plane: controlplane.ControlPlane,
+    work: Path,
+    *,
+    vm_latency: float,
+    consolidate_after: int | None = None,
 ) -> Controller:
     binary = binaries.ensure_karpenter_kwok()
     source = karpenter_source()
@@ -490,7 +520,7 @@ async def start_karpenter(
     await raw.patch(
         KWOK_NODECLASSES, "default", {"status": {"conditions": [ready]}}, subresource="status"
     )
-    await custom.create_cluster_custom_object(*KARPENTER_POOLS, karpenter_pool())
+    await custom.create_cluster_custom_object(*KARPENTER_POOLS, karpenter_pool(consolidate_after))
     types_file = work / "instance_types.json"
     types_file.write_text(json.dumps(instance_types(), indent=1))
     log = work / "karpenter.log"
@@ -685,6 +715,148 @@ def timeline(seen: Seen, *, system: str, vms: dict[str, float]) -> dict[str, flo
     return {s: statistics.median(v) if v else float("nan") for s, v in stages.items()}
 
 
+# -- consolidation -------------------------------------------------------------------------
+
+DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", namespaced=True)
+SHRINK_CPU = "900m"  # 4 per node
+PER_NODE = 4
+
+
+@dataclass(frozen=True)
+class Shrink:
+    """The consolidation workload: a Deployment shrinks and leaves its pods spread thinly."""
+
+    replicas: int
+    remain: int
+    after: int  # seconds a node must be underused first (unneededSeconds, consolidateAfter)
+
+    @property
+    def needed(self) -> int:
+        return -(-self.remain // PER_NODE)
+
+    @property
+    def description(self) -> str:
+        return (
+            f"consolidation: a Deployment of {self.replicas} pods of {SHRINK_CPU} shrinks to "
+            f"{self.remain} ({self.needed} node); {self.after} s underused before removal"
+        )
+
+
+@dataclass
+class ShrinkResult:
+    system: str
+    shrink: Shrink
+    nodes_before: int
+    seconds: float  # from the scale call until the pool had the nodes the pods need
+    writes: Counter[tuple[str, str, str, int]]
+    cpu: float
+
+    def evictions(self) -> int:
+        return sum(
+            n
+            for (c, _, res, code), n in self.writes.items()
+            if res == "pods/eviction" and code < 300
+        )
+
+
+async def _live(raw: Client) -> tuple[int, int]:
+    """(pool Nodes not being deleted, Running pods not being deleted)."""
+    nodes = (await raw.list_page(kinds.NODES))["items"]
+    pods = (await raw.list_page(kinds.PODS, namespace=NAMESPACE))["items"]
+    live_nodes = [
+        n
+        for n in nodes
+        if n["metadata"]["name"] != SYSTEM_NODE and not n["metadata"].get("deletionTimestamp")
+    ]
+    running = [
+        p
+        for p in pods
+        if (p.get("status") or {}).get("phase") == "Running"
+        and not p["metadata"].get("deletionTimestamp")
+    ]
+    return len(live_nodes), len(running)
+
+
+async def run_consolidation(
+    shrink: Shrink, system: str, work: Path, *, vm_latency: float, empty_cluster: bool
+) -> ShrinkResult:
+    print(f"== consolidation / {system}: {shrink.description}", file=sys.stderr, flush=True)
+    plane = controlplane.ControlPlane(work / "plane")
+    plane.up()
+    controller: Controller | None = None
+    try:
+        configuration = client.Configuration()
+        await config.load_kube_config(
+            config_file=str(plane.kubeconfig), client_configuration=configuration
+        )
+        async with client.ApiClient(configuration) as api:
+            raw = Client(api, field_manager="bench")
+            await raw.create(kinds.NAMESPACES, {"metadata": {"name": NAMESPACE}})
+            if not empty_cluster:
+                await raw.create(kinds.NODES, system_node())
+            start = start_operator if system == "operator" else start_karpenter
+            controller = await start(
+                api, plane, work, vm_latency=vm_latency, consolidate_after=shrink.after
+            )
+            pod = Workload("shrink", "", (PodShape(SHRINK_CPU, "1Gi"),), 1).manifests()[0]
+            labels = {"app": "shrink"}
+            deployment = {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": "shrink"},
+                "spec": {
+                    "replicas": shrink.replicas,
+                    "selector": {"matchLabels": labels},
+                    "template": {"metadata": {"labels": labels}, "spec": pod["spec"]},
+                },
+            }
+            await raw.create(DEPLOYMENTS, deployment, namespace=NAMESPACE)
+            async with asyncio.timeout(300):
+                while (await _live(raw))[1] < shrink.replicas:
+                    controller.check_alive()
+                    await asyncio.sleep(0.2)
+            await asyncio.sleep(SETTLE_SECONDS)
+            nodes_before = (await _live(raw))[0]
+            log = audit.AuditLog(plane.audit_log)
+            log.mark()
+            cpu_before = cpu_seconds(controller.process.pid)
+            began = time.monotonic()
+            scale = {"spec": {"replicas": shrink.remain}}
+            await raw.patch(DEPLOYMENTS, "shrink", scale, namespace=NAMESPACE)
+            async with asyncio.timeout(shrink.after + 300):
+                while (await _live(raw)) != (shrink.needed, shrink.remain):
+                    controller.check_alive()
+                    await asyncio.sleep(0.2)
+            seconds = time.monotonic() - began
+            await asyncio.sleep(SETTLE_SECONDS)
+            cpu = cpu_seconds(controller.process.pid) - cpu_before
+            events = log.events_since_mark()
+    finally:
+        if controller is not None:
+            await controller.stop()
+        plane.down()
+    writes = Counter((component(e), e.verb, e.target, e.code) for e in events if e.is_write)
+    return ShrinkResult(system, shrink, nodes_before, seconds, writes, cpu)
+
+
+def consolidation_report(results: list[ShrinkResult]) -> str:
+    lines = [
+        "| workload | system | nodes before | nodes after | time to the nodes needed | "
+        "evictions | controller writes (Events) | 409s | controller CPU |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        mine = {k: n for k, n in r.writes.items() if k[0] == r.system}
+        events = sum(n for (_, _, res, _), n in mine.items() if res == "events")
+        conflicts = sum(n for (*_, code), n in mine.items() if code == 409)
+        lines.append(
+            f"| consolidation | {r.system} | {r.nodes_before} | {r.shrink.needed} "
+            f"| {r.seconds:.1f} s | {r.evictions()} | {sum(mine.values())} ({events}) "
+            f"| {conflicts} | {r.cpu:.2f} s |"
+        )
+    return "\n".join(lines)
+
+
 # -- report --------------------------------------------------------------------------------
 
 
@@ -802,11 +974,22 @@ async def main(arguments: argparse.Namespace) -> None:
     if "karpenter" in arguments.systems:
         binaries.ensure_karpenter_kwok()  # before any clock starts: the first build takes minutes
     results = []
+    shrinks: list[ShrinkResult] = []
     with contextlib.ExitStack() as stack:
         if arguments.keep:
             work = arguments.keep
         else:
             work = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-peers-"))
+        for system in arguments.systems if arguments.consolidation else ():
+            shrunk = await run_consolidation(
+                arguments.consolidation,
+                system,
+                Path(work) / f"consolidation-{system}",
+                vm_latency=arguments.vm_latency,
+                empty_cluster=arguments.empty_cluster,
+            )
+            print(f"   {shrunk.seconds:.1f} s, {shrunk.evictions()} evictions", file=sys.stderr)
+            shrinks.append(shrunk)
         for name in arguments.workloads:
             workload = WORKLOADS[name](sizes[name])
             for system in arguments.systems:
@@ -825,14 +1008,20 @@ async def main(arguments: argparse.Namespace) -> None:
                 )
                 results.append(result)
     print(" ".join(["command:", ".venv/bin/python", "bench/peers.py", *sys.argv[1:]]))
-    print(
-        "workloads: " + "; ".join(WORKLOADS[n](sizes[n]).description for n in arguments.workloads)
-    )
+    if arguments.workloads:
+        described = (WORKLOADS[n](sizes[n]).description for n in arguments.workloads)
+        print("workloads: " + "; ".join(described))
+    if arguments.consolidation:
+        print(arguments.consolidation.description)
     print(f"VM latency: {arguments.vm_latency:g} s")
     if arguments.empty_cluster:
         print("empty cluster: no system Node")
     print()
-    print(report(results))
+    if shrinks:
+        print(consolidation_report(shrinks))
+        print()
+    if results:
+        print(report(results))
     if arguments.plot and plot(results, Path(arguments.plot)):
         print(f"\nplot: {arguments.plot}", file=sys.stderr)
     elif arguments.plot:
@@ -846,7 +1035,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--systems", nargs="+", default=["operator", "karpenter"], choices=["operator", "karpenter"]
     )
-    parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
+    parser.add_argument(
+        "--workloads",
+        nargs="*",
+        default=list(WORKLOADS),
+        choices=list(WORKLOADS),
+        help="the pods-Running workloads (none: only the consolidation one)",
+    )
     parser.add_argument(
         "--vm-latency",
         type=float,
@@ -860,9 +1055,27 @@ def _parser() -> argparse.ArgumentParser:
         help="no tainted system Node: pods then fail with 'no nodes registered' and "
         "kube-scheduler retries them only on its backoff (1 s, 2 s, 4 s...)",
     )
+    parser.add_argument(
+        "--consolidation",
+        type=_shrink,
+        default=_shrink("12:3:10"),
+        metavar="REPLICAS:REMAIN:SECONDS",
+        help="the consolidation workload: a Deployment of REPLICAS pods shrinks to REMAIN, "
+        "nodes underused for SECONDS go (default 12:3:10; 'none' to skip)",
+    )
     parser.add_argument("--keep", help="work in this directory and keep it (logs, audit logs)")
     parser.add_argument("--plot", default="peers.png", help="PNG path ('' for none)")
     return parser
+
+
+def _shrink(text: str) -> Shrink | None:
+    if text == "none":
+        return None
+    try:
+        replicas, remain, after = (int(part) for part in text.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError("REPLICAS:REMAIN:SECONDS, e.g. 12:3:10") from None
+    return Shrink(replicas, remain, after)
 
 
 if __name__ == "__main__":

@@ -15,11 +15,14 @@ from nodepool_operator.api import fields, meta, nodepool
 
 __all__ = [
     "API_VERSION",
+    "CONSOLIDATING_TAINT_KEY",
     "DEFAULT_BATCH_WINDOW_SECONDS",
     "DEFAULT_DRY_RUN",
+    "DEFAULT_MAX_CONCURRENT",
     "DEFAULT_SCALE_DOWN_ENABLED",
     "DEFAULT_SCAN_INTERVAL_SECONDS",
     "DEFAULT_UNNEEDED_SECONDS",
+    "DEFAULT_UTILIZATION_THRESHOLD",
     "GROUP",
     "KIND",
     "PLURAL",
@@ -30,6 +33,7 @@ __all__ = [
     "SPEC_SCHEMA",
     "STATUS_SCHEMA",
     "SUBRESOURCES",
+    "UNNEEDED_SINCE_ANNOTATION",
     "VERSION",
     "AutoscalerSpec",
     "AutoscalerStatus",
@@ -55,6 +59,19 @@ DEFAULT_BATCH_WINDOW_SECONDS: Final = 1.0
 DEFAULT_SCALE_DOWN_ENABLED: Final = True
 DEFAULT_UNNEEDED_SECONDS: Final = 600
 DEFAULT_DRY_RUN: Final = False
+#: Below this share of a Node's allocatable CPU and memory requested, a Node is underused
+#: (cluster-autoscaler's --scale-down-utilization-threshold).
+DEFAULT_UTILIZATION_THRESHOLD: Final = 0.5
+#: Underused Nodes with pods to move that are drained at a time (empty Nodes are not counted).
+DEFAULT_MAX_CONCURRENT: Final = 1
+
+#: On a Node the Autoscaler will remove once the taint is visible and its decision still
+#: holds: no new pod is scheduled there meanwhile. The Autoscaler adds and removes it.
+CONSOLIDATING_TAINT_KEY: Final = f"{GROUP}/consolidating"
+#: On a Node that could go (underused, its pods movable and fitting elsewhere): since when
+#: (RFC 3339). The Autoscaler's scale-down timer, kept in the world so that it survives a
+#: restart; removed when the Node is needed again.
+UNNEEDED_SINCE_ANNOTATION: Final = f"{GROUP}/unneeded-since"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -63,16 +80,27 @@ class ScaleDownPolicy:
 
     enabled: bool = DEFAULT_SCALE_DOWN_ENABLED
     unneeded_seconds: int = DEFAULT_UNNEEDED_SECONDS
+    utilization_threshold: float = DEFAULT_UTILIZATION_THRESHOLD
+    max_concurrent: int = DEFAULT_MAX_CONCURRENT
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ScaleDownPolicy:
         return cls(
             enabled=fields.boolean(d, "enabled", default=DEFAULT_SCALE_DOWN_ENABLED),
             unneeded_seconds=fields.integer(d, "unneededSeconds", default=DEFAULT_UNNEEDED_SECONDS),
+            utilization_threshold=fields.number(
+                d, "utilizationThreshold", default=DEFAULT_UTILIZATION_THRESHOLD
+            ),
+            max_concurrent=fields.integer(d, "maxConcurrent", default=DEFAULT_MAX_CONCURRENT),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"enabled": self.enabled, "unneededSeconds": self.unneeded_seconds}
+        return {
+            "enabled": self.enabled,
+            "unneededSeconds": self.unneeded_seconds,
+            "utilizationThreshold": self.utilization_threshold,
+            "maxConcurrent": self.max_concurrent,
+        }
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -229,6 +257,27 @@ _SCALE_DOWN_PROPERTIES: Final[dict[str, Any]] = {
         "format": "int32",
         "minimum": 0,
         "default": DEFAULT_UNNEEDED_SECONDS,
+    },
+    "utilizationThreshold": {
+        "type": "number",
+        "description": (
+            "A Node whose pods request less than this share of its allocatable CPU and of "
+            "its memory is underused: removed when its pods can move and fit on other Nodes."
+        ),
+        "minimum": 0,
+        "maximum": 1,
+        "default": DEFAULT_UTILIZATION_THRESHOLD,
+    },
+    "maxConcurrent": {
+        "type": "integer",
+        "description": (
+            "How many underused Nodes with pods to move are drained at a time; empty "
+            "Nodes are not counted."
+        ),
+        "format": "int32",
+        "minimum": 1,
+        "maximum": 100,
+        "default": DEFAULT_MAX_CONCURRENT,
     },
 }
 

@@ -27,6 +27,7 @@ __all__ = [
     "API_VERSION",
     "GROUP",
     "KIND",
+    "MAX_REMOVE_NODES",
     "MAX_REQUESTER_LENGTH",
     "PHASES",
     "PLURAL",
@@ -66,6 +67,9 @@ SHORT_NAMES: Final = ("sr",)
 # must never be refused for the name it was given.
 MAX_REQUESTER_LENGTH: Final = len("autoscaler/") + 253
 
+#: Nodes one request may name for removal (bounds the cost of comparing two specs in CEL).
+MAX_REMOVE_NODES: Final = 100
+
 Phase = Literal["Pending", "Applied", "Rejected", "Superseded"]
 PHASES: Final[tuple[Phase, ...]] = get_args(Phase)
 
@@ -83,6 +87,7 @@ class ScaleRequestSpec:
     based_on_target_nodes: int | None = None
     reason: str | None = None
     requester: str | None = None
+    remove_nodes: tuple[str, ...] = ()
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ScaleRequestSpec:
@@ -92,6 +97,7 @@ class ScaleRequestSpec:
             based_on_target_nodes=fields.optional_integer(d, "basedOnTargetNodes"),
             reason=fields.optional_string(d, "reason"),
             requester=fields.optional_string(d, "requester"),
+            remove_nodes=fields.string_list(d, "removeNodes"),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -102,6 +108,7 @@ class ScaleRequestSpec:
                 "basedOnTargetNodes": self.based_on_target_nodes,
                 "reason": self.reason,
                 "requester": self.requester,
+                "removeNodes": list(self.remove_nodes),
             }
         )
 
@@ -336,6 +343,17 @@ SPEC_SCHEMA: Final[dict[str, Any]] = {
             "type": "string",
             "description": "Who asks, for example the name of an Autoscaler.",
             "maxLength": MAX_REQUESTER_LENGTH,
+        },
+        "removeNodes": {
+            "type": "array",
+            "description": (
+                "The Nodes to remove, when the requester chose them (a scale-down only): the "
+                "NodePool controller drains exactly these, and rejects the request if one is "
+                "gone or not in the pool."
+            ),
+            "maxItems": MAX_REMOVE_NODES,
+            "x-kubernetes-list-type": "set",
+            "items": {"type": "string", "minLength": 1, "maxLength": 253},
         },
     },
     # Every string is bounded above, which keeps the estimated cost of comparing two

@@ -29,6 +29,9 @@ def _tuples(elements: st.SearchStrategy[Any]) -> st.SearchStrategy[tuple[Any, ..
 conditions = _every_field(meta.Condition)
 taints = _every_field(nodepool.Taint)
 templates = _every_field(nodepool.NodeTemplate, taints=_tuples(taints))
+scale_down_policies = _every_field(
+    autoscaler.ScaleDownPolicy, utilization_threshold=st.floats(min_value=0, max_value=1)
+)
 STRATEGIES: dict[str, st.SearchStrategy[Any]] = {
     "Condition": conditions,
     "Taint": taints,
@@ -37,11 +40,11 @@ STRATEGIES: dict[str, st.SearchStrategy[Any]] = {
     "NodePoolStatus": _every_field(nodepool.NodePoolStatus, conditions=_tuples(conditions)),
     "ScaleRequestSpec": _every_field(scalerequest.ScaleRequestSpec),
     "ScaleRequestStatus": _every_field(scalerequest.ScaleRequestStatus),
-    "ScaleDownPolicy": _every_field(autoscaler.ScaleDownPolicy),
+    "ScaleDownPolicy": scale_down_policies,
     "AutoscalerSpec": _every_field(
         autoscaler.AutoscalerSpec,
         batch_window_seconds=st.floats(min_value=0, max_value=60),
-        scale_down=_every_field(autoscaler.ScaleDownPolicy),
+        scale_down=scale_down_policies,
     ),
     "LastScaleRequest": _every_field(autoscaler.LastScaleRequest),
     "AutoscalerStatus": _every_field(

@@ -16,6 +16,7 @@ from nodepool_operator.controllers.autoscaler.controller import AutoscalerReconc
 from nodepool_operator.controllers.autoscaler.handoff import RequestLedger, ScaleRequester
 from nodepool_operator.controllers.autoscaler.notices import Notices
 from nodepool_operator.controllers.autoscaler.observe import Observer
+from nodepool_operator.runtime import errors, testing
 from nodepool_operator.runtime.client import Object, Resource
 from nodepool_operator.runtime.clock import FakeClock
 from nodepool_operator.runtime.controller import Request, Result
@@ -69,12 +70,21 @@ class FakeInformer:
 
 
 class FakeApi:
-    """Creates and patches as the API server would answer them, recorded for asserts."""
+    """Creates and patches as the API server would answer them, recorded for asserts.
+
+    Node patches reach ``nodes`` (the informer) only when ``show_node_writes`` is on, as
+    the watch would deliver them; a stale resourceVersion is a 409."""
 
     def __init__(self) -> None:
         self.versions = itertools.count(100)
         self.created: list[tuple[str, Object]] = []
         self.patches: list[tuple[str, str, Any, str | None]] = []
+        self.nodes: FakeInformer | None = None
+        self.budgets: list[Object] = []
+
+    async def list_page(self, resource: Resource, **kw: Any) -> Object:
+        assert resource.plural == "poddisruptionbudgets"
+        return {"items": [b for b in self.budgets if b["metadata"]["namespace"] == kw["namespace"]]}
 
     async def create(
         self, resource: Resource, body: dict[str, Any], *, namespace: str | None = None
@@ -92,7 +102,22 @@ class FakeApi:
 
     async def patch(self, resource: Resource, name: str, patch: Any, **kw: Any) -> Object:
         self.patches.append((resource.plural, name, copy.deepcopy(patch), kw.get("subresource")))
-        return {"metadata": {"name": name, "resourceVersion": str(next(self.versions))}}
+        version = str(next(self.versions))
+        if resource.plural == "nodes" and self.nodes is not None:
+            node = self.nodes.get(name)
+            assert node is not None
+            precondition = patch.get("metadata", {}).get("resourceVersion")
+            if precondition is not None and precondition != node["metadata"]["resourceVersion"]:
+                raise errors.Conflict(409, "the object has been modified")
+            updated = copy.deepcopy(node)
+            testing.merge(updated, patch)
+            updated["metadata"]["resourceVersion"] = version
+            self.nodes.put(updated)
+            return updated
+        return {"metadata": {"name": name, "resourceVersion": version}}
+
+    def node_patches(self) -> list[Any]:
+        return [p for kind, _, p, _ in self.patches if kind == "nodes"]
 
     async def get(self, resource: Resource, name: str, **kw: Any) -> Object:
         raise AssertionError("the reconciler reads caches, not the API")
@@ -112,6 +137,16 @@ class FixedWallClock:
         return 1_800_000_000.0
 
 
+class FollowingWallClock:
+    """Wall time that moves with the fake clock (the timers on Nodes are wall times)."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+
+    def time(self) -> float:
+        return 1_800_000_000.0 + self.clock.now()
+
+
 #: TriggeredScaleUp events per request, as AutoscalerConfig's default.
 TOLD_PER_REQUEST = AutoscalerConfig().triggered_events_per_request
 
@@ -125,6 +160,15 @@ class World:
         self.autoscalers, self.pools, self.nodes = FakeInformer(), FakeInformer(), FakeInformer()
         self.pods, self.requests = FakeInformer(), FakeInformer()
         self.daemon_sets = FakeInformer()
+        self.count_writes_per_second = count_writes_per_second
+        self.reconciler = self.start()
+        self.api.nodes = self.nodes
+        self.versions = itertools.count(1)
+        self.minutes = itertools.count(0)
+
+    def start(self) -> AutoscalerReconciler:
+        """A reconciler on these caches and this API: a new one is a restarted operator
+        (nothing in memory, the world as it was left)."""
         ledger = RequestLedger()
         recorder = EventRecorder(
             self.api,  # type: ignore[arg-type]
@@ -132,7 +176,7 @@ class World:
             clock=self.clock,
             wall_clock=FixedWallClock(),
         )
-        self.reconciler = AutoscalerReconciler(
+        return AutoscalerReconciler(
             client=self.api,  # type: ignore[arg-type]
             autoscalers=self.autoscalers,  # type: ignore[arg-type]
             observer=Observer(
@@ -152,11 +196,9 @@ class World:
             notices=Notices(recorder, parallelism=4, triggered_per_request=TOLD_PER_REQUEST),
             recorder=recorder,
             clock=self.clock,
-            wall_clock=FixedWallClock(),
-            count_writes_per_second=count_writes_per_second,
+            wall_clock=FollowingWallClock(self.clock),
+            count_writes_per_second=self.count_writes_per_second,
         )
-        self.versions = itertools.count(1)
-        self.minutes = itertools.count(0)
 
     def _stamp(self, obj: Object) -> Object:
         obj["metadata"]["resourceVersion"] = str(next(self.versions))
@@ -415,9 +457,12 @@ async def test_unneeded_nodes_are_given_up_after_the_delay_and_not_before(world:
     assert second.requeue_after == 30
     assert world.api.made("scalerequests") == []
     await world.clock.advance(30)
+    await world.reconcile()  # expired: tainted first, named once the taint is visible
+    assert world.api.made("scalerequests") == []
     await world.reconcile()
     [request] = world.api.made("scalerequests")
     assert request["spec"]["targetNodes"] == 1  # down to minNodes, DaemonSet pods ignored
+    assert request["spec"]["removeNodes"] == ["n2", "n3"]  # the emptiest: n1 runs the DaemonSet
     assert request["metadata"]["name"].endswith("-down")
     assert len(world.api.events("ScaleDownRequested")) == 1
 
@@ -436,6 +481,7 @@ async def test_no_scale_down_right_after_a_scale_up(world: World) -> None:
     await world.reconcile()
     assert world.api.made("scalerequests") == []
     await world.clock.advance(1)
+    await world.reconcile()
     await world.reconcile()
     assert [r["spec"]["targetNodes"] for r in world.api.made("scalerequests")] == [0]
 
@@ -631,3 +677,121 @@ async def test_an_autoscaler_never_in_dry_run_shows_no_dry_run_condition(world: 
     status = world.status()
     assert all(c["type"] != "DryRun" for c in status["conditions"])
     assert status.get("wouldRequest") is None
+
+
+REPLICATED = [{"kind": "ReplicaSet", "name": "web-1", "uid": "rs", "controller": True}]
+
+
+def half_and_quarter(world: World) -> None:
+    """n1 half used (stays), n2 a quarter used by one replica that fits on n1."""
+    world.autoscaler(scale_down=autoscaler_api.ScaleDownPolicy(unneeded_seconds=60))
+    world.pool(target=2)
+    world.node("n1")
+    world.node("n2")
+    for name in ("a", "b"):
+        world.pod(name, node="n1", ownerReferences=REPLICATED)
+    world.pod("c", node="n2", ownerReferences=REPLICATED)
+
+
+def taints(world: World, name: str) -> list[str]:
+    node = world.nodes.get(name)
+    assert node is not None
+    return [t["key"] for t in node["spec"].get("taints") or ()]
+
+
+def stamp(world: World, name: str) -> str | None:
+    node = world.nodes.get(name)
+    assert node is not None
+    return (node["metadata"].get("annotations") or {}).get(autoscaler_api.UNNEEDED_SINCE_ANNOTATION)
+
+
+async def test_an_underused_node_is_stamped_tainted_then_named_in_the_request(
+    world: World,
+) -> None:
+    half_and_quarter(world)
+    await world.reconcile()
+    assert stamp(world, "n2") == "2027-01-15T08:00:00Z"  # the fake wall clock's now
+    assert stamp(world, "n1") is None  # half used is not underused (threshold 0.5)
+    await world.clock.advance(59)
+    await world.reconcile()
+    assert taints(world, "n2") == []
+    await world.clock.advance(1)
+    tainting = await world.reconcile()
+    assert taints(world, "n2") == [autoscaler_api.CONSOLIDATING_TAINT_KEY]
+    assert world.api.made("scalerequests") == []  # not before the taint is visible
+    assert tainting.requeue_after == 1.0  # looks again soon: our taint wakes no watch
+    await world.reconcile()
+    [request] = world.api.made("scalerequests")
+    assert (request["spec"]["targetNodes"], request["spec"]["removeNodes"]) == (1, ["n2"])
+    [removing] = world.api.events("ConsolidationRemoving")
+    assert removing["involvedObject"] == {
+        **removing["involvedObject"],
+        "kind": "Node",
+        "name": "n2",
+    }
+    assert "its 1 pods fit on other nodes" in removing["message"]
+    assert len(world.api.node_patches()) == 2  # the stamp and the taint: nothing else
+
+
+async def test_a_pod_that_cannot_move_arriving_before_the_recheck_untaints_the_node(
+    world: World,
+) -> None:
+    half_and_quarter(world)
+    await world.reconcile()
+    await world.clock.advance(60)
+    await world.reconcile()
+    assert taints(world, "n2") == [autoscaler_api.CONSOLIDATING_TAINT_KEY]
+    world.pod("lonely", cpu="100m", node="n2")  # bound before the taint showed; no owner
+    await world.reconcile()
+    assert world.api.made("scalerequests") == []
+    assert (taints(world, "n2"), stamp(world, "n2")) == ([], None)
+    told = [e["message"] for e in world.api.events("ConsolidationKept")]
+    assert len(told) == 2  # on the Node and on the Autoscaler
+    assert all("pod apps/lonely" in m and "(not-replicated)" in m for m in told)
+    await world.reconcile()
+    assert len(world.api.events("ConsolidationKept")) == 2  # told once, not every scan
+
+
+async def test_a_budget_that_allows_nothing_keeps_the_node_untainted_and_restarts_its_timer(
+    world: World,
+) -> None:
+    half_and_quarter(world)
+    world.api.budgets = [
+        {
+            "metadata": {"name": "web", "namespace": "apps"},
+            "spec": {"selector": {}},
+            "status": {"disruptionsAllowed": 0},
+        }
+    ]
+    await world.reconcile()
+    await world.clock.advance(60)
+    await world.reconcile()
+    assert taints(world, "n2") == []  # judged before the taint: never tainted in vain
+    assert stamp(world, "n2") == "2027-01-15T08:01:00Z"  # starts over from now
+    [told, _] = [e["message"] for e in world.api.events("ConsolidationKept")]
+    assert "PodDisruptionBudget apps/web allows 0 disruptions now" in told
+    assert world.api.made("scalerequests") == []
+
+
+async def test_a_restarted_autoscaler_names_the_node_its_predecessor_tainted(
+    world: World,
+) -> None:
+    half_and_quarter(world)
+    await world.reconcile()
+    await world.clock.advance(60)
+    await world.reconcile()  # tainted; then the process dies
+    world.reconciler = world.start()
+    await world.reconcile()
+    [request] = world.api.made("scalerequests")
+    assert request["spec"]["removeNodes"] == ["n2"]
+
+
+async def test_a_scale_up_settling_clears_the_stamps_and_taints(world: World) -> None:
+    half_and_quarter(world)
+    await world.reconcile()
+    await world.clock.advance(60)
+    await world.reconcile()
+    world.pool(target=3)  # someone asked for a node: capacity in flight
+    await world.reconcile()
+    assert (taints(world, "n2"), stamp(world, "n2")) == ([], None)
+    assert world.api.made("scalerequests") == []

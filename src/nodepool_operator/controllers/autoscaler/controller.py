@@ -1,10 +1,11 @@
 """The Autoscaler controller: one Autoscaler per reconcile, level-based.
 
-Each pass reads the shared caches (``observe``), warns pods that can never fit once
-(``notices``), decides (``plan``, pure), hands a decision over as one ScaleRequest
-(``handoff``) and reports through the status writer, which sends nothing when nothing
-changed. A pass runs when the Autoscaler's spec changes, after its batch window when a
-pod, node, pool or request it depends on changes (``watches``), and every
+Each pass reads the shared caches (``observe``), reviews the pool's underused nodes
+(``consolidation``: their timers and taints live on the Nodes), warns pods that can
+never fit once (``notices``), decides (``plan``, pure), hands a decision over as one
+ScaleRequest (``handoff``) and reports through the status writer, which sends nothing
+when nothing changed. A pass runs when the Autoscaler's spec changes, after its batch
+window when a pod, node, pool or request it depends on changes (``watches``), and every
 ``scanIntervalSeconds`` (sooner when a node's unneeded timer is about to run out).
 """
 
@@ -18,6 +19,7 @@ from typing import Any
 from nodepool_operator import pacing
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.controllers.autoscaler import metrics, plan, report
+from nodepool_operator.controllers.autoscaler.consolidation import Consolidator, Review
 from nodepool_operator.controllers.autoscaler.handoff import ScaleRequester
 from nodepool_operator.controllers.autoscaler.notices import Notices
 from nodepool_operator.controllers.autoscaler.observe import (
@@ -25,7 +27,6 @@ from nodepool_operator.controllers.autoscaler.observe import (
     Observation,
     Observer,
 )
-from nodepool_operator.controllers.autoscaler.unneeded import UnneededTracker
 from nodepool_operator.controllers.resources import AUTOSCALERS
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import conditions, errors
@@ -68,7 +69,14 @@ class AutoscalerReconciler:
         self.clock = clock
         self.wall_clock = wall_clock
         self.status = StatusWriter(client, AUTOSCALERS, controller=NAME)
-        self._trackers: dict[str, UnneededTracker] = {}
+        self.consolidator = Consolidator(
+            client=client,
+            nodes=observer.nodes,
+            pods=observer.pods,
+            profile=observer.cache.get,
+            recorder=recorder,
+            wall_clock=wall_clock,
+        )
         self._written_at: dict[str, float] = {}  # key -> when its status was last written
         # key -> (limit reason, pods) last looked at for nodes beyond maxNodes
         # One budget for every Autoscaler's counts-only writes: their total stays bounded
@@ -89,16 +97,19 @@ class AutoscalerReconciler:
         if seen is None or isinstance(seen, ConflictingAutoscaler):
             await self._report(autoscaler, seen=seen, decision=None, made=None)
             return Result(requeue_after=spec.scan_interval_seconds)
-        decision = self._decide(request.name, spec=spec, seen=seen)
+        review = await self._review(autoscaler, spec=spec, seen=seen)
+        decision = self._decide(request.name, spec=spec, seen=seen, review=review)
         # The decision and its request first; the events that explain them follow.
         made = await self._hand_over(autoscaler, seen=seen, decision=decision)
+        if made is not None and decision.victims:
+            await self.consolidator.announce(review, request=made.name)
         warned = await self.notices.unfit(seen.unfit)
         warned += await self._warn_beyond_max(request.name, seen=seen, decision=decision)
         level = logging.INFO if decision.action != "none" or warned else logging.DEBUG
         line = report.decision_line(seen, decision, warned=warned, made=made, dry_run=spec.dry_run)
         log.log(level, "%s", line)
         await self._report(autoscaler, seen=seen, decision=decision, made=made)
-        next_scan = self._next_scan(request.name, spec)
+        next_scan = self._next_scan(spec, review)
         if seen.stale and (seen.pending or decision.action != "none"):
             # Decided from a plan older than the caches with something at stake: look again
             # soon. With nothing pending and nothing asked, the events of its own pods and
@@ -107,22 +118,38 @@ class AutoscalerReconciler:
             next_scan = min(next_scan, float(spec.batch_window_seconds))
         return Result(requeue_after=next_scan)
 
+    def _blocker(self, spec: autoscaler_api.AutoscalerSpec, seen: Observation) -> str | None:
+        return plan.scale_down_blocker(
+            seen.pool, enabled=spec.scale_down.enabled, pending_fitting=seen.pending_fitting
+        )
+
+    async def _review(
+        self, autoscaler: Object, *, spec: autoscaler_api.AutoscalerSpec, seen: Observation
+    ) -> Review:
+        """Consolidation's pass over the pool's nodes. A dry run writes nothing, Nodes
+        included: it decides scale-ups only."""
+        if spec.dry_run:
+            return Review()
+        return await self.consolidator.review(
+            autoscaler,
+            pool=seen.pool.name,
+            room=max(0, seen.pool.target - seen.pool.min_nodes),
+            policy=spec.scale_down,
+            blocked=self._blocker(spec, seen),
+            cluster=seen.cluster,
+            daemon_sets=seen.daemon_sets,
+        )
+
     def _decide(
-        self, key: str, *, spec: autoscaler_api.AutoscalerSpec, seen: Observation
+        self, key: str, *, spec: autoscaler_api.AutoscalerSpec, seen: Observation, review: Review
     ) -> plan.Decision:
         started = time.perf_counter()
-        policy = spec.scale_down
-        tracker = self._trackers.setdefault(key, UnneededTracker(self.clock))
-        blocked = plan.scale_down_blocker(
-            seen.pool, enabled=policy.enabled, pending_fitting=seen.pending_fitting
-        )
-        tracker.observe(seen.unneeded, blocked=blocked is not None)
         decision = plan.decide(
             seen.pool,
             seen.up,
-            unneeded=tracker.expired(policy.unneeded_seconds),
-            unneeded_seconds=policy.unneeded_seconds,
-            blocked=blocked,
+            unneeded=review.victims,
+            unneeded_seconds=spec.scale_down.unneeded_seconds,
+            blocked=self._blocker(spec, seen),
         )
         metrics.nodepool_autoscaler_planning_seconds.observe(time.perf_counter() - started)
         metrics.nodepool_autoscaler_unschedulable_pods.labels(key).set(seen.unschedulable)
@@ -149,6 +176,7 @@ class AutoscalerReconciler:
             basis=seen.basis,
             direction=direction,
             reason=decision.reason,
+            remove_nodes=decision.victims,
         )
         metrics.nodepool_autoscaler_scale_requests_total.labels(key, direction).inc()
         await self.notices.requested(
@@ -217,16 +245,13 @@ class AutoscalerReconciler:
             return True
         return not self._count_writes.allow()
 
-    def _next_scan(self, key: str, spec: autoscaler_api.AutoscalerSpec) -> float:
+    @staticmethod
+    def _next_scan(spec: autoscaler_api.AutoscalerSpec, review: Review) -> float:
         delay = float(spec.scan_interval_seconds)
-        tracker = self._trackers.get(key)
-        if spec.scale_down.enabled and tracker is not None:
-            expiry = tracker.next_expiry(spec.scale_down.unneeded_seconds)
-            if expiry is not None:
-                delay = min(delay, expiry)
+        if review.next_check is not None:
+            delay = min(delay, max(review.next_check, 0.0))
         return delay
 
     def _forget(self, key: str) -> None:
-        self._trackers.pop(key, None)
         self._written_at.pop(key, None)
         self.status.forget({"metadata": {"name": key}})

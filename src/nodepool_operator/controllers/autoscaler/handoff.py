@@ -1,9 +1,10 @@
 """The hand-off: a decision becomes one ScaleRequest, the only thing the Autoscaler writes
-besides its own status and events.
+besides its own status and events (and, for consolidation, its stamps and taints on the
+Nodes it will name: ``consolidation``).
 
 The request carries an absolute target, a reason and the requester, and is owned by its
 NodePool (garbage-collected with it). The NodePool controller turns it into
-``spec.targetNodes``; the Autoscaler never writes a NodePool or a Node.
+``spec.targetNodes``; the Autoscaler never writes a NodePool.
 
 Our informer sees a request we created a moment after the create returns. A scan in that
 moment must not ask again, so the ledger remembers the last request created per pool
@@ -116,8 +117,10 @@ class ScaleRequester:
         basis: int,
         direction: str,
         reason: str,
+        remove_nodes: tuple[str, ...] = (),
     ) -> autoscaler_api.LastScaleRequest:
-        """Ask for ``target`` nodes, computed from the pool's ``spec.targetNodes`` ``basis``."""
+        """Ask for ``target`` nodes, computed from the pool's ``spec.targetNodes`` ``basis``;
+        a scale-down may name the nodes to remove."""
         name = request_name(
             autoscaler, direction=direction, millis=int(self.wall_clock.time() * 1000)
         )
@@ -127,6 +130,7 @@ class ScaleRequester:
             reason=reason[:1024],
             requester=requester_of(autoscaler),
             based_on_target_nodes=basis,
+            remove_nodes=remove_nodes,
         )
         created = await self.client.create(
             SCALEREQUESTS, scalerequest_api.manifest(name, spec, pool_uid=pool_uid)

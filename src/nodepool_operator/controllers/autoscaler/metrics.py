@@ -9,6 +9,10 @@ from __future__ import annotations
 from prometheus_client import Counter, Gauge, Histogram
 
 __all__ = [
+    "nodepool_autoscaler_consolidation_candidates",
+    "nodepool_autoscaler_consolidation_kept_total",
+    "nodepool_autoscaler_consolidation_node_writes_total",
+    "nodepool_autoscaler_consolidation_removals_total",
     "nodepool_autoscaler_planning_seconds",
     "nodepool_autoscaler_scale_requests_total",
     "nodepool_autoscaler_unfit_pods",
@@ -34,4 +38,22 @@ nodepool_autoscaler_unfit_pods = Gauge(
     "nodepool_autoscaler_unfit_pods",
     "Unschedulable pods that can never fit a node of the pool, so are not counted.",
     ["autoscaler"],
+)
+nodepool_autoscaler_consolidation_candidates = Gauge(
+    "nodepool_autoscaler_consolidation_candidates",
+    "Underused nodes whose pods can all move and fit on the other nodes.",
+    ["autoscaler"],
+)
+nodepool_autoscaler_consolidation_removals_total = Counter(
+    "nodepool_autoscaler_consolidation_removals_total",
+    "Nodes named for removal in a ScaleRequest by consolidation.",
+)
+nodepool_autoscaler_consolidation_kept_total = Counter(
+    "nodepool_autoscaler_consolidation_kept_total",
+    "Times an underused node was found to stay, by the rule that keeps it.",
+    ["rule"],
+)
+nodepool_autoscaler_consolidation_node_writes_total = Counter(
+    "nodepool_autoscaler_consolidation_node_writes_total",
+    "Patches of Nodes by consolidation (unneeded-since stamps and consolidating taints).",
 )

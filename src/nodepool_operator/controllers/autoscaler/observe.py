@@ -148,6 +148,9 @@ class Observation:
     # The plan predates changes in the caches (it served other Autoscalers first): the
     # decision is sound for what it saw, and the Autoscaler should look again soon.
     stale: bool = False
+    # The whole cluster's nodes and DaemonSets as the plan saw them (for consolidation).
+    cluster: tuple[simulation.ExistingNode, ...] = ()
+    daemon_sets: tuple[simulation.DaemonSetView, ...] = ()
 
     @property
     def unschedulable(self) -> int:
@@ -385,6 +388,8 @@ class Observer:
             pending_fitting=len(up.hosted) + waiting,
             unneeded=pool.unneeded,
             stale=stale,
+            cluster=world.nodes,
+            daemon_sets=world.daemon_sets,
         )
 
     def inputs(self) -> _Gathered:

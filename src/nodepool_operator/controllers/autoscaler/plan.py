@@ -5,9 +5,10 @@
 * scale-up: what the scheduling simulation (``simulation``) opened in this pool for the
   pods that fit neither the nodes there nor the nodes on their way; only those new nodes
   are asked for, so a scan during a scale-up asks for nothing;
-* scale-down: nodes unneeded for long enough are given up, never below ``minNodes`` and
-  never while anything is in flight (requested nodes not Ready, a Pending request, pods
-  still waiting for the scheduler): the hysteresis that keeps the pool from flapping.
+* scale-down: the nodes consolidation (``consolidation``) named, unneeded for long enough
+  and tainted, are given up by name, never below ``minNodes`` and never while anything
+  is in flight (requested nodes not Ready, a Pending request, pods still waiting for the
+  scheduler): the hysteresis that keeps the pool from flapping.
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ class Decision:
     involved: tuple[int, ...]  # indexes of the pods the new nodes are for
     reason: str
     blocked: str | None = None  # why scale-down is not considered now
+    victims: tuple[str, ...] = ()  # the nodes a scale-down names for removal
 
     @property
     def limited(self) -> bool:
@@ -186,11 +188,12 @@ def _scale_down(pool: PoolFacts, unneeded: Sequence[str], *, unneeded_seconds: i
     if give_up == 0:
         return Decision("none", pool.target, pool.target, pool.target, (), "no change")
     target = pool.target - give_up
+    victims = tuple(sorted(unneeded)[:give_up])
     reason = (
         f"{give_up} of {len(unneeded)} nodes unneeded for {unneeded_seconds}s "
-        f"(minNodes={pool.min_nodes})"
+        f"(minNodes={pool.min_nodes}): {', '.join(victims)}"
     )
-    return Decision("scale-down", pool.target, target, target, (), reason)
+    return Decision("scale-down", pool.target, target, target, (), reason, victims=victims)
 
 
 def decide(
@@ -203,9 +206,9 @@ def decide(
 ) -> Decision:
     """Scale up if the simulation opened nodes in the pool; else give up ``unneeded`` nodes.
 
-    ``up`` is the simulation's outcome for the pool; ``unneeded`` the nodes that have run
-    only DaemonSet or mirror pods for ``unneeded_seconds``, ``blocked`` why scale-down is
-    not allowed now.
+    ``up`` is the simulation's outcome for the pool; ``unneeded`` the nodes consolidation
+    found unneeded for ``unneeded_seconds`` and ready to name, ``blocked`` why scale-down
+    is not allowed now.
     """
     grow = _scale_up(pool, up)
     if grow is not None:

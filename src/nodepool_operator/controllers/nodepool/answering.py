@@ -12,6 +12,13 @@ on 409 or when the cached copy calls for no write, on a fresh read, recomputed f
 (basis check included) and changing only ``targetNodes``, so a concurrent edit of
 anything else is never lost.
 
+A scale-down request may name the Nodes to remove (``spec.removeNodes``, consolidation):
+each is read from the server (a LIST by name) before the request is answered, and a
+request naming a Node that is gone, being deleted, not the pool's, or no longer tainted
+for consolidation (its requester called it off) is Rejected with the Node named, changing
+nothing. The named Nodes carry the Autoscaler's consolidating taint,
+which is what makes the scale-down pick exactly them (``plan.pick_victims``).
+
 A request we answered may still show Pending in the cache for a moment: deciding it again
 from that stale copy would answer it twice, and maybe differently. So the uids answered
 are remembered until the cache shows them answered (or gone), and a request the memory
@@ -25,10 +32,14 @@ import contextlib
 import copy
 import datetime
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
+from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
+from nodepool_operator.controllers.nodepool import nodes as node_ops
+from nodepool_operator.controllers.nodepool import plan
 from nodepool_operator.controllers.resources import NODEPOOLS, REQUESTS_BY_POOL, SCALEREQUESTS
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import errors, retry, versions
@@ -37,7 +48,13 @@ from nodepool_operator.runtime.events import EventRecorder
 from nodepool_operator.runtime.informer import Informer
 from nodepool_operator.runtime.status import StatusWriter
 
-__all__ = ["RequestAnswers", "expired_requests", "facts_of", "pending_requests"]
+__all__ = [
+    "RequestAnswers",
+    "expired_requests",
+    "facts_of",
+    "node_refusal",
+    "pending_requests",
+]
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +69,24 @@ def facts_of(request: Object) -> scalerequest_api.RequestFacts:
         target_nodes=spec.target_nodes,
         based_on_target_nodes=spec.based_on_target_nodes,
     )
+
+
+def node_refusal(pool: str, name: str, node: Mapping[str, Any] | None) -> str | None:
+    """Why a request of ``pool`` may not name the Node ``name`` (as read now), or None."""
+    if node is None:
+        return f"node {name} named in removeNodes is gone; not applied"
+    if node.get("metadata", {}).get("deletionTimestamp"):
+        return f"node {name} named in removeNodes is being deleted already; not applied"
+    owner = nodepool_api.pool_of(node)
+    if owner != pool:
+        return f"node {name} named in removeNodes is not in NodePool {pool}; not applied"
+    if not plan.is_consolidating(node):
+        # Its requester called the removal off (a pod it cannot move arrived meanwhile).
+        return (
+            f"node {name} named in removeNodes no longer carries "
+            f"{autoscaler_api.CONSOLIDATING_TAINT_KEY}; not applied"
+        )
+    return None
 
 
 def pending_requests(requests: Sequence[Object]) -> list[Object]:
@@ -109,6 +144,7 @@ class RequestAnswers:
         when its target moved), or None when it turned out to be gone."""
         name = pool["metadata"]["name"]
         pending = await self._still_pending(self._unanswered(name, pool_requests))
+        pending = await self._refuse_foreign_nodes(pool, pending)
         if not pending:
             return pool
         written = await self._write_target(pool, pending)
@@ -203,6 +239,30 @@ class RequestAnswers:
         body = copy.deepcopy(pool)
         body["spec"]["targetNodes"] = target
         return await self.client.replace(NODEPOOLS, body)  # 409 if ``pool`` is stale
+
+    async def _refuse_foreign_nodes(self, pool: Object, pending: list[Object]) -> list[Object]:
+        """Reject the requests naming a Node the pool may not remove; the others."""
+        name = str(pool["metadata"]["name"])
+        kept: list[Object] = []
+        for request in pending:
+            refusal = None
+            for node_name in scalerequest_api.spec_of(request).remove_nodes:
+                node = await node_ops.node_named(self.client, node_name)
+                refusal = node_refusal(name, node_name, node)
+                if refusal is not None:
+                    break
+            if refusal is None:
+                kept.append(request)
+                continue
+            answer = scalerequest_api.Answer(
+                name=str(request["metadata"]["name"]),
+                phase="Rejected",
+                applied_target_nodes=nodepool_api.spec_of(pool).target_nodes,
+                message=refusal,
+            )
+            await self._answer(name, [request], [answer])
+            log.info("event=scale-request-rejected request=%s message=%r", answer.name, refusal)
+        return kept
 
     async def _read_pool(self, name: str) -> Object | None:
         """Asked of the server, not the cache: a pool created (or deleted) a moment ago

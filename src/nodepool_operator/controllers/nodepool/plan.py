@@ -2,9 +2,10 @@
 
 * which VM names to create (``nodepool.vm_names``: deterministic, so a retry or a restart
   asks for the same names and the cloud's idempotent create makes no duplicate);
-* which Nodes to give up on a scale-down (those already being drained, then VMs that never
-  became Nodes, then not-Ready Nodes, then the emptiest; Nodes with a do-not-disrupt pod,
-  or annotated do-not-disrupt themselves, last);
+* which Nodes to give up on a scale-down (those already being drained, then those the
+  Autoscaler tainted for consolidation and named, then VMs that never became Nodes, then
+  not-Ready Nodes, then the emptiest; Nodes with a do-not-disrupt pod, or annotated
+  do-not-disrupt themselves, last);
 * the status the pool should show.
 """
 
@@ -15,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import VirtualMachine, VmName, VmState
 from nodepool_operator.runtime import conditions, nodes
@@ -54,6 +56,14 @@ def is_unregistered(node: Mapping[str, Any]) -> bool:
     """``node`` still carries the unregistered taint: no pod may be bound there yet."""
     return any(
         taint.get("key") == nodepool_api.UNREGISTERED_TAINT_KEY
+        for taint in (node.get("spec") or {}).get("taints") or ()
+    )
+
+
+def is_consolidating(node: Mapping[str, Any]) -> bool:
+    """The Autoscaler tainted ``node`` to remove it (and names it in its ScaleRequest)."""
+    return any(
+        taint.get("key") == autoscaler_api.CONSOLIDATING_TAINT_KEY
         for taint in (node.get("spec") or {}).get("taints") or ()
     )
 
@@ -129,9 +139,11 @@ class Verdicts:
 def pick_victims(view: PoolView, excess: int) -> list[VmName]:
     """The ``excess`` VMs to remove, cheapest first; stable across reconciles.
 
-    Nodes already draining first (never switch victims mid-drain), then VMs without a
-    Node (nothing runs there), then not-Ready Nodes, then the emptiest; a Node that holds
-    a do-not-disrupt pod, or is do-not-disrupt itself, only when nothing else is left.
+    Nodes already draining first (never switch victims mid-drain), then the Nodes the
+    Autoscaler tainted for consolidation (the ones its request names; the taint is on the
+    Node, so a restart picks the same), then VMs without a Node (nothing runs there), then
+    not-Ready Nodes, then the emptiest; a Node that holds a do-not-disrupt pod, or is
+    do-not-disrupt itself, only when nothing else is left.
     """
     if excess <= 0:
         return []
@@ -140,6 +152,8 @@ def pick_victims(view: PoolView, excess: int) -> list[VmName]:
         node = view.nodes.get(vm.name)
         if node is not None and is_draining(node):
             return (0, 0, 0, vm.name)
+        if node is not None and is_consolidating(node) and vm.name not in view.protected:
+            return (0, 1, 0, vm.name)
         if node is None:
             return (1, 0, 0, vm.name)
         ready = 1 if nodes.is_ready(node) else 0

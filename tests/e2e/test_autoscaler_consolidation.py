@@ -1,0 +1,359 @@
+"""Consolidation end to end: underused nodes go when their pods fit elsewhere, and stay,
+told why, when a pod cannot move. Control plane, scheduler, kwok, simcloud and operator
+processes; the pods are pause containers (kwok runs them)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+import workloads
+from harness import Operator, SimCloud, wait_for
+from nodepool_operator.api import autoscaler as autoscaler_api
+from nodepool_operator.api import nodepool as nodepool_api
+
+POOLS = ("nodepool.dev", "v1alpha1", "nodepools")
+AUTOSCALERS = ("nodepool.dev", "v1alpha1", "autoscalers")
+REQUESTS = ("nodepool.dev", "v1alpha1", "scalerequests")
+MERGE = "application/merge-patch+json"
+UNNEEDED = 5
+TARGET_LABEL = "e2e.nodepool.dev/target"
+
+
+async def create_pool(custom: client.CustomObjectsApi, name: str) -> None:
+    spec = nodepool_api.NodePoolSpec(
+        target_nodes=0,
+        min_nodes=0,
+        max_nodes=10,
+        template=nodepool_api.NodeTemplate(cpu="4", memory="16Gi", pods=110),
+    )
+    await custom.create_cluster_custom_object(*POOLS, nodepool_api.manifest(name, spec))
+
+
+def deployment(name: str, *, pool: str, replicas: int, **spec: Any) -> dict[str, Any]:
+    """Pause pods of 1 CPU labelled ``app=<name>``, on the pool's nodes."""
+    selector = {nodepool_api.POOL_LABEL: pool}
+    return workloads.deployment(name, selector=selector, replicas=replicas, cpu="1", **spec)
+
+
+async def pool_settled(custom: client.CustomObjectsApi, name: str, nodes: int) -> bool:
+    pool = await custom.get_cluster_custom_object(*POOLS, name)
+    status = pool.get("status", {})
+    counts = (status.get("readyNodes"), status.get("currentNodes"))
+    return (
+        pool["spec"]["targetNodes"] == nodes
+        and counts == (nodes, nodes)
+        and status.get("scaleOperation") == "inactive"
+    )
+
+
+async def running(core: client.CoreV1Api, namespace: str, count: int) -> bool:
+    pods = (await core.list_namespaced_pod(namespace)).items
+    live = [p for p in pods if p.metadata.deletion_timestamp is None]
+    return sum(1 for p in live if p.status.phase == "Running") == count
+
+
+async def create_autoscaler(
+    custom: client.CustomObjectsApi, name: str, *, pool: str, namespace: str
+) -> None:
+    spec = autoscaler_api.AutoscalerSpec(
+        node_pool_name=pool,
+        namespaces=(namespace,),
+        scan_interval_seconds=1,
+        batch_window_seconds=0.5,
+        scale_down=autoscaler_api.ScaleDownPolicy(enabled=True, unneeded_seconds=UNNEEDED),
+    )
+    await custom.create_cluster_custom_object(*AUTOSCALERS, autoscaler_api.manifest(name, spec))
+
+
+async def pool_nodes(core: client.CoreV1Api, pool: str) -> list[client.V1Node]:
+    found = await core.list_node(label_selector=nodepool_api.pool_selector(pool))
+    return list(found.items)
+
+
+def consolidating(node: client.V1Node) -> bool:
+    return any(t.key == autoscaler_api.CONSOLIDATING_TAINT_KEY for t in node.spec.taints or ())
+
+
+async def tainted(core: client.CoreV1Api, pool: str) -> list[str]:
+    return [n.metadata.name for n in await pool_nodes(core, pool) if consolidating(n)]
+
+
+async def autoscaler_events(core: client.CoreV1Api, name: str, reason: str) -> list[str]:
+    found = await core.list_namespaced_event(
+        "default", field_selector=f"involvedObject.name={name},reason={reason}"
+    )
+    return [e.message for e in found.items]
+
+
+def pinned(node: str) -> dict[str, Any]:
+    return {"nodeSelector": {nodepool_api.HOSTNAME_LABEL: node}}
+
+
+def preferring(node: str) -> dict[str, Any]:
+    """Scheduled on ``node`` when there is room, free to move anywhere in the pool."""
+    term = {
+        "matchExpressions": [
+            {"key": nodepool_api.HOSTNAME_LABEL, "operator": "In", "values": [node]}
+        ]
+    }
+    return {
+        "affinity": {
+            "nodeAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 100, "preference": term}
+                ]
+            }
+        }
+    }
+
+
+async def two_nodes(
+    custom: client.CustomObjectsApi,
+    core: client.CoreV1Api,
+    apps: client.AppsV1Api,
+    *,
+    pool: str,
+    namespace: str,
+) -> tuple[str, str]:
+    """A pool of two nodes: the first half full with two pods that must stay on it."""
+    await create_pool(custom, pool)
+    await custom.patch_cluster_custom_object(
+        *POOLS, pool, {"spec": {"targetNodes": 2}}, _content_type=MERGE
+    )
+    await wait_for(lambda: pool_settled(custom, pool, 2), within=60)
+    first, second = sorted(n.metadata.name for n in await pool_nodes(core, pool))
+    anchor = deployment("anchor", pool=pool, replicas=2, **pinned(first))
+    await apps.create_namespaced_deployment(namespace, anchor)
+    await wait_for(lambda: running(core, namespace, 2), within=60)
+    return first, second
+
+
+async def second_tainted(
+    custom: client.CustomObjectsApi,
+    core: client.CoreV1Api,
+    apps: client.AppsV1Api,
+    *,
+    pool: str,
+    autoscaler: str,
+    namespace: str,
+) -> tuple[str, str]:
+    """Two nodes, the second with one replica that fits on the first; returns once the
+    Autoscaler has tainted the second (its decision made, its request maybe not yet)."""
+    first, second = await two_nodes(custom, core, apps, pool=pool, namespace=namespace)
+    solo = deployment("solo", pool=pool, replicas=1, **preferring(second))
+    await apps.create_namespaced_deployment(namespace, solo)
+    await wait_for(lambda: running(core, namespace, 3), within=60)
+    await create_autoscaler(custom, autoscaler, pool=pool, namespace=namespace)
+
+    async def is_tainted() -> bool:
+        return await tainted(core, pool) == [second]
+
+    await wait_for(is_tainted, within=UNNEEDED + 30, every=0.05)
+    return first, second
+
+
+async def test_a_shrunk_deployment_ends_on_one_node_within_the_delay_and_a_minute(
+    api_client: client.ApiClient,
+    start_simcloud: Any,
+    start_operator: Any,
+    pool_name: str,
+    autoscaler_name: str,
+    namespace: str,
+) -> None:
+    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
+    operator: Operator = start_operator(cloud)
+    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
+    apps = client.AppsV1Api(api_client)
+    await create_pool(custom, pool_name)
+    await create_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
+    await apps.create_namespaced_deployment(
+        namespace, deployment("web", pool=pool_name, replicas=9)
+    )
+    await wait_for(lambda: running(core, namespace, 9), within=90)
+    await wait_for(lambda: pool_settled(custom, pool_name, 3), within=60)
+
+    await apps.patch_namespaced_deployment_scale("web", namespace, {"spec": {"replicas": 3}})
+    shrunk = time.monotonic()
+    await wait_for(lambda: pool_settled(custom, pool_name, 1), within=UNNEEDED + 60)
+    assert time.monotonic() - shrunk >= UNNEEDED  # not before the configured delay
+    await wait_for(lambda: running(core, namespace, 3), within=30)
+    [node] = await pool_nodes(core, pool_name)
+    assert not consolidating(node)
+    pods = (await core.list_namespaced_pod(namespace)).items
+    assert {p.spec.node_name for p in pods} == {node.metadata.name}
+    requests = await custom.list_cluster_custom_object(
+        *REQUESTS, label_selector=nodepool_api.pool_selector(pool_name)
+    )
+    named = [n for r in requests["items"] for n in r["spec"].get("removeNodes", [])]
+    assert named  # the nodes that went were named, not counted
+    assert node.metadata.name not in named
+    assert operator.errors_logged() == []
+
+
+def _bare(pool: str, node: str) -> tuple[str, dict[str, Any]]:
+    return "not-replicated", {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "lonely"},
+        "spec": {
+            **pinned(node),
+            "terminationGracePeriodSeconds": 0,
+            "containers": [workloads.container("1")],
+        },
+    }
+
+
+def _kept_deployment(pool: str, node: str, rule: str, **spec: Any) -> tuple[str, dict[str, Any]]:
+    body = deployment("kept", pool=pool, replicas=1, **preferring(node), **spec)
+    return rule, body
+
+
+def _empty_dir(pool: str, node: str) -> tuple[str, dict[str, Any]]:
+    return _kept_deployment(
+        pool, node, "local-storage", volumes=[{"name": "scratch", "emptyDir": {}}]
+    )
+
+
+def _do_not_disrupt(pool: str, node: str) -> tuple[str, dict[str, Any]]:
+    rule, body = _kept_deployment(pool, node, "do-not-disrupt")
+    body["spec"]["template"]["metadata"]["annotations"] = {
+        nodepool_api.DO_NOT_DISRUPT_ANNOTATION: "true"
+    }
+    return rule, body
+
+
+def _guarded(pool: str, node: str) -> tuple[str, dict[str, Any]]:
+    return _kept_deployment(pool, node, "pod-disruption-budget")
+
+
+@pytest.mark.parametrize(
+    "make",
+    [_bare, _empty_dir, _do_not_disrupt, _guarded],
+    ids=["bare-pod", "empty-dir", "do-not-disrupt", "pdb-allows-none"],
+)
+async def test_a_pod_that_cannot_move_keeps_its_node_and_the_event_names_it(
+    api_client: client.ApiClient,
+    start_simcloud: Any,
+    start_operator: Any,
+    pool_name: str,
+    autoscaler_name: str,
+    namespace: str,
+    make: Any,
+) -> None:
+    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
+    operator: Operator = start_operator(cloud)
+    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
+    apps, policy = client.AppsV1Api(api_client), client.PolicyV1Api(api_client)
+    first, second = await two_nodes(custom, core, apps, pool=pool_name, namespace=namespace)
+    rule, body = make(pool_name, second)
+    if body["kind"] == "Pod":
+        await core.create_namespaced_pod(namespace, body)
+    else:
+        await apps.create_namespaced_deployment(namespace, body)
+    if rule == "pod-disruption-budget":
+        budget = {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "kept"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "kept"}}},
+        }
+        await policy.create_namespaced_pod_disruption_budget(namespace, budget)
+    await wait_for(lambda: running(core, namespace, 3), within=60)
+    on_second = [
+        p for p in (await core.list_namespaced_pod(namespace)).items if p.spec.node_name == second
+    ]
+    assert len(on_second) == 1  # the scheduler put it where it was preferred
+    await create_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
+
+    async def told() -> list[str] | None:
+        found = await autoscaler_events(core, autoscaler_name, "ConsolidationKept")
+        return found or None
+
+    [message] = await wait_for(told, within=UNNEEDED + 30)
+    assert f"({rule})" in message
+    assert f"{namespace}/{on_second[0].metadata.name}" in message
+    assert second in message
+    await asyncio.sleep(UNNEEDED + 2)  # and it stays so: no request, no taint left
+    assert sorted(n.metadata.name for n in await pool_nodes(core, pool_name)) == [first, second]
+    assert await tainted(core, pool_name) == []
+    pool = await custom.get_cluster_custom_object(*POOLS, pool_name)
+    assert pool["spec"]["targetNodes"] == 2
+    node_told = await core.list_namespaced_event(
+        "default", field_selector=f"involvedObject.name={second},reason=ConsolidationKept"
+    )
+    assert [e.message for e in node_told.items] == [message]
+    assert operator.errors_logged() == []
+
+
+async def test_pods_arriving_after_the_decision_are_never_evicted_by_it(
+    api_client: client.ApiClient,
+    start_simcloud: Any,
+    start_operator: Any,
+    pool_name: str,
+    autoscaler_name: str,
+    namespace: str,
+) -> None:
+    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
+    operator: Operator = start_operator(cloud)
+    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
+    apps = client.AppsV1Api(api_client)
+    first, second = await second_tainted(
+        custom, core, apps, pool=pool_name, autoscaler=autoscaler_name, namespace=namespace
+    )
+    # The decision is made: one pod for the scheduler to send anywhere (the neighbour is
+    # the only untainted node), one that asks for the tainted node itself (by a label of
+    # its own: a node that replaced it would have its name, never this label).
+    late = deployment("late", pool=pool_name, replicas=1)
+    await apps.create_namespaced_deployment(namespace, late)
+    await core.patch_node(second, {"metadata": {"labels": {TARGET_LABEL: "yes"}}})
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "wants-second"},
+        "spec": {
+            "nodeSelector": {TARGET_LABEL: "yes"},
+            "terminationGracePeriodSeconds": 0,
+            "containers": [workloads.container("100m")],
+        },
+    }
+    await core.create_namespaced_pod(namespace, body)
+    await wait_for(lambda: pool_settled(custom, pool_name, 1), within=60)
+    pods = {p.metadata.name: p for p in (await core.list_namespaced_pod(namespace)).items}
+    [late_pod] = [p for name, p in pods.items() if name.startswith("late-")]
+    assert late_pod.spec.node_name == first
+    assert late_pod.status.phase == "Running"
+    assert late_pod.metadata.deletion_timestamp is None
+    # The scheduler never sent it to the tainted node, so nothing evicted it.
+    assert pods["wants-second"].spec.node_name is None
+    assert pods["wants-second"].metadata.deletion_timestamp is None
+    assert operator.errors_logged() == []
+
+
+async def test_an_operator_killed_mid_consolidation_loses_no_pod_and_leaves_no_taint(
+    api_client: client.ApiClient,
+    start_simcloud: Any,
+    start_operator: Any,
+    pool_name: str,
+    autoscaler_name: str,
+    namespace: str,
+) -> None:
+    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
+    operator: Operator = start_operator(cloud)
+    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
+    apps = client.AppsV1Api(api_client)
+    first, _ = await second_tainted(
+        custom, core, apps, pool=pool_name, autoscaler=autoscaler_name, namespace=namespace
+    )
+    operator.kill()  # between the taint and the request, or just after it
+    restarted: Operator = start_operator(cloud)
+    await wait_for(lambda: pool_settled(custom, pool_name, 1), within=60)
+    await wait_for(lambda: running(core, namespace, 3), within=30)
+    [node] = await pool_nodes(core, pool_name)
+    assert node.metadata.name == first
+    assert not consolidating(node)
+    assert restarted.errors_logged() == []

@@ -1,0 +1,175 @@
+"""Consolidation's pure rules: which pods can move, what the budgets allow, how underused a
+node is, and which candidates go together."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.controllers.autoscaler import consolidation
+from nodepool_operator.controllers.autoscaler.consolidation import NodeView
+from nodepool_operator.controllers.autoscaler.constraints import profile_of
+
+OWNED = [{"kind": "ReplicaSet", "name": "web-1", "uid": "rs", "controller": True}]
+
+
+def pod(name: str = "p", *, namespace: str = "apps", owners: Any = OWNED, **extra: Any) -> Any:
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, "ownerReferences": owners}
+    meta.update(extra.pop("meta", {}))
+    spec = {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}], **extra}
+    return {"metadata": meta, "spec": spec}
+
+
+def annotated(**annotations: str) -> Any:
+    return pod(meta={"annotations": annotations})
+
+
+def test_a_replicated_pod_without_local_data_may_move() -> None:
+    assert consolidation.movable_problem(pod()) is None
+
+
+def test_each_rule_that_keeps_a_pod_is_named() -> None:
+    cases = {
+        "do-not-disrupt": annotated(**{nodepool_api.DO_NOT_DISRUPT_ANNOTATION: "true"}),
+        "not-replicated": pod(owners=[]),
+        "local-storage": pod(volumes=[{"name": "scratch", "emptyDir": {}}]),
+    }
+    for rule, case in cases.items():
+        found = consolidation.movable_problem(case)
+        assert found is not None, rule
+        assert found[0] == rule
+    refused = annotated(**{nodepool_api.SAFE_TO_EVICT_ANNOTATION: "false"})
+    assert consolidation.movable_problem(refused) == (
+        "do-not-disrupt",
+        f'{nodepool_api.SAFE_TO_EVICT_ANNOTATION}: "false"',
+    )
+    host = consolidation.movable_problem(pod(volumes=[{"name": "h", "hostPath": {"path": "/"}}]))
+    assert host == ("local-storage", "hostPath volume 'h'")
+
+
+def test_memory_backed_scratch_moves_and_safe_to_evict_waives_the_data_and_owner_rules() -> None:
+    in_memory = pod(volumes=[{"name": "tmp", "emptyDir": {"medium": "Memory"}}])
+    assert consolidation.movable_problem(in_memory) is None
+    safe = pod(
+        owners=[],
+        volumes=[{"name": "scratch", "emptyDir": {}}],
+        meta={"annotations": {nodepool_api.SAFE_TO_EVICT_ANNOTATION: "true"}},
+    )
+    assert consolidation.movable_problem(safe) is None
+
+
+def budget(name: str, allowed: int, *, labels: dict[str, str], namespace: str = "apps") -> Any:
+    return {
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"selector": {"matchLabels": labels}},
+        "status": {"disruptionsAllowed": allowed},
+    }
+
+
+def labelled(name: str, namespace: str = "apps", **labels: str) -> Any:
+    return pod(name, namespace=namespace, meta={"labels": labels})
+
+
+def test_a_budget_counts_every_pod_it_covers_on_the_node() -> None:
+    pods = [labelled("a", app="web"), labelled("b", app="web")]
+    assert consolidation.budget_problem(pods, [budget("web", 2, labels={"app": "web"})]) is None
+    assert consolidation.budget_problem(pods, [budget("web", 1, labels={"app": "web"})]) == (
+        "apps/b",
+        "pod-disruption-budget",
+        "PodDisruptionBudget apps/web allows 1 disruptions now",
+    )
+
+
+def test_a_budget_of_another_namespace_or_selector_does_not_count() -> None:
+    pods = [labelled("a", app="web")]
+    elsewhere = budget("web", 0, labels={"app": "web"}, namespace="other")
+    unrelated = budget("db", 0, labels={"app": "db"})
+    assert consolidation.budget_problem(pods, [elsewhere, unrelated]) is None
+
+
+def test_a_kube_system_pod_needs_a_budget() -> None:
+    system = [labelled("dns", namespace="kube-system", app="dns")]
+    found = consolidation.budget_problem(system, [])
+    assert found is not None
+    assert found[1] == "kube-system"
+    covered = budget("dns", 1, labels={"app": "dns"}, namespace="kube-system")
+    assert consolidation.budget_problem(system, [covered]) is None
+
+
+def node(cpu: str = "4", memory: str = "16Gi") -> Any:
+    return {"status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": "110"}}}
+
+
+def test_usage_is_the_larger_of_the_cpu_and_memory_shares() -> None:
+    one_cpu = profile_of(pod())
+    assert consolidation.usage_of(node(), [one_cpu]) == 0.25
+    heavy = pod()
+    heavy["spec"]["containers"][0]["resources"]["requests"]["memory"] = "12Gi"
+    assert consolidation.usage_of(node(), [profile_of(heavy)]) == 0.75
+    assert consolidation.usage_of(node(cpu="bad"), [one_cpu]) == 1.0  # never underused
+
+
+def view(name: str, usage: float, *pods: Any, tainted: bool = False) -> NodeView:
+    return NodeView(
+        name=name,
+        obj={"metadata": {"name": name}},
+        to_move=tuple(pods),
+        usage=usage,
+        since=None,
+        tainted=tainted,
+        eligible=True,
+    )
+
+
+def test_candidates_are_checked_together_so_two_never_count_on_the_same_room() -> None:
+    views = [view("a", 0.25, pod("pa")), view("b", 0.25, pod("pb")), view("c", 0.3, pod("pc"))]
+    asked: list[list[str]] = []
+
+    def fits(chosen: Sequence[NodeView]) -> tuple[str, str] | None:
+        asked.append([v.name for v in chosen])
+        return None if len(chosen) <= 2 else ("apps/pc", "Insufficient cpu")
+
+    chosen, kept = consolidation.choose(views, threshold=0.5, fits=fits)
+    assert [v.name for v in chosen] == ["a", "b"]
+    assert asked == [["a"], ["a", "b"], ["a", "b", "c"]]
+    assert kept == [
+        consolidation.Kept(
+            "c", "no-room", "apps/pc", "pod apps/pc fits on no other node: Insufficient cpu"
+        )
+    ]
+
+
+def test_empty_nodes_need_no_simulation_and_busy_ones_are_not_underused() -> None:
+    def fits(chosen: Sequence[NodeView]) -> tuple[str, str] | None:
+        raise AssertionError("an empty node needs no simulation")
+
+    views = [view("empty", 0.1), view("busy", 0.5, pod())]
+    chosen, kept = consolidation.choose(views, threshold=0.5, fits=fits)
+    assert [v.name for v in chosen] == ["empty"]
+    assert kept == []
+
+
+def test_an_unmovable_pod_keeps_its_node_before_any_simulation() -> None:
+    bare = pod("lonely", owners=[])
+
+    def fits(chosen: Sequence[NodeView]) -> tuple[str, str] | None:
+        raise AssertionError("not simulated: the pod cannot move anyway")
+
+    chosen, kept = consolidation.choose([view("n", 0.25, bare)], threshold=0.5, fits=fits)
+    assert chosen == []
+    [why] = kept
+    assert (why.node, why.rule, why.pod) == ("n", "not-replicated", "apps/lonely")
+
+
+def test_the_longest_stamped_goes_first_so_a_removal_does_not_restart_the_others() -> None:
+    older = dataclasses.replace(view("z", 0.3, pod("pz")), since=100.0)
+    newer = dataclasses.replace(view("a", 0.2, pod("pa")), since=200.0)
+    fresh = view("b", 0.1, pod("pb"))
+
+    def fits(chosen: Sequence[NodeView]) -> tuple[str, str] | None:
+        return None if len(chosen) == 1 else ("apps/x", "Insufficient cpu")
+
+    chosen, _ = consolidation.choose([fresh, newer, older], threshold=0.5, fits=fits)
+    assert [v.name for v in chosen] == ["z"]
