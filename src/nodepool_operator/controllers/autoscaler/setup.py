@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers import cached
 from nodepool_operator.controllers.autoscaler import watches
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
@@ -51,9 +50,10 @@ def planner_reads(
     """
     autoscalers = cache.informer(AUTOSCALERS)
     pools = cache.informer(NODEPOOLS)
-    nodes = cache.informer(
-        kinds.NODES, label_selector=nodepool_api.POOL_LABEL, transform=cached.node_fields
-    )
+    # Every Node, pool or not: the simulation counts all of them (pods on a system node
+    # take part in affinity and spread); the NodePool controller reads its pools' Nodes
+    # through the NODES_BY_POOL index.
+    nodes = cache.informer(kinds.NODES, transform=cached.node_fields)
     pods = cache.informer(kinds.PODS, transform=cached.pod_fields)
     requests = cache.informer(SCALEREQUESTS)
     daemon_sets = cache.informer(kinds.DAEMONSETS)

@@ -71,11 +71,13 @@ class PodChanged(StateChanged):
 
 
 def node_state(node: Object) -> Hashable:
-    """Readiness, cordon, capacity and pool of a node; heartbeats are not."""
+    """Readiness, cordon, taints, capacity and pool of a node; heartbeats are not."""
     status = node.get("status") or {}
+    spec = node.get("spec") or {}
     return (
         k8s_nodes.is_ready(node),
-        bool((node.get("spec") or {}).get("unschedulable")),
+        bool(spec.get("unschedulable")),
+        repr(spec.get("taints")),
         tuple(sorted((status.get("allocatable") or {}).items())),
         nodepool_api.pool_of(node),
         bool(node["metadata"].get("deletionTimestamp")),
@@ -130,8 +132,10 @@ class Triggers:
         return _keys(found)
 
     def of_node(self, node: Object) -> list[Request]:
+        """A pool's node wakes its Autoscalers; a node of no pool (room and neighbours for
+        every pool's pods) wakes all of them."""
         pool = nodepool_api.pool_of(node)
-        return self.for_pool(pool) if pool else []
+        return self.for_pool(pool) if pool else self.every(node)
 
     def of_pool(self, pool: Object) -> list[Request]:
         return self.for_pool(str(pool["metadata"]["name"]))
