@@ -37,7 +37,7 @@ from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import quantity
 from nodepool_operator.api import scalerequest as scalerequest_api
-from nodepool_operator.controllers.autoscaler import constraints, fit, plan, simulation
+from nodepool_operator.controllers.autoscaler import constraints, fit, plan, simulation, volumes
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.handoff import RequestLedger
 from nodepool_operator.controllers.resources import (
@@ -355,8 +355,12 @@ class Observer:
         cache: ProfileCache | None = None,
         expendable_priority: int = DEFAULT_EXPENDABLE_PRIORITY,
         wall_clock: clock_module.WallClock | None = None,
+        volume_reads: volumes.VolumeReads | None = None,
     ) -> None:
+        """``volume_reads``: the claims, volumes and classes the volume filters read;
+        None leaves pods' claims unjudged (a planner without those caches)."""
         self.autoscalers = autoscalers
+        self.volume_reads = volume_reads
         self.pools = pools
         self.nodes = nodes
         self.pods = pods
@@ -436,6 +440,7 @@ class Observer:
             self.requests.resource_version,
             self.daemon_sets.resource_version,
             str(self.ledger.serial),
+            *(self.volume_reads.version() if self.volume_reads is not None else ()),
         )
 
     def _find_unhealthy(self) -> frozenset[str]:
@@ -587,8 +592,16 @@ class Observer:
             profile = self.cache.get(pod)
             if isinstance(profile, PodProfile) and profile.priority < self.expendable_priority:
                 continue  # expendable: may run on room that is there, never worth a node
-            planned.append((pod, profile))
+            planned.append((pod, self._with_volumes(pod, profile)))
         return planned, nominated, waiting
+
+    def _with_volumes(self, pod: Object, profile: PodProfile | str) -> PodProfile | str:
+        """The profile with what the pod's claims ask of a node (read at each plan: claims
+        bind and volumes appear without the pod changing)."""
+        if self.volume_reads is None or not isinstance(profile, PodProfile):
+            return profile
+        rules = self.volume_reads.rules(pod)
+        return profile if rules is None else constraints.with_volumes(profile, rules)
 
     def _daemon_set_views(self) -> list[simulation.DaemonSetView]:
         views = []
