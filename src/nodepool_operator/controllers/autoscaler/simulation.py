@@ -860,8 +860,8 @@ class _Simulation:
                 self.cluster.place(profile, node, 1, counted=True)
             for profile in existing.terminating:
                 self.cluster.place(profile, node, 1, counted=False)
-            if existing.pool is not None:
-                self.cluster.add_daemon_pods(node, present=existing.daemon_sets)
+            # Any node, a pool's or not, gets the DaemonSet pods it does not run yet.
+            self.cluster.add_daemon_pods(node, present=existing.daemon_sets)
         for state in self.pools.values():
             for _ in range(state.template.in_flight):
                 self._open(state, kind=_BOOTING)
