@@ -1,10 +1,14 @@
 """The Autoscaler's simulation against the real kube-scheduler, on seeded random workloads.
 
-Each seed builds its own namespace, two NodePools (one spread over three zones, one
-tainted and weighted) with an Autoscaler each, sometimes a DaemonSet, and a few
+Each seed builds its own namespace, up to three NodePools (one spread over three zones
+whose nodes start with a startup taint that an agent, played here, removes; one tainted
+and weighted; one arm64 where arm64 pods ask for it) with an Autoscaler each, a system
+node of no pool (in zone-a, with room of its own), sometimes a DaemonSet, and a few
 Deployments that mix the constraints the simulation models: cpu and memory, required pod
 anti-affinity over hostname, topology spread over zone or hostname, host ports, a zone
-pinned by nodeSelector, a toleration, and now and then a pod no node can ever hold.
+pinned by nodeSelector, a toleration, and now and then a pod no node can ever hold;
+sometimes also pods on a static PersistentVolume that only zone-c can reach (pre-bound:
+the local control plane runs no PV controller), and pods asking for arm64.
 Everything of a seed selects its own pools by a seed label, so seeds run side by side on
 one control plane without touching each other.
 
@@ -46,13 +50,17 @@ ZONES = ("zone-a", "zone-b", "zone-c")
 NODE_CPU = 4000
 DAEMON_CPU = 250
 TAINT = {"key": "dedicated", "value": "batch", "effect": "NoSchedule"}
+STARTUP_TAINT = nodepool_api.Taint(key="example.com/agent-not-ready", effect="NoSchedule")
+SYSTEM_CPU = 2000
+VOLUME_ZONE = ZONES[2]
+ARM = {nodepool_api.ARCH_LABEL: "arm64"}
 
 
 @dataclass
 class Workload:
     seed: int
     namespace: str
-    pools: tuple[str, str]
+    pools: tuple[str, str, str]  # zonal, tainted, arm64
     daemon: bool
     deployments: list[dict[str, Any]] = field(default_factory=list)
     kinds: dict[str, str] = field(default_factory=dict)  # deployment -> constraint kind
@@ -94,7 +102,7 @@ def workload(seed: int, *, prefix: str = "diff") -> Workload:
     found = Workload(
         seed=seed,
         namespace=f"{prefix}-{seed}",
-        pools=(f"{prefix}-{seed}-zonal", f"{prefix}-{seed}-tainted"),
+        pools=(f"{prefix}-{seed}-zonal", f"{prefix}-{seed}-tainted", f"{prefix}-{seed}-arm"),
         daemon=rng.random() < 0.5,
     )
     for index in range(rng.randint(3, 5)):
@@ -110,21 +118,100 @@ def workload(seed: int, *, prefix: str = "diff") -> Workload:
         found.kinds[name] = kind
         found.replicas[name] = replicas
         found.cpu[name] = cpu
+    # Drawn from a generator of their own, so the workloads above stay what they were.
+    extra = random.Random(seed * 7919 + 1)
+    for kind, spec in (("volume", {"volumes": [_CLAIM_VOLUME]}), ("arm", {"nodeSelector": ARM})):
+        if extra.random() < 0.5:
+            continue
+        name = f"x-{kind}"
+        replicas, cpu = extra.randint(1, 3), extra.choice([250, 500, 1000])
+        found.deployments.append(
+            workloads.deployment(
+                name, selector={SEED_LABEL: str(seed)}, replicas=replicas, cpu=f"{cpu}m", **spec
+            )
+        )
+        found.kinds[name] = kind
+        found.replicas[name] = replicas
+        found.cpu[name] = cpu
     return found
 
 
+CLAIM = "data"
+_CLAIM_VOLUME = {"name": "data", "persistentVolumeClaim": {"claimName": CLAIM}}
+
+
+def system_node(work: Workload) -> dict[str, Any]:
+    """The seed's node of no pool (kwok keeps it Ready), where its pods may go too."""
+    name = f"{work.namespace}-system"
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                SEED_LABEL: str(work.seed),
+                nodepool_api.HOSTNAME_LABEL: name,
+                nodepool_api.ZONE_LABEL: ZONES[0],
+            },
+            "annotations": {"kwok.x-k8s.io/node": "fake"},
+        },
+        "spec": {},
+        "status": {
+            "capacity": {"cpu": f"{SYSTEM_CPU}m", "memory": "8Gi", "pods": "110"},
+            "allocatable": {"cpu": f"{SYSTEM_CPU}m", "memory": "8Gi", "pods": "110"},
+        },
+    }
+
+
+def volume_pair(work: Workload) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A static PersistentVolume only zone-c reaches, and its claim, pre-bound."""
+    volume_name = f"{work.namespace}-{CLAIM}"
+    zone_only = {"key": nodepool_api.ZONE_LABEL, "operator": "In", "values": [VOLUME_ZONE]}
+    volume = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": volume_name},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": "",
+            "hostPath": {"path": f"/tmp/{volume_name}"},
+            "claimRef": {"namespace": work.namespace, "name": CLAIM},
+            "nodeAffinity": {
+                "required": {"nodeSelectorTerms": [{"matchExpressions": [zone_only]}]}
+            },
+        },
+    }
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": CLAIM, "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+        "spec": {
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": "",
+            "volumeName": volume_name,
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }
+    return volume, claim
+
+
 def lower_bound(work: Workload) -> int:
-    """Fewest nodes any scheduler could run the hostable pods on."""
+    """Fewest pool nodes any scheduler could run the hostable pods on (the system node
+    takes what it has room for)."""
     room = NODE_CPU - (DAEMON_CPU if work.daemon else 0)
+    system_room = SYSTEM_CPU - (DAEMON_CPU if work.daemon else 0)
     hostable = {name: cpu for name, cpu in work.cpu.items() if cpu <= room}
+    arm = sum(work.replicas[n] * cpu for n, cpu in hostable.items() if work.kinds[n] == "arm")
     total = sum(work.replicas[name] * cpu for name, cpu in hostable.items())
-    bound = math.ceil(total / room)
+    # arm64 pods never go to the system node; the others may share an arm64 node.
+    bound = max(math.ceil(max(0, total - system_room) / room), math.ceil(arm / room))
     for name in hostable:
         kind, replicas = work.kinds[name], work.replicas[name]
         if kind in ("anti-host", "host-port"):
-            bound = max(bound, replicas)
+            bound = max(bound, replicas - 1)
         elif kind == "spread-zone":
-            bound = max(bound, min(replicas, len(ZONES)))
+            bound = max(bound, min(replicas, len(ZONES)) - 1)
     return bound
 
 
@@ -132,14 +219,26 @@ async def create(api: client.ApiClient, work: Workload) -> None:
     custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
     apps = client.AppsV1Api(api)
     await core.create_namespace({"metadata": {"name": work.namespace}})
+    await core.create_node(system_node(work))
+    if "volume" in work.kinds.values():
+        volume, claim = volume_pair(work)
+        await core.create_persistent_volume(volume)
+        await core.create_namespaced_persistent_volume_claim(work.namespace, claim)
     seed_labels = {SEED_LABEL: str(work.seed)}
-    zonal, tainted = work.pools
+    zonal, tainted, arm = work.pools
     for name, template, weight in (
         (
             zonal,
-            nodepool_api.NodeTemplate(cpu="4", memory="16Gi", labels=seed_labels, zones=ZONES),
+            nodepool_api.NodeTemplate(
+                cpu="4",
+                memory="16Gi",
+                labels=seed_labels,
+                zones=ZONES,
+                startup_taints=(STARTUP_TAINT,),
+            ),
             0,
         ),
+        (arm, nodepool_api.NodeTemplate(cpu="4", memory="16Gi", labels={**seed_labels, **ARM}), 0),
         (
             tainted,
             nodepool_api.NodeTemplate(
@@ -151,6 +250,8 @@ async def create(api: client.ApiClient, work: Workload) -> None:
             10,
         ),
     ):
+        if name == arm and "arm" not in work.kinds.values():
+            continue  # an arm64 pool only where arm64 pods ask for one: fewer nodes to run
         spec = nodepool_api.NodePoolSpec(
             target_nodes=0, max_nodes=30, weight=weight, template=template
         )
@@ -215,10 +316,49 @@ async def _settled(api: client.ApiClient, work: Workload) -> bool:
     return all(p.status.phase == "Running" or p.metadata.name in warned for p in pods)
 
 
+async def _play_startup_agents(core: client.CoreV1Api, work: Workload) -> None:
+    """What an agent on each node does: once the node is registered (the operator's
+    unregistered taint gone), it removes the startup taint."""
+    selector = f"{nodepool_api.POOL_LABEL}={work.pools[0]}"
+    while True:
+        found = await core.list_node(label_selector=selector)
+        for node in found.items:
+            taints = node.spec.taints or []
+            keys = {t.key for t in taints}
+            if STARTUP_TAINT.key in keys and nodepool_api.UNREGISTERED_TAINT_KEY not in keys:
+                kept = [
+                    {"key": t.key, "value": t.value, "effect": t.effect}
+                    for t in taints
+                    if t.key != STARTUP_TAINT.key
+                ]
+                body = {
+                    "metadata": {"resourceVersion": node.metadata.resource_version},
+                    "spec": {"taints": kept or None},
+                }
+                with contextlib.suppress(client.exceptions.ApiException):
+                    await core.patch_node(
+                        node.metadata.name, body, _content_type="application/merge-patch+json"
+                    )
+        await asyncio.sleep(0.5)
+
+
 async def run_seed(api: client.ApiClient, seed: int, *, within: float = 120.0) -> SeedResult:
     """Create the seed's workload, wait for it to settle (or ``within``), judge each pod."""
     work = workload(seed)
     started = time.monotonic()
+    agents = asyncio.create_task(_play_startup_agents(client.CoreV1Api(api), work))
+    try:
+        return await _run_seed(api, work, started=started, within=within)
+    finally:
+        agents.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await agents
+
+
+async def _run_seed(
+    api: client.ApiClient, work: Workload, *, started: float, within: float
+) -> SeedResult:
+    seed = work.seed
     await create(api, work)
     deadline = started + within
     quiet_since: float | None = None
@@ -242,7 +382,7 @@ async def run_seed(api: client.ApiClient, seed: int, *, within: float = 120.0) -
     missed = [
         p.metadata.name for p in pods if p.status.phase == "Running" and p.metadata.name in warned
     ]
-    nodes = await core.list_node(label_selector=f"{SEED_LABEL}={seed}")
+    nodes = await core.list_node(label_selector=f"{SEED_LABEL}={seed},{nodepool_api.POOL_LABEL}")
     return SeedResult(
         seed=seed,
         pods=len(pods),
@@ -267,6 +407,10 @@ async def clean_up(api: client.ApiClient, seed: int) -> None:
     await asyncio.gather(*(harness.remove_pool(custom, name, within=60) for name in work.pools))
     with contextlib.suppress(client.exceptions.ApiException):
         await core.delete_namespace(work.namespace)
+    with contextlib.suppress(client.exceptions.ApiException):
+        await core.delete_node(system_node(work)["metadata"]["name"])
+    with contextlib.suppress(client.exceptions.ApiException):
+        await core.delete_persistent_volume(volume_pair(work)[0]["metadata"]["name"])
 
 
 async def run_seeds(

@@ -27,12 +27,16 @@ from nodepool_operator.api import fields, launch, meta, quantity
 
 __all__ = [
     "API_VERSION",
+    "ARCHITECTURES",
+    "ARCH_LABEL",
     "BACKOFF_REASONS",
+    "DEFAULT_ARCH",
     "DEFAULT_CPU",
     "DEFAULT_MAX_NODES",
     "DEFAULT_MEMORY",
     "DEFAULT_MIN_NODES",
     "DEFAULT_NOT_READY_TIMEOUT_SECONDS",
+    "DEFAULT_OS",
     "DEFAULT_PODS",
     "DEFAULT_REGISTRATION_TIMEOUT_SECONDS",
     "DEFAULT_TARGET_NODES",
@@ -51,6 +55,9 @@ __all__ = [
     "MAX_TEMPLATE_TAINTS",
     "MAX_WEIGHT",
     "MAX_ZONE_BACKOFFS",
+    "OPERATING_SYSTEMS",
+    "OPERATOR_LABELS",
+    "OS_LABEL",
     "PLURAL",
     "POOL_LABEL",
     "POOL_NAME_SCHEMA",
@@ -104,6 +111,17 @@ POOL_LABEL: Final = "nodepool.dev/pool"
 ZONE_LABEL: Final = "topology.kubernetes.io/zone"
 REGION_LABEL: Final = "topology.kubernetes.io/region"
 HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
+ARCH_LABEL: Final = "kubernetes.io/arch"
+OS_LABEL: Final = "kubernetes.io/os"
+DEFAULT_ARCH: Final = "amd64"
+DEFAULT_OS: Final = "linux"
+#: What a template may set ``ARCH_LABEL`` and ``OS_LABEL`` to: the values kubelets report
+#: (Go's GOARCH and GOOS for the platforms Kubernetes ships nodes for).
+ARCHITECTURES: Final = ("amd64", "arm64", "arm", "ppc64le", "s390x", "386", "riscv64")
+OPERATING_SYSTEMS: Final = ("linux", "windows")
+#: Labels the operator alone puts on a pool's Nodes (zone and region from ``zones`` and
+#: ``region``): a template setting one would contradict what the Node must say.
+OPERATOR_LABELS: Final = (POOL_LABEL, HOSTNAME_LABEL, ZONE_LABEL, REGION_LABEL)
 
 # On every Node the NodePool controller creates, until its kubelet has reported Ready and
 # its own capacity: no pod is bound to a machine still booting (Karpenter's
@@ -171,10 +189,10 @@ def node_labels(pool: str, template: NodeTemplate, *, zone: str | None = None) -
     the two always agree.
     """
     labels = {
-        **template.labels,
+        OS_LABEL: DEFAULT_OS,
+        ARCH_LABEL: DEFAULT_ARCH,
+        **template.labels,  # may set the os and architecture, not the operator's own labels
         POOL_LABEL: pool,
-        "kubernetes.io/os": "linux",
-        "kubernetes.io/arch": "amd64",
     }
     if zone is not None:
         labels[ZONE_LABEL] = zone
@@ -340,6 +358,9 @@ class NodeTemplate:
     region: str | None = None
     labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
+    # Taints a Node starts with and an agent on it (CNI, CSI) removes once it is ready:
+    # put on the Node at registration, ignored when planning where pods go.
+    startup_taints: tuple[Taint, ...] = ()
     provider: launch.ProviderSection | None = None
 
     @property
@@ -363,6 +384,7 @@ class NodeTemplate:
             region=fields.optional_string(d, "region"),
             labels=fields.string_map(d, "labels"),
             taints=fields.nested_list(d, "taints", parse=Taint.from_dict),
+            startup_taints=fields.nested_list(d, "startupTaints", parse=Taint.from_dict),
             provider=fields.optional_nested(d, "provider", parse=launch.ProviderSection.from_dict),
         )
 
@@ -379,6 +401,7 @@ class NodeTemplate:
                 "region": self.region,
                 "labels": dict(self.labels),
                 "taints": [t.to_dict() for t in self.taints],
+                "startupTaints": [t.to_dict() for t in self.startup_taints],
             }
         )
         if self.provider is not None:
@@ -641,6 +664,27 @@ _LABEL_KEYS_RULE: Final[dict[str, str]] = {
     ),
 }
 
+
+def _cel_list(values: Iterable[str]) -> str:
+    return "[" + ", ".join(f"'{v}'" for v in values) + "]"
+
+
+_OPERATOR_LABELS_RULE: Final[dict[str, str]] = {
+    "rule": f"!self.exists(k, k in {_cel_list(OPERATOR_LABELS)})",
+    "message": (
+        f"labels may not set {', '.join(OPERATOR_LABELS)}: the operator sets them "
+        "(the zone and region from zones and region)"
+    ),
+}
+
+_PLATFORM_LABEL_RULES: Final[list[dict[str, str]]] = [
+    {
+        "rule": f"!('{label}' in self) || self['{label}'] in {_cel_list(values)}",
+        "message": f"{label} must be one of {', '.join(values)}",
+    }
+    for label, values in ((ARCH_LABEL, ARCHITECTURES), (OS_LABEL, OPERATING_SYSTEMS))
+]
+
 _TAINT_KEY_RULE: Final[dict[str, str]] = {
     "rule": _qualified_name_rule("self"),
     "message": f"a taint key must be a qualified name: {_QUALIFIED_NAME_HELP}",
@@ -835,12 +879,28 @@ _TEMPLATE_PROPERTIES: Final[dict[str, Any]] = {
         ),
         "maxProperties": MAX_TEMPLATE_LABELS,
         "additionalProperties": _LABEL_VALUE_SCHEMA,
-        "x-kubernetes-validations": [_LABEL_KEYS_RULE],
+        "x-kubernetes-validations": [
+            _LABEL_KEYS_RULE,
+            _OPERATOR_LABELS_RULE,
+            *_PLATFORM_LABEL_RULES,
+        ],
     },
     "taints": {
         "type": "array",
         "description": "Taints put on every Node of the pool.",
         # Keyed like Node.spec.taints, which the server keeps unique by key and effect.
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["key", "effect"],
+        "maxItems": MAX_TEMPLATE_TAINTS,
+        "items": _TAINT_SCHEMA,
+    },
+    "startupTaints": {
+        "type": "array",
+        "description": (
+            "Taints every Node of the pool starts with, which an agent on the Node (a CNI "
+            "or CSI driver) removes once it is ready: the autoscaler plans as if they "
+            "were gone."
+        ),
         "x-kubernetes-list-type": "map",
         "x-kubernetes-list-map-keys": ["key", "effect"],
         "maxItems": MAX_TEMPLATE_TAINTS,

@@ -29,7 +29,19 @@ from nodepool_operator.runtime import pods as k8s_pods
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.lru import Bounded
 
-__all__ = ["ANNOTATIONS", "node_fields", "pod_fields"]
+__all__ = [
+    "ANNOTATIONS",
+    "BIND_COMPLETED_ANNOTATION",
+    "claim_fields",
+    "node_fields",
+    "pod_fields",
+    "storage_class_fields",
+    "volume_fields",
+]
+
+#: On a PersistentVolumeClaim whose binding to its volume is complete (the PV controller's
+#: mark): the scheduler counts a claim as bound only with it.
+BIND_COMPLETED_ANNOTATION: Final = "pv.kubernetes.io/bind-completed"
 
 #: The annotations some controller reads besides our own (``nodepool.dev/``); every other
 #: annotation (last-applied configurations above all) is dropped.
@@ -38,6 +50,7 @@ ANNOTATIONS: Final = frozenset(
         k8s_pods.MIRROR_POD_ANNOTATION,
         nodepool_api.DO_NOT_DISRUPT_ANNOTATION,
         nodepool_api.SAFE_TO_EVICT_ANNOTATION,
+        BIND_COMPLETED_ANNOTATION,
     }
 )
 _OUR_PREFIX: Final = f"{nodepool_api.GROUP}/"
@@ -144,6 +157,21 @@ def _volumes(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+def _claims(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The volumes backed by a PersistentVolumeClaim (named, or an ephemeral volume's,
+    named ``<pod>-<volume>``), as the scheduler's volume filters read them: the claim, no
+    more (an ephemeral volume's template is the claim's, and the claim is read itself)."""
+    found: list[dict[str, Any]] = []
+    for volume in spec.get("volumes") or ():
+        claim = volume.get("persistentVolumeClaim")
+        if claim is not None:
+            kept = {"claimName": claim.get("claimName", "")}
+            found.append({"name": volume.get("name", ""), "persistentVolumeClaim": kept})
+        elif volume.get("ephemeral") is not None:
+            found.append({"name": volume.get("name", ""), "ephemeral": {}})
+    return found
+
+
 def _head(obj: Mapping[str, Any]) -> dict[str, Any]:
     return {
         **_pick(obj, ("apiVersion", "kind")),
@@ -161,7 +189,7 @@ def pod_fields(pod: Object) -> Object:
     kept_spec["containers"] = _share([_container(c) for c in spec.get("containers") or ()])
     if spec.get("initContainers"):
         kept_spec["initContainers"] = _share([_container(c) for c in spec["initContainers"]])
-    volumes = _volumes(spec)
+    volumes = [*_volumes(spec), *_claims(spec)]
     if volumes:
         kept_spec["volumes"] = _share(volumes)
     kept_status = _pick(status, _POD_STATUS)
@@ -193,3 +221,44 @@ def node_fields(node: Object) -> Object:
     if "taints" in kept_spec:
         kept_spec["taints"] = _share(kept_spec["taints"])
     return {**_head(node), "spec": kept_spec, "status": kept_status}
+
+
+def claim_fields(claim: Object) -> Object:
+    """The part of a PersistentVolumeClaim the volume filters read: its class, the volume
+    it is bound to, what it asks for, and its phase."""
+    spec = claim.get("spec") or {}
+    kept_spec = _pick(spec, ("storageClassName", "volumeName", "accessModes", "volumeMode"))
+    storage = ((spec.get("resources") or {}).get("requests") or {}).get("storage")
+    if storage is not None:
+        kept_spec["resources"] = {"requests": {"storage": storage}}
+    return {
+        **_head(claim),
+        "spec": kept_spec,
+        "status": _pick(claim.get("status") or {}, ("phase",)),
+    }
+
+
+def volume_fields(volume: Object) -> Object:
+    """The part of a PersistentVolume the volume filters read: where it can be used (node
+    affinity, topology labels), its class, size, access modes, claim and phase."""
+    spec = volume.get("spec") or {}
+    kept_spec = _pick(
+        spec,
+        ("nodeAffinity", "storageClassName", "capacity", "accessModes", "volumeMode"),
+    )
+    claim = spec.get("claimRef")
+    if claim is not None:
+        kept_spec["claimRef"] = _pick(claim, ("namespace", "name", "uid"))
+    return {
+        **_head(volume),
+        "spec": kept_spec,
+        "status": _pick(volume.get("status") or {}, ("phase",)),
+    }
+
+
+def storage_class_fields(storage_class: Object) -> Object:
+    """The part of a StorageClass the volume filters read (its fields are top-level)."""
+    return {
+        **_head(storage_class),
+        **_pick(storage_class, ("provisioner", "volumeBindingMode", "allowedTopologies")),
+    }

@@ -13,9 +13,12 @@ __all__ = [
     "AUTOSCALERS",
     "NODEPOOLS",
     "NODES_BY_POOL",
+    "PERSISTENT_VOLUMES",
+    "PERSISTENT_VOLUME_CLAIMS",
     "PODS_BY_NODE",
     "REQUESTS_BY_POOL",
     "SCALEREQUESTS",
+    "STORAGE_CLASSES",
     "add_shared_indexes",
 ]
 
@@ -26,6 +29,12 @@ SCALEREQUESTS = Resource(
 AUTOSCALERS = Resource(
     autoscaler.GROUP, autoscaler.VERSION, autoscaler.PLURAL, autoscaler.KIND, False
 )
+#: What the Autoscaler's volume filters read (get, list, watch only).
+PERSISTENT_VOLUME_CLAIMS = Resource(
+    "", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True
+)
+PERSISTENT_VOLUMES = Resource("", "v1", "persistentvolumes", "PersistentVolume", False)
+STORAGE_CLASSES = Resource("storage.k8s.io", "v1", "storageclasses", "StorageClass", False)
 
 #: Index names on the shared informers: Nodes by their pool label, Pods by the Node they
 #: are bound to, ScaleRequests by the pool they name. One name and one function each, so

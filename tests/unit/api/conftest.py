@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -104,13 +104,17 @@ def _extended_names_valid(resources: Mapping[str, Any]) -> bool:
     )
 
 
-def _rule_at(path: str) -> str:
-    """The one CEL rule of the NodePool spec's schema node at ``path`` (``.template.labels``)."""
+def _rule_at(path: str, index: int = 0) -> str:
+    """The ``index``-th CEL rule of the NodePool spec's schema node at ``path``
+    (``.template.labels``)."""
     node: Mapping[str, Any] = nodepool.SPEC_SCHEMA
     for part in path.lstrip(".").split("."):
         node = node["items"] if part == "[]" else node["properties"][part]
-    [rule] = node["x-kubernetes-validations"]
-    return str(rule["rule"])
+    return str(node["x-kubernetes-validations"][index]["rule"])
+
+
+def _platform_label_holds(labels: Mapping[str, Any], label: str, values: Iterable[str]) -> bool:
+    return label not in labels or labels[label] in values
 
 
 def _template_rule(message: str) -> str:
@@ -139,6 +143,13 @@ CEL_MIRRORS: dict[str, Callable[[Any, Any], bool]] = {
         "x-kubernetes-validations"
     ][0]["rule"]: lambda s, _: _extended_names_valid(s),
     _rule_at(".template.labels"): lambda s, _: all(_is_qualified_name(k) for k in s),
+    _rule_at(".template.labels", 1): lambda s, _: not any(k in nodepool.OPERATOR_LABELS for k in s),
+    _rule_at(".template.labels", 2): lambda s, _: _platform_label_holds(
+        s, nodepool.ARCH_LABEL, nodepool.ARCHITECTURES
+    ),
+    _rule_at(".template.labels", 3): lambda s, _: _platform_label_holds(
+        s, nodepool.OS_LABEL, nodepool.OPERATING_SYSTEMS
+    ),
     _rule_at(".template.taints.[].key"): lambda s, _: _is_qualified_name(s),
     _template_rule(
         "reserved may name only cpu, memory, pods, ephemeral-storage (when "

@@ -178,6 +178,21 @@ def test_every_cel_rule_has_a_python_mirror_and_the_rules_are_the_contract(
             "ephemeralStorage is set) and the template's extendedResources",
         ),
         (".spec.template.labels", f"label keys must be qualified names: {QUALIFIED}"),
+        (
+            ".spec.template.labels",
+            "labels may not set nodepool.dev/pool, kubernetes.io/hostname, "
+            "topology.kubernetes.io/zone, topology.kubernetes.io/region: the operator sets "
+            "them (the zone and region from zones and region)",
+        ),
+        (
+            ".spec.template.labels",
+            "kubernetes.io/arch must be one of amd64, arm64, arm, ppc64le, s390x, 386, riscv64",
+        ),
+        (".spec.template.labels", "kubernetes.io/os must be one of linux, windows"),
+        (
+            ".spec.template.startupTaints[].key",
+            f"a taint key must be a qualified name: {QUALIFIED}",
+        ),
         (".spec.template.taints[].key", f"a taint key must be a qualified name: {QUALIFIED}"),
         (".spec.template", "reserved.cpu must be less than cpu"),
         (".spec.template", "reserved.memory must be less than memory"),
@@ -339,6 +354,26 @@ def test_a_nodepool_without_spec_gets_a_complete_default_spec(server_model: Any)
             },
             "a reserved extended resource must be a whole number no larger than",
         ),
+        (
+            {"template": {"labels": {"nodepool.dev/pool": "other"}}},
+            ".spec.template.labels: labels may not set nodepool.dev/pool",
+        ),
+        (
+            {"template": {"labels": {"topology.kubernetes.io/zone": "a"}}},
+            "labels may not set nodepool.dev/pool, kubernetes.io/hostname",
+        ),
+        (
+            {"template": {"labels": {"kubernetes.io/arch": "sparc"}}},
+            ".spec.template.labels: kubernetes.io/arch must be one of amd64, arm64",
+        ),
+        (
+            {"template": {"labels": {"kubernetes.io/os": "plan9"}}},
+            ".spec.template.labels: kubernetes.io/os must be one of linux, windows",
+        ),
+        (
+            {"template": {"startupTaints": [{"key": "a b", "effect": "NoSchedule"}]}},
+            f".spec.template.startupTaints[0].key: {TAINT_KEY}",
+        ),
     ],
 )
 def test_an_invalid_nodepool_is_refused_with_the_reason(
@@ -365,6 +400,12 @@ def test_a_nodepool_within_bounds_is_accepted(server_model: Any) -> None:
         {"template": {"taints": [{"key": "a" * 63, "value": "b" * 63, "effect": "NoSchedule"}]}},
         {"template": {"cpu": "1" + "0" * 63, "memory": ".5e99"}},
         {"drainTimeoutSeconds": 0, "notReadyTimeoutSeconds": 0, "registrationTimeoutSeconds": 0},
+        {"template": {"labels": {"kubernetes.io/arch": "arm64", "kubernetes.io/os": "linux"}}},
+        {
+            "template": {
+                "startupTaints": [{"key": "node.cilium.io/agent-not-ready", "effect": "NoExecute"}]
+            }
+        },
     ],
     ids=[
         "max-nodes",
@@ -376,6 +417,8 @@ def test_a_nodepool_within_bounds_is_accepted(server_model: Any) -> None:
         "63-char-taint",
         "64-char-quantity",
         "zero-timeouts",
+        "arm64-platform",
+        "startup-taint",
     ],
 )
 def test_valid_edge_cases_are_accepted(spec: dict[str, Any], server_model: Any) -> None:

@@ -123,6 +123,16 @@ def test_node_labels_carry_the_pool_the_template_labels_and_the_platform() -> No
     }
 
 
+def test_the_template_may_set_the_architecture_and_os_but_not_the_pool_label() -> None:
+    template = nodepool_api.NodeTemplate(
+        labels={"kubernetes.io/arch": "arm64", nodepool_api.POOL_LABEL: "other"}
+    )
+    labels = nodepool_api.node_labels("web", template)
+    assert labels["kubernetes.io/arch"] == "arm64"
+    assert labels["kubernetes.io/os"] == "linux"
+    assert labels[nodepool_api.POOL_LABEL] == "web"
+
+
 def test_node_labels_carry_the_zone_given_and_the_template_region() -> None:
     template = nodepool_api.NodeTemplate(zones=("eu-1a", "eu-1b"), region="eu-1")
     labels = nodepool_api.node_labels("p", template, zone=nodepool_api.zone_of("p-1", template))

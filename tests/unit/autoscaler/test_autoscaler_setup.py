@@ -22,8 +22,11 @@ async def test_one_watch_per_resource_for_both_controllers() -> None:
         ("autoscalers", ""),
         ("daemonsets", ""),
         ("nodepools", ""),
-        ("nodes", "nodepool.dev/pool"),
+        ("nodes", ""),  # every Node: pods on nodes of no pool count too
+        ("persistentvolumeclaims", ""),
+        ("persistentvolumes", ""),
         ("pods", ""),
         ("scalerequests", ""),
+        ("storageclasses", ""),
     ]
     assert [c.name for c in manager.controllers] == ["nodepool", "autoscaler"]

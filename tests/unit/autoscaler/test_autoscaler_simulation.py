@@ -3,6 +3,7 @@ new nodes they need. One filter (or one pool rule) per test."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -301,9 +302,14 @@ def test_a_daemonset_selecting_other_nodes_costs_nothing() -> None:
     assert counts(run([profile()] * 4, daemon_sets=[elsewhere])) == {"small-0": 4}
 
 
-def test_nodes_outside_every_pool_are_not_charged_for_daemonsets() -> None:
+def test_nodes_outside_every_pool_are_charged_for_the_daemonsets_not_there_yet() -> None:
+    # The DaemonSet controller puts its pod on every node it admits, a pool's or not: the
+    # room it will take is not room for pending pods.
     outside = node("other", pool_name=None)
     outcome = run([profile()] * 4, nodes=[outside], pools=[], daemon_sets=[daemon(cpu="1")])
+    assert counts(outcome) == {"other": 3}
+    running = dataclasses.replace(outside, daemon_sets=frozenset({"ds"}))
+    outcome = run([profile()] * 4, nodes=[running], pools=[], daemon_sets=[daemon(cpu="1")])
     assert counts(outcome) == {"other": 4}
 
 

@@ -36,6 +36,9 @@ class FakeInformer:
     def by_index(self, index: str, value: str) -> list[Object]:
         return [o for o in self.store.values() if value in self.indexes[index](o)]
 
+    def items(self) -> list[Object]:
+        return list(self.store.values())
+
 
 class FakePodInformer:
     """Only what Controller.watch needs: somewhere to register the event handler."""
@@ -112,6 +115,24 @@ def test_pods_map_to_autoscalers_of_their_namespace_and_of_their_node_pool(
     assert triggers.of_pod(on_small) == [Request("apps-only"), Request("everything")]
     assert triggers.window(Request("everything")) == 0.2
     assert triggers.window(Request("gone")) == autoscaler_api.DEFAULT_BATCH_WINDOW_SECONDS
+
+
+def test_a_pool_node_wakes_its_pools_autoscalers_and_a_node_of_no_pool_wakes_all(
+    triggers: watches.Triggers,
+) -> None:
+    pooled = {"metadata": {"name": "n1", "labels": {nodepool_api.POOL_LABEL: "small"}}}
+    system = {"metadata": {"name": "system-0", "labels": {"role": "system"}}}
+    assert triggers.of_node(pooled) == [Request("apps-only")]
+    assert triggers.of_node(system) == [Request("apps-only"), Request("everything")]
+
+
+def test_a_taint_removed_from_a_node_is_a_change_that_matters() -> None:
+    changed = watches.StateChanged(watches.node_state)
+    tainted = {
+        "metadata": {"name": "n"},
+        "spec": {"taints": [{"key": "example.com/agent-not-ready", "effect": "NoSchedule"}]},
+    }
+    assert changed.update(tainted, {"metadata": {"name": "n"}, "spec": {}})
 
 
 def test_only_changes_that_matter_pass() -> None:

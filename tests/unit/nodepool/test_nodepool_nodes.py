@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
@@ -93,6 +94,17 @@ def test_a_template_without_zones_gives_nodes_without_a_zone_label() -> None:
     }
     assert node["status"]["allocatable"] == node["status"]["capacity"]
     assert node["metadata"]["annotations"] == {}
+
+
+def test_a_node_starts_with_the_startup_taints_after_the_template_taints() -> None:
+    agent = nodepool_api.Taint(key="example.com/agent-not-ready", effect="NoExecute")
+    template = dataclasses.replace(TEMPLATE, startup_taints=(agent,))
+    node = nodes.node_manifest(pool=POOL, vm=vm("gpu-1"), template=template, simulated=True)
+
+    assert node["spec"]["taints"] == [
+        {"key": "gpu", "effect": "NoSchedule"},
+        {"key": "example.com/agent-not-ready", "effect": "NoExecute"},
+    ]
 
 
 def test_a_node_carries_the_template_taints_and_is_owned_by_the_pool() -> None:

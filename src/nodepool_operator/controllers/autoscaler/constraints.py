@@ -15,10 +15,12 @@ decide feasibility, so they are not parsed.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers.autoscaler import fit
 
 __all__ = [
@@ -30,9 +32,12 @@ __all__ = [
     "SpreadConstraint",
     "Taint",
     "Toleration",
+    "VolumeRules",
     "node_affinity_problem",
     "profile_of",
+    "terms_name_nodes",
     "untolerated",
+    "with_volumes",
 ]
 
 # Taint effects that keep a pod off a node; PreferNoSchedule is only a preference.
@@ -192,6 +197,18 @@ def _term_holds(term: Mapping[str, Any], labels: Mapping[str, str], name: str) -
     )
 
 
+def terms_name_nodes(terms: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether node selector terms name nodes one by one (by hostname or by field), so
+    that nodes alike in every other label may still be judged differently."""
+    return any(
+        term.get("matchFields")
+        or any(
+            e.get("key") == nodepool_api.HOSTNAME_LABEL for e in term.get("matchExpressions") or ()
+        )
+        for term in terms
+    )
+
+
 def node_affinity_problem(
     node_selector: Mapping[str, str],
     affinity_terms: Sequence[Mapping[str, Any]] | None,
@@ -208,6 +225,64 @@ def node_affinity_problem(
     ):
         return "required node affinity"
     return None
+
+
+# -- volumes ------------------------------------------------------------------------------
+
+#: The topology labels VolumeZone compares between a PersistentVolume and a node, each with
+#: its counterpart (the GA and the deprecated beta name are matched with each other).
+VOLUME_TOPOLOGY_LABELS: Final = {
+    "topology.kubernetes.io/zone": "failure-domain.beta.kubernetes.io/zone",
+    "topology.kubernetes.io/region": "failure-domain.beta.kubernetes.io/region",
+    "failure-domain.beta.kubernetes.io/zone": "topology.kubernetes.io/zone",
+    "failure-domain.beta.kubernetes.io/region": "topology.kubernetes.io/region",
+}
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class VolumeRules:
+    """What a pod's volumes ask of a node, as the scheduler's VolumeBinding and VolumeZone
+    filters judge them.
+
+    ``choices``: per claim, the node selector terms of which a node must match one (a
+    bound PV's node affinity; for an unbound claim, the node affinities of the PVs it
+    could bind, and the StorageClass's ``allowedTopologies`` when it provisions), with
+    the refusal to give. ``zones``: (label, values, PV) of bound PVs' topology labels.
+    """
+
+    choices: tuple[tuple[str, tuple[Any, ...]], ...]
+    zones: tuple[tuple[str, frozenset[str], str], ...]
+
+    @property
+    def names_nodes(self) -> bool:
+        """Whether a term names nodes one by one (a local PV's hostname, a field)."""
+        return any(terms_name_nodes(terms) for _, terms in self.choices)
+
+    def problem(self, labels: Mapping[str, str], name: str) -> str | None:
+        """Why the node cannot hold the pod's volumes, or None."""
+        for why, terms in self.choices:
+            if not any(_term_holds(term, labels, name) for term in terms):
+                return why
+        if self.zones and any(key in labels for key in VOLUME_TOPOLOGY_LABELS):
+            # VolumeZone: a node with no topology label at all is compatible.
+            for key, values, volume in self.zones:
+                value = labels.get(key, labels.get(VOLUME_TOPOLOGY_LABELS[key]))
+                if value not in values:
+                    return f"persistentvolume {volume} is in {key} {'/'.join(sorted(values))}"
+        return None
+
+
+def with_volumes(profile: PodProfile, volumes: VolumeRules | str) -> PodProfile:
+    """``profile`` with what its volumes ask of a node, or unfit for the reason given."""
+    if isinstance(volumes, str):
+        return dataclasses.replace(profile, unsupported=volumes, key=(*profile.key, volumes))
+    frozen = _freeze((volumes.choices, volumes.zones))
+    return dataclasses.replace(
+        profile,
+        volumes=volumes,
+        key=(*profile.key, frozen),
+        node_rules=(*profile.node_rules, frozen),
+    )
 
 
 # -- inter-pod terms and spread ---------------------------------------------------------
@@ -271,6 +346,7 @@ class PodProfile:
     ports: tuple[HostPort, ...]
     priority: int
     unsupported: str | None = None  # a constraint the simulation cannot judge
+    volumes: VolumeRules | None = None  # what its PersistentVolumeClaims ask of a node
     # What the node-level filters read (node selector, required node affinity,
     # tolerations): pods of any size with equal rules get equal verdicts on a node.
     node_rules: tuple[Any, ...] = ()

@@ -38,7 +38,7 @@ from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import quantity
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.controllers import capacity
-from nodepool_operator.controllers.autoscaler import constraints, fit, plan, simulation
+from nodepool_operator.controllers.autoscaler import constraints, fit, plan, simulation, volumes
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.handoff import RequestLedger
 from nodepool_operator.controllers.resources import (
@@ -253,10 +253,11 @@ def _allocatable(node: Mapping[str, Any], fallback: Mapping[str, int]) -> dict[s
     return found
 
 
-#: Taints a node carries only while it boots (or until the node-lifecycle controller
-#: notices it is Ready, or the NodePool controller that its kubelet reported): counting
-#: them would make every booting node useless to every pod and ask for more nodes while
-#: the first ones come up (Karpenter ignores the same ones, its unregistered taint too).
+#: Taints a node carries while it boots (until the node-lifecycle controller notices it
+#: is Ready, or the NodePool controller that its kubelet reported): counting them on a
+#: booting node would make it useless to every pod and ask for more nodes while the first
+#: ones come up (Karpenter ignores the same ones, its unregistered taint too). On a node
+#: past booting they mean what they say (a dead node is no room) and count.
 EPHEMERAL_TAINTS: Final = frozenset(
     {
         "node.kubernetes.io/not-ready",
@@ -276,13 +277,35 @@ def _ready(node: Mapping[str, Any]) -> bool:
     )
 
 
-def _taints(raw: Iterable[Mapping[str, Any]]) -> tuple[constraints.Taint, ...]:
+def _booting(node: Mapping[str, Any]) -> bool:
+    """Not initialised yet: still carrying the unregistered taint, or with no Ready
+    condition reported at all (no kubelet has spoken for it)."""
+    conditions = (node.get("status") or {}).get("conditions") or ()
+    return any(
+        taint.get("key") == nodepool_api.UNREGISTERED_TAINT_KEY
+        for taint in (node.get("spec") or {}).get("taints") or ()
+    ) or not any(c.get("type") == "Ready" for c in conditions)
+
+
+def _startup_keys(template: nodepool_api.NodeTemplate | None) -> frozenset[tuple[str, str]]:
+    if template is None:
+        return frozenset()
+    return frozenset((t.key, t.effect) for t in template.startup_taints)
+
+
+def _taints(
+    node: Mapping[str, Any], *, startup: frozenset[tuple[str, str]] = frozenset()
+) -> tuple[constraints.Taint, ...]:
+    """The taints the scheduler will judge the node by once it is up: the booting ones
+    (on a node still booting) and its pool's startup taints (an agent removes them) left out."""
+    booting = _booting(node)
     return tuple(
         constraints.Taint(
             str(t.get("key", "")), str(t.get("value") or ""), str(t.get("effect", ""))
         )
-        for t in raw
-        if t.get("key") not in EPHEMERAL_TAINTS
+        for t in (node.get("spec") or {}).get("taints") or ()
+        if not (booting and t.get("key") in EPHEMERAL_TAINTS)
+        and (t.get("key"), t.get("effect")) not in startup
     )
 
 
@@ -290,10 +313,23 @@ def _template_taints(template: nodepool_api.NodeTemplate) -> tuple[constraints.T
     return tuple(constraints.Taint(t.key, t.value or "", t.effect) for t in template.taints)
 
 
+def _names_by_prefix(nodes: Iterable[Mapping[str, Any]]) -> dict[str, list[str]]:
+    """Node names by what precedes their last ``-``: a name ``vm_names`` gives pool P is
+    ``P-<index>``, so the Nodes that may hold one of its names are those under P."""
+    found: dict[str, list[str]] = {}
+    for node in nodes:
+        name = str(node["metadata"]["name"])
+        found.setdefault(name.rpartition("-")[0], []).append(name)
+    return found
+
+
 def _upcoming(
     pool: str, template: nodepool_api.NodeTemplate, taken: Iterable[str]
 ) -> Callable[[int], tuple[str, Mapping[str, str]]]:
-    """Names and labels of the nodes the pool registers next, in the order it creates them."""
+    """Names and labels of the nodes the pool registers next, in the order it creates them.
+
+    ``taken`` is ``names_taken``: the NodePool controller's own rule, so a name held by a
+    Node the pool does not own is skipped here as it is there."""
     names = nodepool_api.vm_names(pool, taken)
     known: list[str] = []
 
@@ -323,8 +359,12 @@ class Observer:
         cache: ProfileCache | None = None,
         expendable_priority: int = DEFAULT_EXPENDABLE_PRIORITY,
         wall_clock: clock_module.WallClock | None = None,
+        volume_reads: volumes.VolumeReads | None = None,
     ) -> None:
+        """``volume_reads``: the claims, volumes and classes the volume filters read;
+        None leaves pods' claims unjudged (a planner without those caches)."""
         self.autoscalers = autoscalers
+        self.volume_reads = volume_reads
         self.pools = pools
         self.nodes = nodes
         self.pods = pods
@@ -406,6 +446,7 @@ class Observer:
             self.requests.resource_version,
             self.daemon_sets.resource_version,
             str(self.ledger.serial),
+            *(self.volume_reads.version() if self.volume_reads is not None else ()),
         )
 
     def _find_unhealthy(self) -> frozenset[str]:
@@ -474,20 +515,41 @@ class Observer:
         pools: dict[str, _Pool] = {}
         templates: list[simulation.PoolTemplate] = []
         existing: list[simulation.ExistingNode] = []
+        every_node = self.nodes.items()
+        held = _names_by_prefix(every_node)
         for pool_name, (_, spec) in sorted(owners.items()):
             pool = self.pools.get(pool_name)
             if pool is None or pool["metadata"].get("deletionTimestamp"):
                 continue
-            view, template, nodes = self._pool(pool, namespaces=spec.namespaces)
+            view, template, nodes = self._pool(
+                pool, namespaces=spec.namespaces, held=held.get(pool_name, ())
+            )
             pools[pool_name] = view
             templates.append(template)
             existing.extend(nodes)
+        known: set[str] = set()
         for pool in self.pools.items():
             name = str(pool["metadata"]["name"])
+            known.add(name)
             if name not in pools:  # no Autoscaler: its nodes still take pods, it does not grow
                 existing.extend(
                     self._nodes(name, nodepool_api.spec_of(pool).template, keep=None)[0]
                 )
+        # Nodes of no pool (system nodes, hand-made ones, another tool's) host pods and
+        # count for affinity and spread; they are never grown nor taken away.
+        for node in every_node:
+            if nodepool_api.pool_of(node) in known or node["metadata"].get("deletionTimestamp"):
+                continue
+            running, terminating, daemons, _ = self._bound(str(node["metadata"]["name"]))
+            existing.append(
+                _existing(
+                    node,
+                    pool=None,
+                    allocatable=_allocatable(node, {}),
+                    bound=(running, terminating, daemons),
+                    startup=frozenset(),
+                )
+            )
         pending, nominated, waiting = self._pending(owners.values())
         return _Gathered(
             pools=pools,
@@ -536,8 +598,16 @@ class Observer:
             profile = self.cache.get(pod)
             if isinstance(profile, PodProfile) and profile.priority < self.expendable_priority:
                 continue  # expendable: may run on room that is there, never worth a node
-            planned.append((pod, profile))
+            planned.append((pod, self._with_volumes(pod, profile)))
         return planned, nominated, waiting
+
+    def _with_volumes(self, pod: Object, profile: PodProfile | str) -> PodProfile | str:
+        """The profile with what the pod's claims ask of a node (read at each plan: claims
+        bind and volumes appear without the pod changing)."""
+        if self.volume_reads is None or not isinstance(profile, PodProfile):
+            return profile
+        rules = self.volume_reads.rules(pod)
+        return profile if rules is None else constraints.with_volumes(profile, rules)
 
     def _daemon_set_views(self) -> list[simulation.DaemonSetView]:
         views = []
@@ -564,7 +634,7 @@ class Observer:
         return views
 
     def _pool(
-        self, pool: Object, *, namespaces: Sequence[str]
+        self, pool: Object, *, namespaces: Sequence[str], held: Iterable[str]
     ) -> tuple[_Pool, simulation.PoolTemplate, list[simulation.ExistingNode]]:
         name = str(pool["metadata"]["name"])
         spec = nodepool_api.spec_of(pool)
@@ -601,7 +671,9 @@ class Observer:
             weight=spec.weight,
             taints=_template_taints(spec.template),
             allocatable=nodepool_api.template_allocatable(spec.template),
-            upcoming=_upcoming(name, spec.template, usage.registered),
+            upcoming=_upcoming(
+                name, spec.template, nodepool_api.names_taken(own=usage.registered, held=held)
+            ),
             in_flight=0 if stuck else max(0, target - len(usage.registered)),
             headroom=0 if stuck else max(0, spec.max_nodes - target),
             zones=max(1, len(spec.template.zones)),
@@ -648,6 +720,7 @@ class Observer:
         first (cordoned, then not Ready, then the emptiest) are left out: they are going.
         """
         fallback = nodepool_api.template_allocatable(template)
+        startup = _startup_keys(template)
         live = [
             n
             for n in self.nodes.by_index(NODES_BY_POOL, pool)
@@ -678,21 +751,12 @@ class Observer:
             if name not in staying or name in self._unhealthy:
                 continue  # going away, or no capacity until it is replaced
             found.append(
-                simulation.ExistingNode(
-                    name=name,
+                _existing(
+                    node,
                     pool=pool,
-                    labels={
-                        **(node["metadata"].get("labels") or {}),
-                        nodepool_api.HOSTNAME_LABEL: (node["metadata"].get("labels") or {}).get(
-                            nodepool_api.HOSTNAME_LABEL, name
-                        ),
-                    },
-                    taints=_taints((node.get("spec") or {}).get("taints") or ()),
-                    unschedulable=is_cordoned,
                     allocatable=_allocatable(node, fallback),
-                    pods=running,
-                    terminating=terminating,
-                    daemon_sets=daemons,
+                    bound=(running, terminating, daemons),
+                    startup=startup,
                 )
             )
         usage = _Usage(
@@ -726,6 +790,32 @@ class Observer:
             # is gone) but no longer keeps the node needed.
             busy = busy or not (leaving or pods.is_daemon_or_mirror(pod))
         return tuple(running), tuple(terminating), frozenset(daemons), busy
+
+
+def _existing(
+    node: Object,
+    *,
+    pool: str | None,
+    allocatable: Mapping[str, int],
+    bound: tuple[tuple[PodProfile, ...], tuple[PodProfile, ...], frozenset[str]],
+    startup: frozenset[tuple[str, str]],
+) -> simulation.ExistingNode:
+    """A Node as the simulation sees it."""
+    name = str(node["metadata"]["name"])
+    labels = node["metadata"].get("labels") or {}
+    hostname = labels.get(nodepool_api.HOSTNAME_LABEL, name)
+    running, terminating, daemons = bound
+    return simulation.ExistingNode(
+        name=name,
+        pool=pool,
+        labels={**labels, nodepool_api.HOSTNAME_LABEL: hostname},
+        taints=_taints(node, startup=startup),
+        unschedulable=bool((node.get("spec") or {}).get("unschedulable")),
+        allocatable=allocatable,
+        pods=running,
+        terminating=terminating,
+        daemon_sets=daemons,
+    )
 
 
 @dataclass(frozen=True)

@@ -8,15 +8,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers import cached
-from nodepool_operator.controllers.autoscaler import watches
+from nodepool_operator.controllers.autoscaler import volumes, watches
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
 from nodepool_operator.controllers.autoscaler.controller import NAME, AutoscalerReconciler
 from nodepool_operator.controllers.autoscaler.handoff import RequestLedger, ScaleRequester
 from nodepool_operator.controllers.autoscaler.notices import Notices
 from nodepool_operator.controllers.autoscaler.observe import Observer, ProfileCache
-from nodepool_operator.controllers.resources import AUTOSCALERS, NODEPOOLS, SCALEREQUESTS
+from nodepool_operator.controllers.resources import (
+    AUTOSCALERS,
+    NODEPOOLS,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
+    SCALEREQUESTS,
+    STORAGE_CLASSES,
+)
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import kinds
 from nodepool_operator.runtime.controller import Controller, GenerationChanged
@@ -37,6 +43,7 @@ class Reads:
     pods: Informer
     requests: Informer
     daemon_sets: Informer
+    volumes: volumes.VolumeReads
     observer: Observer
     ledger: RequestLedger
 
@@ -51,12 +58,18 @@ def planner_reads(
     """
     autoscalers = cache.informer(AUTOSCALERS)
     pools = cache.informer(NODEPOOLS)
-    nodes = cache.informer(
-        kinds.NODES, label_selector=nodepool_api.POOL_LABEL, transform=cached.node_fields
-    )
+    # Every Node, pool or not: the simulation counts all of them (pods on a system node
+    # take part in affinity and spread); the NodePool controller reads its pools' Nodes
+    # through the NODES_BY_POOL index.
+    nodes = cache.informer(kinds.NODES, transform=cached.node_fields)
     pods = cache.informer(kinds.PODS, transform=cached.pod_fields)
     requests = cache.informer(SCALEREQUESTS)
     daemon_sets = cache.informer(kinds.DAEMONSETS)
+    volume_reads = volumes.VolumeReads(
+        claims=cache.informer(PERSISTENT_VOLUME_CLAIMS, transform=cached.claim_fields),
+        volumes=cache.informer(PERSISTENT_VOLUMES, transform=cached.volume_fields),
+        classes=cache.informer(STORAGE_CLASSES, transform=cached.storage_class_fields),
+    )
     ledger = RequestLedger()
     observer = Observer(
         autoscalers=autoscalers,
@@ -69,8 +82,11 @@ def planner_reads(
         cache=ProfileCache(config.request_cache_size),
         expendable_priority=config.expendable_pods_priority_cutoff,
         wall_clock=wall_clock,
+        volume_reads=volume_reads,
     )
-    return Reads(autoscalers, pools, nodes, pods, requests, daemon_sets, observer, ledger)
+    return Reads(
+        autoscalers, pools, nodes, pods, requests, daemon_sets, volume_reads, observer, ledger
+    )
 
 
 def setup(manager: Manager, *, config: AutoscalerConfig) -> Controller:
@@ -112,6 +128,7 @@ def setup(manager: Manager, *, config: AutoscalerConfig) -> Controller:
         pools=pools,
         requests=requests,
         daemon_sets=daemon_sets,
+        volumes=reads.volumes,
     )
     manager.add(controller)
     return controller

@@ -1,11 +1,14 @@
 """The scheduling simulation: where kube-scheduler would put the pending pods, and which
 pool's new nodes they need. Pure code: no I/O, no clock.
 
-The simulated cluster holds the nodes that exist (Ready, or registered and booting), the
+The simulated cluster holds the nodes that exist (Ready, or registered and booting; a
+pool's or not: a node of no pool hosts pods and counts for affinity and spread, and is
+never grown nor removed), the
 nodes requested but not registered yet, and the new nodes the simulation opens. A pod
 goes to the first node that passes every filter kube-scheduler would apply
-(``NodeUnschedulable``, ``NodeAffinity``, ``TaintToleration``, ``NodeResourcesFit``,
-``NodePorts``, ``InterPodAffinity``, ``PodTopologySpread``) given the pods already there
+(``NodeUnschedulable``, ``NodeAffinity``, ``VolumeBinding`` and ``VolumeZone`` (as
+``volumes`` reads a pod's claims), ``TaintToleration``, ``NodeResourcesFit``, ``NodePorts``,
+``InterPodAffinity``, ``PodTopologySpread``) given the pods already there
 and those placed before it; a pod that fits nowhere opens the next node of the pool that
 can host it: highest ``weight`` first, then least waste (cluster-autoscaler's expander),
 then name. A node that is not there yet has its template's allocatable minus the
@@ -47,6 +50,7 @@ from nodepool_operator.controllers.autoscaler.constraints import (
     SpreadConstraint,
     Taint,
     node_affinity_problem,
+    terms_name_nodes,
     untolerated,
 )
 
@@ -651,6 +655,8 @@ class _Cluster:
                 profile.node_selector, profile.node_affinity, labels=node.labels, name=node.name
             )
             problem = f"{why} does not match" if why else None
+        if problem is None and profile.volumes is not None:
+            problem = profile.volumes.problem(node.labels, node.name)
         if problem is None:
             taint = untolerated(profile.tolerations, node.taints)
             if taint is not None:
@@ -667,13 +673,10 @@ class _Cluster:
             found = self._rules_ids.setdefault(profile.node_rules, len(self._rules_ids))
             self._rules_of[profile] = found
             if found not in self._pinned:
-                terms = profile.node_affinity or ()
-                self._pinned[found] = HOSTNAME_LABEL in profile.node_selector or any(
-                    term.get("matchFields")
-                    or any(
-                        e.get("key") == HOSTNAME_LABEL for e in term.get("matchExpressions") or ()
-                    )
-                    for term in terms
+                self._pinned[found] = (
+                    HOSTNAME_LABEL in profile.node_selector
+                    or terms_name_nodes(profile.node_affinity or ())
+                    or (profile.volumes is not None and profile.volumes.names_nodes)
                 )
         return found
 
@@ -857,8 +860,8 @@ class _Simulation:
                 self.cluster.place(profile, node, 1, counted=True)
             for profile in existing.terminating:
                 self.cluster.place(profile, node, 1, counted=False)
-            if existing.pool is not None:
-                self.cluster.add_daemon_pods(node, present=existing.daemon_sets)
+            # Any node, a pool's or not, gets the DaemonSet pods it does not run yet.
+            self.cluster.add_daemon_pods(node, present=existing.daemon_sets)
         for state in self.pools.values():
             for _ in range(state.template.in_flight):
                 self._open(state, kind=_BOOTING)

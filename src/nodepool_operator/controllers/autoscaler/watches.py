@@ -21,6 +21,7 @@ from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.controllers.autoscaler import fit
+from nodepool_operator.controllers.autoscaler.volumes import VolumeReads
 from nodepool_operator.runtime import nodes as k8s_nodes
 from nodepool_operator.runtime import pods
 from nodepool_operator.runtime.client import Object
@@ -71,11 +72,13 @@ class PodChanged(StateChanged):
 
 
 def node_state(node: Object) -> Hashable:
-    """Readiness, cordon, capacity and pool of a node; heartbeats are not."""
+    """Readiness, cordon, taints, capacity and pool of a node; heartbeats are not."""
     status = node.get("status") or {}
+    spec = node.get("spec") or {}
     return (
         k8s_nodes.is_ready(node),
-        bool((node.get("spec") or {}).get("unschedulable")),
+        bool(spec.get("unschedulable")),
+        repr(spec.get("taints")),
         tuple(sorted((status.get("allocatable") or {}).items())),
         nodepool_api.pool_of(node),
         bool(node["metadata"].get("deletionTimestamp")),
@@ -130,8 +133,10 @@ class Triggers:
         return _keys(found)
 
     def of_node(self, node: Object) -> list[Request]:
+        """A pool's node wakes its Autoscalers; a node of no pool (room and neighbours for
+        every pool's pods) wakes all of them."""
         pool = nodepool_api.pool_of(node)
-        return self.for_pool(pool) if pool else []
+        return self.for_pool(pool) if pool else self.every(node)
 
     def of_pool(self, pool: Object) -> list[Request]:
         return self.for_pool(str(pool["metadata"]["name"]))
@@ -152,6 +157,12 @@ class Triggers:
         return autoscaler_api.spec_of(autoscaler).batch_window_seconds
 
 
+def _content(obj: Object) -> Hashable:
+    """What the cache keeps of an object, but its resourceVersion."""
+    meta = {k: v for k, v in obj["metadata"].items() if k != "resourceVersion"}
+    return repr({**obj, "metadata": meta})
+
+
 def _generation(obj: Object) -> Hashable:
     return int(obj["metadata"].get("generation", 0))
 
@@ -165,8 +176,12 @@ def watch_dependencies(
     pools: Informer,
     requests: Informer,
     daemon_sets: Informer,
+    volumes: VolumeReads | None = None,
 ) -> None:
-    """Wake Autoscalers, after their batch window, on what their decisions depend on."""
+    """Wake Autoscalers, after their batch window, on what their decisions depend on.
+
+    A claim bound, a volume or a class made or changed may let a pending pod fit (or
+    not): every Autoscaler looks again."""
     for informer, mapper, predicate in (
         (pods, triggers.of_pod, PodChanged()),
         (nodes, triggers.of_node, StateChanged(node_state)),
@@ -177,3 +192,11 @@ def watch_dependencies(
         (daemon_sets, triggers.every, StateChanged(_generation)),
     ):
         controller.watch(informer, mapper=mapper, predicates=[predicate], delay=triggers.window)
+    if volumes is not None:
+        for informer in (volumes.claims, volumes.volumes, volumes.classes):
+            controller.watch(
+                informer,
+                mapper=triggers.every,
+                predicates=[StateChanged(_content)],
+                delay=triggers.window,
+            )

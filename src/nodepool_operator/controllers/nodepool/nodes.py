@@ -88,7 +88,8 @@ def node_manifest(
         nodepool_api.HOSTNAME_LABEL: vm.name,
     }
     spec: dict[str, Any] = {"providerID": vm.provider_id}
-    taints = [taint.to_dict() for taint in template.taints]
+    # The startup taints an agent on the Node removes once it is ready; never put back.
+    taints = [taint.to_dict() for taint in (*template.taints, *template.startup_taints)]
     if unregistered:
         taints.append(dict(UNREGISTERED_TAINT))
     if taints:

@@ -96,9 +96,10 @@ def setup(manager: Manager, *, cloud: CloudProvider, config: NodePoolConfig) -> 
     client = manager.client.for_manager(f"{NAME}-controller")
     cache = manager.cache
     pools = cache.informer(NODEPOOLS)
-    nodes = cache.informer(
-        kinds.NODES, label_selector=nodepool_api.POOL_LABEL, transform=cached.node_fields
-    )
+    # Every Node, pool or not: the simulation counts all of them (pods on a system node
+    # take part in affinity and spread); the NodePool controller reads its pools' Nodes
+    # through the NODES_BY_POOL index.
+    nodes = cache.informer(kinds.NODES, transform=cached.node_fields)
     pods = cache.informer(kinds.PODS, transform=cached.pod_fields)
     scale_requests = cache.informer(SCALEREQUESTS)
     add_shared_indexes(nodes=nodes, pods_=pods, requests=scale_requests)

@@ -1,0 +1,355 @@
+"""The Autoscaler on a cluster as users have them, against the real kube-scheduler: a
+system node outside every pool (and holding a name the pool would use), startup taints an
+agent removes, an arm64 pool beside an amd64 one, and pods with PersistentVolumes.
+
+Each pod some pool can host reaches Running with the pool's target moving once; a pod no
+pool can host gets ``NotTriggerScaleUp`` saying why, and no pool grows for it. The local
+control plane runs no PersistentVolume controller, so the volumes are static and pre-bound
+(the claim names its volume and carries the bind-completed mark, the volume its claim).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+import workloads
+from e2e.test_autoscaler import AUTOSCALERS, POOLS, History, events, phases, running
+from e2e.test_autoscaler_constraints import make_autoscaler
+from harness import Operator, SimCloud, remove_pool, wait_for
+from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.controllers import cached
+from nodepool_operator.controllers.nodepool.nodes import KWOK_ANNOTATION
+
+ZONE = nodepool_api.ZONE_LABEL
+STRATEGIC = "application/strategic-merge-patch+json"
+AGENT_TAINT = {"key": "example.com/agent-not-ready", "effect": "NoSchedule"}
+
+
+@pytest.fixture
+async def operator(start_simcloud: Any, start_operator: Any) -> Operator:
+    """The operator, against a simcloud whose VMs boot in one second."""
+    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
+    started: Operator = start_operator(cloud)
+    return started
+
+
+async def make_pool(custom: client.CustomObjectsApi, name: str, **template: Any) -> None:
+    spec = nodepool_api.NodePoolSpec(
+        target_nodes=0,
+        max_nodes=10,
+        template=nodepool_api.NodeTemplate(cpu="4", memory="16Gi", **template),
+    )
+    await custom.create_cluster_custom_object(*POOLS, nodepool_api.manifest(name, spec))
+
+
+def system_node(name: str, *, zone: str) -> dict[str, Any]:
+    """A Node of no pool (kwok keeps it Ready): where a cluster's own services run."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {"kubernetes.io/hostname": name, ZONE: zone, "role": "system"},
+            "annotations": {KWOK_ANNOTATION: "fake"},
+        },
+        "spec": {},
+        "status": {
+            "capacity": {"cpu": "2", "memory": "8Gi", "pods": "110"},
+            "allocatable": {"cpu": "2", "memory": "8Gi", "pods": "110"},
+        },
+    }
+
+
+def pod(name: str, spec: dict[str, Any], *, labels: dict[str, str] | None = None) -> Any:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels or {"app": name}},
+        "spec": {
+            "terminationGracePeriodSeconds": 0,
+            "containers": [workloads.container("500m")],
+            **spec,
+        },
+    }
+
+
+async def scale_up(
+    api_client: client.ApiClient,
+    *,
+    pool: str,
+    namespace: str,
+    pods: list[dict[str, Any]],
+    running_pods: int,
+) -> History:
+    """Create the pods, wait for ``running_pods`` Running; the pool's history."""
+    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
+    history = History(custom, pool)
+    history.start()
+    try:
+        for manifest in pods:
+            await core.create_namespaced_pod(namespace, manifest)
+        await wait_for(lambda: running(core, namespace, running_pods), within=90)
+        await asyncio.sleep(3)  # three more scans with everything settled: no late request
+    finally:
+        await history.stop()
+    return history
+
+
+async def warned(core: client.CoreV1Api, namespace: str, name: str) -> str:
+    [event] = await wait_for(
+        lambda: events(core, namespace, name=name, reason="NotTriggerScaleUp"), within=30
+    )
+    return str(event.message)
+
+
+async def test_a_system_node_counts_for_affinity_and_its_name_is_skipped(
+    api_client: client.ApiClient,
+    operator: Operator,
+    pool_name: str,
+    autoscaler_name: str,
+    namespace: str,
+) -> None:
+    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
+    # The system node holds the pool's first name, <pool>-0 (zone-a by index): the pool's
+    # first node is <pool>-1, in zone-b, which is where the database runs.
+    system = f"{pool_name}-0"
+    await core.create_node(system_node(system, zone="zone-b"))
+    try:
+        await make_pool(custom, pool_name, zones=("zone-a", "zone-b"))
+        await make_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
+        database = pod("db", {"nodeName": system})
+        await core.create_namespaced_pod(namespace, database)
+        await wait_for(lambda: running(core, namespace, 1), within=30)
+        selector = {nodepool_api.POOL_LABEL: pool_name}
+        near = workloads.pod_terms("podAffinity", {"app": "db"}, ZONE)
+        away = workloads.pod_terms("podAntiAffinity", {"app": "db"}, ZONE)
+        history = await scale_up(
+            api_client,
+            pool=pool_name,
+            namespace=namespace,
+            pods=[pod("web", {"nodeSelector": selector, "affinity": near})],
+            running_pods=2,
+        )
+        assert history.values == [0, 1]
+        web = await core.read_namespaced_pod("web", namespace)
+        assert web.spec.node_name == f"{pool_name}-1"
+        # Away from the database but only in its zone: no pool node can ever host it.
+        stuck = pod(
+            "stuck",
+            {"nodeSelector": {**selector, ZONE: "zone-b"}, "affinity": away},
+        )
+        await core.create_namespaced_pod(namespace, stuck)
+        # (The reason names the first refusal of the pool's next node, here its zone.)
+        assert pool_name in await warned(core, namespace, "stuck")
+        await asyncio.sleep(3)
+        found = await custom.get_cluster_custom_object(*POOLS, pool_name)
+        assert found["spec"]["targetNodes"] == 1
+        node = await core.read_node(system)
+        assert nodepool_api.POOL_LABEL not in (node.metadata.labels or {})
+        assert operator.errors_logged() == []
+    finally:
+        with contextlib.suppress(client.exceptions.ApiException):
+            await core.delete_namespaced_pod("db", namespace, grace_period_seconds=0)
+        await core.delete_node(system)
+
+
+async def test_startup_taints_cost_no_extra_node(
+    api_client: client.ApiClient,
+    operator: Operator,
+    pool_name: str,
+    autoscaler_name: str,
+    namespace: str,
+) -> None:
+    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
+    agent = nodepool_api.Taint(key=AGENT_TAINT["key"], effect="NoSchedule")
+    await make_pool(custom, pool_name, startup_taints=(agent,))
+    await make_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
+    seen_taint: set[str] = set()
+
+    async def remove_startup_taints() -> None:
+        """The agent on each node: once the node is up, it removes its taint."""
+        while True:
+            found = await core.list_node(label_selector=nodepool_api.pool_selector(pool_name))
+            for node in found.items:
+                taints = node.spec.taints or []
+                if any(t.key == AGENT_TAINT["key"] for t in taints):
+                    seen_taint.add(node.metadata.name)
+                    if node.status.allocatable:
+                        kept = [
+                            {"key": t.key, "value": t.value, "effect": t.effect}
+                            for t in taints
+                            if t.key != AGENT_TAINT["key"]
+                        ]
+                        body = {
+                            "metadata": {"resourceVersion": node.metadata.resource_version},
+                            "spec": {"taints": kept or None},
+                        }
+                        with contextlib.suppress(client.exceptions.ApiException):
+                            await core.patch_node(
+                                node.metadata.name,
+                                body,
+                                _content_type="application/merge-patch+json",
+                            )
+            await asyncio.sleep(0.5)
+
+    agents = asyncio.create_task(remove_startup_taints())
+    try:
+        selector = {nodepool_api.POOL_LABEL: pool_name}
+        history = await scale_up(
+            api_client,
+            pool=pool_name,
+            namespace=namespace,
+            pods=[pod(f"web-{i}", {"nodeSelector": selector}) for i in range(3)],
+            running_pods=3,
+        )
+    finally:
+        agents.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await agents
+    assert history.values == [0, 1]
+    assert seen_taint == {f"{pool_name}-0"}  # registered with it, as the template says
+    assert operator.errors_logged() == []
+
+
+async def test_an_arm64_pool_grows_for_arm64_pods_only(
+    api_client: client.ApiClient,
+    operator: Operator,
+    pool_name: str,
+    autoscaler_name: str,
+    namespace: str,
+) -> None:
+    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
+    arm = f"{pool_name}-arm"
+    shared = {"example.com/tier": pool_name}
+    await make_pool(custom, pool_name, labels=shared)
+    await make_pool(custom, arm, labels={**shared, nodepool_api.ARCH_LABEL: "arm64"})
+    await make_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
+    await make_autoscaler(custom, f"{autoscaler_name}-arm", pool=arm, namespace=namespace)
+    try:
+        amd_history = History(custom, pool_name)
+        amd_history.start()
+        try:
+            arm_only = {**shared, nodepool_api.ARCH_LABEL: "arm64"}
+            arm_history = await scale_up(
+                api_client,
+                pool=arm,
+                namespace=namespace,
+                pods=[pod(f"arm-{i}", {"nodeSelector": arm_only}) for i in range(2)],
+                running_pods=2,
+            )
+        finally:
+            await amd_history.stop()
+        assert arm_history.values == [0, 1]
+        assert amd_history.values == [0]
+        [node] = (await core.list_node(label_selector=nodepool_api.pool_selector(arm))).items
+        assert node.metadata.labels[nodepool_api.ARCH_LABEL] == "arm64"
+        assert node.metadata.labels[nodepool_api.OS_LABEL] == "linux"
+        # The operator's own labels are refused in a template, by the server.
+        bad = nodepool_api.manifest(
+            f"{pool_name}-bad",
+            nodepool_api.NodePoolSpec(
+                template=nodepool_api.NodeTemplate(labels={nodepool_api.POOL_LABEL: "x"})
+            ),
+        )
+        with pytest.raises(client.exceptions.ApiException) as refused:
+            await custom.create_cluster_custom_object(*POOLS, bad)
+        assert refused.value.status == 422
+        assert "labels may not set nodepool.dev/pool" in refused.value.body
+        assert operator.errors_logged() == []
+    finally:
+        await custom.delete_cluster_custom_object(*AUTOSCALERS, f"{autoscaler_name}-arm")
+        await remove_pool(custom, arm)
+
+
+def pre_bound(name: str, namespace: str, *, zone: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A static PersistentVolume usable only in ``zone`` (node affinity and zone label),
+    and its claim, bound to each other as the PV controller would leave them."""
+    volume = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": f"{namespace}-{name}", "labels": {ZONE: zone}},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "",
+            "hostPath": {"path": f"/tmp/{name}"},
+            "claimRef": {"namespace": namespace, "name": name},
+            "nodeAffinity": {
+                "required": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": ZONE, "operator": "In", "values": [zone]}]}
+                    ]
+                }
+            },
+        },
+    }
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": name,
+            "annotations": {cached.BIND_COMPLETED_ANNOTATION: "yes"},
+        },
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "",
+            "volumeName": f"{namespace}-{name}",
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }
+    return volume, claim
+
+
+def using(claim: str) -> dict[str, Any]:
+    return {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]}
+
+
+async def test_pods_with_volumes_go_where_their_volumes_are_or_are_told_why_not(
+    api_client: client.ApiClient,
+    operator: Operator,
+    pool_name: str,
+    autoscaler_name: str,
+    namespace: str,
+) -> None:
+    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
+    await make_pool(custom, pool_name, zones=("zone-b",))
+    await make_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
+    volumes = []
+    for claim, zone in (("here", "zone-b"), ("elsewhere", "zone-c")):
+        volume, body = pre_bound(claim, namespace, zone=zone)
+        await core.create_persistent_volume(volume)
+        volumes.append(volume["metadata"]["name"])
+        await core.create_namespaced_persistent_volume_claim(namespace, body)
+    try:
+        selector = {nodepool_api.POOL_LABEL: pool_name}
+        history = await scale_up(
+            api_client,
+            pool=pool_name,
+            namespace=namespace,
+            pods=[pod("db", {"nodeSelector": selector, **using("here")})],
+            running_pods=1,
+        )
+        assert history.values == [0, 1]
+        for name, claim in (("far", "elsewhere"), ("lost", "missing")):
+            await core.create_namespaced_pod(
+                namespace, pod(name, {"nodeSelector": selector, **using(claim)})
+            )
+        assert f"persistentvolume {namespace}-elsewhere" in await warned(core, namespace, "far")
+        assert 'persistentvolumeclaim "missing" not found' in await warned(core, namespace, "lost")
+        await asyncio.sleep(3)
+        found = await custom.get_cluster_custom_object(*POOLS, pool_name)
+        assert found["spec"]["targetNodes"] == 1
+        assert await phases(core, namespace) == {"Running": 1, "Pending": 2}
+        assert operator.errors_logged() == []
+    finally:
+        for name in ("db", "far", "lost"):
+            with contextlib.suppress(client.exceptions.ApiException):
+                await core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+        for volume_name in volumes:
+            with contextlib.suppress(client.exceptions.ApiException):
+                await core.delete_persistent_volume(volume_name)
