@@ -105,8 +105,9 @@ async def plan_cluster(reads: Reads) -> report.ClusterPlan:
         decision = looked.decisions[pool]
         pending.update(_pod_name(p) for p in seen.fitting)
         pending.update(_pod_name(p) for p, _ in seen.unfit)
-        placed += len(seen.fitting) - len(seen.triggering)
-        if decision.action == "scale-up":
+        # Pods only nodes past maxNodes could host are not placed on existing room either.
+        placed += len(seen.fitting) - len(seen.triggering) - len(seen.beyond_max)
+        if decision.action == "scale-up" or decision.limited:
             growth.append(
                 report.PoolGrowth(
                     pool=pool,
@@ -114,16 +115,7 @@ async def plan_cluster(reads: Reads) -> report.ClusterPlan:
                     new_nodes=decision.target - decision.current,
                     pods=tuple(_pod_name(p) for p in seen.triggering),
                     limited_to=decision.target if decision.limited else None,
-                )
-            )
-        elif decision.limited:
-            growth.append(
-                report.PoolGrowth(
-                    pool=pool,
-                    target_nodes=decision.current,
-                    new_nodes=0,
-                    pods=tuple(_pod_name(p) for p in seen.triggering),
-                    limited_to=decision.target,
+                    beyond_max=tuple(_pod_name(p) for p in seen.beyond_max),
                 )
             )
         for pod, why in seen.unfit:
@@ -182,13 +174,13 @@ def _planned(pod: Object, looked: Lookup) -> tuple[str, str | None]:
     for pool, seen in sorted(looked.observations.items()):
         decision = looked.decisions[pool]
         if has(seen.triggering):
-            if decision.limited and decision.target <= decision.current:
-                return f"needs a new node of pool {pool}, which is at maxNodes", pool
             return (
                 f"needs a new node of pool {pool}: targetNodes {decision.current} -> "
                 f"{decision.target}",
                 pool,
             )
+        if has(seen.beyond_max):
+            return f"needs a new node of pool {pool}, which is at maxNodes", pool
         if has(seen.fitting):
             return f"fits on a node of pool {pool} that exists or is on its way", pool
         for unfit_pod, why in seen.unfit:
