@@ -494,6 +494,9 @@ def test_explain_names_the_filter_that_refuses_the_pod_on_the_pool(
     assert case.says in explained["planned"]
     assert explained["plannedPool"] is None
     assert scene.pod(case) in {u["pod"] for u in scene.plan["unfit"]}
+    # Every Autoscaler of its namespace looks again; in dry run none of them will ask.
+    watchers = {w["autoscaler"]: w["dryRun"] for w in explained["watchers"]}
+    assert watchers == dict.fromkeys(scene.autoscalers, True)
 
 
 @pytest.mark.parametrize("case", FITTING, ids=str)
@@ -508,6 +511,7 @@ def test_explain_and_plan_give_a_fitting_pod_the_one_pool_that_can_host_it(
     assert explained["plannedPool"] == pool
     assert explained["planned"].startswith(f"needs a new node of pool {pool}")
     assert scene.pod(case) in _growth(scene)[case.pool]["pods"]
+    assert [(w["pool"], w["dryRun"]) for w in explained["watchers"]] == [(pool, True)]
 
 
 def test_a_pod_its_pool_could_host_past_max_nodes_is_told_the_limit(scene: Scene) -> None:
@@ -530,6 +534,7 @@ def test_a_pod_no_autoscaler_watches_is_told_so_by_every_pool(scene: Scene) -> N
     says = f"its Autoscaler does not watch namespace {scene.other_namespace}"
     assert {p["problem"] for p in explained["pools"]} == {says}
     assert explained["planned"].startswith("not planned")
+    assert explained["watchers"] == []
     planned = {
         *(u["pod"] for u in scene.plan["unfit"]),
         *(p for g in scene.plan["growth"] for p in (*g["pods"], *g["beyondMax"])),
@@ -631,6 +636,7 @@ def test_explain_names_the_request_a_pod_waits_for_while_its_node_boots(
     assert acted.waiting["decision"]["name"] == request["metadata"]["name"]
     assert acted.waiting["decision"]["pool"] == pool
     assert acted.waiting["plannedPool"] == pool
+    assert [(w["pool"], w["dryRun"]) for w in acted.waiting["watchers"]] == [(pool, False)]
 
 
 @pytest.mark.parametrize("case", FITTING, ids=str)

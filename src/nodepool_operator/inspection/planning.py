@@ -189,6 +189,26 @@ def _planned(pod: Object, looked: Lookup) -> tuple[str, str | None]:
     return "not planned: no Autoscaler watches it, or the scheduler has not judged it yet", None
 
 
+def _watchers(reads: Reads, namespace: str, pool: str | None) -> tuple[report.Watcher, ...]:
+    """The Autoscalers of ``pool``, or with no pool every one that watches ``namespace``."""
+    found = []
+    for autoscaler in sorted(reads.autoscalers.items(), key=lambda a: a["metadata"]["name"]):
+        spec = autoscaler_api.spec_of(autoscaler)
+        if spec.namespaces and namespace not in spec.namespaces:
+            continue
+        if pool is not None and spec.node_pool_name != pool:
+            continue
+        found.append(
+            report.Watcher(
+                autoscaler=str(autoscaler["metadata"]["name"]),
+                pool=spec.node_pool_name,
+                scan_interval_seconds=spec.scan_interval_seconds,
+                dry_run=spec.dry_run,
+            )
+        )
+    return tuple(found)
+
+
 async def explain_pod(reads: Reads, namespace: str, name: str) -> report.PodExplanation:
     pod = reads.pods.get(name, namespace)
     if pod is None:
@@ -224,11 +244,12 @@ async def explain_pod(reads: Reads, namespace: str, name: str) -> report.PodExpl
                 )
             )
     planned, planned_pool = _planned(pod, looked)
+    bound = (pod.get("spec") or {}).get("nodeName")
     return report.PodExplanation(
         namespace=namespace,
         name=name,
         phase=str((pod.get("status") or {}).get("phase", "")),
-        node=(pod.get("spec") or {}).get("nodeName"),
+        node=bound,
         scheduler_says=_scheduler_message(pod),
         planned=planned,
         planned_pool=planned_pool,
@@ -240,4 +261,5 @@ async def explain_pod(reads: Reads, namespace: str, name: str) -> report.PodExpl
         ),
         pools=tuple(pools),
         decision=_newest_request(reads, planned_pool) if planned_pool else None,
+        watchers=() if bound else _watchers(reads, namespace, planned_pool),
     )

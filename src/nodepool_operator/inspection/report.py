@@ -26,6 +26,7 @@ __all__ = [
     "PoolVerdict",
     "Removable",
     "UnfitPod",
+    "Watcher",
     "print_explanation",
     "print_plan",
     "to_json",
@@ -71,6 +72,18 @@ class Decision:
 
 
 @dataclass(frozen=True)
+class Watcher:
+    """An Autoscaler that plans for the pod: it looks again at the latest
+    ``scan_interval_seconds`` after its last look, at once when a pod, node or pool
+    changes; in dry run it reports what it would ask for and asks for nothing."""
+
+    autoscaler: str
+    pool: str
+    scan_interval_seconds: int
+    dry_run: bool
+
+
+@dataclass(frozen=True)
 class PodExplanation:
     namespace: str
     name: str
@@ -82,6 +95,7 @@ class PodExplanation:
     nodes: tuple[NodeVerdict, ...]
     pools: tuple[PoolVerdict, ...]
     decision: Decision | None
+    watchers: tuple[Watcher, ...] = ()  # for its pool, or every one watching its namespace
 
 
 @dataclass(frozen=True)
@@ -154,6 +168,12 @@ def print_explanation(explanation: PodExplanation, *, out: TextIO | None = None)
         console.print(
             f"  latest decision: ScaleRequest {d.name} for pool {d.pool}: "
             f"targetNodes {d.target_nodes}, {d.phase}" + (f" ({d.message})" if d.message else "")
+        )
+    for w in explanation.watchers:
+        console.print(
+            f"  next look: Autoscaler {w.autoscaler} (pool {w.pool}), within "
+            f"{w.scan_interval_seconds} s, at once when a pod, node or pool changes"
+            + ("; [yellow]dry run[/yellow]: it reports and asks for nothing" if w.dry_run else "")
         )
     pools = Table(title="A new node of each pool", title_justify="left")
     for column in (

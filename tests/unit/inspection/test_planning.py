@@ -119,6 +119,19 @@ async def test_explain_says_the_pool_that_could_host_the_pod_is_at_max_nodes() -
     assert (pool.problem, pool.headroom) == (None, 0)
     [node] = explained.nodes
     assert node.problem == "not enough free cpu"
+    [watcher] = explained.watchers
+    assert (watcher.autoscaler, watcher.pool, watcher.dry_run) == (f"nas-{CAPPED}", CAPPED, False)
+    assert watcher.scan_interval_seconds == autoscaler_api.DEFAULT_SCAN_INTERVAL_SECONDS
+
+
+async def test_a_bound_pod_has_nothing_planned_and_no_next_look() -> None:
+    reads = planning.reads_of(_recording())
+
+    explained = await planning.explain_pod(reads, NAMESPACE, "filler")
+
+    assert explained.node == f"{CAPPED}-0"
+    assert explained.planned == f"bound to {CAPPED}-0: nothing to plan"
+    assert explained.watchers == ()
 
 
 @pytest.mark.xfail(

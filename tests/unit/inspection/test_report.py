@@ -49,3 +49,26 @@ def test_json_names_the_held_pods_in_camel_case() -> None:
     assert growth["beyondMax"] == ["web/b", "web/c"]
     assert growth["pods"] == ["web/a"]
     assert growth["limitedTo"] == 3
+
+
+def test_an_explanation_says_when_its_autoscaler_looks_next_and_that_it_only_reports() -> None:
+    explained = report.PodExplanation(
+        namespace="web",
+        name="a",
+        phase="Pending",
+        node=None,
+        scheduler_says="",
+        planned="needs a new node of pool general: targetNodes 1 -> 2",
+        planned_pool="general",
+        nodes=(),
+        pools=(),
+        decision=None,
+        watchers=(report.Watcher("nas", "general", scan_interval_seconds=10, dry_run=True),),
+    )
+    out = io.StringIO()
+
+    report.print_explanation(explained, out=out)
+
+    said = " ".join(out.getvalue().split())  # as one line, however rich wrapped it
+    assert "next look: Autoscaler nas (pool general), within 10 s" in said
+    assert "dry run: it reports and asks for nothing" in said
