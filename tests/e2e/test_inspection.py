@@ -109,7 +109,7 @@ async def test_plan_and_explain_read_only_replayable_and_as_the_operator_decides
         explained = json_of(run_cli("explain", "pod", huge, "-o", "json", kubeconfig=kubeconfig))
         table = run_cli("explain", "pod", huge, kubeconfig=kubeconfig)
         plan_table = run_cli("plan", "--dry-run", kubeconfig=kubeconfig)
-        print(table.stdout, plan_table.stdout)  # what docs/explain.md shows (pytest -s)
+        print(table.stdout, plan_table.stdout)  # what docs/autoscaling.md shows (pytest -s)
 
         # Read-only: the operator's user wrote nothing while the three commands ran.
         assert audit.writes(log.events_since_mark(), user="nodepool-operator") == []
