@@ -30,7 +30,7 @@ from nodepool_operator.cluster import audit
 from nodepool_operator.cluster.pytest_plugin import Cluster
 
 
-def _cli(*args: str, kubeconfig: Path | None = None) -> subprocess.CompletedProcess[str]:
+def run_cli(*args: str, kubeconfig: Path | None = None) -> subprocess.CompletedProcess[str]:
     found = ["--kubeconfig", str(kubeconfig)] if kubeconfig else []
     # Tables are as wide as the terminal; without one rich assumes 80 columns and wraps.
     wide = {**os.environ, "COLUMNS": "160"}
@@ -39,7 +39,7 @@ def _cli(*args: str, kubeconfig: Path | None = None) -> subprocess.CompletedProc
     )
 
 
-def _json(done: subprocess.CompletedProcess[str]) -> Any:
+def json_of(done: subprocess.CompletedProcess[str]) -> Any:
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -101,15 +101,15 @@ async def test_plan_and_explain_read_only_replayable_and_as_the_operator_decides
         log = cluster.audit_log()
         log.mark()
 
-        live = _json(_cli("plan", "--dry-run", "-o", "json", kubeconfig=kubeconfig))
+        live = json_of(run_cli("plan", "--dry-run", "-o", "json", kubeconfig=kubeconfig))
         saved = tmp_path / "snapshot.json.gz"
-        saving = _cli("plan", "--dry-run", "--save-snapshot", str(saved), kubeconfig=kubeconfig)
+        saving = run_cli("plan", "--dry-run", "--save-snapshot", str(saved), kubeconfig=kubeconfig)
         assert saving.returncode == 0, saving.stderr
         huge = await _pod_named(core, namespace, "huge")
-        explained = _json(_cli("explain", "pod", huge, "-o", "json", kubeconfig=kubeconfig))
-        table = _cli("explain", "pod", huge, kubeconfig=kubeconfig)
-        plan_table = _cli("plan", "--dry-run", kubeconfig=kubeconfig)
-        print(table.stdout, plan_table.stdout)  # what docs/explain.md shows (pytest -s)
+        explained = json_of(run_cli("explain", "pod", huge, "-o", "json", kubeconfig=kubeconfig))
+        table = run_cli("explain", "pod", huge, kubeconfig=kubeconfig)
+        plan_table = run_cli("plan", "--dry-run", kubeconfig=kubeconfig)
+        print(table.stdout, plan_table.stdout)  # what docs/autoscaling.md shows (pytest -s)
 
         # Read-only: the operator's user wrote nothing while the three commands ran.
         assert audit.writes(log.events_since_mark(), user="nodepool-operator") == []
@@ -131,11 +131,11 @@ async def test_plan_and_explain_read_only_replayable_and_as_the_operator_decides
         assert "first filter that refuses" in table.stdout
 
         # The snapshot replays to the same plan with no cluster to read from at all.
-        replayed = _cli(
+        replayed = run_cli(
             "plan", "--dry-run", "--snapshot", str(saved), "-o", "json",
             kubeconfig=tmp_path / "no-such-kubeconfig",
         )  # fmt: skip
-        assert _json(replayed) == live
+        assert json_of(replayed) == live
 
         # The operator then decides what plan said: one request, targetNodes 0 -> 1.
         cloud = await start_simcloud("--create-latency", "20", "--latency-jitter", "0")
@@ -156,7 +156,7 @@ async def test_plan_and_explain_read_only_replayable_and_as_the_operator_decides
 
         # While its VM boots, explain names the request the pod waits for.
         async def waiting_on_request() -> dict[str, Any] | None:
-            seen = _json(_cli("explain", "pod", web, "-o", "json", kubeconfig=kubeconfig))
+            seen = json_of(run_cli("explain", "pod", web, "-o", "json", kubeconfig=kubeconfig))
             return seen if seen["decision"] else None
 
         waiting = await wait_for(waiting_on_request, within=60)
@@ -174,7 +174,9 @@ async def test_explain_says_which_pod_it_cannot_find_and_exits_1(
 ) -> None:
     kubeconfig = cluster.plane.kubeconfig_for("operator") if cluster.plane else cluster.kubeconfig
 
-    done = await asyncio.to_thread(_cli, "explain", "pod", "nowhere/nothing", kubeconfig=kubeconfig)
+    done = await asyncio.to_thread(
+        run_cli, "explain", "pod", "nowhere/nothing", kubeconfig=kubeconfig
+    )
 
     assert done.returncode == 1
     assert "no pod nowhere/nothing" in done.stderr
@@ -182,7 +184,7 @@ async def test_explain_says_which_pod_it_cannot_find_and_exits_1(
 
 
 def test_a_pod_named_without_its_namespace_is_a_usage_error() -> None:
-    done = _cli("explain", "pod", "just-a-name")
+    done = run_cli("explain", "pod", "just-a-name")
 
     assert done.returncode == 2
     assert "NAMESPACE/NAME" in done.stderr

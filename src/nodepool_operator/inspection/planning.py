@@ -105,8 +105,9 @@ async def plan_cluster(reads: Reads) -> report.ClusterPlan:
         decision = looked.decisions[pool]
         pending.update(_pod_name(p) for p in seen.fitting)
         pending.update(_pod_name(p) for p, _ in seen.unfit)
-        placed += len(seen.fitting) - len(seen.triggering)
-        if decision.action == "scale-up":
+        # Pods only nodes past maxNodes could host are not placed on existing room either.
+        placed += len(seen.fitting) - len(seen.triggering) - len(seen.beyond_max)
+        if decision.action == "scale-up" or decision.limited:
             growth.append(
                 report.PoolGrowth(
                     pool=pool,
@@ -114,16 +115,7 @@ async def plan_cluster(reads: Reads) -> report.ClusterPlan:
                     new_nodes=decision.target - decision.current,
                     pods=tuple(_pod_name(p) for p in seen.triggering),
                     limited_to=decision.target if decision.limited else None,
-                )
-            )
-        elif decision.limited:
-            growth.append(
-                report.PoolGrowth(
-                    pool=pool,
-                    target_nodes=decision.current,
-                    new_nodes=0,
-                    pods=tuple(_pod_name(p) for p in seen.triggering),
-                    limited_to=decision.target,
+                    beyond_max=tuple(_pod_name(p) for p in seen.beyond_max),
                 )
             )
         for pod, why in seen.unfit:
@@ -182,19 +174,39 @@ def _planned(pod: Object, looked: Lookup) -> tuple[str, str | None]:
     for pool, seen in sorted(looked.observations.items()):
         decision = looked.decisions[pool]
         if has(seen.triggering):
-            if decision.limited and decision.target <= decision.current:
-                return f"needs a new node of pool {pool}, which is at maxNodes", pool
             return (
                 f"needs a new node of pool {pool}: targetNodes {decision.current} -> "
                 f"{decision.target}",
                 pool,
             )
+        if has(seen.beyond_max):
+            return f"needs a new node of pool {pool}, which is at maxNodes", pool
         if has(seen.fitting):
             return f"fits on a node of pool {pool} that exists or is on its way", pool
         for unfit_pod, why in seen.unfit:
             if unfit_pod["metadata"].get("uid") == uid:
                 return f"no pool can host it: {why}", None
     return "not planned: no Autoscaler watches it, or the scheduler has not judged it yet", None
+
+
+def _watchers(reads: Reads, namespace: str, pool: str | None) -> tuple[report.Watcher, ...]:
+    """The Autoscalers of ``pool``, or with no pool every one that watches ``namespace``."""
+    found = []
+    for autoscaler in sorted(reads.autoscalers.items(), key=lambda a: a["metadata"]["name"]):
+        spec = autoscaler_api.spec_of(autoscaler)
+        if spec.namespaces and namespace not in spec.namespaces:
+            continue
+        if pool is not None and spec.node_pool_name != pool:
+            continue
+        found.append(
+            report.Watcher(
+                autoscaler=str(autoscaler["metadata"]["name"]),
+                pool=spec.node_pool_name,
+                scan_interval_seconds=spec.scan_interval_seconds,
+                dry_run=spec.dry_run,
+            )
+        )
+    return tuple(found)
 
 
 async def explain_pod(reads: Reads, namespace: str, name: str) -> report.PodExplanation:
@@ -232,11 +244,12 @@ async def explain_pod(reads: Reads, namespace: str, name: str) -> report.PodExpl
                 )
             )
     planned, planned_pool = _planned(pod, looked)
+    bound = (pod.get("spec") or {}).get("nodeName")
     return report.PodExplanation(
         namespace=namespace,
         name=name,
         phase=str((pod.get("status") or {}).get("phase", "")),
-        node=(pod.get("spec") or {}).get("nodeName"),
+        node=bound,
         scheduler_says=_scheduler_message(pod),
         planned=planned,
         planned_pool=planned_pool,
@@ -248,4 +261,5 @@ async def explain_pod(reads: Reads, namespace: str, name: str) -> report.PodExpl
         ),
         pools=tuple(pools),
         decision=_newest_request(reads, planned_pool) if planned_pool else None,
+        watchers=() if bound else _watchers(reads, namespace, planned_pool),
     )

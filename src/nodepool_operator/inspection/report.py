@@ -26,6 +26,7 @@ __all__ = [
     "PoolVerdict",
     "Removable",
     "UnfitPod",
+    "Watcher",
     "print_explanation",
     "print_plan",
     "to_json",
@@ -71,6 +72,18 @@ class Decision:
 
 
 @dataclass(frozen=True)
+class Watcher:
+    """An Autoscaler that plans for the pod: it looks again at the latest
+    ``scan_interval_seconds`` after its last look, at once when a pod, node or pool
+    changes; in dry run it reports what it would ask for and asks for nothing."""
+
+    autoscaler: str
+    pool: str
+    scan_interval_seconds: int
+    dry_run: bool
+
+
+@dataclass(frozen=True)
 class PodExplanation:
     namespace: str
     name: str
@@ -82,6 +95,7 @@ class PodExplanation:
     nodes: tuple[NodeVerdict, ...]
     pools: tuple[PoolVerdict, ...]
     decision: Decision | None
+    watchers: tuple[Watcher, ...] = ()  # for its pool, or every one watching its namespace
 
 
 @dataclass(frozen=True)
@@ -91,6 +105,7 @@ class PoolGrowth:
     new_nodes: int
     pods: tuple[str, ...]  # namespace/name of the pods the new nodes are for
     limited_to: int | None = None  # maxNodes stopped it here; the pods need more
+    beyond_max: tuple[str, ...] = ()  # pods only nodes past maxNodes could host
 
 
 @dataclass(frozen=True)
@@ -154,6 +169,12 @@ def print_explanation(explanation: PodExplanation, *, out: TextIO | None = None)
             f"  latest decision: ScaleRequest {d.name} for pool {d.pool}: "
             f"targetNodes {d.target_nodes}, {d.phase}" + (f" ({d.message})" if d.message else "")
         )
+    for w in explanation.watchers:
+        console.print(
+            f"  next look: Autoscaler {w.autoscaler} (pool {w.pool}), within "
+            f"{w.scan_interval_seconds} s, at once when a pod, node or pool changes"
+            + ("; [yellow]dry run[/yellow]: it reports and asks for nothing" if w.dry_run else "")
+        )
     pools = Table(title="A new node of each pool", title_justify="left")
     for column in (
         "pool",
@@ -192,25 +213,30 @@ def _print_nodes(console: Console, nodes: Sequence[NodeVerdict], limit: int = 20
         console.print(f"  ... and {len(nodes) - limit} more nodes (-o json lists every one)")
 
 
+def _few(pods: Sequence[str], shown: int = 5) -> str:
+    more = f" and {len(pods) - shown} more" if len(pods) > shown else ""
+    return ", ".join(pods[:shown]) + more
+
+
 def print_plan(plan: ClusterPlan, *, out: TextIO | None = None) -> None:
     console = Console(file=out, highlight=False)
+    past_max = sum(len(g.beyond_max) for g in plan.growth)
     console.print(
         f"[bold]pending pods: {plan.pending}[/bold]; on nodes that exist or are on their "
         f"way: {plan.on_existing}; on new nodes: {sum(len(g.pods) for g in plan.growth)} "
         f"(nodes to add: {sum(g.new_nodes for g in plan.growth)}); no pool can host: "
-        f"{len(plan.unfit)}"
+        f"{len(plan.unfit)}" + (f"; held by maxNodes: {past_max}" if past_max else "")
     )
     for trouble in plan.troubles:
         console.print(f"  [yellow]decides nothing[/yellow]: {trouble}")
     growth = Table(title="Pools that would grow", title_justify="left")
-    for column in ("pool", "targetNodes", "new nodes", "for pods"):
+    for column in ("pool", "targetNodes", "new nodes", "for pods", "held by maxNodes"):
         growth.add_column(column)
     for g in plan.growth:
-        shown = ", ".join(g.pods[:5]) + (f" and {len(g.pods) - 5} more" if len(g.pods) > 5 else "")
         target = f"{g.target_nodes} -> {g.target_nodes + g.new_nodes}"
         if g.limited_to is not None:
             target += " (maxNodes)"
-        growth.add_row(g.pool, target, str(g.new_nodes), shown)
+        growth.add_row(g.pool, target, str(g.new_nodes), _few(g.pods), _few(g.beyond_max))
     console.print(growth)
     if plan.removable:
         removable = Table(title="Nodes scale-down would give back", title_justify="left")
