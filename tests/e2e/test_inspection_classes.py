@@ -554,11 +554,6 @@ def test_kube_scheduler_reports_the_filter_it_runs_first(
     assert refused.scheduler_says in explained["schedulerSays"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="simulation.py judges nodeSelector/affinity before taints and resources before "
-    "host ports; kube-scheduler runs TaintToleration and NodePorts first",
-)
 @pytest.mark.parametrize("refused", TWO_REFUSALS, ids=str)
 def test_explain_names_on_an_existing_node_the_filter_kube_scheduler_runs_first(
     scene: Scene, refused: TwoRefusals

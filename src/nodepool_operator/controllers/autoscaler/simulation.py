@@ -639,17 +639,24 @@ class _Cluster:
     # -- filters ------------------------------------------------------------------------
 
     def _static_problem(self, profile: PodProfile, node: _Node) -> str | None:
-        """What never changes for the node: cordon, selectors, taints."""
+        """What never changes for the node: cordon, taints, selectors, volumes."""
         rules = self.rules_id(profile)
         pinned = self._pinned[rules]
         key = (rules, node.static_id)
         if not pinned and key in self._static:
             return self._static[key]
         problem = None
+        # In kube-scheduler's order (NodeUnschedulable, TaintToleration, NodeAffinity, then
+        # the volume filters), so the first refusal named is the one the scheduler reports.
         if node.unschedulable and untolerated(
             profile.tolerations, (Taint(UNSCHEDULABLE_TAINT, "", "NoSchedule"),)
         ):
             problem = "node is cordoned"
+        if problem is None:
+            taint = untolerated(profile.tolerations, node.taints)
+            if taint is not None:
+                value = f"={taint.value}" if taint.value else ""
+                problem = f"taint {taint.key}{value}:{taint.effect} is not tolerated"
         if problem is None:
             why = node_affinity_problem(
                 profile.node_selector, profile.node_affinity, labels=node.labels, name=node.name
@@ -657,11 +664,6 @@ class _Cluster:
             problem = f"{why} does not match" if why else None
         if problem is None and profile.volumes is not None:
             problem = profile.volumes.problem(node.labels, node.name)
-        if problem is None:
-            taint = untolerated(profile.tolerations, node.taints)
-            if taint is not None:
-                value = f"={taint.value}" if taint.value else ""
-                problem = f"taint {taint.key}{value}:{taint.effect} is not tolerated"
         if not pinned:
             self._static[key] = problem
         return problem
@@ -782,10 +784,10 @@ class _Cluster:
         """Why ``profile`` cannot go on ``node`` now, or None. ``candidate``: not added yet."""
         return (
             self._static_problem(profile, node)
+            or self._port_problem(profile, node)  # NodePorts runs before NodeResourcesFit
             or self._resource_problem(profile, node)
-            or self._port_problem(profile, node)
-            or self._affinity_problem(profile, node)
             or self._spread_problem(profile, node, candidate=candidate)
+            or self._affinity_problem(profile, node)  # InterPodAffinity runs last
         )
 
 
@@ -899,11 +901,19 @@ class _Simulation:
             kind=kind,
         )
 
-    def existing_fit(self, profile: PodProfile, start: int) -> _Node | None:
+    def existing_fit(
+        self, profile: PodProfile, start: int, *, beyond_max: bool = False
+    ) -> _Node | None:
+        """The first node from ``start`` on that takes the pod: a node that exists or may
+        come (``beyond_max`` False), or one of the nodes past a pool's maxNodes opened so
+        far (True). Room past maxNodes never comes, so it is used only where no pool may
+        grow for the pod: a pod another pool can host is never packed onto it."""
         need = [profile.requests.get(name, 0) for name in _MAIN]
         cluster = self.cluster
         for index in cluster.candidates(profile, need, start):
             node = cluster.nodes[index]
+            if (node.kind == _BEYOND_MAX) != beyond_max:
+                continue
             if cluster.problem(profile, node) is None:
                 return node
         return None
@@ -1101,7 +1111,10 @@ def _simulate_once(
                         unfit[member] = str(where)
                     break
                 assert isinstance(where, int)
-                node = simulation.open_for(state, where, beyond=beyond)
+                if beyond:
+                    node = simulation.existing_fit(profile, 0, beyond_max=True)
+                if node is None:
+                    node = simulation.open_for(state, where, beyond=beyond)
                 if cluster.problem(profile, node) is not None:
                     for member in members[done:]:
                         unfit[member] = cluster.problem(profile, node) or ""
