@@ -90,8 +90,11 @@ class World(reconcile.World):
         self.lifecycle.terminator.cloud = self.cloud
 
     def hand_made(self, name: str) -> None:
-        """A Node without the pool label: only the API server knows it, not the cache."""
-        self.api.objects[("nodes", name)] = foreign_node(name)
+        """A Node without the pool label, in the API server and in the shared Node cache
+        (which holds every Node of the cluster)."""
+        node = foreign_node(name)
+        self.api.objects[("nodes", name)] = node
+        self.nodes.put(node)
 
     def name_events(self) -> list[str]:
         return [m for _, reason, m in self.recorder.events if reason == launch.NAME_TAKEN]
@@ -121,6 +124,9 @@ async def test_a_restarted_operator_skips_the_same_name() -> None:
 
     restarted = World()  # nothing remembered: the Node's existence decides again
     restarted.api.objects = world.api.objects
+    for (kind, _), obj in world.api.objects.items():
+        if kind == "nodes":
+            restarted.nodes.put(obj)  # its cache's first LIST
     restarted.pool(1)
     await restarted.reconcile()
 

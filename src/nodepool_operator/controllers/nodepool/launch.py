@@ -9,13 +9,15 @@ for in the other zones within the same launch. Creates run a bounded number at a
 when some fail, a permanent refusal (quota) is raised before a transient one, so the
 pool's pause starts even if a 503 came first.
 
-A name is free only when neither the cloud nor the cluster has it (``nodepool.names_taken``):
-a Node of that name the pool does not own (a hand-made one, another tool's; the cache
-only holds pool-labelled Nodes, so a name it does not know is listed by name),
-or a VM of another pool (the cloud's ``VmConflict``) holds the index for good, and the
-next free index is used. The skip follows from the foreign object's existence, so a
-restarted operator skips the same names. Past ``MAX_TAKEN_NAMES`` taken names in one
-launch the pool stops and says why (``NamesTaken``: a pause, ``Degraded``, an event).
+A name is free only when neither the cloud nor the cluster has it (``nodepool.names_taken``).
+A Node of that name the pool does not own (a hand-made one, another tool's) holds the index
+for good; the shared Node cache holds every Node of the cluster, so no read is made for it,
+and a Node created since the cache last heard is met at registration, whose create is
+refused and whose VM is replaced once overdue. A VM of another pool (the cloud's
+``VmConflict``) holds its index too. The next free index is used; the skip follows from
+the foreign object's existence, so a restarted operator skips the same names. Past
+``MAX_TAKEN_NAMES`` taken names in one launch the pool stops and says why
+(``NamesTaken``: a pause, ``Degraded``, an event).
 """
 
 from __future__ import annotations
@@ -38,7 +40,6 @@ from nodepool_operator.cloud.provider import (
 )
 from nodepool_operator.controllers import capacity
 from nodepool_operator.controllers.nodepool import backoff, inventory, plan
-from nodepool_operator.controllers.nodepool import nodes as node_ops
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime.client import Client, Object
@@ -221,12 +222,7 @@ class Launcher:
     async def _node_holder(self, pool: Object, name: str) -> str | None:
         """Who holds ``name`` in the cluster, if a Node the pool does not own has it."""
         node = self.inventory.nodes.get(name)
-        if node is None:
-            # The cache holds only pool-labelled Nodes: a hand-made one may still exist.
-            node = await node_ops.node_named(self.client, name)
-            if node is None:
-                return None
-        if inventory.owned_by(node, pool["metadata"].get("uid")):
+        if node is None or inventory.owned_by(node, pool["metadata"].get("uid")):
             return None
         return f"Node {name} ({node_owner(node)})"
 
