@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import copy
 
+from nodepool_operator.api import autoscaler as autoscaler_api
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.runtime import conditions
-from unit.autoscaler.test_autoscaler_reconcile import POOL, FixedWallClock, World
+from unit.autoscaler.test_autoscaler_reconcile import POOL, TOLD_PER_REQUEST, FixedWallClock, World
 from unit.autoscaler.test_autoscaler_reconcile import world as world  # the fixture
 
 NOW = FixedWallClock().time()
@@ -56,3 +58,56 @@ async def test_a_pool_whose_backoff_is_over_grows_again(world: World) -> None:
     [request] = world.api.made("scalerequests")
     assert request["spec"]["targetNodes"] == 1
     assert world.api.events("NotTriggerScaleUp") == []
+
+
+async def test_pods_sent_past_a_preferred_pool_that_cannot_grow_are_told_why(
+    world: World,
+) -> None:
+    # A heavier pool, every zone backed off, that an Autoscaler of its own plans for: the
+    # pods go to the lighter pool, and each of them is told why it was not the first.
+    spec = nodepool_api.NodePoolSpec(
+        weight=10, template=nodepool_api.NodeTemplate(cpu="4", memory="16Gi", pods=110)
+    )
+    preferred = nodepool_api.manifest("preferred", spec)
+    preferred["metadata"].update(uid="uid-preferred", generation=1)
+    preferred["status"] = {
+        "zoneBackoffs": [
+            {
+                "zone": "",
+                "reason": "InsufficientCapacity",
+                "failures": 1,
+                "until": conditions.rfc3339(NOW + 60),
+            }
+        ]
+    }
+    world.pools.put(world._stamp(preferred))
+    planner = autoscaler_api.manifest(
+        "nas-preferred", autoscaler_api.AutoscalerSpec(node_pool_name="preferred")
+    )
+    planner["metadata"].update(uid="uid-nas-preferred", generation=1)
+    world.autoscalers.put(world._stamp(planner))
+    world.reconciler.observer.wall_clock = FixedWallClock()
+    for i in range(TOLD_PER_REQUEST + 2):
+        world.pod(f"p{i}")
+
+    await world.reconcile()
+
+    [request] = world.api.made("scalerequests")
+    assert request["spec"]["nodePoolName"] == POOL
+    told = world.api.events("TriggeredScaleUp")
+    assert sorted(e["involvedObject"]["name"] for e in told) == sorted(
+        f"p{i}" for i in range(TOLD_PER_REQUEST + 2)
+    )  # every pod sent elsewhere, past the usual few per request
+    assert all(
+        "NodePool preferred, ranked first for it, cannot grow: InsufficientCapacity" in e["message"]
+        for e in told
+    ), [e["message"] for e in told]
+
+
+async def test_pods_a_heavier_pool_could_not_host_anyway_get_no_note(world: World) -> None:
+    world.pod("p0")
+
+    await world.reconcile()
+
+    [told] = world.api.events("TriggeredScaleUp")
+    assert "ranked first" not in told["message"]

@@ -180,7 +180,12 @@ class AutoscalerReconciler:
         )
         metrics.nodepool_autoscaler_scale_requests_total.labels(key, direction).inc()
         await self.notices.requested(
-            autoscaler, decision, pool=seen.pool.name, made=made, pods=seen.triggering
+            autoscaler,
+            decision,
+            pool=seen.pool.name,
+            made=made,
+            pods=seen.triggering,
+            passed_over=seen.passed_over,
         )
         return made
 

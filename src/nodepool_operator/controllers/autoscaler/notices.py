@@ -5,6 +5,9 @@
 * a pod that new nodes were requested for gets one Normal ``TriggeredScaleUp``, up to a
   number per request (``triggered_events_per_request``): a burst of a thousand pods is
   told through a few of them and the request's event, not a thousand writes;
+* a pod sent to a pool because the pool ranked before it cannot grow (at maxNodes, or
+  every zone backed off) is told so in its ``TriggeredScaleUp``, every such pod (not only
+  the first few): it is where it did not expect to be;
 * a pod only nodes beyond its pool's maxNodes could host gets ``NotTriggerScaleUp``
   naming the limit, as a pod no pool can host does;
 * the Autoscaler gets an event per request it makes (its reason says how many pods wait)
@@ -77,14 +80,27 @@ class Notices:
         request: str,
         message: str,
         reason: str = TRIGGERED_SCALE_UP,
+        notes: Sequence[tuple[Object, str]] = (),
     ) -> None:
         """Tell pods, once per request and at most ``triggered_per_request`` of them, that
-        new nodes were requested for them."""
-        new = [pod for pod in pods if self._triggered.get(_uid(pod)) != request]
-        new = new[: self.triggered_per_request]
+        new nodes were requested for them; the pods with a note (why they were sent to
+        this pool) are all told, first, with it."""
+        noted = {_uid(pod): note for pod, note in notes}
+        ordered = [pod for pod in pods if _uid(pod) in noted]
+        ordered += [pod for pod in pods if _uid(pod) not in noted]
+        new = [pod for pod in ordered if self._triggered.get(_uid(pod)) != request]
+        new = new[: max(self.triggered_per_request, len(noted))]
         for pod in new:
             self._triggered[_uid(pod)] = request
-        await self._each((pod, "Normal", reason, message) for pod in new)
+        await self._each(
+            (
+                pod,
+                "Normal",
+                reason,
+                f"{message}; {noted[_uid(pod)]}" if _uid(pod) in noted else message,
+            )
+            for pod in new
+        )
 
     async def would_request(
         self,
@@ -124,6 +140,7 @@ class Notices:
         pool: str,
         made: autoscaler_api.LastScaleRequest,
         pods: Sequence[Object],
+        passed_over: Sequence[tuple[Object, str]] = (),
     ) -> None:
         """One event on the Autoscaler per request, and TriggeredScaleUp on its pods."""
         up = decision.action == "scale-up"
@@ -136,7 +153,7 @@ class Notices:
         )
         if up:
             message = f"pod triggered scale-up of {change} ({made.name})"
-            await self.triggered(pods, request=made.name, message=message)
+            await self.triggered(pods, request=made.name, message=message, notes=passed_over)
 
     async def _each(self, events: Iterable[tuple[Object, EventType, str, str]]) -> None:
         limit = asyncio.Semaphore(self.parallelism)

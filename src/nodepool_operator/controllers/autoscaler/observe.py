@@ -151,6 +151,9 @@ class Observation:
     # The whole cluster's nodes and DaemonSets as the plan saw them (for consolidation).
     cluster: tuple[simulation.ExistingNode, ...] = ()
     daemon_sets: tuple[simulation.DaemonSetView, ...] = ()
+    # Of ``triggering``, the pods sent here because the pool ranked before this one could
+    # not grow, each with why (the pool's name and its limit or backoff).
+    passed_over: tuple[tuple[Object, str], ...] = ()
 
     @property
     def unschedulable(self) -> int:
@@ -222,6 +225,14 @@ class _Plan:
     world: _Gathered
     outcome: simulation.Outcome
     served: set[str] = field(default_factory=set)
+
+
+def _cannot_grow(name: str, pool: _Pool | None) -> str:
+    """Why pool ``name`` grows no more, in a pod's event."""
+    if pool is not None and pool.facts.cannot_grow is not None:
+        return f"NodePool {name}, ranked first for it, cannot grow: {pool.facts.cannot_grow}"
+    at = f" {pool.facts.max_nodes}" if pool is not None else ""
+    return f"NodePool {name}, ranked first for it, is at maxNodes{at}"
 
 
 def _oldest_first(found: Iterable[Object]) -> list[Object]:
@@ -423,6 +434,10 @@ class Observer:
             fitting=tuple(world.pending[i] for i in up.hosted),
             triggering=tuple(world.pending[i] for i in up.triggering),
             beyond_max=tuple(world.pending[i] for i in up.beyond),
+            passed_over=tuple(
+                (world.pending[i], _cannot_grow(preferred, world.pools.get(preferred)))
+                for i, preferred in up.passed_over
+            ),
             unfit=unfit,
             pending=len(watched) + len(broken) + waiting,
             pending_fitting=len(up.hosted) + waiting,

@@ -120,6 +120,10 @@ class PoolOutcome:
     triggering: tuple[int, ...]  # pending pods (by index) placed on the granted new nodes
     hosted: tuple[int, ...]  # pending pods placed on any node of the pool
     beyond: tuple[int, ...] = ()  # pending pods placed on nodes maxNodes does not allow
+    # Of ``triggering``, the pods a pool ranked before this one (by weight, then least
+    # waste) would have hosted had it been able to grow (at maxNodes, or every zone backed
+    # off), with that pool's name: they are sent here instead.
+    passed_over: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -846,6 +850,10 @@ class _Simulation:
         )
         self.cluster = _Cluster(daemon_sets, scale)
         self.pools = {p.name: _PoolState(p) for p in sorted(pools, key=lambda p: p.name)}
+        # The pool the last ``new_node`` ranked first but could not grow, when it chose
+        # another; and, per new node opened so, that pool (``PoolOutcome.passed_over``).
+        self.passed_over: str | None = None
+        self.passed_over_for: dict[int, str] = {}
         for existing in nodes:
             node = self.cluster.add_node(
                 self.cluster.make_node(
@@ -940,9 +948,13 @@ class _Simulation:
                     break
                 if ahead == 0:
                     reasons.append(f"{template.name}: {problem}")
+        self.passed_over = None
         if not options:
             return None, "; ".join(reasons) or "no Autoscaler plans for its namespace", False
         _, state, ahead, beyond = min(options, key=lambda o: o[0])
+        preferred = min(options, key=lambda o: o[0][1:])  # as if every pool could grow
+        if not beyond and preferred[3] and preferred[1] is not state:
+            self.passed_over = preferred[1].template.name
         return state, ahead, beyond
 
     def open_for(self, state: _PoolState, ahead: int, *, beyond: bool) -> _Node:
@@ -1114,7 +1126,10 @@ def _simulate_once(
                 if beyond:
                     node = simulation.existing_fit(profile, 0, beyond_max=True)
                 if node is None:
+                    passed_over = simulation.passed_over
                     node = simulation.open_for(state, where, beyond=beyond)
+                    if passed_over is not None:
+                        simulation.passed_over_for[node.index] = passed_over
                 if cluster.problem(profile, node) is not None:
                     for member in members[done:]:
                         unfit[member] = cluster.problem(profile, node) or ""
@@ -1214,6 +1229,7 @@ def _outcome(
     hosted: dict[str, list[int]] = {}
     triggering: dict[str, list[int]] = {}
     beyond: dict[str, list[int]] = {}
+    passed_over: dict[str, list[tuple[int, str]]] = {}
     for index, name in enumerate(placements):
         if name is None:
             continue
@@ -1223,6 +1239,9 @@ def _outcome(
         hosted.setdefault(node.pool, []).append(index)
         if node.kind == _NEW:
             triggering.setdefault(node.pool, []).append(index)
+            preferred = simulation.passed_over_for.get(node.index)
+            if preferred is not None:
+                passed_over.setdefault(node.pool, []).append((index, preferred))
         elif node.kind == _BEYOND_MAX:
             beyond.setdefault(node.pool, []).append(index)
     used = {name for name in placements if name is not None}
@@ -1241,6 +1260,7 @@ def _outcome(
             triggering=tuple(triggering.get(name, ())),
             hosted=tuple(hosted.get(name, ())),
             beyond=tuple(beyond.get(name, ())),
+            passed_over=tuple(passed_over.get(name, ())),
         )
         for name, state in simulation.pools.items()
     }
