@@ -153,9 +153,10 @@ class NodePoolReconciler:
             return Result(requeue_after=await self.reporter.doubt(pool, doubt))
         self.reporter.trusted(request.name)
         degraded = (pause.reason, pause.message) if pause else None
-        await self.reporter.report(pool, desired=desired, view=view, degraded=degraded)
+        held = await self.reporter.report(pool, desired=desired, view=view, degraded=degraded)
         next_expiry = await self.answers.delete_expired(pool_requests)
-        return self._next(request.name, view, desired, pause, next_expiry)
+        due = [d for d in (next_expiry, held) if d is not None]
+        return self._next(request.name, view, desired, pause, min(due) if due else None)
 
     async def _gone(self, name: str) -> Result:
         self._forget(name)
@@ -214,9 +215,12 @@ class NodePoolReconciler:
         view: plan.PoolView,
         desired: int,
         pause: backoff.Pause | None,
-        next_expiry: float | None,
+        next_due: float | None,
     ) -> Result:
-        delays = [] if next_expiry is None else [next_expiry]
+        """When to look again: the soonest of a request's expiry or a held-back status
+        write (``next_due``), a cloud pause's end, a boot poll, a drain's recheck, the
+        resync."""
+        delays = [] if next_due is None else [next_due]
         if pause is not None:
             delays.append(max(pause.until - self.clock.now(), 0.01))
         # The cloud has no watch: look again while it owes us something (VMs booting, or
