@@ -2,10 +2,15 @@
 
 Events explain decisions to people (``kubectl describe``); they are not a log. So:
 
-* one Event object per involved object, type and reason (client-go's aggregation key
-  without the message): a later occurrence folds into it, raising ``count`` and
-  ``lastTimestamp`` and showing the latest message, prefixed as client-go prefixes
-  combined events when the messages differ;
+* a Normal event narrates a decision, and its latest message and count tell the story:
+  one Event object per involved object and reason (client-go's aggregation key), a later
+  occurrence folding into it, raising ``count`` and ``lastTimestamp`` and showing the
+  latest message, prefixed as client-go prefixes combined events when the messages
+  differ;
+* a Warning names a problem to act on (this pod blocks the drain, that name is taken), so
+  one with a new message is a new Event, as in client-go, until an object has had
+  ``AGGREGATE_MAX`` of one reason within ``AGGREGATE_SECONDS``; after that they fold into
+  one combined Event. A repeat of the same message always folds;
 * the fold reaches the API server at most once per ``SERIES_FLUSH_SECONDS`` per Event, as
   ``events.k8s.io`` series do: the first occurrence is created at once and the first
   repeat patched at once; a later repeat soon after the last write waits for the window to
@@ -44,12 +49,18 @@ SPAM_BURST = 25
 SPAM_REFILL_SECONDS = 300.0
 #: A repeat of an Event is written at most this often (and at the end of the wait).
 SERIES_FLUSH_SECONDS = 60.0
+#: client-go's aggregation: this many Warnings of one object and reason with different
+#: messages within this window, then one combined Event for the rest.
+AGGREGATE_MAX = 10
+AGGREGATE_SECONDS = 600.0
 #: client-go's prefix for an Event that stands for occurrences with different messages.
 COMBINED_PREFIX = "(combined from similar events): "
 #: Events of cluster-scoped objects live in this namespace, as kubectl expects.
 CLUSTER_SCOPED_NAMESPACE = "default"
 
-_Key = tuple[str, str, str]  # involved object uid, type, reason
+# involved object uid, type, reason, and for Warnings the message or COMBINED_PREFIX
+_Key = tuple[str, str, str, str]
+_Similar = tuple[str, str, str]  # involved object uid, type, reason
 
 
 @dataclass
@@ -71,7 +82,7 @@ class _Series:
         return self.count > self.written_count
 
     def shown_message(self) -> str:
-        if self.message == self.first_message:
+        if self.message == self.first_message and self.first_message:
             return self.message
         return COMBINED_PREFIX + self.message
 
@@ -96,6 +107,8 @@ class EventRecorder:
         self._buckets: Bounded[str, pacing.TokenBucket] = Bounded(CACHE_SIZE)
         self._seen: Bounded[_Key, _Series] = Bounded(CACHE_SIZE)
         self._flushes: dict[_Key, asyncio.Task[None]] = {}
+        # Per object, type and reason: the Warning messages seen, and when each was last.
+        self._similar: Bounded[_Similar, dict[str, float]] = Bounded(CACHE_SIZE)
         self.dropped = 0
 
     async def event(self, obj: Object, *, type: EventType, reason: str, message: str) -> None:
@@ -106,7 +119,7 @@ class EventRecorder:
             log.debug("event=dropped reason=%s object=%s (rate limited)", reason, meta.get("name"))
             return
         try:
-            await self._record(obj, key=(uid, type, reason), message=message)
+            await self._record(obj, key=self._key(uid, type, reason, message), message=message)
         except errors.ApiError as error:
             log.warning(
                 "event=not-recorded reason=%s object=%s error=%r", reason, meta.get("name"), error
@@ -131,6 +144,24 @@ class EventRecorder:
                     await self._fold(key, series)
                 except errors.ApiError as error:
                     log.warning("event=not-recorded reason=%s error=%r", key[2], error)
+
+    def _key(self, uid: str, type: EventType, reason: str, message: str) -> _Key:
+        """The Event an occurrence belongs to: by reason for Normal events; for Warnings by
+        message too, unless the object had ``AGGREGATE_MAX`` other messages of the reason
+        within ``AGGREGATE_SECONDS`` (then the combined one)."""
+        if type == "Normal":
+            return (uid, type, reason, "")
+        now = self.clock.now()
+        seen = {
+            said: at
+            for said, at in (self._similar.get((uid, type, reason)) or {}).items()
+            if now - at < AGGREGATE_SECONDS
+        }
+        combined = message not in seen and len(seen) >= AGGREGATE_MAX
+        if not combined:
+            seen[message] = now
+        self._similar[(uid, type, reason)] = seen
+        return (uid, type, reason, COMBINED_PREFIX if combined else message)
 
     def _take_token(self, uid: str) -> bool:
         bucket = self._buckets.get(uid)
@@ -196,10 +227,11 @@ class EventRecorder:
         series.written_at = self.clock.now()
 
     async def _create(self, obj: Object, *, key: _Key, message: str, now: str) -> None:
-        body = self._event(obj, key=key, message=message, now=now)
+        first = "" if key[3] == COMBINED_PREFIX else message  # "": shown as combined
+        shown = message if first else COMBINED_PREFIX + message
+        body = self._event(obj, key=key, message=shown, now=now)
         name, namespace = body["metadata"]["name"], body["metadata"]["namespace"]
         count = 1
-        first = message
         try:
             await self.client.create(EVENTS, body, namespace=namespace)
         except errors.AlreadyExists:
@@ -207,7 +239,8 @@ class EventRecorder:
             # occurrence: fold into it, as it stands in the API.
             existing = await self.client.get(EVENTS, name, namespace=namespace)
             count = int(existing.get("count", 1)) + 1
-            first = str(existing.get("message", message)).removeprefix(COMBINED_PREFIX)
+            if first:
+                first = str(existing.get("message", message))
             shown = message if message == first else COMBINED_PREFIX + message
             patch = {"count": count, "lastTimestamp": now, "message": shown}
             await self.client.patch(EVENTS, name, patch, namespace=namespace)
@@ -226,7 +259,7 @@ class EventRecorder:
     def _event(self, obj: Object, *, key: _Key, message: str, now: str) -> Object:
         """A new core/v1 Event about ``obj``, named after it and a digest of ``key``."""
         meta = obj.get("metadata", {})
-        _, type, reason = key
+        _, type, reason, _ = key
         digest = hashlib.sha1("/".join(key).encode(), usedforsecurity=False).hexdigest()[:10]
         return {
             "apiVersion": "v1",

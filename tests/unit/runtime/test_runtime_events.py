@@ -194,6 +194,32 @@ async def test_one_event_per_object_type_and_reason_showing_the_latest_message(
     assert event["message"] == events.COMBINED_PREFIX + "creating 1 VMs (2 -> 3)"
 
 
+async def test_warnings_with_new_messages_are_new_events_until_the_aggregate_limit(
+    api: FakeEventsApi, recorder: events.EventRecorder, clock: clock_.FakeClock
+) -> None:
+    def blocked(pod: int) -> str:
+        return f"pod shop/web-{pod} blocks the drain"
+
+    for pod in range(events.AGGREGATE_MAX):
+        await recorder.event(_node(), type="Warning", reason="DrainBlocked", message=blocked(pod))
+    assert len(api.events) == events.AGGREGATE_MAX  # each names its pod
+    for pod in range(events.AGGREGATE_MAX, events.AGGREGATE_MAX + 3):
+        await recorder.event(_node(), type="Warning", reason="DrainBlocked", message=blocked(pod))
+    await recorder.flush()
+    combined = [e for e in api.events.values() if e["message"].startswith(events.COMBINED_PREFIX)]
+    assert len(api.events) == events.AGGREGATE_MAX + 1
+    [one] = combined
+    assert one["count"] == 3
+    assert one["message"] == events.COMBINED_PREFIX + blocked(events.AGGREGATE_MAX + 2)
+    # A message already told folds into its own Event, not the combined one.
+    await recorder.event(_node(), type="Warning", reason="DrainBlocked", message=blocked(0))
+    assert sum(e["count"] for e in api.events.values()) == events.AGGREGATE_MAX + 4
+    # Past the window, a new message is an Event of its own again.
+    await clock.advance(events.AGGREGATE_SECONDS)
+    await recorder.event(_node(), type="Warning", reason="DrainBlocked", message=blocked(99))
+    assert len(api.events) == events.AGGREGATE_MAX + 2
+
+
 async def test_a_different_type_reason_or_object_is_another_event(
     api: FakeEventsApi, recorder: events.EventRecorder
 ) -> None:
