@@ -1,8 +1,7 @@
 """The Autoscaler's status: what it decided, computed from the decision alone.
 
 Nothing in it changes from one scan to the next unless a decision does: no scan time, no
-timer, no "last seen"; the pod counts are written with a decision or a condition, or when
-pods start or stop waiting (``with_counts_held``), and conditions keep their
+timer, no "last seen"; the pod counts move only when pods do, and conditions keep their
 ``lastTransitionTime`` unless their status flips. So an idle cluster costs no status
 write, and the status writer's compare-before-write has something to compare.
 """
@@ -19,14 +18,12 @@ from nodepool_operator.runtime import conditions
 from nodepool_operator.runtime.client import Object
 
 __all__ = [
-    "COUNTS",
     "DRY_RUN",
     "LIMIT_REACHED",
     "READY",
     "alarms",
     "autoscaler_status",
     "decision_line",
-    "with_counts_held",
     "would_request",
 ]
 
@@ -80,7 +77,7 @@ def autoscaler_status(
     elif conditions.find_condition(found.items, DRY_RUN) is not None:
         found.set(DRY_RUN, False, reason="Acting", message="decisions become ScaleRequests")
     would = would_request(decision) if spec.dry_run else None
-    status = {
+    return {
         "observedGeneration": generation,
         "conditions": found.items,
         "lastRequest": None if last_request is None else last_request.to_dict(),
@@ -88,24 +85,6 @@ def autoscaler_status(
         "pendingPods": seen.pending if isinstance(seen, Observation) else 0,
         "unschedulablePods": seen.unschedulable if isinstance(seen, Observation) else 0,
     }
-    return with_counts_held(autoscaler.get("status") or {}, status)
-
-
-#: Status fields that move with every pod of a burst.
-COUNTS = ("pendingPods", "unschedulablePods")
-
-
-def with_counts_held(current: Mapping[str, Any], status: dict[str, Any]) -> dict[str, Any]:
-    """``status`` with the stored pod counts kept when nothing but those counts moved and
-    none of them went to or from zero: the counts are written with a decision or a
-    condition, and when pods start or stop waiting, never once per pod of a burst."""
-    rest = {k: v for k, v in status.items() if k not in COUNTS and v is not None}
-    before = {k: v for k, v in current.items() if k not in COUNTS and v is not None}
-    if rest != before or any(k not in current for k in COUNTS):
-        return status
-    if any((current[k] == 0) != (status[k] == 0) for k in COUNTS):
-        return status
-    return {**status, **{k: current[k] for k in COUNTS}}
 
 
 def would_request(decision: plan.Decision | None) -> autoscaler_api.WouldRequest | None:
