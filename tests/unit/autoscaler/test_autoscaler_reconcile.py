@@ -354,6 +354,22 @@ async def test_counts_are_held_while_the_nodes_asked_for_are_not_ready(world: Wo
     assert world.api.made("scalerequests") == []
 
 
+async def test_pods_the_scheduler_has_not_judged_yet_cost_no_write(world: World) -> None:
+    world.pool(target=1)
+    world.node("n1")
+    written = await world.scan()
+    fresh = world.pod("fresh")
+    del fresh["status"]["conditions"]  # not marked unschedulable (yet)
+    world.pods.put(fresh)
+    await world.clock.advance(5)
+    assert await world.scan() == written
+    assert world.status()["pendingPods"] == 0
+    world.pod("fresh")  # the scheduler marks it: that is written
+    await world.clock.advance(5)
+    assert await world.scan() == written + 1
+    assert (world.status()["pendingPods"], world.status()["unschedulablePods"]) == (1, 1)
+
+
 async def test_count_writes_of_all_autoscalers_share_one_budget() -> None:
     # A budget of one counts-only write every 20 s (a burst of one): the counts that move
     # after a scan interval wait until the budget has a write for them.

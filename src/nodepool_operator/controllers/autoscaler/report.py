@@ -2,7 +2,8 @@
 
 Nothing in it changes from one scan to the next unless a decision does: no scan time, no
 timer, no "last seen"; the pod counts move only when pods do (and are held while nodes
-asked for are still coming, ``with_counts_held``), and conditions keep their
+asked for are still coming, or while only pods the scheduler has not judged moved:
+``with_counts_held``), and conditions keep their
 ``lastTransitionTime`` unless their status flips. So an idle cluster costs no status
 write, and the status writer's compare-before-write has something to compare.
 """
@@ -88,24 +89,31 @@ def autoscaler_status(
         "pendingPods": seen.pending if isinstance(seen, Observation) else 0,
         "unschedulablePods": seen.unschedulable if isinstance(seen, Observation) else 0,
     }
-    if isinstance(seen, Observation) and seen.pool.in_flight:
-        return with_counts_held(autoscaler.get("status") or {}, status)
-    return status
+    if not isinstance(seen, Observation):
+        return status
+    return with_counts_held(
+        autoscaler.get("status") or {}, status, nodes_in_flight=seen.pool.in_flight > 0
+    )
 
 
 #: Status fields that move with every pod of a burst.
 COUNTS = ("pendingPods", "unschedulablePods")
 
 
-def with_counts_held(current: Mapping[str, Any], status: dict[str, Any]) -> dict[str, Any]:
-    """``status`` with the stored pod counts kept when nothing but those counts moved.
-
-    Called while nodes the pool was asked for are not Ready yet: the counts then move with
-    every pod the new nodes take, and are written with the next decision or condition, or
-    once those nodes have landed (the next pass with nothing in flight), never per pod."""
+def with_counts_held(
+    current: Mapping[str, Any], status: dict[str, Any], *, nodes_in_flight: bool
+) -> dict[str, Any]:
+    """``status`` with the stored pod counts kept when nothing but those counts moved and
+    either nodes the pool was asked for are not Ready yet (the counts move with every pod
+    they take, and are written once they have landed) or only pods the scheduler has not
+    judged yet moved (``unschedulablePods`` as stored: in seconds they are bound, which
+    leaves the counts as stored, or marked unschedulable, which is written)."""
     rest = {k: v for k, v in status.items() if k not in COUNTS and v is not None}
     before = {k: v for k, v in current.items() if k not in COUNTS and v is not None}
     if rest != before or any(k not in current for k in COUNTS):
+        return status
+    unjudged_only = current["unschedulablePods"] == status["unschedulablePods"]
+    if not (nodes_in_flight or unjudged_only):
         return status
     return {**status, **{k: current[k] for k in COUNTS}}
 
