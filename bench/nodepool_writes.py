@@ -5,8 +5,9 @@ Two variants of the same operator run against the same local control plane and s
 * ``disciplined``: the operator as shipped (status compared before writing, generation
   predicate on NodePools);
 * ``naive``: the baseline most hand-written controllers start from — the status is
-  written on every reconcile whether or not it changed, and every update of a NodePool
-  (its own status writes included) triggers another reconcile.
+  written on every reconcile whether or not it changed (no progress held back either),
+  and every update of a NodePool (its own status writes included) triggers another
+  reconcile.
 
 For each k the pool goes 0 -> k; the operator user's writes are counted from the moment
 the target changes until the pool has settled and 3 quiet seconds have passed.
@@ -32,6 +33,7 @@ from nodepool_operator import operator
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud import credentials
 from nodepool_operator.cluster import audit, controlplane, install
+from nodepool_operator.controllers.nodepool import report as pool_report
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.runtime import controller as runtime_controller
 from nodepool_operator.runtime import status as runtime_status
@@ -44,6 +46,7 @@ def naive_writes() -> Iterator[None]:
     """Swap in the naive baseline: write status always, react to every update."""
     original_update = runtime_status.StatusWriter.update
     original_predicate = runtime_controller.GenerationChanged.update
+    original_interval = pool_report.PROGRESS_INTERVAL
 
     async def always_write(
         self: runtime_status.StatusWriter, obj: dict[str, Any], status: Any
@@ -56,9 +59,11 @@ def naive_writes() -> Iterator[None]:
 
     runtime_status.StatusWriter.update = always_write  # type: ignore[method-assign]
     runtime_controller.GenerationChanged.update = lambda self, old, new: True  # type: ignore[method-assign]
+    pool_report.PROGRESS_INTERVAL = 0.0
     try:
         yield
     finally:
+        pool_report.PROGRESS_INTERVAL = original_interval
         runtime_status.StatusWriter.update = original_update  # type: ignore[method-assign]
         runtime_controller.GenerationChanged.update = original_predicate  # type: ignore[method-assign]
 

@@ -83,17 +83,19 @@ async def test_a_dry_run_autoscaler_tells_the_pods_and_requests_only_once_turned
         )
     ]
     assert told
-    assert all("dry run" in event.message and event.count == 1 for event in told)
+    assert all("dry run" in event.message for event in told)
+    # One Event per pod and reason: a pod told again (the would-be target moved) is counted.
+    assert len(told) == len({event.involved_object.name for event in told})
     for pod in pods:
         assert (
             await events(core, namespace, name=pod.metadata.name, reason="TriggeredScaleUp") == []
         )
-    # One event per would-be target: while the Deployment's pods arrive the plan may
-    # first want fewer nodes (a slow machine sees them in more than one batch).
-    would = await events(core, "default", name=autoscaler_name, reason="WouldScaleUp")
-    assert all(event.count == 1 for event in would)
-    assert len({event.message for event in would}) == len(would)
-    assert any(f"would ask for NodePool {pool_name}: 0 -> 3 nodes" in e.message for e in would)
+    # One Event per Autoscaler and reason: while the Deployment's pods arrive the plan may
+    # first want fewer nodes (a slow machine sees them in more than one batch); each
+    # would-be target after the first folds into it (its count; the latest message, the
+    # count of later repeats within a minute written at the minute's end).
+    [would] = await events(core, "default", name=autoscaler_name, reason="WouldScaleUp")
+    assert f"would ask for NodePool {pool_name}: 0 -> " in would.message
 
     await custom.patch_cluster_custom_object(
         *AUTOSCALERS, autoscaler_name, {"spec": {"dryRun": False}}, _content_type=MERGE

@@ -58,8 +58,9 @@ WRITE_BOUNDS = {
     # one status write: the answer; and one Warning event when it is Rejected.
     SCALEREQUESTS: 2,
 }
-# And per Node a pool gets: the Node's create, the ScaleUp event, a status step while it
-# boots and one when it is Ready, the ScaleCompleted event; one spare.
+# And per Node a pool gets: the Node's create, the ScaleUp event (or a patch of its
+# count), a status step while it boots and one when it is Ready, its unregistered taint's
+# removal; one spare.
 NODE_WRITES = 6
 
 

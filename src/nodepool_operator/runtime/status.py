@@ -11,6 +11,11 @@ Three rules keep status writes from feeding reconcile loops:
    still holds the old status, and a second reconcile in that window must not send the
    same status again.
 
+It also remembers when it last wrote each object's status (``written_at``), so that a
+caller can hold back writes that only report progress; that moment is a cache of the
+write's own time in the API, and after a restart a caller falls back on what the status
+itself records (the newest condition ``lastTransitionTime``).
+
 ``observedGeneration`` is set by the caller from the object it reconciled; conditions are
 built with :func:`nodepool_operator.runtime.conditions.set_condition`, which keeps
 ``lastTransitionTime`` unless the condition's status changed.
@@ -23,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import metrics, versions
 from nodepool_operator.runtime.client import Client, Object, Resource
 from nodepool_operator.runtime.informer import object_key
@@ -61,6 +67,7 @@ def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any
 class _Written:
     version_after: str
     status: Any
+    at: float  # wall clock seconds
 
     def newer_than(self, cached_version: str) -> bool:
         """Is the cached copy older than our write?
@@ -76,10 +83,18 @@ class _Written:
 class StatusWriter:
     """Writes the status of one resource on behalf of one controller."""
 
-    def __init__(self, client: Client, resource: Resource, *, controller: str) -> None:
+    def __init__(
+        self,
+        client: Client,
+        resource: Resource,
+        *,
+        controller: str,
+        wall_clock: clock_module.WallClock | None = None,
+    ) -> None:
         self.client = client
         self.resource = resource
         self.controller = controller
+        self.wall_clock = wall_clock or clock_module.RealWallClock()
         self._written: dict[str, _Written] = {}
         self.writes = 0
         self.skipped = 0
@@ -111,7 +126,9 @@ class StatusWriter:
             controller=self.controller, resource=self.resource.plural
         ).inc()
         after = str(updated.get("metadata", {}).get("resourceVersion", ""))
-        self._written[key] = _Written(version_after=after, status=desired)
+        self._written[key] = _Written(
+            version_after=after, status=desired, at=self.wall_clock.time()
+        )
         log.debug("event=status-written patch=%s", patch)
         return updated
 
@@ -124,6 +141,11 @@ class StatusWriter:
         if remembered is not None and remembered.newer_than(version):
             return dict(remembered.status)
         return dict(prune_none(obj.get("status") or {}))
+
+    def written_at(self, obj: Object) -> float | None:
+        """When (wall clock) this writer last wrote the object's status, if it remembers."""
+        remembered = self._written.get(object_key(obj))
+        return None if remembered is None else remembered.at
 
     def forget(self, obj: Object) -> None:
         """Drop the memory of an object that is gone."""

@@ -276,6 +276,15 @@ class World:
     async def reconcile(self) -> Result:
         return await self.reconciler.reconcile(KEY)
 
+    async def scan(self) -> int:
+        """A pass, after which the cache catches up with our write (as the informer
+        would); how many status writes there have been."""
+        await self.reconcile()
+        obj = self.autoscalers.get(NAS)
+        assert obj is not None
+        obj["status"] = copy.deepcopy(self.status())
+        return len(self.api.status_writes())
+
     def status(self) -> dict[str, Any]:
         """Our last written status, as the cache will show it."""
         merged: dict[str, Any] = {}
@@ -370,6 +379,39 @@ async def test_status_is_written_only_when_a_decision_changes(world: World) -> N
     assert world.api.made("scalerequests") == []
 
 
+async def test_counts_are_held_while_the_nodes_asked_for_are_not_ready(world: World) -> None:
+    world.pool(target=2)  # two nodes asked for, one Ready: one in flight
+    world.node("n1")
+
+    written = await world.scan()
+    for name in ("a", "b"):  # fit in the room of n1 and the node to come: no request
+        world.pod(name)
+        await world.clock.advance(5)
+        assert await world.scan() == written
+    assert world.status()["pendingPods"] == 0
+    world.node("n2")  # the node lands: the counts of now are written
+    await world.clock.advance(5)
+    assert await world.scan() == written + 1
+    assert world.status()["pendingPods"] == 2
+    assert world.api.made("scalerequests") == []
+
+
+async def test_pods_the_scheduler_has_not_judged_yet_cost_no_write(world: World) -> None:
+    world.pool(target=1)
+    world.node("n1")
+    written = await world.scan()
+    fresh = world.pod("fresh")
+    del fresh["status"]["conditions"]  # not marked unschedulable (yet)
+    world.pods.put(fresh)
+    await world.clock.advance(5)
+    assert await world.scan() == written
+    assert world.status()["pendingPods"] == 0
+    world.pod("fresh")  # the scheduler marks it: that is written
+    await world.clock.advance(5)
+    assert await world.scan() == written + 1
+    assert (world.status()["pendingPods"], world.status()["unschedulablePods"]) == (1, 1)
+
+
 async def test_count_writes_of_all_autoscalers_share_one_budget() -> None:
     # A budget of one counts-only write every 20 s (a burst of one): the counts that move
     # after a scan interval wait until the budget has a write for them.
@@ -378,24 +420,17 @@ async def test_count_writes_of_all_autoscalers_share_one_budget() -> None:
     world.pool(target=1)
     world.node("n1")
 
-    async def scan() -> int:
-        await world.reconcile()
-        obj = world.autoscalers.get(NAS)
-        assert obj is not None
-        obj["status"] = copy.deepcopy(world.status())  # the cache catches up with our write
-        return len(world.api.status_writes())
-
-    assert await scan() == 1  # the first status: conditions, not counts only
+    assert await world.scan() == 1  # the first status: conditions, not counts only
     world.pod("first")  # fits on n1: only the counts move
     await world.clock.advance(5)
-    assert await scan() == 2  # the budget's one write
+    assert await world.scan() == 2  # the budget's one write
     world.pod("second")
     await world.clock.advance(5)
-    assert await scan() == 2  # a scan interval later, but the budget is spent
+    assert await world.scan() == 2  # a scan interval later, but the budget is spent
     await world.clock.advance(5)
-    assert await scan() == 2  # 10 s after the write: half of one in the budget
+    assert await world.scan() == 2  # 10 s after the write: half of one in the budget
     await world.clock.advance(10)
-    assert await scan() == 3  # 20 s after it: the budget has one write again
+    assert await world.scan() == 3  # 20 s after it: the budget has one write again
     assert world.status()["pendingPods"] == 2
     assert world.api.made("scalerequests") == []
 

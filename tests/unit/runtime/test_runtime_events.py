@@ -1,4 +1,5 @@
-"""EventRecorder: repeats fold into one Event with a count; a spam filter per object."""
+"""EventRecorder: one Event per object and reason, its repeats patched at most once a
+window; a spam filter per object."""
 
 from __future__ import annotations
 
@@ -141,30 +142,94 @@ async def test_events_of_cluster_scoped_objects_live_in_the_default_namespace(
     assert api.only()["metadata"]["namespace"] == events.CLUSTER_SCOPED_NAMESPACE
 
 
-async def test_repeats_fold_into_one_event_with_a_count(
-    api: FakeEventsApi, recorder: events.EventRecorder, wall: FakeWallClock
+async def test_later_repeats_within_the_window_reach_the_api_as_one_patch_at_its_end(
+    api: FakeEventsApi,
+    recorder: events.EventRecorder,
+    clock: clock_.FakeClock,
+    wall: FakeWallClock,
+) -> None:
+    for second in range(4):
+        wall.now = START + second
+        await recorder.event(_pod(), type="Warning", reason="CloudError", message="quota exceeded")
+        await clock.advance(1)
+    # The first occurrence is created and the first repeat patched at once (the Event
+    # becomes a series); the two after it wait for the window.
+    assert [verb for verb, _ in api.calls] == ["create", "patch"]
+    assert api.only()["count"] == 2
+
+    await clock.advance(events.SERIES_FLUSH_SECONDS)
+
+    event = api.only()
+    assert [verb for verb, _ in api.calls] == ["create", "patch", "patch"]
+    assert event["count"] == 4
+    assert event["firstTimestamp"] == "2030-01-02T03:04:05Z"
+    assert event["lastTimestamp"] == "2030-01-02T03:04:08Z"
+    assert event["message"] == "quota exceeded"
+
+
+async def test_a_repeat_after_the_window_is_patched_at_once(
+    api: FakeEventsApi,
+    recorder: events.EventRecorder,
+    clock: clock_.FakeClock,
+    wall: FakeWallClock,
 ) -> None:
     for minute in range(3):
         wall.now = START + 60 * minute
         await recorder.event(_pod(), type="Warning", reason="CloudError", message="quota exceeded")
+        await clock.advance(events.SERIES_FLUSH_SECONDS)
     event = api.only()
     assert event["count"] == 3
-    assert event["firstTimestamp"] == "2030-01-02T03:04:05Z"
     assert event["lastTimestamp"] == "2030-01-02T03:06:05Z"
     assert [verb for verb, _ in api.calls] == ["create", "patch", "patch"]
 
 
-async def test_a_different_type_reason_message_or_object_is_another_event(
+async def test_one_event_per_object_type_and_reason_showing_the_latest_message(
+    api: FakeEventsApi, recorder: events.EventRecorder, clock: clock_.FakeClock
+) -> None:
+    await recorder.event(_pod(), type="Normal", reason="ScaleUp", message="creating 2 VMs (0 -> 2)")
+    await recorder.event(_pod(), type="Normal", reason="ScaleUp", message="creating 1 VMs (2 -> 3)")
+    await clock.advance(events.SERIES_FLUSH_SECONDS)
+    event = api.only()
+    assert event["count"] == 2
+    assert event["message"] == events.COMBINED_PREFIX + "creating 1 VMs (2 -> 3)"
+
+
+async def test_warnings_with_new_messages_are_new_events_until_the_aggregate_limit(
+    api: FakeEventsApi, recorder: events.EventRecorder, clock: clock_.FakeClock
+) -> None:
+    def blocked(pod: int) -> str:
+        return f"pod shop/web-{pod} blocks the drain"
+
+    for pod in range(events.AGGREGATE_MAX):
+        await recorder.event(_node(), type="Warning", reason="DrainBlocked", message=blocked(pod))
+    assert len(api.events) == events.AGGREGATE_MAX  # each names its pod
+    for pod in range(events.AGGREGATE_MAX, events.AGGREGATE_MAX + 3):
+        await recorder.event(_node(), type="Warning", reason="DrainBlocked", message=blocked(pod))
+    await recorder.flush()
+    combined = [e for e in api.events.values() if e["message"].startswith(events.COMBINED_PREFIX)]
+    assert len(api.events) == events.AGGREGATE_MAX + 1
+    [one] = combined
+    assert one["count"] == 3
+    assert one["message"] == events.COMBINED_PREFIX + blocked(events.AGGREGATE_MAX + 2)
+    # A message already told folds into its own Event, not the combined one.
+    await recorder.event(_node(), type="Warning", reason="DrainBlocked", message=blocked(0))
+    assert sum(e["count"] for e in api.events.values()) == events.AGGREGATE_MAX + 4
+    # Past the window, a new message is an Event of its own again.
+    await clock.advance(events.AGGREGATE_SECONDS)
+    await recorder.event(_node(), type="Warning", reason="DrainBlocked", message=blocked(99))
+    assert len(api.events) == events.AGGREGATE_MAX + 2
+
+
+async def test_a_different_type_reason_or_object_is_another_event(
     api: FakeEventsApi, recorder: events.EventRecorder
 ) -> None:
     await recorder.event(_pod(), type="Warning", reason="CloudError", message="quota exceeded")
-    await recorder.event(_pod(), type="Warning", reason="CloudError", message="zone down")
     await recorder.event(_pod(), type="Warning", reason="Throttled", message="quota exceeded")
     await recorder.event(_pod(), type="Normal", reason="CloudError", message="quota exceeded")
     await recorder.event(
         _pod("web-2", uid="uid-2"), type="Warning", reason="CloudError", message="quota exceeded"
     )
-    assert len(api.events) == 5
+    assert len(api.events) == 4
     assert {e["count"] for e in api.events.values()} == {1}
 
 
@@ -172,7 +237,7 @@ async def test_the_spam_filter_drops_events_past_the_burst_and_refills_slowly(
     api: FakeEventsApi, recorder: events.EventRecorder, clock: clock_.FakeClock
 ) -> None:
     for i in range(events.SPAM_BURST + 5):
-        await recorder.event(_pod(), type="Warning", reason="Failing", message=f"attempt {i}")
+        await recorder.event(_pod(), type="Warning", reason=f"Failing{i}", message="attempt")
     assert len(api.calls) == events.SPAM_BURST
     assert recorder.dropped == 5
     # Another object has a bucket of its own.
@@ -180,11 +245,11 @@ async def test_the_spam_filter_drops_events_past_the_burst_and_refills_slowly(
     assert len(api.calls) == events.SPAM_BURST + 1
     # One token comes back every five minutes; not a moment sooner.
     await clock.advance(events.SPAM_REFILL_SECONDS - 1)
-    await recorder.event(_pod(), type="Warning", reason="Failing", message="again")
+    await recorder.event(_pod(), type="Warning", reason="Again", message="again")
     assert recorder.dropped == 6
     await clock.advance(1)
-    await recorder.event(_pod(), type="Warning", reason="Failing", message="again")
-    await recorder.event(_pod(), type="Warning", reason="Failing", message="again")
+    await recorder.event(_pod(), type="Warning", reason="Again", message="again")
+    await recorder.event(_pod(), type="Warning", reason="Again", message="again")
     assert recorder.dropped == 7
     assert len(api.calls) == events.SPAM_BURST + 2
 
@@ -194,15 +259,32 @@ async def test_folded_repeats_count_against_the_spam_filter_too(
 ) -> None:
     for _ in range(events.SPAM_BURST + 10):
         await recorder.event(_pod(), type="Warning", reason="Failing", message="same")
+    await recorder.flush()
     assert api.only()["count"] == events.SPAM_BURST
     assert recorder.dropped == 10
 
 
+async def test_flush_writes_the_waiting_folds_now_and_nothing_else(
+    api: FakeEventsApi, recorder: events.EventRecorder, clock: clock_.FakeClock
+) -> None:
+    await recorder.event(_pod(), type="Warning", reason="CloudError", message="quota")
+    await recorder.event(_pod(), type="Warning", reason="CloudError", message="quota")
+    await recorder.flush()
+    assert [verb for verb, _ in api.calls] == ["create", "patch"]
+    await recorder.event(_pod(), type="Warning", reason="CloudError", message="quota")
+    assert [verb for verb, _ in api.calls] == ["create", "patch"]
+    await recorder.flush()
+    assert [verb for verb, _ in api.calls] == ["create", "patch", "patch"]
+    assert api.only()["count"] == 3
+    assert clock.sleepers == 0  # the cancelled wait is gone
+
+
 async def test_an_expired_event_is_created_anew(
-    api: FakeEventsApi, recorder: events.EventRecorder
+    api: FakeEventsApi, recorder: events.EventRecorder, clock: clock_.FakeClock
 ) -> None:
     await recorder.event(_pod(), type="Warning", reason="CloudError", message="quota exceeded")
     api.events.clear()  # the API server's event TTL ran out
+    await clock.advance(events.SERIES_FLUSH_SECONDS)
     await recorder.event(_pod(), type="Warning", reason="CloudError", message="quota exceeded")
     assert api.only()["count"] == 1
     assert [verb for verb, _ in api.calls] == ["create", "patch", "create"]
@@ -223,7 +305,9 @@ async def test_an_event_left_by_an_earlier_run_is_folded_into(
     restarted = new_recorder()  # the process restarted: its memory of events is empty
     await restarted.event(_pod(), type="Warning", reason="CloudError", message="quota")
     await restarted.event(_pod(), type="Warning", reason="CloudError", message="quota")
+    await clock.advance(events.SERIES_FLUSH_SECONDS)
     assert api.only()["count"] == 3
+    assert api.only()["message"] == "quota"
     assert [verb for verb, _ in api.calls] == ["create", "create", "get", "patch", "patch"]
 
 

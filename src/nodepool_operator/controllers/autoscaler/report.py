@@ -1,7 +1,9 @@
 """The Autoscaler's status: what it decided, computed from the decision alone.
 
 Nothing in it changes from one scan to the next unless a decision does: no scan time, no
-timer, no "last seen"; the pod counts move only when pods do, and conditions keep their
+timer, no "last seen"; the pod counts move only when pods do (and are held while nodes
+asked for are still coming, or while only pods the scheduler has not judged moved:
+``with_counts_held``), and conditions keep their
 ``lastTransitionTime`` unless their status flips. So an idle cluster costs no status
 write, and the status writer's compare-before-write has something to compare.
 """
@@ -18,12 +20,14 @@ from nodepool_operator.runtime import conditions
 from nodepool_operator.runtime.client import Object
 
 __all__ = [
+    "COUNTS",
     "DRY_RUN",
     "LIMIT_REACHED",
     "READY",
     "alarms",
     "autoscaler_status",
     "decision_line",
+    "with_counts_held",
     "would_request",
 ]
 
@@ -77,7 +81,7 @@ def autoscaler_status(
     elif conditions.find_condition(found.items, DRY_RUN) is not None:
         found.set(DRY_RUN, False, reason="Acting", message="decisions become ScaleRequests")
     would = would_request(decision) if spec.dry_run else None
-    return {
+    status = {
         "observedGeneration": generation,
         "conditions": found.items,
         "lastRequest": None if last_request is None else last_request.to_dict(),
@@ -85,6 +89,33 @@ def autoscaler_status(
         "pendingPods": seen.pending if isinstance(seen, Observation) else 0,
         "unschedulablePods": seen.unschedulable if isinstance(seen, Observation) else 0,
     }
+    if not isinstance(seen, Observation):
+        return status
+    return with_counts_held(
+        autoscaler.get("status") or {}, status, nodes_in_flight=seen.pool.in_flight > 0
+    )
+
+
+#: Status fields that move with every pod of a burst.
+COUNTS = ("pendingPods", "unschedulablePods")
+
+
+def with_counts_held(
+    current: Mapping[str, Any], status: dict[str, Any], *, nodes_in_flight: bool
+) -> dict[str, Any]:
+    """``status`` with the stored pod counts kept when nothing but those counts moved and
+    either nodes the pool was asked for are not Ready yet (the counts move with every pod
+    they take, and are written once they have landed) or only pods the scheduler has not
+    judged yet moved (``unschedulablePods`` as stored: in seconds they are bound, which
+    leaves the counts as stored, or marked unschedulable, which is written)."""
+    rest = {k: v for k, v in status.items() if k not in COUNTS and v is not None}
+    before = {k: v for k, v in current.items() if k not in COUNTS and v is not None}
+    if rest != before or any(k not in current for k in COUNTS):
+        return status
+    unjudged_only = current["unschedulablePods"] == status["unschedulablePods"]
+    if not (nodes_in_flight or unjudged_only):
+        return status
+    return {**status, **{k: current[k] for k in COUNTS}}
 
 
 def would_request(decision: plan.Decision | None) -> autoscaler_api.WouldRequest | None:

@@ -161,9 +161,10 @@ class NodePoolReconciler:
         degraded = (pause.reason, pause.message) if pause else zones.degraded()
         if degraded is None and view.repair_held is not None:
             degraded = (repair.REPAIR_HELD, view.repair_held)
-        await self.reporter.report(pool, desired=desired, view=view, degraded=degraded)
+        held = await self.reporter.report(pool, desired=desired, view=view, degraded=degraded)
         next_expiry = await self.answers.delete_expired(pool_requests)
-        return self._next(request.name, view, desired, pause, next_expiry, zones)
+        due = [d for d in (next_expiry, held) if d is not None]
+        return self._next(request.name, view, desired, pause, min(due) if due else None, zones)
 
     def _zone_ledger(self, pool: Object, spec: nodepool_api.NodePoolSpec) -> backoff.ZoneLedger:
         """The pool's zone backoffs as its status holds them (our last write of it, if the
@@ -235,10 +236,13 @@ class NodePoolReconciler:
         view: plan.PoolView,
         desired: int,
         pause: backoff.Pause | None,
-        next_expiry: float | None,
+        next_due: float | None,
         zones: backoff.ZoneLedger,
     ) -> Result:
-        delays = [] if next_expiry is None else [next_expiry]
+        """When to look again: the soonest of a request's expiry or a held-back status
+        write (``next_due``), a cloud pause's end, a boot poll, a drain's recheck, the
+        resync."""
+        delays = [] if next_due is None else [next_due]
         if pause is not None:
             delays.append(max(pause.until - self.clock.now(), 0.01))
         backoff_ends = zones.ends_in()

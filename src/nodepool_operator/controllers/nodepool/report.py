@@ -1,5 +1,17 @@
-"""What a NodePool shows of itself: its status (written only when it changes), the
-``ScaleCompleted`` event, how long a scale operation took, and a listing in doubt.
+"""What a NodePool shows of itself: its status (written only when it changes), how long a
+scale operation took, and a listing in doubt.
+
+A scale operation costs a status write when it starts and one when it settles; in
+between, a change that only reports progress (node counts, the Scaling and Ready
+messages, ScalingUp turning WaitingForNodes) is written at most once per
+``PROGRESS_INTERVAL`` seconds, never once per Node event: ``report`` returns when the held
+back write is due, and the controller looks at the pool again then. The interval runs
+from the status's last write, which the status writer caches and the status records
+itself (the newest condition ``lastTransitionTime``: the start of the operation, after a
+restart). Anything else (a condition turning, a generation observed, a drain blocked, the
+cloud degraded) is written at once. The operation's end has no event of its own: the
+``Scaling`` condition turning False, with its ``lastTransitionTime``, says it to the same
+reader (``kubectl describe``).
 
 A listing the controller cannot act on (``inventory.ListingDoubtful``) sets only
 ``Degraded``, is told once per reason (one event), and is asked again on the runtime's
@@ -9,6 +21,8 @@ per-key backoff: 1 poll interval, then 2, 4, ... up to the resync interval.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from typing import Any
 
 from nodepool_operator.controllers.nodepool import inventory, plan
 from nodepool_operator.controllers.nodepool import metrics as pool_metrics
@@ -20,9 +34,17 @@ from nodepool_operator.runtime.client import Client, Object
 from nodepool_operator.runtime.events import EventRecorder
 from nodepool_operator.runtime.status import StatusWriter
 
-__all__ = ["PoolReporter"]
+__all__ = ["PROGRESS_INTERVAL", "PoolReporter", "progress_only"]
 
 log = logging.getLogger(__name__)
+
+#: At most one progress-only status write per pool this often while it scales (the
+#: period at which cluster-autoscaler refreshes its own status, one scan).
+PROGRESS_INTERVAL = 10.0
+#: Scaling reasons that follow one another within an operation: progress, not news.
+_PROGRESS_REASONS = frozenset({"ScalingUp", "ScalingDown", "WaitingForNodes"})
+#: Status fields that move with every Node of an operation.
+_PROGRESS_FIELDS = frozenset({"currentNodes", "readyNodes", "conditions"})
 
 
 class PoolReporter:
@@ -42,7 +64,7 @@ class PoolReporter:
         self.controller = controller
         self.clock = clock
         self.wall_clock = wall_clock
-        self.status = StatusWriter(client, NODEPOOLS, controller=controller)
+        self.status = StatusWriter(client, NODEPOOLS, controller=controller, wall_clock=wall_clock)
         self._scaling_since: dict[str, tuple[float, str]] = {}
         self.listing_backoff = ratelimit.ItemExponentialFailureRateLimiter[str](
             base_delay=config.poll_interval, max_delay=config.cloud_resync_interval
@@ -51,8 +73,9 @@ class PoolReporter:
 
     async def report(
         self, pool: Object, *, desired: int, view: plan.PoolView, degraded: tuple[str, str] | None
-    ) -> None:
-        """Write the status ``view`` calls for, if it differs from the one there is."""
+    ) -> float | None:
+        """Write the status ``view`` calls for, if it differs from the one there is; the
+        seconds until a progress write held back is due, if one is."""
         current = self.status.current(pool)
         status = plan.pool_status(
             pool={**pool, "status": current},
@@ -61,18 +84,15 @@ class PoolReporter:
             degraded=degraded,
             now=self._now(),
         )
-        was = current.get("scaleOperation", "inactive")
+        if progress_only(current, status):
+            due = self._progress_due(pool, current)
+            if due > 0:
+                log.debug("event=status-held due_in=%.1fs", due)
+                return due
         if await self.status.update(pool, status) is None:
-            return
+            return None
         now_is = status["scaleOperation"]
         self._time_scale_operation(pool["metadata"]["name"], now_is, view, desired)
-        if was == "active" and now_is == "inactive":
-            await self.recorder.event(
-                pool,
-                type="Normal",
-                reason="ScaleCompleted",
-                message=f"{status['readyNodes']} nodes ready",
-            )
         log.info(
             "event=status operation=%s current=%d ready=%d desired=%d",
             now_is,
@@ -80,6 +100,19 @@ class PoolReporter:
             status["readyNodes"],
             desired,
         )
+        return None
+
+    def _progress_due(self, pool: Object, current: Mapping[str, Any]) -> float:
+        """Seconds until a progress-only write may go: ``PROGRESS_INTERVAL`` after the
+        status was last written (as remembered, else as the status itself records)."""
+        moments = [
+            self.status.written_at(pool),
+            conditions.latest_transition(current.get("conditions")),
+        ]
+        known = [moment for moment in moments if moment is not None]
+        if not known:
+            return 0.0
+        return max(known) + PROGRESS_INTERVAL - self.wall_clock.time()
 
     async def doubt(self, pool: Object, doubt: inventory.ListingDoubtful) -> float:
         """Say that the listing cannot be acted on; seconds until it is asked again."""
@@ -129,3 +162,33 @@ class PoolReporter:
             pool_metrics.nodepool_scale_operation_seconds.labels(direction=direction).observe(
                 self.clock.now() - started
             )
+
+
+def progress_only(current: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
+    """Whether ``desired`` differs from ``current`` only in how far a scale operation that
+    goes on has come: counts, messages, and the Scaling reason moving among the steps of
+    one operation. Conditions keep their type, status and (but for those steps) reason."""
+    if current.get("scaleOperation") != "active" or desired.get("scaleOperation") != "active":
+        return False
+    moved = {key for key in current.keys() | desired.keys() if current.get(key) != desired.get(key)}
+    if not moved or not moved <= _PROGRESS_FIELDS:
+        return False
+    before = current.get("conditions") or []
+    after = desired.get("conditions") or []
+    if [c.get("type") for c in before] != [c.get("type") for c in after]:
+        return False
+    return all(_same_state(old, new) for old, new in zip(before, after, strict=True))
+
+
+def _same_state(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    if old.get("status") != new.get("status"):
+        return False
+    if old.get("lastTransitionTime") != new.get("lastTransitionTime"):
+        return False
+    if old.get("type") == "Degraded":
+        return dict(old) == dict(new)
+    if old.get("reason") == new.get("reason"):
+        return True
+    return old.get("type") == "Scaling" and {old.get("reason"), new.get("reason")} <= (
+        _PROGRESS_REASONS
+    )

@@ -1,0 +1,148 @@
+"""The NodePool status during a scale operation: a write when it starts and when it
+settles, progress in between at most once per ``PROGRESS_INTERVAL`` (from the status's own
+last write, remembered or as the status records it), and the next pass asked for then."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from nodepool_operator.cloud.provider import VmState
+from nodepool_operator.controllers.nodepool import report
+from nodepool_operator.runtime.controller import Request
+from nodepool_operator.runtime.status import merge_patch
+from unit.nodepool.test_nodepool_reconcile import World
+
+
+def _scaling_up(world: World, target: int) -> World:
+    world.cloud.boot_state = VmState.PROVISIONING
+    world.pool(target)
+    return world
+
+
+def _boot(world: World, name: str) -> None:
+    """The VM runs and, once the operator created its Node, kwok reports it Ready."""
+    world.cloud.vms[name] = VmState.RUNNING
+
+
+async def test_progress_is_written_at_most_once_per_interval_and_the_end_at_once() -> None:
+    world = _scaling_up(World(), 3)
+    await world.reconcile()
+    assert [p["scaleOperation"] for p in world.api.status_patches] == ["active"]
+
+    _boot(world, "p-0")
+    await world.reconcile()
+    world.show_created_nodes()
+    delay = await world.reconcile()
+
+    # One Node is up: progress, held back; the pass after the interval is asked for.
+    assert len(world.api.status_patches) == 1
+    assert delay is not None
+    assert 0 < delay <= report.PROGRESS_INTERVAL
+
+    world.advance(report.PROGRESS_INTERVAL)
+    await world.reconcile()
+    assert len(world.api.status_patches) == 2
+    assert world.api.status_patches[-1]["readyNodes"] == 1
+
+    _boot(world, "p-1")
+    await world.reconcile()
+    world.show_created_nodes()
+    await world.reconcile()
+    assert len(world.api.status_patches) == 2  # again within the interval: held
+
+    _boot(world, "p-2")
+    await world.reconcile()
+    world.show_created_nodes()
+    await world.reconcile()
+    # The operation settles: written at once, with the counts held back until then.
+    assert len(world.api.status_patches) == 3
+    last = world.api.status_patches[-1]
+    assert (last["scaleOperation"], last["readyNodes"], last["currentNodes"]) == ("inactive", 3, 3)
+
+
+async def test_after_a_restart_the_interval_runs_from_what_the_status_records() -> None:
+    world = _scaling_up(World(), 2)
+    await world.reconcile()
+    [written] = world.api.status_patches
+    # The cache catches up with the write; then the process restarts (no memory).
+    [pool] = world.pools.store.values()
+    stored = copy.deepcopy(pool)
+    stored["status"] = written
+    stored["metadata"]["resourceVersion"] = "100"
+    world.pools.put(stored)
+    restarted = world.reconciler_for(world.pools)
+
+    _boot(world, "p-0")
+    await restarted.reconcile(Request(name="p"))
+    world.show_created_nodes()
+    result = await restarted.reconcile(Request(name="p"))
+
+    assert len(world.api.status_patches) == 1
+    assert result.requeue_after is not None
+    assert result.requeue_after <= report.PROGRESS_INTERVAL
+
+
+def _status(**changes: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "observedGeneration": 2,
+        "scaleOperation": "active",
+        "currentNodes": 1,
+        "readyNodes": 0,
+        "selector": "nodepool.dev/pool=p",
+        "conditions": [
+            _condition("Ready", "False", "NodesNotReady", "0/3 nodes ready"),
+            _condition("Scaling", "True", "ScalingUp", "3 VMs, 1 nodes, 3 wanted"),
+            _condition("Degraded", "False", "AsExpected", "the cloud accepts our requests"),
+        ],
+    }
+    return merge(base, changes)
+
+
+def _condition(kind: str, status: str, reason: str, message: str) -> dict[str, Any]:
+    return {
+        "type": kind,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "observedGeneration": 2,
+        "lastTransitionTime": "2030-01-02T03:04:05Z",
+    }
+
+
+def merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    out.update(changes)
+    return out
+
+
+def _with(kind: str, **fields: str) -> list[dict[str, Any]]:
+    conditions = copy.deepcopy(_status()["conditions"])
+    for condition in conditions:
+        if condition["type"] == kind:
+            condition.update(fields)
+    return conditions
+
+
+def test_counts_messages_and_the_steps_of_one_operation_are_progress() -> None:
+    before = _status()
+    after = _status(
+        currentNodes=3,
+        readyNodes=2,
+        conditions=_with("Scaling", reason="WaitingForNodes", message="3 VMs, 3 nodes, 3 wanted"),
+    )
+    assert merge_patch(before, after)
+    assert report.progress_only(before, after)
+
+
+def test_a_start_an_end_a_new_generation_a_blocked_drain_or_a_degraded_cloud_is_not() -> None:
+    before = _status()
+    assert not report.progress_only(_status(scaleOperation="inactive"), before)
+    assert not report.progress_only(before, _status(scaleOperation="inactive"))
+    assert not report.progress_only(before, _status(observedGeneration=3, readyNodes=1))
+    assert not report.progress_only(
+        before, _status(conditions=_with("Scaling", reason="DrainBlocked", message="pdb"))
+    )
+    degraded = _with("Degraded", status="True", reason="QuotaExceeded", message="quota")
+    assert not report.progress_only(before, _status(conditions=degraded))
+    assert not report.progress_only(before, before)  # nothing to write at all
