@@ -54,6 +54,9 @@ class Manager:
         self.clock = clock or clock_module.RealClock()
         self.cache = InformerCache(client, clock=self.clock)
         self.controllers: list[Controller] = []
+        # Run once the controllers have drained on a clean stop (an event recorder's
+        # repeats still inside their window are written then, not lost with the process).
+        self.on_drained: list[Callable[[], Awaitable[None]]] = []
         self.leader_election = leader_election
         self.elector = (
             LeaderElector(client, leader_election, clock=self.clock) if leader_election else None
@@ -130,6 +133,8 @@ class Manager:
             await asyncio.gather(
                 *(c.stop(drain=drain) for c in self.controllers), return_exceptions=True
             )
+            if drain:  # still the leader: ours to write
+                await asyncio.gather(*(f() for f in self.on_drained), return_exceptions=True)
             await self.cache.stop()
             self.started.clear()
 

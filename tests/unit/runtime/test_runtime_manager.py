@@ -250,3 +250,27 @@ async def test_a_standby_runs_nothing_and_stops_at_once_when_asked(
         assert task.exception() is None
     assert held.started == []
     assert api.holder == "someone-else"
+
+
+async def test_a_clean_stop_runs_the_drained_hooks_after_the_reconciles_finish(
+    clock: clock_.FakeClock,
+) -> None:
+    api = FakeApi("a")
+    held = Held()
+    manager, _ = _manager(api, clock, held)
+    order: list[str] = []
+
+    async def flush() -> None:
+        order.append(f"flushed after {len(held.finished)} reconciles")
+
+    manager.on_drained.append(flush)
+    async with _running(manager) as (stop, task):
+        await asyncio.wait_for(manager.started.wait(), 1)
+        await _settle()
+        assert [r.name for r in held.started] == ["a"]
+        stop.set()
+        await _settle()
+        assert order == []  # the reconcile in flight is drained first
+        held.release.set()
+        await asyncio.wait_for(task, 1)
+    assert order == ["flushed after 1 reconciles"]

@@ -97,6 +97,7 @@ def setup(manager: Manager, *, config: AutoscalerConfig) -> Controller:
     autoscalers, pools, nodes, pods = reads.autoscalers, reads.pools, reads.nodes, reads.pods
     requests, daemon_sets, ledger = reads.requests, reads.daemon_sets, reads.ledger
     recorder = EventRecorder(client, component=f"{NAME}-controller", clock=manager.clock)
+    manager.on_drained.append(recorder.flush)
     reconciler = AutoscalerReconciler(
         client=client,
         autoscalers=autoscalers,

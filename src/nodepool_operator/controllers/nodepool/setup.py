@@ -104,6 +104,7 @@ def setup(manager: Manager, *, cloud: CloudProvider, config: NodePoolConfig) -> 
     scale_requests = cache.informer(SCALEREQUESTS)
     add_shared_indexes(nodes=nodes, pods_=pods, requests=scale_requests)
     recorder = EventRecorder(client, component=f"{NAME}-controller", clock=manager.clock)
+    manager.on_drained.append(recorder.flush)
     wall_clock = clock_module.RealWallClock()
     reconciler = NodePoolReconciler(
         client=client,
