@@ -628,3 +628,45 @@ async def test_the_brake_shows_in_degraded() -> None:
     [degraded] = [c for c in world.api.status_patches[-1]["conditions"] if c["type"] == "Degraded"]
     assert (degraded["status"], degraded["reason"]) == ("True", "RepairHeld")
     assert "looks cut off from the control plane" in degraded["message"]
+
+
+def in_zone(node: Object, zone: str) -> Object:
+    node["metadata"]["labels"][nodepool_api.ZONE_LABEL] = zone
+    return node
+
+
+async def test_a_zone_whose_every_node_is_not_ready_looks_cut_off_and_waits() -> None:
+    names = [f"p-{i}" for i in range(6)]
+    world = World(*names)
+    for i, name in enumerate(names):
+        zone = "abc"[i // 2]
+        found = not_ready(name, since=fakes.START - 900) if zone == "a" else fakes.node(name)
+        world.nodes.put(in_zone(found, zone))
+
+    view = await world.converge(6)
+
+    assert world.warnings("NodeRepair") == []
+    assert world.cloud.deleted_at == {}
+    assert view.repair_held is not None
+    assert "every node of zone a is NotReady at once" in view.repair_held
+
+    world.nodes.put(in_zone(fakes.node("p-0"), "a"))  # one comes back: an ordinary failure
+    view = await world.converge(6)
+
+    [repaired] = world.warnings("NodeRepair")
+    assert "p-1" in repaired
+    assert view.repair_held is None
+
+
+async def test_a_zone_of_one_node_not_ready_is_an_ordinary_failure() -> None:
+    names = ["p-0", "p-1", "p-2"]
+    world = World(*names)
+    world.nodes.put(in_zone(not_ready("p-0", since=fakes.START - 900), "a"))
+    world.nodes.put(in_zone(fakes.node("p-1"), "b"))
+    world.nodes.put(in_zone(fakes.node("p-2"), "b"))
+
+    view = await world.converge(3)
+
+    [repaired] = world.warnings("NodeRepair")
+    assert "p-0" in repaired
+    assert view.repair_held is None

@@ -55,8 +55,10 @@ def braked(view: plan.PoolView, unhealthy: frozenset[str]) -> tuple[frozenset[st
     ``max(1, REPAIR_SHARE)`` of the pool's Nodes are being repaired, and none while more
     than half of them (two at least) are NotReady at once: that looks like a partition
     between the nodes and the control plane, or an API server that was away, which
-    replacing machines does not cure and which ends by itself. Every input is the world
-    as the pass sees it, so a restart holds back the same Nodes.
+    replacing machines does not cure and which ends by itself. Likewise a zone whose every
+    Node (two at least) is NotReady while another zone's are Ready looks cut off: its
+    Nodes wait. Every input is the world as the pass sees it, so a restart holds back the
+    same Nodes.
     """
     found = view.nodes
     started = {name for name in unhealthy if name in found and plan.is_draining(found[name])}
@@ -64,25 +66,51 @@ def braked(view: plan.PoolView, unhealthy: frozenset[str]) -> tuple[frozenset[st
     if not waiting:
         return frozenset(started), None
     total = len(found)
-    not_ready = sum(
-        1
-        for node in found.values()
+    down = {
+        name
+        for name, node in found.items()
         if not nodes.is_ready(node) and not node_ops.is_unregistered(node)
-    )
-    if not_ready >= 2 and 2 * not_ready > total:
+    }
+    if len(down) >= 2 and 2 * len(down) > total:
         return frozenset(started), (
-            f"{not_ready} of {total} nodes are NotReady at once: the pool looks cut off from"
+            f"{len(down)} of {total} nodes are NotReady at once: the pool looks cut off from"
             " the control plane, so none is replaced until they come back"
+        )
+    reasons: list[str] = []
+    cut_off = _zones_cut_off(found, down)
+    if cut_off:
+        in_cut_off = [n for n in waiting if _zone(found[n]) in cut_off]
+        waiting = [n for n in waiting if n not in in_cut_off]
+        reasons.append(
+            f"every node of zone {', '.join(sorted(cut_off))} is NotReady at once while"
+            f" other zones' are Ready: the zone looks cut off, so its {len(in_cut_off)}"
+            " nodes are not replaced until they come back"
         )
     allowed = max(1, int(total * REPAIR_SHARE))
     chosen = waiting[: max(0, allowed - len(started))]
     held = len(waiting) - len(chosen)
-    if not held:
-        return frozenset(started | set(chosen)), None
-    return frozenset(started | set(chosen)), (
-        f"{len(started) + len(waiting)} of {total} nodes are unhealthy: at most {allowed}"
-        f" replaced at a time, {held} waiting"
-    )
+    if held:
+        reasons.append(
+            f"{len(started) + len(waiting)} of {total} nodes are unhealthy: at most {allowed}"
+            f" replaced at a time, {held} waiting"
+        )
+    return frozenset(started | set(chosen)), "; ".join(reasons) or None
+
+
+def _zone(node: Mapping[str, Any]) -> str:
+    return str(((node.get("metadata") or {}).get("labels") or {}).get(nodepool_api.ZONE_LABEL, ""))
+
+
+def _zones_cut_off(found: Mapping[str, Mapping[str, Any]], down: set[str]) -> set[str]:
+    """Zones whose every Node (two at least) is down while some other zone has a Node up."""
+    members: dict[str, list[str]] = {}
+    for name, node in found.items():
+        members.setdefault(_zone(node), []).append(name)
+    if len(members) < 2:
+        return set()
+    dead = {zone for zone, names in members.items() if len(names) >= 2 and set(names) <= down}
+    alive = any(not set(names) <= down for zone, names in members.items() if zone not in dead)
+    return dead if alive else set()
 
 
 def unhealthy(
