@@ -595,7 +595,9 @@ class Observer:
             name=name,
             weight=spec.weight,
             taints=_template_taints(spec.template),
-            allocatable=nodepool_api.template_allocatable(spec.template),
+            allocatable=nodepool_api.planned_allocatable(
+                spec.template, nodepool_api.status_of(pool)
+            ),
             upcoming=_upcoming(name, spec.template, usage.registered),
             in_flight=0 if stuck else max(0, target - len(usage.registered)),
             headroom=0 if stuck else max(0, spec.max_nodes - target),
