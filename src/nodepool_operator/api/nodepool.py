@@ -501,7 +501,7 @@ class ReportedAllocatable:
     ``quantity_texts`` writes it); a template whose figures differ starts a new record.
     ``since`` (RFC 3339): when that template was first seen; Nodes created before it are
     of an earlier template and do not count (None: every Node of the pool counts).
-    ``lowest``: per resource, the smallest allocatable a Ready, initialised Node of the
+    ``lowest``: per resource, the smallest allocatable a Ready Node of the
     pool reported, only where it is below the template's figure.
     """
 
@@ -1086,7 +1086,7 @@ STATUS_SCHEMA: Final[dict[str, Any]] = {
             "type": "object",
             "description": (
                 "What the pool's kubelets report against the template's allocatable: per"
-                " resource, the smallest allocatable a Ready, initialised Node of the pool"
+                " resource, the smallest allocatable a Ready Node of the pool"
                 " reported, where it is below the template. The Autoscaler plans new Nodes"
                 " of the pool with it. Reset when the template's figures change."
             ),

@@ -63,14 +63,16 @@ def test_nodes_as_the_template_record_nothing_below() -> None:
     )
 
 
-def test_only_ready_initialised_nodes_that_stay_count() -> None:
+def test_only_ready_nodes_that_stay_count() -> None:
     low = str(8 * GI)
-    ignored = [
-        node("p-0", memory=low, ready=False),
-        node("p-1", memory=low, unregistered=True),
-        node("p-2", memory=low, deleting=True),
-    ]
+    ignored = [node("p-0", memory=low, ready=False), node("p-2", memory=low, deleting=True)]
     assert allocatable.observe(None, TEMPLATE, ignored, now=NOW).lowest == {}
+
+
+def test_a_ready_node_counts_before_its_unregistered_taint_goes() -> None:
+    # Ready is the kubelet's report: its allocatable came with it.
+    booted = node("p-1", memory=str(8 * GI), unregistered=True)
+    assert allocatable.observe(None, TEMPLATE, [booted], now=NOW).lowest == {"memory": str(8 * GI)}
 
 
 def test_the_record_only_goes_down_and_outlives_its_nodes() -> None:

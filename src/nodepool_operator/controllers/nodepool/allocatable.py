@@ -4,7 +4,7 @@ A real kubelet computes its own allocatable (kube-reserved, the eviction thresho
 machine's real memory), often below the template's. Planning new Nodes from the template
 then promises room no Node has: a pod that fits the template but no real Node gets a new,
 useless Node on every scan. So per resource the pool remembers, in its status
-(``status.reportedAllocatable``), the smallest allocatable a Ready, initialised Node of
+(``status.reportedAllocatable``), the smallest allocatable a Ready Node of
 the pool reported below the template's figure; the Autoscaler plans new Nodes with it.
 
 The record is measured against one template: when the template's figures change it
@@ -69,14 +69,14 @@ def _amount(resource: str, text: str) -> int | None:
 
 
 def _counts(node: Mapping[str, Any], since: str | None) -> bool:
-    """A Ready Node the operator initialised (its kubelet reported: the unregistered taint
-    is gone), not on its way out, created for the record's template."""
+    """A Ready Node, not on its way out, created for the record's template. Ready is the
+    kubelet's word that it has initialised the Node: it writes its Ready condition and
+    its allocatable in one status update (see ``nodes``), so from the first Ready on the
+    allocatable is the kubelet's, not the template's the Node was created with. Counting
+    it then, not only once the unregistered taint is gone, leaves the Autoscaler the
+    shortest time planning new Nodes from the template after a kubelet said less."""
     meta = node.get("metadata") or {}
-    if meta.get("deletionTimestamp") or nodepool_api.UNREGISTERED_TAINT_KEY in {
-        taint.get("key") for taint in (node.get("spec") or {}).get("taints") or ()
-    }:
-        return False
-    if not k8s_nodes.is_ready(node):
+    if meta.get("deletionTimestamp") or not k8s_nodes.is_ready(node):
         return False
     if since is None:
         return True
