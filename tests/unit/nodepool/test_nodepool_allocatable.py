@@ -8,6 +8,7 @@ from typing import Any
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import VirtualMachine, VmName, VmState
 from nodepool_operator.controllers.nodepool import allocatable, plan
+from unit.nodepool import test_nodepool_reconcile as reconcile_test
 
 NOW = "2026-11-29T10:00:00Z"
 LATER = "2026-11-29T10:05:00Z"
@@ -185,3 +186,55 @@ def test_no_gap_adds_no_condition_and_a_gap_gone_turns_it_false() -> None:
     after = _condition(_status(reset, before))
     assert after is not None
     assert (after["status"], after["reason"]) == ("False", "AsTemplate")
+
+
+# --- the reconciler: one event, the record in the status, the same after a restart ------
+
+
+def _reporting_less(name: str, memory: int) -> dict[str, Any]:
+    found = reconcile_test.fakes.node(name)
+    figures = nodepool_api.template_allocatable(nodepool_api.NodeTemplate())
+    found["status"]["allocatable"] = nodepool_api.quantity_texts({**figures, "memory": memory})
+    return found
+
+
+async def test_the_reconciler_records_the_gap_tells_it_once_and_a_restart_keeps_quiet() -> None:
+    world = reconcile_test.World("p-0")
+    figures = nodepool_api.template_allocatable(nodepool_api.NodeTemplate())
+    low = figures["memory"] - GI
+    world.nodes.put(_reporting_less("p-0", low))
+    world.pool(1)
+
+    await world.reconcile()
+    status = world.api.status_patches[-1]
+    assert status["reportedAllocatable"]["lowest"] == {"memory": str(low)}
+    assert world.condition(allocatable.CONDITION)["status"] == "True"
+    told = [m for t, r, m in world.recorder.events if r == allocatable.EVENT_REASON]
+    assert len(told) == 1
+    assert told[0].startswith("spec.template.memory: template ")
+
+    writes = len(world.api.status_patches)
+    await world.reconcile()
+    assert len(world.api.status_patches) == writes  # nothing changed, nothing written
+
+    # A restarted operator reads the record from the status: no second event, no write.
+    restarted = world.reconciler_for(world.pools)
+    world.pools.put({**world.pool(1), "status": status})
+    await restarted.reconcile(reconcile_test.Request(name="p"))
+    assert [r for _, r, _ in world.recorder.events].count(allocatable.EVENT_REASON) == 1
+    assert len(world.api.status_patches) == writes
+
+
+async def test_a_lower_report_later_is_told_again_with_the_new_figure() -> None:
+    world = reconcile_test.World("p-0", "p-1")
+    figures = nodepool_api.template_allocatable(nodepool_api.NodeTemplate())
+    world.nodes.put(_reporting_less("p-0", figures["memory"] - GI))
+    world.nodes.put(reconcile_test.fakes.node("p-1"))
+    world.pool(2)
+    await world.reconcile()
+    world.nodes.put(_reporting_less("p-1", figures["memory"] - 2 * GI))
+    await world.reconcile()
+    told = [m for _, r, m in world.recorder.events if r == allocatable.EVENT_REASON]
+    assert len(told) == 2
+    lowest = world.api.status_patches[-1]["reportedAllocatable"]["lowest"]
+    assert lowest == {"memory": str(figures["memory"] - 2 * GI)}
