@@ -337,7 +337,12 @@ class NodePoolReconciler:
         if remaining and drains.blocked:
             # Say why the deletion waits, as a blocked scale-down does (a status write
             # only when it changes).
-            view = dataclasses.replace(await self.lifecycle.observe(pool), blocked=drains.blocked)
+            held = nodepool_api.status_of({"status": self.reporter.status.current(pool)})
+            view = dataclasses.replace(
+                await self.lifecycle.observe(pool),
+                blocked=drains.blocked,
+                reported_allocatable=held.reported_allocatable,
+            )
             await self.reporter.report(pool, desired=0, view=view, degraded=None)
         if remaining:
             wait = self.config.poll_interval if drains.done else drains.retry_in
