@@ -82,7 +82,6 @@ __all__ = [
     "manifest",
     "names_taken",
     "node_labels",
-    "planned_allocatable",
     "pool_of",
     "pool_selector",
     "quantity_texts",
@@ -531,23 +530,6 @@ def quantity_texts(amounts: Mapping[str, int]) -> dict[str, str]:
         resource: f"{amount}m" if resource == "cpu" else str(amount)
         for resource, amount in amounts.items()
     }
-
-
-def planned_allocatable(template: NodeTemplate, status: NodePoolStatus) -> dict[str, int]:
-    """The allocatable a future Node of the pool is planned with: the template's, lowered
-    to what its kubelets report (``status.reportedAllocatable``) when that record was
-    measured against this very template."""
-    allocatable = template_allocatable(template)
-    record = status.reported_allocatable
-    if record is None or dict(record.template_allocatable) != quantity_texts(allocatable):
-        return allocatable
-    for name, text in record.lowest.items():
-        if name in allocatable:
-            try:
-                allocatable[name] = min(allocatable[name], _amount(name, text))
-            except ValueError:
-                continue  # a figure no kubelet writes: the template's stands
-    return allocatable
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

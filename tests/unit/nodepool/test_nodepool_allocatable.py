@@ -7,7 +7,8 @@ from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import VirtualMachine, VmName, VmState
-from nodepool_operator.controllers.nodepool import allocatable, plan
+from nodepool_operator.controllers import allocatable
+from nodepool_operator.controllers.nodepool import plan
 from unit.nodepool import test_nodepool_reconcile as reconcile_test
 
 NOW = "2026-11-29T10:00:00Z"
@@ -118,14 +119,21 @@ def test_a_reserve_is_named_with_the_field_it_lowers() -> None:
 
 def test_new_nodes_are_planned_with_the_lower_figure_of_the_same_template_only() -> None:
     record = allocatable.observe(None, TEMPLATE, [node("p-0", memory=str(15 * GI))], now=NOW)
-    status = nodepool_api.NodePoolStatus(reported_allocatable=record)
-    planned = nodepool_api.planned_allocatable(TEMPLATE, status)
+    planned = allocatable.planned(TEMPLATE, record, [], now=LATER)
     assert planned == {"cpu": 4000, "memory": 15 * GI, "pods": 110}
     bigger = nodepool_api.NodeTemplate(cpu="4", memory="32Gi", pods=110)
-    assert nodepool_api.planned_allocatable(bigger, status)["memory"] == 32 * GI
-    assert nodepool_api.planned_allocatable(TEMPLATE, nodepool_api.NodePoolStatus()) == (
+    assert allocatable.planned(bigger, record, [], now=LATER)["memory"] == 32 * GI
+    assert allocatable.planned(TEMPLATE, None, [], now=NOW) == (
         nodepool_api.template_allocatable(TEMPLATE)
     )
+
+
+def test_a_report_not_yet_recorded_already_lowers_the_plan() -> None:
+    # The Autoscaler may see a kubelet's report before the status records it.
+    fresh = node("p-1", memory=str(13 * GI))
+    record = allocatable.observe(None, TEMPLATE, [node("p-0", memory=str(15 * GI))], now=NOW)
+    assert allocatable.planned(TEMPLATE, record, [fresh], now=LATER)["memory"] == 13 * GI
+    assert allocatable.planned(TEMPLATE, None, [fresh], now=LATER)["memory"] == 13 * GI
 
 
 def test_the_record_survives_the_status_round_trip() -> None:

@@ -37,7 +37,7 @@ from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import quantity
 from nodepool_operator.api import scalerequest as scalerequest_api
-from nodepool_operator.controllers import capacity
+from nodepool_operator.controllers import allocatable, capacity
 from nodepool_operator.controllers.autoscaler import constraints, fit, plan, simulation
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.handoff import RequestLedger
@@ -48,8 +48,8 @@ from nodepool_operator.controllers.resources import (
     add_shared_indexes,
 )
 from nodepool_operator.runtime import clock as clock_module
+from nodepool_operator.runtime import conditions, pods
 from nodepool_operator.runtime import nodes as k8s_nodes
-from nodepool_operator.runtime import pods
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.informer import Informer
 from nodepool_operator.runtime.lru import Bounded
@@ -595,8 +595,11 @@ class Observer:
             name=name,
             weight=spec.weight,
             taints=_template_taints(spec.template),
-            allocatable=nodepool_api.planned_allocatable(
-                spec.template, nodepool_api.status_of(pool)
+            allocatable=allocatable.planned(
+                spec.template,
+                nodepool_api.status_of(pool).reported_allocatable,
+                self.nodes.by_index(NODES_BY_POOL, name),
+                now=conditions.rfc3339(self.wall_clock.time()),
             ),
             upcoming=_upcoming(name, spec.template, usage.registered),
             in_flight=0 if stuck else max(0, target - len(usage.registered)),

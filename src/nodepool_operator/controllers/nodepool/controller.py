@@ -21,8 +21,8 @@ from typing import Any, Protocol
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import CloudError, PermanentCloudError, RateLimited, VmState
+from nodepool_operator.controllers import allocatable
 from nodepool_operator.controllers.nodepool import (
-    allocatable,
     answering,
     backoff,
     drain,

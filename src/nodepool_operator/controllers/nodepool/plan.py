@@ -17,7 +17,7 @@ from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import VirtualMachine, VmName, VmState
-from nodepool_operator.controllers.nodepool import allocatable
+from nodepool_operator.controllers import allocatable
 from nodepool_operator.runtime import conditions, nodes
 
 __all__ = [

@@ -7,6 +7,11 @@ useless Node on every scan. So per resource the pool remembers, in its status
 (``status.reportedAllocatable``), the smallest allocatable a Ready Node of
 the pool reported below the template's figure; the Autoscaler plans new Nodes with it.
 
+The NodePool controller writes the record (and its condition and event); the Autoscaler
+plans with ``planned``: the record, lowered further by what the pool's Ready Nodes report
+right now, so the moment between a kubelet's report and the status write that records it
+never plans a Node from the template. Both go through ``observe``, so they never disagree.
+
 The record is measured against one template: when the template's figures change it
 starts again, and only Nodes created since then count (the older ones are of the old
 template). It only ever goes down for a template, so a Node that is gone still speaks
@@ -30,6 +35,7 @@ __all__ = [
     "condition",
     "observe",
     "overstated",
+    "planned",
     "template_field",
 ]
 
@@ -122,6 +128,24 @@ def observe(
         since=record.since,
         lowest=nodepool_api.quantity_texts(dict(sorted(below.items()))),
     )
+
+
+def planned(
+    template: nodepool_api.NodeTemplate,
+    record: nodepool_api.ReportedAllocatable | None,
+    nodes: Iterable[Mapping[str, Any]],
+    *,
+    now: str,
+) -> dict[str, int]:
+    """The allocatable a future Node of the pool is planned with: the template's, lowered
+    to the smallest its Ready Nodes reported (``record``, the pool's status, and
+    ``nodes``, the pool's Nodes now)."""
+    figures = nodepool_api.template_allocatable(template)
+    for name, text in observe(record, template, nodes, now=now).lowest.items():
+        amount = _amount(name, text)
+        if amount is not None and name in figures:
+            figures[name] = min(figures[name], amount)
+    return figures
 
 
 def overstated(
