@@ -79,6 +79,7 @@ __all__ = [
     "NodePoolSpec",
     "NodePoolStatus",
     "NodeTemplate",
+    "ReportedAllocatable",
     "ScaleOperation",
     "Taint",
     "TaintEffect",
@@ -90,6 +91,7 @@ __all__ = [
     "node_labels",
     "pool_of",
     "pool_selector",
+    "quantity_texts",
     "spec_of",
     "status_of",
     "template_allocatable",
@@ -514,6 +516,46 @@ class ZoneBackoff:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class ReportedAllocatable:
+    """What the pool's kubelets report against its template's allocatable.
+
+    ``template_allocatable``: the template's allocatable these reports were measured against (as
+    ``quantity_texts`` writes it); a template whose figures differ starts a new record.
+    ``since`` (RFC 3339): when that template was first seen; Nodes created before it are
+    of an earlier template and do not count (None: every Node of the pool counts).
+    ``lowest``: per resource, the smallest allocatable a Ready Node of the
+    pool reported, only where it is below the template's figure.
+    """
+
+    template_allocatable: Mapping[str, str]
+    since: str | None = None
+    lowest: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ReportedAllocatable:
+        return cls(
+            template_allocatable=fields.string_map(d, "templateAllocatable"),
+            since=fields.optional_string(d, "since"),
+            lowest=fields.string_map(d, "lowest"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        # The template figures stay even when empty: they are what the record is about.
+        return {"templateAllocatable": dict(self.template_allocatable)} | fields.compact(
+            {"since": self.since, "lowest": dict(self.lowest)}
+        )
+
+
+def quantity_texts(amounts: Mapping[str, int]) -> dict[str, str]:
+    """Amounts in ``template_capacity``'s units as the quantity text a Node carries:
+    cpu in millicores ("3500m"), everything else a plain integer (bytes or a count)."""
+    return {
+        resource: f"{amount}m" if resource == "cpu" else str(amount)
+        for resource, amount in amounts.items()
+    }
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class NodePoolStatus:
     """What the NodePool controller observed; written only through ``/status``.
 
@@ -528,6 +570,7 @@ class NodePoolStatus:
     selector: str | None = None
     conditions: tuple[meta.Condition, ...] = ()
     zone_backoffs: tuple[ZoneBackoff, ...] = ()
+    reported_allocatable: ReportedAllocatable | None = None
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> NodePoolStatus:
@@ -541,6 +584,9 @@ class NodePoolStatus:
             selector=fields.optional_string(d, "selector"),
             conditions=fields.nested_list(d, "conditions", parse=meta.Condition.from_dict),
             zone_backoffs=fields.nested_list(d, "zoneBackoffs", parse=ZoneBackoff.from_dict),
+            reported_allocatable=fields.optional_nested(
+                d, "reportedAllocatable", parse=ReportedAllocatable.from_dict
+            ),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -553,6 +599,11 @@ class NodePoolStatus:
                 "selector": self.selector,
                 "conditions": [c.to_dict() for c in self.conditions],
                 "zoneBackoffs": [b.to_dict() for b in self.zone_backoffs] or None,
+                "reportedAllocatable": (
+                    None
+                    if self.reported_allocatable is None
+                    else self.reported_allocatable.to_dict()
+                ),
             }
         )
 
@@ -1070,6 +1121,35 @@ STATUS_SCHEMA: Final[dict[str, Any]] = {
                         "maxLength": 1024,
                         "default": "",
                     },
+                },
+            },
+        },
+        "reportedAllocatable": {
+            "type": "object",
+            "description": (
+                "What the pool's kubelets report against the template's allocatable: per"
+                " resource, the smallest allocatable a Ready Node of the pool"
+                " reported, where it is below the template. The Autoscaler plans new Nodes"
+                " of the pool with it. Reset when the template's figures change."
+            ),
+            "required": ["templateAllocatable"],
+            "properties": {
+                "templateAllocatable": {
+                    "type": "object",
+                    "description": "The template's allocatable the reports were measured against.",
+                    "maxProperties": 32,
+                    "additionalProperties": {"type": "string", "maxLength": 64},
+                },
+                "since": {
+                    "type": "string",
+                    "description": "When this template was first seen; older Nodes do not count.",
+                    "format": "date-time",
+                },
+                "lowest": {
+                    "type": "object",
+                    "description": "Per resource, the smallest allocatable reported below it.",
+                    "maxProperties": 32,
+                    "additionalProperties": {"type": "string", "maxLength": 64},
                 },
             },
         },

@@ -55,7 +55,16 @@ STRATEGIES: dict[str, st.SearchStrategy[Any]] = {
 }
 
 
-_MAPS = ("labels", "extendedResources", "reserved", "subnets", "tags", "parameters")
+_MAPS = (
+    "labels",
+    "extendedResources",
+    "reserved",
+    "subnets",
+    "tags",
+    "parameters",
+    "templateAllocatable",
+    "lowest",
+)
 
 
 def _fields_and_values(value: Any) -> list[tuple[str, Any]]:

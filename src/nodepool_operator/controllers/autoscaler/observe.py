@@ -37,7 +37,7 @@ from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import quantity
 from nodepool_operator.api import scalerequest as scalerequest_api
-from nodepool_operator.controllers import capacity
+from nodepool_operator.controllers import allocatable, capacity
 from nodepool_operator.controllers.autoscaler import constraints, fit, plan, simulation, volumes
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.handoff import RequestLedger
@@ -48,8 +48,8 @@ from nodepool_operator.controllers.resources import (
     add_shared_indexes,
 )
 from nodepool_operator.runtime import clock as clock_module
+from nodepool_operator.runtime import conditions, pods
 from nodepool_operator.runtime import nodes as k8s_nodes
-from nodepool_operator.runtime import pods
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.informer import Informer
 from nodepool_operator.runtime.lru import Bounded
@@ -685,7 +685,12 @@ class Observer:
             name=name,
             weight=spec.weight,
             taints=_template_taints(spec.template),
-            allocatable=nodepool_api.template_allocatable(spec.template),
+            allocatable=allocatable.planned(
+                spec.template,
+                nodepool_api.status_of(pool).reported_allocatable,
+                self.nodes.by_index(NODES_BY_POOL, name),
+                now=conditions.rfc3339(self.wall_clock.time()),
+            ),
             upcoming=_upcoming(
                 name, spec.template, nodepool_api.names_taken(own=usage.registered, held=held)
             ),

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import CloudError, PermanentCloudError, RateLimited, VmState
+from nodepool_operator.controllers import allocatable
 from nodepool_operator.controllers.nodepool import (
     answering,
     backoff,
@@ -34,7 +35,7 @@ from nodepool_operator.controllers.nodepool import (
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.resources import NODEPOOLS
 from nodepool_operator.runtime import clock as clock_module
-from nodepool_operator.runtime import errors, finalizers, ratelimit, versions
+from nodepool_operator.runtime import conditions, errors, finalizers, ratelimit, versions
 from nodepool_operator.runtime.client import Client, Object
 from nodepool_operator.runtime.controller import Request, Result
 from nodepool_operator.runtime.events import EventRecorder
@@ -158,6 +159,7 @@ class NodePoolReconciler:
         self.reporter.trusted(request.name)
         await zones.tell(self.recorder, pool)
         view = dataclasses.replace(view, zone_backoffs=zones.current())
+        view = await self._note_reported_allocatable(pool, spec, view)
         degraded = (pause.reason, pause.message) if pause else zones.degraded()
         if degraded is None and view.repair_held is not None:
             degraded = (repair.REPAIR_HELD, view.repair_held)
@@ -173,6 +175,29 @@ class NodePoolReconciler:
         return backoff.ZoneLedger(
             template=spec.template, entries=status.zone_backoffs, now=self.wall_clock.time()
         )
+
+    async def _note_reported_allocatable(
+        self, pool: Object, spec: nodepool_api.NodePoolSpec, view: plan.PoolView
+    ) -> plan.PoolView:
+        """The view with what the pool's kubelets report against its template, from the
+        record the status holds (so a restart keeps it); one event when the template
+        fields it shows overstated change."""
+        status = nodepool_api.status_of({"status": self.reporter.status.current(pool)})
+        held = status.reported_allocatable
+        now = conditions.rfc3339(self.wall_clock.time())
+        record = allocatable.observe(held, spec.template, view.nodes.values(), now=now)
+        same_template = (
+            held is not None and held.template_allocatable == record.template_allocatable
+        )
+        before = allocatable.overstated(held, spec.template) if same_template and held else []
+        after = allocatable.overstated(record, spec.template)
+        if after and after != before:
+            _, _, message = allocatable.condition(record, spec.template)
+            await self.recorder.event(
+                pool, type="Warning", reason=allocatable.EVENT_REASON, message=message
+            )
+            log.warning("event=allocatable-overstated %s", message)
+        return dataclasses.replace(view, reported_allocatable=record)
 
     async def _gone(self, name: str) -> Result:
         self._forget(name)
@@ -316,7 +341,12 @@ class NodePoolReconciler:
         if remaining and drains.blocked:
             # Say why the deletion waits, as a blocked scale-down does (a status write
             # only when it changes).
-            view = dataclasses.replace(await self.lifecycle.observe(pool), blocked=drains.blocked)
+            held = nodepool_api.status_of({"status": self.reporter.status.current(pool)})
+            view = dataclasses.replace(
+                await self.lifecycle.observe(pool),
+                blocked=drains.blocked,
+                reported_allocatable=held.reported_allocatable,
+            )
             await self.reporter.report(pool, desired=0, view=view, degraded=None)
         if remaining:
             wait = self.config.poll_interval if drains.done else drains.retry_in

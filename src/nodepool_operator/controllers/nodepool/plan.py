@@ -19,6 +19,7 @@ from typing import Any
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import VirtualMachine, VmName, VmState
+from nodepool_operator.controllers import allocatable
 from nodepool_operator.runtime import conditions, nodes
 
 __all__ = [
@@ -107,6 +108,9 @@ class PoolView:
     zone_backoffs: tuple[nodepool_api.ZoneBackoff, ...] = ()
     # Why unhealthy Nodes wait for their repair (the repair brake), if some do.
     repair_held: str | None = None
+    # What the pool's kubelets report against the template (``allocatable``), as the
+    # status should record it; None leaves it out.
+    reported_allocatable: nodepool_api.ReportedAllocatable | None = None
 
     @property
     def draining(self) -> list[str]:
@@ -203,14 +207,30 @@ def pool_status(
         found.set("Degraded", False, reason="AsExpected", message="the cloud accepts our requests")
     else:
         found.set("Degraded", True, reason=degraded[0], message=degraded[1])
-    return {
-        "observedGeneration": generation,
-        "scaleOperation": "active" if active else "inactive",
-        "currentNodes": current,
-        "readyNodes": ready,
-        "selector": nodepool_api.pool_selector(str(meta["name"])),
-        "conditions": found.items,
-    } | ({"zoneBackoffs": [b.to_dict() for b in view.zone_backoffs]} if view.zone_backoffs else {})
+    reported = view.reported_allocatable
+    if reported is not None and (
+        reported.lowest or conditions.find_condition(found.items, allocatable.CONDITION)
+    ):
+        overstated, reason, message = allocatable.condition(
+            reported, nodepool_api.spec_of(pool).template
+        )
+        found.set(allocatable.CONDITION, overstated, reason=reason, message=message)
+    return (
+        {
+            "observedGeneration": generation,
+            "scaleOperation": "active" if active else "inactive",
+            "currentNodes": current,
+            "readyNodes": ready,
+            "selector": nodepool_api.pool_selector(str(meta["name"])),
+            "conditions": found.items,
+        }
+        | (
+            {"zoneBackoffs": [b.to_dict() for b in view.zone_backoffs]}
+            if view.zone_backoffs
+            else {}
+        )
+        | ({"reportedAllocatable": reported.to_dict()} if reported is not None else {})
+    )
 
 
 def degraded_status(

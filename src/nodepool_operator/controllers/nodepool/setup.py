@@ -51,10 +51,12 @@ def _pool_of_node(obj: Object) -> list[Request]:
 
 def node_state(node: Object) -> Hashable:
     """What of a Node the pool acts on: readiness, labels, taints, cordon, annotations
-    (drain marks, do-not-disrupt), owner, provider ID, deletion; heartbeats are not."""
+    (drain marks, do-not-disrupt), owner, provider ID, deletion, the allocatable its
+    kubelet reports (``allocatable``); heartbeats are not."""
     meta, spec = node.get("metadata") or {}, node.get("spec") or {}
     return (
         k8s_nodes.is_ready(node),
+        tuple(sorted(((node.get("status") or {}).get("allocatable") or {}).items())),
         tuple(sorted((meta.get("labels") or {}).items())),
         tuple(sorted((meta.get("annotations") or {}).items())),
         repr(spec.get("taints")),

@@ -1,0 +1,197 @@
+"""What a pool's kubelets report against its template: the rule, pure.
+
+A real kubelet computes its own allocatable (kube-reserved, the eviction threshold, the
+machine's real memory), often below the template's. Planning new Nodes from the template
+then promises room no Node has: a pod that fits the template but no real Node gets a new,
+useless Node on every scan. So per resource the pool remembers, in its status
+(``status.reportedAllocatable``), the smallest allocatable a Ready Node of
+the pool reported below the template's figure; the Autoscaler plans new Nodes with it.
+
+The NodePool controller writes the record (and its condition and event); the Autoscaler
+plans with ``planned``: the record, lowered further by what the pool's Ready Nodes report
+right now, so the moment between a kubelet's report and the status write that records it
+never plans a Node from the template. Both go through ``observe``, so they never disagree.
+
+The record is measured against one template: when the template's figures change it
+starts again, and only Nodes created since then count (the older ones are of the old
+template). It only ever goes down for a template, so a Node that is gone still speaks
+for the next one; the status is its one copy, so a restarted operator keeps it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from fractions import Fraction
+from typing import Any
+
+from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import quantity
+from nodepool_operator.runtime import conditions
+from nodepool_operator.runtime import nodes as k8s_nodes
+
+__all__ = [
+    "CONDITION",
+    "EVENT_REASON",
+    "condition",
+    "observe",
+    "overstated",
+    "planned",
+    "template_field",
+]
+
+#: The pool condition saying whether its template overstates what its kubelets report.
+CONDITION = "AllocatableOverstated"
+#: The reason of that condition (True) and of the event told when the record changes.
+EVENT_REASON = "KubeletsReportLess"
+AS_TEMPLATE = "AsTemplate"
+
+_TEMPLATE_FIELDS = {
+    "cpu": "cpu",
+    "memory": "memory",
+    "pods": "pods",
+    "ephemeral-storage": "ephemeralStorage",
+}
+
+
+def template_field(resource: str, template: nodepool_api.NodeTemplate) -> str:
+    """The template field that sets ``resource``'s allocatable (and its reserve, if set)."""
+    field = _TEMPLATE_FIELDS.get(resource, f"extendedResources[{resource}]")
+    path = f"spec.template.{field}"
+    if resource in template.reserved:
+        path = f"{path} - spec.template.reserved[{resource}]"
+    return path
+
+
+def _amount(resource: str, text: str) -> int | None:
+    try:
+        if resource == "cpu":
+            return quantity.parse_cpu_millicores(text)
+        if resource in ("memory", "ephemeral-storage"):
+            return quantity.parse_memory_bytes(text)
+        value = quantity.parse_quantity(text)
+    except ValueError:
+        return None
+    return int(value) if value.denominator == 1 else None
+
+
+def _counts(node: Mapping[str, Any], since: str | None) -> bool:
+    """A Ready Node, not on its way out, created for the record's template. Ready is the
+    kubelet's word that it has initialised the Node: it writes its Ready condition and
+    its allocatable in one status update (see ``nodes``), so from the first Ready on the
+    allocatable is the kubelet's, not the template's the Node was created with. Counting
+    it then, not only once the unregistered taint is gone, leaves the Autoscaler the
+    shortest time planning new Nodes from the template after a kubelet said less."""
+    meta = node.get("metadata") or {}
+    if meta.get("deletionTimestamp") or not k8s_nodes.is_ready(node):
+        return False
+    if since is None:
+        return True
+    created = conditions.parse_rfc3339(str(meta.get("creationTimestamp", "")))
+    start = conditions.parse_rfc3339(since)
+    return created is not None and start is not None and created >= start
+
+
+def observe(
+    record: nodepool_api.ReportedAllocatable | None,
+    template: nodepool_api.NodeTemplate,
+    nodes: Iterable[Mapping[str, Any]],
+    *,
+    now: str,
+) -> nodepool_api.ReportedAllocatable:
+    """The record after looking at the pool's ``nodes``.
+
+    ``record`` is the one the status holds (None: never written, so every Node counts);
+    one measured against other template figures is started again from ``now``.
+    """
+    figures = nodepool_api.template_allocatable(template)
+    texts = nodepool_api.quantity_texts(figures)
+    if record is None:
+        record = nodepool_api.ReportedAllocatable(template_allocatable=texts)
+    elif dict(record.template_allocatable) != texts:
+        record = nodepool_api.ReportedAllocatable(template_allocatable=texts, since=now)
+    lowest: dict[str, int] = {}
+    for name, text in record.lowest.items():
+        amount = _amount(name, text)
+        if name in figures and amount is not None:
+            lowest[name] = amount
+    for node in nodes:
+        if not _counts(node, record.since):
+            continue
+        reported = (node.get("status") or {}).get("allocatable") or {}
+        for name, figure in figures.items():
+            amount = _amount(name, str(reported[name])) if name in reported else None
+            if amount is not None and amount < min(figure, lowest.get(name, figure)):
+                lowest[name] = amount
+    below = {name: amount for name, amount in lowest.items() if amount < figures[name]}
+    return nodepool_api.ReportedAllocatable(
+        template_allocatable=texts,
+        since=record.since,
+        lowest=nodepool_api.quantity_texts(dict(sorted(below.items()))),
+    )
+
+
+def planned(
+    template: nodepool_api.NodeTemplate,
+    record: nodepool_api.ReportedAllocatable | None,
+    nodes: Iterable[Mapping[str, Any]],
+    *,
+    now: str,
+) -> dict[str, int]:
+    """The allocatable a future Node of the pool is planned with: the template's, lowered
+    to the smallest its Ready Nodes reported (``record``, the pool's status, and
+    ``nodes``, the pool's Nodes now)."""
+    figures = nodepool_api.template_allocatable(template)
+    for name, text in observe(record, template, nodes, now=now).lowest.items():
+        amount = _amount(name, text)
+        if amount is not None and name in figures:
+            figures[name] = min(figures[name], amount)
+    return figures
+
+
+def overstated(
+    record: nodepool_api.ReportedAllocatable, template: nodepool_api.NodeTemplate
+) -> list[str]:
+    """One line per resource the template overstates, naming its field: ``spec.template.
+    memory: template 16Gi, kubelets report 15.2Gi``."""
+    figures = nodepool_api.template_allocatable(template)
+    lines = []
+    for name, text in sorted(record.lowest.items()):
+        amount = _amount(name, text)
+        if amount is None or name not in figures:
+            continue
+        lines.append(
+            f"{template_field(name, template)}: template {_human(name, figures[name])},"
+            f" kubelets report {_human(name, amount)}"
+        )
+    return lines
+
+
+def condition(
+    record: nodepool_api.ReportedAllocatable, template: nodepool_api.NodeTemplate
+) -> tuple[bool, str, str]:
+    """``AllocatableOverstated``: holds, reason, message."""
+    lines = overstated(record, template)
+    if not lines:
+        return False, AS_TEMPLATE, "kubelets report the template's allocatable"
+    return (
+        True,
+        EVENT_REASON,
+        "; ".join(lines) + "; new nodes are planned with what the kubelets report",
+    )
+
+
+def _human(resource: str, amount: int) -> str:
+    """A figure as a person writes it: 15.2Gi, 512Mi, 3.5 (cpus), 110."""
+    if resource == "cpu":
+        return _trimmed(Fraction(amount, 1000))
+    if resource in ("memory", "ephemeral-storage"):
+        for suffix, unit in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+            if amount >= unit:
+                return f"{_trimmed(Fraction(amount, unit))}{suffix}"
+    return str(amount)
+
+
+def _trimmed(value: Fraction) -> str:
+    if value.denominator == 1:
+        return str(value.numerator)
+    return f"{float(value):.3f}".rstrip("0").rstrip(".")

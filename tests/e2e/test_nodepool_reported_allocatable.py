@@ -1,0 +1,160 @@
+"""Kubelets that report less than the template, on the real control plane.
+
+Every Node of the pool has its allocatable memory lowered below the template's the moment
+its kubelet (kwok) reports it Ready, as a real kubelet with kube-reserved and an eviction
+threshold would report it. A pod that fits the template but no such Node must not make
+the pool grow node after node: at most one node above what the pods need, the pool's
+condition and one event naming the template field, and the same after a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from kubernetes_asyncio import client
+
+from e2e.test_autoscaler import (
+    History,
+    create_autoscaler,
+    create_pool,
+    events,
+    running,
+)
+from harness import Operator, SimCloud, wait_for
+from nodepool_operator.api import nodepool as nodepool_api
+from workloads import deployment
+
+POOLS = ("nodepool.dev", "v1alpha1", "nodepools")
+GI = 2**30
+#: What the "kubelets" report: 12Gi where the template (cpu 4, memory 16Gi) says 16Gi.
+REPORTED_MEMORY = str(12 * GI)
+
+
+class Kubelets:
+    """Lowers the allocatable memory of each Node of the pool once, when it turns Ready,
+    and counts the writes: a second write for one Node would mean something put the
+    template's figure back."""
+
+    def __init__(self, core: client.CoreV1Api, pool: str) -> None:
+        self.core = core
+        self.pool = pool
+        self.writes: dict[str, int] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        selector = nodepool_api.pool_selector(self.pool)
+        while True:
+            for node in (await self.core.list_node(label_selector=selector)).items:
+                ready = any(
+                    c.type == "Ready" and c.status == "True" for c in node.status.conditions or ()
+                )
+                allocatable = node.status.allocatable or {}
+                if ready and allocatable.get("memory") != REPORTED_MEMORY:
+                    await self.core.patch_node_status(
+                        node.metadata.name,
+                        {"status": {"allocatable": {"memory": REPORTED_MEMORY}}},
+                    )
+                    name = node.metadata.name
+                    self.writes[name] = self.writes.get(name, 0) + 1
+            await asyncio.sleep(0.05)
+
+
+async def pool_events(core: client.CoreV1Api, pool: str) -> list[client.CoreV1Event]:
+    found = await core.list_namespaced_event(
+        "default", field_selector=f"involvedObject.name={pool},reason=KubeletsReportLess"
+    )
+    return list(found.items)
+
+
+async def test_a_pool_whose_kubelets_report_less_stops_one_node_above_need_across_a_restart(
+    api_client: client.ApiClient,
+    start_simcloud: Any,
+    start_operator: Any,
+    pool_name: str,
+    autoscaler_name: str,
+    namespace: str,
+) -> None:
+    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
+    operator: Operator = start_operator(cloud)
+    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
+    apps = client.AppsV1Api(api_client)
+    kubelets = Kubelets(core, pool_name)
+    kubelets.start()
+    await create_pool(custom, pool_name, max_nodes=6)
+    history = History(custom, pool_name)
+    history.start()
+    try:
+        await create_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
+        # Two pods of 4Gi share one 12Gi node; a 14Gi pod fits the template, no real node.
+        on_pool = {nodepool_api.POOL_LABEL: pool_name}
+        small = deployment("small", selector=on_pool, replicas=2, cpu="500m", memory="4Gi")
+        big = deployment("big", selector=on_pool, replicas=1, cpu="500m", memory="14Gi")
+        await apps.create_namespaced_deployment(namespace, small)
+        await apps.create_namespaced_deployment(namespace, big)
+        await wait_for(lambda: running(core, namespace, 2), within=90)
+
+        async def told() -> client.CoreV1Event | None:
+            pods = (await core.list_namespaced_pod(namespace, label_selector="app=big")).items
+            for pod in pods:
+                found = await events(
+                    core, namespace, name=pod.metadata.name, reason="NotTriggerScaleUp"
+                )
+                if found and "memory" in found[-1].message:
+                    return found[-1]
+            return None
+
+        warning = await wait_for(told, within=60)
+        assert f"requests {14 * GI} of memory, a node offers {12 * GI}" in warning.message
+
+        async def overstated() -> dict[str, Any] | None:
+            pool = await custom.get_cluster_custom_object(*POOLS, pool_name)
+            status = pool.get("status") or {}
+            shown = [
+                c
+                for c in status.get("conditions") or ()
+                if c["type"] == "AllocatableOverstated" and c["status"] == "True"
+            ]
+            return status if shown else None
+
+        status = await wait_for(overstated, within=30)
+        [shown] = [c for c in status["conditions"] if c["type"] == "AllocatableOverstated"]
+        field = "spec.template.memory: template 16Gi, kubelets report 12Gi"
+        assert shown["reason"] == "KubeletsReportLess"
+        assert field in shown["message"]
+        assert status["reportedAllocatable"]["lowest"] == {"memory": REPORTED_MEMORY}
+        [event] = await wait_for(lambda: pool_events(core, pool_name), within=30)
+        assert event.type == "Warning"
+        assert field in event.message
+
+        # A few scans more: the pool does not grow for the 14Gi pod.
+        await asyncio.sleep(5)
+        need = 1  # the two small pods
+        assert max(history.values) <= need + 1, history.values
+
+        operator.stop()
+        operator = start_operator(cloud)
+        await asyncio.sleep(8)  # the restarted operator scans and reconciles several times
+        assert max(history.values) <= need + 1, history.values
+        assert await running(core, namespace, 2)
+        [again] = await pool_events(core, pool_name)  # the record was there: no new event
+        assert again.count == 1
+        pool = await custom.get_cluster_custom_object(*POOLS, pool_name)
+        assert pool["status"]["reportedAllocatable"] == status["reportedAllocatable"]
+        # kwok left every lowered figure as the "kubelet" wrote it: one write per Node.
+        assert kubelets.writes, "no Node turned Ready"
+        assert set(kubelets.writes.values()) == {1}, kubelets.writes
+        assert operator.errors_logged() == []
+    finally:
+        await history.stop()
+        await kubelets.stop()
