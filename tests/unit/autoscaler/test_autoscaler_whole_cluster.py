@@ -120,6 +120,15 @@ async def test_not_ready_taints_count_on_an_initialised_node_and_not_on_a_bootin
     assert taints == {"small-0": ["node.kubernetes.io/unreachable"], "small-1": []}
 
 
+async def test_a_not_ready_taint_left_on_a_node_that_reports_ready_is_ignored() -> None:
+    # The kubelet says Ready and the unregistered taint is gone, but the node-lifecycle
+    # controller has not removed its not-ready taint yet: the node is room within seconds,
+    # and counting the taint would ask for a node per pod meanwhile.
+    lingering = tainted(node("small-0"), ("node.kubernetes.io/not-ready", "NoSchedule"))
+    world = observer(nodes=[lingering], pools=[pool(target=1)]).inputs()
+    assert [list(n.taints) for n in world.nodes] == [[]]
+
+
 async def test_a_node_no_kubelet_has_reported_for_is_booting() -> None:
     fresh = tainted(node("small-0"), ("node.kubernetes.io/not-ready", "NoSchedule"))
     fresh["status"]["conditions"] = []

@@ -267,8 +267,10 @@ def _allocatable(node: Mapping[str, Any], fallback: Mapping[str, int]) -> dict[s
 #: Taints a node carries while it boots (until the node-lifecycle controller notices it
 #: is Ready, or the NodePool controller that its kubelet reported): counting them on a
 #: booting node would make it useless to every pod and ask for more nodes while the first
-#: ones come up (Karpenter ignores the same ones, its unregistered taint too). On a node
-#: past booting they mean what they say (a dead node is no room) and count.
+#: ones come up (Karpenter ignores the same ones, its unregistered taint too). A node whose
+#: kubelet reports Ready may still carry them for a few seconds (the node-lifecycle
+#: controller removes them on its next look), so they are ignored there too. On a node
+#: that reports NotReady or Unknown they mean what they say (a dead node is no room).
 EPHEMERAL_TAINTS: Final = frozenset(
     {
         "node.kubernetes.io/not-ready",
@@ -308,8 +310,9 @@ def _taints(
     node: Mapping[str, Any], *, startup: frozenset[tuple[str, str]] = frozenset()
 ) -> tuple[constraints.Taint, ...]:
     """The taints the scheduler will judge the node by once it is up: the booting ones
-    (on a node still booting) and its pool's startup taints (an agent removes them) left out."""
-    booting = _booting(node)
+    (on a node still booting, or Ready and not yet rid of them) and its pool's startup
+    taints (an agent removes them) left out."""
+    booting = _booting(node) or k8s_nodes.is_ready(node)
     return tuple(
         constraints.Taint(
             str(t.get("key", "")), str(t.get("value") or ""), str(t.get("effect", ""))
