@@ -30,10 +30,7 @@ The package: ``rules`` (pure: movable pods, budgets, usage, the choice), ``marks
 writes on Nodes and the events), ``consolidator`` (one pass over a pool).
 """
 
-from nodepool_operator.controllers.autoscaler.consolidation.consolidator import (
-    PDBS,
-    Consolidator,
-)
+from nodepool_operator.controllers.autoscaler.consolidation.consolidator import PDBS, Consolidator
 from nodepool_operator.controllers.autoscaler.consolidation.rules import (
     Kept,
     NodeView,

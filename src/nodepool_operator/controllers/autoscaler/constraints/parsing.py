@@ -8,10 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nodepool_operator.controllers.autoscaler import fit
-from nodepool_operator.controllers.autoscaler.constraints.matching import (
-    Toleration,
-    parse_selector,
-)
+from nodepool_operator.controllers.autoscaler.constraints.matching import Toleration, parse_selector
 from nodepool_operator.controllers.autoscaler.constraints.profile import (
     AffinityTerm,
     HostPort,

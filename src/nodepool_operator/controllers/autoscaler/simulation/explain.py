@@ -7,9 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from nodepool_operator.controllers.autoscaler.constraints import (
-    PodProfile,
-)
+from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.simulation.model import (
     DaemonSetView,
     ExistingNode,

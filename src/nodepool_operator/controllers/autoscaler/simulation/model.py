@@ -10,10 +10,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.controllers.autoscaler.constraints import (
-    PodProfile,
-    Taint,
-)
+from nodepool_operator.controllers.autoscaler.constraints import PodProfile, Taint
 
 __all__ = [
     "HOSTNAME_LABEL",

@@ -9,9 +9,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
-from nodepool_operator.controllers.autoscaler.constraints import (
-    PodProfile,
-)
+from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.simulation.model import (
     MAIN_RESOURCES,
     DaemonSetView,

@@ -8,9 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from nodepool_operator.controllers.autoscaler.constraints import (
-    PodProfile,
-)
+from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.simulation.filters import Cluster
 from nodepool_operator.controllers.autoscaler.simulation.model import (
     MAIN_RESOURCES,

@@ -12,11 +12,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.controllers.autoscaler.constraints import (
-    HostPort,
-    PodProfile,
-    Taint,
-)
+from nodepool_operator.controllers.autoscaler.constraints import HostPort, PodProfile, Taint
 from nodepool_operator.controllers.autoscaler.simulation.model import HOSTNAME_LABEL
 
 __all__ = ["BEYOND_MAX", "BOOTING", "NEW", "READY", "Group", "RoomTree", "SimNode"]

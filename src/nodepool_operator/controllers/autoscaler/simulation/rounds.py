@@ -7,9 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from nodepool_operator.controllers.autoscaler.constraints import (
-    PodProfile,
-)
+from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.simulation.filters import Cluster
 from nodepool_operator.controllers.autoscaler.simulation.rooms import SimNode
 

@@ -7,10 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from nodepool_operator.controllers.autoscaler.constraints import (
-    PodProfile,
-    SpreadConstraint,
-)
+from nodepool_operator.controllers.autoscaler.constraints import PodProfile, SpreadConstraint
 from nodepool_operator.controllers.autoscaler.simulation.rooms import SimNode
 
 __all__ = ["Counts", "Feeds", "Spread"]
