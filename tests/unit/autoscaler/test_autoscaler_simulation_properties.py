@@ -1,5 +1,5 @@
 """Properties of the scheduling simulation over random small workloads, checked by rules
-written here independently of ``simulation._Cluster``: no node over its allocatable, no
+written here independently of the simulation's ``Cluster``: no node over its allocatable, no
 anti-affinity pair in one domain, no host port clash, spread within maxSkew, and no node
 opened for nothing."""
 

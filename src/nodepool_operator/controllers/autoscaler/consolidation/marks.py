@@ -1,0 +1,136 @@
+"""The Node writes and events of consolidation: each step a fact written on the Node
+(stamp, taint, their removal), and one event per reason a Node stays or goes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from nodepool_operator.api import autoscaler as autoscaler_api
+from nodepool_operator.controllers.autoscaler import metrics
+from nodepool_operator.controllers.autoscaler.consolidation.rules import Kept, NodeView, Review
+from nodepool_operator.runtime import conditions, errors, kinds
+from nodepool_operator.runtime.client import Client, Object
+from nodepool_operator.runtime.events import EventRecorder
+from nodepool_operator.runtime.informer import Informer
+
+__all__ = ["NodeMarks"]
+
+log = logging.getLogger(__name__)
+
+
+class NodeMarks:
+    """The writes consolidation makes on a Node (the unneeded stamp, the taint, and
+    their removal) and the events that say why a Node stays or goes. Mixed into
+    ``Consolidator``, which sets these attributes."""
+
+    client: Client
+    nodes: Informer
+    recorder: EventRecorder
+    _told: dict[str, tuple[str, str | None]]
+
+    # -- writing --------------------------------------------------------------------------
+
+    async def _patch(self, view: NodeView, body: Mapping[str, Any]) -> bool:
+        """A merge patch with the resourceVersion precondition (a taint list is replaced
+        whole): a 409 or a Node gone leaves it to the next pass."""
+        patch = {
+            **body,
+            "metadata": {
+                **body.get("metadata", {}),
+                "resourceVersion": view.obj["metadata"].get("resourceVersion"),
+            },
+        }
+        try:
+            await self.client.patch(kinds.NODES, view.name, patch)
+        except (errors.Conflict, errors.NotFound):
+            return False
+        metrics.nodepool_autoscaler_consolidation_node_writes_total.inc()
+        return True
+
+    async def _stamp(self, view: NodeView, now: float) -> None:
+        annotations = {autoscaler_api.UNNEEDED_SINCE_ANNOTATION: conditions.rfc3339(now)}
+        if await self._patch(view, {"metadata": {"annotations": annotations}}):
+            log.info("event=node-unneeded node=%s usage=%.2f", view.name, view.usage)
+
+    async def _taint(self, view: NodeView) -> bool:
+        taints = list((view.obj.get("spec") or {}).get("taints") or ())
+        taints.append({"key": autoscaler_api.CONSOLIDATING_TAINT_KEY, "effect": "NoSchedule"})
+        if not await self._patch(view, {"spec": {"taints": taints}}):
+            return False
+        # No event here: the taint shows on the Node, and the one event a Node gets is
+        # ConsolidationRemoving, once it is named (or ConsolidationKept).
+        log.info(
+            "event=node-consolidating node=%s usage=%.2f pods=%d",
+            view.name,
+            view.usage,
+            len(view.to_move),
+        )
+        return True
+
+    async def _clear(self, view: NodeView, *, since: float | None) -> None:
+        """Remove the taint, and the stamp (or restart it at ``since``)."""
+        stamp = None if since is None else conditions.rfc3339(since)
+        body: dict[str, Any] = {
+            "metadata": {"annotations": {autoscaler_api.UNNEEDED_SINCE_ANNOTATION: stamp}}
+        }
+        if view.tainted:
+            taints = [
+                t
+                for t in (view.obj.get("spec") or {}).get("taints") or ()
+                if t.get("key") != autoscaler_api.CONSOLIDATING_TAINT_KEY
+            ]
+            body["spec"] = {"taints": taints}
+        if await self._patch(view, body) and view.tainted:
+            log.info("event=node-consolidation-called-off node=%s", view.name)
+
+    async def _tell_kept(self, autoscaler: Object, kept: Iterable[Kept]) -> None:
+        for item in kept:
+            said = (item.rule, item.pod)
+            if self._told.get(item.node) == said:
+                continue
+            self._told[item.node] = said
+            metrics.nodepool_autoscaler_consolidation_kept_total.labels(item.rule).inc()
+            message = f"node {item.node} stays although underused: {item.message} ({item.rule})"
+            log.info("event=node-kept node=%s rule=%s pod=%s", item.node, item.rule, item.pod)
+            node = self.nodes.get(item.node)
+            if node is not None:
+                await self.recorder.event(
+                    _node_ref(node), type="Normal", reason="ConsolidationKept", message=message
+                )
+            await self.recorder.event(
+                autoscaler, type="Normal", reason="ConsolidationKept", message=message
+            )
+
+    async def announce(self, review: Review, *, request: str) -> None:
+        """Tell each named Node why it goes, once its request is made."""
+        for name in review.victims:
+            metrics.nodepool_autoscaler_consolidation_removals_total.inc()
+            self._told.pop(name, None)
+            node = self.nodes.get(name)
+            if node is None:
+                continue
+            with contextlib.suppress(errors.ApiError):
+                await self.recorder.event(
+                    _node_ref(node),
+                    type="Normal",
+                    reason="ConsolidationRemoving",
+                    message=(
+                        f"named for removal in ScaleRequest {request}: "
+                        f"{review.reasons.get(name, '')}"
+                    ),
+                )
+
+    def _prune(self, candidates: set[str]) -> None:
+        """Forget what was told of Nodes gone, or candidates again (told anew if kept
+        again later)."""
+        for name in [*candidates, *self._told]:
+            if name in candidates or self.nodes.get(name) is None:
+                self._told.pop(name, None)
+
+
+def _node_ref(node: Mapping[str, Any]) -> Object:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": dict(node.get("metadata") or {})}

@@ -1,0 +1,242 @@
+"""Consolidation's rules, pure: which pods may move (``movable_problem``), what the
+budgets allow (``budget_problem``), how used a Node is (``usage_of``), which Nodes go
+together (``choose``) and how many may be tainted at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import quantity
+from nodepool_operator.controllers.autoscaler.constraints import PodProfile, Selector
+from nodepool_operator.runtime.client import Object
+
+__all__ = [
+    "Kept",
+    "NodeView",
+    "Review",
+    "annotations_of",
+    "budget_problem",
+    "choose",
+    "movable_problem",
+    "pod_key",
+    "usage_of",
+    "why_it_goes",
+    "within_limits",
+]
+
+_KUBE_SYSTEM: Final = "kube-system"
+
+
+@dataclass(frozen=True)
+class Kept:
+    """Why an underused Node stays: the rule, and the pod it applies to (if one)."""
+
+    node: str
+    rule: str
+    pod: str | None
+    message: str
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """One of the pool's Nodes as consolidation sees it."""
+
+    name: str
+    obj: Object
+    to_move: tuple[Object, ...]  # pods a drain would evict
+    usage: float  # the larger of its requested cpu and memory shares of allocatable
+    since: float | None  # UNNEEDED_SINCE_ANNOTATION, seconds since the epoch
+    tainted: bool  # carries CONSOLIDATING_TAINT_KEY
+    eligible: bool  # Ready, registered, schedulable, not do-not-disrupt itself
+
+    @property
+    def empty(self) -> bool:
+        return not self.to_move
+
+
+@dataclass(frozen=True)
+class Review:
+    """What one pass found: the Nodes to name now, and when to look again."""
+
+    victims: tuple[str, ...] = ()
+    candidates: int = 0
+    next_check: float | None = None  # seconds until a stamp reaches unneededSeconds
+    # Why each named Node goes, for the events written once the request is made.
+    reasons: Mapping[str, str] = field(default_factory=dict)
+
+
+def pod_key(pod: Mapping[str, Any]) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def annotations_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    return (obj.get("metadata") or {}).get("annotations") or {}
+
+
+def movable_problem(pod: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(rule, message) when a drain must not move ``pod``; None when it may.
+
+    The budgets (and a kube-system pod's need of one) are judged apart, with the
+    budgets read (``budget_problem``).
+    """
+    annotations = annotations_of(pod)
+    safe = annotations.get(nodepool_api.SAFE_TO_EVICT_ANNOTATION) == "true"
+    if annotations.get(nodepool_api.DO_NOT_DISRUPT_ANNOTATION) == "true":
+        return "do-not-disrupt", f"{nodepool_api.DO_NOT_DISRUPT_ANNOTATION}: true"
+    if annotations.get(nodepool_api.SAFE_TO_EVICT_ANNOTATION) == "false":
+        return "do-not-disrupt", f'{nodepool_api.SAFE_TO_EVICT_ANNOTATION}: "false"'
+    owners = (pod.get("metadata") or {}).get("ownerReferences") or ()
+    if not any(ref.get("controller") for ref in owners) and not safe:
+        return "not-replicated", "no controller recreates it (a bare pod)"
+    for volume in (pod.get("spec") or {}).get("volumes") or ():
+        if safe:
+            break
+        if "hostPath" in volume:
+            return "local-storage", f"hostPath volume {volume.get('name', '')!r}"
+        empty_dir = volume.get("emptyDir")
+        if empty_dir is not None and (empty_dir or {}).get("medium") != "Memory":
+            return "local-storage", f"emptyDir volume {volume.get('name', '')!r} on the node's disk"
+    return None
+
+
+def _selector(raw: Mapping[str, Any] | None) -> Selector:
+    if raw is None:
+        return Selector((("", "NoSuchOperator", frozenset()),))  # a PDB without one: none
+    requirements = [
+        (str(k), "In", frozenset({str(v)}))
+        for k, v in sorted((raw.get("matchLabels") or {}).items())
+    ]
+    requirements += [
+        (
+            str(e.get("key", "")),
+            str(e.get("operator", "")),
+            frozenset(map(str, e.get("values") or ())),
+        )
+        for e in raw.get("matchExpressions") or ()
+    ]
+    return Selector(tuple(requirements))
+
+
+def budget_problem(
+    to_move: Sequence[Mapping[str, Any]], budgets: Sequence[Mapping[str, Any]]
+) -> tuple[str, str, str] | None:
+    """(pod, rule, message) when the budgets do not allow moving every pod of ``to_move``
+    now, or a kube-system pod has no budget (cluster-autoscaler's rule); else None."""
+    covering: dict[str, int] = {}
+    named: dict[str, Mapping[str, Any]] = {}
+    for pod in to_move:
+        meta = pod.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        matched = False
+        for budget in budgets:
+            bmeta = budget.get("metadata") or {}
+            if bmeta.get("namespace") != meta.get("namespace"):
+                continue
+            if not _selector((budget.get("spec") or {}).get("selector")).matches(labels):
+                continue
+            matched = True
+            key = f"{bmeta.get('namespace')}/{bmeta.get('name')}"
+            covering[key] = covering.get(key, 0) + 1
+            named[key] = budget
+            allowed = int((budget.get("status") or {}).get("disruptionsAllowed") or 0)
+            if covering[key] > allowed:
+                message = f"PodDisruptionBudget {key} allows {allowed} disruptions now"
+                return pod_key(pod), "pod-disruption-budget", message
+        if not matched and meta.get("namespace") == _KUBE_SYSTEM:
+            safe = annotations_of(pod).get(nodepool_api.SAFE_TO_EVICT_ANNOTATION) == "true"
+            if not safe:
+                return pod_key(pod), "kube-system", "a kube-system pod without a budget"
+    return None
+
+
+def _share(requested: int, allocatable: int) -> float:
+    return requested / allocatable if allocatable > 0 else 1.0
+
+
+def usage_of(node: Mapping[str, Any], profiles: Iterable[PodProfile]) -> float:
+    """The larger of the node's requested cpu and memory, each over its allocatable."""
+    reported = (node.get("status") or {}).get("allocatable") or {}
+    try:
+        cpu = quantity.parse_cpu_millicores(str(reported.get("cpu", "0")))
+        memory = quantity.parse_memory_bytes(str(reported.get("memory", "0")))
+    except ValueError:
+        return 1.0  # unreadable: never judged underused
+    used_cpu = used_memory = 0
+    for profile in profiles:
+        used_cpu += profile.requests.get("cpu", 0)
+        used_memory += profile.requests.get("memory", 0)
+    return max(_share(used_cpu, cpu), _share(used_memory, memory))
+
+
+def choose(
+    views: Sequence[NodeView],
+    *,
+    threshold: float,
+    fits: Callable[[Sequence[NodeView]], tuple[str, str] | None],
+) -> tuple[list[NodeView], list[Kept]]:
+    """The candidates among ``views``, and why each other underused Node stays.
+
+    Empty Nodes first (no simulation), then the Nodes already tainted (a decision in
+    progress keeps its room), then the longest stamped (a pass after a removal keeps the
+    timers that ran, instead of starting another Node's from zero), then the least used.
+    ``fits(chosen)`` says which pod of ``chosen`` fits nowhere on the Nodes that stay
+    (``(pod, why)``), or None.
+    """
+
+    def order(v: NodeView) -> tuple[bool, bool, bool, float, float, str]:
+        return (not v.empty, not v.tainted, v.since is None, v.since or 0.0, v.usage, v.name)
+
+    underused = sorted((v for v in views if v.eligible and v.usage < threshold), key=order)
+    chosen: list[NodeView] = []
+    kept: list[Kept] = []
+    for view in underused:
+        if view.empty:
+            chosen.append(view)
+            continue
+        problems = ((pod, movable_problem(pod)) for pod in view.to_move)
+        pod, problem = next(((p, found) for p, found in problems if found), (None, None))
+        if pod is not None and problem is not None:
+            rule, why = problem
+            kept.append(Kept(view.name, rule, pod_key(pod), f"pod {pod_key(pod)}: {why}"))
+            continue
+        unfit = fits([*chosen, view])
+        if unfit is not None:
+            pod_name, why = unfit
+            message = f"pod {pod_name} fits on no other node: {why}"
+            kept.append(Kept(view.name, "no-room", pod_name, message))
+            continue
+        chosen.append(view)
+    return chosen, kept
+
+
+def within_limits(
+    untainted: Sequence[NodeView], *, tainted: Sequence[NodeView], room: int, max_concurrent: int
+) -> list[NodeView]:
+    """Those of ``untainted`` (in order) that may be tainted now: never more tainted Nodes
+    than the pool may give up, never more than ``max_concurrent`` with pods to move. Nodes
+    tainted already count (named, or draining)."""
+    busy = sum(1 for v in tainted if not v.empty)
+    count = len(tainted)
+    chosen = []
+    for view in untainted:
+        if count >= room:
+            break
+        if not view.empty and busy >= max_concurrent:
+            continue
+        chosen.append(view)
+        count += 1
+        busy += not view.empty
+    return chosen
+
+
+def why_it_goes(view: NodeView) -> str:
+    if view.empty:
+        return "empty (DaemonSet and mirror pods only)"
+    return (
+        f"underused ({view.usage:.0%} requested); its {len(view.to_move)} pods fit on other nodes"
+    )

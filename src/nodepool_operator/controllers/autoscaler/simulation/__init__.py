@@ -1,0 +1,63 @@
+"""The scheduling simulation: where kube-scheduler would put the pending pods, and which
+pool's new nodes they need. Pure code: no I/O, no clock.
+
+The simulated cluster holds the nodes that exist (Ready, or registered and booting; a
+pool's or not: a node of no pool hosts pods and counts for affinity and spread, and is
+never grown nor removed), the
+nodes requested but not registered yet, and the new nodes the simulation opens. A pod
+goes to the first node that passes every filter kube-scheduler would apply
+(``NodeUnschedulable``, ``NodeAffinity``, ``VolumeBinding`` and ``VolumeZone`` (as
+``volumes`` reads a pod's claims), ``TaintToleration``, ``NodeResourcesFit``, ``NodePorts``,
+``InterPodAffinity``, ``PodTopologySpread``) given the pods already there
+and those placed before it; a pod that fits nowhere opens the next node of the pool that
+can host it: highest ``weight`` first, then least waste (cluster-autoscaler's expander),
+then name. A node that is not there yet has its template's allocatable minus the
+DaemonSet pods that would run on it.
+
+Pods are placed by class: pods whose profiles are equal but for labels no selector in
+the cluster reads (replicas, a StatefulSet's pods with their own pod-name labels) are one
+class, placed one after the other (a node's worth at a time when nothing but resources
+constrains them; round after round at once while a spreading class's rounds come out the
+same), in first-fit-decreasing order. A max-tree over the nodes' free cpu, memory and pod slots
+finds the leftmost node with room without scanning the full ones, and a per-class
+cursor skips the nodes the class was already refused on (a node only fills up while one
+class is placed, so a refusal stands, except where pod affinity can change it or a
+spread's smallest count rises). Verdicts of the static filters are kept per node rules
+(selector, node affinity, tolerations), so pods of every size with equal rules share them.
+
+Nodes are registered in the pool's VM order (``<pool>-<index>``, lowest free index
+first) and each VM's zone follows from its index, so the nodes opened here are, name for
+name, the ones the NodePool controller will create.
+
+The package, by stage: ``model`` (what it reads and answers), ``rooms`` (simulated nodes
+and their room trees), ``tallies`` (affinity and spread counters), ``cluster`` (the
+cluster's state), ``filters`` (kube-scheduler's filters in its order), ``pools`` (opening
+pool nodes), ``placing`` and ``rounds`` (the simulation loop), ``explain`` (verdicts for
+``nodepool-operator explain``).
+"""
+
+from nodepool_operator.controllers.autoscaler.simulation.explain import (
+    NodeAnswer,
+    Verdicts,
+    verdicts,
+)
+from nodepool_operator.controllers.autoscaler.simulation.model import (
+    DaemonSetView,
+    ExistingNode,
+    Outcome,
+    PoolOutcome,
+    PoolTemplate,
+)
+from nodepool_operator.controllers.autoscaler.simulation.placing import simulate
+
+__all__ = [
+    "DaemonSetView",
+    "ExistingNode",
+    "NodeAnswer",
+    "Outcome",
+    "PoolOutcome",
+    "PoolTemplate",
+    "Verdicts",
+    "simulate",
+    "verdicts",
+]

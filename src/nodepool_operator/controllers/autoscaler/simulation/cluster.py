@@ -1,0 +1,301 @@
+"""The simulated cluster's state: nodes added in order and grouped for the room search,
+pods placed and counted for affinity and spread, node rules numbered once per profile.
+The filters that read this state are in ``filters``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+
+from nodepool_operator.controllers.autoscaler.constraints import (
+    AffinityTerm,
+    PodProfile,
+    Selector,
+    SpreadConstraint,
+    Taint,
+    node_affinity_problem,
+    terms_name_nodes,
+    untolerated,
+)
+from nodepool_operator.controllers.autoscaler.simulation.model import (
+    HOSTNAME_LABEL,
+    MAIN_RESOURCES,
+    DaemonSetView,
+)
+from nodepool_operator.controllers.autoscaler.simulation.rooms import Group, SimNode
+from nodepool_operator.controllers.autoscaler.simulation.tallies import Counts, Feeds, Spread
+
+__all__ = ["ClusterState"]
+
+
+class ClusterState:
+    """The simulated cluster: its nodes, grouped by their static rules, and the pods
+    counted on them for affinity and spread. The filters are in ``filters.Cluster``."""
+
+    def __init__(self, daemon_sets: Sequence[DaemonSetView], scale: tuple[int, int]) -> None:
+        self.nodes: list[SimNode] = []
+        self.scale = scale  # weights of cpu and memory (MiB) in a room tree's balance
+        # One room tree per group of nodes that agree on everything static but their name
+        # (a pool's zone, say): a pod skips a whole group its selectors or taints refuse.
+        self.groups: dict[tuple[object, ...], Group] = {}
+        # Node rules numbered once per profile: every static verdict, and which groups a
+        # pod may use, is shared by the pods with equal rules, whatever their size.
+        self._rules_ids: dict[tuple[object, ...], int] = {}
+        self._rules_of: dict[PodProfile, int] = {}
+        self._pinned: dict[int, bool] = {}
+        self._usable: dict[int, tuple[int, list[Group]]] = {}
+        self._kinds_seen = 0  # node kinds across all groups: the usable lists' version
+        self.daemon_sets = daemon_sets
+        self._terms: dict[AffinityTerm, Counts] = {}
+        self._term_match: dict[tuple[AffinityTerm, PodProfile], bool] = {}
+        self._anti_owners: dict[AffinityTerm, Counts] = {}
+        self._spreads: dict[tuple[SpreadConstraint, PodProfile], Spread] = {}
+        self._spreads_by_profile: dict[PodProfile, list[tuple[SpreadConstraint, Spread, int]]] = {}
+        self._static: dict[tuple[int, int], str | None] = {}  # by rules and static id
+        # Per profile: the term counters and spreads a pod of it counts in, and how many of
+        # each were looked at (both only grow, so only the new ones are checked again).
+        self._feeds: dict[PodProfile, Feeds] = {}
+        self._term_list: list[tuple[AffinityTerm, Counts]] = []
+        # The spreads of the classes not placed yet: the only ones a new node must join.
+        self._live_spreads: list[Spread] = []
+        self._anti_list: list[AffinityTerm] = []
+        self._hits: dict[PodProfile, tuple[int, list[AffinityTerm]]] = {}
+        # Where the counted pods of each profile are: a new term or spread counts its
+        # matches from the profiles it matches, not from every pod of every node.
+        self._where: dict[PodProfile, Counter[int]] = {}
+        # The counted profiles by each of their labels: a selector asking for a label value
+        # reads only the profiles that carry it, not every class placed before.
+        self._placed_by_label: dict[tuple[str, str], list[PodProfile]] = {}
+        self._static_ids: dict[tuple[object, ...], int] = {}
+        self._by_static: dict[int, list[int]] = {}  # indexes of the added nodes, per static id
+
+    # -- building --------------------------------------------------------------------
+
+    def add_node(self, node: SimNode) -> SimNode:
+        """Add ``node``, made by ``make_node`` just before (its index is its place)."""
+        if node.index != len(self.nodes):
+            raise ValueError(f"node {node.name} was made for another place in the cluster")
+        self.nodes.append(node)
+        self._by_static.setdefault(node.static_id, []).append(node.index)
+        group = self.groups.get(node.group_key)
+        if group is None:
+            group = self.groups[node.group_key] = Group(self.scale)
+        kinds = len(group.kinds)
+        node.slot = group.add(node, self._main_room(node))
+        self._kinds_seen += len(group.kinds) - kinds
+        for spread in self._live_spreads:
+            value = node.labels.get(spread.constraint.topology_key)
+            if value is not None and self._spread_eligible(spread, node):
+                spread.add_domain(value)  # a new, empty domain (or one more node in it)
+                if spread.pinned:
+                    spread.eligible.add(node.index)
+        return node
+
+    def make_node(
+        self,
+        *,
+        name: str,
+        pool: str | None,
+        labels: Mapping[str, str],
+        taints: tuple[Taint, ...],
+        unschedulable: bool,
+        allocatable: Mapping[str, int],
+        kind: str,
+    ) -> SimNode:
+        """The next node of the cluster, not added yet (``add_node`` adds it)."""
+        node = SimNode(
+            len(self.nodes), name, pool, labels, taints, unschedulable, allocatable, kind
+        )
+        # The caches of static verdicts are keyed by the static key's number: hashing the
+        # key itself (labels and taints) at every lookup is what would cost.
+        node.static_id = self._static_ids.setdefault(node.static_key, len(self._static_ids))
+        return node
+
+    def _main_room(self, node: SimNode) -> list[int]:
+        if node.unschedulable:
+            return [-1, -1, -1]  # never searched; tolerating pods are rare and go new
+        return [max(-1, node.room(name)) for name in MAIN_RESOURCES]
+
+    def place(self, profile: PodProfile, node: SimNode, copies: int, *, counted: bool) -> None:
+        """Put ``copies`` pods of ``profile`` on ``node``; ``counted`` for spread and affinity."""
+        node.charge(profile, copies)
+        if counted:
+            node.pods[profile] += copies
+            where = self._where.get(profile)
+            if where is None:
+                where = self._where[profile] = Counter()
+                for label in profile.labels.items():
+                    self._placed_by_label.setdefault(label, []).append(profile)
+            where[node.index] += copies
+            feeds = self._feeds_of(profile)
+            for counts in feeds.counts:
+                counts.add(node, copies)
+            for term in profile.anti_affinity:
+                owners = self._anti_owners.get(term)
+                if owners is None:
+                    owners = self._anti_owners[term] = Counts(term.topology_key)
+                    self._anti_list.append(term)
+                owners.add(node, copies)
+            for spread in feeds.spreads:
+                if spread.retired:
+                    continue
+                value = node.labels.get(spread.constraint.topology_key)
+                if value is not None and self._counted_at(spread, node):
+                    spread.add(value, copies)
+        self.groups[node.group_key].tree.set(node.slot, self._main_room(node))
+
+    def _feeds_of(self, profile: PodProfile) -> Feeds:
+        feeds = self._feeds.get(profile)
+        if feeds is None:
+            # A spread made later joins the feeds of the profiles it counts (``_spread``).
+            feeds = self._feeds[profile] = Feeds()
+            if self._live_spreads:
+                feeds.spreads = [
+                    spread
+                    for spread in self._live_spreads
+                    if self._spread_counts(spread.constraint, spread.owner, profile)
+                ]
+        for term, counts in self._term_list[feeds.terms_seen :]:
+            if self._matches(term, profile):
+                feeds.counts.append(counts)
+        feeds.terms_seen = len(self._term_list)
+        return feeds
+
+    def _anti_hits(self, profile: PodProfile) -> list[AffinityTerm]:
+        """The running pods' anti-affinity terms that match ``profile``."""
+        seen, hits = self._hits.get(profile, (0, []))
+        for term in self._anti_list[seen:]:
+            if self._matches(term, profile):
+                hits = [*hits, term]
+        self._hits[profile] = (len(self._anti_list), hits)
+        return hits
+
+    # -- matching ---------------------------------------------------------------------
+
+    def _matches(self, term: AffinityTerm, profile: PodProfile) -> bool:
+        key = (term, profile)
+        found = self._term_match.get(key)
+        if found is None:
+            found = self._term_match[key] = term.matches(profile.namespace, profile.labels)
+        return found
+
+    def _counts(self, term: AffinityTerm) -> Counts:
+        counts = self._terms.get(term)
+        if counts is None:
+            counts = self._terms[term] = Counts(term.topology_key)
+            self._term_list.append((term, counts))
+            for profile, where in self._placed_for(term.selector):
+                if self._matches(term, profile):
+                    for index, count in where.items():
+                        counts.add(self.nodes[index], count)
+        return counts
+
+    def _placed_for(self, selector: Selector | None) -> Iterable[tuple[PodProfile, Counter[int]]]:
+        """The counted profiles ``selector`` may match, and where their pods are: those
+        with a value its first ``In`` requirement accepts, or all when it has none."""
+        if selector is None:
+            return ()
+        for key, operator, values in selector.requirements:
+            if operator == "In":
+                where = self._where
+                return [
+                    (profile, where[profile])
+                    for value in values
+                    for profile in self._placed_by_label.get((key, value), ())
+                ]
+        return list(self._where.items())
+
+    @staticmethod
+    def _spread_counts(constraint: SpreadConstraint, owner: PodProfile, other: PodProfile) -> bool:
+        if constraint.selector is None or other.namespace != owner.namespace:
+            return False
+        return constraint.selector.matches(other.labels)
+
+    def _spread_eligible(self, spread: Spread, node: SimNode) -> bool:
+        """Whether the node's domain counts for the spread: a static fact, cached per
+        static key unless the pod's node rules name nodes one by one."""
+        if spread.pinned:
+            return self._judge_spread_eligible(spread.constraint, spread.owner, node)
+        found = spread.eligible_by_key.get(node.static_id)
+        if found is None:
+            found = spread.eligible_by_key[node.static_id] = self._judge_spread_eligible(
+                spread.constraint, spread.owner, node
+            )
+        return found
+
+    def _counted_at(self, spread: Spread, node: SimNode) -> bool:
+        """Whether pods on the (added) node count in the spread."""
+        if spread.pinned:
+            return node.index in spread.eligible
+        return self._spread_eligible(spread, node)
+
+    def _judge_spread_eligible(
+        self, constraint: SpreadConstraint, profile: PodProfile, node: SimNode
+    ) -> bool:
+        if constraint.topology_key not in node.labels:
+            return False
+        if constraint.honor_node_affinity and node_affinity_problem(
+            profile.node_selector, profile.node_affinity, labels=node.labels, name=node.name
+        ):
+            return False
+        return not (
+            constraint.honor_taints and untolerated(profile.tolerations, node.taints) is not None
+        )
+
+    def _spread(self, constraint: SpreadConstraint, profile: PodProfile) -> Spread:
+        key = (constraint, profile)
+        spread = self._spreads.get(key)
+        if spread is None:
+            by_node = self.pinned(profile)
+            spread = self._spreads[key] = Spread(constraint, profile, pinned=by_node)
+            topology = constraint.topology_key
+            # Eligibility is judged once per static key (nodes alike but for their name)
+            # unless the pod names nodes one by one; the order domains join in is moot.
+            # Nodes of one static key share every label but the hostname: one domain.
+            per_node = by_node or topology == HOSTNAME_LABEL
+            nodes = self.nodes
+            for indexes in self._by_static.values():
+                if by_node:
+                    eligible = [i for i in indexes if self._spread_eligible(spread, nodes[i])]
+                    spread.eligible.update(eligible)
+                elif self._spread_eligible(spread, nodes[indexes[0]]):
+                    eligible = indexes if per_node else indexes[:1]
+                else:
+                    continue
+                for index in eligible:
+                    spread.add_domain(nodes[index].labels[topology])
+            for other, where in self._placed_for(constraint.selector):
+                if self._spread_counts(constraint, profile, other):
+                    self._feeds[other].spreads.append(spread)
+                    for index, count in where.items():
+                        node = nodes[index]
+                        if self._counted_at(spread, node):
+                            spread.add(node.labels[topology], count)
+            self._live_spreads.append(spread)
+        return spread
+
+    def retire(self, profile: PodProfile) -> None:
+        """The class of ``profile`` is placed: its spreads are read no more."""
+        for constraint, spread, _ in self._spreads_by_profile.pop(profile, ()):
+            spread.retired = True
+            self._live_spreads.remove(spread)
+            del self._spreads[(constraint, profile)]
+
+    def rules_id(self, profile: PodProfile) -> int:
+        """The number of the profile's node rules (equal rules, equal number)."""
+        found = self._rules_of.get(profile)
+        if found is None:
+            found = self._rules_ids.setdefault(profile.node_rules, len(self._rules_ids))
+            self._rules_of[profile] = found
+            if found not in self._pinned:
+                self._pinned[found] = (
+                    HOSTNAME_LABEL in profile.node_selector
+                    or terms_name_nodes(profile.node_affinity or ())
+                    or (profile.volumes is not None and profile.volumes.names_nodes)
+                )
+        return found
+
+    def pinned(self, profile: PodProfile) -> bool:
+        """Whether the pod's node rules name nodes one by one (so groups do not decide)."""
+        return self._pinned[self.rules_id(profile)]

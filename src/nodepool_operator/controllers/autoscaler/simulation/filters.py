@@ -1,0 +1,178 @@
+"""kube-scheduler's filters over the simulated cluster, in the scheduler's order, so the
+first refusal named is the one the scheduler would report; and which node groups a pod
+may search at all.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Sequence
+
+from nodepool_operator.controllers.autoscaler.constraints import (
+    UNSCHEDULABLE_TAINT,
+    PodProfile,
+    SpreadConstraint,
+    Taint,
+    node_affinity_problem,
+    untolerated,
+)
+from nodepool_operator.controllers.autoscaler.simulation.cluster import ClusterState
+from nodepool_operator.controllers.autoscaler.simulation.rooms import SimNode
+from nodepool_operator.controllers.autoscaler.simulation.tallies import Spread
+
+__all__ = ["Cluster"]
+
+
+class Cluster(ClusterState):
+    """The cluster with kube-scheduler's filters over it, in the scheduler's order:
+    static (cordon, taints, node affinity, volumes), host ports, resources, spread, then
+    pod affinity; the first that refuses is the reason given."""
+
+    def daemons_for(self, node: SimNode, present: frozenset[str] = frozenset()) -> list[PodProfile]:
+        """The pods of the DaemonSets that would run on ``node`` and are not there yet."""
+        return [
+            daemon.profile
+            for daemon in self.daemon_sets
+            if daemon.uid not in present and self._static_problem(daemon.profile, node) is None
+        ]
+
+    def add_daemon_pods(self, node: SimNode, *, present: frozenset[str] = frozenset()) -> None:
+        """Charge a node with the DaemonSet pods that would run on it and are not there."""
+        for profile in self.daemons_for(node, present):
+            self.place(profile, node, 1, counted=True)
+
+    # -- filters ------------------------------------------------------------------------
+
+    def _static_problem(self, profile: PodProfile, node: SimNode) -> str | None:
+        """What never changes for the node: cordon, taints, selectors, volumes."""
+        rules = self.rules_id(profile)
+        pinned = self._pinned[rules]
+        key = (rules, node.static_id)
+        if not pinned and key in self._static:
+            return self._static[key]
+        problem = None
+        # In kube-scheduler's order (NodeUnschedulable, TaintToleration, NodeAffinity, then
+        # the volume filters), so the first refusal named is the one the scheduler reports.
+        if node.unschedulable and untolerated(
+            profile.tolerations, (Taint(UNSCHEDULABLE_TAINT, "", "NoSchedule"),)
+        ):
+            problem = "node is cordoned"
+        if problem is None:
+            taint = untolerated(profile.tolerations, node.taints)
+            if taint is not None:
+                value = f"={taint.value}" if taint.value else ""
+                problem = f"taint {taint.key}{value}:{taint.effect} is not tolerated"
+        if problem is None:
+            why = node_affinity_problem(
+                profile.node_selector, profile.node_affinity, labels=node.labels, name=node.name
+            )
+            problem = f"{why} does not match" if why else None
+        if problem is None and profile.volumes is not None:
+            problem = profile.volumes.problem(node.labels, node.name)
+        if not pinned:
+            self._static[key] = problem
+        return problem
+
+    def candidates(self, profile: PodProfile, need: Sequence[int], start: int) -> Iterable[int]:
+        """Nodes from ``start`` on with room for ``need``, in order, in groups it may use."""
+        rules = self.rules_id(profile)
+        seen, usable = self._usable.get(rules, (-1, []))
+        if seen != self._kinds_seen:
+            # Groups and their kinds only grow: the list stands until one of them does.
+            pinned = self._pinned[rules]
+            usable = [
+                group
+                for group in self.groups.values()
+                if pinned or any(self._static_problem(profile, n) is None for n in group.kinds)
+            ]
+            self._usable[rules] = (self._kinds_seen, usable)
+        if len(usable) == 1:
+            return usable[0].find(need, start)
+        return heapq.merge(*(group.find(need, start) for group in usable))
+
+    @staticmethod
+    def _resource_problem(profile: PodProfile, node: SimNode) -> str | None:
+        for name, amount in profile.requests.items():
+            if node.room(name) < amount:
+                have = node.allocatable.get(name, 0)
+                if have < amount:
+                    return f"requests {amount} of {name}, a node offers {have}"
+                return f"not enough free {name}"
+        return None
+
+    @staticmethod
+    def _port_problem(profile: PodProfile, node: SimNode) -> str | None:
+        for port in profile.ports:
+            if any(port.conflicts(taken) for taken in node.ports):
+                return f"host port {port.port}/{port.protocol} is taken"
+        return None
+
+    def _affinity_problem(self, profile: PodProfile, node: SimNode) -> str | None:
+        for term in profile.affinity:
+            value = node.labels.get(term.topology_key)
+            if value is None:
+                return f"pod affinity: node has no {term.topology_key} label"
+            counts = self._counts(term)
+            if counts.by_domain[value] > 0:
+                continue
+            # The first pod of a group that is affine to itself may go anywhere.
+            if counts.total == 0 and self._matches(term, profile):
+                continue
+            return f"pod affinity over {term.topology_key}: no matching pod in {value}"
+        for term in profile.anti_affinity:
+            value = node.labels.get(term.topology_key)
+            if value is not None and self._counts(term).by_domain[value]:
+                return f"pod anti-affinity over {term.topology_key}: a matching pod in {value}"
+        for term in self._anti_hits(profile):
+            owners = self._anti_owners[term]
+            if owners.total:
+                value = node.labels.get(term.topology_key)
+                if value is not None and owners.by_domain[value]:
+                    return f"another pod's anti-affinity over {term.topology_key} in {value}"
+        return None
+
+    def spreads_of(self, profile: PodProfile) -> list[tuple[SpreadConstraint, Spread, int]]:
+        """The pod's spreads, each with 1 when the pod counts in its own spread, else 0.
+
+        Kept per profile: a constraint is a deep value, and hashing it for every node a
+        pod is judged on is what a lookup by (constraint, profile) would cost.
+        """
+        if not profile.spread:
+            return []
+        found = self._spreads_by_profile.get(profile)
+        if found is None:
+            found = self._spreads_by_profile[profile] = [
+                (c, self._spread(c, profile), int(self._spread_counts(c, profile, profile)))
+                for c in profile.spread
+            ]
+        return found
+
+    def _spread_problem(self, profile: PodProfile, node: SimNode, *, candidate: bool) -> str | None:
+        for constraint, spread, mine in self.spreads_of(profile):
+            key = constraint.topology_key
+            value = node.labels.get(key)
+            if value is None:
+                return f"topology spread: node has no {key} label"
+            eligible = candidate and self._spread_eligible(spread, node)
+            extra = value if eligible else None
+            low = spread.minimum(extra, constraint.min_domains)
+            if spread.counts.get(value, 0) + mine - low > constraint.max_skew:
+                return f"topology spread over {key} (maxSkew {constraint.max_skew}) in {value}"
+        return None
+
+    def spread_floors(self, profile: PodProfile) -> tuple[int, ...]:
+        """The smallest count each of the pod's spreads compares an added node with."""
+        return tuple(
+            spread.minimum(None, constraint.min_domains)
+            for constraint, spread, _ in self.spreads_of(profile)
+        )
+
+    def problem(self, profile: PodProfile, node: SimNode, *, candidate: bool = False) -> str | None:
+        """Why ``profile`` cannot go on ``node`` now, or None. ``candidate``: not added yet."""
+        return (
+            self._static_problem(profile, node)
+            or self._port_problem(profile, node)  # NodePorts runs before NodeResourcesFit
+            or self._resource_problem(profile, node)
+            or self._spread_problem(profile, node, candidate=candidate)
+            or self._affinity_problem(profile, node)  # InterPodAffinity runs last
+        )

@@ -1,0 +1,86 @@
+"""What the simulation is given and what it answers: the nodes, DaemonSets and pools it
+reads, and the outcome per pool. Plain values, so callers build them without the
+simulation's internals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.controllers.autoscaler.constraints import PodProfile, Taint
+
+__all__ = [
+    "HOSTNAME_LABEL",
+    "MAIN_RESOURCES",
+    "DaemonSetView",
+    "ExistingNode",
+    "Outcome",
+    "PoolOutcome",
+    "PoolTemplate",
+]
+
+HOSTNAME_LABEL: Final = nodepool_api.HOSTNAME_LABEL
+MAIN_RESOURCES: Final = ("cpu", "memory", "pods")
+
+
+@dataclass(frozen=True)
+class ExistingNode:
+    """A Node in the cache: Ready, or registered and still booting."""
+
+    name: str
+    pool: str | None
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    unschedulable: bool
+    allocatable: Mapping[str, int]
+    pods: tuple[PodProfile, ...]  # bound, not finished
+    terminating: tuple[PodProfile, ...] = ()  # bound and being deleted: room, no spread
+    daemon_sets: frozenset[str] = frozenset()  # DaemonSets with a pod bound here
+
+
+@dataclass(frozen=True)
+class DaemonSetView:
+    uid: str
+    profile: PodProfile  # its pod template, with the DaemonSet controller's tolerations
+
+
+@dataclass(frozen=True)
+class PoolTemplate:
+    """A pool that can grow: its node shape and the names of the nodes it creates next.
+
+    ``upcoming(k)`` is the name and labels of the k-th node the pool will register from
+    now on; the first ``in_flight`` of them are already requested (VMs without a Node).
+    """
+
+    name: str
+    weight: int
+    taints: tuple[Taint, ...]
+    allocatable: Mapping[str, int]
+    upcoming: Callable[[int], tuple[str, Mapping[str, str]]]
+    in_flight: int
+    headroom: int  # nodes it may still add beyond the target (maxNodes - target)
+    zones: int  # how many zones its nodes rotate through (1 without zones)
+    namespaces: frozenset[str] | None  # whose pods its Autoscaler plans for; None: all
+
+
+@dataclass(frozen=True)
+class PoolOutcome:
+    new_nodes: int  # nodes to add, within maxNodes
+    wanted_nodes: int  # nodes the pods would need without maxNodes
+    triggering: tuple[int, ...]  # pending pods (by index) placed on the granted new nodes
+    hosted: tuple[int, ...]  # pending pods placed on any node of the pool
+    beyond: tuple[int, ...] = ()  # pending pods placed on nodes maxNodes does not allow
+    # Of ``triggering``, the pods a pool ranked before this one (by weight, then least
+    # waste) would have hosted had it been able to grow (at maxNodes, or every zone backed
+    # off), with that pool's name: they are sent here instead.
+    passed_over: tuple[tuple[int, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Outcome:
+    pools: Mapping[str, PoolOutcome]
+    placements: tuple[str | None, ...]  # per pending pod: the node it went to
+    unfit: Mapping[int, str]  # pending pods no node could host, and why

@@ -1,0 +1,255 @@
+"""The simulation loop: pods grouped into classes, placed in first-fit-decreasing order on
+the nodes that exist or the pools' next nodes, and run again while a spread opens more
+nodes; then the outcome per pool.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Final
+
+from nodepool_operator.controllers.autoscaler.constraints import PodProfile
+from nodepool_operator.controllers.autoscaler.simulation.model import (
+    MAIN_RESOURCES,
+    DaemonSetView,
+    ExistingNode,
+    Outcome,
+    PoolOutcome,
+    PoolTemplate,
+)
+from nodepool_operator.controllers.autoscaler.simulation.pools import Simulation, copies_that_fit
+from nodepool_operator.controllers.autoscaler.simulation.rooms import BEYOND_MAX, NEW
+from nodepool_operator.controllers.autoscaler.simulation.rounds import Rounds
+
+__all__ = ["simulate"]
+
+#: Rounds of the simulation when pods spread over topology (see ``simulate``).
+_SPREAD_ROUNDS: Final = 3
+
+
+def _share(profile: PodProfile, reference: Mapping[str, int]) -> float:
+    shares = [
+        amount / reference[name] if reference.get(name) else float("inf")
+        for name, amount in profile.requests.items()
+        if amount > 0 and name in MAIN_RESOURCES
+    ]
+    return max(shares, default=0.0)
+
+
+def _classes(pods: Sequence[PodProfile]) -> list[tuple[PodProfile, list[int]]]:
+    grouped: dict[PodProfile, list[int]] = {}
+    for index, profile in enumerate(pods):
+        grouped.setdefault(profile, []).append(index)
+    return list(grouped.items())
+
+
+class _Alike:
+    """One profile for the pods that differ only by labels no selector in the cluster reads.
+
+    Pod (anti-)affinity and spread selectors are the only readers of a pod's labels; a
+    label none of them names (``statefulset.kubernetes.io/pod-name``, a Job's completion
+    index) changes no verdict, so pods that differ only by such labels are one class,
+    placed under the first of their profiles (its other labels are never read), and the
+    simulation's counters and memos per profile stay as few as the classes.
+    """
+
+    def __init__(self, profiles: Iterable[PodProfile]) -> None:
+        keys: set[str] = set()
+        for profile in set(profiles):
+            if profile.affinity or profile.anti_affinity or profile.spread:
+                keys.update(profile.label_keys_read)
+        self._keys = frozenset(keys)
+        self._seen: dict[PodProfile, PodProfile] = {}
+        self._first: dict[tuple[object, ...], PodProfile] = {}
+
+    def of(self, profile: PodProfile) -> PodProfile:
+        found = self._seen.get(profile)
+        if found is None:
+            keys = self._keys
+            read = tuple(sorted(item for item in profile.labels.items() if item[0] in keys))
+            alike = (profile.namespace, read, profile.key[2:])
+            found = self._seen[profile] = self._first.setdefault(alike, profile)
+        return found
+
+    def node(self, node: ExistingNode) -> ExistingNode:
+        return dataclasses.replace(
+            node,
+            pods=tuple(self.of(p) for p in node.pods),
+            terminating=tuple(self.of(p) for p in node.terminating),
+        )
+
+
+def simulate(
+    pending: Sequence[PodProfile],
+    *,
+    nodes: Sequence[ExistingNode],
+    pools: Sequence[PoolTemplate],
+    daemon_sets: Sequence[DaemonSetView] = (),
+    nominated: Sequence[tuple[PodProfile, str]] = (),
+) -> Outcome:
+    """Place ``pending`` (oldest first) as kube-scheduler would, opening pool nodes as needed.
+
+    ``nominated`` pods keep their room on the node preemption chose for them.
+
+    A topology spread judged while new nodes open one after the other would let the first
+    ones fill up before the later domains exist; the real scheduler sees the new nodes
+    together. So when a pending pod spreads, the simulation runs again with the nodes the
+    last run opened there from the start, until it opens no more (at most a few rounds).
+    """
+    alike = _Alike(
+        [
+            *pending,
+            *(p for n in nodes for p in n.pods),
+            *(p for p, _ in nominated),
+            *(d.profile for d in daemon_sets),
+        ]
+    )
+    pending = [alike.of(profile) for profile in pending]
+    nodes = [alike.node(node) for node in nodes]
+    nominated = [(alike.of(profile), name) for profile, name in nominated]
+    opened: dict[str, int] = {}
+    spreading = any(profile.spread for profile in pending)
+    for _ in range(_SPREAD_ROUNDS):
+        outcome = _simulate_once(
+            pending,
+            nodes=nodes,
+            pools=pools,
+            daemon_sets=daemon_sets,
+            nominated=nominated,
+            opened=opened,
+        )
+        wanted = {name: p.wanted_nodes for name, p in outcome.pools.items() if p.wanted_nodes}
+        if not spreading or wanted == opened:
+            break
+        opened = wanted
+    return outcome
+
+
+def _simulate_once(
+    pending: Sequence[PodProfile],
+    *,
+    nodes: Sequence[ExistingNode],
+    pools: Sequence[PoolTemplate],
+    daemon_sets: Sequence[DaemonSetView],
+    nominated: Sequence[tuple[PodProfile, str]],
+    opened: Mapping[str, int],
+) -> Outcome:
+    simulation = Simulation(nodes, pools, daemon_sets, opened)
+    cluster = simulation.cluster
+    by_name = {node.name: node for node in cluster.nodes}
+    for profile, node_name in nominated:
+        target = by_name.get(node_name)
+        if target is not None:
+            cluster.place(profile, target, 1, counted=True)
+    reference = simulation.reference
+    classes = _classes(pending)
+    # Pods that need other pods near them go after the pods that need nobody, so that a
+    # pending pod they are affine to is placed first (the scheduler retries them until it is).
+    classes.sort(key=lambda c: (-c[0].priority, bool(c[0].affinity), -_share(c[0], reference)))
+    placements: list[str | None] = [None] * len(pending)
+    unfit: dict[int, str] = {}
+    for profile, members in classes:
+        if profile.unsupported is not None:
+            for member in members:
+                unfit[member] = profile.unsupported
+            continue
+        # A refusal stands while one class is placed (room only shrinks, counts only
+        # grow), unless pod affinity can turn it, or a spread's smallest count rises: a
+        # refusal made under a floor holds while the floor is no higher.
+        monotone = not profile.affinity
+        floors = cluster.spread_floors(profile)
+        simple = not profile.has_pod_constraints
+        rounds = Rounds(cluster, profile) if Rounds.applies(profile) else None
+        cursor = 0
+        done = 0
+        while done < len(members):
+            if floors:
+                now = cluster.spread_floors(profile)
+                if any(n > f for n, f in zip(now, floors, strict=True)):
+                    cursor = 0
+                    if rounds is not None:
+                        done = rounds.repeat(members, done, placements)
+                        if done == len(members):
+                            break
+                        now = cluster.spread_floors(profile)
+                    floors = now
+                else:
+                    floors = tuple(min(n, f) for n, f in zip(now, floors, strict=True))
+            node = simulation.existing_fit(profile, cursor)
+            if node is None:
+                state, where, beyond = simulation.new_node(profile, len(members) - done)
+                if state is None:
+                    for member in members[done:]:
+                        unfit[member] = str(where)
+                    break
+                assert isinstance(where, int)
+                if beyond:
+                    node = simulation.existing_fit(profile, 0, beyond_max=True)
+                if node is None:
+                    passed_over = simulation.passed_over
+                    node = simulation.open_for(state, where, beyond=beyond)
+                    if passed_over is not None:
+                        simulation.passed_over_for[node.index] = passed_over
+                if cluster.problem(profile, node) is not None:
+                    for member in members[done:]:
+                        unfit[member] = cluster.problem(profile, node) or ""
+                    break
+            if monotone:
+                cursor = node.index
+            copies = copies_that_fit(profile, node, len(members) - done) if simple else 1
+            copies = max(1, copies)
+            cluster.place(profile, node, copies, counted=True)
+            for member in members[done : done + copies]:
+                placements[member] = node.name
+            done += copies
+            if rounds is not None:
+                rounds.went_to(node)
+        cluster.retire(profile)
+    return _outcome(simulation, placements, unfit)
+
+
+def _outcome(
+    simulation: Simulation, placements: list[str | None], unfit: dict[int, str]
+) -> Outcome:
+    nodes = simulation.cluster.nodes
+    pool_of_node = {node.name: node for node in nodes}
+    hosted: dict[str, list[int]] = {}
+    triggering: dict[str, list[int]] = {}
+    beyond: dict[str, list[int]] = {}
+    passed_over: dict[str, list[tuple[int, str]]] = {}
+    for index, name in enumerate(placements):
+        if name is None:
+            continue
+        node = pool_of_node[name]
+        if node.pool is None:
+            continue
+        hosted.setdefault(node.pool, []).append(index)
+        if node.kind == NEW:
+            triggering.setdefault(node.pool, []).append(index)
+            preferred = simulation.passed_over_for.get(node.index)
+            if preferred is not None:
+                passed_over.setdefault(node.pool, []).append((index, preferred))
+        elif node.kind == BEYOND_MAX:
+            beyond.setdefault(node.pool, []).append(index)
+    used = {name for name in placements if name is not None}
+    for state in simulation.pools.values():
+        # Opened ahead by an earlier round and needed by nothing now: the last nodes of the
+        # pool's queue (beyond maxNodes ones come last) are given back.
+        for opened in (state.beyond, state.new_nodes):
+            while opened and nodes[opened[-1]].name not in used:
+                opened.pop()
+            if opened:
+                break
+    pools = {
+        name: PoolOutcome(
+            new_nodes=len(state.new_nodes),
+            wanted_nodes=len(state.new_nodes) + len(state.beyond),
+            triggering=tuple(triggering.get(name, ())),
+            hosted=tuple(hosted.get(name, ())),
+            beyond=tuple(beyond.get(name, ())),
+            passed_over=tuple(passed_over.get(name, ())),
+        )
+        for name, state in simulation.pools.items()
+    }
+    return Outcome(pools=pools, placements=tuple(placements), unfit=unfit)

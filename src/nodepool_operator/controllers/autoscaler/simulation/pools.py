@@ -1,0 +1,196 @@
+"""The pools in the simulation: the nodes already requested, which pool's next node a pod
+would open (weight, then least waste, then name: cluster-autoscaler's expander), and the
+nodes opened in each pool's VM order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from nodepool_operator.controllers.autoscaler.constraints import PodProfile
+from nodepool_operator.controllers.autoscaler.simulation.filters import Cluster
+from nodepool_operator.controllers.autoscaler.simulation.model import (
+    MAIN_RESOURCES,
+    DaemonSetView,
+    ExistingNode,
+    PoolTemplate,
+)
+from nodepool_operator.controllers.autoscaler.simulation.rooms import (
+    BEYOND_MAX,
+    BOOTING,
+    NEW,
+    READY,
+    SimNode,
+)
+
+__all__ = ["PoolState", "Simulation", "copies_that_fit"]
+
+
+def _reference(pools: Sequence[PoolTemplate], nodes: Sequence[ExistingNode]) -> dict[str, int]:
+    """The largest allocatable of any node or template, per resource: the unit shares are
+    counted in."""
+    found: dict[str, int] = {}
+    for allocatable in [*(p.allocatable for p in pools), *(n.allocatable for n in nodes)]:
+        for name, amount in allocatable.items():
+            found[name] = max(found.get(name, 0), amount)
+    return found
+
+
+def copies_that_fit(profile: PodProfile, node: SimNode, wanted: int) -> int:
+    fits = wanted
+    for name, amount in profile.requests.items():
+        if amount > 0:
+            fits = min(fits, node.room(name) // amount)
+    return max(0, fits)
+
+
+@dataclass
+class PoolState:
+    template: PoolTemplate
+    opened: int = 0  # upcoming nodes opened (in flight ones included)
+    new_nodes: list[int] = field(default_factory=list)  # indexes of granted new nodes
+    beyond: list[int] = field(default_factory=list)  # indexes of nodes beyond maxNodes
+
+
+class Simulation:
+    def __init__(
+        self,
+        nodes: Sequence[ExistingNode],
+        pools: Sequence[PoolTemplate],
+        daemon_sets: Sequence[DaemonSetView],
+        opened: Mapping[str, int],
+    ) -> None:
+        self.reference = _reference(pools, nodes)
+        # cpu relative to the largest node's, plus memory relative to its: both scaled by
+        # the product of the two, to stay in integers.
+        scale = (
+            max(1, self.reference.get("memory", 0) >> 20),
+            max(1, self.reference.get("cpu", 0)),
+        )
+        self.cluster = Cluster(daemon_sets, scale)
+        self.pools = {p.name: PoolState(p) for p in sorted(pools, key=lambda p: p.name)}
+        # The pool the last ``new_node`` ranked first but could not grow, when it chose
+        # another; and, per new node opened so, that pool (``PoolOutcome.passed_over``).
+        self.passed_over: str | None = None
+        self.passed_over_for: dict[int, str] = {}
+        for existing in nodes:
+            node = self.cluster.add_node(
+                self.cluster.make_node(
+                    name=existing.name,
+                    pool=existing.pool,
+                    labels=existing.labels,
+                    taints=existing.taints,
+                    unschedulable=existing.unschedulable,
+                    allocatable=existing.allocatable,
+                    kind=READY,
+                )
+            )
+            for profile in existing.pods:
+                self.cluster.place(profile, node, 1, counted=True)
+            for profile in existing.terminating:
+                self.cluster.place(profile, node, 1, counted=False)
+            # Any node, a pool's or not, gets the DaemonSet pods it does not run yet.
+            self.cluster.add_daemon_pods(node, present=existing.daemon_sets)
+        for state in self.pools.values():
+            for _ in range(state.template.in_flight):
+                self._open(state, kind=BOOTING)
+            for _ in range(opened.get(state.template.name, 0)):
+                beyond = state.opened - state.template.in_flight >= state.template.headroom
+                self._open(state, kind=BEYOND_MAX if beyond else NEW)
+
+    def _open(self, state: PoolState, *, kind: str) -> SimNode:
+        node = self.cluster.add_node(self._upcoming(state, 0, kind=kind))
+        state.opened += 1
+        self.cluster.add_daemon_pods(node)
+        if kind == NEW:
+            state.new_nodes.append(node.index)
+        elif kind == BEYOND_MAX:
+            state.beyond.append(node.index)
+        return node
+
+    def candidate(self, state: PoolState, ahead: int) -> SimNode:
+        """The pool's node ``ahead`` places down its queue, as it would be; not added."""
+        node = self._upcoming(state, ahead, kind=NEW)
+        for profile in self.cluster.daemons_for(node):
+            node.charge(profile, 1)
+        return node
+
+    def _upcoming(self, state: PoolState, ahead: int, *, kind: str) -> SimNode:
+        template = state.template
+        name, labels = template.upcoming(state.opened + ahead)
+        return self.cluster.make_node(
+            name=name,
+            pool=template.name,
+            labels=labels,
+            taints=template.taints,
+            unschedulable=False,
+            allocatable=template.allocatable,
+            kind=kind,
+        )
+
+    def existing_fit(
+        self, profile: PodProfile, start: int, *, beyond_max: bool = False
+    ) -> SimNode | None:
+        """The first node from ``start`` on that takes the pod: a node that exists or may
+        come (``beyond_max`` False), or one of the nodes past a pool's maxNodes opened so
+        far (True). Room past maxNodes never comes, so it is used only where no pool may
+        grow for the pod: a pod another pool can host is never packed onto it."""
+        need = [profile.requests.get(name, 0) for name in MAIN_RESOURCES]
+        cluster = self.cluster
+        for index in cluster.candidates(profile, need, start):
+            node = cluster.nodes[index]
+            if (node.kind == BEYOND_MAX) != beyond_max:
+                continue
+            if cluster.problem(profile, node) is None:
+                return node
+        return None
+
+    def new_node(
+        self, profile: PodProfile, remaining: int
+    ) -> tuple[PoolState, int, bool] | tuple[None, str, bool]:
+        """The pool (and how far down its queue) whose next node would host the pod."""
+        options: list[tuple[tuple[object, ...], PoolState, int, bool]] = []
+        reasons: list[str] = []
+        for state in self.pools.values():
+            template = state.template
+            if template.namespaces is not None and profile.namespace not in template.namespaces:
+                continue
+            for ahead in range(max(1, template.zones)):
+                node = self.candidate(state, ahead)
+                problem = self.cluster.problem(profile, node, candidate=True)
+                if problem is None:
+                    beyond = state.opened - template.in_flight + ahead >= template.headroom
+                    copies = max(1, copies_that_fit(profile, node, remaining))
+                    waste = _waste(profile, node, copies)
+                    rank = (beyond, -template.weight, waste, ahead, template.name)
+                    options.append((rank, state, ahead, beyond))
+                    break
+                if ahead == 0:
+                    reasons.append(f"{template.name}: {problem}")
+        self.passed_over = None
+        if not options:
+            return None, "; ".join(reasons) or "no Autoscaler plans for its namespace", False
+        _, state, ahead, beyond = min(options, key=lambda o: o[0])
+        preferred = min(options, key=lambda o: o[0][1:])  # as if every pool could grow
+        if not beyond and preferred[3] and preferred[1] is not state:
+            self.passed_over = preferred[1].template.name
+        return state, ahead, beyond
+
+    def open_for(self, state: PoolState, ahead: int, *, beyond: bool) -> SimNode:
+        kind = BEYOND_MAX if beyond else NEW
+        for _ in range(ahead):
+            filler_beyond = state.opened - state.template.in_flight >= state.template.headroom
+            self._open(state, kind=BEYOND_MAX if filler_beyond else NEW)
+        return self._open(state, kind=kind)
+
+
+def _waste(profile: PodProfile, node: SimNode, copies: int) -> float:
+    fractions = []
+    for name in ("cpu", "memory"):
+        have = node.allocatable.get(name, 0)
+        if have > 0:
+            fractions.append(
+                1 - (node.used.get(name, 0) + copies * profile.requests.get(name, 0)) / have
+            )
+    return sum(fractions) / len(fractions) if fractions else 0.0

@@ -1,0 +1,194 @@
+"""The simulated nodes and their room trees: a node's room and host ports as pods are
+charged to it, and the max-trees that find the leftmost node with room for a pod without
+scanning the full ones.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.controllers.autoscaler.constraints import HostPort, PodProfile, Taint
+from nodepool_operator.controllers.autoscaler.simulation.model import HOSTNAME_LABEL
+
+__all__ = ["BEYOND_MAX", "BOOTING", "NEW", "READY", "Group", "RoomTree", "SimNode"]
+
+_TOPOLOGY_LABELS: Final = frozenset({nodepool_api.ZONE_LABEL, nodepool_api.REGION_LABEL})
+
+# -- the simulated nodes ------------------------------------------------------------------
+
+READY, BOOTING, NEW, BEYOND_MAX = "ready", "booting", "new", "beyond-max"
+
+
+@dataclass(eq=False)
+class SimNode:
+    index: int
+    name: str
+    pool: str | None
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    unschedulable: bool
+    allocatable: Mapping[str, int]
+    kind: str
+    used: dict[str, int] = field(default_factory=dict)
+    ports: list[HostPort] = field(default_factory=list)
+    pods: Counter[PodProfile] = field(default_factory=Counter)
+    # Everything the static filters read but the name: equal keys, equal verdicts.
+    static_key: tuple[object, ...] = field(init=False, default=())
+    static_id: int = field(init=False, default=-1)  # the key's number in its cluster
+    # The static key without zone and region: the nodes searched together.
+    group_key: tuple[object, ...] = field(init=False, default=())
+    slot: int = 0  # its leaf in its group's room tree
+
+    def __post_init__(self) -> None:
+        labels = tuple(sorted((k, v) for k, v in self.labels.items() if k != HOSTNAME_LABEL))
+        self.static_key = (labels, self.taints, self.unschedulable)
+        shared = tuple((k, v) for k, v in labels if k not in _TOPOLOGY_LABELS)
+        self.group_key = (shared, self.taints, self.unschedulable)
+
+    def room(self, name: str) -> int:
+        return self.allocatable.get(name, 0) - self.used.get(name, 0)
+
+    def charge(self, profile: PodProfile, copies: int) -> None:
+        """Take the room and host ports of ``copies`` pods of ``profile``."""
+        for name, amount in profile.requests.items():
+            self.used[name] = self.used.get(name, 0) + amount * copies
+        self.ports.extend(profile.ports)
+
+
+class RoomTree:
+    """Leftmost node with room for (cpu, memory, pods): a max-tree per dimension.
+
+    A subtree whose maximum cpu comes from one node and maximum memory from another has no
+    room for a pod needing both, yet passes the per-dimension test; with every request
+    different, searches spend most of their time in such subtrees. So more max-trees keep
+    what a node with room for a pod must have at least as much of as the pod: its
+    *balance* (cpu and memory, each relative to the largest node, added up) and, for a
+    few mixes of the two, the smaller of its cpu and memory weighed by that mix (a node
+    rich in one only does not count). A search reads the mix nearest the pod's own. They
+    only prune what cannot fit: the result is still exact first fit.
+    """
+
+    #: Mixes of (cpu, memory) weights, each relative to the largest node: a pod heavier in
+    #: cpu reads the first, one heavier in memory the second (its two terms are closer).
+    MIXES: Final = ((1, 2), (2, 1))
+
+    def __init__(self, scale: tuple[int, int]) -> None:
+        self.size = 1
+        self.count = 0
+        self.cpu_weight, self.memory_weight = scale
+        self.trees: list[list[int]] = [[-1, -1] for _ in range(4 + len(self.MIXES))]
+
+    def _keys(self, cpu: int, memory: int) -> list[int]:
+        """Balance, then the weighed smaller share for each mix."""
+        if cpu < 0 or memory < 0:
+            return [-1] * (1 + len(self.MIXES))
+        relative_cpu = cpu * self.cpu_weight
+        relative_memory = (memory >> 20) * self.memory_weight
+        return [
+            relative_cpu + relative_memory,
+            *(min(a * relative_cpu, b * relative_memory) for a, b in self.MIXES),
+        ]
+
+    def _grow(self) -> None:
+        leaves = [[t[self.size + i] for i in range(self.count)] for t in self.trees]
+        self.size *= 2
+        self.trees = [[-1] * (2 * self.size) for _ in self.trees]
+        for d, tree in enumerate(self.trees):
+            for i, value in enumerate(leaves[d]):
+                tree[self.size + i] = value
+            for n in range(self.size - 1, 0, -1):
+                tree[n] = max(tree[2 * n], tree[2 * n + 1])
+
+    def append(self, room: Sequence[int]) -> None:
+        if self.count == self.size:
+            self._grow()
+        self.count += 1
+        self.set(self.count - 1, room)
+
+    def set(self, index: int, room: Sequence[int]) -> None:
+        values = (*room, *self._keys(room[0], room[1]))
+        leaf = self.size + index
+        for tree, value in zip(self.trees, values, strict=True):
+            n = leaf
+            tree[n] = value
+            n >>= 1
+            while n:
+                left = tree[2 * n]
+                right = tree[2 * n + 1]
+                best = left if left > right else right
+                if tree[n] == best:
+                    break
+                tree[n] = best
+                n >>= 1
+
+    def find(self, need: Sequence[int], start: int) -> Iterable[int]:
+        """Nodes from ``start`` on with room for ``need``, leftmost first."""
+        c, m, p = need
+        balance_of_pod, *shares = self._keys(c, m)
+        heavier_in_memory = (m >> 20) * self.memory_weight > c * self.cpu_weight
+        cpu, memory, pods, balance = self.trees[:4]
+        shape = self.trees[5 if heavier_in_memory else 4]
+        b, s = balance_of_pod, shares[1 if heavier_in_memory else 0]
+        size = self.size
+        if cpu[1] < c or memory[1] < m or pods[1] < p or balance[1] < b or shape[1] < s:
+            return
+        # Leaves before ``start`` are skipped by their position: a subtree is pushed only
+        # when it may have room in every dimension and ends after ``start``.
+        first = size + start
+        height = size.bit_length() - 1
+        stack = [1]
+        while stack:
+            n = stack.pop()
+            if n >= size:
+                yield n - size
+                continue
+            left, right = 2 * n, 2 * n + 1
+            if (
+                shape[right] >= s
+                and balance[right] >= b
+                and cpu[right] >= c
+                and memory[right] >= m
+                and pods[right] >= p
+            ):
+                stack.append(right)
+            # The left subtree is skipped whole when its last leaf comes before ``start``.
+            if (
+                shape[left] >= s
+                and balance[left] >= b
+                and cpu[left] >= c
+                and memory[left] >= m
+                and pods[left] >= p
+                and (start == 0 or ((left + 1) << (height - left.bit_length() + 1)) - 1 >= first)
+            ):
+                stack.append(left)
+
+
+class Group:
+    """Nodes equal in all but name and topology (a pool's nodes, whatever their zone), in
+    cluster order, and the room tree over them."""
+
+    def __init__(self, scale: tuple[int, int]) -> None:
+        self.tree = RoomTree(scale)
+        self.indexes: list[int] = []  # cluster index of each leaf, increasing
+        # One node of each static key in the group (one per zone): a pod may use the
+        # group when one of them passes its static filters.
+        self.kinds: list[SimNode] = []
+        self._keys: set[tuple[object, ...]] = set()
+
+    def add(self, node: SimNode, room: Sequence[int]) -> int:
+        if node.static_key not in self._keys:
+            self._keys.add(node.static_key)
+            self.kinds.append(node)
+        self.indexes.append(node.index)
+        self.tree.append(room)
+        return len(self.indexes) - 1
+
+    def find(self, need: Sequence[int], start: int) -> Iterable[int]:
+        indexes = self.indexes
+        for slot in self.tree.find(need, bisect.bisect_left(indexes, start)):
+            yield indexes[slot]

@@ -1,0 +1,84 @@
+"""The counters pod affinity and topology spread read: matching pods per domain, kept up
+to date as pods are placed rather than recounted for each pod judged.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from nodepool_operator.controllers.autoscaler.constraints import PodProfile, SpreadConstraint
+from nodepool_operator.controllers.autoscaler.simulation.rooms import SimNode
+
+__all__ = ["Counts", "Feeds", "Spread"]
+
+
+class Counts:
+    """How many pods matching one term sit in each domain of the term's topology key."""
+
+    def __init__(self, topology_key: str) -> None:
+        self.topology_key = topology_key
+        self.total = 0
+        self.by_domain: Counter[str] = Counter()
+
+    def add(self, node: SimNode, count: int) -> None:
+        self.total += count
+        value = node.labels.get(self.topology_key)
+        if value is not None:
+            self.by_domain[value] += count
+
+
+class Spread:
+    """One spread constraint of one pod class: matching pods per eligible domain.
+
+    Counts only grow and domains are only added, so the smallest count is kept up to date
+    as they move (with how many domains hold it) instead of being searched for each pod.
+    """
+
+    def __init__(self, constraint: SpreadConstraint, owner: PodProfile, *, pinned: bool) -> None:
+        self.constraint = constraint
+        self.owner = owner
+        self.pinned = pinned  # its pod's node rules name nodes: eligibility is per node
+        self.counts: Counter[str] = Counter()
+        self.eligible: set[int] = set()  # indexes of the nodes whose domains count, if pinned
+        self.eligible_by_key: dict[int, bool] = {}  # by a node's static id, if not
+        # Its class is placed: nothing reads it again, so nothing keeps it up to date.
+        self.retired = False
+        self._low = 0
+        self._at_low = 0
+
+    def add_domain(self, value: str) -> None:
+        if value in self.counts:
+            return
+        self.counts[value] = 0
+        if self._low == 0 and self._at_low:
+            self._at_low += 1
+        else:
+            self._low, self._at_low = 0, 1
+
+    def add(self, value: str, copies: int) -> None:
+        before = self.counts.get(value)
+        if before is None:
+            self.add_domain(value)
+            before = 0
+        self.counts[value] = before + copies
+        if before == self._low and copies:
+            self._at_low -= 1
+            if self._at_low == 0:
+                self._low = min(self.counts.values())
+                self._at_low = sum(1 for c in self.counts.values() if c == self._low)
+
+    def minimum(self, extra_domain: str | None, min_domains: int) -> int:
+        new = extra_domain is not None and extra_domain not in self.counts
+        if len(self.counts) + new < min_domains:
+            return 0
+        return 0 if new else self._low
+
+
+@dataclass(eq=False)
+class Feeds:
+    """What a placed pod of one profile must update: the counters whose terms match it."""
+
+    counts: list[Counts] = field(default_factory=list)
+    spreads: list[Spread] = field(default_factory=list)
+    terms_seen: int = 0
