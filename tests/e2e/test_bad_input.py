@@ -527,7 +527,10 @@ async def test_an_autoscaler_with_the_longest_name_still_gets_its_pool_scaled(
 
         await wait_for(scaled, within=60)
         writes = audit.writes(log.events_since_mark(), user=OPERATOR_USER)
-        assert [(e.verb, e.target, e.code) for e in writes if e.code >= 400] == []
+        # A 409 is the server saying our copy was stale (our own status write may have
+        # moved the pool's resourceVersion); it is re-read and re-applied, not a refusal.
+        refused = [(e.verb, e.target, e.code) for e in writes if e.code >= 400 and e.code != 409]
+        assert refused == []
         assert operator.errors_logged() == []
     finally:
         with contextlib.suppress(ApiException):
