@@ -84,6 +84,7 @@ __all__ = [
     "Taint",
     "TaintEffect",
     "ZoneBackoff",
+    "amount_of",
     "crd",
     "is_settled",
     "manifest",
@@ -261,8 +262,9 @@ def _whole(text: str, what: str) -> int:
     return int(value)
 
 
-def _amount(resource: str, text: str) -> int:
-    """A quantity in the integer unit ``template_capacity`` uses for ``resource``."""
+def amount_of(resource: str, text: str) -> int:
+    """A quantity in the integer unit ``template_capacity`` uses for ``resource``
+    (ValueError when it is not one: malformed, or a count that is not whole)."""
     if resource == "cpu":
         return quantity.parse_cpu_millicores(text)
     if resource in ("memory", "ephemeral-storage"):
@@ -284,7 +286,7 @@ def template_capacity(template: NodeTemplate) -> dict[str, int]:
         "pods": template.pods,
     }
     if template.ephemeral_storage is not None:
-        capacity["ephemeral-storage"] = _amount("ephemeral-storage", template.ephemeral_storage)
+        capacity["ephemeral-storage"] = amount_of("ephemeral-storage", template.ephemeral_storage)
     for name, text in template.extended_resources.items():
         capacity[name] = _whole(text, f"extendedResources[{name}]")
     return capacity
@@ -301,7 +303,7 @@ def template_allocatable(template: NodeTemplate) -> dict[str, int]:
     allocatable = dict(capacity)
     for name, text in template.reserved.items():
         if name in capacity:
-            allocatable[name] = max(0, capacity[name] - _amount(name, text))
+            allocatable[name] = max(0, capacity[name] - amount_of(name, text))
     return allocatable
 
 

@@ -25,7 +25,6 @@ from fractions import Fraction
 from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.api import quantity
 from nodepool_operator.runtime import conditions
 from nodepool_operator.runtime import nodes as k8s_nodes
 
@@ -64,14 +63,9 @@ def template_field(resource: str, template: nodepool_api.NodeTemplate) -> str:
 
 def _amount(resource: str, text: str) -> int | None:
     try:
-        if resource == "cpu":
-            return quantity.parse_cpu_millicores(text)
-        if resource in ("memory", "ephemeral-storage"):
-            return quantity.parse_memory_bytes(text)
-        value = quantity.parse_quantity(text)
+        return nodepool_api.amount_of(resource, text)
     except ValueError:
         return None
-    return int(value) if value.denominator == 1 else None
 
 
 def _counts(node: Mapping[str, Any], since: str | None) -> bool:

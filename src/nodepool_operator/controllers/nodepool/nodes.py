@@ -37,7 +37,6 @@ __all__ = [
     "mark_vm_deleted",
     "node_manifest",
     "node_named",
-    "quantities",
     "remove_unregistered_taint",
     "uncordon",
 ]
@@ -115,18 +114,9 @@ def node_manifest(
         },
         "spec": spec,
         "status": {
-            "capacity": quantities(nodepool_api.template_capacity(template)),
-            "allocatable": quantities(nodepool_api.template_allocatable(template)),
+            "capacity": nodepool_api.quantity_texts(nodepool_api.template_capacity(template)),
+            "allocatable": nodepool_api.quantity_texts(nodepool_api.template_allocatable(template)),
         },
-    }
-
-
-def quantities(amounts: Mapping[str, int]) -> dict[str, str]:
-    """Amounts in ``template_capacity``'s units as the quantity text a Node carries:
-    cpu in millicores ("3500m"), everything else a plain integer (bytes or a count)."""
-    return {
-        resource: f"{amount}m" if resource == "cpu" else str(amount)
-        for resource, amount in amounts.items()
     }
 
 
