@@ -178,7 +178,9 @@ def _simulate_once(
                     floors = tuple(min(n, f) for n, f in zip(now, floors, strict=True))
             node = simulation.existing_fit(profile, cursor)
             if node is None:
-                state, where, beyond = simulation.new_node(profile, len(members) - done)
+                state, where, beyond, passed_over = simulation.new_node(
+                    profile, len(members) - done
+                )
                 if state is None:
                     for member in members[done:]:
                         unfit[member] = str(where)
@@ -187,7 +189,6 @@ def _simulate_once(
                 if beyond:
                     node = simulation.existing_fit(profile, 0, beyond_max=True)
                 if node is None:
-                    passed_over = simulation.passed_over
                     node = simulation.open_for(state, where, beyond=beyond)
                     if passed_over is not None:
                         simulation.passed_over_for[node.index] = passed_over

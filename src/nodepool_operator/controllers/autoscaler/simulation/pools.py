@@ -70,9 +70,8 @@ class Simulation:
         )
         self.cluster = Cluster(daemon_sets, scale)
         self.pools = {p.name: PoolState(p) for p in sorted(pools, key=lambda p: p.name)}
-        # The pool the last ``new_node`` ranked first but could not grow, when it chose
-        # another; and, per new node opened so, that pool (``PoolOutcome.passed_over``).
-        self.passed_over: str | None = None
+        # Per new node opened in place of one of a pool ranked before it that could not
+        # grow, that pool (``PoolOutcome.passed_over``).
         self.passed_over_for: dict[int, str] = {}
         for existing in nodes:
             node = self.cluster.add_node(
@@ -148,8 +147,9 @@ class Simulation:
 
     def new_node(
         self, profile: PodProfile, remaining: int
-    ) -> tuple[PoolState, int, bool] | tuple[None, str, bool]:
-        """The pool (and how far down its queue) whose next node would host the pod."""
+    ) -> tuple[PoolState, int, bool, str | None] | tuple[None, str, bool, None]:
+        """The pool (and how far down its queue) whose next node would host the pod, and
+        the pool ranked before it that could not grow for it, if there is one."""
         options: list[tuple[tuple[object, ...], PoolState, int, bool]] = []
         reasons: list[str] = []
         for state in self.pools.values():
@@ -168,14 +168,14 @@ class Simulation:
                     break
                 if ahead == 0:
                     reasons.append(f"{template.name}: {problem}")
-        self.passed_over = None
         if not options:
-            return None, "; ".join(reasons) or "no Autoscaler plans for its namespace", False
+            return None, "; ".join(reasons) or "no Autoscaler plans for its namespace", False, None
         _, state, ahead, beyond = min(options, key=lambda o: o[0])
         preferred = min(options, key=lambda o: o[0][1:])  # as if every pool could grow
+        passed_over = None
         if not beyond and preferred[3] and preferred[1] is not state:
-            self.passed_over = preferred[1].template.name
-        return state, ahead, beyond
+            passed_over = preferred[1].template.name
+        return state, ahead, beyond, passed_over
 
     def open_for(self, state: PoolState, ahead: int, *, beyond: bool) -> SimNode:
         kind = BEYOND_MAX if beyond else NEW
