@@ -93,7 +93,7 @@ async def measure(
         cloud_token_file=token_file,
         metrics_port=None,
         health_port=None,
-        nodepool=NodePoolConfig(poll_interval=0.5),
+        nodepool=NodePoolConfig(poll_interval=0.5, simulated_nodes=True),
     )
     stop = asyncio.Event()
     task = asyncio.create_task(operator.run_operator(options, stop=stop))

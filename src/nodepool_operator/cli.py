@@ -349,12 +349,14 @@ def run(
         ),
     ] = 60.0,
     simulated_nodes: Annotated[
-        bool,
+        bool | None,
         typer.Option(
-            help="Annotate registered Nodes kwok.x-k8s.io/node=fake, so kwok runs them "
-            "(for a simulated cloud; turn off when a real kubelet joins each VM)."
+            "--simulated-nodes/--no-simulated-nodes",
+            help="Annotate registered Nodes kwok.x-k8s.io/node=fake, so kwok runs them. "
+            "Default: on with --cloud simcloud, off with any other cloud (a real kubelet "
+            "joins each VM there, and kwok must not claim it).",
         ),
-    ] = True,
+    ] = None,
     expendable_pods_priority_cutoff: Annotated[
         int,
         typer.Option(
@@ -391,7 +393,7 @@ def run(
             create_parallelism=create_parallelism,
             cloud_resync_interval=cloud_resync_interval,
             request_retention=scale_request_retention,
-            simulated_nodes=simulated_nodes,
+            simulated_nodes=cloud == "simcloud" if simulated_nodes is None else simulated_nodes,
         ),
         autoscaler=AutoscalerConfig(
             expendable_pods_priority_cutoff=expendable_pods_priority_cutoff

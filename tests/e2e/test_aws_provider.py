@@ -53,6 +53,8 @@ def start_aws_operator(
         cloud = (
             *("--cloud", "aws", "--cloud-endpoint", moto.endpoint),
             *("--cluster-name", cluster_name),
+            # kwok stands in for the instances' kubelets here; with aws the default is off.
+            "--simulated-nodes",
         )
         args = [*CLI, *operator_args(kubeconfig, *cloud), *extra]
         operator = Operator("operator", args, tmp_path / f"operator-{len(started)}.log")

@@ -20,7 +20,9 @@ class NodePoolConfig:
     node_event_window: float = 1.0
     request_retention: float = 60.0
     provisioning_timeout: float = 600.0
-    simulated_nodes: bool = True
+    # Off unless asked: kwok's annotation on a Node a real kubelet runs would let kwok
+    # claim it. The command line turns it on for the simulated cloud.
+    simulated_nodes: bool = False
     degraded_backoff: float = 10.0
     degraded_backoff_max: float = 300.0
     max_concurrent_reconciles: int = 4
