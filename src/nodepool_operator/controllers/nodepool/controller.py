@@ -114,7 +114,7 @@ class NodePoolReconciler:
             clock=clock,
             wall_clock=wall_clock,
         )
-        self.cloud_backoff = backoff.CloudBackoff(
+        self.pauses = backoff.CloudPauses(
             initial=config.degraded_backoff, maximum=config.degraded_backoff_max
         )
         # While VMs boot the cloud is asked again after 0.1 s, then 0.2, 0.4, ... up to the
@@ -158,7 +158,7 @@ class NodePoolReconciler:
             return Result(requeue_after=await self.reporter.doubt(pool, doubt))
         self.reporter.trusted(request.name)
         await zones.tell(self.recorder, pool)
-        view = dataclasses.replace(view, zone_backoffs=zones.current())
+        view = dataclasses.replace(view, zone_backoffs=zones.current(), cloud_pause=pause)
         view = await self._note_reported_allocatable(pool, spec, view)
         degraded = (pause.reason, pause.message) if pause else zones.degraded()
         if degraded is None and view.repair_held is not None:
@@ -212,12 +212,13 @@ class NodePoolReconciler:
         spec: nodepool_api.NodePoolSpec,
         desired: int,
         zones: backoff.ZoneLedger,
-    ) -> tuple[plan.PoolView | None, backoff.Pause | None]:
+    ) -> tuple[plan.PoolView | None, nodepool_api.CloudPause | None]:
         """One step towards ``desired``: what was observed (None if the cloud refused the
-        step) and the cloud pause in force afterwards, if any."""
-        name = pool["metadata"]["name"]
+        step) and the cloud pause in force afterwards, as the status should record it
+        (None once a step the pause did not hold back was not refused)."""
         generation = int(pool["metadata"].get("generation", 0))
-        pause = self.cloud_backoff.active(name, generation=generation, now=self.clock.now())
+        recorded = self._recorded_pause(pool)
+        pause = self.pause_in_force(pool, now=self.wall_clock.time())
         try:
             view = await self.lifecycle.converge(
                 pool,
@@ -229,30 +230,46 @@ class NodePoolReconciler:
                 zones=zones,
             )
         except PermanentCloudError as error:
-            pause = self.cloud_backoff.failed(
-                name, error, generation=generation, now=self.clock.now()
+            pause = self.pauses.refused(
+                recorded,
+                reason=error.code or type(error).__name__,
+                message=str(error),
+                generation=generation,
+                now=self.wall_clock.time(),
             )
             await self._refused(pool, pause, event="cloud-refused", reason="CloudError")
             return None, pause
         if view.refused is not None:
             reason, message = view.refused
-            pause = self.cloud_backoff.refused(
-                name, reason=reason, message=message, generation=generation, now=self.clock.now()
+            pause = self.pauses.refused(
+                recorded,
+                reason=reason,
+                message=message,
+                generation=generation,
+                now=self.wall_clock.time(),
             )
             await self._refused(pool, pause, event="node-create-refused", reason=reason)
-        elif pause is None:
-            self.cloud_backoff.succeeded(name)
         return view, pause
 
+    def pause_in_force(self, pool: Object, *, now: float) -> nodepool_api.CloudPause | None:
+        """The cloud pause that holds the pool's VM creations back at ``now``, as its
+        status records it (our last write of it, if the cache has not caught up)."""
+        generation = int(pool["metadata"].get("generation", 0))
+        return self.pauses.in_force(self._recorded_pause(pool), generation=generation, now=now)
+
+    def _recorded_pause(self, pool: Object) -> nodepool_api.CloudPause | None:
+        return nodepool_api.status_of({"status": self.reporter.status.current(pool)}).cloud_pause
+
     async def _refused(
-        self, pool: Object, pause: backoff.Pause, *, event: str, reason: str
+        self, pool: Object, pause: nodepool_api.CloudPause, *, event: str, reason: str
     ) -> None:
         await self.recorder.event(pool, type="Warning", reason=reason, message=pause.message)
         log.warning(
-            "event=%s reason=%s retry_in=%.0fs",
+            "event=%s reason=%s failures=%d until=%s",
             event,
             pause.reason,
-            pause.until - self.clock.now(),
+            pause.failures,
+            pause.until,
         )
 
     def _next(
@@ -260,7 +277,7 @@ class NodePoolReconciler:
         name: str,
         view: plan.PoolView,
         desired: int,
-        pause: backoff.Pause | None,
+        pause: nodepool_api.CloudPause | None,
         next_due: float | None,
         zones: backoff.ZoneLedger,
     ) -> Result:
@@ -269,7 +286,7 @@ class NodePoolReconciler:
         resync."""
         delays = [] if next_due is None else [next_due]
         if pause is not None:
-            delays.append(max(pause.until - self.clock.now(), 0.01))
+            delays.append(max(backoff.pause_ends_in(pause, now=self.wall_clock.time()), 0.01))
         backoff_ends = zones.ends_in()
         if backoff_ends is not None:  # the status (Degraded) changes then, and launches resume
             delays.append(max(backoff_ends, 0.01))
@@ -324,7 +341,6 @@ class NodePoolReconciler:
         cannot be confused with them, and they keep a lagging cache from making a request
         for the missing pool be answered twice."""
         self._written.pop(name, None)
-        self.cloud_backoff.succeeded(name)
         self.boot_polls.forget(name)
         self.reporter.forget(name)
         self.lifecycle.forget_pool(name)
