@@ -240,13 +240,13 @@ class NodePoolModel(RuleBasedStateMachine):
                 expected = self._judge(self.operator, pool, spec, desired, now + at)
                 assert self._judge(restarted, pool, spec, desired, now + at) == expected
         # Whether VM creations are held back after a refusal, and until when.
-        pause = self.operator.pause_in_force(pool, now=now)
-        assert restarted.pause_in_force(pool, now=now) == pause
+        pause = self.operator.paused_steps.in_force(pool, now=now)
+        assert restarted.paused_steps.in_force(pool, now=now) == pause
         ends = None if pause is None else backoff.pause_ends_in(pause, now=now)
         for at in (0.0, ends, later):
             if at is not None:
-                expected_pause = self.operator.pause_in_force(pool, now=now + at)
-                assert restarted.pause_in_force(pool, now=now + at) == expected_pause
+                expected_pause = self.operator.paused_steps.in_force(pool, now=now + at)
+                assert restarted.paused_steps.in_force(pool, now=now + at) == expected_pause
 
     def _judge(
         self,
