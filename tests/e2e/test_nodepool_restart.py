@@ -18,8 +18,9 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
+from e2e import scenes
 from e2e.test_nodepool_drain import guarded_pod
-from e2e.test_nodepool_repair import pool_nodes, start_pool, stop_reporting
+from e2e.test_nodepool_repair import pool_nodes, stop_reporting
 from harness import MERGE, POOLS, SimCloud, pool_body, settled, wait_for
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import VmName, VmState
@@ -126,9 +127,15 @@ async def test_a_restart_mid_registration_replaces_the_vm_when_its_timeout_ends(
 async def test_a_restart_mid_repair_replaces_the_node_when_its_timeout_ends(
     api_client: client.ApiClient, start_simcloud: Any, start_operator: Any, pool_name: str
 ) -> None:
-    cloud: SimCloud = await start_simcloud("--create-latency", "0.2", "--latency-jitter", "0")
-    operator = start_operator(cloud)
-    custom = await start_pool(api_client, pool_name, target=2, notReadyTimeoutSeconds=TIMEOUT)
+    cloud, operator, custom = await scenes.settled_pool(
+        api_client,
+        start_simcloud,
+        start_operator,
+        pool_name,
+        target=2,
+        create_latency=0.2,
+        notReadyTimeoutSeconds=TIMEOUT,
+    )
     core = client.CoreV1Api(api_client)
     before = await pool_nodes(core, pool_name)
     broken = f"{pool_name}-1"
@@ -160,9 +167,9 @@ async def test_a_restart_mid_drain_keeps_the_drain_and_its_start(
     pool_name: str,
     namespace: str,
 ) -> None:
-    cloud: SimCloud = await start_simcloud("--create-latency", "0.2", "--latency-jitter", "0")
-    operator = start_operator(cloud)
-    custom = await start_pool(api_client, pool_name, target=1)
+    cloud, operator, custom = await scenes.settled_pool(
+        api_client, start_simcloud, start_operator, pool_name, target=1, create_latency=0.2
+    )
     core = client.CoreV1Api(api_client)
     guarded = await guarded_pod(api_client, core, namespace, pool_name)
     await custom.patch_cluster_custom_object(
