@@ -19,6 +19,7 @@ Breakages (``NODEPOOL_CHAOS_BROKEN=<name>`` makes the chaos suite start this wra
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -27,6 +28,7 @@ from typing import Any
 from nodepool_operator import cli
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers.nodepool import backoff
+from nodepool_operator.runtime import conditions
 
 
 def _replace(owner: object, name: str, replacement: object) -> None:
@@ -38,22 +40,19 @@ def _replace(owner: object, name: str, replacement: object) -> None:
 
 
 def _blind_retry() -> None:
-    refused = backoff.CloudBackoff.refused
+    refused = backoff.CloudPauses.refused
 
     def pause_that_ends_now(
-        self: backoff.CloudBackoff, pool: str, *, now: float, **rest: Any
-    ) -> backoff.Pause:
-        pause = refused(self, pool, now=now, **rest)
-        self._pauses[pool] = backoff.Pause(
-            until=now,
-            generation=pause.generation,
-            failures=pause.failures,
-            reason=pause.reason,
-            message=pause.message,
-        )
-        return self._pauses[pool]
+        self: backoff.CloudPauses,
+        previous: nodepool_api.CloudPause | None,
+        *,
+        now: float,
+        **rest: Any,
+    ) -> nodepool_api.CloudPause:
+        pause = refused(self, previous, now=now, **rest)
+        return dataclasses.replace(pause, until=conditions.rfc3339(now))
 
-    _replace(backoff.CloudBackoff, "refused", pause_that_ends_now)
+    _replace(backoff.CloudPauses, "refused", pause_that_ends_now)
 
 
 def _random_vm_names() -> None:

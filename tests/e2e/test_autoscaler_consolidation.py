@@ -12,26 +12,20 @@ import pytest
 from kubernetes_asyncio import client
 
 import workloads
+from e2e.test_autoscaler import (
+    MERGE,
+    POOLS,
+    REQUESTS,
+    create_autoscaler,
+    create_pool,
+    running,
+)
 from harness import Operator, SimCloud, wait_for
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 
-POOLS = ("nodepool.dev", "v1alpha1", "nodepools")
-AUTOSCALERS = ("nodepool.dev", "v1alpha1", "autoscalers")
-REQUESTS = ("nodepool.dev", "v1alpha1", "scalerequests")
-MERGE = "application/merge-patch+json"
 UNNEEDED = 5
 TARGET_LABEL = "e2e.nodepool.dev/target"
-
-
-async def create_pool(custom: client.CustomObjectsApi, name: str) -> None:
-    spec = nodepool_api.NodePoolSpec(
-        target_nodes=0,
-        min_nodes=0,
-        max_nodes=10,
-        template=nodepool_api.NodeTemplate(cpu="4", memory="16Gi", pods=110),
-    )
-    await custom.create_cluster_custom_object(*POOLS, nodepool_api.manifest(name, spec))
 
 
 def deployment(name: str, *, pool: str, replicas: int, **spec: Any) -> dict[str, Any]:
@@ -49,25 +43,6 @@ async def pool_settled(custom: client.CustomObjectsApi, name: str, nodes: int) -
         and counts == (nodes, nodes)
         and status.get("scaleOperation") == "inactive"
     )
-
-
-async def running(core: client.CoreV1Api, namespace: str, count: int) -> bool:
-    pods = (await core.list_namespaced_pod(namespace)).items
-    live = [p for p in pods if p.metadata.deletion_timestamp is None]
-    return sum(1 for p in live if p.status.phase == "Running") == count
-
-
-async def create_autoscaler(
-    custom: client.CustomObjectsApi, name: str, *, pool: str, namespace: str
-) -> None:
-    spec = autoscaler_api.AutoscalerSpec(
-        node_pool_name=pool,
-        namespaces=(namespace,),
-        scan_interval_seconds=1,
-        batch_window_seconds=0.5,
-        scale_down=autoscaler_api.ScaleDownPolicy(enabled=True, unneeded_seconds=UNNEEDED),
-    )
-    await custom.create_cluster_custom_object(*AUTOSCALERS, autoscaler_api.manifest(name, spec))
 
 
 async def pool_nodes(core: client.CoreV1Api, pool: str) -> list[client.V1Node]:
@@ -148,7 +123,9 @@ async def second_tainted(
     solo = deployment("solo", pool=pool, replicas=1, **preferring(second))
     await apps.create_namespaced_deployment(namespace, solo)
     await wait_for(lambda: running(core, namespace, 3), within=60)
-    await create_autoscaler(custom, autoscaler, pool=pool, namespace=namespace)
+    await create_autoscaler(
+        custom, autoscaler, pool=pool, namespace=namespace, unneeded_seconds=UNNEEDED
+    )
 
     async def is_tainted() -> bool:
         return await tainted(core, pool) == [second]
@@ -170,7 +147,9 @@ async def test_a_shrunk_deployment_ends_on_one_node_within_the_delay_and_a_minut
     custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
     apps = client.AppsV1Api(api_client)
     await create_pool(custom, pool_name)
-    await create_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
+    await create_autoscaler(
+        custom, autoscaler_name, pool=pool_name, namespace=namespace, unneeded_seconds=UNNEEDED
+    )
     await apps.create_namespaced_deployment(
         namespace, deployment("web", pool=pool_name, replicas=9)
     )
@@ -268,7 +247,9 @@ async def test_a_pod_that_cannot_move_keeps_its_node_and_the_event_names_it(
         p for p in (await core.list_namespaced_pod(namespace)).items if p.spec.node_name == second
     ]
     assert len(on_second) == 1  # the scheduler put it where it was preferred
-    await create_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
+    await create_autoscaler(
+        custom, autoscaler_name, pool=pool_name, namespace=namespace, unneeded_seconds=UNNEEDED
+    )
 
     async def told() -> list[str] | None:
         found = await autoscaler_events(core, autoscaler_name, "ConsolidationKept")

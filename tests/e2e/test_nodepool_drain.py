@@ -19,7 +19,8 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 import workloads
-from harness import MERGE, POOLS, SimCloud, pool_body, settled, wait_for
+from e2e import scenes
+from harness import MERGE, POOLS, SimCloud, settled, wait_for
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import VmName
 from nodepool_operator.cluster import audit
@@ -140,11 +141,9 @@ async def test_a_pod_shutting_down_slowly_is_gone_before_its_vm_is_deleted(
     pool_name: str,
     namespace: str,
 ) -> None:
-    cloud: SimCloud = await start_simcloud("--create-latency", "0.5", "--latency-jitter", "0")
-    operator = start_operator(cloud)
-    custom = client.CustomObjectsApi(api_client)
-    await custom.create_cluster_custom_object(*POOLS, pool_body(pool_name, target=1))
-    await wait_for(lambda: settled(custom, pool_name, 1), within=60)
+    cloud, operator, custom = await scenes.settled_pool(
+        api_client, start_simcloud, start_operator, pool_name, target=1
+    )
     node = f"{pool_name}-0"
     await core.create_namespaced_pod(namespace, slow_pod("slow", node))
 
@@ -178,11 +177,9 @@ async def test_a_budget_allowing_nothing_holds_the_drain_visibly_until_it_allows
     namespace: str,
 ) -> None:
     log = cluster.audit_log()
-    cloud: SimCloud = await start_simcloud("--create-latency", "0.5", "--latency-jitter", "0")
-    operator = start_operator(cloud)
-    custom = client.CustomObjectsApi(api_client)
-    await custom.create_cluster_custom_object(*POOLS, pool_body(pool_name, target=1))
-    await wait_for(lambda: settled(custom, pool_name, 1), within=60)
+    _, operator, custom = await scenes.settled_pool(
+        api_client, start_simcloud, start_operator, pool_name, target=1
+    )
     policy = client.PolicyV1Api(api_client)
     guarded = await guarded_pod(api_client, core, namespace, pool_name)
     log.mark()
@@ -237,11 +234,9 @@ async def test_deleting_a_pool_evicts_its_pods_before_removing_vms_and_nodes(
     namespace: str,
 ) -> None:
     log = cluster.audit_log()
-    cloud: SimCloud = await start_simcloud("--create-latency", "0.5", "--latency-jitter", "0")
-    operator = start_operator(cloud)
-    custom = client.CustomObjectsApi(api_client)
-    await custom.create_cluster_custom_object(*POOLS, pool_body(pool_name, target=1))
-    await wait_for(lambda: settled(custom, pool_name, 1), within=60)
+    cloud, operator, custom = await scenes.settled_pool(
+        api_client, start_simcloud, start_operator, pool_name, target=1
+    )
     node = f"{pool_name}-0"
     await core.create_namespaced_pod(namespace, slow_pod("slow", node))
     log.mark()
@@ -286,13 +281,9 @@ async def test_a_drain_timeout_deletes_what_a_budget_holds_then_removes_the_node
     namespace: str,
 ) -> None:
     log = cluster.audit_log()
-    cloud: SimCloud = await start_simcloud("--create-latency", "0.5", "--latency-jitter", "0")
-    operator = start_operator(cloud)
-    custom = client.CustomObjectsApi(api_client)
-    body = pool_body(pool_name, target=1)
-    body["spec"]["drainTimeoutSeconds"] = 10
-    await custom.create_cluster_custom_object(*POOLS, body)
-    await wait_for(lambda: settled(custom, pool_name, 1), within=60)
+    _, operator, custom = await scenes.settled_pool(
+        api_client, start_simcloud, start_operator, pool_name, target=1, drainTimeoutSeconds=10
+    )
     guarded = await guarded_pod(api_client, core, namespace, pool_name)
     log.mark()
     await custom.patch_cluster_custom_object(

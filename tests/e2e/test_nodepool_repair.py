@@ -16,7 +16,8 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-from harness import MERGE, POOLS, SimCloud, pool_body, settled, wait_for
+from e2e import scenes
+from harness import MERGE, POOLS, settled, wait_for
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import VmName, VmState
 from nodepool_operator.cloud.simcloud import wire
@@ -26,17 +27,6 @@ async def pool_nodes(core: client.CoreV1Api, pool: str) -> dict[str, str]:
     """The pool's Nodes, name -> uid."""
     found = await core.list_node(label_selector=f"{nodepool_api.POOL_LABEL}={pool}")
     return {n.metadata.name: n.metadata.uid for n in found.items}
-
-
-async def start_pool(
-    api_client: client.ApiClient, pool_name: str, *, target: int, **spec: Any
-) -> client.CustomObjectsApi:
-    custom = client.CustomObjectsApi(api_client)
-    body = pool_body(pool_name, target=target)
-    body["spec"].update(spec)
-    await custom.create_cluster_custom_object(*POOLS, body)
-    await wait_for(lambda: settled(custom, pool_name, target), within=60)
-    return custom
 
 
 async def condition(custom: client.CustomObjectsApi, pool: str, kind: str) -> dict[str, Any]:
@@ -50,9 +40,9 @@ async def condition(custom: client.CustomObjectsApi, pool: str, kind: str) -> di
 async def test_a_node_kept_not_ready_is_replaced(
     api_client: client.ApiClient, start_simcloud: Any, start_operator: Any, pool_name: str
 ) -> None:
-    cloud: SimCloud = await start_simcloud("--create-latency", "0.5", "--latency-jitter", "0")
-    operator = start_operator(cloud)
-    custom = await start_pool(api_client, pool_name, target=2, notReadyTimeoutSeconds=5)
+    _, operator, custom = await scenes.settled_pool(
+        api_client, start_simcloud, start_operator, pool_name, target=2, notReadyTimeoutSeconds=5
+    )
     core = client.CoreV1Api(api_client)
     before = await pool_nodes(core, pool_name)
     broken = f"{pool_name}-1"
@@ -120,9 +110,15 @@ async def stop_reporting(core: client.CoreV1Api, name: str) -> None:
 async def test_a_whole_pool_not_ready_at_once_is_not_replaced_and_comes_back(
     api_client: client.ApiClient, start_simcloud: Any, start_operator: Any, pool_name: str
 ) -> None:
-    cloud: SimCloud = await start_simcloud("--create-latency", "0.2", "--latency-jitter", "0")
-    operator = start_operator(cloud)
-    custom = await start_pool(api_client, pool_name, target=5, notReadyTimeoutSeconds=3)
+    cloud, operator, custom = await scenes.settled_pool(
+        api_client,
+        start_simcloud,
+        start_operator,
+        pool_name,
+        target=5,
+        create_latency=0.2,
+        notReadyTimeoutSeconds=3,
+    )
     core = client.CoreV1Api(api_client)
     before = await pool_nodes(core, pool_name)
     assert len(before) == 5
@@ -168,9 +164,9 @@ async def test_a_whole_pool_not_ready_at_once_is_not_replaced_and_comes_back(
 async def test_a_node_and_a_vm_deleted_out_of_band_come_back(
     api_client: client.ApiClient, start_simcloud: Any, start_operator: Any, pool_name: str
 ) -> None:
-    cloud: SimCloud = await start_simcloud("--create-latency", "0.5", "--latency-jitter", "0")
-    operator = start_operator(cloud)
-    custom = await start_pool(api_client, pool_name, target=2)
+    cloud, operator, custom = await scenes.settled_pool(
+        api_client, start_simcloud, start_operator, pool_name, target=2
+    )
     core = client.CoreV1Api(api_client)
     before = await pool_nodes(core, pool_name)
     assert cloud.client is not None
@@ -194,9 +190,9 @@ async def test_a_node_and_a_vm_deleted_out_of_band_come_back(
 async def test_an_empty_vm_listing_deletes_nothing(
     api_client: client.ApiClient, start_simcloud: Any, start_operator: Any, pool_name: str
 ) -> None:
-    cloud: SimCloud = await start_simcloud("--create-latency", "0.5", "--latency-jitter", "0")
-    start_operator(cloud)
-    custom = await start_pool(api_client, pool_name, target=2)
+    cloud, _, custom = await scenes.settled_pool(
+        api_client, start_simcloud, start_operator, pool_name, target=2
+    )
     core = client.CoreV1Api(api_client)
     before = await pool_nodes(core, pool_name)
     assert cloud.client is not None

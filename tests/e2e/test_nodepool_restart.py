@@ -1,7 +1,8 @@
-"""An operator restarted in the middle of a registration timeout, a repair and a drain
-finishes each as an uninterrupted run would, on the real control plane: its timers count
-from facts in the world (the VM's creation in the cloud, the Node's Ready condition, the
-drain mark on the Node), not from its own start, and nothing is lost, leaked or doubled.
+"""An operator restarted in the middle of a registration timeout, a repair, a drain and a
+quota pause finishes each as an uninterrupted run would, on the real control plane: its
+timers count from facts in the world (the VM's creation in the cloud, the Node's Ready
+condition, the drain mark on the Node, the pool's ``status.cloudPause``), not from its own
+start, and nothing is lost, leaked or doubled.
 
 Each test stops the operator before a deadline and starts a new one after it: a timer
 restarted from zero would wait the whole timeout again, a timer from the world acts on
@@ -17,9 +18,10 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
+from e2e import scenes
 from e2e.test_nodepool_drain import guarded_pod
-from e2e.test_nodepool_repair import pool_nodes, start_pool, stop_reporting
-from harness import MERGE, POOLS, SimCloud, settled, wait_for
+from e2e.test_nodepool_repair import pool_nodes, stop_reporting
+from harness import MERGE, POOLS, SimCloud, pool_body, settled, wait_for
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import VmName, VmState
 from nodepool_operator.runtime import conditions
@@ -39,6 +41,46 @@ async def running_vms(cloud: SimCloud, pool: str) -> list[str]:
 
 async def sleep_until(moment: float) -> None:
     await asyncio.sleep(max(0.0, moment - time.time()))
+
+
+async def refused_creates(cloud: SimCloud) -> int:
+    """Creates the simulated cloud has refused for quota (403) since it started."""
+    assert cloud.client is not None
+    stats = await cloud.client.stats()
+    return stats.responses_by_call.get("PUT /v1/vms/{name}", {}).get(403, 0)
+
+
+async def test_a_restart_mid_quota_pause_keeps_the_pause_and_its_doubling(
+    api_client: client.ApiClient, start_simcloud: Any, start_operator: Any, pool_name: str
+) -> None:
+    cloud: SimCloud = await start_simcloud("--create-latency", "0.2", "--quota", "0")
+    operator = start_operator(cloud)
+    custom = client.CustomObjectsApi(api_client)
+    await custom.create_cluster_custom_object(*POOLS, pool_body(pool_name, target=1))
+
+    async def pause_after(failures: int) -> dict[str, Any] | None:
+        pool = await custom.get_cluster_custom_object(*POOLS, pool_name)
+        pause = pool.get("status", {}).get("cloudPause")
+        return pause if pause and pause["failures"] >= failures else None
+
+    pause = await wait_for(lambda: pause_after(3), within=90)  # paused 10 s, 20 s, now 40 s
+    operator.stop()  # mid-pause
+    refused = await refused_creates(cloud)
+    until = conditions.parse_rfc3339(pause["until"])
+    assert until is not None
+    operator = start_operator(cloud)
+
+    if time.time() < until - 1:  # the new operator is up before the pause ends
+        await sleep_until(until - 1)
+        assert await refused_creates(cloud) == refused  # it asked the cloud nothing
+    later = await wait_for(lambda: pause_after(4), within=PROMPTLY + 40)
+    # Asked once the pause was over, refused again: the streak goes on from the status
+    # (a pause kept in memory would start again at 1, 10 s).
+    assert (later["reason"], later["failures"]) == ("QuotaExceeded", 4)
+    assert await refused_creates(cloud) == refused + 1
+    next_until = conditions.parse_rfc3339(later["until"])
+    assert next_until is not None
+    assert next_until >= until + 80
 
 
 async def test_a_restart_mid_registration_replaces_the_vm_when_its_timeout_ends(
@@ -85,9 +127,15 @@ async def test_a_restart_mid_registration_replaces_the_vm_when_its_timeout_ends(
 async def test_a_restart_mid_repair_replaces_the_node_when_its_timeout_ends(
     api_client: client.ApiClient, start_simcloud: Any, start_operator: Any, pool_name: str
 ) -> None:
-    cloud: SimCloud = await start_simcloud("--create-latency", "0.2", "--latency-jitter", "0")
-    operator = start_operator(cloud)
-    custom = await start_pool(api_client, pool_name, target=2, notReadyTimeoutSeconds=TIMEOUT)
+    cloud, operator, custom = await scenes.settled_pool(
+        api_client,
+        start_simcloud,
+        start_operator,
+        pool_name,
+        target=2,
+        create_latency=0.2,
+        notReadyTimeoutSeconds=TIMEOUT,
+    )
     core = client.CoreV1Api(api_client)
     before = await pool_nodes(core, pool_name)
     broken = f"{pool_name}-1"
@@ -119,9 +167,9 @@ async def test_a_restart_mid_drain_keeps_the_drain_and_its_start(
     pool_name: str,
     namespace: str,
 ) -> None:
-    cloud: SimCloud = await start_simcloud("--create-latency", "0.2", "--latency-jitter", "0")
-    operator = start_operator(cloud)
-    custom = await start_pool(api_client, pool_name, target=1)
+    cloud, operator, custom = await scenes.settled_pool(
+        api_client, start_simcloud, start_operator, pool_name, target=1, create_latency=0.2
+    )
     core = client.CoreV1Api(api_client)
     guarded = await guarded_pod(api_client, core, namespace, pool_name)
     await custom.patch_cluster_custom_object(

@@ -50,6 +50,7 @@ __all__ = [
     "LABEL_VALUE_PATTERN",
     "MAX_LABEL_VALUE_LENGTH",
     "MAX_NODES_PER_POOL",
+    "MAX_PAUSE_MESSAGE",
     "MAX_POOL_NAME_LENGTH",
     "MAX_TEMPLATE_LABELS",
     "MAX_TEMPLATE_TAINTS",
@@ -76,6 +77,7 @@ __all__ = [
     "VERSION",
     "ZONE_LABEL",
     "BackoffReason",
+    "CloudPause",
     "NodePoolSpec",
     "NodePoolStatus",
     "NodeTemplate",
@@ -476,6 +478,8 @@ BackoffReason = Literal["InsufficientCapacity", "RegistrationTimeout"]
 BACKOFF_REASONS: Final[tuple[BackoffReason, ...]] = get_args(BackoffReason)
 #: The most zone backoffs a pool's status holds (one per zone and shape).
 MAX_ZONE_BACKOFFS: Final = 32
+#: The longest refusal message a pool's cloud pause keeps.
+MAX_PAUSE_MESSAGE: Final = 1024
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -514,6 +518,44 @@ class ZoneBackoff:
             "failures": self.failures,
             "until": self.until,
             "message": self.message,
+        }
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CloudPause:
+    """The pool's VM creations paused until ``until`` (RFC 3339) after a refusal that
+    asking again would not change: the cloud's (quota, an invalid machine) or the API
+    server's 422 on a Node create.
+
+    ``reason`` is the refusal's code (``QuotaExceeded``, ``NodeInvalid``, ...).
+    ``failures`` counts the refusals in a row under ``generation`` (the pool's
+    ``metadata.generation`` when it was recorded): each doubles the wait; a new
+    generation (the user changed the spec) ends the pause at once.
+    """
+
+    reason: str
+    message: str = ""
+    failures: int
+    until: str
+    generation: int
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> CloudPause:
+        return cls(
+            reason=fields.required_string(d, "reason"),
+            message=fields.string(d, "message", default=""),
+            failures=fields.required_integer(d, "failures"),
+            until=fields.required_string(d, "until"),
+            generation=fields.required_integer(d, "generation"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "reason": self.reason,
+            "message": self.message,
+            "failures": self.failures,
+            "until": self.until,
+            "generation": self.generation,
         }
 
 
@@ -572,6 +614,7 @@ class NodePoolStatus:
     selector: str | None = None
     conditions: tuple[meta.Condition, ...] = ()
     zone_backoffs: tuple[ZoneBackoff, ...] = ()
+    cloud_pause: CloudPause | None = None
     reported_allocatable: ReportedAllocatable | None = None
 
     @classmethod
@@ -586,6 +629,7 @@ class NodePoolStatus:
             selector=fields.optional_string(d, "selector"),
             conditions=fields.nested_list(d, "conditions", parse=meta.Condition.from_dict),
             zone_backoffs=fields.nested_list(d, "zoneBackoffs", parse=ZoneBackoff.from_dict),
+            cloud_pause=fields.optional_nested(d, "cloudPause", parse=CloudPause.from_dict),
             reported_allocatable=fields.optional_nested(
                 d, "reportedAllocatable", parse=ReportedAllocatable.from_dict
             ),
@@ -601,6 +645,7 @@ class NodePoolStatus:
                 "selector": self.selector,
                 "conditions": [c.to_dict() for c in self.conditions],
                 "zoneBackoffs": [b.to_dict() for b in self.zone_backoffs] or None,
+                "cloudPause": None if self.cloud_pause is None else self.cloud_pause.to_dict(),
                 "reportedAllocatable": (
                     None
                     if self.reported_allocatable is None
@@ -1041,6 +1086,14 @@ SPEC_SCHEMA: Final[dict[str, Any]] = {
     ],
 }
 
+#: A backoff's count of refusals in a row (zone backoffs and the cloud pause alike).
+_REFUSALS_IN_A_ROW: Final[dict[str, Any]] = {
+    "type": "integer",
+    "description": "Refusals in a row; each doubles the wait.",
+    "format": "int32",
+    "minimum": 1,
+}
+
 STATUS_SCHEMA: Final[dict[str, Any]] = {
     "type": "object",
     "description": "The observed state of the pool. Written only by the NodePool controller.",
@@ -1106,12 +1159,7 @@ STATUS_SCHEMA: Final[dict[str, Any]] = {
                         "description": "Why the zone is backed off.",
                         "enum": list(BACKOFF_REASONS),
                     },
-                    "failures": {
-                        "type": "integer",
-                        "description": "Refusals in a row; each doubles the wait.",
-                        "format": "int32",
-                        "minimum": 1,
-                    },
+                    "failures": {**_REFUSALS_IN_A_ROW},  # a copy: YAML would alias a shared dict
                     "until": {
                         "type": "string",
                         "description": "When VMs may be launched in the zone again.",
@@ -1123,6 +1171,41 @@ STATUS_SCHEMA: Final[dict[str, Any]] = {
                         "maxLength": 1024,
                         "default": "",
                     },
+                },
+            },
+        },
+        "cloudPause": {
+            "type": "object",
+            "description": (
+                "The pool's VM creations paused after a refusal that asking again would"
+                " not change (a quota, an invalid machine, a Node the API server refused):"
+                " from 10 seconds, doubling with each refusal in a row up to 5 minutes; a"
+                " new generation or a pass the cloud accepts ends it."
+            ),
+            "required": ["reason", "failures", "until", "generation"],
+            "properties": {
+                "reason": {
+                    "type": "string",
+                    "description": "The refusal's code, as the cloud or the API server gave it.",
+                    "maxLength": 253,
+                },
+                "message": {
+                    "type": "string",
+                    "description": "The last refusal, in words.",
+                    "maxLength": MAX_PAUSE_MESSAGE,
+                    "default": "",
+                },
+                "failures": {**_REFUSALS_IN_A_ROW},  # a copy: YAML would alias a shared dict
+                "until": {
+                    "type": "string",
+                    "description": "When VM creations may be asked for again.",
+                    "format": "date-time",
+                },
+                "generation": {
+                    "type": "integer",
+                    "description": "The metadata.generation the refusal was met under.",
+                    "format": "int64",
+                    "minimum": 0,
                 },
             },
         },

@@ -9,7 +9,7 @@ from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers.autoscaler import consolidation
-from nodepool_operator.controllers.autoscaler.consolidation import NodeView
+from nodepool_operator.controllers.autoscaler.consolidation import NodeView, rules
 from nodepool_operator.controllers.autoscaler.constraints import profile_of
 
 OWNED = [{"kind": "ReplicaSet", "name": "web-1", "uid": "rs", "controller": True}]
@@ -173,3 +173,19 @@ def test_the_longest_stamped_goes_first_so_a_removal_does_not_restart_the_others
 
     chosen, _ = consolidation.choose([fresh, newer, older], threshold=0.5, fits=fits)
     assert [v.name for v in chosen] == ["z"]
+
+
+def test_a_node_goes_once_unneeded_for_the_whole_time_and_the_next_check_is_the_soonest() -> None:
+    now = 1_800_000_000.0
+    long_ago = dataclasses.replace(view("a", 0.1), since=now - 600)
+    lately = dataclasses.replace(view("b", 0.1), since=now - 200)
+    fresh = view("c", 0.1)  # stamped in this pass
+
+    expired, next_check = rules.unneeded_timers(
+        [long_ago, lately, fresh], now=now, unneeded_seconds=600
+    )
+    assert [v.name for v in expired] == ["a"]
+    assert next_check == 400  # b's turn comes before c's
+
+    assert rules.unneeded_timers([fresh], now=now, unneeded_seconds=600) == ([], 600)
+    assert rules.unneeded_timers([long_ago], now=now, unneeded_seconds=600) == ([long_ago], None)

@@ -211,6 +211,7 @@ class Cloud:
     lagging: bool = False
     unlisted: set[str] = field(default_factory=set)
     creations: dict[str, int] = field(default_factory=dict)  # name -> creates that made a VM
+    create_calls: int = 0  # every create asked for, refused or not
     incarnations: Iterable[int] = field(default_factory=lambda: itertools.count(1))
     wanted: Callable[[str], int] = lambda pool: 0
     # VMs whose create this operator process got an answer for: it can know of them even
@@ -220,6 +221,7 @@ class Cloud:
 
     async def create_vm(self, *, name: VmName, pool: str, spec: MachineSpec) -> VirtualMachine:
         self.tripwire.tick()
+        self.create_calls += 1
         fault = self.create_faults.pop(0) if self.create_faults else None
         if fault == "transient":
             raise TransientCloudError("503 from the cloud; nothing was created")

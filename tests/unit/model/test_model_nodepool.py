@@ -21,8 +21,11 @@ deleted while its VM ran, no NodePool update went without a resourceVersion and 
 target was written from a request based on another target. And at any step, a restart
 makes the same decisions: an operator started afresh judges the pool (unhealthy Nodes,
 VMs that never registered or are stuck, victims of a scale-down) as the running one does,
-now and when each timer fires (``restart_decides_the_same``); the model shows it can tell
-(``test_the_model_catches_a_timer_kept_in_memory``).
+now and when each timer fires, and holds back the cloud's creates after a refusal (a
+quota) until the same moment (``restart_decides_the_same``); the model shows it can tell
+(``test_the_model_catches_a_timer_kept_in_memory``), and a restart in the middle of a
+quota pause asks the cloud nothing before the pause ends
+(``test_a_restart_during_a_quota_pause_keeps_the_pause``).
 
 Runs: the default profile tries ``NODEPOOL_MODEL_EXAMPLES`` sequences (default 60) of up
 to ``NODEPOOL_MODEL_STEPS`` steps (default 40), derandomized so that each run is the same;
@@ -55,7 +58,13 @@ from hypothesis.stateful import (
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.cloud.provider import VmName, VmState
-from nodepool_operator.controllers.nodepool import inventory, lifecycle, plan, registration
+from nodepool_operator.controllers.nodepool import (
+    backoff,
+    inventory,
+    lifecycle,
+    plan,
+    registration,
+)
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.nodepool.controller import NodePoolReconciler
 from nodepool_operator.controllers.resources import NODEPOOLS
@@ -230,6 +239,14 @@ class NodePoolModel(RuleBasedStateMachine):
             if at is not None:
                 expected = self._judge(self.operator, pool, spec, desired, now + at)
                 assert self._judge(restarted, pool, spec, desired, now + at) == expected
+        # Whether VM creations are held back after a refusal, and until when.
+        pause = self.operator.paused_steps.in_force(pool, now=now)
+        assert restarted.paused_steps.in_force(pool, now=now) == pause
+        ends = None if pause is None else backoff.pause_ends_in(pause, now=now)
+        for at in (0.0, ends, later):
+            if at is not None:
+                expected_pause = self.operator.paused_steps.in_force(pool, now=now + at)
+                assert restarted.paused_steps.in_force(pool, now=now + at) == expected_pause
 
     def _judge(
         self,
@@ -556,5 +573,29 @@ def test_the_model_catches_a_timer_kept_in_memory(monkeypatch: pytest.MonkeyPatc
         machine.time_passes(700.0)
         with pytest.raises(AssertionError):
             machine.restart_decides_the_same(later=700.0)
+    finally:
+        machine.loop.close()
+
+
+def test_a_restart_during_a_quota_pause_keeps_the_pause() -> None:
+    """The quota pause is in the pool's status: an operator started in the middle of it
+    asks the cloud for no VM before it ends, then creates them at once."""
+    machine = NodePoolModel()
+    try:
+        machine.create_pool(size=2)
+        machine.quota_set(quota=0)
+        machine.reconcile(caught_up=True)  # refused: the pause starts
+        machine.time_passes(CONFIG.degraded_backoff)
+        machine.reconcile(caught_up=True)  # refused again: twice as long
+        machine.cloud.heal()  # the quota is lifted, which the operator cannot know
+        machine.operator_restarted()
+        machine.restart_decides_the_same(later=30.0)
+        asked = machine.cloud.create_calls
+        machine.time_passes(2 * CONFIG.degraded_backoff - 1)
+        machine.reconcile(caught_up=True)
+        assert machine.cloud.create_calls == asked  # the pause still holds
+        machine.time_passes(1.0)
+        machine.reconcile(caught_up=True)
+        assert sorted(machine.cloud.vms) == ["p-0", "p-1"]
     finally:
         machine.loop.close()

@@ -10,7 +10,7 @@ from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import VirtualMachine, VmName, VmState
-from nodepool_operator.controllers.nodepool import drain, lifecycle, plan
+from nodepool_operator.controllers.nodepool import drain, evictions, lifecycle, plan
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.nodepool.controller import FINALIZER, NodePoolReconciler
 from nodepool_operator.runtime import clock as clock_module
@@ -667,10 +667,10 @@ async def test_nodes_with_do_not_disrupt_pods_or_annotation_are_seen_as_protecte
 
 
 def test_the_budget_is_read_from_the_refusal() -> None:
-    assert drain.budget_named_in(too_many_requests("web-pdb")) == "web-pdb"
+    assert evictions.budget_named_in(too_many_requests("web-pdb")) == "web-pdb"
     processing = errors.TooManyRequests(
         "Cannot evict pod as it would violate the pod's disruption budget.",
         details={"causes": [{"message": "The disruption budget db is still being processed"}]},
     )
-    assert drain.budget_named_in(processing) == "db"
-    assert drain.budget_named_in(too_many_requests(None)) is None
+    assert evictions.budget_named_in(processing) == "db"
+    assert evictions.budget_named_in(too_many_requests(None)) is None

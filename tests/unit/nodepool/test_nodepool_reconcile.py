@@ -289,7 +289,7 @@ async def test_a_quota_pauses_creation_until_the_backoff_or_a_new_generation() -
     assert ("Warning", "CloudError", "quota of 0 VMs reached") in world.recorder.events
 
     world.cloud.refuse = None
-    await world.mono.advance(CONFIG.degraded_backoff / 2)
+    world.advance(CONFIG.degraded_backoff / 2)
     await world.reconcile()
     assert world.cloud.created == []  # still pausing: the cloud is not asked
 
@@ -306,7 +306,39 @@ async def test_a_pause_ends_when_its_time_has_passed() -> None:
     await world.reconcile()
 
     world.cloud.refuse = None
-    await world.mono.advance(CONFIG.degraded_backoff)
+    world.advance(CONFIG.degraded_backoff)
     await world.reconcile()
 
     assert world.cloud.created == ["p-0"]
+
+
+async def test_the_pause_is_recorded_in_the_status_and_kept_by_a_restarted_operator() -> None:
+    world = World()
+    world.cloud.refuse = QuotaExceeded("quota of 0 VMs reached")
+    world.pool(2)
+    await world.reconcile()
+    first = world.reconciler.reporter.status.current(world.pools.get("p") or {})["cloudPause"]
+    world.advance(CONFIG.degraded_backoff)
+    await world.reconcile()  # refused again: the pause doubles
+    [pool] = world.pools.list()
+    recorded = world.reconciler.reporter.status.current(pool)
+    assert first["failures"] == 1
+    assert (recorded["cloudPause"]["failures"], recorded["cloudPause"]["reason"]) == (
+        2,
+        "QuotaExceeded",
+    )
+
+    # A new operator process: nothing remembered, the pool read back with its status.
+    world.cloud.refuse = None
+    world.pools.put({**pool, "status": recorded})
+    world.reconciler = world.reconciler_for(world.pools)
+    world.advance(2 * CONFIG.degraded_backoff - 1)
+    delay = await world.reconcile()
+    assert world.cloud.created == []  # the pause the status records still holds
+    assert delay == 1
+
+    world.advance(1)
+    await world.reconcile()
+    assert world.cloud.created == ["p-0", "p-1"]
+    assert "cloudPause" not in world.reconciler.reporter.status.current(pool)
+    assert world.condition("Degraded")["status"] == "False"

@@ -454,13 +454,13 @@ async def test_what_is_remembered_of_a_pool_is_dropped_when_it_is_gone() -> None
     world.pool(1)
     world.cloud.list_empty = False
     await world.reconciler.reconcile(Request(name="p"))
-    assert world.lifecycle.repairer.reserved_wait("p")  # a reservation is waiting
+    assert world.lifecycle.repairer.budget.reserved_in("p")  # a reservation is waiting
 
     world.pools.remove("p")
     await world.reconciler.reconcile(Request(name="p"))
 
-    assert world.lifecycle.repairer.reserved_wait("p") is None
-    assert world.lifecycle.repairer._deletions == {}
+    assert world.lifecycle.repairer.budget.reserved_in("p") is None
+    assert world.lifecycle.repairer.budget._buckets == {}
     assert world.lifecycle.inventory._told == {}
     assert world.reconciler.reporter.status._written == {}
 

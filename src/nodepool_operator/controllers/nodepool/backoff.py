@@ -1,99 +1,93 @@
 """Backing off from a refusal that asking again will not change.
 
-A zone that had no capacity, or whose VMs never registered, is backed off in the pool's
-status (``ZoneLedger``, ``controllers.capacity``), so a restart keeps it: launches skip
-the zone, and the Autoscaler plans a pool with every zone backed off as unable to grow.
+Both kinds of backoff are recorded in the pool's status, so a restarted operator, or a
+new leader, holds back exactly as the one before it would have:
 
-Other refusals pause the whole pool, in memory: the cloud's (quota, invalid machine
-type), or the API server's 422 on a Node create (a template label it refuses that the
-CRD could not catch). One pause per pool, whichever refused; a restarted operator asks
-once more and pauses again.
+- a zone that had no capacity, or whose VMs never registered, is backed off in
+  ``status.zoneBackoffs`` (``ZoneLedger``, ``controllers.capacity``): launches skip the
+  zone, and the Autoscaler plans a pool with every zone backed off as unable to grow;
+- any other refusal pauses the whole pool's VM creations, in ``status.cloudPause``
+  (``CloudPauses``): the cloud's (quota, invalid machine type), or the API server's 422
+  on a Node create (a template label it refuses that the CRD could not catch). One pause
+  per pool, whichever refused.
 
-A permanent cloud error will not go away by asking again, so after one the pool's VM
-creations pause: 10 s, then doubling up to 5 minutes while the error repeats. Other
-events (a Node turning Ready, a label) still reconcile the pool and keep its status
-current, but they do not reach the cloud's create API before the pause ends, so the
-request rate to the cloud stays bounded however busy the cluster is. A new generation
-(the user changed the spec) ends the pause at once: that is new information.
+A pause lasts 10 s, then doubles up to 5 minutes with each refusal in a row. Other events
+(a Node turning Ready, a label) still reconcile the pool and keep its status current,
+but they do not reach the cloud's create API before the pause ends, so the request rate
+to the cloud stays bounded however busy the cluster is. A new generation (the user
+changed the spec) ends the pause at once: that is new information. A pass the cloud
+accepts after the pause clears it; a refusal then records the next, longer one.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from nodepool_operator import pacing
 from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.cloud.provider import PermanentCloudError
 from nodepool_operator.controllers import capacity
+from nodepool_operator.runtime import conditions
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.events import EventRecorder
 
-__all__ = ["ZONES_BACKED_OFF", "CloudBackoff", "Pause", "ZoneLedger"]
+__all__ = ["ZONES_BACKED_OFF", "CloudPauses", "ZoneLedger", "pause_ends_in"]
 
 log = logging.getLogger(__name__)
 
 #: The reason ``Degraded`` gives while some zones (or several reasons) are backed off.
 ZONES_BACKED_OFF = "ZonesBackedOff"
+#: The longest reason a pause keeps (the CRD's bound).
+_MAX_REASON = 253
+
+
+def pause_ends_in(pause: nodepool_api.CloudPause, *, now: float) -> float:
+    """Seconds from ``now`` until ``pause`` ends (negative once it has)."""
+    until = conditions.parse_rfc3339(pause.until)
+    return (0.0 if until is None else until) - now
 
 
 @dataclass(frozen=True)
-class Pause:
-    until: float
-    generation: int
-    failures: int
-    reason: str
-    message: str
+class CloudPauses:
+    """The rule for a pool's cloud pause; the pause itself is the pool's
+    ``status.cloudPause``, read at the start of a pass and written back at its end."""
 
+    initial: float
+    maximum: float
 
-class CloudBackoff:
-    def __init__(self, *, initial: float, maximum: float) -> None:
-        self.initial = initial
-        self.maximum = maximum
-        self._pauses: dict[str, Pause] = {}
-
-    def active(self, pool: str, *, generation: int, now: float) -> Pause | None:
-        """The pause in force for ``pool``, if any (a new generation or time ends it)."""
-        pause = self._pauses.get(pool)
-        if pause is None:
+    def in_force(
+        self, pause: nodepool_api.CloudPause | None, *, generation: int, now: float
+    ) -> nodepool_api.CloudPause | None:
+        """``pause`` if it still holds at ``now`` under ``generation``, else None."""
+        if pause is None or pause.generation != generation:
             return None
-        if pause.generation != generation or pause.until <= now:
-            return None
-        return pause
-
-    def failed(
-        self, pool: str, error: PermanentCloudError, *, generation: int, now: float
-    ) -> Pause:
-        return self.refused(
-            pool,
-            reason=error.code or type(error).__name__,
-            message=str(error),
-            generation=generation,
-            now=now,
-        )
+        return pause if pause_ends_in(pause, now=now) > 0 else None
 
     def refused(
-        self, pool: str, *, reason: str, message: str, generation: int, now: float
-    ) -> Pause:
-        previous = self._pauses.get(pool)
+        self,
+        previous: nodepool_api.CloudPause | None,
+        *,
+        reason: str,
+        message: str,
+        generation: int,
+        now: float,
+    ) -> nodepool_api.CloudPause:
+        """The pause a refusal at ``now`` starts, after ``previous`` (the status's)."""
         repeats = previous is not None and previous.generation == generation
         failures = previous.failures + 1 if previous is not None and repeats else 1
         delay = pacing.exponential(
             initial=self.initial, failures=failures - 1, maximum=self.maximum
         )
-        pause = Pause(
-            until=now + delay,
-            generation=generation,
+        return nodepool_api.CloudPause(
+            reason=reason[:_MAX_REASON],
+            message=message[: nodepool_api.MAX_PAUSE_MESSAGE],
             failures=failures,
-            reason=reason,
-            message=message,
+            # Whole seconds, as the status keeps them: rounded up, never ending early.
+            until=conditions.rfc3339(math.ceil(now + delay)),
+            generation=generation,
         )
-        self._pauses[pool] = pause
-        return pause
-
-    def succeeded(self, pool: str) -> None:
-        self._pauses.pop(pool, None)
 
 
 @dataclass(eq=False)

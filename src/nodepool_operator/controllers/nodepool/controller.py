@@ -15,27 +15,28 @@ termination) and both clocks.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
-import zlib
 from typing import Any, Protocol
 
 from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.cloud.provider import CloudError, PermanentCloudError, RateLimited, VmState
+from nodepool_operator.cloud.provider import CloudError, RateLimited
 from nodepool_operator.controllers import allocatable
 from nodepool_operator.controllers.nodepool import (
     answering,
     backoff,
     drain,
     inventory,
+    pausing,
     plan,
-    registration,
     repair,
     report,
+    revisit,
 )
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.resources import NODEPOOLS
 from nodepool_operator.runtime import clock as clock_module
-from nodepool_operator.runtime import conditions, errors, finalizers, ratelimit, versions
+from nodepool_operator.runtime import conditions, errors, finalizers, versions
 from nodepool_operator.runtime.client import Client, Object
 from nodepool_operator.runtime.controller import Request, Result
 from nodepool_operator.runtime.events import EventRecorder
@@ -114,16 +115,12 @@ class NodePoolReconciler:
             clock=clock,
             wall_clock=wall_clock,
         )
-        self.cloud_backoff = backoff.CloudBackoff(
-            initial=config.degraded_backoff, maximum=config.degraded_backoff_max
+        self.paused_steps = pausing.PausedSteps(
+            status=self.reporter.status, recorder=recorder, config=config, wall_clock=wall_clock
         )
-        # While VMs boot the cloud is asked again after 0.1 s, then 0.2, 0.4, ... up to the
-        # poll interval (the runtime's per-key backoff): a VM up at once has its Node soon.
+        self.revisits = revisit.Revisits(config)
         # Per pool, the copy our last write of it got back, until the cache catches up.
         self._written: dict[str, Object] = {}
-        self.boot_polls = ratelimit.ItemExponentialFailureRateLimiter[str](
-            base_delay=config.boot_poll_initial, max_delay=config.poll_interval
-        )
 
     async def reconcile(self, request: Request) -> Result:
         """One pass over the pool; a Result, or an ``errors.OperatorError`` that tells the
@@ -151,14 +148,17 @@ class NodePoolReconciler:
         desired = plan.desired_nodes(spec)
         zones = self._zone_ledger(pool, spec)
         try:
-            view, pause = await self._step(pool, spec, desired, zones)
+            view, pause = await self.paused_steps.step(
+                pool,
+                functools.partial(self.lifecycle.converge, pool, spec, desired, zones=zones),
+            )
             if view is None:  # the cloud refused a step: look again at what there is
                 view = await self.lifecycle.observe(pool)
         except inventory.ListingDoubtful as doubt:
             return Result(requeue_after=await self.reporter.doubt(pool, doubt))
         self.reporter.trusted(request.name)
         await zones.tell(self.recorder, pool)
-        view = dataclasses.replace(view, zone_backoffs=zones.current())
+        view = dataclasses.replace(view, zone_backoffs=zones.current(), cloud_pause=pause)
         view = await self._note_reported_allocatable(pool, spec, view)
         degraded = (pause.reason, pause.message) if pause else zones.degraded()
         if degraded is None and view.repair_held is not None:
@@ -166,7 +166,16 @@ class NodePoolReconciler:
         held = await self.reporter.report(pool, desired=desired, view=view, degraded=degraded)
         next_expiry = await self.answers.delete_expired(pool_requests)
         due = [d for d in (next_expiry, held) if d is not None]
-        return self._next(request.name, view, desired, pause, min(due) if due else None, zones)
+        next_pass_in = self.revisits.next_pass_in(
+            request.name,
+            view,
+            desired,
+            pause=pause,
+            zones=zones,
+            due=min(due) if due else None,
+            now=self.wall_clock.time(),
+        )
+        return Result(requeue_after=next_pass_in)
 
     def _zone_ledger(self, pool: Object, spec: nodepool_api.NodePoolSpec) -> backoff.ZoneLedger:
         """The pool's zone backoffs as its status holds them (our last write of it, if the
@@ -206,92 +215,6 @@ class NodePoolReconciler:
             return Result()
         return Result(requeue_after=next_expiry)
 
-    async def _step(
-        self,
-        pool: Object,
-        spec: nodepool_api.NodePoolSpec,
-        desired: int,
-        zones: backoff.ZoneLedger,
-    ) -> tuple[plan.PoolView | None, backoff.Pause | None]:
-        """One step towards ``desired``: what was observed (None if the cloud refused the
-        step) and the cloud pause in force afterwards, if any."""
-        name = pool["metadata"]["name"]
-        generation = int(pool["metadata"].get("generation", 0))
-        pause = self.cloud_backoff.active(name, generation=generation, now=self.clock.now())
-        try:
-            view = await self.lifecycle.converge(
-                pool,
-                spec,
-                desired,
-                may_create=pause is None,
-                # A cloud refusal does not stop Nodes of running VMs; a Node refusal does.
-                may_register=pause is None or pause.reason != registration.NODE_REFUSED,
-                zones=zones,
-            )
-        except PermanentCloudError as error:
-            pause = self.cloud_backoff.failed(
-                name, error, generation=generation, now=self.clock.now()
-            )
-            await self._refused(pool, pause, event="cloud-refused", reason="CloudError")
-            return None, pause
-        if view.refused is not None:
-            reason, message = view.refused
-            pause = self.cloud_backoff.refused(
-                name, reason=reason, message=message, generation=generation, now=self.clock.now()
-            )
-            await self._refused(pool, pause, event="node-create-refused", reason=reason)
-        elif pause is None:
-            self.cloud_backoff.succeeded(name)
-        return view, pause
-
-    async def _refused(
-        self, pool: Object, pause: backoff.Pause, *, event: str, reason: str
-    ) -> None:
-        await self.recorder.event(pool, type="Warning", reason=reason, message=pause.message)
-        log.warning(
-            "event=%s reason=%s retry_in=%.0fs",
-            event,
-            pause.reason,
-            pause.until - self.clock.now(),
-        )
-
-    def _next(
-        self,
-        name: str,
-        view: plan.PoolView,
-        desired: int,
-        pause: backoff.Pause | None,
-        next_due: float | None,
-        zones: backoff.ZoneLedger,
-    ) -> Result:
-        """When to look again: the soonest of a request's expiry or a held-back status
-        write (``next_due``), a cloud pause's end, a boot poll, a drain's recheck, the
-        resync."""
-        delays = [] if next_due is None else [next_due]
-        if pause is not None:
-            delays.append(max(pause.until - self.clock.now(), 0.01))
-        backoff_ends = zones.ends_in()
-        if backoff_ends is not None:  # the status (Degraded) changes then, and launches resume
-            delays.append(max(backoff_ends, 0.01))
-        # The cloud has no watch: look again while it owes us something (VMs booting, or
-        # running without their Node yet, or to be created). Node readiness needs no
-        # polling: it arrives through the Node watch. A drain says itself when it can move
-        # on (a pod's backoff ends, a grace period runs out): never a fixed-rate retry.
-        if view.launching:
-            self.boot_polls.forget(name)  # new VMs: start again from the shortest wait
-        if view.launching or any(vm.state == VmState.PROVISIONING for vm in view.vms):
-            delays.append(self.boot_polls.when(name))
-        else:
-            self.boot_polls.forget(name)
-        unregistered = any(vm.name not in view.nodes for vm in view.vms)
-        short = pause is None and zones.cannot_grow() is None and len(view.vms) < desired
-        if unregistered or short:
-            delays.append(self.config.poll_interval)
-        if view.recheck_in is not None:
-            delays.append(max(view.recheck_in, 0.01))
-        delays.append(self._resync_in(name))
-        return Result(requeue_after=min(delays))
-
     def _newest(self, cached: Object) -> Object:
         """The cached pool, or the copy our own last write got back when the cache has
         not caught up with it: a pass never acts on a target older than one we wrote."""
@@ -311,21 +234,13 @@ class NodePoolReconciler:
         self._written[pool["metadata"]["name"]] = pool
         return pool
 
-    def _resync_in(self, name: str) -> float:
-        """When to list the pool's VMs again though nothing happened (the cloud has no
-        watch: a VM deleted out of band is seen then): the resync interval, spread per pool
-        between 0.75x and 1.25x (a stable hash) so pools do not list in lockstep."""
-        spread = zlib.crc32(name.encode()) / 2**32
-        return self.config.cloud_resync_interval * (0.75 + 0.5 * spread)
-
     def _forget(self, name: str) -> None:
         """Drop what we remember of a pool that is gone (a new one may take its name).
         The answered requests stay: they are known by uid, so a new pool of the same name
         cannot be confused with them, and they keep a lagging cache from making a request
         for the missing pool be answered twice."""
         self._written.pop(name, None)
-        self.cloud_backoff.succeeded(name)
-        self.boot_polls.forget(name)
+        self.revisits.forget(name)
         self.reporter.forget(name)
         self.lifecycle.forget_pool(name)
 

@@ -27,43 +27,26 @@ deleted with no grace and the Node goes.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.controllers.nodepool import evictions, plan
 from nodepool_operator.controllers.nodepool import nodes as node_ops
-from nodepool_operator.controllers.nodepool import plan
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.resources import PODS_BY_NODE
 from nodepool_operator.runtime import clock as clock_module
-from nodepool_operator.runtime import conditions, errors, kinds, pods, ratelimit
+from nodepool_operator.runtime import conditions, errors, pods, ratelimit
 from nodepool_operator.runtime.client import Client, Object
 from nodepool_operator.runtime.events import EventRecorder
 from nodepool_operator.runtime.informer import Informer
 
-__all__ = [
-    "DrainProgress",
-    "Drainer",
-    "budget_named_in",
-    "is_do_not_disrupt",
-    "node_is_protected",
-]
+__all__ = ["DrainProgress", "Drainer", "is_do_not_disrupt", "node_is_protected"]
 
 log = logging.getLogger(__name__)
-
-#: Kubernetes' default when a pod does not say (``terminationGracePeriodSeconds``).
-DEFAULT_GRACE_SECONDS: Final = 30
-
-# "The disruption budget web needs 2 healthy pods and has 2 currently", or "... web is
-# still being processed by the server": the eviction subresource's 429 cause. The API
-# server names the budget in every 429 it gives for one; a 429 naming none is its own
-# throttling (API Priority and Fairness), and no budget is to blame.
-_BUDGET_IN_MESSAGE = re.compile(r"disruption budget ([a-z0-9]([-a-z0-9.]*[a-z0-9])?)")
 
 
 def is_do_not_disrupt(obj: Mapping[str, Any]) -> bool:
@@ -78,26 +61,6 @@ def is_do_not_disrupt(obj: Mapping[str, Any]) -> bool:
 def node_is_protected(node: Mapping[str, Any], node_pods: Sequence[Mapping[str, Any]]) -> bool:
     """The Node, or a pod a drain would have to move off it, is do-not-disrupt."""
     return is_do_not_disrupt(node) or any(is_do_not_disrupt(p) for p in node_pods)
-
-
-def budget_named_in(error: errors.ApiError) -> str | None:
-    """The PodDisruptionBudget a 429 from the eviction subresource names, if it does."""
-    texts = [error.message, *(str(c.get("message", "")) for c in error.details.get("causes", ()))]
-    for text in texts:
-        found = _BUDGET_IN_MESSAGE.search(text)
-        if found:
-            return found.group(1)
-    return None
-
-
-def _pod_key(pod: Mapping[str, Any]) -> str:
-    meta = pod["metadata"]
-    return f"{meta.get('namespace', '')}/{meta['name']}"
-
-
-def _grace_seconds(pod: Mapping[str, Any]) -> int:
-    grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
-    return DEFAULT_GRACE_SECONDS if grace is None else int(grace)
 
 
 @dataclass(frozen=True)
@@ -193,7 +156,7 @@ class Drainer:
         """Move one pod on; seconds until it is worth looking again (inf: only on an event),
         or None when it no longer holds the drain up."""
         meta = pod["metadata"]
-        uid = str(meta.get("uid") or _pod_key(pod))
+        uid = str(meta.get("uid") or evictions.pod_key(pod))
         leaving = conditions.parse_rfc3339(str(meta.get("deletionTimestamp") or ""))
         if leaving is not None:
             self._clear(uid)
@@ -203,14 +166,14 @@ class Drainer:
             if now >= stuck_at:
                 return None
             return min(self.config.poll_interval, stuck_at - now)
-        if deadline is not None and now + _grace_seconds(pod) >= deadline:
+        if deadline is not None and now + evictions.grace_seconds(pod) >= deadline:
             # Karpenter's terminationGracePeriod: deleted now, it still ends by the deadline.
-            await self._delete_pod(pod, grace=max(0, math.floor(deadline - now)))
+            await evictions.delete_pod(self.client, pod, grace=max(0, math.floor(deadline - now)))
             return self.config.poll_interval
         if is_do_not_disrupt(pod):
             reason = "do-not-disrupt"
             message = (
-                f"node {node}: pod {_pod_key(pod)} is annotated do-not-disrupt; "
+                f"node {node}: pod {evictions.pod_key(pod)} is annotated do-not-disrupt; "
                 "it is not evicted until the drain timeout"
             )
             await self._block(pool, uid=uid, node=node, reason=reason, message=message)
@@ -234,29 +197,29 @@ class Drainer:
             log.info(
                 "event=pod-namespace-terminating node=%s pod=%s",
                 node,
-                _pod_key(pod),
+                evictions.pod_key(pod),
             )
             return self.config.poll_interval
         except errors.TooManyRequests as error:
-            budget = budget_named_in(error)
+            budget = evictions.budget_named_in(error)
             delay = max(self._backoff.when(uid), error.retry_after or 0.0)
             self._retry_at[uid] = now + delay
             named = f"PodDisruptionBudget {pod['metadata'].get('namespace')}/{budget}"
             message = (
-                f"node {node}: eviction of pod {_pod_key(pod)} refused by "
+                f"node {node}: eviction of pod {evictions.pod_key(pod)} refused by "
                 f"{named if budget else 'the API server (429)'}"
             )
             await self._block(pool, uid=uid, node=node, reason=budget or "429", message=message)
             log.info(
                 "event=eviction-blocked node=%s pod=%s budget=%s retry_in=%.1f",
                 node,
-                _pod_key(pod),
+                evictions.pod_key(pod),
                 budget,
                 delay,
             )
             return delay
         self._clear(uid)
-        log.info("event=pod-evicted node=%s pod=%s", node, _pod_key(pod))
+        log.info("event=pod-evicted node=%s pod=%s", node, evictions.pod_key(pod))
         # Its deletion shows in the cache soon; from then on it is waited for as leaving.
         return self.config.poll_interval
 
@@ -290,24 +253,10 @@ class Drainer:
         for pod in remaining:
             current = pod["metadata"].get("deletionGracePeriodSeconds")
             if current is None or int(current) > 0:
-                await self._delete_pod(pod, grace=max(0, math.floor(deadline - now)))
+                await evictions.delete_pod(
+                    self.client, pod, grace=max(0, math.floor(deadline - now))
+                )
         self.forget_node(node)
-
-    async def _delete_pod(self, pod: Object, *, grace: int) -> None:
-        meta = pod["metadata"]
-        log.warning(
-            "event=pod-deleted-for-drain-timeout pod=%s grace=%ds",
-            _pod_key(pod),
-            grace,
-        )
-        with contextlib.suppress(errors.NotFound):
-            await self.client.delete(
-                kinds.PODS,
-                str(meta["name"]),
-                namespace=str(meta.get("namespace", "")),
-                uid=meta.get("uid"),
-                grace_period_seconds=grace,
-            )
 
     def forget_node(self, node: str) -> None:
         """Drop what is remembered of a drain that is over (done, cancelled, Node gone)."""

@@ -106,6 +106,9 @@ class PoolView:
     # Zones where no VM is launched for a while (``controllers.capacity``), as the
     # status should record them.
     zone_backoffs: tuple[nodepool_api.ZoneBackoff, ...] = ()
+    # The pool's VM creations paused after a refusal (``backoff.CloudPauses``), as the
+    # status should record it.
+    cloud_pause: nodepool_api.CloudPause | None = None
     # Why unhealthy Nodes wait for their repair (the repair brake), if some do.
     repair_held: str | None = None
     # What the pool's kubelets report against the template (``allocatable``), as the
@@ -229,6 +232,7 @@ def pool_status(
             if view.zone_backoffs
             else {}
         )
+        | ({"cloudPause": view.cloud_pause.to_dict()} if view.cloud_pause is not None else {})
         | ({"reportedAllocatable": reported.to_dict()} if reported is not None else {})
     )
 

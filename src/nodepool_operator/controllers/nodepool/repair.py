@@ -13,7 +13,7 @@
   deleted.
 
 Every timer here counts from a time stored in the world. Removals of our own initiative
-take a token from the pool's bucket (``node_deletions_per_minute``), so a wrong verdict
+take a token from the pool's budget (``removals.RemovalBudget``), so a wrong verdict
 about many Nodes at once costs a few of them, not the pool; and the brake (``braked``)
 replaces at most ``max(1, 20%)`` of the pool at a time, none while most of it is
 NotReady at once (a partition, not broken machines).
@@ -28,11 +28,11 @@ from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import CloudError, CloudProvider, VmName, VmState
-from nodepool_operator.controllers.nodepool import drain, plan, termination
+from nodepool_operator.controllers.nodepool import drain, plan, removals, termination
 from nodepool_operator.controllers.nodepool import nodes as node_ops
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.runtime import clock as clock_module
-from nodepool_operator.runtime import conditions, nodes, ratelimit
+from nodepool_operator.runtime import conditions, nodes
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.events import EventRecorder
 
@@ -162,19 +162,16 @@ class Repairer:
     config: NodePoolConfig
     clock: clock_module.Clock
     wall_clock: clock_module.WallClock
-    # Per pool: the token bucket for removals of our own initiative, and when the
-    # token it reserved (if any) is ours to use.
-    _deletions: dict[str, ratelimit.BucketRateLimiter[str]] = dataclasses.field(
-        default_factory=dict, init=False
-    )
-    _deletion_at: dict[str, float] = dataclasses.field(default_factory=dict, init=False)
     # Per pool: why repairs were last held back, as told (memory only spares repeats:
     # the brake itself follows from the Nodes' conditions).
     _held: dict[str, str | None] = dataclasses.field(default_factory=dict, init=False)
+    budget: removals.RemovalBudget = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self.budget = removals.RemovalBudget(config=self.config, clock=self.clock)
 
     def forget_pool(self, pool: str) -> None:
-        self._deletions.pop(pool, None)
-        self._deletion_at.pop(pool, None)
+        self.budget.forget_pool(pool)
         self._held.pop(pool, None)
 
     async def tell_held(self, pool: Object, held: str | None) -> None:
@@ -189,43 +186,13 @@ class Repairer:
         log.warning("event=repair-held reason=%r", held)
         await self.recorder.event(pool, type="Warning", reason=REPAIR_HELD, message=held)
 
-    def deletion_wait(self, pool: str) -> float:
-        """0 when a Node of ``pool`` may be removed now (a token is taken), else the
-        seconds until the token reserved for the next removal is there."""
-        now = self.clock.now()
-        reserved = self._deletion_at.get(pool)
-        if reserved is not None:
-            if reserved > now:
-                return reserved - now
-            del self._deletion_at[pool]
-            return 0.0
-        bucket = self._deletions.get(pool)
-        if bucket is None:
-            bucket = ratelimit.BucketRateLimiter[str](
-                clock=self.clock,
-                qps=self.config.node_deletions_per_minute / 60.0,
-                burst=self.config.node_deletion_burst,
-            )
-            self._deletions[pool] = bucket
-        delay = bucket.when(pool)
-        if delay > 0:
-            # The bucket kept the reservation: used when it comes due, never asked again.
-            self._deletion_at[pool] = now + delay
-        return delay
-
-    def reserved_wait(self, pool: str) -> float | None:
-        """Seconds until the token reserved for ``pool`` is due, if one is reserved."""
-        reserved = self._deletion_at.get(pool)
-        now = self.clock.now()
-        return reserved - now if reserved is not None and reserved > now else None
-
     async def repair(
         self, pool: Object, spec: nodepool_api.NodePoolSpec, view: plan.PoolView, vm: VmName
     ) -> drain.DrainProgress:
         """Replace a broken Node (or a VM without one), within the pool's budget."""
         node = view.nodes.get(vm)
         if node is None or not plan.is_draining(node):
-            wait = self.deletion_wait(pool["metadata"]["name"])
+            wait = self.budget.take(pool["metadata"]["name"])
             if wait > 0:
                 return drain.DrainProgress(done=False, retry_in=wait)
             await self._tell(pool, spec, vm, registered=node is not None)
@@ -261,12 +228,12 @@ class Repairer:
             node_name = node["metadata"]["name"]
             if node_name in live:
                 continue
-            reserved = self.reserved_wait(name)
+            reserved = self.budget.reserved_in(name)
             if reserved is not None:
                 return reserved  # no cloud call before the token is due
             if not await self._vm_confirmed_gone(node):
                 continue
-            wait = self.deletion_wait(name)
+            wait = self.budget.take(name)
             if wait > 0:
                 return wait
             log.info("event=delete-node-without-vm node=%s", node_name)

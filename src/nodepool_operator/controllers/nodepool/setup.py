@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Hashable
 
 from nodepool_operator.api import nodepool as nodepool_api
@@ -93,29 +94,62 @@ def pool_draining_pod(nodes: Informer) -> Callable[[Object], list[Request]]:
     return mapper
 
 
-def setup(manager: Manager, *, cloud: CloudProvider, config: NodePoolConfig) -> Controller:
-    """Create the controller, its informers (shared through the manager) and its watches."""
-    client = manager.client.for_manager(f"{NAME}-controller")
+@dataclasses.dataclass(frozen=True)
+class _Informers:
+    pools: Informer
+    nodes: Informer
+    pods: Informer
+    scale_requests: Informer
+
+
+def _informers(manager: Manager) -> _Informers:
+    """The controller's informers, shared with the other controllers through the manager."""
     cache = manager.cache
-    pools = cache.informer(NODEPOOLS)
     # Every Node, pool or not: the simulation counts all of them (pods on a system node
     # take part in affinity and spread); the NodePool controller reads its pools' Nodes
     # through the NODES_BY_POOL index.
-    nodes = cache.informer(kinds.NODES, transform=cached.node_fields)
-    pods = cache.informer(kinds.PODS, transform=cached.pod_fields)
-    scale_requests = cache.informer(SCALEREQUESTS)
-    add_shared_indexes(nodes=nodes, pods_=pods, requests=scale_requests)
+    found = _Informers(
+        pools=cache.informer(NODEPOOLS),
+        nodes=cache.informer(kinds.NODES, transform=cached.node_fields),
+        pods=cache.informer(kinds.PODS, transform=cached.pod_fields),
+        scale_requests=cache.informer(SCALEREQUESTS),
+    )
+    add_shared_indexes(nodes=found.nodes, pods_=found.pods, requests=found.scale_requests)
+    return found
+
+
+def _watch(controller: Controller, informers: _Informers, config: NodePoolConfig) -> None:
+    # Our own status writes and others' label edits do not move the generation: no wake-up.
+    controller.watch(informers.pools, predicates=[any_of(GenerationChanged(), DeletionStarted())])
+    controller.watch(
+        informers.nodes,
+        mapper=_pool_of_node,
+        predicates=[StateChanged(node_state)],
+        delay=config.node_event_window,
+    )
+    controller.watch(
+        informers.scale_requests, mapper=_pool_of_request, predicates=[GenerationChanged()]
+    )
+    controller.watch(
+        informers.pods, mapper=pool_draining_pod(informers.nodes), predicates=[PodLeftOrChanged()]
+    )
+
+
+def setup(manager: Manager, *, cloud: CloudProvider, config: NodePoolConfig) -> Controller:
+    """Create the controller, its informers (shared through the manager) and its watches."""
+    client = manager.client.for_manager(f"{NAME}-controller")
+    informers = _informers(manager)
     recorder = EventRecorder(client, component=f"{NAME}-controller", clock=manager.clock)
     manager.on_drained.append(recorder.flush)
     wall_clock = clock_module.RealWallClock()
     reconciler = NodePoolReconciler(
         client=client,
-        pools=pools,
-        scale_requests=scale_requests,
+        pools=informers.pools,
+        scale_requests=informers.scale_requests,
         lifecycle=lifecycle.PoolLifecycle(
             client=client,
-            nodes=nodes,
-            pods=pods,
+            nodes=informers.nodes,
+            pods=informers.pods,
             cloud=cloud,
             recorder=recorder,
             config=config,
@@ -133,15 +167,6 @@ def setup(manager: Manager, *, cloud: CloudProvider, config: NodePoolConfig) -> 
         max_concurrent_reconciles=config.max_concurrent_reconciles,
         clock=manager.clock,
     )
-    # Our own status writes and others' label edits do not move the generation: no wake-up.
-    controller.watch(pools, predicates=[any_of(GenerationChanged(), DeletionStarted())])
-    controller.watch(
-        nodes,
-        mapper=_pool_of_node,
-        predicates=[StateChanged(node_state)],
-        delay=config.node_event_window,
-    )
-    controller.watch(scale_requests, mapper=_pool_of_request, predicates=[GenerationChanged()])
-    controller.watch(pods, mapper=pool_draining_pod(nodes), predicates=[PodLeftOrChanged()])
+    _watch(controller, informers, config)
     manager.add(controller)
     return controller

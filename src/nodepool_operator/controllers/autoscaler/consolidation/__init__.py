@@ -26,8 +26,9 @@ restarted operator (or a new leader) takes up where the last one stopped:
 So a Node costs at most two writes on its way out, and one when it is kept; a Node is
 never left tainted by a crash: the next pass either names it or clears it.
 
-The package: ``rules`` (pure: movable pods, budgets, usage, the choice), ``marks`` (the
-writes on Nodes and the events), ``consolidator`` (one pass over a pool).
+The package: ``rules`` (pure: movable pods, budgets, usage, the choice, the unneeded
+timers), ``marks`` (the writes on Nodes and the events), ``consolidator`` (one pass over
+a pool).
 """
 
 from nodepool_operator.controllers.autoscaler.consolidation.consolidator import PDBS, Consolidator

@@ -21,6 +21,7 @@ from nodepool_operator.controllers.autoscaler.consolidation.rules import (
     budget_problem,
     choose,
     pod_key,
+    unneeded_timers,
     usage_of,
     why_it_goes,
     within_limits,
@@ -161,41 +162,27 @@ class Consolidator(NodeMarks):
         Nodes the pool may still give up (target - minNodes)."""
         now = self.wall_clock.time()
         views = self.views(pool)
-        key = str(autoscaler["metadata"]["name"])
         if blocked in _RESETS:
-            for view in views:
-                if view.eligible and (view.since is not None or view.tainted):
-                    await self._clear(view, since=None)
+            await self._clear_all(views, keep=frozenset())
             return Review()
         chosen, kept = choose(
             views,
             threshold=policy.utilization_threshold,
             fits=self._fits(views, cluster, daemon_sets),
         )
+        key = str(autoscaler["metadata"]["name"])
         metrics.nodepool_autoscaler_consolidation_candidates.labels(key).set(len(chosen))
-        names = {v.name for v in chosen}
+        names = frozenset(v.name for v in chosen)
         self._prune(names)
         await self._tell_kept(autoscaler, kept)
-        for view in views:
-            if view.eligible and view.name not in names and (view.since or view.tainted):
-                await self._clear(view, since=None)
+        await self._clear_all(views, keep=names)
         if blocked is not None:
             return Review(candidates=len(chosen))
         for view in chosen:
             if view.since is None:
                 await self._stamp(view, now)
-        expired = [
-            v for v in chosen if v.since is not None and now - v.since >= policy.unneeded_seconds
-        ]
-        waiting = [
-            v.since + policy.unneeded_seconds - now
-            for v in chosen
-            if v.since is not None and v not in expired
-        ]
-        next_check = (
-            min(waiting)
-            if waiting
-            else (policy.unneeded_seconds if any(v.since is None for v in chosen) else None)
+        expired, next_check = unneeded_timers(
+            chosen, now=now, unneeded_seconds=policy.unneeded_seconds
         )
         to_taint = within_limits(
             [v for v in expired if not v.tainted],
@@ -205,11 +192,23 @@ class Consolidator(NodeMarks):
         )
         # Budgets are read only for the Nodes about to be tainted or named: not every pass
         # for every candidate waiting for its turn.
-        allowed = await self._budgets_allow(
-            [*(v for v in expired if v.tainted), *to_taint], autoscaler
-        )
+        going = [*(v for v in expired if v.tainted), *to_taint]
+        allowed = await self._budgets_allow(going, autoscaler)
         if allowed is None:
             return Review(candidates=len(chosen), next_check=next_check)
+        return await self._name(allowed, candidates=len(chosen), next_check=next_check)
+
+    async def _clear_all(self, views: Sequence[NodeView], *, keep: frozenset[str]) -> None:
+        """Take the stamp and taint off every eligible Node not in ``keep``: it is needed
+        again, or the timers start over."""
+        for view in views:
+            if view.eligible and view.name not in keep and (view.since is not None or view.tainted):
+                await self._clear(view, since=None)
+
+    async def _name(
+        self, allowed: Sequence[NodeView], *, candidates: int, next_check: float | None
+    ) -> Review:
+        """Taint the ``allowed`` Nodes not tainted yet; name those whose taint is there."""
         tainted_now = 0
         for view in allowed:
             if not view.tainted and await self._taint(view):
@@ -217,13 +216,11 @@ class Consolidator(NodeMarks):
         if tainted_now:
             # The watches do not wake us for our own taint: look again once it shows.
             next_check = min(next_check or _RECHECK_SECONDS, _RECHECK_SECONDS)
-        victims = tuple(v.name for v in allowed if v.tainted)
-        reasons = {v.name: why_it_goes(v) for v in allowed if v.tainted}
         return Review(
-            victims=victims,
-            candidates=len(chosen),
+            victims=tuple(v.name for v in allowed if v.tainted),
+            candidates=candidates,
             next_check=next_check,
-            reasons=reasons,
+            reasons={v.name: why_it_goes(v) for v in allowed if v.tainted},
         )
 
     async def _budgets_allow(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Set
 from typing import Any
 
 from nodepool_operator.api import autoscaler as autoscaler_api
@@ -124,7 +124,7 @@ class NodeMarks:
                     ),
                 )
 
-    def _prune(self, candidates: set[str]) -> None:
+    def _prune(self, candidates: Set[str]) -> None:
         """Forget what was told of Nodes gone, or candidates again (told anew if kept
         again later)."""
         for name in [*candidates, *self._told]:

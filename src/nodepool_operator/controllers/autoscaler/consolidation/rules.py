@@ -1,6 +1,7 @@
 """Consolidation's rules, pure: which pods may move (``movable_problem``), what the
 budgets allow (``budget_problem``), how used a Node is (``usage_of``), which Nodes go
-together (``choose``) and how many may be tainted at once.
+together (``choose``), which of them have been unneeded long enough (``unneeded_timers``)
+and how many may be tainted at once.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ __all__ = [
     "choose",
     "movable_problem",
     "pod_key",
+    "unneeded_timers",
     "usage_of",
     "why_it_goes",
     "within_limits",
@@ -212,6 +214,21 @@ def choose(
             continue
         chosen.append(view)
     return chosen, kept
+
+
+def unneeded_timers(
+    chosen: Sequence[NodeView], *, now: float, unneeded_seconds: float
+) -> tuple[list[NodeView], float | None]:
+    """Of the ``chosen`` Nodes, those unneeded for ``unneeded_seconds`` by ``now`` (their
+    stamp says since when), and the seconds until the next one is: a Node stamped in this
+    pass waits the whole time; None when none waits."""
+    expired = [v for v in chosen if v.since is not None and now - v.since >= unneeded_seconds]
+    waiting = [
+        v.since + unneeded_seconds - now for v in chosen if v.since is not None and v not in expired
+    ]
+    if waiting:
+        return expired, min(waiting)
+    return expired, unneeded_seconds if any(v.since is None for v in chosen) else None
 
 
 def within_limits(
