@@ -8,6 +8,8 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.cloud.provider import MachineSpec, VirtualMachine, VmName, VmState
@@ -390,3 +392,60 @@ async def test_a_request_the_server_shows_answered_is_not_answered_again() -> No
     assert world.target_of("p") == 2
     assert ("replace", "nodepools", "p") not in world.api.calls
     assert [n for n, _ in world.api.status_patches if n == "r"] == []
+
+
+async def test_after_the_first_pass_a_request_is_answered_from_the_cache_without_a_get() -> None:
+    """Only a previous run, or a write of ours whose outcome was not seen, can have
+    answered a request behind the cache's back: once the pool's requests were read from
+    the server since the start, the next request is answered as the cache shows it."""
+    world = World()
+    world.pool("p", nodepool_api.NodePoolSpec(target_nodes=0, max_nodes=5))
+    world.request("first", pool="p", target=1, based_on=0)
+    await world.reconcile("p")
+    assert ("get", "scalerequests", "first") in world.api.calls
+    world.requests.put(world.api.objects[("scalerequests", "first")])
+    world.pools.put(world.api.objects[("nodepools", "p")])
+
+    world.request("second", pool="p", target=2, based_on=1)
+    await world.reconcile("p")
+
+    assert world.target_of("p") == 2
+    assert world.api.request_status("second")["phase"] == "Applied"
+    assert ("get", "scalerequests", "second") not in world.api.calls
+
+
+async def test_a_request_whose_answer_write_failed_is_read_from_the_server_before_the_next() -> (
+    None
+):
+    """The answer's write failed without a clear outcome, and was applied all the same:
+    the cache still shows the request Pending, the server shows it answered, and the
+    request is not answered a second time."""
+    world = World()
+    world.pool("p", nodepool_api.NodePoolSpec(target_nodes=0, max_nodes=5))
+    world.request("first", pool="p", target=1, based_on=0)
+    await world.reconcile("p")
+    world.requests.put(world.api.objects[("scalerequests", "first")])
+    world.pools.put(world.api.objects[("nodepools", "p")])
+    second = world.request("second", pool="p", target=2, based_on=1)
+    applied_but_unseen = copy.deepcopy(second)
+    applied_but_unseen["status"] = {"phase": "Applied", "appliedTargetNodes": 2}
+    original_patch = world.api.patch
+
+    async def patch_then_time_out(resource: Resource, name: str, patch: Any, **kw: Any) -> Object:
+        if name == "second" and kw.get("subresource") == "status":
+            world.api.hold("scalerequests", applied_but_unseen)
+            raise TimeoutError("the reply was lost")
+        return await original_patch(resource, name, patch, **kw)
+
+    world.api.patch = patch_then_time_out  # type: ignore[method-assign]
+    with pytest.raises(TimeoutError):
+        await world.reconcile("p")
+    world.api.patch = original_patch  # type: ignore[method-assign]
+    world.pools.put(world.api.objects[("nodepools", "p")])
+    world.api.calls.clear()
+    world.api.status_patches.clear()
+
+    await world.reconcile("p")
+
+    assert ("get", "scalerequests", "second") in world.api.calls
+    assert [n for n, _ in world.api.status_patches if n == "second"] == []

@@ -21,9 +21,13 @@ which is what makes the scale-down pick exactly them (``plan.pick_victims``).
 
 A request we answered may still show Pending in the cache for a moment: deciding it again
 from that stale copy would answer it twice, and maybe differently. So the uids answered
-are remembered until the cache shows them answered (or gone), and a request the memory
-does not know is read from the server before it is answered (our answer may have been
-written with its reply lost).
+are remembered until the cache shows them answered (or gone). An answer this process
+does not know of can only come from a write whose outcome it did not see: its own, when
+the write failed without a clear answer (a timeout, a dropped connection: the write may
+have been applied), or a previous run's, lost with that process. So a request is read
+from the server before it is answered only then: when this process's answer to it failed
+so, and on the first pass over a pool's requests after the process started. The
+requests answered in between cost no read: the cache copy is the one to act on.
 """
 
 from __future__ import annotations
@@ -135,6 +139,10 @@ class RequestAnswers:
         self.wall_clock = wall_clock
         self.status = StatusWriter(client, SCALEREQUESTS, controller=controller)
         self._answered: dict[str, set[str]] = {}  # pool -> uids answered, maybe still Pending
+        # pool -> uids whose answer write failed with an unknown outcome, maybe still Pending
+        self._in_doubt: dict[str, set[str]] = {}
+        # Pools whose pending requests were read from the server since the process started.
+        self._read_since_start: set[str] = set()
 
     def of_pool(self, name: str) -> list[Object]:
         return self.scale_requests.by_index(REQUESTS_BY_POOL, name)
@@ -143,7 +151,7 @@ class RequestAnswers:
         """Answer the pool's pending requests; the pool to act on in this pass (as written
         when its target moved), or None when it turned out to be gone."""
         name = pool["metadata"]["name"]
-        pending = await self._still_pending(self._unanswered(name, pool_requests))
+        pending = await self._still_pending(name, self._unanswered(name, pool_requests))
         pending = await self._refuse_foreign_nodes(pool, pending)
         if not pending:
             return pool
@@ -193,6 +201,8 @@ class RequestAnswers:
         next_expiry = await self.delete_expired(orphans)
         if not self._answered.get(name):
             self._answered.pop(name, None)
+        if not self._in_doubt.get(name):
+            self._in_doubt.pop(name, None)
         return False, next_expiry
 
     async def delete_expired(self, pool_requests: list[Object]) -> float | None:
@@ -272,19 +282,25 @@ class RequestAnswers:
         except errors.NotFound:
             return None
 
-    async def _still_pending(self, pending: list[Object]) -> list[Object]:
-        """Those of ``pending`` the server still shows Pending. Our answer may have been
-        written with its reply lost (a timeout): then the cache can still show the
-        request Pending and we remember nothing, and answering it again could answer it
+    async def _still_pending(self, pool: str, pending: list[Object]) -> list[Object]:
+        """Those of ``pending`` still Pending, read from the server where an answer this
+        process does not know of may have been written: our own whose reply was lost (a
+        timeout), or a previous run's. Answering such a request again could answer it
         differently (the pool's target may have moved since)."""
+        first_pass = pool not in self._read_since_start
+        doubted = self._in_doubt.get(pool, set())
         fresh = []
         for request in pending:
+            if not first_pass and request["metadata"]["uid"] not in doubted:
+                fresh.append(request)
+                continue
             try:
                 found = await self.client.get(SCALEREQUESTS, request["metadata"]["name"])
             except errors.NotFound:
                 continue
             if _is_pending(found) and found["metadata"].get("uid") == request["metadata"]["uid"]:
                 fresh.append(found)
+        self._read_since_start.add(pool)
         return fresh
 
     async def _answer(
@@ -299,9 +315,15 @@ class RequestAnswers:
             request = by_name[answer.name]
             generation = int(request["metadata"].get("generation", 0))
             status = answer.status(observed_generation=generation).to_dict()
-            # Deleted meanwhile: nobody is left to read the answer.
-            with contextlib.suppress(errors.NotFound):
-                await self.status.update(request, status)
+            try:
+                # Deleted meanwhile: nobody is left to read the answer.
+                with contextlib.suppress(errors.NotFound):
+                    await self.status.update(request, status)
+            except BaseException:
+                # The write may have been applied all the same (a timeout, a cancel): the
+                # next pass reads the request from the server before answering it.
+                self._in_doubt.setdefault(pool, set()).add(request["metadata"]["uid"])
+                raise
             self._remember(pool, [request])
             if answer.phase == "Rejected":
                 await self.recorder.event(
@@ -317,6 +339,8 @@ class RequestAnswers:
         still_pending = {r["metadata"]["uid"] for r in every if _is_pending(r)}
         answered = self._answered.get(pool, set()) & still_pending
         self._answered[pool] = answered
+        if pool in self._in_doubt:
+            self._in_doubt[pool] &= still_pending
         return [r for r in pending_requests(every) if r["metadata"]["uid"] not in answered]
 
 

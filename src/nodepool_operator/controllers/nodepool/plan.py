@@ -182,47 +182,29 @@ def pool_status(
     """The full status the pool should have; equal inputs give an equal status."""
     meta = pool["metadata"]
     generation = int(meta.get("generation", 0))
-    current = len(view.nodes)
-    ready = view.ready
-    live = len(view.vms)
-    active = live != desired or current != desired or ready != desired or bool(view.draining)
+    active = _is_active(view, desired)
     found = conditions.ConditionList(
         pool.get("status", {}).get("conditions"), observed_generation=generation, now=now
     )
+    ready = view.ready
     found.set(
         "Ready",
         ready == desired,
         reason="NodesReady" if ready == desired else "NodesNotReady",
         message=f"{ready}/{desired} nodes ready",
     )
-    if active:
-        direction = "ScalingUp" if live < desired or current < desired else "ScalingDown"
-        if live == desired and current == desired and not view.draining:
-            direction = "WaitingForNodes"
-        message = f"{live} VMs, {current} nodes, {desired} wanted"
-        if view.blocked:
-            direction = "DrainBlocked"
-            message = f"{message}; {_blocked_summary(view.blocked)}"
-        found.set("Scaling", True, reason=direction, message=message)
-    else:
-        found.set("Scaling", False, reason="Stable", message=f"{desired} nodes")
+    _set_scaling(found, view=view, desired=desired, active=active)
     if degraded is None:
         found.set("Degraded", False, reason="AsExpected", message="the cloud accepts our requests")
     else:
         found.set("Degraded", True, reason=degraded[0], message=degraded[1])
     reported = view.reported_allocatable
-    if reported is not None and (
-        reported.lowest or conditions.find_condition(found.items, allocatable.CONDITION)
-    ):
-        overstated, reason, message = allocatable.condition(
-            reported, nodepool_api.spec_of(pool).template
-        )
-        found.set(allocatable.CONDITION, overstated, reason=reason, message=message)
+    _set_allocatable(found, pool=pool, reported=reported)
     return (
         {
             "observedGeneration": generation,
             "scaleOperation": "active" if active else "inactive",
-            "currentNodes": current,
+            "currentNodes": len(view.nodes),
             "readyNodes": ready,
             "selector": nodepool_api.pool_selector(str(meta["name"])),
             "conditions": found.items,
@@ -235,6 +217,52 @@ def pool_status(
         | ({"cloudPause": view.cloud_pause.to_dict()} if view.cloud_pause is not None else {})
         | ({"reportedAllocatable": reported.to_dict()} if reported is not None else {})
     )
+
+
+def _is_active(view: PoolView, desired: int) -> bool:
+    """A scale operation goes on until VMs, Nodes and Ready Nodes all match the target and
+    no Node drains."""
+    return (
+        len(view.vms) != desired
+        or len(view.nodes) != desired
+        or view.ready != desired
+        or bool(view.draining)
+    )
+
+
+def _set_allocatable(
+    found: conditions.ConditionList,
+    *,
+    pool: Mapping[str, Any],
+    reported: nodepool_api.ReportedAllocatable | None,
+) -> None:
+    """The allocatable condition, once a Ready Node has reported what it offers (and kept
+    from then on, also when no Node reports for a while)."""
+    if reported is None:
+        return
+    if reported.lowest or conditions.find_condition(found.items, allocatable.CONDITION):
+        overstated, reason, message = allocatable.condition(
+            reported, nodepool_api.spec_of(pool).template
+        )
+        found.set(allocatable.CONDITION, overstated, reason=reason, message=message)
+
+
+def _set_scaling(
+    found: conditions.ConditionList, *, view: PoolView, desired: int, active: bool
+) -> None:
+    """The ``Scaling`` condition: which way the operation goes, and how far it has come."""
+    if not active:
+        found.set("Scaling", False, reason="Stable", message=f"{desired} nodes")
+        return
+    live, current = len(view.vms), len(view.nodes)
+    direction = "ScalingUp" if live < desired or current < desired else "ScalingDown"
+    if live == desired and current == desired and not view.draining:
+        direction = "WaitingForNodes"
+    message = f"{live} VMs, {current} nodes, {desired} wanted"
+    if view.blocked:
+        direction = "DrainBlocked"
+        message = f"{message}; {_blocked_summary(view.blocked)}"
+    found.set("Scaling", True, reason=direction, message=message)
 
 
 def degraded_status(
