@@ -16,8 +16,8 @@ after its end is forgotten.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Final
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
 
 from nodepool_operator import pacing
 from nodepool_operator.api import nodepool as nodepool_api
@@ -32,6 +32,8 @@ __all__ = [
     "cannot_grow",
     "forgotten",
     "next_end",
+    "pause_ends_in",
+    "paused",
     "record",
     "zone_blocked",
     "zone_key",
@@ -87,6 +89,23 @@ def cannot_grow(
     until = max(b.until for b in active)
     where = " in all its zones" if template.zones else ""
     return f"{' and '.join(reasons)}{where}; no VM is launched before {until}"
+
+
+def pause_ends_in(pause: nodepool_api.CloudPause, *, now: float) -> float:
+    """Seconds from ``now`` until the pool's cloud pause ends (negative once it has)."""
+    until = conditions.parse_rfc3339(pause.until)
+    return (0.0 if until is None else until) - now
+
+
+def paused(pool: Mapping[str, Any], *, now: float) -> str | None:
+    """Why the pool launches no VM at ``now`` because the cloud refused in a way asking
+    again will not change (``status.cloudPause``, under the pool's current generation),
+    in words for a person; None when no pause holds."""
+    pause = nodepool_api.status_of(pool).cloud_pause
+    generation = int((pool.get("metadata") or {}).get("generation") or 0)
+    if pause is None or pause.generation != generation or pause_ends_in(pause, now=now) <= 0:
+        return None
+    return f"the cloud refused ({pause.reason}); no VM is launched before {pause.until}"
 
 
 def next_end(backoffs: Iterable[nodepool_api.ZoneBackoff], *, now: float) -> float | None:

@@ -43,10 +43,8 @@ ZONES_BACKED_OFF = "ZonesBackedOff"
 _MAX_REASON = 253
 
 
-def pause_ends_in(pause: nodepool_api.CloudPause, *, now: float) -> float:
-    """Seconds from ``now`` until ``pause`` ends (negative once it has)."""
-    until = conditions.parse_rfc3339(pause.until)
-    return (0.0 if until is None else until) - now
+#: Shared with the Autoscaler, which plans a paused pool as unable to grow.
+pause_ends_in = capacity.pause_ends_in
 
 
 @dataclass(frozen=True)
