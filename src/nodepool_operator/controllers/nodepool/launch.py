@@ -2,12 +2,12 @@
 
 Names are deterministic (``plan.names_to_create``: the lowest free indexes), so a retry
 or a restarted operator asks for the same names and the cloud's idempotent create makes
-no duplicate. Each VM goes to the zone its name gives it, which its Node is labelled
-with; names of a zone backed off in the pool's status (``backoff.ZoneLedger``) are
-passed over, and a zone the cloud says has no capacity is backed off and its VMs asked
-for in the other zones within the same launch. Creates run a bounded number at a time;
-when some fail, a permanent refusal (quota) is raised before a transient one, so the
-pool's pause starts even if a 503 came first.
+no duplicate. Each VM goes to the zone ``zoning`` picks (the zones the pool's requests
+named, else the least-filled), which its Node is then labelled with; zones backed off in
+the pool's status (``backoff.ZoneLedger``) are passed over, and a zone the cloud says has
+no capacity is backed off and its VMs asked for in the other zones within the same launch.
+Creates run a bounded number at a time; when some fail, a permanent refusal (quota) is
+raised before a transient one, so the pool's pause starts even if a 503 came first.
 
 A name is free only when neither the cloud nor the cluster has it (``nodepool.names_taken``).
 A Node of that name the pool does not own (a hand-made one, another tool's) holds the index
@@ -25,10 +25,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import zones as zones_api
 from nodepool_operator.cloud.provider import (
     CloudProvider,
     InsufficientCapacity,
@@ -39,11 +41,13 @@ from nodepool_operator.cloud.provider import (
     VmName,
 )
 from nodepool_operator.controllers import capacity
-from nodepool_operator.controllers.nodepool import backoff, inventory, plan
+from nodepool_operator.controllers.nodepool import backoff, inventory, plan, zoning
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
+from nodepool_operator.controllers.resources import REQUESTS_BY_POOL
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime.client import Client, Object
 from nodepool_operator.runtime.events import EventRecorder
+from nodepool_operator.runtime.informer import Informer
 
 __all__ = ["MAX_TAKEN_NAMES", "Launcher", "NamesTaken", "machine_spec"]
 
@@ -77,12 +81,14 @@ def node_owner(node: Mapping[str, Any]) -> str:
     return "no owner"
 
 
-def machine_spec(pool: Object, template: nodepool_api.NodeTemplate, name: VmName) -> MachineSpec:
+def machine_spec(
+    pool: Object, template: nodepool_api.NodeTemplate, *, zone: str | None
+) -> MachineSpec:
     return MachineSpec(
         cpu=template.cpu,
         memory=template.memory,
         pods=template.pods,
-        zone=nodepool_api.zone_of(name, template),
+        zone=zone,
         pool_uid=pool["metadata"].get("uid"),
         launch=template.provider,
     )
@@ -96,6 +102,8 @@ class Launcher:
     recorder: EventRecorder
     config: NodePoolConfig
     clock: clock_module.Clock
+    # The ScaleRequests, whose zones a launch follows; None: every VM goes balanced.
+    requests: Informer | None = None
     # pool -> taken names already evented
     _told: dict[str, set[str]] = dataclasses.field(default_factory=dict, init=False)
 
@@ -111,89 +119,101 @@ class Launcher:
     ) -> list[VirtualMachine]:
         """Create ``missing`` VMs next to the ``live`` ones; those the cloud answered.
 
-        With ``zones``, names in a backed-off zone are passed over, and a zone the cloud
-        says has no capacity is backed off and its VMs asked for in the other zones.
+        Each goes to a zone ``zoning`` chooses; with ``zones``, backed-off zones are
+        passed over, and a zone the cloud says has no capacity is backed off and its VMs
+        asked for in the other zones.
         """
-        name = pool["metadata"]["name"]
         await self.recorder.event(
             pool,
             type="Normal",
             reason="ScaleUp",
             message=f"creating {missing} VMs ({live} -> {live + missing})",
         )
-        limit = asyncio.Semaphore(self.config.create_parallelism)
-
-        async def create(vm_name: VmName) -> VirtualMachine:
-            async with limit:
-                return await self.cloud.create_vm(
-                    name=vm_name, pool=name, spec=machine_spec(pool, spec.template, vm_name)
-                )
-
         started = self.clock.now()
-        chosen: set[str] = {vm.name for vm in every_vm}  # the pool's, and those asked for since
-        taken: dict[str, str] = {}  # name -> who holds it
-        launched: list[VirtualMachine] = []
-        failures: list[BaseException] = []
-        tried = 0
+        attempt = _Attempt(every_vm=every_vm, requested=self._requested(pool, every_vm))
         wanted = missing
         while wanted > 0:
-            names = await self._free_names(pool, chosen, wanted, taken, spec.template, zones)
-            chosen.update(names)
-            if len(taken) > MAX_TAKEN_NAMES:
-                failures.append(_too_many_taken(taken))
-                break
-            if not names:
+            if zones is not None and zones.cannot_grow() is not None:
                 break  # every zone is backed off: the status says so
-            tried += len(names)
-            results = await asyncio.gather(*(create(n) for n in names), return_exceptions=True)
-            wanted = 0
-            for vm_name, result in zip(names, results, strict=True):
-                if isinstance(result, VmConflict):
-                    taken[vm_name] = f"a VM of another pool in the cloud ({result.message})"
-                    await self._tell_taken(pool, vm_name, taken[vm_name])
-                    wanted += 1
-                elif isinstance(result, InsufficientCapacity) and zones is not None:
-                    zones.refused(
-                        nodepool_api.zone_of(vm_name, spec.template) or result.zone,
-                        shape=result.shape or "",
-                        reason=capacity.NO_CAPACITY,
-                        message=str(result),
-                    )
-                    wanted += 1  # in another zone, if one is left
-                elif isinstance(result, BaseException):
-                    failures.append(result)
-                elif isinstance(result, VirtualMachine):
-                    launched.append(result)
-        self.inventory.launched(launched)
+            names = await self._free_names(pool, attempt.chosen, wanted, attempt.taken)
+            if len(attempt.taken) > MAX_TAKEN_NAMES:
+                attempt.failures.append(_too_many_taken(attempt.taken))
+                break
+            placed = attempt.place(names, spec.template, zones)
+            if not placed:
+                break
+            wanted = await self._create(pool, spec, placed, attempt, zones)
+        self.inventory.launched(attempt.launched)
         if zones is not None:
-            zones.launched(nodepool_api.zone_of(vm.name, spec.template) for vm in launched)
+            zones.launched(vm.zone for vm in attempt.launched)
         log.info(
             "event=vms-created count=%d failed=%d skipped=%d seconds=%.2f",
-            len(launched),
-            tried - len(launched),
-            len(taken),
+            len(attempt.launched),
+            attempt.tried - len(attempt.launched),
+            len(attempt.taken),
             self.clock.now() - started,
         )
-        if failures:
-            permanent = [f for f in failures if isinstance(f, PermanentCloudError)]
-            raise (permanent or failures)[0]
-        return launched
+        if attempt.failures:
+            permanent = [f for f in attempt.failures if isinstance(f, PermanentCloudError)]
+            raise (permanent or attempt.failures)[0]
+        return attempt.launched
 
-    async def _free_names(
+    def _requested(self, pool: Object, every_vm: Sequence[VirtualMachine]) -> Counter[str]:
+        if self.requests is None:
+            return Counter()
+        found = self.requests.by_index(REQUESTS_BY_POOL, str(pool["metadata"]["name"]))
+        return zoning.requested_zones(found, plan.live_vms(every_vm))
+
+    async def _create(
         self,
         pool: Object,
-        chosen: set[str],
-        count: int,
-        taken: dict[str, str],
-        template: nodepool_api.NodeTemplate,
+        spec: nodepool_api.NodePoolSpec,
+        placed: Sequence[tuple[VmName, str | None]],
+        attempt: _Attempt,
         zones: backoff.ZoneLedger | None,
+    ) -> int:
+        """Ask the cloud for the ``placed`` VMs; how many must be asked for again."""
+        limit = asyncio.Semaphore(self.config.create_parallelism)
+        pool_name = pool["metadata"]["name"]
+
+        async def create(vm_name: VmName, zone: str | None) -> VirtualMachine:
+            async with limit:
+                return await self.cloud.create_vm(
+                    name=vm_name,
+                    pool=pool_name,
+                    spec=machine_spec(pool, spec.template, zone=zone),
+                )
+
+        attempt.tried += len(placed)
+        results = await asyncio.gather(*(create(n, z) for n, z in placed), return_exceptions=True)
+        again = 0
+        for (vm_name, zone), result in zip(placed, results, strict=True):
+            if isinstance(result, VmConflict):
+                attempt.taken[vm_name] = f"a VM of another pool in the cloud ({result.message})"
+                await self._tell_taken(pool, vm_name, attempt.taken[vm_name])
+                attempt.unplace(zone)
+                again += 1
+            elif isinstance(result, InsufficientCapacity) and zones is not None:
+                zones.refused(
+                    zone or result.zone,
+                    shape=result.shape or "",
+                    reason=capacity.NO_CAPACITY,
+                    message=str(result),
+                )
+                attempt.unplace(zone, free=vm_name)
+                again += 1  # in another zone, if one is left
+            elif isinstance(result, BaseException):
+                attempt.failures.append(result)
+            elif isinstance(result, VirtualMachine):
+                attempt.launched.append(result)
+        return again
+
+    async def _free_names(
+        self, pool: Object, chosen: set[str], count: int, taken: dict[str, str]
     ) -> list[VmName]:
-        """The next ``count`` names, past ``chosen`` and ``taken`` and those of zones
-        backed off, that no foreign Node holds; those found held go to ``taken`` (with
-        their holder), and the search stops past ``MAX_TAKEN_NAMES``."""
-        if zones is not None and zones.cannot_grow() is not None:
-            return []
-        passed: list[str] = []  # names of backed-off zones, left free for later
+        """The next ``count`` names, past ``chosen`` and ``taken``, that no foreign Node
+        holds; those found held go to ``taken`` (with their holder), and the search stops
+        past ``MAX_TAKEN_NAMES``."""
         free: list[VmName] = []
         limit = asyncio.Semaphore(self.config.create_parallelism)
 
@@ -204,12 +224,9 @@ class Launcher:
         while len(free) < count and len(taken) <= MAX_TAKEN_NAMES:
             batch = plan.names_to_create(
                 pool["metadata"]["name"],
-                nodepool_api.names_taken(own=chosen, held=[*taken, *free, *passed]),
+                nodepool_api.names_taken(own=chosen, held=[*taken, *free]),
                 count - len(free),
             )
-            if zones is not None:
-                passed.extend(n for n in batch if zones.blocked(nodepool_api.zone_of(n, template)))
-                batch = [n for n in batch if n not in passed]
             holders = await asyncio.gather(*(holder(c) for c in batch))
             for candidate, held_by in zip(batch, holders, strict=True):
                 if held_by is None:
@@ -243,6 +260,56 @@ class Launcher:
 
     def forget_pool(self, pool: str) -> None:
         self._told.pop(pool, None)
+
+
+@dataclasses.dataclass(eq=False)
+class _Attempt:
+    """One launch's working state: the names used, the zones filled, what came back."""
+
+    every_vm: Sequence[VirtualMachine]
+    requested: Counter[str]  # zones the pool's requests still want
+    chosen: set[str] = dataclasses.field(default_factory=set)  # names asked for or owned
+    taken: dict[str, str] = dataclasses.field(default_factory=dict)  # name -> its holder
+    launched: list[VirtualMachine] = dataclasses.field(default_factory=list)
+    failures: list[BaseException] = dataclasses.field(default_factory=list)
+    tried: int = 0
+    placed: Counter[str] = dataclasses.field(default_factory=Counter)  # VMs per zone
+
+    def __post_init__(self) -> None:
+        live = plan.live_vms(self.every_vm)
+        self.chosen.update(vm.name for vm in self.every_vm)
+        self.placed.update(zoning.zones_of(live))
+
+    def place(
+        self,
+        names: Sequence[VmName],
+        template: nodepool_api.NodeTemplate,
+        zones: backoff.ZoneLedger | None,
+    ) -> list[tuple[VmName, str | None]]:
+        """A zone for each of ``names`` (fewer when every zone is backed off)."""
+        blocked = frozenset(z for z in template.zones if zones is not None and zones.blocked(z))
+        where = zones_api.next_zones(
+            template.zones,
+            count=len(names),
+            counts=self.placed,
+            wanted=self.requested,
+            blocked=blocked,
+        )
+        placed = list(zip(names, where, strict=False))
+        for name, zone in placed:
+            self.chosen.add(name)
+            if zone is not None:
+                self.placed[zone] += 1
+                if self.requested[zone] > 0:
+                    self.requested[zone] -= 1
+        return placed
+
+    def unplace(self, zone: str | None, *, free: str | None = None) -> None:
+        """A VM placed in ``zone`` was not made; ``free``: its name may be used again."""
+        if zone is not None:
+            self.placed[zone] -= 1
+        if free is not None:
+            self.chosen.discard(free)
 
 
 def _too_many_taken(taken: Mapping[str, str]) -> NamesTaken:
