@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from nodepool_operator.api import zones as zones_api
-from nodepool_operator.cloud.provider import VirtualMachine
+from nodepool_operator.cloud.provider import VirtualMachine, VmName
 from nodepool_operator.controllers.nodepool import plan, zoning
 from unit.nodepool.test_nodepool_drain import draining_since, node
 from unit.nodepool.test_nodepool_nodes import vm as machine
@@ -72,3 +74,13 @@ def test_the_next_zones_follow_the_claims_then_balance_and_skip_blocked_zones() 
     assert where == ["b", "a", "b", "a"]
     assert zones_api.next_zones((), count=2, counts={}) == [None, None]
     assert zones_api.next_zones(("a",), count=1, counts={}, blocked=frozenset({"a"})) == []
+
+
+def test_a_vm_not_made_gives_its_zone_and_its_requests_claim_back() -> None:
+    placer = zoning.ZonePlacer(("a", "b", "c"), Counter({"a": 1}), Counter({"c": 1}))
+    first = placer.place([VmName("p-1"), VmName("p-2")], blocked=frozenset())
+    assert first == [("p-1", "c"), ("p-2", "b")]
+    placer.unplace("p-1", "c")  # a name held by another pool's VM: asked again elsewhere
+    assert placer.place([VmName("p-3")], blocked=frozenset()) == [("p-3", "c")]
+    assert placer.place([VmName("p-4")], blocked=frozenset({"a", "b"})) == [("p-4", "c")]
+    assert placer.place([VmName("p-5")], blocked=frozenset({"a", "b", "c"})) == []

@@ -2,12 +2,11 @@
 
 Names are deterministic (``plan.names_to_create``: the lowest free indexes), so a retry
 or a restarted operator asks for the same names and the cloud's idempotent create makes
-no duplicate. Each VM goes to the zone ``zoning`` picks (the zones the pool's requests
-named, else the least-filled), which its Node is then labelled with; zones backed off in
-the pool's status (``backoff.ZoneLedger``) are passed over, and a zone the cloud says has
-no capacity is backed off and its VMs asked for in the other zones within the same launch.
-Creates run a bounded number at a time; when some fail, a permanent refusal (quota) is
-raised before a transient one, so the pool's pause starts even if a 503 came first.
+no duplicate. Each VM goes to the zone ``zoning`` picks (the requests' zones, else the
+least-filled), never one backed off (``backoff.ZoneLedger``); a zone the cloud says has no
+capacity is backed off and its VMs asked for in the other zones within the same launch.
+Creates run a bounded number at a time; a permanent refusal (quota) is raised before a
+transient one, so the pool's pause starts even if a 503 came first.
 
 A name is free only when neither the cloud nor the cluster has it (``nodepool.names_taken``).
 A Node of that name the pool does not own (a hand-made one, another tool's) holds the index
@@ -25,12 +24,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.api import zones as zones_api
 from nodepool_operator.cloud.provider import (
     CloudProvider,
     InsufficientCapacity,
@@ -52,6 +49,8 @@ from nodepool_operator.runtime.informer import Informer
 __all__ = ["MAX_TAKEN_NAMES", "Launcher", "NamesTaken", "machine_spec"]
 
 log = logging.getLogger(__name__)
+
+Zones = backoff.ZoneLedger | None  # the pool's zone backoffs for one pass, if kept
 
 #: How many taken names one launch skips before the pool stops and says so: names are
 #: taken by hand or by another tool, a few at a time; more means a naming clash to fix.
@@ -130,7 +129,12 @@ class Launcher:
             message=f"creating {missing} VMs ({live} -> {live + missing})",
         )
         started = self.clock.now()
-        attempt = _Attempt(every_vm=every_vm, requested=self._requested(pool, every_vm))
+        attempt = _Attempt(
+            placer=zoning.ZonePlacer.for_pool(
+                spec.template, plan.live_vms(every_vm), self._requests_of(pool)
+            ),
+            chosen={vm.name for vm in every_vm},
+        )
         wanted = missing
         while wanted > 0:
             if zones is not None and zones.cannot_grow() is not None:
@@ -146,23 +150,13 @@ class Launcher:
         self.inventory.launched(attempt.launched)
         if zones is not None:
             zones.launched(vm.zone for vm in attempt.launched)
-        log.info(
-            "event=vms-created count=%d failed=%d skipped=%d seconds=%.2f",
-            len(attempt.launched),
-            attempt.tried - len(attempt.launched),
-            len(attempt.taken),
-            self.clock.now() - started,
-        )
-        if attempt.failures:
-            permanent = [f for f in attempt.failures if isinstance(f, PermanentCloudError)]
-            raise (permanent or attempt.failures)[0]
+        attempt.report(seconds=self.clock.now() - started)
         return attempt.launched
 
-    def _requested(self, pool: Object, every_vm: Sequence[VirtualMachine]) -> Counter[str]:
+    def _requests_of(self, pool: Object) -> list[Object]:
         if self.requests is None:
-            return Counter()
-        found = self.requests.by_index(REQUESTS_BY_POOL, str(pool["metadata"]["name"]))
-        return zoning.requested_zones(found, plan.live_vms(every_vm))
+            return []
+        return self.requests.by_index(REQUESTS_BY_POOL, str(pool["metadata"]["name"]))
 
     async def _create(
         self,
@@ -170,7 +164,7 @@ class Launcher:
         spec: nodepool_api.NodePoolSpec,
         placed: Sequence[tuple[VmName, str | None]],
         attempt: _Attempt,
-        zones: backoff.ZoneLedger | None,
+        zones: Zones,
     ) -> int:
         """Ask the cloud for the ``placed`` VMs; how many must be asked for again."""
         limit = asyncio.Semaphore(self.config.create_parallelism)
@@ -191,7 +185,7 @@ class Launcher:
             if isinstance(result, VmConflict):
                 attempt.taken[vm_name] = f"a VM of another pool in the cloud ({result.message})"
                 await self._tell_taken(pool, vm_name, attempt.taken[vm_name])
-                attempt.unplace(zone)
+                attempt.placer.unplace(vm_name, zone)
                 again += 1
             elif isinstance(result, InsufficientCapacity) and zones is not None:
                 zones.refused(
@@ -200,7 +194,8 @@ class Launcher:
                     reason=capacity.NO_CAPACITY,
                     message=str(result),
                 )
-                attempt.unplace(zone, free=vm_name)
+                attempt.placer.unplace(vm_name, zone)
+                attempt.chosen.discard(vm_name)  # no VM was made: the name is free again
                 again += 1  # in another zone, if one is left
             elif isinstance(result, BaseException):
                 attempt.failures.append(result)
@@ -264,52 +259,36 @@ class Launcher:
 
 @dataclasses.dataclass(eq=False)
 class _Attempt:
-    """One launch's working state: the names used, the zones filled, what came back."""
+    """One launch's working state: the names used, where VMs go, what came back."""
 
-    every_vm: Sequence[VirtualMachine]
-    requested: Counter[str]  # zones the pool's requests still want
-    chosen: set[str] = dataclasses.field(default_factory=set)  # names asked for or owned
+    placer: zoning.ZonePlacer
+    chosen: set[str]  # names asked for or owned
     taken: dict[str, str] = dataclasses.field(default_factory=dict)  # name -> its holder
     launched: list[VirtualMachine] = dataclasses.field(default_factory=list)
     failures: list[BaseException] = dataclasses.field(default_factory=list)
     tried: int = 0
-    placed: Counter[str] = dataclasses.field(default_factory=Counter)  # VMs per zone
 
-    def __post_init__(self) -> None:
-        live = plan.live_vms(self.every_vm)
-        self.chosen.update(vm.name for vm in self.every_vm)
-        self.placed.update(zoning.zones_of(live))
+    def report(self, *, seconds: float) -> None:
+        """Log the launch; raise a permanent failure before a transient one, if any."""
+        log.info(
+            "event=vms-created count=%d failed=%d skipped=%d seconds=%.2f",
+            len(self.launched),
+            self.tried - len(self.launched),
+            len(self.taken),
+            seconds,
+        )
+        if self.failures:
+            permanent = [f for f in self.failures if isinstance(f, PermanentCloudError)]
+            raise (permanent or self.failures)[0]
 
     def place(
-        self,
-        names: Sequence[VmName],
-        template: nodepool_api.NodeTemplate,
-        zones: backoff.ZoneLedger | None,
+        self, names: Sequence[VmName], template: nodepool_api.NodeTemplate, zones: Zones
     ) -> list[tuple[VmName, str | None]]:
         """A zone for each of ``names`` (fewer when every zone is backed off)."""
         blocked = frozenset(z for z in template.zones if zones is not None and zones.blocked(z))
-        where = zones_api.next_zones(
-            template.zones,
-            count=len(names),
-            counts=self.placed,
-            wanted=self.requested,
-            blocked=blocked,
-        )
-        placed = list(zip(names, where, strict=False))
-        for name, zone in placed:
-            self.chosen.add(name)
-            if zone is not None:
-                self.placed[zone] += 1
-                if self.requested[zone] > 0:
-                    self.requested[zone] -= 1
+        placed = self.placer.place(names, blocked=blocked)
+        self.chosen.update(name for name, _ in placed)
         return placed
-
-    def unplace(self, zone: str | None, *, free: str | None = None) -> None:
-        """A VM placed in ``zone`` was not made; ``free``: its name may be used again."""
-        if zone is not None:
-            self.placed[zone] -= 1
-        if free is not None:
-            self.chosen.discard(free)
 
 
 def _too_many_taken(taken: Mapping[str, str]) -> NamesTaken:

@@ -57,8 +57,7 @@ class PoolLifecycle:
         wall_clock: clock_module.WallClock,
         scale_requests: Informer | None = None,
     ) -> None:
-        """``scale_requests``: the cache whose requests say where new VMs go; without it
-        every new VM goes to the least-filled zone."""
+        """``scale_requests``: where new VMs go (None: to the least-filled zones)."""
         self.config = config
         self.wall_clock = wall_clock
         self.drainer = drain.Drainer(

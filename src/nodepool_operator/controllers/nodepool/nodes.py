@@ -81,8 +81,7 @@ def node_manifest(
     creates them (the peers in ``bench/`` that never remove it create them without).
     ``simulated``: annotated for kwok, which then plays the VM's kubelet."""
     name = str(pool["metadata"]["name"])
-    # The cloud's fact, not the name's; a pool without zones leaves the zone to the cloud
-    # and its Nodes without a zone label, as the Autoscaler predicts them.
+    # The cloud's fact; a pool without zones has no zone label, as the planner predicts.
     zone = vm.zone if template.zones else None
     labels = {
         **nodepool_api.node_labels(name, template, zone=zone),

@@ -12,16 +12,65 @@ emptiest, then the newest (highest index): the pool stays balanced as it shrinks
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import zones as zones_api
 from nodepool_operator.cloud.provider import VirtualMachine, VmName
 from nodepool_operator.controllers.nodepool import plan
 from nodepool_operator.runtime import nodes
 
-__all__ = ["balanced_victims", "requested_zones", "zones_of"]
+__all__ = ["ZonePlacer", "balanced_victims", "requested_zones", "zones_of"]
+
+
+@dataclasses.dataclass(eq=False)
+class ZonePlacer:
+    """Where one launch's VMs go: the zones requests still want first, then the zones with
+    the fewest of the pool's VMs, counting each VM as it is placed."""
+
+    zones: tuple[str, ...]
+    placed: Counter[str]  # the pool's VMs per zone, those placed in this launch included
+    requested: Counter[str]  # what the pool's requests still want per zone
+    _claimed: set[str] = dataclasses.field(default_factory=set)  # names placed for a request
+
+    @classmethod
+    def for_pool(
+        cls,
+        template: nodepool_api.NodeTemplate,
+        vms: Sequence[VirtualMachine],
+        requests: Iterable[Mapping[str, Any]],
+    ) -> ZonePlacer:
+        """For a pool whose live VMs are ``vms`` and whose ScaleRequests are ``requests``."""
+        return cls(template.zones, zones_of(vms), requested_zones(requests, vms))
+
+    def place(
+        self, names: Sequence[VmName], *, blocked: frozenset[str]
+    ) -> list[tuple[VmName, str | None]]:
+        """A zone for each of ``names``, never a ``blocked`` one (fewer when all are)."""
+        where = zones_api.next_zones(
+            self.zones, count=len(names), counts=self.placed, wanted=self.requested, blocked=blocked
+        )
+        placed = list(zip(names, where, strict=False))
+        for name, zone in placed:
+            if zone is None:
+                continue
+            self.placed[zone] += 1
+            if self.requested[zone] > 0:
+                self.requested[zone] -= 1
+                self._claimed.add(name)
+        return placed
+
+    def unplace(self, name: str, zone: str | None) -> None:
+        """The VM ``name`` placed in ``zone`` was not made: its zone is free again."""
+        if zone is None:
+            return
+        self.placed[zone] -= 1
+        if name in self._claimed:
+            self._claimed.discard(name)
+            self.requested[zone] += 1
 
 
 def requested_zones(
