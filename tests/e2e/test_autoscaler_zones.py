@@ -12,7 +12,7 @@ from kubernetes_asyncio import client
 from e2e.test_autoscaler import MERGE, POOLS, REQUESTS
 from e2e.test_autoscaler_constraints import make_autoscaler, make_pool
 from e2e.test_autoscaler_real_cluster import pod, scale_up
-from harness import Operator, SimCloud, wait_for
+from harness import Operator, SimCloud, settled, wait_for
 from nodepool_operator.api import nodepool as nodepool_api
 
 ZONE = nodepool_api.ZONE_LABEL
@@ -22,6 +22,12 @@ ZONES = ("zone-a", "zone-b", "zone-c")
 async def node_zones(core: client.CoreV1Api, pool: str) -> dict[str, str]:
     found = await core.list_node(label_selector=nodepool_api.pool_selector(pool))
     return {n.metadata.name: n.metadata.labels.get(ZONE, "") for n in found.items}
+
+
+async def node_count(core: client.CoreV1Api, pool: str, count: int) -> dict[str, str] | None:
+    """The pool's Nodes' zones once it has ``count`` Nodes."""
+    found = await node_zones(core, pool)
+    return found if len(found) == count else None
 
 
 async def vm_zones(cloud: SimCloud, pool: str) -> dict[str, str | None]:
@@ -75,16 +81,29 @@ async def test_one_zone_pinned_pod_on_an_empty_three_zone_pool_gets_one_node_in_
     # fills the other zones first: the pool stays balanced.
     operator.stop()
     operator = start_operator(cloud)
-    await custom.patch_cluster_custom_object(
-        *POOLS, pool_name, {"spec": {"targetNodes": 3}}, _content_type=MERGE
-    )
+    await scale_to(custom, pool_name, 3)
 
-    async def three_nodes() -> dict[str, str] | None:
-        found = await node_zones(core, pool_name)
-        return found if len(found) == 3 else None
-
-    zones = await wait_for(three_nodes, within=60)
+    zones = await wait_for(lambda: node_count(core, pool_name, 3), within=60)
     assert zones[name] == "zone-c"
     assert sorted(zones.values()) == list(ZONES)
     assert await vm_zones(cloud, pool_name) == zones
+
+    # One more goes to zone-a (all level: the first listed); scaling back down takes it,
+    # the newest of the zone with the most, and the pool is balanced again.
+    await scale_to(custom, pool_name, 4)
+    await wait_for(lambda: settled(custom, pool_name, 4), within=60)
+    grown = await node_zones(core, pool_name)
+    [extra] = set(grown) - set(zones)
+    assert grown[extra] == "zone-a"
+    await scale_to(custom, pool_name, 3)
+    assert await wait_for(lambda: node_count(core, pool_name, 3), within=60) == zones
+    await wait_for(lambda: settled(custom, pool_name, 3), within=60)
+    live = {n: z for n, z in (await vm_zones(cloud, pool_name)).items() if n in zones}
+    assert live == zones
     assert operator.errors_logged() == []
+
+
+async def scale_to(custom: client.CustomObjectsApi, pool: str, target: int) -> None:
+    await custom.patch_cluster_custom_object(
+        *POOLS, pool, {"spec": {"targetNodes": target}}, _content_type=MERGE
+    )
