@@ -68,6 +68,12 @@ class PoolState:
             return [None]
         return list(zones_api.balanced_order(names, self.zone_counts))
 
+    def zone_at(self, ahead: int) -> str | None:
+        """The ``ahead``-th least-filled zone (the last one past the end: a template that
+        counts more zones than it may use, such as one built by hand)."""
+        choices = self.zone_choices()
+        return choices[min(ahead, len(choices) - 1)]
+
 
 class Simulation:
     def __init__(
@@ -134,7 +140,7 @@ class Simulation:
     def candidate(self, state: PoolState, ahead: int) -> SimNode:
         """The pool's next node in its ``ahead``-th least-filled zone, as it would be;
         not added."""
-        node = self._upcoming(state, state.zone_choices()[ahead], kind=NEW)
+        node = self._upcoming(state, state.zone_at(ahead), kind=NEW)
         for profile in self.cluster.daemons_for(node):
             node.charge(profile, 1)
         return node
@@ -203,7 +209,7 @@ class Simulation:
 
     def open_for(self, state: PoolState, ahead: int, *, beyond: bool) -> SimNode:
         """The pool's next node, in the zone ``new_node`` chose for it: no filler."""
-        zone = state.zone_choices()[ahead]
+        zone = state.zone_at(ahead)
         return self._open(state, kind=BEYOND_MAX if beyond else NEW, zone=zone)
 
     def opened_zones(self, state: PoolState) -> tuple[str | None, ...]:
