@@ -134,11 +134,9 @@ def stateful_sets(count: int, *, rng: random.Random, unique: bool) -> list[Any]:
 
 def pools(count: int) -> list[simulation.PoolTemplate]:
     def upcoming(pool: str, template: nodepool_api.NodeTemplate) -> Any:
-        def at(k: int) -> tuple[str, Mapping[str, str]]:
+        def at(k: int, zone: str | None) -> tuple[str, Mapping[str, str]]:
             name = f"{pool}-{50 + k}"
-            labels = nodepool_api.node_labels(
-                pool, template, zone=nodepool_api.zone_of(name, template)
-            )
+            labels = nodepool_api.node_labels(pool, template, zone=zone)
             return name, {**labels, nodepool_api.HOSTNAME_LABEL: name}
 
         return at
@@ -162,6 +160,12 @@ def pools(count: int) -> list[simulation.PoolTemplate]:
             headroom=count,  # never the limit: the whole simulation is measured
             zones=max(1, len(template.zones)),
             namespaces=None,
+            zoning=simulation.PoolZones(
+                names=template.zones,
+                counts={z: 50 // len(ZONES) + (i < 50 % len(ZONES)) for i, z in enumerate(ZONES)}
+                if template.zones
+                else {},
+            ),
         )
         for name, template, weight in (("general", TEMPLATE, 0), ("dedicated", tainted, 10))
     ]
@@ -171,9 +175,7 @@ def nodes(rng: random.Random) -> list[simulation.ExistingNode]:
     found = []
     for i in range(50):
         name = f"general-{i}"
-        labels = nodepool_api.node_labels(
-            "general", TEMPLATE, zone=nodepool_api.zone_of(name, TEMPLATE)
-        )
+        labels = nodepool_api.node_labels("general", TEMPLATE, zone=ZONES[i % len(ZONES)])
         busy = pod("busy", rng.randrange(0, 4000), rng.randrange(0, 16) * GI, labels={})
         found.append(
             simulation.ExistingNode(

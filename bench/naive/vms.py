@@ -41,6 +41,7 @@ async def create(
         provider.VmName(n) for n in itertools.islice(nodepool_api.vm_names(pool, taken), missing)
     ]
     template = spec.template
+    zones = template.zones
     await asyncio.gather(
         *(
             cloud.create_vm(
@@ -50,10 +51,11 @@ async def create(
                     cpu=template.cpu,
                     memory=template.memory,
                     pods=template.pods,
-                    zone=nodepool_api.zone_of(vm, template),
+                    # Naive: round the zones by count, whatever the pods need.
+                    zone=zones[(len(vms) + i) % len(zones)] if zones else None,
                 ),
             )
-            for vm in names
+            for i, vm in enumerate(names)
         )
     )
     while True:

@@ -115,8 +115,8 @@ async def test_a_system_node_counts_for_affinity_and_its_name_is_skipped(
     namespace: str,
 ) -> None:
     custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
-    # The system node holds the pool's first name, <pool>-0 (zone-a by index): the pool's
-    # first node is <pool>-1, in zone-b, which is where the database runs.
+    # The system node holds the pool's first name, <pool>-0: the pool's first node is
+    # <pool>-1, opened in zone-b, which is where the database runs.
     system = f"{pool_name}-0"
     await core.create_node(system_node(system, zone="zone-b"))
     try:

@@ -191,6 +191,13 @@ def string_map(d: Mapping[str, Any], key: str) -> dict[str, str]:
     return result
 
 
+def integer_map(d: Mapping[str, Any], key: str) -> dict[str, int]:
+    value = _present(d, key)
+    if value is None:
+        return {}
+    return {_as_str(k, key): _as_int(v, f"{key}.{k}") for k, v in _as_mapping(value, key).items()}
+
+
 def string_list(d: Mapping[str, Any], key: str) -> tuple[str, ...]:
     value = _present(d, key)
     if value is None:

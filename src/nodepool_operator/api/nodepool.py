@@ -6,10 +6,10 @@ one writer of ``status`` and the one that turns accepted ScaleRequests into
 which is also what ``status.selector`` says, so that the ``/scale`` subresource (and an
 HPA) can find the pool's Nodes.
 
-What a Node of the pool looks like (its capacity, allocatable, zone and labels) is
-computed here once, by ``template_capacity``, ``template_allocatable``, ``zone_of`` and
-``node_labels``: the NodePool controller registers Nodes with them and the Autoscaler
-simulates Nodes that do not exist yet with them, so the two always agree.
+What a Node of the pool looks like (its capacity, allocatable and labels) is computed
+here once, by ``template_capacity``, ``template_allocatable`` and ``node_labels`` (its zone
+is its VM's, chosen by ``api.zones``): the NodePool controller registers Nodes with them
+and the Autoscaler simulates Nodes that do not exist yet with them, so the two always agree.
 
 The CRD schema below and the dataclasses are two views of one contract; the unit tests
 prove they agree field by field, type by type, and default by default.
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final, Literal, get_args
 
@@ -101,7 +100,6 @@ __all__ = [
     "template_capacity",
     "vm_names",
     "within_bounds",
-    "zone_of",
 ]
 
 GROUP: Final = meta.GROUP
@@ -188,7 +186,7 @@ def pool_of(node: Mapping[str, Any]) -> str | None:
 def node_labels(pool: str, template: NodeTemplate, *, zone: str | None = None) -> dict[str, str]:
     """The labels a Node of the pool carries (its own ``HOSTNAME_LABEL`` aside).
 
-    ``zone`` is the Node's zone (``zone_of`` its VM's name); the region label comes from
+    ``zone`` is the Node's zone (its VM's, as the cloud reports it); the region label comes from
     the template. The NodePool controller puts these labels on the Nodes it registers,
     and the Autoscaler matches pods' node selectors and topology keys against them, so
     the two always agree.
@@ -240,21 +238,6 @@ def names_taken(
     taken.update(held)
     taken.discard("")
     return taken
-
-
-def zone_of(vm_name: str, template: NodeTemplate) -> str | None:
-    """The zone of the VM ``vm_name`` (``<pool>-<index>``): ``zones[index % len(zones)]``.
-
-    None when the template names no zones. VM names fill the lowest free indexes, so
-    consecutive VMs go round the zones; and because the zone follows from the name
-    alone, the Autoscaler knows the zone of a VM before it exists.
-    """
-    if not template.zones:
-        return None
-    _, _, suffix = vm_name.rpartition("-")
-    # Not a name this operator makes; a stable hash still gives it one zone for good.
-    index = int(suffix) if suffix.isdigit() else zlib.crc32(vm_name.encode())
-    return template.zones[index % len(template.zones)]
 
 
 def _whole(text: str, what: str) -> int:
@@ -960,7 +943,10 @@ _TEMPLATE_PROPERTIES: Final[dict[str, Any]] = {
     },
     "zones": {
         "type": "array",
-        "description": "Zones the pool's VMs are spread over, in turn; none: no zone label.",
+        "description": (
+            "Zones the pool's VMs go to: where the Autoscaler's pods need them, else "
+            "the zone with the fewest of the pool's VMs; none: no zone label."
+        ),
         "x-kubernetes-list-type": "set",
         "maxItems": 32,
         "items": _TOPOLOGY_NAME_SCHEMA,

@@ -27,6 +27,7 @@ __all__ = [
     "API_VERSION",
     "GROUP",
     "KIND",
+    "MAX_NEW_NODE_ZONES",
     "MAX_REMOVE_NODES",
     "MAX_REQUESTER_LENGTH",
     "PHASES",
@@ -69,6 +70,8 @@ MAX_REQUESTER_LENGTH: Final = len("autoscaler/") + 253
 
 #: Nodes one request may name for removal (bounds the cost of comparing two specs in CEL).
 MAX_REMOVE_NODES: Final = 100
+#: Zones one request may name (as many as a template may list).
+MAX_NEW_NODE_ZONES: Final = 32
 
 Phase = Literal["Pending", "Applied", "Rejected", "Superseded"]
 PHASES: Final[tuple[Phase, ...]] = get_args(Phase)
@@ -79,7 +82,8 @@ class ScaleRequestSpec:
     """Which pool, to how many Nodes, from which target, why, and who asks.
 
     ``based_on_target_nodes``: the pool's ``spec.targetNodes`` the requester computed
-    from; None (a hand-made request) skips the check.
+    from; None (a hand-made request) skips the check. ``new_node_zones``: how many of the
+    new nodes go to which zone (``api.zones``); the rest go where the pool stays balanced.
     """
 
     node_pool_name: str
@@ -88,6 +92,7 @@ class ScaleRequestSpec:
     reason: str | None = None
     requester: str | None = None
     remove_nodes: tuple[str, ...] = ()
+    new_node_zones: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ScaleRequestSpec:
@@ -98,6 +103,7 @@ class ScaleRequestSpec:
             reason=fields.optional_string(d, "reason"),
             requester=fields.optional_string(d, "requester"),
             remove_nodes=fields.string_list(d, "removeNodes"),
+            new_node_zones=fields.integer_map(d, "newNodeZones"),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -109,6 +115,7 @@ class ScaleRequestSpec:
                 "reason": self.reason,
                 "requester": self.requester,
                 "removeNodes": list(self.remove_nodes),
+                "newNodeZones": dict(self.new_node_zones),
             }
         )
 
@@ -354,6 +361,22 @@ SPEC_SCHEMA: Final[dict[str, Any]] = {
             "maxItems": MAX_REMOVE_NODES,
             "x-kubernetes-list-type": "set",
             "items": {"type": "string", "minLength": 1, "maxLength": 253},
+        },
+        "newNodeZones": {
+            "type": "object",
+            "description": (
+                "Where new Nodes go (a scale-up only): how many in each zone of the pool's "
+                "template. New Nodes not named here, or named in a zone the template does "
+                "not list or that is backed off, go to the zone with the fewest of the "
+                "pool's Nodes. targetNodes alone sets how many Nodes the pool has."
+            ),
+            "maxProperties": MAX_NEW_NODE_ZONES,
+            "additionalProperties": {
+                "type": "integer",
+                "format": "int32",
+                "minimum": 1,
+                "maximum": nodepool.MAX_NODES_PER_POOL,
+            },
         },
     },
     # Every string is bounded above, which keeps the estimated cost of comparing two

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from nodepool_operator.api import nodepool as nodepool_api
 
@@ -86,33 +84,6 @@ def test_allocatable_never_goes_below_zero_and_ignores_unknown_reserves() -> Non
     assert set(allocatable) == {"cpu", "memory", "pods"}
 
 
-def test_without_zones_a_vm_has_no_zone() -> None:
-    assert nodepool_api.zone_of("pool-3", nodepool_api.NodeTemplate()) is None
-
-
-def test_zones_go_round_by_the_vm_index() -> None:
-    template = nodepool_api.NodeTemplate(zones=("a", "b", "c"))
-    names = [f"my-pool-{i}" for i in range(7)]
-    assert [nodepool_api.zone_of(n, template) for n in names] == ["a", "b", "c", "a", "b", "c", "a"]
-
-
-@given(st.integers(0, 10_000), st.lists(st.text(min_size=1), min_size=1, unique=True))
-def test_a_vm_zone_depends_only_on_its_name(index: int, zones: list[str]) -> None:
-    template = nodepool_api.NodeTemplate(zones=tuple(zones))
-    zone = nodepool_api.zone_of(f"p-{index}", template)
-    assert zone == zones[index % len(zones)]
-    assert zone == nodepool_api.zone_of(
-        f"p-{index}", nodepool_api.NodeTemplate(zones=tuple(zones), cpu="8")
-    )
-
-
-def test_a_name_without_an_index_still_gets_one_stable_zone() -> None:
-    template = nodepool_api.NodeTemplate(zones=("a", "b"))
-    zone = nodepool_api.zone_of("hand-made", template)
-    assert zone in ("a", "b")
-    assert nodepool_api.zone_of("hand-made", template) == zone
-
-
 def test_node_labels_carry_the_pool_the_template_labels_and_the_platform() -> None:
     template = nodepool_api.NodeTemplate(labels={"tier": "web"})
     assert nodepool_api.node_labels("web", template) == {
@@ -135,7 +106,7 @@ def test_the_template_may_set_the_architecture_and_os_but_not_the_pool_label() -
 
 def test_node_labels_carry_the_zone_given_and_the_template_region() -> None:
     template = nodepool_api.NodeTemplate(zones=("eu-1a", "eu-1b"), region="eu-1")
-    labels = nodepool_api.node_labels("p", template, zone=nodepool_api.zone_of("p-1", template))
+    labels = nodepool_api.node_labels("p", template, zone="eu-1b")
     assert labels[nodepool_api.ZONE_LABEL] == "eu-1b"
     assert labels[nodepool_api.REGION_LABEL] == "eu-1"
     assert nodepool_api.ZONE_LABEL not in nodepool_api.node_labels("p", template)

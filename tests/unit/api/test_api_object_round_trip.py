@@ -64,6 +64,7 @@ _MAPS = (
     "parameters",
     "templateAllocatable",
     "lowest",
+    "newNodeZones",
 )
 
 

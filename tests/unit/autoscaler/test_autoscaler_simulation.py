@@ -15,6 +15,7 @@ from nodepool_operator.controllers.autoscaler.simulation import (
     ExistingNode,
     Outcome,
     PoolTemplate,
+    PoolZones,
     simulate,
 )
 
@@ -69,13 +70,15 @@ def pool(
     in_flight: int = 0,
     first: int = 0,
     namespaces: frozenset[str] | None = None,
+    counts: Mapping[str, int] | None = None,
+    booting: tuple[str | None, ...] = (),
 ) -> PoolTemplate:
     """A pool whose next nodes are ``<name>-<first>``, ``<name>-<first+1>``, ..."""
     shape = template or nodepool_api.NodeTemplate(cpu="4", memory="16Gi", pods=110)
 
-    def upcoming(k: int) -> tuple[str, Mapping[str, str]]:
+    def upcoming(k: int, zone: str | None) -> tuple[str, Mapping[str, str]]:
         node = f"{name}-{first + k}"
-        labels = nodepool_api.node_labels(name, shape, zone=nodepool_api.zone_of(node, shape))
+        labels = nodepool_api.node_labels(name, shape, zone=zone)
         return node, {**labels, HOST: node}
 
     return PoolTemplate(
@@ -88,6 +91,7 @@ def pool(
         headroom=headroom,
         zones=max(1, len(shape.zones)),
         namespaces=namespaces,
+        zoning=PoolZones(names=shape.zones, counts=counts or {}, in_flight=booting),
     )
 
 
@@ -509,9 +513,10 @@ def test_pod_affinity_over_zone_opens_a_node_in_the_zone_of_the_match() -> None:
         nodes=[in_b],
         pools=[pool(template=zoned("a", "b"))],
     )
-    # small-0 would be in zone a; small-1 is the first in b, and small-0 comes before it.
-    assert outcome.placements == ("small-1",)
-    assert outcome.pools["small"].new_nodes == 2
+    # One node, opened in zone b, where the match is.
+    assert outcome.placements == ("small-0",)
+    assert outcome.pools["small"].new_nodes == 1
+    assert outcome.pools["small"].new_node_zones == {"b": 1}
 
 
 # -- topology spread (DoNotSchedule) -----------------------------------------------------------
@@ -550,10 +555,9 @@ def test_zone_spread_opens_nodes_in_the_zones_that_are_behind() -> None:
     in_b = node("n-b", labels={ZONE: "b"}, running=[profile(cpu="4")])
     replica = web(cpu="1", topologySpreadConstraints=[spread_of(ZONE)])
     outcome = run([replica], nodes=[in_a, in_b], pools=[pool(template=zoned("a", "b"))])
-    # zone a has one replica, zone b none: the next one goes to zone b (small-1), and
-    # small-0 (zone a) comes before it.
-    assert outcome.placements == ("small-1",)
-    assert outcome.pools["small"].new_nodes == 2
+    # zone a has one replica, zone b none: the next one goes to a new node in zone b.
+    assert outcome.placements == ("small-0",)
+    assert outcome.pools["small"].new_node_zones == {"b": 1}
 
 
 def test_zone_spread_goes_round_the_zones_pod_after_pod() -> None:
@@ -565,7 +569,8 @@ def test_zone_spread_goes_round_the_zones_pod_after_pod() -> None:
     outcome = run([replica] * 33, nodes=nodes, pools=[pool(template=zoned("a", "b", "c"))])
     assert outcome.placements[:30] == ("n-a", "n-b", "n-c") * 10
     assert counts(outcome)["n-b"] == 10
-    assert outcome.placements[30:] == ("n-a", "n-c", "small-1")
+    assert outcome.placements[30:] == ("n-a", "n-c", "small-0")
+    assert outcome.pools["small"].new_node_zones == {"b": 1}
 
 
 def test_zone_spread_within_one_zone_is_no_constraint() -> None:
@@ -717,17 +722,41 @@ def test_a_pool_at_max_nodes_gives_way_to_a_pool_with_headroom() -> None:
 # -- zones of new nodes -------------------------------------------------------------------
 
 
-def test_new_nodes_carry_the_zone_their_name_gives_them() -> None:
+def test_new_nodes_without_a_zone_need_keep_the_pool_balanced() -> None:
     replica = web(cpu="100m", affinity=pod_terms("podAntiAffinity", HOST))
-    outcome = run([replica] * 3, pools=[pool(template=zoned("a", "b"), first=5)])
-    assert outcome.placements == ("small-5", "small-6", "small-7")
-    assert nodepool_api.zone_of("small-5", zoned("a", "b")) == "b"
+    template = pool(template=zoned("a", "b", "c"), first=5, counts={"a": 2, "b": 1})
+    outcome = run([replica] * 4, pools=[template])
+    assert outcome.placements == ("small-5", "small-6", "small-7", "small-8")
+    # c (none), b (one), c, then every zone holds two: a, the first in the template.
+    assert outcome.pools["small"].new_node_zones == {"a": 1, "b": 1, "c": 2}
 
 
-def test_a_zone_pinned_pod_skips_to_the_pools_next_node_in_that_zone() -> None:
+def test_one_zone_pinned_pod_on_an_empty_three_zone_pool_opens_one_node_in_its_zone() -> None:
     outcome = run([profile(nodeSelector={ZONE: "c"})], pools=[pool(template=zoned("a", "b", "c"))])
-    assert outcome.placements == ("small-2",)
-    assert outcome.pools["small"].new_nodes == 3  # small-0 and small-1 come first
+    assert outcome.placements == ("small-0",)
+    assert outcome.pools["small"].new_nodes == 1
+    assert outcome.pools["small"].new_node_zones == {"c": 1}
+
+
+def test_a_zone_pinned_pod_fits_a_booting_node_of_its_zone_and_opens_none() -> None:
+    template = pool(template=zoned("a", "b", "c"), in_flight=1, booting=("c",))
+    outcome = run([profile(cpu="1", nodeSelector={ZONE: "c"})], pools=[template])
+    assert outcome.placements == ("small-0",)
+    assert outcome.pools["small"].new_nodes == 0
+
+
+def test_a_booting_node_in_another_zone_does_not_host_a_zone_pinned_pod() -> None:
+    template = pool(template=zoned("a", "b", "c"), in_flight=1, booting=("a",))
+    outcome = run([profile(cpu="1", nodeSelector={ZONE: "c"})], pools=[template])
+    assert outcome.placements == ("small-1",)
+    assert outcome.pools["small"].new_node_zones == {"c": 1}
+
+
+def test_zone_pinned_pods_open_only_nodes_in_their_zones() -> None:
+    pinned = [profile(cpu="3", nodeSelector={ZONE: z}) for z in ("b", "b", "c")]
+    outcome = run([profile(cpu="3"), *pinned], pools=[pool(template=zoned("a", "b", "c"))])
+    assert outcome.pools["small"].new_nodes == 4
+    assert outcome.pools["small"].new_node_zones == {"a": 1, "b": 2, "c": 1}
 
 
 def test_a_zone_pinned_pod_uses_room_on_a_node_its_zone_gained_after_a_larger_one() -> None:
@@ -736,8 +765,8 @@ def test_a_zone_pinned_pod_uses_room_on_a_node_its_zone_gained_after_a_larger_on
     anywhere = profile(cpu="3")
     large, small = (profile(cpu=cpu, nodeSelector={ZONE: "c"}) for cpu in ("3", "500m"))
     outcome = run([anywhere, large, small], pools=[pool(template=zoned("a", "b", "c"))])
-    assert outcome.placements == ("small-0", "small-2", "small-2")
-    assert outcome.pools["small"].new_nodes == 3
+    assert outcome.placements == ("small-0", "small-1", "small-1")
+    assert outcome.pools["small"].new_node_zones == {"a": 1, "c": 1}
 
 
 # -- what the simulation cannot judge ----------------------------------------------------------

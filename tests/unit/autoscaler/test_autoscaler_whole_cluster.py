@@ -69,9 +69,9 @@ async def test_pod_affinity_to_a_pod_on_a_system_node_picks_the_pool_zone_it_is_
         )
     )
     assert names(seen.fitting) == ["web"]
-    # small-0 is in zone a, small-1 in zone b: the first node that can host it is small-1,
-    # and small-0 opens before it as a filler (zones follow from indexes).
-    assert seen.up.new_nodes == 2
+    # One node, in zone b where the database is: no filler in another zone.
+    assert seen.up.new_nodes == 1
+    assert seen.up.new_node_zones == {"b": 1}
 
 
 async def test_pod_anti_affinity_to_a_pod_on_a_system_node_avoids_its_zone() -> None:
@@ -98,9 +98,10 @@ async def test_a_name_held_by_a_node_of_no_pool_is_skipped_by_the_predicted_name
     )
     world = o.inputs()
     [template] = world.templates
-    assert [template.upcoming(k)[0] for k in range(2)] == ["small-1", "small-2"]
-    # small-1 is in zone b: the name gives the zone, as the NodePool controller creates it.
-    assert template.upcoming(0)[1][nodepool_api.ZONE_LABEL] == "b"
+    assert [template.upcoming(k, "a")[0] for k in range(2)] == ["small-1", "small-2"]
+    # The zone is the one chosen for the node, whatever its name.
+    assert template.upcoming(0, "b")[1][nodepool_api.ZONE_LABEL] == "b"
+    assert template.zoning.names == ("a", "b")
 
 
 def tainted(found: Object, *taints: tuple[str, str]) -> Object:

@@ -43,6 +43,7 @@ class Cloud(repair_fakes.Cloud):
             state=VmState.PROVISIONING,
             provider_id=f"simcloud:///{name}",
             created_at=self.clock.now,
+            zone=spec.zone,
         )
 
 
@@ -149,8 +150,9 @@ async def test_a_zone_without_capacity_is_backed_off_and_its_vms_go_to_the_other
     result = await world.pass_()
 
     created = sorted(name for name, state in world.cloud.vms.items() if state)
-    assert created == ["p-1", "p-3"]  # both in zone b; p-0 and p-2 (zone a) passed over
-    assert ("p-0", "a") in world.cloud.asked
+    assert created == ["p-0", "p-1"]
+    assert {world.cloud.zones[n] for n in created} == {"b"}  # a refused, then passed over
+    assert world.cloud.asked[0] == ("p-0", "a")
     [entry] = world.last_status()["zoneBackoffs"]
     assert (entry["zone"], entry["reason"], entry["failures"]) == ("a", "InsufficientCapacity", 1)
     assert entry["until"] == conditions.rfc3339(fakes.START + 60)
@@ -169,13 +171,13 @@ async def test_a_restarted_operator_skips_the_zone_its_status_backs_off() -> Non
 
     await world.pass_()
 
-    assert [name for name, _ in world.cloud.asked] == ["p-1"]  # zone b; a not even asked
+    assert world.cloud.asked == [("p-0", "b")]  # a not even asked
     assert world.last_status()["zoneBackoffs"][0]["zone"] == "a"  # kept as it was
 
     world.clock.now += 31  # the wait is over: zone a is tried again
     world.zoned(2, status=world.last_status())
     await world.pass_()
-    assert world.cloud.asked[-1] == ("p-0", "a")
+    assert world.cloud.asked[-1] == ("p-1", "a")
     assert "zoneBackoffs" not in world.last_status()  # the launch there ended it
 
 
@@ -202,6 +204,7 @@ async def test_a_pool_with_every_zone_backed_off_launches_nothing_and_says_why()
 async def test_a_vm_that_never_registers_backs_its_zone_off() -> None:
     world = World("p-0")
     world.cloud.created_at["p-0"] = fakes.START - 901
+    world.cloud.zones["p-0"] = "a"  # the cloud's record, whatever the name
     repair_fakes.refuse_nodes(world)  # the Node never comes: its VM is overdue
     world.zoned(1)
 

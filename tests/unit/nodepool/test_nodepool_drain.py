@@ -146,6 +146,7 @@ class FakeCloud:
     def __init__(self, clock: Clock, names: Iterable[str]) -> None:
         self.clock = clock
         self.vms = {n: VmState.RUNNING for n in names}
+        self.zones: dict[str, str | None] = {}  # as the cloud records each VM's zone
         self.deleted_at: dict[str, float] = {}
         self.order: list[str] = []
 
@@ -159,6 +160,7 @@ class FakeCloud:
                 state=state,
                 provider_id=f"simcloud:///{name}",
                 created_at=0.0,
+                zone=self.zones.get(name),
             )
             for name, state in sorted(self.vms.items())
         ]

@@ -13,7 +13,7 @@ from nodepool_operator.controllers.nodepool import nodes
 POOL: dict[str, Any] = {"metadata": {"name": "gpu", "uid": "uid-gpu"}}
 
 
-def vm(name: str) -> VirtualMachine:
+def vm(name: str, *, zone: str = "whatever-the-cloud-says") -> VirtualMachine:
     return VirtualMachine(
         name=VmName(name),
         pool="gpu",
@@ -22,7 +22,7 @@ def vm(name: str) -> VirtualMachine:
         state=VmState.RUNNING,
         provider_id=f"simcloud:///{name}",
         created_at=0.0,
-        zone="whatever-the-cloud-says",
+        zone=zone,
     )
 
 
@@ -65,15 +65,17 @@ def test_a_node_has_every_resource_of_the_template_as_capacity_and_allocatable()
     }
 
 
-def test_a_node_is_labelled_with_its_zone_by_name_region_hostname_and_pool() -> None:
-    node = nodes.node_manifest(pool=POOL, vm=vm("gpu-4"), template=TEMPLATE, simulated=True)
+def test_a_node_is_labelled_with_its_vms_zone_region_hostname_and_pool() -> None:
+    node = nodes.node_manifest(
+        pool=POOL, vm=vm("gpu-4", zone="eu-1c"), template=TEMPLATE, simulated=True
+    )
 
     labels = node["metadata"]["labels"]
     assert labels == {
-        **nodepool_api.node_labels("gpu", TEMPLATE, zone=nodepool_api.zone_of("gpu-4", TEMPLATE)),
+        **nodepool_api.node_labels("gpu", TEMPLATE, zone="eu-1c"),
         nodepool_api.HOSTNAME_LABEL: "gpu-4",
     }
-    assert labels[nodepool_api.ZONE_LABEL] == "eu-1b"  # index 4 of 3 zones
+    assert labels[nodepool_api.ZONE_LABEL] == "eu-1c"  # the cloud's record, not the name
     assert labels[nodepool_api.REGION_LABEL] == "eu-1"
     assert labels[nodepool_api.POOL_LABEL] == "gpu"
     assert labels["accelerator"] == "a100"

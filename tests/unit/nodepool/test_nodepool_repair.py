@@ -48,6 +48,7 @@ class Cloud(fakes.FakeCloud):
                 state=vm.state,
                 provider_id=self.provider_ids.get(vm.name, vm.provider_id),
                 created_at=self.created_at.get(vm.name, vm.created_at),
+                zone=vm.zone,
             )
             for vm in found
             if vm.name not in self.hidden
@@ -68,6 +69,7 @@ class Cloud(fakes.FakeCloud):
 
     async def create_vm(self, *, name: VmName, pool: str, spec: Any) -> None:
         self.vms.setdefault(name, VmState.PROVISIONING)
+        self.zones.setdefault(name, spec.zone)
         self.order.append(f"create {name}")
 
 

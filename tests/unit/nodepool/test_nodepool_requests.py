@@ -125,6 +125,7 @@ class World:
                 config=config,
                 clock=clock,
                 wall_clock=testing.FakeWallClock(NOW),
+                scale_requests=self.requests,  # type: ignore[arg-type]
             ),
             recorder=recorder,
             config=config,
@@ -157,9 +158,13 @@ class World:
         based_on: int | None = None,
         created: str = CREATED,
         version: str | None = None,
+        zones: dict[str, int] | None = None,
     ) -> Object:
         spec = scalerequest_api.ScaleRequestSpec(
-            node_pool_name=pool, target_nodes=target, based_on_target_nodes=based_on
+            node_pool_name=pool,
+            target_nodes=target,
+            based_on_target_nodes=based_on,
+            new_node_zones=zones or {},
         )
         obj = scalerequest_api.manifest(name, spec)
         obj["metadata"].update(
@@ -360,7 +365,7 @@ async def test_a_rejected_orphan_is_deleted_after_the_retention_period() -> None
     assert ("delete", "scalerequests", "r") in world.api.calls
 
 
-async def test_each_new_vm_is_created_in_the_zone_its_name_gives_it() -> None:
+async def test_new_vms_no_request_places_go_to_the_least_filled_zones() -> None:
     world = World()
     template = nodepool_api.NodeTemplate(zones=("a", "b"))
     world.pool("p", nodepool_api.NodePoolSpec(target_nodes=3, template=template))
@@ -372,9 +377,45 @@ async def test_each_new_vm_is_created_in_the_zone_its_name_gives_it() -> None:
         ("p-1", "b"),
         ("p-2", "a"),
     ]
-    assert all(
-        spec.zone == nodepool_api.zone_of(name, template) for name, spec in world.cloud.created
-    )
+
+
+async def test_new_vms_go_to_the_zones_the_request_named() -> None:
+    world = World()
+    template = nodepool_api.NodeTemplate(zones=("a", "b", "c"))
+    world.pool("p", nodepool_api.NodePoolSpec(target_nodes=0, template=template))
+    world.request("up", pool="p", target=3, zones={"c": 2})
+
+    await world.reconcile("p")
+
+    assert world.api.request_status("up")["phase"] == "Applied"
+    # Two where the request said, the third where the pool is emptiest.
+    assert sorted(spec.zone for _, spec in world.cloud.created) == ["a", "c", "c"]
+
+
+async def test_a_restart_after_the_request_was_applied_still_launches_in_its_zone() -> None:
+    # The target was written and the request answered, then the operator stopped before
+    # any VM was made: the new one reads the request from the world and follows it.
+    world = World()
+    template = nodepool_api.NodeTemplate(zones=("a", "b", "c"))
+    world.pool("p", nodepool_api.NodePoolSpec(target_nodes=1, template=template))
+    answered = world.request("up", pool="p", target=1, zones={"c": 1})
+    answered["status"] = {"phase": "Applied", "appliedTargetNodes": 1, "observedGeneration": 1}
+    world.requests.put(answered)
+
+    await world.reconcile("p")
+
+    assert [(name, spec.zone) for name, spec in world.cloud.created] == [("p-0", "c")]
+
+
+async def test_a_zone_the_template_does_not_list_is_ignored_for_a_balanced_one() -> None:
+    world = World()
+    template = nodepool_api.NodeTemplate(zones=("a", "b"))
+    world.pool("p", nodepool_api.NodePoolSpec(target_nodes=0, template=template))
+    world.request("up", pool="p", target=1, zones={"elsewhere": 1})
+
+    await world.reconcile("p")
+
+    assert [spec.zone for _, spec in world.cloud.created] == ["a"]
 
 
 async def test_a_request_the_server_shows_answered_is_not_answered_again() -> None:

@@ -53,13 +53,10 @@ def test_names_taken_in_the_cluster_and_the_cloud_are_both_skipped() -> None:
     assert names("web", taken, 3) == ["web-1", "web-4", "web-5"]
 
 
-def test_nothing_taken_gives_the_lowest_indexes_and_the_zones_go_round() -> None:
+def test_nothing_taken_gives_the_lowest_indexes() -> None:
     taken = nodepool_api.names_taken(own=[])
     assert names("web", taken, 2) == ["web-0", "web-1"]
-    template = nodepool_api.NodeTemplate(zones=["a", "b"])
-    skipped = names("web", nodepool_api.names_taken(own=[], held=["web-0"]), 2)
-    # The zone follows from the name: a skipped index moves the zones along with it.
-    assert [nodepool_api.zone_of(n, template) for n in skipped] == ["b", "a"]
+    assert names("web", nodepool_api.names_taken(own=[], held=["web-0"]), 2) == ["web-1", "web-2"]
 
 
 # --- the reconciler ----------------------------------------------------------------------

@@ -177,6 +177,7 @@ class AutoscalerReconciler:
             direction=direction,
             reason=decision.reason,
             remove_nodes=decision.victims,
+            new_node_zones=seen.up.new_node_zones if direction == "up" else None,
         )
         metrics.nodepool_autoscaler_scale_requests_total.labels(key, direction).inc()
         await self.notices.requested(

@@ -15,7 +15,7 @@ its resourceVersion without it (it was already answered and deleted).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 from nodepool_operator.api import autoscaler as autoscaler_api
@@ -118,9 +118,10 @@ class ScaleRequester:
         direction: str,
         reason: str,
         remove_nodes: tuple[str, ...] = (),
+        new_node_zones: Mapping[str, int] | None = None,
     ) -> autoscaler_api.LastScaleRequest:
         """Ask for ``target`` nodes, computed from the pool's ``spec.targetNodes`` ``basis``;
-        a scale-down may name the nodes to remove."""
+        a scale-down may name the nodes to remove, a scale-up the zones of its new nodes."""
         name = request_name(
             autoscaler, direction=direction, millis=int(self.wall_clock.time() * 1000)
         )
@@ -131,6 +132,7 @@ class ScaleRequester:
             requester=requester_of(autoscaler),
             based_on_target_nodes=basis,
             remove_nodes=remove_nodes,
+            new_node_zones=dict(new_node_zones or {}),
         )
         created = await self.client.create(
             SCALEREQUESTS, scalerequest_api.manifest(name, spec, pool_uid=pool_uid)

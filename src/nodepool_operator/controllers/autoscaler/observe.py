@@ -38,7 +38,14 @@ from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import quantity
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.controllers import allocatable, capacity
-from nodepool_operator.controllers.autoscaler import constraints, fit, plan, simulation, volumes
+from nodepool_operator.controllers.autoscaler import (
+    constraints,
+    fit,
+    plan,
+    simulation,
+    volumes,
+    zoning,
+)
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.handoff import RequestLedger
 from nodepool_operator.controllers.resources import (
@@ -339,7 +346,7 @@ def _names_by_prefix(nodes: Iterable[Mapping[str, Any]]) -> dict[str, list[str]]
 
 def _upcoming(
     pool: str, template: nodepool_api.NodeTemplate, taken: Iterable[str]
-) -> Callable[[int], tuple[str, Mapping[str, str]]]:
+) -> Callable[[int, str | None], tuple[str, Mapping[str, str]]]:
     """Names and labels of the nodes the pool registers next, in the order it creates them.
 
     ``taken`` is ``names_taken``: the NodePool controller's own rule, so a name held by a
@@ -347,11 +354,11 @@ def _upcoming(
     names = nodepool_api.vm_names(pool, taken)
     known: list[str] = []
 
-    def upcoming(k: int) -> tuple[str, Mapping[str, str]]:
+    def upcoming(k: int, zone: str | None) -> tuple[str, Mapping[str, str]]:
         while len(known) <= k:
             known.append(next(names))
         name = known[k]
-        labels = nodepool_api.node_labels(pool, template, zone=nodepool_api.zone_of(name, template))
+        labels = nodepool_api.node_labels(pool, template, zone=zone)
         return name, {**labels, nodepool_api.HOSTNAME_LABEL: name}
 
     return upcoming
@@ -684,6 +691,18 @@ class Observer:
             open_request=any(v.phase == "Pending" for v in views),
             cannot_grow=stuck,
         )
+        in_flight = 0 if stuck else max(0, target - len(usage.registered))
+        where = zoning.pool_zones(
+            pool,
+            nodes=self.nodes.by_index(NODES_BY_POOL, name),
+            requests=self.ledger.visible(
+                name,
+                self.requests.by_index(REQUESTS_BY_POOL, name),
+                cache_version=self.requests.resource_version,
+            ),
+            in_flight=in_flight,
+            now=self.wall_clock.time(),
+        )
         template = simulation.PoolTemplate(
             name=name,
             weight=spec.weight,
@@ -697,10 +716,11 @@ class Observer:
             upcoming=_upcoming(
                 name, spec.template, nodepool_api.names_taken(own=usage.registered, held=held)
             ),
-            in_flight=0 if stuck else max(0, target - len(usage.registered)),
+            in_flight=in_flight,
             headroom=0 if stuck else max(0, spec.max_nodes - target),
-            zones=max(1, len(spec.template.zones)),
+            zones=max(1, len(where.names)),
             namespaces=frozenset(namespaces) if namespaces else None,
+            zoning=where,
         )
         view = _Pool(
             facts=facts,

@@ -2,12 +2,11 @@
 
 Names are deterministic (``plan.names_to_create``: the lowest free indexes), so a retry
 or a restarted operator asks for the same names and the cloud's idempotent create makes
-no duplicate. Each VM goes to the zone its name gives it, which its Node is labelled
-with; names of a zone backed off in the pool's status (``backoff.ZoneLedger``) are
-passed over, and a zone the cloud says has no capacity is backed off and its VMs asked
-for in the other zones within the same launch. Creates run a bounded number at a time;
-when some fail, a permanent refusal (quota) is raised before a transient one, so the
-pool's pause starts even if a 503 came first.
+no duplicate. Each VM goes to the zone ``zoning`` picks (the requests' zones, else the
+least-filled), never one backed off (``backoff.ZoneLedger``); a zone the cloud says has no
+capacity is backed off and its VMs asked for in the other zones within the same launch.
+Creates run a bounded number at a time; a permanent refusal (quota) is raised before a
+transient one, so the pool's pause starts even if a 503 came first.
 
 A name is free only when neither the cloud nor the cluster has it (``nodepool.names_taken``).
 A Node of that name the pool does not own (a hand-made one, another tool's) holds the index
@@ -39,15 +38,19 @@ from nodepool_operator.cloud.provider import (
     VmName,
 )
 from nodepool_operator.controllers import capacity
-from nodepool_operator.controllers.nodepool import backoff, inventory, plan
+from nodepool_operator.controllers.nodepool import backoff, inventory, plan, zoning
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
+from nodepool_operator.controllers.resources import REQUESTS_BY_POOL
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime.client import Client, Object
 from nodepool_operator.runtime.events import EventRecorder
+from nodepool_operator.runtime.informer import Informer
 
 __all__ = ["MAX_TAKEN_NAMES", "Launcher", "NamesTaken", "machine_spec"]
 
 log = logging.getLogger(__name__)
+
+Zones = backoff.ZoneLedger | None  # the pool's zone backoffs for one pass, if kept
 
 #: How many taken names one launch skips before the pool stops and says so: names are
 #: taken by hand or by another tool, a few at a time; more means a naming clash to fix.
@@ -77,12 +80,14 @@ def node_owner(node: Mapping[str, Any]) -> str:
     return "no owner"
 
 
-def machine_spec(pool: Object, template: nodepool_api.NodeTemplate, name: VmName) -> MachineSpec:
+def machine_spec(
+    pool: Object, template: nodepool_api.NodeTemplate, *, zone: str | None
+) -> MachineSpec:
     return MachineSpec(
         cpu=template.cpu,
         memory=template.memory,
         pods=template.pods,
-        zone=nodepool_api.zone_of(name, template),
+        zone=zone,
         pool_uid=pool["metadata"].get("uid"),
         launch=template.provider,
     )
@@ -96,6 +101,8 @@ class Launcher:
     recorder: EventRecorder
     config: NodePoolConfig
     clock: clock_module.Clock
+    # The ScaleRequests, whose zones a launch follows; None: every VM goes balanced.
+    requests: Informer | None = None
     # pool -> taken names already evented
     _told: dict[str, set[str]] = dataclasses.field(default_factory=dict, init=False)
 
@@ -111,89 +118,97 @@ class Launcher:
     ) -> list[VirtualMachine]:
         """Create ``missing`` VMs next to the ``live`` ones; those the cloud answered.
 
-        With ``zones``, names in a backed-off zone are passed over, and a zone the cloud
-        says has no capacity is backed off and its VMs asked for in the other zones.
+        Each goes to a zone ``zoning`` chooses; with ``zones``, backed-off zones are
+        passed over, and a zone the cloud says has no capacity is backed off and its VMs
+        asked for in the other zones.
         """
-        name = pool["metadata"]["name"]
         await self.recorder.event(
             pool,
             type="Normal",
             reason="ScaleUp",
             message=f"creating {missing} VMs ({live} -> {live + missing})",
         )
-        limit = asyncio.Semaphore(self.config.create_parallelism)
-
-        async def create(vm_name: VmName) -> VirtualMachine:
-            async with limit:
-                return await self.cloud.create_vm(
-                    name=vm_name, pool=name, spec=machine_spec(pool, spec.template, vm_name)
-                )
-
         started = self.clock.now()
-        chosen: set[str] = {vm.name for vm in every_vm}  # the pool's, and those asked for since
-        taken: dict[str, str] = {}  # name -> who holds it
-        launched: list[VirtualMachine] = []
-        failures: list[BaseException] = []
-        tried = 0
+        attempt = _Attempt(
+            placer=zoning.ZonePlacer.for_pool(
+                spec.template, plan.live_vms(every_vm), self._requests_of(pool)
+            ),
+            chosen={vm.name for vm in every_vm},
+        )
         wanted = missing
         while wanted > 0:
-            names = await self._free_names(pool, chosen, wanted, taken, spec.template, zones)
-            chosen.update(names)
-            if len(taken) > MAX_TAKEN_NAMES:
-                failures.append(_too_many_taken(taken))
-                break
-            if not names:
+            if zones is not None and zones.cannot_grow() is not None:
                 break  # every zone is backed off: the status says so
-            tried += len(names)
-            results = await asyncio.gather(*(create(n) for n in names), return_exceptions=True)
-            wanted = 0
-            for vm_name, result in zip(names, results, strict=True):
-                if isinstance(result, VmConflict):
-                    taken[vm_name] = f"a VM of another pool in the cloud ({result.message})"
-                    await self._tell_taken(pool, vm_name, taken[vm_name])
-                    wanted += 1
-                elif isinstance(result, InsufficientCapacity) and zones is not None:
-                    zones.refused(
-                        nodepool_api.zone_of(vm_name, spec.template) or result.zone,
-                        shape=result.shape or "",
-                        reason=capacity.NO_CAPACITY,
-                        message=str(result),
-                    )
-                    wanted += 1  # in another zone, if one is left
-                elif isinstance(result, BaseException):
-                    failures.append(result)
-                elif isinstance(result, VirtualMachine):
-                    launched.append(result)
-        self.inventory.launched(launched)
+            names = await self._free_names(pool, attempt.chosen, wanted, attempt.taken)
+            if len(attempt.taken) > MAX_TAKEN_NAMES:
+                attempt.failures.append(_too_many_taken(attempt.taken))
+                break
+            placed = attempt.place(names, spec.template, zones)
+            if not placed:
+                break
+            wanted = await self._create(pool, spec, placed, attempt, zones)
+        self.inventory.launched(attempt.launched)
         if zones is not None:
-            zones.launched(nodepool_api.zone_of(vm.name, spec.template) for vm in launched)
-        log.info(
-            "event=vms-created count=%d failed=%d skipped=%d seconds=%.2f",
-            len(launched),
-            tried - len(launched),
-            len(taken),
-            self.clock.now() - started,
-        )
-        if failures:
-            permanent = [f for f in failures if isinstance(f, PermanentCloudError)]
-            raise (permanent or failures)[0]
-        return launched
+            zones.launched(vm.zone for vm in attempt.launched)
+        attempt.report(seconds=self.clock.now() - started)
+        return attempt.launched
 
-    async def _free_names(
+    def _requests_of(self, pool: Object) -> list[Object]:
+        if self.requests is None:
+            return []
+        return self.requests.by_index(REQUESTS_BY_POOL, str(pool["metadata"]["name"]))
+
+    async def _create(
         self,
         pool: Object,
-        chosen: set[str],
-        count: int,
-        taken: dict[str, str],
-        template: nodepool_api.NodeTemplate,
-        zones: backoff.ZoneLedger | None,
+        spec: nodepool_api.NodePoolSpec,
+        placed: Sequence[tuple[VmName, str | None]],
+        attempt: _Attempt,
+        zones: Zones,
+    ) -> int:
+        """Ask the cloud for the ``placed`` VMs; how many must be asked for again."""
+        limit = asyncio.Semaphore(self.config.create_parallelism)
+        pool_name = pool["metadata"]["name"]
+
+        async def create(vm_name: VmName, zone: str | None) -> VirtualMachine:
+            async with limit:
+                return await self.cloud.create_vm(
+                    name=vm_name,
+                    pool=pool_name,
+                    spec=machine_spec(pool, spec.template, zone=zone),
+                )
+
+        attempt.tried += len(placed)
+        results = await asyncio.gather(*(create(n, z) for n, z in placed), return_exceptions=True)
+        again = 0
+        for (vm_name, zone), result in zip(placed, results, strict=True):
+            if isinstance(result, VmConflict):
+                attempt.taken[vm_name] = f"a VM of another pool in the cloud ({result.message})"
+                await self._tell_taken(pool, vm_name, attempt.taken[vm_name])
+                attempt.placer.unplace(vm_name, zone)
+                again += 1
+            elif isinstance(result, InsufficientCapacity) and zones is not None:
+                zones.refused(
+                    zone or result.zone,
+                    shape=result.shape or "",
+                    reason=capacity.NO_CAPACITY,
+                    message=str(result),
+                )
+                attempt.placer.unplace(vm_name, zone)
+                attempt.chosen.discard(vm_name)  # no VM was made: the name is free again
+                again += 1  # in another zone, if one is left
+            elif isinstance(result, BaseException):
+                attempt.failures.append(result)
+            elif isinstance(result, VirtualMachine):
+                attempt.launched.append(result)
+        return again
+
+    async def _free_names(
+        self, pool: Object, chosen: set[str], count: int, taken: dict[str, str]
     ) -> list[VmName]:
-        """The next ``count`` names, past ``chosen`` and ``taken`` and those of zones
-        backed off, that no foreign Node holds; those found held go to ``taken`` (with
-        their holder), and the search stops past ``MAX_TAKEN_NAMES``."""
-        if zones is not None and zones.cannot_grow() is not None:
-            return []
-        passed: list[str] = []  # names of backed-off zones, left free for later
+        """The next ``count`` names, past ``chosen`` and ``taken``, that no foreign Node
+        holds; those found held go to ``taken`` (with their holder), and the search stops
+        past ``MAX_TAKEN_NAMES``."""
         free: list[VmName] = []
         limit = asyncio.Semaphore(self.config.create_parallelism)
 
@@ -204,12 +219,9 @@ class Launcher:
         while len(free) < count and len(taken) <= MAX_TAKEN_NAMES:
             batch = plan.names_to_create(
                 pool["metadata"]["name"],
-                nodepool_api.names_taken(own=chosen, held=[*taken, *free, *passed]),
+                nodepool_api.names_taken(own=chosen, held=[*taken, *free]),
                 count - len(free),
             )
-            if zones is not None:
-                passed.extend(n for n in batch if zones.blocked(nodepool_api.zone_of(n, template)))
-                batch = [n for n in batch if n not in passed]
             holders = await asyncio.gather(*(holder(c) for c in batch))
             for candidate, held_by in zip(batch, holders, strict=True):
                 if held_by is None:
@@ -243,6 +255,40 @@ class Launcher:
 
     def forget_pool(self, pool: str) -> None:
         self._told.pop(pool, None)
+
+
+@dataclasses.dataclass(eq=False)
+class _Attempt:
+    """One launch's working state: the names used, where VMs go, what came back."""
+
+    placer: zoning.ZonePlacer
+    chosen: set[str]  # names asked for or owned
+    taken: dict[str, str] = dataclasses.field(default_factory=dict)  # name -> its holder
+    launched: list[VirtualMachine] = dataclasses.field(default_factory=list)
+    failures: list[BaseException] = dataclasses.field(default_factory=list)
+    tried: int = 0
+
+    def report(self, *, seconds: float) -> None:
+        """Log the launch; raise a permanent failure before a transient one, if any."""
+        log.info(
+            "event=vms-created count=%d failed=%d skipped=%d seconds=%.2f",
+            len(self.launched),
+            self.tried - len(self.launched),
+            len(self.taken),
+            seconds,
+        )
+        if self.failures:
+            permanent = [f for f in self.failures if isinstance(f, PermanentCloudError)]
+            raise (permanent or self.failures)[0]
+
+    def place(
+        self, names: Sequence[VmName], template: nodepool_api.NodeTemplate, zones: Zones
+    ) -> list[tuple[VmName, str | None]]:
+        """A zone for each of ``names`` (fewer when every zone is backed off)."""
+        blocked = frozenset(z for z in template.zones if zones is not None and zones.blocked(z))
+        placed = self.placer.place(names, blocked=blocked)
+        self.chosen.update(name for name, _ in placed)
+        return placed
 
 
 def _too_many_taken(taken: Mapping[str, str]) -> NamesTaken:

@@ -29,6 +29,7 @@ from nodepool_operator.controllers.nodepool import (
     registration,
     repair,
     termination,
+    zoning,
 )
 from nodepool_operator.controllers.nodepool import nodes as node_ops
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
@@ -54,7 +55,9 @@ class PoolLifecycle:
         config: NodePoolConfig,
         clock: clock_module.Clock,
         wall_clock: clock_module.WallClock,
+        scale_requests: Informer | None = None,
     ) -> None:
+        """``scale_requests``: where new VMs go (None: to the least-filled zones)."""
         self.config = config
         self.wall_clock = wall_clock
         self.drainer = drain.Drainer(
@@ -73,6 +76,7 @@ class PoolLifecycle:
             recorder=recorder,
             config=config,
             clock=clock,
+            requests=scale_requests,
         )
         self.terminator = termination.Terminator(
             client=client,
@@ -171,9 +175,10 @@ class PoolLifecycle:
         launch that failed in its zone: the zone is backed off, as for no capacity."""
         never = {n for n in verdicts.unhealthy if node_ops.is_unregistered(view.nodes[n])}
         late = verdicts.overdue if may_register else frozenset()
+        zone_of: dict[str, str | None] = {vm.name: vm.zone for vm in view.vms}
         for name in sorted(never | late):
             zones.refused(
-                nodepool_api.zone_of(name, spec.template),
+                zone_of.get(name),
                 shape="",
                 reason=capacity.REGISTRATION_TIMEOUT,
                 message=f"VM {name} had no Ready Node within registrationTimeoutSeconds="
@@ -200,7 +205,11 @@ class PoolLifecycle:
         )
         waits = [t for t in timers if t is not None]
         return plan.Verdicts(
-            victims=tuple(plan.pick_victims(view, len(view.vms) - desired)),
+            victims=tuple(
+                zoning.balanced_victims(
+                    view, len(view.vms) - desired, zoned=bool(spec.template.zones)
+                )
+            ),
             unhealthy=view.unhealthy,
             overdue=frozenset(
                 vm.name for vm in view.vms if self.registrar.overdue(vm, view, spec, now=now)

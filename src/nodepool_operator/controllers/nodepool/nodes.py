@@ -81,7 +81,8 @@ def node_manifest(
     creates them (the peers in ``bench/`` that never remove it create them without).
     ``simulated``: annotated for kwok, which then plays the VM's kubelet."""
     name = str(pool["metadata"]["name"])
-    zone = nodepool_api.zone_of(vm.name, template)
+    # The cloud's fact; a pool without zones has no zone label, as the planner predicts.
+    zone = vm.zone if template.zones else None
     labels = {
         **nodepool_api.node_labels(name, template, zone=zone),
         nodepool_api.HOSTNAME_LABEL: vm.name,

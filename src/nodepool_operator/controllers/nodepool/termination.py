@@ -19,7 +19,7 @@ from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import CloudProvider, VmName, VmState
-from nodepool_operator.controllers.nodepool import drain, inventory, plan
+from nodepool_operator.controllers.nodepool import drain, inventory, plan, zoning
 from nodepool_operator.controllers.nodepool import nodes as node_ops
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import errors, kinds
@@ -53,9 +53,9 @@ class Terminator:
     async def scale_down(
         self, pool: Object, spec: nodepool_api.NodePoolSpec, view: plan.PoolView, excess: int
     ) -> drain.DrainProgress:
-        """Drain and remove ``excess`` Nodes (``plan.pick_victims``), and give back the
-        draining Nodes no longer needed as victims."""
-        victims = plan.pick_victims(view, excess)
+        """Drain and remove ``excess`` Nodes (``zoning.balanced_victims``), and give back
+        the draining Nodes no longer needed as victims."""
+        victims = zoning.balanced_victims(view, excess, zoned=bool(spec.template.zones))
         fresh = [v for v in victims if v not in view.draining]
         if fresh:
             await self.recorder.event(

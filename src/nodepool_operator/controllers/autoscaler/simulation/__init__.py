@@ -26,8 +26,10 @@ spread's smallest count rises). Verdicts of the static filters are kept per node
 (selector, node affinity, tolerations), so pods of every size with equal rules share them.
 
 Nodes are registered in the pool's VM order (``<pool>-<index>``, lowest free index
-first) and each VM's zone follows from its index, so the nodes opened here are, name for
-name, the ones the NodePool controller will create.
+first). A new node goes to the zone its pod needs; a pod that could go to several zones
+opens its node in the one holding the fewest of the pool's nodes (``api.zones``), and the
+zones of the nodes opened are handed over in the ScaleRequest (``newNodeZones``), so the
+NodePool controller creates them where they were planned.
 
 The package, by stage: ``model`` (what it reads and answers), ``rooms`` (simulated nodes
 and their room trees), ``tallies`` (affinity and spread counters), ``cluster`` (the
@@ -47,6 +49,7 @@ from nodepool_operator.controllers.autoscaler.simulation.model import (
     Outcome,
     PoolOutcome,
     PoolTemplate,
+    PoolZones,
 )
 from nodepool_operator.controllers.autoscaler.simulation.placing import simulate
 
@@ -57,6 +60,7 @@ __all__ = [
     "Outcome",
     "PoolOutcome",
     "PoolTemplate",
+    "PoolZones",
     "Verdicts",
     "simulate",
     "verdicts",

@@ -6,7 +6,7 @@ simulation's internals.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from nodepool_operator.api import nodepool as nodepool_api
@@ -20,6 +20,7 @@ __all__ = [
     "Outcome",
     "PoolOutcome",
     "PoolTemplate",
+    "PoolZones",
 ]
 
 HOSTNAME_LABEL: Final = nodepool_api.HOSTNAME_LABEL
@@ -48,22 +49,38 @@ class DaemonSetView:
 
 
 @dataclass(frozen=True)
+class PoolZones:
+    """Where a pool's nodes are and where new ones may go (``api.zones``).
+
+    ``names``: the template's zones a new node may go to (backed-off ones left out), in
+    the template's order; empty for a pool without zones. ``counts``: the pool's Nodes
+    per zone. ``in_flight``: the zone of each VM requested but without a Node yet.
+    """
+
+    names: tuple[str, ...] = ()
+    counts: Mapping[str, int] = field(default_factory=dict)
+    in_flight: tuple[str | None, ...] = ()
+
+
+@dataclass(frozen=True)
 class PoolTemplate:
     """A pool that can grow: its node shape and the names of the nodes it creates next.
 
-    ``upcoming(k)`` is the name and labels of the k-th node the pool will register from
-    now on; the first ``in_flight`` of them are already requested (VMs without a Node).
+    ``upcoming(k, zone)`` is the name and labels of the k-th node the pool will register
+    from now on, put in ``zone``; the first ``in_flight`` of them are already requested
+    (VMs without a Node, in the zones ``zoning.in_flight`` says).
     """
 
     name: str
     weight: int
     taints: tuple[Taint, ...]
     allocatable: Mapping[str, int]
-    upcoming: Callable[[int], tuple[str, Mapping[str, str]]]
+    upcoming: Callable[[int, str | None], tuple[str, Mapping[str, str]]]
     in_flight: int
     headroom: int  # nodes it may still add beyond the target (maxNodes - target)
-    zones: int  # how many zones its nodes rotate through (1 without zones)
+    zones: int  # how many zones a new node may go to (1 without zones)
     namespaces: frozenset[str] | None  # whose pods its Autoscaler plans for; None: all
+    zoning: PoolZones = field(default_factory=PoolZones)
 
 
 @dataclass(frozen=True)
@@ -77,6 +94,11 @@ class PoolOutcome:
     # waste) would have hosted had it been able to grow (at maxNodes, or every zone backed
     # off), with that pool's name: they are sent here instead.
     passed_over: tuple[tuple[int, str], ...] = ()
+    # Of ``new_nodes``, how many go to each zone (none for a pool without zones).
+    new_node_zones: Mapping[str, int] = field(default_factory=dict)
+    # The zone of each node opened (granted or beyond maxNodes), in the order opened: a
+    # spreading pod's next run opens these from the start.
+    opened_zones: tuple[str | None, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -108,7 +108,7 @@ def simulate(
     pending = [alike.of(profile) for profile in pending]
     nodes = [alike.node(node) for node in nodes]
     nominated = [(alike.of(profile), name) for profile, name in nominated]
-    opened: dict[str, int] = {}
+    opened: dict[str, tuple[str | None, ...]] = {}
     spreading = any(profile.spread for profile in pending)
     for _ in range(_SPREAD_ROUNDS):
         outcome = _simulate_once(
@@ -119,7 +119,7 @@ def simulate(
             nominated=nominated,
             opened=opened,
         )
-        wanted = {name: p.wanted_nodes for name, p in outcome.pools.items() if p.wanted_nodes}
+        wanted = {name: p.opened_zones for name, p in outcome.pools.items() if p.wanted_nodes}
         if not spreading or wanted == opened:
             break
         opened = wanted
@@ -133,7 +133,7 @@ def _simulate_once(
     pools: Sequence[PoolTemplate],
     daemon_sets: Sequence[DaemonSetView],
     nominated: Sequence[tuple[PodProfile, str]],
-    opened: Mapping[str, int],
+    opened: Mapping[str, Sequence[str | None]],
 ) -> Outcome:
     simulation = Simulation(nodes, pools, daemon_sets, opened)
     cluster = simulation.cluster
@@ -250,6 +250,8 @@ def _outcome(
             hosted=tuple(hosted.get(name, ())),
             beyond=tuple(beyond.get(name, ())),
             passed_over=tuple(passed_over.get(name, ())),
+            new_node_zones=simulation.new_node_zones(state),
+            opened_zones=simulation.opened_zones(state),
         )
         for name, state in simulation.pools.items()
     }

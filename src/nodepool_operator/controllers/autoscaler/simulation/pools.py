@@ -1,13 +1,18 @@
 """The pools in the simulation: the nodes already requested, which pool's next node a pod
 would open (weight, then least waste, then name: cluster-autoscaler's expander), and the
-nodes opened in each pool's VM order.
+nodes opened in each pool's VM order, each in a zone: the pod's if it needs one, else the
+one with the fewest of the pool's nodes (``api.zones``). ``ahead`` counts down that order
+of zones: the pool's next node in its ``ahead``-th least-filled zone.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import zones as zones_api
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.simulation.filters import Cluster
 from nodepool_operator.controllers.autoscaler.simulation.model import (
@@ -51,6 +56,23 @@ class PoolState:
     opened: int = 0  # upcoming nodes opened (in flight ones included)
     new_nodes: list[int] = field(default_factory=list)  # indexes of granted new nodes
     beyond: list[int] = field(default_factory=list)  # indexes of nodes beyond maxNodes
+    zone_counts: Counter[str] = field(default_factory=Counter)  # the pool's nodes per zone
+
+    def __post_init__(self) -> None:
+        self.zone_counts.update(self.template.zoning.counts)
+
+    def zone_choices(self) -> list[str | None]:
+        """The zones a new node may go to, least-filled first; [None] without zones."""
+        names = self.template.zoning.names
+        if not names:
+            return [None]
+        return list(zones_api.balanced_order(names, self.zone_counts))
+
+    def zone_at(self, ahead: int) -> str | None:
+        """The ``ahead``-th least-filled zone (the last one past the end: a template that
+        counts more zones than it may use, such as one built by hand)."""
+        choices = self.zone_choices()
+        return choices[min(ahead, len(choices) - 1)]
 
 
 class Simulation:
@@ -59,7 +81,7 @@ class Simulation:
         nodes: Sequence[ExistingNode],
         pools: Sequence[PoolTemplate],
         daemon_sets: Sequence[DaemonSetView],
-        opened: Mapping[str, int],
+        opened: Mapping[str, Sequence[str | None]],
     ) -> None:
         self.reference = _reference(pools, nodes)
         # cpu relative to the largest node's, plus memory relative to its: both scaled by
@@ -92,15 +114,22 @@ class Simulation:
             # Any node, a pool's or not, gets the DaemonSet pods it does not run yet.
             self.cluster.add_daemon_pods(node, present=existing.daemon_sets)
         for state in self.pools.values():
-            for _ in range(state.template.in_flight):
-                self._open(state, kind=BOOTING)
-            for _ in range(opened.get(state.template.name, 0)):
+            booting = state.template.zoning.in_flight
+            for k in range(state.template.in_flight):
+                zone = booting[k] if k < len(booting) else state.zone_choices()[0]
+                self._open(state, kind=BOOTING, zone=zone)
+            for zone in opened.get(state.template.name, ()):
                 beyond = state.opened - state.template.in_flight >= state.template.headroom
-                self._open(state, kind=BEYOND_MAX if beyond else NEW)
+                self._open(state, kind=BEYOND_MAX if beyond else NEW, zone=zone)
 
-    def _open(self, state: PoolState, *, kind: str) -> SimNode:
-        node = self.cluster.add_node(self._upcoming(state, 0, kind=kind))
+    def _open(self, state: PoolState, *, kind: str, zone: str | None = None) -> SimNode:
+        """The pool's next node, in ``zone`` (default: the least-filled)."""
+        if zone is None:
+            zone = state.zone_choices()[0]
+        node = self.cluster.add_node(self._upcoming(state, zone, kind=kind))
         state.opened += 1
+        if zone is not None:
+            state.zone_counts[zone] += 1
         self.cluster.add_daemon_pods(node)
         if kind == NEW:
             state.new_nodes.append(node.index)
@@ -109,15 +138,16 @@ class Simulation:
         return node
 
     def candidate(self, state: PoolState, ahead: int) -> SimNode:
-        """The pool's node ``ahead`` places down its queue, as it would be; not added."""
-        node = self._upcoming(state, ahead, kind=NEW)
+        """The pool's next node in its ``ahead``-th least-filled zone, as it would be;
+        not added."""
+        node = self._upcoming(state, state.zone_at(ahead), kind=NEW)
         for profile in self.cluster.daemons_for(node):
             node.charge(profile, 1)
         return node
 
-    def _upcoming(self, state: PoolState, ahead: int, *, kind: str) -> SimNode:
+    def _upcoming(self, state: PoolState, zone: str | None, *, kind: str) -> SimNode:
         template = state.template
-        name, labels = template.upcoming(state.opened + ahead)
+        name, labels = template.upcoming(state.opened, zone)
         return self.cluster.make_node(
             name=name,
             pool=template.name,
@@ -156,11 +186,11 @@ class Simulation:
             template = state.template
             if template.namespaces is not None and profile.namespace not in template.namespaces:
                 continue
-            for ahead in range(max(1, template.zones)):
+            for ahead in range(len(state.zone_choices())):
                 node = self.candidate(state, ahead)
                 problem = self.cluster.problem(profile, node, candidate=True)
                 if problem is None:
-                    beyond = state.opened - template.in_flight + ahead >= template.headroom
+                    beyond = state.opened - template.in_flight >= template.headroom
                     copies = max(1, copies_that_fit(profile, node, remaining))
                     waste = _waste(profile, node, copies)
                     rank = (beyond, -template.weight, waste, ahead, template.name)
@@ -178,11 +208,24 @@ class Simulation:
         return state, ahead, beyond, passed_over
 
     def open_for(self, state: PoolState, ahead: int, *, beyond: bool) -> SimNode:
-        kind = BEYOND_MAX if beyond else NEW
-        for _ in range(ahead):
-            filler_beyond = state.opened - state.template.in_flight >= state.template.headroom
-            self._open(state, kind=BEYOND_MAX if filler_beyond else NEW)
-        return self._open(state, kind=kind)
+        """The pool's next node, in the zone ``new_node`` chose for it: no filler."""
+        zone = state.zone_at(ahead)
+        return self._open(state, kind=BEYOND_MAX if beyond else NEW, zone=zone)
+
+    def opened_zones(self, state: PoolState) -> tuple[str | None, ...]:
+        """The zone of each node the pool opened, granted or beyond maxNodes, in order."""
+        nodes = self.cluster.nodes
+        return tuple(
+            nodes[i].labels.get(nodepool_api.ZONE_LABEL)
+            for i in sorted((*state.new_nodes, *state.beyond))
+        )
+
+    def new_node_zones(self, state: PoolState) -> dict[str, int]:
+        """How many of the pool's granted new nodes each zone has."""
+        found = Counter(
+            self.cluster.nodes[i].labels.get(nodepool_api.ZONE_LABEL) for i in state.new_nodes
+        )
+        return {zone: n for zone, n in sorted(found.items()) if zone is not None}
 
 
 def _waste(profile: PodProfile, node: SimNode, copies: int) -> float:

@@ -1,0 +1,109 @@
+"""Zones chosen for pods, on the real control plane: a zone-pinned pod gets one node in
+its zone, the request says where it goes, and the zone is the VM's for good (a restart
+and later scale-ups keep every node's zone and the pool balanced)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from e2e.test_autoscaler import MERGE, POOLS, REQUESTS
+from e2e.test_autoscaler_constraints import make_autoscaler, make_pool
+from e2e.test_autoscaler_real_cluster import pod, scale_up
+from harness import Operator, SimCloud, settled, wait_for
+from nodepool_operator.api import nodepool as nodepool_api
+
+ZONE = nodepool_api.ZONE_LABEL
+ZONES = ("zone-a", "zone-b", "zone-c")
+
+
+async def node_zones(core: client.CoreV1Api, pool: str) -> dict[str, str]:
+    found = await core.list_node(label_selector=nodepool_api.pool_selector(pool))
+    return {n.metadata.name: n.metadata.labels.get(ZONE, "") for n in found.items}
+
+
+async def node_count(core: client.CoreV1Api, pool: str, count: int) -> dict[str, str] | None:
+    """The pool's Nodes' zones once it has ``count`` Nodes."""
+    found = await node_zones(core, pool)
+    return found if len(found) == count else None
+
+
+async def vm_zones(cloud: SimCloud, pool: str) -> dict[str, str | None]:
+    assert cloud.client is not None
+    return {vm.name: vm.zone for vm in await cloud.client.list_vms(pool=pool)}
+
+
+@pytest.fixture
+async def cloud(start_simcloud: Any) -> SimCloud:
+    """A simcloud whose VMs boot in one second; the test reads the zones it recorded."""
+    started: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
+    return started
+
+
+async def test_one_zone_pinned_pod_on_an_empty_three_zone_pool_gets_one_node_in_its_zone(
+    api_client: client.ApiClient,
+    cloud: SimCloud,
+    start_operator: Any,
+    pool_name: str,
+    autoscaler_name: str,
+    namespace: str,
+) -> None:
+    operator: Operator = start_operator(cloud)
+    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
+    await make_pool(custom, pool_name, zones=ZONES)
+    await make_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
+    selector = {nodepool_api.POOL_LABEL: pool_name, ZONE: "zone-c"}
+
+    history = await scale_up(
+        api_client,
+        pool=pool_name,
+        namespace=namespace,
+        pods=[pod("pinned", {"nodeSelector": selector})],
+        running_pods=1,
+    )
+
+    assert history.values == [0, 1]  # one step, one node: no filler in zone-a or zone-b
+    [name] = await node_zones(core, pool_name)
+    assert await node_zones(core, pool_name) == {name: "zone-c"}
+    assert await vm_zones(cloud, pool_name) == {name: "zone-c"}
+    placed = await core.read_namespaced_pod("pinned", namespace)
+    assert placed.spec.node_name == name
+    # The audit trail: the request said how many, and where.
+    requests = await custom.list_cluster_custom_object(*REQUESTS)
+    ours = [r for r in requests["items"] if r["spec"]["nodePoolName"] == pool_name]
+    assert [(r["spec"]["targetNodes"], r["spec"].get("newNodeZones")) for r in ours] == [
+        (1, {"zone-c": 1})
+    ]
+
+    # A restart keeps the zone (the VM's, not the name's), and a later scale-up by hand
+    # fills the other zones first: the pool stays balanced.
+    operator.stop()
+    operator = start_operator(cloud)
+    await scale_to(custom, pool_name, 3)
+
+    zones = await wait_for(lambda: node_count(core, pool_name, 3), within=60)
+    assert zones[name] == "zone-c"
+    assert sorted(zones.values()) == list(ZONES)
+    assert await vm_zones(cloud, pool_name) == zones
+
+    # One more goes to zone-a (all level: the first listed); scaling back down takes it,
+    # the newest of the zone with the most, and the pool is balanced again.
+    await scale_to(custom, pool_name, 4)
+    await wait_for(lambda: settled(custom, pool_name, 4), within=60)
+    grown = await node_zones(core, pool_name)
+    [extra] = set(grown) - set(zones)
+    assert grown[extra] == "zone-a"
+    await scale_to(custom, pool_name, 3)
+    assert await wait_for(lambda: node_count(core, pool_name, 3), within=60) == zones
+    await wait_for(lambda: settled(custom, pool_name, 3), within=60)
+    live = {n: z for n, z in (await vm_zones(cloud, pool_name)).items() if n in zones}
+    assert live == zones
+    assert operator.errors_logged() == []
+
+
+async def scale_to(custom: client.CustomObjectsApi, pool: str, target: int) -> None:
+    await custom.patch_cluster_custom_object(
+        *POOLS, pool, {"spec": {"targetNodes": target}}, _content_type=MERGE
+    )
