@@ -155,7 +155,7 @@ def setup(manager: Manager, *, cloud: CloudProvider, config: NodePoolConfig) -> 
             config=config,
             clock=manager.clock,
             wall_clock=wall_clock,
-            scale_requests=scale_requests,
+            scale_requests=informers.scale_requests,
         ),
         recorder=recorder,
         config=config,
