@@ -74,7 +74,9 @@ class Cluster(ClusterState):
         return problem
 
     def candidates(self, profile: PodProfile, need: Sequence[int], start: int) -> Iterable[int]:
-        """Nodes from ``start`` on with room for ``need``, in order, in groups it may use."""
+        """Nodes from ``start`` on with room for ``need``, in order, in groups it may use.
+        Nothing may be placed while they are read."""
+        self.refresh_rooms()
         rules = self.rules_id(profile)
         seen, usable = self._usable.get(rules, (-1, []))
         if seen != self._kinds_seen:
