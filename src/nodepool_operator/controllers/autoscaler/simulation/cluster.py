@@ -279,8 +279,7 @@ class ClusterState:
                     eligible = indexes if per_node else indexes[:1]
                 else:
                     continue
-                for index in eligible:
-                    spread.add_domain(nodes[index].labels[topology])
+                spread.add_domains([nodes[index].labels[topology] for index in eligible])
             for other, where in self._placed_for(constraint.selector):
                 if self._spread_counts(constraint, profile, other):
                     self._feeds[other].spreads.append(spread)

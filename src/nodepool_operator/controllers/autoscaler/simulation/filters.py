@@ -94,9 +94,10 @@ class Cluster(ClusterState):
 
     @staticmethod
     def _resource_problem(profile: PodProfile, node: SimNode) -> str | None:
+        allocatable, used = node.allocatable, node.used
         for name, amount in profile.requests.items():
-            if node.room(name) < amount:
-                have = node.allocatable.get(name, 0)
+            if allocatable.get(name, 0) - used.get(name, 0) < amount:
+                have = allocatable.get(name, 0)
                 if have < amount:
                     return f"requests {amount} of {name}, a node offers {have}"
                 return f"not enough free {name}"
