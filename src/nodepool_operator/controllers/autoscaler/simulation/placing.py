@@ -56,8 +56,13 @@ class _Alike:
 
     def __init__(self, profiles: Iterable[PodProfile]) -> None:
         keys: set[str] = set()
-        for profile in set(profiles):
-            if profile.affinity or profile.anti_affinity or profile.spread:
+        # Pods of one workload share their terms and differ in labels: read each set of
+        # terms once, not once per pod.
+        terms_read: set[tuple[object, ...]] = set()
+        for profile in profiles:
+            terms = (profile.affinity, profile.anti_affinity, profile.spread)
+            if terms != ((), (), ()) and terms not in terms_read:
+                terms_read.add(terms)
                 keys.update(profile.label_keys_read)
         self._keys = frozenset(keys)
         self._seen: dict[PodProfile, PodProfile] = {}
