@@ -100,6 +100,20 @@ def _tolerations(raw: Sequence[Mapping[str, Any]]) -> tuple[Toleration, ...]:
     )
 
 
+def _pod_terms(
+    affinity: Mapping[str, Any], *, namespace: str, labels: Mapping[str, str]
+) -> tuple[tuple[AffinityTerm, ...], tuple[AffinityTerm, ...], str | None]:
+    """The required pod affinity and anti-affinity terms, and what of them is unsupported."""
+    found = []
+    unsupported = None
+    for kind in ("podAffinity", "podAntiAffinity"):
+        raw = (affinity.get(kind) or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+        terms, problem = _affinity_terms(raw or (), namespace=namespace, labels=labels)
+        found.append(terms)
+        unsupported = unsupported or problem
+    return found[0], found[1], unsupported
+
+
 def profile_of(
     pod: Mapping[str, Any], *, extra_tolerations: Sequence[Toleration] = ()
 ) -> PodProfile:
@@ -116,25 +130,13 @@ def profile_of(
     node_terms = (
         None if required_nodes is None else tuple(required_nodes.get("nodeSelectorTerms") or ())
     )
-    pod_affinity, unsupported_a = _affinity_terms(
-        (affinity.get("podAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
-        or (),
-        namespace=namespace,
-        labels=labels,
-    )
-    pod_anti, unsupported_b = _affinity_terms(
-        (affinity.get("podAntiAffinity") or {}).get(
-            "requiredDuringSchedulingIgnoredDuringExecution"
-        )
-        or (),
-        namespace=namespace,
-        labels=labels,
-    )
+    pod_affinity, pod_anti, unsupported = _pod_terms(affinity, namespace=namespace, labels=labels)
     tolerations = (*_tolerations(spec.get("tolerations") or ()), *extra_tolerations)
     spread = _spread(spec.get("topologySpreadConstraints") or (), labels=labels)
     ports = _ports(spec)
     node_selector = {str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()}
     node_rules = (freeze(node_selector), freeze(required_nodes), tolerations)
+    priority = int(spec.get("priority") or 0)
     key = (
         namespace,
         freeze(labels),
@@ -144,7 +146,7 @@ def profile_of(
         pod_anti,
         spread,
         ports,
-        int(spec.get("priority") or 0),
+        priority,
     )
     return PodProfile(
         key=key,
@@ -158,7 +160,7 @@ def profile_of(
         anti_affinity=pod_anti,
         spread=spread,
         ports=ports,
-        priority=int(spec.get("priority") or 0),
-        unsupported=unsupported_a or unsupported_b,
+        priority=priority,
+        unsupported=unsupported,
         node_rules=node_rules,
     )

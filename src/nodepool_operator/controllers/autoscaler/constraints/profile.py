@@ -94,6 +94,15 @@ class AffinityTerm:
     selector: Selector | None
     namespaces: frozenset[str] | None  # None: every namespace
     topology_key: str
+    # Terms key the simulation's counters and memos: a deep value hashed once, not at
+    # every lookup.
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.selector, self.namespaces, self.topology_key)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     def matches(self, namespace: str, labels: Mapping[str, str]) -> bool:
         if self.selector is None:
@@ -113,6 +122,16 @@ class SpreadConstraint:
     min_domains: int
     honor_node_affinity: bool  # nodeAffinityPolicy (default Honor)
     honor_taints: bool  # nodeTaintsPolicy (default Ignore)
+    _hash: int = field(init=False, repr=False, compare=False)  # as ``AffinityTerm``'s
+
+    def __post_init__(self) -> None:
+        fields = (self.max_skew, self.topology_key, self.selector, self.min_domains)
+        object.__setattr__(
+            self, "_hash", hash((*fields, self.honor_node_affinity, self.honor_taints))
+        )
+
+    def __hash__(self) -> int:
+        return self._hash
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,6 +69,9 @@ class ClusterState:
         self._placed_by_label: dict[tuple[str, str], list[PodProfile]] = {}
         self._static_ids: dict[tuple[object, ...], int] = {}
         self._by_static: dict[int, list[int]] = {}  # indexes of the added nodes, per static id
+        # Nodes whose room changed since the room trees were last read: a node opened, given
+        # its DaemonSet pods and filled before the next search is written to its tree once.
+        self._stale: list[SimNode] = []
 
     # -- building --------------------------------------------------------------------
 
@@ -82,8 +85,10 @@ class ClusterState:
         if group is None:
             group = self.groups[node.group_key] = Group(self.scale)
         kinds = len(group.kinds)
-        node.slot = group.add(node, self._main_room(node))
+        node.group = group
+        node.slot = group.add(node)
         self._kinds_seen += len(group.kinds) - kinds
+        self._mark_stale(node)
         for spread in self._live_spreads:
             value = node.labels.get(spread.constraint.topology_key)
             if value is not None and self._spread_eligible(spread, node):
@@ -112,10 +117,21 @@ class ClusterState:
         node.static_id = self._static_ids.setdefault(node.static_key, len(self._static_ids))
         return node
 
-    def _main_room(self, node: SimNode) -> list[int]:
-        if node.unschedulable:
-            return [-1, -1, -1]  # never searched; tolerating pods are rare and go new
-        return [max(-1, node.room(name)) for name in MAIN_RESOURCES]
+    def _mark_stale(self, node: SimNode) -> None:
+        if not node.stale:
+            node.stale = True
+            self._stale.append(node)
+
+    def refresh_rooms(self) -> None:
+        """Write the room of the nodes changed since the last search to their trees."""
+        for node in self._stale:
+            node.stale = False
+            if node.unschedulable:
+                room = [-1, -1, -1]  # never searched; tolerating pods are rare and go new
+            else:
+                room = [max(-1, node.room(name)) for name in MAIN_RESOURCES]
+            node.group.tree.set(node.slot, room)
+        self._stale.clear()
 
     def place(self, profile: PodProfile, node: SimNode, copies: int, *, counted: bool) -> None:
         """Put ``copies`` pods of ``profile`` on ``node``; ``counted`` for spread and affinity."""
@@ -143,7 +159,7 @@ class ClusterState:
                 value = node.labels.get(spread.constraint.topology_key)
                 if value is not None and self._counted_at(spread, node):
                     spread.add(value, copies)
-        self.groups[node.group_key].tree.set(node.slot, self._main_room(node))
+        self._mark_stale(node)
 
     def _feeds_of(self, profile: PodProfile) -> Feeds:
         feeds = self._feeds.get(profile)
@@ -263,8 +279,7 @@ class ClusterState:
                     eligible = indexes if per_node else indexes[:1]
                 else:
                     continue
-                for index in eligible:
-                    spread.add_domain(nodes[index].labels[topology])
+                spread.add_domains([nodes[index].labels[topology] for index in eligible])
             for other, where in self._placed_for(constraint.selector):
                 if self._spread_counts(constraint, profile, other):
                     self._feeds[other].spreads.append(spread)

@@ -74,7 +74,9 @@ class Cluster(ClusterState):
         return problem
 
     def candidates(self, profile: PodProfile, need: Sequence[int], start: int) -> Iterable[int]:
-        """Nodes from ``start`` on with room for ``need``, in order, in groups it may use."""
+        """Nodes from ``start`` on with room for ``need``, in order, in groups it may use.
+        Nothing may be placed while they are read."""
+        self.refresh_rooms()
         rules = self.rules_id(profile)
         seen, usable = self._usable.get(rules, (-1, []))
         if seen != self._kinds_seen:
@@ -92,9 +94,10 @@ class Cluster(ClusterState):
 
     @staticmethod
     def _resource_problem(profile: PodProfile, node: SimNode) -> str | None:
+        allocatable, used = node.allocatable, node.used
         for name, amount in profile.requests.items():
-            if node.room(name) < amount:
-                have = node.allocatable.get(name, 0)
+            if allocatable.get(name, 0) - used.get(name, 0) < amount:
+                have = allocatable.get(name, 0)
                 if have < amount:
                     return f"requests {amount} of {name}, a node offers {have}"
                 return f"not enough free {name}"

@@ -19,7 +19,7 @@ from nodepool_operator.controllers.autoscaler.simulation.model import (
     PoolTemplate,
 )
 from nodepool_operator.controllers.autoscaler.simulation.pools import Simulation, copies_that_fit
-from nodepool_operator.controllers.autoscaler.simulation.rooms import BEYOND_MAX, NEW
+from nodepool_operator.controllers.autoscaler.simulation.rooms import BEYOND_MAX, NEW, SimNode
 from nodepool_operator.controllers.autoscaler.simulation.rounds import Rounds
 
 __all__ = ["simulate"]
@@ -56,8 +56,13 @@ class _Alike:
 
     def __init__(self, profiles: Iterable[PodProfile]) -> None:
         keys: set[str] = set()
-        for profile in set(profiles):
-            if profile.affinity or profile.anti_affinity or profile.spread:
+        # Pods of one workload share their terms and differ in labels: read each set of
+        # terms once, not once per pod.
+        terms_read: set[tuple[object, ...]] = set()
+        for profile in profiles:
+            terms = (profile.affinity, profile.anti_affinity, profile.spread)
+            if terms != ((), (), ()) and terms not in terms_read:
+                terms_read.add(terms)
                 keys.update(profile.label_keys_read)
         self._keys = frozenset(keys)
         self._seen: dict[PodProfile, PodProfile] = {}
@@ -154,60 +159,101 @@ def _simulate_once(
             for member in members:
                 unfit[member] = profile.unsupported
             continue
-        # A refusal stands while one class is placed (room only shrinks, counts only
-        # grow), unless pod affinity can turn it, or a spread's smallest count rises: a
-        # refusal made under a floor holds while the floor is no higher.
-        monotone = not profile.affinity
-        floors = cluster.spread_floors(profile)
-        simple = not profile.has_pod_constraints
-        rounds = Rounds(cluster, profile) if Rounds.applies(profile) else None
-        cursor = 0
-        done = 0
-        while done < len(members):
-            if floors:
-                now = cluster.spread_floors(profile)
-                if any(n > f for n, f in zip(now, floors, strict=True)):
-                    cursor = 0
-                    if rounds is not None:
-                        done = rounds.repeat(members, done, placements)
-                        if done == len(members):
-                            break
-                        now = cluster.spread_floors(profile)
-                    floors = now
-                else:
-                    floors = tuple(min(n, f) for n, f in zip(now, floors, strict=True))
-            node = simulation.existing_fit(profile, cursor)
-            if node is None:
-                state, where, beyond, passed_over = simulation.new_node(
-                    profile, len(members) - done
-                )
-                if state is None:
-                    for member in members[done:]:
-                        unfit[member] = str(where)
-                    break
-                assert isinstance(where, int)
-                if beyond:
-                    node = simulation.existing_fit(profile, 0, beyond_max=True)
-                if node is None:
-                    node = simulation.open_for(state, where, beyond=beyond)
-                    if passed_over is not None:
-                        simulation.passed_over_for[node.index] = passed_over
-                if cluster.problem(profile, node) is not None:
-                    for member in members[done:]:
-                        unfit[member] = cluster.problem(profile, node) or ""
-                    break
-            if monotone:
-                cursor = node.index
-            copies = copies_that_fit(profile, node, len(members) - done) if simple else 1
-            copies = max(1, copies)
-            cluster.place(profile, node, copies, counted=True)
-            for member in members[done : done + copies]:
-                placements[member] = node.name
-            done += copies
-            if rounds is not None:
-                rounds.went_to(node)
+        _ClassPlacement(simulation, profile, members, placements, unfit).run()
         cluster.retire(profile)
     return _outcome(simulation, placements, unfit)
+
+
+class _ClassPlacement:
+    """The pods of one class, placed in turn: each on the first node that takes it, or on
+    the next node of the pool that can host it.
+
+    A refusal stands while one class is placed (room only shrinks, counts only grow), so
+    the search resumes from the last node used, unless pod affinity can turn a refusal,
+    or a spread's smallest count rises: a refusal made under a floor holds while the
+    floor is no higher.
+    """
+
+    def __init__(
+        self,
+        simulation: Simulation,
+        profile: PodProfile,
+        members: list[int],
+        placements: list[str | None],
+        unfit: dict[int, str],
+    ) -> None:
+        self.simulation = simulation
+        self.cluster = simulation.cluster
+        self.profile = profile
+        self.members = members
+        self.placements = placements
+        self.unfit = unfit
+        self.floors = self.cluster.spread_floors(profile)
+        self.rounds = Rounds(self.cluster, profile) if Rounds.applies(profile) else None
+        self.cursor = 0
+        self.done = 0
+
+    def run(self) -> None:
+        profile, members, cluster = self.profile, self.members, self.cluster
+        monotone = not profile.affinity
+        simple = not profile.has_pod_constraints
+        while self.done < len(members):
+            if self.floors and self._rounds_repeated():
+                break
+            node = self.simulation.existing_fit(profile, self.cursor) or self._new_node()
+            if node is None:
+                break
+            if monotone:
+                self.cursor = node.index
+            left = len(members) - self.done
+            copies = max(1, copies_that_fit(profile, node, left) if simple else 1)
+            cluster.place(profile, node, copies, counted=True)
+            for member in members[self.done : self.done + copies]:
+                self.placements[member] = node.name
+            self.done += copies
+            if self.rounds is not None:
+                self.rounds.went_to(node)
+
+    def _rounds_repeated(self) -> bool:
+        """Follow the spreads' smallest counts; True when repeated rounds placed them all."""
+        now = self.cluster.spread_floors(self.profile)
+        if not any(n > f for n, f in zip(now, self.floors, strict=True)):
+            self.floors = tuple(min(n, f) for n, f in zip(now, self.floors, strict=True))
+            return False
+        self.cursor = 0
+        if self.rounds is not None:
+            self.done = self.rounds.repeat(self.members, self.done, self.placements)
+            if self.done == len(self.members):
+                return True
+            now = self.cluster.spread_floors(self.profile)
+        self.floors = now
+        return False
+
+    def _new_node(self) -> SimNode | None:
+        """The node opened for the pod (or one past maxNodes that takes it); None, with the
+        rest of the class unfit, when no pool can host it."""
+        simulation, profile = self.simulation, self.profile
+        state, where, beyond, passed_over = simulation.new_node(
+            profile, len(self.members) - self.done
+        )
+        if state is None:
+            self._unfit(str(where))
+            return None
+        assert isinstance(where, int)
+        node = simulation.existing_fit(profile, 0, beyond_max=True) if beyond else None
+        if node is None:
+            node = simulation.open_for(state, where, beyond=beyond)
+            if passed_over is not None:
+                simulation.passed_over_for[node.index] = passed_over
+        problem = self.cluster.problem(profile, node)
+        if problem is not None:
+            self._unfit(problem)
+            return None
+        return node
+
+    def _unfit(self, reason: str) -> None:
+        for member in self.members[self.done :]:
+            self.unfit[member] = reason
 
 
 def _outcome(

@@ -24,7 +24,7 @@ _TOPOLOGY_LABELS: Final = frozenset({nodepool_api.ZONE_LABEL, nodepool_api.REGIO
 READY, BOOTING, NEW, BEYOND_MAX = "ready", "booting", "new", "beyond-max"
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class SimNode:
     index: int
     name: str
@@ -43,6 +43,8 @@ class SimNode:
     # The static key without zone and region: the nodes searched together.
     group_key: tuple[object, ...] = field(init=False, default=())
     slot: int = 0  # its leaf in its group's room tree
+    group: Group = field(init=False)  # set when the node is added to the cluster
+    stale: bool = False  # its room changed since its tree was last written
 
     def __post_init__(self) -> None:
         labels = tuple(sorted((k, v) for k, v in self.labels.items() if k != HOSTNAME_LABEL))
@@ -75,7 +77,7 @@ class RoomTree:
 
     #: Mixes of (cpu, memory) weights, each relative to the largest node: a pod heavier in
     #: cpu reads the first, one heavier in memory the second (its two terms are closer).
-    MIXES: Final = ((1, 2), (2, 1))
+    MIXES: Final = ((1, 4), (4, 1))
 
     def __init__(self, scale: tuple[int, int]) -> None:
         self.size = 1
@@ -111,12 +113,13 @@ class RoomTree:
         self.set(self.count - 1, room)
 
     def set(self, index: int, room: Sequence[int]) -> None:
-        values = (*room, *self._keys(room[0], room[1]))
         leaf = self.size + index
-        for tree, value in zip(self.trees, values, strict=True):
-            n = leaf
-            tree[n] = value
-            n >>= 1
+        for tree, value in zip(self.trees, (*room, *self._keys(room[0], room[1])), strict=True):
+            if tree[leaf] == value:
+                continue
+            tree[leaf] = value
+            # Up while the parent's maximum changes: a sibling's value may hold it.
+            n = leaf >> 1
             while n:
                 left = tree[2 * n]
                 right = tree[2 * n + 1]
@@ -129,11 +132,11 @@ class RoomTree:
     def find(self, need: Sequence[int], start: int) -> Iterable[int]:
         """Nodes from ``start`` on with room for ``need``, leftmost first."""
         c, m, p = need
-        balance_of_pod, *shares = self._keys(c, m)
+        b, *shares = self._keys(c, m)
         heavier_in_memory = (m >> 20) * self.memory_weight > c * self.cpu_weight
         cpu, memory, pods, balance = self.trees[:4]
         shape = self.trees[5 if heavier_in_memory else 4]
-        b, s = balance_of_pod, shares[1 if heavier_in_memory else 0]
+        s = shares[1 if heavier_in_memory else 0]
         size = self.size
         if cpu[1] < c or memory[1] < m or pods[1] < p or balance[1] < b or shape[1] < s:
             return
@@ -142,12 +145,13 @@ class RoomTree:
         first = size + start
         height = size.bit_length() - 1
         stack = [1]
+        pop, push = stack.pop, stack.append
         while stack:
-            n = stack.pop()
+            n = pop()
             if n >= size:
                 yield n - size
                 continue
-            left, right = 2 * n, 2 * n + 1
+            right = 2 * n + 1
             if (
                 shape[right] >= s
                 and balance[right] >= b
@@ -155,7 +159,8 @@ class RoomTree:
                 and memory[right] >= m
                 and pods[right] >= p
             ):
-                stack.append(right)
+                push(right)
+            left = right - 1
             # The left subtree is skipped whole when its last leaf comes before ``start``.
             if (
                 shape[left] >= s
@@ -163,9 +168,9 @@ class RoomTree:
                 and cpu[left] >= c
                 and memory[left] >= m
                 and pods[left] >= p
-                and (start == 0 or ((left + 1) << (height - left.bit_length() + 1)) - 1 >= first)
+                and (start == 0 or ((right << (height - left.bit_length() + 1)) - 1 >= first))
             ):
-                stack.append(left)
+                push(left)
 
 
 class Group:
@@ -180,12 +185,13 @@ class Group:
         self.kinds: list[SimNode] = []
         self._keys: set[tuple[object, ...]] = set()
 
-    def add(self, node: SimNode, room: Sequence[int]) -> int:
+    def add(self, node: SimNode) -> int:
+        """A leaf for ``node``, without room until its room is set."""
         if node.static_key not in self._keys:
             self._keys.add(node.static_key)
             self.kinds.append(node)
         self.indexes.append(node.index)
-        self.tree.append(room)
+        self.tree.append((-1, -1, -1))
         return len(self.indexes) - 1
 
     def find(self, need: Sequence[int], start: int) -> Iterable[int]:

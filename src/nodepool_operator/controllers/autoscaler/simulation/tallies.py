@@ -5,6 +5,7 @@ to date as pods are placed rather than recounted for each pod judged.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile, SpreadConstraint
@@ -48,13 +49,23 @@ class Spread:
         self._at_low = 0
 
     def add_domain(self, value: str) -> None:
-        if value in self.counts:
+        if value not in self.counts:
+            self.add_domains((value,))
+
+    def add_domains(self, values: Iterable[str]) -> None:
+        """New, empty domains (values already counted are left as they are)."""
+        counts = self.counts
+        before = len(counts)
+        for value in values:
+            if value not in counts:
+                counts[value] = 0
+        added = len(counts) - before
+        if not added:
             return
-        self.counts[value] = 0
         if self._low == 0 and self._at_low:
-            self._at_low += 1
+            self._at_low += added
         else:
-            self._low, self._at_low = 0, 1
+            self._low, self._at_low = 0, added
 
     def add(self, value: str, copies: int) -> None:
         before = self.counts.get(value)

@@ -1,0 +1,176 @@
+"""The simulation's fast paths place every pod where plain first fit would.
+
+The room trees, the per-class cursor, placing a node's worth of replicas at once and
+repeating a spreading class's rounds are all shortcuts for one rule: each pod, in turn,
+goes to the first node (in cluster order) every filter accepts. Here the same workloads
+are planned twice, once as shipped and once with every shortcut replaced by that rule (a
+scan of all nodes for each pod), and the two outcomes must be equal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import workloads
+from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.controllers.autoscaler import constraints
+from nodepool_operator.controllers.autoscaler.constraints import PodProfile
+from nodepool_operator.controllers.autoscaler.simulation import (
+    DaemonSetView,
+    ExistingNode,
+    Outcome,
+    PoolTemplate,
+    filters,
+    placing,
+    rounds,
+    simulate,
+)
+
+ZONES = ("zone-a", "zone-b", "zone-c")
+MIB = 1024**2
+DEDICATED = {"key": "dedicated", "operator": "Exists"}
+
+
+def _profile(kind: str, app: str, cpu: int, memory_mib: int, *, zone: str) -> PodProfile:
+    labels = {"app": app}
+    spec = workloads.constrain(kind, labels, zone=zone, toleration=DEDICATED)
+    port = 9000 if kind == "host-port" else None
+    made = workloads.container(f"{cpu}m", memory=f"{memory_mib}Mi", host_port=port)
+    return constraints.profile_of(
+        {
+            "metadata": {"name": "p", "namespace": "apps", "labels": labels},
+            "spec": {"containers": [made], **spec},
+        }
+    )
+
+
+@st.composite
+def pending_pods(draw: st.DrawFn) -> list[PodProfile]:
+    """Replicas of a few Deployments, and pods each with its own requests."""
+    found: list[PodProfile] = []
+    for index in range(draw(st.integers(1, 4))):
+        kind = draw(st.sampled_from(workloads.KINDS))
+        if draw(st.booleans()):
+            replica = _profile(
+                kind,
+                f"d{index}",
+                draw(st.sampled_from((100, 500, 1000, 2500))),
+                draw(st.sampled_from((256, 1024, 4096))),
+                zone=draw(st.sampled_from(ZONES)),
+            )
+            found.extend([replica] * draw(st.integers(1, 30)))
+        else:
+            requests = st.tuples(st.integers(50, 3000), st.integers(64, 12_000))
+            found.extend(
+                _profile(kind, f"d{index}", cpu, memory, zone=ZONES[0])
+                for cpu, memory in draw(st.lists(requests, min_size=1, max_size=30))
+            )
+    return draw(st.permutations(found))
+
+
+def _template(cpu: int, zones: Sequence[str], tainted: bool) -> nodepool_api.NodeTemplate:
+    taints = (nodepool_api.Taint(key="dedicated", effect="NoSchedule"),) if tainted else ()
+    return nodepool_api.NodeTemplate(
+        cpu=str(cpu), memory="16Gi", pods=20, zones=tuple(zones), taints=taints
+    )
+
+
+def _pool(
+    name: str, template: nodepool_api.NodeTemplate, *, weight: int, headroom: int, taken: int
+) -> PoolTemplate:
+    def upcoming(k: int) -> tuple[str, Mapping[str, str]]:
+        node = f"{name}-{taken + k}"
+        labels = nodepool_api.node_labels(name, template, zone=nodepool_api.zone_of(node, template))
+        return node, {**labels, nodepool_api.HOSTNAME_LABEL: node}
+
+    return PoolTemplate(
+        name=name,
+        weight=weight,
+        taints=tuple(constraints.Taint(t.key, t.value or "", t.effect) for t in template.taints),
+        allocatable=nodepool_api.template_allocatable(template),
+        upcoming=upcoming,
+        in_flight=0,
+        headroom=headroom,
+        zones=max(1, len(template.zones)),
+        namespaces=None,
+    )
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> dict[str, Any]:
+    general = _template(draw(st.sampled_from((2, 4, 8))), draw(st.sampled_from((ZONES, ()))), False)
+    existing = []
+    for index in range(draw(st.integers(0, 6))):
+        name = f"general-{index}"
+        labels = nodepool_api.node_labels(
+            "general", general, zone=nodepool_api.zone_of(name, general)
+        )
+        busy = _profile("plain", "busy", draw(st.integers(0, 1500)), 512, zone=ZONES[0])
+        existing.append(
+            ExistingNode(
+                name=name,
+                pool="general",
+                labels={**labels, nodepool_api.HOSTNAME_LABEL: name},
+                taints=(),
+                unschedulable=False,
+                allocatable=nodepool_api.template_allocatable(general),
+                pods=(busy,) * draw(st.integers(0, 3)),
+            )
+        )
+    pools = [
+        _pool("general", general, weight=0, headroom=draw(st.integers(0, 40)), taken=len(existing)),
+        _pool(
+            "dedicated",
+            _template(8, ZONES[:2], True),
+            weight=draw(st.integers(0, 10)),
+            headroom=draw(st.integers(0, 10)),
+            taken=0,
+        ),
+    ]
+    daemon = constraints.profile_of(
+        {
+            "metadata": {"name": "agent", "namespace": "kube-system"},
+            "spec": {"containers": [workloads.container("100m", memory="64Mi")]},
+        },
+        extra_tolerations=constraints.DAEMON_TOLERATIONS,
+    )
+    daemons = [DaemonSetView("agent", daemon)] if draw(st.booleans()) else []
+    return {"nodes": existing, "pools": pools, "daemon_sets": daemons}
+
+
+def _every_node_in_order(
+    self: filters.Cluster, profile: PodProfile, need: Sequence[int], start: int
+) -> Iterable[int]:
+    # As the room trees treat a cordoned node: never offered.
+    return [node.index for node in self.nodes if not node.unschedulable]
+
+
+def _plain_first_fit(
+    pending: Sequence[PodProfile], cluster: Mapping[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> Outcome:
+    with monkeypatch.context() as patch:
+        patch.setattr(filters.Cluster, "candidates", _every_node_in_order)
+        patch.setattr(placing, "copies_that_fit", lambda profile, node, wanted: 1)
+        patch.setattr(rounds.Rounds, "applies", staticmethod(lambda profile: False))
+        return simulate(pending, **cluster)
+
+
+@settings(
+    max_examples=400,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(pending=pending_pods(), cluster=clusters())
+def test_the_fast_paths_place_every_pod_where_plain_first_fit_does(
+    pending: list[PodProfile], cluster: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fast = simulate(pending, **cluster)
+    plain = _plain_first_fit(pending, cluster, monkeypatch)
+    assert fast.placements == plain.placements
+    assert fast.unfit == plain.unfit
+    assert fast.pools == plain.pools
