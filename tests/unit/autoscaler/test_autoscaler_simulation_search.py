@@ -9,6 +9,7 @@ scan of all nodes for each pod), and the two outcomes must be equal.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -25,6 +26,7 @@ from nodepool_operator.controllers.autoscaler.simulation import (
     ExistingNode,
     Outcome,
     PoolTemplate,
+    PoolZones,
     filters,
     placing,
     rounds,
@@ -80,13 +82,20 @@ def _template(cpu: int, zones: Sequence[str], tainted: bool) -> nodepool_api.Nod
     )
 
 
+def _existing_zone(index: int, template: nodepool_api.NodeTemplate) -> str | None:
+    """Existing nodes go round the template's zones, as a balanced pool's would."""
+    return template.zones[index % len(template.zones)] if template.zones else None
+
+
 def _pool(
     name: str, template: nodepool_api.NodeTemplate, *, weight: int, headroom: int, taken: int
 ) -> PoolTemplate:
-    def upcoming(k: int) -> tuple[str, Mapping[str, str]]:
+    def upcoming(k: int, zone: str | None) -> tuple[str, Mapping[str, str]]:
         node = f"{name}-{taken + k}"
-        labels = nodepool_api.node_labels(name, template, zone=nodepool_api.zone_of(node, template))
+        labels = nodepool_api.node_labels(name, template, zone=zone)
         return node, {**labels, nodepool_api.HOSTNAME_LABEL: node}
+
+    counts = Counter(_existing_zone(index, template) for index in range(taken))
 
     return PoolTemplate(
         name=name,
@@ -98,6 +107,9 @@ def _pool(
         headroom=headroom,
         zones=max(1, len(template.zones)),
         namespaces=None,
+        zoning=PoolZones(
+            names=tuple(template.zones), counts={z: n for z, n in counts.items() if z}
+        ),
     )
 
 
@@ -107,9 +119,7 @@ def clusters(draw: st.DrawFn) -> dict[str, Any]:
     existing = []
     for index in range(draw(st.integers(0, 6))):
         name = f"general-{index}"
-        labels = nodepool_api.node_labels(
-            "general", general, zone=nodepool_api.zone_of(name, general)
-        )
+        labels = nodepool_api.node_labels("general", general, zone=_existing_zone(index, general))
         busy = _profile("plain", "busy", draw(st.integers(0, 1500)), 512, zone=ZONES[0])
         existing.append(
             ExistingNode(
