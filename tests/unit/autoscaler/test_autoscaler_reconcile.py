@@ -18,7 +18,12 @@ from nodepool_operator.controllers.autoscaler.decisions import PoolDecider
 from nodepool_operator.controllers.autoscaler.handoff import RequestLedger, ScaleRequester
 from nodepool_operator.controllers.autoscaler.notices import Notices
 from nodepool_operator.controllers.autoscaler.observer import Observer
-from nodepool_operator.controllers.autoscaler.planner import PLAN, Batch, Planner
+from nodepool_operator.controllers.autoscaler.planner import (
+    LONGEST_BATCH_SECONDS,
+    PLAN,
+    Batch,
+    Planner,
+)
 from nodepool_operator.controllers.autoscaler.verdicts import Verdicts
 from nodepool_operator.runtime import errors, testing
 from nodepool_operator.runtime.client import Object, Resource
@@ -883,3 +888,55 @@ async def test_a_scale_up_settling_clears_the_stamps_and_taints(world: World) ->
     await world.reconcile()
     assert (taints(world, "n2"), stamp(world, "n2")) == ([], None)
     assert world.api.made("scalerequests") == []
+
+
+async def test_a_verdict_from_an_older_generation_is_not_reported(world: World) -> None:
+    world.pod("p")
+    await world.plan()
+    changed = copy.deepcopy(world.autoscalers.get(NAS))
+    assert changed is not None
+    changed["metadata"]["generation"] = 2
+    world.autoscalers.put(changed)
+    assert await world.reconciler.reconcile(KEY) == Result()
+    assert world.api.status_writes() == []  # the next batch has the new spec's verdict
+    await world.reconcile()
+    assert world.status()["observedGeneration"] == 2
+
+
+async def test_a_failed_hand_over_leaves_the_other_pools_decided_and_is_retried(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world.autoscaler(scan_interval_seconds=30)
+    other = autoscaler_api.manifest(
+        "nas-other",
+        autoscaler_api.AutoscalerSpec(
+            node_pool_name="other", namespaces=("elsewhere",), scan_interval_seconds=30
+        ),
+    )
+    other["metadata"].update(uid="uid-nas-other", generation=1)
+    world.autoscalers.put(other)
+    other_pool = nodepool_api.manifest(
+        "other",
+        nodepool_api.NodePoolSpec(
+            max_nodes=10, template=nodepool_api.NodeTemplate(cpu="8", memory="64Gi", pods=110)
+        ),
+    )
+    other_pool["metadata"].update(uid="uid-other", resourceVersion="1")
+    world.pools.put(other_pool)
+    world.pod("for-small", cpu="2")
+    world.pod("for-other", cpu="7", namespace="elsewhere")  # too big for small; fills other
+    request = world.planner.decider.requester.request
+
+    async def refused(autoscaler: str, **kw: Any) -> Any:
+        if autoscaler == NAS:
+            raise errors.ServerError("etcd is away")
+        return await request(autoscaler, **kw)
+
+    monkeypatch.setattr(world.planner.decider.requester, "request", refused)
+    result = await world.plan()
+    assert [r["spec"]["nodePoolName"] for r in world.api.made("scalerequests")] == ["other"]
+    assert result.requeue_after == LONGEST_BATCH_SECONDS  # not hot, not forgotten
+    monkeypatch.setattr(world.planner.decider.requester, "request", request)
+    await world.plan()
+    made = sorted(r["spec"]["nodePoolName"] for r in world.api.made("scalerequests"))
+    assert made == ["other", POOL]
