@@ -20,7 +20,7 @@ from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.controllers.autoscaler import constraints, plan, simulation
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
-from nodepool_operator.controllers.autoscaler.observe import Observation
+from nodepool_operator.controllers.autoscaler.observer import Observation, Observer
 from nodepool_operator.controllers.autoscaler.setup import Reads, planner_reads
 from nodepool_operator.inspection import report
 from nodepool_operator.inspection.snapshot import Snapshot, SnapshotCache
@@ -68,10 +68,11 @@ async def _lookup(reads: Reads) -> Lookup:
     observations: dict[str, Observation] = {}
     decisions: dict[str, plan.Decision] = {}
     troubles: dict[str, str] = {}
+    made = await reads.observer.plan()  # one plan for all, as the planner makes it
     for autoscaler in sorted(reads.autoscalers.items(), key=lambda a: a["metadata"]["name"]):
         name = str(autoscaler["metadata"]["name"])
         spec = autoscaler_api.spec_of(autoscaler)
-        seen = await reads.observer.observe(name, spec)
+        seen = Observer.part(made, name, spec)
         if seen is None:
             troubles[name] = f"NodePool {spec.node_pool_name!r} does not exist"
             continue

@@ -16,7 +16,7 @@ NOW = FixedWallClock().time()
 
 
 def back_off(world: World, *, until: float) -> None:
-    world.reconciler.observer.wall_clock = FixedWallClock()  # the backoff's clock too
+    world.planner.observer.wall_clock = FixedWallClock()  # the backoff's clock too
     pool = world.pools.get(POOL)
     assert pool is not None
     body = copy.deepcopy(pool)
@@ -86,7 +86,7 @@ async def test_pods_sent_past_a_preferred_pool_that_cannot_grow_are_told_why(
     )
     planner["metadata"].update(uid="uid-nas-preferred", generation=1)
     world.autoscalers.put(world._stamp(planner))
-    world.reconciler.observer.wall_clock = FixedWallClock()
+    world.planner.observer.wall_clock = FixedWallClock()
     for i in range(TOLD_PER_REQUEST + 2):
         world.pod(f"p{i}")
 

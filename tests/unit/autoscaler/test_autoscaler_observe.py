@@ -3,7 +3,6 @@ and which Autoscaler owns a pool."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -12,14 +11,14 @@ import pytest
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
-from nodepool_operator.controllers.autoscaler import observe as observe_module
+from nodepool_operator.controllers.autoscaler import gather
 from nodepool_operator.controllers.autoscaler.handoff import RequestLedger, request_name
-from nodepool_operator.controllers.autoscaler.observe import (
+from nodepool_operator.controllers.autoscaler.observer import (
     ConflictingAutoscaler,
     Observation,
     Observer,
-    ProfileCache,
 )
+from nodepool_operator.controllers.autoscaler.profiles import ProfileCache
 from nodepool_operator.runtime import conditions
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.informer import object_key
@@ -370,29 +369,6 @@ def test_replicas_share_one_profile_in_the_cache() -> None:
     assert cache.get(first) is cache.get(second)
 
 
-async def test_a_plan_serves_each_autoscaler_once_even_after_the_caches_moved() -> None:
-    pools = [pool("small", target=0, weight=10), pool("heavy", target=0)]
-    autoscalers = [autoscaler("nas"), autoscaler("heavy-nas", pool_name="heavy")]
-    o = observer(pods=[pod("p")], pools=pools, autoscalers=autoscalers)
-    heavy_spec = autoscaler_api.AutoscalerSpec(node_pool_name="heavy")
-    first = await observe(o, "nas", autoscaler_api.AutoscalerSpec(node_pool_name="small"))
-    assert not first.stale
-    planned = o._plan
-
-    o.pods.put(pod("q"))  # type: ignore[attr-defined]
-    # heavy-nas has not decided from this plan yet: it takes it, told it is behind.
-    behind = await observe(o, "heavy-nas", heavy_spec)
-    assert o._plan is planned
-    assert behind.stale
-    # nas decided from it already: it plans again, and the new plan sees q.
-    again = await observe(o, "nas", autoscaler_api.AutoscalerSpec(node_pool_name="small"))
-    assert o._plan is not planned
-    assert not again.stale
-    assert sorted(names(again.fitting)) == ["p", "q"]
-    # Nothing moved since: the new plan serves heavy-nas as current.
-    assert not (await observe(o, "heavy-nas", heavy_spec)).stale
-
-
 async def test_an_autoscaler_never_decides_twice_from_the_plan_before_its_request() -> None:
     o = observer(pods=[pod("p")], pools=[pool(target=0)])
     before = await observe(o)
@@ -403,47 +379,29 @@ async def test_an_autoscaler_never_decides_twice_from_the_plan_before_its_reques
         pool_uid="small-uid",
     )
     request["metadata"]["resourceVersion"] = "99"
-    o.ledger.record("small", request)
-    after = await observe(o)  # the ledger moved: a new plan, with the request in flight
-    assert o._plan is not None
-    assert not after.stale
+    o.pool_reads.ledger.record("small", request)
+    after = await observe(o)  # the next plan has the request in flight
     assert after.pool.open_request
+    assert after.up.new_nodes == 0
 
 
-async def test_concurrent_reconciles_plan_once_and_share_the_plan(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+async def test_one_plan_gives_every_autoscaler_its_part(monkeypatch: pytest.MonkeyPatch) -> None:
     plans: list[int] = []
-    simulate = observe_module._Gathered.simulate
+    simulate = gather.Gathered.simulate
 
     def counted(world: Any) -> Any:
         plans.append(1)
         return simulate(world)
 
-    monkeypatch.setattr(observe_module._Gathered, "simulate", counted)
+    monkeypatch.setattr(gather.Gathered, "simulate", counted)
     pools = [pool("small", target=0, weight=10), pool("heavy", target=0)]
     autoscalers = [autoscaler("nas"), autoscaler("heavy-nas", pool_name="heavy")]
     o = observer(pods=[pod("p")], pools=pools, autoscalers=autoscalers)
-    small, heavy = await asyncio.gather(
-        observe(o, "nas", autoscaler_api.AutoscalerSpec(node_pool_name="small")),
-        observe(o, "heavy-nas", autoscaler_api.AutoscalerSpec(node_pool_name="heavy")),
-    )
+    made = await o.plan()
+    small = o.part(made, "nas", autoscaler_api.AutoscalerSpec(node_pool_name="small"))
+    heavy = o.part(made, "heavy-nas", autoscaler_api.AutoscalerSpec(node_pool_name="heavy"))
     assert len(plans) == 1
-    assert (small.stale, heavy.stale) == (False, False)
-    assert names(small.fitting) == ["p"]
-
-
-async def test_an_update_that_only_moves_the_version_leaves_the_plan_current() -> None:
-    o = observer(nodes=[node("n1")], pods=[pod("p")])
-    await observe(o)
-    heartbeat = node("n1")
-    heartbeat["metadata"]["resourceVersion"] = "12"  # what the cache keeps is the same
-    o.nodes.put(heartbeat)  # type: ignore[attr-defined]
-    assert not (await observe(o)).stale
-    planned = o._plan
-    await observe(o)
-    assert o._plan is planned  # no new plan either
-    cordoned = node("n1", cordoned=True)
-    o.nodes.put(cordoned)  # type: ignore[attr-defined]
-    await observe(o)
-    assert o._plan is not planned
+    assert isinstance(small, Observation)
+    assert isinstance(heavy, Observation)
+    assert names(small.fitting) == ["p"]  # the heavier weight wins it
+    assert names(heavy.fitting) == []

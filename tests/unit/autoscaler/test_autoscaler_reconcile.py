@@ -12,10 +12,19 @@ import pytest
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
+from nodepool_operator.controllers.autoscaler.consolidation import Consolidator
 from nodepool_operator.controllers.autoscaler.controller import AutoscalerReconciler
+from nodepool_operator.controllers.autoscaler.decisions import PoolDecider
 from nodepool_operator.controllers.autoscaler.handoff import RequestLedger, ScaleRequester
 from nodepool_operator.controllers.autoscaler.notices import Notices
-from nodepool_operator.controllers.autoscaler.observe import Observer
+from nodepool_operator.controllers.autoscaler.observer import Observer
+from nodepool_operator.controllers.autoscaler.planner import (
+    LONGEST_BATCH_SECONDS,
+    PLAN,
+    Batch,
+    Planner,
+)
+from nodepool_operator.controllers.autoscaler.verdicts import Verdicts
 from nodepool_operator.runtime import errors, testing
 from nodepool_operator.runtime.client import Object, Resource
 from nodepool_operator.runtime.clock import FakeClock
@@ -167,8 +176,8 @@ class World:
         self.minutes = itertools.count(0)
 
     def start(self) -> AutoscalerReconciler:
-        """A reconciler on these caches and this API: a new one is a restarted operator
-        (nothing in memory, the world as it was left)."""
+        """A planner and a reconciler on these caches and this API: new ones are a
+        restarted operator (nothing in memory, the world as it was left)."""
         ledger = RequestLedger()
         recorder = EventRecorder(
             self.api,  # type: ignore[arg-type]
@@ -176,17 +185,24 @@ class World:
             clock=self.clock,
             wall_clock=FixedWallClock(),
         )
-        return AutoscalerReconciler(
-            client=self.api,  # type: ignore[arg-type]
+        verdicts = Verdicts()
+        observer = Observer(
             autoscalers=self.autoscalers,  # type: ignore[arg-type]
-            observer=Observer(
-                autoscalers=self.autoscalers,  # type: ignore[arg-type]
-                daemon_sets=self.daemon_sets,  # type: ignore[arg-type]
-                pools=self.pools,  # type: ignore[arg-type]
+            daemon_sets=self.daemon_sets,  # type: ignore[arg-type]
+            pools=self.pools,  # type: ignore[arg-type]
+            nodes=self.nodes,  # type: ignore[arg-type]
+            pods=self.pods,  # type: ignore[arg-type]
+            requests=self.requests,  # type: ignore[arg-type]
+            ledger=ledger,
+        )
+        decider = PoolDecider(
+            consolidator=Consolidator(
+                client=self.api,  # type: ignore[arg-type]
                 nodes=self.nodes,  # type: ignore[arg-type]
                 pods=self.pods,  # type: ignore[arg-type]
-                requests=self.requests,  # type: ignore[arg-type]
-                ledger=ledger,
+                profile=observer.cache.get,
+                recorder=recorder,
+                wall_clock=FollowingWallClock(self.clock),
             ),
             requester=ScaleRequester(
                 client=self.api,  # type: ignore[arg-type]
@@ -194,11 +210,26 @@ class World:
                 wall_clock=FixedWallClock(),
             ),
             notices=Notices(recorder, parallelism=4, triggered_per_request=TOLD_PER_REQUEST),
+        )
+        self.woken: list[str] = []
+        reconciler = AutoscalerReconciler(
+            client=self.api,  # type: ignore[arg-type]
+            autoscalers=self.autoscalers,  # type: ignore[arg-type]
+            verdicts=verdicts,
             recorder=recorder,
             clock=self.clock,
             wall_clock=FollowingWallClock(self.clock),
             count_writes_per_second=self.count_writes_per_second,
         )
+
+        def wake(autoscaler: Object) -> None:
+            if reconciler.needs_write(autoscaler):
+                self.woken.append(str(autoscaler["metadata"]["name"]))
+
+        self.planner = Planner(
+            observer=observer, decider=decider, verdicts=verdicts, wake=wake, clock=self.clock
+        )
+        return reconciler
 
     def _stamp(self, obj: Object) -> Object:
         obj["metadata"]["resourceVersion"] = str(next(self.versions))
@@ -273,8 +304,15 @@ class World:
                 )
             self.requests.put(shown)
 
-    async def reconcile(self) -> Result:
-        return await self.reconciler.reconcile(KEY)
+    async def plan(self) -> Result:
+        """A planner batch (its window already over)."""
+        return await self.planner.reconcile(PLAN)
+
+    async def reconcile(self, key: Request = KEY) -> Result:
+        """A planner batch, then the Autoscaler's status reconcile; the planner's result."""
+        planned = await self.plan()
+        await self.reconciler.reconcile(key)
+        return planned
 
     async def scan(self) -> int:
         """A pass, after which the cache catches up with our write (as the informer
@@ -557,20 +595,23 @@ async def test_a_second_autoscaler_of_the_pool_is_a_conflict_and_decides_nothing
     )
     world.autoscalers.put(younger)
     world.pod("p")
-    await world.reconciler.reconcile(Request(name="nas-2"))
-    assert world.api.made("scalerequests") == []
+    await world.reconcile(Request(name="nas-2"))
+    [made] = world.api.made("scalerequests")  # the owner's, from the one batch
+    assert made["spec"]["requester"] == f"autoscaler/{NAS}"
+    assert set(world.woken) == {NAS, "nas-2"}
     [write] = [p for kind, name, p, sub in world.api.patches if name == "nas-2"]
     ready = next(c for c in write["status"]["conditions"] if c["type"] == "Ready")
     assert (ready["status"], ready["reason"]) == ("False", "ConflictingAutoscaler")
-    await world.reconcile()  # the owner decides
-    assert len(world.api.made("scalerequests")) == 1
 
 
-async def test_a_stale_plan_is_looked_at_again_soon_only_with_pods_pending(
+async def test_one_batch_decides_for_every_pool_and_wakes_only_autoscalers_with_news(
     world: World,
 ) -> None:
     other = autoscaler_api.manifest(
-        "nas-other", autoscaler_api.AutoscalerSpec(node_pool_name="other", scan_interval_seconds=5)
+        "nas-other",
+        autoscaler_api.AutoscalerSpec(
+            node_pool_name="other", namespaces=("elsewhere",), scan_interval_seconds=7
+        ),
     )
     other["metadata"].update(uid="uid-nas-other", generation=1)
     world.autoscalers.put(other)
@@ -578,19 +619,36 @@ async def test_a_stale_plan_is_looked_at_again_soon_only_with_pods_pending(
     other_pool["metadata"].update(uid="uid-other", resourceVersion="1")
     world.pools.put(other_pool)
 
-    # The plan is made for nas; a Node comes up; nas-other takes that plan, stale.
-    await world.reconcile()
-    world.node("small-0")
-    idle = await world.reconciler.reconcile(Request(name="nas-other"))
-    assert idle.requeue_after == 5  # nothing pending: its scan interval
+    first = await world.plan()
+    assert sorted(world.woken) == [NAS, "nas-other"]  # neither has a status yet
+    assert first.requeue_after == 5  # the smallest scan interval
+    for name in sorted(world.woken):
+        await world.reconciler.reconcile(Request(name=name))
+    world.woken.clear()
+    assert await world.plan() == first
+    assert world.woken == []  # nothing new: no reconcile, no write
 
-    # Both decided from the last plan: nas plans anew (a pod is pending in its namespace),
-    # the cache moves again, and nas-other, with that pod pending too, looks again soon.
-    world.pod("p", cpu="8")
-    await world.reconcile()
-    world.node("small-1")
-    waiting = await world.reconciler.reconcile(Request(name="nas-other"))
-    assert waiting.requeue_after == autoscaler_api.DEFAULT_BATCH_WINDOW_SECONDS
+    world.pod("p")  # in nas's namespace only
+    await world.plan()
+    assert world.woken == [NAS]
+    assert len(world.api.made("scalerequests")) == 1
+
+
+async def test_a_batch_closes_after_an_idle_window_or_at_its_longest() -> None:
+    clock = FakeClock()
+    batch = Batch(clock)
+    assert batch.wait(idle=1.0, longest=10.0) == 0.0  # no batch open: plan now
+    batch.event()
+    await clock.advance(0.6)
+    assert batch.wait(idle=1.0, longest=10.0) == pytest.approx(0.4)
+    for _ in range(18):  # an event every half second keeps it open...
+        await clock.advance(0.5)
+        batch.event()
+    assert batch.wait(idle=1.0, longest=10.0) == pytest.approx(0.4)
+    await clock.advance(0.4)
+    assert batch.wait(idle=1.0, longest=10.0) == 0.0  # ...for ten seconds at most
+    batch.close()
+    assert batch.wait(idle=1.0, longest=10.0) == 0.0
 
 
 async def test_pod_events_are_told_once_whichever_autoscaler_passes(world: World) -> None:
@@ -830,3 +888,55 @@ async def test_a_scale_up_settling_clears_the_stamps_and_taints(world: World) ->
     await world.reconcile()
     assert (taints(world, "n2"), stamp(world, "n2")) == ([], None)
     assert world.api.made("scalerequests") == []
+
+
+async def test_a_verdict_from_an_older_generation_is_not_reported(world: World) -> None:
+    world.pod("p")
+    await world.plan()
+    changed = copy.deepcopy(world.autoscalers.get(NAS))
+    assert changed is not None
+    changed["metadata"]["generation"] = 2
+    world.autoscalers.put(changed)
+    assert await world.reconciler.reconcile(KEY) == Result()
+    assert world.api.status_writes() == []  # the next batch has the new spec's verdict
+    await world.reconcile()
+    assert world.status()["observedGeneration"] == 2
+
+
+async def test_a_failed_hand_over_leaves_the_other_pools_decided_and_is_retried(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world.autoscaler(scan_interval_seconds=30)
+    other = autoscaler_api.manifest(
+        "nas-other",
+        autoscaler_api.AutoscalerSpec(
+            node_pool_name="other", namespaces=("elsewhere",), scan_interval_seconds=30
+        ),
+    )
+    other["metadata"].update(uid="uid-nas-other", generation=1)
+    world.autoscalers.put(other)
+    other_pool = nodepool_api.manifest(
+        "other",
+        nodepool_api.NodePoolSpec(
+            max_nodes=10, template=nodepool_api.NodeTemplate(cpu="8", memory="64Gi", pods=110)
+        ),
+    )
+    other_pool["metadata"].update(uid="uid-other", resourceVersion="1")
+    world.pools.put(other_pool)
+    world.pod("for-small", cpu="2")
+    world.pod("for-other", cpu="7", namespace="elsewhere")  # too big for small; fills other
+    request = world.planner.decider.requester.request
+
+    async def refused(autoscaler: str, **kw: Any) -> Any:
+        if autoscaler == NAS:
+            raise errors.ServerError("etcd is away")
+        return await request(autoscaler, **kw)
+
+    monkeypatch.setattr(world.planner.decider.requester, "request", refused)
+    result = await world.plan()
+    assert [r["spec"]["nodePoolName"] for r in world.api.made("scalerequests")] == ["other"]
+    assert result.requeue_after == LONGEST_BATCH_SECONDS  # not hot, not forgotten
+    monkeypatch.setattr(world.planner.decider.requester, "request", request)
+    await world.plan()
+    made = sorted(r["spec"]["nodePoolName"] for r in world.api.made("scalerequests"))
+    assert made == ["other", POOL]

@@ -29,4 +29,4 @@ async def test_one_watch_per_resource_for_both_controllers() -> None:
         ("scalerequests", ""),
         ("storageclasses", ""),
     ]
-    assert [c.name for c in manager.controllers] == ["nodepool", "autoscaler"]
+    assert [c.name for c in manager.controllers] == ["nodepool", "autoscaler", "autoscaler-planner"]

@@ -9,7 +9,7 @@ from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers import cached
 from nodepool_operator.controllers.autoscaler import volumes
 from nodepool_operator.controllers.autoscaler.handoff import RequestLedger
-from nodepool_operator.controllers.autoscaler.observe import Observation, Observer
+from nodepool_operator.controllers.autoscaler.observer import Observation, Observer
 from nodepool_operator.runtime.client import Object
 from unit.autoscaler.test_autoscaler_observe import (
     FakeInformer,

@@ -1,4 +1,4 @@
-"""Which events wake which Autoscaler, and after its own batch window (fake clock)."""
+"""Which events start a planner batch, and when the batch closes (fake clock)."""
 
 from __future__ import annotations
 
@@ -6,13 +6,15 @@ import asyncio
 import copy
 import itertools
 from collections.abc import AsyncIterator, Callable, Iterable
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from nodepool_operator.api import autoscaler as autoscaler_api
-from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers.autoscaler import watches
+from nodepool_operator.controllers.autoscaler.planner import PLAN, Planner
+from nodepool_operator.controllers.autoscaler.verdicts import Verdicts
 from nodepool_operator.runtime import workqueue
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.clock import FakeClock
@@ -25,6 +27,7 @@ _names = itertools.count()
 class FakeInformer:
     def __init__(self, *objects: Object) -> None:
         self.store = {object_key(o): o for o in objects}
+        self.resource_version = "1"
         self.indexes: dict[str, Callable[[Object], Iterable[str]]] = {}
 
     def add_index(self, name: str, func: Callable[[Object], Iterable[str]]) -> None:
@@ -97,33 +100,22 @@ async def queue(clock: FakeClock) -> AsyncIterator[workqueue.WorkQueue[Request]]
 
 
 @pytest.fixture
-def triggers() -> watches.Triggers:
+def planner(clock: FakeClock) -> Planner:
     autoscalers = FakeInformer(
         autoscaler("apps-only", pool="small", namespaces=("apps",), window=1.0),
         autoscaler("everything", pool="big", namespaces=(), window=0.2),
     )
-    node = {"metadata": {"name": "n1", "labels": {nodepool_api.POOL_LABEL: "small"}}}
-    return watches.Triggers(autoscalers=autoscalers, nodes=FakeInformer(node))  # type: ignore[arg-type]
+    reads: Any = SimpleNamespace(autoscalers=autoscalers)  # all the batching reads
+    return Planner(
+        observer=reads, decider=reads, verdicts=Verdicts(), wake=lambda _: None, clock=clock
+    )
 
 
-def test_pods_map_to_autoscalers_of_their_namespace_and_of_their_node_pool(
-    triggers: watches.Triggers,
+def test_every_change_is_the_planners_one_key_after_the_smallest_window(
+    planner: Planner,
 ) -> None:
-    assert triggers.of_pod(pod("p")) == [Request("apps-only"), Request("everything")]
-    assert triggers.of_pod(pod("p", namespace="other")) == [Request("everything")]
-    on_small = pod("p", namespace="other", node="n1")
-    assert triggers.of_pod(on_small) == [Request("apps-only"), Request("everything")]
-    assert triggers.window(Request("everything")) == 0.2
-    assert triggers.window(Request("gone")) == autoscaler_api.DEFAULT_BATCH_WINDOW_SECONDS
-
-
-def test_a_pool_node_wakes_its_pools_autoscalers_and_a_node_of_no_pool_wakes_all(
-    triggers: watches.Triggers,
-) -> None:
-    pooled = {"metadata": {"name": "n1", "labels": {nodepool_api.POOL_LABEL: "small"}}}
-    system = {"metadata": {"name": "system-0", "labels": {"role": "system"}}}
-    assert triggers.of_node(pooled) == [Request("apps-only")]
-    assert triggers.of_node(system) == [Request("apps-only"), Request("everything")]
+    assert list(planner.triggered(pod("p"))) == [PLAN]
+    assert planner.window(PLAN) == 0.2
 
 
 def test_a_taint_removed_from_a_node_is_a_change_that_matters() -> None:
@@ -153,31 +145,28 @@ def test_only_changes_that_matter_pass() -> None:
     assert not heartbeat.update(node, beat)
 
 
-async def test_a_burst_of_events_makes_one_reconcile_at_the_end_of_the_first_window(
-    triggers: watches.Triggers, queue: workqueue.WorkQueue[Request], clock: FakeClock
+async def test_a_burst_of_events_is_one_plan_once_the_cluster_goes_quiet(
+    planner: Planner, queue: workqueue.WorkQueue[Request], clock: FakeClock
 ) -> None:
     controller = Controller(name="batching", reconciler=_never_called, queue=queue, clock=clock)
     pods = FakePodInformer()
     controller.watch(
         pods,  # type: ignore[arg-type]
-        mapper=triggers.of_pod,
+        mapper=planner.triggered,
         predicates=[watches.StateChanged(watches.pod_state)],
-        delay=triggers.window,
+        delay=planner.window,
     )
     for i in range(100):  # a burst within 0.1 s
         pods.handler.on_update(pod(f"p{i}"), pod(f"p{i}", **UNSCHEDULABLE))
         await clock.advance(0.001)
-    # "everything" has a 0.2 s window, "apps-only" 1 s: each gets one reconcile at the end
-    # of the window its first event opened.
+    pods.handler.on_update(pod("p0"), pod("p0", podIP="10.0.0.1"))  # churn: no event
     assert len(queue) == 0
-    await clock.advance(0.1)
+    await clock.advance(0.1)  # the window the first event opened is over
     assert len(queue) == 1
-    assert await queue.get() == Request("everything")
-    await clock.advance(0.7)
-    assert len(queue) == 0
-    await clock.advance(0.1)
-    assert len(queue) == 1
-    assert await queue.get() == Request("apps-only")
+    assert await queue.get() == PLAN
+    # The last event was 0.1 s ago: the batch stays open until 0.2 s pass without one.
+    waiting = await planner.reconcile(PLAN)
+    assert waiting.requeue_after == pytest.approx(0.099)
 
 
 def test_a_pod_that_arrives_bound_wakes_nobody_but_its_later_changes_do() -> None:

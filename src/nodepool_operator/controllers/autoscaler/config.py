@@ -15,11 +15,9 @@ __all__ = ["AutoscalerConfig"]
 class AutoscalerConfig:
     """Process-wide knobs of the Autoscaler controller."""
 
-    # Reconciles of different Autoscalers overlap their API round trips (status, request,
-    # events); planning is one at a time behind a lock in the Observer, and a key is never
-    # reconciled twice at once. Two Autoscalers naming one pool never both decide: only
-    # the oldest plans for it. With one worker, 300 Autoscalers writing their status in a
-    # burst kept the last ScaleRequests waiting minutes behind each other's round trips.
+    # Status reconciles of different Autoscalers run this many at a time, and the planner
+    # hands over this many pools' decisions at a time (their requests and events overlap
+    # their round trips); the plan itself is made once per batch, by one planner.
     max_concurrent_reconciles: int = 4
     # Pod events (TriggeredScaleUp, NotTriggerScaleUp) written in parallel per decision.
     event_parallelism: int = 8

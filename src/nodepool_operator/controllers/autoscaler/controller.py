@@ -1,32 +1,29 @@
-"""The Autoscaler controller: one Autoscaler per reconcile, level-based.
+"""The Autoscaler controller: one Autoscaler per reconcile, its status only.
 
-Each pass reads the shared caches (``observe``), reviews the pool's underused nodes
-(``consolidation``: their timers and taints live on the Nodes), warns pods that can
-never fit once (``notices``), decides (``plan``, pure), hands a decision over as one
-ScaleRequest (``handoff``) and reports through the status writer, which sends nothing
-when nothing changed. A pass runs when the Autoscaler's spec changes, after its batch
-window when a pod, node, pool or request it depends on changes (``watches``), and every
-``scanIntervalSeconds`` (sooner when a node's unneeded timer is about to run out).
+The planner (``planner``) decides for every pool once per batch and records each
+Autoscaler's verdict (``verdicts``); this reconcile reports an Autoscaler's verdict in its
+status through the status writer, which sends nothing when nothing changed. It runs when
+the Autoscaler's spec changes and when the planner finds its status has something new to
+say (``needs_write``).
+
+Status writes do not grow with pods: the decision, the conditions and the last request
+change only when a decision does; the pod counts (``pendingPods``, ``unschedulablePods``)
+are held while nodes asked for are coming (``report.with_counts_held``), and a write that
+carries nothing but moved counts waits until the Autoscaler's last write is a scan
+interval old and takes a token from one budget shared by all Autoscalers
+(``count_writes_per_second``).
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping
 from typing import Any
 
 from nodepool_operator import pacing
 from nodepool_operator.api import autoscaler as autoscaler_api
-from nodepool_operator.controllers.autoscaler import metrics, plan, report
-from nodepool_operator.controllers.autoscaler.consolidation import Consolidator, Review
-from nodepool_operator.controllers.autoscaler.handoff import ScaleRequester
-from nodepool_operator.controllers.autoscaler.notices import Notices
-from nodepool_operator.controllers.autoscaler.observe import (
-    ConflictingAutoscaler,
-    Observation,
-    Observer,
-)
+from nodepool_operator.controllers.autoscaler import report
+from nodepool_operator.controllers.autoscaler.verdicts import Verdict, Verdicts
 from nodepool_operator.controllers.resources import AUTOSCALERS
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import conditions, errors
@@ -41,44 +38,29 @@ __all__ = ["NAME", "AutoscalerReconciler"]
 log = logging.getLogger(__name__)
 
 NAME = "autoscaler"
-#: Status fields that only count pods: written at most once per scan interval.
-_COUNTS = frozenset({"pendingPods", "unschedulablePods"})
 
 
 class AutoscalerReconciler:
-    """Decides, one Autoscaler per pass, whether its pool needs more nodes or fewer."""
+    """Reports, one Autoscaler per pass, the planner's verdict for it in its status."""
 
     def __init__(
         self,
         *,
         client: Client,
         autoscalers: Informer,
-        observer: Observer,
-        requester: ScaleRequester,
-        notices: Notices,
+        verdicts: Verdicts,
         recorder: EventRecorder,
         clock: clock_module.Clock,
         wall_clock: clock_module.WallClock,
         count_writes_per_second: float = 5.0,
     ) -> None:
         self.autoscalers = autoscalers
-        self.observer = observer
-        self.requester = requester
-        self.notices = notices
+        self.verdicts = verdicts
         self.recorder = recorder
         self.clock = clock
         self.wall_clock = wall_clock
         self.status = StatusWriter(client, AUTOSCALERS, controller=NAME)
-        self.consolidator = Consolidator(
-            client=client,
-            nodes=observer.nodes,
-            pods=observer.pods,
-            profile=observer.cache.get,
-            recorder=recorder,
-            wall_clock=wall_clock,
-        )
         self._written_at: dict[str, float] = {}  # key -> when its status was last written
-        # key -> (limit reason, pods) last looked at for nodes beyond maxNodes
         # One budget for every Autoscaler's counts-only writes: their total stays bounded
         # however many Autoscalers watch the pods that move.
         self._count_writes = pacing.TokenBucket(
@@ -92,171 +74,73 @@ class AutoscalerReconciler:
         if autoscaler is None:
             self._forget(request.name)
             return Result()
-        spec = autoscaler_api.spec_of(autoscaler)
-        seen = await self.observer.observe(request.name, spec)
-        if seen is None or isinstance(seen, ConflictingAutoscaler):
-            await self._report(autoscaler, seen=seen, decision=None, made=None)
-            return Result(requeue_after=spec.scan_interval_seconds)
-        review = await self._review(autoscaler, spec=spec, seen=seen)
-        decision = self._decide(request.name, spec=spec, seen=seen, review=review)
-        # The decision and its request first; the events that explain them follow.
-        made = await self._hand_over(autoscaler, seen=seen, decision=decision)
-        if made is not None and decision.victims:
-            await self.consolidator.announce(review, request=made.name)
-        warned = await self.notices.unfit(seen.unfit)
-        warned += await self._warn_beyond_max(request.name, seen=seen, decision=decision)
-        level = logging.INFO if decision.action != "none" or warned else logging.DEBUG
-        line = report.decision_line(seen, decision, warned=warned, made=made, dry_run=spec.dry_run)
-        log.log(level, "%s", line)
-        await self._report(autoscaler, seen=seen, decision=decision, made=made)
-        next_scan = self._next_scan(spec, review)
-        if seen.stale and (seen.pending or decision.action != "none"):
-            # Decided from a plan older than the caches with something at stake: look again
-            # soon. With nothing pending and nothing asked, the events of its own pods and
-            # pool wake it and its scan bounds the rest; looking again every window would
-            # be a thousand reconciles a second while a thousand pools' Nodes come up.
-            next_scan = min(next_scan, float(spec.batch_window_seconds))
-        return Result(requeue_after=next_scan)
-
-    def _blocker(self, spec: autoscaler_api.AutoscalerSpec, seen: Observation) -> str | None:
-        return plan.scale_down_blocker(
-            seen.pool, enabled=spec.scale_down.enabled, pending_fitting=seen.pending_fitting
-        )
-
-    async def _review(
-        self, autoscaler: Object, *, spec: autoscaler_api.AutoscalerSpec, seen: Observation
-    ) -> Review:
-        """Consolidation's pass over the pool's nodes. A dry run writes nothing, Nodes
-        included: it decides scale-ups only."""
-        if spec.dry_run:
-            return Review()
-        return await self.consolidator.review(
-            autoscaler,
-            pool=seen.pool.name,
-            room=max(0, seen.pool.target - seen.pool.min_nodes),
-            policy=spec.scale_down,
-            blocked=self._blocker(spec, seen),
-            cluster=seen.cluster,
-            daemon_sets=seen.daemon_sets,
-        )
-
-    def _decide(
-        self, key: str, *, spec: autoscaler_api.AutoscalerSpec, seen: Observation, review: Review
-    ) -> plan.Decision:
-        started = time.perf_counter()
-        decision = plan.decide(
-            seen.pool,
-            seen.up,
-            unneeded=review.victims,
-            unneeded_seconds=spec.scale_down.unneeded_seconds,
-            blocked=self._blocker(spec, seen),
-        )
-        metrics.nodepool_autoscaler_planning_seconds.observe(time.perf_counter() - started)
-        metrics.nodepool_autoscaler_unschedulable_pods.labels(key).set(seen.unschedulable)
-        metrics.nodepool_autoscaler_unfit_pods.labels(key).set(len(seen.unfit))
-        return decision
-
-    async def _hand_over(
-        self, autoscaler: Object, *, seen: Observation, decision: plan.Decision
-    ) -> autoscaler_api.LastScaleRequest | None:
-        key = str(autoscaler["metadata"]["name"])
-        if decision.action == "none":
-            return None
-        if autoscaler_api.spec_of(autoscaler).dry_run:
-            await self.notices.would_request(
-                autoscaler, decision, pool=seen.pool.name, pods=seen.triggering
-            )
-            return None
-        direction = "up" if decision.action == "scale-up" else "down"
-        made = await self.requester.request(
-            key,
-            pool=seen.pool.name,
-            pool_uid=seen.pool_uid,
-            target=decision.target,
-            basis=seen.basis,
-            direction=direction,
-            reason=decision.reason,
-            remove_nodes=decision.victims,
-            new_node_zones=seen.up.new_node_zones if direction == "up" else None,
-        )
-        metrics.nodepool_autoscaler_scale_requests_total.labels(key, direction).inc()
-        await self.notices.requested(
-            autoscaler,
-            decision,
-            pool=seen.pool.name,
-            made=made,
-            pods=seen.triggering,
-            passed_over=seen.passed_over,
-        )
-        return made
-
-    async def _warn_beyond_max(
-        self, key: str, *, seen: Observation, decision: plan.Decision
-    ) -> int:
-        """NotTriggerScaleUp naming the limit for the pods only nodes beyond maxNodes could
-        host (the plan says which); returns how many were new. Pods on nodes that exist or
-        boot, or on the new nodes granted, are not told."""
-        if not decision.limited or not seen.beyond_max:
-            return 0
-        reason = plan.limit_reason(seen.pool, decision)
-        return await self.notices.unfit([(pod, reason) for pod in seen.beyond_max])
-
-    async def _report(
-        self,
-        autoscaler: Object,
-        *,
-        seen: Observation | ConflictingAutoscaler | None,
-        decision: plan.Decision | None,
-        made: autoscaler_api.LastScaleRequest | None,
-    ) -> None:
+        verdict = self._verdict(autoscaler)
+        if verdict is None:
+            return Result()  # the planner's next batch (its spec woke it too) wakes us
+        status = self._desired(autoscaler, verdict)
         current = self.status.current(autoscaler)
-        before = current.get("conditions")
-        status = report.autoscaler_status(
-            autoscaler={**autoscaler, "status": current},
-            seen=seen,
-            decision=decision,
-            last_request=made or autoscaler_api.AutoscalerStatus.from_dict(current).last_request,
-            now=conditions.rfc3339(self.wall_clock.time()),
-        )
-        key = str(autoscaler["metadata"]["name"])
-        if self._counts_only_changed(key, current, status, autoscaler_api.spec_of(autoscaler)):
-            return
+        spec = autoscaler_api.spec_of(autoscaler)
+        held = self._counts_held_for(request.name, current, status, spec)
+        if held is not None:
+            return Result(requeue_after=held)
         try:
             if await self.status.update(autoscaler, status) is None:
-                return
+                return Result()
         except errors.NotFound:
-            return  # deleted meanwhile: nobody left to tell
-        self._written_at[key] = self.clock.now()
-        for reason, message in report.alarms(before, status["conditions"]):
+            return Result()  # deleted meanwhile: nobody left to tell
+        self._written_at[request.name] = self.clock.now()
+        for reason, message in report.alarms(current.get("conditions"), status["conditions"]):
             log.info("event=%s message=%r", reason, message)
             await self.recorder.event(autoscaler, type="Warning", reason=reason, message=message)
+        return Result()
 
-    def _counts_only_changed(
+    def needs_write(self, autoscaler: Object) -> bool:
+        """The status the planner's verdict gives differs from the stored one."""
+        verdict = self._verdict(autoscaler)
+        if verdict is None:
+            return False
+        desired = self._desired(autoscaler, verdict)
+        current = self.status.current(autoscaler)
+        return any(desired.get(k) != current.get(k) for k in desired.keys() | current.keys())
+
+    def _verdict(self, autoscaler: Object) -> Verdict | None:
+        """The planner's verdict, if made from this generation of the Autoscaler."""
+        verdict = self.verdicts.get(str(autoscaler["metadata"]["name"]))
+        generation = int(autoscaler["metadata"].get("generation", 0))
+        return verdict if verdict is not None and verdict.generation == generation else None
+
+    def _desired(self, autoscaler: Object, verdict: Verdict) -> dict[str, Any]:
+        current = self.status.current(autoscaler)
+        stored = autoscaler_api.AutoscalerStatus.from_dict(current).last_request
+        return report.autoscaler_status(
+            autoscaler={**autoscaler, "status": current},
+            seen=verdict.part,
+            decision=verdict.decision,
+            last_request=verdict.last_request or stored,
+            now=conditions.rfc3339(self.wall_clock.time()),
+        )
+
+    def _counts_held_for(
         self,
         key: str,
         current: Mapping[str, Any],
         status: Mapping[str, Any],
         spec: autoscaler_api.AutoscalerSpec,
-    ) -> bool:
-        """Only the pod counts moved, and either the status was written less than a scan
-        interval ago or the budget of counts-only writes shared by all Autoscalers is spent:
-        the write waits for a later pass. In a burst the counts move with every pod (for
-        every Autoscaler watching the namespace); a decision, a condition or a new
-        generation is always written at once."""
-        moved = {k for k in status.keys() | current.keys() if status.get(k) != current.get(k)}
-        if not moved or not moved <= _COUNTS:
-            return False
-        written = self._written_at.get(key)
-        if written is not None and self.clock.now() - written < spec.scan_interval_seconds:
-            return True
-        return not self._count_writes.allow()
+    ) -> float | None:
+        """Seconds to hold a write that moves only the pod counts; None to write now.
 
-    @staticmethod
-    def _next_scan(spec: autoscaler_api.AutoscalerSpec, review: Review) -> float:
-        delay = float(spec.scan_interval_seconds)
-        if review.next_check is not None:
-            delay = min(delay, max(review.next_check, 0.0))
-        return delay
+        Held while the status was written less than a scan interval ago or while the
+        budget of counts-only writes shared by all Autoscalers is spent. In a burst the
+        counts move with every pod (for every Autoscaler watching the namespace); a
+        decision, a condition or a new generation is always written at once."""
+        moved = {k for k in status.keys() | current.keys() if status.get(k) != current.get(k)}
+        if not moved or not moved <= set(report.COUNTS):
+            return None
+        written = self._written_at.get(key)
+        since = None if written is None else self.clock.now() - written
+        if since is not None and since < spec.scan_interval_seconds:
+            return spec.scan_interval_seconds - since
+        return None if self._count_writes.allow() else float(spec.scan_interval_seconds)
 
     def _forget(self, key: str) -> None:
         self._written_at.pop(key, None)

@@ -15,7 +15,11 @@ from typing import Any
 
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.controllers.autoscaler import plan
-from nodepool_operator.controllers.autoscaler.observe import ConflictingAutoscaler, Observation
+from nodepool_operator.controllers.autoscaler.observer import (
+    ConflictingAutoscaler,
+    Observation,
+    Part,
+)
 from nodepool_operator.runtime import conditions
 from nodepool_operator.runtime.client import Object
 
@@ -39,7 +43,7 @@ DRY_RUN = "DryRun"
 def autoscaler_status(
     *,
     autoscaler: Object,
-    seen: Observation | ConflictingAutoscaler | None,
+    seen: Part,
     decision: plan.Decision | None,
     last_request: autoscaler_api.LastScaleRequest | None,
     now: str,
@@ -47,39 +51,15 @@ def autoscaler_status(
     """The full status the Autoscaler should have; equal inputs give an equal status."""
     generation = int(autoscaler["metadata"].get("generation", 0))
     spec = autoscaler_api.spec_of(autoscaler)
-    pool = spec.node_pool_name
     found = conditions.ConditionList(
         (autoscaler.get("status") or {}).get("conditions"),
         observed_generation=generation,
         now=now,
     )
-    if seen is None:
-        found.set(
-            READY, False, reason="NodePoolNotFound", message=f"NodePool {pool} does not exist"
-        )
-    elif isinstance(seen, ConflictingAutoscaler):
-        message = (
-            f"NodePool {pool} is already scaled by Autoscaler {seen.owner} (the oldest that "
-            "names it); this one makes no decisions while both exist"
-        )
-        found.set(READY, False, reason="ConflictingAutoscaler", message=message)
-    else:
-        where = ", ".join(spec.namespaces) if spec.namespaces else "all namespaces"
-        message = f"scaling NodePool {pool} for pods in {where}"
-        found.set(READY, True, reason="Watching", message=message)
+    _set_ready(found, spec, seen)
     if isinstance(seen, Observation) and decision is not None:
-        top = seen.pool.max_nodes
-        if decision.limited:
-            message = f"NodePool {pool} is at maxNodes={top}; the pods need {decision.wanted}"
-            found.set(LIMIT_REACHED, True, reason="MaxNodesReached", message=message)
-        else:
-            found.set(LIMIT_REACHED, False, reason="WithinLimits", message=f"maxNodes={top}")
-    # Shown while dry run is on, and kept (False) once it was: so turning it off shows too.
-    if spec.dry_run:
-        message = "decisions are reported in status.wouldRequest; no ScaleRequest is created"
-        found.set(DRY_RUN, True, reason="DryRun", message=message)
-    elif conditions.find_condition(found.items, DRY_RUN) is not None:
-        found.set(DRY_RUN, False, reason="Acting", message="decisions become ScaleRequests")
+        _set_limit(found, spec.node_pool_name, seen, decision)
+    _set_dry_run(found, spec)
     would = would_request(decision) if spec.dry_run else None
     status = {
         "observedGeneration": generation,
@@ -94,6 +74,46 @@ def autoscaler_status(
     return with_counts_held(
         autoscaler.get("status") or {}, status, nodes_in_flight=seen.pool.in_flight > 0
     )
+
+
+def _set_ready(
+    found: conditions.ConditionList, spec: autoscaler_api.AutoscalerSpec, seen: Part
+) -> None:
+    pool = spec.node_pool_name
+    if seen is None:
+        found.set(
+            READY, False, reason="NodePoolNotFound", message=f"NodePool {pool} does not exist"
+        )
+    elif isinstance(seen, ConflictingAutoscaler):
+        message = (
+            f"NodePool {pool} is already scaled by Autoscaler {seen.owner} (the oldest that "
+            "names it); this one makes no decisions while both exist"
+        )
+        found.set(READY, False, reason="ConflictingAutoscaler", message=message)
+    else:
+        where = ", ".join(spec.namespaces) if spec.namespaces else "all namespaces"
+        message = f"scaling NodePool {pool} for pods in {where}"
+        found.set(READY, True, reason="Watching", message=message)
+
+
+def _set_limit(
+    found: conditions.ConditionList, pool: str, seen: Observation, decision: plan.Decision
+) -> None:
+    top = seen.pool.max_nodes
+    if decision.limited:
+        message = f"NodePool {pool} is at maxNodes={top}; the pods need {decision.wanted}"
+        found.set(LIMIT_REACHED, True, reason="MaxNodesReached", message=message)
+    else:
+        found.set(LIMIT_REACHED, False, reason="WithinLimits", message=f"maxNodes={top}")
+
+
+def _set_dry_run(found: conditions.ConditionList, spec: autoscaler_api.AutoscalerSpec) -> None:
+    """Shown while dry run is on, and kept (False) once it was: so turning it off shows too."""
+    if spec.dry_run:
+        message = "decisions are reported in status.wouldRequest; no ScaleRequest is created"
+        found.set(DRY_RUN, True, reason="DryRun", message=message)
+    elif conditions.find_condition(found.items, DRY_RUN) is not None:
+        found.set(DRY_RUN, False, reason="Acting", message="decisions become ScaleRequests")
 
 
 #: Status fields that move with every pod of a burst.

@@ -1,4 +1,8 @@
-"""Wiring of the Autoscaler controller: its informers (shared through the manager) and watches.
+"""Wiring of the Autoscaler's two controllers: the planner and the per-Autoscaler status.
+
+The planner (``planner``, one key) plans and hands over for every pool; the Autoscaler
+controller reports each Autoscaler's verdict, woken by its spec and by the planner. Both
+run on the leader only, as every controller the manager starts.
 
 The Pod and Node informers are requested exactly as the NodePool controller requests
 them, so the process keeps one WATCH of each; the Autoscaler adds its own indexes.
@@ -9,12 +13,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nodepool_operator.controllers import cached
+from nodepool_operator.controllers.autoscaler import planner as planner_module
 from nodepool_operator.controllers.autoscaler import volumes, watches
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
+from nodepool_operator.controllers.autoscaler.consolidation import Consolidator
 from nodepool_operator.controllers.autoscaler.controller import NAME, AutoscalerReconciler
+from nodepool_operator.controllers.autoscaler.decisions import PoolDecider
 from nodepool_operator.controllers.autoscaler.handoff import RequestLedger, ScaleRequester
 from nodepool_operator.controllers.autoscaler.notices import Notices
-from nodepool_operator.controllers.autoscaler.observe import Observer, ProfileCache
+from nodepool_operator.controllers.autoscaler.observer import Observer
+from nodepool_operator.controllers.autoscaler.profiles import ProfileCache
+from nodepool_operator.controllers.autoscaler.verdicts import Verdicts
 from nodepool_operator.controllers.resources import (
     AUTOSCALERS,
     NODEPOOLS,
@@ -25,7 +34,8 @@ from nodepool_operator.controllers.resources import (
 )
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import kinds
-from nodepool_operator.runtime.controller import Controller, GenerationChanged
+from nodepool_operator.runtime.client import Client, Object
+from nodepool_operator.runtime.controller import Controller, GenerationChanged, Request
 from nodepool_operator.runtime.events import EventRecorder
 from nodepool_operator.runtime.informer import Informer, InformerSource
 from nodepool_operator.runtime.manager import Manager
@@ -90,24 +100,18 @@ def planner_reads(
 
 
 def setup(manager: Manager, *, config: AutoscalerConfig) -> Controller:
-    """Create the controller, its informers (shared through the manager) and its watches."""
+    """Create the planner and the Autoscaler controller, their informers (shared through
+    the manager) and their watches; returns the Autoscaler controller."""
     client = manager.client.for_manager(f"{NAME}-controller")
     wall_clock = clock_module.RealWallClock()
     reads = planner_reads(manager.cache, config=config, wall_clock=wall_clock)
-    autoscalers, pools, nodes, pods = reads.autoscalers, reads.pools, reads.nodes, reads.pods
-    requests, daemon_sets, ledger = reads.requests, reads.daemon_sets, reads.ledger
     recorder = EventRecorder(client, component=f"{NAME}-controller", clock=manager.clock)
     manager.on_drained.append(recorder.flush)
-    reconciler = AutoscalerReconciler(
+    verdicts = Verdicts()
+    reporter = AutoscalerReconciler(
         client=client,
-        autoscalers=autoscalers,
-        observer=reads.observer,
-        requester=ScaleRequester(client=client, ledger=ledger, wall_clock=wall_clock),
-        notices=Notices(
-            recorder,
-            parallelism=config.event_parallelism,
-            triggered_per_request=config.triggered_events_per_request,
-        ),
+        autoscalers=reads.autoscalers,
+        verdicts=verdicts,
         recorder=recorder,
         clock=manager.clock,
         wall_clock=wall_clock,
@@ -115,21 +119,73 @@ def setup(manager: Manager, *, config: AutoscalerConfig) -> Controller:
     )
     controller = Controller(
         name=NAME,
-        reconciler=reconciler,
+        reconciler=reporter,
         max_concurrent_reconciles=config.max_concurrent_reconciles,
         clock=manager.clock,
     )
     # Our own status writes do not move the generation: they wake nobody.
-    controller.watch(autoscalers, predicates=[GenerationChanged()])
-    watches.watch_dependencies(
-        controller,
-        triggers=watches.Triggers(autoscalers=autoscalers, nodes=nodes),
-        pods=pods,
-        nodes=nodes,
-        pools=pools,
-        requests=requests,
-        daemon_sets=daemon_sets,
-        volumes=reads.volumes,
+    controller.watch(reads.autoscalers, predicates=[GenerationChanged()])
+
+    def wake(autoscaler: Object) -> None:
+        if reporter.needs_write(autoscaler):
+            controller.queue.add(Request(name=str(autoscaler["metadata"]["name"])))
+
+    planner = planner_module.Planner(
+        observer=reads.observer,
+        decider=_decider(client, reads, recorder=recorder, config=config, wall_clock=wall_clock),
+        verdicts=verdicts,
+        wake=wake,
+        clock=manager.clock,
+        parallelism=config.max_concurrent_reconciles,
     )
     manager.add(controller)
+    manager.add(_planning(planner, reads, clock=manager.clock))
     return controller
+
+
+def _planning(
+    planner: planner_module.Planner, reads: Reads, *, clock: clock_module.Clock
+) -> Controller:
+    """The planner as a controller of one key, watching what its plan reads."""
+    planning = Controller(
+        name=planner_module.NAME, reconciler=planner, max_concurrent_reconciles=1, clock=clock
+    )
+    watches.watch_dependencies(
+        planning,
+        mapper=planner.triggered,
+        window=planner.window,
+        autoscalers=reads.autoscalers,
+        pods=reads.pods,
+        nodes=reads.nodes,
+        pools=reads.pools,
+        requests=reads.requests,
+        daemon_sets=reads.daemon_sets,
+        volumes=reads.volumes,
+    )
+    return planning
+
+
+def _decider(
+    client: Client,
+    reads: Reads,
+    *,
+    recorder: EventRecorder,
+    config: AutoscalerConfig,
+    wall_clock: clock_module.WallClock,
+) -> PoolDecider:
+    return PoolDecider(
+        consolidator=Consolidator(
+            client=client,
+            nodes=reads.nodes,
+            pods=reads.pods,
+            profile=reads.observer.cache.get,
+            recorder=recorder,
+            wall_clock=wall_clock,
+        ),
+        requester=ScaleRequester(client=client, ledger=reads.ledger, wall_clock=wall_clock),
+        notices=Notices(
+            recorder,
+            parallelism=config.event_parallelism,
+            triggered_per_request=config.triggered_events_per_request,
+        ),
+    )

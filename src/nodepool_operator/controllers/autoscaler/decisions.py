@@ -1,0 +1,144 @@
+"""One pool's decision from the planner's plan, and its hand-over.
+
+For the Autoscaler that plans for a pool: review the pool's underused nodes
+(``consolidation``: their timers and taints live on the Nodes), decide (``plan``, pure),
+hand a decision over as one ScaleRequest (``handoff``), tell the pods and the Autoscaler
+(``notices``) and log one line. The planner runs this for every pool of a batch; the
+Autoscaler's own reconcile only reports the result in its status.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from nodepool_operator.api import autoscaler as autoscaler_api
+from nodepool_operator.controllers.autoscaler import metrics, plan, report
+from nodepool_operator.controllers.autoscaler.consolidation import Consolidator, Review
+from nodepool_operator.controllers.autoscaler.handoff import ScaleRequester
+from nodepool_operator.controllers.autoscaler.notices import Notices
+from nodepool_operator.controllers.autoscaler.observer import Observation
+from nodepool_operator.runtime.client import Object
+
+__all__ = ["Decided", "PoolDecider"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Decided:
+    """What one pool's pass decided and made."""
+
+    decision: plan.Decision
+    made: autoscaler_api.LastScaleRequest | None
+    next_check: float | None  # seconds until a node's unneeded timer runs out
+
+
+class PoolDecider:
+    """Decides for one pool at a time and hands the decision over."""
+
+    def __init__(
+        self, *, consolidator: Consolidator, requester: ScaleRequester, notices: Notices
+    ) -> None:
+        self.consolidator = consolidator
+        self.requester = requester
+        self.notices = notices
+
+    async def decide(self, autoscaler: Object, seen: Observation) -> Decided:
+        key = str(autoscaler["metadata"]["name"])
+        spec = autoscaler_api.spec_of(autoscaler)
+        review = await self._review(autoscaler, spec=spec, seen=seen)
+        decision = self._decide(key, spec=spec, seen=seen, review=review)
+        # The decision and its request first; the events that explain them follow.
+        made = await self._hand_over(autoscaler, seen=seen, decision=decision)
+        if made is not None and decision.victims:
+            await self.consolidator.announce(review, request=made.name)
+        warned = await self.notices.unfit(seen.unfit)
+        warned += await self._warn_beyond_max(seen=seen, decision=decision)
+        level = logging.INFO if decision.action != "none" or warned else logging.DEBUG
+        line = report.decision_line(seen, decision, warned=warned, made=made, dry_run=spec.dry_run)
+        log.log(level, "autoscaler=%s %s", key, line)
+        return Decided(decision, made, review.next_check)
+
+    @staticmethod
+    def _blocker(spec: autoscaler_api.AutoscalerSpec, seen: Observation) -> str | None:
+        return plan.scale_down_blocker(
+            seen.pool, enabled=spec.scale_down.enabled, pending_fitting=seen.pending_fitting
+        )
+
+    async def _review(
+        self, autoscaler: Object, *, spec: autoscaler_api.AutoscalerSpec, seen: Observation
+    ) -> Review:
+        """Consolidation's pass over the pool's nodes. A dry run writes nothing, Nodes
+        included: it decides scale-ups only."""
+        if spec.dry_run:
+            return Review()
+        return await self.consolidator.review(
+            autoscaler,
+            pool=seen.pool.name,
+            room=max(0, seen.pool.target - seen.pool.min_nodes),
+            policy=spec.scale_down,
+            blocked=self._blocker(spec, seen),
+            cluster=seen.cluster,
+            daemon_sets=seen.daemon_sets,
+        )
+
+    def _decide(
+        self, key: str, *, spec: autoscaler_api.AutoscalerSpec, seen: Observation, review: Review
+    ) -> plan.Decision:
+        started = time.perf_counter()
+        decision = plan.decide(
+            seen.pool,
+            seen.up,
+            unneeded=review.victims,
+            unneeded_seconds=spec.scale_down.unneeded_seconds,
+            blocked=self._blocker(spec, seen),
+        )
+        metrics.nodepool_autoscaler_planning_seconds.observe(time.perf_counter() - started)
+        metrics.nodepool_autoscaler_unschedulable_pods.labels(key).set(seen.unschedulable)
+        metrics.nodepool_autoscaler_unfit_pods.labels(key).set(len(seen.unfit))
+        return decision
+
+    async def _hand_over(
+        self, autoscaler: Object, *, seen: Observation, decision: plan.Decision
+    ) -> autoscaler_api.LastScaleRequest | None:
+        key = str(autoscaler["metadata"]["name"])
+        if decision.action == "none":
+            return None
+        if autoscaler_api.spec_of(autoscaler).dry_run:
+            await self.notices.would_request(
+                autoscaler, decision, pool=seen.pool.name, pods=seen.triggering
+            )
+            return None
+        direction = "up" if decision.action == "scale-up" else "down"
+        made = await self.requester.request(
+            key,
+            pool=seen.pool.name,
+            pool_uid=seen.pool_uid,
+            target=decision.target,
+            basis=seen.basis,
+            direction=direction,
+            reason=decision.reason,
+            remove_nodes=decision.victims,
+            new_node_zones=seen.up.new_node_zones if direction == "up" else None,
+        )
+        metrics.nodepool_autoscaler_scale_requests_total.labels(key, direction).inc()
+        await self.notices.requested(
+            autoscaler,
+            decision,
+            pool=seen.pool.name,
+            made=made,
+            pods=seen.triggering,
+            passed_over=seen.passed_over,
+        )
+        return made
+
+    async def _warn_beyond_max(self, *, seen: Observation, decision: plan.Decision) -> int:
+        """NotTriggerScaleUp naming the limit for the pods only nodes beyond maxNodes could
+        host (the plan says which); returns how many were new. Pods on nodes that exist or
+        boot, or on the new nodes granted, are not told."""
+        if not decision.limited or not seen.beyond_max:
+            return 0
+        reason = plan.limit_reason(seen.pool, decision)
+        return await self.notices.unfit([(pod, reason) for pod in seen.beyond_max])

@@ -1,0 +1,261 @@
+"""Everything one plan reads, copied out of the shared caches on the event loop.
+
+No API call and no LIST: indexes on the shared informers keep the reads proportional to
+what is looked at, and pod profiles are parsed once per (uid, resourceVersion). The copy
+is immutable, so the simulation can run on it in a worker thread.
+
+A pool is planned for by one Autoscaler: the oldest that names it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from nodepool_operator.api import autoscaler as autoscaler_api
+from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.controllers.autoscaler import constraints, fit, observe, simulation, volumes
+from nodepool_operator.controllers.autoscaler.constraints import PodProfile
+from nodepool_operator.controllers.autoscaler.pool_reads import PoolReads, PoolView
+from nodepool_operator.controllers.autoscaler.profiles import (
+    ALL_NAMESPACES,
+    PENDING_INDEX,
+    ProfileCache,
+    daemon_set_of,
+)
+from nodepool_operator.runtime import clock as clock_module
+from nodepool_operator.runtime import nodes as k8s_nodes
+from nodepool_operator.runtime.client import Object
+from nodepool_operator.runtime.informer import Informer
+
+__all__ = ["Gathered", "Gatherer", "Owners"]
+
+#: pool -> (the Autoscaler that plans for it, its spec)
+Owners = Mapping[str, tuple[str, autoscaler_api.AutoscalerSpec]]
+
+
+@dataclass(frozen=True)
+class Gathered:
+    """Everything one plan reads."""
+
+    pools: Mapping[str, PoolView]
+    owners: Mapping[str, str]  # pool -> the Autoscaler that plans for it
+    pending: tuple[Object, ...]  # the unschedulable pods planned for, oldest first
+    profiles: tuple[PodProfile, ...]  # theirs, in the same order
+    unreadable: tuple[tuple[Object, str], ...]  # unschedulable pods whose requests are broken
+    waiting: tuple[Object, ...]  # pending pods the scheduler has not judged yet
+    nodes: tuple[simulation.ExistingNode, ...]
+    templates: tuple[simulation.PoolTemplate, ...]
+    daemon_sets: tuple[simulation.DaemonSetView, ...]
+    nominated: tuple[tuple[PodProfile, str], ...]
+
+    def simulate(self) -> simulation.Outcome:
+        return simulation.simulate(
+            self.profiles,
+            nodes=self.nodes,
+            pools=self.templates,
+            daemon_sets=self.daemon_sets,
+            nominated=self.nominated,
+        )
+
+
+@dataclass(frozen=True)
+class _Pending:
+    planned: list[tuple[Object, PodProfile | str]]
+    nominated: list[tuple[PodProfile, str]]
+    waiting: list[Object]
+
+
+def _oldest_first(found: Iterable[Object]) -> list[Object]:
+    # Equal pods keep this order, so the pods that have waited longest (and that earlier
+    # requests were made for) take the room already requested, and the new nodes, with
+    # their TriggeredScaleUp events, go to the pods that are new.
+    def key(pod: Object) -> tuple[str, str, str]:
+        meta = pod["metadata"]
+        return (str(meta.get("creationTimestamp", "")), meta.get("namespace", ""), meta["name"])
+
+    return sorted(found, key=key)
+
+
+class Gatherer:
+    """Reads Autoscalers, pools, nodes, pods and DaemonSets into one ``Gathered``."""
+
+    def __init__(
+        self,
+        *,
+        autoscalers: Informer,
+        pools: Informer,
+        daemon_sets: Informer,
+        reads: PoolReads,
+        cache: ProfileCache,
+        expendable_priority: int,
+        wall_clock: clock_module.WallClock,
+        volume_reads: volumes.VolumeReads | None,
+    ) -> None:
+        self.autoscalers = autoscalers
+        self.pools = pools
+        self.daemon_sets = daemon_sets
+        self.reads = reads
+        self.cache = cache
+        self.expendable_priority = expendable_priority
+        self.wall_clock = wall_clock
+        self.volume_reads = volume_reads
+
+    def owners(self) -> dict[str, tuple[str, autoscaler_api.AutoscalerSpec]]:
+        found: dict[str, tuple[tuple[str, str], str, autoscaler_api.AutoscalerSpec]] = {}
+        for autoscaler in self.autoscalers.items():
+            meta = autoscaler["metadata"]
+            if meta.get("deletionTimestamp"):
+                continue
+            spec = autoscaler_api.spec_of(autoscaler)
+            age = (str(meta.get("creationTimestamp", "")), str(meta["name"]))
+            held = found.get(spec.node_pool_name)
+            if held is None or age < held[0]:
+                found[spec.node_pool_name] = (age, str(meta["name"]), spec)
+        return {pool: (name, spec) for pool, (_, name, spec) in found.items()}
+
+    def gather(self) -> Gathered:
+        # Nodes turn unhealthy by time passing alone, not by an event: found at each plan.
+        self.reads.unhealthy = self.find_unhealthy()
+        owners = self.owners()
+        pools: dict[str, PoolView] = {}
+        templates: list[simulation.PoolTemplate] = []
+        existing: list[simulation.ExistingNode] = []
+        held = observe.names_by_prefix(self.reads.nodes.items())
+        for pool_name, (_, spec) in sorted(owners.items()):
+            pool = self.pools.get(pool_name)
+            if pool is None or pool["metadata"].get("deletionTimestamp"):
+                continue
+            view, template, nodes = self.reads.pool(
+                pool, namespaces=spec.namespaces, held=held.get(pool_name, ())
+            )
+            pools[pool_name] = view
+            templates.append(template)
+            existing.extend(nodes)
+        existing.extend(self._other_nodes(planned=pools))
+        pending = self._pending(owners)
+        return Gathered(
+            pools=pools,
+            owners={pool: owner for pool, (owner, _) in owners.items()},
+            pending=tuple(pod for pod, p in pending.planned if isinstance(p, PodProfile)),
+            profiles=tuple(p for _, p in pending.planned if isinstance(p, PodProfile)),
+            unreadable=tuple((pod, p) for pod, p in pending.planned if isinstance(p, str)),
+            waiting=tuple(pending.waiting),
+            nodes=tuple(existing),
+            templates=tuple(templates),
+            daemon_sets=tuple(self._daemon_set_views()),
+            nominated=tuple(pending.nominated),
+        )
+
+    def _other_nodes(self, *, planned: Mapping[str, PoolView]) -> list[simulation.ExistingNode]:
+        """The nodes of pools no Autoscaler grows (they still take pods) and of no pool
+        (system nodes, hand-made ones, another tool's: they host pods and count for
+        affinity and spread, and are never grown nor taken away)."""
+        found: list[simulation.ExistingNode] = []
+        known: set[str] = set()
+        for pool in self.pools.items():
+            name = str(pool["metadata"]["name"])
+            known.add(name)
+            if name not in planned:
+                template = nodepool_api.spec_of(pool).template
+                found.extend(self.reads.pool_nodes(name, template, keep=None)[0])
+        for node in self.reads.nodes.items():
+            if nodepool_api.pool_of(node) in known or node["metadata"].get("deletionTimestamp"):
+                continue
+            bound = self.reads.bound(str(node["metadata"]["name"]))
+            found.append(
+                observe.existing(
+                    node,
+                    pool=None,
+                    allocatable=observe.allocatable_of(node, {}),
+                    bound=(bound.running, bound.terminating, bound.daemons),
+                    startup=frozenset(),
+                )
+            )
+        return found
+
+    def _pending(self, owners: Owners) -> _Pending:
+        namespaces: set[str] = set()
+        everything = False
+        for _, spec in owners.values():
+            everything = everything or not spec.namespaces
+            namespaces.update(spec.namespaces)
+        pods = self.reads.pods
+        if everything:
+            found = pods.by_index(PENDING_INDEX, ALL_NAMESPACES)
+        else:
+            found = [p for n in sorted(namespaces) for p in pods.by_index(PENDING_INDEX, n)]
+        sorted_out = _Pending([], [], [])
+        for pod in _oldest_first(found):
+            if daemon_set_of(pod) is not None:
+                continue  # bound to one node by its DaemonSet: a new node never helps it
+            node = fit.nominated_node(pod)
+            if node is not None:
+                profile = self.cache.get(pod)
+                if isinstance(profile, PodProfile):
+                    sorted_out.nominated.append((profile, node))
+                continue
+            if not fit.is_unschedulable(pod):
+                # Not judged yet by kube-scheduler: it may still need the pool's room. A gated
+                # pod or one for another scheduler is not ours to wait for.
+                if fit.is_ours_to_schedule(pod):
+                    sorted_out.waiting.append(pod)
+                continue
+            profile = self.cache.get(pod)
+            if isinstance(profile, PodProfile) and profile.priority < self.expendable_priority:
+                continue  # expendable: may run on room that is there, never worth a node
+            sorted_out.planned.append((pod, self._with_volumes(pod, profile)))
+        return sorted_out
+
+    def _with_volumes(self, pod: Object, profile: PodProfile | str) -> PodProfile | str:
+        """The profile with what the pod's claims ask of a node (read at each plan: claims
+        bind and volumes appear without the pod changing)."""
+        if self.volume_reads is None or not isinstance(profile, PodProfile):
+            return profile
+        rules = self.volume_reads.rules(pod)
+        return profile if rules is None else constraints.with_volumes(profile, rules)
+
+    def _daemon_set_views(self) -> list[simulation.DaemonSetView]:
+        views = []
+        for daemon in self.daemon_sets.items():
+            template = ((daemon.get("spec") or {}).get("template")) or {}
+            meta = daemon["metadata"]
+            as_pod = {
+                "metadata": {
+                    **(template.get("metadata") or {}),
+                    "namespace": meta.get("namespace", ""),
+                    "uid": f"daemonset/{meta.get('uid', '')}",
+                    "resourceVersion": str(meta.get("resourceVersion", "")),
+                },
+                "spec": template.get("spec") or {},
+            }
+            profile = self.cache.get(
+                as_pod,
+                lambda p: constraints.profile_of(
+                    p, extra_tolerations=constraints.DAEMON_TOLERATIONS
+                ),
+            )
+            if isinstance(profile, PodProfile):
+                views.append(simulation.DaemonSetView(str(meta.get("uid", "")), profile))
+        return views
+
+    def find_unhealthy(self) -> frozenset[str]:
+        """Pool nodes NotReady past their pool's timeouts: the NodePool controller replaces
+        them, and until then they are no capacity, present or in flight."""
+        now = self.wall_clock.time()
+        found = set()
+        for node in self.reads.nodes.items():
+            if k8s_nodes.is_ready(node):
+                continue
+            pool = self.pools.get(nodepool_api.pool_of(node) or "")
+            if pool is None:
+                continue
+            spec = nodepool_api.spec_of(pool)
+            if k8s_nodes.is_unhealthy(
+                node,
+                now=now,
+                not_ready_seconds=spec.not_ready_timeout_seconds,
+                registration_seconds=spec.registration_timeout_seconds,
+            ):
+                found.add(str(node["metadata"]["name"]))
+        return frozenset(found)

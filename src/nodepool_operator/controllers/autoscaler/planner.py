@@ -1,0 +1,164 @@
+"""The planner: one loop that plans every pending pod once per batch, for every pool.
+
+It runs as a controller of one key (``PLAN``), so it runs on the leader only, once at a
+time, and its batches come from the workqueue: the first event of a burst opens a batch,
+which closes after ``idle`` seconds without a new event or ``longest`` seconds after it
+opened (Karpenter's batcher: 1 s and 10 s; ``idle`` is the smallest
+``spec.batchWindowSeconds`` of the Autoscalers). Events: pending pods, Nodes, NodePools,
+Autoscalers, ScaleRequests, DaemonSets, volumes (``watches``); and a scan every smallest
+``scanIntervalSeconds`` (sooner when a node's unneeded timer runs out).
+
+Each batch makes one plan (``observer``) and, for each pool's Autoscaler, one decision
+and its ScaleRequest (``decisions``); it records every Autoscaler's verdict
+(``verdicts``) and wakes the Autoscalers whose status that changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable
+from typing import Final
+
+from nodepool_operator.api import autoscaler as autoscaler_api
+from nodepool_operator.controllers.autoscaler.decisions import PoolDecider
+from nodepool_operator.controllers.autoscaler.observer import Observation, Observer, Plan
+from nodepool_operator.controllers.autoscaler.verdicts import Verdict, Verdicts
+from nodepool_operator.runtime import clock as clock_module
+from nodepool_operator.runtime import errors
+from nodepool_operator.runtime.client import Object
+from nodepool_operator.runtime.controller import Request, Result
+
+__all__ = ["LONGEST_BATCH_SECONDS", "NAME", "PLAN", "Batch", "Planner"]
+
+log = logging.getLogger(__name__)
+
+NAME: Final = "autoscaler-planner"
+#: The planner's one key.
+PLAN: Final = Request(name="cluster")
+#: A batch closes this long after its first event however busy the cluster stays.
+LONGEST_BATCH_SECONDS: Final = 10.0
+
+
+class Batch:
+    """When the events of one batch began and when the last arrived (memory only: a
+    restart begins with a plan of everything, which needs no window)."""
+
+    def __init__(self, clock: clock_module.Clock) -> None:
+        self.clock = clock
+        self.opened: float | None = None
+        self.last: float | None = None
+
+    def event(self) -> None:
+        now = self.clock.now()
+        if self.opened is None:
+            self.opened = now
+        self.last = now
+
+    def wait(self, *, idle: float, longest: float) -> float:
+        """Seconds until the batch closes; 0 when it has (or none is open)."""
+        if self.opened is None or self.last is None:
+            return 0.0
+        now = self.clock.now()
+        quiet, age = now - self.last, now - self.opened
+        if quiet >= idle or age >= longest:
+            return 0.0
+        return min(idle - quiet, longest - age)
+
+    def close(self) -> None:
+        self.opened = self.last = None
+
+
+class Planner:
+    """Plans all pending pods, decides for every pool, records each Autoscaler's verdict."""
+
+    def __init__(
+        self,
+        *,
+        observer: Observer,
+        decider: PoolDecider,
+        verdicts: Verdicts,
+        wake: Callable[[Object], None],
+        clock: clock_module.Clock,
+        parallelism: int = 4,
+    ) -> None:
+        """``wake(autoscaler)``: called after each batch for every Autoscaler (its
+        reconcile is queued when its status has something new to say)."""
+        self.observer = observer
+        self.autoscalers = observer.autoscalers
+        self.decider = decider
+        self.verdicts = verdicts
+        self.wake = wake
+        self.clock = clock
+        self.batch = Batch(clock)
+        self.parallelism = max(1, parallelism)
+        self._windows: tuple[str, float, float] = ("", 0.0, 0.0)
+
+    def triggered(self, _: Object) -> Iterable[Request]:
+        """The watches' mapper: every change they pass is part of the open batch."""
+        self.batch.event()
+        return (PLAN,)
+
+    def window(self, _: Request) -> float:
+        """The idle window: the smallest ``spec.batchWindowSeconds``."""
+        return self._intervals()[0]
+
+    def _intervals(self) -> tuple[float, float]:
+        """(smallest batch window, smallest scan interval), cached per Autoscaler cache
+        version: the window is asked for on every event."""
+        version = self.autoscalers.resource_version
+        if self._windows[0] != version or not version:
+            specs = [autoscaler_api.spec_of(a) for a in self.autoscalers.items()]
+            idle = min(
+                (s.batch_window_seconds for s in specs),
+                default=autoscaler_api.DEFAULT_BATCH_WINDOW_SECONDS,
+            )
+            scan = min((float(s.scan_interval_seconds) for s in specs), default=0.0)
+            self._windows = (version, idle, scan)
+        return self._windows[1], self._windows[2]
+
+    async def reconcile(self, request: Request) -> Result:
+        idle, scan = self._intervals()
+        wait = self.batch.wait(idle=idle, longest=max(LONGEST_BATCH_SECONDS, idle))
+        if wait > 0:
+            return Result(requeue_after=wait)
+        self.batch.close()  # events from here on open the next batch
+        autoscalers = sorted(
+            (a for a in self.autoscalers.items() if not a["metadata"].get("deletionTimestamp")),
+            key=lambda a: str(a["metadata"]["name"]),
+        )
+        self.verdicts.keep_only({str(a["metadata"]["name"]) for a in autoscalers})
+        if not autoscalers:
+            return Result()
+        made = await self.observer.plan()
+        limit = asyncio.Semaphore(self.parallelism)
+
+        async def one(autoscaler: Object) -> float | None:
+            async with limit:
+                return await self._one(autoscaler, made)
+
+        checks = await asyncio.gather(*(one(a) for a in autoscalers))
+        for autoscaler in autoscalers:
+            self.wake(autoscaler)
+        return Result(requeue_after=min([scan, *(c for c in checks if c is not None)]))
+
+    async def _one(self, autoscaler: Object, made: Plan) -> float | None:
+        """Decide for one Autoscaler; returns seconds until it must be looked at again."""
+        name = str(autoscaler["metadata"]["name"])
+        spec = autoscaler_api.spec_of(autoscaler)
+        generation = int(autoscaler["metadata"].get("generation", 0))
+        previous = self.verdicts.get(name)
+        last = previous.last_request if previous is not None else None
+        part = Observer.part(made, name, spec)
+        if not isinstance(part, Observation):
+            self.verdicts.put(name, Verdict(generation, part, None, last))
+            return None
+        try:
+            decided = await self.decider.decide(autoscaler, part)
+        except errors.OperatorError as error:
+            # The other pools' decisions stand; this one is made again by a later batch.
+            log.warning("event=decision-failed autoscaler=%s error=%r", name, error)
+            return LONGEST_BATCH_SECONDS
+        made_now = decided.made or last
+        self.verdicts.put(name, Verdict(generation, part, decided.decision, made_now))
+        return None if decided.next_check is None else max(decided.next_check, 0.0)

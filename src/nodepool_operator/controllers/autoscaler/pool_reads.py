@@ -1,0 +1,276 @@
+"""One pool as the planner reads it: its facts, its template for new nodes, its nodes.
+
+Everything comes from the shared caches (indexes keep the reads proportional to what is
+looked at) and from the requests this process created that the cache does not show yet
+(``handoff.RequestLedger``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import scalerequest as scalerequest_api
+from nodepool_operator.controllers import allocatable, capacity
+from nodepool_operator.controllers.autoscaler import observe, plan, simulation, zoning
+from nodepool_operator.controllers.autoscaler.constraints import PodProfile
+from nodepool_operator.controllers.autoscaler.handoff import RequestLedger
+from nodepool_operator.controllers.autoscaler.profiles import ProfileCache, daemon_set_of
+from nodepool_operator.controllers.resources import NODES_BY_POOL, PODS_BY_NODE, REQUESTS_BY_POOL
+from nodepool_operator.runtime import clock as clock_module
+from nodepool_operator.runtime import conditions, pods
+from nodepool_operator.runtime.client import Object
+from nodepool_operator.runtime.informer import Informer
+
+__all__ = ["Bound", "PoolReads", "PoolView"]
+
+
+@dataclass(frozen=True)
+class PoolView:
+    """What the decision for one pool needs besides the simulation's outcome."""
+
+    facts: plan.PoolFacts
+    uid: str
+    basis: int  # the pool's spec.targetNodes the plan started from
+    unneeded: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The pods on one node, as profiles."""
+
+    running: tuple[PodProfile, ...]
+    terminating: tuple[PodProfile, ...]
+    daemons: frozenset[str]
+    busy: bool  # some pod on it needs the node (not a DaemonSet's, a mirror, or leaving)
+
+
+@dataclass(frozen=True)
+class _Sizes:
+    basis: int
+    target: int
+    open_request: bool
+
+
+class PoolReads:
+    """Reads pools, their Nodes, the pods on them and their ScaleRequests."""
+
+    def __init__(
+        self,
+        *,
+        nodes: Informer,
+        pods: Informer,
+        requests: Informer,
+        ledger: RequestLedger,
+        cache: ProfileCache,
+        wall_clock: clock_module.WallClock,
+    ) -> None:
+        self.nodes = nodes
+        self.pods = pods
+        self.requests = requests
+        self.ledger = ledger
+        self.cache = cache
+        self.wall_clock = wall_clock
+        #: Pool nodes NotReady past their timeouts, found once per plan (``Gatherer``).
+        self.unhealthy: frozenset[str] = frozenset()
+
+    def pool(
+        self, pool: Object, *, namespaces: Sequence[str], held: Iterable[str]
+    ) -> tuple[PoolView, simulation.PoolTemplate, list[simulation.ExistingNode]]:
+        name = str(pool["metadata"]["name"])
+        spec = nodepool_api.spec_of(pool)
+        sizes = self._sizes(pool)
+        nodes, usage = self.pool_nodes(name, spec.template, keep=sizes.target)
+        # Every zone backed off (no capacity, or VMs that never registered): the pool
+        # cannot grow, and what it asked for is not coming.
+        now = self.wall_clock.time()
+        stuck = capacity.cannot_grow(
+            nodepool_api.status_of(pool).zone_backoffs, spec.template, now=now
+        ) or capacity.paused(pool, now=now)
+        facts = plan.PoolFacts(
+            name=name,
+            min_nodes=spec.min_nodes,
+            max_nodes=spec.max_nodes,
+            target=sizes.target,
+            ready=usage.ready,
+            cordoned=usage.cordoned,
+            unhealthy=usage.unhealthy,
+            open_request=sizes.open_request,
+            cannot_grow=stuck,
+        )
+        template = self._template(
+            pool, target=sizes.target, usage=usage, stuck=stuck is not None, held=held
+        )
+        if namespaces:
+            template = dataclasses.replace(template, namespaces=frozenset(namespaces))
+        uid = str(pool["metadata"].get("uid", ""))
+        return PoolView(facts, uid, sizes.basis, usage.unneeded), template, nodes
+
+    def _sizes(self, pool: Object) -> _Sizes:
+        spec = nodepool_api.spec_of(pool)
+        views = self.request_views(str(pool["metadata"]["name"]))
+        basis = plan.base_target(
+            target=spec.target_nodes,
+            min_nodes=spec.min_nodes,
+            max_nodes=spec.max_nodes,
+            pool_version=str(pool["metadata"].get("resourceVersion", "")),
+            requests=views,
+        )
+        target = plan.effective_target(
+            base=basis, min_nodes=spec.min_nodes, max_nodes=spec.max_nodes, requests=views
+        )
+        return _Sizes(basis, target, any(v.phase == "Pending" for v in views))
+
+    def _template(
+        self,
+        pool: Object,
+        *,
+        target: int,
+        usage: observe.Usage,
+        stuck: bool,
+        held: Iterable[str],
+    ) -> simulation.PoolTemplate:
+        name = str(pool["metadata"]["name"])
+        spec = nodepool_api.spec_of(pool)
+        in_flight = 0 if stuck else max(0, target - len(usage.registered))
+        where = zoning.pool_zones(
+            pool,
+            nodes=self.nodes.by_index(NODES_BY_POOL, name),
+            requests=self.ledger.visible(
+                name,
+                self.requests.by_index(REQUESTS_BY_POOL, name),
+                cache_version=self.requests.resource_version,
+            ),
+            in_flight=in_flight,
+            now=self.wall_clock.time(),
+        )
+        return simulation.PoolTemplate(
+            name=name,
+            weight=spec.weight,
+            taints=observe.template_taints(spec.template),
+            allocatable=allocatable.planned(
+                spec.template,
+                nodepool_api.status_of(pool).reported_allocatable,
+                self.nodes.by_index(NODES_BY_POOL, name),
+                now=conditions.rfc3339(self.wall_clock.time()),
+            ),
+            upcoming=observe.upcoming(
+                name, spec.template, nodepool_api.names_taken(own=usage.registered, held=held)
+            ),
+            in_flight=in_flight,
+            headroom=0 if stuck else max(0, spec.max_nodes - target),
+            zones=max(1, len(where.names)),
+            namespaces=None,
+            zoning=where,
+        )
+
+    def request_views(self, pool: str) -> list[plan.RequestView]:
+        cached = [
+            r
+            for r in self.requests.by_index(REQUESTS_BY_POOL, pool)
+            if not r["metadata"].get("deletionTimestamp")
+        ]
+        visible = self.ledger.visible(pool, cached, cache_version=self.requests.resource_version)
+        views = []
+        for request in visible:
+            meta, status = request["metadata"], scalerequest_api.status_of(request)
+            spec = scalerequest_api.spec_of(request)
+            views.append(
+                plan.RequestView(
+                    name=str(meta["name"]),
+                    created=str(meta.get("creationTimestamp", "")),
+                    target=spec.target_nodes,
+                    phase=status.phase,
+                    applied=status.applied_target_nodes,
+                    version=str(meta.get("resourceVersion", "")),
+                    based_on=spec.based_on_target_nodes,
+                )
+            )
+        return views
+
+    def pool_nodes(
+        self, pool: str, template: nodepool_api.NodeTemplate, *, keep: int | None
+    ) -> tuple[list[simulation.ExistingNode], observe.Usage]:
+        """The pool's nodes as the simulation sees them, and what scale-down needs of them.
+
+        With ``keep`` below the registered nodes, the ones the NodePool controller removes
+        first (cordoned, then not Ready, then the emptiest) are left out: they are going.
+        """
+        fallback = nodepool_api.template_allocatable(template)
+        startup = observe.startup_keys(template)
+        live = [
+            n
+            for n in self.nodes.by_index(NODES_BY_POOL, pool)
+            if not n["metadata"].get("deletionTimestamp")
+        ]
+        bound = {str(n["metadata"]["name"]): self.bound(str(n["metadata"]["name"])) for n in live}
+        staying = _staying(live, bound, keep=keep)
+        found = [
+            observe.existing(
+                node,
+                pool=pool,
+                allocatable=observe.allocatable_of(node, fallback),
+                bound=(b.running, b.terminating, b.daemons),
+                startup=startup,
+            )
+            for node in sorted(live, key=lambda n: n["metadata"]["name"])
+            for b in (bound[str(node["metadata"]["name"])],)
+            if node["metadata"]["name"] in staying
+            and node["metadata"]["name"] not in self.unhealthy
+        ]
+        return found, self._usage(live, bound)
+
+    def _usage(self, live: Sequence[Object], bound: dict[str, Bound]) -> observe.Usage:
+        unneeded: list[str] = []
+        ready = cordoned = 0
+        for node in sorted(live, key=lambda n: n["metadata"]["name"]):
+            name = str(node["metadata"]["name"])
+            is_ready = observe.is_ready(node)
+            is_cordoned = bool((node.get("spec") or {}).get("unschedulable"))
+            ready += is_ready
+            cordoned += is_ready and is_cordoned
+            if is_ready and not is_cordoned and not bound[name].busy:
+                unneeded.append(name)
+        return observe.Usage(
+            ready=ready,
+            cordoned=cordoned,
+            unhealthy=sum(1 for n in live if n["metadata"]["name"] in self.unhealthy),
+            registered=tuple(str(n["metadata"]["name"]) for n in live),
+            unneeded=tuple(unneeded),
+        )
+
+    def bound(self, node: str) -> Bound:
+        """The profiles of the pods on ``node``, and whether any of them needs the node."""
+        running: list[PodProfile] = []
+        terminating: list[PodProfile] = []
+        daemons: set[str] = set()
+        busy = False
+        for pod in self.pods.by_index(PODS_BY_NODE, node):
+            if pods.is_terminal(pod):
+                continue
+            profile = self.cache.get(pod)
+            leaving = bool(pod["metadata"].get("deletionTimestamp"))
+            if isinstance(profile, PodProfile):
+                (terminating if leaving else running).append(profile)
+            daemon = daemon_set_of(pod)
+            if daemon is not None:
+                daemons.add(daemon)
+            # A pod on its way out still holds its room (the scheduler counts it until it
+            # is gone) but no longer keeps the node needed.
+            busy = busy or not (leaving or pods.is_daemon_or_mirror(pod))
+        return Bound(tuple(running), tuple(terminating), frozenset(daemons), busy)
+
+
+def _staying(live: Sequence[Object], bound: dict[str, Bound], *, keep: int | None) -> set[str]:
+    """The nodes the NodePool controller keeps when it goes down to ``keep``."""
+
+    def going_first(node: Object) -> tuple[bool, bool, int, str]:
+        name = str(node["metadata"]["name"])
+        cordoned = bool((node.get("spec") or {}).get("unschedulable"))
+        return (not cordoned, observe.is_ready(node), len(bound[name].running), name)
+
+    ordered = sorted(live, key=going_first)
+    kept = ordered[max(0, len(ordered) - keep) :] if keep is not None else ordered
+    return {str(n["metadata"]["name"]) for n in kept}
