@@ -1,6 +1,7 @@
 """A pool whose every zone is backed off (``status.zoneBackoffs``, written by the NodePool
 controller) is planned as unable to grow: no ScaleRequest for it, and the pods it would
-have got are told why; once the backoff is over it grows again."""
+have got are told why; once the backoff is over it grows again. A pool whose VM creations
+the cloud paused (``status.cloudPause``, a quota) is planned the same way until the pause ends."""
 
 from __future__ import annotations
 
@@ -111,3 +112,30 @@ async def test_pods_a_heavier_pool_could_not_host_anyway_get_no_note(world: Worl
 
     [told] = world.api.events("TriggeredScaleUp")
     assert "ranked first" not in told["message"]
+
+
+async def test_a_pool_in_a_cloud_pause_gets_no_request_until_the_pause_ends(world: World) -> None:
+    world.planner.observer.wall_clock = FixedWallClock()
+    pool = world.pools.get(POOL)
+    assert pool is not None
+    body = copy.deepcopy(pool)
+    generation = int(body["metadata"].get("generation") or 0)
+    body["status"] = {
+        "cloudPause": {
+            "reason": "QuotaExceeded",
+            "message": "vCPU limit reached",
+            "failures": 2,
+            "until": conditions.rfc3339(NOW + 20),
+            "generation": generation,
+        }
+    }
+    world.pools.put(world._stamp(body))
+    for i in range(2):
+        world.pod(f"p{i}")
+
+    await world.reconcile()
+
+    assert world.api.made("scalerequests") == []
+    told = world.api.events("NotTriggerScaleUp")
+    assert sorted(e["involvedObject"]["name"] for e in told) == ["p0", "p1"]
+    assert all("QuotaExceeded" in e["message"] for e in told)

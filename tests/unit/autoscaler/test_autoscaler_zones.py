@@ -46,7 +46,7 @@ async def test_a_zone_pinned_pod_on_an_empty_three_zone_pool_asks_for_one_node_t
 
 async def test_a_booting_vm_the_request_put_in_the_pods_zone_hosts_it() -> None:
     o = observer(pods=[pinned("web", "c")], pools=[zonal_pool(target=1, zones=ZONES)])
-    o.requests.put(request("sr-1", created=NOW - 10, zones={"c": 1}, target=1))
+    o.pool_reads.requests.put(request("sr-1", created=NOW - 10, zones={"c": 1}, target=1))
     seen = await observe(o)
     [template] = o.inputs().templates
     assert template.zoning.in_flight == ("c",)
@@ -55,7 +55,7 @@ async def test_a_booting_vm_the_request_put_in_the_pods_zone_hosts_it() -> None:
 
 async def test_a_booting_vm_in_another_zone_does_not_host_a_zone_pinned_pod() -> None:
     o = observer(pods=[pinned("web", "c")], pools=[zonal_pool(target=1, zones=ZONES)])
-    o.requests.put(request("sr-1", created=NOW - 10, zones={"a": 1}, target=1))
+    o.pool_reads.requests.put(request("sr-1", created=NOW - 10, zones={"a": 1}, target=1))
     seen = await observe(o)
     assert seen.up.new_nodes == 1
     assert seen.up.new_node_zones == {"c": 1}
@@ -69,7 +69,7 @@ async def test_a_node_made_since_the_request_serves_its_zone() -> None:
         pods=[pod("filler", node="small-0", cpu="3"), pinned("web", "c", cpu="3")],
         pools=[zonal_pool(target=2, zones=ZONES)],
     )
-    o.requests.put(request("sr-1", created=NOW - 10, zones={"a": 1, "c": 1}, target=2))
+    o.pool_reads.requests.put(request("sr-1", created=NOW - 10, zones={"a": 1, "c": 1}, target=2))
     seen = await observe(o)
     [template] = o.inputs().templates
     assert template.zoning.counts == {"c": 1}
@@ -82,7 +82,7 @@ async def test_a_node_older_than_the_request_does_not_serve_it() -> None:
         nodes=[zonal_node("small-0", "c", created=NOW - 50)],
         pools=[zonal_pool(target=2, zones=ZONES)],
     )
-    o.requests.put(request("sr-1", created=NOW - 10, zones={"c": 1}, target=2))
+    o.pool_reads.requests.put(request("sr-1", created=NOW - 10, zones={"c": 1}, target=2))
     [template] = o.inputs().templates
     assert template.zoning.in_flight == ("c",)
 
