@@ -9,7 +9,7 @@ from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.cloud.provider import VirtualMachine, VmName, VmState
-from nodepool_operator.controllers.nodepool import answering, plan
+from nodepool_operator.controllers.nodepool import answering, plan, request_facts
 from nodepool_operator.runtime import testing
 from nodepool_operator.runtime.clock import FakeClock
 from nodepool_operator.runtime.events import EventRecorder
@@ -57,19 +57,19 @@ def test_a_protected_node_is_not_preferred_for_its_taint() -> None:
 
 
 def test_a_request_may_name_only_live_nodes_of_its_pool() -> None:
-    assert answering.node_refusal("p", "p-1", node("p-1", consolidating=True)) is None
-    assert answering.node_refusal("p", "p-1", node("p-1")) == (
+    assert request_facts.node_refusal("p", "p-1", node("p-1", consolidating=True)) is None
+    assert request_facts.node_refusal("p", "p-1", node("p-1")) == (
         "node p-1 named in removeNodes no longer carries nodepool.dev/consolidating; not applied"
     )
-    assert answering.node_refusal("p", "p-1", None) == (
+    assert request_facts.node_refusal("p", "p-1", None) == (
         "node p-1 named in removeNodes is gone; not applied"
     )
-    assert answering.node_refusal("p", "q-1", node("q-1", consolidating=True, pool="q")) == (
+    assert request_facts.node_refusal("p", "q-1", node("q-1", consolidating=True, pool="q")) == (
         "node q-1 named in removeNodes is not in NodePool p; not applied"
     )
     leaving = node("p-1", consolidating=True)
     leaving["metadata"]["deletionTimestamp"] = "2026-11-29T10:00:00Z"
-    refusal = answering.node_refusal("p", "p-1", leaving)
+    refusal = request_facts.node_refusal("p", "p-1", leaving)
     assert refusal is not None
     assert "being deleted" in refusal
 

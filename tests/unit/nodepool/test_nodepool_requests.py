@@ -13,7 +13,7 @@ import pytest
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.cloud.provider import MachineSpec, VirtualMachine, VmName, VmState
-from nodepool_operator.controllers.nodepool import answering, lifecycle
+from nodepool_operator.controllers.nodepool import lifecycle, request_facts
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.nodepool.controller import FINALIZER, NodePoolReconciler
 from nodepool_operator.runtime import clock as clock_module
@@ -185,7 +185,7 @@ class World:
 
 
 def _pending(*objs: Object) -> list[str]:
-    return [r["metadata"]["name"] for r in answering.pending_requests(list(objs))]
+    return [r["metadata"]["name"] for r in request_facts.pending_requests(list(objs))]
 
 
 def test_pending_requests_are_ordered_by_creation_then_resource_version_not_name() -> None:

@@ -36,87 +36,29 @@ import contextlib
 import copy
 import datetime
 import logging
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.controllers.nodepool import nodes as node_ops
-from nodepool_operator.controllers.nodepool import plan
+from nodepool_operator.controllers.nodepool.request_facts import (
+    expired_requests,
+    facts_of,
+    is_pending,
+    node_refusal,
+    pending_requests,
+)
 from nodepool_operator.controllers.resources import NODEPOOLS, REQUESTS_BY_POOL, SCALEREQUESTS
 from nodepool_operator.runtime import clock as clock_module
-from nodepool_operator.runtime import errors, retry, versions
+from nodepool_operator.runtime import errors, retry
 from nodepool_operator.runtime.client import Client, Object
 from nodepool_operator.runtime.events import EventRecorder
 from nodepool_operator.runtime.informer import Informer
 from nodepool_operator.runtime.status import StatusWriter
 
-__all__ = [
-    "RequestAnswers",
-    "expired_requests",
-    "facts_of",
-    "node_refusal",
-    "pending_requests",
-]
+__all__ = ["RequestAnswers"]
 
 log = logging.getLogger(__name__)
-
-
-def facts_of(request: Object) -> scalerequest_api.RequestFacts:
-    """What ``answer_requests`` needs of a ScaleRequest as the API returns it."""
-    spec = scalerequest_api.spec_of(request)
-    return scalerequest_api.RequestFacts(
-        name=str(request["metadata"]["name"]),
-        order=versions.creation_order_of(request),
-        phase=scalerequest_api.status_of(request).phase,
-        target_nodes=spec.target_nodes,
-        based_on_target_nodes=spec.based_on_target_nodes,
-    )
-
-
-def node_refusal(pool: str, name: str, node: Mapping[str, Any] | None) -> str | None:
-    """Why a request of ``pool`` may not name the Node ``name`` (as read now), or None."""
-    if node is None:
-        return f"node {name} named in removeNodes is gone; not applied"
-    if node.get("metadata", {}).get("deletionTimestamp"):
-        return f"node {name} named in removeNodes is being deleted already; not applied"
-    owner = nodepool_api.pool_of(node)
-    if owner != pool:
-        return f"node {name} named in removeNodes is not in NodePool {pool}; not applied"
-    if not plan.is_consolidating(node):
-        # Its requester called the removal off (a pod it cannot move arrived meanwhile).
-        return (
-            f"node {name} named in removeNodes no longer carries "
-            f"{autoscaler_api.CONSOLIDATING_TAINT_KEY}; not applied"
-        )
-    return None
-
-
-def pending_requests(requests: Sequence[Object]) -> list[Object]:
-    """Pending requests not being deleted, oldest first (``versions.creation_order``)."""
-    pending = [r for r in requests if _is_pending(r) and not r["metadata"].get("deletionTimestamp")]
-    return sorted(pending, key=versions.creation_order_of)
-
-
-def expired_requests(
-    requests: Sequence[Object], *, now: datetime.datetime, retention: float
-) -> tuple[list[Object], float | None]:
-    """Finished requests older than ``retention`` seconds, and when the next one expires."""
-    expired: list[Object] = []
-    next_expiry: float | None = None
-    for request in requests:
-        if _is_pending(request) or request["metadata"].get("deletionTimestamp"):
-            continue
-        stamp = str(request["metadata"].get("creationTimestamp", ""))
-        created = datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-        age = (now - created).total_seconds()
-        if age >= retention:
-            expired.append(request)
-        else:
-            remaining = retention - age
-            next_expiry = remaining if next_expiry is None else min(next_expiry, remaining)
-    return expired, next_expiry
 
 
 class RequestAnswers:
@@ -298,7 +240,7 @@ class RequestAnswers:
                 found = await self.client.get(SCALEREQUESTS, request["metadata"]["name"])
             except errors.NotFound:
                 continue
-            if _is_pending(found) and found["metadata"].get("uid") == request["metadata"]["uid"]:
+            if is_pending(found) and found["metadata"].get("uid") == request["metadata"]["uid"]:
                 fresh.append(found)
         self._read_since_start.add(pool)
         return fresh
@@ -336,13 +278,9 @@ class RequestAnswers:
     def _unanswered(self, pool: str, every: list[Object]) -> list[Object]:
         """The pending requests (oldest first) not answered already; the memory keeps
         only the uids the cache still shows Pending."""
-        still_pending = {r["metadata"]["uid"] for r in every if _is_pending(r)}
+        still_pending = {r["metadata"]["uid"] for r in every if is_pending(r)}
         answered = self._answered.get(pool, set()) & still_pending
         self._answered[pool] = answered
         if pool in self._in_doubt:
             self._in_doubt[pool] &= still_pending
         return [r for r in pending_requests(every) if r["metadata"]["uid"] not in answered]
-
-
-def _is_pending(obj: Object) -> bool:
-    return scalerequest_api.status_of(obj).phase == "Pending"

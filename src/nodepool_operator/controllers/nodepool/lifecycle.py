@@ -136,15 +136,7 @@ class PoolLifecycle:
         verdicts = self._verdicts(view, spec, desired, now=now)
         if zones is not None:
             self._note_unregistered(view, spec, verdicts, zones, may_register=may_register)
-        repairing, held = repair.braked(view, verdicts.unhealthy - set(verdicts.victims))
-        await self.repairer.tell_held(pool, held)
-        view = dataclasses.replace(view, repair_held=held)
-        progress = [
-            await self.repairer.repair(pool, spec, view, vm.name)
-            for vm in view.vms
-            if vm.name not in verdicts.victims
-            and (vm.name in repairing or (may_register and vm.name in verdicts.overdue))
-        ]
+        view, progress = await self._repair(pool, spec, view, verdicts, may_register=may_register)
         live = len(view.vms)
         if live < desired and may_create:
             view = await self._scale_up(
@@ -161,6 +153,28 @@ class PoolLifecycle:
         return dataclasses.replace(
             view, blocked=drains.blocked, recheck_in=min(retry) if retry else None
         )
+
+    async def _repair(
+        self,
+        pool: Object,
+        spec: nodepool_api.NodePoolSpec,
+        view: plan.PoolView,
+        verdicts: plan.Verdicts,
+        *,
+        may_register: bool,
+    ) -> tuple[plan.PoolView, list[drain.DrainProgress]]:
+        """Replace the unhealthy VMs the brake lets through, and those whose Node is
+        overdue; the view then carries the ones the brake holds."""
+        repairing, held = repair.braked(view, verdicts.unhealthy - set(verdicts.victims))
+        await self.repairer.tell_held(pool, held)
+        view = dataclasses.replace(view, repair_held=held)
+        progress = [
+            await self.repairer.repair(pool, spec, view, vm.name)
+            for vm in view.vms
+            if vm.name not in verdicts.victims
+            and (vm.name in repairing or (may_register and vm.name in verdicts.overdue))
+        ]
+        return view, progress
 
     def _note_unregistered(
         self,

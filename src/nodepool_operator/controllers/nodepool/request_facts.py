@@ -1,0 +1,79 @@
+"""What the NodePool controller reads of its ScaleRequests, as pure functions: a request's
+facts for the rule (``scalerequest_api.answer_requests``), which are pending and in what
+order, which finished ones have outlived the retention period, and why a request may not
+name a Node for removal."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from nodepool_operator.api import autoscaler as autoscaler_api
+from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import scalerequest as scalerequest_api
+from nodepool_operator.controllers.nodepool import plan
+from nodepool_operator.runtime import versions
+from nodepool_operator.runtime.client import Object
+
+__all__ = ["expired_requests", "facts_of", "is_pending", "node_refusal", "pending_requests"]
+
+
+def facts_of(request: Object) -> scalerequest_api.RequestFacts:
+    """What ``answer_requests`` needs of a ScaleRequest as the API returns it."""
+    spec = scalerequest_api.spec_of(request)
+    return scalerequest_api.RequestFacts(
+        name=str(request["metadata"]["name"]),
+        order=versions.creation_order_of(request),
+        phase=scalerequest_api.status_of(request).phase,
+        target_nodes=spec.target_nodes,
+        based_on_target_nodes=spec.based_on_target_nodes,
+    )
+
+
+def node_refusal(pool: str, name: str, node: Mapping[str, Any] | None) -> str | None:
+    """Why a request of ``pool`` may not name the Node ``name`` (as read now), or None."""
+    if node is None:
+        return f"node {name} named in removeNodes is gone; not applied"
+    if node.get("metadata", {}).get("deletionTimestamp"):
+        return f"node {name} named in removeNodes is being deleted already; not applied"
+    owner = nodepool_api.pool_of(node)
+    if owner != pool:
+        return f"node {name} named in removeNodes is not in NodePool {pool}; not applied"
+    if not plan.is_consolidating(node):
+        # Its requester called the removal off (a pod it cannot move arrived meanwhile).
+        return (
+            f"node {name} named in removeNodes no longer carries "
+            f"{autoscaler_api.CONSOLIDATING_TAINT_KEY}; not applied"
+        )
+    return None
+
+
+def pending_requests(requests: Sequence[Object]) -> list[Object]:
+    """Pending requests not being deleted, oldest first (``versions.creation_order``)."""
+    pending = [r for r in requests if is_pending(r) and not r["metadata"].get("deletionTimestamp")]
+    return sorted(pending, key=versions.creation_order_of)
+
+
+def expired_requests(
+    requests: Sequence[Object], *, now: datetime.datetime, retention: float
+) -> tuple[list[Object], float | None]:
+    """Finished requests older than ``retention`` seconds, and when the next one expires."""
+    expired: list[Object] = []
+    next_expiry: float | None = None
+    for request in requests:
+        if is_pending(request) or request["metadata"].get("deletionTimestamp"):
+            continue
+        stamp = str(request["metadata"].get("creationTimestamp", ""))
+        created = datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+        age = (now - created).total_seconds()
+        if age >= retention:
+            expired.append(request)
+        else:
+            remaining = retention - age
+            next_expiry = remaining if next_expiry is None else min(next_expiry, remaining)
+    return expired, next_expiry
+
+
+def is_pending(obj: Object) -> bool:
+    return scalerequest_api.status_of(obj).phase == "Pending"
