@@ -11,7 +11,8 @@ first). What the claims still lack is where the next VMs go. Both sides count fr
 in the world (a VM's creation time in the cloud, a Node's creationTimestamp, a request's
 creationTimestamp), so a restart between applying a request and launching its VMs launches
 them in the zones it named, and the Autoscaler predicts the zones of VMs still booting the
-same way.
+same way, for as long as the request is kept (a finished request naming zones is kept
+the pool's registration timeout longer than others, ``request_facts.expired_requests``).
 """
 
 from __future__ import annotations

@@ -903,9 +903,9 @@ async def test_a_verdict_from_an_older_generation_is_not_reported(world: World) 
     assert world.status()["observedGeneration"] == 2
 
 
-async def test_a_failed_hand_over_leaves_the_other_pools_decided_and_is_retried(
-    world: World, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def two_pools(world: World) -> None:
+    """The world's pool with one pending pod, and a second pool with an Autoscaler of its
+    own and one pending pod only it can host."""
     world.autoscaler(scan_interval_seconds=30)
     other = autoscaler_api.manifest(
         "nas-other",
@@ -925,11 +925,22 @@ async def test_a_failed_hand_over_leaves_the_other_pools_decided_and_is_retried(
     world.pools.put(other_pool)
     world.pod("for-small", cpu="2")
     world.pod("for-other", cpu="7", namespace="elsewhere")  # too big for small; fills other
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [errors.ServerError("etcd is away"), KeyError("a fault of ours")],
+    ids=["api-error", "unexpected-error"],
+)
+async def test_a_failed_hand_over_leaves_the_other_pools_decided_and_is_retried(
+    world: World, monkeypatch: pytest.MonkeyPatch, failure: Exception
+) -> None:
+    two_pools(world)
     request = world.planner.decider.requester.request
 
     async def refused(autoscaler: str, **kw: Any) -> Any:
         if autoscaler == NAS:
-            raise errors.ServerError("etcd is away")
+            raise failure
         return await request(autoscaler, **kw)
 
     monkeypatch.setattr(world.planner.decider.requester, "request", refused)
@@ -940,3 +951,14 @@ async def test_a_failed_hand_over_leaves_the_other_pools_decided_and_is_retried(
     await world.plan()
     made = sorted(r["spec"]["nodePoolName"] for r in world.api.made("scalerequests"))
     assert made == ["other", POOL]
+
+
+async def test_a_check_due_at_once_still_brings_the_planner_back(world: World) -> None:
+    """unneededSeconds 0: the pass that stamps a node has its next check due now. The
+    planner comes back soon, never "no requeue" (which would end every pool's scans)."""
+    half_and_quarter(world)
+    world.autoscaler(scale_down=autoscaler_api.ScaleDownPolicy(unneeded_seconds=0))
+    result = await world.plan()
+    assert stamp(world, "n2") is not None
+    assert result.requeue_after is not None
+    assert 0 < result.requeue_after < 1

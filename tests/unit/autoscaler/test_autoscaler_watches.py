@@ -127,6 +127,20 @@ def test_a_taint_removed_from_a_node_is_a_change_that_matters() -> None:
     assert changed.update(tainted, {"metadata": {"name": "n"}, "spec": {}})
 
 
+def test_a_pool_status_record_the_plan_reads_is_a_change_its_progress_is_not() -> None:
+    changed = watches.StateChanged(watches.pool_state)
+    pool: Object = {"metadata": {"name": "p", "generation": 1}, "status": {"currentNodes": 1}}
+    progressed = copy.deepcopy(pool)
+    progressed["status"]["currentNodes"] = 2
+    assert not changed.update(pool, progressed)
+    paused = copy.deepcopy(pool)
+    paused["status"]["cloudPause"] = {"reason": "QuotaExceeded", "until": "2027-01-15T08:00:00Z"}
+    assert changed.update(pool, paused)
+    backed_off = copy.deepcopy(pool)
+    backed_off["status"]["zoneBackoffs"] = [{"zone": "a", "reason": "InsufficientCapacity"}]
+    assert changed.update(pool, backed_off)
+
+
 def test_only_changes_that_matter_pass() -> None:
     changed = watches.StateChanged(watches.pod_state)
     marked = pod("p", **UNSCHEDULABLE)

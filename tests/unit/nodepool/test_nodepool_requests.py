@@ -4,6 +4,7 @@ the basis check at apply time, and requests for a pool that does not exist."""
 from __future__ import annotations
 
 import copy
+import datetime
 import itertools
 from collections.abc import Callable
 from typing import Any
@@ -490,3 +491,30 @@ async def test_a_request_whose_answer_write_failed_is_read_from_the_server_befor
 
     assert ("get", "scalerequests", "second") in world.api.calls
     assert [n for n, _ in world.api.status_patches if n == "second"] == []
+
+
+def test_a_request_naming_zones_outlives_the_retention_until_its_vms_could_register() -> None:
+    """Its zones are where both controllers learn the zones of VMs still booting: deleted
+    after the plain 60 s, a VM slower than that would be predicted in another zone."""
+    created = datetime.datetime(2027, 1, 15, 8, 0, tzinfo=datetime.UTC)
+
+    def finished(name: str, zones: dict[str, int]) -> Object:
+        spec = scalerequest_api.ScaleRequestSpec(
+            node_pool_name="p", target_nodes=1, new_node_zones=zones
+        )
+        body = scalerequest_api.manifest(name, spec, pool_uid="uid-p")
+        body["metadata"]["creationTimestamp"] = created.isoformat().replace("+00:00", "Z")
+        body["status"] = {"phase": "Applied", "appliedTargetNodes": 1}
+        return body
+
+    requests = [finished("plain", {}), finished("zoned", {"b": 1})]
+    later = created + datetime.timedelta(seconds=120)
+    expired, next_expiry = request_facts.expired_requests(
+        requests, now=later, retention=60, zoned_retention=660
+    )
+    assert [r["metadata"]["name"] for r in expired] == ["plain"]
+    assert next_expiry == 540
+    expired, _ = request_facts.expired_requests(
+        requests, now=created + datetime.timedelta(seconds=660), retention=60, zoned_retention=660
+    )
+    assert [r["metadata"]["name"] for r in expired] == ["plain", "zoned"]

@@ -38,6 +38,8 @@ NAME: Final = "autoscaler-planner"
 PLAN: Final = Request(name="cluster")
 #: A batch closes this long after its first event however busy the cluster stays.
 LONGEST_BATCH_SECONDS: Final = 10.0
+#: The soonest a pool is looked at again when a check is due now (never 0: no requeue).
+_SOONEST_CHECK: Final = 0.05
 
 
 class Batch:
@@ -159,6 +161,14 @@ class Planner:
             # The other pools' decisions stand; this one is made again by a later batch.
             log.warning("event=decision-failed autoscaler=%s error=%r", name, error)
             return LONGEST_BATCH_SECONDS
+        except Exception:
+            # A fault of ours in one pool's decision must not fail the batch: the other
+            # pools' requests stand (failing the batch would retry it at once while their
+            # decisions are still being handed over), and this pool is tried again later.
+            log.exception("event=decision-crashed autoscaler=%s", name)
+            return LONGEST_BATCH_SECONDS
         made_now = decided.made or last
         self.verdicts.put(name, Verdict(generation, part, decided.decision, made_now))
-        return None if decided.next_check is None else max(decided.next_check, 0.0)
+        # A check due now is a check due very soon: 0 would mean "no requeue" to the
+        # runtime, and the periodic scan of every pool would stop with it.
+        return None if decided.next_check is None else max(decided.next_check, _SOONEST_CHECK)

@@ -264,7 +264,10 @@ class PoolReads:
 
 
 def _staying(live: Sequence[Object], bound: dict[str, Bound], *, keep: int | None) -> set[str]:
-    """The nodes the NodePool controller keeps when it goes down to ``keep``."""
+    """The nodes the NodePool controller keeps when it goes down to ``keep``, as it orders
+    them without zones (cordoned, then NotReady, then emptiest go first); in a pool with
+    zones it takes Ready nodes from the fullest zone first, which this does not predict
+    (docs/autoscaling.md says what that costs)."""
 
     def going_first(node: Object) -> tuple[bool, bool, int, str]:
         name = str(node["metadata"]["name"])

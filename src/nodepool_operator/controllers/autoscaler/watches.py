@@ -37,6 +37,7 @@ __all__ = [
     "StateChanged",
     "node_state",
     "pod_state",
+    "pool_state",
     "request_state",
     "watch_dependencies",
 ]
@@ -98,6 +99,18 @@ def _generation(obj: Object) -> Hashable:
     return int(obj["metadata"].get("generation", 0))
 
 
+def pool_state(pool: Object) -> Hashable:
+    """A pool's spec, and the records of its status the plan reads (where it cannot grow,
+    what its kubelets report); its progress counts are not."""
+    status = pool.get("status") or {}
+    return (
+        _generation(pool),
+        repr(status.get("zoneBackoffs")),
+        repr(status.get("cloudPause")),
+        repr(status.get("reportedAllocatable")),
+    )
+
+
 def watch_dependencies(
     controller: Controller,
     *,
@@ -116,8 +129,7 @@ def watch_dependencies(
         (autoscalers, GenerationChanged()),
         (pods, PodChanged()),
         (nodes, StateChanged(node_state)),
-        # spec only: its status is not ours to read
-        (pools, StateChanged(_generation)),
+        (pools, StateChanged(pool_state)),
         (requests, StateChanged(request_state)),
         # its pod template, not its status
         (daemon_sets, StateChanged(_generation)),

@@ -37,6 +37,8 @@ def pool_zones(
     members = []
     for node in nodes:
         meta = node.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            continue  # going: the NodePool controller no longer counts its VM either
         zone = (meta.get("labels") or {}).get(nodepool_api.ZONE_LABEL)
         created = zones_api.timestamp(meta.get("creationTimestamp"))
         members.append(zones_api.Member(zone=zone, created=created or 0.0))

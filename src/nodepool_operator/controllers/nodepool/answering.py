@@ -147,10 +147,18 @@ class RequestAnswers:
             self._in_doubt.pop(name, None)
         return False, next_expiry
 
-    async def delete_expired(self, pool_requests: list[Object]) -> float | None:
-        """Delete finished requests past retention; seconds until the next one expires."""
+    async def delete_expired(
+        self, pool_requests: list[Object], *, registration_timeout: float = 0.0
+    ) -> float | None:
+        """Delete finished requests past retention; seconds until the next one expires.
+        A request naming zones is kept ``registration_timeout`` longer (``expired_requests``)."""
         now = datetime.datetime.fromtimestamp(self.wall_clock.time(), datetime.UTC)
-        expired, next_expiry = expired_requests(pool_requests, now=now, retention=self.retention)
+        expired, next_expiry = expired_requests(
+            pool_requests,
+            now=now,
+            retention=self.retention,
+            zoned_retention=self.retention + registration_timeout,
+        )
         for request in expired:
             # NotFound: already gone; Conflict: the uid precondition failed, a new object.
             with contextlib.suppress(errors.NotFound, errors.Conflict):

@@ -164,7 +164,9 @@ class NodePoolReconciler:
         if degraded is None and view.repair_held is not None:
             degraded = (repair.REPAIR_HELD, view.repair_held)
         held = await self.reporter.report(pool, desired=desired, view=view, degraded=degraded)
-        next_expiry = await self.answers.delete_expired(pool_requests)
+        next_expiry = await self.answers.delete_expired(
+            pool_requests, registration_timeout=spec.registration_timeout_seconds
+        )
         due = [d for d in (next_expiry, held) if d is not None]
         next_pass_in = self.revisits.next_pass_in(
             request.name,

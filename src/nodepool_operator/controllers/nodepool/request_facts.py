@@ -56,21 +56,34 @@ def pending_requests(requests: Sequence[Object]) -> list[Object]:
 
 
 def expired_requests(
-    requests: Sequence[Object], *, now: datetime.datetime, retention: float
+    requests: Sequence[Object],
+    *,
+    now: datetime.datetime,
+    retention: float,
+    zoned_retention: float = 0.0,
 ) -> tuple[list[Object], float | None]:
-    """Finished requests older than ``retention`` seconds, and when the next one expires."""
+    """Finished requests older than their retention, and when the next one expires.
+
+    A request that names zones for its new nodes (``spec.newNodeZones``) is the only
+    record of where its VMs go until their Nodes register: both controllers read the zones
+    of VMs still booting from it. So it is kept for ``zoned_retention`` seconds when that
+    is longer (the caller gives the pool's registration timeout plus ``retention``: by
+    then each of its VMs has a Node or was given up); any other for ``retention``."""
     expired: list[Object] = []
     next_expiry: float | None = None
     for request in requests:
         if is_pending(request) or request["metadata"].get("deletionTimestamp"):
             continue
+        kept = retention
+        if scalerequest_api.spec_of(request).new_node_zones:
+            kept = max(retention, zoned_retention)
         stamp = str(request["metadata"].get("creationTimestamp", ""))
         created = datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
         age = (now - created).total_seconds()
-        if age >= retention:
+        if age >= kept:
             expired.append(request)
         else:
-            remaining = retention - age
+            remaining = kept - age
             next_expiry = remaining if next_expiry is None else min(next_expiry, remaining)
     return expired, next_expiry
 
