@@ -211,8 +211,9 @@ def vm_names(pool: str, taken: Iterable[str]) -> Iterator[str]:
     ``taken`` is every name that is not free (``names_taken``): the pool's own VMs, and
     the names held by something the pool does not own. The NodePool controller creates
     VMs by these names (a retry or a restart asks for the same ones, so the cloud's
-    idempotent create makes no duplicate), and the Autoscaler plans its new nodes by them:
-    one rule, so the two never disagree on a node's zone.
+    idempotent create makes no duplicate), and the Autoscaler names its new nodes by them:
+    one rule, so the two never disagree on a node's name (its zone is the cloud's record,
+    ``api.zones``).
     """
     used = set(taken)
     for index in itertools.count():

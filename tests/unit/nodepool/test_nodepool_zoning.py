@@ -48,6 +48,22 @@ def test_a_draining_node_goes_first_whatever_its_zone() -> None:
     assert zoning.balanced_victims(pool, 2, zoned=True) == ["p-0", "p-2"]
 
 
+def test_a_protected_node_goes_last_even_when_it_is_not_ready() -> None:
+    """As ``plan.pick_victims`` orders a pool without zones: a Node holding a
+    do-not-disrupt pod is taken only when nothing else is left."""
+    pool = view(vm("p-0", "a"), vm("p-1", "a"), vm("p-2", "b"))
+    not_ready = node("p-0")
+    not_ready["status"]["conditions"][0]["status"] = "False"
+    pool = plan.PoolView(
+        vms=pool.vms,
+        nodes={**pool.nodes, "p-0": not_ready},
+        pods_per_node={},
+        protected=frozenset({"p-0"}),
+    )
+    assert zoning.balanced_victims(pool, 1, zoned=True) == ["p-1"]
+    assert zoning.balanced_victims(pool, 3, zoned=True)[-1] == "p-0"
+
+
 def test_a_pool_without_zones_keeps_the_plain_order() -> None:
     pool = view(vm("p-0", "x"), vm("p-1", "x"), pods={"p-0": 1})
     assert zoning.balanced_victims(pool, 1, zoned=False) == plan.pick_victims(pool, 1)

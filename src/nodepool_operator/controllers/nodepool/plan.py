@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
@@ -154,21 +154,27 @@ def pick_victims(view: PoolView, excess: int) -> list[VmName]:
     """
     if excess <= 0:
         return []
-
-    def cost(vm: VirtualMachine) -> tuple[int, int, int, str]:
-        node = view.nodes.get(vm.name)
-        if node is not None and is_draining(node):
-            return (0, 0, 0, vm.name)
-        if node is not None and is_consolidating(node) and vm.name not in view.protected:
-            return (0, 1, 0, vm.name)
-        if node is None:
-            return (1, 0, 0, vm.name)
-        ready = 1 if nodes.is_ready(node) else 0
-        rank = 4 if vm.name in view.protected else 3 if ready else 2
-        return (rank, ready, view.pods_per_node.get(vm.name, 0), vm.name)
-
-    ordered = sorted(view.vms, key=cost)
+    ordered = sorted(view.vms, key=lambda vm: victim_cost(view, vm))
     return [vm.name for vm in ordered[:excess]]
+
+
+#: ``victim_cost``'s first field for a Ready Node nothing protects: below it, the VMs that
+#: go first anyway; above it, the protected ones, only when nothing else is left.
+READY_RANK: Final = 3
+
+
+def victim_cost(view: PoolView, vm: VirtualMachine) -> tuple[int, int, int, str]:
+    """How cheap removing ``vm`` is (lower first), in ``pick_victims``'s order."""
+    node = view.nodes.get(vm.name)
+    if node is not None and is_draining(node):
+        return (0, 0, 0, vm.name)
+    if node is not None and is_consolidating(node) and vm.name not in view.protected:
+        return (0, 1, 0, vm.name)
+    if node is None:
+        return (1, 0, 0, vm.name)
+    ready = 1 if nodes.is_ready(node) else 0
+    rank = READY_RANK + 1 if vm.name in view.protected else READY_RANK if ready else 2
+    return (rank, ready, view.pods_per_node.get(vm.name, 0), vm.name)
 
 
 def pool_status(

@@ -21,7 +21,6 @@ from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import zones as zones_api
 from nodepool_operator.cloud.provider import VirtualMachine, VmName
 from nodepool_operator.controllers.nodepool import plan
-from nodepool_operator.runtime import nodes
 
 __all__ = ["ZonePlacer", "balanced_victims", "requested_zones", "zones_of"]
 
@@ -87,13 +86,14 @@ def balanced_victims(view: plan.PoolView, excess: int, *, zoned: bool) -> list[V
     Stable across reconciles: a victim starts draining, and draining Nodes go first."""
     if excess <= 0:
         return []
-    ordered = plan.pick_victims(view, len(view.vms))
     if not zoned:
-        return ordered[:excess]
+        return plan.pick_victims(view, excess)
     by_name = {vm.name: vm for vm in view.vms}
-    first = [n for n in ordered if _goes_first(view, n)]
-    last = [n for n in ordered if n in view.protected and n not in first]
-    middle = [n for n in ordered if n not in first and n not in last]
+    costs = {vm.name: plan.victim_cost(view, vm) for vm in view.vms}
+    ordered = sorted(costs, key=costs.__getitem__)
+    first = [n for n in ordered if costs[n][0] < plan.READY_RANK]
+    middle = [n for n in ordered if costs[n][0] == plan.READY_RANK]
+    last = [n for n in ordered if costs[n][0] > plan.READY_RANK]
     count = Counter(vm.zone for vm in view.vms)
     for name in first:
         count[by_name[name].zone] -= 1
@@ -104,13 +104,6 @@ def balanced_victims(view: plan.PoolView, excess: int, *, zoned: bool) -> list[V
         count[by_name[pick].zone] -= 1
         balanced.append(pick)
     return [*first, *balanced, *middle, *last][:excess]
-
-
-def _goes_first(view: plan.PoolView, name: str) -> bool:
-    node = view.nodes.get(name)
-    if node is None or plan.is_draining(node) or not nodes.is_ready(node):
-        return True
-    return plan.is_consolidating(node) and name not in view.protected
 
 
 def _balance_cost(
