@@ -33,6 +33,7 @@ __all__ = [
     "forgotten",
     "next_end",
     "pause_ends_in",
+    "pause_holds",
     "paused",
     "record",
     "zone_blocked",
@@ -103,9 +104,15 @@ def paused(pool: Mapping[str, Any], *, now: float) -> str | None:
     in words for a person; None when no pause holds."""
     pause = nodepool_api.status_of(pool).cloud_pause
     generation = int((pool.get("metadata") or {}).get("generation") or 0)
-    if pause is None or pause.generation != generation or pause_ends_in(pause, now=now) <= 0:
+    if pause is None or not pause_holds(pause, generation=generation, now=now):
         return None
     return f"the cloud refused ({pause.reason}); no VM is launched before {pause.until}"
+
+
+def pause_holds(pause: nodepool_api.CloudPause, *, generation: int, now: float) -> bool:
+    """Whether ``pause`` still holds at ``now`` for a pool at ``generation``: a new
+    generation (the user changed the spec) ends it, and so does its ``until``."""
+    return pause.generation == generation and pause_ends_in(pause, now=now) > 0
 
 
 def next_end(backoffs: Iterable[nodepool_api.ZoneBackoff], *, now: float) -> float | None:

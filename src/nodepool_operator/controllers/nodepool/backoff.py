@@ -59,9 +59,9 @@ class CloudPauses:
         self, pause: nodepool_api.CloudPause | None, *, generation: int, now: float
     ) -> nodepool_api.CloudPause | None:
         """``pause`` if it still holds at ``now`` under ``generation``, else None."""
-        if pause is None or pause.generation != generation:
+        if pause is None or not capacity.pause_holds(pause, generation=generation, now=now):
             return None
-        return pause if pause_ends_in(pause, now=now) > 0 else None
+        return pause
 
     def refused(
         self,
