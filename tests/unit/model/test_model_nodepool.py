@@ -58,8 +58,8 @@ from hypothesis.stateful import (
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.cloud.provider import VmName, VmState
+from nodepool_operator.controllers import capacity
 from nodepool_operator.controllers.nodepool import (
-    backoff,
     inventory,
     lifecycle,
     plan,
@@ -242,7 +242,7 @@ class NodePoolModel(RuleBasedStateMachine):
         # Whether VM creations are held back after a refusal, and until when.
         pause = self.operator.paused_steps.in_force(pool, now=now)
         assert restarted.paused_steps.in_force(pool, now=now) == pause
-        ends = None if pause is None else backoff.pause_ends_in(pause, now=now)
+        ends = None if pause is None else capacity.pause_ends_in(pause, now=now)
         for at in (0.0, ends, later):
             if at is not None:
                 expected_pause = self.operator.paused_steps.in_force(pool, now=now + at)

@@ -4,7 +4,8 @@ status records (``status.cloudPause``)."""
 from __future__ import annotations
 
 from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.controllers.nodepool.backoff import CloudPauses, pause_ends_in
+from nodepool_operator.controllers.capacity import pause_ends_in
+from nodepool_operator.controllers.nodepool.backoff import CloudPauses
 from nodepool_operator.runtime import conditions
 
 START = 1_800_000_000.0

@@ -33,7 +33,7 @@ from nodepool_operator.runtime import conditions
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.events import EventRecorder
 
-__all__ = ["ZONES_BACKED_OFF", "CloudPauses", "ZoneLedger", "pause_ends_in"]
+__all__ = ["ZONES_BACKED_OFF", "CloudPauses", "ZoneLedger"]
 
 log = logging.getLogger(__name__)
 
@@ -41,10 +41,6 @@ log = logging.getLogger(__name__)
 ZONES_BACKED_OFF = "ZonesBackedOff"
 #: The longest reason a pause keeps (the CRD's bound).
 _MAX_REASON = 253
-
-
-#: Shared with the Autoscaler, which plans a paused pool as unable to grow.
-pause_ends_in = capacity.pause_ends_in
 
 
 @dataclass(frozen=True)

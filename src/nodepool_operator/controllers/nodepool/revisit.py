@@ -15,6 +15,7 @@ import zlib
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import VmState
+from nodepool_operator.controllers import capacity
 from nodepool_operator.controllers.nodepool import backoff, plan
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.runtime import ratelimit
@@ -53,7 +54,7 @@ class Revisits:
         poll, a drain's recheck, the resync."""
         delays = [] if due is None else [due]
         if pause is not None:
-            delays.append(max(backoff.pause_ends_in(pause, now=now), _SOON))
+            delays.append(max(capacity.pause_ends_in(pause, now=now), _SOON))
         backoff_ends = zones.ends_in()
         if backoff_ends is not None:  # the status (Degraded) changes then, and launches resume
             delays.append(max(backoff_ends, _SOON))
