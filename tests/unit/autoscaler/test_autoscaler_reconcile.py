@@ -962,3 +962,52 @@ async def test_a_check_due_at_once_still_brings_the_planner_back(world: World) -
     assert stamp(world, "n2") is not None
     assert result.requeue_after is not None
     assert 0 < result.requeue_after < 1
+
+
+async def test_an_object_moving_again_does_not_hold_the_batch_open() -> None:
+    """Karpenter's rule: a burst's pod is created, then marked unschedulable; the second
+    move of the same pod is not a new event for the idle window."""
+    clock = FakeClock()
+    batch = Batch(clock)
+    batch.event("pod-a")
+    for _ in range(4):  # the same pod, again and again
+        await clock.advance(0.5)
+        batch.event("pod-a")
+    assert batch.wait(idle=1.0, longest=10.0) == 0.0  # idle since its first move
+    batch.close()
+    batch.event("pod-a")  # a new batch counts it anew
+    await clock.advance(0.5)
+    batch.event("pod-b")  # a new object does hold it open
+    assert batch.wait(idle=1.0, longest=10.0) == pytest.approx(1.0)
+
+
+async def test_every_pool_is_asked_for_before_any_event_of_the_batch_is_written(
+    world: World,
+) -> None:
+    two_pools(world)
+    await world.plan()
+    order = [kind for kind, _ in world.api.created]
+    assert order.count("scalerequests") == 2
+    assert "events" in order  # the requests were explained...
+    last_request = max(i for i, kind in enumerate(order) if kind == "scalerequests")
+    first_event = order.index("events")
+    assert last_request < first_event  # ...after both were made
+
+
+async def test_a_fault_in_one_pools_events_leaves_the_batch_and_the_other_pools_told(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    two_pools(world)
+    requested = world.planner.decider.notices.requested
+
+    async def broken(autoscaler: Object, *args: Any, **kw: Any) -> None:
+        if autoscaler["metadata"]["name"] == NAS:
+            raise KeyError("a fault of ours")
+        await requested(autoscaler, *args, **kw)
+
+    monkeypatch.setattr(world.planner.decider.notices, "requested", broken)
+    result = await world.plan()
+    assert len(world.api.made("scalerequests")) == 2
+    told = [e["involvedObject"]["name"] for e in world.api.events("ScaleUpRequested")]
+    assert told == ["nas-other"]
+    assert result.requeue_after == 30  # the scan, as any batch: not retried hot

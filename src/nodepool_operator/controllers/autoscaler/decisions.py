@@ -2,15 +2,19 @@
 
 For the Autoscaler that plans for a pool: review the pool's underused nodes
 (``consolidation``: their timers and taints live on the Nodes), decide (``plan``, pure),
-hand a decision over as one ScaleRequest (``handoff``), tell the pods and the Autoscaler
-(``notices``) and log one line. The planner runs this for every pool of a batch; the
-Autoscaler's own reconcile only reports the result in its status.
+hand a decision over as one ScaleRequest (``handoff``); then, as a second step
+(``Decided.tell``), tell the pods, Nodes and the Autoscaler (``notices``) and log one line.
+The planner hands over every pool of a batch before it tells any: the events of a burst
+(up to a dozen per request) would otherwise hold the next pools' requests back by as
+many API round trips. The Autoscaler's own reconcile only reports the result in its
+status.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from nodepool_operator.api import autoscaler as autoscaler_api
@@ -28,11 +32,13 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Decided:
-    """What one pool's pass decided and made."""
+    """What one pool's pass decided and made, and the events that explain it."""
 
     decision: plan.Decision
     made: autoscaler_api.LastScaleRequest | None
     next_check: float | None  # seconds until a node's unneeded timer runs out
+    #: Writes the events (and the log line) that explain the decision; best effort.
+    tell: Callable[[], Awaitable[None]]
 
 
 class PoolDecider:
@@ -46,20 +52,49 @@ class PoolDecider:
         self.notices = notices
 
     async def decide(self, autoscaler: Object, seen: Observation) -> Decided:
+        """Review, decide and hand over; the events are left to ``Decided.tell``."""
         key = str(autoscaler["metadata"]["name"])
         spec = autoscaler_api.spec_of(autoscaler)
         review = await self._review(autoscaler, spec=spec, seen=seen)
         decision = self._decide(key, spec=spec, seen=seen, review=review)
-        # The decision and its request first; the events that explain them follow.
         made = await self._hand_over(autoscaler, seen=seen, decision=decision)
-        if made is not None and decision.victims:
-            await self.consolidator.announce(review, request=made.name)
+
+        async def tell() -> None:
+            await self._tell(autoscaler, seen=seen, decision=decision, review=review, made=made)
+
+        return Decided(decision, made, review.next_check, tell)
+
+    async def _tell(
+        self,
+        autoscaler: Object,
+        *,
+        seen: Observation,
+        decision: plan.Decision,
+        review: Review,
+        made: autoscaler_api.LastScaleRequest | None,
+    ) -> None:
+        key = str(autoscaler["metadata"]["name"])
+        spec = autoscaler_api.spec_of(autoscaler)
+        if spec.dry_run and decision.action != "none":
+            await self.notices.would_request(
+                autoscaler, decision, pool=seen.pool.name, pods=seen.triggering
+            )
+        if made is not None:
+            await self.notices.requested(
+                autoscaler,
+                decision,
+                pool=seen.pool.name,
+                made=made,
+                pods=seen.triggering,
+                passed_over=seen.passed_over,
+            )
+            if decision.victims:
+                await self.consolidator.announce(review, request=made.name)
         warned = await self.notices.unfit(seen.unfit)
         warned += await self._warn_beyond_max(seen=seen, decision=decision)
         level = logging.INFO if decision.action != "none" or warned else logging.DEBUG
         line = report.decision_line(seen, decision, warned=warned, made=made, dry_run=spec.dry_run)
         log.log(level, "autoscaler=%s %s", key, line)
-        return Decided(decision, made, review.next_check)
 
     @staticmethod
     def _blocker(spec: autoscaler_api.AutoscalerSpec, seen: Observation) -> str | None:
@@ -104,12 +139,7 @@ class PoolDecider:
         self, autoscaler: Object, *, seen: Observation, decision: plan.Decision
     ) -> autoscaler_api.LastScaleRequest | None:
         key = str(autoscaler["metadata"]["name"])
-        if decision.action == "none":
-            return None
-        if autoscaler_api.spec_of(autoscaler).dry_run:
-            await self.notices.would_request(
-                autoscaler, decision, pool=seen.pool.name, pods=seen.triggering
-            )
+        if decision.action == "none" or autoscaler_api.spec_of(autoscaler).dry_run:
             return None
         direction = "up" if decision.action == "scale-up" else "down"
         made = await self.requester.request(
@@ -124,14 +154,6 @@ class PoolDecider:
             new_node_zones=seen.up.new_node_zones if direction == "up" else None,
         )
         metrics.nodepool_autoscaler_scale_requests_total.labels(key, direction).inc()
-        await self.notices.requested(
-            autoscaler,
-            decision,
-            pool=seen.pool.name,
-            made=made,
-            pods=seen.triggering,
-            passed_over=seen.passed_over,
-        )
         return made
 
     async def _warn_beyond_max(self, *, seen: Observation, decision: plan.Decision) -> int:

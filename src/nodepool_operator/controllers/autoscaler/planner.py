@@ -10,14 +10,17 @@ Autoscalers, ScaleRequests, DaemonSets, volumes (``watches``); and a scan every 
 
 Each batch makes one plan (``observer``) and, for each pool's Autoscaler, one decision
 and its ScaleRequest (``decisions``); it records every Autoscaler's verdict
-(``verdicts``) and wakes the Autoscalers whose status that changes.
+(``verdicts``) and wakes the Autoscalers whose status that changes. Every pool's request
+is made before any event that explains one is written: a burst's events are many writes,
+and a request they delayed is a node that boots later.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from typing import Final
 
 from nodepool_operator.api import autoscaler as autoscaler_api
@@ -42,16 +45,36 @@ LONGEST_BATCH_SECONDS: Final = 10.0
 _SOONEST_CHECK: Final = 0.05
 
 
+@dataclass(frozen=True)
+class _Passed:
+    """One pool's pass: seconds until it must be looked at again (None: at the scan), and
+    the events that explain its decision (None: no decision was made)."""
+
+    check: float | None
+    tell: Callable[[], Awaitable[None]] | None
+
+
 class Batch:
-    """When the events of one batch began and when the last arrived (memory only: a
-    restart begins with a plan of everything, which needs no window)."""
+    """When the events of one batch began and when the last new one arrived (memory only:
+    a restart begins with a plan of everything, which needs no window).
+
+    As Karpenter's batcher, an object that already moved in this batch does not hold it
+    open again: a burst's pod is created, then marked unschedulable, and a Node turns Ready
+    and then loses its taint; counted once each, the batch closes when no new object has
+    moved for the idle window, not when the same ones stop moving."""
 
     def __init__(self, clock: clock_module.Clock) -> None:
         self.clock = clock
         self.opened: float | None = None
         self.last: float | None = None
+        self._moved: set[str] = set()  # uids of the objects that moved in this batch
 
-    def event(self) -> None:
+    def event(self, uid: str = "") -> None:
+        """An object moved; ``uid`` empty: something without one (always counted)."""
+        if uid and uid in self._moved:
+            return
+        if uid:
+            self._moved.add(uid)
         now = self.clock.now()
         if self.opened is None:
             self.opened = now
@@ -69,6 +92,7 @@ class Batch:
 
     def close(self) -> None:
         self.opened = self.last = None
+        self._moved.clear()
 
 
 class Planner:
@@ -96,9 +120,9 @@ class Planner:
         self.parallelism = max(1, parallelism)
         self._windows: tuple[str, float, float] = ("", 0.0, 0.0)
 
-    def triggered(self, _: Object) -> Iterable[Request]:
+    def triggered(self, moved: Object) -> Iterable[Request]:
         """The watches' mapper: every change they pass is part of the open batch."""
-        self.batch.event()
+        self.batch.event(str(moved.get("metadata", {}).get("uid") or ""))
         return (PLAN,)
 
     def window(self, _: Request) -> float:
@@ -135,17 +159,33 @@ class Planner:
         made = await self.observer.plan()
         limit = asyncio.Semaphore(self.parallelism)
 
-        async def one(autoscaler: Object) -> float | None:
+        async def one(autoscaler: Object) -> _Passed:
             async with limit:
                 return await self._one(autoscaler, made)
 
-        checks = await asyncio.gather(*(one(a) for a in autoscalers))
+        passes = await asyncio.gather(*(one(a) for a in autoscalers))
         for autoscaler in autoscalers:
             self.wake(autoscaler)
-        return Result(requeue_after=min([scan, *(c for c in checks if c is not None)]))
 
-    async def _one(self, autoscaler: Object, made: Plan) -> float | None:
-        """Decide for one Autoscaler; returns seconds until it must be looked at again."""
+        async def tell(explain: Callable[[], Awaitable[None]]) -> None:
+            async with limit:
+                await self._tell(explain)
+
+        await asyncio.gather(*(tell(p.tell) for p in passes if p.tell is not None))
+        checks = [p.check for p in passes if p.check is not None]
+        return Result(requeue_after=min([scan, *checks]))
+
+    @staticmethod
+    async def _tell(explain: Callable[[], Awaitable[None]]) -> None:
+        """A pool's events: best effort, so a fault there fails neither the batch nor the
+        other pools' events."""
+        try:
+            await explain()
+        except Exception:
+            log.exception("event=decision-events-failed")
+
+    async def _one(self, autoscaler: Object, made: Plan) -> _Passed:
+        """Decide for one Autoscaler: when it must be looked at again, and its events."""
         name = str(autoscaler["metadata"]["name"])
         spec = autoscaler_api.spec_of(autoscaler)
         generation = int(autoscaler["metadata"].get("generation", 0))
@@ -154,21 +194,22 @@ class Planner:
         part = Observer.part(made, name, spec)
         if not isinstance(part, Observation):
             self.verdicts.put(name, Verdict(generation, part, None, last))
-            return None
+            return _Passed(None, None)
         try:
             decided = await self.decider.decide(autoscaler, part)
         except errors.OperatorError as error:
             # The other pools' decisions stand; this one is made again by a later batch.
             log.warning("event=decision-failed autoscaler=%s error=%r", name, error)
-            return LONGEST_BATCH_SECONDS
+            return _Passed(LONGEST_BATCH_SECONDS, None)
         except Exception:
             # A fault of ours in one pool's decision must not fail the batch: the other
             # pools' requests stand (failing the batch would retry it at once while their
             # decisions are still being handed over), and this pool is tried again later.
             log.exception("event=decision-crashed autoscaler=%s", name)
-            return LONGEST_BATCH_SECONDS
+            return _Passed(LONGEST_BATCH_SECONDS, None)
         made_now = decided.made or last
         self.verdicts.put(name, Verdict(generation, part, decided.decision, made_now))
         # A check due now is a check due very soon: 0 would mean "no requeue" to the
         # runtime, and the periodic scan of every pool would stop with it.
-        return None if decided.next_check is None else max(decided.next_check, _SOONEST_CHECK)
+        check = None if decided.next_check is None else max(decided.next_check, _SOONEST_CHECK)
+        return _Passed(check, decided.tell)
