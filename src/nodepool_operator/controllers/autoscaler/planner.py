@@ -52,6 +52,7 @@ class _Passed:
 
     check: float | None
     tell: Callable[[], Awaitable[None]] | None
+    requested: bool = False  # it made a ScaleRequest
 
 
 class Batch:
@@ -148,6 +149,7 @@ class Planner:
         wait = self.batch.wait(idle=idle, longest=max(LONGEST_BATCH_SECONDS, idle))
         if wait > 0:
             return Result(requeue_after=wait)
+        opened = self.batch.opened
         self.batch.close()  # events from here on open the next batch
         autoscalers = sorted(
             (a for a in self.autoscalers.items() if not a["metadata"].get("deletionTimestamp")),
@@ -156,7 +158,9 @@ class Planner:
         self.verdicts.keep_only({str(a["metadata"]["name"]) for a in autoscalers})
         if not autoscalers:
             return Result()
+        started = self.clock.now()
         made = await self.observer.plan()
+        planned = self.clock.now()
         limit = asyncio.Semaphore(self.parallelism)
 
         async def one(autoscaler: Object) -> _Passed:
@@ -166,6 +170,7 @@ class Planner:
         passes = await asyncio.gather(*(one(a) for a in autoscalers))
         for autoscaler in autoscalers:
             self.wake(autoscaler)
+        self._log_batch(made, passes, opened=opened, started=started, planned=planned)
 
         async def tell(explain: Callable[[], Awaitable[None]]) -> None:
             async with limit:
@@ -174,6 +179,29 @@ class Planner:
         await asyncio.gather(*(tell(p.tell) for p in passes if p.tell is not None))
         checks = [p.check for p in passes if p.check is not None]
         return Result(requeue_after=min([scan, *checks]))
+
+    def _log_batch(
+        self,
+        made: Plan,
+        passes: Iterable[_Passed],
+        *,
+        opened: float | None,
+        started: float,
+        planned: float,
+    ) -> None:
+        """One line per batch: how long it was open, how long the plan and the hand-over
+        took, and what they made (INFO when a request was made, DEBUG for a quiet scan)."""
+        requests = sum(1 for p in passes if p.requested)
+        log.log(
+            logging.INFO if requests else logging.DEBUG,
+            "event=batch open_seconds=%.2f pending=%d plan_seconds=%.2f requests=%d "
+            "hand_over_seconds=%.2f",
+            0.0 if opened is None else started - opened,
+            len(made.world.pending),
+            planned - started,
+            requests,
+            self.clock.now() - planned,
+        )
 
     @staticmethod
     async def _tell(explain: Callable[[], Awaitable[None]]) -> None:
@@ -212,4 +240,4 @@ class Planner:
         # A check due now is a check due very soon: 0 would mean "no requeue" to the
         # runtime, and the periodic scan of every pool would stop with it.
         check = None if decided.next_check is None else max(decided.next_check, _SOONEST_CHECK)
-        return _Passed(check, decided.tell)
+        return _Passed(check, decided.tell, requested=decided.made is not None)
