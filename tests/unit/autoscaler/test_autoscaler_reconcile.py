@@ -1011,3 +1011,28 @@ async def test_a_fault_in_one_pools_events_leaves_the_batch_and_the_other_pools_
     told = [e["involvedObject"]["name"] for e in world.api.events("ScaleUpRequested")]
     assert told == ["nas-other"]
     assert result.requeue_after == 30  # the scan, as any batch: not retried hot
+
+
+async def test_a_request_refused_for_good_is_told_once_and_not_retried_hot(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    two_pools(world)
+    request = world.planner.decider.requester.request
+
+    async def invalid(autoscaler: str, **kw: Any) -> Any:
+        if autoscaler == NAS:
+            raise errors.Invalid("spec.newNodeZones: Too many: 40: must have at most 32 items")
+        return await request(autoscaler, **kw)
+
+    monkeypatch.setattr(world.planner.decider.requester, "request", invalid)
+    for _ in range(3):
+        result = await world.plan()
+        assert result.requeue_after == 30  # the scan: asking sooner cannot help
+    [refused] = world.api.events("ScaleRequestRefused")
+    assert refused["involvedObject"]["name"] == NAS
+    assert "must have at most 32 items" in refused["message"]
+    assert [r["spec"]["nodePoolName"] for r in world.api.made("scalerequests")] == ["other"]
+    monkeypatch.setattr(world.planner.decider.requester, "request", request)
+    await world.plan()  # the next scan, once nothing refuses it
+    made = sorted(r["spec"]["nodePoolName"] for r in world.api.made("scalerequests"))
+    assert made == ["other", POOL]

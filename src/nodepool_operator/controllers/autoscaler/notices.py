@@ -13,7 +13,10 @@
 * the Autoscaler gets an event per request it makes (its reason says how many pods wait)
   and per limit it starts hitting;
 * a dry-run Autoscaler makes no request: it and its pods get ``WouldScaleUp`` (or
-  ``WouldScaleDown``) and ``WouldTriggerScaleUp`` instead, once per would-be target.
+  ``WouldScaleDown``) and ``WouldTriggerScaleUp`` instead, once per would-be target;
+* a request the API server refuses for good (422 Invalid, 403 Forbidden...) gets one
+  Warning ``ScaleRequestRefused`` on the Autoscaler per refusal message: asking again
+  cannot help until something changes, so saying it again would only cost writes.
 
 What was already said to a pod is remembered once for the whole process, not per
 Autoscaler (the plan is shared, so two Autoscalers watching one namespace must not say
@@ -34,13 +37,20 @@ from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.events import EventRecorder, EventType
 from nodepool_operator.runtime.lru import Bounded
 
-__all__ = ["NOT_TRIGGER_SCALE_UP", "TRIGGERED_SCALE_UP", "WOULD_TRIGGER_SCALE_UP", "Notices"]
+__all__ = [
+    "NOT_TRIGGER_SCALE_UP",
+    "SCALE_REQUEST_REFUSED",
+    "TRIGGERED_SCALE_UP",
+    "WOULD_TRIGGER_SCALE_UP",
+    "Notices",
+]
 
 # cluster-autoscaler's reasons, so that people and tools that know them read these too.
 NOT_TRIGGER_SCALE_UP = "NotTriggerScaleUp"
 TRIGGERED_SCALE_UP = "TriggeredScaleUp"
 #: A dry-run Autoscaler's TriggeredScaleUp: nothing was triggered, so not the same reason.
 WOULD_TRIGGER_SCALE_UP = "WouldTriggerScaleUp"
+SCALE_REQUEST_REFUSED = "ScaleRequestRefused"
 #: Pods remembered as told; beyond it the longest-unseen are forgotten.
 MEMORY: Final = 100_000
 
@@ -61,6 +71,7 @@ class Notices:
         self._warned: Bounded[str, str] = Bounded(MEMORY)  # pod uid -> reason told
         self._triggered: Bounded[str, str] = Bounded(MEMORY)  # pod uid -> request told
         self._would: Bounded[str, str] = Bounded(MEMORY)  # autoscaler uid -> change told
+        self._refused: Bounded[str, str] = Bounded(MEMORY)  # autoscaler uid -> refusal told
 
     async def unfit(self, pods: Sequence[tuple[Object, str]]) -> int:
         """Warn each pod that no node can host, once per reason; returns how many were new."""
@@ -154,6 +165,20 @@ class Notices:
         if up:
             message = f"pod triggered scale-up of {change} ({made.name})"
             await self.triggered(pods, request=made.name, message=message, notes=passed_over)
+
+    async def refused(self, autoscaler: Object, *, pool: str, error: Exception) -> None:
+        """A ScaleRequest the API server refused for good: one Warning per refusal."""
+        said = str(error)
+        if self._refused.get(_uid(autoscaler)) == said:
+            return
+        self._refused[_uid(autoscaler)] = said
+        await self.recorder.event(
+            autoscaler,
+            type="Warning",
+            reason=SCALE_REQUEST_REFUSED,
+            message=f"the ScaleRequest for NodePool {pool} was refused: {said}; asked again "
+            "at the next scan or change",
+        )
 
     async def _each(self, events: Iterable[tuple[Object, EventType, str, str]]) -> None:
         limit = asyncio.Semaphore(self.parallelism)

@@ -18,6 +18,7 @@ and a request they delayed is a node that boots later.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -226,9 +227,16 @@ class Planner:
         try:
             decided = await self.decider.decide(autoscaler, part)
         except errors.OperatorError as error:
-            # The other pools' decisions stand; this one is made again by a later batch.
+            # The other pools' decisions stand; this one is made again by a later batch:
+            # soon when asking again can help, at the next scan or change when it cannot
+            # (a 422 or 403 stays one until the spec, the CRD or the RBAC changes).
             log.warning("event=decision-failed autoscaler=%s error=%r", name, error)
-            return _Passed(LONGEST_BATCH_SECONDS, None)
+            if error.transient:
+                return _Passed(LONGEST_BATCH_SECONDS, None)
+            refused = functools.partial(
+                self.decider.notices.refused, autoscaler, pool=spec.node_pool_name, error=error
+            )
+            return _Passed(None, refused)
         except Exception:
             # A fault of ours in one pool's decision must not fail the batch: the other
             # pools' requests stand (failing the batch would retry it at once while their
