@@ -3,13 +3,16 @@ kubelet has reported, and a Node that keeps it too long is repaired."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from typing import Any
+
+import pytest
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import VirtualMachine, VmName, VmState
 from nodepool_operator.controllers.nodepool import nodes, plan, repair
-from nodepool_operator.runtime import conditions, kinds
+from nodepool_operator.runtime import conditions, errors, kinds
 from nodepool_operator.runtime.client import Object, Resource
 from nodepool_operator.runtime.testing import FakeApiServer, FakeWallClock
 
@@ -209,3 +212,56 @@ async def test_initialising_a_node_records_how_long_since_the_cloud_created_its_
     after = REGISTRY.get_sample_value("nodepool_node_initialization_seconds_sum", labels)
     assert after == before + 12
     assert not nodes.is_unregistered(api.stored("nodes")[0])
+
+
+class SlowPatches(FakeApiServer):
+    """Each Node patch takes a moment; counts how many were in flight at once, and
+    fails the patches of the Nodes named in ``failing``."""
+
+    def __init__(self, *, failing: frozenset[str] = frozenset()) -> None:
+        super().__init__(wall_clock=FakeWallClock(CREATED + 10))
+        self.failing = failing
+        self.in_flight = self.most_in_flight = 0
+
+    async def patch(self, resource: Resource, name: str, body: Any, **kw: Any) -> Object:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(0.01)
+            if name in self.failing:
+                raise errors.ServerError("etcd is away")
+            return await super().patch(resource, name, body, **kw)
+        finally:
+            self.in_flight -= 1
+
+
+def _registrar(api: FakeApiServer, *, parallelism: int) -> Any:
+    from nodepool_operator.controllers.nodepool.config import NodePoolConfig
+    from nodepool_operator.controllers.nodepool.registration import Registrar
+
+    config = NodePoolConfig(create_parallelism=parallelism)
+    return Registrar(client=api, nodes=None, config=config, wall_clock=FakeWallClock(CREATED + 12))
+
+
+def _ready_nodes(api: FakeApiServer, count: int) -> plan.PoolView:
+    ready = {f"web-{i}": reported(created(f"web-{i}")) for i in range(count)}
+    for node in ready.values():
+        api.put("nodes", node)
+    return plan.PoolView(vms=[vm(n) for n in ready], nodes=ready, pods_per_node={})
+
+
+async def test_the_nodes_of_one_decision_turn_schedulable_together() -> None:
+    api = SlowPatches()
+    view = _ready_nodes(api, 6)
+    await _registrar(api, parallelism=4).initialise(view, pool="web")
+    assert not any(nodes.is_unregistered(node) for node in api.stored("nodes"))
+    assert api.most_in_flight == 4  # not one after another, and never more than allowed
+
+
+async def test_one_failed_removal_leaves_the_others_done_and_fails_the_pass() -> None:
+    api = SlowPatches(failing=frozenset({"web-1"}))
+    view = _ready_nodes(api, 3)
+    with pytest.raises(errors.ServerError):
+        await _registrar(api, parallelism=4).initialise(view, pool="web")
+    still = [n["metadata"]["name"] for n in api.stored("nodes") if nodes.is_unregistered(n)]
+    assert still == ["web-1"]  # retried by the next pass

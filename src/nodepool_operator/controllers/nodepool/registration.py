@@ -132,20 +132,35 @@ class Registrar:
 
     async def initialise(self, view: plan.PoolView, *, pool: str) -> None:
         """Remove the unregistered taint from the Nodes of ``view`` whose kubelet has
-        reported. Only Nodes the cache shows Ready are read again: the others cannot be."""
+        reported, a bounded number at a time (as ``register``): the Nodes of one decision
+        then turn schedulable together, and kube-scheduler, which retries a waiting pod on
+        each Node that turns and backs it off longer after each miss, finds them all at
+        once. Only Nodes the cache shows Ready are read again: the others cannot be."""
         created: dict[str, float] = {vm.name: vm.created_at for vm in view.vms}
-        for name, node in view.nodes.items():
-            if node["metadata"].get("deletionTimestamp"):
-                continue
-            if not node_ops.is_unregistered(node) or not k8s_nodes.is_ready(node):
-                continue
-            if await node_ops.remove_unregistered_taint(self.client, name):
-                if name not in created:
-                    log.info("event=node-initialised node=%s", name)
-                    continue
-                since = max(0.0, self.wall_clock.time() - created[name])
-                pool_metrics.nodepool_node_initialization_seconds.labels(pool=pool).observe(since)
-                log.info("event=node-initialised node=%s vm_age=%.1fs", name, since)
+        due = [
+            name
+            for name, node in view.nodes.items()
+            if not node["metadata"].get("deletionTimestamp")
+            and node_ops.is_unregistered(node)
+            and k8s_nodes.is_ready(node)
+        ]
+        limit = asyncio.Semaphore(self.config.create_parallelism)
+
+        async def one(name: str) -> None:
+            async with limit:
+                if not await node_ops.remove_unregistered_taint(self.client, name):
+                    return
+            if name not in created:
+                log.info("event=node-initialised node=%s", name)
+                return
+            since = max(0.0, self.wall_clock.time() - created[name])
+            pool_metrics.nodepool_node_initialization_seconds.labels(pool=pool).observe(since)
+            log.info("event=node-initialised node=%s vm_age=%.1fs", name, since)
+
+        # Every removal runs to its end; then the first failure, if any, fails the pass.
+        for outcome in await asyncio.gather(*(one(name) for name in due), return_exceptions=True):
+            if isinstance(outcome, BaseException):
+                raise outcome
 
     async def _create_node(
         self, pool: Object, spec: nodepool_api.NodePoolSpec, vm: VirtualMachine, *, now: float
