@@ -124,12 +124,16 @@ class ClusterState:
 
     def refresh_rooms(self) -> None:
         """Write the room of the nodes changed since the last search to their trees."""
+        room: Sequence[int]
         for node in self._stale:
             node.stale = False
             if node.unschedulable:
-                room = [-1, -1, -1]  # never searched; tolerating pods are rare and go new
+                room = (-1, -1, -1)  # never searched; tolerating pods are rare and go new
             else:
-                room = [max(-1, node.room(name)) for name in MAIN_RESOURCES]
+                have, used = node.allocatable, node.used
+                room = tuple(
+                    max(-1, have.get(name, 0) - used.get(name, 0)) for name in MAIN_RESOURCES
+                )
             node.group.tree.set(node.slot, room)
         self._stale.clear()
 
@@ -172,15 +176,18 @@ class ClusterState:
                     for spread in self._live_spreads
                     if self._spread_counts(spread.constraint, spread.owner, profile)
                 ]
-        for term, counts in self._term_list[feeds.terms_seen :]:
-            if self._matches(term, profile):
-                feeds.counts.append(counts)
-        feeds.terms_seen = len(self._term_list)
+        if feeds.terms_seen < len(self._term_list):
+            for term, counts in self._term_list[feeds.terms_seen :]:
+                if self._matches(term, profile):
+                    feeds.counts.append(counts)
+            feeds.terms_seen = len(self._term_list)
         return feeds
 
     def _anti_hits(self, profile: PodProfile) -> list[AffinityTerm]:
         """The running pods' anti-affinity terms that match ``profile``."""
         seen, hits = self._hits.get(profile, (0, []))
+        if seen == len(self._anti_list):
+            return hits
         for term in self._anti_list[seen:]:
             if self._matches(term, profile):
                 hits = [*hits, term]

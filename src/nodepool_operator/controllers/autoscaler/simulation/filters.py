@@ -48,8 +48,11 @@ class Cluster(ClusterState):
         rules = self.rules_id(profile)
         pinned = self._pinned[rules]
         key = (rules, node.static_id)
-        if not pinned and key in self._static:
-            return self._static[key]
+        if not pinned:
+            try:
+                return self._static[key]
+            except KeyError:
+                pass  # not judged yet
         problem = None
         # In kube-scheduler's order (NodeUnschedulable, TaintToleration, NodeAffinity, then
         # the volume filters), so the first refusal named is the one the scheduler reports.
