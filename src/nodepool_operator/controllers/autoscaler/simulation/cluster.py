@@ -69,6 +69,7 @@ class ClusterState:
         self._placed_by_label: dict[tuple[str, str], list[PodProfile]] = {}
         self._static_ids: dict[tuple[object, ...], int] = {}
         self._by_static: dict[int, list[int]] = {}  # indexes of the added nodes, per static id
+        self._hostnames: dict[int, list[str]] = {}  # and their hostnames
         # Nodes whose room changed since the room trees were last read: a node opened, given
         # its DaemonSet pods and filled before the next search is written to its tree once.
         self._stale: list[SimNode] = []
@@ -81,6 +82,9 @@ class ClusterState:
             raise ValueError(f"node {node.name} was made for another place in the cluster")
         self.nodes.append(node)
         self._by_static.setdefault(node.static_id, []).append(node.index)
+        hostnames = self._hostnames.setdefault(node.static_id, [])
+        if HOSTNAME_LABEL in node.labels:
+            hostnames.append(node.labels[HOSTNAME_LABEL])
         group = self.groups.get(node.group_key)
         if group is None:
             group = self.groups[node.group_key] = Group(self.scale)
@@ -265,44 +269,6 @@ class ClusterState:
         return not (
             constraint.honor_taints and untolerated(profile.tolerations, node.taints) is not None
         )
-
-    def _spread(self, constraint: SpreadConstraint, profile: PodProfile) -> Spread:
-        key = (constraint, profile)
-        spread = self._spreads.get(key)
-        if spread is None:
-            by_node = self.pinned(profile)
-            spread = self._spreads[key] = Spread(constraint, profile, pinned=by_node)
-            topology = constraint.topology_key
-            # Eligibility is judged once per static key (nodes alike but for their name)
-            # unless the pod names nodes one by one; the order domains join in is moot.
-            # Nodes of one static key share every label but the hostname: one domain.
-            per_node = by_node or topology == HOSTNAME_LABEL
-            nodes = self.nodes
-            for indexes in self._by_static.values():
-                if by_node:
-                    eligible = [i for i in indexes if self._spread_eligible(spread, nodes[i])]
-                    spread.eligible.update(eligible)
-                elif self._spread_eligible(spread, nodes[indexes[0]]):
-                    eligible = indexes if per_node else indexes[:1]
-                else:
-                    continue
-                spread.add_domains([nodes[index].labels[topology] for index in eligible])
-            for other, where in self._placed_for(constraint.selector):
-                if self._spread_counts(constraint, profile, other):
-                    self._feeds[other].spreads.append(spread)
-                    for index, count in where.items():
-                        node = nodes[index]
-                        if self._counted_at(spread, node):
-                            spread.add(node.labels[topology], count)
-            self._live_spreads.append(spread)
-        return spread
-
-    def retire(self, profile: PodProfile) -> None:
-        """The class of ``profile`` is placed: its spreads are read no more."""
-        for constraint, spread, _ in self._spreads_by_profile.pop(profile, ()):
-            spread.retired = True
-            self._live_spreads.remove(spread)
-            del self._spreads[(constraint, profile)]
 
     def rules_id(self, profile: PodProfile) -> int:
         """The number of the profile's node rules (equal rules, equal number)."""

@@ -16,14 +16,14 @@ from nodepool_operator.controllers.autoscaler.constraints import (
     node_affinity_problem,
     untolerated,
 )
-from nodepool_operator.controllers.autoscaler.simulation.cluster import ClusterState
 from nodepool_operator.controllers.autoscaler.simulation.rooms import SimNode
+from nodepool_operator.controllers.autoscaler.simulation.spreading import SpreadingState
 from nodepool_operator.controllers.autoscaler.simulation.tallies import Spread
 
 __all__ = ["Cluster"]
 
 
-class Cluster(ClusterState):
+class Cluster(SpreadingState):
     """The cluster with kube-scheduler's filters over it, in the scheduler's order:
     static (cordon, taints, node affinity, volumes), host ports, resources, spread, then
     pod affinity; the first that refuses is the reason given."""

@@ -56,9 +56,12 @@ class Spread:
         """New, empty domains (values already counted are left as they are)."""
         counts = self.counts
         before = len(counts)
-        for value in values:
-            if value not in counts:
-                counts[value] = 0
+        if before:
+            for value in values:
+                if value not in counts:
+                    counts[value] = 0
+        else:  # the first domains, often every node's hostname: added at once
+            dict.update(counts, dict.fromkeys(values, 0))
         added = len(counts) - before
         if not added:
             return
