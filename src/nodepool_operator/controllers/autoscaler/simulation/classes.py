@@ -14,12 +14,14 @@ __all__ = ["Alike", "grouped", "share"]
 
 
 def share(profile: PodProfile, reference: Mapping[str, int]) -> float:
-    shares = [
-        amount / reference[name] if reference.get(name) else float("inf")
-        for name, amount in profile.requests.items()
-        if amount > 0 and name in MAIN_RESOURCES
-    ]
-    return max(shares, default=0.0)
+    """The largest share of a node the pod asks for, of cpu, memory and pod slots."""
+    largest = 0.0
+    for name in MAIN_RESOURCES:
+        amount = profile.requests.get(name, 0)
+        if amount > 0:
+            have = reference.get(name)
+            largest = max(largest, amount / have if have else float("inf"))
+    return largest
 
 
 def grouped(pods: Sequence[PodProfile]) -> list[tuple[PodProfile, list[int]]]:

@@ -70,6 +70,7 @@ class ClusterState:
         self._static_ids: dict[tuple[object, ...], int] = {}
         self._by_static: dict[int, list[int]] = {}  # indexes of the added nodes, per static id
         self._hostnames: dict[int, list[str]] = {}  # and their hostnames
+        self._group_of_static: dict[int, Group] = {}
         # Nodes whose room changed since the room trees were last read: a node opened, given
         # its DaemonSet pods and filled before the next search is written to its tree once.
         self._stale: list[SimNode] = []
@@ -85,9 +86,13 @@ class ClusterState:
         hostnames = self._hostnames.setdefault(node.static_id, [])
         if HOSTNAME_LABEL in node.labels:
             hostnames.append(node.labels[HOSTNAME_LABEL])
-        group = self.groups.get(node.group_key)
+        # By static id first: a key is a deep tuple, hashed anew at every lookup.
+        group = self._group_of_static.get(node.static_id)
         if group is None:
-            group = self.groups[node.group_key] = Group(self.scale)
+            group = self.groups.get(node.group_key)
+            if group is None:
+                group = self.groups[node.group_key] = Group(self.scale)
+            self._group_of_static[node.static_id] = group
         kinds = len(group.kinds)
         node.group = group
         node.slot = group.add(node)

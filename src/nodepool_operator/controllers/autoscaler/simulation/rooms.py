@@ -190,12 +190,12 @@ class Group:
         # One node of each static key in the group (one per zone): a pod may use the
         # group when one of them passes its static filters.
         self.kinds: list[SimNode] = []
-        self._keys: set[tuple[object, ...]] = set()
+        self._static_ids: set[int] = set()
 
     def add(self, node: SimNode) -> int:
         """A leaf for ``node``, without room until its room is set."""
-        if node.static_key not in self._keys:
-            self._keys.add(node.static_key)
+        if node.static_id not in self._static_ids:
+            self._static_ids.add(node.static_id)
             self.kinds.append(node)
         self.indexes.append(node.index)
         self.tree.append()
