@@ -24,7 +24,12 @@ from nodepool_operator.controllers.autoscaler.simulation.model import (
     DaemonSetView,
 )
 from nodepool_operator.controllers.autoscaler.simulation.rooms import Group, SimNode
-from nodepool_operator.controllers.autoscaler.simulation.tallies import Counts, Feeds, Spread
+from nodepool_operator.controllers.autoscaler.simulation.tallies import (
+    AntiTerms,
+    Counts,
+    Feeds,
+    Spread,
+)
 
 __all__ = ["ClusterState"]
 
@@ -59,7 +64,7 @@ class ClusterState:
         self._term_list: list[tuple[AffinityTerm, Counts]] = []
         # The spreads of the classes not placed yet: the only ones a new node must join.
         self._live_spreads: list[Spread] = []
-        self._anti_list: list[AffinityTerm] = []
+        self._anti_terms = AntiTerms()
         self._hits: dict[PodProfile, tuple[int, list[AffinityTerm]]] = {}
         # Where the counted pods of each profile are: a new term or spread counts its
         # matches from the profiles it matches, not from every pod of every node.
@@ -164,7 +169,7 @@ class ClusterState:
                 owners = self._anti_owners.get(term)
                 if owners is None:
                     owners = self._anti_owners[term] = Counts(term.topology_key)
-                    self._anti_list.append(term)
+                    self._anti_terms.add(term)
                 owners.add(node, copies)
             for spread in feeds.spreads:
                 if spread.retired:
@@ -195,12 +200,13 @@ class ClusterState:
     def _anti_hits(self, profile: PodProfile) -> list[AffinityTerm]:
         """The running pods' anti-affinity terms that match ``profile``."""
         seen, hits = self._hits.get(profile, (0, []))
-        if seen == len(self._anti_list):
+        count = len(self._anti_terms.terms)
+        if seen == count:
             return hits
-        for term in self._anti_list[seen:]:
+        for term in self._anti_terms.may_match(profile.labels, seen):
             if self._matches(term, profile):
                 hits = [*hits, term]
-        self._hits[profile] = (len(self._anti_list), hits)
+        self._hits[profile] = (count, hits)
         return hits
 
     # -- matching ---------------------------------------------------------------------
