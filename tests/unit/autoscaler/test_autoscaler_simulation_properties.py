@@ -217,16 +217,17 @@ def run(workload: Workload) -> tuple[Outcome, dict[str, Node]]:
         pods = [Placed(k, k.cpu, (80,) if k.constraint == "port" else (), False) for k in running]
         nodes[name] = Node(name, labels, first.cpu * 1000, False, pods)
     templates = []
-    opened_labels: dict[str, Mapping[str, str]] = {}
+    # Per node name, the labels it was asked with in each zone (a pool's next node is
+    # judged in several zones before it opens in one).
+    asked_labels: dict[str, dict[str | None, Mapping[str, str]]] = {}
     for pool in workload.pools:
         taken = len(workload.existing) if pool is first else 0
 
         def upcoming(
             k: int, zone: str | None, pool: Pool = pool, taken: int = taken
         ) -> tuple[str, Mapping[str, str]]:
-            # The last zone a node is asked in is the one it is opened in.
             name, labels = pool.node(taken + k, zone)
-            opened_labels[name] = labels
+            asked_labels.setdefault(name, {})[zone] = labels
             return name, labels
 
         counts = Counter(
@@ -258,10 +259,17 @@ def run(workload: Workload) -> tuple[Outcome, dict[str, Node]]:
     )
     for pool in workload.pools:
         taken = len(workload.existing) if pool is first else 0
-        opened = pool.in_flight + outcome.pools[pool.name].wanted_nodes
-        for k in range(opened):
+        # A node in flight is asked in one zone only; a new one opens where the outcome says.
+        zones = outcome.pools[pool.name].opened_zones
+        for k in range(pool.in_flight + len(zones)):
             name = pool.node(taken + k)[0]
-            nodes[name] = Node(name, opened_labels[name], pool.cpu * 1000, True, [])
+            asked = asked_labels[name]
+            labels = (
+                asked[zones[k - pool.in_flight]]
+                if k >= pool.in_flight
+                else next(iter(asked.values()))
+            )
+            nodes[name] = Node(name, labels, pool.cpu * 1000, True, [])
     for node in nodes.values():
         for _ in daemons:  # no DaemonSet pod is bound yet: every pool node gets one
             ports = (9100,) if workload.daemon_port else ()

@@ -1,7 +1,8 @@
 """The simulation's fast paths place every pod where plain first fit would.
 
-The room trees, the per-class cursor, placing a node's worth of replicas at once and
-repeating a spreading class's rounds are all shortcuts for one rule: each pod, in turn,
+The room trees, the per-class cursor, placing a node's worth of replicas at once, opening
+the next node without a search once a class filled the last one, and repeating a spreading
+class's rounds are all shortcuts for one rule: each pod, in turn,
 goes to the first node (in cluster order) every filter accepts. Here the same workloads
 are planned twice, once as shipped and once with every shortcut replaced by that rule (a
 scan of all nodes for each pod), and the two outcomes must be equal.
@@ -166,6 +167,8 @@ def _plain_first_fit(
     with monkeypatch.context() as patch:
         patch.setattr(filters.Cluster, "candidates", _every_node_in_order)
         patch.setattr(placing, "copies_that_fit", lambda profile, node, wanted: 1)
+        # Never "the class filled the last node": every pod searches every node.
+        patch.setattr(placing, "has_room", lambda profile, node: True)
         patch.setattr(rounds.Rounds, "applies", staticmethod(lambda profile: False))
         return simulate(pending, **cluster)
 

@@ -33,9 +33,10 @@ NodePool controller creates them where they were planned.
 
 The package, by stage: ``model`` (what it reads and answers), ``rooms`` (simulated nodes
 and their room trees), ``tallies`` (affinity and spread counters), ``cluster`` (the
-cluster's state), ``filters`` (kube-scheduler's filters in its order), ``pools`` (opening
-pool nodes), ``placing`` and ``rounds`` (the simulation loop), ``explain`` (verdicts for
-``nodepool-operator explain``).
+cluster's state), ``spreading`` (each class's spread counters), ``filters``
+(kube-scheduler's filters in its order), ``pools`` (opening pool nodes), ``classes`` (pods
+grouped into classes), ``placing`` and ``rounds`` (the simulation loop), ``outcomes`` (the
+answer per pool), ``explain`` (verdicts for ``nodepool-operator explain``).
 """
 
 from nodepool_operator.controllers.autoscaler.simulation.explain import (

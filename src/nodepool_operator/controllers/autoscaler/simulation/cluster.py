@@ -24,7 +24,12 @@ from nodepool_operator.controllers.autoscaler.simulation.model import (
     DaemonSetView,
 )
 from nodepool_operator.controllers.autoscaler.simulation.rooms import Group, SimNode
-from nodepool_operator.controllers.autoscaler.simulation.tallies import Counts, Feeds, Spread
+from nodepool_operator.controllers.autoscaler.simulation.tallies import (
+    AntiTerms,
+    Counts,
+    Feeds,
+    Spread,
+)
 
 __all__ = ["ClusterState"]
 
@@ -59,7 +64,7 @@ class ClusterState:
         self._term_list: list[tuple[AffinityTerm, Counts]] = []
         # The spreads of the classes not placed yet: the only ones a new node must join.
         self._live_spreads: list[Spread] = []
-        self._anti_list: list[AffinityTerm] = []
+        self._anti_terms = AntiTerms()
         self._hits: dict[PodProfile, tuple[int, list[AffinityTerm]]] = {}
         # Where the counted pods of each profile are: a new term or spread counts its
         # matches from the profiles it matches, not from every pod of every node.
@@ -69,6 +74,8 @@ class ClusterState:
         self._placed_by_label: dict[tuple[str, str], list[PodProfile]] = {}
         self._static_ids: dict[tuple[object, ...], int] = {}
         self._by_static: dict[int, list[int]] = {}  # indexes of the added nodes, per static id
+        self._hostnames: dict[int, list[str]] = {}  # and their hostnames
+        self._group_of_static: dict[int, Group] = {}
         # Nodes whose room changed since the room trees were last read: a node opened, given
         # its DaemonSet pods and filled before the next search is written to its tree once.
         self._stale: list[SimNode] = []
@@ -81,9 +88,16 @@ class ClusterState:
             raise ValueError(f"node {node.name} was made for another place in the cluster")
         self.nodes.append(node)
         self._by_static.setdefault(node.static_id, []).append(node.index)
-        group = self.groups.get(node.group_key)
+        hostnames = self._hostnames.setdefault(node.static_id, [])
+        if HOSTNAME_LABEL in node.labels:
+            hostnames.append(node.labels[HOSTNAME_LABEL])
+        # By static id first: a key is a deep tuple, hashed anew at every lookup.
+        group = self._group_of_static.get(node.static_id)
         if group is None:
-            group = self.groups[node.group_key] = Group(self.scale)
+            group = self.groups.get(node.group_key)
+            if group is None:
+                group = self.groups[node.group_key] = Group(self.scale)
+            self._group_of_static[node.static_id] = group
         kinds = len(group.kinds)
         node.group = group
         node.slot = group.add(node)
@@ -124,12 +138,16 @@ class ClusterState:
 
     def refresh_rooms(self) -> None:
         """Write the room of the nodes changed since the last search to their trees."""
+        room: Sequence[int]
         for node in self._stale:
             node.stale = False
             if node.unschedulable:
-                room = [-1, -1, -1]  # never searched; tolerating pods are rare and go new
+                room = (-1, -1, -1)  # never searched; tolerating pods are rare and go new
             else:
-                room = [max(-1, node.room(name)) for name in MAIN_RESOURCES]
+                have, used = node.allocatable, node.used
+                room = tuple(
+                    max(-1, have.get(name, 0) - used.get(name, 0)) for name in MAIN_RESOURCES
+                )
             node.group.tree.set(node.slot, room)
         self._stale.clear()
 
@@ -151,7 +169,7 @@ class ClusterState:
                 owners = self._anti_owners.get(term)
                 if owners is None:
                     owners = self._anti_owners[term] = Counts(term.topology_key)
-                    self._anti_list.append(term)
+                    self._anti_terms.add(term)
                 owners.add(node, copies)
             for spread in feeds.spreads:
                 if spread.retired:
@@ -172,19 +190,23 @@ class ClusterState:
                     for spread in self._live_spreads
                     if self._spread_counts(spread.constraint, spread.owner, profile)
                 ]
-        for term, counts in self._term_list[feeds.terms_seen :]:
-            if self._matches(term, profile):
-                feeds.counts.append(counts)
-        feeds.terms_seen = len(self._term_list)
+        if feeds.terms_seen < len(self._term_list):
+            for term, counts in self._term_list[feeds.terms_seen :]:
+                if self._matches(term, profile):
+                    feeds.counts.append(counts)
+            feeds.terms_seen = len(self._term_list)
         return feeds
 
     def _anti_hits(self, profile: PodProfile) -> list[AffinityTerm]:
         """The running pods' anti-affinity terms that match ``profile``."""
         seen, hits = self._hits.get(profile, (0, []))
-        for term in self._anti_list[seen:]:
+        count = len(self._anti_terms.terms)
+        if seen == count:
+            return hits
+        for term in self._anti_terms.may_match(profile.labels, seen):
             if self._matches(term, profile):
                 hits = [*hits, term]
-        self._hits[profile] = (len(self._anti_list), hits)
+        self._hits[profile] = (count, hits)
         return hits
 
     # -- matching ---------------------------------------------------------------------
@@ -258,44 +280,6 @@ class ClusterState:
         return not (
             constraint.honor_taints and untolerated(profile.tolerations, node.taints) is not None
         )
-
-    def _spread(self, constraint: SpreadConstraint, profile: PodProfile) -> Spread:
-        key = (constraint, profile)
-        spread = self._spreads.get(key)
-        if spread is None:
-            by_node = self.pinned(profile)
-            spread = self._spreads[key] = Spread(constraint, profile, pinned=by_node)
-            topology = constraint.topology_key
-            # Eligibility is judged once per static key (nodes alike but for their name)
-            # unless the pod names nodes one by one; the order domains join in is moot.
-            # Nodes of one static key share every label but the hostname: one domain.
-            per_node = by_node or topology == HOSTNAME_LABEL
-            nodes = self.nodes
-            for indexes in self._by_static.values():
-                if by_node:
-                    eligible = [i for i in indexes if self._spread_eligible(spread, nodes[i])]
-                    spread.eligible.update(eligible)
-                elif self._spread_eligible(spread, nodes[indexes[0]]):
-                    eligible = indexes if per_node else indexes[:1]
-                else:
-                    continue
-                spread.add_domains([nodes[index].labels[topology] for index in eligible])
-            for other, where in self._placed_for(constraint.selector):
-                if self._spread_counts(constraint, profile, other):
-                    self._feeds[other].spreads.append(spread)
-                    for index, count in where.items():
-                        node = nodes[index]
-                        if self._counted_at(spread, node):
-                            spread.add(node.labels[topology], count)
-            self._live_spreads.append(spread)
-        return spread
-
-    def retire(self, profile: PodProfile) -> None:
-        """The class of ``profile`` is placed: its spreads are read no more."""
-        for constraint, spread, _ in self._spreads_by_profile.pop(profile, ()):
-            spread.retired = True
-            self._live_spreads.remove(spread)
-            del self._spreads[(constraint, profile)]
 
     def rules_id(self, profile: PodProfile) -> int:
         """The number of the profile's node rules (equal rules, equal number)."""

@@ -16,14 +16,14 @@ from nodepool_operator.controllers.autoscaler.constraints import (
     node_affinity_problem,
     untolerated,
 )
-from nodepool_operator.controllers.autoscaler.simulation.cluster import ClusterState
 from nodepool_operator.controllers.autoscaler.simulation.rooms import SimNode
+from nodepool_operator.controllers.autoscaler.simulation.spreading import SpreadingState
 from nodepool_operator.controllers.autoscaler.simulation.tallies import Spread
 
 __all__ = ["Cluster"]
 
 
-class Cluster(ClusterState):
+class Cluster(SpreadingState):
     """The cluster with kube-scheduler's filters over it, in the scheduler's order:
     static (cordon, taints, node affinity, volumes), host ports, resources, spread, then
     pod affinity; the first that refuses is the reason given."""
@@ -48,8 +48,11 @@ class Cluster(ClusterState):
         rules = self.rules_id(profile)
         pinned = self._pinned[rules]
         key = (rules, node.static_id)
-        if not pinned and key in self._static:
-            return self._static[key]
+        if not pinned:
+            try:
+                return self._static[key]
+            except KeyError:
+                pass  # not judged yet
         problem = None
         # In kube-scheduler's order (NodeUnschedulable, TaintToleration, NodeAffinity, then
         # the volume filters), so the first refusal named is the one the scheduler reports.

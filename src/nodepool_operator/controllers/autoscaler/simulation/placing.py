@@ -5,84 +5,29 @@ nodes; then the outcome per pool.
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
+from nodepool_operator.controllers.autoscaler.simulation import classes, outcomes
 from nodepool_operator.controllers.autoscaler.simulation.model import (
-    MAIN_RESOURCES,
     DaemonSetView,
     ExistingNode,
     Outcome,
-    PoolOutcome,
     PoolTemplate,
 )
-from nodepool_operator.controllers.autoscaler.simulation.pools import Simulation, copies_that_fit
-from nodepool_operator.controllers.autoscaler.simulation.rooms import BEYOND_MAX, NEW, SimNode
+from nodepool_operator.controllers.autoscaler.simulation.pools import (
+    Simulation,
+    copies_that_fit,
+    has_room,
+)
+from nodepool_operator.controllers.autoscaler.simulation.rooms import SimNode
 from nodepool_operator.controllers.autoscaler.simulation.rounds import Rounds
 
 __all__ = ["simulate"]
 
 #: Rounds of the simulation when pods spread over topology (see ``simulate``).
 _SPREAD_ROUNDS: Final = 3
-
-
-def _share(profile: PodProfile, reference: Mapping[str, int]) -> float:
-    shares = [
-        amount / reference[name] if reference.get(name) else float("inf")
-        for name, amount in profile.requests.items()
-        if amount > 0 and name in MAIN_RESOURCES
-    ]
-    return max(shares, default=0.0)
-
-
-def _classes(pods: Sequence[PodProfile]) -> list[tuple[PodProfile, list[int]]]:
-    grouped: dict[PodProfile, list[int]] = {}
-    for index, profile in enumerate(pods):
-        grouped.setdefault(profile, []).append(index)
-    return list(grouped.items())
-
-
-class _Alike:
-    """One profile for the pods that differ only by labels no selector in the cluster reads.
-
-    Pod (anti-)affinity and spread selectors are the only readers of a pod's labels; a
-    label none of them names (``statefulset.kubernetes.io/pod-name``, a Job's completion
-    index) changes no verdict, so pods that differ only by such labels are one class,
-    placed under the first of their profiles (its other labels are never read), and the
-    simulation's counters and memos per profile stay as few as the classes.
-    """
-
-    def __init__(self, profiles: Iterable[PodProfile]) -> None:
-        keys: set[str] = set()
-        # Pods of one workload share their terms and differ in labels: read each set of
-        # terms once, not once per pod.
-        terms_read: set[tuple[object, ...]] = set()
-        for profile in profiles:
-            terms = (profile.affinity, profile.anti_affinity, profile.spread)
-            if terms != ((), (), ()) and terms not in terms_read:
-                terms_read.add(terms)
-                keys.update(profile.label_keys_read)
-        self._keys = frozenset(keys)
-        self._seen: dict[PodProfile, PodProfile] = {}
-        self._first: dict[tuple[object, ...], PodProfile] = {}
-
-    def of(self, profile: PodProfile) -> PodProfile:
-        found = self._seen.get(profile)
-        if found is None:
-            keys = self._keys
-            read = tuple(sorted(item for item in profile.labels.items() if item[0] in keys))
-            alike = (profile.namespace, read, profile.key[2:])
-            found = self._seen[profile] = self._first.setdefault(alike, profile)
-        return found
-
-    def node(self, node: ExistingNode) -> ExistingNode:
-        return dataclasses.replace(
-            node,
-            pods=tuple(self.of(p) for p in node.pods),
-            terminating=tuple(self.of(p) for p in node.terminating),
-        )
 
 
 def simulate(
@@ -102,7 +47,7 @@ def simulate(
     together. So when a pending pod spreads, the simulation runs again with the nodes the
     last run opened there from the start, until it opens no more (at most a few rounds).
     """
-    alike = _Alike(
+    alike = classes.Alike(
         [
             *pending,
             *(p for n in nodes for p in n.pods),
@@ -148,20 +93,20 @@ def _simulate_once(
         if target is not None:
             cluster.place(profile, target, 1, counted=True)
     reference = simulation.reference
-    classes = _classes(pending)
+    found = classes.grouped(pending)
     # Pods that need other pods near them go after the pods that need nobody, so that a
     # pending pod they are affine to is placed first (the scheduler retries them until it is).
-    classes.sort(key=lambda c: (-c[0].priority, bool(c[0].affinity), -_share(c[0], reference)))
+    found.sort(key=lambda c: (-c[0].priority, bool(c[0].affinity), -classes.share(c[0], reference)))
     placements: list[str | None] = [None] * len(pending)
     unfit: dict[int, str] = {}
-    for profile, members in classes:
+    for profile, members in found:
         if profile.unsupported is not None:
             for member in members:
                 unfit[member] = profile.unsupported
             continue
         _ClassPlacement(simulation, profile, members, placements, unfit).run()
         cluster.retire(profile)
-    return _outcome(simulation, placements, unfit)
+    return outcomes.outcome_of(simulation, placements, unfit)
 
 
 class _ClassPlacement:
@@ -197,10 +142,13 @@ class _ClassPlacement:
         profile, members, cluster = self.profile, self.members, self.cluster
         monotone = not profile.affinity
         simple = not profile.has_pod_constraints
+        # The class filled the cluster's last node: searching from it would find nothing.
+        filled_last = False
         while self.done < len(members):
             if self.floors and self._rounds_repeated():
                 break
-            node = self.simulation.existing_fit(profile, self.cursor) or self._new_node()
+            node = None if filled_last else self.simulation.existing_fit(profile, self.cursor)
+            node = node or self._new_node()
             if node is None:
                 break
             if monotone:
@@ -208,6 +156,9 @@ class _ClassPlacement:
             left = len(members) - self.done
             copies = max(1, copies_that_fit(profile, node, left) if simple else 1)
             cluster.place(profile, node, copies, counted=True)
+            filled_last = (
+                simple and node.index == len(cluster.nodes) - 1 and not has_room(profile, node)
+            )
             for member in members[self.done : self.done + copies]:
                 self.placements[member] = node.name
             self.done += copies
@@ -254,51 +205,3 @@ class _ClassPlacement:
     def _unfit(self, reason: str) -> None:
         for member in self.members[self.done :]:
             self.unfit[member] = reason
-
-
-def _outcome(
-    simulation: Simulation, placements: list[str | None], unfit: dict[int, str]
-) -> Outcome:
-    nodes = simulation.cluster.nodes
-    pool_of_node = {node.name: node for node in nodes}
-    hosted: dict[str, list[int]] = {}
-    triggering: dict[str, list[int]] = {}
-    beyond: dict[str, list[int]] = {}
-    passed_over: dict[str, list[tuple[int, str]]] = {}
-    for index, name in enumerate(placements):
-        if name is None:
-            continue
-        node = pool_of_node[name]
-        if node.pool is None:
-            continue
-        hosted.setdefault(node.pool, []).append(index)
-        if node.kind == NEW:
-            triggering.setdefault(node.pool, []).append(index)
-            preferred = simulation.passed_over_for.get(node.index)
-            if preferred is not None:
-                passed_over.setdefault(node.pool, []).append((index, preferred))
-        elif node.kind == BEYOND_MAX:
-            beyond.setdefault(node.pool, []).append(index)
-    used = {name for name in placements if name is not None}
-    for state in simulation.pools.values():
-        # Opened ahead by an earlier round and needed by nothing now: the last nodes of the
-        # pool's queue (beyond maxNodes ones come last) are given back.
-        for opened in (state.beyond, state.new_nodes):
-            while opened and nodes[opened[-1]].name not in used:
-                opened.pop()
-            if opened:
-                break
-    pools = {
-        name: PoolOutcome(
-            new_nodes=len(state.new_nodes),
-            wanted_nodes=len(state.new_nodes) + len(state.beyond),
-            triggering=tuple(triggering.get(name, ())),
-            hosted=tuple(hosted.get(name, ())),
-            beyond=tuple(beyond.get(name, ())),
-            passed_over=tuple(passed_over.get(name, ())),
-            new_node_zones=simulation.new_node_zones(state),
-            opened_zones=simulation.opened_zones(state),
-        )
-        for name, state in simulation.pools.items()
-    }
-    return Outcome(pools=pools, placements=tuple(placements), unfit=unfit)

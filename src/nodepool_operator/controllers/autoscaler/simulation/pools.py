@@ -29,7 +29,7 @@ from nodepool_operator.controllers.autoscaler.simulation.rooms import (
     SimNode,
 )
 
-__all__ = ["PoolState", "Simulation", "copies_that_fit"]
+__all__ = ["PoolState", "Simulation", "copies_that_fit", "has_room"]
 
 
 def _reference(pools: Sequence[PoolTemplate], nodes: Sequence[ExistingNode]) -> dict[str, int]:
@@ -50,6 +50,11 @@ def copies_that_fit(profile: PodProfile, node: SimNode, wanted: int) -> int:
     return max(0, fits)
 
 
+def has_room(profile: PodProfile, node: SimNode) -> bool:
+    """Whether the node has room for one more pod of ``profile``."""
+    return all(node.room(name) >= amount for name, amount in profile.requests.items())
+
+
 @dataclass
 class PoolState:
     template: PoolTemplate
@@ -57,16 +62,25 @@ class PoolState:
     new_nodes: list[int] = field(default_factory=list)  # indexes of granted new nodes
     beyond: list[int] = field(default_factory=list)  # indexes of nodes beyond maxNodes
     zone_counts: Counter[str] = field(default_factory=Counter)  # the pool's nodes per zone
+    # The zone order for the current counts: it changes only when a node opens.
+    _choices: list[str | None] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.zone_counts.update(self.template.zoning.counts)
 
     def zone_choices(self) -> list[str | None]:
         """The zones a new node may go to, least-filled first; [None] without zones."""
-        names = self.template.zoning.names
-        if not names:
-            return [None]
-        return list(zones_api.balanced_order(names, self.zone_counts))
+        if self._choices is None:
+            names = self.template.zoning.names
+            self._choices = list(zones_api.balanced_order(names, self.zone_counts)) or [None]
+        return self._choices
+
+    def count_node(self, zone: str | None) -> None:
+        """One more node of the pool opened, in ``zone``."""
+        self.opened += 1
+        if zone is not None:
+            self.zone_counts[zone] += 1
+            self._choices = None
 
     def zone_at(self, ahead: int) -> str | None:
         """The ``ahead``-th least-filled zone (the last one past the end: a template that
@@ -95,6 +109,10 @@ class Simulation:
         # Per new node opened in place of one of a pool ranked before it that could not
         # grow, that pool (``PoolOutcome.passed_over``).
         self.passed_over_for: dict[int, str] = {}
+        # Each pool's next node as judged before it opens, by (pool, nodes opened, zone):
+        # every pod that opens a node judges the next node of every pool, and most of
+        # those stay the same until their pool opens one.
+        self._candidates: dict[tuple[str, int, str | None], SimNode] = {}
         for existing in nodes:
             node = self.cluster.add_node(
                 self.cluster.make_node(
@@ -126,10 +144,15 @@ class Simulation:
         """The pool's next node, in ``zone`` (default: the least-filled)."""
         if zone is None:
             zone = state.zone_choices()[0]
-        node = self.cluster.add_node(self._upcoming(state, zone, kind=kind))
-        state.opened += 1
-        if zone is not None:
-            state.zone_counts[zone] += 1
+        node = self._candidates.pop((state.template.name, state.opened, zone), None)
+        if node is None:
+            node = self._upcoming(state, zone, kind=kind)
+        else:  # judged as a candidate: its DaemonSet pods are charged again, counted
+            node.index, node.kind, node.used, node.ports = len(self.cluster.nodes), kind, {}, []
+        self.cluster.add_node(node)
+        for other in state.zone_choices():  # the pool's other candidates are not next now
+            self._candidates.pop((state.template.name, state.opened, other), None)
+        state.count_node(zone)
         self.cluster.add_daemon_pods(node)
         if kind == NEW:
             state.new_nodes.append(node.index)
@@ -140,9 +163,13 @@ class Simulation:
     def candidate(self, state: PoolState, ahead: int) -> SimNode:
         """The pool's next node in its ``ahead``-th least-filled zone, as it would be;
         not added."""
-        node = self._upcoming(state, state.zone_at(ahead), kind=NEW)
-        for profile in self.cluster.daemons_for(node):
-            node.charge(profile, 1)
+        zone = state.zone_at(ahead)
+        key = (state.template.name, state.opened, zone)
+        node = self._candidates.get(key)
+        if node is None:
+            node = self._candidates[key] = self._upcoming(state, zone, kind=NEW)
+            for profile in self.cluster.daemons_for(node):
+                node.charge(profile, 1)
         return node
 
     def _upcoming(self, state: PoolState, zone: str | None, *, kind: str) -> SimNode:

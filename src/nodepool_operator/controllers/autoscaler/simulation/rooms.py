@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -78,43 +78,50 @@ class RoomTree:
     #: Mixes of (cpu, memory) weights, each relative to the largest node: a pod heavier in
     #: cpu reads the first, one heavier in memory the second (its two terms are closer).
     MIXES: Final = ((1, 4), (4, 1))
+    _TREES: Final = 6  # cpu, memory, pods, balance, one per mix
 
     def __init__(self, scale: tuple[int, int]) -> None:
         self.size = 1
         self.count = 0
         self.cpu_weight, self.memory_weight = scale
-        self.trees: list[list[int]] = [[-1, -1] for _ in range(4 + len(self.MIXES))]
+        self.trees: list[list[int]] = [[-1, -1] for _ in range(self._TREES)]
 
-    def _keys(self, cpu: int, memory: int) -> list[int]:
-        """Balance, then the weighed smaller share for each mix."""
+    def _keys(self, cpu: int, memory: int) -> tuple[int, int, int]:
+        """Balance, then the weighed smaller share for each mix (``MIXES``, written out:
+        this runs for every node changed and every search)."""
         if cpu < 0 or memory < 0:
-            return [-1] * (1 + len(self.MIXES))
+            return -1, -1, -1
         relative_cpu = cpu * self.cpu_weight
         relative_memory = (memory >> 20) * self.memory_weight
-        return [
+        return (
             relative_cpu + relative_memory,
-            *(min(a * relative_cpu, b * relative_memory) for a, b in self.MIXES),
-        ]
+            min(relative_cpu, 4 * relative_memory),
+            min(4 * relative_cpu, relative_memory),
+        )
 
     def _grow(self) -> None:
-        leaves = [[t[self.size + i] for i in range(self.count)] for t in self.trees]
-        self.size *= 2
-        self.trees = [[-1] * (2 * self.size) for _ in self.trees]
+        size = self.size
+        self.size = grown = 2 * size
         for d, tree in enumerate(self.trees):
-            for i, value in enumerate(leaves[d]):
-                tree[self.size + i] = value
-            for n in range(self.size - 1, 0, -1):
-                tree[n] = max(tree[2 * n], tree[2 * n + 1])
+            leaves = tree[size : size + self.count]
+            tree = self.trees[d] = [-1] * (2 * grown)
+            tree[grown : grown + len(leaves)] = leaves
+            for n in range(grown - 1, 0, -1):
+                left, right = tree[2 * n], tree[2 * n + 1]
+                tree[n] = left if left > right else right
 
-    def append(self, room: Sequence[int]) -> None:
+    def append(self) -> None:
+        """One more leaf, without room (every leaf past the count has none)."""
         if self.count == self.size:
             self._grow()
         self.count += 1
-        self.set(self.count - 1, room)
 
     def set(self, index: int, room: Sequence[int]) -> None:
         leaf = self.size + index
-        for tree, value in zip(self.trees, (*room, *self._keys(room[0], room[1])), strict=True):
+        cpu, memory, pods = room
+        for tree, value in zip(
+            self.trees, (cpu, memory, pods, *self._keys(cpu, memory)), strict=True
+        ):
             if tree[leaf] == value:
                 continue
             tree[leaf] = value
@@ -129,14 +136,14 @@ class RoomTree:
                 tree[n] = best
                 n >>= 1
 
-    def find(self, need: Sequence[int], start: int) -> Iterable[int]:
-        """Nodes from ``start`` on with room for ``need``, leftmost first."""
+    def find(self, need: Sequence[int], start: int, names: Sequence[int]) -> Iterator[int]:
+        """``names`` of the leaves from ``start`` on with room for ``need``, leftmost first."""
         c, m, p = need
-        b, *shares = self._keys(c, m)
+        b, cpu_mix, memory_mix = self._keys(c, m)
         heavier_in_memory = (m >> 20) * self.memory_weight > c * self.cpu_weight
         cpu, memory, pods, balance = self.trees[:4]
         shape = self.trees[5 if heavier_in_memory else 4]
-        s = shares[1 if heavier_in_memory else 0]
+        s = memory_mix if heavier_in_memory else cpu_mix
         size = self.size
         if cpu[1] < c or memory[1] < m or pods[1] < p or balance[1] < b or shape[1] < s:
             return
@@ -149,7 +156,7 @@ class RoomTree:
         while stack:
             n = pop()
             if n >= size:
-                yield n - size
+                yield names[n - size]
                 continue
             right = 2 * n + 1
             if (
@@ -183,18 +190,17 @@ class Group:
         # One node of each static key in the group (one per zone): a pod may use the
         # group when one of them passes its static filters.
         self.kinds: list[SimNode] = []
-        self._keys: set[tuple[object, ...]] = set()
+        self._static_ids: set[int] = set()
 
     def add(self, node: SimNode) -> int:
         """A leaf for ``node``, without room until its room is set."""
-        if node.static_key not in self._keys:
-            self._keys.add(node.static_key)
+        if node.static_id not in self._static_ids:
+            self._static_ids.add(node.static_id)
             self.kinds.append(node)
         self.indexes.append(node.index)
-        self.tree.append((-1, -1, -1))
+        self.tree.append()
         return len(self.indexes) - 1
 
-    def find(self, need: Sequence[int], start: int) -> Iterable[int]:
+    def find(self, need: Sequence[int], start: int) -> Iterator[int]:
         indexes = self.indexes
-        for slot in self.tree.find(need, bisect.bisect_left(indexes, start)):
-            yield indexes[slot]
+        return self.tree.find(need, bisect.bisect_left(indexes, start), indexes)

@@ -5,13 +5,17 @@ to date as pods are placed rather than recounted for each pod judged.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from nodepool_operator.controllers.autoscaler.constraints import PodProfile, SpreadConstraint
+from nodepool_operator.controllers.autoscaler.constraints import (
+    AffinityTerm,
+    PodProfile,
+    SpreadConstraint,
+)
 from nodepool_operator.controllers.autoscaler.simulation.rooms import SimNode
 
-__all__ = ["Counts", "Feeds", "Spread"]
+__all__ = ["AntiTerms", "Counts", "Feeds", "Spread"]
 
 
 class Counts:
@@ -56,9 +60,12 @@ class Spread:
         """New, empty domains (values already counted are left as they are)."""
         counts = self.counts
         before = len(counts)
-        for value in values:
-            if value not in counts:
-                counts[value] = 0
+        if before:
+            for value in values:
+                if value not in counts:
+                    counts[value] = 0
+        else:  # the first domains, often every node's hostname: added at once
+            dict.update(counts, dict.fromkeys(values, 0))
         added = len(counts) - before
         if not added:
             return
@@ -93,3 +100,36 @@ class Feeds:
     counts: list[Counts] = field(default_factory=list)
     spreads: list[Spread] = field(default_factory=list)
     terms_seen: int = 0
+
+
+class AntiTerms:
+    """The anti-affinity terms of the counted pods, in the order first seen, indexed by the
+    label values their selector's first ``In`` requirement accepts: a pod's own labels
+    name the only terms that may match it, so a class judged for the first time reads
+    those, not every term of every class placed before."""
+
+    def __init__(self) -> None:
+        self.terms: list[AffinityTerm] = []
+        self._by_label: dict[tuple[str, str], list[int]] = {}
+        self._unindexed: list[int] = []  # positions of terms without an ``In`` requirement
+
+    def add(self, term: AffinityTerm) -> None:
+        position = len(self.terms)
+        self.terms.append(term)
+        if term.selector is None:
+            return  # matches no pod
+        for key, operator, values in term.selector.requirements:
+            if operator == "In":
+                for value in values:
+                    self._by_label.setdefault((key, value), []).append(position)
+                return
+        self._unindexed.append(position)
+
+    def may_match(self, labels: Mapping[str, str], since: int) -> list[AffinityTerm]:
+        """The terms from position ``since`` on that a pod with ``labels`` may match, in order."""
+        if len(self.terms) - since <= 8:
+            return self.terms[since:]
+        positions = {p for p in self._unindexed if p >= since}
+        for label in labels.items():
+            positions.update(p for p in self._by_label.get(label, ()) if p >= since)
+        return [self.terms[p] for p in sorted(positions)]

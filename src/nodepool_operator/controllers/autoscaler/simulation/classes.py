@@ -1,0 +1,72 @@
+"""Pending pods grouped into classes: pods alike in all that kube-scheduler's filters read
+are placed as one, in first-fit-decreasing order of their largest share of a node.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+
+from nodepool_operator.controllers.autoscaler.constraints import PodProfile
+from nodepool_operator.controllers.autoscaler.simulation.model import MAIN_RESOURCES, ExistingNode
+
+__all__ = ["Alike", "grouped", "share"]
+
+
+def share(profile: PodProfile, reference: Mapping[str, int]) -> float:
+    """The largest share of a node the pod asks for, of cpu, memory and pod slots."""
+    largest = 0.0
+    for name in MAIN_RESOURCES:
+        amount = profile.requests.get(name, 0)
+        if amount > 0:
+            have = reference.get(name)
+            largest = max(largest, amount / have if have else float("inf"))
+    return largest
+
+
+def grouped(pods: Sequence[PodProfile]) -> list[tuple[PodProfile, list[int]]]:
+    grouped: dict[PodProfile, list[int]] = {}
+    for index, profile in enumerate(pods):
+        grouped.setdefault(profile, []).append(index)
+    return list(grouped.items())
+
+
+class Alike:
+    """One profile for the pods that differ only by labels no selector in the cluster reads.
+
+    Pod (anti-)affinity and spread selectors are the only readers of a pod's labels; a
+    label none of them names (``statefulset.kubernetes.io/pod-name``, a Job's completion
+    index) changes no verdict, so pods that differ only by such labels are one class,
+    placed under the first of their profiles (its other labels are never read), and the
+    simulation's counters and memos per profile stay as few as the classes.
+    """
+
+    def __init__(self, profiles: Iterable[PodProfile]) -> None:
+        keys: set[str] = set()
+        # Pods of one workload share their terms and differ in labels: read each set of
+        # terms once, not once per pod.
+        terms_read: set[tuple[object, ...]] = set()
+        for profile in profiles:
+            terms = (profile.affinity, profile.anti_affinity, profile.spread)
+            if terms != ((), (), ()) and terms not in terms_read:
+                terms_read.add(terms)
+                keys.update(profile.label_keys_read)
+        self._keys = frozenset(keys)
+        self._seen: dict[PodProfile, PodProfile] = {}
+        self._first: dict[tuple[object, ...], PodProfile] = {}
+
+    def of(self, profile: PodProfile) -> PodProfile:
+        found = self._seen.get(profile)
+        if found is None:
+            keys = self._keys
+            read = tuple(sorted(item for item in profile.labels.items() if item[0] in keys))
+            alike = (profile.namespace, read, profile.key[2:])
+            found = self._seen[profile] = self._first.setdefault(alike, profile)
+        return found
+
+    def node(self, node: ExistingNode) -> ExistingNode:
+        return dataclasses.replace(
+            node,
+            pods=tuple(self.of(p) for p in node.pods),
+            terminating=tuple(self.of(p) for p in node.terminating),
+        )

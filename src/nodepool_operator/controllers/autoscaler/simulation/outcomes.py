@@ -1,0 +1,59 @@
+"""The simulation's answer per pool: the nodes it opened, in which zones, and which pending
+pods each pool hosts.
+"""
+
+from __future__ import annotations
+
+from nodepool_operator.controllers.autoscaler.simulation.model import Outcome, PoolOutcome
+from nodepool_operator.controllers.autoscaler.simulation.pools import Simulation
+from nodepool_operator.controllers.autoscaler.simulation.rooms import BEYOND_MAX, NEW
+
+__all__ = ["outcome_of"]
+
+
+def outcome_of(
+    simulation: Simulation, placements: list[str | None], unfit: dict[int, str]
+) -> Outcome:
+    nodes = simulation.cluster.nodes
+    pool_of_node = {node.name: node for node in nodes}
+    hosted: dict[str, list[int]] = {}
+    triggering: dict[str, list[int]] = {}
+    beyond: dict[str, list[int]] = {}
+    passed_over: dict[str, list[tuple[int, str]]] = {}
+    for index, name in enumerate(placements):
+        if name is None:
+            continue
+        node = pool_of_node[name]
+        if node.pool is None:
+            continue
+        hosted.setdefault(node.pool, []).append(index)
+        if node.kind == NEW:
+            triggering.setdefault(node.pool, []).append(index)
+            preferred = simulation.passed_over_for.get(node.index)
+            if preferred is not None:
+                passed_over.setdefault(node.pool, []).append((index, preferred))
+        elif node.kind == BEYOND_MAX:
+            beyond.setdefault(node.pool, []).append(index)
+    used = {name for name in placements if name is not None}
+    for state in simulation.pools.values():
+        # Opened ahead by an earlier round and needed by nothing now: the last nodes of the
+        # pool's queue (beyond maxNodes ones come last) are given back.
+        for opened in (state.beyond, state.new_nodes):
+            while opened and nodes[opened[-1]].name not in used:
+                opened.pop()
+            if opened:
+                break
+    pools = {
+        name: PoolOutcome(
+            new_nodes=len(state.new_nodes),
+            wanted_nodes=len(state.new_nodes) + len(state.beyond),
+            triggering=tuple(triggering.get(name, ())),
+            hosted=tuple(hosted.get(name, ())),
+            beyond=tuple(beyond.get(name, ())),
+            passed_over=tuple(passed_over.get(name, ())),
+            new_node_zones=simulation.new_node_zones(state),
+            opened_zones=simulation.opened_zones(state),
+        )
+        for name, state in simulation.pools.items()
+    }
+    return Outcome(pools=pools, placements=tuple(placements), unfit=unfit)
