@@ -36,13 +36,12 @@ def outcome_of(
             beyond.setdefault(node.pool, []).append(index)
     used = {name for name in placements if name is not None}
     for state in simulation.pools.values():
-        # Opened ahead by an earlier round and needed by nothing now: the last nodes of the
-        # pool's queue (beyond maxNodes ones come last) are given back.
-        for opened in (state.beyond, state.new_nodes):
-            while opened and nodes[opened[-1]].name not in used:
-                opened.pop()
-            if opened:
-                break
+        # Opened by an earlier round and needed by nothing now, wherever in the pool's
+        # queue: given back. Every placement still holds without it: an empty node only
+        # adds a domain with no pod to the spreads, which can only have lowered their
+        # smallest count, never raised it.
+        state.beyond[:] = [i for i in state.beyond if nodes[i].name in used]
+        state.new_nodes[:] = [i for i in state.new_nodes if nodes[i].name in used]
     pools = {
         name: PoolOutcome(
             new_nodes=len(state.new_nodes),
