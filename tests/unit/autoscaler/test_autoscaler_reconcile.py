@@ -428,8 +428,9 @@ async def test_counts_are_held_while_the_nodes_asked_for_are_not_ready(world: Wo
         await world.clock.advance(5)
         assert await world.scan() == written
     assert world.status()["pendingPods"] == 0
-    world.node("n2")  # the node lands: the counts of now are written
-    await world.clock.advance(5)
+    world.node("n2")  # the node lands: its pods are given a scan interval to be bound
+    assert await world.scan() == written
+    await world.clock.advance(5)  # they were not: the counts of now are written
     assert await world.scan() == written + 1
     assert world.status()["pendingPods"] == 2
     assert world.api.made("scalerequests") == []
@@ -445,7 +446,8 @@ async def test_pods_the_scheduler_has_not_judged_yet_cost_no_write(world: World)
     await world.clock.advance(5)
     assert await world.scan() == written
     assert world.status()["pendingPods"] == 0
-    world.pod("fresh")  # the scheduler marks it: that is written
+    world.pod("fresh")  # the scheduler marks it though it fits n1: written, a scan
+    assert await world.scan() == written  # interval on, if it is still not bound
     await world.clock.advance(5)
     assert await world.scan() == written + 1
     assert (world.status()["pendingPods"], world.status()["unschedulablePods"]) == (1, 1)
@@ -461,6 +463,7 @@ async def test_count_writes_of_all_autoscalers_share_one_budget() -> None:
 
     assert await world.scan() == 1  # the first status: conditions, not counts only
     world.pod("first")  # fits on n1: only the counts move
+    assert await world.scan() == 1  # a scan interval for it to be bound
     await world.clock.advance(5)
     assert await world.scan() == 2  # the budget's one write
     world.pod("second")
@@ -502,13 +505,23 @@ def scale_up_in_steps(world: World, steps: int) -> Callable[[], Any]:
     return run
 
 
-def land(world: World, nodes: int) -> None:
-    """The pool's nodes are Ready and the scheduler has bound the pods to them."""
+def land_nodes(world: World, nodes: int) -> None:
+    """The pool's nodes are Ready; the pods wait for the scheduler to retry them."""
     world.show_requests(phase="Applied", applied=nodes)
     world.pool(target=nodes)
     for i in range(nodes):
         world.node(f"n{i}")
+
+
+def bind_pods(world: World, nodes: int) -> None:
+    for i in range(nodes):
         world.pod(f"p{i}", cpu="3", node=f"n{i}")
+
+
+def land(world: World, nodes: int) -> None:
+    """The pool's nodes are Ready and the scheduler has bound the pods to them."""
+    land_nodes(world, nodes)
+    bind_pods(world, nodes)
 
 
 async def test_a_scale_up_in_a_burst_writes_when_it_starts_and_when_its_nodes_land(
@@ -531,6 +544,20 @@ async def test_a_scale_up_in_a_burst_writes_when_it_starts_and_when_its_nodes_la
     for _ in range(3):  # settled: nothing more to write
         await world.clock.advance(5)
         assert await world.scan() == before + 2
+
+
+async def test_nodes_landing_before_their_pods_are_bound_cost_one_write(world: World) -> None:
+    before = await world.scan()
+    await scale_up_in_steps(world, 5)()
+    await world.clock.advance(5)
+    land_nodes(world, 5)
+    assert await world.scan() == before + 1  # the pods are not bound yet: held
+    await world.clock.advance(2)
+    bind_pods(world, 5)
+    assert await world.scan() == before + 2
+    status = world.status()
+    assert status["lastRequest"]["targetNodes"] == 5
+    assert (status["pendingPods"], status["unschedulablePods"]) == (0, 0)
 
 
 async def test_a_held_request_that_lands_within_a_scan_interval_waits_for_it(

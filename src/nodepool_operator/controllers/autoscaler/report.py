@@ -32,6 +32,7 @@ __all__ = [
     "alarms",
     "autoscaler_status",
     "decision_line",
+    "pods_settling",
     "progress_fields",
     "with_progress_held",
     "would_request",
@@ -163,6 +164,15 @@ def with_progress_held(
     if not (nodes_in_flight or unjudged_only):
         return status
     return {**status, **{k: current[k] for k in progress if k in current}}
+
+
+def pods_settling(seen: Part) -> bool:
+    """Pods the plan puts on nodes the pool has, none on new ones, are still waiting,
+    with no node in flight: the nodes that were coming have just landed, and the
+    scheduler, which retries pods when nodes change, binds these in moments."""
+    if not isinstance(seen, Observation):
+        return False
+    return seen.pool.in_flight == 0 and bool(seen.fitting) and not seen.triggering
 
 
 def would_request(decision: plan.Decision | None) -> autoscaler_api.WouldRequest | None:
