@@ -11,6 +11,7 @@ import pytest
 
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.controllers.autoscaler import report
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
 from nodepool_operator.controllers.autoscaler.consolidation import Consolidator
 from nodepool_operator.controllers.autoscaler.controller import AutoscalerReconciler
@@ -427,8 +428,9 @@ async def test_counts_are_held_while_the_nodes_asked_for_are_not_ready(world: Wo
         await world.clock.advance(5)
         assert await world.scan() == written
     assert world.status()["pendingPods"] == 0
-    world.node("n2")  # the node lands: the counts of now are written
-    await world.clock.advance(5)
+    world.node("n2")  # the node lands: its pods are given a scan interval to be bound
+    assert await world.scan() == written
+    await world.clock.advance(5)  # they were not: the counts of now are written
     assert await world.scan() == written + 1
     assert world.status()["pendingPods"] == 2
     assert world.api.made("scalerequests") == []
@@ -444,7 +446,8 @@ async def test_pods_the_scheduler_has_not_judged_yet_cost_no_write(world: World)
     await world.clock.advance(5)
     assert await world.scan() == written
     assert world.status()["pendingPods"] == 0
-    world.pod("fresh")  # the scheduler marks it: that is written
+    world.pod("fresh")  # the scheduler marks it though it fits n1: written, a scan
+    assert await world.scan() == written  # interval on, if it is still not bound
     await world.clock.advance(5)
     assert await world.scan() == written + 1
     assert (world.status()["pendingPods"], world.status()["unschedulablePods"]) == (1, 1)
@@ -460,6 +463,7 @@ async def test_count_writes_of_all_autoscalers_share_one_budget() -> None:
 
     assert await world.scan() == 1  # the first status: conditions, not counts only
     world.pod("first")  # fits on n1: only the counts move
+    assert await world.scan() == 1  # a scan interval for it to be bound
     await world.clock.advance(5)
     assert await world.scan() == 2  # the budget's one write
     world.pod("second")
@@ -485,6 +489,149 @@ async def test_a_decision_is_written_at_once_even_right_after_a_count_change(
     await world.reconcile()
     assert len(world.api.status_writes()) == written + 1
     assert world.status()["lastRequest"] is not None
+
+
+def scale_up_in_steps(world: World, steps: int) -> Callable[[], Any]:
+    """Pods arriving two seconds apart, each needing a node of its own, with the informer
+    showing each request (Pending) before the next pod: one request per pod."""
+
+    async def run() -> None:
+        for i in range(steps):
+            world.pod(f"p{i}", cpu="3")
+            await world.clock.advance(2)
+            await world.scan()
+            world.show_requests()
+
+    return run
+
+
+def land_nodes(world: World, nodes: int) -> None:
+    """The pool's nodes are Ready; the pods wait for the scheduler to retry them."""
+    world.show_requests(phase="Applied", applied=nodes)
+    world.pool(target=nodes)
+    for i in range(nodes):
+        world.node(f"n{i}")
+
+
+def bind_pods(world: World, nodes: int) -> None:
+    for i in range(nodes):
+        world.pod(f"p{i}", cpu="3", node=f"n{i}")
+
+
+def land(world: World, nodes: int) -> None:
+    """The pool's nodes are Ready and the scheduler has bound the pods to them."""
+    land_nodes(world, nodes)
+    bind_pods(world, nodes)
+
+
+async def test_a_scale_up_in_a_burst_writes_when_it_starts_and_when_its_nodes_land(
+    world: World,
+) -> None:
+    before = await world.scan()  # the first status: conditions
+    await scale_up_in_steps(world, 5)()
+    targets = [r["spec"]["targetNodes"] for r in world.api.made("scalerequests")]
+    assert targets == [1, 2, 3, 4, 5]
+    # The first request at once; the four that follow while its nodes boot are held,
+    # though more than a scan interval passed.
+    assert len(world.api.status_writes()) == before + 1
+    assert world.status()["lastRequest"]["targetNodes"] == 1
+    land(world, 5)
+    await world.clock.advance(5)
+    assert await world.scan() == before + 2
+    status = world.status()
+    assert status["lastRequest"]["targetNodes"] == 5
+    assert (status["pendingPods"], status["unschedulablePods"]) == (0, 0)
+    for _ in range(3):  # settled: nothing more to write
+        await world.clock.advance(5)
+        assert await world.scan() == before + 2
+
+
+async def test_nodes_landing_before_their_pods_are_bound_cost_one_write(world: World) -> None:
+    before = await world.scan()
+    await scale_up_in_steps(world, 5)()
+    await world.clock.advance(5)
+    land_nodes(world, 5)
+    assert await world.scan() == before + 1  # the pods are not bound yet: held
+    await world.clock.advance(2)
+    bind_pods(world, 5)
+    assert await world.scan() == before + 2
+    status = world.status()
+    assert status["lastRequest"]["targetNodes"] == 5
+    assert (status["pendingPods"], status["unschedulablePods"]) == (0, 0)
+
+
+async def test_a_held_request_that_lands_within_a_scan_interval_waits_for_it(
+    world: World,
+) -> None:
+    before = await world.scan()
+    await scale_up_in_steps(world, 2)()
+    assert len(world.api.status_writes()) == before + 1
+    land(world, 2)  # 2 s after the first request's write
+    assert await world.scan() == before + 1
+    await world.clock.advance(3)  # a scan interval after that write
+    assert await world.scan() == before + 2
+    assert world.status()["lastRequest"]["targetNodes"] == 2
+
+
+async def test_a_scale_up_after_a_quiet_scan_interval_is_written_at_once(world: World) -> None:
+    before = await world.scan()
+    await scale_up_in_steps(world, 2)()
+    land(world, 2)
+    await world.clock.advance(5)
+    assert await world.scan() == before + 2
+    await world.clock.advance(5)
+    world.pod("later", cpu="3")  # the stored request asked for more nodes too
+    assert await world.scan() == before + 3
+    assert world.status()["lastRequest"]["targetNodes"] == 3
+
+
+async def test_a_restart_while_requests_are_held_asks_nothing_twice_and_catches_up(
+    world: World,
+) -> None:
+    before = await world.scan()
+    await scale_up_in_steps(world, 3)()
+    world.reconciler = world.start()  # the process dies with two requests unwritten
+    assert await world.scan() == before + 1
+    assert [r["spec"]["targetNodes"] for r in world.api.made("scalerequests")] == [1, 2, 3]
+    world.pod("p3", cpu="3")  # the new process asks for the next node, held as well
+    await world.scan()
+    assert [r["spec"]["targetNodes"] for r in world.api.made("scalerequests")] == [1, 2, 3, 4]
+    assert len(world.api.status_writes()) == before + 1
+    land(world, 4)
+    await world.clock.advance(5)
+    assert await world.scan() == before + 2
+    assert world.status()["lastRequest"]["targetNodes"] == 4
+
+
+def _up(target: int) -> dict[str, Any]:
+    return {"name": f"nas-{target}-up", "targetNodes": target, "reason": "pods"}
+
+
+def _stored(last: dict[str, Any] | None, *, pending: int = 0) -> dict[str, Any]:
+    status: dict[str, Any] = {"observedGeneration": 1, "conditions": []}
+    status.update(lastRequest=last, wouldRequest=None)
+    status.update(pendingPods=pending, unschedulablePods=pending)
+    return status
+
+
+def test_only_a_request_following_one_the_same_way_is_progress() -> None:
+    down = {"name": "nas-9-down", "targetNodes": 1, "reason": "unneeded"}
+    counts = frozenset(report.COUNTS)
+    assert report.progress_fields(_stored(_up(2)), _stored(_up(4))) == counts | {"lastRequest"}
+    assert report.progress_fields(_stored(None), _stored(_up(4))) == counts  # the first
+    assert report.progress_fields(_stored(_up(2)), _stored(down)) == counts  # turned
+    assert report.progress_fields(_stored(down), _stored(_up(4))) == counts
+
+
+def test_a_request_is_held_with_the_counts_only_while_nodes_are_in_flight() -> None:
+    stored, fresh = _stored(_up(2), pending=3), _stored(_up(4), pending=7)
+    assert report.with_progress_held(stored, fresh, nodes_in_flight=True) == stored
+    assert report.with_progress_held(stored, fresh, nodes_in_flight=False) == fresh
+    turned = _stored({"name": "nas-9-down", "targetNodes": 1, "reason": "x"}, pending=7)
+    assert report.with_progress_held(stored, turned, nodes_in_flight=True) == turned
+    limited = copy.deepcopy(fresh)
+    limited["conditions"] = [{"type": "LimitReached", "status": "True"}]
+    assert report.with_progress_held(stored, limited, nodes_in_flight=True) == limited
 
 
 async def test_a_pod_too_big_for_any_node_gets_one_warning_and_no_request(world: World) -> None:

@@ -6,12 +6,12 @@ status through the status writer, which sends nothing when nothing changed. It r
 the Autoscaler's spec changes and when the planner finds its status has something new to
 say (``needs_write``).
 
-Status writes do not grow with pods: the decision, the conditions and the last request
-change only when a decision does; the pod counts (``pendingPods``, ``unschedulablePods``)
-are held while nodes asked for are coming (``report.with_counts_held``), and a write that
-carries nothing but moved counts waits until the Autoscaler's last write is a scan
-interval old and takes a token from one budget shared by all Autoscalers
-(``count_writes_per_second``).
+Status writes do not grow with pods or with the requests of a burst: the conditions and
+the first request of a scale-up are written at once; the pod counts and each further
+request of the scale-up (``report.progress_fields``) are held while nodes asked for are
+coming (``report.with_progress_held``), and a write that carries nothing but such
+progress waits until the Autoscaler's last write is a scan interval old (counts only:
+and takes a token from one budget shared by all Autoscalers, ``count_writes_per_second``).
 """
 
 from __future__ import annotations
@@ -61,6 +61,9 @@ class AutoscalerReconciler:
         self.wall_clock = wall_clock
         self.status = StatusWriter(client, AUTOSCALERS, controller=NAME)
         self._written_at: dict[str, float] = {}  # key -> when its status was last written
+        # key -> when its pool's pods began settling (``report.pods_settling``); a rate
+        # limit, not a record: after a restart the wait starts over, at most once.
+        self._settling_since: dict[str, float] = {}
         # One budget for every Autoscaler's counts-only writes: their total stays bounded
         # however many Autoscalers watch the pods that move.
         self._count_writes = pacing.TokenBucket(
@@ -80,7 +83,8 @@ class AutoscalerReconciler:
         status = self._desired(autoscaler, verdict)
         current = self.status.current(autoscaler)
         spec = autoscaler_api.spec_of(autoscaler)
-        held = self._counts_held_for(request.name, current, status, spec)
+        settling = report.pods_settling(verdict.part)
+        held = self._held_for(request.name, current, status, spec, settling=settling)
         if held is not None:
             return Result(requeue_after=held)
         try:
@@ -120,28 +124,45 @@ class AutoscalerReconciler:
             now=conditions.rfc3339(self.wall_clock.time()),
         )
 
-    def _counts_held_for(
+    def _held_for(
         self,
         key: str,
         current: Mapping[str, Any],
         status: Mapping[str, Any],
         spec: autoscaler_api.AutoscalerSpec,
+        settling: bool,
     ) -> float | None:
-        """Seconds to hold a write that moves only the pod counts; None to write now.
+        """Seconds to hold a write that moves only progress (``report.progress_fields``);
+        None to write now.
 
-        Held while the status was written less than a scan interval ago or while the
-        budget of counts-only writes shared by all Autoscalers is spent. In a burst the
-        counts move with every pod (for every Autoscaler watching the namespace); a
-        decision, a condition or a new generation is always written at once."""
+        Held while the status was written less than a scan interval ago, and for up to a
+        scan interval while the pool's pods settle onto nodes that just landed (their
+        binding is the next change: one write then, not one now and one for it); a
+        counts-only write also while the budget shared by all Autoscalers is spent. In a
+        burst the counts move with every pod (for every Autoscaler watching the
+        namespace) and a pool's requests follow each other while its first nodes land; a
+        condition, a new generation, a first request or one in the other direction is
+        written at once."""
+        now = self.clock.now()
+        if not settling:
+            self._settling_since.pop(key, None)
         moved = {k for k in status.keys() | current.keys() if status.get(k) != current.get(k)}
-        if not moved or not moved <= set(report.COUNTS):
+        if not moved or not moved <= report.progress_fields(current, status):
             return None
+        interval = spec.scan_interval_seconds
+        waits = [0.0]
+        if settling:
+            waits.append(interval - (now - self._settling_since.setdefault(key, now)))
         written = self._written_at.get(key)
-        since = None if written is None else self.clock.now() - written
-        if since is not None and since < spec.scan_interval_seconds:
-            return spec.scan_interval_seconds - since
+        if written is not None:
+            waits.append(interval - (now - written))
+        if (wait := max(waits)) > 0:
+            return wait
+        if report.LAST_REQUEST in moved:
+            return None  # a request, however held, never waits on the counts' budget
         return None if self._count_writes.allow() else float(spec.scan_interval_seconds)
 
     def _forget(self, key: str) -> None:
         self._written_at.pop(key, None)
+        self._settling_since.pop(key, None)
         self.status.forget({"metadata": {"name": key}})

@@ -1,10 +1,10 @@
 """The Autoscaler's status: what it decided, computed from the decision alone.
 
 Nothing in it changes from one scan to the next unless a decision does: no scan time, no
-timer, no "last seen"; the pod counts move only when pods do (and are held while nodes
-asked for are still coming, or while only pods the scheduler has not judged moved:
-``with_counts_held``), and conditions keep their
-``lastTransitionTime`` unless their status flips. So an idle cluster costs no status
+timer, no "last seen"; the pod counts move only when pods do, and they and each further
+request of a scale-up are held while nodes asked for are still coming (or, the counts,
+while only pods the scheduler has not judged moved: ``with_progress_held``); conditions
+keep their ``lastTransitionTime`` unless their status flips. So an idle cluster costs no status
 write, and the status writer's compare-before-write has something to compare.
 """
 
@@ -26,12 +26,15 @@ from nodepool_operator.runtime.client import Object
 __all__ = [
     "COUNTS",
     "DRY_RUN",
+    "LAST_REQUEST",
     "LIMIT_REACHED",
     "READY",
     "alarms",
     "autoscaler_status",
     "decision_line",
-    "with_counts_held",
+    "pods_settling",
+    "progress_fields",
+    "with_progress_held",
     "would_request",
 ]
 
@@ -71,7 +74,7 @@ def autoscaler_status(
     }
     if not isinstance(seen, Observation):
         return status
-    return with_counts_held(
+    return with_progress_held(
         autoscaler.get("status") or {}, status, nodes_in_flight=seen.pool.in_flight > 0
     )
 
@@ -118,24 +121,58 @@ def _set_dry_run(found: conditions.ConditionList, spec: autoscaler_api.Autoscale
 
 #: Status fields that move with every pod of a burst.
 COUNTS = ("pendingPods", "unschedulablePods")
+LAST_REQUEST = "lastRequest"
 
 
-def with_counts_held(
+def _scales_up(request: Any) -> bool:
+    """The request (``lastRequest`` as stored) asked for more nodes: its name ends in
+    ``-up`` (``handoff.request_name``: ``<autoscaler>-<time>-<up|down>``)."""
+    return isinstance(request, Mapping) and str(request.get("name", "")).endswith("-up")
+
+
+def progress_fields(current: Mapping[str, Any], status: Mapping[str, Any]) -> frozenset[str]:
+    """The fields of ``status`` whose change from ``current`` is progress of a scale-up
+    under way rather than news: the pod counts always, and ``lastRequest`` when both the
+    stored one and the new one ask for more nodes (each request of a burst supersedes the
+    last; the ScaleRequests show each one, the status catches up). A first request, one
+    in the other direction, a dry run's ``wouldRequest``, a condition or a generation is
+    news."""
+    before, after = current.get(LAST_REQUEST), status.get(LAST_REQUEST)
+    if _scales_up(before) and _scales_up(after):
+        return frozenset((*COUNTS, LAST_REQUEST))
+    return frozenset(COUNTS)
+
+
+def with_progress_held(
     current: Mapping[str, Any], status: dict[str, Any], *, nodes_in_flight: bool
 ) -> dict[str, Any]:
-    """``status`` with the stored pod counts kept when nothing but those counts moved and
-    either nodes the pool was asked for are not Ready yet (the counts move with every pod
-    they take, and are written once they have landed) or only pods the scheduler has not
-    judged yet moved (``unschedulablePods`` as stored: in seconds they are bound, which
-    leaves the counts as stored, or marked unschedulable, which is written)."""
-    rest = {k: v for k, v in status.items() if k not in COUNTS and v is not None}
-    before = {k: v for k, v in current.items() if k not in COUNTS and v is not None}
+    """``status`` with the stored progress fields (``progress_fields``) kept when nothing
+    else moved and either nodes the pool was asked for are not Ready yet (the counts
+    move with every pod they take, each new request of the burst asks for more; both are
+    written once the nodes have landed) or only pods the scheduler has not judged yet
+    moved (``unschedulablePods`` and ``lastRequest`` as stored: in seconds those pods are
+    bound, which leaves the counts as stored, or marked unschedulable, which is
+    written)."""
+    progress = progress_fields(current, status)
+    rest = {k: v for k, v in status.items() if k not in progress and v is not None}
+    before = {k: v for k, v in current.items() if k not in progress and v is not None}
     if rest != before or any(k not in current for k in COUNTS):
         return status
-    unjudged_only = current["unschedulablePods"] == status["unschedulablePods"]
+    unjudged_only = current["unschedulablePods"] == status["unschedulablePods"] and current.get(
+        LAST_REQUEST
+    ) == status.get(LAST_REQUEST)
     if not (nodes_in_flight or unjudged_only):
         return status
-    return {**status, **{k: current[k] for k in COUNTS}}
+    return {**status, **{k: current[k] for k in progress if k in current}}
+
+
+def pods_settling(seen: Part) -> bool:
+    """Pods the plan puts on nodes the pool has, none on new ones, are still waiting,
+    with no node in flight: the nodes that were coming have just landed, and the
+    scheduler, which retries pods when nodes change, binds these in moments."""
+    if not isinstance(seen, Observation):
+        return False
+    return seen.pool.in_flight == 0 and bool(seen.fitting) and not seen.triggering
 
 
 def would_request(decision: plan.Decision | None) -> autoscaler_api.WouldRequest | None:
