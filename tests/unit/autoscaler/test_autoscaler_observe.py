@@ -12,7 +12,11 @@ from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.controllers.autoscaler import gather
-from nodepool_operator.controllers.autoscaler.handoff import RequestLedger, request_name
+from nodepool_operator.controllers.autoscaler.handoff import (
+    RequestLedger,
+    asks_for_more,
+    request_name,
+)
 from nodepool_operator.controllers.autoscaler.observer import (
     ConflictingAutoscaler,
     Observation,
@@ -334,6 +338,9 @@ def test_request_names_are_valid_readable_and_distinct() -> None:
     later_up = request_name("nas", direction="up", millis=1_800_000_000_001)
     earlier_down = request_name("nas", direction="down", millis=1_800_000_000_000)
     assert later_up > earlier_down  # the name breaks a same-second tie by time
+    assert asks_for_more(later_up)
+    assert not asks_for_more(earlier_down)
+    assert not asks_for_more(request_name("up", direction="down", millis=1))
 
 
 async def test_a_node_not_ready_past_the_pool_timeout_is_no_capacity() -> None:

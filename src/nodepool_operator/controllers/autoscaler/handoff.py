@@ -25,7 +25,7 @@ from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import versions
 from nodepool_operator.runtime.client import Client, Object
 
-__all__ = ["RequestLedger", "ScaleRequester", "request_name", "requester_of"]
+__all__ = ["RequestLedger", "ScaleRequester", "asks_for_more", "request_name", "requester_of"]
 
 # Leaves room for "-down-" and a base-36 millisecond stamp within the 253 characters of a
 # DNS subdomain name.
@@ -52,6 +52,12 @@ def request_name(autoscaler: str, *, direction: str, millis: int) -> str:
     """
     prefix = re.sub(r"[.-]+$", "", autoscaler[:_MAX_PREFIX])
     return f"{prefix}-{_base36(millis)}-{direction}"
+
+
+def asks_for_more(name: str) -> bool:
+    """A request named by ``request_name`` asked for more nodes (its direction is the
+    name's last part; our own names only: another writer's request says nothing here)."""
+    return name.endswith("-up")
 
 
 def requester_of(autoscaler: str) -> str:

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nodepool_operator.api import autoscaler as autoscaler_api
-from nodepool_operator.controllers.autoscaler import plan
+from nodepool_operator.controllers.autoscaler import handoff, plan
 from nodepool_operator.controllers.autoscaler.observer import (
     ConflictingAutoscaler,
     Observation,
@@ -125,9 +125,8 @@ LAST_REQUEST = "lastRequest"
 
 
 def _scales_up(request: Any) -> bool:
-    """The request (``lastRequest`` as stored) asked for more nodes: its name ends in
-    ``-up`` (``handoff.request_name``: ``<autoscaler>-<time>-<up|down>``)."""
-    return isinstance(request, Mapping) and str(request.get("name", "")).endswith("-up")
+    """The request (``lastRequest`` as stored) asked for more nodes."""
+    return isinstance(request, Mapping) and handoff.asks_for_more(str(request.get("name", "")))
 
 
 def progress_fields(current: Mapping[str, Any], status: Mapping[str, Any]) -> frozenset[str]:
