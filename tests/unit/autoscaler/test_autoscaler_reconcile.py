@@ -1160,26 +1160,42 @@ async def test_a_fault_in_one_pools_events_leaves_the_batch_and_the_other_pools_
     assert result.requeue_after == 30  # the scan, as any batch: not retried hot
 
 
-async def test_a_request_refused_for_good_is_told_once_and_not_retried_hot(
+async def test_a_request_refused_for_good_is_told_once_and_not_sent_again_unchanged(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     two_pools(world)
-    request = world.planner.decider.requester.request
+    create = world.api.create
+    sent: list[str] = []
+    refusing = True
 
-    async def invalid(autoscaler: str, **kw: Any) -> Any:
-        if autoscaler == NAS:
-            raise errors.Invalid("spec.newNodeZones: Too many: 40: must have at most 32 items")
-        return await request(autoscaler, **kw)
+    async def invalid(resource: Resource, body: dict[str, Any], **kw: Any) -> Object:
+        if resource.plural == "scalerequests" and body["spec"]["nodePoolName"] == POOL:
+            sent.append(body["metadata"]["name"])
+            if refusing:
+                name = body["metadata"]["name"]
+                raise errors.Invalid(
+                    f'ScaleRequest.nodepool.dev "{name}" is invalid: spec.targetNodes: '
+                    "Invalid value: 1: must be odd",
+                    details={
+                        "name": name,
+                        "causes": [{"field": "spec.targetNodes", "message": "must be odd"}],
+                    },
+                )
+        return await create(resource, body, **kw)
 
-    monkeypatch.setattr(world.planner.decider.requester, "request", invalid)
+    monkeypatch.setattr(world.api, "create", invalid)
     for _ in range(3):
         result = await world.plan()
         assert result.requeue_after == 30  # the scan: asking sooner cannot help
+    assert len(sent) == 1  # the same request is not sent again while refused
     [refused] = world.api.events("ScaleRequestRefused")
     assert refused["involvedObject"]["name"] == NAS
-    assert "must have at most 32 items" in refused["message"]
+    assert "spec.targetNodes: must be odd" in refused["message"]
     assert [r["spec"]["nodePoolName"] for r in world.api.made("scalerequests")] == ["other"]
-    monkeypatch.setattr(world.planner.decider.requester, "request", request)
-    await world.plan()  # the next scan, once nothing refuses it
+    refusing = False
+    world.pod("second", cpu="3")  # the pool needs more: a different request, sent
+    await world.plan()
+    assert len(sent) == 2
     made = sorted(r["spec"]["nodePoolName"] for r in world.api.made("scalerequests"))
     assert made == ["other", POOL]
+    assert len(world.api.events("ScaleRequestRefused")) == 1

@@ -84,7 +84,9 @@ class AutoscalerReconciler:
         current = self.status.current(autoscaler)
         spec = autoscaler_api.spec_of(autoscaler)
         settling = report.pods_settling(verdict.part)
-        held = self._held_for(request.name, current, status, spec, settling=settling)
+        held = self._held_for(
+            request.name, current=current, status=status, spec=spec, settling=settling
+        )
         if held is not None:
             return Result(requeue_after=held)
         try:
@@ -127,6 +129,7 @@ class AutoscalerReconciler:
     def _held_for(
         self,
         key: str,
+        *,
         current: Mapping[str, Any],
         status: Mapping[str, Any],
         spec: autoscaler_api.AutoscalerSpec,

@@ -16,6 +16,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.controllers.autoscaler import metrics, plan, report
@@ -29,6 +30,8 @@ __all__ = ["Decided", "PoolDecider"]
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 
 @dataclass(frozen=True)
 class Decided:
@@ -39,6 +42,16 @@ class Decided:
     next_check: float | None  # seconds until a node's unneeded timer runs out
     #: Writes the events (and the log line) that explain the decision; best effort.
     tell: Callable[[], Awaitable[None]]
+
+
+async def _quietly(key: str, notice: str, step: Awaitable[T], failed: T) -> T:
+    """One notice of a decision: a fault there is logged and leaves the others (and the
+    decision's log line) to be written; events are best effort."""
+    try:
+        return await step
+    except Exception:
+        log.exception("event=notice-failed autoscaler=%s notice=%s", key, notice)
+        return failed
 
 
 class PoolDecider:
@@ -75,23 +88,28 @@ class PoolDecider:
     ) -> None:
         key = str(autoscaler["metadata"]["name"])
         spec = autoscaler_api.spec_of(autoscaler)
+        pool = seen.pool.name
         if spec.dry_run and decision.action != "none":
-            await self.notices.would_request(
-                autoscaler, decision, pool=seen.pool.name, pods=seen.triggering
+            would = self.notices.would_request(
+                autoscaler, decision, pool=pool, pods=seen.triggering
             )
+            await _quietly(key, "would-request", would, None)
         if made is not None:
-            await self.notices.requested(
+            requested = self.notices.requested(
                 autoscaler,
                 decision,
-                pool=seen.pool.name,
+                pool=pool,
                 made=made,
                 pods=seen.triggering,
                 passed_over=seen.passed_over,
             )
+            await _quietly(key, "requested", requested, None)
             if decision.victims:
-                await self.consolidator.announce(review, request=made.name)
-        warned = await self.notices.unfit(seen.unfit)
-        warned += await self._warn_beyond_max(seen=seen, decision=decision)
+                announced = self.consolidator.announce(review, request=made.name)
+                await _quietly(key, "consolidation", announced, None)
+        warned = await _quietly(key, "unfit", self.notices.unfit(seen.unfit), 0)
+        beyond = self._warn_beyond_max(seen=seen, decision=decision)
+        warned += await _quietly(key, "beyond-max", beyond, 0)
         level = logging.INFO if decision.action != "none" or warned else logging.DEBUG
         line = report.decision_line(seen, decision, warned=warned, made=made, dry_run=spec.dry_run)
         log.log(level, "autoscaler=%s %s", key, line)

@@ -14,18 +14,32 @@ its resourceVersion without it (it was already answered and deleted).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Final
 
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.controllers.resources import SCALEREQUESTS
 from nodepool_operator.runtime import clock as clock_module
-from nodepool_operator.runtime import versions
+from nodepool_operator.runtime import errors, versions
 from nodepool_operator.runtime.client import Client, Object
 
-__all__ = ["RequestLedger", "ScaleRequester", "asks_for_more", "request_name", "requester_of"]
+__all__ = [
+    "REFUSAL_RECHECK_SECONDS",
+    "RequestLedger",
+    "RequestRefused",
+    "ScaleRequester",
+    "asks_for_more",
+    "request_name",
+    "requester_of",
+]
+
+#: How long the same request, refused for good, is not sent again (unless what it asks
+#: for changes): a CRD or RBAC fixed meanwhile is found within this.
+REFUSAL_RECHECK_SECONDS: Final = 300.0
 
 # Leaves room for "-down-" and a base-36 millisecond stamp within the 253 characters of a
 # DNS subdomain name.
@@ -99,6 +113,37 @@ class RequestLedger:
         return [*cached, created]
 
 
+class RequestRefused(errors.OperatorError):
+    """The API server refused a ScaleRequest for good (422 Invalid, 403 Forbidden...).
+
+    ``said``: its reason without the request's own name (which changes with every try),
+    so the same refusal reads the same; ``sent``: False when the request was not sent
+    again because the same one was refused less than ``REFUSAL_RECHECK_SECONDS`` ago."""
+
+    def __init__(self, cause: errors.OperatorError, *, said: str, sent: bool) -> None:
+        super().__init__(said)
+        self.cause = cause
+        self.said = said
+        self.sent = sent
+
+
+def _refusal(error: errors.OperatorError, name: str) -> str:
+    """What a refusal says, the same for every try of the same request."""
+    causes = error.details.get("causes") if isinstance(error, errors.ApiError) else None
+    if causes:
+        return "; ".join(
+            f"{c.get('field', '')}: {c.get('message', '')}".strip(": ") for c in causes
+        )
+    return str(error).replace(f' "{name}"', "").replace(name, "")
+
+
+@dataclass(frozen=True)
+class _Refused:
+    asked: object  # what the refused request asked for (compared, never hashed)
+    until: float  # wall-clock time before which the same request is not sent again
+    error: RequestRefused
+
+
 class ScaleRequester:
     """Creates ScaleRequests for Autoscalers and remembers them in the ledger."""
 
@@ -112,6 +157,7 @@ class ScaleRequester:
         self.client = client
         self.ledger = ledger
         self.wall_clock = wall_clock
+        self._refused: dict[str, _Refused] = {}  # autoscaler -> its last refused request
 
     async def request(
         self,
@@ -140,8 +186,23 @@ class ScaleRequester:
             remove_nodes=remove_nodes,
             new_node_zones=dict(new_node_zones or {}),
         )
-        created = await self.client.create(
-            SCALEREQUESTS, scalerequest_api.manifest(name, spec, pool_uid=pool_uid)
-        )
+        # The spec but its reason (which carries the pod counts of the moment).
+        asked = (pool_uid, dataclasses.replace(spec, reason=""))
+        refused = self._refused.get(autoscaler)
+        now = self.wall_clock.time()
+        if refused is not None and refused.asked == asked and now < refused.until:
+            raise RequestRefused(refused.error.cause, said=refused.error.said, sent=False)
+        try:
+            created = await self.client.create(
+                SCALEREQUESTS, scalerequest_api.manifest(name, spec, pool_uid=pool_uid)
+            )
+        except errors.OperatorError as error:
+            if error.transient:
+                raise
+            said = _refusal(error, name)
+            refusal = RequestRefused(error, said=said, sent=True)
+            self._refused[autoscaler] = _Refused(asked, now + REFUSAL_RECHECK_SECONDS, refusal)
+            raise refusal from error
+        self._refused.pop(autoscaler, None)
         self.ledger.record(pool, created)
         return autoscaler_api.LastScaleRequest(name=name, target_nodes=target, reason=spec.reason)

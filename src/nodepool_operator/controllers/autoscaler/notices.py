@@ -154,6 +154,7 @@ class Notices:
         passed_over: Sequence[tuple[Object, str]] = (),
     ) -> None:
         """One event on the Autoscaler per request, and TriggeredScaleUp on its pods."""
+        self._refused.pop(_uid(autoscaler))  # a request went through
         up = decision.action == "scale-up"
         change = f"NodePool {pool}: {decision.current} -> {decision.target} nodes"
         await self.recorder.event(
@@ -166,9 +167,9 @@ class Notices:
             message = f"pod triggered scale-up of {change} ({made.name})"
             await self.triggered(pods, request=made.name, message=message, notes=passed_over)
 
-    async def refused(self, autoscaler: Object, *, pool: str, error: Exception) -> None:
-        """A ScaleRequest the API server refused for good: one Warning per refusal."""
-        said = str(error)
+    async def refused(self, autoscaler: Object, *, pool: str, said: str) -> None:
+        """A ScaleRequest the API server refused for good: one Warning per refusal (told
+        again if it comes back after a request went through)."""
         if self._refused.get(_uid(autoscaler)) == said:
             return
         self._refused[_uid(autoscaler)] = said
@@ -176,8 +177,8 @@ class Notices:
             autoscaler,
             type="Warning",
             reason=SCALE_REQUEST_REFUSED,
-            message=f"the ScaleRequest for NodePool {pool} was refused: {said}; asked again "
-            "at the next scan or change",
+            message=f"the ScaleRequest for NodePool {pool} was refused: {said}; the same "
+            "request is not sent again for 5 minutes unless what it asks for changes",
         )
 
     async def _each(self, events: Iterable[tuple[Object, EventType, str, str]]) -> None:

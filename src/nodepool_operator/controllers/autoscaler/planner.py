@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from nodepool_operator.api import autoscaler as autoscaler_api
+from nodepool_operator.controllers.autoscaler import handoff
 from nodepool_operator.controllers.autoscaler.decisions import PoolDecider
 from nodepool_operator.controllers.autoscaler.observer import Observation, Observer, Plan
 from nodepool_operator.controllers.autoscaler.verdicts import Verdict, Verdicts
@@ -181,6 +182,23 @@ class Planner:
         checks = [p.check for p in passes if p.check is not None]
         return Result(requeue_after=min([scan, *checks]))
 
+    def _refused(
+        self,
+        autoscaler: Object,
+        spec: autoscaler_api.AutoscalerSpec,
+        refusal: handoff.RequestRefused,
+    ) -> _Passed:
+        """A pool's request refused for good: asking again cannot help until something
+        changes (the requester does not send the same request again for a while), so it
+        is looked at with the scan, and its Autoscaler is told once."""
+        name = str(autoscaler["metadata"]["name"])
+        level = logging.WARNING if refusal.sent else logging.DEBUG
+        log.log(level, "event=request-refused autoscaler=%s said=%r", name, refusal.said)
+        tell = functools.partial(
+            self.decider.notices.refused, autoscaler, pool=spec.node_pool_name, said=refusal.said
+        )
+        return _Passed(None, tell)
+
     def _log_batch(
         self,
         made: Plan,
@@ -226,17 +244,13 @@ class Planner:
             return _Passed(None, None)
         try:
             decided = await self.decider.decide(autoscaler, part)
+        except handoff.RequestRefused as refusal:
+            return self._refused(autoscaler, spec, refusal)
         except errors.OperatorError as error:
             # The other pools' decisions stand; this one is made again by a later batch:
-            # soon when asking again can help, at the next scan or change when it cannot
-            # (a 422 or 403 stays one until the spec, the CRD or the RBAC changes).
+            # soon when asking again can help, at the next scan when it cannot.
             log.warning("event=decision-failed autoscaler=%s error=%r", name, error)
-            if error.transient:
-                return _Passed(LONGEST_BATCH_SECONDS, None)
-            refused = functools.partial(
-                self.decider.notices.refused, autoscaler, pool=spec.node_pool_name, error=error
-            )
-            return _Passed(None, refused)
+            return _Passed(LONGEST_BATCH_SECONDS if error.transient else None, None)
         except Exception:
             # A fault of ours in one pool's decision must not fail the batch: the other
             # pools' requests stand (failing the batch would retry it at once while their

@@ -157,8 +157,14 @@ class Registrar:
             pool_metrics.nodepool_node_initialization_seconds.labels(pool=pool).observe(since)
             log.info("event=node-initialised node=%s vm_age=%.1fs", name, since)
 
-        # Every removal runs to its end; then the first failure, if any, fails the pass.
-        for outcome in await asyncio.gather(*(one(name) for name in due), return_exceptions=True):
+        if not due:
+            return
+        # The first goes alone (as in ``register``): a refusal for good (403) is met once,
+        # not once per Node. Then every removal runs to its end, and the first failure,
+        # if any, fails the pass.
+        await one(due[0])
+        rest = await asyncio.gather(*(one(name) for name in due[1:]), return_exceptions=True)
+        for outcome in rest:
             if isinstance(outcome, BaseException):
                 raise outcome
 

@@ -11,9 +11,26 @@ from nodepool_operator.controllers.autoscaler.simulation.rooms import BEYOND_MAX
 __all__ = ["outcome_of"]
 
 
+def _give_back_unused(simulation: Simulation, used: set[str]) -> None:
+    """Nodes an earlier round opened and nothing uses now, wherever in a pool's queue, are
+    given back. Every placement still holds without them: an empty node only adds a
+    domain with no pod to the spreads, which can only have lowered their smallest count,
+    never raised it. A node beyond maxNodes that a given-back node had pushed past the
+    limit is within it again, and is asked for."""
+    nodes = simulation.cluster.nodes
+    for state in simulation.pools.values():
+        state.beyond[:] = [i for i in state.beyond if nodes[i].name in used]
+        state.new_nodes[:] = [i for i in state.new_nodes if nodes[i].name in used]
+        while state.beyond and len(state.new_nodes) < state.template.headroom:
+            promoted = state.beyond.pop(0)
+            nodes[promoted].kind = NEW
+            state.new_nodes.append(promoted)
+
+
 def outcome_of(
     simulation: Simulation, placements: list[str | None], unfit: dict[int, str]
 ) -> Outcome:
+    _give_back_unused(simulation, {name for name in placements if name is not None})
     nodes = simulation.cluster.nodes
     pool_of_node = {node.name: node for node in nodes}
     hosted: dict[str, list[int]] = {}
@@ -34,14 +51,6 @@ def outcome_of(
                 passed_over.setdefault(node.pool, []).append((index, preferred))
         elif node.kind == BEYOND_MAX:
             beyond.setdefault(node.pool, []).append(index)
-    used = {name for name in placements if name is not None}
-    for state in simulation.pools.values():
-        # Opened by an earlier round and needed by nothing now, wherever in the pool's
-        # queue: given back. Every placement still holds without it: an empty node only
-        # adds a domain with no pod to the spreads, which can only have lowered their
-        # smallest count, never raised it.
-        state.beyond[:] = [i for i in state.beyond if nodes[i].name in used]
-        state.new_nodes[:] = [i for i in state.new_nodes if nodes[i].name in used]
     pools = {
         name: PoolOutcome(
             new_nodes=len(state.new_nodes),
