@@ -28,7 +28,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import VirtualMachine, VmState
@@ -45,6 +46,9 @@ from nodepool_operator.runtime.informer import Informer
 __all__ = ["NODE_EXPECTATION_SECONDS", "NODE_REFUSED", "Refusal", "Registrar"]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 #: The reason of a pause (and of ``Degraded``) when the API server refused a Node (422).
 NODE_REFUSED = "NodeInvalid"
@@ -118,16 +122,12 @@ class Registrar:
         due = [vm for vm in vms if vm.state == VmState.RUNNING and vm.name not in self._expected]
         if not due:
             return None
-        refused = await self._create_node(pool, spec, due[0], now=now)
-        if refused is not None or len(due) == 1:
-            return refused
-        limit = asyncio.Semaphore(self.config.create_parallelism)
-
-        async def create(vm: VirtualMachine) -> Refusal | None:
-            async with limit:
-                return await self._create_node(pool, spec, vm, now=now)
-
-        answers = await asyncio.gather(*(create(vm) for vm in due[1:]))
+        answers = await _first_alone_then_bounded(
+            due,
+            lambda vm: self._create_node(pool, spec, vm, now=now),
+            parallelism=self.config.create_parallelism,
+            go_on=lambda refused: refused is None,
+        )
         return next((answer for answer in answers if answer is not None), None)
 
     async def initialise(self, view: plan.PoolView, *, pool: str) -> None:
@@ -144,12 +144,10 @@ class Registrar:
             and node_ops.is_unregistered(node)
             and k8s_nodes.is_ready(node)
         ]
-        limit = asyncio.Semaphore(self.config.create_parallelism)
 
         async def one(name: str) -> None:
-            async with limit:
-                if not await node_ops.remove_unregistered_taint(self.client, name):
-                    return
+            if not await node_ops.remove_unregistered_taint(self.client, name):
+                return
             if name not in created:
                 log.info("event=node-initialised node=%s", name)
                 return
@@ -157,16 +155,10 @@ class Registrar:
             pool_metrics.nodepool_node_initialization_seconds.labels(pool=pool).observe(since)
             log.info("event=node-initialised node=%s vm_age=%.1fs", name, since)
 
-        if not due:
-            return
-        # The first goes alone (as in ``register``): a refusal for good (403) is met once,
-        # not once per Node. Then every removal runs to its end, and the first failure,
-        # if any, fails the pass.
-        await one(due[0])
-        rest = await asyncio.gather(*(one(name) for name in due[1:]), return_exceptions=True)
-        for outcome in rest:
-            if isinstance(outcome, BaseException):
-                raise outcome
+        if due:
+            await _first_alone_then_bounded(
+                due, one, parallelism=self.config.create_parallelism, go_on=lambda _: True
+            )
 
     async def _create_node(
         self, pool: Object, spec: nodepool_api.NodePoolSpec, vm: VirtualMachine, *, now: float
@@ -201,6 +193,38 @@ class Registrar:
         self._expected[vm.name] = (now + NODE_EXPECTATION_SECONDS, version)
         log.info("event=node-registered node=%s", vm.name)
         return None
+
+
+async def _first_alone_then_bounded(
+    items: Sequence[T],
+    work: Callable[[T], Awaitable[R]],
+    *,
+    parallelism: int,
+    go_on: Callable[[R], bool],
+) -> list[R]:
+    """``work`` on the first item alone, then, if ``go_on`` its answer, on the rest at most
+    ``parallelism`` at a time; the answers in order.
+
+    The items are one pool's Nodes, which share its template: an answer for good (a 422
+    on a create, a 403 on a patch) is met once rather than once per Node. The rest all run
+    to their end; the first exception among them, if any, is raised after.
+    """
+    first = await work(items[0])
+    if len(items) == 1 or not go_on(first):
+        return [first]
+    limit = asyncio.Semaphore(parallelism)
+
+    async def bounded(item: T) -> R:
+        async with limit:
+            return await work(item)
+
+    rest = await asyncio.gather(*(bounded(item) for item in items[1:]), return_exceptions=True)
+    answers = [first]
+    for answer in rest:
+        if isinstance(answer, BaseException):
+            raise answer
+        answers.append(answer)
+    return answers
 
 
 def _caught_up(cache_version: str, created_version: str) -> bool:
