@@ -20,6 +20,7 @@ the safe side for capacity planning: a pod asking for 0.1 millicore still needs 
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from fractions import Fraction
@@ -84,6 +85,15 @@ def _multiplier(suffix: str) -> Fraction:
 def _parse(text: str, grammar: re.Pattern[str], expected: str) -> Fraction:
     if not isinstance(text, str):
         raise ValueError(f"invalid quantity {text!r}: expected a string")
+    return _parse_text(text, grammar, expected)
+
+
+# A cluster holds few distinct quantity texts and the Autoscaler reads them all again at
+# every plan (each Node's allocatable, each pool's template): exact arithmetic on each is
+# what a plan of a large cluster would spend its time on. The values are immutable; a
+# text that does not parse raises every time (exceptions are not kept).
+@functools.lru_cache(maxsize=4096)
+def _parse_text(text: str, grammar: re.Pattern[str], expected: str) -> Fraction:
     if len(text) > MAX_LENGTH:
         raise _invalid(text[:32] + "...", f"longer than {MAX_LENGTH} characters")
     # fullmatch, so that "$" cannot match before a final newline as re.search lets it.
@@ -125,9 +135,20 @@ def parse_non_negative_quantity(text: str) -> Fraction:
 
 def parse_cpu_millicores(text: str) -> int:
     """CPU in millicores, rounded up: ``"4"`` → 4000, ``"500m"`` → 500, ``"1.5"`` → 1500."""
-    return math.ceil(parse_non_negative_quantity(text) * 1000)
+    return _whole_units(text, 1000)
 
 
 def parse_memory_bytes(text: str) -> int:
     """Memory in bytes, rounded up: ``"16Gi"`` → 17179869184, ``"1G"`` → 10**9."""
-    return math.ceil(parse_non_negative_quantity(text))
+    return _whole_units(text, 1)
+
+
+def _whole_units(text: str, per_unit: int) -> int:
+    if not isinstance(text, str):
+        parse_non_negative_quantity(text)  # raises the ValueError that says why
+    return _whole_units_of_text(text, per_unit)
+
+
+@functools.lru_cache(maxsize=4096)
+def _whole_units_of_text(text: str, per_unit: int) -> int:
+    return math.ceil(parse_non_negative_quantity(text) * per_unit)

@@ -81,7 +81,7 @@ class PoolReads:
     ) -> tuple[PoolView, simulation.PoolTemplate, list[simulation.ExistingNode]]:
         name = str(pool["metadata"]["name"])
         spec = nodepool_api.spec_of(pool)
-        sizes = self._sizes(pool)
+        sizes = self._sizes(pool, spec)
         nodes, usage = self.pool_nodes(name, spec.template, keep=sizes.target)
         # Every zone backed off (no capacity, or VMs that never registered): the pool
         # cannot grow, and what it asked for is not coming.
@@ -101,15 +101,14 @@ class PoolReads:
             cannot_grow=stuck,
         )
         template = self._template(
-            pool, target=sizes.target, usage=usage, stuck=stuck is not None, held=held
+            pool, spec, target=sizes.target, usage=usage, stuck=stuck is not None, held=held
         )
         if namespaces:
             template = dataclasses.replace(template, namespaces=frozenset(namespaces))
         uid = str(pool["metadata"].get("uid", ""))
         return PoolView(facts, uid, sizes.basis, usage.unneeded), template, nodes
 
-    def _sizes(self, pool: Object) -> _Sizes:
-        spec = nodepool_api.spec_of(pool)
+    def _sizes(self, pool: Object, spec: nodepool_api.NodePoolSpec) -> _Sizes:
         views = self.request_views(str(pool["metadata"]["name"]))
         basis = plan.base_target(
             target=spec.target_nodes,
@@ -126,6 +125,7 @@ class PoolReads:
     def _template(
         self,
         pool: Object,
+        spec: nodepool_api.NodePoolSpec,
         *,
         target: int,
         usage: observe.Usage,
@@ -133,7 +133,6 @@ class PoolReads:
         held: Iterable[str],
     ) -> simulation.PoolTemplate:
         name = str(pool["metadata"]["name"])
-        spec = nodepool_api.spec_of(pool)
         in_flight = 0 if stuck else max(0, target - len(usage.registered))
         where = zoning.pool_zones(
             pool,
