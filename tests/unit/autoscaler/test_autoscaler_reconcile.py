@@ -804,6 +804,28 @@ async def test_max_nodes_is_respected_and_the_status_says_the_limit_was_hit(worl
     assert len(world.api.events("TriggeredScaleUp")) == 8
 
 
+async def test_pods_left_beyond_max_nodes_do_not_hold_the_counts(world: World) -> None:
+    world.pool(max_nodes=2)
+    before = await world.scan()
+    for i in range(10):  # 4 to a node: 8 on the two nodes maxNodes allows, 2 left over
+        world.pod(f"p{i}")
+    assert await world.scan() == before + 1  # the first request, LimitReached turning
+    world.show_requests()
+    await world.scan()
+    world.show_requests(phase="Applied", applied=2)
+    world.pool(target=2, max_nodes=2)
+    for i in range(8):
+        world.pod(f"p{i}", node=f"n{i // 4}")
+    world.node("n0")
+    world.node("n1")
+    await world.clock.advance(5)
+    assert await world.scan() == before + 2  # settled: the pods left wait for nothing
+    assert (world.status()["pendingPods"], world.status()["unschedulablePods"]) == (2, 2)
+    for _ in range(3):
+        await world.clock.advance(5)
+        assert await world.scan() == before + 2
+
+
 async def test_unneeded_nodes_are_given_up_after_the_delay_and_not_before(world: World) -> None:
     world.autoscaler(
         scan_interval_seconds=30, scale_down=autoscaler_api.ScaleDownPolicy(unneeded_seconds=60)

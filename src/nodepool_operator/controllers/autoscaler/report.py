@@ -32,6 +32,7 @@ __all__ = [
     "alarms",
     "autoscaler_status",
     "decision_line",
+    "nodes_in_flight",
     "pool_settled",
     "progress_fields",
     "with_progress_held",
