@@ -745,6 +745,34 @@ async def test_an_autoscaler_whose_namespace_gets_pods_for_another_pool_writes_n
     )
 
 
+async def test_a_restart_while_progress_is_held_costs_at_most_one_more_write(
+    world: World,
+) -> None:
+    before = await world.scan()
+    for i in range(3):
+        world.pod(f"p{i}", cpu="3", judged=i < 2)
+    assert await world.scan() == before + 1  # the first request
+    world.show_requests()
+    await world.scan()
+    land(world, 2)
+    await world.clock.advance(5)
+    assert await world.scan() == before + 1  # p2 is not judged yet: held
+    world.reconciler = world.start()  # the new process knows no last write to hold from
+    await world.clock.advance(5)
+    assert await world.scan() == before + 2
+    await world.clock.advance(5)
+    assert await world.scan() == before + 2  # held again from that write
+    world.pod("p2", cpu="3")
+    await world.scan()
+    world.show_requests()
+    land_nodes(world, 3)
+    bind_pods(world, 3)
+    await world.clock.advance(5)
+    assert await world.scan() == before + 3
+    assert world.status()["lastRequest"]["targetNodes"] == 3
+    assert world.status()["pendingPods"] == 0
+
+
 def _up(target: int) -> dict[str, Any]:
     return {"name": f"nas-{target}-up", "targetNodes": target, "reason": "pods"}
 
