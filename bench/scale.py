@@ -496,6 +496,7 @@ async def run_burst(
 ) -> None:
     targets = [pool_name(i) for i in range(min(100, pools))]
     asked: dict[str, float] = {}
+    newest: dict[str, str] = {}  # pool -> the name of its newest ScaleRequest
     judged: dict[str, float] = {}  # pool -> when its first burst pod was marked unschedulable
     running: set[str] = set()
 
@@ -503,6 +504,8 @@ async def run_burst(
         pool = str((request.get("spec") or {}).get("nodePoolName", ""))
         if kind != "DELETED" and pool in targets:
             asked.setdefault(pool, time.monotonic())
+            if kind == "ADDED":
+                newest[pool] = str(request["metadata"]["name"])
 
     def on_pod(kind: str, pod: dict[str, Any]) -> None:
         if kind == "DELETED":
@@ -558,11 +561,36 @@ async def run_burst(
 
             await until(operator, burst_running, what="every burst pod running", within=3600)
             result.burst_to_running = time.monotonic() - began
+            await _statuses_caught_up(api, newest)
             result.phases.append(await measured.phase("burst"))
     finally:
         for task in watchers:
             task.cancel()
         await asyncio.gather(*watchers, return_exceptions=True)
+
+
+async def _statuses_caught_up(api: Client, newest: dict[str, str], within: float = 180.0) -> None:
+    """Wait (at most ``within``) until each burst pool's Autoscaler status shows its newest
+    ScaleRequest and no pending pod: the burst's status writes include the ones made once
+    it settled, and the final statuses are checked. Says how long that took, on stderr."""
+    began = time.monotonic()
+    behind: list[str] = list(newest)
+    while behind and time.monotonic() - began < within:
+        await asyncio.sleep(1.0)
+        scalers = {a["metadata"]["name"]: a for a in (await api.list_page(AUTOSCALERS))["items"]}
+        behind = []
+        for pool, request in newest.items():
+            status = (scalers.get(pool) or {}).get("status") or {}
+            shown = (status.get("lastRequest") or {}).get("name")
+            if shown != request or status.get("pendingPods") != 0:
+                behind.append(pool)
+    took = time.monotonic() - began
+    print(
+        f"  burst: Autoscaler statuses caught up {took:.1f} s after the last pod ran; "
+        f"{len(behind)} of {len(newest)} still behind: {behind[:5]}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 # -- the report ----------------------------------------------------------------------------

@@ -383,12 +383,20 @@ STATUS_SCHEMA: Final[dict[str, Any]] = {
         },
         "pendingPods": {
             **_COUNT,
-            "description": "Pending pods in the watched namespaces.",
+            "description": (
+                "Pending pods this Autoscaler answers for: those the plan gives its pool "
+                "(its nodes or new ones) and those of its namespaces no pool can host. "
+                "Pods the scheduler has not judged yet, and pods planned onto other pools "
+                "or nodes, are not counted."
+            ),
             "default": 0,
         },
         "unschedulablePods": {
             **_COUNT,
-            "description": "Of those, how many the scheduler found no room for.",
+            "description": (
+                "Of those, how many the scheduler marked unschedulable (all of them: only "
+                "such pods are planned)."
+            ),
             "default": 0,
         },
     },

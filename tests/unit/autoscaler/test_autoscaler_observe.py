@@ -241,10 +241,34 @@ async def test_pods_are_split_into_fitting_and_never_fitting_in_the_watched_name
     reasons = {p["metadata"]["name"]: why for p, why in seen.unfit}
     assert "requests 8000 of cpu" in reasons["huge"]
     assert "cannot be read" in reasons["broken"]
-    assert (seen.pending, seen.unschedulable, seen.pending_fitting) == (4, 3, 2)
+    # Pending: the pod planned here and the two no pool can host; not the unjudged one.
+    assert (seen.pending, seen.unschedulable, seen.waiting, seen.pending_fitting) == (3, 3, 1, 2)
     everywhere = observer(pods=pods, autoscalers=[autoscaler("nas")])
     seen_all = await observe(everywhere, spec=autoscaler_api.AutoscalerSpec(node_pool_name="small"))
-    assert seen_all.pending == 5
+    assert seen_all.pending == 4
+
+
+async def test_pods_planned_onto_another_pool_are_not_this_autoscalers_pending() -> None:
+    def selecting(name: str) -> dict[str, Any]:
+        return {"nodeSelector": {nodepool_api.POOL_LABEL: name}}
+
+    pods = [
+        pod("mine", spec=selecting("small")),
+        pod("theirs", spec=selecting("other")),
+        pod("theirs-unjudged", spec=selecting("other"), marked=False),
+    ]
+    o = observer(
+        pods=pods,
+        pools=[pool(), pool("other")],
+        autoscalers=[
+            autoscaler("nas", namespaces=["apps"]),
+            autoscaler("other", pool_name="other", namespaces=["apps"]),
+        ],
+    )
+    seen = await observe(o)
+    assert (names(seen.fitting), seen.pending, seen.waiting) == (["mine"], 1, 1)
+    other = await observe(o, "other", autoscaler_api.AutoscalerSpec(node_pool_name="other"))
+    assert (names(other.fitting), other.pending) == (["theirs"], 1)
 
 
 async def test_a_missing_pool_is_none() -> None:

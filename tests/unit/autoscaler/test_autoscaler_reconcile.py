@@ -14,7 +14,10 @@ from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers.autoscaler import report
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
 from nodepool_operator.controllers.autoscaler.consolidation import Consolidator
-from nodepool_operator.controllers.autoscaler.controller import AutoscalerReconciler
+from nodepool_operator.controllers.autoscaler.controller import (
+    PROGRESS_HOLD_SCANS,
+    AutoscalerReconciler,
+)
 from nodepool_operator.controllers.autoscaler.decisions import PoolDecider
 from nodepool_operator.controllers.autoscaler.handoff import RequestLedger, ScaleRequester
 from nodepool_operator.controllers.autoscaler.notices import Notices
@@ -236,45 +239,60 @@ class World:
         obj["metadata"]["resourceVersion"] = str(next(self.versions))
         return obj
 
-    def autoscaler(self, **spec: Any) -> None:
+    def autoscaler(self, name: str = NAS, *, pool: str = POOL, **spec: Any) -> None:
         body = autoscaler_api.manifest(
-            NAS, autoscaler_api.AutoscalerSpec(node_pool_name=POOL, **spec)
+            name, autoscaler_api.AutoscalerSpec(node_pool_name=pool, **spec)
         )
-        body["metadata"].update(uid="uid-nas", generation=1)
+        body["metadata"].update(uid=f"uid-{name}", generation=1)
         self.autoscalers.put(self._stamp(body))
 
-    def pool(self, *, target: int = 0, min_nodes: int = 0, max_nodes: int = 10) -> None:
+    def pool(
+        self, *, target: int = 0, min_nodes: int = 0, max_nodes: int = 10, name: str = POOL
+    ) -> None:
         spec = nodepool_api.NodePoolSpec(
             target_nodes=target,
             min_nodes=min_nodes,
             max_nodes=max_nodes,
             template=nodepool_api.NodeTemplate(cpu="4", memory="16Gi", pods=110),
         )
-        body = nodepool_api.manifest(POOL, spec)
-        body["metadata"].update(uid="uid-pool", generation=1)
+        body = nodepool_api.manifest(name, spec)
+        body["metadata"].update(uid="uid-pool" if name == POOL else f"uid-{name}", generation=1)
         self.pools.put(self._stamp(body))
 
-    def node(self, name: str, *, ready: bool = True) -> None:
+    def node(self, name: str, *, ready: bool = True, pool: str = POOL) -> None:
         status = {
             "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
             "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
         }
-        labels = {nodepool_api.POOL_LABEL: POOL}
+        labels = {nodepool_api.POOL_LABEL: pool}
         self.nodes.put(
             self._stamp(
                 {"metadata": {"name": name, "labels": labels}, "spec": {}, "status": status}
             )
         )
 
-    def pod(self, name: str, *, cpu: str = "1", node: str | None = None, **meta: Any) -> Object:
+    def pod(
+        self,
+        name: str,
+        *,
+        cpu: str = "1",
+        node: str | None = None,
+        pool: str | None = None,
+        judged: bool = True,
+        **meta: Any,
+    ) -> Object:
+        """A pod, bound to ``node`` or pending: marked unschedulable by the scheduler, or
+        not ``judged`` yet; ``pool``: its nodeSelector names that pool."""
         spec: dict[str, Any] = {
             "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]
         }
+        if pool is not None:
+            spec["nodeSelector"] = {nodepool_api.POOL_LABEL: pool}
         status: dict[str, Any] = {"phase": "Pending"}
         if node:
             spec["nodeName"] = node
             status["phase"] = "Running"
-        else:
+        elif judged:
             status["conditions"] = [
                 {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
             ]
@@ -315,6 +333,27 @@ class World:
         await self.reconciler.reconcile(key)
         return planned
 
+    async def batch(self) -> int:
+        """A planner batch, then the reconcile of every Autoscaler it woke (as the runtime
+        queues them), then the cache catching up with the writes; how many status writes
+        there have been, of every Autoscaler."""
+        self.woken.clear()
+        await self.plan()
+        for name in dict.fromkeys(self.woken):
+            await self.reconciler.reconcile(Request(name=name))
+        for obj in self.autoscalers.items():
+            name = obj["metadata"]["name"]
+            if self.writes_to(name):
+                obj["status"] = copy.deepcopy(self.status(name))
+        return len(self.api.status_writes())
+
+    def writes_to(self, name: str) -> list[Any]:
+        return [
+            p
+            for kind, target, p, sub in self.api.patches
+            if kind == "autoscalers" and sub == "status" and target == name
+        ]
+
     async def scan(self) -> int:
         """A pass, after which the cache catches up with our write (as the informer
         would); how many status writes there have been."""
@@ -324,10 +363,10 @@ class World:
         obj["status"] = copy.deepcopy(self.status())
         return len(self.api.status_writes())
 
-    def status(self) -> dict[str, Any]:
+    def status(self, name: str = NAS) -> dict[str, Any]:
         """Our last written status, as the cache will show it."""
         merged: dict[str, Any] = {}
-        for write in self.api.status_writes():
+        for write in self.writes_to(name):
             merged.update(write["status"])
         return merged
 
@@ -408,7 +447,7 @@ async def test_status_is_written_only_when_a_decision_changes(world: World) -> N
         assert obj is not None
         obj["status"] = copy.deepcopy(world.status())
     assert len(world.api.status_writes()) == 1
-    world.pod("waiting")  # fits on n1's free room: no request, but the counts move
+    world.pod("huge", cpu="8")  # no pool can host it: no request, but the counts move
     await world.reconcile()
     assert len(world.api.status_writes()) == 1  # only counts: not within a scan interval
     await world.clock.advance(5)  # the scan interval
@@ -418,7 +457,24 @@ async def test_status_is_written_only_when_a_decision_changes(world: World) -> N
     assert world.api.made("scalerequests") == []
 
 
-async def test_counts_are_held_while_the_nodes_asked_for_are_not_ready(world: World) -> None:
+async def test_a_pod_planned_onto_room_the_pool_has_is_counted_once_it_stays_unbound(
+    world: World,
+) -> None:
+    world.pool(target=1)
+    world.node("n1")
+    written = await world.scan()
+    world.pod("waiting")  # fits on n1's free room: the scheduler should bind it soon
+    hold = PROGRESS_HOLD_SCANS * 5
+    for _ in range(hold // 5 - 1):
+        await world.clock.advance(5)
+        assert await world.scan() == written
+    await world.clock.advance(5)  # it never was: its count is written at the hold's end
+    assert await world.scan() == written + 1
+    assert world.status()["pendingPods"] == 1
+    assert world.api.made("scalerequests") == []
+
+
+async def test_pods_that_land_with_the_nodes_asked_for_cost_no_write(world: World) -> None:
     world.pool(target=2)  # two nodes asked for, one Ready: one in flight
     world.node("n1")
 
@@ -427,12 +483,15 @@ async def test_counts_are_held_while_the_nodes_asked_for_are_not_ready(world: Wo
         world.pod(name)
         await world.clock.advance(5)
         assert await world.scan() == written
-    assert world.status()["pendingPods"] == 0
-    world.node("n2")  # the node lands: its pods are given a scan interval to be bound
+    world.node("n2")  # the node lands; its pods are not bound yet
+    await world.clock.advance(5)
     assert await world.scan() == written
-    await world.clock.advance(5)  # they were not: the counts of now are written
-    assert await world.scan() == written + 1
-    assert world.status()["pendingPods"] == 2
+    world.pod("a", node="n1")
+    world.pod("b", node="n2")
+    for _ in range(3):
+        await world.clock.advance(5)
+        assert await world.scan() == written
+    assert world.status()["pendingPods"] == 0
     assert world.api.made("scalerequests") == []
 
 
@@ -440,17 +499,17 @@ async def test_pods_the_scheduler_has_not_judged_yet_cost_no_write(world: World)
     world.pool(target=1)
     world.node("n1")
     written = await world.scan()
-    fresh = world.pod("fresh")
-    del fresh["status"]["conditions"]  # not marked unschedulable (yet)
-    world.pods.put(fresh)
+    world.pod("fresh", judged=False)
     await world.clock.advance(5)
     assert await world.scan() == written
-    assert world.status()["pendingPods"] == 0
-    world.pod("fresh")  # the scheduler marks it though it fits n1: written, a scan
-    assert await world.scan() == written  # interval on, if it is still not bound
+    world.pod("fresh")  # the scheduler marks it though it fits n1: held while unbound
     await world.clock.advance(5)
-    assert await world.scan() == written + 1
-    assert (world.status()["pendingPods"], world.status()["unschedulablePods"]) == (1, 1)
+    assert await world.scan() == written
+    world.pod("fresh", node="n1")  # bound: the counts are as stored
+    for _ in range(3):
+        await world.clock.advance(5)
+        assert await world.scan() == written
+    assert (world.status()["pendingPods"], world.status()["unschedulablePods"]) == (0, 0)
 
 
 async def test_count_writes_of_all_autoscalers_share_one_budget() -> None:
@@ -462,11 +521,11 @@ async def test_count_writes_of_all_autoscalers_share_one_budget() -> None:
     world.node("n1")
 
     assert await world.scan() == 1  # the first status: conditions, not counts only
-    world.pod("first")  # fits on n1: only the counts move
-    assert await world.scan() == 1  # a scan interval for it to be bound
+    world.pod("first", cpu="8")  # no pool can host it: only the counts move
+    assert await world.scan() == 1  # not within a scan interval of the last write
     await world.clock.advance(5)
     assert await world.scan() == 2  # the budget's one write
-    world.pod("second")
+    world.pod("second", cpu="8")
     await world.clock.advance(5)
     assert await world.scan() == 2  # a scan interval later, but the budget is spent
     await world.clock.advance(5)
@@ -573,13 +632,32 @@ async def test_a_held_request_that_lands_within_a_scan_interval_waits_for_it(
     assert world.status()["lastRequest"]["targetNodes"] == 2
 
 
-async def test_a_scale_up_after_a_quiet_scan_interval_is_written_at_once(world: World) -> None:
+async def test_a_scale_up_soon_after_the_last_is_written_once_the_pool_settles(
+    world: World,
+) -> None:
     before = await world.scan()
     await scale_up_in_steps(world, 2)()
     land(world, 2)
     await world.clock.advance(5)
     assert await world.scan() == before + 2
     await world.clock.advance(5)
+    world.pod("later", cpu="3")  # the stored request asked for more nodes too: progress
+    assert await world.scan() == before + 2
+    world.show_requests()
+    land_nodes(world, 3)
+    bind_pods(world, 2)
+    world.pod("later", cpu="3", node="n2")
+    assert await world.scan() == before + 3
+    assert world.status()["lastRequest"]["targetNodes"] == 3
+
+
+async def test_a_scale_up_long_after_the_last_write_is_written_at_once(world: World) -> None:
+    before = await world.scan()
+    await scale_up_in_steps(world, 2)()
+    land(world, 2)
+    await world.clock.advance(5)
+    assert await world.scan() == before + 2
+    await world.clock.advance(PROGRESS_HOLD_SCANS * 5)
     world.pod("later", cpu="3")  # the stored request asked for more nodes too
     assert await world.scan() == before + 3
     assert world.status()["lastRequest"]["targetNodes"] == 3
@@ -603,6 +681,98 @@ async def test_a_restart_while_requests_are_held_asks_nothing_twice_and_catches_
     assert world.status()["lastRequest"]["targetNodes"] == 4
 
 
+async def test_a_pool_asking_again_after_its_first_nodes_landed_writes_twice_and_ends_right() -> (
+    None
+):
+    # As in a burst the scheduler judges over tens of seconds: the pool's first pods are
+    # marked unschedulable, its nodes land in a second, and the rest of its pods are judged
+    # (and asked for) 15 s later, twice. Counting the unjudged pods and writing once the
+    # nodes had landed gave it a write per request.
+    world = World()
+    world.autoscaler(scan_interval_seconds=10)
+    world.pool()
+    before = await world.batch()  # the first status: conditions
+    for i in range(6):
+        world.pod(f"p{i}", cpu="3", judged=i < 2)
+    for judged, wanted in ((range(0, 2), 2), (range(2, 4), 4), (range(4, 6), 6)):
+        for i in judged:
+            world.pod(f"p{i}", cpu="3")
+        await world.batch()
+        assert world.api.made("scalerequests")[-1]["spec"]["targetNodes"] == wanted
+        world.show_requests()
+        await world.clock.advance(1)
+        await world.batch()
+        land(world, wanted)
+        for _ in range(3):  # 15 s until the scheduler judges the next pods
+            await world.clock.advance(5)
+            await world.batch()
+    for _ in range(3):
+        await world.clock.advance(10)
+        await world.batch()
+    assert len(world.api.status_writes()) == before + 2
+    status = world.status()
+    assert status["lastRequest"]["targetNodes"] == 6
+    assert (status["pendingPods"], status["unschedulablePods"]) == (0, 0)
+
+
+async def test_an_autoscaler_whose_namespace_gets_pods_for_another_pool_writes_nothing() -> None:
+    world = World()
+    world.autoscaler(scan_interval_seconds=5)
+    world.pool()
+    world.autoscaler("idle", pool="other", scan_interval_seconds=5)
+    world.pool(name="other")
+    await world.batch()
+    idle_writes = len(world.writes_to("idle"))
+    assert idle_writes == 1  # its first status: conditions
+    for i in range(4):
+        world.pod(f"p{i}", cpu="3", pool=POOL, judged=i < 2)
+    await world.batch()
+    for i in range(4):
+        world.pod(f"p{i}", cpu="3", pool=POOL)
+        await world.clock.advance(5)
+        await world.batch()
+        world.show_requests()
+    land(world, 4)
+    for _ in range(3):
+        await world.clock.advance(5)
+        await world.batch()
+    assert world.api.made("scalerequests")[-1]["spec"]["targetNodes"] == 4
+    assert world.status()["lastRequest"]["targetNodes"] == 4
+    assert len(world.writes_to("idle")) == idle_writes
+    assert (world.status("idle")["pendingPods"], world.status("idle")["unschedulablePods"]) == (
+        0,
+        0,
+    )
+
+
+async def test_a_restart_while_progress_is_held_costs_at_most_one_more_write(
+    world: World,
+) -> None:
+    before = await world.scan()
+    for i in range(3):
+        world.pod(f"p{i}", cpu="3", judged=i < 2)
+    assert await world.scan() == before + 1  # the first request
+    world.show_requests()
+    await world.scan()
+    land(world, 2)
+    await world.clock.advance(5)
+    assert await world.scan() == before + 1  # p2 is not judged yet: held
+    world.reconciler = world.start()  # the new process knows no last write to hold from
+    await world.clock.advance(5)
+    assert await world.scan() == before + 2
+    await world.clock.advance(5)
+    assert await world.scan() == before + 2  # held again from that write
+    world.pod("p2", cpu="3")
+    await world.scan()
+    world.show_requests()
+    land_nodes(world, 3)
+    bind_pods(world, 3)
+    await world.clock.advance(5)
+    assert await world.scan() == before + 3
+    assert world.status()["lastRequest"]["targetNodes"] == 3
+    assert world.status()["pendingPods"] == 0
+
+
 def _up(target: int) -> dict[str, Any]:
     return {"name": f"nas-{target}-up", "targetNodes": target, "reason": "pods"}
 
@@ -623,15 +793,16 @@ def test_only_a_request_following_one_the_same_way_is_progress() -> None:
     assert report.progress_fields(_stored(down), _stored(_up(4))) == counts
 
 
-def test_a_request_is_held_with_the_counts_only_while_nodes_are_in_flight() -> None:
+def test_a_request_is_held_with_the_counts_but_news_is_not() -> None:
     stored, fresh = _stored(_up(2), pending=3), _stored(_up(4), pending=7)
-    assert report.with_progress_held(stored, fresh, nodes_in_flight=True) == stored
-    assert report.with_progress_held(stored, fresh, nodes_in_flight=False) == fresh
+    assert report.with_progress_held(stored, fresh) == stored
     turned = _stored({"name": "nas-9-down", "targetNodes": 1, "reason": "x"}, pending=7)
-    assert report.with_progress_held(stored, turned, nodes_in_flight=True) == turned
+    assert report.with_progress_held(stored, turned) == turned
     limited = copy.deepcopy(fresh)
     limited["conditions"] = [{"type": "LimitReached", "status": "True"}]
-    assert report.with_progress_held(stored, limited, nodes_in_flight=True) == limited
+    assert report.with_progress_held(stored, limited) == limited
+    first = _stored(_up(4), pending=7)
+    assert report.with_progress_held(_stored(None, pending=3), first) == first
 
 
 async def test_a_pod_too_big_for_any_node_gets_one_warning_and_no_request(world: World) -> None:
@@ -659,6 +830,28 @@ async def test_max_nodes_is_respected_and_the_status_says_the_limit_was_hit(worl
     assert (limit["status"], limit["reason"]) == ("True", "MaxNodesReached")
     assert len(world.api.events("LimitReached")) == 1
     assert len(world.api.events("TriggeredScaleUp")) == 8
+
+
+async def test_pods_left_beyond_max_nodes_do_not_hold_the_counts(world: World) -> None:
+    world.pool(max_nodes=2)
+    before = await world.scan()
+    for i in range(10):  # 4 to a node: 8 on the two nodes maxNodes allows, 2 left over
+        world.pod(f"p{i}")
+    assert await world.scan() == before + 1  # the first request, LimitReached turning
+    world.show_requests()
+    await world.scan()
+    world.show_requests(phase="Applied", applied=2)
+    world.pool(target=2, max_nodes=2)
+    for i in range(8):
+        world.pod(f"p{i}", node=f"n{i // 4}")
+    world.node("n0")
+    world.node("n1")
+    await world.clock.advance(5)
+    assert await world.scan() == before + 2  # settled: the pods left wait for nothing
+    assert (world.status()["pendingPods"], world.status()["unschedulablePods"]) == (2, 2)
+    for _ in range(3):
+        await world.clock.advance(5)
+        assert await world.scan() == before + 2
 
 
 async def test_unneeded_nodes_are_given_up_after_the_delay_and_not_before(world: World) -> None:

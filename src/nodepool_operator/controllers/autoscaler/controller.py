@@ -8,21 +8,24 @@ say (``needs_write``).
 
 Status writes do not grow with pods or with the requests of a burst: the conditions and
 the first request of a scale-up are written at once; the pod counts and each further
-request of the scale-up (``report.progress_fields``) are held while nodes asked for are
-coming (``report.with_progress_held``), and a write that carries nothing but such
-progress waits until the Autoscaler's last write is a scan interval old (counts only:
-and takes a token from one budget shared by all Autoscalers, ``count_writes_per_second``).
+request of the scale-up (``report.progress_fields``) are held while the pool's nodes are
+in flight, and while it is otherwise not settled (``report.pool_settled``) for up to
+``PROGRESS_HOLD_SCANS`` scan intervals after the last write; a write that carries nothing
+but such progress waits until the Autoscaler's last write is a scan interval old (counts
+only: and takes a token from one budget shared by all Autoscalers,
+``count_writes_per_second``).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from nodepool_operator import pacing
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.controllers.autoscaler import report
+from nodepool_operator.controllers.autoscaler.observer import Part
 from nodepool_operator.controllers.autoscaler.verdicts import Verdict, Verdicts
 from nodepool_operator.controllers.resources import AUTOSCALERS
 from nodepool_operator.runtime import clock as clock_module
@@ -33,11 +36,16 @@ from nodepool_operator.runtime.events import EventRecorder
 from nodepool_operator.runtime.informer import Informer
 from nodepool_operator.runtime.status import StatusWriter
 
-__all__ = ["NAME", "AutoscalerReconciler"]
+__all__ = ["NAME", "PROGRESS_HOLD_SCANS", "AutoscalerReconciler"]
 
 log = logging.getLogger(__name__)
 
 NAME = "autoscaler"
+#: Progress of a pool that is not settled, nodes in flight aside, is written at the latest
+#: this many scan intervals after the Autoscaler's last write: a pool whose pods never
+#: all land (the scheduler disagrees with the plan, or the scheduler is down) shows its
+#: counts that late, and a long burst costs a pool one more write per this many.
+PROGRESS_HOLD_SCANS: Final = 12
 
 
 class AutoscalerReconciler:
@@ -60,10 +68,9 @@ class AutoscalerReconciler:
         self.clock = clock
         self.wall_clock = wall_clock
         self.status = StatusWriter(client, AUTOSCALERS, controller=NAME)
-        self._written_at: dict[str, float] = {}  # key -> when its status was last written
-        # key -> when its pool's pods began settling (``report.pods_settling``); a rate
-        # limit, not a record: after a restart the wait starts over, at most once.
-        self._settling_since: dict[str, float] = {}
+        # key -> when its status was last written: a rate limit, not a record; after a
+        # restart nothing is held by it, which costs at most one more write.
+        self._written_at: dict[str, float] = {}
         # One budget for every Autoscaler's counts-only writes: their total stays bounded
         # however many Autoscalers watch the pods that move.
         self._count_writes = pacing.TokenBucket(
@@ -83,10 +90,7 @@ class AutoscalerReconciler:
         status = self._desired(autoscaler, verdict)
         current = self.status.current(autoscaler)
         spec = autoscaler_api.spec_of(autoscaler)
-        settling = report.pods_settling(verdict.part)
-        held = self._held_for(
-            request.name, current=current, status=status, spec=spec, settling=settling
-        )
+        held = self._held_for(request.name, current=current, status=status, spec=spec)
         if held is not None:
             return Result(requeue_after=held)
         try:
@@ -118,13 +122,30 @@ class AutoscalerReconciler:
     def _desired(self, autoscaler: Object, verdict: Verdict) -> dict[str, Any]:
         current = self.status.current(autoscaler)
         stored = autoscaler_api.AutoscalerStatus.from_dict(current).last_request
+        name = str(autoscaler["metadata"]["name"])
+        interval = autoscaler_api.spec_of(autoscaler).scan_interval_seconds
         return report.autoscaler_status(
             autoscaler={**autoscaler, "status": current},
             seen=verdict.part,
             decision=verdict.decision,
             last_request=verdict.last_request or stored,
             now=conditions.rfc3339(self.wall_clock.time()),
+            hold_progress=self._holds_progress(name, verdict.part, interval=interval),
         )
+
+    def _holds_progress(self, key: str, part: Part, *, interval: float) -> bool:
+        """The pool's progress stays as stored: while nodes it asked for are in flight
+        (they land, or the pool is found unable to grow, which ends the flight), and while
+        it is otherwise not settled for up to ``PROGRESS_HOLD_SCANS`` scan intervals after
+        the last write. In a burst a pool asks again while its first nodes land and its
+        counts move with every pod they take; written once it has settled, the burst
+        costs it one write more than its first request."""
+        if report.nodes_in_flight(part):
+            return True
+        if report.pool_settled(part):
+            return False
+        written = self._written_at.get(key)
+        return written is not None and self.clock.now() - written < PROGRESS_HOLD_SCANS * interval
 
     def _held_for(
         self,
@@ -133,39 +154,26 @@ class AutoscalerReconciler:
         current: Mapping[str, Any],
         status: Mapping[str, Any],
         spec: autoscaler_api.AutoscalerSpec,
-        settling: bool,
     ) -> float | None:
         """Seconds to hold a write that moves only progress (``report.progress_fields``);
         None to write now.
 
-        Held while the status was written less than a scan interval ago, and for up to a
-        scan interval while the pool's pods settle onto nodes that just landed (their
-        binding is the next change: one write then, not one now and one for it); a
-        counts-only write also while the budget shared by all Autoscalers is spent. In a
-        burst the counts move with every pod (for every Autoscaler watching the
-        namespace) and a pool's requests follow each other while its first nodes land; a
+        Held while the status was written less than a scan interval ago; a counts-only
+        write also while the budget shared by all Autoscalers is spent (the counts of
+        every Autoscaler of a namespace move with the pods no pool can host there). A
         condition, a new generation, a first request or one in the other direction is
         written at once."""
-        now = self.clock.now()
-        if not settling:
-            self._settling_since.pop(key, None)
         moved = {k for k in status.keys() | current.keys() if status.get(k) != current.get(k)}
         if not moved or not moved <= report.progress_fields(current, status):
             return None
         interval = spec.scan_interval_seconds
-        waits = [0.0]
-        if settling:
-            waits.append(interval - (now - self._settling_since.setdefault(key, now)))
         written = self._written_at.get(key)
-        if written is not None:
-            waits.append(interval - (now - written))
-        if (wait := max(waits)) > 0:
+        if written is not None and (wait := interval - (self.clock.now() - written)) > 0:
             return wait
         if report.LAST_REQUEST in moved:
             return None  # a request, however held, never waits on the counts' budget
-        return None if self._count_writes.allow() else float(spec.scan_interval_seconds)
+        return None if self._count_writes.allow() else float(interval)
 
     def _forget(self, key: str) -> None:
         self._written_at.pop(key, None)
-        self._settling_since.pop(key, None)
         self.status.forget({"metadata": {"name": key}})

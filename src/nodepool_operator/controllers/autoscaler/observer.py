@@ -55,7 +55,7 @@ class Observation:
     triggering: tuple[Object, ...]  # of those, the ones on its new nodes
     beyond_max: tuple[Object, ...]  # of those, the ones only nodes past maxNodes could host
     unfit: tuple[tuple[Object, str], ...]  # unschedulable pods of its namespaces no node can host
-    pending: int  # pending pods not bound to a node, in the watched namespaces
+    waiting: int  # pending pods of its namespaces the scheduler has not judged yet
     pending_fitting: int  # pods that keep the pool from shrinking: planned here or not judged yet
     unneeded: tuple[str, ...]  # Ready nodes running only DaemonSet or mirror pods
     # The whole cluster's nodes and DaemonSets as the plan saw them (for consolidation).
@@ -66,8 +66,18 @@ class Observation:
     passed_over: tuple[tuple[Object, str], ...] = ()
 
     @property
-    def unschedulable(self) -> int:
+    def pending(self) -> int:
+        """The pending pods this Autoscaler answers for: those the plan gives its pool (its
+        nodes or new ones) and those of its namespaces no pool can host. Not the pods the
+        plan gives other pools or other nodes, nor those the scheduler has not judged yet:
+        in a burst those move with every pod, for every Autoscaler of the namespace."""
         return len(self.fitting) + len(self.unfit)
+
+    @property
+    def unschedulable(self) -> int:
+        """Of ``pending``, the pods the scheduler marked unschedulable: all of them, as the
+        plan takes no other pod."""
+        return self.pending
 
 
 #: An Autoscaler's part: its observation, a conflict, or None when its pool does not exist.
@@ -195,7 +205,7 @@ class Observer:
                 for i, preferred in up.passed_over
             ),
             unfit=unfit + broken,
-            pending=len(indexed) + len(broken) + waiting,
+            waiting=waiting,
             pending_fitting=len(up.hosted) + waiting,
             unneeded=pool.unneeded,
             cluster=world.nodes,

@@ -1,11 +1,11 @@
 """The Autoscaler's status: what it decided, computed from the decision alone.
 
 Nothing in it changes from one scan to the next unless a decision does: no scan time, no
-timer, no "last seen"; the pod counts move only when pods do, and they and each further
-request of a scale-up are held while nodes asked for are still coming (or, the counts,
-while only pods the scheduler has not judged moved: ``with_progress_held``); conditions
-keep their ``lastTransitionTime`` unless their status flips. So an idle cluster costs no status
-write, and the status writer's compare-before-write has something to compare.
+timer, no "last seen"; the pod counts move only when the pods of its pool (or of its
+namespaces that no pool can host) do, and they and each further request of a scale-up are
+held while its pool is not settled (``pool_settled``, ``with_progress_held``); conditions
+keep their ``lastTransitionTime`` unless their status flips. So an idle cluster costs no
+status write, and the status writer's compare-before-write has something to compare.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ __all__ = [
     "alarms",
     "autoscaler_status",
     "decision_line",
-    "pods_settling",
+    "nodes_in_flight",
+    "pool_settled",
     "progress_fields",
     "with_progress_held",
     "would_request",
@@ -50,8 +51,10 @@ def autoscaler_status(
     decision: plan.Decision | None,
     last_request: autoscaler_api.LastScaleRequest | None,
     now: str,
+    hold_progress: bool = False,
 ) -> dict[str, Any]:
-    """The full status the Autoscaler should have; equal inputs give an equal status."""
+    """The full status the Autoscaler should have; equal inputs give an equal status.
+    ``hold_progress``: keep the stored progress fields (``with_progress_held``)."""
     generation = int(autoscaler["metadata"].get("generation", 0))
     spec = autoscaler_api.spec_of(autoscaler)
     found = conditions.ConditionList(
@@ -72,11 +75,9 @@ def autoscaler_status(
         "pendingPods": seen.pending if isinstance(seen, Observation) else 0,
         "unschedulablePods": seen.unschedulable if isinstance(seen, Observation) else 0,
     }
-    if not isinstance(seen, Observation):
+    if not isinstance(seen, Observation) or not hold_progress:
         return status
-    return with_progress_held(
-        autoscaler.get("status") or {}, status, nodes_in_flight=seen.pool.in_flight > 0
-    )
+    return with_progress_held(autoscaler.get("status") or {}, status)
 
 
 def _set_ready(
@@ -142,36 +143,36 @@ def progress_fields(current: Mapping[str, Any], status: Mapping[str, Any]) -> fr
     return frozenset(COUNTS)
 
 
-def with_progress_held(
-    current: Mapping[str, Any], status: dict[str, Any], *, nodes_in_flight: bool
-) -> dict[str, Any]:
+def with_progress_held(current: Mapping[str, Any], status: dict[str, Any]) -> dict[str, Any]:
     """``status`` with the stored progress fields (``progress_fields``) kept when nothing
-    else moved and either nodes the pool was asked for are not Ready yet (the counts
-    move with every pod they take, each new request of the burst asks for more; both are
-    written once the nodes have landed) or only pods the scheduler has not judged yet
-    moved (``unschedulablePods`` and ``lastRequest`` as stored: in seconds those pods are
-    bound, which leaves the counts as stored, or marked unschedulable, which is
-    written)."""
+    else moved: for a pool that is not settled (``pool_settled``), whose counts move with
+    every pod its nodes take and whose next request of the burst asks for more again; both
+    are written once it has settled."""
     progress = progress_fields(current, status)
     rest = {k: v for k, v in status.items() if k not in progress and v is not None}
     before = {k: v for k, v in current.items() if k not in progress and v is not None}
     if rest != before or any(k not in current for k in COUNTS):
         return status
-    unjudged_only = current["unschedulablePods"] == status["unschedulablePods"] and current.get(
-        LAST_REQUEST
-    ) == status.get(LAST_REQUEST)
-    if not (nodes_in_flight or unjudged_only):
-        return status
     return {**status, **{k: current[k] for k in progress if k in current}}
 
 
-def pods_settling(seen: Part) -> bool:
-    """Pods the plan puts on nodes the pool has, none on new ones, are still waiting,
-    with no node in flight: the nodes that were coming have just landed, and the
-    scheduler, which retries pods when nodes change, binds these in moments."""
+def nodes_in_flight(seen: Part) -> bool:
+    """The pool has nodes asked for that are not Ready yet."""
+    return isinstance(seen, Observation) and seen.pool.in_flight > 0
+
+
+def pool_settled(seen: Part) -> bool:
+    """Nothing is on its way for the pool: no node in flight, no request open, none of the
+    pods the plan gives it waiting for room it has or will get (those only nodes past
+    maxNodes could host wait for nothing), and no pod of its namespaces the scheduler has
+    not judged yet (in a burst, those are the pods its next request may be for: a pool
+    whose first nodes land in a second can ask again when the scheduler, tens of seconds
+    later, judges the rest of the burst)."""
     if not isinstance(seen, Observation):
-        return False
-    return seen.pool.in_flight == 0 and bool(seen.fitting) and not seen.triggering
+        return True
+    pool = seen.pool
+    placeable = len(seen.fitting) - len(seen.beyond_max)
+    return pool.in_flight == 0 and not pool.open_request and placeable <= 0 and not seen.waiting
 
 
 def would_request(decision: plan.Decision | None) -> autoscaler_api.WouldRequest | None:
