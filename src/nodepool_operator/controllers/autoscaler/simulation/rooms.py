@@ -126,15 +126,15 @@ class RoomTree:
                 continue
             tree[leaf] = value
             # Up while the parent's maximum changes: a sibling's value may hold it.
-            n = leaf >> 1
-            while n:
-                left = tree[2 * n]
-                right = tree[2 * n + 1]
-                best = left if left > right else right
-                if tree[n] == best:
-                    break
-                tree[n] = best
+            n = leaf
+            while n > 1:
+                sibling = tree[n ^ 1]
+                if sibling > value:
+                    value = sibling
                 n >>= 1
+                if tree[n] == value:
+                    break
+                tree[n] = value
 
     def find(self, need: Sequence[int], start: int, names: Sequence[int]) -> Iterator[int]:
         """``names`` of the leaves from ``start`` on with room for ``need``, leftmost first."""
