@@ -119,8 +119,15 @@ class RoomTree:
     def set(self, index: int, room: Sequence[int]) -> None:
         leaf = self.size + index
         cpu, memory, pods = room
-        for tree, value in zip(
-            self.trees, (cpu, memory, pods, *self._keys(cpu, memory)), strict=True
+        balance, cpu_mix, memory_mix = self._keys(cpu, memory)
+        trees = self.trees
+        for tree, value in (
+            (trees[0], cpu),
+            (trees[1], memory),
+            (trees[2], pods),
+            (trees[3], balance),
+            (trees[4], cpu_mix),
+            (trees[5], memory_mix),
         ):
             if tree[leaf] == value:
                 continue
