@@ -174,6 +174,8 @@ class _ClassPlacement:
     def _rounds_repeated(self) -> bool:
         """Follow the spreads' smallest counts; True when repeated rounds placed them all."""
         now = self.cluster.spread_floors(self.profile)
+        if now == self.floors:  # most pods: no smallest count moved
+            return False
         if not any(n > f for n, f in zip(now, self.floors, strict=True)):
             self.floors = tuple(min(n, f) for n, f in zip(now, self.floors, strict=True))
             return False
