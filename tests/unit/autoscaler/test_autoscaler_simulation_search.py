@@ -1,7 +1,8 @@
 """The simulation's fast paths place every pod where plain first fit would.
 
 The room trees, the per-class cursor, placing a node's worth of replicas at once, opening
-the next node without a search once a class filled the last one, and repeating a spreading
+the next node without a search once a class filled the last one, stepping to the node
+after the one a class filled when it takes the pod, and repeating a spreading
 class's rounds are all shortcuts for one rule: each pod, in turn,
 goes to the first node (in cluster order) every filter accepts. Here the same workloads
 are planned twice, once as shipped and once with every shortcut replaced by that rule (a
@@ -186,4 +187,49 @@ def test_the_fast_paths_place_every_pod_where_plain_first_fit_does(
     plain = _plain_first_fit(pending, cluster, monkeypatch)
     assert fast.placements == plain.placements
     assert fast.unfit == plain.unfit
+    assert fast.pools == plain.pools
+
+
+def test_a_class_that_filled_a_node_passes_over_the_next_when_it_is_cordoned_or_full(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    template = _template(4, (), False)
+    busy = _profile("plain", "busy", 3500, 512, zone=ZONES[0])
+    # After the first node fills: a cordoned node, a full one, then one with room.
+    shapes = [((), False), ((), True), ((busy,), False), ((), False)]
+    existing = [
+        ExistingNode(
+            name=f"general-{index}",
+            pool="general",
+            labels={
+                **nodepool_api.node_labels("general", template, zone=None),
+                nodepool_api.HOSTNAME_LABEL: f"general-{index}",
+            },
+            taints=(),
+            unschedulable=cordoned,
+            allocatable=nodepool_api.template_allocatable(template),
+            pods=pods,
+        )
+        for index, (pods, cordoned) in enumerate(shapes)
+    ]
+    cluster = {
+        "nodes": existing,
+        "pools": [_pool("general", template, weight=0, headroom=5, taken=len(existing))],
+        "daemon_sets": [],
+    }
+    # Tolerating every taint, the cordon's too: the room search still never offers a
+    # cordoned node, and neither may the step to the next node.
+    replica = constraints.profile_of(
+        {
+            "metadata": {"name": "web", "namespace": "apps", "labels": {"app": "web"}},
+            "spec": {
+                "containers": [workloads.container("1500m", memory="256Mi")],
+                "tolerations": [{"operator": "Exists"}],
+            },
+        }
+    )
+    fast = simulate([replica] * 6, **cluster)
+    plain = _plain_first_fit([replica] * 6, cluster, monkeypatch)
+    assert fast.placements == plain.placements
+    assert fast.placements[:4] == ("general-0",) * 2 + ("general-3",) * 2
     assert fast.pools == plain.pools

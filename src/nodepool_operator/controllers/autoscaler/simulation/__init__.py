@@ -14,16 +14,17 @@ can host it: highest ``weight`` first, then least waste (cluster-autoscaler's ex
 then name. A node that is not there yet has its template's allocatable minus the
 DaemonSet pods that would run on it.
 
-Pods are placed by class: pods whose profiles are equal but for labels no selector in
-the cluster reads (replicas, a StatefulSet's pods with their own pod-name labels) are one
+Pods are placed by class: pods whose profiles are equal but for labels no selector in the
+cluster reads (replicas, a StatefulSet's pods with their own pod-name labels) are one
 class, placed one after the other (a node's worth at a time when nothing but resources
-constrains them; round after round at once while a spreading class's rounds come out the
-same), in first-fit-decreasing order. A max-tree over the nodes' free cpu, memory and pod slots
-finds the leftmost node with room without scanning the full ones, and a per-class
-cursor skips the nodes the class was already refused on (a node only fills up while one
-class is placed, so a refusal stands, except where pod affinity can change it or a
-spread's smallest count rises). Verdicts of the static filters are kept per node rules
-(selector, node affinity, tolerations), so pods of every size with equal rules share them.
+constrains them, then straight to the next node when it takes them; round after round at
+once while a spreading class's rounds come out the same), in first-fit-decreasing order. A
+max-tree over the nodes' free cpu, memory and pod slots finds the leftmost node with room
+without scanning the full ones, and a per-class cursor skips the nodes the class was
+already refused on (a node only fills up while one class is placed, so a refusal stands,
+except where pod affinity can change it or a spread's smallest count rises). Verdicts of
+the static filters are kept per node rules (selector, node affinity, tolerations), so pods
+of every size with equal rules share them.
 
 Nodes are registered in the pool's VM order (``<pool>-<index>``, lowest free index
 first). A new node goes to the zone its pod needs; a pod that could go to several zones

@@ -20,7 +20,6 @@ from nodepool_operator.controllers.autoscaler.constraints import (
 )
 from nodepool_operator.controllers.autoscaler.simulation.model import (
     HOSTNAME_LABEL,
-    MAIN_RESOURCES,
     DaemonSetView,
 )
 from nodepool_operator.controllers.autoscaler.simulation.rooms import Group, SimNode
@@ -138,15 +137,20 @@ class ClusterState:
 
     def refresh_rooms(self) -> None:
         """Write the room of the nodes changed since the last search to their trees."""
-        room: Sequence[int]
         for node in self._stale:
             node.stale = False
             if node.unschedulable:
                 room = (-1, -1, -1)  # never searched; tolerating pods are rare and go new
             else:
+                # ``MAIN_RESOURCES``, written out: this runs for every node changed.
                 have, used = node.allocatable, node.used
-                room = tuple(
-                    max(-1, have.get(name, 0) - used.get(name, 0)) for name in MAIN_RESOURCES
+                cpu = have.get("cpu", 0) - used.get("cpu", 0)
+                memory = have.get("memory", 0) - used.get("memory", 0)
+                pods = have.get("pods", 0) - used.get("pods", 0)
+                room = (
+                    cpu if cpu > -1 else -1,
+                    memory if memory > -1 else -1,
+                    pods if pods > -1 else -1,
                 )
             node.group.tree.set(node.slot, room)
         self._stale.clear()

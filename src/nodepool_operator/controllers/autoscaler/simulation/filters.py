@@ -169,8 +169,10 @@ class Cluster(SpreadingState):
     def spread_floors(self, profile: PodProfile) -> tuple[int, ...]:
         """The smallest count each of the pod's spreads compares an added node with."""
         return tuple(
-            spread.minimum(None, constraint.min_domains)
-            for constraint, spread, _ in self.spreads_of(profile)
+            [
+                spread.minimum(None, constraint.min_domains)
+                for constraint, spread, _ in self.spreads_of(profile)
+            ]
         )
 
     def problem(self, profile: PodProfile, node: SimNode, *, candidate: bool = False) -> str | None:

@@ -142,12 +142,20 @@ class _ClassPlacement:
         profile, members, cluster = self.profile, self.members, self.cluster
         monotone = not profile.affinity
         simple = not profile.has_pod_constraints
-        # The class filled the cluster's last node: searching from it would find nothing.
-        filled_last = False
+        # The class filled the node it used last (a simple class fills each node it uses):
+        # that node refuses it now, so the search from there finds the next node first when
+        # it takes the pod, and nothing when it was the cluster's last.
+        filled: SimNode | None = None
         while self.done < len(members):
             if self.floors and self._rounds_repeated():
                 break
-            node = None if filled_last else self.simulation.existing_fit(profile, self.cursor)
+            if filled is None:
+                node = self.simulation.existing_fit(profile, self.cursor)
+            elif filled.index == len(cluster.nodes) - 1:
+                node = None
+            else:
+                node = self.simulation.following(profile, filled)
+                node = node or self.simulation.existing_fit(profile, self.cursor)
             node = node or self._new_node()
             if node is None:
                 break
@@ -156,9 +164,7 @@ class _ClassPlacement:
             left = len(members) - self.done
             copies = max(1, copies_that_fit(profile, node, left) if simple else 1)
             cluster.place(profile, node, copies, counted=True)
-            filled_last = (
-                simple and node.index == len(cluster.nodes) - 1 and not has_room(profile, node)
-            )
+            filled = node if simple and not has_room(profile, node) else None
             for member in members[self.done : self.done + copies]:
                 self.placements[member] = node.name
             self.done += copies
@@ -168,6 +174,8 @@ class _ClassPlacement:
     def _rounds_repeated(self) -> bool:
         """Follow the spreads' smallest counts; True when repeated rounds placed them all."""
         now = self.cluster.spread_floors(self.profile)
+        if now == self.floors:  # most pods: no smallest count moved
+            return False
         if not any(n > f for n, f in zip(now, self.floors, strict=True)):
             self.floors = tuple(min(n, f) for n, f in zip(now, self.floors, strict=True))
             return False

@@ -202,6 +202,22 @@ class Simulation:
                 return node
         return None
 
+    def following(self, profile: PodProfile, node: SimNode) -> SimNode | None:
+        """The node right after ``node`` in the cluster when it takes the pod and the room
+        search would return it (room in every searched dimension, schedulable, within
+        maxNodes); else None."""
+        nodes = self.cluster.nodes
+        if node.index + 1 >= len(nodes):
+            return None
+        after = nodes[node.index + 1]
+        if after.kind == BEYOND_MAX or after.unschedulable:
+            return None
+        requests = profile.requests
+        for name in MAIN_RESOURCES:
+            if after.room(name) < requests.get(name, 0):
+                return None
+        return after if self.cluster.problem(profile, after) is None else None
+
     def new_node(
         self, profile: PodProfile, remaining: int
     ) -> tuple[PoolState, int, bool, str | None] | tuple[None, str, bool, None]:

@@ -119,22 +119,29 @@ class RoomTree:
     def set(self, index: int, room: Sequence[int]) -> None:
         leaf = self.size + index
         cpu, memory, pods = room
-        for tree, value in zip(
-            self.trees, (cpu, memory, pods, *self._keys(cpu, memory)), strict=True
+        balance, cpu_mix, memory_mix = self._keys(cpu, memory)
+        trees = self.trees
+        for tree, value in (
+            (trees[0], cpu),
+            (trees[1], memory),
+            (trees[2], pods),
+            (trees[3], balance),
+            (trees[4], cpu_mix),
+            (trees[5], memory_mix),
         ):
             if tree[leaf] == value:
                 continue
             tree[leaf] = value
             # Up while the parent's maximum changes: a sibling's value may hold it.
-            n = leaf >> 1
-            while n:
-                left = tree[2 * n]
-                right = tree[2 * n + 1]
-                best = left if left > right else right
-                if tree[n] == best:
-                    break
-                tree[n] = best
+            n = leaf
+            while n > 1:
+                sibling = tree[n ^ 1]
+                if sibling > value:
+                    value = sibling
                 n >>= 1
+                if tree[n] == value:
+                    break
+                tree[n] = value
 
     def find(self, need: Sequence[int], start: int, names: Sequence[int]) -> Iterator[int]:
         """``names`` of the leaves from ``start`` on with room for ``need``, leftmost first."""
