@@ -397,8 +397,24 @@ SPILLING_REPLICAS = Workload(
 )
 
 
+# Found by hypothesis: a hostname spread whose pods also fit the node already coming took
+# four rounds before the nodes it opened stopped changing (three were allowed).
+SPREADING_NEXT_TO_A_NODE_IN_FLIGHT = Workload(
+    pools=(
+        Pool(name="p", cpu=8, weight=0, headroom=0, in_flight=1, zones=()),
+        Pool(name="q", cpu=2, weight=0, headroom=0, in_flight=0, zones=()),
+    ),
+    existing=(),
+    daemon_cpu=0,
+    daemon_port=False,
+    pending=(Kind(app="c", cpu=500, constraint="spread-host", max_skew=2),) * 5
+    + (Kind(app="c", cpu=1000, constraint="spread-host", max_skew=2),) * 7,
+)
+
+
 @SETTINGS
 @example(SPILLING_REPLICAS)
+@example(SPREADING_NEXT_TO_A_NODE_IN_FLIGHT)
 @given(workloads())
 def test_spread_on_new_nodes_stays_within_max_skew(workload: Workload) -> None:
     _, nodes = run(workload)

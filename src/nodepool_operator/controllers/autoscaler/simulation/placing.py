@@ -26,8 +26,10 @@ from nodepool_operator.controllers.autoscaler.simulation.rounds import Rounds
 
 __all__ = ["simulate"]
 
-#: Rounds of the simulation when pods spread over topology (see ``simulate``).
-_SPREAD_ROUNDS: Final = 3
+#: Most rounds of the simulation when pods spread over topology (see ``simulate``): two in
+#: the common case; a spread over hostnames whose pods also fit a node that is already
+#: coming can take four before the nodes it opens stop changing.
+_SPREAD_ROUNDS: Final = 8
 
 
 def simulate(
@@ -45,7 +47,10 @@ def simulate(
     A topology spread judged while new nodes open one after the other would let the first
     ones fill up before the later domains exist; the real scheduler sees the new nodes
     together. So when a pending pod spreads, the simulation runs again with the nodes the
-    last run opened there from the start, until it opens no more (at most a few rounds).
+    last run opened there from the start, until it opens the same nodes it started with.
+    A run that comes back to the nodes of an earlier one would go round that cycle: the
+    rounds end there too, and at ``_SPREAD_ROUNDS`` at most. Ending a round early would
+    answer with a run that opened nodes one after the other, the skew this is here to avoid.
     """
     alike = classes.Alike(
         [
@@ -60,6 +65,7 @@ def simulate(
     nominated = [(alike.of(profile), name) for profile, name in nominated]
     opened: dict[str, tuple[str | None, ...]] = {}
     spreading = any(profile.spread for profile in pending)
+    tried: list[dict[str, tuple[str | None, ...]]] = []
     for _ in range(_SPREAD_ROUNDS):
         outcome = _simulate_once(
             pending,
@@ -70,8 +76,9 @@ def simulate(
             opened=opened,
         )
         wanted = {name: p.opened_zones for name, p in outcome.pools.items() if p.wanted_nodes}
-        if not spreading or wanted == opened:
+        if not spreading or wanted == opened or wanted in tried:
             break
+        tried.append(opened)
         opened = wanted
     return outcome
 
