@@ -135,10 +135,11 @@ class Simulation:
                     kind=READY,
                 )
             )
-            for profile in existing.pods:
-                self.cluster.place(profile, node, 1, counted=True)
-            for profile in existing.terminating:
-                self.cluster.place(profile, node, 1, counted=False)
+            # Equal pods (a Deployment's replicas on one node) placed at once.
+            for profile, copies in Counter(existing.pods).items():
+                self.cluster.place(profile, node, copies, counted=True)
+            for profile, copies in Counter(existing.terminating).items():
+                self.cluster.place(profile, node, copies, counted=False)
             # Any node, a pool's or not, gets the DaemonSet pods it does not run yet.
             self.cluster.add_daemon_pods(node, present=existing.daemon_sets)
         for state in self.pools.values():
