@@ -17,6 +17,14 @@ and the lease; its time is the time a decision waits. Three pod mixes:
 * ``statefulsets-equal-labels``: the same pods without the pod-name label, the yardstick
   for what unique labels no selector reads may cost.
 
+and one case where the cost is the cluster, not the pending pods:
+
+* ``burst-on-large-cluster``: ``bench/scale.py --fractions 1.0``'s burst: 1,000 pools
+  without zones (4 cpu, 16Gi; 5 Nodes each with 10 running pods of 300m/1Gi, room for
+  5 more Nodes), and 1,000 pending pods of 1500m/2Gi, 10 on each of the first 100 pools
+  by a nodeSelector naming it. Its pending count is fixed, so it runs once, at the
+  first size.
+
 Profiles are parsed before the clock starts (the operator caches them per pod
 resourceVersion, so a scan re-parses only pods that changed). Each case is run
 ``--repeat`` times; min and median are printed.
@@ -53,7 +61,11 @@ MIXES = (
     "constraints",
     "statefulsets",
     "statefulsets-equal-labels",
+    "burst-on-large-cluster",
 )
+#: The mixes whose world is their own, with this many pending pods whatever the size.
+FIXED_PENDING = {"burst-on-large-cluster": 1_000}
+LARGE_POOLS, LARGE_NODES_PER_POOL, LARGE_PODS_PER_NODE, LARGE_BURST_POOLS = 1_000, 5, 10, 100
 
 
 def pod(name: str, cpu: int, memory: int, *, labels: Mapping[str, str], **spec: Any) -> Any:
@@ -203,20 +215,86 @@ DAEMON = simulation.DaemonSetView(
 )
 
 
+def large_cluster() -> tuple[
+    list[simulation.ExistingNode], list[simulation.PoolTemplate], list[constraints.PodProfile]
+]:
+    """``burst-on-large-cluster``: its Nodes, pools and pending pods."""
+    template = nodepool_api.NodeTemplate(cpu="4", memory="16Gi", pods=110)
+    allocatable = nodepool_api.template_allocatable(template)
+
+    def labels(pool: str, name: str) -> dict[str, str]:
+        found = nodepool_api.node_labels(pool, template, zone=None)
+        return {**found, nodepool_api.HOSTNAME_LABEL: name}
+
+    def upcoming(pool: str) -> Any:
+        def at(k: int, zone: str | None) -> tuple[str, Mapping[str, str]]:
+            name = f"{pool}-{LARGE_NODES_PER_POOL + k}"
+            return name, labels(pool, name)
+
+        return at
+
+    existing, templates = [], []
+    for index in range(LARGE_POOLS):
+        pool = f"pool-{index:04d}"
+        for k in range(LARGE_NODES_PER_POOL):
+            name = f"{pool}-{k}"
+            running = pod(f"{name}-app", 300, GI, labels={"app": f"{name}-app"})
+            existing.append(
+                simulation.ExistingNode(
+                    name=name,
+                    pool=pool,
+                    labels=labels(pool, name),
+                    taints=(),
+                    unschedulable=False,
+                    allocatable=allocatable,
+                    pods=(running,) * LARGE_PODS_PER_NODE,
+                )
+            )
+        templates.append(
+            simulation.PoolTemplate(
+                name=pool,
+                weight=0,
+                taints=(),
+                allocatable=allocatable,
+                upcoming=upcoming(pool),
+                in_flight=0,
+                headroom=LARGE_NODES_PER_POOL,  # maxNodes is twice the target
+                zones=1,
+                namespaces=frozenset({"bench"}),
+            )
+        )
+    pending = [
+        pod(
+            f"burst-{i}",
+            1500,
+            2 * GI,
+            labels={"app": "burst"},
+            nodeSelector={nodepool_api.POOL_LABEL: f"pool-{i % LARGE_BURST_POOLS:04d}"},
+        )
+        for i in range(FIXED_PENDING["burst-on-large-cluster"])
+    ]
+    return existing, templates, pending
+
+
 def measure(
     mix: str, *, count: int, repeat: int
 ) -> tuple[list[float], list[float], simulation.Outcome]:
     """Wall-clock and CPU seconds of each run, and the outcome."""
     rng = random.Random(42)
-    existing, pending = nodes(rng), pods(mix, count=count, rng=rng)
-    templates = pools(count)
+    daemon_sets = [DAEMON]
+    if mix in FIXED_PENDING:
+        existing, templates, pending = large_cluster()
+        daemon_sets = []
+    else:
+        existing, pending = nodes(rng), pods(mix, count=count, rng=rng)
+        templates = pools(count)
     wall: list[float] = []
     cpu: list[float] = []
     outcome = None
     for _ in range(repeat):
         started, started_cpu = time.perf_counter(), time.process_time()
         outcome = simulation.simulate(
-            pending, nodes=existing, pools=templates, daemon_sets=[DAEMON]
+            pending, nodes=existing, pools=templates, daemon_sets=daemon_sets
         )
         wall.append(time.perf_counter() - started)
         cpu.append(time.process_time() - started_cpu)
@@ -231,10 +309,13 @@ def main(sizes: list[int], repeat: int, mixes: list[str]) -> None:
     print("|---|---|---|---|---|---|---|---|")
     for count in sizes:
         for mix in mixes:
-            wall, cpu, outcome = measure(mix, count=count, repeat=repeat)
+            if mix in FIXED_PENDING and count != sizes[0]:
+                continue
+            pending = FIXED_PENDING.get(mix, count)
+            wall, cpu, outcome = measure(mix, count=pending, repeat=repeat)
             new = sum(p.new_nodes for p in outcome.pools.values())
             print(
-                f"| {count:,} | {mix} | {new:,} | {len(outcome.unfit):,} "
+                f"| {pending:,} | {mix} | {new:,} | {len(outcome.unfit):,} "
                 f"| {min(wall) * 1000:.0f} ms | {statistics.median(wall) * 1000:.0f} ms "
                 f"| {min(cpu) * 1000:.0f} ms | {statistics.median(cpu) * 1000:.0f} ms |",
                 flush=True,

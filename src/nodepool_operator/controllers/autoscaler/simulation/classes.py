@@ -65,8 +65,12 @@ class Alike:
         return found
 
     def node(self, node: ExistingNode) -> ExistingNode:
-        return dataclasses.replace(
-            node,
-            pods=tuple(self.of(p) for p in node.pods),
-            terminating=tuple(self.of(p) for p in node.terminating),
-        )
+        pods = tuple(map(self.of, node.pods))
+        terminating = tuple(map(self.of, node.terminating))
+        if _same(pods, node.pods) and _same(terminating, node.terminating):
+            return node  # each pod the first of its class: most nodes' pods
+        return dataclasses.replace(node, pods=pods, terminating=terminating)
+
+
+def _same(these: tuple[PodProfile, ...], those: tuple[PodProfile, ...]) -> bool:
+    return all(a is b for a, b in zip(these, those, strict=True))

@@ -22,7 +22,11 @@ from nodepool_operator.controllers.autoscaler.simulation.model import (
     HOSTNAME_LABEL,
     DaemonSetView,
 )
-from nodepool_operator.controllers.autoscaler.simulation.rooms import Group, SimNode
+from nodepool_operator.controllers.autoscaler.simulation.rooms import (
+    TOPOLOGY_LABELS,
+    Group,
+    SimNode,
+)
 from nodepool_operator.controllers.autoscaler.simulation.tallies import (
     AntiTerms,
     Counts,
@@ -30,7 +34,7 @@ from nodepool_operator.controllers.autoscaler.simulation.tallies import (
     Spread,
 )
 
-__all__ = ["ClusterState"]
+__all__ = ["ClusterState", "selector_labels"]
 
 
 class ClusterState:
@@ -43,6 +47,9 @@ class ClusterState:
         # One room tree per group of nodes that agree on everything static but their name
         # (a pool's zone, say): a pod skips a whole group its selectors or taints refuse.
         self.groups: dict[tuple[object, ...], Group] = {}
+        # The groups by each label their nodes share: a pod whose nodeSelector names a
+        # label (a pool's, say) looks only at the groups that carry it.
+        self._groups_by_label: dict[tuple[str, str], list[Group]] = {}
         # Node rules numbered once per profile: every static verdict, and which groups a
         # pod may use, is shared by the pods with equal rules, whatever their size.
         self._rules_ids: dict[tuple[object, ...], int] = {}
@@ -96,6 +103,8 @@ class ClusterState:
             group = self.groups.get(node.group_key)
             if group is None:
                 group = self.groups[node.group_key] = Group(self.scale)
+                for label in node.shared_labels:
+                    self._groups_by_label.setdefault(label, []).append(group)
             self._group_of_static[node.static_id] = group
         kinds = len(group.kinds)
         node.group = group
@@ -299,6 +308,21 @@ class ClusterState:
                 )
         return found
 
+    def groups_for(self, profile: PodProfile) -> Iterable[Group]:
+        """The groups whose nodes carry every label the pod's nodeSelector names outside
+        topology (fewer than all groups only then): the others refuse it statically."""
+        labels = selector_labels(profile)
+        if not labels:
+            return self.groups.values()
+        by_label = self._groups_by_label
+        return min((by_label.get(label, []) for label in labels), key=len)
+
     def pinned(self, profile: PodProfile) -> bool:
         """Whether the pod's node rules name nodes one by one (so groups do not decide)."""
         return self._pinned[self.rules_id(profile)]
+
+
+def selector_labels(profile: PodProfile) -> list[tuple[str, str]]:
+    """The labels the pod's nodeSelector asks of a node, topology (zone, region) aside:
+    a node refuses the pod statically unless it carries each of them."""
+    return [item for item in profile.node_selector.items() if item[0] not in TOPOLOGY_LABELS]

@@ -43,6 +43,11 @@ class Cluster(SpreadingState):
 
     # -- filters ------------------------------------------------------------------------
 
+    def static_problem(self, profile: PodProfile, node: SimNode) -> str | None:
+        """What refuses the pod on the node whatever is placed: cordon, taints, node
+        selectors and affinity, volumes."""
+        return self._static_problem(profile, node)
+
     def _static_problem(self, profile: PodProfile, node: SimNode) -> str | None:
         """What never changes for the node: cordon, taints, selectors, volumes."""
         rules = self.rules_id(profile)
@@ -87,7 +92,7 @@ class Cluster(SpreadingState):
             pinned = self._pinned[rules]
             usable = [
                 group
-                for group in self.groups.values()
+                for group in (self.groups.values() if pinned else self.groups_for(profile))
                 if pinned or any(self._static_problem(profile, n) is None for n in group.kinds)
             ]
             self._usable[rules] = (self._kinds_seen, usable)

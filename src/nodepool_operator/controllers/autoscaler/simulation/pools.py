@@ -8,12 +8,13 @@ of zones: the pool's next node in its ``ahead``-th least-filled zone.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import zones as zones_api
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
+from nodepool_operator.controllers.autoscaler.simulation.cluster import selector_labels
 from nodepool_operator.controllers.autoscaler.simulation.filters import Cluster
 from nodepool_operator.controllers.autoscaler.simulation.model import (
     MAIN_RESOURCES,
@@ -113,6 +114,15 @@ class Simulation:
         # every pod that opens a node judges the next node of every pool, and most of
         # those stay the same until their pool opens one.
         self._candidates: dict[tuple[str, int, str | None], SimNode] = {}
+        # The pools that opened a node, in order: their next nodes changed since.
+        self._opened_log: list[PoolState] = []
+        # Per node rules and namespace: the pools that may host such a pod, as of how much
+        # of ``_opened_log`` (``_hosting``).
+        self._hosting: dict[tuple[int, str], _Hosting] = {}
+        # The pools by each label their next nodes share (``_pools_with``), as of how much
+        # of ``_opened_log``.
+        self._pools_by_label: dict[tuple[str, str], list[PoolState]] | None = None
+        self._pools_indexed = 0
         for existing in nodes:
             node = self.cluster.add_node(
                 self.cluster.make_node(
@@ -125,10 +135,11 @@ class Simulation:
                     kind=READY,
                 )
             )
-            for profile in existing.pods:
-                self.cluster.place(profile, node, 1, counted=True)
-            for profile in existing.terminating:
-                self.cluster.place(profile, node, 1, counted=False)
+            # Equal pods (a Deployment's replicas on one node) placed at once.
+            for profile, copies in Counter(existing.pods).items():
+                self.cluster.place(profile, node, copies, counted=True)
+            for profile, copies in Counter(existing.terminating).items():
+                self.cluster.place(profile, node, copies, counted=False)
             # Any node, a pool's or not, gets the DaemonSet pods it does not run yet.
             self.cluster.add_daemon_pods(node, present=existing.daemon_sets)
         for state in self.pools.values():
@@ -153,6 +164,7 @@ class Simulation:
         for other in state.zone_choices():  # the pool's other candidates are not next now
             self._candidates.pop((state.template.name, state.opened, other), None)
         state.count_node(zone)
+        self._opened_log.append(state)
         self.cluster.add_daemon_pods(node)
         if kind == NEW:
             state.new_nodes.append(node.index)
@@ -224,31 +236,91 @@ class Simulation:
         """The pool (and how far down its queue) whose next node would host the pod, and
         the pool ranked before it that could not grow for it, if there is one."""
         options: list[tuple[tuple[object, ...], PoolState, int, bool]] = []
-        reasons: list[str] = []
-        for state in self.pools.values():
+        for state in self._may_host(profile):
             template = state.template
-            if template.namespaces is not None and profile.namespace not in template.namespaces:
-                continue
             for ahead in range(len(state.zone_choices())):
                 node = self.candidate(state, ahead)
-                problem = self.cluster.problem(profile, node, candidate=True)
-                if problem is None:
+                if self.cluster.problem(profile, node, candidate=True) is None:
                     beyond = state.opened - template.in_flight >= template.headroom
                     copies = max(1, copies_that_fit(profile, node, remaining))
                     waste = _waste(profile, node, copies)
                     rank = (beyond, -template.weight, waste, ahead, template.name)
                     options.append((rank, state, ahead, beyond))
                     break
-                if ahead == 0:
-                    reasons.append(f"{template.name}: {problem}")
         if not options:
-            return None, "; ".join(reasons) or "no Autoscaler plans for its namespace", False, None
+            return None, self._refusals(profile), False, None
         _, state, ahead, beyond = min(options, key=lambda o: o[0])
         preferred = min(options, key=lambda o: o[0][1:])  # as if every pool could grow
         passed_over = None
         if not beyond and preferred[3] and preferred[1] is not state:
             passed_over = preferred[1].template.name
         return state, ahead, beyond, passed_over
+
+    def _refusals(self, profile: PodProfile) -> str:
+        """Why no pool's next node takes the pod: each pool's first refusal."""
+        problem = self.cluster.problem
+        reasons = [
+            f"{state.template.name}: {problem(profile, self.candidate(state, 0), candidate=True)}"
+            for state in self.pools.values()
+            if _plans_for(state.template, profile)
+        ]
+        return "; ".join(reasons) or "no Autoscaler plans for its namespace"
+
+    def _may_host(self, profile: PodProfile) -> list[PoolState]:
+        """The pools whose next node the pod's static filters (namespace, taints, node
+        selectors) do not refuse in every zone: only these are ranked.
+
+        A static verdict holds for every node of a pool's zone but the one named by its
+        hostname, so a refusal stands until the pool opens a node (which may change what
+        its next node is); pods whose rules name nodes one by one rank every pool.
+        """
+        cluster = self.cluster
+        if cluster.pinned(profile):
+            return [s for s in self.pools.values() if _plans_for(s.template, profile)]
+        key = (cluster.rules_id(profile), profile.namespace)
+        hosting = self._hosting.get(key)
+        if hosting is None:
+            hosting = self._hosting[key] = _Hosting(len(self._opened_log))
+            for state in self._pools_with(selector_labels(profile)):
+                if not self._refused(profile, state):
+                    hosting.add(state)
+            return hosting.pools
+        for state in self._opened_log[hosting.seen :]:
+            if state.template.name not in hosting.names and not self._refused(profile, state):
+                hosting.add(state)
+        hosting.seen = len(self._opened_log)
+        return hosting.pools
+
+    def _pools_with(self, labels: Sequence[tuple[str, str]]) -> Iterable[PoolState]:
+        """The pools whose next node may carry every one of ``labels`` (all without any):
+        those indexed with the rarest of them, and those that opened a node since."""
+        if not labels:
+            return self.pools.values()
+        if self._pools_by_label is None:
+            self._pools_indexed = len(self._opened_log)
+            self._pools_by_label = {}
+            for state in self.pools.values():
+                shared = {
+                    label
+                    for ahead in range(len(state.zone_choices()))
+                    for label in self.candidate(state, ahead).shared_labels
+                }
+                for label in shared:
+                    self._pools_by_label.setdefault(label, []).append(state)
+        by_label = self._pools_by_label
+        found = min((by_label.get(label, []) for label in labels), key=len)
+        names = {state.template.name for state in found}
+        since = {state.template.name: state for state in self._opened_log[self._pools_indexed :]}
+        return [*found, *(state for name, state in since.items() if name not in names)]
+
+    def _refused(self, profile: PodProfile, state: PoolState) -> bool:
+        """Whether the pool's next node refuses the pod statically in every zone."""
+        if not _plans_for(state.template, profile):
+            return True
+        return all(
+            self.cluster.static_problem(profile, self.candidate(state, ahead)) is not None
+            for ahead in range(len(state.zone_choices()))
+        )
 
     def open_for(self, state: PoolState, ahead: int, *, beyond: bool) -> SimNode:
         """The pool's next node, in the zone ``new_node`` chose for it: no filler."""
@@ -269,6 +341,24 @@ class Simulation:
             self.cluster.nodes[i].labels.get(nodepool_api.ZONE_LABEL) for i in state.new_nodes
         )
         return {zone: n for zone, n in sorted(found.items()) if zone is not None}
+
+
+@dataclass
+class _Hosting:
+    """The pools that may host pods of some node rules, as of ``seen`` pools opened."""
+
+    seen: int
+    pools: list[PoolState] = field(default_factory=list)
+    names: set[str] = field(default_factory=set)
+
+    def add(self, state: PoolState) -> None:
+        self.pools.append(state)
+        self.names.add(state.template.name)
+
+
+def _plans_for(template: PoolTemplate, profile: PodProfile) -> bool:
+    """Whether the pool's Autoscaler plans for the pod's namespace."""
+    return template.namespaces is None or profile.namespace in template.namespaces
 
 
 def _waste(profile: PodProfile, node: SimNode, copies: int) -> float:

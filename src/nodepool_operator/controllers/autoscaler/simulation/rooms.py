@@ -15,9 +15,18 @@ from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers.autoscaler.constraints import HostPort, PodProfile, Taint
 from nodepool_operator.controllers.autoscaler.simulation.model import HOSTNAME_LABEL
 
-__all__ = ["BEYOND_MAX", "BOOTING", "NEW", "READY", "Group", "RoomTree", "SimNode"]
+__all__ = [
+    "BEYOND_MAX",
+    "BOOTING",
+    "NEW",
+    "READY",
+    "TOPOLOGY_LABELS",
+    "Group",
+    "RoomTree",
+    "SimNode",
+]
 
-_TOPOLOGY_LABELS: Final = frozenset({nodepool_api.ZONE_LABEL, nodepool_api.REGION_LABEL})
+TOPOLOGY_LABELS: Final = frozenset({nodepool_api.ZONE_LABEL, nodepool_api.REGION_LABEL})
 
 # -- the simulated nodes ------------------------------------------------------------------
 
@@ -42,6 +51,7 @@ class SimNode:
     static_id: int = field(init=False, default=-1)  # the key's number in its cluster
     # The static key without zone and region: the nodes searched together.
     group_key: tuple[object, ...] = field(init=False, default=())
+    shared_labels: tuple[tuple[str, str], ...] = field(init=False, default=())  # its group's
     slot: int = 0  # its leaf in its group's room tree
     group: Group = field(init=False)  # set when the node is added to the cluster
     stale: bool = False  # its room changed since its tree was last written
@@ -49,7 +59,8 @@ class SimNode:
     def __post_init__(self) -> None:
         labels = tuple(sorted((k, v) for k, v in self.labels.items() if k != HOSTNAME_LABEL))
         self.static_key = (labels, self.taints, self.unschedulable)
-        shared = tuple((k, v) for k, v in labels if k not in _TOPOLOGY_LABELS)
+        shared = tuple((k, v) for k, v in labels if k not in TOPOLOGY_LABELS)
+        self.shared_labels = shared
         self.group_key = (shared, self.taints, self.unschedulable)
 
     def room(self, name: str) -> int:
