@@ -322,6 +322,34 @@ async def test_service_gets_endpointslice_and_endpoints_with_its_running_pods(
     assert await wait_for(lambda: _when_complete(endpoints, set(running))) == addresses
 
 
+async def test_pod_sent_back_to_pending_with_its_ip_runs_again_with_one_ip(
+    api_client: client.ApiClient, namespace: str, own_nodes: OwnNodes
+) -> None:
+    """kwok plays its running stage again on a Pod that already has an IP (seen on a
+    50,000-Pod cluster); the Pod must run again with one IP, not be refused for two."""
+    core = client.CoreV1Api(api_client)
+    await own_nodes.add()
+    pod = own_nodes.pod_template({APP: "again"})
+    pod["metadata"]["name"] = "again"
+    await core.create_namespaced_pod(namespace, pod)
+    await wait_for(lambda: _when_complete(_running(core, namespace, "app=again"), {"again"}))
+    first = await core.read_namespaced_pod("again", namespace)
+    assert first.status.pod_ip
+    assert len(first.status.pod_ips) == 1
+
+    await core.patch_namespaced_pod_status(
+        "again",
+        namespace,
+        {"status": {"phase": "Pending", "conditions": [{"type": "Ready", "status": "False"}]}},
+        _content_type="application/merge-patch+json",
+    )
+    back = await wait_for(lambda: _when_complete(_running(core, namespace, "app=again"), {"again"}))
+    assert back == {"again": own_nodes.names[0]}
+    again = await core.read_namespaced_pod("again", namespace)
+    assert again.status.pod_ip is not None
+    assert [ip.ip for ip in again.status.pod_ips] == [again.status.pod_ip]
+
+
 async def test_endpoints_of_a_service_without_selector_are_mirrored_to_a_slice(
     api_client: client.ApiClient, namespace: str
 ) -> None:
