@@ -22,9 +22,9 @@ from e2e import scenes
 from e2e.test_nodepool_drain import guarded_pod
 from e2e.test_nodepool_repair import pool_nodes, stop_reporting
 from harness import MERGE, POOLS, SimCloud, pool_body, settled, wait_for
+from nodepool_operator import timestamps
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import VmName, VmState
-from nodepool_operator.runtime import conditions
 
 #: Far longer than a pass, so a timer restarted at the new operator's start could not
 #: end within ``PROMPTLY``.
@@ -66,7 +66,7 @@ async def test_a_restart_mid_quota_pause_keeps_the_pause_and_its_doubling(
     pause = await wait_for(lambda: pause_after(3), within=90)  # paused 10 s, 20 s, now 40 s
     operator.stop()  # mid-pause
     refused = await refused_creates(cloud)
-    until = conditions.parse_rfc3339(pause["until"])
+    until = timestamps.parse_rfc3339(pause["until"])
     assert until is not None
     operator = start_operator(cloud)
 
@@ -78,7 +78,7 @@ async def test_a_restart_mid_quota_pause_keeps_the_pause_and_its_doubling(
     # (a pause kept in memory would start again at 1, 10 s).
     assert (later["reason"], later["failures"]) == ("QuotaExceeded", 4)
     assert await refused_creates(cloud) == refused + 1
-    next_until = conditions.parse_rfc3339(later["until"])
+    next_until = timestamps.parse_rfc3339(later["until"])
     assert next_until is not None
     assert next_until >= until + 80
 
@@ -192,7 +192,7 @@ async def test_a_restart_mid_drain_keeps_the_drain_and_its_start(
 
     await wait_for(blocked, within=30)
     assert await drain_mark() == started  # the same drain, from the same start
-    assert conditions.parse_rfc3339(started) is not None
+    assert timestamps.parse_rfc3339(started) is not None
     pod = await core.read_namespaced_pod(guarded, namespace)
     assert pod.metadata.deletion_timestamp is None  # never taken past its budget
 

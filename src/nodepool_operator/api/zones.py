@@ -18,14 +18,14 @@ the pool's registration timeout longer than others, ``request_facts.expired_requ
 from __future__ import annotations
 
 import dataclasses
-import datetime
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
+from nodepool_operator import timestamps
 from nodepool_operator.api import scalerequest
 
-__all__ = ["Claim", "Member", "balanced_order", "claims_of", "next_zones", "timestamp", "unserved"]
+__all__ = ["Claim", "Member", "balanced_order", "claims_of", "next_zones", "unserved"]
 
 #: Requests whose zones still count: Applied, or not answered as the cache shows them
 #: (answered in this very pass, the status write not seen yet).
@@ -48,15 +48,6 @@ class Member:
     created: float
 
 
-def timestamp(text: object) -> float | None:
-    """An object's RFC 3339 timestamp in epoch seconds; None when absent or malformed."""
-    try:
-        moment = datetime.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment.timestamp() if moment.tzinfo is not None else None
-
-
 def claims_of(requests: Iterable[Mapping[str, Any]]) -> list[Claim]:
     """The zone claims of a pool's ScaleRequests that name zones and still count."""
     claims = []
@@ -66,7 +57,7 @@ def claims_of(requests: Iterable[Mapping[str, Any]]) -> list[Claim]:
             continue
         spec = scalerequest.spec_of(request)
         phase = scalerequest.status_of(request).phase
-        created = timestamp(meta.get("creationTimestamp"))
+        created = timestamps.parse_rfc3339(meta.get("creationTimestamp"))
         if spec.new_node_zones and phase in _LIVE_PHASES and created is not None:
             claims.append(Claim(created=created, zones=spec.new_node_zones))
     return claims

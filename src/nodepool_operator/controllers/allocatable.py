@@ -24,8 +24,8 @@ from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any
 
+from nodepool_operator import timestamps
 from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.runtime import conditions
 from nodepool_operator.runtime import nodes as k8s_nodes
 
 __all__ = [
@@ -80,8 +80,8 @@ def _counts(node: Mapping[str, Any], since: str | None) -> bool:
         return False
     if since is None:
         return True
-    created = conditions.parse_rfc3339(str(meta.get("creationTimestamp", "")))
-    start = conditions.parse_rfc3339(since)
+    created = timestamps.parse_rfc3339(str(meta.get("creationTimestamp", "")))
+    start = timestamps.parse_rfc3339(since)
     return created is not None and start is not None and created >= start
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from nodepool_operator import pacing
+from nodepool_operator import pacing, timestamps
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.runtime import conditions
 
@@ -58,7 +58,7 @@ def zone_key(zone: str | None, template: nodepool_api.NodeTemplate) -> str:
 
 
 def _until(backoff: nodepool_api.ZoneBackoff) -> float:
-    until = conditions.parse_rfc3339(backoff.until)
+    until = timestamps.parse_rfc3339(backoff.until)
     return 0.0 if until is None else until
 
 
@@ -94,7 +94,7 @@ def cannot_grow(
 
 def pause_ends_in(pause: nodepool_api.CloudPause, *, now: float) -> float:
     """Seconds from ``now`` until the pool's cloud pause ends (negative once it has)."""
-    until = conditions.parse_rfc3339(pause.until)
+    until = timestamps.parse_rfc3339(pause.until)
     return (0.0 if until is None else until) - now
 
 

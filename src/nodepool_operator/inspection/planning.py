@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
+from nodepool_operator import timestamps
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
@@ -23,7 +23,7 @@ from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
 from nodepool_operator.controllers.autoscaler.observer import Observation, Observer
 from nodepool_operator.controllers.autoscaler.setup import Reads, planner_reads
 from nodepool_operator.inspection import report
-from nodepool_operator.inspection.snapshot import Snapshot, SnapshotCache
+from nodepool_operator.inspection.snapshot import Snapshot, SnapshotCache, SnapshotError
 from nodepool_operator.runtime.client import Object
 
 __all__ = ["Lookup", "PodNotFoundError", "explain_pod", "plan_cluster", "reads_of"]
@@ -45,7 +45,9 @@ class _At:
 
 
 def reads_of(snapshot: Snapshot, *, config: AutoscalerConfig | None = None) -> Reads:
-    taken = datetime.fromisoformat(snapshot.captured_at).timestamp()
+    taken = timestamps.parse_rfc3339(snapshot.captured_at)
+    if taken is None:
+        raise SnapshotError(f"the snapshot's capturedAt is not a time: {snapshot.captured_at!r}")
     return planner_reads(
         SnapshotCache(snapshot), config=config or AutoscalerConfig(), wall_clock=_At(taken)
     )

@@ -17,6 +17,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal
 
+from nodepool_operator import timestamps
+
 __all__ = [
     "ConditionList",
     "ConditionStatus",
@@ -136,7 +138,7 @@ def is_false(conditions: Sequence[Mapping[str, Any]] | None, type: str) -> bool:
 def latest_transition(conditions: Sequence[Mapping[str, Any]] | None) -> float | None:
     """The newest ``lastTransitionTime`` of ``conditions`` (seconds since the epoch): the
     last moment the status recorded a change of state, or None if none says."""
-    moments = [parse_rfc3339(str(c.get("lastTransitionTime", ""))) for c in conditions or ()]
+    moments = [timestamps.parse_rfc3339(c.get("lastTransitionTime")) for c in conditions or ()]
     known = [moment for moment in moments if moment is not None]
     return max(known) if known else None
 
@@ -144,17 +146,6 @@ def latest_transition(conditions: Sequence[Mapping[str, Any]] | None) -> float |
 def rfc3339(seconds: float) -> str:
     """A moment (seconds since the epoch) as metav1.Time serialises it: seconds, `Z`."""
     return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_rfc3339(text: str) -> float | None:
-    """Seconds since the epoch of a metav1.Time text, or None when it is not one."""
-    try:
-        moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.UTC)
-    return moment.timestamp()
 
 
 def _validate(*, type: str, status: str, reason: str, message: str) -> None:

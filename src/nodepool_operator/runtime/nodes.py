@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from nodepool_operator.runtime import conditions
+from nodepool_operator import timestamps
 
 __all__ = ["is_ready", "is_unhealthy", "unhealthy_from"]
 
@@ -30,9 +30,9 @@ def unhealthy_from(
         return None
     for condition in (node.get("status") or {}).get("conditions") or ():
         if condition.get("type") == "Ready":
-            since = conditions.parse_rfc3339(str(condition.get("lastTransitionTime", "")))
+            since = timestamps.parse_rfc3339(str(condition.get("lastTransitionTime", "")))
             return None if since is None else since + not_ready_seconds
-    created = conditions.parse_rfc3339(
+    created = timestamps.parse_rfc3339(
         str((node.get("metadata") or {}).get("creationTimestamp", ""))
     )
     return None if created is None else created + registration_seconds

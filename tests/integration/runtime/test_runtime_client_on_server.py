@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import itertools
 import uuid
 
 import pytest
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 
+from harness import wait_for
 from integration.runtime.support import GADGETS, gadget
+from nodepool_operator import timestamps
 from nodepool_operator.cluster.pytest_plugin import Cluster
 from nodepool_operator.runtime import errors
 from nodepool_operator.runtime.client import Client
@@ -68,3 +71,39 @@ async def test_list_pages_follow_the_continue_token(client: Client, namespace: s
         if not token:
             break
     assert (pages, seen) == (3, names)
+
+
+async def test_a_status_patch_is_recorded_with_its_time_under_the_clients_field_manager(
+    client: Client, namespace: str
+) -> None:
+    """The Autoscaler times its status holds from this record (its last status write,
+    which survives a restart): each merge patch of ``/status`` that changes a value shows
+    in ``managedFields`` as the entry of the client's field manager for the ``status``
+    subresource, whose time (to the second) the write moves."""
+    name = f"g-{uuid.uuid4().hex[:6]}"
+    await client.create(GADGETS, gadget(name, namespace))
+    counts = itertools.count(1)
+
+    async def status_write_time() -> str:
+        patched = await client.patch(
+            GADGETS,
+            name,
+            {"status": {"count": next(counts)}},
+            namespace=namespace,
+            subresource="status",
+        )
+        [entry] = [
+            entry
+            for entry in patched["metadata"]["managedFields"]
+            if entry["manager"] == client.field_manager and entry.get("subresource") == "status"
+        ]
+        assert entry["operation"] == "Update"
+        return str(entry["time"])
+
+    first = await status_write_time()
+    assert timestamps.parse_rfc3339(first) is not None
+
+    async def moved() -> bool:
+        return await status_write_time() != first
+
+    await wait_for(moved, within=10, every=0.5)

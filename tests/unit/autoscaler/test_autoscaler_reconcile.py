@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import copy
 import itertools
 from collections.abc import Callable, Iterable
@@ -9,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from nodepool_operator import timestamps
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers.autoscaler import report
@@ -29,7 +31,7 @@ from nodepool_operator.controllers.autoscaler.planner import (
     Planner,
 )
 from nodepool_operator.controllers.autoscaler.verdicts import Verdicts
-from nodepool_operator.runtime import errors, testing
+from nodepool_operator.runtime import conditions, errors, testing
 from nodepool_operator.runtime.client import Object, Resource
 from nodepool_operator.runtime.clock import FakeClock
 from nodepool_operator.runtime.controller import Request, Result
@@ -86,9 +88,14 @@ class FakeApi:
     """Creates and patches as the API server would answer them, recorded for asserts.
 
     Node patches reach ``nodes`` (the informer) only when ``show_node_writes`` is on, as
-    the watch would deliver them; a stale resourceVersion is a 409."""
+    the watch would deliver them; a stale resourceVersion is a 409. A status write is
+    recorded with its time, as the API server records it in the object's managedFields."""
 
-    def __init__(self) -> None:
+    field_manager = "autoscaler-controller"
+
+    def __init__(self, wall_clock: Any) -> None:
+        self.wall_clock = wall_clock
+        self.status_written: dict[str, str] = {}  # Autoscaler -> its last status write
         self.versions = itertools.count(100)
         self.created: list[tuple[str, Object]] = []
         self.patches: list[tuple[str, str, Any, str | None]] = []
@@ -115,6 +122,8 @@ class FakeApi:
 
     async def patch(self, resource: Resource, name: str, patch: Any, **kw: Any) -> Object:
         self.patches.append((resource.plural, name, copy.deepcopy(patch), kw.get("subresource")))
+        if resource.plural == "autoscalers" and kw.get("subresource") == "status":
+            self.status_written[name] = conditions.rfc3339(self.wall_clock.time())
         version = str(next(self.versions))
         if resource.plural == "nodes" and self.nodes is not None:
             node = self.nodes.get(name)
@@ -150,6 +159,19 @@ class FixedWallClock:
         return 1_800_000_000.0
 
 
+def status_entry(manager: str, time: str) -> dict[str, Any]:
+    """The ``managedFields`` entry the API server keeps for ``manager``'s status writes."""
+    return {
+        "manager": manager,
+        "operation": "Update",
+        "subresource": "status",
+        "apiVersion": "nodepool.dev/v1alpha1",
+        "time": time,
+        "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:status": {"f:pendingPods": {}}},
+    }
+
+
 class FollowingWallClock:
     """Wall time that moves with the fake clock (the timers on Nodes are wall times)."""
 
@@ -169,7 +191,7 @@ class World:
 
     def __init__(self, *, count_writes_per_second: float = 5.0) -> None:
         self.clock = FakeClock()
-        self.api = FakeApi()
+        self.api = FakeApi(wall_clock=FollowingWallClock(self.clock))
         self.autoscalers, self.pools, self.nodes = FakeInformer(), FakeInformer(), FakeInformer()
         self.pods, self.requests = FakeInformer(), FakeInformer()
         self.daemon_sets = FakeInformer()
@@ -342,10 +364,32 @@ class World:
         for name in dict.fromkeys(self.woken):
             await self.reconciler.reconcile(Request(name=name))
         for obj in self.autoscalers.items():
-            name = obj["metadata"]["name"]
-            if self.writes_to(name):
-                obj["status"] = copy.deepcopy(self.status(name))
+            self.show_status(obj["metadata"]["name"])
         return len(self.api.status_writes())
+
+    def show_status(self, name: str = NAS) -> None:
+        """The cache catches up with our status writes, as the informer would: the status
+        and the time the API server recorded for the last one (``managedFields``, cut as
+        ``report.keep_write_times`` cuts it)."""
+        obj = self.autoscalers.get(name)
+        assert obj is not None
+        if not self.writes_to(name):
+            return
+        obj["status"] = copy.deepcopy(self.status(name))
+        obj["metadata"]["managedFields"] = report.keep_write_times(
+            {
+                "metadata": {
+                    "managedFields": [
+                        {
+                            "manager": "someone",
+                            "operation": "Update",
+                            "time": "2026-11-29T10:00:00Z",
+                        },
+                        status_entry(FakeApi.field_manager, self.api.status_written[name]),
+                    ]
+                }
+            }
+        )["metadata"]["managedFields"]
 
     def writes_to(self, name: str) -> list[Any]:
         return [
@@ -358,9 +402,7 @@ class World:
         """A pass, after which the cache catches up with our write (as the informer
         would); how many status writes there have been."""
         await self.reconcile()
-        obj = self.autoscalers.get(NAS)
-        assert obj is not None
-        obj["status"] = copy.deepcopy(self.status())
+        self.show_status()
         return len(self.api.status_writes())
 
     def status(self, name: str = NAS) -> dict[str, Any]:
@@ -442,10 +484,7 @@ async def test_status_is_written_only_when_a_decision_changes(world: World) -> N
     world.pod("running", node="n1")
     for _ in range(3):
         await world.reconcile()
-        # The cache catches up with our write, as the informer would.
-        obj = world.autoscalers.get(NAS)
-        assert obj is not None
-        obj["status"] = copy.deepcopy(world.status())
+        world.show_status()
     assert len(world.api.status_writes()) == 1
     world.pod("huge", cpu="8")  # no pool can host it: no request, but the counts move
     await world.reconcile()
@@ -745,32 +784,120 @@ async def test_an_autoscaler_whose_namespace_gets_pods_for_another_pool_writes_n
     )
 
 
-async def test_a_restart_while_progress_is_held_costs_at_most_one_more_write(
-    world: World,
-) -> None:
+async def two_nodes_landed_and_a_third_pod_unjudged(world: World) -> int:
+    """Three pods wait, the scheduler has judged two; the pool asks for their two nodes,
+    which land and take them. The status writes before the first request."""
     before = await world.scan()
     for i in range(3):
         world.pod(f"p{i}", cpu="3", judged=i < 2)
     assert await world.scan() == before + 1  # the first request
     world.show_requests()
-    await world.scan()
     land(world, 2)
+    return before
+
+
+@pytest.mark.parametrize("restart", [False, True])
+async def test_a_restart_while_progress_is_held_holds_it_as_an_uninterrupted_run_would(
+    world: World, restart: bool
+) -> None:
+    before = await two_nodes_landed_and_a_third_pod_unjudged(world)
     await world.clock.advance(5)
     assert await world.scan() == before + 1  # p2 is not judged yet: held
-    world.reconciler = world.start()  # the new process knows no last write to hold from
+    if restart:
+        # Nothing in memory: the hold counts from the write's time the API server recorded.
+        world.reconciler = world.start()
     await world.clock.advance(5)
-    assert await world.scan() == before + 2
-    await world.clock.advance(5)
-    assert await world.scan() == before + 2  # held again from that write
+    assert await world.scan() == before + 1  # still held
     world.pod("p2", cpu="3")
     await world.scan()
     world.show_requests()
     land_nodes(world, 3)
     bind_pods(world, 3)
     await world.clock.advance(5)
-    assert await world.scan() == before + 3
+    assert await world.scan() == before + 2
     assert world.status()["lastRequest"]["targetNodes"] == 3
     assert world.status()["pendingPods"] == 0
+
+
+async def test_after_a_restart_the_hold_ends_its_bound_after_the_recorded_write(
+    world: World,
+) -> None:
+    before = await two_nodes_landed_and_a_third_pod_unjudged(world)
+    await world.clock.advance((PROGRESS_HOLD_SCANS - 1) * 5)
+    world.reconciler = world.start()
+    assert await world.scan() == before + 1  # p2 is not judged yet: held
+    await world.clock.advance(5)  # the bound, counted from the write, not the restart
+    assert await world.scan() == before + 2
+    assert (world.status()["pendingPods"], world.status()["unschedulablePods"]) == (0, 0)
+
+
+async def test_a_restart_within_a_scan_interval_of_a_write_waits_for_the_interval(
+    world: World,
+) -> None:
+    before = await world.scan()
+    await scale_up_in_steps(world, 2)()
+    assert len(world.api.status_writes()) == before + 1  # 2 s ago: the first request
+    world.reconciler = world.start()
+    land(world, 2)
+    assert await world.scan() == before + 1
+    await world.clock.advance(3)  # a scan interval after that write
+    assert await world.scan() == before + 2
+    assert (world.status()["pendingPods"], world.status()["unschedulablePods"]) == (0, 0)
+
+
+async def test_a_pass_reads_the_autoscalers_spec_and_stored_status_once(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world.pod("p0", cpu="3")
+    await world.plan()
+    reads: collections.Counter[str] = collections.Counter()
+    spec_of, current = autoscaler_api.spec_of, world.reconciler.status.current
+
+    def counted_spec_of(obj: Object) -> autoscaler_api.AutoscalerSpec:
+        reads["spec"] += 1
+        return spec_of(obj)
+
+    def counted_current(obj: Object) -> dict[str, Any]:
+        reads["status"] += 1
+        return current(obj)
+
+    monkeypatch.setattr(autoscaler_api, "spec_of", counted_spec_of)
+    monkeypatch.setattr(world.reconciler.status, "current", counted_current)
+    await world.reconciler.reconcile(KEY)
+    assert len(world.api.status_writes()) == 1
+    assert reads == {"spec": 1, "status": 1}
+    reads.clear()
+    autoscaler = world.autoscalers.get(NAS)
+    assert autoscaler is not None
+    assert not world.reconciler.needs_write(autoscaler)  # what it wrote is what it would
+    assert reads == {"spec": 1, "status": 1}
+
+
+def test_the_cache_keeps_who_wrote_an_autoscaler_when_but_not_the_field_sets() -> None:
+    spec_entry = {
+        "manager": "kubectl-client-side-apply",
+        "operation": "Update",
+        "apiVersion": "nodepool.dev/v1alpha1",
+        "time": "2026-11-29T10:00:00Z",
+        "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:spec": {"f:nodePoolName": {}}},
+    }
+    written = status_entry("autoscaler-controller", "2026-11-29T10:05:00Z")
+    cached = report.keep_write_times({"metadata": {"managedFields": [spec_entry, written]}})
+    assert cached["metadata"]["managedFields"] == [
+        {"manager": "kubectl-client-side-apply", "operation": "Update", "time": spec_entry["time"]},
+        {
+            "manager": "autoscaler-controller",
+            "operation": "Update",
+            "subresource": "status",
+            "time": "2026-11-29T10:05:00Z",
+        },
+    ]
+    written = report.status_written_at(cached, manager="autoscaler-controller")
+    assert written == timestamps.parse_rfc3339("2026-11-29T10:05:00Z")
+    # Its spec writes, and others' status writes, are not ours to time from.
+    assert report.status_written_at(cached, manager="kubectl-client-side-apply") is None
+    assert report.status_written_at(cached, manager="nodepool-controller") is None
 
 
 def _up(target: int) -> dict[str, Any]:

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from nodepool_operator import timestamps
+from nodepool_operator.controllers.autoscaler import report
 from nodepool_operator.controllers.autoscaler import setup as autoscaler_setup
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
+from nodepool_operator.controllers.autoscaler.controller import AutoscalerReconciler
 from nodepool_operator.controllers.nodepool import setup as nodepool_setup
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.runtime.client import Client
 from nodepool_operator.runtime.manager import Manager
+from unit.autoscaler.test_autoscaler_reconcile import status_entry
 
 
 async def test_one_watch_per_resource_for_both_controllers() -> None:
@@ -30,3 +34,19 @@ async def test_one_watch_per_resource_for_both_controllers() -> None:
         ("storageclasses", ""),
     ]
     assert [c.name for c in manager.controllers] == ["nodepool", "autoscaler", "autoscaler-planner"]
+
+
+async def test_the_autoscaler_cache_keeps_when_the_controller_last_wrote_each_status() -> None:
+    """The status reconcile times its holds from that record (it survives a restart), so
+    the cache it reads must keep it, under the field manager the controller writes as."""
+    manager = Manager(Client(api=None, field_manager="test"))
+    controller = autoscaler_setup.setup(manager, config=AutoscalerConfig())
+    [autoscalers] = [i for i in manager.cache.informers() if i.resource.plural == "autoscalers"]
+    reconciler = controller.reconciler
+    assert isinstance(reconciler, AutoscalerReconciler)
+    written = status_entry(reconciler.field_manager, "2026-11-29T10:05:00Z")
+    cached = autoscalers.transform({"metadata": {"name": "nas", "managedFields": [written]}})
+    assert "fieldsV1" not in cached["metadata"]["managedFields"][0]
+    assert report.status_written_at(
+        cached, manager=reconciler.field_manager
+    ) == timestamps.parse_rfc3339("2026-11-29T10:05:00Z")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nodepool_operator import timestamps
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import InsufficientCapacity, VirtualMachine, VmName, VmState
 from nodepool_operator.controllers import capacity
@@ -100,7 +101,7 @@ def test_each_refusal_in_a_row_doubles_the_wait_from_a_minute_up_to_thirty() -> 
             entries, zone="a", shape="", reason="InsufficientCapacity", message="", now=now
         )
         assert started is not None
-        until = conditions.parse_rfc3339(started.until)
+        until = timestamps.parse_rfc3339(started.until)
         assert until is not None
         waits.append(until - now)
         now = until  # refused again as soon as the zone is tried again

@@ -518,3 +518,13 @@ def test_a_request_naming_zones_outlives_the_retention_until_its_vms_could_regis
         requests, now=created + datetime.timedelta(seconds=660), retention=60, zoned_retention=660
     )
     assert [r["metadata"]["name"] for r in expired] == ["plain", "zoned"]
+
+
+def test_a_finished_request_without_a_readable_creation_time_is_kept_not_a_crash() -> None:
+    spec = scalerequest_api.ScaleRequestSpec(node_pool_name="p", target_nodes=1)
+    body = scalerequest_api.manifest("odd", spec, pool_uid="uid-p")
+    body["metadata"]["creationTimestamp"] = "yesterday"
+    body["status"] = {"phase": "Applied", "appliedTargetNodes": 1}
+    now = datetime.datetime(2027, 1, 15, 8, 0, tzinfo=datetime.UTC)
+    expired, next_expiry = request_facts.expired_requests([body], now=now, retention=60)
+    assert (expired, next_expiry) == ([], None)

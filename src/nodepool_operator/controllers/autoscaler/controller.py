@@ -13,7 +13,9 @@ in flight, and while it is otherwise not settled (``report.pool_settled``) for u
 ``PROGRESS_HOLD_SCANS`` scan intervals after the last write; a write that carries nothing
 but such progress waits until the Autoscaler's last write is a scan interval old (counts
 only: and takes a token from one budget shared by all Autoscalers,
-``count_writes_per_second``).
+``count_writes_per_second``). The last write's time is the one the API server records
+for it (our field manager's ``status`` entry in ``metadata.managedFields``), so a
+restarted operator or a new leader holds what an uninterrupted run would.
 """
 
 from __future__ import annotations
@@ -67,10 +69,8 @@ class AutoscalerReconciler:
         self.recorder = recorder
         self.clock = clock
         self.wall_clock = wall_clock
-        self.status = StatusWriter(client, AUTOSCALERS, controller=NAME)
-        # key -> when its status was last written: a rate limit, not a record; after a
-        # restart nothing is held by it, which costs at most one more write.
-        self._written_at: dict[str, float] = {}
+        self.field_manager = client.field_manager
+        self.status = StatusWriter(client, AUTOSCALERS, controller=NAME, wall_clock=wall_clock)
         # One budget for every Autoscaler's counts-only writes: their total stays bounded
         # however many Autoscalers watch the pods that move.
         self._count_writes = pacing.TokenBucket(
@@ -82,15 +82,15 @@ class AutoscalerReconciler:
     async def reconcile(self, request: Request) -> Result:
         autoscaler = self.autoscalers.get(request.name)
         if autoscaler is None:
-            self._forget(request.name)
+            self.status.forget({"metadata": {"name": request.name}})
             return Result()
         verdict = self._verdict(autoscaler)
         if verdict is None:
             return Result()  # the planner's next batch (its spec woke it too) wakes us
-        status = self._desired(autoscaler, verdict)
         current = self.status.current(autoscaler)
         spec = autoscaler_api.spec_of(autoscaler)
-        held = self._held_for(request.name, current=current, status=status, spec=spec)
+        status = self._desired(autoscaler, verdict, current=current, spec=spec)
+        held = self._held_for(autoscaler, current=current, status=status, spec=spec)
         if held is not None:
             return Result(requeue_after=held)
         try:
@@ -98,7 +98,6 @@ class AutoscalerReconciler:
                 return Result()
         except errors.NotFound:
             return Result()  # deleted meanwhile: nobody left to tell
-        self._written_at[request.name] = self.clock.now()
         for reason, message in report.alarms(current.get("conditions"), status["conditions"]):
             log.info("event=%s message=%r", reason, message)
             await self.recorder.event(autoscaler, type="Warning", reason=reason, message=message)
@@ -109,8 +108,9 @@ class AutoscalerReconciler:
         verdict = self._verdict(autoscaler)
         if verdict is None:
             return False
-        desired = self._desired(autoscaler, verdict)
         current = self.status.current(autoscaler)
+        spec = autoscaler_api.spec_of(autoscaler)
+        desired = self._desired(autoscaler, verdict, current=current, spec=spec)
         return any(desired.get(k) != current.get(k) for k in desired.keys() | current.keys())
 
     def _verdict(self, autoscaler: Object) -> Verdict | None:
@@ -119,21 +119,46 @@ class AutoscalerReconciler:
         generation = int(autoscaler["metadata"].get("generation", 0))
         return verdict if verdict is not None and verdict.generation == generation else None
 
-    def _desired(self, autoscaler: Object, verdict: Verdict) -> dict[str, Any]:
-        current = self.status.current(autoscaler)
+    def _desired(
+        self,
+        autoscaler: Object,
+        verdict: Verdict,
+        *,
+        current: Mapping[str, Any],
+        spec: autoscaler_api.AutoscalerSpec,
+    ) -> dict[str, Any]:
+        """The status ``verdict`` gives the Autoscaler whose stored status is ``current``."""
         stored = autoscaler_api.AutoscalerStatus.from_dict(current).last_request
-        name = str(autoscaler["metadata"]["name"])
-        interval = autoscaler_api.spec_of(autoscaler).scan_interval_seconds
         return report.autoscaler_status(
-            autoscaler={**autoscaler, "status": current},
+            generation=int(autoscaler["metadata"].get("generation", 0)),
+            spec=spec,
+            current=current,
             seen=verdict.part,
             decision=verdict.decision,
             last_request=verdict.last_request or stored,
             now=conditions.rfc3339(self.wall_clock.time()),
-            hold_progress=self._holds_progress(name, verdict.part, interval=interval),
+            hold_progress=self._holds_progress(
+                autoscaler, verdict.part, interval=spec.scan_interval_seconds
+            ),
         )
 
-    def _holds_progress(self, key: str, part: Part, *, interval: float) -> bool:
+    def _since_last_write(self, autoscaler: Object) -> float | None:
+        """Seconds since we last wrote the Autoscaler's status; None if we never did.
+
+        The fact is the API server's record of our writes: the time of our field
+        manager's status entry in ``metadata.managedFields`` (``report.status_written_at``),
+        so a restarted operator, or a new leader, holds what the one before it would have.
+        The status writer's memory of its last write stands in for it until the cache
+        shows that write (and for the fraction of a second the record rounds away)."""
+        recorded = report.status_written_at(autoscaler, manager=self.field_manager)
+        remembered = self.status.written_at(autoscaler)
+        moments = [moment for moment in (recorded, remembered) if moment is not None]
+        if not moments:
+            return None
+        # Never negative: the API server's clock may run ahead of ours.
+        return max(0.0, self.wall_clock.time() - max(moments))
+
+    def _holds_progress(self, autoscaler: Object, part: Part, *, interval: float) -> bool:
         """The pool's progress stays as stored: while nodes it asked for are in flight
         (they land, or the pool is found unable to grow, which ends the flight), and while
         it is otherwise not settled for up to ``PROGRESS_HOLD_SCANS`` scan intervals after
@@ -144,12 +169,12 @@ class AutoscalerReconciler:
             return True
         if report.pool_settled(part):
             return False
-        written = self._written_at.get(key)
-        return written is not None and self.clock.now() - written < PROGRESS_HOLD_SCANS * interval
+        since = self._since_last_write(autoscaler)
+        return since is not None and since < PROGRESS_HOLD_SCANS * interval
 
     def _held_for(
         self,
-        key: str,
+        autoscaler: Object,
         *,
         current: Mapping[str, Any],
         status: Mapping[str, Any],
@@ -167,13 +192,9 @@ class AutoscalerReconciler:
         if not moved or not moved <= report.progress_fields(current, status):
             return None
         interval = spec.scan_interval_seconds
-        written = self._written_at.get(key)
-        if written is not None and (wait := interval - (self.clock.now() - written)) > 0:
+        since = self._since_last_write(autoscaler)
+        if since is not None and (wait := interval - since) > 0:
             return wait
         if report.LAST_REQUEST in moved:
             return None  # a request, however held, never waits on the counts' budget
         return None if self._count_writes.allow() else float(interval)
-
-    def _forget(self, key: str) -> None:
-        self._written_at.pop(key, None)
-        self.status.forget({"metadata": {"name": key}})

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from nodepool_operator.controllers import cached
 from nodepool_operator.controllers.autoscaler import planner as planner_module
-from nodepool_operator.controllers.autoscaler import volumes, watches
+from nodepool_operator.controllers.autoscaler import report, volumes, watches
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
 from nodepool_operator.controllers.autoscaler.consolidation import Consolidator
 from nodepool_operator.controllers.autoscaler.controller import NAME, AutoscalerReconciler
@@ -66,7 +66,8 @@ def planner_reads(
     The controller passes the manager's cache; ``nodepool-operator plan`` and ``explain``
     pass one holding a recording of the same informers, so they run this same planner.
     """
-    autoscalers = cache.informer(AUTOSCALERS)
+    # With who wrote each one's status when: the status reconcile times its holds from it.
+    autoscalers = cache.informer(AUTOSCALERS, transform=report.keep_write_times)
     pools = cache.informer(NODEPOOLS)
     # Every Node, pool or not: the simulation counts all of them (pods on a system node
     # take part in affinity and spread); the NodePool controller reads its pools' Nodes

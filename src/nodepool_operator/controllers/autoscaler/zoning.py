@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from nodepool_operator import timestamps
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import zones as zones_api
 from nodepool_operator.controllers import capacity
@@ -40,7 +41,7 @@ def pool_zones(
         if meta.get("deletionTimestamp"):
             continue  # going: the NodePool controller no longer counts its VM either
         zone = (meta.get("labels") or {}).get(nodepool_api.ZONE_LABEL)
-        created = zones_api.timestamp(meta.get("creationTimestamp"))
+        created = timestamps.parse_rfc3339(meta.get("creationTimestamp"))
         members.append(zones_api.Member(zone=zone, created=created or 0.0))
     counts = Counter(m.zone for m in members if m.zone is not None)
     wanted = zones_api.unserved(zones_api.claims_of(requests), members)

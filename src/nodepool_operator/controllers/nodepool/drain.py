@@ -33,13 +33,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from nodepool_operator import timestamps
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers.nodepool import evictions, plan
 from nodepool_operator.controllers.nodepool import nodes as node_ops
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.resources import PODS_BY_NODE
 from nodepool_operator.runtime import clock as clock_module
-from nodepool_operator.runtime import conditions, errors, pods, ratelimit
+from nodepool_operator.runtime import errors, pods, ratelimit
 from nodepool_operator.runtime.client import Client, Object
 from nodepool_operator.runtime.events import EventRecorder
 from nodepool_operator.runtime.informer import Informer
@@ -157,7 +158,7 @@ class Drainer:
         or None when it no longer holds the drain up."""
         meta = pod["metadata"]
         uid = str(meta.get("uid") or evictions.pod_key(pod))
-        leaving = conditions.parse_rfc3339(str(meta.get("deletionTimestamp") or ""))
+        leaving = timestamps.parse_rfc3339(str(meta.get("deletionTimestamp") or ""))
         if leaving is not None:
             self._clear(uid)
             # Waited for until its grace period is over, never cut short; past that and a

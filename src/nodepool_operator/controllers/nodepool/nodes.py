@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from nodepool_operator import timestamps
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import VirtualMachine
 from nodepool_operator.controllers.nodepool import plan
@@ -132,8 +133,8 @@ def kubelet_reported(node: Mapping[str, Any]) -> bool:
         return False
     status = node.get("status") or {}
     ready = next(c for c in status.get("conditions") or () if c.get("type") == "Ready")
-    heartbeat = conditions.parse_rfc3339(str(ready.get("lastHeartbeatTime", "")))
-    created = conditions.parse_rfc3339(
+    heartbeat = timestamps.parse_rfc3339(str(ready.get("lastHeartbeatTime", "")))
+    created = timestamps.parse_rfc3339(
         str((node.get("metadata") or {}).get("creationTimestamp", ""))
     )
     if heartbeat is None or (created is not None and heartbeat < created):

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from nodepool_operator import timestamps
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import VirtualMachine, VmName, VmState
@@ -81,7 +82,7 @@ def drain_started(node: Mapping[str, Any]) -> float | None:
     """When the drain of ``node`` started (seconds since the epoch); None if it is not
     draining, or its mark is not a time (a hand-made one): the drain then stamps it."""
     mark = (node.get("metadata", {}).get("annotations") or {}).get(SCALE_DOWN_ANNOTATION)
-    return None if mark is None else conditions.parse_rfc3339(str(mark))
+    return None if mark is None else timestamps.parse_rfc3339(str(mark))
 
 
 @dataclass(frozen=True)

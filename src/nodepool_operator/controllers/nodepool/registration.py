@@ -116,19 +116,27 @@ class Registrar:
         created a moment ago, a bounded number at a time, so that the Nodes of one
         decision reach the scheduler together. The first goes alone: the Nodes share the
         pool's template, so a 422 refuses them all, and is met once rather than once per
-        Node; the others are then not tried."""
+        Node; the others are then not tried. A refusal is the answer even when another
+        create failed (that error is logged); without one, the first error is raised."""
         now = self.wall_clock.time()
         self.forget_seen()
         due = [vm for vm in vms if vm.state == VmState.RUNNING and vm.name not in self._expected]
         if not due:
             return None
-        answers = await _first_alone_then_bounded(
+        answers, failures = await _first_alone_then_bounded(
             due,
             lambda vm: self._create_node(pool, spec, vm, now=now),
             parallelism=self.config.create_parallelism,
             go_on=lambda refused: refused is None,
         )
-        return next((answer for answer in answers if answer is not None), None)
+        refusal = next((answer for answer in answers if answer is not None), None)
+        if refusal is None and failures:
+            raise failures[0]
+        for failure in failures:
+            # The refusal is the pass's answer (the pool pauses its creations and says
+            # why); the Nodes these creates were for are tried again after the pause.
+            log.warning("event=node-create-failed error=%r", failure)
+        return refusal
 
     async def initialise(self, view: plan.PoolView, *, pool: str) -> None:
         """Remove the unregistered taint from the Nodes of ``view`` whose kubelet has
@@ -156,9 +164,11 @@ class Registrar:
             log.info("event=node-initialised node=%s vm_age=%.1fs", name, since)
 
         if due:
-            await _first_alone_then_bounded(
+            _, failures = await _first_alone_then_bounded(
                 due, one, parallelism=self.config.create_parallelism, go_on=lambda _: True
             )
+            if failures:
+                raise failures[0]
 
     async def _create_node(
         self, pool: Object, spec: nodepool_api.NodePoolSpec, vm: VirtualMachine, *, now: float
@@ -201,17 +211,19 @@ async def _first_alone_then_bounded(
     *,
     parallelism: int,
     go_on: Callable[[R], bool],
-) -> list[R]:
+) -> tuple[list[R], list[Exception]]:
     """``work`` on the first item alone, then, if ``go_on`` its answer, on the rest at most
-    ``parallelism`` at a time; the answers in order.
+    ``parallelism`` at a time; the answers in order, and the errors of those that failed.
 
     The items are one pool's Nodes, which share its template: an answer for good (a 422
     on a create, a 403 on a patch) is met once rather than once per Node. The rest all run
-    to their end; the first exception among them, if any, is raised after.
+    to their end, and an error of one does not hide the answers of the others (a refusal
+    among them is still the pass's to report); the first item's error is raised at once,
+    as there are no others.
     """
     first = await work(items[0])
     if len(items) == 1 or not go_on(first):
-        return [first]
+        return [first], []
     limit = asyncio.Semaphore(parallelism)
 
     async def bounded(item: T) -> R:
@@ -219,12 +231,15 @@ async def _first_alone_then_bounded(
             return await work(item)
 
     rest = await asyncio.gather(*(bounded(item) for item in items[1:]), return_exceptions=True)
-    answers = [first]
+    answers, failures = [first], []
     for answer in rest:
-        if isinstance(answer, BaseException):
-            raise answer
-        answers.append(answer)
-    return answers
+        if isinstance(answer, Exception):
+            failures.append(answer)
+        elif isinstance(answer, BaseException):
+            raise answer  # cancelled, or the process is stopping: not an answer
+        else:
+            answers.append(answer)
+    return answers, failures
 
 
 def _caught_up(cache_version: str, created_version: str) -> bool:

@@ -26,13 +26,14 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from nodepool_operator import timestamps
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import CloudError, CloudProvider, VmName, VmState
 from nodepool_operator.controllers.nodepool import drain, plan, removals, termination
 from nodepool_operator.controllers.nodepool import nodes as node_ops
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.runtime import clock as clock_module
-from nodepool_operator.runtime import conditions, nodes
+from nodepool_operator.runtime import nodes
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.events import EventRecorder
 
@@ -145,7 +146,7 @@ def _deadline(node: Mapping[str, Any], spec: nodepool_api.NodePoolSpec) -> float
     )
     if not node_ops.is_unregistered(node):
         return at
-    created = conditions.parse_rfc3339(
+    created = timestamps.parse_rfc3339(
         str((node.get("metadata") or {}).get("creationTimestamp", ""))
     )
     if created is None:

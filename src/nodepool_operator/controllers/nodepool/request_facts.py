@@ -9,6 +9,7 @@ import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from nodepool_operator import timestamps
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
@@ -77,9 +78,10 @@ def expired_requests(
         kept = retention
         if scalerequest_api.spec_of(request).new_node_zones:
             kept = max(retention, zoned_retention)
-        stamp = str(request["metadata"].get("creationTimestamp", ""))
-        created = datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-        age = (now - created).total_seconds()
+        created = timestamps.parse_rfc3339(request["metadata"].get("creationTimestamp"))
+        if created is None:
+            continue  # the API server sets it on every object: nothing to age it by
+        age = now.timestamp() - created
         if age >= kept:
             expired.append(request)
         else:

@@ -9,6 +9,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
+from nodepool_operator import timestamps
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers.autoscaler import metrics, simulation
@@ -29,7 +30,7 @@ from nodepool_operator.controllers.autoscaler.consolidation.rules import (
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.resources import NODES_BY_POOL, PODS_BY_NODE
 from nodepool_operator.runtime import clock as clock_module
-from nodepool_operator.runtime import conditions, errors, pods
+from nodepool_operator.runtime import errors, pods
 from nodepool_operator.runtime import nodes as k8s_nodes
 from nodepool_operator.runtime.client import Client, Object, Resource
 from nodepool_operator.runtime.events import EventRecorder
@@ -100,7 +101,7 @@ class Consolidator(NodeMarks):
                     obj=node,
                     to_move=tuple(p for p in bound if not pods.is_daemon_or_mirror(p)),
                     usage=usage,
-                    since=None if since is None else conditions.parse_rfc3339(since),
+                    since=None if since is None else timestamps.parse_rfc3339(since),
                     tainted=any(
                         t.get("key") == autoscaler_api.CONSOLIDATING_TAINT_KEY for t in taints
                     ),
