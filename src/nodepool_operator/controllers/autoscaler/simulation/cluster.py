@@ -41,8 +41,13 @@ class ClusterState:
     """The simulated cluster: its nodes, grouped by their static rules, and the pods
     counted on them for affinity and spread. The filters are in ``filters.Cluster``."""
 
-    def __init__(self, daemon_sets: Sequence[DaemonSetView], scale: tuple[int, int]) -> None:
+    def __init__(
+        self, daemon_sets: Sequence[DaemonSetView], scale: tuple[int, int], *, counting: bool
+    ) -> None:
         self.nodes: list[SimNode] = []
+        # Whether any pod in the simulation has pod (anti-)affinity or spread: without one,
+        # nothing ever reads where pods are, so placing a pod only takes its room.
+        self.counting = counting
         self.scale = scale  # weights of cpu and memory (MiB) in a room tree's balance
         # One room tree per group of nodes that agree on everything static but their name
         # (a pool's zone, say): a pod skips a whole group its selectors or taints refuse.
@@ -167,8 +172,7 @@ class ClusterState:
     def place(self, profile: PodProfile, node: SimNode, copies: int, *, counted: bool) -> None:
         """Put ``copies`` pods of ``profile`` on ``node``; ``counted`` for spread and affinity."""
         node.charge(profile, copies)
-        if counted:
-            node.pods[profile] += copies
+        if counted and self.counting:
             where = self._where.get(profile)
             if where is None:
                 where = self._where[profile] = Counter()

@@ -74,6 +74,7 @@ def simulate(
             daemon_sets=daemon_sets,
             nominated=nominated,
             opened=opened,
+            counting=alike.pods_read,
         )
         wanted = {name: p.opened_zones for name, p in outcome.pools.items() if p.wanted_nodes}
         if not spreading or wanted == opened or wanted in tried:
@@ -91,8 +92,9 @@ def _simulate_once(
     daemon_sets: Sequence[DaemonSetView],
     nominated: Sequence[tuple[PodProfile, str]],
     opened: Mapping[str, Sequence[str | None]],
+    counting: bool,
 ) -> Outcome:
-    simulation = Simulation(nodes, pools, daemon_sets, opened)
+    simulation = Simulation(nodes, pools, daemon_sets, opened, counting=counting)
     cluster = simulation.cluster
     by_name = {node.name: node for node in cluster.nodes}
     for profile, node_name in nominated:

@@ -97,7 +97,10 @@ class Simulation:
         pools: Sequence[PoolTemplate],
         daemon_sets: Sequence[DaemonSetView],
         opened: Mapping[str, Sequence[str | None]],
+        *,
+        counting: bool = True,
     ) -> None:
+        """``counting`` False: no pod in the simulation has pod (anti-)affinity or spread."""
         self.reference = _reference(pools, nodes)
         # cpu relative to the largest node's, plus memory relative to its: both scaled by
         # the product of the two, to stay in integers.
@@ -105,7 +108,7 @@ class Simulation:
             max(1, self.reference.get("memory", 0) >> 20),
             max(1, self.reference.get("cpu", 0)),
         )
-        self.cluster = Cluster(daemon_sets, scale)
+        self.cluster = Cluster(daemon_sets, scale, counting=counting)
         self.pools = {p.name: PoolState(p) for p in sorted(pools, key=lambda p: p.name)}
         # Per new node opened in place of one of a pool ranked before it that could not
         # grow, that pool (``PoolOutcome.passed_over``).

@@ -6,7 +6,6 @@ scanning the full ones.
 from __future__ import annotations
 
 import bisect
-from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
@@ -45,7 +44,6 @@ class SimNode:
     kind: str
     used: dict[str, int] = field(default_factory=dict)
     ports: list[HostPort] = field(default_factory=list)
-    pods: Counter[PodProfile] = field(default_factory=Counter)
     # Everything the static filters read but the name: equal keys, equal verdicts.
     static_key: tuple[object, ...] = field(init=False, default=())
     static_id: int = field(init=False, default=-1)  # the key's number in its cluster
