@@ -173,28 +173,37 @@ class ClusterState:
         """Put ``copies`` pods of ``profile`` on ``node``; ``counted`` for spread and affinity."""
         node.charge(profile, copies)
         if counted and self.counting:
-            where = self._where.get(profile)
-            if where is None:
-                where = self._where[profile] = Counter()
-                for label in profile.labels.items():
-                    self._placed_by_label.setdefault(label, []).append(profile)
-            where[node.index] += copies
-            feeds = self._feeds_of(profile)
-            for counts in feeds.counts:
-                counts.add(node, copies)
-            for term in profile.anti_affinity:
-                owners = self._anti_owners.get(term)
-                if owners is None:
-                    owners = self._anti_owners[term] = Counts(term.topology_key)
-                    self._anti_terms.add(term)
-                owners.add(node, copies)
-            for spread in feeds.spreads:
-                if spread.retired:
-                    continue
-                value = node.labels.get(spread.constraint.topology_key)
-                if value is not None and self._counted_at(spread, node):
-                    spread.add(value, copies)
+            self._count(profile, node, copies)
         self._mark_stale(node)
+
+    def count_in(self, profile: PodProfile, node: SimNode, copies: int) -> None:
+        """Count ``copies`` pods of ``profile``, already charged to ``node``, for spread and
+        affinity."""
+        if self.counting:
+            self._count(profile, node, copies)
+
+    def _count(self, profile: PodProfile, node: SimNode, copies: int) -> None:
+        where = self._where.get(profile)
+        if where is None:
+            where = self._where[profile] = Counter()
+            for label in profile.labels.items():
+                self._placed_by_label.setdefault(label, []).append(profile)
+        where[node.index] += copies
+        feeds = self._feeds_of(profile)
+        for counts in feeds.counts:
+            counts.add(node, copies)
+        for term in profile.anti_affinity:
+            owners = self._anti_owners.get(term)
+            if owners is None:
+                owners = self._anti_owners[term] = Counts(term.topology_key)
+                self._anti_terms.add(term)
+            owners.add(node, copies)
+        for spread in feeds.spreads:
+            if spread.retired:
+                continue
+            value = node.labels.get(spread.constraint.topology_key)
+            if value is not None and self._counted_at(spread, node):
+                spread.add(value, copies)
 
     def _feeds_of(self, profile: PodProfile) -> Feeds:
         feeds = self._feeds.get(profile)

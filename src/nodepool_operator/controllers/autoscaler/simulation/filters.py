@@ -181,11 +181,19 @@ class Cluster(SpreadingState):
         )
 
     def problem(self, profile: PodProfile, node: SimNode, *, candidate: bool = False) -> str | None:
-        """Why ``profile`` cannot go on ``node`` now, or None. ``candidate``: not added yet."""
-        return (
-            self._static_problem(profile, node)
-            or self._port_problem(profile, node)  # NodePorts runs before NodeResourcesFit
-            or self._resource_problem(profile, node)
-            or self._spread_problem(profile, node, candidate=candidate)
-            or self._affinity_problem(profile, node)  # InterPodAffinity runs last
-        )
+        """Why ``profile`` cannot go on ``node`` now, or None. ``candidate``: not added yet.
+
+        The filters that read nothing for the pod (no host port, no spread, no pod affinity
+        of its own or of a counted pod) are not called: this runs for every node a pod is
+        judged on.
+        """
+        found = self._static_problem(profile, node)
+        if not found and profile.ports:  # NodePorts runs before NodeResourcesFit
+            found = self._port_problem(profile, node)
+        if not found:
+            found = self._resource_problem(profile, node)
+        if not found and profile.spread:
+            found = self._spread_problem(profile, node, candidate=candidate)
+        if not found and (profile.affinity or profile.anti_affinity or self._anti_terms.terms):
+            found = self._affinity_problem(profile, node)  # InterPodAffinity runs last
+        return found or None

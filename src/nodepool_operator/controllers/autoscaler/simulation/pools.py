@@ -45,15 +45,22 @@ def _reference(pools: Sequence[PoolTemplate], nodes: Sequence[ExistingNode]) -> 
 
 def copies_that_fit(profile: PodProfile, node: SimNode, wanted: int) -> int:
     fits = wanted
+    have, used = node.allocatable, node.used  # ``SimNode.room``, written out: runs per pod
     for name, amount in profile.requests.items():
         if amount > 0:
-            fits = min(fits, node.room(name) // amount)
+            room = (have.get(name, 0) - used.get(name, 0)) // amount
+            if room < fits:
+                fits = room
     return max(0, fits)
 
 
 def has_room(profile: PodProfile, node: SimNode) -> bool:
     """Whether the node has room for one more pod of ``profile``."""
-    return all(node.room(name) >= amount for name, amount in profile.requests.items())
+    have, used = node.allocatable, node.used
+    for name, amount in profile.requests.items():
+        if have.get(name, 0) - used.get(name, 0) < amount:
+            return False
+    return True
 
 
 @dataclass
@@ -126,6 +133,7 @@ class Simulation:
         # of ``_opened_log``.
         self._pools_by_label: dict[tuple[str, str], list[PoolState]] | None = None
         self._pools_indexed = 0
+        self._needs: dict[PodProfile, list[int]] = {}  # per profile: its MAIN_RESOURCES
         for existing in nodes:
             node = self.cluster.add_node(
                 self.cluster.make_node(
@@ -158,17 +166,20 @@ class Simulation:
         """The pool's next node, in ``zone`` (default: the least-filled)."""
         if zone is None:
             zone = state.zone_choices()[0]
+        cluster = self.cluster
         node = self._candidates.pop((state.template.name, state.opened, zone), None)
         if node is None:
-            node = self._upcoming(state, zone, kind=kind)
-        else:  # judged as a candidate: its DaemonSet pods are charged again, counted
-            node.index, node.kind, node.used, node.ports = len(self.cluster.nodes), kind, {}, []
-        self.cluster.add_node(node)
+            node = cluster.add_node(self._upcoming(state, zone, kind=kind))
+            cluster.add_daemon_pods(node)
+        else:  # judged as a candidate: its DaemonSet pods are charged, and now counted
+            node.index, node.kind = len(cluster.nodes), kind
+            cluster.add_node(node)
+            for profile in cluster.daemons_for(node):
+                cluster.count_in(profile, node, 1)
         for other in state.zone_choices():  # the pool's other candidates are not next now
             self._candidates.pop((state.template.name, state.opened, other), None)
         state.count_node(zone)
         self._opened_log.append(state)
-        self.cluster.add_daemon_pods(node)
         if kind == NEW:
             state.new_nodes.append(node.index)
         elif kind == BEYOND_MAX:
@@ -207,13 +218,16 @@ class Simulation:
         come (``beyond_max`` False), or one of the nodes past a pool's maxNodes opened so
         far (True). Room past maxNodes never comes, so it is used only where no pool may
         grow for the pod: a pod another pool can host is never packed onto it."""
-        need = [profile.requests.get(name, 0) for name in MAIN_RESOURCES]
+        need = self._needs.get(profile)
+        if need is None:
+            need = self._needs[profile] = [profile.requests.get(n, 0) for n in MAIN_RESOURCES]
         cluster = self.cluster
+        nodes, problem = cluster.nodes, cluster.problem
         for index in cluster.candidates(profile, need, start):
-            node = cluster.nodes[index]
+            node = nodes[index]
             if (node.kind == BEYOND_MAX) != beyond_max:
                 continue
-            if cluster.problem(profile, node) is None:
+            if problem(profile, node) is None:
                 return node
         return None
 
@@ -238,20 +252,28 @@ class Simulation:
     ) -> tuple[PoolState, int, bool, str | None] | tuple[None, str, bool, None]:
         """The pool (and how far down its queue) whose next node would host the pod, and
         the pool ranked before it that could not grow for it, if there is one."""
-        options: list[tuple[tuple[object, ...], PoolState, int, bool]] = []
+        hosts: list[tuple[PoolState, int, SimNode, bool]] = []
+        problem = self.cluster.problem
         for state in self._may_host(profile):
             template = state.template
             for ahead in range(len(state.zone_choices())):
                 node = self.candidate(state, ahead)
-                if self.cluster.problem(profile, node, candidate=True) is None:
+                if problem(profile, node, candidate=True) is None:
                     beyond = state.opened - template.in_flight >= template.headroom
-                    copies = max(1, copies_that_fit(profile, node, remaining))
-                    waste = _waste(profile, node, copies)
-                    rank = (beyond, -template.weight, waste, ahead, template.name)
-                    options.append((rank, state, ahead, beyond))
+                    hosts.append((state, ahead, node, beyond))
                     break
-        if not options:
+        if not hosts:
             return None, self._refusals(profile), False, None
+        if len(hosts) == 1:  # nothing to rank, and no pool ranked before it
+            state, ahead, _, beyond = hosts[0]
+            return state, ahead, beyond, None
+        options: list[tuple[tuple[object, ...], PoolState, int, bool]] = []
+        for state, ahead, node, beyond in hosts:
+            template = state.template
+            copies = max(1, copies_that_fit(profile, node, remaining))
+            waste = _waste(profile, node, copies)
+            rank = (beyond, -template.weight, waste, ahead, template.name)
+            options.append((rank, state, ahead, beyond))
         _, state, ahead, beyond = min(options, key=lambda o: o[0])
         preferred = min(options, key=lambda o: o[0][1:])  # as if every pool could grow
         passed_over = None

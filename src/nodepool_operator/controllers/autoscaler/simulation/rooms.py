@@ -155,11 +155,15 @@ class RoomTree:
     def find(self, need: Sequence[int], start: int, names: Sequence[int]) -> Iterator[int]:
         """``names`` of the leaves from ``start`` on with room for ``need``, leftmost first."""
         c, m, p = need
-        b, cpu_mix, memory_mix = self._keys(c, m)
-        heavier_in_memory = (m >> 20) * self.memory_weight > c * self.cpu_weight
-        cpu, memory, pods, balance = self.trees[:4]
-        shape = self.trees[5 if heavier_in_memory else 4]
-        s = memory_mix if heavier_in_memory else cpu_mix
+        cpu, memory, pods, balance, cpu_shape, memory_shape = self.trees
+        # ``_keys``, written out: this runs for every search.
+        relative_cpu = c * self.cpu_weight
+        relative_memory = (m >> 20) * self.memory_weight
+        b = relative_cpu + relative_memory
+        if relative_memory > relative_cpu:  # heavier in memory
+            shape, s = memory_shape, min(4 * relative_cpu, relative_memory)
+        else:
+            shape, s = cpu_shape, min(relative_cpu, 4 * relative_memory)
         size = self.size
         if cpu[1] < c or memory[1] < m or pods[1] < p or balance[1] < b or shape[1] < s:
             return
