@@ -23,9 +23,9 @@ from nodepool_operator.controllers.autoscaler.simulation.model import (
     DaemonSetView,
 )
 from nodepool_operator.controllers.autoscaler.simulation.rooms import (
-    TOPOLOGY_LABELS,
     Group,
     SimNode,
+    selector_labels,
 )
 from nodepool_operator.controllers.autoscaler.simulation.tallies import (
     AntiTerms,
@@ -34,7 +34,7 @@ from nodepool_operator.controllers.autoscaler.simulation.tallies import (
     Spread,
 )
 
-__all__ = ["ClusterState", "selector_labels"]
+__all__ = ["ClusterState"]
 
 
 class ClusterState:
@@ -333,9 +333,3 @@ class ClusterState:
     def pinned(self, profile: PodProfile) -> bool:
         """Whether the pod's node rules name nodes one by one (so groups do not decide)."""
         return self._pinned[self.rules_id(profile)]
-
-
-def selector_labels(profile: PodProfile) -> list[tuple[str, str]]:
-    """The labels the pod's nodeSelector asks of a node, topology (zone, region) aside:
-    a node refuses the pod statically unless it carries each of them."""
-    return [item for item in profile.node_selector.items() if item[0] not in TOPOLOGY_LABELS]

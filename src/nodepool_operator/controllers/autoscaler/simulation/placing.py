@@ -16,12 +16,12 @@ from nodepool_operator.controllers.autoscaler.simulation.model import (
     Outcome,
     PoolTemplate,
 )
-from nodepool_operator.controllers.autoscaler.simulation.pools import (
-    Simulation,
+from nodepool_operator.controllers.autoscaler.simulation.pools import Simulation
+from nodepool_operator.controllers.autoscaler.simulation.rooms import (
+    SimNode,
     copies_that_fit,
     has_room,
 )
-from nodepool_operator.controllers.autoscaler.simulation.rooms import SimNode
 from nodepool_operator.controllers.autoscaler.simulation.rounds import Rounds
 
 __all__ = ["simulate"]

@@ -224,3 +224,29 @@ class Group:
     def find(self, need: Sequence[int], start: int) -> Iterator[int]:
         indexes = self.indexes
         return self.tree.find(need, bisect.bisect_left(indexes, start), indexes)
+
+
+def copies_that_fit(profile: PodProfile, node: SimNode, wanted: int) -> int:
+    fits = wanted
+    have, used = node.allocatable, node.used  # ``SimNode.room``, written out: runs per pod
+    for name, amount in profile.requests.items():
+        if amount > 0:
+            room = (have.get(name, 0) - used.get(name, 0)) // amount
+            if room < fits:
+                fits = room
+    return max(0, fits)
+
+
+def has_room(profile: PodProfile, node: SimNode) -> bool:
+    """Whether the node has room for one more pod of ``profile``."""
+    have, used = node.allocatable, node.used
+    for name, amount in profile.requests.items():
+        if have.get(name, 0) - used.get(name, 0) < amount:
+            return False
+    return True
+
+
+def selector_labels(profile: PodProfile) -> list[tuple[str, str]]:
+    """The labels the pod's nodeSelector asks of a node, topology (zone, region) aside:
+    a node refuses the pod statically unless it carries each of them."""
+    return [item for item in profile.node_selector.items() if item[0] not in TOPOLOGY_LABELS]
