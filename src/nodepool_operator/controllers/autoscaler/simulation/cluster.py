@@ -189,7 +189,9 @@ class ClusterState:
             for label in profile.labels.items():
                 self._placed_by_label.setdefault(label, []).append(profile)
         where[node.index] += copies
-        feeds = self._feeds_of(profile)
+        feeds = self._feeds.get(profile)
+        if feeds is None or feeds.terms_seen < len(self._term_list):
+            feeds = self._feeds_of(profile)
         for counts in feeds.counts:
             counts.add(node, copies)
         for term in profile.anti_affinity:
@@ -202,7 +204,10 @@ class ClusterState:
             if spread.retired:
                 continue
             value = node.labels.get(spread.constraint.topology_key)
-            if value is not None and self._counted_at(spread, node):
+            if value is None:
+                continue
+            counted = None if spread.pinned else spread.eligible_by_key.get(node.static_id)
+            if counted or (counted is None and self._counted_at(spread, node)):
                 spread.add(value, copies)
 
     def _feeds_of(self, profile: PodProfile) -> Feeds:

@@ -164,18 +164,21 @@ class Cluster(SpreadingState):
             value = node.labels.get(key)
             if value is None:
                 return f"topology spread: node has no {key} label"
-            eligible = candidate and self._spread_eligible(spread, node)
-            extra = value if eligible else None
-            low = spread.minimum(extra, constraint.min_domains)
-            if spread.counts.get(value, 0) + mine - low > constraint.max_skew:
+            counts = spread.counts
+            if candidate and self._spread_eligible(spread, node):
+                low = spread.minimum(value, constraint.min_domains)
+            else:  # ``Spread.minimum`` with no new domain, written out
+                low = 0 if len(counts) < constraint.min_domains else spread.low
+            if counts.get(value, 0) + mine - low > constraint.max_skew:
                 return f"topology spread over {key} (maxSkew {constraint.max_skew}) in {value}"
         return None
 
     def spread_floors(self, profile: PodProfile) -> tuple[int, ...]:
         """The smallest count each of the pod's spreads compares an added node with."""
+        # ``Spread.minimum`` with no new domain, written out: this runs for every pod placed.
         return tuple(
             [
-                spread.minimum(None, constraint.min_domains)
+                0 if len(spread.counts) < constraint.min_domains else spread.low
                 for constraint, spread, _ in self.spreads_of(profile)
             ]
         )
