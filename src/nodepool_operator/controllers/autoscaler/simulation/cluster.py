@@ -28,10 +28,10 @@ from nodepool_operator.controllers.autoscaler.simulation.rooms import (
     selector_labels,
 )
 from nodepool_operator.controllers.autoscaler.simulation.tallies import (
-    AntiTerms,
     Counts,
     Feeds,
     Spread,
+    TermIndex,
 )
 
 __all__ = ["ClusterState"]
@@ -72,10 +72,10 @@ class ClusterState:
         # Per profile: the term counters and spreads a pod of it counts in, and how many of
         # each were looked at (both only grow, so only the new ones are checked again).
         self._feeds: dict[PodProfile, Feeds] = {}
-        self._term_list: list[tuple[AffinityTerm, Counts]] = []
+        self._term_index = TermIndex()  # the terms counted (``_terms``), in order
         # The spreads of the classes not placed yet: the only ones a new node must join.
         self._live_spreads: list[Spread] = []
-        self._anti_terms = AntiTerms()
+        self._anti_terms = TermIndex()
         self._hits: dict[PodProfile, tuple[int, list[AffinityTerm]]] = {}
         # Where the counted pods of each profile are: a new term or spread counts its
         # matches from the profiles it matches, not from every pod of every node.
@@ -190,7 +190,7 @@ class ClusterState:
                 self._placed_by_label.setdefault(label, []).append(profile)
         where[node.index] += copies
         feeds = self._feeds.get(profile)
-        if feeds is None or feeds.terms_seen < len(self._term_list):
+        if feeds is None or feeds.terms_seen < len(self._term_index.terms):
             feeds = self._feeds_of(profile)
         for counts in feeds.counts:
             counts.add(node, copies)
@@ -221,11 +221,12 @@ class ClusterState:
                     for spread in self._live_spreads
                     if self._spread_counts(spread.constraint, spread.owner, profile)
                 ]
-        if feeds.terms_seen < len(self._term_list):
-            for term, counts in self._term_list[feeds.terms_seen :]:
+        index = self._term_index
+        if feeds.terms_seen < len(index.terms):
+            for term in index.may_match(profile.labels, feeds.terms_seen):
                 if self._matches(term, profile):
-                    feeds.counts.append(counts)
-            feeds.terms_seen = len(self._term_list)
+                    feeds.counts.append(self._terms[term])
+            feeds.terms_seen = len(index.terms)
         return feeds
 
     def _anti_hits(self, profile: PodProfile) -> list[AffinityTerm]:
@@ -253,7 +254,7 @@ class ClusterState:
         counts = self._terms.get(term)
         if counts is None:
             counts = self._terms[term] = Counts(term.topology_key)
-            self._term_list.append((term, counts))
+            self._term_index.add(term)
             for profile, where in self._placed_for(term.selector):
                 if self._matches(term, profile):
                     for index, count in where.items():

@@ -15,7 +15,7 @@ from nodepool_operator.controllers.autoscaler.constraints import (
 )
 from nodepool_operator.controllers.autoscaler.simulation.rooms import SimNode
 
-__all__ = ["AntiTerms", "Counts", "Feeds", "Spread"]
+__all__ = ["Counts", "Feeds", "Spread", "TermIndex"]
 
 
 class Counts:
@@ -102,11 +102,11 @@ class Feeds:
     terms_seen: int = 0
 
 
-class AntiTerms:
-    """The anti-affinity terms of the counted pods, in the order first seen, indexed by the
-    label values their selector's first ``In`` requirement accepts: a pod's own labels
-    name the only terms that may match it, so a class judged for the first time reads
-    those, not every term of every class placed before."""
+class TermIndex:
+    """Pod (anti-)affinity terms in the order first seen (the counted pods' anti-affinity
+    terms, say), indexed by the label values their selector's first ``In`` requirement
+    accepts: a pod's own labels name the only terms that may match it, so a class judged
+    or counted for the first time reads those, not every term of every class before."""
 
     def __init__(self) -> None:
         self.terms: list[AffinityTerm] = []
