@@ -2,11 +2,11 @@
 
 The room trees, the per-class cursor, placing a node's worth of replicas at once, opening
 the next node without a search once a class filled the last one, stepping to the node
-after the one a class filled when it takes the pod, and repeating a spreading
-class's rounds are all shortcuts for one rule: each pod, in turn,
-goes to the first node (in cluster order) every filter accepts. Here the same workloads
-are planned twice, once as shipped and once with every shortcut replaced by that rule (a
-scan of all nodes for each pod), and the two outcomes must be equal.
+after the one a class filled when it takes the pod, repeating a spreading class's rounds,
+and not counting where pods are when no pod reads it are all shortcuts for one rule: each
+pod, in turn, goes to the first node (in cluster order) every filter accepts. Here the
+same workloads are planned twice, once as shipped and once with every shortcut replaced
+by that rule (a scan of all nodes for each pod), and the two outcomes must be equal.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from nodepool_operator.controllers.autoscaler.simulation import (
     rounds,
     simulate,
 )
+from nodepool_operator.controllers.autoscaler.simulation import cluster as cluster_state
 
 ZONES = ("zone-a", "zone-b", "zone-c")
 MIB = 1024**2
@@ -171,7 +172,21 @@ def _plain_first_fit(
         # Never "the class filled the last node": every pod searches every node.
         patch.setattr(placing, "has_room", lambda profile, node: True)
         patch.setattr(rounds.Rounds, "applies", staticmethod(lambda profile: False))
+        patch.setattr(cluster_state.ClusterState, "__init__", _always_counting)
         return simulate(pending, **cluster)
+
+
+_counting_as_asked = cluster_state.ClusterState.__init__
+
+
+def _always_counting(
+    self: cluster_state.ClusterState,
+    daemon_sets: Sequence[DaemonSetView],
+    scale: tuple[int, int],
+    *,
+    counting: bool,
+) -> None:
+    _counting_as_asked(self, daemon_sets, scale, counting=True)
 
 
 @settings(

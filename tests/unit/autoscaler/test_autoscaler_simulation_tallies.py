@@ -1,6 +1,7 @@
-"""The anti-affinity term index gives a pod every term that matches it, in order.
+"""The term index (pod (anti-)affinity terms by label) gives a pod every term that matches it,
+in order.
 
-``AntiTerms.may_match`` reads only the terms whose first ``In`` requirement accepts one
+``TermIndex.may_match`` reads only the terms whose first ``In`` requirement accepts one
 of the pod's labels; here it is compared with reading every term, on random selectors
 (``In``, ``NotIn``, ``Exists``, ``DoesNotExist``, none at all) and random pod labels.
 """
@@ -11,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from nodepool_operator.controllers.autoscaler.constraints import AffinityTerm, Selector
-from nodepool_operator.controllers.autoscaler.simulation.tallies import AntiTerms
+from nodepool_operator.controllers.autoscaler.simulation.tallies import TermIndex
 
 KEYS = ("app", "tier", "team")
 VALUES = ("a", "b", "c")
@@ -35,7 +36,7 @@ labels = st.dictionaries(st.sampled_from(KEYS), st.sampled_from(VALUES))
 def test_the_index_gives_every_matching_term_in_order(
     added: list[AffinityTerm], pod_labels: dict[str, str], since: int
 ) -> None:
-    index = AntiTerms()
+    index = TermIndex()
     for term in added:
         index.add(term)
     every = [term for term in added[since:] if term.matches("apps", pod_labels)]

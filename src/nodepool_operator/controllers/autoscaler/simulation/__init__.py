@@ -27,7 +27,8 @@ without scanning the full ones, and a per-class cursor skips the nodes the class
 already refused on (a node only fills up while one class is placed, so a refusal stands,
 except where pod affinity can change it or a spread's smallest count rises). Verdicts of
 the static filters are kept per node rules (selector, node affinity, tolerations), so pods
-of every size with equal rules share them.
+of every size with equal rules share them. Where pods are is counted only when some pod in
+the simulation has pod affinity, anti-affinity or a spread (nothing else reads it).
 
 Nodes are registered in the pool's VM order (``<pool>-<index>``, lowest free index
 first). A new node goes to the zone its pod needs; a pod that could go to several zones
@@ -39,8 +40,9 @@ The package, by stage: ``model`` (what it reads and answers), ``rooms`` (simulat
 and their room trees), ``tallies`` (affinity and spread counters), ``cluster`` (the
 cluster's state), ``spreading`` (each class's spread counters), ``filters``
 (kube-scheduler's filters in its order), ``pools`` (opening pool nodes), ``classes`` (pods
-grouped into classes), ``placing`` and ``rounds`` (the simulation loop), ``outcomes`` (the
-answer per pool), ``explain`` (verdicts for ``nodepool-operator explain``).
+grouped into classes), ``poolstate`` (a pool's opened nodes, their zones, and what ranks
+its next node), ``placing`` and ``rounds`` (the simulation loop), ``outcomes`` (the answer
+per pool), ``explain`` (verdicts for ``nodepool-operator explain``).
 """
 
 from nodepool_operator.controllers.autoscaler.simulation.explain import (

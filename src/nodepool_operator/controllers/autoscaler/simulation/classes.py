@@ -52,6 +52,8 @@ class Alike:
                 terms_read.add(terms)
                 keys.update(profile.label_keys_read)
         self._keys = frozenset(keys)
+        # Whether any pod reads where others are (pod affinity, anti-affinity, spread).
+        self.pods_read = bool(terms_read)
         self._seen: dict[PodProfile, PodProfile] = {}
         self._first: dict[tuple[object, ...], PodProfile] = {}
 

@@ -23,26 +23,31 @@ from nodepool_operator.controllers.autoscaler.simulation.model import (
     DaemonSetView,
 )
 from nodepool_operator.controllers.autoscaler.simulation.rooms import (
-    TOPOLOGY_LABELS,
     Group,
     SimNode,
+    selector_labels,
 )
 from nodepool_operator.controllers.autoscaler.simulation.tallies import (
-    AntiTerms,
     Counts,
     Feeds,
     Spread,
+    TermIndex,
 )
 
-__all__ = ["ClusterState", "selector_labels"]
+__all__ = ["ClusterState"]
 
 
 class ClusterState:
     """The simulated cluster: its nodes, grouped by their static rules, and the pods
     counted on them for affinity and spread. The filters are in ``filters.Cluster``."""
 
-    def __init__(self, daemon_sets: Sequence[DaemonSetView], scale: tuple[int, int]) -> None:
+    def __init__(
+        self, daemon_sets: Sequence[DaemonSetView], scale: tuple[int, int], *, counting: bool
+    ) -> None:
         self.nodes: list[SimNode] = []
+        # Whether any pod in the simulation has pod (anti-)affinity or spread: without one,
+        # nothing ever reads where pods are, so placing a pod only takes its room.
+        self.counting = counting
         self.scale = scale  # weights of cpu and memory (MiB) in a room tree's balance
         # One room tree per group of nodes that agree on everything static but their name
         # (a pool's zone, say): a pod skips a whole group its selectors or taints refuse.
@@ -67,10 +72,10 @@ class ClusterState:
         # Per profile: the term counters and spreads a pod of it counts in, and how many of
         # each were looked at (both only grow, so only the new ones are checked again).
         self._feeds: dict[PodProfile, Feeds] = {}
-        self._term_list: list[tuple[AffinityTerm, Counts]] = []
+        self._term_index = TermIndex()  # the terms counted (``_terms``), in order
         # The spreads of the classes not placed yet: the only ones a new node must join.
         self._live_spreads: list[Spread] = []
-        self._anti_terms = AntiTerms()
+        self._anti_terms = TermIndex()
         self._hits: dict[PodProfile, tuple[int, list[AffinityTerm]]] = {}
         # Where the counted pods of each profile are: a new term or spread counts its
         # matches from the profiles it matches, not from every pod of every node.
@@ -167,30 +172,43 @@ class ClusterState:
     def place(self, profile: PodProfile, node: SimNode, copies: int, *, counted: bool) -> None:
         """Put ``copies`` pods of ``profile`` on ``node``; ``counted`` for spread and affinity."""
         node.charge(profile, copies)
-        if counted:
-            node.pods[profile] += copies
-            where = self._where.get(profile)
-            if where is None:
-                where = self._where[profile] = Counter()
-                for label in profile.labels.items():
-                    self._placed_by_label.setdefault(label, []).append(profile)
-            where[node.index] += copies
-            feeds = self._feeds_of(profile)
-            for counts in feeds.counts:
-                counts.add(node, copies)
-            for term in profile.anti_affinity:
-                owners = self._anti_owners.get(term)
-                if owners is None:
-                    owners = self._anti_owners[term] = Counts(term.topology_key)
-                    self._anti_terms.add(term)
-                owners.add(node, copies)
-            for spread in feeds.spreads:
-                if spread.retired:
-                    continue
-                value = node.labels.get(spread.constraint.topology_key)
-                if value is not None and self._counted_at(spread, node):
-                    spread.add(value, copies)
+        if counted and self.counting:
+            self._count(profile, node, copies)
         self._mark_stale(node)
+
+    def count_in(self, profile: PodProfile, node: SimNode, copies: int) -> None:
+        """Count ``copies`` pods of ``profile``, already charged to ``node``, for spread and
+        affinity."""
+        if self.counting:
+            self._count(profile, node, copies)
+
+    def _count(self, profile: PodProfile, node: SimNode, copies: int) -> None:
+        where = self._where.get(profile)
+        if where is None:
+            where = self._where[profile] = Counter()
+            for label in profile.labels.items():
+                self._placed_by_label.setdefault(label, []).append(profile)
+        where[node.index] += copies
+        feeds = self._feeds.get(profile)
+        if feeds is None or feeds.terms_seen < len(self._term_index.terms):
+            feeds = self._feeds_of(profile)
+        for counts in feeds.counts:
+            counts.add(node, copies)
+        for term in profile.anti_affinity:
+            owners = self._anti_owners.get(term)
+            if owners is None:
+                owners = self._anti_owners[term] = Counts(term.topology_key)
+                self._anti_terms.add(term)
+            owners.add(node, copies)
+        for spread in feeds.spreads:
+            if spread.retired:
+                continue
+            value = node.labels.get(spread.constraint.topology_key)
+            if value is None:
+                continue
+            counted = None if spread.pinned else spread.eligible_by_key.get(node.static_id)
+            if counted or (counted is None and self._counted_at(spread, node)):
+                spread.add(value, copies)
 
     def _feeds_of(self, profile: PodProfile) -> Feeds:
         feeds = self._feeds.get(profile)
@@ -203,11 +221,12 @@ class ClusterState:
                     for spread in self._live_spreads
                     if self._spread_counts(spread.constraint, spread.owner, profile)
                 ]
-        if feeds.terms_seen < len(self._term_list):
-            for term, counts in self._term_list[feeds.terms_seen :]:
+        index = self._term_index
+        if feeds.terms_seen < len(index.terms):
+            for term in index.may_match(profile.labels, feeds.terms_seen):
                 if self._matches(term, profile):
-                    feeds.counts.append(counts)
-            feeds.terms_seen = len(self._term_list)
+                    feeds.counts.append(self._terms[term])
+            feeds.terms_seen = len(index.terms)
         return feeds
 
     def _anti_hits(self, profile: PodProfile) -> list[AffinityTerm]:
@@ -235,7 +254,7 @@ class ClusterState:
         counts = self._terms.get(term)
         if counts is None:
             counts = self._terms[term] = Counts(term.topology_key)
-            self._term_list.append((term, counts))
+            self._term_index.add(term)
             for profile, where in self._placed_for(term.selector):
                 if self._matches(term, profile):
                     for index, count in where.items():
@@ -320,9 +339,3 @@ class ClusterState:
     def pinned(self, profile: PodProfile) -> bool:
         """Whether the pod's node rules name nodes one by one (so groups do not decide)."""
         return self._pinned[self.rules_id(profile)]
-
-
-def selector_labels(profile: PodProfile) -> list[tuple[str, str]]:
-    """The labels the pod's nodeSelector asks of a node, topology (zone, region) aside:
-    a node refuses the pod statically unless it carries each of them."""
-    return [item for item in profile.node_selector.items() if item[0] not in TOPOLOGY_LABELS]

@@ -164,28 +164,39 @@ class Cluster(SpreadingState):
             value = node.labels.get(key)
             if value is None:
                 return f"topology spread: node has no {key} label"
-            eligible = candidate and self._spread_eligible(spread, node)
-            extra = value if eligible else None
-            low = spread.minimum(extra, constraint.min_domains)
-            if spread.counts.get(value, 0) + mine - low > constraint.max_skew:
+            counts = spread.counts
+            if candidate and self._spread_eligible(spread, node):
+                low = spread.minimum(value, constraint.min_domains)
+            else:  # ``Spread.minimum`` with no new domain, written out
+                low = 0 if len(counts) < constraint.min_domains else spread.low
+            if counts.get(value, 0) + mine - low > constraint.max_skew:
                 return f"topology spread over {key} (maxSkew {constraint.max_skew}) in {value}"
         return None
 
     def spread_floors(self, profile: PodProfile) -> tuple[int, ...]:
         """The smallest count each of the pod's spreads compares an added node with."""
+        # ``Spread.minimum`` with no new domain, written out: this runs for every pod placed.
         return tuple(
             [
-                spread.minimum(None, constraint.min_domains)
+                0 if len(spread.counts) < constraint.min_domains else spread.low
                 for constraint, spread, _ in self.spreads_of(profile)
             ]
         )
 
     def problem(self, profile: PodProfile, node: SimNode, *, candidate: bool = False) -> str | None:
-        """Why ``profile`` cannot go on ``node`` now, or None. ``candidate``: not added yet."""
-        return (
-            self._static_problem(profile, node)
-            or self._port_problem(profile, node)  # NodePorts runs before NodeResourcesFit
-            or self._resource_problem(profile, node)
-            or self._spread_problem(profile, node, candidate=candidate)
-            or self._affinity_problem(profile, node)  # InterPodAffinity runs last
-        )
+        """Why ``profile`` cannot go on ``node`` now, or None. ``candidate``: not added yet.
+
+        The filters that read nothing for the pod (no host port, no spread, no pod affinity
+        of its own or of a counted pod) are not called: this runs for every node a pod is
+        judged on.
+        """
+        found = self._static_problem(profile, node)
+        if not found and profile.ports:  # NodePorts runs before NodeResourcesFit
+            found = self._port_problem(profile, node)
+        if not found:
+            found = self._resource_problem(profile, node)
+        if not found and profile.spread:
+            found = self._spread_problem(profile, node, candidate=candidate)
+        if not found and (profile.affinity or profile.anti_affinity or self._anti_terms.terms):
+            found = self._affinity_problem(profile, node)  # InterPodAffinity runs last
+        return found or None

@@ -16,12 +16,12 @@ from nodepool_operator.controllers.autoscaler.simulation.model import (
     Outcome,
     PoolTemplate,
 )
-from nodepool_operator.controllers.autoscaler.simulation.pools import (
-    Simulation,
+from nodepool_operator.controllers.autoscaler.simulation.pools import Simulation
+from nodepool_operator.controllers.autoscaler.simulation.rooms import (
+    SimNode,
     copies_that_fit,
     has_room,
 )
-from nodepool_operator.controllers.autoscaler.simulation.rooms import SimNode
 from nodepool_operator.controllers.autoscaler.simulation.rounds import Rounds
 
 __all__ = ["simulate"]
@@ -74,6 +74,7 @@ def simulate(
             daemon_sets=daemon_sets,
             nominated=nominated,
             opened=opened,
+            counting=alike.pods_read,
         )
         wanted = {name: p.opened_zones for name, p in outcome.pools.items() if p.wanted_nodes}
         if not spreading or wanted == opened or wanted in tried:
@@ -91,8 +92,9 @@ def _simulate_once(
     daemon_sets: Sequence[DaemonSetView],
     nominated: Sequence[tuple[PodProfile, str]],
     opened: Mapping[str, Sequence[str | None]],
+    counting: bool,
 ) -> Outcome:
-    simulation = Simulation(nodes, pools, daemon_sets, opened)
+    simulation = Simulation(nodes, pools, daemon_sets, opened, counting=counting)
     cluster = simulation.cluster
     by_name = {node.name: node for node in cluster.nodes}
     for profile, node_name in nominated:

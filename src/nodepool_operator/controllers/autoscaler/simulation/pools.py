@@ -9,12 +9,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 
 from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.api import zones as zones_api
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
-from nodepool_operator.controllers.autoscaler.simulation.cluster import selector_labels
 from nodepool_operator.controllers.autoscaler.simulation.filters import Cluster
 from nodepool_operator.controllers.autoscaler.simulation.model import (
     MAIN_RESOURCES,
@@ -22,72 +19,24 @@ from nodepool_operator.controllers.autoscaler.simulation.model import (
     ExistingNode,
     PoolTemplate,
 )
+from nodepool_operator.controllers.autoscaler.simulation.poolstate import (
+    Hosting,
+    PoolState,
+    plans_for,
+    reference,
+    waste,
+)
 from nodepool_operator.controllers.autoscaler.simulation.rooms import (
     BEYOND_MAX,
     BOOTING,
     NEW,
     READY,
     SimNode,
+    copies_that_fit,
+    selector_labels,
 )
 
-__all__ = ["PoolState", "Simulation", "copies_that_fit", "has_room"]
-
-
-def _reference(pools: Sequence[PoolTemplate], nodes: Sequence[ExistingNode]) -> dict[str, int]:
-    """The largest allocatable of any node or template, per resource: the unit shares are
-    counted in."""
-    found: dict[str, int] = {}
-    for allocatable in [*(p.allocatable for p in pools), *(n.allocatable for n in nodes)]:
-        for name, amount in allocatable.items():
-            found[name] = max(found.get(name, 0), amount)
-    return found
-
-
-def copies_that_fit(profile: PodProfile, node: SimNode, wanted: int) -> int:
-    fits = wanted
-    for name, amount in profile.requests.items():
-        if amount > 0:
-            fits = min(fits, node.room(name) // amount)
-    return max(0, fits)
-
-
-def has_room(profile: PodProfile, node: SimNode) -> bool:
-    """Whether the node has room for one more pod of ``profile``."""
-    return all(node.room(name) >= amount for name, amount in profile.requests.items())
-
-
-@dataclass
-class PoolState:
-    template: PoolTemplate
-    opened: int = 0  # upcoming nodes opened (in flight ones included)
-    new_nodes: list[int] = field(default_factory=list)  # indexes of granted new nodes
-    beyond: list[int] = field(default_factory=list)  # indexes of nodes beyond maxNodes
-    zone_counts: Counter[str] = field(default_factory=Counter)  # the pool's nodes per zone
-    # The zone order for the current counts: it changes only when a node opens.
-    _choices: list[str | None] | None = field(default=None, init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        self.zone_counts.update(self.template.zoning.counts)
-
-    def zone_choices(self) -> list[str | None]:
-        """The zones a new node may go to, least-filled first; [None] without zones."""
-        if self._choices is None:
-            names = self.template.zoning.names
-            self._choices = list(zones_api.balanced_order(names, self.zone_counts)) or [None]
-        return self._choices
-
-    def count_node(self, zone: str | None) -> None:
-        """One more node of the pool opened, in ``zone``."""
-        self.opened += 1
-        if zone is not None:
-            self.zone_counts[zone] += 1
-            self._choices = None
-
-    def zone_at(self, ahead: int) -> str | None:
-        """The ``ahead``-th least-filled zone (the last one past the end: a template that
-        counts more zones than it may use, such as one built by hand)."""
-        choices = self.zone_choices()
-        return choices[min(ahead, len(choices) - 1)]
+__all__ = ["PoolState", "Simulation"]
 
 
 class Simulation:
@@ -97,15 +46,18 @@ class Simulation:
         pools: Sequence[PoolTemplate],
         daemon_sets: Sequence[DaemonSetView],
         opened: Mapping[str, Sequence[str | None]],
+        *,
+        counting: bool = True,
     ) -> None:
-        self.reference = _reference(pools, nodes)
+        """``counting`` False: no pod in the simulation has pod (anti-)affinity or spread."""
+        self.reference = reference(pools, nodes)
         # cpu relative to the largest node's, plus memory relative to its: both scaled by
         # the product of the two, to stay in integers.
         scale = (
             max(1, self.reference.get("memory", 0) >> 20),
             max(1, self.reference.get("cpu", 0)),
         )
-        self.cluster = Cluster(daemon_sets, scale)
+        self.cluster = Cluster(daemon_sets, scale, counting=counting)
         self.pools = {p.name: PoolState(p) for p in sorted(pools, key=lambda p: p.name)}
         # Per new node opened in place of one of a pool ranked before it that could not
         # grow, that pool (``PoolOutcome.passed_over``).
@@ -118,11 +70,12 @@ class Simulation:
         self._opened_log: list[PoolState] = []
         # Per node rules and namespace: the pools that may host such a pod, as of how much
         # of ``_opened_log`` (``_hosting``).
-        self._hosting: dict[tuple[int, str], _Hosting] = {}
+        self._hosting: dict[tuple[int, str], Hosting] = {}
         # The pools by each label their next nodes share (``_pools_with``), as of how much
         # of ``_opened_log``.
         self._pools_by_label: dict[tuple[str, str], list[PoolState]] | None = None
         self._pools_indexed = 0
+        self._needs: dict[PodProfile, list[int]] = {}  # per profile: its MAIN_RESOURCES
         for existing in nodes:
             node = self.cluster.add_node(
                 self.cluster.make_node(
@@ -155,17 +108,20 @@ class Simulation:
         """The pool's next node, in ``zone`` (default: the least-filled)."""
         if zone is None:
             zone = state.zone_choices()[0]
+        cluster = self.cluster
         node = self._candidates.pop((state.template.name, state.opened, zone), None)
         if node is None:
-            node = self._upcoming(state, zone, kind=kind)
-        else:  # judged as a candidate: its DaemonSet pods are charged again, counted
-            node.index, node.kind, node.used, node.ports = len(self.cluster.nodes), kind, {}, []
-        self.cluster.add_node(node)
+            node = cluster.add_node(self._upcoming(state, zone, kind=kind))
+            cluster.add_daemon_pods(node)
+        else:  # judged as a candidate: its DaemonSet pods are charged, and now counted
+            node.index, node.kind = len(cluster.nodes), kind
+            cluster.add_node(node)
+            for profile in cluster.daemons_for(node):
+                cluster.count_in(profile, node, 1)
         for other in state.zone_choices():  # the pool's other candidates are not next now
             self._candidates.pop((state.template.name, state.opened, other), None)
         state.count_node(zone)
         self._opened_log.append(state)
-        self.cluster.add_daemon_pods(node)
         if kind == NEW:
             state.new_nodes.append(node.index)
         elif kind == BEYOND_MAX:
@@ -204,13 +160,16 @@ class Simulation:
         come (``beyond_max`` False), or one of the nodes past a pool's maxNodes opened so
         far (True). Room past maxNodes never comes, so it is used only where no pool may
         grow for the pod: a pod another pool can host is never packed onto it."""
-        need = [profile.requests.get(name, 0) for name in MAIN_RESOURCES]
+        need = self._needs.get(profile)
+        if need is None:
+            need = self._needs[profile] = [profile.requests.get(n, 0) for n in MAIN_RESOURCES]
         cluster = self.cluster
+        nodes, problem = cluster.nodes, cluster.problem
         for index in cluster.candidates(profile, need, start):
-            node = cluster.nodes[index]
+            node = nodes[index]
             if (node.kind == BEYOND_MAX) != beyond_max:
                 continue
-            if cluster.problem(profile, node) is None:
+            if problem(profile, node) is None:
                 return node
         return None
 
@@ -235,20 +194,28 @@ class Simulation:
     ) -> tuple[PoolState, int, bool, str | None] | tuple[None, str, bool, None]:
         """The pool (and how far down its queue) whose next node would host the pod, and
         the pool ranked before it that could not grow for it, if there is one."""
-        options: list[tuple[tuple[object, ...], PoolState, int, bool]] = []
+        hosts: list[tuple[PoolState, int, SimNode, bool]] = []
+        problem = self.cluster.problem
         for state in self._may_host(profile):
             template = state.template
             for ahead in range(len(state.zone_choices())):
                 node = self.candidate(state, ahead)
-                if self.cluster.problem(profile, node, candidate=True) is None:
+                if problem(profile, node, candidate=True) is None:
                     beyond = state.opened - template.in_flight >= template.headroom
-                    copies = max(1, copies_that_fit(profile, node, remaining))
-                    waste = _waste(profile, node, copies)
-                    rank = (beyond, -template.weight, waste, ahead, template.name)
-                    options.append((rank, state, ahead, beyond))
+                    hosts.append((state, ahead, node, beyond))
                     break
-        if not options:
+        if not hosts:
             return None, self._refusals(profile), False, None
+        if len(hosts) == 1:  # nothing to rank, and no pool ranked before it
+            state, ahead, _, beyond = hosts[0]
+            return state, ahead, beyond, None
+        options: list[tuple[tuple[object, ...], PoolState, int, bool]] = []
+        for state, ahead, node, beyond in hosts:
+            template = state.template
+            copies = max(1, copies_that_fit(profile, node, remaining))
+            wasted = waste(profile, node, copies)
+            rank = (beyond, -template.weight, wasted, ahead, template.name)
+            options.append((rank, state, ahead, beyond))
         _, state, ahead, beyond = min(options, key=lambda o: o[0])
         preferred = min(options, key=lambda o: o[0][1:])  # as if every pool could grow
         passed_over = None
@@ -262,7 +229,7 @@ class Simulation:
         reasons = [
             f"{state.template.name}: {problem(profile, self.candidate(state, 0), candidate=True)}"
             for state in self.pools.values()
-            if _plans_for(state.template, profile)
+            if plans_for(state.template, profile)
         ]
         return "; ".join(reasons) or "no Autoscaler plans for its namespace"
 
@@ -276,11 +243,11 @@ class Simulation:
         """
         cluster = self.cluster
         if cluster.pinned(profile):
-            return [s for s in self.pools.values() if _plans_for(s.template, profile)]
+            return [s for s in self.pools.values() if plans_for(s.template, profile)]
         key = (cluster.rules_id(profile), profile.namespace)
         hosting = self._hosting.get(key)
         if hosting is None:
-            hosting = self._hosting[key] = _Hosting(len(self._opened_log))
+            hosting = self._hosting[key] = Hosting(len(self._opened_log))
             for state in self._pools_with(selector_labels(profile)):
                 if not self._refused(profile, state):
                     hosting.add(state)
@@ -315,7 +282,7 @@ class Simulation:
 
     def _refused(self, profile: PodProfile, state: PoolState) -> bool:
         """Whether the pool's next node refuses the pod statically in every zone."""
-        if not _plans_for(state.template, profile):
+        if not plans_for(state.template, profile):
             return True
         return all(
             self.cluster.static_problem(profile, self.candidate(state, ahead)) is not None
@@ -341,32 +308,3 @@ class Simulation:
             self.cluster.nodes[i].labels.get(nodepool_api.ZONE_LABEL) for i in state.new_nodes
         )
         return {zone: n for zone, n in sorted(found.items()) if zone is not None}
-
-
-@dataclass
-class _Hosting:
-    """The pools that may host pods of some node rules, as of ``seen`` pools opened."""
-
-    seen: int
-    pools: list[PoolState] = field(default_factory=list)
-    names: set[str] = field(default_factory=set)
-
-    def add(self, state: PoolState) -> None:
-        self.pools.append(state)
-        self.names.add(state.template.name)
-
-
-def _plans_for(template: PoolTemplate, profile: PodProfile) -> bool:
-    """Whether the pool's Autoscaler plans for the pod's namespace."""
-    return template.namespaces is None or profile.namespace in template.namespaces
-
-
-def _waste(profile: PodProfile, node: SimNode, copies: int) -> float:
-    fractions = []
-    for name in ("cpu", "memory"):
-        have = node.allocatable.get(name, 0)
-        if have > 0:
-            fractions.append(
-                1 - (node.used.get(name, 0) + copies * profile.requests.get(name, 0)) / have
-            )
-    return sum(fractions) / len(fractions) if fractions else 0.0

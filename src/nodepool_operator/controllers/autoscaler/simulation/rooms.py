@@ -6,7 +6,6 @@ scanning the full ones.
 from __future__ import annotations
 
 import bisect
-from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
@@ -45,7 +44,6 @@ class SimNode:
     kind: str
     used: dict[str, int] = field(default_factory=dict)
     ports: list[HostPort] = field(default_factory=list)
-    pods: Counter[PodProfile] = field(default_factory=Counter)
     # Everything the static filters read but the name: equal keys, equal verdicts.
     static_key: tuple[object, ...] = field(init=False, default=())
     static_id: int = field(init=False, default=-1)  # the key's number in its cluster
@@ -157,11 +155,15 @@ class RoomTree:
     def find(self, need: Sequence[int], start: int, names: Sequence[int]) -> Iterator[int]:
         """``names`` of the leaves from ``start`` on with room for ``need``, leftmost first."""
         c, m, p = need
-        b, cpu_mix, memory_mix = self._keys(c, m)
-        heavier_in_memory = (m >> 20) * self.memory_weight > c * self.cpu_weight
-        cpu, memory, pods, balance = self.trees[:4]
-        shape = self.trees[5 if heavier_in_memory else 4]
-        s = memory_mix if heavier_in_memory else cpu_mix
+        cpu, memory, pods, balance, cpu_shape, memory_shape = self.trees
+        # ``_keys``, written out: this runs for every search.
+        relative_cpu = c * self.cpu_weight
+        relative_memory = (m >> 20) * self.memory_weight
+        b = relative_cpu + relative_memory
+        if relative_memory > relative_cpu:  # heavier in memory
+            shape, s = memory_shape, min(4 * relative_cpu, relative_memory)
+        else:
+            shape, s = cpu_shape, min(relative_cpu, 4 * relative_memory)
         size = self.size
         if cpu[1] < c or memory[1] < m or pods[1] < p or balance[1] < b or shape[1] < s:
             return
@@ -222,3 +224,29 @@ class Group:
     def find(self, need: Sequence[int], start: int) -> Iterator[int]:
         indexes = self.indexes
         return self.tree.find(need, bisect.bisect_left(indexes, start), indexes)
+
+
+def copies_that_fit(profile: PodProfile, node: SimNode, wanted: int) -> int:
+    fits = wanted
+    have, used = node.allocatable, node.used  # ``SimNode.room``, written out: runs per pod
+    for name, amount in profile.requests.items():
+        if amount > 0:
+            room = (have.get(name, 0) - used.get(name, 0)) // amount
+            if room < fits:
+                fits = room
+    return max(0, fits)
+
+
+def has_room(profile: PodProfile, node: SimNode) -> bool:
+    """Whether the node has room for one more pod of ``profile``."""
+    have, used = node.allocatable, node.used
+    for name, amount in profile.requests.items():
+        if have.get(name, 0) - used.get(name, 0) < amount:
+            return False
+    return True
+
+
+def selector_labels(profile: PodProfile) -> list[tuple[str, str]]:
+    """The labels the pod's nodeSelector asks of a node, topology (zone, region) aside:
+    a node refuses the pod statically unless it carries each of them."""
+    return [item for item in profile.node_selector.items() if item[0] not in TOPOLOGY_LABELS]

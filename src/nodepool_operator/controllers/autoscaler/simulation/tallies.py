@@ -15,7 +15,7 @@ from nodepool_operator.controllers.autoscaler.constraints import (
 )
 from nodepool_operator.controllers.autoscaler.simulation.rooms import SimNode
 
-__all__ = ["AntiTerms", "Counts", "Feeds", "Spread"]
+__all__ = ["Counts", "Feeds", "Spread", "TermIndex"]
 
 
 class Counts:
@@ -49,7 +49,7 @@ class Spread:
         self.eligible_by_key: dict[int, bool] = {}  # by a node's static id, if not
         # Its class is placed: nothing reads it again, so nothing keeps it up to date.
         self.retired = False
-        self._low = 0
+        self.low = 0  # the smallest count (read, never written, outside)
         self._at_low = 0
 
     def add_domain(self, value: str) -> None:
@@ -69,10 +69,10 @@ class Spread:
         added = len(counts) - before
         if not added:
             return
-        if self._low == 0 and self._at_low:
+        if self.low == 0 and self._at_low:
             self._at_low += added
         else:
-            self._low, self._at_low = 0, added
+            self.low, self._at_low = 0, added
 
     def add(self, value: str, copies: int) -> None:
         before = self.counts.get(value)
@@ -80,17 +80,17 @@ class Spread:
             self.add_domain(value)
             before = 0
         self.counts[value] = before + copies
-        if before == self._low and copies:
+        if before == self.low and copies:
             self._at_low -= 1
             if self._at_low == 0:
-                self._low = min(self.counts.values())
-                self._at_low = sum(1 for c in self.counts.values() if c == self._low)
+                self.low = min(self.counts.values())
+                self._at_low = sum(1 for c in self.counts.values() if c == self.low)
 
     def minimum(self, extra_domain: str | None, min_domains: int) -> int:
         new = extra_domain is not None and extra_domain not in self.counts
         if len(self.counts) + new < min_domains:
             return 0
-        return 0 if new else self._low
+        return 0 if new else self.low
 
 
 @dataclass(eq=False)
@@ -102,11 +102,11 @@ class Feeds:
     terms_seen: int = 0
 
 
-class AntiTerms:
-    """The anti-affinity terms of the counted pods, in the order first seen, indexed by the
-    label values their selector's first ``In`` requirement accepts: a pod's own labels
-    name the only terms that may match it, so a class judged for the first time reads
-    those, not every term of every class placed before."""
+class TermIndex:
+    """Pod (anti-)affinity terms in the order first seen (the counted pods' anti-affinity
+    terms, say), indexed by the label values their selector's first ``In`` requirement
+    accepts: a pod's own labels name the only terms that may match it, so a class judged
+    or counted for the first time reads those, not every term of every class before."""
 
     def __init__(self) -> None:
         self.terms: list[AffinityTerm] = []
