@@ -28,7 +28,7 @@ Phases, each with the operator's writes from the API server's audit log, its CPU
    figure measures the scheduler as much as the operator.
 
 Run:  .venv/bin/python bench/scale.py [--fractions 0.1 0.3 1.0] [--quiet 60]
-      [--pools 1000 --nodes-per-pool 5 --pods-per-node 10 --burst 1000]
+      [--pools 1000 --nodes-per-pool 5 --pods-per-node 10 --burst 1000] [--keep]
 """
 
 from __future__ import annotations
@@ -287,6 +287,8 @@ class Phase:
     queue_p99: float
     rss: float
     by_target: Counter[tuple[str, str, int]] = field(default_factory=Counter)
+    # Autoscaler name -> its status writes in the phase (the burst's bound is per pool).
+    autoscaler_status_writes: Counter[str] = field(default_factory=Counter)
 
 
 @dataclass
@@ -344,6 +346,9 @@ class Measured:
             queue_p99=p99_between(self.metrics, after),
             rss=self.operator.rss_mib(),
             by_target=audit.summarize(writes),
+            autoscaler_status_writes=Counter(
+                w.name for w in writes if w.target == f"{AUTOSCALERS.plural}/status"
+            ),
         )
 
 
@@ -630,7 +635,24 @@ def report(results: list[SizeResult]) -> str:
                     for (verb, target, code), n in sorted(p.by_target.items())
                 )
                 lines.append(f"\n{r.pools} pools, {p.name}: {counted}")
+    for r in results:
+        for p in r.phases:
+            if p.name == "burst":
+                lines.append(f"\n{r.pools} pools, burst: {_status_writes_line(p, r.pools)}")
     return "\n".join(lines)
+
+
+def _status_writes_line(phase: Phase, pools: int) -> str:
+    """The burst's Autoscaler status writes, on the burst pools' Autoscalers and the others."""
+    targets = {pool_name(i) for i in range(min(100, pools))}
+    on_burst = {n: c for n, c in phase.autoscaler_status_writes.items() if n in targets}
+    others = {n: c for n, c in phase.autoscaler_status_writes.items() if n not in targets}
+    spread = sorted(Counter(on_burst.values()).items())
+    return (
+        f"Autoscaler status writes {sum(on_burst.values())} on the {len(targets)} burst pools' "
+        f"Autoscalers (writes: Autoscalers {spread}), {sum(others.values())} on "
+        f"{len(others)} others"
+    )
 
 
 async def main(arguments: argparse.Namespace) -> None:
@@ -653,7 +675,10 @@ async def main(arguments: argparse.Namespace) -> None:
         except BaseException:
             print(f"logs kept in {work}", file=sys.stderr, flush=True)
             raise
-        shutil.rmtree(work, ignore_errors=True)
+        if arguments.keep:
+            print(f"logs kept in {work}", file=sys.stderr, flush=True)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
         print(report(results), file=sys.stderr, flush=True)
     print(f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}")
     print(report(results))
@@ -667,6 +692,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--pods-per-node", type=int, default=10)
     parser.add_argument("--burst", type=int, default=1000)
     parser.add_argument("--quiet", type=float, default=60.0, help="seconds of the quiet phase")
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep each size's work directory (operator logs, the audit log) after it passes",
+    )
     return parser
 
 
