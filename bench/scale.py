@@ -287,7 +287,8 @@ class Phase:
     queue_p99: float
     rss: float
     by_target: Counter[tuple[str, str, int]] = field(default_factory=Counter)
-    # Autoscaler name -> its status writes in the phase (the burst's bound is per pool).
+    # Autoscaler name -> its status writes the server accepted in the phase (the burst's
+    # bound is per pool).
     autoscaler_status_writes: Counter[str] = field(default_factory=Counter)
 
 
@@ -347,7 +348,9 @@ class Measured:
             rss=self.operator.rss_mib(),
             by_target=audit.summarize(writes),
             autoscaler_status_writes=Counter(
-                w.name for w in writes if w.target == f"{AUTOSCALERS.plural}/status"
+                w.name
+                for w in writes
+                if w.target == f"{AUTOSCALERS.plural}/status" and 200 <= w.code < 300
             ),
         )
 
@@ -645,7 +648,7 @@ def report(results: list[SizeResult]) -> str:
 def _status_writes_line(phase: Phase, pools: int) -> str:
     """The burst's Autoscaler status writes, on the burst pools' Autoscalers and the others."""
     targets = {pool_name(i) for i in range(min(100, pools))}
-    on_burst = {n: c for n, c in phase.autoscaler_status_writes.items() if n in targets}
+    on_burst = {n: phase.autoscaler_status_writes.get(n, 0) for n in targets}
     others = {n: c for n, c in phase.autoscaler_status_writes.items() if n not in targets}
     spread = sorted(Counter(on_burst.values()).items())
     return (

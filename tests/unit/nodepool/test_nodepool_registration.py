@@ -21,9 +21,15 @@ SPEC = nodepool_api.NodePoolSpec(target_nodes=3, template=TEMPLATE)
 class FailingCreates(FakeApiServer):
     """Refuses (422) the Node creates named in ``refused``; fails (500) those in ``failing``."""
 
-    def __init__(self, *, refused: frozenset[str], failing: frozenset[str]) -> None:
+    def __init__(
+        self,
+        *,
+        refused: frozenset[str],
+        failing: frozenset[str],
+        broken: frozenset[str] = frozenset(),
+    ) -> None:
         super().__init__(wall_clock=FakeWallClock(CREATED + 10))
-        self.refused, self.failing = refused, failing
+        self.refused, self.failing, self.broken = refused, failing, broken
 
     async def create(self, resource: Resource, body: Object, **kw: Any) -> Object:
         name = body["metadata"]["name"]
@@ -31,6 +37,8 @@ class FailingCreates(FakeApiServer):
             raise errors.Invalid(f'Node "{name}" is invalid: metadata.labels: Invalid value')
         if name in self.failing:
             raise errors.InternalError("etcd is away")
+        if name in self.broken:
+            raise TypeError("a fault of ours, not an answer of the API server")
         return await super().create(resource, body, **kw)
 
 
@@ -66,3 +74,11 @@ async def test_a_failed_create_without_a_refusal_fails_the_pass() -> None:
         "web-1",
         "web-3",
     ]
+
+
+async def test_a_fault_of_ours_is_raised_even_beside_a_refusal() -> None:
+    api = FailingCreates(
+        refused=frozenset({"web-1"}), failing=frozenset(), broken=frozenset({"web-2"})
+    )
+    with pytest.raises(TypeError):
+        await _registrar(api).register(POOL, SPEC, [vm(f"web-{i}") for i in range(4)])

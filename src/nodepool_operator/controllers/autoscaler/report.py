@@ -200,8 +200,11 @@ def keep_write_times(autoscaler: Object) -> Object:
 def status_written_at(autoscaler: Object, *, manager: str) -> float | None:
     """When ``manager`` last wrote the Autoscaler's status, as the API server records it:
     the ``time`` of its ``managedFields`` entry for the ``status`` subresource (to the
-    second), which the server moves on each write that adds, changes or removes a field
-    (the status writer sends none that changes nothing). None if it never wrote there."""
+    second), which the server moves on each write that adds a field or changes a value (the
+    status writer sends none that changes nothing). A write that only removes fields
+    (``wouldRequest`` cleared, a condition dropped) leaves it: after a restart a hold may
+    count from the write before, which ends it sooner, at the cost of at most one more
+    write. None if it never wrote there."""
     moments = [
         timestamps.parse_rfc3339(entry.get("time"))
         for entry in (autoscaler.get("metadata") or {}).get("managedFields") or ()

@@ -130,8 +130,10 @@ class Registrar:
             go_on=lambda refused: refused is None,
         )
         refusal = next((answer for answer in answers if answer is not None), None)
-        if refusal is None and failures:
-            raise failures[0]
+        # Only the API server's answers give way to a refusal: a fault of ours is raised.
+        faults = [f for f in failures if not isinstance(f, errors.ApiError)]
+        if faults or (refusal is None and failures):
+            raise (faults or failures)[0]
         for failure in failures:
             # The refusal is the pass's answer (the pool pauses its creations and says
             # why); the Nodes these creates were for are tried again after the pause.
