@@ -44,7 +44,10 @@ async def test_the_autoscaler_cache_keeps_when_the_controller_last_wrote_each_st
     [autoscalers] = [i for i in manager.cache.informers() if i.resource.plural == "autoscalers"]
     reconciler = controller.reconciler
     assert isinstance(reconciler, AutoscalerReconciler)
-    written = status_entry(reconciler.field_manager, "2026-11-29T10:05:00Z")
+    # The manager its status writes are recorded under is the one its holds read.
+    assert reconciler.status.client.field_manager == "autoscaler-controller"
+    assert reconciler.field_manager == "autoscaler-controller"
+    written = status_entry("autoscaler-controller", "2026-11-29T10:05:00Z")
     cached = autoscalers.transform({"metadata": {"name": "nas", "managedFields": [written]}})
     assert "fieldsV1" not in cached["metadata"]["managedFields"][0]
     assert report.status_written_at(
