@@ -1,18 +1,18 @@
 """What a NodePool shows of itself: its status (written only when it changes), how long a
 scale operation took, and a listing in doubt.
 
-A scale operation costs a status write when it starts and one when it settles; in
-between, a change that only reports progress (node counts, the Scaling and Ready
-messages, ScalingUp turning WaitingForNodes) is written at most once per
-``PROGRESS_INTERVAL`` seconds, never once per Node event: ``report`` returns when the held
-back write is due, and the controller looks at the pool again then. The interval runs
-from the status's last write as the status writer tells it (``StatusWriter.written_at``:
-the API server's record of our field manager's status writes, which the NodePool cache
-keeps, so a restart holds as an uninterrupted run; the writer's memory until the cache
-shows the write). Anything else (a condition turning, a generation observed, a drain
-blocked, the cloud degraded) is written at once. The operation's end has no event of its own: the
-``Scaling`` condition turning False, with its ``lastTransitionTime``, says it to the same
-reader (``kubectl describe``).
+A scale operation costs a status write when it starts and one when it settles; in between,
+a change that only reports progress (node counts, the Scaling and Ready messages,
+ScalingUp turning WaitingForNodes) is written at most once per ``PROGRESS_INTERVAL``
+seconds, never once per Node event: ``report`` returns when the held back write is due,
+and the controller looks at the pool again then. The interval runs from the status's last
+write as the status writer tells it (``StatusWriter.written_at``: the API server's record
+of our field manager's status writes, which the NodePool cache keeps, so a restart holds
+as an uninterrupted run; the writer's memory until the cache shows the write). Anything
+else (a condition turning, a generation observed, a drain blocked, the cloud degraded) is
+written at once. The operation's end has no event of its own: the ``Scaling`` condition
+turning False, with its ``lastTransitionTime``, says it to the same reader (``kubectl
+describe``).
 
 A listing the controller cannot act on (``inventory.ListingDoubtful``) sets only
 ``Degraded``, is told once per reason (one event), and is asked again on the runtime's
