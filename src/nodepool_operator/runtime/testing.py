@@ -32,7 +32,14 @@ from nodepool_operator.runtime.client import Object, Resource
 from nodepool_operator.runtime.informer import object_key
 from nodepool_operator.runtime.status import prune_none
 
-__all__ = ["FakeApiServer", "FakeInformer", "FakeWallClock", "adds_or_changes", "merge"]
+__all__ = [
+    "FakeApiServer",
+    "FakeInformer",
+    "FakeWallClock",
+    "adds_or_changes",
+    "merge",
+    "sets_a_value",
+]
 
 IndexFunc = Callable[[Object], Iterable[str]]
 
@@ -66,6 +73,16 @@ def adds_or_changes(before: Any, after: Any) -> bool:
     if isinstance(before, list) and isinstance(after, list):
         return any(item not in before for item in after)
     return bool(before != after)
+
+
+def sets_a_value(patch: Any) -> bool:
+    """Whether a merge patch of differences (what the status writer sends) adds a field
+    or changes a value: it has a value that is not a removal (``None``). A fake that
+    records status writes without keeping the status moves the writer's record on these
+    only, as ``adds_or_changes`` does on the status before and after."""
+    if isinstance(patch, Mapping):
+        return any(sets_a_value(value) for value in patch.values())
+    return patch is not None
 
 
 def _key(name: str, namespace: str | None) -> str:

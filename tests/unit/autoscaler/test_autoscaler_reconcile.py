@@ -87,8 +87,9 @@ class FakeApi:
     """Creates and patches as the API server would answer them, recorded for asserts.
 
     Node patches reach ``nodes`` (the informer) only when ``show_node_writes`` is on, as
-    the watch would deliver them; a stale resourceVersion is a 409. A status write is
-    recorded with its time, as the API server records it in the object's managedFields."""
+    the watch would deliver them; a stale resourceVersion is a 409. A status write that
+    adds or changes a value is recorded with its time, as the API server records it in
+    the object's managedFields."""
 
     field_manager = "autoscaler-controller"
 
@@ -121,7 +122,8 @@ class FakeApi:
 
     async def patch(self, resource: Resource, name: str, patch: Any, **kw: Any) -> Object:
         self.patches.append((resource.plural, name, copy.deepcopy(patch), kw.get("subresource")))
-        if resource.plural == "autoscalers" and kw.get("subresource") == "status":
+        status_write = resource.plural == "autoscalers" and kw.get("subresource") == "status"
+        if status_write and testing.sets_a_value(patch["status"]):
             self.status_written[name] = conditions.rfc3339(self.wall_clock.time())
         version = str(next(self.versions))
         if resource.plural == "nodes" and self.nodes is not None:

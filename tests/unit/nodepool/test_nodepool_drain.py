@@ -57,13 +57,6 @@ def too_many_requests(budget: str | None) -> errors.TooManyRequests:
     )
 
 
-def _sets_a_value(patch: Any) -> bool:
-    """A merge patch that adds a field or changes a value (not only removals, ``None``)."""
-    if isinstance(patch, dict):
-        return any(_sets_a_value(value) for value in patch.values())
-    return patch is not None
-
-
 class FakeApi:
     """Answers evictions as configured (accept, or refuse with a budget); records writes.
 
@@ -87,8 +80,7 @@ class FakeApi:
         self.calls.append(("patch", resource.plural, name))
         if kw.get("subresource") == "status":
             self.status_patches.append(copy.deepcopy(patch["status"]))
-            # The status writer sends only differences: a value it sets adds or changes.
-            if _sets_a_value(patch["status"]):
+            if testing.sets_a_value(patch["status"]):
                 self.status_records[name] = [
                     {
                         "manager": self.field_manager,

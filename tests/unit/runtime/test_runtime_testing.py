@@ -134,3 +134,9 @@ def test_adds_or_changes_counts_new_keys_new_values_and_new_list_items_not_remov
     assert testing.adds_or_changes(before, {**before, "items": [{"type": "X", "new": 1}]})
     assert not testing.adds_or_changes(before, before)
     assert not testing.adds_or_changes(before, {"nested": {}, "items": [{"type": "Y"}]})
+
+
+def test_a_merge_patch_sets_a_value_unless_it_only_removes() -> None:
+    assert testing.sets_a_value({"status": {"phase": "Up", "left": None}})
+    assert testing.sets_a_value({"status": {"conditions": []}})  # a list replaced
+    assert not testing.sets_a_value({"status": {"left": None, "nested": {"gone": None}}})
