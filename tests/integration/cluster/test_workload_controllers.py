@@ -338,10 +338,12 @@ async def test_pod_sent_back_to_pending_with_its_ip_runs_again_with_the_same_ip(
     assert first.status.pod_ip
     assert [ip.ip for ip in first.status.pod_ips] == [first.status.pod_ip]
 
+    # A reason kube-controller-manager's disruption controller leaves alone: it resets any
+    # other DisruptionTarget on a Pod not being deleted to False once 2 minutes old.
     someone_elses = {
         "type": "DisruptionTarget",
         "status": "True",
-        "reason": "EvictionByEvictionAPI",
+        "reason": "TerminationByKubelet",
         "message": "set by this test, not by kwok",
         "lastTransitionTime": "2026-01-02T03:04:05Z",
     }
@@ -364,7 +366,7 @@ async def test_pod_sent_back_to_pending_with_its_ip_runs_again_with_the_same_ip(
     [kept] = [c for c in again.status.conditions if c.type == "DisruptionTarget"]
     assert (kept.status, kept.reason, kept.message) == (
         "True",
-        "EvictionByEvictionAPI",
+        "TerminationByKubelet",
         someone_elses["message"],
     )
 
