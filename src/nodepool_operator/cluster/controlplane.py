@@ -152,15 +152,22 @@ phase: Running
             # latter merges ``podIPs`` by IP, so the stage played again on a Pod that already
             # has an IP adds a second one, which the API server refuses ("may specify no more
             # than one IP for each IP family"; seen on every later try with 50,000 Pods); a
-            # merge patch replaces the list.
+            # merge patch replaces the list. Played again on a Pod that has an IP (sent back
+            # to Pending), it leaves the IP alone: a Pod keeps its IP as long as it lives,
+            # and kwok's pool hands out no new one. A merge patch also replaces the whole
+            # ``conditions`` list, so the template writes back the conditions of other
+            # writers (a ``DisruptionTarget``, a readiness gate's) as they are and only sets
+            # the four a kubelet owns.
             "patches": [
                 {
                     "subresource": "status",
                     "root": "status",
                     "type": "merge",
                     "template": """{{ $now := Now }}
+{{ $kubelets := list "PodScheduled" "Initialized" "ContainersReady" "Ready" }}
 phase: Running
 hostIP: {{ NodeIP | Quote }}
+{{ if not .status.podIP }}
 {{ with PodIPsWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" )
      ( or .metadata.name "" ) ( or .metadata.namespace "" ) }}
 podIP: {{ index . 0 | Quote }}
@@ -169,8 +176,14 @@ podIPs:
 - {ip: {{ . | Quote }}}
 {{ end }}
 {{ end }}
+{{ end }}
 startTime: {{ $now | Quote }}
 conditions:
+{{ range .status.conditions }}
+{{ if not ( has .type $kubelets ) }}
+- {{ toJson . }}
+{{ end }}
+{{ end }}
 - {type: PodScheduled, status: "True", lastTransitionTime: {{ $now | Quote }}}
 - {type: Initialized, status: "True", lastTransitionTime: {{ $now | Quote }}}
 - {type: ContainersReady, status: "True", lastTransitionTime: {{ $now | Quote }}}

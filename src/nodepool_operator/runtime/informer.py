@@ -15,7 +15,9 @@ The loop follows client-go's reflector:
 
 Handlers are plain callbacks that only enqueue keys; they must not block or do I/O.
 Objects pass through a transform before they are stored (by default dropping
-``metadata.managedFields``, the largest part of most objects, which controllers never read).
+``metadata.managedFields``, the largest part of most objects, which controllers never read;
+``keep_write_times`` keeps of it only who wrote which part when, for a cache whose
+controller times its status writes from the API server's record of them).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import functools
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from nodepool_operator import pacing
 from nodepool_operator.runtime import clock as clock_module
@@ -40,6 +42,7 @@ __all__ = [
     "InformerSource",
     "Transform",
     "drop_managed_fields",
+    "keep_write_times",
     "label_index",
     "object_key",
 ]
@@ -85,6 +88,26 @@ def label_index(label: str) -> IndexFunc:
 
 def drop_managed_fields(obj: Object) -> Object:
     obj.get("metadata", {}).pop("managedFields", None)
+    return obj
+
+
+#: What ``keep_write_times`` keeps of a ``managedFields`` entry: who wrote which part when.
+_WRITE_RECORD: Final = ("manager", "operation", "subresource", "time")
+
+
+def keep_write_times(obj: Object) -> Object:
+    """Each ``managedFields`` entry cut to who wrote which part of the object and when,
+    without its field set (most of the entry, read by nobody): the transform of a cache
+    whose controller times its status writes from the API server's record of them
+    (``status.recorded_status_write``)."""
+    meta = obj.get("metadata") or {}
+    entries = meta.get("managedFields")
+    if isinstance(entries, list):
+        meta["managedFields"] = [
+            {key: entry[key] for key in _WRITE_RECORD if key in entry}
+            for entry in entries
+            if isinstance(entry, dict)
+        ]
     return obj
 
 

@@ -11,10 +11,14 @@ Three rules keep status writes from feeding reconcile loops:
    still holds the old status, and a second reconcile in that window must not send the
    same status again.
 
-It also remembers when it last wrote each object's status (``written_at``), so that a
-caller can hold back writes that only report progress; that moment is a cache of the
-write's own time in the API, and after a restart a caller falls back on what the status
-itself records (the newest condition ``lastTransitionTime``).
+It also tells when it last wrote each object's status (``written_at``), so that a caller
+can hold back writes that only report progress. The fact is the API server's record: the
+``time`` of its client's field manager's ``status`` entry in ``metadata.managedFields``
+(``recorded_status_write``; the object's cache must keep it, ``informer.keep_write_times``),
+which outlives the process, so a restarted operator or a new leader holds what the one
+before it would have. The writer's memory of its last write stands in for the record
+until the cache shows that write, and for the fraction of a second the record rounds
+away: the later of the two counts.
 
 ``observedGeneration`` is set by the caller from the object it reconciled; conditions are
 built with :func:`nodepool_operator.runtime.conditions.set_condition`, which keeps
@@ -28,12 +32,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from nodepool_operator import timestamps
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import metrics, versions
 from nodepool_operator.runtime.client import Client, Object, Resource
 from nodepool_operator.runtime.informer import object_key
 
-__all__ = ["StatusWriter", "merge_patch", "prune_none"]
+__all__ = ["StatusWriter", "merge_patch", "prune_none", "recorded_status_write"]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +66,24 @@ def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any
         elif before != value:
             patch[key] = value
     return patch
+
+
+def recorded_status_write(obj: Object, *, manager: str) -> float | None:
+    """When ``manager`` last wrote the object's status, as the API server records it: the
+    ``time`` of its ``managedFields`` entry for the ``status`` subresource, to the second.
+    The server moves it on each write that adds a field or changes a value (the status
+    writer sends none that changes nothing); a write that only removes fields leaves it,
+    so a hold counted from it after a restart may end sooner, at the cost of at most one
+    more write. Another manager's entry, or our entry for the object's main resource, is
+    not ours to count from. None if ``manager`` never wrote the status (or the cache
+    dropped ``managedFields``)."""
+    entries = (obj.get("metadata") or {}).get("managedFields") or ()
+    moments = [
+        timestamps.parse_rfc3339(entry.get("time"))
+        for entry in entries
+        if entry.get("manager") == manager and entry.get("subresource") == "status"
+    ]
+    return max((moment for moment in moments if moment is not None), default=None)
 
 
 @dataclass(frozen=True)
@@ -92,6 +115,8 @@ class StatusWriter:
         wall_clock: clock_module.WallClock | None = None,
     ) -> None:
         self.client = client
+        #: The manager the API server records our writes under (``written_at`` reads it).
+        self.field_manager = client.field_manager
         self.resource = resource
         self.controller = controller
         self.wall_clock = wall_clock or clock_module.RealWallClock()
@@ -143,9 +168,15 @@ class StatusWriter:
         return dict(prune_none(obj.get("status") or {}))
 
     def written_at(self, obj: Object) -> float | None:
-        """When (wall clock) this writer last wrote the object's status, if it remembers."""
+        """When (wall clock) the object's status was last written by our field manager:
+        the later of the API server's record in ``obj`` (``recorded_status_write``) and
+        this writer's memory of its last write. The record survives a restart; the memory
+        covers the moment before the cache shows the write, and the fraction of a second
+        the record rounds away. None if neither knows of a write."""
+        recorded = recorded_status_write(obj, manager=self.field_manager)
         remembered = self._written.get(object_key(obj))
-        return None if remembered is None else remembered.at
+        moments = [recorded, None if remembered is None else remembered.at]
+        return max((moment for moment in moments if moment is not None), default=None)
 
     def forget(self, obj: Object) -> None:
         """Drop the memory of an object that is gone."""

@@ -5,8 +5,11 @@ ships ``pkg/client/fake``) so that tests do not grow their own:
   every write gives the object a new resourceVersion, a spec change a new generation; an
   update or a patch carrying a stale resourceVersion gets 409, a delete with another uid
   409, a second create ``AlreadyExists``, a read or write of nothing ``NotFound``; status
-  is written only through ``/status``; an object with a deletionTimestamp goes when its
-  last finalizer does. Every call is recorded.
+  is written only through ``/status``, and a status write that adds a field or changes a
+  value is recorded in ``metadata.managedFields`` under ``field_manager`` with its time
+  to the second (one that only removes, or changes nothing, leaves the entry as it was);
+  an object with a deletionTimestamp goes when its last finalizer does. Every call is
+  recorded.
 * ``FakeInformer``: the reads a reconciler makes of an informer (``get``, ``by_index``,
   ``resource_version``) over a store that lags behind a ``FakeApiServer`` until ``sync``,
   or that a test fills by hand.
@@ -29,7 +32,14 @@ from nodepool_operator.runtime.client import Object, Resource
 from nodepool_operator.runtime.informer import object_key
 from nodepool_operator.runtime.status import prune_none
 
-__all__ = ["FakeApiServer", "FakeInformer", "FakeWallClock", "merge"]
+__all__ = [
+    "FakeApiServer",
+    "FakeInformer",
+    "FakeWallClock",
+    "adds_or_changes",
+    "merge",
+    "sets_a_value",
+]
 
 IndexFunc = Callable[[Object], Iterable[str]]
 
@@ -53,6 +63,28 @@ def merge(target: dict[str, Any], patch: Mapping[str, Any]) -> None:
             target[key] = copy.deepcopy(value)
 
 
+def adds_or_changes(before: Any, after: Any) -> bool:
+    """Whether going from ``before`` to ``after`` adds a field or changes a value, which
+    is when the API server moves the time of the writer's ``managedFields`` entry; a
+    write that only removes (a key, or an item of a list) does not. Lists count by item:
+    an item of ``after`` that ``before`` does not hold is an addition or a change."""
+    if isinstance(before, Mapping) and isinstance(after, Mapping):
+        return any(key not in before or adds_or_changes(before[key], after[key]) for key in after)
+    if isinstance(before, list) and isinstance(after, list):
+        return any(item not in before for item in after)
+    return bool(before != after)
+
+
+def sets_a_value(patch: Any) -> bool:
+    """Whether a merge patch of differences (what the status writer sends) adds a field
+    or changes a value: it has a value that is not a removal (``None``). A fake that
+    records status writes without keeping the status moves the writer's record on these
+    only, as ``adds_or_changes`` does on the status before and after."""
+    if isinstance(patch, Mapping):
+        return any(sets_a_value(value) for value in patch.values())
+    return patch is not None
+
+
 def _key(name: str, namespace: str | None) -> str:
     return f"{namespace}/{name}" if namespace else name
 
@@ -60,8 +92,12 @@ def _key(name: str, namespace: str | None) -> str:
 class FakeApiServer:
     """Objects by (plural, namespace/name), with the API server's rules (module doc)."""
 
-    def __init__(self, *, wall_clock: FakeWallClock | None = None) -> None:
+    def __init__(
+        self, *, wall_clock: FakeWallClock | None = None, field_manager: str = "test-controller"
+    ) -> None:
         self.wall_clock = wall_clock or FakeWallClock()
+        #: The manager the client's writes are recorded under, as ``Client.field_manager``.
+        self.field_manager = field_manager
         self.objects: dict[tuple[str, str], Object] = {}
         self.calls: list[tuple[str, str, str]] = []  # (verb, plural[/sub], name)
         self._versions = itertools.count(1)
@@ -178,8 +214,11 @@ class FakeApiServer:
             patch.pop("status", None)
 
         def change(obj: Object) -> None:
+            before = copy.deepcopy(obj.get("status") or {})
             merge(obj, patch)
             obj["status"] = prune_none(obj.get("status") or {})
+            if subresource == "status" and adds_or_changes(before, obj["status"]):
+                self._record_status_write(obj)
 
         obj = self.edit(resource.plural, name, change, namespace)
         if obj["metadata"].get("deletionTimestamp") and not obj["metadata"].get("finalizers"):
@@ -214,6 +253,29 @@ class FakeApiServer:
     def _call(self, verb: str, resource: Resource, name: str) -> None:
         self.calls.append((verb, resource.plural, name))
         self.before(verb, resource, name)
+
+    def _record_status_write(self, obj: Object) -> None:
+        """Our ``managedFields`` entry for ``/status`` gets the time of this write (to the
+        second, as the server writes it)."""
+        entries = obj["metadata"].setdefault("managedFields", [])
+        ours = [
+            entry
+            for entry in entries
+            if entry.get("manager") == self.field_manager and entry.get("subresource") == "status"
+        ]
+        if not ours:
+            ours = [
+                {
+                    "manager": self.field_manager,
+                    "operation": "Update",
+                    "apiVersion": obj.get("apiVersion", "v1"),
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": {"f:status": {}},
+                    "subresource": "status",
+                }
+            ]
+            entries.append(ours[0])
+        ours[0]["time"] = conditions.rfc3339(self.wall_clock.time())
 
     def _next_version(self) -> str:
         return str(next(self._versions))

@@ -322,11 +322,12 @@ async def test_service_gets_endpointslice_and_endpoints_with_its_running_pods(
     assert await wait_for(lambda: _when_complete(endpoints, set(running))) == addresses
 
 
-async def test_pod_sent_back_to_pending_with_its_ip_runs_again_with_one_ip(
+async def test_pod_sent_back_to_pending_with_its_ip_runs_again_with_the_same_ip(
     api_client: client.ApiClient, namespace: str, own_nodes: OwnNodes
 ) -> None:
     """kwok plays its running stage again on a Pod that already has an IP (seen on a
-    50,000-Pod cluster); the Pod must run again with one IP, not be refused for two."""
+    50,000-Pod cluster); the Pod must run again with the IP it had, not be refused for
+    two, nor given a new one, and a condition another writer set stays."""
     core = client.CoreV1Api(api_client)
     await own_nodes.add()
     pod = own_nodes.pod_template({APP: "again"})
@@ -335,19 +336,39 @@ async def test_pod_sent_back_to_pending_with_its_ip_runs_again_with_one_ip(
     await wait_for(lambda: _when_complete(_running(core, namespace, "app=again"), {"again"}))
     first = await core.read_namespaced_pod("again", namespace)
     assert first.status.pod_ip
-    assert len(first.status.pod_ips) == 1
+    assert [ip.ip for ip in first.status.pod_ips] == [first.status.pod_ip]
 
+    # A reason kube-controller-manager's disruption controller leaves alone: it resets any
+    # other DisruptionTarget on a Pod not being deleted to False once 2 minutes old.
+    someone_elses = {
+        "type": "DisruptionTarget",
+        "status": "True",
+        "reason": "TerminationByKubelet",
+        "message": "set by this test, not by kwok",
+        "lastTransitionTime": "2026-01-02T03:04:05Z",
+    }
     await core.patch_namespaced_pod_status(
         "again",
         namespace,
-        {"status": {"phase": "Pending", "conditions": [{"type": "Ready", "status": "False"}]}},
+        {
+            "status": {
+                "phase": "Pending",
+                "conditions": [{"type": "Ready", "status": "False"}, someone_elses],
+            }
+        },
         _content_type="application/merge-patch+json",
     )
     back = await wait_for(lambda: _when_complete(_running(core, namespace, "app=again"), {"again"}))
     assert back == {"again": own_nodes.names[0]}
     again = await core.read_namespaced_pod("again", namespace)
-    assert again.status.pod_ip is not None
-    assert [ip.ip for ip in again.status.pod_ips] == [again.status.pod_ip]
+    assert again.status.pod_ip == first.status.pod_ip
+    assert [ip.ip for ip in again.status.pod_ips] == [first.status.pod_ip]
+    [kept] = [c for c in again.status.conditions if c.type == "DisruptionTarget"]
+    assert (kept.status, kept.reason, kept.message) == (
+        "True",
+        "TerminationByKubelet",
+        someone_elses["message"],
+    )
 
 
 async def test_endpoints_of_a_service_without_selector_are_mirrored_to_a_slice(

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from nodepool_operator import timestamps
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers.autoscaler import report
@@ -36,7 +35,7 @@ from nodepool_operator.runtime.client import Object, Resource
 from nodepool_operator.runtime.clock import FakeClock
 from nodepool_operator.runtime.controller import Request, Result
 from nodepool_operator.runtime.events import EventRecorder
-from nodepool_operator.runtime.informer import object_key
+from nodepool_operator.runtime.informer import keep_write_times, object_key
 
 POOL = "small"
 NAS = "nas"
@@ -88,8 +87,9 @@ class FakeApi:
     """Creates and patches as the API server would answer them, recorded for asserts.
 
     Node patches reach ``nodes`` (the informer) only when ``show_node_writes`` is on, as
-    the watch would deliver them; a stale resourceVersion is a 409. A status write is
-    recorded with its time, as the API server records it in the object's managedFields."""
+    the watch would deliver them; a stale resourceVersion is a 409. A status write that
+    adds or changes a value is recorded with its time, as the API server records it in
+    the object's managedFields."""
 
     field_manager = "autoscaler-controller"
 
@@ -122,7 +122,8 @@ class FakeApi:
 
     async def patch(self, resource: Resource, name: str, patch: Any, **kw: Any) -> Object:
         self.patches.append((resource.plural, name, copy.deepcopy(patch), kw.get("subresource")))
-        if resource.plural == "autoscalers" and kw.get("subresource") == "status":
+        status_write = resource.plural == "autoscalers" and kw.get("subresource") == "status"
+        if status_write and testing.sets_a_value(patch["status"]):
             self.status_written[name] = conditions.rfc3339(self.wall_clock.time())
         version = str(next(self.versions))
         if resource.plural == "nodes" and self.nodes is not None:
@@ -370,13 +371,13 @@ class World:
     def show_status(self, name: str = NAS) -> None:
         """The cache catches up with our status writes, as the informer would: the status
         and the time the API server recorded for the last one (``managedFields``, cut as
-        ``report.keep_write_times`` cuts it)."""
+        ``informer.keep_write_times`` cuts it)."""
         obj = self.autoscalers.get(name)
         assert obj is not None
         if not self.writes_to(name):
             return
         obj["status"] = copy.deepcopy(self.status(name))
-        obj["metadata"]["managedFields"] = report.keep_write_times(
+        obj["metadata"]["managedFields"] = keep_write_times(
             {
                 "metadata": {
                     "managedFields": [
@@ -871,33 +872,6 @@ async def test_a_pass_reads_the_autoscalers_spec_and_stored_status_once(
     assert autoscaler is not None
     assert not world.reconciler.needs_write(autoscaler)  # what it wrote is what it would
     assert reads == {"spec": 1, "status": 1}
-
-
-def test_the_cache_keeps_who_wrote_an_autoscaler_when_but_not_the_field_sets() -> None:
-    spec_entry = {
-        "manager": "kubectl-client-side-apply",
-        "operation": "Update",
-        "apiVersion": "nodepool.dev/v1alpha1",
-        "time": "2026-11-29T10:00:00Z",
-        "fieldsType": "FieldsV1",
-        "fieldsV1": {"f:spec": {"f:nodePoolName": {}}},
-    }
-    written = status_entry("autoscaler-controller", "2026-11-29T10:05:00Z")
-    cached = report.keep_write_times({"metadata": {"managedFields": [spec_entry, written]}})
-    assert cached["metadata"]["managedFields"] == [
-        {"manager": "kubectl-client-side-apply", "operation": "Update", "time": spec_entry["time"]},
-        {
-            "manager": "autoscaler-controller",
-            "operation": "Update",
-            "subresource": "status",
-            "time": "2026-11-29T10:05:00Z",
-        },
-    ]
-    written = report.status_written_at(cached, manager="autoscaler-controller")
-    assert written == timestamps.parse_rfc3339("2026-11-29T10:05:00Z")
-    # Its spec writes, and others' status writes, are not ours to time from.
-    assert report.status_written_at(cached, manager="kubectl-client-side-apply") is None
-    assert report.status_written_at(cached, manager="nodepool-controller") is None
 
 
 def _up(target: int) -> dict[str, Any]:

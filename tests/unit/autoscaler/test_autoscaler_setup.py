@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from nodepool_operator import timestamps
-from nodepool_operator.controllers.autoscaler import report
 from nodepool_operator.controllers.autoscaler import setup as autoscaler_setup
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
 from nodepool_operator.controllers.autoscaler.controller import AutoscalerReconciler
@@ -38,7 +37,8 @@ async def test_one_watch_per_resource_for_both_controllers() -> None:
 
 async def test_the_autoscaler_cache_keeps_when_the_controller_last_wrote_each_status() -> None:
     """The status reconcile times its holds from that record (it survives a restart), so
-    the cache it reads must keep it, under the field manager the controller writes as."""
+    the cache it reads must keep it, and its status writer read it under the field
+    manager the controller writes as."""
     manager = Manager(Client(api=None, field_manager="test"))
     controller = autoscaler_setup.setup(manager, config=AutoscalerConfig())
     [autoscalers] = [i for i in manager.cache.informers() if i.resource.plural == "autoscalers"]
@@ -46,10 +46,8 @@ async def test_the_autoscaler_cache_keeps_when_the_controller_last_wrote_each_st
     assert isinstance(reconciler, AutoscalerReconciler)
     # The manager its status writes are recorded under is the one its holds read.
     assert reconciler.status.client.field_manager == "autoscaler-controller"
-    assert reconciler.field_manager == "autoscaler-controller"
+    assert reconciler.status.field_manager == "autoscaler-controller"
     written = status_entry("autoscaler-controller", "2026-11-29T10:05:00Z")
     cached = autoscalers.transform({"metadata": {"name": "nas", "managedFields": [written]}})
     assert "fieldsV1" not in cached["metadata"]["managedFields"][0]
-    assert report.status_written_at(
-        cached, manager=reconciler.field_manager
-    ) == timestamps.parse_rfc3339("2026-11-29T10:05:00Z")
+    assert reconciler.status.written_at(cached) == timestamps.parse_rfc3339("2026-11-29T10:05:00Z")

@@ -58,10 +58,17 @@ def too_many_requests(budget: str | None) -> errors.TooManyRequests:
 
 
 class FakeApi:
-    """Answers evictions as configured (accept, or refuse with a budget); records writes."""
+    """Answers evictions as configured (accept, or refuse with a budget); records writes.
+
+    A status patch that sets a value is recorded as the API server records it: the time
+    of our field manager's ``status`` entry in ``managedFields`` (``status_records``),
+    which the reply carries and ``World.show_status`` brings into a cache."""
+
+    field_manager = "nodepool-controller"
 
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
+        self.status_records: dict[str, list[dict[str, Any]]] = {}  # name -> managedFields
         self.calls: list[tuple[str, str, str]] = []
         self.refuse: dict[str, str | None] = {}  # pod name -> budget named in the 429
         self.terminating: set[str] = set()  # pods whose namespace is being deleted
@@ -73,7 +80,22 @@ class FakeApi:
         self.calls.append(("patch", resource.plural, name))
         if kw.get("subresource") == "status":
             self.status_patches.append(copy.deepcopy(patch["status"]))
-        return {"metadata": {"name": name, "resourceVersion": "100"}}
+            if testing.sets_a_value(patch["status"]):
+                self.status_records[name] = [
+                    {
+                        "manager": self.field_manager,
+                        "operation": "Update",
+                        "subresource": "status",
+                        "time": conditions.rfc3339(self.clock.time()),
+                    }
+                ]
+        return {
+            "metadata": {
+                "name": name,
+                "resourceVersion": "100",
+                "managedFields": copy.deepcopy(self.status_records.get(name, [])),
+            }
+        }
 
     async def create_subresource(
         self, resource: Resource, name: str, sub: str, body: Any, **_: Any
@@ -262,6 +284,21 @@ class World:
 
     def advance(self, seconds: float) -> None:
         self.clock.now += seconds
+
+    def show_status(self, pools: FakeInformer, name: str = "p") -> Object:
+        """The cache catches up with our status writes to pool ``name``, as the informer
+        would: the status they made and the time the API server recorded for the last
+        one (``managedFields``, cut as ``informer.keep_write_times`` cuts it)."""
+        cached = pools.get(name)
+        assert cached is not None
+        status = copy.deepcopy(cached.get("status") or {})
+        for patch in self.api.status_patches:
+            testing.merge(status, patch)
+        cached["status"] = status
+        cached["metadata"]["managedFields"] = copy.deepcopy(self.api.status_records.get(name, []))
+        cached["metadata"]["resourceVersion"] = "100"
+        pools.put(cached)
+        return cached
 
     def warnings(self, reason: str) -> list[str]:
         return [m for t, r, m in self.recorder.events if t == "Warning" and r == reason]

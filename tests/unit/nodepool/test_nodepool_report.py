@@ -61,26 +61,58 @@ async def test_progress_is_written_at_most_once_per_interval_and_the_end_at_once
     assert (last["scaleOperation"], last["readyNodes"], last["currentNodes"]) == ("inactive", 3, 3)
 
 
-async def test_after_a_restart_the_interval_runs_from_what_the_status_records() -> None:
-    world = _scaling_up(World(), 2)
+async def test_after_a_restart_the_interval_runs_from_the_write_the_api_server_recorded() -> None:
+    world = _scaling_up(World(), 3)
+    await world.reconcile()  # the operation starts: its conditions turn now
+    _boot(world, "p-0")
     await world.reconcile()
-    [written] = world.api.status_patches
-    # The cache catches up with the write; then the process restarts (no memory).
-    [pool] = world.pools.store.values()
-    stored = copy.deepcopy(pool)
-    stored["status"] = written
-    stored["metadata"]["resourceVersion"] = "100"
-    world.pools.put(stored)
+    world.show_created_nodes()
+    await world.reconcile()
+    world.advance(report.PROGRESS_INTERVAL)
+    await world.reconcile()
+    assert [p.get("readyNodes") for p in world.api.status_patches] == [0, 1]
+    # The cache catches up with both writes (the record of the last one with them); the
+    # process restarts 3 s after that write, with no memory of it.
+    world.show_status(world.pools)
+    world.advance(3)
     restarted = world.reconciler_for(world.pools)
 
-    _boot(world, "p-0")
+    _boot(world, "p-1")
     await restarted.reconcile(Request(name="p"))
     world.show_created_nodes()
     result = await restarted.reconcile(Request(name="p"))
 
-    assert len(world.api.status_patches) == 1
+    # Held from the recorded write, not from the start of the operation (the conditions'
+    # lastTransitionTime, 13 s ago) nor from the restart.
+    assert len(world.api.status_patches) == 2
     assert result.requeue_after is not None
-    assert result.requeue_after <= report.PROGRESS_INTERVAL
+    world.advance(report.PROGRESS_INTERVAL - 3 - 1)
+    await restarted.reconcile(Request(name="p"))
+    assert len(world.api.status_patches) == 2
+    world.advance(1)
+    await restarted.reconcile(Request(name="p"))
+    assert len(world.api.status_patches) == 3
+    assert world.api.status_patches[-1]["readyNodes"] == 2
+
+
+async def test_a_restart_with_no_write_recorded_writes_progress_at_once() -> None:
+    """No record of a write by our field manager (none, or only another's) and no memory:
+    nothing to hold from."""
+    world = _scaling_up(World(), 3)
+    await world.reconcile()
+    shown = world.show_status(world.pools)
+    shown["metadata"]["managedFields"] = [
+        {**entry, "manager": "kubectl-edit"} for entry in shown["metadata"]["managedFields"]
+    ]
+    world.pools.put(shown)
+    restarted = world.reconciler_for(world.pools)
+
+    _boot(world, "p-0")
+    await restarted.reconcile(Request(name="p"))
+
+    # Progress only (the VMs' count in the Scaling message), written at once.
+    [_, progress] = world.api.status_patches
+    assert set(progress) == {"conditions"}
 
 
 def _status(**changes: Any) -> dict[str, Any]:

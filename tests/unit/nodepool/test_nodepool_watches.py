@@ -5,9 +5,14 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from nodepool_operator import timestamps
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers.nodepool import plan, setup
+from nodepool_operator.controllers.nodepool.config import NodePoolConfig
+from nodepool_operator.controllers.nodepool.controller import NodePoolReconciler
+from nodepool_operator.runtime.client import Client
 from nodepool_operator.runtime.controller import Request
+from nodepool_operator.runtime.manager import Manager
 
 
 class Nodes:
@@ -58,3 +63,29 @@ def test_only_a_deletion_or_an_annotation_change_of_a_pod_moves_a_drain() -> Non
     running = copy.deepcopy(old)
     running["status"]["phase"] = "Running"
     assert not predicate.update(old, running)
+
+
+async def test_the_pool_cache_keeps_when_the_controller_last_wrote_each_status() -> None:
+    """The reporter holds progress writes from that record (it survives a restart), so
+    the cache must keep it, and the status writer read it under the manager the
+    controller writes as."""
+    manager = Manager(Client(api=None, field_manager="test"))  # no request is made here
+    cloud: Any = object()
+    controller = setup.setup(manager, cloud=cloud, config=NodePoolConfig())
+    [pools] = [i for i in manager.cache.informers() if i.resource.plural == "nodepools"]
+    reconciler = controller.reconciler
+    assert isinstance(reconciler, NodePoolReconciler)
+    writer = reconciler.reporter.status
+    assert writer.field_manager == writer.client.field_manager == "nodepool-controller"
+    written = {
+        "manager": "nodepool-controller",
+        "operation": "Update",
+        "subresource": "status",
+        "apiVersion": "nodepool.dev/v1alpha1",
+        "time": "2026-11-29T10:05:00Z",
+        "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:status": {"f:readyNodes": {}}},
+    }
+    cached = pools.transform({"metadata": {"name": "p", "managedFields": [written]}})
+    assert "fieldsV1" not in cached["metadata"]["managedFields"][0]
+    assert writer.written_at(cached) == timestamps.parse_rfc3339("2026-11-29T10:05:00Z")

@@ -539,3 +539,37 @@ def test_label_index_is_one_function_per_label() -> None:
     assert pool({"metadata": {"labels": {"example.com/pool": "a"}}}) == ["a"]
     assert pool({"metadata": {"labels": {"example.com/pool": ""}}}) == []
     assert pool({"metadata": {}}) == []
+
+
+def test_keep_write_times_keeps_who_wrote_which_part_when_not_the_field_sets() -> None:
+    spec_entry = {
+        "manager": "kubectl-client-side-apply",
+        "operation": "Update",
+        "apiVersion": "example.dev/v1",
+        "time": "2026-11-29T10:00:00Z",
+        "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:spec": {"f:size": {}}},
+    }
+    status_entry = {
+        "manager": "widget-controller",
+        "operation": "Update",
+        "subresource": "status",
+        "apiVersion": "example.dev/v1",
+        "time": "2026-11-29T10:05:00Z",
+        "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:status": {"f:phase": {}}},
+    }
+    obj = {"metadata": {"name": "w", "managedFields": [spec_entry, status_entry]}}
+
+    cached = informer.keep_write_times(copy.deepcopy(obj))
+
+    assert cached["metadata"]["managedFields"] == [
+        {"manager": "kubectl-client-side-apply", "operation": "Update", "time": spec_entry["time"]},
+        {
+            "manager": "widget-controller",
+            "operation": "Update",
+            "subresource": "status",
+            "time": "2026-11-29T10:05:00Z",
+        },
+    ]
+    assert informer.keep_write_times({"metadata": {"name": "w"}}) == {"metadata": {"name": "w"}}

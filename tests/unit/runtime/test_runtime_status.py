@@ -7,15 +7,24 @@ from typing import Any
 
 import pytest
 
-from nodepool_operator.runtime import errors
+from nodepool_operator import timestamps
+from nodepool_operator.runtime import errors, testing
 from nodepool_operator.runtime.client import Object, Resource
-from nodepool_operator.runtime.status import StatusWriter, merge_patch, prune_none
+from nodepool_operator.runtime.informer import keep_write_times
+from nodepool_operator.runtime.status import (
+    StatusWriter,
+    merge_patch,
+    prune_none,
+    recorded_status_write,
+)
 
 WIDGETS = Resource("example.dev", "v1", "widgets", "Widget", namespaced=True)
 
 
 class FakeServer:
     """Just enough of `Client` for the writer: status merge patches on stored objects."""
+
+    field_manager = "widget-controller"
 
     def __init__(self, *objects: Object) -> None:
         self.objects = {o["metadata"]["name"]: copy.deepcopy(o) for o in objects}
@@ -270,3 +279,109 @@ async def test_current_status_is_what_we_wrote_while_the_cache_lags() -> None:
     caught_up = server.current("w")
     caught_up["status"]["phase"] = "Ready"
     assert writer.current(caught_up) == caught_up["status"]
+
+
+# -- when the status was last written: the API server's record and the writer's memory ----
+
+MANAGER = "widget-controller"
+START = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+
+
+class _Cluster:
+    """A strict fake API server (it records each status write that adds or changes a
+    value under our field manager, to the second) and a cache that shows its writes
+    only when told to, cut as ``keep_write_times`` cuts ``managedFields``."""
+
+    def __init__(self) -> None:
+        self.clock = testing.FakeWallClock(START)
+        self.api = testing.FakeApiServer(wall_clock=self.clock, field_manager=MANAGER)
+        self.api.put("widgets", _widget(status={"phase": "Pending"}))
+        self.cache = testing.FakeInformer(server=self.api, plural="widgets")
+        self.cache.sync()
+
+    def writer(self) -> StatusWriter:
+        """A status writer as a new process has it: nothing in memory."""
+        return StatusWriter(
+            self.api,  # type: ignore[arg-type]
+            WIDGETS,
+            controller="test",
+            wall_clock=self.clock,
+        )
+
+    def cached(self) -> Object:
+        found = self.cache.get("w", "ns")
+        assert found is not None
+        return keep_write_times(found)
+
+
+async def test_after_a_restart_the_written_time_is_the_api_servers_record() -> None:
+    cluster = _Cluster()
+    await cluster.writer().update(cluster.cached(), {"phase": "Ready"})
+    cluster.cache.sync()
+    cluster.clock.now += 42
+
+    restarted = cluster.writer()  # its memory is gone; the record is not
+
+    assert restarted.written_at(cluster.cached()) == START
+
+
+async def test_while_the_cache_lags_the_writers_memory_of_its_last_write_counts() -> None:
+    cluster = _Cluster()
+    writer = cluster.writer()
+    await writer.update(cluster.cached(), {"phase": "Ready"})
+    cluster.cache.sync()  # the cache shows the first write and its record
+    cluster.clock.now += 30.5
+    await writer.update(cluster.cached(), {"phase": "Done"})
+
+    # The cache does not show the second write yet: its record says START.
+    assert recorded_status_write(cluster.cached(), manager=MANAGER) == START
+    assert writer.written_at(cluster.cached()) == START + 30.5
+    # Shown, the record is to the second: the memory still has the half second.
+    cluster.cache.sync()
+    assert recorded_status_write(cluster.cached(), manager=MANAGER) == START + 30
+    assert writer.written_at(cluster.cached()) == START + 30.5
+
+
+async def test_a_write_that_changes_nothing_moves_nothing() -> None:
+    cluster = _Cluster()
+    await cluster.writer().update(cluster.cached(), {"phase": "Ready", "left": 1})
+    cluster.cache.sync()
+    cluster.clock.now += 60
+    restarted = cluster.writer()
+
+    assert await restarted.update(cluster.cached(), {"phase": "Ready", "left": 1}) is None
+    # A removal is sent, but the server's record does not move for it.
+    assert await restarted.update(cluster.cached(), {"phase": "Ready"}) is not None
+    cluster.cache.sync()
+    assert recorded_status_write(cluster.cached(), manager=MANAGER) == START
+    assert cluster.writer().written_at(cluster.cached()) == START
+
+
+def test_only_our_managers_status_entry_is_our_write() -> None:
+    def entry(manager: str, time: str, subresource: str | None = "status") -> dict[str, Any]:
+        found = {
+            "manager": manager,
+            "operation": "Update",
+            "apiVersion": "example.dev/v1",
+            "time": time,
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:status": {"f:phase": {}}},
+        }
+        if subresource is not None:
+            found["subresource"] = subresource
+        return found
+
+    obj = _widget(status={"phase": "Ready"})
+    obj["metadata"]["managedFields"] = [
+        entry(MANAGER, "2027-01-15T08:00:00Z"),
+        entry("kubectl-edit", "2027-01-15T09:00:00Z"),  # someone else's status write
+        entry(MANAGER, "2027-01-15T10:00:00Z", subresource=None),  # our write of the spec
+    ]
+    cached = keep_write_times(obj)
+    expected = timestamps.parse_rfc3339("2027-01-15T08:00:00Z")
+
+    assert recorded_status_write(cached, manager=MANAGER) == expected
+    assert recorded_status_write(cached, manager="other-controller") is None
+    assert recorded_status_write(_widget(status={}), manager=MANAGER) is None
+    writer = StatusWriter(FakeServer(obj), WIDGETS, controller="test")  # type: ignore[arg-type]
+    assert writer.written_at(cached) == expected

@@ -98,3 +98,45 @@ async def test_an_informer_lags_behind_the_server_until_it_syncs() -> None:
     cache.sync()
     assert [o["metadata"]["name"] for o in cache.by_index("size", "3")] == ["a"]
     assert cache.resource_version == api.resource_version
+
+
+async def test_a_status_write_that_adds_or_changes_moves_its_managers_record_others_do_not() -> (
+    None
+):
+    clock = testing.FakeWallClock(1_800_000_000.0)
+    api = testing.FakeApiServer(wall_clock=clock, field_manager="thing-controller")
+    await api.create(THINGS, thing("a"))
+
+    def recorded() -> list[tuple[str, str, str]]:
+        entries = api.objects[("things", "a")]["metadata"].get("managedFields", [])
+        return [(e["manager"], e["subresource"], e["time"]) for e in entries]
+
+    await api.patch(THINGS, "a", {"status": {"phase": "Up", "left": 1}}, subresource="status")
+    assert recorded() == [("thing-controller", "status", "2027-01-15T08:00:00Z")]
+
+    clock.now += 30
+    # The same values again, then a removal only: the server keeps the entry's time.
+    await api.patch(THINGS, "a", {"status": {"phase": "Up"}}, subresource="status")
+    await api.patch(THINGS, "a", {"status": {"left": None}}, subresource="status")
+    # A write of the main resource is not a status write.
+    await api.patch(THINGS, "a", {"spec": {"size": 2}})
+    assert recorded() == [("thing-controller", "status", "2027-01-15T08:00:00Z")]
+
+    clock.now += 0.6  # recorded to the second, as metav1.Time
+    await api.patch(THINGS, "a", {"status": {"phase": "Down"}}, subresource="status")
+    assert recorded() == [("thing-controller", "status", "2027-01-15T08:00:30Z")]
+
+
+def test_adds_or_changes_counts_new_keys_new_values_and_new_list_items_not_removals() -> None:
+    before = {"a": 1, "nested": {"b": 2}, "items": [{"type": "X"}, {"type": "Y"}]}
+    assert testing.adds_or_changes(before, {**before, "c": 3})
+    assert testing.adds_or_changes(before, {**before, "nested": {"b": 3}})
+    assert testing.adds_or_changes(before, {**before, "items": [{"type": "X", "new": 1}]})
+    assert not testing.adds_or_changes(before, before)
+    assert not testing.adds_or_changes(before, {"nested": {}, "items": [{"type": "Y"}]})
+
+
+def test_a_merge_patch_sets_a_value_unless_it_only_removes() -> None:
+    assert testing.sets_a_value({"status": {"phase": "Up", "left": None}})
+    assert testing.sets_a_value({"status": {"conditions": []}})  # a list replaced
+    assert not testing.sets_a_value({"status": {"left": None, "nested": {"gone": None}}})

@@ -14,8 +14,9 @@ in flight, and while it is otherwise not settled (``report.pool_settled``) for u
 but such progress waits until the Autoscaler's last write is a scan interval old (counts
 only: and takes a token from one budget shared by all Autoscalers,
 ``count_writes_per_second``). The last write's time is the one the API server records
-for it (our field manager's ``status`` entry in ``metadata.managedFields``), so a
-restarted operator or a new leader holds what an uninterrupted run would.
+for it (our field manager's ``status`` entry in ``metadata.managedFields``, read by the
+status writer, ``StatusWriter.written_at``), so a restarted operator or a new leader
+holds what an uninterrupted run would.
 """
 
 from __future__ import annotations
@@ -69,7 +70,6 @@ class AutoscalerReconciler:
         self.recorder = recorder
         self.clock = clock
         self.wall_clock = wall_clock
-        self.field_manager = client.field_manager
         self.status = StatusWriter(client, AUTOSCALERS, controller=NAME, wall_clock=wall_clock)
         # One budget for every Autoscaler's counts-only writes: their total stays bounded
         # however many Autoscalers watch the pods that move.
@@ -145,18 +145,15 @@ class AutoscalerReconciler:
     def _since_last_write(self, autoscaler: Object) -> float | None:
         """Seconds since we last wrote the Autoscaler's status; None if we never did.
 
-        The fact is the API server's record of our writes: the time of our field
-        manager's status entry in ``metadata.managedFields`` (``report.status_written_at``),
-        so a restarted operator, or a new leader, holds what the one before it would have.
-        The status writer's memory of its last write stands in for it until the cache
-        shows that write (and for the fraction of a second the record rounds away)."""
-        recorded = report.status_written_at(autoscaler, manager=self.field_manager)
-        remembered = self.status.written_at(autoscaler)
-        moments = [moment for moment in (recorded, remembered) if moment is not None]
-        if not moments:
+        The status writer tells (``StatusWriter.written_at``): the API server's record of
+        our writes, kept by the Autoscaler cache, so a restarted operator, or a new
+        leader, holds what the one before it would have; its memory of its last write
+        until the cache shows that write."""
+        written = self.status.written_at(autoscaler)
+        if written is None:
             return None
         # Never negative: the API server's clock may run ahead of ours.
-        return max(0.0, self.wall_clock.time() - max(moments))
+        return max(0.0, self.wall_clock.time() - written)
 
     def _holds_progress(self, autoscaler: Object, part: Part, *, interval: float) -> bool:
         """The pool's progress stays as stored: while nodes it asked for are in flight

@@ -11,9 +11,8 @@ status write, and the status writer's compare-before-write has something to comp
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any
 
-from nodepool_operator import timestamps
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.controllers.autoscaler import handoff, plan
 from nodepool_operator.controllers.autoscaler.observer import (
@@ -22,7 +21,6 @@ from nodepool_operator.controllers.autoscaler.observer import (
     Part,
 )
 from nodepool_operator.runtime import conditions
-from nodepool_operator.runtime.client import Object
 
 __all__ = [
     "COUNTS",
@@ -33,11 +31,9 @@ __all__ = [
     "alarms",
     "autoscaler_status",
     "decision_line",
-    "keep_write_times",
     "nodes_in_flight",
     "pool_settled",
     "progress_fields",
-    "status_written_at",
     "with_progress_held",
     "would_request",
 ]
@@ -175,42 +171,6 @@ def pool_settled(seen: Part) -> bool:
     pool = seen.pool
     placeable = len(seen.fitting) - len(seen.beyond_max)
     return pool.in_flight == 0 and not pool.open_request and placeable <= 0 and not seen.waiting
-
-
-#: What the Autoscaler cache keeps of a ``managedFields`` entry: who wrote which part when.
-_WRITE_RECORD: Final = ("manager", "operation", "subresource", "time")
-
-
-def keep_write_times(autoscaler: Object) -> Object:
-    """The Autoscaler cache's transform: each ``managedFields`` entry cut to who wrote
-    which part of the object and when, without its field set (most of the entry, read by
-    nobody). The status reconcile times its holds from our own status entry
-    (``status_written_at``)."""
-    meta = autoscaler.get("metadata") or {}
-    entries = meta.get("managedFields")
-    if isinstance(entries, list):
-        meta["managedFields"] = [
-            {key: entry[key] for key in _WRITE_RECORD if key in entry}
-            for entry in entries
-            if isinstance(entry, Mapping)
-        ]
-    return autoscaler
-
-
-def status_written_at(autoscaler: Object, *, manager: str) -> float | None:
-    """When ``manager`` last wrote the Autoscaler's status, as the API server records it:
-    the ``time`` of its ``managedFields`` entry for the ``status`` subresource (to the
-    second), which the server moves on each write that adds a field or changes a value (the
-    status writer sends none that changes nothing). A write that only removes fields
-    (``wouldRequest`` cleared, a condition dropped) leaves it: after a restart a hold may
-    count from the write before, which ends it sooner, at the cost of at most one more
-    write. None if it never wrote there."""
-    moments = [
-        timestamps.parse_rfc3339(entry.get("time"))
-        for entry in (autoscaler.get("metadata") or {}).get("managedFields") or ()
-        if entry.get("manager") == manager and entry.get("subresource") == "status"
-    ]
-    return max((moment for moment in moments if moment is not None), default=None)
 
 
 def would_request(decision: plan.Decision | None) -> autoscaler_api.WouldRequest | None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from nodepool_operator.controllers import cached
 from nodepool_operator.controllers.autoscaler import planner as planner_module
-from nodepool_operator.controllers.autoscaler import report, volumes, watches
+from nodepool_operator.controllers.autoscaler import volumes, watches
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
 from nodepool_operator.controllers.autoscaler.consolidation import Consolidator
 from nodepool_operator.controllers.autoscaler.controller import NAME, AutoscalerReconciler
@@ -37,7 +37,7 @@ from nodepool_operator.runtime import kinds
 from nodepool_operator.runtime.client import Client, Object
 from nodepool_operator.runtime.controller import Controller, GenerationChanged, Request
 from nodepool_operator.runtime.events import EventRecorder
-from nodepool_operator.runtime.informer import Informer, InformerSource
+from nodepool_operator.runtime.informer import Informer, InformerSource, keep_write_times
 from nodepool_operator.runtime.manager import Manager
 
 __all__ = ["Reads", "planner_reads", "setup"]
@@ -67,8 +67,9 @@ def planner_reads(
     pass one holding a recording of the same informers, so they run this same planner.
     """
     # With who wrote each one's status when: the status reconcile times its holds from it.
-    autoscalers = cache.informer(AUTOSCALERS, transform=report.keep_write_times)
-    pools = cache.informer(NODEPOOLS)
+    autoscalers = cache.informer(AUTOSCALERS, transform=keep_write_times)
+    # Shared with the NodePool controller, which times its status writes the same way.
+    pools = cache.informer(NODEPOOLS, transform=keep_write_times)
     # Every Node, pool or not: the simulation counts all of them (pods on a system node
     # take part in affinity and spread); the NodePool controller reads its pools' Nodes
     # through the NODES_BY_POOL index.

@@ -1,17 +1,18 @@
 """What a NodePool shows of itself: its status (written only when it changes), how long a
 scale operation took, and a listing in doubt.
 
-A scale operation costs a status write when it starts and one when it settles; in
-between, a change that only reports progress (node counts, the Scaling and Ready
-messages, ScalingUp turning WaitingForNodes) is written at most once per
-``PROGRESS_INTERVAL`` seconds, never once per Node event: ``report`` returns when the held
-back write is due, and the controller looks at the pool again then. The interval runs
-from the status's last write, which the status writer caches and the status records
-itself (the newest condition ``lastTransitionTime``: the start of the operation, after a
-restart). Anything else (a condition turning, a generation observed, a drain blocked, the
-cloud degraded) is written at once. The operation's end has no event of its own: the
-``Scaling`` condition turning False, with its ``lastTransitionTime``, says it to the same
-reader (``kubectl describe``).
+A scale operation costs a status write when it starts and one when it settles; in between,
+a change that only reports progress (node counts, the Scaling and Ready messages,
+ScalingUp turning WaitingForNodes) is written at most once per ``PROGRESS_INTERVAL``
+seconds, never once per Node event: ``report`` returns when the held back write is due,
+and the controller looks at the pool again then. The interval runs from the status's last
+write as the status writer tells it (``StatusWriter.written_at``: the API server's record
+of our field manager's status writes, which the NodePool cache keeps, so a restart holds
+as an uninterrupted run; the writer's memory until the cache shows the write). Anything
+else (a condition turning, a generation observed, a drain blocked, the cloud degraded) is
+written at once. The operation's end has no event of its own: the ``Scaling`` condition
+turning False, with its ``lastTransitionTime``, says it to the same reader (``kubectl
+describe``).
 
 A listing the controller cannot act on (``inventory.ListingDoubtful``) sets only
 ``Degraded``, is told once per reason (one event), and is asked again on the runtime's
@@ -85,7 +86,7 @@ class PoolReporter:
             now=self._now(),
         )
         if progress_only(current, status):
-            due = self._progress_due(pool, current)
+            due = self._progress_due(pool)
             if due > 0:
                 log.debug("event=status-held due_in=%.1fs", due)
                 return due
@@ -102,17 +103,15 @@ class PoolReporter:
         )
         return None
 
-    def _progress_due(self, pool: Object, current: Mapping[str, Any]) -> float:
+    def _progress_due(self, pool: Object) -> float:
         """Seconds until a progress-only write may go: ``PROGRESS_INTERVAL`` after the
-        status was last written (as remembered, else as the status itself records)."""
-        moments = [
-            self.status.written_at(pool),
-            conditions.latest_transition(current.get("conditions")),
-        ]
-        known = [moment for moment in moments if moment is not None]
-        if not known:
+        status was last written (``StatusWriter.written_at``). The newest condition
+        ``lastTransitionTime`` is not read: a condition only turns in one of our writes,
+        which moves the record too, so it never says a later write than the record."""
+        written = self.status.written_at(pool)
+        if written is None:
             return 0.0
-        return max(known) + PROGRESS_INTERVAL - self.wall_clock.time()
+        return written + PROGRESS_INTERVAL - self.wall_clock.time()
 
     async def doubt(self, pool: Object, doubt: inventory.ListingDoubtful) -> float:
         """Say that the listing cannot be acted on; seconds until it is asked again."""

@@ -26,7 +26,7 @@ from nodepool_operator.runtime.controller import (
     any_of,
 )
 from nodepool_operator.runtime.events import EventRecorder
-from nodepool_operator.runtime.informer import Informer
+from nodepool_operator.runtime.informer import Informer, keep_write_times
 from nodepool_operator.runtime.manager import Manager
 
 __all__ = ["setup"]
@@ -109,7 +109,9 @@ def _informers(manager: Manager) -> _Informers:
     # take part in affinity and spread); the NodePool controller reads its pools' Nodes
     # through the NODES_BY_POOL index.
     found = _Informers(
-        pools=cache.informer(NODEPOOLS),
+        # With who wrote each pool's status when: the status reporter times its held
+        # progress writes from it (``StatusWriter.written_at``), across restarts too.
+        pools=cache.informer(NODEPOOLS, transform=keep_write_times),
         nodes=cache.informer(kinds.NODES, transform=cached.node_fields),
         pods=cache.informer(kinds.PODS, transform=cached.pod_fields),
         scale_requests=cache.informer(SCALEREQUESTS),
