@@ -17,15 +17,12 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal
 
-from nodepool_operator import timestamps
-
 __all__ = [
     "ConditionList",
     "ConditionStatus",
     "find_condition",
     "is_false",
     "is_true",
-    "latest_transition",
     "rfc3339",
     "set_condition",
 ]
@@ -133,14 +130,6 @@ def is_false(conditions: Sequence[Mapping[str, Any]] | None, type: str) -> bool:
     """Whether condition `type` is present with status "False" (absent is neither)."""
     condition = find_condition(conditions, type)
     return condition is not None and condition.get("status") == "False"
-
-
-def latest_transition(conditions: Sequence[Mapping[str, Any]] | None) -> float | None:
-    """The newest ``lastTransitionTime`` of ``conditions`` (seconds since the epoch): the
-    last moment the status recorded a change of state, or None if none says."""
-    moments = [timestamps.parse_rfc3339(c.get("lastTransitionTime")) for c in conditions or ()]
-    known = [moment for moment in moments if moment is not None]
-    return max(known) if known else None
 
 
 def rfc3339(seconds: float) -> str:
