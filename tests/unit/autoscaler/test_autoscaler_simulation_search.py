@@ -35,6 +35,7 @@ from nodepool_operator.controllers.autoscaler.simulation import (
     simulate,
 )
 from nodepool_operator.controllers.autoscaler.simulation import cluster as cluster_state
+from nodepool_operator.controllers.autoscaler.simulation.rooms import RoomTree
 
 ZONES = ("zone-a", "zone-b", "zone-c")
 MIB = 1024**2
@@ -248,3 +249,47 @@ def test_a_class_that_filled_a_node_passes_over_the_next_when_it_is_cordoned_or_
     assert fast.placements == plain.placements
     assert fast.placements[:4] == ("general-0",) * 2 + ("general-3",) * 2
     assert fast.pools == plain.pools
+
+
+_rooms = st.tuples(
+    st.integers(-1, 9000),
+    st.integers(-1, 40 * 1024).map(lambda mib: mib * MIB),
+    st.integers(-1, 30),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    rooms=st.lists(_rooms, min_size=1, max_size=40),
+    changes=st.lists(st.tuples(st.integers(0, 39), _rooms), max_size=20),
+    needs=st.lists(
+        st.tuples(st.integers(0, 12_000), st.integers(0, 48 * 1024), st.integers(0, 3)),
+        min_size=1,
+        max_size=10,
+    ),
+    start=st.integers(0, 40),
+)
+def test_the_room_tree_offers_every_leaf_with_room_leftmost_first(
+    rooms: list[tuple[int, int, int]],
+    changes: list[tuple[int, tuple[int, int, int]]],
+    needs: list[tuple[int, int, int]],
+    start: int,
+) -> None:
+    # Rooms beyond the largest node the tree was made for (8 cpu, 32Gi): it widens.
+    tree = RoomTree((32 * 1024, 8000))
+    for index, room in enumerate(rooms):
+        tree.append()
+        tree.set(index, room)
+    for index, room in changes:
+        if index < len(rooms):
+            rooms[index] = room
+            tree.set(index, room)
+    names = [10 * index for index in range(len(rooms))]
+    for cpu, memory_mib, pods in needs:
+        need = (cpu, memory_mib * MIB + cpu % 7, pods)  # memory not a whole MiB, too
+        fits = [
+            names[index]
+            for index, room in enumerate(rooms)
+            if index >= start and all(have >= want for have, want in zip(room, need, strict=True))
+        ]
+        assert list(tree.find(need, start, names)) == fits
