@@ -55,6 +55,18 @@ def _profile(kind: str, app: str, cpu: int, memory_mib: int, *, zone: str) -> Po
     )
 
 
+def _replicas(draw: st.DrawFn, kind: str, index: int) -> list[PodProfile]:
+    """The pods of a Deployment ``d<index>`` of ``kind``."""
+    replica = _profile(
+        kind,
+        f"d{index}",
+        draw(st.sampled_from((100, 500, 1000, 2500))),
+        draw(st.sampled_from((256, 1024, 4096))),
+        zone=draw(st.sampled_from(ZONES)),
+    )
+    return [replica] * draw(st.integers(1, 30))
+
+
 @st.composite
 def pending_pods(draw: st.DrawFn) -> list[PodProfile]:
     """Replicas of a few Deployments, and pods each with its own requests."""
@@ -62,14 +74,7 @@ def pending_pods(draw: st.DrawFn) -> list[PodProfile]:
     for index in range(draw(st.integers(1, 4))):
         kind = draw(st.sampled_from(workloads.KINDS))
         if draw(st.booleans()):
-            replica = _profile(
-                kind,
-                f"d{index}",
-                draw(st.sampled_from((100, 500, 1000, 2500))),
-                draw(st.sampled_from((256, 1024, 4096))),
-                zone=draw(st.sampled_from(ZONES)),
-            )
-            found.extend([replica] * draw(st.integers(1, 30)))
+            found.extend(_replicas(draw, kind, index))
         else:
             requests = st.tuples(st.integers(50, 3000), st.integers(64, 12_000))
             found.extend(
@@ -117,27 +122,38 @@ def _pool(
     )
 
 
-@st.composite
-def clusters(draw: st.DrawFn) -> dict[str, Any]:
-    general = _template(draw(st.sampled_from((2, 4, 8))), draw(st.sampled_from((ZONES, ()))), False)
-    existing = []
-    for index in range(draw(st.integers(0, 6))):
-        name = f"general-{index}"
-        labels = nodepool_api.node_labels("general", general, zone=_existing_zone(index, general))
+def _general_node(
+    template: nodepool_api.NodeTemplate, index: int, pods: tuple[PodProfile, ...]
+) -> ExistingNode:
+    name = f"general-{index}"
+    labels = nodepool_api.node_labels("general", template, zone=_existing_zone(index, template))
+    return ExistingNode(
+        name=name,
+        pool="general",
+        labels={**labels, nodepool_api.HOSTNAME_LABEL: name},
+        taints=(),
+        unschedulable=False,
+        allocatable=nodepool_api.template_allocatable(template),
+        pods=pods,
+    )
+
+
+def _busy_nodes(
+    draw: st.DrawFn, template: nodepool_api.NodeTemplate, count: int
+) -> list[ExistingNode]:
+    """The general pool's nodes, each with up to three pods of one size."""
+    found = []
+    for index in range(count):
         busy = _profile("plain", "busy", draw(st.integers(0, 1500)), 512, zone=ZONES[0])
-        existing.append(
-            ExistingNode(
-                name=name,
-                pool="general",
-                labels={**labels, nodepool_api.HOSTNAME_LABEL: name},
-                taints=(),
-                unschedulable=False,
-                allocatable=nodepool_api.template_allocatable(general),
-                pods=(busy,) * draw(st.integers(0, 3)),
-            )
-        )
-    pools = [
-        _pool("general", general, weight=0, headroom=draw(st.integers(0, 40)), taken=len(existing)),
+        found.append(_general_node(template, index, (busy,) * draw(st.integers(0, 3))))
+    return found
+
+
+def _general_and_dedicated(
+    draw: st.DrawFn, general: nodepool_api.NodeTemplate, *, taken: int
+) -> list[PoolTemplate]:
+    return [
+        _pool("general", general, weight=0, headroom=draw(st.integers(0, 40)), taken=taken),
         _pool(
             "dedicated",
             _template(8, ZONES[:2], True),
@@ -146,6 +162,13 @@ def clusters(draw: st.DrawFn) -> dict[str, Any]:
             taken=0,
         ),
     ]
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> dict[str, Any]:
+    general = _template(draw(st.sampled_from((2, 4, 8))), draw(st.sampled_from((ZONES, ()))), False)
+    existing = _busy_nodes(draw, general, draw(st.integers(0, 6)))
+    pools = _general_and_dedicated(draw, general, taken=len(existing))
     daemon = constraints.profile_of(
         {
             "metadata": {"name": "agent", "namespace": "kube-system"},
@@ -173,6 +196,8 @@ def _plain_first_fit(
         # Never "the class filled the last node": every pod searches every node.
         patch.setattr(placing, "has_room", lambda profile, node: True)
         patch.setattr(rounds.Rounds, "applies", staticmethod(lambda profile: False))
+        # Every spreading plan confirmed by a second run, never taken from the first.
+        patch.setattr(placing, "first_run_stands", lambda *args: False)
         patch.setattr(cluster_state.ClusterState, "__init__", _always_counting)
         return simulate(pending, **cluster)
 
@@ -293,3 +318,96 @@ def test_the_room_tree_offers_every_leaf_with_room_leftmost_first(
             if index >= start and all(have >= want for have, want in zip(room, need, strict=True))
         ]
         assert list(tree.find(need, start, names)) == fits
+
+
+def _confirmed(pending: Sequence[PodProfile], cluster: Mapping[str, Any]) -> Outcome:
+    """The plan as the rounds find it when every first run is confirmed by a second."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(placing, "first_run_stands", lambda *args: False)
+        return simulate(pending, **cluster)
+
+
+@st.composite
+def zone_spreading_clusters(draw: st.DrawFn) -> dict[str, Any]:
+    """Clusters with a node in every zone already, where a zone spread's first run may
+    stand: the general pool over three zones, its nodes' DaemonSet pods, maybe with the
+    spreading pods' own labels."""
+    general = _template(draw(st.sampled_from((2, 4))), ZONES, False)
+    existing = _busy_nodes(draw, general, draw(st.integers(3, 6)))
+    pools = _general_and_dedicated(draw, general, taken=len(existing))
+    # The DaemonSet's pods in the spreading pods' namespace with their label, or apart.
+    namespace, app = draw(st.sampled_from((("kube-system", "agent"), ("apps", "d0"))))
+    daemon = constraints.profile_of(
+        {
+            "metadata": {"name": "agent", "namespace": namespace, "labels": {"app": app}},
+            "spec": {"containers": [workloads.container("100m", memory="64Mi")]},
+        },
+        extra_tolerations=constraints.DAEMON_TOLERATIONS,
+    )
+    return {"nodes": existing, "pools": pools, "daemon_sets": [DaemonSetView("agent", daemon)]}
+
+
+@st.composite
+def zone_spreading_pods(draw: st.DrawFn) -> list[PodProfile]:
+    found: list[PodProfile] = []
+    for index in range(draw(st.integers(1, 4))):
+        kind = "spread-zone" if index == 0 else draw(st.sampled_from(workloads.KINDS))
+        found.extend(_replicas(draw, kind, index))
+    return draw(st.permutations(found))
+
+
+@settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(pending=zone_spreading_pods(), cluster=zone_spreading_clusters())
+def test_a_first_run_kept_is_the_plan_a_second_run_confirms(
+    pending: list[PodProfile], cluster: dict[str, Any]
+) -> None:
+    assert simulate(pending, **cluster) == _confirmed(pending, cluster)
+
+
+def _stateful_set_cluster(daemon_labels: Mapping[str, str], namespace: str) -> dict[str, Any]:
+    template = _template(4, ZONES, False)
+    existing = [_general_node(template, index, ()) for index in range(3)]
+    daemon = constraints.profile_of(
+        {
+            "metadata": {"name": "agent", "namespace": namespace, "labels": dict(daemon_labels)},
+            "spec": {"containers": [workloads.container("100m", memory="64Mi")]},
+        },
+        extra_tolerations=constraints.DAEMON_TOLERATIONS,
+    )
+    return {
+        "nodes": existing,
+        "pools": [_pool("general", template, weight=0, headroom=20, taken=3)],
+        "daemon_sets": [DaemonSetView("agent", daemon)],
+    }
+
+
+@pytest.mark.parametrize(
+    ("kind", "stands"),
+    [
+        ("spread-zone", True),
+        # Every node opened is a new hostname: there early, it is a domain with no pod.
+        ("spread-host", False),
+    ],
+)
+def test_a_zone_spread_that_opens_nodes_in_zones_there_already_is_planned_in_one_run(
+    kind: str, stands: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster = _stateful_set_cluster({"app": "agent"}, "kube-system")
+    # 30 replicas of 1500m: two a node, so twelve nodes more than the three there.
+    replica = _profile(kind, "web", 1500, 1024, zone=ZONES[0])
+    answers: list[bool] = []
+    first_run_stands = placing.first_run_stands
+
+    def recorded(*args: Any) -> bool:
+        answers.append(first_run_stands(*args))
+        return answers[-1]
+
+    monkeypatch.setattr(placing, "first_run_stands", recorded)
+    outcome = simulate([replica] * 30, **cluster)
+    assert answers[0] is stands
+    assert outcome.pools["general"].new_nodes == 12
+    assert outcome == _confirmed([replica] * 30, cluster)

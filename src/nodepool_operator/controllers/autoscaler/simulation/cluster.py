@@ -243,6 +243,25 @@ class ClusterState:
 
     # -- matching ---------------------------------------------------------------------
 
+    def counted_terms(self) -> list[AffinityTerm]:
+        """The pod affinity and anti-affinity terms judged so far (their counters kept)."""
+        return list(self._term_index.terms)
+
+    def term_matches(self, term: AffinityTerm, profile: PodProfile) -> bool:
+        return self._matches(term, profile)
+
+    def spread_counts(
+        self, constraint: SpreadConstraint, owner: PodProfile, other: PodProfile
+    ) -> bool:
+        """Whether pods of ``other`` count in the spread ``constraint`` of ``owner``."""
+        return self._spread_counts(constraint, owner, other)
+
+    def judge_spread_eligible(
+        self, constraint: SpreadConstraint, profile: PodProfile, node: SimNode
+    ) -> bool:
+        """Whether the node's domain counts in the pod's spread (not cached)."""
+        return self._judge_spread_eligible(constraint, profile, node)
+
     def _matches(self, term: AffinityTerm, profile: PodProfile) -> bool:
         key = (term, profile)
         found = self._term_match.get(key)

@@ -11,6 +11,7 @@ from typing import Final
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.simulation import classes, outcomes
 from nodepool_operator.controllers.autoscaler.simulation.model import (
+    HOSTNAME_LABEL,
     DaemonSetView,
     ExistingNode,
     Outcome,
@@ -50,7 +51,9 @@ def simulate(
     last run opened there from the start, until it opens the same nodes it started with.
     A run that comes back to the nodes of an earlier one would go round that cycle: the
     rounds end there too, and at ``_SPREAD_ROUNDS`` at most. Ending a round early would
-    answer with a run that opened nodes one after the other, the skew this is here to avoid.
+    answer with a run that opened nodes one after the other, the skew this is here to avoid;
+    only a first run whose second would provably come out the same, node for node, is kept
+    without it (``first_run_stands``: a spread over zones the cluster has, say).
     """
     alike = classes.Alike(
         [
@@ -67,7 +70,7 @@ def simulate(
     spreading = any(profile.spread for profile in pending)
     tried: list[dict[str, tuple[str | None, ...]]] = []
     for _ in range(_SPREAD_ROUNDS):
-        outcome = _simulate_once(
+        outcome, simulation = _simulate_once(
             pending,
             nodes=nodes,
             pools=pools,
@@ -79,6 +82,8 @@ def simulate(
         wanted = {name: p.opened_zones for name, p in outcome.pools.items() if p.wanted_nodes}
         if not spreading or wanted == opened or wanted in tried:
             break
+        if not opened and first_run_stands(simulation, outcome, pending, len(nodes)):
+            break  # the next run would come out the same, node for node
         tried.append(opened)
         opened = wanted
     return outcome
@@ -93,7 +98,7 @@ def _simulate_once(
     nominated: Sequence[tuple[PodProfile, str]],
     opened: Mapping[str, Sequence[str | None]],
     counting: bool,
-) -> Outcome:
+) -> tuple[Outcome, Simulation]:
     simulation = Simulation(nodes, pools, daemon_sets, opened, counting=counting)
     cluster = simulation.cluster
     by_name = {node.name: node for node in cluster.nodes}
@@ -108,14 +113,92 @@ def _simulate_once(
     found.sort(key=lambda c: (-c[0].priority, bool(c[0].affinity), -classes.share(c[0], reference)))
     placements: list[str | None] = [None] * len(pending)
     unfit: dict[int, str] = {}
+    existing_fit, place = simulation.existing_fit, cluster.place
     for profile, members in found:
         if profile.unsupported is not None:
             for member in members:
                 unfit[member] = profile.unsupported
             continue
+        if len(members) == 1 and not profile.has_pod_constraints:
+            # One pod that only takes room (every pod of the random mix): what
+            # ``_ClassPlacement`` does for it, without a class's state (it has no spread
+            # to retire either).
+            chosen = existing_fit(profile, 0) or _new_node(simulation, profile, 1)
+            if isinstance(chosen, str):
+                unfit[members[0]] = chosen
+                continue
+            place(profile, chosen, 1, counted=True)
+            placements[members[0]] = chosen.name
+            continue
         _ClassPlacement(simulation, profile, members, placements, unfit).run()
         cluster.retire(profile)
-    return outcomes.outcome_of(simulation, placements, unfit)
+    return outcomes.outcome_of(simulation, placements, unfit), simulation
+
+
+def first_run_stands(
+    simulation: Simulation, outcome: Outcome, pending: Sequence[PodProfile], existing: int
+) -> bool:
+    """Whether a run that started with no node opened (``simulation``, its ``outcome``) is
+    what the next run, with the nodes it opened there from the start, would answer.
+
+    The next run differs only by those nodes being there early: empty but for their
+    DaemonSet pods, after every node this run had when it placed each pod. Each pod then
+    sees the same verdicts on the nodes this run had (no spread gains a domain from them,
+    and their DaemonSet pods count in no spread or pod affinity term and have no
+    anti-affinity), so it goes to the node it went to here: the same node that existed,
+    or the opened node, which is the first of the early ones and took it here. That needs
+    the early nodes in the places they had here (the next run adds each pool's nodes
+    together, pools by name), no node beyond maxNodes (found another way), no pod unfit
+    (a reason may name the next node) and no pool passed over (recorded only on opening).
+    """
+    if outcome.unfit or simulation.passed_over_for:
+        return False
+    if any(state.beyond for state in simulation.pools.values()):
+        return False
+    cluster = simulation.cluster
+    added = cluster.nodes[existing:]  # in flight and opened, in the order added
+    pools_in_order = [node.pool or "" for node in added]
+    if pools_in_order != sorted(pools_in_order):
+        return False
+    opened = {i for state in simulation.pools.values() for i in state.new_nodes}
+    if not opened:
+        return True
+    # One node of each static key stands for all: spread eligibility and a domain other
+    # than the hostname are the same for nodes alike but for their name.
+    early = {cluster.nodes[i].static_id: cluster.nodes[i] for i in sorted(opened)}
+    before = {node.static_id: node for node in reversed(cluster.nodes) if node.index not in opened}
+    daemons = {id(p): p for node in early.values() for p in cluster.daemons_for(node)}
+    terms = cluster.counted_terms()
+    for daemon in daemons.values():
+        if daemon.anti_affinity or any(cluster.term_matches(t, daemon) for t in terms):
+            return False
+    seen: set[tuple[object, ...]] = set()
+    for profile in {p for p in pending if p.spread}:
+        if cluster.pinned(profile):
+            return False
+        for constraint in profile.spread:
+            if any(cluster.spread_counts(constraint, profile, d) for d in daemons.values()):
+                return False
+            key = (
+                constraint.topology_key,
+                constraint.honor_node_affinity,
+                constraint.honor_taints,
+                cluster.rules_id(profile),
+            )
+            if key in seen:
+                continue
+            seen.add(key)
+            topology = constraint.topology_key
+            domains = {
+                node.labels[topology]
+                for node in before.values()
+                if cluster.judge_spread_eligible(constraint, profile, node)
+            }
+            for node in early.values():
+                new_domain = topology == HOSTNAME_LABEL or node.labels.get(topology) not in domains
+                if new_domain and cluster.judge_spread_eligible(constraint, profile, node):
+                    return False
+    return True
 
 
 class _ClassPlacement:
@@ -200,25 +283,30 @@ class _ClassPlacement:
     def _new_node(self) -> SimNode | None:
         """The node opened for the pod (or one past maxNodes that takes it); None, with the
         rest of the class unfit, when no pool can host it."""
-        simulation, profile = self.simulation, self.profile
-        state, where, beyond, passed_over = simulation.new_node(
-            profile, len(self.members) - self.done
-        )
-        if state is None:
-            self._unfit(str(where))
+        found = _new_node(self.simulation, self.profile, len(self.members) - self.done)
+        if isinstance(found, str):
+            self._unfit(found)
             return None
-        assert isinstance(where, int)
-        node = simulation.existing_fit(profile, 0, beyond_max=True) if beyond else None
-        if node is None:
-            node = simulation.open_for(state, where, beyond=beyond)
-            if passed_over is not None:
-                simulation.passed_over_for[node.index] = passed_over
-        problem = self.cluster.problem(profile, node)
-        if problem is not None:
-            self._unfit(problem)
-            return None
-        return node
+        return found
 
     def _unfit(self, reason: str) -> None:
         for member in self.members[self.done :]:
             self.unfit[member] = reason
+
+
+def _new_node(simulation: Simulation, profile: PodProfile, remaining: int) -> SimNode | str:
+    """The node opened for the pod (or one past maxNodes that takes it), with ``remaining``
+    pods of its class to place; or why no pool can host it."""
+    state, where, beyond, passed_over = simulation.new_node(profile, remaining)
+    if state is None:
+        return str(where)
+    assert isinstance(where, int)
+    node = simulation.existing_fit(profile, 0, beyond_max=True) if beyond else None
+    if node is None:
+        node = simulation.open_for(state, where, beyond=beyond)
+        if passed_over is not None:
+            simulation.passed_over_for[node.index] = passed_over
+    problem = simulation.cluster.problem(profile, node)
+    if problem is not None:
+        return problem
+    return node
