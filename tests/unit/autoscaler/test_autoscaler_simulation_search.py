@@ -97,7 +97,13 @@ def _existing_zone(index: int, template: nodepool_api.NodeTemplate) -> str | Non
 
 
 def _pool(
-    name: str, template: nodepool_api.NodeTemplate, *, weight: int, headroom: int, taken: int
+    name: str,
+    template: nodepool_api.NodeTemplate,
+    *,
+    weight: int,
+    headroom: int,
+    taken: int,
+    in_flight: int = 0,
 ) -> PoolTemplate:
     def upcoming(k: int, zone: str | None) -> tuple[str, Mapping[str, str]]:
         node = f"{name}-{taken + k}"
@@ -112,7 +118,7 @@ def _pool(
         taints=tuple(constraints.Taint(t.key, t.value or "", t.effect) for t in template.taints),
         allocatable=nodepool_api.template_allocatable(template),
         upcoming=upcoming,
-        in_flight=0,
+        in_flight=in_flight,
         headroom=headroom,
         zones=max(1, len(template.zones)),
         namespaces=None,
@@ -399,6 +405,77 @@ def test_a_zone_spread_that_opens_nodes_in_zones_there_already_is_planned_in_one
     cluster = _stateful_set_cluster({"app": "agent"}, "kube-system")
     # 30 replicas of 1500m: two a node, so twelve nodes more than the three there.
     replica = _profile(kind, "web", 1500, 1024, zone=ZONES[0])
+    answers = _recording_first_run_stands(monkeypatch)
+    outcome = simulate([replica] * 30, **cluster)
+    assert answers[0] is stands
+    assert outcome.pools["general"].new_nodes == 12
+    assert outcome == _confirmed([replica] * 30, cluster)
+
+
+def test_a_hostname_spread_whose_smallest_count_stays_zero_is_planned_in_one_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cluster = _stateful_set_cluster({"app": "agent"}, "kube-system")
+    # The nodes there are full: empty domains of the spread, so its smallest count is 0
+    # whatever the new nodes hold, and one more empty node would change no verdict.
+    template = _template(4, ZONES, False)
+    full = _profile("plain", "busy", 3900, 512, zone=ZONES[0])
+    cluster["nodes"] = [_general_node(template, index, (full,)) for index in range(3)]
+    replica = _profile("spread-host", "web", 1500, 1024, zone=ZONES[0])
+    answers = _recording_first_run_stands(monkeypatch)
+    outcome = simulate([replica] * 4, **cluster)
+    assert answers == [True]
+    assert outcome.pools["general"].new_nodes == 4  # one pod a node: maxSkew 1 over 0
+    assert outcome == _confirmed([replica] * 4, cluster)
+
+
+def test_pools_whose_nodes_come_in_another_order_next_time_keep_the_first_run_when_no_pod_uses_both(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    general = _template(4, ZONES, False)
+    dedicated = _template(8, ZONES[:2], True)
+    cluster = {
+        "nodes": [_general_node(general, index, ()) for index in range(3)],
+        # The next run adds dedicated's nodes (first by name) before general's in flight.
+        "pools": [
+            _pool("general", general, weight=0, headroom=20, taken=3, in_flight=2),
+            _pool("dedicated", dedicated, weight=0, headroom=20, taken=0),
+        ],
+        "daemon_sets": [],
+    }
+    web = _profile("spread-zone", "web", 1500, 1024, zone=ZONES[0])
+    labels = {"app": "batch"}
+    spec = workloads.constrain("tolerate", labels, zone=ZONES[0], toleration=DEDICATED)
+    batch = constraints.profile_of(
+        {
+            "metadata": {"name": "batch", "namespace": "apps", "labels": labels},
+            "spec": {
+                "containers": [workloads.container("1500m", memory="1Gi")],
+                "nodeSelector": {nodepool_api.POOL_LABEL: "dedicated"},
+                **spec,
+            },
+        }
+    )
+    pending = [web] * 20 + [batch] * 12
+    answers = _recording_first_run_stands(monkeypatch)
+    outcome = simulate(pending, **cluster)
+    assert outcome.pools["general"].new_nodes
+    assert outcome.pools["dedicated"].new_nodes
+    assert answers == [True]
+    assert outcome == _confirmed(pending, cluster)
+    # A pod that may use both pools' nodes: the order matters, the run is confirmed.
+    free = constraints.profile_of(
+        {
+            "metadata": {"name": "free", "namespace": "apps", "labels": {"app": "free"}},
+            "spec": {"containers": [workloads.container("3000m", memory="1Gi")], **spec},
+        }
+    )
+    answers.clear()
+    assert simulate([*pending, free], **cluster) == _confirmed([*pending, free], cluster)
+    assert answers[0] is False
+
+
+def _recording_first_run_stands(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     answers: list[bool] = []
     first_run_stands = placing.first_run_stands
 
@@ -407,7 +484,4 @@ def test_a_zone_spread_that_opens_nodes_in_zones_there_already_is_planned_in_one
         return answers[-1]
 
     monkeypatch.setattr(placing, "first_run_stands", recorded)
-    outcome = simulate([replica] * 30, **cluster)
-    assert answers[0] is stands
-    assert outcome.pools["general"].new_nodes == 12
-    assert outcome == _confirmed([replica] * 30, cluster)
+    return answers

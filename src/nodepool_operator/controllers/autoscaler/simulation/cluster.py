@@ -75,6 +75,7 @@ class ClusterState:
         self._term_index = TermIndex()  # the terms counted (``_terms``), in order
         # The spreads of the classes not placed yet: the only ones a new node must join.
         self._live_spreads: list[Spread] = []
+        self.spreads_made: list[Spread] = []  # and of those placed, in the order made
         self._anti_terms = TermIndex()
         self._hits: dict[PodProfile, tuple[int, list[AffinityTerm]]] = {}
         # Where the counted pods of each profile are: a new term or spread counts its

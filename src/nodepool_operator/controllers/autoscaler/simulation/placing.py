@@ -143,62 +143,82 @@ def first_run_stands(
 
     The next run differs only by those nodes being there early: empty but for their
     DaemonSet pods, after every node this run had when it placed each pod. Each pod then
-    sees the same verdicts on the nodes this run had (no spread gains a domain from them,
-    and their DaemonSet pods count in no spread or pod affinity term and have no
-    anti-affinity), so it goes to the node it went to here: the same node that existed,
-    or the opened node, which is the first of the early ones and took it here. That needs
-    the early nodes in the places they had here (the next run adds each pool's nodes
-    together, pools by name), no node beyond maxNodes (found another way), no pod unfit
-    (a reason may name the next node) and no pool passed over (recorded only on opening).
+    sees the same verdicts on the nodes this run had, so it goes to the node it went to
+    here: the same node that existed, or the opened node, the first of the early ones
+    (which took it here). The verdicts are the same when the early nodes' DaemonSet pods
+    count in no spread or pod affinity term and have no anti-affinity, and each early
+    node that would be a new domain of a spread is so only for spreads whose smallest
+    count never rose above 0 (an empty domain more leaves it 0). The next run adds
+    each pool's nodes together, pools by name: where that puts two nodes in another
+    order, no pending pod may use both. And no node may be beyond maxNodes (found another
+    way), no pod unfit (a reason may name the next node) and no pool passed over
+    (recorded only when a node opens).
     """
     if outcome.unfit or simulation.passed_over_for:
         return False
     if any(state.beyond for state in simulation.pools.values()):
         return False
     cluster = simulation.cluster
-    added = cluster.nodes[existing:]  # in flight and opened, in the order added
-    pools_in_order = [node.pool or "" for node in added]
-    if pools_in_order != sorted(pools_in_order):
-        return False
     opened = {i for state in simulation.pools.values() for i in state.new_nodes}
     if not opened:
         return True
-    # One node of each static key stands for all: spread eligibility and a domain other
-    # than the hostname are the same for nodes alike but for their name.
+    added = cluster.nodes[existing:]  # in flight and opened, in the order added
+    classes_ = {cluster.rules_id(p): p for p in set(pending)}  # one pod per node rules
+    if not _same_order_for_every_pod(simulation, added, list(classes_.values())):
+        return False
     early = {cluster.nodes[i].static_id: cluster.nodes[i] for i in sorted(opened)}
-    before = {node.static_id: node for node in reversed(cluster.nodes) if node.index not in opened}
+    before = {node.static_id: node for node in cluster.nodes if node.index not in opened}
     daemons = {id(p): p for node in early.values() for p in cluster.daemons_for(node)}
     terms = cluster.counted_terms()
     for daemon in daemons.values():
         if daemon.anti_affinity or any(cluster.term_matches(t, daemon) for t in terms):
             return False
-    seen: set[tuple[object, ...]] = set()
-    for profile in {p for p in pending if p.spread}:
-        if cluster.pinned(profile):
+    for spread in cluster.spreads_made:
+        constraint, owner = spread.constraint, spread.owner
+        if spread.pinned:
+            return False  # eligibility node by node: not judged here
+        if any(cluster.spread_counts(constraint, owner, d) for d in daemons.values()):
             return False
-        for constraint in profile.spread:
-            if any(cluster.spread_counts(constraint, profile, d) for d in daemons.values()):
+        if not spread.rose_above_zero:
+            continue
+        # One node of each static key stands for all: spread eligibility and a domain
+        # other than the hostname are the same for nodes alike but for their name.
+        topology = constraint.topology_key
+        domains = {
+            node.labels[topology]
+            for node in before.values()
+            if cluster.judge_spread_eligible(constraint, owner, node)
+        }
+        for node in early.values():
+            new_domain = topology == HOSTNAME_LABEL or node.labels.get(topology) not in domains
+            if new_domain and cluster.judge_spread_eligible(constraint, owner, node):
                 return False
-            key = (
-                constraint.topology_key,
-                constraint.honor_node_affinity,
-                constraint.honor_taints,
-                cluster.rules_id(profile),
-            )
-            if key in seen:
-                continue
-            seen.add(key)
-            topology = constraint.topology_key
-            domains = {
-                node.labels[topology]
-                for node in before.values()
-                if cluster.judge_spread_eligible(constraint, profile, node)
-            }
-            for node in early.values():
-                new_domain = topology == HOSTNAME_LABEL or node.labels.get(topology) not in domains
-                if new_domain and cluster.judge_spread_eligible(constraint, profile, node):
-                    return False
     return True
+
+
+def _same_order_for_every_pod(
+    simulation: Simulation, added: Sequence[SimNode], pods: Sequence[PodProfile]
+) -> bool:
+    """Whether no pod of ``pods`` may use two of the ``added`` nodes that the next run,
+    adding each pool's nodes together (pools by name), would put in another order."""
+    rank = {name: index for index, name in enumerate(simulation.pools)}  # sorted by name
+    seen: dict[int, dict[int, SimNode]] = {}  # per pool's rank: a node of each static key
+    inverted: dict[tuple[int, int], tuple[SimNode, SimNode]] = {}  # by their static keys
+    for node in added:
+        mine = rank.get(node.pool or "", -1)
+        for other, kinds in seen.items():
+            if other > mine:  # added before this node here, after it in the next run
+                for kind in kinds.values():
+                    inverted.setdefault((kind.static_id, node.static_id), (kind, node))
+        seen.setdefault(mine, {}).setdefault(node.static_id, node)
+        if len(inverted) > 64:
+            return False  # many pools interleaved: not worth judging
+    problem = simulation.cluster.static_problem
+    return not any(
+        problem(pod, first) is None and problem(pod, second) is None
+        for first, second in inverted.values()
+        for pod in pods
+    )
 
 
 class _ClassPlacement:
