@@ -84,6 +84,7 @@ def simulate(
             break
         if not opened and first_run_stands(simulation, outcome, pending, len(nodes)):
             break  # the next run would come out the same, node for node
+        del simulation  # its nodes and counters, before the next run makes its own
         tried.append(opened)
         opened = wanted
     return outcome

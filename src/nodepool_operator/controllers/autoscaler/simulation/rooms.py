@@ -121,6 +121,7 @@ class RoomTree:
         self.shifts = tuple(f * step for f in range(fields))
         self.guards = sum(1 << (shift + width) for shift in self.shifts)
         self.ones = (1 << width) - 1
+        self._wants: dict[tuple[int, int, int], int] = {}  # needs packed in this layout
         self.units = sum(1 << shift for shift in self.shifts)  # a 1 in every field
         mixes = self.shifts[self._PLAIN :]
         self.cpu_mix = sum(a << shift for (a, _), shift in zip(self.MIXES, mixes, strict=True))
@@ -197,7 +198,7 @@ class RoomTree:
                 break
             tree[n] = value
 
-    def find(self, need: Sequence[int], start: int, names: Sequence[int]) -> Iterator[int]:
+    def find(self, need: tuple[int, int, int], start: int, names: Sequence[int]) -> Iterator[int]:
         """``names`` of the leaves from ``start`` on with room for ``need``, leftmost first."""
         c, m, p = need
         caps = self.caps
@@ -205,7 +206,10 @@ class RoomTree:
             return  # more than any room set
         if start >= self.count:
             return  # every leaf before ``start`` (the walk below assumes one is not)
-        want = self.pack(c, m, p)
+        # A class searches again and again with one need: packed once (per layout).
+        want = self._wants.get(need)
+        if want is None:
+            want = self._wants[need] = self.pack(c, m, p)
         tree, guards = self.tree, self.guards
         if ((tree[1] | guards) - want) & guards != guards:
             return
@@ -253,9 +257,9 @@ class Group:
         self.tree.append()
         return len(self.indexes) - 1
 
-    def find(self, need: Sequence[int], start: int) -> Iterator[int]:
+    def find(self, need: tuple[int, int, int], start: int) -> Iterator[int]:
         indexes = self.indexes
-        return self.tree.find(need, bisect.bisect_left(indexes, start), indexes)
+        return self.tree.find(need, bisect.bisect_left(indexes, start) if start else 0, indexes)
 
 
 def copies_that_fit(profile: PodProfile, node: SimNode, wanted: int) -> int:
