@@ -214,6 +214,8 @@ def _same_order_for_every_pod(
         seen.setdefault(mine, {}).setdefault(node.static_id, node)
         if len(inverted) > 64:
             return False  # many pools interleaved: not worth judging
+    if inverted and any(simulation.cluster.pinned(pod) for pod in pods):
+        return False  # its verdicts are per node, not per static key
     problem = simulation.cluster.static_problem
     return not any(
         problem(pod, first) is None and problem(pod, second) is None
