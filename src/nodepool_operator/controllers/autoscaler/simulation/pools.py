@@ -163,8 +163,9 @@ class Simulation:
         grow for the pod: a pod another pool can host is never packed onto it."""
         need = self._needs.get(profile)
         if need is None:
-            cpu, memory, pods = (profile.requests.get(n, 0) for n in MAIN_RESOURCES)
-            need = self._needs[profile] = (cpu, memory, pods)
+            requests = profile.requests  # ``MAIN_RESOURCES``, written out: runs per class
+            need = (requests.get("cpu", 0), requests.get("memory", 0), requests.get("pods", 0))
+            self._needs[profile] = need
         cluster = self.cluster
         nodes, problem = cluster.nodes, cluster.problem
         for index in cluster.candidates(profile, need, start):
