@@ -35,6 +35,7 @@ from nodepool_operator.controllers.autoscaler.simulation import (
     simulate,
 )
 from nodepool_operator.controllers.autoscaler.simulation import cluster as cluster_state
+from nodepool_operator.controllers.autoscaler.simulation.rooms import RoomTree
 
 ZONES = ("zone-a", "zone-b", "zone-c")
 MIB = 1024**2
@@ -54,6 +55,18 @@ def _profile(kind: str, app: str, cpu: int, memory_mib: int, *, zone: str) -> Po
     )
 
 
+def _replicas(draw: st.DrawFn, kind: str, index: int) -> list[PodProfile]:
+    """The pods of a Deployment ``d<index>`` of ``kind``."""
+    replica = _profile(
+        kind,
+        f"d{index}",
+        draw(st.sampled_from((100, 500, 1000, 2500))),
+        draw(st.sampled_from((256, 1024, 4096))),
+        zone=draw(st.sampled_from(ZONES)),
+    )
+    return [replica] * draw(st.integers(1, 30))
+
+
 @st.composite
 def pending_pods(draw: st.DrawFn) -> list[PodProfile]:
     """Replicas of a few Deployments, and pods each with its own requests."""
@@ -61,14 +74,7 @@ def pending_pods(draw: st.DrawFn) -> list[PodProfile]:
     for index in range(draw(st.integers(1, 4))):
         kind = draw(st.sampled_from(workloads.KINDS))
         if draw(st.booleans()):
-            replica = _profile(
-                kind,
-                f"d{index}",
-                draw(st.sampled_from((100, 500, 1000, 2500))),
-                draw(st.sampled_from((256, 1024, 4096))),
-                zone=draw(st.sampled_from(ZONES)),
-            )
-            found.extend([replica] * draw(st.integers(1, 30)))
+            found.extend(_replicas(draw, kind, index))
         else:
             requests = st.tuples(st.integers(50, 3000), st.integers(64, 12_000))
             found.extend(
@@ -91,7 +97,13 @@ def _existing_zone(index: int, template: nodepool_api.NodeTemplate) -> str | Non
 
 
 def _pool(
-    name: str, template: nodepool_api.NodeTemplate, *, weight: int, headroom: int, taken: int
+    name: str,
+    template: nodepool_api.NodeTemplate,
+    *,
+    weight: int,
+    headroom: int,
+    taken: int,
+    in_flight: int = 0,
 ) -> PoolTemplate:
     def upcoming(k: int, zone: str | None) -> tuple[str, Mapping[str, str]]:
         node = f"{name}-{taken + k}"
@@ -106,7 +118,7 @@ def _pool(
         taints=tuple(constraints.Taint(t.key, t.value or "", t.effect) for t in template.taints),
         allocatable=nodepool_api.template_allocatable(template),
         upcoming=upcoming,
-        in_flight=0,
+        in_flight=in_flight,
         headroom=headroom,
         zones=max(1, len(template.zones)),
         namespaces=None,
@@ -116,27 +128,38 @@ def _pool(
     )
 
 
-@st.composite
-def clusters(draw: st.DrawFn) -> dict[str, Any]:
-    general = _template(draw(st.sampled_from((2, 4, 8))), draw(st.sampled_from((ZONES, ()))), False)
-    existing = []
-    for index in range(draw(st.integers(0, 6))):
-        name = f"general-{index}"
-        labels = nodepool_api.node_labels("general", general, zone=_existing_zone(index, general))
+def _general_node(
+    template: nodepool_api.NodeTemplate, index: int, pods: tuple[PodProfile, ...]
+) -> ExistingNode:
+    name = f"general-{index}"
+    labels = nodepool_api.node_labels("general", template, zone=_existing_zone(index, template))
+    return ExistingNode(
+        name=name,
+        pool="general",
+        labels={**labels, nodepool_api.HOSTNAME_LABEL: name},
+        taints=(),
+        unschedulable=False,
+        allocatable=nodepool_api.template_allocatable(template),
+        pods=pods,
+    )
+
+
+def _busy_nodes(
+    draw: st.DrawFn, template: nodepool_api.NodeTemplate, count: int
+) -> list[ExistingNode]:
+    """The general pool's nodes, each with up to three pods of one size."""
+    found = []
+    for index in range(count):
         busy = _profile("plain", "busy", draw(st.integers(0, 1500)), 512, zone=ZONES[0])
-        existing.append(
-            ExistingNode(
-                name=name,
-                pool="general",
-                labels={**labels, nodepool_api.HOSTNAME_LABEL: name},
-                taints=(),
-                unschedulable=False,
-                allocatable=nodepool_api.template_allocatable(general),
-                pods=(busy,) * draw(st.integers(0, 3)),
-            )
-        )
-    pools = [
-        _pool("general", general, weight=0, headroom=draw(st.integers(0, 40)), taken=len(existing)),
+        found.append(_general_node(template, index, (busy,) * draw(st.integers(0, 3))))
+    return found
+
+
+def _general_and_dedicated(
+    draw: st.DrawFn, general: nodepool_api.NodeTemplate, *, taken: int
+) -> list[PoolTemplate]:
+    return [
+        _pool("general", general, weight=0, headroom=draw(st.integers(0, 40)), taken=taken),
         _pool(
             "dedicated",
             _template(8, ZONES[:2], True),
@@ -145,6 +168,13 @@ def clusters(draw: st.DrawFn) -> dict[str, Any]:
             taken=0,
         ),
     ]
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> dict[str, Any]:
+    general = _template(draw(st.sampled_from((2, 4, 8))), draw(st.sampled_from((ZONES, ()))), False)
+    existing = _busy_nodes(draw, general, draw(st.integers(0, 6)))
+    pools = _general_and_dedicated(draw, general, taken=len(existing))
     daemon = constraints.profile_of(
         {
             "metadata": {"name": "agent", "namespace": "kube-system"},
@@ -172,6 +202,8 @@ def _plain_first_fit(
         # Never "the class filled the last node": every pod searches every node.
         patch.setattr(placing, "has_room", lambda profile, node: True)
         patch.setattr(rounds.Rounds, "applies", staticmethod(lambda profile: False))
+        # Every spreading plan confirmed by a second run, never taken from the first.
+        patch.setattr(placing, "first_run_stands", lambda *args: False)
         patch.setattr(cluster_state.ClusterState, "__init__", _always_counting)
         return simulate(pending, **cluster)
 
@@ -248,3 +280,208 @@ def test_a_class_that_filled_a_node_passes_over_the_next_when_it_is_cordoned_or_
     assert fast.placements == plain.placements
     assert fast.placements[:4] == ("general-0",) * 2 + ("general-3",) * 2
     assert fast.pools == plain.pools
+
+
+_rooms = st.tuples(
+    st.integers(-1, 9000),
+    st.integers(-1, 40 * 1024).map(lambda mib: mib * MIB),
+    st.integers(-1, 30),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    rooms=st.lists(_rooms, min_size=1, max_size=40),
+    changes=st.lists(st.tuples(st.integers(0, 39), _rooms), max_size=20),
+    needs=st.lists(
+        st.tuples(st.integers(0, 12_000), st.integers(0, 48 * 1024), st.integers(0, 3)),
+        min_size=1,
+        max_size=10,
+    ),
+    start=st.integers(0, 40),
+)
+def test_the_room_tree_offers_every_leaf_with_room_leftmost_first(
+    rooms: list[tuple[int, int, int]],
+    changes: list[tuple[int, tuple[int, int, int]]],
+    needs: list[tuple[int, int, int]],
+    start: int,
+) -> None:
+    # Rooms beyond the largest node the tree was made for (8 cpu, 32Gi): it widens.
+    tree = RoomTree((32 * 1024, 8000))
+    for index, room in enumerate(rooms):
+        tree.append()
+        tree.set(index, room)
+    for index, room in changes:
+        if index < len(rooms):
+            rooms[index] = room
+            tree.set(index, room)
+    names = [10 * index for index in range(len(rooms))]
+    for cpu, memory_mib, pods in needs:
+        need = (cpu, memory_mib * MIB + cpu % 7, pods)  # memory not a whole MiB, too
+        fits = [
+            names[index]
+            for index, room in enumerate(rooms)
+            if index >= start and all(have >= want for have, want in zip(room, need, strict=True))
+        ]
+        assert list(tree.find(need, start, names)) == fits
+
+
+def _confirmed(pending: Sequence[PodProfile], cluster: Mapping[str, Any]) -> Outcome:
+    """The plan as the rounds find it when every first run is confirmed by a second."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(placing, "first_run_stands", lambda *args: False)
+        return simulate(pending, **cluster)
+
+
+@st.composite
+def zone_spreading_clusters(draw: st.DrawFn) -> dict[str, Any]:
+    """Clusters with a node in every zone already, where a zone spread's first run may
+    stand: the general pool over three zones, its nodes' DaemonSet pods, maybe with the
+    spreading pods' own labels."""
+    general = _template(draw(st.sampled_from((2, 4))), ZONES, False)
+    existing = _busy_nodes(draw, general, draw(st.integers(3, 6)))
+    pools = _general_and_dedicated(draw, general, taken=len(existing))
+    # The DaemonSet's pods in the spreading pods' namespace with their label, or apart.
+    namespace, app = draw(st.sampled_from((("kube-system", "agent"), ("apps", "d0"))))
+    daemon = constraints.profile_of(
+        {
+            "metadata": {"name": "agent", "namespace": namespace, "labels": {"app": app}},
+            "spec": {"containers": [workloads.container("100m", memory="64Mi")]},
+        },
+        extra_tolerations=constraints.DAEMON_TOLERATIONS,
+    )
+    return {"nodes": existing, "pools": pools, "daemon_sets": [DaemonSetView("agent", daemon)]}
+
+
+@st.composite
+def zone_spreading_pods(draw: st.DrawFn) -> list[PodProfile]:
+    found: list[PodProfile] = []
+    for index in range(draw(st.integers(1, 4))):
+        kind = "spread-zone" if index == 0 else draw(st.sampled_from(workloads.KINDS))
+        found.extend(_replicas(draw, kind, index))
+    return draw(st.permutations(found))
+
+
+@settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(pending=zone_spreading_pods(), cluster=zone_spreading_clusters())
+def test_a_first_run_kept_is_the_plan_a_second_run_confirms(
+    pending: list[PodProfile], cluster: dict[str, Any]
+) -> None:
+    assert simulate(pending, **cluster) == _confirmed(pending, cluster)
+
+
+def _stateful_set_cluster(daemon_labels: Mapping[str, str], namespace: str) -> dict[str, Any]:
+    template = _template(4, ZONES, False)
+    existing = [_general_node(template, index, ()) for index in range(3)]
+    daemon = constraints.profile_of(
+        {
+            "metadata": {"name": "agent", "namespace": namespace, "labels": dict(daemon_labels)},
+            "spec": {"containers": [workloads.container("100m", memory="64Mi")]},
+        },
+        extra_tolerations=constraints.DAEMON_TOLERATIONS,
+    )
+    return {
+        "nodes": existing,
+        "pools": [_pool("general", template, weight=0, headroom=20, taken=3)],
+        "daemon_sets": [DaemonSetView("agent", daemon)],
+    }
+
+
+@pytest.mark.parametrize(
+    ("kind", "stands"),
+    [
+        ("spread-zone", True),
+        # Every node opened is a new hostname: there early, it is a domain with no pod.
+        ("spread-host", False),
+    ],
+)
+def test_a_zone_spread_that_opens_nodes_in_zones_there_already_is_planned_in_one_run(
+    kind: str, stands: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster = _stateful_set_cluster({"app": "agent"}, "kube-system")
+    # 30 replicas of 1500m: two a node, so twelve nodes more than the three there.
+    replica = _profile(kind, "web", 1500, 1024, zone=ZONES[0])
+    answers = _recording_first_run_stands(monkeypatch)
+    outcome = simulate([replica] * 30, **cluster)
+    assert answers[0] is stands
+    assert outcome.pools["general"].new_nodes == 12
+    assert outcome == _confirmed([replica] * 30, cluster)
+
+
+def test_a_hostname_spread_whose_smallest_count_stays_zero_is_planned_in_one_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cluster = _stateful_set_cluster({"app": "agent"}, "kube-system")
+    # The nodes there are full: empty domains of the spread, so its smallest count is 0
+    # whatever the new nodes hold, and one more empty node would change no verdict.
+    template = _template(4, ZONES, False)
+    full = _profile("plain", "busy", 3900, 512, zone=ZONES[0])
+    cluster["nodes"] = [_general_node(template, index, (full,)) for index in range(3)]
+    replica = _profile("spread-host", "web", 1500, 1024, zone=ZONES[0])
+    answers = _recording_first_run_stands(monkeypatch)
+    outcome = simulate([replica] * 4, **cluster)
+    assert answers == [True]
+    assert outcome.pools["general"].new_nodes == 4  # one pod a node: maxSkew 1 over 0
+    assert outcome == _confirmed([replica] * 4, cluster)
+
+
+def test_pools_whose_nodes_come_in_another_order_next_time_keep_the_first_run_when_no_pod_uses_both(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    general = _template(4, ZONES, False)
+    dedicated = _template(8, ZONES[:2], True)
+    cluster = {
+        "nodes": [_general_node(general, index, ()) for index in range(3)],
+        # The next run adds dedicated's nodes (first by name) before general's in flight.
+        "pools": [
+            _pool("general", general, weight=0, headroom=20, taken=3, in_flight=2),
+            _pool("dedicated", dedicated, weight=0, headroom=20, taken=0),
+        ],
+        "daemon_sets": [],
+    }
+    web = _profile("spread-zone", "web", 1500, 1024, zone=ZONES[0])
+    labels = {"app": "batch"}
+    spec = workloads.constrain("tolerate", labels, zone=ZONES[0], toleration=DEDICATED)
+    batch = constraints.profile_of(
+        {
+            "metadata": {"name": "batch", "namespace": "apps", "labels": labels},
+            "spec": {
+                "containers": [workloads.container("1500m", memory="1Gi")],
+                "nodeSelector": {nodepool_api.POOL_LABEL: "dedicated"},
+                **spec,
+            },
+        }
+    )
+    pending = [web] * 20 + [batch] * 12
+    answers = _recording_first_run_stands(monkeypatch)
+    outcome = simulate(pending, **cluster)
+    assert outcome.pools["general"].new_nodes
+    assert outcome.pools["dedicated"].new_nodes
+    assert answers == [True]
+    assert outcome == _confirmed(pending, cluster)
+    # A pod that may use both pools' nodes: the order matters, the run is confirmed.
+    free = constraints.profile_of(
+        {
+            "metadata": {"name": "free", "namespace": "apps", "labels": {"app": "free"}},
+            "spec": {"containers": [workloads.container("3000m", memory="1Gi")], **spec},
+        }
+    )
+    answers.clear()
+    assert simulate([*pending, free], **cluster) == _confirmed([*pending, free], cluster)
+    assert answers[0] is False
+
+
+def _recording_first_run_stands(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    answers: list[bool] = []
+    first_run_stands = placing.first_run_stands
+
+    def recorded(*args: Any) -> bool:
+        answers.append(first_run_stands(*args))
+        return answers[-1]
+
+    monkeypatch.setattr(placing, "first_run_stands", recorded)
+    return answers

@@ -61,7 +61,12 @@ class Alike:
         found = self._seen.get(profile)
         if found is None:
             keys = self._keys
-            read = tuple(sorted(item for item in profile.labels.items() if item[0] in keys))
+            # No selector anywhere (the common case): no label is read, none is sorted.
+            read = (
+                tuple(sorted(item for item in profile.labels.items() if item[0] in keys))
+                if keys
+                else ()
+            )
             alike = (profile.namespace, read, profile.key[2:])
             found = self._seen[profile] = self._first.setdefault(alike, profile)
         return found

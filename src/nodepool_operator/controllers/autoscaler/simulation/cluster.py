@@ -75,6 +75,7 @@ class ClusterState:
         self._term_index = TermIndex()  # the terms counted (``_terms``), in order
         # The spreads of the classes not placed yet: the only ones a new node must join.
         self._live_spreads: list[Spread] = []
+        self.spreads_made: list[Spread] = []  # and of those placed, in the order made
         self._anti_terms = TermIndex()
         self._hits: dict[PodProfile, tuple[int, list[AffinityTerm]]] = {}
         # Where the counted pods of each profile are: a new term or spread counts its
@@ -242,6 +243,25 @@ class ClusterState:
         return hits
 
     # -- matching ---------------------------------------------------------------------
+
+    def counted_terms(self) -> list[AffinityTerm]:
+        """The pod affinity and anti-affinity terms judged so far (their counters kept)."""
+        return list(self._term_index.terms)
+
+    def term_matches(self, term: AffinityTerm, profile: PodProfile) -> bool:
+        return self._matches(term, profile)
+
+    def spread_counts(
+        self, constraint: SpreadConstraint, owner: PodProfile, other: PodProfile
+    ) -> bool:
+        """Whether pods of ``other`` count in the spread ``constraint`` of ``owner``."""
+        return self._spread_counts(constraint, owner, other)
+
+    def judge_spread_eligible(
+        self, constraint: SpreadConstraint, profile: PodProfile, node: SimNode
+    ) -> bool:
+        """Whether the node's domain counts in the pod's spread (not cached)."""
+        return self._judge_spread_eligible(constraint, profile, node)
 
     def _matches(self, term: AffinityTerm, profile: PodProfile) -> bool:
         key = (term, profile)

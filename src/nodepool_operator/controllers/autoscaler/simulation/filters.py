@@ -6,7 +6,7 @@ may search at all.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from nodepool_operator.controllers.autoscaler.constraints import (
     UNSCHEDULABLE_TAINT,
@@ -81,7 +81,9 @@ class Cluster(SpreadingState):
             self._static[key] = problem
         return problem
 
-    def candidates(self, profile: PodProfile, need: Sequence[int], start: int) -> Iterable[int]:
+    def candidates(
+        self, profile: PodProfile, need: tuple[int, int, int], start: int
+    ) -> Iterable[int]:
         """Nodes from ``start`` on with room for ``need``, in order, in groups it may use.
         Nothing may be placed while they are read."""
         self.refresh_rooms()

@@ -11,6 +11,7 @@ from typing import Final
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.simulation import classes, outcomes
 from nodepool_operator.controllers.autoscaler.simulation.model import (
+    HOSTNAME_LABEL,
     DaemonSetView,
     ExistingNode,
     Outcome,
@@ -50,7 +51,9 @@ def simulate(
     last run opened there from the start, until it opens the same nodes it started with.
     A run that comes back to the nodes of an earlier one would go round that cycle: the
     rounds end there too, and at ``_SPREAD_ROUNDS`` at most. Ending a round early would
-    answer with a run that opened nodes one after the other, the skew this is here to avoid.
+    answer with a run that opened nodes one after the other, the skew this is here to avoid;
+    only a first run whose second would provably come out the same, node for node, is kept
+    without it (``first_run_stands``: a spread over zones the cluster has, say).
     """
     alike = classes.Alike(
         [
@@ -67,7 +70,7 @@ def simulate(
     spreading = any(profile.spread for profile in pending)
     tried: list[dict[str, tuple[str | None, ...]]] = []
     for _ in range(_SPREAD_ROUNDS):
-        outcome = _simulate_once(
+        outcome, simulation = _simulate_once(
             pending,
             nodes=nodes,
             pools=pools,
@@ -79,6 +82,9 @@ def simulate(
         wanted = {name: p.opened_zones for name, p in outcome.pools.items() if p.wanted_nodes}
         if not spreading or wanted == opened or wanted in tried:
             break
+        if not opened and first_run_stands(simulation, outcome, pending, len(nodes)):
+            break  # the next run would come out the same, node for node
+        del simulation  # its nodes and counters, before the next run makes its own
         tried.append(opened)
         opened = wanted
     return outcome
@@ -93,7 +99,7 @@ def _simulate_once(
     nominated: Sequence[tuple[PodProfile, str]],
     opened: Mapping[str, Sequence[str | None]],
     counting: bool,
-) -> Outcome:
+) -> tuple[Outcome, Simulation]:
     simulation = Simulation(nodes, pools, daemon_sets, opened, counting=counting)
     cluster = simulation.cluster
     by_name = {node.name: node for node in cluster.nodes}
@@ -108,14 +114,114 @@ def _simulate_once(
     found.sort(key=lambda c: (-c[0].priority, bool(c[0].affinity), -classes.share(c[0], reference)))
     placements: list[str | None] = [None] * len(pending)
     unfit: dict[int, str] = {}
+    existing_fit, place = simulation.existing_fit, cluster.place
     for profile, members in found:
         if profile.unsupported is not None:
             for member in members:
                 unfit[member] = profile.unsupported
             continue
+        if len(members) == 1 and not profile.has_pod_constraints:
+            # One pod that only takes room (every pod of the random mix): what
+            # ``_ClassPlacement`` does for it, without a class's state (it has no spread
+            # to retire either).
+            chosen = existing_fit(profile, 0) or _new_node(simulation, profile, 1)
+            if isinstance(chosen, str):
+                unfit[members[0]] = chosen
+                continue
+            place(profile, chosen, 1, counted=True)
+            placements[members[0]] = chosen.name
+            continue
         _ClassPlacement(simulation, profile, members, placements, unfit).run()
         cluster.retire(profile)
-    return outcomes.outcome_of(simulation, placements, unfit)
+    return outcomes.outcome_of(simulation, placements, unfit), simulation
+
+
+def first_run_stands(
+    simulation: Simulation, outcome: Outcome, pending: Sequence[PodProfile], existing: int
+) -> bool:
+    """Whether a run that started with no node opened (``simulation``, its ``outcome``) is
+    what the next run, with the nodes it opened there from the start, would answer.
+
+    The next run differs only by those nodes being there early: empty but for their
+    DaemonSet pods, after every node this run had when it placed each pod. Each pod then
+    sees the same verdicts on the nodes this run had, so it goes to the node it went to
+    here: the same node that existed, or the opened node, the first of the early ones
+    (which took it here). The verdicts are the same when the early nodes' DaemonSet pods
+    count in no spread or pod affinity term and have no anti-affinity, and each early
+    node that would be a new domain of a spread is so only for spreads whose smallest
+    count never rose above 0 (an empty domain more leaves it 0). The next run adds
+    each pool's nodes together, pools by name: where that puts two nodes in another
+    order, no pending pod may use both. And no node may be beyond maxNodes (found another
+    way), no pod unfit (a reason may name the next node) and no pool passed over
+    (recorded only when a node opens).
+    """
+    if outcome.unfit or simulation.passed_over_for:
+        return False
+    if any(state.beyond for state in simulation.pools.values()):
+        return False
+    cluster = simulation.cluster
+    opened = {i for state in simulation.pools.values() for i in state.new_nodes}
+    if not opened:
+        return True
+    added = cluster.nodes[existing:]  # in flight and opened, in the order added
+    classes_ = {cluster.rules_id(p): p for p in set(pending)}  # one pod per node rules
+    if not _same_order_for_every_pod(simulation, added, list(classes_.values())):
+        return False
+    early = {cluster.nodes[i].static_id: cluster.nodes[i] for i in sorted(opened)}
+    before = {node.static_id: node for node in cluster.nodes if node.index not in opened}
+    daemons = {id(p): p for node in early.values() for p in cluster.daemons_for(node)}
+    terms = cluster.counted_terms()
+    for daemon in daemons.values():
+        if daemon.anti_affinity or any(cluster.term_matches(t, daemon) for t in terms):
+            return False
+    for spread in cluster.spreads_made:
+        constraint, owner = spread.constraint, spread.owner
+        if spread.pinned:
+            return False  # eligibility node by node: not judged here
+        if any(cluster.spread_counts(constraint, owner, d) for d in daemons.values()):
+            return False
+        if not spread.rose_above_zero:
+            continue
+        # One node of each static key stands for all: spread eligibility and a domain
+        # other than the hostname are the same for nodes alike but for their name.
+        topology = constraint.topology_key
+        domains = {
+            node.labels[topology]
+            for node in before.values()
+            if cluster.judge_spread_eligible(constraint, owner, node)
+        }
+        for node in early.values():
+            new_domain = topology == HOSTNAME_LABEL or node.labels.get(topology) not in domains
+            if new_domain and cluster.judge_spread_eligible(constraint, owner, node):
+                return False
+    return True
+
+
+def _same_order_for_every_pod(
+    simulation: Simulation, added: Sequence[SimNode], pods: Sequence[PodProfile]
+) -> bool:
+    """Whether no pod of ``pods`` may use two of the ``added`` nodes that the next run,
+    adding each pool's nodes together (pools by name), would put in another order."""
+    rank = {name: index for index, name in enumerate(simulation.pools)}  # sorted by name
+    seen: dict[int, dict[int, SimNode]] = {}  # per pool's rank: a node of each static key
+    inverted: dict[tuple[int, int], tuple[SimNode, SimNode]] = {}  # by their static keys
+    for node in added:
+        mine = rank.get(node.pool or "", -1)
+        for other, kinds in seen.items():
+            if other > mine:  # added before this node here, after it in the next run
+                for kind in kinds.values():
+                    inverted.setdefault((kind.static_id, node.static_id), (kind, node))
+        seen.setdefault(mine, {}).setdefault(node.static_id, node)
+        if len(inverted) > 64:
+            return False  # many pools interleaved: not worth judging
+    if inverted and any(simulation.cluster.pinned(pod) for pod in pods):
+        return False  # its verdicts are per node, not per static key
+    problem = simulation.cluster.static_problem
+    return not any(
+        problem(pod, first) is None and problem(pod, second) is None
+        for first, second in inverted.values()
+        for pod in pods
+    )
 
 
 class _ClassPlacement:
@@ -200,25 +306,30 @@ class _ClassPlacement:
     def _new_node(self) -> SimNode | None:
         """The node opened for the pod (or one past maxNodes that takes it); None, with the
         rest of the class unfit, when no pool can host it."""
-        simulation, profile = self.simulation, self.profile
-        state, where, beyond, passed_over = simulation.new_node(
-            profile, len(self.members) - self.done
-        )
-        if state is None:
-            self._unfit(str(where))
+        found = _new_node(self.simulation, self.profile, len(self.members) - self.done)
+        if isinstance(found, str):
+            self._unfit(found)
             return None
-        assert isinstance(where, int)
-        node = simulation.existing_fit(profile, 0, beyond_max=True) if beyond else None
-        if node is None:
-            node = simulation.open_for(state, where, beyond=beyond)
-            if passed_over is not None:
-                simulation.passed_over_for[node.index] = passed_over
-        problem = self.cluster.problem(profile, node)
-        if problem is not None:
-            self._unfit(problem)
-            return None
-        return node
+        return found
 
     def _unfit(self, reason: str) -> None:
         for member in self.members[self.done :]:
             self.unfit[member] = reason
+
+
+def _new_node(simulation: Simulation, profile: PodProfile, remaining: int) -> SimNode | str:
+    """The node opened for the pod (or one past maxNodes that takes it), with ``remaining``
+    pods of its class to place; or why no pool can host it."""
+    state, where, beyond, passed_over = simulation.new_node(profile, remaining)
+    if state is None:
+        return str(where)
+    assert isinstance(where, int)
+    node = simulation.existing_fit(profile, 0, beyond_max=True) if beyond else None
+    if node is None:
+        node = simulation.open_for(state, where, beyond=beyond)
+        if passed_over is not None:
+            simulation.passed_over_for[node.index] = passed_over
+    problem = simulation.cluster.problem(profile, node)
+    if problem is not None:
+        return problem
+    return node

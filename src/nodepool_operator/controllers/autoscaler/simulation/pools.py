@@ -75,7 +75,8 @@ class Simulation:
         # of ``_opened_log``.
         self._pools_by_label: dict[tuple[str, str], list[PoolState]] | None = None
         self._pools_indexed = 0
-        self._needs: dict[PodProfile, list[int]] = {}  # per profile: its MAIN_RESOURCES
+        # Per profile: its MAIN_RESOURCES (a tuple: the room trees keep each need packed).
+        self._needs: dict[PodProfile, tuple[int, int, int]] = {}
         for existing in nodes:
             node = self.cluster.add_node(
                 self.cluster.make_node(
@@ -162,7 +163,9 @@ class Simulation:
         grow for the pod: a pod another pool can host is never packed onto it."""
         need = self._needs.get(profile)
         if need is None:
-            need = self._needs[profile] = [profile.requests.get(n, 0) for n in MAIN_RESOURCES]
+            requests = profile.requests  # ``MAIN_RESOURCES``, written out: runs per class
+            need = (requests.get("cpu", 0), requests.get("memory", 0), requests.get("pods", 0))
+            self._needs[profile] = need
         cluster = self.cluster
         nodes, problem = cluster.nodes, cluster.problem
         for index in cluster.candidates(profile, need, start):

@@ -72,101 +72,148 @@ class SimNode:
 
 
 class RoomTree:
-    """Leftmost node with room for (cpu, memory, pods): a max-tree per dimension.
+    """Leftmost node with room for (cpu, memory, pods): a max-tree over packed keys.
 
-    A subtree whose maximum cpu comes from one node and maximum memory from another has no
-    room for a pod needing both, yet passes the per-dimension test; with every request
-    different, searches spend most of their time in such subtrees. So more max-trees keep
-    what a node with room for a pod must have at least as much of as the pod: its
-    *balance* (cpu and memory, each relative to the largest node, added up) and, for a
-    few mixes of the two, the smaller of its cpu and memory weighed by that mix (a node
-    rich in one only does not count). A search reads the mix nearest the pod's own. They
-    only prune what cannot fit: the result is still exact first fit.
+    A tree node holds, for the leaves under it, the largest of each of several keys,
+    packed in one integer (a field per key, a guard bit above each): whether a subtree may
+    have room for a pod is one subtraction, true when no field borrows from its guard
+    (every field at least the pod's). The keys are the node's free cpu, memory and pod
+    slots, and what a node with room for a pod must have at least as much of as the pod:
+    its *balance* (cpu and memory, each relative to the largest node, added up) and, for
+    mixes of the two, the smaller of its cpu and memory weighed by that mix. A subtree
+    whose most cpu and most memory are on different nodes passes the first three yet has
+    no room for a pod needing both; with every request different, searches would spend
+    most of their time in such subtrees, and the mix nearest the pod's own shape refuses
+    most of them. The keys only prune what cannot fit: the result is still exact first fit.
     """
 
-    #: Mixes of (cpu, memory) weights, each relative to the largest node: a pod heavier in
-    #: cpu reads the first, one heavier in memory the second (its two terms are closer).
-    MIXES: Final = ((1, 4), (4, 1))
-    _TREES: Final = 6  # cpu, memory, pods, balance, one per mix
+    #: Mixes of (cpu, memory) weights, each relative to the largest node: a mix for every
+    #: power of two a pod's shape may lean to one side, as far as 1:64.
+    MIXES: Final = tuple((1 << max(0, -k), 1 << max(0, k)) for k in range(-6, 7))
+    _PLAIN: Final = 4  # the fields before the mixes: cpu, memory, pods, balance
 
     def __init__(self, scale: tuple[int, int]) -> None:
         self.size = 1
         self.count = 0
         self.cpu_weight, self.memory_weight = scale
-        self.trees: list[list[int]] = [[-1, -1] for _ in range(self._TREES)]
+        self.tree: list[int] = [0, 0]
+        self.rooms: list[tuple[int, int, int]] = []  # each leaf's, to repack when widened
+        # Below these a room's every key fits its field; they grow with the rooms set.
+        self.caps = (scale[1] + 1, (scale[0] + 1) << 20, 1 << 10)
+        self._layout()
 
-    def _keys(self, cpu: int, memory: int) -> tuple[int, int, int]:
-        """Balance, then the weighed smaller share for each mix (``MIXES``, written out:
-        this runs for every node changed and every search)."""
-        if cpu < 0 or memory < 0:
-            return -1, -1, -1
+    def _layout(self) -> None:
+        """Fields wide enough for every key of a room below ``caps``, and the constants
+        that compute them all at once."""
+        cpu, memory, pods = self.caps
+        relative_cpu, relative_memory = cpu * self.cpu_weight, (memory >> 20) * self.memory_weight
+        heaviest = max(w for mix in self.MIXES for w in mix)
+        largest = max(
+            memory,
+            pods,
+            relative_cpu + relative_memory,
+            heaviest * relative_cpu,
+            heaviest * relative_memory,
+        )
+        width = self.width = largest.bit_length() + 1
+        step = width + 1
+        fields = self._PLAIN + len(self.MIXES)
+        self.shifts = tuple(f * step for f in range(fields))
+        self.guards = sum(1 << (shift + width) for shift in self.shifts)
+        self.ones = (1 << width) - 1
+        self._wants: dict[tuple[int, int, int], int] = {}  # needs packed in this layout
+        self.units = sum(1 << shift for shift in self.shifts)  # a 1 in every field
+        mixes = self.shifts[self._PLAIN :]
+        self.cpu_mix = sum(a << shift for (a, _), shift in zip(self.MIXES, mixes, strict=True))
+        self.memory_mix = sum(b << shift for (_, b), shift in zip(self.MIXES, mixes, strict=True))
+
+    def pack(self, cpu: int, memory: int, pods: int) -> int:
+        """Every key of a room (or a need), each plus one so that a room of -1 (none) is 0
+        and a need of 0 passes it."""
+        if cpu < 0 or memory < 0 or pods < 0:
+            _, memory_at, pods_at = self.shifts[:3]
+            return (
+                (max(cpu + 1, 0))
+                | (max(memory + 1, 0) << memory_at)
+                | (max(pods + 1, 0) << pods_at)
+            )
         relative_cpu = cpu * self.cpu_weight
         relative_memory = (memory >> 20) * self.memory_weight
+        by_cpu, by_memory = relative_cpu * self.cpu_mix, relative_memory * self.memory_mix
+        # The smaller of the two in every mix field at once: where by_cpu's field is at
+        # least by_memory's, its guard bit survives the subtraction.
+        at_least = ((by_cpu | self.guards) - by_memory) & self.guards
+        smaller = by_cpu ^ ((by_cpu ^ by_memory) & ((at_least >> self.width) * self.ones))
+        shifts = self.shifts
         return (
-            relative_cpu + relative_memory,
-            min(relative_cpu, 4 * relative_memory),
-            min(4 * relative_cpu, relative_memory),
+            smaller
+            + self.units
+            + cpu
+            + (memory << shifts[1])
+            + (pods << shifts[2])
+            + ((relative_cpu + relative_memory) << shifts[3])
         )
 
-    def _grow(self) -> None:
-        size = self.size
-        self.size = grown = 2 * size
-        for d, tree in enumerate(self.trees):
-            leaves = tree[size : size + self.count]
-            tree = self.trees[d] = [-1] * (2 * grown)
-            tree[grown : grown + len(leaves)] = leaves
-            for n in range(grown - 1, 0, -1):
-                left, right = tree[2 * n], tree[2 * n + 1]
-                tree[n] = left if left > right else right
+    def _rebuild(self) -> None:
+        size, tree = self.size, [0] * (2 * self.size)
+        for index, room in enumerate(self.rooms):
+            tree[size + index] = self.pack(*room)
+        guards, width, ones = self.guards, self.width, self.ones
+        for n in range(size - 1, 0, -1):
+            a, b = tree[2 * n], tree[2 * n + 1]
+            tree[n] = b ^ ((a ^ b) & (((((a | guards) - b) & guards) >> width) * ones))
+        self.tree = tree
 
     def append(self) -> None:
         """One more leaf, without room (every leaf past the count has none)."""
-        if self.count == self.size:
-            self._grow()
         self.count += 1
+        self.rooms.append((-1, -1, -1))
+        if self.count > self.size:
+            self.size *= 2
+            self._rebuild()
 
     def set(self, index: int, room: Sequence[int]) -> None:
-        leaf = self.size + index
         cpu, memory, pods = room
-        balance, cpu_mix, memory_mix = self._keys(cpu, memory)
-        trees = self.trees
-        for tree, value in (
-            (trees[0], cpu),
-            (trees[1], memory),
-            (trees[2], pods),
-            (trees[3], balance),
-            (trees[4], cpu_mix),
-            (trees[5], memory_mix),
-        ):
-            if tree[leaf] == value:
-                continue
-            tree[leaf] = value
-            # Up while the parent's maximum changes: a sibling's value may hold it.
-            n = leaf
-            while n > 1:
-                sibling = tree[n ^ 1]
-                if sibling > value:
-                    value = sibling
-                n >>= 1
-                if tree[n] == value:
-                    break
-                tree[n] = value
+        self.rooms[index] = (cpu, memory, pods)
+        caps = self.caps
+        if cpu >= caps[0] or memory >= caps[1] or pods >= caps[2]:
+            self.caps = (max(caps[0], 2 * cpu), max(caps[1], 2 * memory), max(caps[2], 2 * pods))
+            self._layout()
+            self._rebuild()
+            return
+        value = self.pack(cpu, memory, pods)
+        tree = self.tree
+        n = self.size + index
+        if tree[n] == value:
+            return
+        tree[n] = value
+        guards, width, ones = self.guards, self.width, self.ones
+        # Up while the parent's maxima change: a sibling's fields may hold them. The larger
+        # of two in every field at once, as ``pack`` takes the smaller.
+        while n > 1:
+            a, b = value, tree[n ^ 1]
+            value = b ^ ((a ^ b) & (((((a | guards) - b) & guards) >> width) * ones))
+            n >>= 1
+            if tree[n] == value:
+                break
+            tree[n] = value
 
-    def find(self, need: Sequence[int], start: int, names: Sequence[int]) -> Iterator[int]:
+    def find(self, need: tuple[int, int, int], start: int, names: Sequence[int]) -> Iterator[int]:
         """``names`` of the leaves from ``start`` on with room for ``need``, leftmost first."""
         c, m, p = need
-        cpu, memory, pods, balance, cpu_shape, memory_shape = self.trees
-        # ``_keys``, written out: this runs for every search.
-        relative_cpu = c * self.cpu_weight
-        relative_memory = (m >> 20) * self.memory_weight
-        b = relative_cpu + relative_memory
-        if relative_memory > relative_cpu:  # heavier in memory
-            shape, s = memory_shape, min(4 * relative_cpu, relative_memory)
-        else:
-            shape, s = cpu_shape, min(relative_cpu, 4 * relative_memory)
-        size = self.size
-        if cpu[1] < c or memory[1] < m or pods[1] < p or balance[1] < b or shape[1] < s:
+        caps = self.caps
+        if c >= caps[0] or m >= caps[1] or p >= caps[2]:
+            return  # more than any room set
+        if start >= self.count:
+            return  # every leaf before ``start`` (the walk below assumes one is not)
+        # A class searches again and again with one need: packed once (per layout).
+        want = self._wants.get(need)
+        if want is None:
+            want = self._wants[need] = self.pack(c, m, p)
+        tree, guards = self.tree, self.guards
+        if ((tree[1] | guards) - want) & guards != guards:
             return
+        size = self.size
         # Leaves before ``start`` are skipped by their position: a subtree is pushed only
         # when it may have room in every dimension and ends after ``start``.
         first = size + start
@@ -179,23 +226,12 @@ class RoomTree:
                 yield names[n - size]
                 continue
             right = 2 * n + 1
-            if (
-                shape[right] >= s
-                and balance[right] >= b
-                and cpu[right] >= c
-                and memory[right] >= m
-                and pods[right] >= p
-            ):
+            if ((tree[right] | guards) - want) & guards == guards:
                 push(right)
             left = right - 1
             # The left subtree is skipped whole when its last leaf comes before ``start``.
-            if (
-                shape[left] >= s
-                and balance[left] >= b
-                and cpu[left] >= c
-                and memory[left] >= m
-                and pods[left] >= p
-                and (start == 0 or ((right << (height - left.bit_length() + 1)) - 1 >= first))
+            if ((tree[left] | guards) - want) & guards == guards and (
+                start == 0 or ((right << (height - left.bit_length() + 1)) - 1 >= first)
             ):
                 push(left)
 
@@ -221,9 +257,9 @@ class Group:
         self.tree.append()
         return len(self.indexes) - 1
 
-    def find(self, need: Sequence[int], start: int) -> Iterator[int]:
+    def find(self, need: tuple[int, int, int], start: int) -> Iterator[int]:
         indexes = self.indexes
-        return self.tree.find(need, bisect.bisect_left(indexes, start), indexes)
+        return self.tree.find(need, bisect.bisect_left(indexes, start) if start else 0, indexes)
 
 
 def copies_that_fit(profile: PodProfile, node: SimNode, wanted: int) -> int:

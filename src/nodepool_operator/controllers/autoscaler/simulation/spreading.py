@@ -49,6 +49,7 @@ class SpreadingState(ClusterState):
                         if self._counted_at(spread, node):
                             spread.add(node.labels[topology], count)
             self._live_spreads.append(spread)
+            self.spreads_made.append(spread)
         return spread
 
     def retire(self, profile: PodProfile) -> None:

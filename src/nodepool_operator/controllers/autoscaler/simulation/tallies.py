@@ -50,6 +50,9 @@ class Spread:
         # Its class is placed: nothing reads it again, so nothing keeps it up to date.
         self.retired = False
         self.low = 0  # the smallest count (read, never written, outside)
+        # The smallest count was above zero once: a pod may have been judged against it
+        # (one by one or a round repeated), where one more empty domain would have made it 0.
+        self.rose_above_zero = False
         self._at_low = 0
 
     def add_domain(self, value: str) -> None:
@@ -85,6 +88,7 @@ class Spread:
             if self._at_low == 0:
                 self.low = min(self.counts.values())
                 self._at_low = sum(1 for c in self.counts.values() if c == self.low)
+                self.rose_above_zero = self.rose_above_zero or self.low > 0
 
     def minimum(self, extra_domain: str | None, min_domains: int) -> int:
         new = extra_domain is not None and extra_domain not in self.counts
