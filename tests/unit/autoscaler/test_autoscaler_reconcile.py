@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import copy
 import itertools
@@ -24,6 +25,7 @@ from nodepool_operator.controllers.autoscaler.handoff import RequestLedger, Scal
 from nodepool_operator.controllers.autoscaler.notices import Notices
 from nodepool_operator.controllers.autoscaler.observer import Observer
 from nodepool_operator.controllers.autoscaler.planner import (
+    HAND_OVER_PARALLELISM,
     LONGEST_BATCH_SECONDS,
     PLAN,
     Batch,
@@ -1392,6 +1394,37 @@ async def test_a_failed_hand_over_leaves_the_other_pools_decided_and_is_retried(
     await world.plan()
     made = sorted(r["spec"]["nodePoolName"] for r in world.api.made("scalerequests"))
     assert made == ["other", POOL]
+
+
+async def test_pools_are_handed_over_many_at_once_up_to_the_limit(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A burst on many pools: their ScaleRequests are created ``HAND_OVER_PARALLELISM`` at
+    a time, not one pool after another, and never more at once than that."""
+    pools = HAND_OVER_PARALLELISM + 4
+    for index in range(pools):
+        world.pool(name=f"p{index}")
+        world.autoscaler(f"nas-{index}", pool=f"p{index}")
+        world.pod(f"pod-{index}", cpu="2", pool=f"p{index}")
+    request = world.planner.decider.requester.request
+    in_flight = most = 0
+
+    async def counted(autoscaler: str, **kw: Any) -> Any:
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+        try:
+            for _ in range(3):  # the create's round trip: the other pools get their turn
+                await asyncio.sleep(0)
+            return await request(autoscaler, **kw)
+        finally:
+            in_flight -= 1
+
+    monkeypatch.setattr(world.planner.decider.requester, "request", counted)
+    await world.plan()
+    made = sorted(r["spec"]["nodePoolName"] for r in world.api.made("scalerequests"))
+    assert made == sorted(f"p{index}" for index in range(pools))
+    assert most == HAND_OVER_PARALLELISM
 
 
 async def test_a_check_due_at_once_still_brings_the_planner_back(world: World) -> None:
