@@ -25,7 +25,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
 import yaml
 
@@ -54,6 +54,15 @@ IDENTITIES: dict[str, pki.Identity] = {
 #: Jobs with a TTL are deleted), and Services get their EndpointSlices and Endpoints. The
 #: pod garbage collector is what deletes the Pods left bound to a Node that is gone: a
 #: drain leaves DaemonSet Pods in place, and nothing else would ever remove them.
+#: The client-side request rate of kube-scheduler and kube-controller-manager. Their
+#: defaults (50 and 20 requests a second) suit a small cluster; clusters of thousands of
+#: Nodes raise them, as kwokctl's ``--disable-qps-limits`` does for simulated ones. At the
+#: default, with 3,000 Nodes, the node-lifecycle controller lifted a new Node's
+#: ``node.kubernetes.io/not-ready`` taint about two minutes after kwok reported it Ready
+#: (its taint passes queue behind one another at about 9 Node patches a second, each with
+#: a read before it), and no pod could be bound to the Node meanwhile.
+CLIENT_RATE: Final = ("--kube-api-qps=1000", "--kube-api-burst=2000")
+
 CONTROLLERS = (
     "node-lifecycle-controller",
     "garbage-collector-controller",
@@ -329,7 +338,7 @@ class ControlPlane:
             return self._apiserver_arguments(ports)
         kubeconfig = f"--kubeconfig={self.kubeconfig_for(name)}"
         if name == "kube-scheduler":
-            return [kubeconfig, "--leader-elect=false", "--secure-port=0"]
+            return [kubeconfig, "--leader-elect=false", "--secure-port=0", *CLIENT_RATE]
         if name == "kube-controller-manager":
             return [
                 kubeconfig,
@@ -338,6 +347,7 @@ class ControlPlane:
                 f"--controllers={','.join(CONTROLLERS)}",
                 "--concurrent-deployment-syncs=10",
                 "--concurrent-replicaset-syncs=10",
+                *CLIENT_RATE,
             ]
         if name == "kwok":
             return [

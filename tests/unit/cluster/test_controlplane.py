@@ -32,3 +32,23 @@ def test_controller_manager_runs_the_controllers_of_ordinary_workloads(tmp_path:
     enabled = _controllers_flag(tmp_path)
     assert set(enabled) >= WORKLOAD_CONTROLLERS
     assert len(enabled) == len(set(enabled))
+
+
+def _rate(arguments: list[str]) -> tuple[float, int]:
+    """The client-side QPS and burst a component's command line sets."""
+    values = dict(
+        a.removeprefix("--").split("=", 1) for a in arguments if a.startswith("--kube-api-")
+    )
+    return float(values["kube-api-qps"]), int(values["kube-api-burst"])
+
+
+def test_scheduler_and_controller_manager_talk_to_the_api_server_at_a_large_clusters_rate(
+    tmp_path: Path,
+) -> None:
+    """At their defaults (50 and 20 a second) a burst on thousands of simulated Nodes
+    waits minutes for not-ready taints to be lifted; both run far above them."""
+    plane = controlplane.ControlPlane(tmp_path)
+    for component, default_qps in (("kube-scheduler", 50), ("kube-controller-manager", 20)):
+        qps, burst = _rate(plane._arguments(component, {"ports": {}}))
+        assert qps >= 10 * default_qps, component
+        assert burst >= qps, component
