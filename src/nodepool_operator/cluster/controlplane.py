@@ -62,6 +62,16 @@ IDENTITIES: dict[str, pki.Identity] = {
 #: (its taint passes queue behind one another at about 9 Node patches a second, each with
 #: a read before it), and no pod could be bound to the Node meanwhile.
 CLIENT_RATE: Final = ("--kube-api-qps=1000", "--kube-api-burst=2000")
+#: kwok renews each simulated Node's lease every quarter of this, as a kubelet does (a
+#: kubelet's lease lasts 40 s). One process renewing thousands of leases on a machine that
+#: also runs the API server falls behind under load, and the node-lifecycle controller
+#: then marks healthy Nodes NotReady, taints them and rewrites every pod on them: at
+#: 3,000 Nodes with a 40 s lease those writes fed on themselves until binding slowed to
+#: about 3 pods a second. Longer leases and a matching silence before a Node counts as
+#: unresponsive keep that from happening; no test relies on a lease running out (the
+#: repair tests write a Node's Ready condition themselves).
+NODE_LEASE_SECONDS: Final = 120
+NODE_SILENCE_SECONDS: Final = 240
 
 CONTROLLERS = (
     "node-lifecycle-controller",
@@ -347,6 +357,7 @@ class ControlPlane:
                 f"--controllers={','.join(CONTROLLERS)}",
                 "--concurrent-deployment-syncs=10",
                 "--concurrent-replicaset-syncs=10",
+                f"--node-monitor-grace-period={NODE_SILENCE_SECONDS}s",
                 *CLIENT_RATE,
             ]
         if name == "kwok":
@@ -357,7 +368,7 @@ class ControlPlane:
                 f"--server-address=127.0.0.1:{ports['kwok']}",
                 "--node-ip=127.0.0.1",
                 "--cidr=10.244.0.0/16",
-                "--node-lease-duration-seconds=40",
+                f"--node-lease-duration-seconds={NODE_LEASE_SECONDS}",
                 f"--config={self.directory / 'kwok.yaml'}",
             ]
         raise ControlPlaneError(f"unknown component {name}")

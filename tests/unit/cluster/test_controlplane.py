@@ -52,3 +52,24 @@ def test_scheduler_and_controller_manager_talk_to_the_api_server_at_a_large_clus
         qps, burst = _rate(plane._arguments(component, {"ports": {}}))
         assert qps >= 10 * default_qps, component
         assert burst >= qps, component
+
+
+def _flag(arguments: list[str], name: str) -> str:
+    [value] = [a.split("=", 1)[1] for a in arguments if a.startswith(f"--{name}=")]
+    return value
+
+
+def test_a_node_counts_as_unresponsive_only_after_many_missed_lease_renewals(
+    tmp_path: Path,
+) -> None:
+    """kwok renews every quarter of the lease; a Node whose renewals lag under load must
+    not be marked NotReady before several of them are missed."""
+    plane = controlplane.ControlPlane(tmp_path)
+    lease = int(
+        _flag(plane._arguments("kwok", {"ports": {"kwok": 1}}), "node-lease-duration-seconds")
+    )
+    silence = _flag(
+        plane._arguments("kube-controller-manager", {"ports": {}}), "node-monitor-grace-period"
+    )
+    renewal = lease / 4
+    assert float(silence.removesuffix("s")) >= 8 * renewal
