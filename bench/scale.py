@@ -64,6 +64,7 @@ from peers import cpu_seconds, follow, peak_rss_mib
 
 NAMESPACE = "scale"
 OPERATOR_USER = controlplane.IDENTITIES["operator"].user
+SCHEDULER_USER = controlplane.IDENTITIES["kube-scheduler"].user
 SERVING = re.compile(r"event=serving what=metrics address=\S+:(\d+) scheme=http\b")
 CONCURRENCY = 48
 
@@ -292,6 +293,51 @@ class Phase:
     autoscaler_status_writes: Counter[str] = field(default_factory=Counter)
 
 
+@dataclass(frozen=True)
+class BurstTimings:
+    """A burst's milestones by the API server's clock (its audit log): watchers of a loaded
+    server hear of objects seconds late, and not equally late for pods and requests."""
+
+    to_last_first_request: float  # first pod created -> the last pool's first ScaleRequest
+    to_last_first_mark: float  # first pod created -> the last pool's first pod judged
+    judged_to_request_slowest: float  # the largest (pool's first request - its first mark)
+    judged_to_request_median: float
+
+
+def burst_timings(
+    events: list[audit.AuditEvent], pool_of_pod: dict[str, str], pool_of_request: dict[str, str]
+) -> BurstTimings | None:
+    """The burst's milestones from the audit log: pod creates, kube-scheduler's first status
+    write per pool (a pod marked unschedulable) and each pool's first ScaleRequest create.
+    None when the log lacks any of them (an API server without the timestamps)."""
+    created: list[float] = []
+    marked: dict[str, float] = {}
+    asked: dict[str, float] = {}
+    for event in events:
+        if not event.received or event.code >= 300:
+            continue
+        if event.resource == "pods" and event.name in pool_of_pod:
+            pool = pool_of_pod[event.name]
+            if event.verb == "create" and not event.subresource:
+                created.append(event.received)
+            elif event.subresource == "status" and event.user == SCHEDULER_USER:
+                marked[pool] = min(marked.get(pool, event.received), event.received)
+        elif event.resource == "scalerequests" and event.verb == "create":
+            pool = pool_of_request.get(event.name, "")
+            if pool:
+                asked[pool] = min(asked.get(pool, event.received), event.received)
+    if not created or not asked or not marked:
+        return None
+    first = min(created)
+    gaps = sorted(asked[pool] - marked[pool] for pool in asked if pool in marked)
+    return BurstTimings(
+        to_last_first_request=max(asked.values()) - first,
+        to_last_first_mark=max(marked.values()) - first,
+        judged_to_request_slowest=gaps[-1] if gaps else 0.0,
+        judged_to_request_median=gaps[len(gaps) // 2] if gaps else 0.0,
+    )
+
+
 @dataclass
 class SizeResult:
     pools: int
@@ -303,6 +349,7 @@ class SizeResult:
     burst_to_requests: float = 0.0
     burst_judged_to_requests: float = 0.0
     burst_to_running: float = 0.0
+    burst_timings: BurstTimings | None = None
 
 
 class Measured:
@@ -508,12 +555,15 @@ async def run_burst(
     judged: dict[str, float] = {}  # pool -> when its first burst pod was marked unschedulable
     running: set[str] = set()
 
+    requested_by: dict[str, str] = {}  # ScaleRequest name -> its pool
+
     def on_request(kind: str, request: dict[str, Any]) -> None:
         pool = str((request.get("spec") or {}).get("nodePoolName", ""))
         if kind != "DELETED" and pool in targets:
             asked.setdefault(pool, time.monotonic())
             if kind == "ADDED":
                 newest[pool] = str(request["metadata"]["name"])
+                requested_by[str(request["metadata"]["name"])] = pool
 
     def on_pod(kind: str, pod: dict[str, Any]) -> None:
         if kind == "DELETED":
@@ -562,6 +612,12 @@ async def run_burst(
             result.burst_judged_to_requests = max(
                 asked[pool] - judged.get(pool, began) for pool in targets
             )
+            pool_of_pod = {name: targets[i % len(targets)] for i, name in enumerate(names)}
+            timed = burst_timings(log.events_since_mark(), pool_of_pod, requested_by)
+            if timed is not None:
+                result.burst_timings = timed
+                result.burst_to_requests = timed.to_last_first_request
+                result.burst_judged_to_requests = timed.judged_to_request_slowest
 
             async def burst_running() -> bool:
                 print(f"    burst running {len(running & set(names))}/{burst}", file=sys.stderr)
@@ -630,6 +686,16 @@ def report(results: list[SizeResult]) -> str:
             f"{r.peak_rss:.0f} | {r.burst_to_requests:.1f} s | "
             f"{r.burst_judged_to_requests:.1f} s | {r.burst_to_running:.1f} s |"
         )
+    for r in results:
+        if r.burst_timings is not None:
+            t = r.burst_timings
+            lines.append(
+                f"\n{r.pools} pools, burst by the API server's clock: the last pool's first "
+                f"ScaleRequest {t.to_last_first_request:.1f} s after the first pod; "
+                f"kube-scheduler judged the last pool's first pod at {t.to_last_first_mark:.1f} s; "
+                f"a pool's first judged pod to its first ScaleRequest: median "
+                f"{t.judged_to_request_median:.1f} s, slowest {t.judged_to_request_slowest:.1f} s"
+            )
     for r in results:
         for p in r.phases:
             if p.by_target:

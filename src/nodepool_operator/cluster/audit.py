@@ -11,6 +11,7 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,9 @@ class AuditEvent:
     audit_id: str
     # A refusal because the object's namespace was being deleted: not a missing permission.
     namespace_terminating: bool = False
+    # When the server received the request (seconds since the epoch, its own clock; 0 when
+    # the record has none): timings from it do not depend on how late a watcher hears.
+    received: float = 0.0
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> AuditEvent:
@@ -50,6 +54,7 @@ class AuditEvent:
             audit_id=raw.get("auditID", ""),
             namespace_terminating="being terminated"
             in str((raw.get("responseStatus") or {}).get("message", "")),
+            received=_epoch(raw.get("requestReceivedTimestamp")),
         )
 
     @property
@@ -60,6 +65,13 @@ class AuditEvent:
     def target(self) -> str:
         """``resource/subresource`` as the server routes it, e.g. ``nodepools/status``."""
         return f"{self.resource}/{self.subresource}" if self.subresource else self.resource
+
+
+def _epoch(stamp: object) -> float:
+    """An RFC 3339 time with microseconds, as the audit log writes it, in epoch seconds."""
+    if not isinstance(stamp, str) or not stamp:
+        return 0.0
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 class AuditLog:
