@@ -12,7 +12,7 @@ by that rule (a scan of all nodes for each pod), and the two outcomes must be eq
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -29,13 +29,13 @@ from nodepool_operator.controllers.autoscaler.simulation import (
     Outcome,
     PoolTemplate,
     PoolZones,
-    filters,
     placing,
     rounds,
     simulate,
 )
 from nodepool_operator.controllers.autoscaler.simulation import cluster as cluster_state
-from nodepool_operator.controllers.autoscaler.simulation.rooms import RoomTree
+from nodepool_operator.controllers.autoscaler.simulation.pools import Simulation
+from nodepool_operator.controllers.autoscaler.simulation.rooms import BEYOND_MAX, RoomTree, SimNode
 
 ZONES = ("zone-a", "zone-b", "zone-c")
 MIB = 1024**2
@@ -186,18 +186,23 @@ def clusters(draw: st.DrawFn) -> dict[str, Any]:
     return {"nodes": existing, "pools": pools, "daemon_sets": daemons}
 
 
-def _every_node_in_order(
-    self: filters.Cluster, profile: PodProfile, need: Sequence[int], start: int
-) -> Iterable[int]:
-    # As the room trees treat a cordoned node: never offered.
-    return [node.index for node in self.nodes if not node.unschedulable]
+def _first_node_in_order(
+    self: Simulation, profile: PodProfile, start: int, *, beyond_max: bool = False
+) -> SimNode | None:
+    """``Simulation.existing_fit`` as a scan: every node from ``start`` on, every filter."""
+    for node in self.cluster.nodes[start:]:
+        if node.unschedulable:
+            continue  # as the room trees treat a cordoned node: never offered
+        if (node.kind == BEYOND_MAX) == beyond_max and self.cluster.problem(profile, node) is None:
+            return node
+    return None
 
 
 def _plain_first_fit(
     pending: Sequence[PodProfile], cluster: Mapping[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> Outcome:
     with monkeypatch.context() as patch:
-        patch.setattr(filters.Cluster, "candidates", _every_node_in_order)
+        patch.setattr(Simulation, "existing_fit", _first_node_in_order)
         patch.setattr(placing, "copies_that_fit", lambda profile, node, wanted: 1)
         # Never "the class filled the last node": every pod searches every node.
         patch.setattr(placing, "has_room", lambda profile, node: True)

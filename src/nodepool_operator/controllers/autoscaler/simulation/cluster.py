@@ -60,7 +60,7 @@ class ClusterState:
         self._rules_ids: dict[tuple[object, ...], int] = {}
         self._rules_of: dict[PodProfile, int] = {}
         self._pinned: dict[int, bool] = {}
-        self._usable: dict[int, tuple[int, list[Group]]] = {}
+        self._usable: dict[int, tuple[int, list[Group], list[bool]]] = {}
         self._kinds_seen = 0  # node kinds across all groups: the usable lists' version
         self.daemon_sets = daemon_sets
         self._terms: dict[AffinityTerm, Counts] = {}
@@ -243,6 +243,11 @@ class ClusterState:
         return hits
 
     # -- matching ---------------------------------------------------------------------
+
+    @property
+    def anti_affinity_counted(self) -> bool:
+        """Whether a counted pod has anti-affinity (its terms may refuse any pod)."""
+        return bool(self._anti_terms.terms)
 
     def counted_terms(self) -> list[AffinityTerm]:
         """The pod affinity and anti-affinity terms judged so far (their counters kept)."""

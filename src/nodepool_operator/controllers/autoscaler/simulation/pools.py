@@ -77,6 +77,8 @@ class Simulation:
         self._pools_indexed = 0
         # Per profile: its MAIN_RESOURCES (a tuple: the room trees keep each need packed).
         self._needs: dict[PodProfile, tuple[int, int, int]] = {}
+        # The profiles that only take room: no pod constraint, no request beyond those.
+        self._room_only: set[PodProfile] = set()
         for existing in nodes:
             node = self.cluster.add_node(
                 self.cluster.make_node(
@@ -160,21 +162,51 @@ class Simulation:
         """The first node from ``start`` on that takes the pod: a node that exists or may
         come (``beyond_max`` False), or one of the nodes past a pool's maxNodes opened so
         far (True). Room past maxNodes never comes, so it is used only where no pool may
-        grow for the pod: a pod another pool can host is never packed onto it."""
+        grow for the pod: a pod another pool can host is never packed onto it.
+
+        The room search finds the nodes with room for its cpu, memory and pod slots; the
+        filters judge them, unless they cannot refuse: a pod that asks for nothing else
+        and reads no other pod, in a cluster with no anti-affinity counted, on a group
+        whose every node passes its static filters.
+        """
         need = self._needs.get(profile)
         if need is None:
             requests = profile.requests  # ``MAIN_RESOURCES``, written out: runs per class
             need = (requests.get("cpu", 0), requests.get("memory", 0), requests.get("pods", 0))
             self._needs[profile] = need
+            if not (profile.has_pod_constraints or requests.keys() - MAIN_RESOURCES):
+                self._room_only.add(profile)
         cluster = self.cluster
+        cluster.refresh_rooms()  # nothing is placed while the groups are read below
+        groups, whole = cluster.usable_groups(profile)
+        judged = profile not in self._room_only or cluster.anti_affinity_counted
         nodes, problem = cluster.nodes, cluster.problem
-        for index in cluster.candidates(profile, need, start):
+        if len(groups) == 1:
+            group, judge = groups[0], judged or not whole[0]
+            index = group.first(need, start)
+            while index >= 0:
+                node = nodes[index]
+                if (node.kind == BEYOND_MAX) == beyond_max and (
+                    not judge or problem(profile, node) is None
+                ):
+                    return node
+                index = group.first(need, index + 1)
+            return None
+        # The groups' nodes merged in cluster order: each group's next one, the least first.
+        heads = [group.first(need, start) for group in groups]
+        while True:
+            index, at = -1, -1
+            for k, head in enumerate(heads):
+                if head >= 0 and (index < 0 or head < index):
+                    index, at = head, k
+            if index < 0:
+                return None
             node = nodes[index]
-            if (node.kind == BEYOND_MAX) != beyond_max:
-                continue
-            if problem(profile, node) is None:
+            if (node.kind == BEYOND_MAX) == beyond_max and (
+                not (judged or not whole[at]) or problem(profile, node) is None
+            ):
                 return node
-        return None
+            heads[at] = groups[at].first(need, index + 1)
 
     def following(self, profile: PodProfile, node: SimNode) -> SimNode | None:
         """The node right after ``node`` in the cluster when it takes the pod and the room
