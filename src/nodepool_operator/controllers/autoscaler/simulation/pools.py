@@ -119,8 +119,9 @@ class Simulation:
         else:  # judged as a candidate: its DaemonSet pods are charged, and now counted
             node.index, node.kind = len(cluster.nodes), kind
             cluster.add_node(node)
-            for profile in cluster.daemons_for(node):
-                cluster.count_in(profile, node, 1)
+            if cluster.counting:
+                for profile in cluster.daemons_for(node):
+                    cluster.count_in(profile, node, 1)
         for other in state.zone_choices():  # the pool's other candidates are not next now
             self._candidates.pop((state.template.name, state.opened, other), None)
         state.count_node(zone)
@@ -156,6 +157,23 @@ class Simulation:
             kind=kind,
         )
 
+    def room_only(self, profile: PodProfile) -> bool:
+        """Whether only the room filter may refuse the pod where the static filters pass:
+        it has no pod constraint and asks for nothing but cpu, memory and pod slots, and
+        no counted pod has anti-affinity."""
+        if profile not in self._needs:
+            self._need(profile)
+        return profile in self._room_only and not self.cluster.anti_affinity_counted
+
+    def _need(self, profile: PodProfile) -> tuple[int, int, int]:
+        """The pod's cpu, memory and pod slots (a tuple: the room trees keep each packed)."""
+        requests = profile.requests  # ``MAIN_RESOURCES``, written out: runs per class
+        need = (requests.get("cpu", 0), requests.get("memory", 0), requests.get("pods", 0))
+        self._needs[profile] = need
+        if not (profile.has_pod_constraints or requests.keys() - MAIN_RESOURCES):
+            self._room_only.add(profile)
+        return need
+
     def existing_fit(
         self, profile: PodProfile, start: int, *, beyond_max: bool = False
     ) -> SimNode | None:
@@ -169,13 +187,7 @@ class Simulation:
         and reads no other pod, in a cluster with no anti-affinity counted, on a group
         whose every node passes its static filters.
         """
-        need = self._needs.get(profile)
-        if need is None:
-            requests = profile.requests  # ``MAIN_RESOURCES``, written out: runs per class
-            need = (requests.get("cpu", 0), requests.get("memory", 0), requests.get("pods", 0))
-            self._needs[profile] = need
-            if not (profile.has_pod_constraints or requests.keys() - MAIN_RESOURCES):
-                self._room_only.add(profile)
+        need = self._needs.get(profile) or self._need(profile)
         cluster = self.cluster
         cluster.refresh_rooms()  # nothing is placed while the groups are read below
         groups, whole = cluster.usable_groups(profile)
