@@ -329,6 +329,26 @@ def test_the_room_tree_offers_every_leaf_with_room_leftmost_first(
             if index >= start and all(have >= want for have, want in zip(room, need, strict=True))
         ]
         assert list(tree.find(need, start, names)) == fits
+    _assert_maxima_as_packed_from_scratch(tree)
+
+
+def _assert_maxima_as_packed_from_scratch(tree: RoomTree) -> None:
+    """Every subtree's maxima, kept up as leaves were added and changed, are those a tree
+    packed from scratch has."""
+    kept = list(tree.tree)
+    tree._rebuild()
+    assert kept == tree.tree
+
+
+@settings(max_examples=100, deadline=None)
+@given(rooms=st.lists(_rooms, min_size=1, max_size=70))
+def test_the_room_tree_keeps_its_maxima_as_it_doubles(rooms: list[tuple[int, int, int]]) -> None:
+    tree = RoomTree((32 * 1024, 8000))
+    for index, room in enumerate(rooms):
+        tree.append()  # a doubling copies the tree before the leaf has room
+        _assert_maxima_as_packed_from_scratch(tree)
+        tree.set(index, room)
+        _assert_maxima_as_packed_from_scratch(tree)
 
 
 def _confirmed(pending: Sequence[PodProfile], cluster: Mapping[str, Any]) -> Outcome:

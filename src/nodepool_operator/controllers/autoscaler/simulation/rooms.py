@@ -171,8 +171,20 @@ class RoomTree:
         self.count += 1
         self.rooms.append((-1, -1, -1))
         if self.count > self.size:
-            self.size *= 2
-            self._rebuild()
+            self._double()
+
+    def _double(self) -> None:
+        """Twice the leaves, the new ones without room: the old tree is the new root's left
+        subtree, each of its levels the left half of the level below, and the new root's
+        maxima are the old root's. Copied, not packed and compared again."""
+        old, size = self.tree, self.size
+        tree = [self.guards] * (4 * size)
+        tree[1] = old[1]
+        width = 1
+        while width <= size:
+            tree[2 * width : 3 * width] = old[width : 2 * width]
+            width *= 2
+        self.tree, self.size = tree, 2 * size
 
     def set(self, index: int, room: Sequence[int]) -> None:
         cpu, memory, pods = room
@@ -194,9 +206,9 @@ class RoomTree:
         # of two in every field at once, as ``pack`` takes the smaller: with both guards
         # set, a field's guard survives ``a - b`` (``b``'s guards taken off) where a >= b.
         while n > 1:
-            a, b = value, tree[n ^ 1]
-            at_least = (a - (b ^ guards)) & guards
-            value = b ^ ((a ^ b) & (at_least - (at_least >> width)))
+            sibling = tree[n ^ 1]
+            at_least = (value - (sibling ^ guards)) & guards
+            value = sibling ^ ((value ^ sibling) & (at_least - (at_least >> width)))
             n >>= 1
             if tree[n] == value:
                 break
