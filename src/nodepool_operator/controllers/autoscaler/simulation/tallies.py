@@ -63,12 +63,15 @@ class Spread:
         """New, empty domains (values already counted are left as they are)."""
         counts = self.counts
         before = len(counts)
-        if before:
-            for value in values:
+        # Often every node's hostname, one static key's nodes at a time: added at once
+        # where none is counted yet (hostnames are new domains but for a node named twice).
+        fresh = dict.fromkeys(values, 0)
+        if counts.keys().isdisjoint(fresh):
+            dict.update(counts, fresh)
+        else:
+            for value in fresh:
                 if value not in counts:
                     counts[value] = 0
-        else:  # the first domains, often every node's hostname: added at once
-            dict.update(counts, dict.fromkeys(values, 0))
         added = len(counts) - before
         if not added:
             return
