@@ -12,7 +12,7 @@ by that rule (a scan of all nodes for each pod), and the two outcomes must be eq
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -328,8 +328,18 @@ def test_the_room_tree_offers_every_leaf_with_room_leftmost_first(
             for index, room in enumerate(rooms)
             if index >= start and all(have >= want for have, want in zip(room, need, strict=True))
         ]
-        assert list(tree.find(need, start, names)) == fits
+        assert list(_every_fit(tree, need, start, names)) == fits
     _assert_maxima_as_packed_from_scratch(tree)
+
+
+def _every_fit(
+    tree: RoomTree, need: tuple[int, int, int], start: int, names: Sequence[int]
+) -> Iterator[int]:
+    """``names`` of the leaves from ``start`` on with room for ``need``, leftmost first."""
+    at = tree.first(need, start)
+    while at >= 0:
+        yield names[at]
+        at = tree.first(need, at + 1)
 
 
 def _assert_maxima_as_packed_from_scratch(tree: RoomTree) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Final
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
@@ -37,6 +38,8 @@ from nodepool_operator.controllers.autoscaler.simulation.rooms import (
 )
 
 __all__ = ["PoolState", "Simulation"]
+
+_MAIN: Final = frozenset(MAIN_RESOURCES)
 
 
 class Simulation:
@@ -170,7 +173,7 @@ class Simulation:
         requests = profile.requests  # ``MAIN_RESOURCES``, written out: runs per class
         need = (requests.get("cpu", 0), requests.get("memory", 0), requests.get("pods", 0))
         self._needs[profile] = need
-        if not (profile.has_pod_constraints or requests.keys() - MAIN_RESOURCES):
+        if requests.keys() <= _MAIN and not profile.has_pod_constraints:
             self._room_only.add(profile)
         return need
 

@@ -6,7 +6,7 @@ scanning the full ones.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -245,13 +245,6 @@ class RoomTree:
                     return -1  # past the last leaf
                 n += 1
 
-    def find(self, need: tuple[int, int, int], start: int, names: Sequence[int]) -> Iterator[int]:
-        """``names`` of the leaves from ``start`` on with room for ``need``, leftmost first."""
-        at = self.first(need, start)
-        while at >= 0:
-            yield names[at]
-            at = self.first(need, at + 1)
-
 
 class Group:
     """Nodes equal in all but name and topology (a pool's nodes, whatever their zone), in
@@ -280,10 +273,6 @@ class Group:
         indexes = self.indexes
         at = self.tree.first(need, bisect.bisect_left(indexes, start) if start else 0)
         return indexes[at] if at >= 0 else -1
-
-    def find(self, need: tuple[int, int, int], start: int) -> Iterator[int]:
-        indexes = self.indexes
-        return self.tree.find(need, bisect.bisect_left(indexes, start) if start else 0, indexes)
 
 
 def copies_that_fit(profile: PodProfile, node: SimNode, wanted: int) -> int:
