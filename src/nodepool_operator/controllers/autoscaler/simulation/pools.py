@@ -7,6 +7,7 @@ of zones: the pool's next node in its ``ahead``-th least-filled zone.
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
@@ -197,23 +198,31 @@ class Simulation:
         judged = profile not in self._room_only or cluster.anti_affinity_counted
         nodes, problem = cluster.nodes, cluster.problem
         if len(groups) == 1:
-            group, judge = groups[0], judged or not whole[0]
-            index = group.first(need, start)
-            while index >= 0:
-                node = nodes[index]
+            judge = judged or not whole[0]
+            # Leaf by leaf in the group's one tree: a node refused (past maxNodes or not,
+            # a filter) resumes the search at the next leaf, not at a cluster index.
+            tree, indexes = groups[0].tree, groups[0].indexes
+            leaf = tree.first(need, bisect.bisect_left(indexes, start) if start else 0)
+            while leaf >= 0:
+                node = nodes[indexes[leaf]]
                 if (node.kind == BEYOND_MAX) == beyond_max and (
                     not judge or problem(profile, node) is None
                 ):
                     return node
-                index = group.first(need, index + 1)
+                leaf = tree.first(need, leaf + 1)
             return None
         # The groups' nodes merged in cluster order: each group's next one, the least first.
-        heads = [group.first(need, start) for group in groups]
+        leaves = [
+            group.tree.first(need, bisect.bisect_left(group.indexes, start) if start else 0)
+            for group in groups
+        ]
         while True:
             index, at = -1, -1
-            for k, head in enumerate(heads):
-                if head >= 0 and (index < 0 or head < index):
-                    index, at = head, k
+            for k, leaf in enumerate(leaves):
+                if leaf >= 0:
+                    head = groups[k].indexes[leaf]
+                    if index < 0 or head < index:
+                        index, at = head, k
             if index < 0:
                 return None
             node = nodes[index]
@@ -221,7 +230,7 @@ class Simulation:
                 not (judged or not whole[at]) or problem(profile, node) is None
             ):
                 return node
-            heads[at] = groups[at].first(need, index + 1)
+            leaves[at] = groups[at].tree.first(need, leaves[at] + 1)
 
     def following(self, profile: PodProfile, node: SimNode) -> SimNode | None:
         """The node right after ``node`` in the cluster when it takes the pod and the room

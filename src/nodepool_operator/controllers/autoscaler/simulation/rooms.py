@@ -5,7 +5,6 @@ scanning the full ones.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
@@ -266,13 +265,6 @@ class Group:
         self.indexes.append(node.index)
         self.tree.append()
         return len(self.indexes) - 1
-
-    def first(self, need: tuple[int, int, int], start: int) -> int:
-        """The cluster index of the group's first node from cluster index ``start`` on with
-        room for ``need``; -1 when none has."""
-        indexes = self.indexes
-        at = self.tree.first(need, bisect.bisect_left(indexes, start) if start else 0)
-        return indexes[at] if at >= 0 else -1
 
 
 def copies_that_fit(profile: PodProfile, node: SimNode, wanted: int) -> int:
