@@ -86,7 +86,9 @@ class ClusterState:
         self._placed_by_label: dict[tuple[str, str], list[PodProfile]] = {}
         self._static_ids: dict[tuple[object, ...], int] = {}
         self._by_static: dict[int, list[int]] = {}  # indexes of the added nodes, per static id
-        self._hostnames: dict[int, list[str]] = {}  # and their hostnames
+        # And their hostnames, each a domain with no pod yet: every spread over hostnames
+        # made later starts from these (a dict copied, not built for each).
+        self._hostnames: dict[int, dict[str, int]] = {}
         self._group_of_static: dict[int, Group] = {}
         # Nodes whose room changed since the room trees were last read: a node opened, given
         # its DaemonSet pods and filled before the next search is written to its tree once.
@@ -100,9 +102,9 @@ class ClusterState:
             raise ValueError(f"node {node.name} was made for another place in the cluster")
         self.nodes.append(node)
         self._by_static.setdefault(node.static_id, []).append(node.index)
-        hostnames = self._hostnames.setdefault(node.static_id, [])
+        hostnames = self._hostnames.setdefault(node.static_id, {})
         if HOSTNAME_LABEL in node.labels:
-            hostnames.append(node.labels[HOSTNAME_LABEL])
+            hostnames.setdefault(node.labels[HOSTNAME_LABEL], 0)
         # By static id first: a key is a deep tuple, hashed anew at every lookup.
         group = self._group_of_static.get(node.static_id)
         if group is None:
