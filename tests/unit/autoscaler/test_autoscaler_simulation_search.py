@@ -12,7 +12,7 @@ by that rule (a scan of all nodes for each pod), and the two outcomes must be eq
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -29,13 +29,13 @@ from nodepool_operator.controllers.autoscaler.simulation import (
     Outcome,
     PoolTemplate,
     PoolZones,
-    filters,
     placing,
     rounds,
     simulate,
 )
 from nodepool_operator.controllers.autoscaler.simulation import cluster as cluster_state
-from nodepool_operator.controllers.autoscaler.simulation.rooms import RoomTree
+from nodepool_operator.controllers.autoscaler.simulation.pools import Simulation
+from nodepool_operator.controllers.autoscaler.simulation.rooms import BEYOND_MAX, RoomTree, SimNode
 
 ZONES = ("zone-a", "zone-b", "zone-c")
 MIB = 1024**2
@@ -186,18 +186,23 @@ def clusters(draw: st.DrawFn) -> dict[str, Any]:
     return {"nodes": existing, "pools": pools, "daemon_sets": daemons}
 
 
-def _every_node_in_order(
-    self: filters.Cluster, profile: PodProfile, need: Sequence[int], start: int
-) -> Iterable[int]:
-    # As the room trees treat a cordoned node: never offered.
-    return [node.index for node in self.nodes if not node.unschedulable]
+def _first_node_in_order(
+    self: Simulation, profile: PodProfile, start: int, *, beyond_max: bool = False
+) -> SimNode | None:
+    """``Simulation.existing_fit`` as a scan: every node from ``start`` on, every filter."""
+    for node in self.cluster.nodes[start:]:
+        if node.unschedulable:
+            continue  # as the room trees treat a cordoned node: never offered
+        if (node.kind == BEYOND_MAX) == beyond_max and self.cluster.problem(profile, node) is None:
+            return node
+    return None
 
 
 def _plain_first_fit(
     pending: Sequence[PodProfile], cluster: Mapping[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> Outcome:
     with monkeypatch.context() as patch:
-        patch.setattr(filters.Cluster, "candidates", _every_node_in_order)
+        patch.setattr(Simulation, "existing_fit", _first_node_in_order)
         patch.setattr(placing, "copies_that_fit", lambda profile, node, wanted: 1)
         # Never "the class filled the last node": every pod searches every node.
         patch.setattr(placing, "has_room", lambda profile, node: True)
@@ -323,7 +328,37 @@ def test_the_room_tree_offers_every_leaf_with_room_leftmost_first(
             for index, room in enumerate(rooms)
             if index >= start and all(have >= want for have, want in zip(room, need, strict=True))
         ]
-        assert list(tree.find(need, start, names)) == fits
+        assert list(_every_fit(tree, need, start, names)) == fits
+    _assert_maxima_as_packed_from_scratch(tree)
+
+
+def _every_fit(
+    tree: RoomTree, need: tuple[int, int, int], start: int, names: Sequence[int]
+) -> Iterator[int]:
+    """``names`` of the leaves from ``start`` on with room for ``need``, leftmost first."""
+    at = tree.first(need, start)
+    while at >= 0:
+        yield names[at]
+        at = tree.first(need, at + 1)
+
+
+def _assert_maxima_as_packed_from_scratch(tree: RoomTree) -> None:
+    """Every subtree's maxima, kept up as leaves were added and changed, are those a tree
+    packed from scratch has."""
+    kept = list(tree.tree)
+    tree._rebuild()
+    assert kept == tree.tree
+
+
+@settings(max_examples=100, deadline=None)
+@given(rooms=st.lists(_rooms, min_size=1, max_size=70))
+def test_the_room_tree_keeps_its_maxima_as_it_doubles(rooms: list[tuple[int, int, int]]) -> None:
+    tree = RoomTree((32 * 1024, 8000))
+    for index, room in enumerate(rooms):
+        tree.append()  # a doubling copies the tree before the leaf has room
+        _assert_maxima_as_packed_from_scratch(tree)
+        tree.set(index, room)
+        _assert_maxima_as_packed_from_scratch(tree)
 
 
 def _confirmed(pending: Sequence[PodProfile], cluster: Mapping[str, Any]) -> Outcome:

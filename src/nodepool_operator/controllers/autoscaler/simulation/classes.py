@@ -10,25 +10,48 @@ from collections.abc import Iterable, Mapping, Sequence
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.simulation.model import MAIN_RESOURCES, ExistingNode
 
-__all__ = ["Alike", "grouped", "share"]
+__all__ = ["Alike", "ordered", "share"]
 
 
-def share(profile: PodProfile, reference: Mapping[str, int]) -> float:
-    """The largest share of a node the pod asks for, of cpu, memory and pod slots."""
-    largest = 0.0
-    for name in MAIN_RESOURCES:
-        amount = profile.requests.get(name, 0)
+def share(profile: PodProfile, units: Sequence[tuple[str, int | None]]) -> float:
+    """The largest share of a node the pod asks for, of cpu, memory and pod slots
+    (``units``: each with the largest node's amount)."""
+    largest, requests = 0.0, profile.requests
+    for name, have in units:
+        amount = requests.get(name, 0)
         if amount > 0:
-            have = reference.get(name)
-            largest = max(largest, amount / have if have else float("inf"))
+            part = amount / have if have else float("inf")
+            if part > largest:
+                largest = part
     return largest
 
 
-def grouped(pods: Sequence[PodProfile]) -> list[tuple[PodProfile, list[int]]]:
-    grouped: dict[PodProfile, list[int]] = {}
+def ordered(
+    pods: Sequence[PodProfile], reference: Mapping[str, int]
+) -> list[tuple[PodProfile, list[int]]]:
+    """The classes of ``pods`` (equal profiles, each with its pods' indexes) in the order
+    they are placed: higher priority first, then pods that need other pods near them
+    after those that need none, then first-fit-decreasing by ``share``."""
+    members: dict[PodProfile, list[int]] = {}
     for index, profile in enumerate(pods):
-        grouped.setdefault(profile, []).append(index)
-    return list(grouped.items())
+        indexes = members.get(profile)
+        if indexes is None:
+            members[profile] = [index]
+        else:
+            indexes.append(index)
+    units = [(name, reference.get(name)) for name in MAIN_RESOURCES]
+    # Sorted by (priority, affinity) bucket, then by share within each: the order of one
+    # stable sort by the three, without comparing a tuple per pair (most pods share a bucket).
+    buckets: dict[tuple[int, bool], list[tuple[PodProfile, list[int]]]] = {}
+    for item in members.items():
+        profile = item[0]
+        buckets.setdefault((-profile.priority, bool(profile.affinity)), []).append(item)
+    found: list[tuple[PodProfile, list[int]]] = []
+    for bucket in sorted(buckets):
+        items = buckets[bucket]
+        shares = [-share(profile, units) for profile, _ in items]
+        found.extend(items[i] for i in sorted(range(len(items)), key=shares.__getitem__))
+    return found
 
 
 class Alike:

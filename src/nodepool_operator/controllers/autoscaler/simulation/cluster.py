@@ -60,7 +60,7 @@ class ClusterState:
         self._rules_ids: dict[tuple[object, ...], int] = {}
         self._rules_of: dict[PodProfile, int] = {}
         self._pinned: dict[int, bool] = {}
-        self._usable: dict[int, tuple[int, list[Group]]] = {}
+        self._usable: dict[int, tuple[int, list[Group], list[bool]]] = {}
         self._kinds_seen = 0  # node kinds across all groups: the usable lists' version
         self.daemon_sets = daemon_sets
         self._terms: dict[AffinityTerm, Counts] = {}
@@ -86,7 +86,9 @@ class ClusterState:
         self._placed_by_label: dict[tuple[str, str], list[PodProfile]] = {}
         self._static_ids: dict[tuple[object, ...], int] = {}
         self._by_static: dict[int, list[int]] = {}  # indexes of the added nodes, per static id
-        self._hostnames: dict[int, list[str]] = {}  # and their hostnames
+        # And their hostnames, each a domain with no pod yet: every spread over hostnames
+        # made later starts from these (a dict copied, not built for each).
+        self._hostnames: dict[int, dict[str, int]] = {}
         self._group_of_static: dict[int, Group] = {}
         # Nodes whose room changed since the room trees were last read: a node opened, given
         # its DaemonSet pods and filled before the next search is written to its tree once.
@@ -100,9 +102,9 @@ class ClusterState:
             raise ValueError(f"node {node.name} was made for another place in the cluster")
         self.nodes.append(node)
         self._by_static.setdefault(node.static_id, []).append(node.index)
-        hostnames = self._hostnames.setdefault(node.static_id, [])
+        hostnames = self._hostnames.setdefault(node.static_id, {})
         if HOSTNAME_LABEL in node.labels:
-            hostnames.append(node.labels[HOSTNAME_LABEL])
+            hostnames.setdefault(node.labels[HOSTNAME_LABEL], 0)
         # By static id first: a key is a deep tuple, hashed anew at every lookup.
         group = self._group_of_static.get(node.static_id)
         if group is None:
@@ -243,6 +245,11 @@ class ClusterState:
         return hits
 
     # -- matching ---------------------------------------------------------------------
+
+    @property
+    def anti_affinity_counted(self) -> bool:
+        """Whether a counted pod has anti-affinity (its terms may refuse any pod)."""
+        return bool(self._anti_terms.terms)
 
     def counted_terms(self) -> list[AffinityTerm]:
         """The pod affinity and anti-affinity terms judged so far (their counters kept)."""

@@ -5,9 +5,6 @@ may search at all.
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Iterable
-
 from nodepool_operator.controllers.autoscaler.constraints import (
     UNSCHEDULABLE_TAINT,
     PodProfile,
@@ -16,7 +13,7 @@ from nodepool_operator.controllers.autoscaler.constraints import (
     node_affinity_problem,
     untolerated,
 )
-from nodepool_operator.controllers.autoscaler.simulation.rooms import SimNode
+from nodepool_operator.controllers.autoscaler.simulation.rooms import Group, SimNode
 from nodepool_operator.controllers.autoscaler.simulation.spreading import SpreadingState
 from nodepool_operator.controllers.autoscaler.simulation.tallies import Spread
 
@@ -81,26 +78,26 @@ class Cluster(SpreadingState):
             self._static[key] = problem
         return problem
 
-    def candidates(
-        self, profile: PodProfile, need: tuple[int, int, int], start: int
-    ) -> Iterable[int]:
-        """Nodes from ``start`` on with room for ``need``, in order, in groups it may use.
-        Nothing may be placed while they are read."""
-        self.refresh_rooms()
+    def usable_groups(self, profile: PodProfile) -> tuple[list[Group], list[bool]]:
+        """The groups whose nodes the pod's static filters may pass, and for each whether
+        they pass every one of its nodes (the nodes need no static check then)."""
         rules = self.rules_id(profile)
-        seen, usable = self._usable.get(rules, (-1, []))
+        seen, usable, whole = self._usable.get(rules, (-1, [], []))
         if seen != self._kinds_seen:
-            # Groups and their kinds only grow: the list stands until one of them does.
+            # Groups and their kinds only grow: the lists stand until one of them does.
             pinned = self._pinned[rules]
-            usable = [
-                group
-                for group in (self.groups.values() if pinned else self.groups_for(profile))
-                if pinned or any(self._static_problem(profile, n) is None for n in group.kinds)
-            ]
-            self._usable[rules] = (self._kinds_seen, usable)
-        if len(usable) == 1:
-            return usable[0].find(need, start)
-        return heapq.merge(*(group.find(need, start) for group in usable))
+            usable, whole = [], []
+            for group in self.groups.values() if pinned else self.groups_for(profile):
+                if pinned:
+                    usable.append(group)
+                    whole.append(False)  # its verdicts are per node, not per kind
+                    continue
+                passed = [self._static_problem(profile, n) is None for n in group.kinds]
+                if any(passed):
+                    usable.append(group)
+                    whole.append(all(passed))
+            self._usable[rules] = (self._kinds_seen, usable, whole)
+        return usable, whole
 
     @staticmethod
     def _resource_problem(profile: PodProfile, node: SimNode) -> str | None:

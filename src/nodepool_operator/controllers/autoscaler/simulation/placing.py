@@ -108,10 +108,9 @@ def _simulate_once(
         if target is not None:
             cluster.place(profile, target, 1, counted=True)
     reference = simulation.reference
-    found = classes.grouped(pending)
     # Pods that need other pods near them go after the pods that need nobody, so that a
     # pending pod they are affine to is placed first (the scheduler retries them until it is).
-    found.sort(key=lambda c: (-c[0].priority, bool(c[0].affinity), -classes.share(c[0], reference)))
+    found = classes.ordered(pending, reference)
     placements: list[str | None] = [None] * len(pending)
     unfit: dict[int, str] = {}
     existing_fit, place = simulation.existing_fit, cluster.place
@@ -329,6 +328,8 @@ def _new_node(simulation: Simulation, profile: PodProfile, remaining: int) -> Si
         node = simulation.open_for(state, where, beyond=beyond)
         if passed_over is not None:
             simulation.passed_over_for[node.index] = passed_over
+        if simulation.room_only(profile):
+            return node  # the candidate ``new_node`` judged, with nothing placed since
     problem = simulation.cluster.problem(profile, node)
     if problem is not None:
         return problem

@@ -7,8 +7,10 @@ of zones: the pool's next node in its ``ahead``-th least-filled zone.
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Final
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
@@ -37,6 +39,8 @@ from nodepool_operator.controllers.autoscaler.simulation.rooms import (
 )
 
 __all__ = ["PoolState", "Simulation"]
+
+_MAIN: Final = frozenset(MAIN_RESOURCES)
 
 
 class Simulation:
@@ -77,6 +81,8 @@ class Simulation:
         self._pools_indexed = 0
         # Per profile: its MAIN_RESOURCES (a tuple: the room trees keep each need packed).
         self._needs: dict[PodProfile, tuple[int, int, int]] = {}
+        # The profiles that only take room: no pod constraint, no request beyond those.
+        self._room_only: set[PodProfile] = set()
         for existing in nodes:
             node = self.cluster.add_node(
                 self.cluster.make_node(
@@ -117,8 +123,9 @@ class Simulation:
         else:  # judged as a candidate: its DaemonSet pods are charged, and now counted
             node.index, node.kind = len(cluster.nodes), kind
             cluster.add_node(node)
-            for profile in cluster.daemons_for(node):
-                cluster.count_in(profile, node, 1)
+            if cluster.counting:
+                for profile in cluster.daemons_for(node):
+                    cluster.count_in(profile, node, 1)
         for other in state.zone_choices():  # the pool's other candidates are not next now
             self._candidates.pop((state.template.name, state.opened, other), None)
         state.count_node(zone)
@@ -154,27 +161,76 @@ class Simulation:
             kind=kind,
         )
 
+    def room_only(self, profile: PodProfile) -> bool:
+        """Whether only the room filter may refuse the pod where the static filters pass:
+        it has no pod constraint and asks for nothing but cpu, memory and pod slots, and
+        no counted pod has anti-affinity."""
+        if profile not in self._needs:
+            self._need(profile)
+        return profile in self._room_only and not self.cluster.anti_affinity_counted
+
+    def _need(self, profile: PodProfile) -> tuple[int, int, int]:
+        """The pod's cpu, memory and pod slots (a tuple: the room trees keep each packed)."""
+        requests = profile.requests  # ``MAIN_RESOURCES``, written out: runs per class
+        need = (requests.get("cpu", 0), requests.get("memory", 0), requests.get("pods", 0))
+        self._needs[profile] = need
+        if requests.keys() <= _MAIN and not profile.has_pod_constraints:
+            self._room_only.add(profile)
+        return need
+
     def existing_fit(
         self, profile: PodProfile, start: int, *, beyond_max: bool = False
     ) -> SimNode | None:
         """The first node from ``start`` on that takes the pod: a node that exists or may
         come (``beyond_max`` False), or one of the nodes past a pool's maxNodes opened so
         far (True). Room past maxNodes never comes, so it is used only where no pool may
-        grow for the pod: a pod another pool can host is never packed onto it."""
-        need = self._needs.get(profile)
-        if need is None:
-            requests = profile.requests  # ``MAIN_RESOURCES``, written out: runs per class
-            need = (requests.get("cpu", 0), requests.get("memory", 0), requests.get("pods", 0))
-            self._needs[profile] = need
+        grow for the pod: a pod another pool can host is never packed onto it.
+
+        The room search finds the nodes with room for its cpu, memory and pod slots; the
+        filters judge them, unless they cannot refuse: a pod that asks for nothing else
+        and reads no other pod, in a cluster with no anti-affinity counted, on a group
+        whose every node passes its static filters.
+        """
+        need = self._needs.get(profile) or self._need(profile)
         cluster = self.cluster
+        cluster.refresh_rooms()  # nothing is placed while the groups are read below
+        groups, whole = cluster.usable_groups(profile)
+        judged = profile not in self._room_only or cluster.anti_affinity_counted
         nodes, problem = cluster.nodes, cluster.problem
-        for index in cluster.candidates(profile, need, start):
+        if len(groups) == 1:
+            judge = judged or not whole[0]
+            # Leaf by leaf in the group's one tree: a node refused (past maxNodes or not,
+            # a filter) resumes the search at the next leaf, not at a cluster index.
+            tree, indexes = groups[0].tree, groups[0].indexes
+            leaf = tree.first(need, bisect.bisect_left(indexes, start) if start else 0)
+            while leaf >= 0:
+                node = nodes[indexes[leaf]]
+                if (node.kind == BEYOND_MAX) == beyond_max and (
+                    not judge or problem(profile, node) is None
+                ):
+                    return node
+                leaf = tree.first(need, leaf + 1)
+            return None
+        # The groups' nodes merged in cluster order: each group's next one, the least first.
+        leaves = [
+            group.tree.first(need, bisect.bisect_left(group.indexes, start) if start else 0)
+            for group in groups
+        ]
+        while True:
+            index, at = -1, -1
+            for k, leaf in enumerate(leaves):
+                if leaf >= 0:
+                    head = groups[k].indexes[leaf]
+                    if index < 0 or head < index:
+                        index, at = head, k
+            if index < 0:
+                return None
             node = nodes[index]
-            if (node.kind == BEYOND_MAX) != beyond_max:
-                continue
-            if problem(profile, node) is None:
+            if (node.kind == BEYOND_MAX) == beyond_max and (
+                not (judged or not whole[at]) or problem(profile, node) is None
+            ):
                 return node
-        return None
+            leaves[at] = groups[at].tree.first(need, leaves[at] + 1)
 
     def following(self, profile: PodProfile, node: SimNode) -> SimNode | None:
         """The node right after ``node`` in the cluster when it takes the pod and the room

@@ -5,8 +5,7 @@ scanning the full ones.
 
 from __future__ import annotations
 
-import bisect
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -75,16 +74,17 @@ class RoomTree:
     """Leftmost node with room for (cpu, memory, pods): a max-tree over packed keys.
 
     A tree node holds, for the leaves under it, the largest of each of several keys,
-    packed in one integer (a field per key, a guard bit above each): whether a subtree may
-    have room for a pod is one subtraction, true when no field borrows from its guard
-    (every field at least the pod's). The keys are the node's free cpu, memory and pod
-    slots, and what a node with room for a pod must have at least as much of as the pod:
-    its *balance* (cpu and memory, each relative to the largest node, added up) and, for
-    mixes of the two, the smaller of its cpu and memory weighed by that mix. A subtree
-    whose most cpu and most memory are on different nodes passes the first three yet has
-    no room for a pod needing both; with every request different, searches would spend
-    most of their time in such subtrees, and the mix nearest the pod's own shape refuses
-    most of them. The keys only prune what cannot fit: the result is still exact first fit.
+    packed in one integer (a field per key, a guard bit above each, always set in the
+    tree): whether a subtree may have room for a pod is one subtraction, true when no
+    field borrows from its guard (every field at least the pod's). The keys are the
+    node's free cpu, memory and pod slots, and what a node with room for a pod must have
+    at least as much of as the pod: its *balance* (cpu and memory, each relative to the
+    largest node, added up) and, for mixes of the two, the smaller of its cpu and memory
+    weighed by that mix. A subtree whose most cpu and most memory are on different nodes
+    passes the first three yet has no room for a pod needing both; with every request
+    different, searches would spend most of their time in such subtrees, and the mix
+    nearest the pod's own shape refuses most of them. The keys only prune what cannot
+    fit: the result is still exact first fit.
     """
 
     #: Mixes of (cpu, memory) weights, each relative to the largest node: a mix for every
@@ -96,11 +96,11 @@ class RoomTree:
         self.size = 1
         self.count = 0
         self.cpu_weight, self.memory_weight = scale
-        self.tree: list[int] = [0, 0]
         self.rooms: list[tuple[int, int, int]] = []  # each leaf's, to repack when widened
         # Below these a room's every key fits its field; they grow with the rooms set.
         self.caps = (scale[1] + 1, (scale[0] + 1) << 20, 1 << 10)
         self._layout()
+        self.tree: list[int] = [self.guards] * 2
 
     def _layout(self) -> None:
         """Fields wide enough for every key of a room below ``caps``, and the constants
@@ -155,13 +155,14 @@ class RoomTree:
         )
 
     def _rebuild(self) -> None:
-        size, tree = self.size, [0] * (2 * self.size)
+        guards, width = self.guards, self.width
+        size, tree = self.size, [guards] * (2 * self.size)
         for index, room in enumerate(self.rooms):
-            tree[size + index] = self.pack(*room)
-        guards, width, ones = self.guards, self.width, self.ones
+            tree[size + index] = self.pack(*room) | guards
         for n in range(size - 1, 0, -1):
             a, b = tree[2 * n], tree[2 * n + 1]
-            tree[n] = b ^ ((a ^ b) & (((((a | guards) - b) & guards) >> width) * ones))
+            at_least = (a - (b ^ guards)) & guards
+            tree[n] = b ^ ((a ^ b) & (at_least - (at_least >> width)))
         self.tree = tree
 
     def append(self) -> None:
@@ -169,8 +170,20 @@ class RoomTree:
         self.count += 1
         self.rooms.append((-1, -1, -1))
         if self.count > self.size:
-            self.size *= 2
-            self._rebuild()
+            self._double()
+
+    def _double(self) -> None:
+        """Twice the leaves, the new ones without room: the old tree is the new root's left
+        subtree, each of its levels the left half of the level below, and the new root's
+        maxima are the old root's. Copied, not packed and compared again."""
+        old, size = self.tree, self.size
+        tree = [self.guards] * (4 * size)
+        tree[1] = old[1]
+        width = 1
+        while width <= size:
+            tree[2 * width : 3 * width] = old[width : 2 * width]
+            width *= 2
+        self.tree, self.size = tree, 2 * size
 
     def set(self, index: int, room: Sequence[int]) -> None:
         cpu, memory, pods = room
@@ -181,59 +194,55 @@ class RoomTree:
             self._layout()
             self._rebuild()
             return
-        value = self.pack(cpu, memory, pods)
+        guards, width = self.guards, self.width
+        value = self.pack(cpu, memory, pods) | guards
         tree = self.tree
         n = self.size + index
         if tree[n] == value:
             return
         tree[n] = value
-        guards, width, ones = self.guards, self.width, self.ones
         # Up while the parent's maxima change: a sibling's fields may hold them. The larger
-        # of two in every field at once, as ``pack`` takes the smaller.
+        # of two in every field at once, as ``pack`` takes the smaller: with both guards
+        # set, a field's guard survives ``a - b`` (``b``'s guards taken off) where a >= b.
         while n > 1:
-            a, b = value, tree[n ^ 1]
-            value = b ^ ((a ^ b) & (((((a | guards) - b) & guards) >> width) * ones))
+            sibling = tree[n ^ 1]
+            at_least = (value - (sibling ^ guards)) & guards
+            value = sibling ^ ((value ^ sibling) & (at_least - (at_least >> width)))
             n >>= 1
             if tree[n] == value:
                 break
             tree[n] = value
 
-    def find(self, need: tuple[int, int, int], start: int, names: Sequence[int]) -> Iterator[int]:
-        """``names`` of the leaves from ``start`` on with room for ``need``, leftmost first."""
+    def first(self, need: tuple[int, int, int], start: int) -> int:
+        """The leftmost leaf from ``start`` on with room for ``need``; -1 when none has.
+
+        The subtrees after ``start`` are read left to right (from the root when ``start``
+        is 0): one that may have room is entered at its left child, one that has none
+        gives way to the next subtree on its right. A subtree's maxima may come from
+        different leaves, so one entered may still have none: the walk goes on right.
+        One check per subtree read, no stack: this runs once per pod placed.
+        """
         c, m, p = need
         caps = self.caps
-        if c >= caps[0] or m >= caps[1] or p >= caps[2]:
-            return  # more than any room set
-        if start >= self.count:
-            return  # every leaf before ``start`` (the walk below assumes one is not)
+        if c >= caps[0] or m >= caps[1] or p >= caps[2] or start >= self.count:
+            return -1  # more than any room set, or no leaf from ``start`` on
         # A class searches again and again with one need: packed once (per layout).
         want = self._wants.get(need)
         if want is None:
             want = self._wants[need] = self.pack(c, m, p)
-        tree, guards = self.tree, self.guards
-        if ((tree[1] | guards) - want) & guards != guards:
-            return
-        size = self.size
-        # Leaves before ``start`` are skipped by their position: a subtree is pushed only
-        # when it may have room in every dimension and ends after ``start``.
-        first = size + start
-        height = size.bit_length() - 1
-        stack = [1]
-        pop, push = stack.pop, stack.append
-        while stack:
-            n = pop()
-            if n >= size:
-                yield names[n - size]
-                continue
-            right = 2 * n + 1
-            if ((tree[right] | guards) - want) & guards == guards:
-                push(right)
-            left = right - 1
-            # The left subtree is skipped whole when its last leaf comes before ``start``.
-            if ((tree[left] | guards) - want) & guards == guards and (
-                start == 0 or ((right << (height - left.bit_length() + 1)) - 1 >= first)
-            ):
-                push(left)
+        tree, guards, size = self.tree, self.guards, self.size
+        n = size + start if start else 1
+        while True:
+            if (tree[n] - want) & guards == guards:
+                if n >= size:
+                    return n - size
+                n <<= 1
+            else:
+                while n & 1:  # the last subtree of its parent: the parent's next one
+                    n >>= 1
+                if not n:
+                    return -1  # past the last leaf
+                n += 1
 
 
 class Group:
@@ -256,10 +265,6 @@ class Group:
         self.indexes.append(node.index)
         self.tree.append()
         return len(self.indexes) - 1
-
-    def find(self, need: tuple[int, int, int], start: int) -> Iterator[int]:
-        indexes = self.indexes
-        return self.tree.find(need, bisect.bisect_left(indexes, start) if start else 0, indexes)
 
 
 def copies_that_fit(profile: PodProfile, node: SimNode, wanted: int) -> int:

@@ -35,7 +35,7 @@ class SpreadingState(ClusterState):
                 elif self._spread_eligible(spread, nodes[indexes[0]]):
                     if topology == HOSTNAME_LABEL:
                         # Every class spreading by hostname reads these: kept, not rebuilt.
-                        spread.add_domains(self._hostnames[static_id])
+                        spread.add_empty_domains(self._hostnames[static_id])
                         continue
                     eligible = indexes if per_node else indexes[:1]
                 else:

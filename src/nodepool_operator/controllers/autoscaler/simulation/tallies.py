@@ -61,14 +61,21 @@ class Spread:
 
     def add_domains(self, values: Iterable[str]) -> None:
         """New, empty domains (values already counted are left as they are)."""
+        self.add_empty_domains(dict.fromkeys(values, 0))
+
+    def add_empty_domains(self, fresh: dict[str, int]) -> None:
+        """``add_domains`` given the domains as a dict of zeros, which is only read: a
+        static key's hostnames, kept for every spread that counts them."""
         counts = self.counts
         before = len(counts)
-        if before:
-            for value in values:
+        # Often every node's hostname, one static key's nodes at a time: added at once
+        # where none is counted yet (hostnames are new domains but for a node named twice).
+        if counts.keys().isdisjoint(fresh):
+            dict.update(counts, fresh)
+        else:
+            for value in fresh:
                 if value not in counts:
                     counts[value] = 0
-        else:  # the first domains, often every node's hostname: added at once
-            dict.update(counts, dict.fromkeys(values, 0))
         added = len(counts) - before
         if not added:
             return
