@@ -11,9 +11,10 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from nodepool_operator import timestamps
 
 __all__ = ["WRITE_VERBS", "AuditEvent", "AuditLog", "summarize", "writes"]
 
@@ -68,10 +69,8 @@ class AuditEvent:
 
 
 def _epoch(stamp: object) -> float:
-    """An RFC 3339 time with microseconds, as the audit log writes it, in epoch seconds."""
-    if not isinstance(stamp, str) or not stamp:
-        return 0.0
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    """An RFC 3339 time, as the audit log writes it, in epoch seconds (0 when absent)."""
+    return timestamps.parse_rfc3339(stamp) or 0.0
 
 
 class AuditLog:
