@@ -54,25 +54,6 @@ IDENTITIES: dict[str, pki.Identity] = {
 #: Jobs with a TTL are deleted), and Services get their EndpointSlices and Endpoints. The
 #: pod garbage collector is what deletes the Pods left bound to a Node that is gone: a
 #: drain leaves DaemonSet Pods in place, and nothing else would ever remove them.
-#: The client-side request rate of kube-scheduler and kube-controller-manager. Their
-#: defaults (50 and 20 requests a second) suit a small cluster; clusters of thousands of
-#: Nodes raise them, as kwokctl's ``--disable-qps-limits`` does for simulated ones. At the
-#: default, with 3,000 Nodes, the node-lifecycle controller lifted a new Node's
-#: ``node.kubernetes.io/not-ready`` taint about two minutes after kwok reported it Ready
-#: (its taint passes queue behind one another at about 9 Node patches a second, each with
-#: a read before it), and no pod could be bound to the Node meanwhile.
-CLIENT_RATE: Final = ("--kube-api-qps=1000", "--kube-api-burst=2000")
-#: kwok renews each simulated Node's lease every quarter of this, as a kubelet does (a
-#: kubelet's lease lasts 40 s). One process renewing thousands of leases on a machine that
-#: also runs the API server falls behind under load, and the node-lifecycle controller
-#: then marks healthy Nodes NotReady, taints them and rewrites every pod on them: at
-#: 3,000 Nodes with a 40 s lease those writes fed on themselves until binding slowed to
-#: about 3 pods a second. Longer leases and a matching silence before a Node counts as
-#: unresponsive keep that from happening; no test relies on a lease running out (the
-#: repair tests write a Node's Ready condition themselves).
-NODE_LEASE_SECONDS: Final = 120
-NODE_SILENCE_SECONDS: Final = 240
-
 CONTROLLERS = (
     "node-lifecycle-controller",
     "garbage-collector-controller",
@@ -91,6 +72,25 @@ CONTROLLERS = (
     "endpointslice-mirroring-controller",
     "pod-garbage-collector-controller",
 )
+
+#: The client-side request rate of kube-scheduler and kube-controller-manager. Their
+#: defaults (50 and 20 requests a second) suit a small cluster; clusters of thousands of
+#: Nodes raise them, as kwokctl's ``--disable-qps-limits`` does for simulated ones. At the
+#: default, with 3,000 Nodes, the node-lifecycle controller lifted a new Node's
+#: ``node.kubernetes.io/not-ready`` taint about two minutes after kwok reported it Ready
+#: (its taint passes queue behind one another at about 9 Node patches a second, each with
+#: a read before it), and no pod could be bound to the Node meanwhile.
+CLIENT_RATE: Final = ("--kube-api-qps=1000", "--kube-api-burst=2000")
+#: kwok renews each simulated Node's lease every quarter of this, as a kubelet does (a
+#: kubelet's lease lasts 40 s). One process renewing thousands of leases on a machine that
+#: also runs the API server falls behind under load, and the node-lifecycle controller
+#: then marks healthy Nodes NotReady, taints them and rewrites every pod on them: at
+#: 3,000 Nodes with a 40 s lease and the rate above, those writes fed on themselves until
+#: binding slowed to about 3 pods a second. Longer leases and a matching silence before a Node counts as
+#: unresponsive keep that from happening; no test relies on a lease running out (the
+#: repair tests write a Node's Ready condition themselves).
+NODE_LEASE_SECONDS: Final = 120
+NODE_SILENCE_SECONDS: Final = 240
 
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1",
