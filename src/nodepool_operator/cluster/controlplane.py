@@ -86,9 +86,9 @@ CLIENT_RATE: Final = ("--kube-api-qps=1000", "--kube-api-burst=2000")
 #: also runs the API server falls behind under load, and the node-lifecycle controller
 #: then marks healthy Nodes NotReady, taints them and rewrites every pod on them: at
 #: 3,000 Nodes with a 40 s lease and the rate above, those writes fed on themselves until
-#: binding slowed to about 3 pods a second. Longer leases and a matching silence before a Node counts as
-#: unresponsive keep that from happening; no test relies on a lease running out (the
-#: repair tests write a Node's Ready condition themselves).
+#: binding slowed to about 3 pods a second. Longer leases and a matching silence before a
+#: Node counts as unresponsive keep that from happening; no test relies on a lease running
+#: out (the repair tests write a Node's Ready condition themselves).
 NODE_LEASE_SECONDS: Final = 120
 NODE_SILENCE_SECONDS: Final = 240
 
