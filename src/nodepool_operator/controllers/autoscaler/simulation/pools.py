@@ -7,7 +7,6 @@ of zones: the pool's next node in its ``ahead``-th least-filled zone.
 
 from __future__ import annotations
 
-import bisect
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
@@ -195,14 +194,15 @@ class Simulation:
         cluster = self.cluster
         cluster.refresh_rooms()  # nothing is placed while the groups are read below
         groups, whole = cluster.usable_groups(profile)
-        judged = profile not in self._room_only or cluster.anti_affinity_counted
+        judged = not self.room_only(profile)
         nodes, problem = cluster.nodes, cluster.problem
         if len(groups) == 1:
             judge = judged or not whole[0]
             # Leaf by leaf in the group's one tree: a node refused (past maxNodes or not,
             # a filter) resumes the search at the next leaf, not at a cluster index.
-            tree, indexes = groups[0].tree, groups[0].indexes
-            leaf = tree.first(need, bisect.bisect_left(indexes, start) if start else 0)
+            group = groups[0]
+            tree, indexes = group.tree, group.indexes
+            leaf = group.first(need, start)
             while leaf >= 0:
                 node = nodes[indexes[leaf]]
                 if (node.kind == BEYOND_MAX) == beyond_max and (
@@ -212,10 +212,8 @@ class Simulation:
                 leaf = tree.first(need, leaf + 1)
             return None
         # The groups' nodes merged in cluster order: each group's next one, the least first.
-        leaves = [
-            group.tree.first(need, bisect.bisect_left(group.indexes, start) if start else 0)
-            for group in groups
-        ]
+        judges = [judged or not passes_all for passes_all in whole]
+        leaves = [group.first(need, start) for group in groups]
         while True:
             index, at = -1, -1
             for k, leaf in enumerate(leaves):
@@ -227,7 +225,7 @@ class Simulation:
                 return None
             node = nodes[index]
             if (node.kind == BEYOND_MAX) == beyond_max and (
-                not (judged or not whole[at]) or problem(profile, node) is None
+                not judges[at] or problem(profile, node) is None
             ):
                 return node
             leaves[at] = groups[at].tree.first(need, leaves[at] + 1)

@@ -5,6 +5,7 @@ scanning the full ones.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
@@ -265,6 +266,11 @@ class Group:
         self.indexes.append(node.index)
         self.tree.append()
         return len(self.indexes) - 1
+
+    def first(self, need: tuple[int, int, int], start: int) -> int:
+        """The first leaf with room for ``need`` among the group's nodes from cluster index
+        ``start`` on (its node is ``indexes[leaf]``); -1 when none has."""
+        return self.tree.first(need, bisect.bisect_left(self.indexes, start) if start else 0)
 
 
 def copies_that_fit(profile: PodProfile, node: SimNode, wanted: int) -> int:
