@@ -55,7 +55,7 @@ class AuditEvent:
             audit_id=raw.get("auditID", ""),
             namespace_terminating="being terminated"
             in str((raw.get("responseStatus") or {}).get("message", "")),
-            received=_epoch(raw.get("requestReceivedTimestamp")),
+            received=timestamps.parse_rfc3339(raw.get("requestReceivedTimestamp")) or 0.0,
         )
 
     @property
@@ -66,11 +66,6 @@ class AuditEvent:
     def target(self) -> str:
         """``resource/subresource`` as the server routes it, e.g. ``nodepools/status``."""
         return f"{self.resource}/{self.subresource}" if self.subresource else self.resource
-
-
-def _epoch(stamp: object) -> float:
-    """An RFC 3339 time, as the audit log writes it, in epoch seconds (0 when absent)."""
-    return timestamps.parse_rfc3339(stamp) or 0.0
 
 
 class AuditLog:
