@@ -21,11 +21,16 @@ WORKLOAD_CONTROLLERS = {
 }
 
 
+def _flag(arguments: list[str], name: str) -> str:
+    """The value of ``--name=value`` on a command line (exactly one)."""
+    [value] = [a.split("=", 1)[1] for a in arguments if a.startswith(f"--{name}=")]
+    return value
+
+
 def _controllers_flag(tmp_path: Path) -> list[str]:
     plane = controlplane.ControlPlane(tmp_path)
     arguments = plane._arguments("kube-controller-manager", {"ports": {}})
-    [flag] = [a for a in arguments if a.startswith("--controllers=")]
-    return flag.removeprefix("--controllers=").split(",")
+    return _flag(arguments, "controllers").split(",")
 
 
 def test_controller_manager_runs_the_controllers_of_ordinary_workloads(tmp_path: Path) -> None:
@@ -36,10 +41,7 @@ def test_controller_manager_runs_the_controllers_of_ordinary_workloads(tmp_path:
 
 def _rate(arguments: list[str]) -> tuple[float, int]:
     """The client-side QPS and burst a component's command line sets."""
-    values = dict(
-        a.removeprefix("--").split("=", 1) for a in arguments if a.startswith("--kube-api-")
-    )
-    return float(values["kube-api-qps"]), int(values["kube-api-burst"])
+    return float(_flag(arguments, "kube-api-qps")), int(_flag(arguments, "kube-api-burst"))
 
 
 def test_scheduler_and_controller_manager_talk_to_the_api_server_at_a_large_clusters_rate(
@@ -52,11 +54,6 @@ def test_scheduler_and_controller_manager_talk_to_the_api_server_at_a_large_clus
         qps, burst = _rate(plane._arguments(component, {"ports": {}}))
         assert qps >= 10 * default_qps, component
         assert burst >= qps, component
-
-
-def _flag(arguments: list[str], name: str) -> str:
-    [value] = [a.split("=", 1)[1] for a in arguments if a.startswith(f"--{name}=")]
-    return value
 
 
 def test_a_node_counts_as_unresponsive_only_after_many_missed_lease_renewals(
