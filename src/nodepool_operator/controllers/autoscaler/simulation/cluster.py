@@ -20,10 +20,12 @@ from nodepool_operator.controllers.autoscaler.constraints import (
 )
 from nodepool_operator.controllers.autoscaler.simulation.model import (
     HOSTNAME_LABEL,
+    ZONE_LABEL,
     DaemonSetView,
 )
 from nodepool_operator.controllers.autoscaler.simulation.rooms import (
     Group,
+    NodeShape,
     SimNode,
     selector_labels,
 )
@@ -59,6 +61,9 @@ class ClusterState:
         # pod may use, is shared by the pods with equal rules, whatever their size.
         self._rules_ids: dict[tuple[object, ...], int] = {}
         self._rules_of: dict[PodProfile, int] = {}
+        # The profile asked for last and its number: a class asks again and again, and a
+        # profile's hash is a call (the filters ask for every node a pod is judged on).
+        self._last_rules: tuple[PodProfile | None, int] = (None, -1)
         self._pinned: dict[int, bool] = {}
         self._usable: dict[int, tuple[int, list[Group], list[bool]]] = {}
         self._kinds_seen = 0  # node kinds across all groups: the usable lists' version
@@ -85,6 +90,8 @@ class ClusterState:
         # reads only the profiles that carry it, not every class placed before.
         self._placed_by_label: dict[tuple[str, str], list[PodProfile]] = {}
         self._static_ids: dict[tuple[object, ...], int] = {}
+        # The last node shape made per pool and zone (``make_node``).
+        self._shapes: dict[tuple[str | None, str | None], NodeShape] = {}
         self._by_static: dict[int, list[int]] = {}  # indexes of the added nodes, per static id
         # And their hostnames, each a domain with no pod yet: every spread over hostnames
         # made later starts from these (a dict copied, not built for each).
@@ -142,9 +149,18 @@ class ClusterState:
         node = SimNode(
             len(self.nodes), name, pool, labels, taints, unschedulable, allocatable, kind
         )
-        # The caches of static verdicts are keyed by the static key's number: hashing the
-        # key itself (labels and taints) at every lookup is what would cost.
-        node.static_id = self._static_ids.setdefault(node.static_key, len(self._static_ids))
+        rest = dict(labels)
+        rest.pop(HOSTNAME_LABEL, None)
+        # A pool's nodes in one zone differ by their name only: their keys (sorted labels,
+        # taints) are worked out and hashed once, for the first of them.
+        where = (pool, rest.get(ZONE_LABEL))
+        shape = self._shapes.get(where)
+        if shape is None or not shape.fits(rest, taints, unschedulable):
+            shape = self._shapes[where] = NodeShape(rest, taints, unschedulable)
+            # The caches of static verdicts are keyed by the static key's number: hashing
+            # the key itself (labels and taints) at every lookup is what would cost.
+            shape.static_id = self._static_ids.setdefault(shape.static_key, len(self._static_ids))
+        node.shape_as(shape)
         return node
 
     def _mark_stale(self, node: SimNode) -> None:
@@ -342,6 +358,8 @@ class ClusterState:
 
     def rules_id(self, profile: PodProfile) -> int:
         """The number of the profile's node rules (equal rules, equal number)."""
+        if profile is self._last_rules[0]:
+            return self._last_rules[1]
         found = self._rules_of.get(profile)
         if found is None:
             found = self._rules_ids.setdefault(profile.node_rules, len(self._rules_ids))
@@ -352,6 +370,7 @@ class ClusterState:
                     or terms_name_nodes(profile.node_affinity or ())
                     or (profile.volumes is not None and profile.volumes.names_nodes)
                 )
+        self._last_rules = (profile, found)
         return found
 
     def groups_for(self, profile: PodProfile) -> Iterable[Group]:

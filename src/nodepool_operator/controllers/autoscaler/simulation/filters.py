@@ -5,6 +5,8 @@ may search at all.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from nodepool_operator.controllers.autoscaler.constraints import (
     UNSCHEDULABLE_TAINT,
     PodProfile,
@@ -13,6 +15,7 @@ from nodepool_operator.controllers.autoscaler.constraints import (
     node_affinity_problem,
     untolerated,
 )
+from nodepool_operator.controllers.autoscaler.simulation.model import DaemonSetView
 from nodepool_operator.controllers.autoscaler.simulation.rooms import Group, SimNode
 from nodepool_operator.controllers.autoscaler.simulation.spreading import SpreadingState
 from nodepool_operator.controllers.autoscaler.simulation.tallies import Spread
@@ -25,8 +28,29 @@ class Cluster(SpreadingState):
     static (cordon, taints, node affinity, volumes), host ports, resources, spread, then
     pod affinity; the first that refuses is the reason given."""
 
+    def __init__(
+        self, daemon_sets: Sequence[DaemonSetView], scale: tuple[int, int], *, counting: bool
+    ) -> None:
+        super().__init__(daemon_sets, scale, counting=counting)
+        # The DaemonSet pods a node of each static key runs (``daemons_for``): found once
+        # per key unless a DaemonSet's node rules name nodes one by one.
+        self._daemons_pinned = any(self.pinned(daemon.profile) for daemon in daemon_sets)
+        self._daemons_by_static: dict[int, list[PodProfile]] = {}
+
     def daemons_for(self, node: SimNode, present: frozenset[str] = frozenset()) -> list[PodProfile]:
         """The pods of the DaemonSets that would run on ``node`` and are not there yet."""
+        if not present and not self._daemons_pinned:
+            # Static verdicts: the same for every node of a static key (every node a pool
+            # opens in a zone), so found once for them. Only read by the callers.
+            found = self._daemons_by_static.get(node.static_id)
+            if found is None:
+                found = self._daemons_by_static[node.static_id] = self._daemons_judged(node)
+            return found
+        return self._daemons_judged(node, present)
+
+    def _daemons_judged(
+        self, node: SimNode, present: frozenset[str] = frozenset()
+    ) -> list[PodProfile]:
         return [
             daemon.profile
             for daemon in self.daemon_sets

@@ -15,6 +15,7 @@ from nodepool_operator.controllers.autoscaler.constraints import PodProfile, Tai
 __all__ = [
     "HOSTNAME_LABEL",
     "MAIN_RESOURCES",
+    "ZONE_LABEL",
     "DaemonSetView",
     "ExistingNode",
     "Outcome",
@@ -24,6 +25,7 @@ __all__ = [
 ]
 
 HOSTNAME_LABEL: Final = nodepool_api.HOSTNAME_LABEL
+ZONE_LABEL: Final = nodepool_api.ZONE_LABEL
 MAIN_RESOURCES: Final = ("cpu", "memory", "pods")
 
 

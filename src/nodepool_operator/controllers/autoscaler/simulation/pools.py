@@ -78,10 +78,10 @@ class Simulation:
         # of ``_opened_log``.
         self._pools_by_label: dict[tuple[str, str], list[PoolState]] | None = None
         self._pools_indexed = 0
-        # Per profile: its MAIN_RESOURCES (a tuple: the room trees keep each need packed).
-        self._needs: dict[PodProfile, tuple[int, int, int]] = {}
-        # The profiles that only take room: no pod constraint, no request beyond those.
-        self._room_only: set[PodProfile] = set()
+        # Per profile: its MAIN_RESOURCES (a tuple: the room trees keep each need packed),
+        # and whether it only takes room: no pod constraint, no request beyond those. One
+        # lookup for both: a one-pod class (every pod of the random mix) reads them once.
+        self._needs: dict[PodProfile, tuple[tuple[int, int, int], bool]] = {}
         for existing in nodes:
             node = self.cluster.add_node(
                 self.cluster.make_node(
@@ -164,18 +164,19 @@ class Simulation:
         """Whether only the room filter may refuse the pod where the static filters pass:
         it has no pod constraint and asks for nothing but cpu, memory and pod slots, and
         no counted pod has anti-affinity."""
-        if profile not in self._needs:
-            self._need(profile)
-        return profile in self._room_only and not self.cluster.anti_affinity_counted
+        found = self._needs.get(profile) or self._need(profile)
+        return found[1] and not self.cluster.anti_affinity_counted
 
-    def _need(self, profile: PodProfile) -> tuple[int, int, int]:
-        """The pod's cpu, memory and pod slots (a tuple: the room trees keep each packed)."""
+    def _need(self, profile: PodProfile) -> tuple[tuple[int, int, int], bool]:
+        """The pod's cpu, memory and pod slots (a tuple: the room trees keep each packed),
+        and whether it asks for nothing else and has no pod constraint."""
         requests = profile.requests  # ``MAIN_RESOURCES``, written out: runs per class
         need = (requests.get("cpu", 0), requests.get("memory", 0), requests.get("pods", 0))
-        self._needs[profile] = need
-        if requests.keys() <= _MAIN and not profile.has_pod_constraints:
-            self._room_only.add(profile)
-        return need
+        alone = not (
+            profile.affinity or profile.anti_affinity or profile.spread or profile.ports
+        )  # ``has_pod_constraints``, written out
+        found = self._needs[profile] = (need, alone and requests.keys() <= _MAIN)
+        return found
 
     def existing_fit(
         self, profile: PodProfile, start: int, *, beyond_max: bool = False
@@ -190,11 +191,11 @@ class Simulation:
         and reads no other pod, in a cluster with no anti-affinity counted, on a group
         whose every node passes its static filters.
         """
-        need = self._needs.get(profile) or self._need(profile)
+        need, room_only = self._needs.get(profile) or self._need(profile)
         cluster = self.cluster
         cluster.refresh_rooms()  # nothing is placed while the groups are read below
         groups, whole = cluster.usable_groups(profile)
-        judged = not self.room_only(profile)
+        judged = not room_only or cluster.anti_affinity_counted  # ``room_only``, written out
         nodes, problem = cluster.nodes, cluster.problem
         if len(groups) == 1:
             judge = judged or not whole[0]

@@ -12,7 +12,6 @@ from typing import Final
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers.autoscaler.constraints import HostPort, PodProfile, Taint
-from nodepool_operator.controllers.autoscaler.simulation.model import HOSTNAME_LABEL
 
 __all__ = [
     "BEYOND_MAX",
@@ -21,6 +20,7 @@ __all__ = [
     "READY",
     "TOPOLOGY_LABELS",
     "Group",
+    "NodeShape",
     "RoomTree",
     "SimNode",
 ]
@@ -54,21 +54,48 @@ class SimNode:
     group: Group = field(init=False)  # set when the node is added to the cluster
     stale: bool = False  # its room changed since its tree was last written
 
-    def __post_init__(self) -> None:
-        labels = tuple(sorted((k, v) for k, v in self.labels.items() if k != HOSTNAME_LABEL))
-        self.static_key = (labels, self.taints, self.unschedulable)
-        shared = tuple((k, v) for k, v in labels if k not in TOPOLOGY_LABELS)
-        self.shared_labels = shared
-        self.group_key = (shared, self.taints, self.unschedulable)
+    def shape_as(self, shape: NodeShape) -> None:
+        """Take the static and group keys of ``shape`` (made from this node's labels but
+        the hostname, its taints and cordon)."""
+        self.static_key, self.static_id = shape.static_key, shape.static_id
+        self.group_key, self.shared_labels = shape.group_key, shape.shared_labels
 
     def room(self, name: str) -> int:
         return self.allocatable.get(name, 0) - self.used.get(name, 0)
 
     def charge(self, profile: PodProfile, copies: int) -> None:
         """Take the room and host ports of ``copies`` pods of ``profile``."""
+        used = self.used
         for name, amount in profile.requests.items():
-            self.used[name] = self.used.get(name, 0) + amount * copies
-        self.ports.extend(profile.ports)
+            used[name] = used.get(name, 0) + amount * copies
+        if profile.ports:
+            self.ports.extend(profile.ports)
+
+
+@dataclass(eq=False, slots=True)
+class NodeShape:
+    """What the static filters and the room search read of a node but its name: nodes made
+    from one template (a pool's, in one zone) share it, so it is worked out once for them.
+    ``rest``: its labels but the hostname."""
+
+    rest: dict[str, str]
+    taints: tuple[Taint, ...]
+    unschedulable: bool
+    static_id: int = field(init=False, default=-1)  # its static key's number in the cluster
+    static_key: tuple[object, ...] = field(init=False)
+    group_key: tuple[object, ...] = field(init=False)
+    shared_labels: tuple[tuple[str, str], ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        labels = tuple(sorted(self.rest.items()))
+        self.static_key = (labels, self.taints, self.unschedulable)
+        shared = tuple((k, v) for k, v in labels if k not in TOPOLOGY_LABELS)
+        self.shared_labels = shared
+        self.group_key = (shared, self.taints, self.unschedulable)
+
+    def fits(self, rest: dict[str, str], taints: tuple[Taint, ...], unschedulable: bool) -> bool:
+        """Whether a node with these labels (but the hostname), taints and cordon has it."""
+        return self.unschedulable == unschedulable and self.taints == taints and self.rest == rest
 
 
 class RoomTree:
