@@ -73,10 +73,20 @@ class ClusterState:
         self._anti_owners: dict[AffinityTerm, Counts] = {}
         self._spreads: dict[tuple[SpreadConstraint, PodProfile], Spread] = {}
         self._spreads_by_profile: dict[PodProfile, list[tuple[SpreadConstraint, Spread, int]]] = {}
+        # The profile whose spreads were asked for last, and them (``spreads_of``).
+        self._last_spreads: tuple[PodProfile | None, list[tuple[SpreadConstraint, Spread, int]]]
+        self._last_spreads = (None, [])
         self._static: dict[tuple[int, int], str | None] = {}  # by rules and static id
         # Per profile: the term counters and spreads a pod of it counts in, and how many of
         # each were looked at (both only grow, so only the new ones are checked again).
         self._feeds: dict[PodProfile, Feeds] = {}
+        # The profile counted last, with its ``_where`` and ``_feeds`` (both kept, only
+        # updated in place): a profile's hash is a call, and a class counts pod after pod.
+        self._last_counted: tuple[PodProfile | None, Counter[int] | None, Feeds | None] = (
+            None,
+            None,
+            None,
+        )
         self._term_index = TermIndex()  # the terms counted (``_terms``), in order
         # The spreads of the classes not placed yet: the only ones a new node must join.
         self._live_spreads: list[Spread] = []
@@ -202,15 +212,19 @@ class ClusterState:
             self._count(profile, node, copies)
 
     def _count(self, profile: PodProfile, node: SimNode, copies: int) -> None:
-        where = self._where.get(profile)
-        if where is None:
-            where = self._where[profile] = Counter()
-            for label in profile.labels.items():
-                self._placed_by_label.setdefault(label, []).append(profile)
-        where[node.index] += copies
-        feeds = self._feeds.get(profile)
+        last, where, feeds = self._last_counted
+        if profile is not last:  # a class counts pod after pod: its two lookups kept
+            where = self._where.get(profile)
+            if where is None:
+                where = self._where[profile] = Counter()
+                for label in profile.labels.items():
+                    self._placed_by_label.setdefault(label, []).append(profile)
+            feeds = self._feeds.get(profile)
+        assert where is not None
+        where[node.index] = where.get(node.index, 0) + copies
         if feeds is None or feeds.terms_seen < len(self._term_index.terms):
             feeds = self._feeds_of(profile)
+        self._last_counted = (profile, where, feeds)
         for counts in feeds.counts:
             counts.add(node, copies)
         for term in profile.anti_affinity:

@@ -147,7 +147,7 @@ class Cluster(SpreadingState):
             if value is None:
                 return f"pod affinity: node has no {term.topology_key} label"
             counts = self._counts(term)
-            if counts.by_domain[value] > 0:
+            if counts.by_domain.get(value, 0) > 0:  # ``get``: no ``__missing__`` call
                 continue
             # The first pod of a group that is affine to itself may go anywhere.
             if counts.total == 0 and self._matches(term, profile):
@@ -155,13 +155,13 @@ class Cluster(SpreadingState):
             return f"pod affinity over {term.topology_key}: no matching pod in {value}"
         for term in profile.anti_affinity:
             value = node.labels.get(term.topology_key)
-            if value is not None and self._counts(term).by_domain[value]:
+            if value is not None and self._counts(term).by_domain.get(value):
                 return f"pod anti-affinity over {term.topology_key}: a matching pod in {value}"
         for term in self._anti_hits(profile):
             owners = self._anti_owners[term]
             if owners.total:
                 value = node.labels.get(term.topology_key)
-                if value is not None and owners.by_domain[value]:
+                if value is not None and owners.by_domain.get(value):
                     return f"another pod's anti-affinity over {term.topology_key} in {value}"
         return None
 
@@ -173,12 +173,16 @@ class Cluster(SpreadingState):
         """
         if not profile.spread:
             return []
+        last, remembered = self._last_spreads  # asked for every pod placed and node judged
+        if profile is last:
+            return remembered
         found = self._spreads_by_profile.get(profile)
         if found is None:
             found = self._spreads_by_profile[profile] = [
                 (c, self._spread(c, profile), int(self._spread_counts(c, profile, profile)))
                 for c in profile.spread
             ]
+        self._last_spreads = (profile, found)
         return found
 
     def _spread_problem(self, profile: PodProfile, node: SimNode, *, candidate: bool) -> str | None:
@@ -206,8 +210,17 @@ class Cluster(SpreadingState):
             ]
         )
 
-    def problem(self, profile: PodProfile, node: SimNode, *, candidate: bool = False) -> str | None:
+    def problem(
+        self,
+        profile: PodProfile,
+        node: SimNode,
+        *,
+        candidate: bool = False,
+        room_found: bool = False,
+    ) -> str | None:
         """Why ``profile`` cannot go on ``node`` now, or None. ``candidate``: not added yet.
+        ``room_found``: the node is known to have room for every request of the pod (the
+        room search found it for one that asks for nothing but cpu, memory and pod slots).
 
         The filters that read nothing for the pod (no host port, no spread, no pod affinity
         of its own or of a counted pod) are not called: this runs for every node a pod is
@@ -216,7 +229,7 @@ class Cluster(SpreadingState):
         found = self._static_problem(profile, node)
         if not found and profile.ports:  # NodePorts runs before NodeResourcesFit
             found = self._port_problem(profile, node)
-        if not found:
+        if not found and not room_found:
             found = self._resource_problem(profile, node)
         if not found and profile.spread:
             found = self._spread_problem(profile, node, candidate=candidate)

@@ -79,9 +79,10 @@ class Simulation:
         self._pools_by_label: dict[tuple[str, str], list[PoolState]] | None = None
         self._pools_indexed = 0
         # Per profile: its MAIN_RESOURCES (a tuple: the room trees keep each need packed),
-        # and whether it only takes room: no pod constraint, no request beyond those. One
-        # lookup for both: a one-pod class (every pod of the random mix) reads them once.
-        self._needs: dict[PodProfile, tuple[tuple[int, int, int], bool]] = {}
+        # whether it asks for nothing beyond those, and whether it only takes room (that,
+        # and no pod constraint). One lookup for all: a one-pod class (every pod of the
+        # random mix) reads them once.
+        self._needs: dict[PodProfile, tuple[tuple[int, int, int], bool, bool]] = {}
         for existing in nodes:
             node = self.cluster.add_node(
                 self.cluster.make_node(
@@ -165,17 +166,18 @@ class Simulation:
         it has no pod constraint and asks for nothing but cpu, memory and pod slots, and
         no counted pod has anti-affinity."""
         found = self._needs.get(profile) or self._need(profile)
-        return found[1] and not self.cluster.anti_affinity_counted
+        return found[2] and not self.cluster.anti_affinity_counted
 
-    def _need(self, profile: PodProfile) -> tuple[tuple[int, int, int], bool]:
+    def _need(self, profile: PodProfile) -> tuple[tuple[int, int, int], bool, bool]:
         """The pod's cpu, memory and pod slots (a tuple: the room trees keep each packed),
-        and whether it asks for nothing else and has no pod constraint."""
+        whether it asks for nothing else, and whether it also has no pod constraint."""
         requests = profile.requests  # ``MAIN_RESOURCES``, written out: runs per class
         need = (requests.get("cpu", 0), requests.get("memory", 0), requests.get("pods", 0))
+        main_only = requests.keys() <= _MAIN
         alone = not (
             profile.affinity or profile.anti_affinity or profile.spread or profile.ports
         )  # ``has_pod_constraints``, written out
-        found = self._needs[profile] = (need, alone and requests.keys() <= _MAIN)
+        found = self._needs[profile] = (need, main_only, main_only and alone)
         return found
 
     def existing_fit(
@@ -189,9 +191,10 @@ class Simulation:
         The room search finds the nodes with room for its cpu, memory and pod slots; the
         filters judge them, unless they cannot refuse: a pod that asks for nothing else
         and reads no other pod, in a cluster with no anti-affinity counted, on a group
-        whose every node passes its static filters.
+        whose every node passes its static filters. A node the room search found has room
+        for every request of a pod that asks for nothing else: its filters skip the room.
         """
-        need, room_only = self._needs.get(profile) or self._need(profile)
+        need, main_only, room_only = self._needs.get(profile) or self._need(profile)
         cluster = self.cluster
         cluster.refresh_rooms()  # nothing is placed while the groups are read below
         groups, whole = cluster.usable_groups(profile)
@@ -207,7 +210,7 @@ class Simulation:
             while leaf >= 0:
                 node = nodes[indexes[leaf]]
                 if (node.kind == BEYOND_MAX) == beyond_max and (
-                    not judge or problem(profile, node) is None
+                    not judge or problem(profile, node, room_found=main_only) is None
                 ):
                     return node
                 leaf = tree.first(need, leaf + 1)
@@ -226,7 +229,7 @@ class Simulation:
                 return None
             node = nodes[index]
             if (node.kind == BEYOND_MAX) == beyond_max and (
-                not judges[at] or problem(profile, node) is None
+                not judges[at] or problem(profile, node, room_found=main_only) is None
             ):
                 return node
             leaves[at] = groups[at].tree.first(need, leaves[at] + 1)

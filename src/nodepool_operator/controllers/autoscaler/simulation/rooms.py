@@ -232,10 +232,13 @@ class RoomTree:
         # Up while the parent's maxima change: a sibling's fields may hold them. The larger
         # of two in every field at once, as ``pack`` takes the smaller: with both guards
         # set, a field's guard survives ``a - b`` (``b``'s guards taken off) where a >= b.
+        # A sibling with no room anywhere under it (guards only: the leaves past the last
+        # node, the right of most of the last node's path) leaves the maxima as they are.
         while n > 1:
             sibling = tree[n ^ 1]
-            at_least = (value - (sibling ^ guards)) & guards
-            value = sibling ^ ((value ^ sibling) & (at_least - (at_least >> width)))
+            if sibling != guards:
+                at_least = (value - (sibling ^ guards)) & guards
+                value = sibling ^ ((value ^ sibling) & (at_least - (at_least >> width)))
             n >>= 1
             if tree[n] == value:
                 break

@@ -54,6 +54,8 @@ class SpreadingState(ClusterState):
 
     def retire(self, profile: PodProfile) -> None:
         """The class of ``profile`` is placed: its spreads are read no more."""
+        if self._last_spreads[0] is profile:
+            self._last_spreads = (None, [])
         for constraint, spread, _ in self._spreads_by_profile.pop(profile, ()):
             spread.retired = True
             self._live_spreads.remove(spread)

@@ -30,7 +30,8 @@ class Counts:
         self.total += count
         value = node.labels.get(self.topology_key)
         if value is not None:
-            self.by_domain[value] += count
+            by_domain = self.by_domain  # ``get``, not ``+=``: no ``Counter.__missing__`` call
+            by_domain[value] = by_domain.get(value, 0) + count
 
 
 class Spread:
