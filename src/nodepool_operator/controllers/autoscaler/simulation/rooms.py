@@ -113,6 +113,11 @@ class RoomTree:
     different, searches would spend most of their time in such subtrees, and the mix
     nearest the pod's own shape refuses most of them. The keys only prune what cannot
     fit: the result is still exact first fit.
+
+    The last leaf's keys are kept apart (``_last``), its place in the tree without room,
+    and written to the tree when a leaf is added after it: pods fill the node opened last
+    one after the other, and its room then changes without an update up the tree. A
+    search that finds no leaf in the tree reads it last, as the leaf to the right of all.
     """
 
     #: Mixes of (cpu, memory) weights, each relative to the largest node: a mix for every
@@ -129,6 +134,7 @@ class RoomTree:
         self.caps = (scale[1] + 1, (scale[0] + 1) << 20, 1 << 10)
         self._layout()
         self.tree: list[int] = [self.guards] * 2
+        self._last = self.guards  # the last leaf's keys, packed, outside the tree
 
     def _layout(self) -> None:
         """Fields wide enough for every key of a room below ``caps``, and the constants
@@ -148,12 +154,22 @@ class RoomTree:
         fields = self._PLAIN + len(self.MIXES)
         self.shifts = tuple(f * step for f in range(fields))
         self.guards = sum(1 << (shift + width) for shift in self.shifts)
-        self.ones = (1 << width) - 1
         self._wants: dict[tuple[int, int, int], int] = {}  # needs packed in this layout
         self.units = sum(1 << shift for shift in self.shifts)  # a 1 in every field
         mixes = self.shifts[self._PLAIN :]
         self.cpu_mix = sum(a << shift for (a, _), shift in zip(self.MIXES, mixes, strict=True))
         self.memory_mix = sum(b << shift for (_, b), shift in zip(self.MIXES, mixes, strict=True))
+        # What ``pack`` reads, in one tuple: it runs for every room set and need searched.
+        self._packing = (
+            self.cpu_weight,
+            self.memory_weight,
+            self.cpu_mix,
+            self.memory_mix,
+            self.guards,
+            width,
+            self.units,
+            self.shifts,
+        )
 
     def pack(self, cpu: int, memory: int, pods: int) -> int:
         """Every key of a room (or a need), each plus one so that a room of -1 (none) is 0
@@ -165,21 +181,22 @@ class RoomTree:
                 | (max(memory + 1, 0) << memory_at)
                 | (max(pods + 1, 0) << pods_at)
             )
-        relative_cpu = cpu * self.cpu_weight
-        relative_memory = (memory >> 20) * self.memory_weight
-        by_cpu, by_memory = relative_cpu * self.cpu_mix, relative_memory * self.memory_mix
+        cpu_weight, memory_weight, cpu_mix, memory_mix, guards, width, units, at = self._packing
+        relative_cpu = cpu * cpu_weight
+        relative_memory = (memory >> 20) * memory_weight
+        by_cpu, by_memory = relative_cpu * cpu_mix, relative_memory * memory_mix
         # The smaller of the two in every mix field at once: where by_cpu's field is at
-        # least by_memory's, its guard bit survives the subtraction.
-        at_least = ((by_cpu | self.guards) - by_memory) & self.guards
-        smaller = by_cpu ^ ((by_cpu ^ by_memory) & ((at_least >> self.width) * self.ones))
-        shifts = self.shifts
+        # least by_memory's, its guard bit survives the subtraction (and less its shift
+        # down by the width, the field's every bit).
+        at_least = ((by_cpu | guards) - by_memory) & guards
+        smaller = by_cpu ^ ((by_cpu ^ by_memory) & (at_least - (at_least >> width)))
         return (
             smaller
-            + self.units
+            + units
             + cpu
-            + (memory << shifts[1])
-            + (pods << shifts[2])
-            + ((relative_cpu + relative_memory) << shifts[3])
+            + (memory << at[1])
+            + (pods << at[2])
+            + ((relative_cpu + relative_memory) << at[3])
         )
 
     def _rebuild(self) -> None:
@@ -187,6 +204,8 @@ class RoomTree:
         size, tree = self.size, [guards] * (2 * self.size)
         for index, room in enumerate(self.rooms):
             tree[size + index] = self.pack(*room) | guards
+        if self.rooms:  # the last leaf apart
+            self._last, tree[size + self.count - 1] = tree[size + self.count - 1], guards
         for n in range(size - 1, 0, -1):
             a, b = tree[2 * n], tree[2 * n + 1]
             at_least = (a - (b ^ guards)) & guards
@@ -194,11 +213,15 @@ class RoomTree:
         self.tree = tree
 
     def append(self) -> None:
-        """One more leaf, without room (every leaf past the count has none)."""
+        """One more leaf, without room (every leaf past the count has none); the one
+        before it, the last till now, joins the tree."""
+        if self.count:
+            self._write(self.count - 1, self._last)
         self.count += 1
         self.rooms.append((-1, -1, -1))
         if self.count > self.size:
             self._double()
+        self._last = self.guards
 
     def _double(self) -> None:
         """Twice the leaves, the new ones without room: the old tree is the new root's left
@@ -222,9 +245,15 @@ class RoomTree:
             self._layout()
             self._rebuild()
             return
-        guards, width = self.guards, self.width
-        value = self.pack(cpu, memory, pods) | guards
-        tree = self.tree
+        value = self.pack(cpu, memory, pods) | self.guards
+        if index == self.count - 1:
+            self._last = value  # kept apart till a leaf is added after it
+        else:
+            self._write(index, value)
+
+    def _write(self, index: int, value: int) -> None:
+        """Put a leaf's packed keys in the tree, and its maxima up."""
+        guards, width, tree = self.guards, self.width, self.tree
         n = self.size + index
         if tree[n] == value:
             return
@@ -251,7 +280,8 @@ class RoomTree:
         is 0): one that may have room is entered at its left child, one that has none
         gives way to the next subtree on its right. A subtree's maxima may come from
         different leaves, so one entered may still have none: the walk goes on right.
-        One check per subtree read, no stack: this runs once per pod placed.
+        One check per subtree read, no stack: this runs once per pod placed. The last
+        leaf, kept apart, is read when the tree has none.
         """
         c, m, p = need
         caps = self.caps
@@ -261,9 +291,9 @@ class RoomTree:
         want = self._wants.get(need)
         if want is None:
             want = self._wants[need] = self.pack(c, m, p)
-        tree, guards, size = self.tree, self.guards, self.size
+        tree, guards, size, last = self.tree, self.guards, self.size, self.count - 1
         n = size + start if start else 1
-        while True:
+        while start < last:
             if (tree[n] - want) & guards == guards:
                 if n >= size:
                     return n - size
@@ -272,8 +302,9 @@ class RoomTree:
                 while n & 1:  # the last subtree of its parent: the parent's next one
                     n >>= 1
                 if not n:
-                    return -1  # past the last leaf
+                    break  # past the tree's leaves
                 n += 1
+        return last if (self._last - want) & guards == guards else -1
 
 
 class Group:
