@@ -29,13 +29,19 @@ from nodepool_operator.controllers.autoscaler.simulation import (
     Outcome,
     PoolTemplate,
     PoolZones,
+    filters,
     placing,
     rounds,
     simulate,
 )
 from nodepool_operator.controllers.autoscaler.simulation import cluster as cluster_state
 from nodepool_operator.controllers.autoscaler.simulation.pools import Simulation
-from nodepool_operator.controllers.autoscaler.simulation.rooms import BEYOND_MAX, RoomTree, SimNode
+from nodepool_operator.controllers.autoscaler.simulation.rooms import (
+    BEYOND_MAX,
+    NEW,
+    RoomTree,
+    SimNode,
+)
 
 ZONES = ("zone-a", "zone-b", "zone-c")
 MIB = 1024**2
@@ -520,3 +526,59 @@ def _recording_first_run_stands(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
 
     monkeypatch.setattr(placing, "first_run_stands", recorded)
     return answers
+
+
+def test_nodes_of_one_pool_and_zone_share_their_keys_only_while_their_labels_match() -> None:
+    # ``make_node`` works a pool's zone's keys out once and hands them on to its next
+    # nodes: only while those have the same labels but the hostname, taints and cordon.
+    cluster = filters.Cluster((), (32 * 1024, 8000), counting=False)
+
+    def added(name: str, *, taints: tuple[constraints.Taint, ...] = (), **extra: str) -> SimNode:
+        labels = {
+            nodepool_api.POOL_LABEL: "general",
+            nodepool_api.ZONE_LABEL: "zone-a",
+            nodepool_api.HOSTNAME_LABEL: name,
+            **extra,
+        }
+        node = cluster.make_node(
+            name=name,
+            pool="general",
+            labels=labels,
+            taints=taints,
+            unschedulable=False,
+            allocatable={"cpu": 4000, "memory": 16 * 1024 * MIB, "pods": 110},
+            kind=NEW,
+        )
+        return cluster.add_node(node)
+
+    first, second = added("general-1"), added("general-2")
+    relabelled = added("general-3", disk="ssd")
+    tainted = added("general-4", taints=(constraints.Taint("dedicated", "", "NoSchedule"),))
+    again = added("general-5")
+    assert second.static_id == first.static_id == again.static_id
+    assert second.group is first.group
+    ids = {first.static_id, relabelled.static_id, tainted.static_id}
+    assert len(ids) == 3
+    assert ("disk", "ssd") in relabelled.shared_labels
+    assert relabelled.group is not first.group
+    assert tainted.group is not first.group
+
+
+def test_the_room_tree_finds_the_last_leaf_kept_apart_and_writes_it_when_one_comes_after() -> None:
+    tree = RoomTree((32 * 1024, 8000))
+    tree.append()
+    tree.set(0, (1000, 4096 * MIB, 10))
+    tree.append()
+    for cpu in (3000, 2000, 500):  # the last leaf filling up, as a node opened last does
+        tree.set(1, (cpu, 8192 * MIB, 10))
+        assert tree.first((1500, 1024 * MIB, 1), 0) == (1 if cpu >= 1500 else -1)
+        assert tree.first((800, 1024 * MIB, 1), 0) == 0
+        assert tree.first((400, 6000 * MIB, 1), 0) == 1
+        assert tree.first((400, 6000 * MIB, 1), 1) == 1
+    tree.append()  # leaf 1 joins the tree with the room it has now
+    _assert_maxima_as_packed_from_scratch(tree)
+    assert tree.first((400, 6000 * MIB, 1), 0) == 1
+    assert tree.first((600, 6000 * MIB, 1), 0) == -1
+    tree.set(2, (4000, 16 * 1024 * MIB, 110))
+    assert tree.first((600, 6000 * MIB, 1), 0) == 2
+    assert tree.first((600, 6000 * MIB, 1), 3) == -1

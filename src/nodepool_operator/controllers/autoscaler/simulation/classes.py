@@ -33,12 +33,9 @@ def ordered(
     they are placed: higher priority first, then pods that need other pods near them
     after those that need none, then first-fit-decreasing by ``share``."""
     members: dict[PodProfile, list[int]] = {}
+    add = members.setdefault  # one lookup per pod: a profile's hash is a call
     for index, profile in enumerate(pods):
-        indexes = members.get(profile)
-        if indexes is None:
-            members[profile] = [index]
-        else:
-            indexes.append(index)
+        add(profile, []).append(index)
     units = [(name, reference.get(name)) for name in MAIN_RESOURCES]
     # Sorted by (priority, affinity) bucket, then by share within each: the order of one
     # stable sort by the three, without comparing a tuple per pair (most pods share a bucket).

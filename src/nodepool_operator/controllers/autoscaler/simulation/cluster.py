@@ -118,10 +118,15 @@ class ClusterState:
         if node.index != len(self.nodes):
             raise ValueError(f"node {node.name} was made for another place in the cluster")
         self.nodes.append(node)
-        self._by_static.setdefault(node.static_id, []).append(node.index)
-        hostnames = self._hostnames.setdefault(node.static_id, {})
-        if HOSTNAME_LABEL in node.labels:
-            hostnames.setdefault(node.labels[HOSTNAME_LABEL], 0)
+        static_id = node.static_id
+        alike = self._by_static.get(static_id)  # ``get``: no list or dict made per node
+        if alike is None:
+            alike = self._by_static[static_id] = []
+            self._hostnames[static_id] = {}
+        alike.append(node.index)
+        hostname = node.labels.get(HOSTNAME_LABEL)
+        if hostname is not None:
+            self._hostnames[static_id].setdefault(hostname, 0)
         # By static id first: a key is a deep tuple, hashed anew at every lookup.
         group = self._group_of_static.get(node.static_id)
         if group is None:
