@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -111,22 +112,33 @@ def keep_write_times(obj: Object) -> Object:
     return obj
 
 
+#: Stamps of index buckets, from one sequence for every index of every informer: a
+#: bucket emptied and filled again never gets a stamp it had before.
+_STAMPS = itertools.count(1)
+
+
 @dataclass
 class _Index:
     func: IndexFunc
     entries: dict[str, set[str]] = field(default_factory=dict)
+    # value -> a stamp taken when an object filed under it last came, changed or went
+    stamps: dict[str, int] = field(default_factory=dict)
 
     def add(self, key: str, obj: Object) -> None:
         for value in self.func(obj):
             self.entries.setdefault(value, set()).add(key)
+            self.stamps[value] = next(_STAMPS)
 
     def remove(self, key: str, obj: Object) -> None:
         for value in self.func(obj):
             keys = self.entries.get(value)
             if keys is not None:
                 keys.discard(key)
-                if not keys:
+                if keys:
+                    self.stamps[value] = next(_STAMPS)
+                else:
                     del self.entries[value]
+                    del self.stamps[value]
 
 
 class Informer:
@@ -236,6 +248,11 @@ class Informer:
     def by_index(self, index: str, value: str) -> list[Object]:
         keys = self._indexes[index].entries.get(value, ())
         return [self._store[k] for k in keys]
+
+    def index_stamp(self, index: str, value: str) -> int:
+        """A number that changes whenever an object filed under ``value`` comes, changes
+        or goes (0: none is), so that what is read from the bucket can be kept until then."""
+        return self._indexes[index].stamps.get(value, 0)
 
     def __len__(self) -> int:
         return len(self._store)

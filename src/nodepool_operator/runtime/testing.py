@@ -301,6 +301,7 @@ class FakeInformer:
         self.server = server
         self.plural = plural
         self.store: dict[str, Object] = {}
+        self.stamps = 0
         self.resource_version = ""
 
     def sync(self) -> None:
@@ -316,6 +317,11 @@ class FakeInformer:
 
     def by_index(self, index: str, value: str) -> list[Object]:
         return [copy.deepcopy(o) for o in self.store.values() if value in self.indexes[index](o)]
+
+    def index_stamp(self, index: str, value: str) -> int:
+        """A new stamp on every call: nothing read from a bucket of this fake is kept."""
+        self.stamps += 1
+        return self.stamps
 
     def list(self) -> list[Object]:
         return [copy.deepcopy(o) for o in self.store.values()]

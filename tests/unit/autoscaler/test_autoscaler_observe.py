@@ -31,6 +31,7 @@ from nodepool_operator.runtime.informer import object_key
 class FakeInformer:
     def __init__(self, *objects: Object, version: str = "10") -> None:
         self.store = {object_key(o): o for o in objects}
+        self.stamps = 0
         self.indexes: dict[str, Callable[[Object], Iterable[str]]] = {}
         self.resource_version = version
         self.handlers: list[Any] = []
@@ -60,6 +61,11 @@ class FakeInformer:
 
     def by_index(self, index: str, value: str) -> list[Object]:
         return [o for o in self.store.values() if value in self.indexes[index](o)]
+
+    def index_stamp(self, index: str, value: str) -> int:
+        """A new stamp on every call: nothing read from a bucket of this fake is kept."""
+        self.stamps += 1
+        return self.stamps
 
 
 def node(name: str, *, ready: bool = True, cordoned: bool = False, pool: str = "small") -> Object:

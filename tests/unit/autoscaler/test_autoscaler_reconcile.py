@@ -49,6 +49,7 @@ class FakeInformer:
 
     def __init__(self) -> None:
         self.store: dict[str, Object] = {}
+        self.stamps = 0
         self.indexes: dict[str, Callable[[Object], Iterable[str]]] = {}
         self.resource_version = "0"
         self.handlers: list[Any] = []
@@ -67,6 +68,11 @@ class FakeInformer:
 
     def by_index(self, index: str, value: str) -> list[Object]:
         return [o for o in self.store.values() if value in self.indexes[index](o)]
+
+    def index_stamp(self, index: str, value: str) -> int:
+        """A new stamp on every call: nothing read from a bucket of this fake is kept."""
+        self.stamps += 1
+        return self.stamps
 
     def put(self, obj: Object) -> None:
         old = self.store.get(object_key(obj))

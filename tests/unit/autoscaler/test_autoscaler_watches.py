@@ -27,6 +27,7 @@ _names = itertools.count()
 class FakeInformer:
     def __init__(self, *objects: Object) -> None:
         self.store = {object_key(o): o for o in objects}
+        self.stamps = 0
         self.resource_version = "1"
         self.indexes: dict[str, Callable[[Object], Iterable[str]]] = {}
 
@@ -38,6 +39,11 @@ class FakeInformer:
 
     def by_index(self, index: str, value: str) -> list[Object]:
         return [o for o in self.store.values() if value in self.indexes[index](o)]
+
+    def index_stamp(self, index: str, value: str) -> int:
+        """A new stamp on every call: nothing read from a bucket of this fake is kept."""
+        self.stamps += 1
+        return self.stamps
 
     def items(self) -> list[Object]:
         return list(self.store.values())

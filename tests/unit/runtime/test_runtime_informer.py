@@ -457,6 +457,36 @@ async def test_indexes_follow_adds_updates_and_deletes(
     assert "red" not in subject._indexes["color"].entries, "empty buckets are dropped"
 
 
+async def test_an_index_stamp_changes_exactly_when_its_bucket_does(
+    api: FakeApi, clock: clock_.FakeClock
+) -> None:
+    api.put("a", color="red")
+    subject = _informer(api, clock)
+    async with _running(subject, api):
+        subject.add_index("color", lambda obj: [obj["spec"]["color"]])
+        red = subject.index_stamp("color", "red")
+        assert red != 0
+        assert subject.index_stamp("color", "blue") == 0, "no object is filed under blue"
+
+        api.emit_put("b", color="blue")
+        await _until(lambda: subject.get("b", "ns") is not None)
+        assert subject.index_stamp("color", "red") == red, "another bucket changed"
+        blue = subject.index_stamp("color", "blue")
+        assert blue not in (0, red)
+
+        api.emit_put("a", color="red")  # changed, still red
+        await _until(lambda: subject.index_stamp("color", "red") != red)
+        updated = subject.index_stamp("color", "red")
+
+        api.emit_put("a", color="blue")  # moved: red empties, blue changes
+        await _until(lambda: subject.index_stamp("color", "red") == 0)
+        assert subject.index_stamp("color", "blue") not in (blue, 0)
+
+        api.emit_put("c", color="red")  # red filled again: never a stamp it had before
+        await _until(lambda: subject.get("c", "ns") is not None)
+    assert subject.index_stamp("color", "red") not in (0, red, updated)
+
+
 async def test_a_handler_added_after_sync_is_told_of_every_cached_object(
     api: FakeApi, clock: clock_.FakeClock
 ) -> None:

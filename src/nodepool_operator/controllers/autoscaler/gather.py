@@ -115,6 +115,7 @@ class Gatherer:
         return {pool: (name, spec) for pool, (_, name, spec) in found.items()}
 
     def gather(self) -> Gathered:
+        self.reads.begin_plan()
         # Nodes turn unhealthy by time passing alone, not by an event: found at each plan.
         self.reads.unhealthy = self.find_unhealthy()
         owners = self.owners()

@@ -14,7 +14,7 @@ naming the same pool is reported as conflicting and decides nothing.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.controllers.autoscaler import plan, simulation, volumes
@@ -85,11 +85,40 @@ Part = Observation | ConflictingAutoscaler | None
 
 
 @dataclass(frozen=True)
+class _Share:
+    """The plan's pods seen from one set of namespaces (empty: all of them)."""
+
+    unfit: tuple[tuple[Object, str], ...]  # unschedulable pods no node can host, and why
+    waiting: int  # pending pods the scheduler has not judged yet
+
+
+@dataclass(frozen=True)
 class Plan:
     """What one plan read, and where it put the pods."""
 
     world: Gathered
     outcome: simulation.Outcome
+    # Namespaces -> their share, cut once per plan: a batch hands out a part to every
+    # Autoscaler, and most of them name the same namespaces (usually all).
+    _shares: dict[frozenset[str], _Share] = field(default_factory=dict, compare=False, repr=False)
+
+    def share(self, namespaces: frozenset[str]) -> _Share:
+        found = self._shares.get(namespaces)
+        if found is None:
+            world, outcome = self.world, self.outcome
+
+            def watched(pod: Object) -> bool:
+                return not namespaces or pod["metadata"].get("namespace") in namespaces
+
+            unfit = tuple(
+                (pod, outcome.unfit[i])
+                for i, pod in enumerate(world.pending)
+                if i in outcome.unfit and watched(pod)
+            )
+            broken = tuple((pod, why) for pod, why in world.unreadable if watched(pod))
+            found = _Share(unfit + broken, sum(1 for pod in world.waiting if watched(pod)))
+            self._shares[namespaces] = found
+        return found
 
 
 def _cannot_grow(name: str, pool: PoolView | None) -> str:
@@ -183,15 +212,7 @@ class Observer:
         if pool is None:
             return None
         up = outcome.pools.get(pool.facts.name) or simulation.PoolOutcome(0, 0, (), ())
-        mine = set(spec.namespaces)
-
-        def watched(pod: Object) -> bool:
-            return not mine or pod["metadata"].get("namespace") in mine
-
-        indexed = [(i, pod) for i, pod in enumerate(world.pending) if watched(pod)]
-        broken = tuple((pod, why) for pod, why in world.unreadable if watched(pod))
-        unfit = tuple((pod, outcome.unfit[i]) for i, pod in indexed if i in outcome.unfit)
-        waiting = sum(1 for pod in world.waiting if watched(pod))
+        share = made.share(frozenset(spec.namespaces))
         return Observation(
             pool=pool.facts,
             pool_uid=pool.uid,
@@ -204,9 +225,9 @@ class Observer:
                 (world.pending[i], _cannot_grow(preferred, world.pools.get(preferred)))
                 for i, preferred in up.passed_over
             ),
-            unfit=unfit + broken,
-            waiting=waiting,
-            pending_fitting=len(up.hosted) + waiting,
+            unfit=share.unfit,
+            waiting=share.waiting,
+            pending_fitting=len(up.hosted) + share.waiting,
             unneeded=pool.unneeded,
             cluster=world.nodes,
             daemon_sets=world.daemon_sets,

@@ -45,11 +45,12 @@ PLAN: Final = Request(name="cluster")
 LONGEST_BATCH_SECONDS: Final = 10.0
 #: The soonest a pool is looked at again when a check is due now (never 0: no requeue).
 _SOONEST_CHECK: Final = 0.05
-#: Pools handed over (each a ScaleRequest create, at most) at once. Sixteen was tried: at a
-#: tenth of bench/scale.py's size the hand-over of 100 requests took 1.1 to 1.4 s against
-#: 0.8 to 1.4 s with four (it is the decisions' own work there, not the API server's
-#: answers), so four it stays until a loaded full-size run shows otherwise.
-HAND_OVER_PARALLELISM: Final = 4
+#: Pools handed over (each a ScaleRequest create, at most) at once. At a tenth of
+#: bench/scale.py's size sixteen was no faster than four (the decisions' own work bounds
+#: it there); at half the size, on a loaded API server, the burst's three hand-overs with
+#: four took 4.9 s, of which the decisions' own work was 1.4 s (py-spy): the creates'
+#: round trips bound it, and sixteen overlap them.
+HAND_OVER_PARALLELISM: Final = 16
 
 
 @dataclass(frozen=True)

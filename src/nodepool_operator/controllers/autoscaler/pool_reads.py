@@ -75,6 +75,16 @@ class PoolReads:
         self.wall_clock = wall_clock
         #: Pool nodes NotReady past their timeouts, found once per plan (``Gatherer``).
         self.unhealthy: frozenset[str] = frozenset()
+        # node -> (its pods' index stamp, what bound() read then), for the nodes read by
+        # this plan and the one before: a plan reads every pod of the cluster, and between
+        # two plans the pods of most nodes have not changed.
+        self._bound: dict[str, tuple[int, Bound]] = {}
+        self._bound_before: dict[str, tuple[int, Bound]] = {}
+
+    def begin_plan(self) -> None:
+        """A new plan reads: what the plan before last read and this one does not is
+        forgotten (nodes that are gone)."""
+        self._bound_before, self._bound = self._bound, {}
 
     def pool(
         self, pool: Object, *, namespaces: Sequence[str], held: Iterable[str]
@@ -242,6 +252,14 @@ class PoolReads:
 
     def bound(self, node: str) -> Bound:
         """The profiles of the pods on ``node``, and whether any of them needs the node."""
+        stamp = self.pods.index_stamp(PODS_BY_NODE, node)
+        kept = self._bound.get(node) or self._bound_before.get(node)
+        if kept is None or kept[0] != stamp:
+            kept = (stamp, self._read_bound(node))
+        self._bound[node] = kept
+        return kept[1]
+
+    def _read_bound(self, node: str) -> Bound:
         running: list[PodProfile] = []
         terminating: list[PodProfile] = []
         daemons: set[str] = set()
