@@ -293,17 +293,18 @@ class RoomTree:
             want = self._wants[need] = self.pack(c, m, p)
         tree, guards, size, last = self.tree, self.guards, self.size, self.count - 1
         n = size + start if start else 1
-        while start < last:
-            if (tree[n] - want) & guards == guards:
-                if n >= size:
-                    return n - size
-                n <<= 1
-            else:
-                while n & 1:  # the last subtree of its parent: the parent's next one
-                    n >>= 1
-                if not n:
-                    break  # past the tree's leaves
-                n += 1
+        if start < last:  # leaves in the tree from ``start`` on (checked once, not per step)
+            while True:
+                if (tree[n] - want) & guards == guards:
+                    if n >= size:
+                        return n - size
+                    n <<= 1
+                else:
+                    while n & 1:  # the last subtree of its parent: the parent's next one
+                        n >>= 1
+                    if not n:
+                        break  # past the tree's leaves
+                    n += 1
         return last if (self._last - want) & guards == guards else -1
 
 
