@@ -47,7 +47,8 @@ def ordered(
     for bucket in sorted(buckets):
         items = buckets[bucket]
         shares = [-share(profile, units) for profile, _ in items]
-        found.extend(items[i] for i in sorted(range(len(items)), key=shares.__getitem__))
+        order = sorted(range(len(items)), key=shares.__getitem__)
+        found.extend(map(items.__getitem__, order))  # no generator step per class
     return found
 
 

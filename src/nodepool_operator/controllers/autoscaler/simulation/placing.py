@@ -119,7 +119,10 @@ def _simulate_once(
             for member in members:
                 unfit[member] = profile.unsupported
             continue
-        if len(members) == 1 and not profile.has_pod_constraints:
+        # ``has_pod_constraints``, written out: a property call per class (per pod here).
+        if len(members) == 1 and not (
+            profile.affinity or profile.anti_affinity or profile.spread or profile.ports
+        ):
             # One pod that only takes room (every pod of the random mix): what
             # ``_ClassPlacement`` does for it, without a class's state (it has no spread
             # to retire either).

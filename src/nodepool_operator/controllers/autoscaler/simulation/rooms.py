@@ -292,18 +292,25 @@ class RoomTree:
         if want is None:
             want = self._wants[need] = self.pack(c, m, p)
         tree, guards, size, last = self.tree, self.guards, self.size, self.count - 1
-        n = size + start if start else 1
-        while start < last:
-            if (tree[n] - want) & guards == guards:
-                if n >= size:
-                    return n - size
-                n <<= 1
-            else:
+        if start < last:  # leaves in the tree from ``start`` on (checked once, not per step)
+            n = size + start if start else 1
+            fits = (tree[n] - want) & guards == guards
+            while True:
+                if fits:
+                    if n >= size:
+                        return n - size
+                    n <<= 1  # its left child; when that has none, its right one
+                    if (tree[n] - want) & guards == guards:
+                        continue
+                    n += 1
+                    fits = (tree[n] - want) & guards == guards
+                    continue
                 while n & 1:  # the last subtree of its parent: the parent's next one
                     n >>= 1
                 if not n:
                     break  # past the tree's leaves
                 n += 1
+                fits = (tree[n] - want) & guards == guards
         return last if (self._last - want) & guards == guards else -1
 
 
