@@ -35,7 +35,7 @@ import logging
 import time
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import errors, metrics, workqueue
@@ -58,6 +58,7 @@ __all__ = [
     "Request",
     "Result",
     "StateChanged",
+    "Stoppable",
     "any_of",
     "map_to_self",
 ]
@@ -121,6 +122,14 @@ class Result:
 
 class Reconciler(Protocol):
     async def reconcile(self, request: Request) -> Result: ...
+
+
+@runtime_checkable
+class Stoppable(Protocol):
+    """A reconciler with work of its own that outlives a reconcile (the planner's events):
+    the controller stops it after its workers, with the same ``drain``."""
+
+    async def stop(self, *, drain: bool) -> None: ...
 
 
 class Predicate(Protocol):
@@ -319,6 +328,8 @@ class Controller:
             task.cancel()
         await asyncio.gather(*self._workers, return_exceptions=True)
         self._workers.clear()
+        if isinstance(self.reconciler, Stoppable):
+            await self.reconciler.stop(drain=drain)
 
     async def _work(self) -> None:
         while True:

@@ -6,7 +6,8 @@ import asyncio
 import collections
 import copy
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -355,8 +356,10 @@ class World:
             self.requests.put(shown)
 
     async def plan(self) -> Result:
-        """A planner batch (its window already over)."""
-        return await self.planner.reconcile(PLAN)
+        """A planner batch (its window already over), and its events written."""
+        result = await self.planner.reconcile(PLAN)
+        await self.planner.told()
+        return result
 
     async def reconcile(self, key: Request = KEY) -> Result:
         """A planner batch, then the Autoscaler's status reconcile; the planner's result."""
@@ -1532,3 +1535,79 @@ async def test_a_request_refused_for_good_is_told_once_and_not_sent_again_unchan
     made = sorted(r["spec"]["nodePoolName"] for r in world.api.made("scalerequests"))
     assert made == ["other", POOL]
     assert len(world.api.events("ScaleRequestRefused")) == 1
+
+
+def _events_held(world: World, monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
+    """Event creates wait until the returned gate opens (a loaded API server)."""
+    gate = asyncio.Event()
+    create = world.api.create
+
+    async def held(resource: Resource, body: dict[str, Any], **kw: Any) -> Object:
+        if resource.plural == "events":
+            await gate.wait()
+        return await create(resource, body, **kw)
+
+    monkeypatch.setattr(world.api, "create", held)
+    return gate
+
+
+async def test_a_batch_is_over_when_its_requests_are_made_not_when_its_events_are(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At full size the first batch's events took seconds to write; the next batch must
+    not wait for them: the planner returns once every pool's request is made."""
+    two_pools(world)
+    gate = _events_held(world, monkeypatch)
+    await asyncio.wait_for(world.planner.reconcile(PLAN), timeout=5)
+    assert len(world.api.made("scalerequests")) == 2
+    assert world.api.made("events") == []  # still being written
+    gate.set()
+    await world.planner.told()
+    assert world.api.events("TriggeredScaleUp")
+
+
+async def test_each_batchs_events_are_written_after_the_batch_befores() -> None:
+    clock = FakeClock()
+    planner = Planner(
+        observer=SimpleNamespace(autoscalers=None),  # type: ignore[arg-type]
+        decider=None,  # type: ignore[arg-type]
+        verdicts=None,  # type: ignore[arg-type]
+        wake=lambda _: None,
+        clock=clock,
+    )
+    written: list[str] = []
+    first_may_end = asyncio.Event()
+
+    def telling(name: str, *, hold: bool = False) -> Callable[[], Awaitable[None]]:
+        async def tell() -> None:
+            if hold:
+                await first_may_end.wait()
+            written.append(name)
+
+        return tell
+
+    planner._tell_after_batch([telling("first", hold=True)])
+    planner._tell_after_batch([telling("second")])
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert written == []  # the second batch's events wait for the first's
+    first_may_end.set()
+    await planner.told()
+    assert written == ["first", "second"]
+
+
+@pytest.mark.parametrize("drain", [True, False])
+async def test_stopping_writes_the_waiting_events_only_when_draining(
+    world: World, monkeypatch: pytest.MonkeyPatch, drain: bool
+) -> None:
+    """A shutdown drains; leadership lost does not: another replica may be deciding."""
+    two_pools(world)
+    gate = _events_held(world, monkeypatch)
+    await world.planner.reconcile(PLAN)
+    if drain:
+        gate.set()
+    await asyncio.wait_for(world.planner.stop(drain=drain), timeout=5)
+    gate.set()
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert bool(world.api.made("events")) is drain

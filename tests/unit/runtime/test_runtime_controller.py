@@ -341,6 +341,30 @@ async def test_stop_lets_the_reconcile_in_flight_finish(make: Any) -> None:
     assert gate.done == [A], "finished, not cancelled; nothing new accepted after stop"
 
 
+class Lingering(Gate):
+    """A reconciler with work that outlives its reconciles (as the planner's events)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stopped: list[bool] = []
+
+    async def stop(self, *, drain: bool) -> None:
+        self.stopped.append(drain)
+
+
+@pytest.mark.parametrize("drain", [True, False])
+async def test_stop_stops_the_reconcilers_own_work_after_the_workers(
+    make: Any, drain: bool
+) -> None:
+    lingering = Lingering()
+    lingering.release.set()
+    controller = make(lingering)
+    controller.start()
+    await controller.stop(drain=drain)
+    assert lingering.stopped == [drain]
+    assert not controller._workers
+
+
 # -- watches -------------------------------------------------------------------------------
 
 

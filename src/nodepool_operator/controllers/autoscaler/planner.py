@@ -11,8 +11,11 @@ Autoscalers, ScaleRequests, DaemonSets, volumes (``watches``); and a scan every 
 Each batch makes one plan (``observer``) and, for each pool's Autoscaler, one decision
 and its ScaleRequest (``decisions``); it records every Autoscaler's verdict
 (``verdicts``) and wakes the Autoscalers whose status that changes. Every pool's request
-is made before any event that explains one is written: a burst's events are many writes,
-and a request they delayed is a node that boots later.
+is made before any event that explains one is written, and the events are written after
+the batch, not in it: a burst's events are many writes (at full size ``bench/scale.py``'s
+first batch of 67 requests had about 11 s of them), and a request they delayed, in this
+batch or the next, is a node that boots later. One batch's events are written after the
+batch before's, so a pod's story stays in order.
 """
 
 from __future__ import annotations
@@ -128,6 +131,8 @@ class Planner:
         self.batch = Batch(clock)
         self.parallelism = max(1, parallelism)
         self._windows: tuple[str, float, float] = ("", 0.0, 0.0)
+        # The batches' events still being written, oldest first.
+        self._telling: list[asyncio.Task[None]] = []
 
     def triggered(self, moved: Object) -> Iterable[Request]:
         """The watches' mapper: every change they pass is part of the open batch."""
@@ -179,14 +184,48 @@ class Planner:
         for autoscaler in autoscalers:
             self.wake(autoscaler)
         self._log_batch(made, passes, opened=opened, started=started, planned=planned)
+        self._tell_after_batch([p.tell for p in passes if p.tell is not None])
+        checks = [p.check for p in passes if p.check is not None]
+        return Result(requeue_after=min([scan, *checks]))
+
+    def _tell_after_batch(self, tells: list[Callable[[], Awaitable[None]]]) -> None:
+        """Write this batch's events once the batch before's are written, without holding
+        the planner: the next batch plans and hands over meanwhile."""
+        self._telling = [t for t in self._telling if not t.done()]
+        if not tells:
+            return
+        before = self._telling[-1] if self._telling else None
+        self._telling.append(asyncio.create_task(self._tell_all(before, tells), name=NAME))
+
+    async def _tell_all(
+        self, before: asyncio.Task[None] | None, tells: list[Callable[[], Awaitable[None]]]
+    ) -> None:
+        if before is not None:
+            await asyncio.wait([before])
+        limit = asyncio.Semaphore(self.parallelism)
 
         async def tell(explain: Callable[[], Awaitable[None]]) -> None:
             async with limit:
                 await self._tell(explain)
 
-        await asyncio.gather(*(tell(p.tell) for p in passes if p.tell is not None))
-        checks = [p.check for p in passes if p.check is not None]
-        return Result(requeue_after=min([scan, *checks]))
+        await asyncio.gather(*(tell(explain) for explain in tells))
+
+    async def told(self) -> None:
+        """Wait until every batch's events are written (tests, and a draining stop)."""
+        while self._telling:
+            await asyncio.wait(self._telling)
+            self._telling = [t for t in self._telling if not t.done()]
+
+    async def stop(self, *, drain: bool) -> None:
+        """Draining (shutdown): write the events still waiting. Not draining (leadership
+        lost: another replica may be deciding already): drop them, nothing of ours goes on."""
+        if drain:
+            await self.told()
+            return
+        telling, self._telling = self._telling, []
+        for task in telling:
+            task.cancel()
+        await asyncio.gather(*telling, return_exceptions=True)
 
     def _refused(
         self,
