@@ -1464,6 +1464,18 @@ async def test_an_object_moving_again_does_not_hold_the_batch_open() -> None:
     assert batch.wait(idle=1.0, longest=10.0) == pytest.approx(1.0)
 
 
+async def test_what_is_not_new_demand_opens_a_batch_but_does_not_hold_it() -> None:
+    clock = FakeClock()
+    batch = Batch(clock)
+    batch.event("node-a", holds=False)  # nothing open: it opens one
+    assert batch.wait(idle=1.0, longest=10.0) == pytest.approx(1.0)
+    await clock.advance(0.6)
+    batch.event("node-b", holds=False)
+    assert batch.wait(idle=1.0, longest=10.0) == pytest.approx(0.4)
+    batch.event("pod-a")
+    assert batch.wait(idle=1.0, longest=10.0) == pytest.approx(1.0)
+
+
 async def test_every_pool_is_asked_for_before_any_event_of_the_batch_is_written(
     world: World,
 ) -> None:

@@ -172,7 +172,7 @@ async def test_a_burst_of_events_is_one_plan_once_the_cluster_goes_quiet(
     pods = FakePodInformer()
     controller.watch(
         pods,  # type: ignore[arg-type]
-        mapper=planner.triggered,
+        mapper=planner.pod_triggered,
         predicates=[watches.StateChanged(watches.pod_state)],
         delay=planner.window,
     )
@@ -187,6 +187,38 @@ async def test_a_burst_of_events_is_one_plan_once_the_cluster_goes_quiet(
     # The last event was 0.1 s ago: the batch stays open until 0.2 s pass without one.
     waiting = await planner.reconcile(PLAN)
     assert waiting.requeue_after == pytest.approx(0.099)
+
+
+async def test_only_a_pending_pod_holds_a_batch_open(
+    planner: Planner, queue: workqueue.WorkQueue[Request], clock: FakeClock
+) -> None:
+    """After a burst's requests their Nodes register and its pods are bound for as long as
+    the nodes boot: those changes open a batch, but only new demand keeps it open."""
+    controller = Controller(name="batching", reconciler=_never_called, queue=queue, clock=clock)
+    informers = {
+        name: FakePodInformer()
+        for name in ("autoscalers", "pods", "nodes", "pools", "requests", "daemon_sets")
+    }
+    watches.watch_dependencies(
+        controller,
+        mapper=planner.triggered,
+        pod_mapper=planner.pod_triggered,
+        window=planner.window,
+        **informers,  # type: ignore[arg-type]
+    )
+    nodes, pods = informers["nodes"].handler, informers["pods"].handler
+    nodes.on_add({"metadata": {"name": "n1", "uid": "n1"}})  # opens the batch
+    for i in range(2, 6):  # more Nodes register, a pod is bound: none holds it open
+        await clock.advance(0.05)
+        nodes.on_add({"metadata": {"name": f"n{i}", "uid": f"n{i}"}})
+    pods.on_update(pod("bound"), pod("bound", node="n1"))
+    assert planner.batch.wait(idle=0.2, longest=10.0) == 0.0  # 0.2 s since it opened
+    await clock.advance(0.05)
+    pods.on_add(pod("waiting"))  # new demand does
+    assert planner.batch.wait(idle=0.2, longest=10.0) == pytest.approx(0.2)
+    await clock.advance(0.1)
+    pods.on_update(pod("waiting"), pod("waiting", **UNSCHEDULABLE))  # the same pod again
+    assert planner.batch.wait(idle=0.2, longest=10.0) == pytest.approx(0.1)
 
 
 def test_a_pod_that_arrives_bound_wakes_nobody_but_its_later_changes_do() -> None:

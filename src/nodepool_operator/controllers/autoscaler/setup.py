@@ -155,6 +155,7 @@ def _planning(
     watches.watch_dependencies(
         planning,
         mapper=planner.triggered,
+        pod_mapper=planner.pod_triggered,
         window=planner.window,
         autoscalers=reads.autoscalers,
         pods=reads.pods,

@@ -1,6 +1,7 @@
 """Which events start a planner batch, and which Autoscalers are woken for their status.
 
-Every change the plan depends on is part of the open batch (``planner.Batch``): a pod
+Every change the plan depends on is part of the open batch (``planner.Batch``), and only
+a pending pod holds it open (``pod_mapper``): a pod
 becomes (or stops being) unschedulable, is bound or goes away; a node turns Ready,
 changes taints or room, or leaves; a pool's spec changes; a request is answered; a
 DaemonSet's pod template changes (it runs on every new node); a claim, volume or class
@@ -115,6 +116,7 @@ def watch_dependencies(
     controller: Controller,
     *,
     mapper: Callable[[Object], Iterable[Request]],
+    pod_mapper: Callable[[Object], Iterable[Request]],
     window: Callable[[Request], float],
     autoscalers: Informer,
     pods: Informer,
@@ -124,7 +126,8 @@ def watch_dependencies(
     daemon_sets: Informer,
     volumes: VolumeReads | None = None,
 ) -> None:
-    """Map every change a plan depends on to the planner's key, after the idle window."""
+    """Map every change a plan depends on to the planner's key, after the idle window:
+    pods with ``pod_mapper``, everything else with ``mapper``."""
     watched: list[tuple[Informer, Predicate]] = [
         (autoscalers, GenerationChanged()),
         (pods, PodChanged()),
@@ -138,4 +141,5 @@ def watch_dependencies(
         for informer in (volumes.claims, volumes.volumes, volumes.classes):
             watched.append((informer, StateChanged(_content)))
     for informer, predicate in watched:
-        controller.watch(informer, mapper=mapper, predicates=[predicate], delay=window)
+        mapped = pod_mapper if informer is pods else mapper
+        controller.watch(informer, mapper=mapped, predicates=[predicate], delay=window)
