@@ -176,8 +176,8 @@ async def test_a_burst_of_events_is_one_plan_once_the_cluster_goes_quiet(
         predicates=[watches.StateChanged(watches.pod_state)],
         delay=planner.window,
     )
-    for i in range(100):  # a burst within 0.1 s
-        pods.handler.on_update(pod(f"p{i}"), pod(f"p{i}", **UNSCHEDULABLE))
+    for i in range(100):  # a burst of new pods within 0.1 s
+        pods.handler.on_add(pod(f"p{i}"))
         await clock.advance(0.001)
     pods.handler.on_update(pod("p0"), pod("p0", podIP="10.0.0.1"))  # churn: no event
     assert len(queue) == 0
@@ -192,8 +192,9 @@ async def test_a_burst_of_events_is_one_plan_once_the_cluster_goes_quiet(
 async def test_only_a_pending_pod_holds_a_batch_open(
     planner: Planner, queue: workqueue.WorkQueue[Request], clock: FakeClock
 ) -> None:
-    """After a burst's requests their Nodes register and its pods are bound for as long as
-    the nodes boot: those changes open a batch, but only new demand keeps it open."""
+    """In a burst kube-scheduler marks the pods for many seconds after they were made, and
+    the first requests' Nodes register meanwhile: those changes open a batch, but only a
+    new pod keeps it open."""
     controller = Controller(name="batching", reconciler=_never_called, queue=queue, clock=clock)
     informers = {
         name: FakePodInformer()
@@ -212,9 +213,10 @@ async def test_only_a_pending_pod_holds_a_batch_open(
         await clock.advance(0.05)
         nodes.on_add({"metadata": {"name": f"n{i}", "uid": f"n{i}"}})
     pods.on_update(pod("bound"), pod("bound", node="n1"))
+    pods.on_update(pod("made-before"), pod("made-before", **UNSCHEDULABLE))  # nor a mark
     assert planner.batch.wait(idle=0.2, longest=10.0) == 0.0  # 0.2 s since it opened
     await clock.advance(0.05)
-    pods.on_add(pod("waiting"))  # new demand does
+    pods.on_add(pod("waiting"))  # a new pod does
     assert planner.batch.wait(idle=0.2, longest=10.0) == pytest.approx(0.2)
     await clock.advance(0.1)
     pods.on_update(pod("waiting"), pod("waiting", **UNSCHEDULABLE))  # the same pod again

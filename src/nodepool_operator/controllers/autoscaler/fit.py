@@ -19,6 +19,7 @@ from nodepool_operator.api import quantity
 
 __all__ = [
     "DEFAULT_SCHEDULER",
+    "is_judged",
     "is_ours_to_schedule",
     "is_pending_unbound",
     "is_unschedulable",
@@ -60,6 +61,13 @@ def is_ours_to_schedule(pod: Mapping[str, Any]) -> bool:
     if spec.get("schedulingGates"):
         return False
     return (spec.get("schedulerName") or DEFAULT_SCHEDULER) == DEFAULT_SCHEDULER
+
+
+def is_judged(pod: Mapping[str, Any]) -> bool:
+    """Whether a scheduler has said anything of the pod yet (its PodScheduled condition)."""
+    return any(
+        c.get("type") == "PodScheduled" for c in (pod.get("status") or {}).get("conditions") or ()
+    )
 
 
 def is_unschedulable(pod: Mapping[str, Any]) -> bool:
