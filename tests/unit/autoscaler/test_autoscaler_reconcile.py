@@ -67,6 +67,9 @@ class FakeInformer:
     def items(self) -> list[Object]:
         return list(self.store.values())
 
+    def __len__(self) -> int:
+        return len(self.store)
+
     def by_index(self, index: str, value: str) -> list[Object]:
         return [o for o in self.store.values() if value in self.indexes[index](o)]
 

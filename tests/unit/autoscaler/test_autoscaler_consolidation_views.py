@@ -1,0 +1,154 @@
+"""Consolidation keeps a Node's view until the Node or the pods on it change."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nodepool_operator.api import autoscaler as autoscaler_api
+from nodepool_operator.controllers.autoscaler.consolidation.consolidator import Consolidator
+from nodepool_operator.controllers.autoscaler.profiles import ProfileCache
+from nodepool_operator.controllers.resources import NODES_BY_POOL, PODS_BY_NODE
+from nodepool_operator.runtime import clock as clock_module
+from nodepool_operator.runtime.client import Object
+
+POOL = "pool-a"
+
+
+class Nodes:
+    """Nodes by pool, as the informer files them."""
+
+    def __init__(self) -> None:
+        self.store: dict[str, Object] = {}
+
+    def put(self, node: Object) -> None:
+        self.store[node["metadata"]["name"]] = node
+
+    def remove(self, name: str) -> None:
+        del self.store[name]
+
+    def by_index(self, index: str, value: str) -> list[Object]:
+        assert index == NODES_BY_POOL
+        return [n for n in self.store.values() if n["metadata"]["labels"]["pool"] == value]
+
+    def get(self, name: str, namespace: str | None = None) -> Object | None:
+        return self.store.get(name)
+
+    def __len__(self) -> int:
+        return len(self.store)
+
+
+class Pods:
+    """Pods by node, with a stamp per node that moves when one of its pods is put, counting
+    the reads of a node's pods."""
+
+    def __init__(self) -> None:
+        self.on: dict[str, dict[str, Object]] = {}
+        self.stamps: dict[str, int] = {}
+        self.serial = 0
+        self.reads = 0
+
+    def put(self, pod: Object) -> None:
+        node = pod["spec"]["nodeName"]
+        self.on.setdefault(node, {})[pod["metadata"]["name"]] = pod
+        self.serial += 1
+        self.stamps[node] = self.serial
+
+    def by_index(self, index: str, value: str) -> list[Object]:
+        assert index == PODS_BY_NODE
+        self.reads += 1
+        return list(self.on.get(value, {}).values())
+
+    def index_stamp(self, index: str, value: str) -> int:
+        assert index == PODS_BY_NODE
+        return self.stamps.get(value, 0)
+
+
+def node(name: str, *, version: str = "1", annotations: dict[str, str] | None = None) -> Object:
+    return {
+        "metadata": {
+            "name": name,
+            "resourceVersion": version,
+            "labels": {"pool": POOL},
+            "annotations": dict(annotations or {}),
+        },
+        "spec": {},
+        "status": {
+            "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def pod(name: str, on: str) -> Object:
+    return {
+        "metadata": {"name": name, "namespace": "apps", "uid": name, "resourceVersion": "1"},
+        "spec": {
+            "nodeName": on,
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+def consolidator(nodes: Nodes, pods: Pods) -> Consolidator:
+    unused: Any = None
+    return Consolidator(
+        client=unused,
+        nodes=nodes,  # type: ignore[arg-type]
+        pods=pods,  # type: ignore[arg-type]
+        profile=ProfileCache().get,
+        recorder=unused,
+        wall_clock=clock_module.RealWallClock(),
+    )
+
+
+def test_a_view_is_kept_until_its_node_or_its_pods_change() -> None:
+    nodes, pods = Nodes(), Pods()
+    nodes.put(node("n1"))
+    nodes.put(node("n2"))
+    pods.put(pod("p1", "n1"))
+    reviewing = consolidator(nodes, pods)
+
+    first = reviewing.views(POOL)
+    assert [v.name for v in first] == ["n1", "n2"]
+    assert pods.reads == 2
+    again = reviewing.views(POOL)
+    assert all(a is b for a, b in zip(first, again, strict=True))
+    assert pods.reads == 2  # neither Node's pods were read again
+
+    pods.put(pod("p2", "n2"))  # n2's pods change: only n2 is read again
+    moved = reviewing.views(POOL)
+    assert moved[0] is first[0]
+    assert [p["metadata"]["name"] for p in moved[1].to_move] == ["p2"]
+    assert pods.reads == 3
+
+    stamp = {autoscaler_api.UNNEEDED_SINCE_ANNOTATION: "2026-12-04T12:00:00Z"}
+    nodes.put(node("n1", version="2", annotations=stamp))  # n1 changes: only n1 is read again
+    stamped = reviewing.views(POOL)
+    assert first[0].since is None
+    assert stamped[0].since is not None
+    assert pods.reads == 4
+    assert stamped[1] is moved[1]
+
+
+def test_a_node_without_a_resource_version_is_read_every_time() -> None:
+    nodes, pods = Nodes(), Pods()
+    unversioned = node("n1", version="")
+    nodes.put(unversioned)
+    reviewing = consolidator(nodes, pods)
+    reviewing.views(POOL)
+    reviewing.views(POOL)
+    assert pods.reads == 2
+
+
+def test_views_of_nodes_that_are_gone_are_dropped() -> None:
+    nodes, pods = Nodes(), Pods()
+    reviewing = consolidator(nodes, pods)
+    for index in range(200):
+        nodes.put(node(f"old-{index}"))
+    reviewing.views(POOL)
+    for index in range(200):
+        nodes.remove(f"old-{index}")
+    nodes.put(node("new"))
+    assert [v.name for v in reviewing.views(POOL)] == ["new"]
+    assert set(reviewing._views) == {"new"}
