@@ -171,9 +171,20 @@ class PodProfile:
     # The key is a deep tuple; hashing it once, not at every dictionary lookup, is what
     # keeps the simulation's per-class memos cheap.
     _hash: int = field(init=False, repr=False, compare=False)
+    # The hash of ``unlabelled_key``, taken once with the key's: the simulation groups
+    # pods whose labels no selector reads by it, and hashing the key anew for each
+    # pending pod at every plan is what that grouping would cost.
+    unlabelled_hash: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_hash", hash(self.key))
+        object.__setattr__(self, "unlabelled_hash", hash(self.unlabelled_key))
+
+    @property
+    def unlabelled_key(self) -> tuple[Any, ...]:
+        """The key without the pod's labels (``key[1]``): equal for pods that differ only
+        by their labels."""
+        return (self.key[0], *self.key[2:])
 
     @property
     def has_pod_constraints(self) -> bool:

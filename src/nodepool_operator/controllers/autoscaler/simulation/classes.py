@@ -77,17 +77,22 @@ class Alike:
         self.pods_read = bool(terms_read)
         self._seen: dict[PodProfile, PodProfile] = {}
         self._first: dict[tuple[object, ...], PodProfile] = {}
+        # With no label read, the first profile of each ``unlabelled_hash``: a pod's class
+        # is found by an integer, its key neither sliced nor hashed (every pod of a plan
+        # is looked up). A profile whose hash is taken by one it is not alike to goes to
+        # ``_first`` as when labels are read.
+        self._first_by_hash: dict[int, PodProfile] = {}
 
     def of(self, profile: PodProfile) -> PodProfile:
+        if not self._keys:  # no selector anywhere (the common case): no label is read
+            first = self._first_by_hash.setdefault(profile.unlabelled_hash, profile)
+            if first is profile or first.unlabelled_key == profile.unlabelled_key:
+                return first
+            return self._first.setdefault((profile.unlabelled_key,), profile)
         found = self._seen.get(profile)
         if found is None:
             keys = self._keys
-            # No selector anywhere (the common case): no label is read, none is sorted.
-            read = (
-                tuple(sorted(item for item in profile.labels.items() if item[0] in keys))
-                if keys
-                else ()
-            )
+            read = tuple(sorted(item for item in profile.labels.items() if item[0] in keys))
             alike = (profile.namespace, read, profile.key[2:])
             found = self._seen[profile] = self._first.setdefault(alike, profile)
         return found
