@@ -74,3 +74,13 @@ def test_labels_a_selector_reads_split_classes() -> None:
     assert alike.of(first) is first
     assert alike.of(second) is first  # "pod" is read by no selector
     assert alike.of(other) is other
+
+
+def test_classes_are_ordered_by_priority_then_largest_share_and_keep_their_pods_in_order() -> None:
+    small, big = _profile("small", cpu="100m"), _profile("big", cpu="2")
+    urgent = _profile("urgent", cpu="100m", priority=10)
+    pods = [small, big, small, urgent, big, small]
+    found = classes.ordered(pods, {"cpu": 4000, "memory": 16 * 1024**3, "pods": 110})
+    assert found.firsts == [3, 1, 0]  # priority first, then the larger share
+    assert [found.members(first) for first in found.firsts] == [[3], [1, 4], [0, 2, 5]]
+    assert 3 not in found.others  # a class of one pod keeps no list

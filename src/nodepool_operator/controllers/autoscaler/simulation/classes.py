@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.simulation.model import MAIN_RESOURCES, ExistingNode
 
-__all__ = ["Alike", "ordered", "share"]
+__all__ = ["Alike", "Classes", "ordered", "share"]
 
 
 def share(profile: PodProfile, units: Sequence[tuple[str, int | None]]) -> float:
@@ -26,30 +27,55 @@ def share(profile: PodProfile, units: Sequence[tuple[str, int | None]]) -> float
     return largest
 
 
-def ordered(
-    pods: Sequence[PodProfile], reference: Mapping[str, int]
-) -> list[tuple[PodProfile, list[int]]]:
-    """The classes of ``pods`` (equal profiles, each with its pods' indexes) in the order
-    they are placed: higher priority first, then pods that need other pods near them
-    after those that need none, then first-fit-decreasing by ``share``."""
-    members: dict[PodProfile, list[int]] = {}
-    add = members.setdefault  # one lookup per pod: a profile's hash is a call
+@dataclass(frozen=True, slots=True)
+class Classes:
+    """The classes of the pending pods, each named by its first pod's index, in the order
+    they are placed (``firsts``); ``others`` holds the later pods of the classes that have
+    more than one.
+
+    Per class, an index and not a list of members: a plan where every pod is a class of
+    its own (each with another request) would otherwise keep a list and a pair per pod
+    alive to its end, and the garbage collector would traverse them all, more than once.
+    """
+
+    firsts: list[int]
+    others: dict[int, list[int]]
+
+    def members(self, first: int) -> list[int]:
+        """The pods of the class whose first pod is ``first``, in order."""
+        later = self.others.get(first)
+        return [first] if later is None else [first, *later]
+
+
+def ordered(pods: Sequence[PodProfile], reference: Mapping[str, int]) -> Classes:
+    """The classes of ``pods`` (equal profiles) in the order they are placed: higher
+    priority first, then pods that need other pods near them after those that need none,
+    then first-fit-decreasing by ``share``."""
+    first_of: dict[PodProfile, int] = {}
+    others: dict[int, list[int]] = {}
+    add = first_of.setdefault  # one lookup per pod: a profile's hash is a call
     for index, profile in enumerate(pods):
-        add(profile, []).append(index)
+        first = add(profile, index)
+        if first != index:
+            later = others.get(first)
+            if later is None:
+                others[first] = [index]
+            else:
+                later.append(index)
     units = [(name, reference.get(name)) for name in MAIN_RESOURCES]
     # Sorted by (priority, affinity) bucket, then by share within each: the order of one
     # stable sort by the three, without comparing a tuple per pair (most pods share a bucket).
-    buckets: dict[tuple[int, bool], list[tuple[PodProfile, list[int]]]] = {}
-    for item in members.items():
-        profile = item[0]
-        buckets.setdefault((-profile.priority, bool(profile.affinity)), []).append(item)
-    found: list[tuple[PodProfile, list[int]]] = []
+    buckets: dict[tuple[int, bool], list[int]] = {}
+    for first in first_of.values():
+        profile = pods[first]
+        buckets.setdefault((-profile.priority, bool(profile.affinity)), []).append(first)
+    firsts: list[int] = []
     for bucket in sorted(buckets):
         items = buckets[bucket]
-        shares = [-share(profile, units) for profile, _ in items]
+        shares = [-share(pods[first], units) for first in items]
         order = sorted(range(len(items)), key=shares.__getitem__)
-        found.extend(map(items.__getitem__, order))  # no generator step per class
-    return found
+        firsts.extend(map(items.__getitem__, order))  # no generator step per class
+    return Classes(firsts, others)
 
 
 class Alike:

@@ -113,14 +113,15 @@ def _simulate_once(
     found = classes.ordered(pending, reference)
     placements: list[str | None] = [None] * len(pending)
     unfit: dict[int, str] = {}
-    existing_fit, place = simulation.existing_fit, cluster.place
-    for profile, members in found:
+    existing_fit, place, others = simulation.existing_fit, cluster.place, found.others
+    for first in found.firsts:
+        profile = pending[first]
         if profile.unsupported is not None:
-            for member in members:
+            for member in found.members(first):
                 unfit[member] = profile.unsupported
             continue
         # ``has_pod_constraints``, written out: a property call per class (per pod here).
-        if len(members) == 1 and not (
+        if first not in others and not (
             profile.affinity or profile.anti_affinity or profile.spread or profile.ports
         ):
             # One pod that only takes room (every pod of the random mix): what
@@ -128,11 +129,12 @@ def _simulate_once(
             # to retire either).
             chosen = existing_fit(profile, 0) or _new_node(simulation, profile, 1)
             if isinstance(chosen, str):
-                unfit[members[0]] = chosen
+                unfit[first] = chosen
                 continue
             place(profile, chosen, 1, counted=True)
-            placements[members[0]] = chosen.name
+            placements[first] = chosen.name
             continue
+        members = found.members(first)
         _ClassPlacement(simulation, profile, members, placements, unfit).run()
         cluster.retire(profile)
     return outcomes.outcome_of(simulation, placements, unfit), simulation

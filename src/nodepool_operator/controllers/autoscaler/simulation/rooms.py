@@ -43,7 +43,7 @@ class SimNode:
     allocatable: Mapping[str, int]
     kind: str
     used: dict[str, int] = field(default_factory=dict)
-    ports: list[HostPort] = field(default_factory=list)
+    ports: tuple[HostPort, ...] = ()  # a tuple: most nodes never take one, and keep none
     # Everything the static filters read but the name: equal keys, equal verdicts.
     static_key: tuple[object, ...] = field(init=False, default=())
     static_id: int = field(init=False, default=-1)  # the key's number in its cluster
@@ -69,7 +69,7 @@ class SimNode:
         for name, amount in profile.requests.items():
             used[name] = used.get(name, 0) + amount * copies
         if profile.ports:
-            self.ports.extend(profile.ports)
+            self.ports = (*self.ports, *profile.ports)
 
 
 @dataclass(eq=False, slots=True)
