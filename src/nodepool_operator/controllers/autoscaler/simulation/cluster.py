@@ -61,9 +61,13 @@ class ClusterState:
         # pod may use, is shared by the pods with equal rules, whatever their size.
         self._rules_ids: dict[tuple[object, ...], int] = {}
         self._rules_of: dict[PodProfile, int] = {}
-        # The profile asked for last and its number: a class asks again and again, and a
-        # profile's hash is a call (the filters ask for every node a pod is judged on).
-        self._last_rules: tuple[PodProfile | None, int] = (None, -1)
+        # The profile asked for last, its rules and their number: a class asks again and
+        # again, and a profile's hash is a call (the filters ask for every node a pod is
+        # judged on); the next class most often has equal rules (classes of one pod each,
+        # with no node rules at all), found by comparing them, not by a lookup.
+        self._last_rules_of: PodProfile | None = None
+        self._last_rules: tuple[object, ...] | None = None
+        self._last_rules_id = -1
         self._pinned: dict[int, bool] = {}
         self._usable: dict[int, tuple[int, list[Group], list[bool]]] = {}
         self._kinds_seen = 0  # node kinds across all groups: the usable lists' version
@@ -377,8 +381,11 @@ class ClusterState:
 
     def rules_id(self, profile: PodProfile) -> int:
         """The number of the profile's node rules (equal rules, equal number)."""
-        if profile is self._last_rules[0]:
-            return self._last_rules[1]
+        if profile is self._last_rules_of:
+            return self._last_rules_id
+        self._last_rules_of = profile
+        if profile.node_rules == self._last_rules:
+            return self._last_rules_id
         found = self._rules_of.get(profile)
         if found is None:
             found = self._rules_ids.setdefault(profile.node_rules, len(self._rules_ids))
@@ -389,7 +396,7 @@ class ClusterState:
                     or terms_name_nodes(profile.node_affinity or ())
                     or (profile.volumes is not None and profile.volumes.names_nodes)
                 )
-        self._last_rules = (profile, found)
+        self._last_rules, self._last_rules_id = profile.node_rules, found
         return found
 
     def groups_for(self, profile: PodProfile) -> Iterable[Group]:
