@@ -14,12 +14,11 @@ from nodepool_operator.controllers.autoscaler.simulation.model import MAIN_RESOU
 __all__ = ["Alike", "Classes", "ordered", "share"]
 
 
-def share(profile: PodProfile, units: Sequence[tuple[str, int | None]]) -> float:
+def share(profile: PodProfile, units: Sequence[int | None]) -> float:
     """The largest share of a node the pod asks for, of cpu, memory and pod slots
-    (``units``: each with the largest node's amount)."""
-    largest, requests = 0.0, profile.requests
-    for name, have in units:
-        amount = requests.get(name, 0)
+    (``units``: the largest node's amount of each, in ``MAIN_RESOURCES`` order)."""
+    largest = 0.0
+    for amount, have in zip(profile.main_need, units, strict=True):
         if amount > 0:
             part = amount / have if have else float("inf")
             if part > largest:
@@ -62,7 +61,7 @@ def ordered(pods: Sequence[PodProfile], reference: Mapping[str, int]) -> Classes
                 others[first] = [index]
             else:
                 later.append(index)
-    units = [(name, reference.get(name)) for name in MAIN_RESOURCES]
+    units = [reference.get(name) for name in MAIN_RESOURCES]
     # Sorted by (priority, affinity) bucket, then by share within each: the order of one
     # stable sort by the three, without comparing a tuple per pair (most pods share a bucket).
     buckets: dict[tuple[int, bool], list[int]] = {}

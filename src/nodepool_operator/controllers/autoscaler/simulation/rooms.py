@@ -66,8 +66,12 @@ class SimNode:
     def charge(self, profile: PodProfile, copies: int) -> None:
         """Take the room and host ports of ``copies`` pods of ``profile``."""
         used = self.used
-        for name, amount in profile.requests.items():
-            used[name] = used.get(name, 0) + amount * copies
+        if copies == 1:  # most charges: one pod, no product per request
+            for name, amount in profile.requests.items():
+                used[name] = used.get(name, 0) + amount
+        else:
+            for name, amount in profile.requests.items():
+                used[name] = used.get(name, 0) + amount * copies
         if profile.ports:
             self.ports = (*self.ports, *profile.ports)
 
