@@ -7,19 +7,24 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.simulation.model import MAIN_RESOURCES, ExistingNode
 
 __all__ = ["Alike", "Classes", "ordered", "share"]
 
+_MAIN_INDEXES: Final = range(len(MAIN_RESOURCES))
+
 
 def share(profile: PodProfile, units: Sequence[int | None]) -> float:
     """The largest share of a node the pod asks for, of cpu, memory and pod slots
     (``units``: the largest node's amount of each, in ``MAIN_RESOURCES`` order)."""
-    largest = 0.0
-    for amount, have in zip(profile.main_need, units, strict=True):
+    largest, need = 0.0, profile.main_need
+    for index in _MAIN_INDEXES:  # by index: no pair made per resource (this runs per class)
+        amount = need[index]
         if amount > 0:
+            have = units[index]
             part = amount / have if have else float("inf")
             if part > largest:
                 largest = part

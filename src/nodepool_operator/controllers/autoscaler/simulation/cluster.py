@@ -273,7 +273,8 @@ class ClusterState:
 
     def _anti_hits(self, profile: PodProfile) -> list[AffinityTerm]:
         """The running pods' anti-affinity terms that match ``profile``."""
-        seen, hits = self._hits.get(profile, (0, []))
+        found = self._hits.get(profile)  # no default made: this runs for every node judged
+        seen, hits = (0, []) if found is None else found
         count = len(self._anti_terms.terms)
         if seen == count:
             return hits
