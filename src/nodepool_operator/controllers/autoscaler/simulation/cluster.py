@@ -141,7 +141,7 @@ class ClusterState:
                     self._groups_by_label.setdefault(label, []).append(group)
             self._group_of_static[node.static_id] = group
         kinds = len(group.kinds)
-        node.group = group
+        node.tree = group.tree
         node.slot = group.add(node)
         self._kinds_seen += len(group.kinds) - kinds
         self._mark_stale(node)
@@ -204,7 +204,7 @@ class ClusterState:
                     memory if memory > -1 else -1,
                     pods if pods > -1 else -1,
                 )
-            node.group.tree.set(node.slot, room)
+            node.tree.set(node.slot, room)
         self._stale.clear()
 
     def place(self, profile: PodProfile, node: SimNode, copies: int, *, counted: bool) -> None:

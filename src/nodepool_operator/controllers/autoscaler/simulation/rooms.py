@@ -51,7 +51,11 @@ class SimNode:
     group_key: tuple[object, ...] = field(init=False, default=())
     shared_labels: tuple[tuple[str, str], ...] = field(init=False, default=())  # its group's
     slot: int = 0  # its leaf in its group's room tree
-    group: Group = field(init=False)  # set when the node is added to the cluster
+    # Its group's room tree, set when the node is added to the cluster. The tree, not the
+    # group: a group holds nodes (``kinds``), and a node holding its group would make
+    # the simulation's nodes a cycle that only the garbage collector frees, not
+    # reference counting as the simulation returns.
+    tree: RoomTree = field(init=False)
     stale: bool = False  # its room changed since its tree was last written
 
     def shape_as(self, shape: NodeShape) -> None:
