@@ -107,18 +107,27 @@ class Alike:
         self.pods_read = bool(terms_read)
         self._seen: dict[PodProfile, PodProfile] = {}
         self._first: dict[tuple[object, ...], PodProfile] = {}
-        # With no label read, the first profile of each ``unlabelled_hash``: a pod's class
-        # is found by an integer, its key neither sliced nor hashed (every pod of a plan
-        # is looked up). A profile whose hash is taken by one it is not alike to goes to
-        # ``_first`` as when labels are read.
+        # With no label read, the first profile of each ``unlabelled_hash``: the first pod
+        # of a class (every pod, when each asks for another size) is found by an integer,
+        # its key neither sliced nor hashed. The others are remembered in ``_seen``, as
+        # when labels are read; one whose hash is taken by a profile it is not alike to
+        # goes to ``_first``.
         self._first_by_hash: dict[int, PodProfile] = {}
 
     def of(self, profile: PodProfile) -> PodProfile:
         if not self._keys:  # no selector anywhere (the common case): no label is read
             first = self._first_by_hash.setdefault(profile.unlabelled_hash, profile)
-            if first is profile or first.unlabelled_key == profile.unlabelled_key:
+            if first is profile:
                 return first
-            return self._first.setdefault((profile.unlabelled_key,), profile)
+            found = self._seen.get(profile)
+            if found is None:
+                unlabelled = profile.unlabelled_key
+                found = self._seen[profile] = (
+                    first
+                    if first.unlabelled_key == unlabelled
+                    else self._first.setdefault((unlabelled,), profile)
+                )
+            return found
         found = self._seen.get(profile)
         if found is None:
             keys = self._keys

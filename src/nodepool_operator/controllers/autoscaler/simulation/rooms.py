@@ -43,7 +43,9 @@ class SimNode:
     allocatable: Mapping[str, int]
     kind: str
     used: dict[str, int] = field(default_factory=dict)
-    ports: tuple[HostPort, ...] = ()  # a tuple: most nodes never take one, and keep none
+    # The host ports taken: a tuple, the empty one shared, since most nodes take none and
+    # a list for each would be one more object per node for the collector to track.
+    ports: tuple[HostPort, ...] = ()
     # Everything the static filters read but the name: equal keys, equal verdicts.
     static_key: tuple[object, ...] = field(init=False, default=())
     static_id: int = field(init=False, default=-1)  # the key's number in its cluster
