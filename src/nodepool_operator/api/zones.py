@@ -65,9 +65,8 @@ def claims_of(requests: Iterable[Mapping[str, Any]]) -> list[Claim]:
 
 def balanced_order(zones: Sequence[str], counts: Mapping[str, int]) -> list[str]:
     """``zones`` fewest-first by ``counts`` (the pool's nodes per zone); ties keep the
-    template's order."""
-    position = {zone: i for i, zone in enumerate(zones)}
-    return sorted(zones, key=lambda zone: (counts.get(zone, 0), position[zone]))
+    template's order (the sort is stable, and a template's zones are a set)."""
+    return sorted(zones, key=lambda zone: counts.get(zone, 0))
 
 
 def unserved(claims: Iterable[Claim], members: Iterable[Member]) -> Counter[str]:

@@ -556,12 +556,12 @@ def test_nodes_of_one_pool_and_zone_share_their_keys_only_while_their_labels_mat
     tainted = added("general-4", taints=(constraints.Taint("dedicated", "", "NoSchedule"),))
     again = added("general-5")
     assert second.static_id == first.static_id == again.static_id
-    assert second.group is first.group
+    assert second.tree is first.tree  # one group, one room tree
     ids = {first.static_id, relabelled.static_id, tainted.static_id}
     assert len(ids) == 3
     assert ("disk", "ssd") in relabelled.shared_labels
-    assert relabelled.group is not first.group
-    assert tainted.group is not first.group
+    assert relabelled.tree is not first.tree
+    assert tainted.tree is not first.tree
 
 
 def test_the_room_tree_finds_the_last_leaf_kept_apart_and_writes_it_when_one_comes_after() -> None:

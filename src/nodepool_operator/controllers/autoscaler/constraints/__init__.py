@@ -30,6 +30,7 @@ from nodepool_operator.controllers.autoscaler.constraints.matching import (
 )
 from nodepool_operator.controllers.autoscaler.constraints.parsing import profile_of
 from nodepool_operator.controllers.autoscaler.constraints.profile import (
+    MAIN_RESOURCES,
     VOLUME_TOPOLOGY_LABELS,
     AffinityTerm,
     HostPort,
@@ -42,6 +43,7 @@ from nodepool_operator.controllers.autoscaler.constraints.profile import (
 __all__ = [
     "BLOCKING_EFFECTS",
     "DAEMON_TOLERATIONS",
+    "MAIN_RESOURCES",
     "UNSCHEDULABLE_TAINT",
     "VOLUME_TOPOLOGY_LABELS",
     "AffinityTerm",

@@ -18,6 +18,7 @@ from nodepool_operator.controllers.autoscaler.constraints.matching import (
 )
 
 __all__ = [
+    "MAIN_RESOURCES",
     "VOLUME_TOPOLOGY_LABELS",
     "AffinityTerm",
     "HostPort",
@@ -27,6 +28,11 @@ __all__ = [
     "freeze",
     "with_volumes",
 ]
+
+#: The resources every node has and the room search reads: cpu (millicores), memory
+#: (bytes) and pod slots.
+MAIN_RESOURCES: Final = ("cpu", "memory", "pods")
+_MAIN_SET: Final = frozenset(MAIN_RESOURCES)
 
 #: The topology labels VolumeZone compares between a PersistentVolume and a node, each with
 #: its counterpart (the GA and the deprecated beta name are matched with each other).
@@ -171,9 +177,34 @@ class PodProfile:
     # The key is a deep tuple; hashing it once, not at every dictionary lookup, is what
     # keeps the simulation's per-class memos cheap.
     _hash: int = field(init=False, repr=False, compare=False)
+    # The hash of ``unlabelled_key``, taken once with the key's: the simulation groups
+    # pods whose labels no selector reads by it, and hashing the key anew for each
+    # pending pod at every plan is what that grouping would cost.
+    unlabelled_hash: int = field(init=False, repr=False, compare=False)
+    # What the simulation's room search reads of every pod it places, worked out once
+    # with the profile (which the operator keeps per pod version), not at every plan:
+    # its ``MAIN_RESOURCES`` requests; whether it asks for nothing else; and whether, on
+    # top of that, it has no pod constraint, so only room can refuse it where the static
+    # filters pass.
+    main_need: tuple[int, int, int] = field(init=False, repr=False, compare=False)
+    main_only: bool = field(init=False, repr=False, compare=False)
+    room_only: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_hash", hash(self.key))
+        object.__setattr__(self, "unlabelled_hash", hash(self.unlabelled_key))
+        requests = self.requests
+        need = tuple(requests.get(name, 0) for name in MAIN_RESOURCES)
+        object.__setattr__(self, "main_need", need)
+        main_only = requests.keys() <= _MAIN_SET
+        object.__setattr__(self, "main_only", main_only)
+        object.__setattr__(self, "room_only", main_only and not self.has_pod_constraints)
+
+    @property
+    def unlabelled_key(self) -> tuple[Any, ...]:
+        """The key without the pod's labels (``key[1]``): equal for pods that differ only
+        by their labels."""
+        return (self.key[0], *self.key[2:])
 
     @property
     def has_pod_constraints(self) -> bool:

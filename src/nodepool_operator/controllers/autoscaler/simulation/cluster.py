@@ -61,9 +61,13 @@ class ClusterState:
         # pod may use, is shared by the pods with equal rules, whatever their size.
         self._rules_ids: dict[tuple[object, ...], int] = {}
         self._rules_of: dict[PodProfile, int] = {}
-        # The profile asked for last and its number: a class asks again and again, and a
-        # profile's hash is a call (the filters ask for every node a pod is judged on).
-        self._last_rules: tuple[PodProfile | None, int] = (None, -1)
+        # The profile asked for last, its rules and their number: a class asks again and
+        # again, and a profile's hash is a call (the filters ask for every node a pod is
+        # judged on); the next class most often has equal rules (classes of one pod each,
+        # with no node rules at all), found by comparing them, not by a lookup.
+        self._last_rules_of: PodProfile | None = None
+        self._last_rules: tuple[object, ...] | None = None
+        self._last_rules_id = -1
         self._pinned: dict[int, bool] = {}
         self._usable: dict[int, tuple[int, list[Group], list[bool]]] = {}
         self._kinds_seen = 0  # node kinds across all groups: the usable lists' version
@@ -137,7 +141,7 @@ class ClusterState:
                     self._groups_by_label.setdefault(label, []).append(group)
             self._group_of_static[node.static_id] = group
         kinds = len(group.kinds)
-        node.group = group
+        node.tree = group.tree
         node.slot = group.add(node)
         self._kinds_seen += len(group.kinds) - kinds
         self._mark_stale(node)
@@ -200,7 +204,7 @@ class ClusterState:
                     memory if memory > -1 else -1,
                     pods if pods > -1 else -1,
                 )
-            node.group.tree.set(node.slot, room)
+            node.tree.set(node.slot, room)
         self._stale.clear()
 
     def place(self, profile: PodProfile, node: SimNode, copies: int, *, counted: bool) -> None:
@@ -269,7 +273,8 @@ class ClusterState:
 
     def _anti_hits(self, profile: PodProfile) -> list[AffinityTerm]:
         """The running pods' anti-affinity terms that match ``profile``."""
-        seen, hits = self._hits.get(profile, (0, []))
+        found = self._hits.get(profile)  # no default made: this runs for every node judged
+        seen, hits = (0, []) if found is None else found
         count = len(self._anti_terms.terms)
         if seen == count:
             return hits
@@ -377,8 +382,11 @@ class ClusterState:
 
     def rules_id(self, profile: PodProfile) -> int:
         """The number of the profile's node rules (equal rules, equal number)."""
-        if profile is self._last_rules[0]:
-            return self._last_rules[1]
+        if profile is self._last_rules_of:
+            return self._last_rules_id
+        self._last_rules_of = profile
+        if profile.node_rules == self._last_rules:
+            return self._last_rules_id
         found = self._rules_of.get(profile)
         if found is None:
             found = self._rules_ids.setdefault(profile.node_rules, len(self._rules_ids))
@@ -389,7 +397,7 @@ class ClusterState:
                     or terms_name_nodes(profile.node_affinity or ())
                     or (profile.volumes is not None and profile.volumes.names_nodes)
                 )
-        self._last_rules = (profile, found)
+        self._last_rules, self._last_rules_id = profile.node_rules, found
         return found
 
     def groups_for(self, profile: PodProfile) -> Iterable[Group]:

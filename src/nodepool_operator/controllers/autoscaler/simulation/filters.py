@@ -106,21 +106,23 @@ class Cluster(SpreadingState):
         """The groups whose nodes the pod's static filters may pass, and for each whether
         they pass every one of its nodes (the nodes need no static check then)."""
         rules = self.rules_id(profile)
-        seen, usable, whole = self._usable.get(rules, (-1, [], []))
-        if seen != self._kinds_seen:
-            # Groups and their kinds only grow: the lists stand until one of them does.
-            pinned = self._pinned[rules]
-            usable, whole = [], []
-            for group in self.groups.values() if pinned else self.groups_for(profile):
-                if pinned:
-                    usable.append(group)
-                    whole.append(False)  # its verdicts are per node, not per kind
-                    continue
-                passed = [self._static_problem(profile, n) is None for n in group.kinds]
-                if any(passed):
-                    usable.append(group)
-                    whole.append(all(passed))
-            self._usable[rules] = (self._kinds_seen, usable, whole)
+        found = self._usable.get(rules)  # no default made: this runs for every pod searched
+        if found is not None and found[0] == self._kinds_seen:
+            return found[1], found[2]
+        # Groups and their kinds only grow: the lists stand until one of them does.
+        pinned = self._pinned[rules]
+        usable: list[Group] = []
+        whole: list[bool] = []
+        for group in self.groups.values() if pinned else self.groups_for(profile):
+            if pinned:
+                usable.append(group)
+                whole.append(False)  # its verdicts are per node, not per kind
+                continue
+            passed = [self._static_problem(profile, n) is None for n in group.kinds]
+            if any(passed):
+                usable.append(group)
+                whole.append(all(passed))
+        self._usable[rules] = (self._kinds_seen, usable, whole)
         return usable, whole
 
     @staticmethod

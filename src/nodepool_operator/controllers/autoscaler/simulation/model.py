@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.controllers.autoscaler import constraints
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile, Taint
 
 __all__ = [
@@ -26,7 +27,7 @@ __all__ = [
 
 HOSTNAME_LABEL: Final = nodepool_api.HOSTNAME_LABEL
 ZONE_LABEL: Final = nodepool_api.ZONE_LABEL
-MAIN_RESOURCES: Final = ("cpu", "memory", "pods")
+MAIN_RESOURCES: Final = constraints.MAIN_RESOURCES
 
 
 @dataclass(frozen=True)

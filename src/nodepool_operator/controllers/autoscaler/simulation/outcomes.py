@@ -37,20 +37,29 @@ def outcome_of(
     triggering: dict[str, list[int]] = {}
     beyond: dict[str, list[int]] = {}
     passed_over: dict[str, list[tuple[int, str]]] = {}
+    passed_over_for = simulation.passed_over_for
+    # Per pod: ``get`` before ``setdefault``, so that no empty list is made for each.
     for index, name in enumerate(placements):
         if name is None:
             continue
         node = pool_of_node[name]
-        if node.pool is None:
+        pool = node.pool
+        if pool is None:
             continue
-        hosted.setdefault(node.pool, []).append(index)
+        found = hosted.get(pool)
+        if found is None:
+            found = hosted[pool] = []
+        found.append(index)
         if node.kind == NEW:
-            triggering.setdefault(node.pool, []).append(index)
-            preferred = simulation.passed_over_for.get(node.index)
+            found = triggering.get(pool)
+            if found is None:
+                found = triggering[pool] = []
+            found.append(index)
+            preferred = passed_over_for.get(node.index) if passed_over_for else None
             if preferred is not None:
-                passed_over.setdefault(node.pool, []).append((index, preferred))
+                passed_over.setdefault(pool, []).append((index, preferred))
         elif node.kind == BEYOND_MAX:
-            beyond.setdefault(node.pool, []).append(index)
+            beyond.setdefault(pool, []).append(index)
     pools = {
         name: PoolOutcome(
             new_nodes=len(state.new_nodes),

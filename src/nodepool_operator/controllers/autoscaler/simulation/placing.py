@@ -24,6 +24,7 @@ from nodepool_operator.controllers.autoscaler.simulation.rooms import (
     has_room,
 )
 from nodepool_operator.controllers.autoscaler.simulation.rounds import Rounds
+from nodepool_operator.runtime import gcpause
 
 __all__ = ["simulate"]
 
@@ -54,7 +55,26 @@ def simulate(
     answer with a run that opened nodes one after the other, the skew this is here to avoid;
     only a first run whose second would provably come out the same, node for node, is kept
     without it (``first_run_stands``: a spread over zones the cluster has, say).
+
+    The garbage collector is paused while it runs (``runtime.gcpause``): a run makes a
+    simulated node, memo entries and counters by the ten thousand, all alive until it
+    returns and none in a reference cycle, so the collections they would trigger free
+    nothing, and reference counting frees them all as it returns.
     """
+    with gcpause.collector_paused():
+        return _simulate_rounds(
+            pending, nodes=nodes, pools=pools, daemon_sets=daemon_sets, nominated=nominated
+        )
+
+
+def _simulate_rounds(
+    pending: Sequence[PodProfile],
+    *,
+    nodes: Sequence[ExistingNode],
+    pools: Sequence[PoolTemplate],
+    daemon_sets: Sequence[DaemonSetView],
+    nominated: Sequence[tuple[PodProfile, str]],
+) -> Outcome:
     alike = classes.Alike(
         [
             *pending,
@@ -113,14 +133,15 @@ def _simulate_once(
     found = classes.ordered(pending, reference)
     placements: list[str | None] = [None] * len(pending)
     unfit: dict[int, str] = {}
-    existing_fit, place = simulation.existing_fit, cluster.place
-    for profile, members in found:
+    existing_fit, place, others = simulation.existing_fit, cluster.place, found.others
+    for first in found.firsts:
+        profile = pending[first]
         if profile.unsupported is not None:
-            for member in members:
+            for member in found.members(first):
                 unfit[member] = profile.unsupported
             continue
         # ``has_pod_constraints``, written out: a property call per class (per pod here).
-        if len(members) == 1 and not (
+        if first not in others and not (
             profile.affinity or profile.anti_affinity or profile.spread or profile.ports
         ):
             # One pod that only takes room (every pod of the random mix): what
@@ -128,11 +149,12 @@ def _simulate_once(
             # to retire either).
             chosen = existing_fit(profile, 0) or _new_node(simulation, profile, 1)
             if isinstance(chosen, str):
-                unfit[members[0]] = chosen
+                unfit[first] = chosen
                 continue
             place(profile, chosen, 1, counted=True)
-            placements[members[0]] = chosen.name
+            placements[first] = chosen.name
             continue
+        members = found.members(first)
         _ClassPlacement(simulation, profile, members, placements, unfit).run()
         cluster.retire(profile)
     return outcomes.outcome_of(simulation, placements, unfit), simulation

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Final
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
@@ -38,8 +37,6 @@ from nodepool_operator.controllers.autoscaler.simulation.rooms import (
 )
 
 __all__ = ["PoolState", "Simulation"]
-
-_MAIN: Final = frozenset(MAIN_RESOURCES)
 
 
 class Simulation:
@@ -78,11 +75,6 @@ class Simulation:
         # of ``_opened_log``.
         self._pools_by_label: dict[tuple[str, str], list[PoolState]] | None = None
         self._pools_indexed = 0
-        # Per profile: its MAIN_RESOURCES (a tuple: the room trees keep each need packed),
-        # whether it asks for nothing beyond those, and whether it only takes room (that,
-        # and no pod constraint). One lookup for all: a one-pod class (every pod of the
-        # random mix) reads them once.
-        self._needs: dict[PodProfile, tuple[tuple[int, int, int], bool, bool]] = {}
         for existing in nodes:
             node = self.cluster.add_node(
                 self.cluster.make_node(
@@ -165,20 +157,7 @@ class Simulation:
         """Whether only the room filter may refuse the pod where the static filters pass:
         it has no pod constraint and asks for nothing but cpu, memory and pod slots, and
         no counted pod has anti-affinity."""
-        found = self._needs.get(profile) or self._need(profile)
-        return found[2] and not self.cluster.anti_affinity_counted
-
-    def _need(self, profile: PodProfile) -> tuple[tuple[int, int, int], bool, bool]:
-        """The pod's cpu, memory and pod slots (a tuple: the room trees keep each packed),
-        whether it asks for nothing else, and whether it also has no pod constraint."""
-        requests = profile.requests  # ``MAIN_RESOURCES``, written out: runs per class
-        need = (requests.get("cpu", 0), requests.get("memory", 0), requests.get("pods", 0))
-        main_only = requests.keys() <= _MAIN
-        alone = not (
-            profile.affinity or profile.anti_affinity or profile.spread or profile.ports
-        )  # ``has_pod_constraints``, written out
-        found = self._needs[profile] = (need, main_only, main_only and alone)
-        return found
+        return profile.room_only and not self.cluster.anti_affinity_counted
 
     def existing_fit(
         self, profile: PodProfile, start: int, *, beyond_max: bool = False
@@ -194,11 +173,11 @@ class Simulation:
         whose every node passes its static filters. A node the room search found has room
         for every request of a pod that asks for nothing else: its filters skip the room.
         """
-        need, main_only, room_only = self._needs.get(profile) or self._need(profile)
+        need, main_only = profile.main_need, profile.main_only
         cluster = self.cluster
         cluster.refresh_rooms()  # nothing is placed while the groups are read below
         groups, whole = cluster.usable_groups(profile)
-        judged = not room_only or cluster.anti_affinity_counted  # ``room_only``, written out
+        judged = not profile.room_only or cluster.anti_affinity_counted  # ``room_only``
         nodes, problem = cluster.nodes, cluster.problem
         if len(groups) == 1:
             judge = judged or not whole[0]

@@ -6,7 +6,7 @@ scanning the full ones.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -43,7 +43,9 @@ class SimNode:
     allocatable: Mapping[str, int]
     kind: str
     used: dict[str, int] = field(default_factory=dict)
-    ports: list[HostPort] = field(default_factory=list)
+    # The host ports taken: a tuple, the empty one shared, since most nodes take none and
+    # a list for each would be one more object per node for the collector to track.
+    ports: tuple[HostPort, ...] = ()
     # Everything the static filters read but the name: equal keys, equal verdicts.
     static_key: tuple[object, ...] = field(init=False, default=())
     static_id: int = field(init=False, default=-1)  # the key's number in its cluster
@@ -51,7 +53,11 @@ class SimNode:
     group_key: tuple[object, ...] = field(init=False, default=())
     shared_labels: tuple[tuple[str, str], ...] = field(init=False, default=())  # its group's
     slot: int = 0  # its leaf in its group's room tree
-    group: Group = field(init=False)  # set when the node is added to the cluster
+    # Its group's room tree, set when the node is added to the cluster. The tree, not the
+    # group: a group holds nodes (``kinds``), and a node holding its group would make
+    # the simulation's nodes a cycle that only the garbage collector frees, not
+    # reference counting as the simulation returns.
+    tree: RoomTree = field(init=False)
     stale: bool = False  # its room changed since its tree was last written
 
     def shape_as(self, shape: NodeShape) -> None:
@@ -66,10 +72,14 @@ class SimNode:
     def charge(self, profile: PodProfile, copies: int) -> None:
         """Take the room and host ports of ``copies`` pods of ``profile``."""
         used = self.used
-        for name, amount in profile.requests.items():
-            used[name] = used.get(name, 0) + amount * copies
+        if copies == 1:  # most charges: one pod, no product per request
+            for name, amount in profile.requests.items():
+                used[name] = used.get(name, 0) + amount
+        else:
+            for name, amount in profile.requests.items():
+                used[name] = used.get(name, 0) + amount * copies
         if profile.ports:
-            self.ports.extend(profile.ports)
+            self.ports = (*self.ports, *profile.ports)
 
 
 @dataclass(eq=False, slots=True)
@@ -114,10 +124,13 @@ class RoomTree:
     nearest the pod's own shape refuses most of them. The keys only prune what cannot
     fit: the result is still exact first fit.
 
-    The last leaf's keys are kept apart (``_last``), its place in the tree without room,
-    and written to the tree when a leaf is added after it: pods fill the node opened last
-    one after the other, and its room then changes without an update up the tree. A
-    search that finds no leaf in the tree reads it last, as the leaf to the right of all.
+    The last leaf is kept apart, its place in the tree without room, and packed and
+    written to the tree only when a leaf is added after it: pods fill the node opened last
+    one after the other, and its room then changes without a packing or an update up the
+    tree. A search that finds no leaf in the tree reads its room (``rooms``) last, as the
+    leaf to the right of all: a leaf's packed keys pass a need exactly when its cpu,
+    memory and pod slots do (the other keys only grow with those), so three comparisons
+    judge it as the packed keys would.
     """
 
     #: Mixes of (cpu, memory) weights, each relative to the largest node: a mix for every
@@ -134,7 +147,6 @@ class RoomTree:
         self.caps = (scale[1] + 1, (scale[0] + 1) << 20, 1 << 10)
         self._layout()
         self.tree: list[int] = [self.guards] * 2
-        self._last = self.guards  # the last leaf's keys, packed, outside the tree
 
     def _layout(self) -> None:
         """Fields wide enough for every key of a room below ``caps``, and the constants
@@ -205,7 +217,7 @@ class RoomTree:
         for index, room in enumerate(self.rooms):
             tree[size + index] = self.pack(*room) | guards
         if self.rooms:  # the last leaf apart
-            self._last, tree[size + self.count - 1] = tree[size + self.count - 1], guards
+            tree[size + self.count - 1] = guards
         for n in range(size - 1, 0, -1):
             a, b = tree[2 * n], tree[2 * n + 1]
             at_least = (a - (b ^ guards)) & guards
@@ -216,12 +228,11 @@ class RoomTree:
         """One more leaf, without room (every leaf past the count has none); the one
         before it, the last till now, joins the tree."""
         if self.count:
-            self._write(self.count - 1, self._last)
+            self._write(self.count - 1, self.pack(*self.rooms[-1]) | self.guards)
         self.count += 1
         self.rooms.append((-1, -1, -1))
         if self.count > self.size:
             self._double()
-        self._last = self.guards
 
     def _double(self) -> None:
         """Twice the leaves, the new ones without room: the old tree is the new root's left
@@ -236,20 +247,16 @@ class RoomTree:
             width *= 2
         self.tree, self.size = tree, 2 * size
 
-    def set(self, index: int, room: Sequence[int]) -> None:
+    def set(self, index: int, room: tuple[int, int, int]) -> None:
         cpu, memory, pods = room
-        self.rooms[index] = (cpu, memory, pods)
+        self.rooms[index] = room
         caps = self.caps
         if cpu >= caps[0] or memory >= caps[1] or pods >= caps[2]:
             self.caps = (max(caps[0], 2 * cpu), max(caps[1], 2 * memory), max(caps[2], 2 * pods))
             self._layout()
             self._rebuild()
-            return
-        value = self.pack(cpu, memory, pods) | self.guards
-        if index == self.count - 1:
-            self._last = value  # kept apart till a leaf is added after it
-        else:
-            self._write(index, value)
+        elif index != self.count - 1:  # the last leaf: kept apart till one comes after it
+            self._write(index, self.pack(cpu, memory, pods) | self.guards)
 
     def _write(self, index: int, value: int) -> None:
         """Put a leaf's packed keys in the tree, and its maxima up."""
@@ -311,7 +318,10 @@ class RoomTree:
                     break  # past the tree's leaves
                 n += 1
                 fits = (tree[n] - want) & guards == guards
-        return last if (self._last - want) & guards == guards else -1
+        if last < 0:
+            return -1
+        room_cpu, room_memory, room_pods = self.rooms[last]
+        return last if room_cpu >= c and room_memory >= m and room_pods >= p else -1
 
 
 class Group:
