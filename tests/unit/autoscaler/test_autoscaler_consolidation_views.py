@@ -7,9 +7,10 @@ from typing import Any
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.controllers.autoscaler.consolidation.consolidator import Consolidator
 from nodepool_operator.controllers.autoscaler.profiles import ProfileCache
-from nodepool_operator.controllers.resources import NODES_BY_POOL, PODS_BY_NODE
+from nodepool_operator.controllers.resources import NODES_BY_POOL
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime.client import Object
+from unit.autoscaler.test_autoscaler_pool_reads import StampedPods
 
 POOL = "pool-a"
 
@@ -35,32 +36,6 @@ class Nodes:
 
     def __len__(self) -> int:
         return len(self.store)
-
-
-class Pods:
-    """Pods by node, with a stamp per node that moves when one of its pods is put, counting
-    the reads of a node's pods."""
-
-    def __init__(self) -> None:
-        self.on: dict[str, dict[str, Object]] = {}
-        self.stamps: dict[str, int] = {}
-        self.serial = 0
-        self.reads = 0
-
-    def put(self, pod: Object) -> None:
-        node = pod["spec"]["nodeName"]
-        self.on.setdefault(node, {})[pod["metadata"]["name"]] = pod
-        self.serial += 1
-        self.stamps[node] = self.serial
-
-    def by_index(self, index: str, value: str) -> list[Object]:
-        assert index == PODS_BY_NODE
-        self.reads += 1
-        return list(self.on.get(value, {}).values())
-
-    def index_stamp(self, index: str, value: str) -> int:
-        assert index == PODS_BY_NODE
-        return self.stamps.get(value, 0)
 
 
 def node(name: str, *, version: str = "1", annotations: dict[str, str] | None = None) -> Object:
@@ -90,7 +65,7 @@ def pod(name: str, on: str) -> Object:
     }
 
 
-def consolidator(nodes: Nodes, pods: Pods) -> Consolidator:
+def consolidator(nodes: Nodes, pods: StampedPods) -> Consolidator:
     unused: Any = None
     return Consolidator(
         client=unused,
@@ -103,7 +78,7 @@ def consolidator(nodes: Nodes, pods: Pods) -> Consolidator:
 
 
 def test_a_view_is_kept_until_its_node_or_its_pods_change() -> None:
-    nodes, pods = Nodes(), Pods()
+    nodes, pods = Nodes(), StampedPods()
     nodes.put(node("n1"))
     nodes.put(node("n2"))
     pods.put(pod("p1", "n1"))
@@ -132,7 +107,7 @@ def test_a_view_is_kept_until_its_node_or_its_pods_change() -> None:
 
 
 def test_a_node_without_a_resource_version_is_read_every_time() -> None:
-    nodes, pods = Nodes(), Pods()
+    nodes, pods = Nodes(), StampedPods()
     unversioned = node("n1", version="")
     nodes.put(unversioned)
     reviewing = consolidator(nodes, pods)
@@ -142,7 +117,7 @@ def test_a_node_without_a_resource_version_is_read_every_time() -> None:
 
 
 def test_views_of_nodes_that_are_gone_are_dropped() -> None:
-    nodes, pods = Nodes(), Pods()
+    nodes, pods = Nodes(), StampedPods()
     reviewing = consolidator(nodes, pods)
     for index in range(200):
         nodes.put(node(f"old-{index}"))
