@@ -40,10 +40,12 @@ __all__ = [
     "DEFAULT_REGISTRATION_TIMEOUT_SECONDS",
     "DEFAULT_TARGET_NODES",
     "DEFAULT_WEIGHT",
+    "DISRUPTION_ANNOTATIONS",
     "DO_NOT_DISRUPT_ANNOTATION",
     "EXTENDED_RESOURCE_NAME_PATTERN",
     "GROUP",
     "HOSTNAME_LABEL",
+    "KARPENTER_DO_NOT_DISRUPT_ANNOTATION",
     "KIND",
     "LABEL_KEY_PATTERN",
     "LABEL_VALUE_PATTERN",
@@ -64,6 +66,7 @@ __all__ = [
     "PRINTER_COLUMNS",
     "REGION_LABEL",
     "SAFE_TO_EVICT_ANNOTATION",
+    "SCALE_DOWN_DISABLED_ANNOTATION",
     "SCALE_OPERATIONS",
     "SCHEMA",
     "SHORT_NAMES",
@@ -87,6 +90,7 @@ __all__ = [
     "ZoneBackoff",
     "amount_of",
     "crd",
+    "do_not_disrupt_reason",
     "is_settled",
     "manifest",
     "names_taken",
@@ -136,6 +140,34 @@ UNREGISTERED_TAINT_KEY: Final = "nodepool.dev/unregistered"
 DO_NOT_DISRUPT_ANNOTATION: Final = "nodepool.dev/do-not-disrupt"
 # "false" on a Pod means the same as do-not-disrupt, as cluster-autoscaler reads it.
 SAFE_TO_EVICT_ANNOTATION: Final = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+# The annotations users migrating from Karpenter or cluster-autoscaler already carry: "true"
+# on a Pod or Node (Karpenter), "true" on a Node (cluster-autoscaler) means do-not-disrupt.
+KARPENTER_DO_NOT_DISRUPT_ANNOTATION: Final = "karpenter.sh/do-not-disrupt"
+SCALE_DOWN_DISABLED_ANNOTATION: Final = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+#: Every annotation that can forbid a voluntary disruption, with the value that does.
+_POD_REFUSALS: Final = (
+    (DO_NOT_DISRUPT_ANNOTATION, "true"),
+    (KARPENTER_DO_NOT_DISRUPT_ANNOTATION, "true"),
+    (SAFE_TO_EVICT_ANNOTATION, "false"),
+)
+_NODE_REFUSALS: Final = (
+    (DO_NOT_DISRUPT_ANNOTATION, "true"),
+    (KARPENTER_DO_NOT_DISRUPT_ANNOTATION, "true"),
+    (SCALE_DOWN_DISABLED_ANNOTATION, "true"),
+)
+DISRUPTION_ANNOTATIONS: Final = frozenset(key for key, _ in (*_POD_REFUSALS, *_NODE_REFUSALS))
+
+
+def do_not_disrupt_reason(obj: Mapping[str, Any], *, node: bool) -> str | None:
+    """The annotation (``key: "value"``) by which the Pod's (or, with ``node``, the Node's)
+    owner asked that it not be disrupted voluntarily, or None: the one rule the Autoscaler's
+    consolidation and the NodePool controller's drains both read."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    for key, value in _NODE_REFUSALS if node else _POD_REFUSALS:
+        if annotations.get(key) == value:
+            return f'{key}: "{value}"'
+    return None
+
 
 DEFAULT_TARGET_NODES: Final = 0
 DEFAULT_MIN_NODES: Final = 0

@@ -48,8 +48,7 @@ BIND_COMPLETED_ANNOTATION: Final = "pv.kubernetes.io/bind-completed"
 ANNOTATIONS: Final = frozenset(
     {
         k8s_pods.MIRROR_POD_ANNOTATION,
-        nodepool_api.DO_NOT_DISRUPT_ANNOTATION,
-        nodepool_api.SAFE_TO_EVICT_ANNOTATION,
+        *nodepool_api.DISRUPTION_ANNOTATIONS,
         BIND_COMPLETED_ANNOTATION,
     }
 )

@@ -5,14 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from nodepool_operator.api import autoscaler as autoscaler_api
-from nodepool_operator.controllers.autoscaler.consolidation.consolidator import Consolidator
+from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.controllers.autoscaler.consolidation.views import NodeViews
 from nodepool_operator.controllers.autoscaler.profiles import ProfileCache
 from nodepool_operator.controllers.resources import NODES_BY_POOL
-from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime.client import Object
 from unit.autoscaler.test_autoscaler_pool_reads import StampedPods
 
 POOL = "pool-a"
+POOL_UID = "uid-a"
 
 
 class Nodes:
@@ -29,7 +30,12 @@ class Nodes:
 
     def by_index(self, index: str, value: str) -> list[Object]:
         assert index == NODES_BY_POOL
-        return [n for n in self.store.values() if n["metadata"]["labels"]["pool"] == value]
+        labels = (n["metadata"]["labels"] for n in self.store.values())
+        return [
+            n
+            for n, found in zip(self.store.values(), labels, strict=True)
+            if found.get(nodepool_api.POOL_LABEL) == value
+        ]
 
     def get(self, name: str, namespace: str | None = None) -> Object | None:
         return self.store.get(name)
@@ -38,13 +44,21 @@ class Nodes:
         return len(self.store)
 
 
-def node(name: str, *, version: str = "1", annotations: dict[str, str] | None = None) -> Object:
+def node(
+    name: str,
+    *,
+    version: str = "1",
+    annotations: dict[str, str] | None = None,
+    owner: str | None = POOL_UID,
+) -> Object:
+    owners = [] if owner is None else [{"kind": "NodePool", "name": POOL, "uid": owner}]
     return {
         "metadata": {
             "name": name,
             "resourceVersion": version,
-            "labels": {"pool": POOL},
+            "labels": {nodepool_api.POOL_LABEL: POOL},
             "annotations": dict(annotations or {}),
+            "ownerReferences": owners,
         },
         "spec": {},
         "status": {
@@ -65,16 +79,23 @@ def pod(name: str, on: str) -> Object:
     }
 
 
-def consolidator(nodes: Nodes, pods: StampedPods) -> Consolidator:
-    unused: Any = None
-    return Consolidator(
-        client=unused,
-        nodes=nodes,  # type: ignore[arg-type]
-        pods=pods,  # type: ignore[arg-type]
-        profile=ProfileCache().get,
-        recorder=unused,
-        wall_clock=clock_module.RealWallClock(),
-    )
+class Reviewing:
+    """The pool's views as a pass reads them."""
+
+    def __init__(self, nodes: Nodes, pods: StampedPods) -> None:
+        self.read = NodeViews(
+            nodes=nodes,  # type: ignore[arg-type]
+            pods=pods,  # type: ignore[arg-type]
+            profile=ProfileCache().get,
+        )
+        self._views = self.read._views
+
+    def views(self, pool: str) -> list[Any]:
+        return self.read.of_pool(pool, pool_uid=POOL_UID)
+
+
+def consolidator(nodes: Nodes, pods: StampedPods) -> Reviewing:
+    return Reviewing(nodes, pods)
 
 
 def test_a_view_is_kept_until_its_node_or_its_pods_change() -> None:
@@ -126,4 +147,12 @@ def test_views_of_nodes_that_are_gone_are_dropped() -> None:
         nodes.remove(f"old-{index}")
     nodes.put(node("new"))
     assert [v.name for v in reviewing.views(POOL)] == ["new"]
-    assert set(reviewing._views) == {"new"}
+    assert set(reviewing.read._views) == {"new"}
+
+
+def test_a_node_labelled_with_the_pool_but_not_owned_by_it_is_not_the_pools() -> None:
+    nodes, pods = Nodes(), StampedPods()
+    nodes.put(node("owned"))
+    nodes.put(node("labelled-only", owner=None))
+    nodes.put(node("other-pools-uid", owner="uid-of-an-older-pool"))
+    assert [v.name for v in consolidator(nodes, pods).views(POOL)] == ["owned"]

@@ -300,11 +300,14 @@ class World:
             "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
         }
         labels = {nodepool_api.POOL_LABEL: pool}
-        self.nodes.put(
-            self._stamp(
-                {"metadata": {"name": name, "labels": labels}, "spec": {}, "status": status}
-            )
-        )
+        # Owned by the pool, as the NodePool controller makes them (``membership``).
+        owner = {
+            "kind": "NodePool",
+            "name": pool,
+            "uid": "uid-pool" if pool == POOL else f"uid-{pool}",
+        }
+        meta = {"name": name, "labels": labels, "ownerReferences": [owner]}
+        self.nodes.put(self._stamp({"metadata": meta, "spec": {}, "status": status}))
 
     def pod(
         self,

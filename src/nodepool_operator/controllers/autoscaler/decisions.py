@@ -20,7 +20,7 @@ from typing import TypeVar
 
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.controllers.autoscaler import metrics, plan, report
-from nodepool_operator.controllers.autoscaler.consolidation import Consolidator, Review
+from nodepool_operator.controllers.autoscaler.consolidation import Consolidator, PoolTurn, Review
 from nodepool_operator.controllers.autoscaler.handoff import ScaleRequester
 from nodepool_operator.controllers.autoscaler.notices import Notices
 from nodepool_operator.controllers.autoscaler.observer import Observation
@@ -123,18 +123,18 @@ class PoolDecider:
     async def _review(
         self, autoscaler: Object, *, spec: autoscaler_api.AutoscalerSpec, seen: Observation
     ) -> Review:
-        """Consolidation's pass over the pool's nodes. A dry run writes nothing, Nodes
-        included: it decides scale-ups only."""
-        if spec.dry_run:
-            return Review()
-        return await self.consolidator.review(
-            autoscaler,
+        """Consolidation's pass over the pool's nodes. A dry run writes no mark (it takes
+        off those left from before) and previews what would go."""
+        turn = PoolTurn(
             pool=seen.pool.name,
+            pool_uid=seen.pool_uid,
             room=max(0, seen.pool.target - seen.pool.min_nodes),
             policy=spec.scale_down,
             blocked=self._blocker(spec, seen),
-            cluster=seen.cluster,
-            daemon_sets=seen.daemon_sets,
+            dry_run=spec.dry_run,
+        )
+        return await self.consolidator.review(
+            autoscaler, turn, cluster=seen.cluster, daemon_sets=seen.daemon_sets
         )
 
     def _decide(
@@ -144,7 +144,7 @@ class PoolDecider:
         decision = plan.decide(
             seen.pool,
             seen.up,
-            unneeded=review.victims,
+            unneeded=review.would_remove if spec.dry_run else review.victims,
             unneeded_seconds=spec.scale_down.unneeded_seconds,
             blocked=self._blocker(spec, seen),
         )

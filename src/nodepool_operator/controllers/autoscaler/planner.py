@@ -191,6 +191,10 @@ class Planner:
             key=lambda a: str(a["metadata"]["name"]),
         )
         self.verdicts.keep_only({str(a["metadata"]["name"]) for a in autoscalers})
+        # Marks of an Autoscaler deleted or repointed are nobody's to clear but ours.
+        await self.decider.consolidator.clear_unwatched(
+            autoscaler_api.spec_of(a).node_pool_name for a in autoscalers
+        )
         if not autoscalers:
             return Result()
         started = self.clock.now()

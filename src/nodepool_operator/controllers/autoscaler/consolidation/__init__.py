@@ -31,7 +31,11 @@ timers), ``marks`` (the writes on Nodes and the events), ``consolidator`` (one p
 a pool).
 """
 
-from nodepool_operator.controllers.autoscaler.consolidation.consolidator import PDBS, Consolidator
+from nodepool_operator.controllers.autoscaler.consolidation.consolidator import (
+    PDBS,
+    Consolidator,
+    PoolTurn,
+)
 from nodepool_operator.controllers.autoscaler.consolidation.rules import (
     Kept,
     NodeView,
@@ -47,6 +51,7 @@ __all__ = [
     "Consolidator",
     "Kept",
     "NodeView",
+    "PoolTurn",
     "Review",
     "budget_problem",
     "choose",

@@ -1,61 +1,54 @@
-"""One pass of consolidation over a pool: read its Nodes, choose those that can go with the
-scheduling simulation, and move each through stamp, taint and name as its timers and
-budgets allow.
+"""One pass of consolidation over a pool, in three steps a reader can follow: read the
+pool's Nodes (``views``), decide (``decide``, pure: the budgets are read between its two
+steps, for the few Nodes about to be tainted or named), act (``marks``, the only writer).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from nodepool_operator import timestamps
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.controllers.autoscaler import metrics, simulation
+from nodepool_operator.controllers.autoscaler.consolidation import decide
 from nodepool_operator.controllers.autoscaler.consolidation.marks import NodeMarks
-from nodepool_operator.controllers.autoscaler.consolidation.rules import (
-    Kept,
-    NodeView,
-    Review,
-    annotations_of,
-    budget_problem,
-    choose,
-    pod_key,
-    unneeded_timers,
-    usage_of,
-    why_it_goes,
-    within_limits,
-)
+from nodepool_operator.controllers.autoscaler.consolidation.rules import NodeView, Review, pod_key
+from nodepool_operator.controllers.autoscaler.consolidation.views import NodeViews
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
-from nodepool_operator.controllers.resources import NODES_BY_POOL, PODS_BY_NODE
 from nodepool_operator.runtime import clock as clock_module
-from nodepool_operator.runtime import errors, pods
-from nodepool_operator.runtime import nodes as k8s_nodes
+from nodepool_operator.runtime import errors
 from nodepool_operator.runtime.client import Client, Object, Resource
 from nodepool_operator.runtime.events import EventRecorder
 from nodepool_operator.runtime.informer import Informer
 
-__all__ = ["PDBS", "Consolidator"]
+__all__ = ["PDBS", "Consolidator", "PoolTurn"]
 
 log = logging.getLogger(__name__)
 
 PDBS: Final = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True)
 
-#: Blockers during which the timers start over: scale-down is off, or a scale-up is
-#: settling (no Node is given up shortly after the pool grew). A Pending request or pods
-#: the scheduler has not placed yet only hold the timers: an eviction's replacement pod
-#: must not restart every other candidate's wait.
-_RESETS: Final = frozenset({"disabled", "capacity-in-flight"})
-
 #: Seconds after a taint is written until the decision is checked again.
 _RECHECK_SECONDS: Final = 1.0
-#: Views of Nodes that are gone are dropped once the kept views outnumber twice the
-#: Nodes by this many.
-_VIEWS_SLACK: Final = 64
 
 
-class Consolidator(NodeMarks):
+@dataclass(frozen=True)
+class PoolTurn:
+    """What one pass over a pool needs to know of its pool and Autoscaler."""
+
+    pool: str
+    pool_uid: str | None
+    room: int  # how many Nodes the pool may still give up (target - minNodes)
+    policy: autoscaler_api.ScaleDownPolicy
+    blocked: str | None  # why no Node may be given up now (``plan.scale_down_blocker``)
+    dry_run: bool = False
+
+
+class Consolidator:
     """Finds one pool's Nodes that can go, and keeps their stamps and taints true."""
 
     def __init__(
@@ -70,73 +63,77 @@ class Consolidator(NodeMarks):
     ) -> None:
         self.client = client
         self.nodes = nodes
-        self.pods = pods
         self.profile = profile
-        self.recorder = recorder
         self.wall_clock = wall_clock
-        # Node -> (rule, pod) last told, so that a Node kept for the same reason scan after
-        # scan is told once (a cache only: after a restart it is told once more).
-        self._told: dict[str, tuple[str, str | None]] = {}
-        # Node -> (its resourceVersion, its pods' index stamp, its view then). A pass runs
-        # for every pool in every batch, and between two batches most Nodes and the pods on
-        # them have not changed: at half of bench/scale.py's size, reading every view again
-        # was a tenth of the operator's CPU in a burst (py-spy).
-        self._views: dict[str, tuple[str, int, NodeView]] = {}
+        self.views = NodeViews(nodes=nodes, pods=pods, profile=profile)
+        self.marks = NodeMarks(client=client, nodes=nodes, recorder=recorder)
 
-    # -- reading --------------------------------------------------------------------------
-
-    def views(self, pool: str) -> list[NodeView]:
-        found = [
-            self._view(node)
-            for node in self.nodes.by_index(NODES_BY_POOL, pool)
-            if not node["metadata"].get("deletionTimestamp")
-        ]
-        if len(self._views) > 2 * len(self.nodes) + _VIEWS_SLACK:
-            self._views = {n: v for n, v in self._views.items() if self.nodes.get(n) is not None}
-        return sorted(found, key=lambda v: v.name)
-
-    def _view(self, node: Object) -> NodeView:
-        """The Node's view, kept while the Node (its resourceVersion) and the pods on it
-        (their index stamp) stay as they were; a Node without a resourceVersion is not
-        kept."""
-        meta = node["metadata"]
-        name, version = str(meta["name"]), str(meta.get("resourceVersion") or "")
-        stamp = self.pods.index_stamp(PODS_BY_NODE, name)
-        kept = self._views.get(name)
-        if kept is not None and version and kept[0] == version and kept[1] == stamp:
-            return kept[2]
-        view = self._read_view(node)
-        if version:
-            self._views[name] = (version, stamp, view)
-        return view
-
-    def _read_view(self, node: Object) -> NodeView:
-        name = str(node["metadata"]["name"])
-        bound = [
-            p
-            for p in self.pods.by_index(PODS_BY_NODE, name)
-            if not pods.is_terminal(p) and not p["metadata"].get("deletionTimestamp")
-        ]
-        profiles = [self.profile(p) for p in bound]
-        readable = [p for p in profiles if isinstance(p, PodProfile)]
-        usage = usage_of(node, readable) if len(readable) == len(profiles) else 1.0
-        spec = node.get("spec") or {}
-        taints = spec.get("taints") or ()
-        since = annotations_of(node).get(autoscaler_api.UNNEEDED_SINCE_ANNOTATION)
-        return NodeView(
-            name=name,
-            obj=node,
-            to_move=tuple(p for p in bound if not pods.is_daemon_or_mirror(p)),
-            usage=usage,
-            since=None if since is None else timestamps.parse_rfc3339(since),
-            tainted=any(t.get("key") == autoscaler_api.CONSOLIDATING_TAINT_KEY for t in taints),
-            eligible=(
-                k8s_nodes.is_ready(node)
-                and not spec.get("unschedulable")
-                and not any(t.get("key") == nodepool_api.UNREGISTERED_TAINT_KEY for t in taints)
-                and annotations_of(node).get(nodepool_api.DO_NOT_DISRUPT_ANNOTATION) != "true"
-            ),
+    async def review(
+        self,
+        autoscaler: Object,
+        turn: PoolTurn,
+        *,
+        cluster: Sequence[simulation.ExistingNode],
+        daemon_sets: Sequence[simulation.DaemonSetView],
+    ) -> Review:
+        """One pass over the pool's Nodes (see the package docstring). A dry run writes
+        nothing but the removal of marks left from before, and previews what would go."""
+        now = self.wall_clock.time()
+        views = self.views.of_pool(turn.pool, pool_uid=turn.pool_uid)
+        fits = self._fits(views, cluster, daemon_sets)
+        per_request = scalerequest_api.MAX_REMOVE_NODES
+        if turn.dry_run:
+            previewed = decide.preview(
+                views,
+                threshold=turn.policy.utilization_threshold,
+                room=turn.room,
+                per_request=per_request,
+                fits=fits,
+            )
+            await self.marks.apply(decide.stale_marks(views), autoscaler=None, now=now)
+            return previewed
+        decided = decide.decide(
+            views,
+            now=now,
+            threshold=turn.policy.utilization_threshold,
+            unneeded_seconds=turn.policy.unneeded_seconds,
+            max_concurrent=turn.policy.max_concurrent,
+            room=turn.room,
+            per_request=per_request,
+            blocked=turn.blocked,
+            active_since=active_since(autoscaler),
+            fits=fits,
         )
+        key = str(autoscaler["metadata"]["name"])
+        metrics.nodepool_autoscaler_consolidation_candidates.labels(key).set(
+            decided.review.candidates
+        )
+        self.marks.prune(decided.chosen)
+        budgets = await self._budgets(decided.going) if decided.going else None
+        marks, review = decide.judge_budgets(
+            decided, budgets, now=now, recheck_seconds=_RECHECK_SECONDS
+        )
+        await self.marks.apply(marks, autoscaler=autoscaler, now=now)
+        return review
+
+    async def clear_unwatched(self, watched: Iterable[str]) -> None:
+        """Take every consolidation mark off the Nodes of pools no Autoscaler reviews
+        (``watched``: the pools some Autoscaler does): the Autoscaler was deleted or
+        repointed. A Node being drained is the NodePool controller's and keeps its
+        marks."""
+        acting = set(watched)
+        stale = [
+            self.views.view(node)
+            for node in self.nodes.items()
+            if _marked(node) and nodepool_api.pool_of(node) not in acting
+        ]
+        if stale:
+            await self.marks.apply(
+                decide.stale_marks(stale), autoscaler=None, now=self.wall_clock.time()
+            )
+
+    async def announce(self, review: Review, *, request: str) -> None:
+        await self.marks.announce(review, request=request)
 
     def _fits(
         self,
@@ -166,109 +163,12 @@ class Consolidator(NodeMarks):
 
         return fits
 
-    # -- one pass -------------------------------------------------------------------------
-
-    async def review(
-        self,
-        autoscaler: Object,
-        *,
-        pool: str,
-        room: int,
-        policy: autoscaler_api.ScaleDownPolicy,
-        blocked: str | None,
-        cluster: Sequence[simulation.ExistingNode],
-        daemon_sets: Sequence[simulation.DaemonSetView],
-    ) -> Review:
-        """One pass over the pool's Nodes (see the module docstring); ``room`` is how many
-        Nodes the pool may still give up (target - minNodes)."""
-        now = self.wall_clock.time()
-        views = self.views(pool)
-        if blocked in _RESETS:
-            await self._clear_all(views, keep=frozenset())
-            return Review()
-        chosen, kept = choose(
-            views,
-            threshold=policy.utilization_threshold,
-            fits=self._fits(views, cluster, daemon_sets),
-        )
-        key = str(autoscaler["metadata"]["name"])
-        metrics.nodepool_autoscaler_consolidation_candidates.labels(key).set(len(chosen))
-        names = frozenset(v.name for v in chosen)
-        self._prune(names)
-        await self._tell_kept(autoscaler, kept)
-        await self._clear_all(views, keep=names)
-        if blocked is not None:
-            return Review(candidates=len(chosen))
-        for view in chosen:
-            if view.since is None:
-                await self._stamp(view, now)
-        expired, next_check = unneeded_timers(
-            chosen, now=now, unneeded_seconds=policy.unneeded_seconds
-        )
-        to_taint = within_limits(
-            [v for v in expired if not v.tainted],
-            tainted=[v for v in views if v.tainted],
-            room=room,
-            max_concurrent=policy.max_concurrent,
-        )
-        # Budgets are read only for the Nodes about to be tainted or named: not every pass
-        # for every candidate waiting for its turn.
-        going = [*(v for v in expired if v.tainted), *to_taint]
-        allowed = await self._budgets_allow(going, autoscaler)
-        if allowed is None:
-            return Review(candidates=len(chosen), next_check=next_check)
-        return await self._name(allowed, candidates=len(chosen), next_check=next_check)
-
-    async def _clear_all(self, views: Sequence[NodeView], *, keep: frozenset[str]) -> None:
-        """Take the stamp and taint off every eligible Node not in ``keep``: it is needed
-        again, or the timers start over."""
-        for view in views:
-            if view.eligible and view.name not in keep and (view.since is not None or view.tainted):
-                await self._clear(view, since=None)
-
-    async def _name(
-        self, allowed: Sequence[NodeView], *, candidates: int, next_check: float | None
-    ) -> Review:
-        """Taint the ``allowed`` Nodes not tainted yet; name those whose taint is there."""
-        tainted_now = 0
-        for view in allowed:
-            if not view.tainted and await self._taint(view):
-                tainted_now += 1
-        if tainted_now:
-            # The watches do not wake us for our own taint: look again once it shows.
-            next_check = min(next_check or _RECHECK_SECONDS, _RECHECK_SECONDS)
-        return Review(
-            victims=tuple(v.name for v in allowed if v.tainted),
-            candidates=candidates,
-            next_check=next_check,
-            reasons={v.name: why_it_goes(v) for v in allowed if v.tainted},
-        )
-
-    async def _budgets_allow(
-        self, expired: Sequence[NodeView], autoscaler: Object
-    ) -> list[NodeView] | None:
-        """Those of ``expired`` whose pods the budgets (read now) allow to move; None
-        when the budgets cannot be read. Checked before the taint, so that a Node a budget
-        keeps is not tainted in vain, and again once the taint is visible. A Node kept
-        starts its timer over: the budget may allow it later."""
+    async def _budgets(self, going: Sequence[NodeView]) -> list[Object] | None:
+        """The PodDisruptionBudgets of the namespaces of ``going``'s pods, read now; None
+        when they cannot be read (nothing is tainted or named then)."""
         namespaces = sorted(
-            {str(p["metadata"].get("namespace", "")) for v in expired for p in v.to_move}
+            {str(p["metadata"].get("namespace", "")) for v in going for p in v.to_move}
         )
-        budgets = await self._budgets(namespaces)
-        if budgets is None:
-            return None
-        allowed = []
-        for view in expired:
-            problem = budget_problem(view.to_move, budgets)
-            if problem is None:
-                allowed.append(view)
-                continue
-            pod, rule, why = problem
-            await self._tell_kept(autoscaler, [Kept(view.name, rule, pod, f"pod {pod}: {why}")])
-            await self._clear(view, since=self.wall_clock.time())
-        return allowed
-
-    async def _budgets(self, namespaces: Sequence[str]) -> list[Object] | None:
         found: list[Object] = []
         for namespace in namespaces:
             try:
@@ -280,3 +180,25 @@ class Consolidator(NodeMarks):
                 item.setdefault("metadata", {}).setdefault("namespace", namespace)
                 found.append(item)
         return found
+
+
+def active_since(autoscaler: Mapping[str, Any]) -> float | None:
+    """When scale-down last became possible for this Autoscaler, as the world records it:
+    its creation, or its dry run turned off (the ``DryRun`` condition's last transition to
+    False). A stamp older than that was not watched all along, and starts over."""
+    meta = autoscaler.get("metadata") or {}
+    moments = [timestamps.parse_rfc3339(meta.get("creationTimestamp"))]
+    status = autoscaler.get("status") or {}
+    for condition in status.get("conditions") or ():
+        if condition.get("type") == "DryRun" and condition.get("status") == "False":
+            moments.append(timestamps.parse_rfc3339(condition.get("lastTransitionTime")))
+    known = [m for m in moments if m is not None]
+    return max(known) if known else None
+
+
+def _marked(node: Mapping[str, Any]) -> bool:
+    meta = node.get("metadata") or {}
+    if autoscaler_api.UNNEEDED_SINCE_ANNOTATION in (meta.get("annotations") or {}):
+        return True
+    taints = (node.get("spec") or {}).get("taints") or ()
+    return any(t.get("key") == autoscaler_api.CONSOLIDATING_TAINT_KEY for t in taints)

@@ -1,4 +1,4 @@
-"""The Node writes and events of consolidation: each step a fact written on the Node
+"""Consolidation's act step, the only writer: each mark a fact written on the Node
 (stamp, taint, their removal), and one event per reason a Node stays or goes.
 """
 
@@ -11,6 +11,7 @@ from typing import Any
 
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.controllers.autoscaler import metrics
+from nodepool_operator.controllers.autoscaler.consolidation.decide import Marks
 from nodepool_operator.controllers.autoscaler.consolidation.rules import Kept, NodeView, Review
 from nodepool_operator.runtime import conditions, errors, kinds
 from nodepool_operator.runtime.client import Client, Object
@@ -23,14 +24,30 @@ log = logging.getLogger(__name__)
 
 
 class NodeMarks:
-    """The writes consolidation makes on a Node (the unneeded stamp, the taint, and
-    their removal) and the events that say why a Node stays or goes. Mixed into
-    ``Consolidator``, which sets these attributes."""
+    """Writes what consolidation decided (``decide.Marks``) on Nodes, and the events that
+    say why a Node stays or goes."""
 
-    client: Client
-    nodes: Informer
-    recorder: EventRecorder
-    _told: dict[str, tuple[str, str | None]]
+    def __init__(self, *, client: Client, nodes: Informer, recorder: EventRecorder) -> None:
+        self.client = client
+        self.nodes = nodes
+        self.recorder = recorder
+        # Node -> (rule, pod) last told, so that a Node kept for the same reason scan after
+        # scan is told once (a cache only: after a restart it is told once more).
+        self._told: dict[str, tuple[str, str | None]] = {}
+
+    async def apply(self, marks: Marks, *, autoscaler: Object | None, now: float) -> list[str]:
+        """Write ``marks`` in order (clears first: a Node kept never waits behind one
+        going); returns the names of the Nodes tainted now. A write refused (409, gone)
+        is left to the next pass, which decides again from what it then reads."""
+        for view, since in marks.clear:
+            await self._clear(view, since=since)
+        for view in marks.untaint:
+            await self._untaint(view)
+        if autoscaler is not None:
+            await self._tell_kept(autoscaler, marks.kept)
+        for view in marks.stamp:
+            await self._stamp(view, now)
+        return [view.name for view in marks.taint if await self._taint(view)]
 
     # -- writing --------------------------------------------------------------------------
 
@@ -87,6 +104,17 @@ class NodeMarks:
         if await self._patch(view, body) and view.tainted:
             log.info("event=node-consolidation-called-off node=%s", view.name)
 
+    async def _untaint(self, view: NodeView) -> None:
+        """Remove the taint and keep the stamp: the Node's room is wanted now, its timer
+        holds."""
+        taints = [
+            t
+            for t in (view.obj.get("spec") or {}).get("taints") or ()
+            if t.get("key") != autoscaler_api.CONSOLIDATING_TAINT_KEY
+        ]
+        if await self._patch(view, {"spec": {"taints": taints}}):
+            log.info("event=node-consolidation-held node=%s", view.name)
+
     async def _tell_kept(self, autoscaler: Object, kept: Iterable[Kept]) -> None:
         for item in kept:
             said = (item.rule, item.pod)
@@ -124,7 +152,7 @@ class NodeMarks:
                     ),
                 )
 
-    def _prune(self, candidates: Set[str]) -> None:
+    def prune(self, candidates: Set[str]) -> None:
         """Forget what was told of Nodes gone, or candidates again (told anew if kept
         again later)."""
         for name in [*candidates, *self._told]:

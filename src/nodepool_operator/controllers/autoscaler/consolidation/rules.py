@@ -69,6 +69,8 @@ class Review:
     next_check: float | None = None  # seconds until a stamp reaches unneededSeconds
     # Why each named Node goes, for the events written once the request is made.
     reasons: Mapping[str, str] = field(default_factory=dict)
+    # A dry run's preview: the Nodes a request would name now (timers aside).
+    would_remove: tuple[str, ...] = ()
 
 
 def pod_key(pod: Mapping[str, Any]) -> str:
@@ -88,10 +90,9 @@ def movable_problem(pod: Mapping[str, Any]) -> tuple[str, str] | None:
     """
     annotations = annotations_of(pod)
     safe = annotations.get(nodepool_api.SAFE_TO_EVICT_ANNOTATION) == "true"
-    if annotations.get(nodepool_api.DO_NOT_DISRUPT_ANNOTATION) == "true":
-        return "do-not-disrupt", f"{nodepool_api.DO_NOT_DISRUPT_ANNOTATION}: true"
-    if annotations.get(nodepool_api.SAFE_TO_EVICT_ANNOTATION) == "false":
-        return "do-not-disrupt", f'{nodepool_api.SAFE_TO_EVICT_ANNOTATION}: "false"'
+    refusal = nodepool_api.do_not_disrupt_reason(pod, node=False)
+    if refusal is not None:
+        return "do-not-disrupt", refusal
     owners = (pod.get("metadata") or {}).get("ownerReferences") or ()
     if not any(ref.get("controller") for ref in owners) and not safe:
         return "not-replicated", "no controller recreates it (a bare pod)"

@@ -1,0 +1,196 @@
+"""Consolidation's decision for one pool, pure: from the pool's Node views, the time and
+the pool's state, which marks to write (stamp, taint, clear), which Nodes to name, and why
+the others stay. No I/O and no clock: ``consolidator`` reads, this decides, ``marks``
+writes.
+
+A decision is made in two steps because the PodDisruptionBudgets are read only for the
+few Nodes about to be tainted or named (``Decided.going``), not every pass for every
+candidate waiting for its turn: ``decide`` proposes, ``judge_budgets`` takes the budgets
+read for ``going`` and settles.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from nodepool_operator.controllers.autoscaler.consolidation.rules import (
+    Kept,
+    NodeView,
+    Review,
+    budget_problem,
+    choose,
+    unneeded_timers,
+    why_it_goes,
+    within_limits,
+)
+
+__all__ = [
+    "CLEARS",
+    "Decided",
+    "Marks",
+    "decide",
+    "judge_budgets",
+    "preview",
+    "stale_marks",
+]
+
+#: Blockers during which the timers start over: scale-down is off, or a scale-up is
+#: settling (no Node is given up shortly after the pool grew). A Pending request only
+#: holds the timers (an eviction's replacement must not restart every other candidate's
+#: wait); pods waiting for room hold them too, but take the taints off (``UNTAINTS``).
+CLEARS: Final = frozenset({"disabled", "capacity-in-flight"})
+#: Blockers during which taints come off and stamps stay: pods are waiting for room, and
+#: a tainted Node's room must not be kept from them (a victim a scale-up brought back
+#: would otherwise keep its taint, and the pods would ask for another node).
+UNTAINTS: Final = frozenset({"pods-pending"})
+
+
+@dataclass(frozen=True)
+class Marks:
+    """The writes one pass makes on Nodes, in the order they are made."""
+
+    stamp: tuple[NodeView, ...] = ()  # UNNEEDED_SINCE_ANNOTATION set to now
+    # Stamp and taint removed (since None) or the stamp restarted at ``since``.
+    clear: tuple[tuple[NodeView, float | None], ...] = ()
+    untaint: tuple[NodeView, ...] = ()  # the taint removed, the stamp kept
+    taint: tuple[NodeView, ...] = ()  # CONSOLIDATING_TAINT_KEY added
+    kept: tuple[Kept, ...] = ()  # told once per Node and reason (events)
+
+    def __add__(self, other: Marks) -> Marks:
+        return Marks(*(a + b for a, b in zip(_fields(self), _fields(other), strict=True)))
+
+
+def _fields(marks: Marks) -> tuple[Any, ...]:
+    return tuple(getattr(marks, f.name) for f in dataclasses.fields(marks))
+
+
+@dataclass(frozen=True)
+class Decided:
+    """A pass's proposal: its marks and review, and the Nodes about to be tainted or named,
+    whose PodDisruptionBudgets must be read before it stands."""
+
+    marks: Marks
+    review: Review
+    going: tuple[NodeView, ...] = ()
+    chosen: frozenset[str] = field(default_factory=frozenset)
+
+
+def _clearable(view: NodeView) -> bool:
+    """A Node of ours to clear: eligible (a Node being drained or cordoned is the NodePool
+    controller's now) and carrying a mark."""
+    return view.eligible and (view.since is not None or view.tainted)
+
+
+def stale_marks(views: Sequence[NodeView]) -> Marks:
+    """Every mark on ``views`` taken off: the pool has no Autoscaler acting for it any
+    more (deleted, repointed, in dry run, or the pool is gone)."""
+    return Marks(clear=tuple((v, None) for v in views if _clearable(v)))
+
+
+def decide(
+    views: Sequence[NodeView],
+    *,
+    now: float,
+    threshold: float,
+    unneeded_seconds: float,
+    max_concurrent: int,
+    room: int,
+    per_request: int,
+    blocked: str | None,
+    active_since: float | None,
+    fits: Callable[[Sequence[NodeView]], tuple[str, str] | None],
+) -> Decided:
+    """One pass over a pool's Node views.
+
+    ``room``: how many Nodes the pool may still give up (target - minNodes);
+    ``per_request``: how many Nodes one ScaleRequest may name (a Node is tainted only when
+    the request that names it can be made); ``active_since``: when scale-down last became
+    possible for this Autoscaler (a stamp older than that started while nothing watched
+    the Node, and starts over); ``fits`` as ``rules.choose`` takes it.
+    """
+    if blocked in CLEARS:
+        return Decided(Marks(clear=tuple((v, None) for v in views if _clearable(v))), Review())
+    chosen, kept = choose(views, threshold=threshold, fits=fits)
+    names = frozenset(v.name for v in chosen)
+    clear = tuple((v, None) for v in views if _clearable(v) and v.name not in names)
+    review = Review(candidates=len(chosen))
+    if blocked in UNTAINTS:
+        untaint = tuple(v for v in chosen if v.tainted)
+        return Decided(Marks(clear=clear, untaint=untaint, kept=tuple(kept)), review, (), names)
+    stale = tuple(
+        v for v in chosen if v.since is not None and active_since and v.since < active_since
+    )
+    fresh = [v for v in chosen if v.since is None]
+    # A stamp restarted now waits the whole time, as one written now.
+    timed = [dataclasses.replace(v, since=None) if v in stale else v for v in chosen]
+    marks = Marks(stamp=tuple(fresh), clear=(*clear, *((v, now) for v in stale)), kept=tuple(kept))
+    if blocked is not None:
+        return Decided(marks, review, (), names)
+    expired, next_check = unneeded_timers(timed, now=now, unneeded_seconds=unneeded_seconds)
+    to_taint = within_limits(
+        [v for v in expired if not v.tainted],
+        tainted=[v for v in views if v.tainted],
+        room=min(room, per_request),
+        max_concurrent=max_concurrent,
+    )
+    going = (*(v for v in expired if v.tainted), *to_taint)
+    review = Review(candidates=len(chosen), next_check=next_check)
+    return Decided(marks, review, going, names)
+
+
+def judge_budgets(
+    decided: Decided, budgets: Sequence[Any] | None, *, now: float, recheck_seconds: float
+) -> tuple[Marks, Review]:
+    """Settle ``decided`` with the budgets read for its ``going`` Nodes (None: they could
+    not be read, so nothing is tainted or named in this pass). A Node a budget keeps is
+    not tainted (or loses its taint) and starts its timer over: the budget may allow it
+    later. Those allowed are tainted, or named once their taint shows."""
+    if budgets is None or not decided.going:
+        return decided.marks, decided.review
+    allowed: list[NodeView] = []
+    kept: list[Kept] = []
+    restart: list[tuple[NodeView, float | None]] = []
+    for view in decided.going:
+        problem = budget_problem(view.to_move, budgets)
+        if problem is None:
+            allowed.append(view)
+            continue
+        pod, rule, why = problem
+        kept.append(Kept(view.name, rule, pod, f"pod {pod}: {why}"))
+        restart.append((view, now))
+    taint = tuple(v for v in allowed if not v.tainted)
+    named = [v for v in allowed if v.tainted]
+    next_check = decided.review.next_check
+    if taint:
+        # The watches do not wake us for our own taint: look again once it shows.
+        next_check = min(next_check or recheck_seconds, recheck_seconds)
+    review = dataclasses.replace(
+        decided.review,
+        victims=tuple(v.name for v in named),
+        next_check=next_check,
+        reasons={v.name: why_it_goes(v) for v in named},
+    )
+    marks = decided.marks + Marks(clear=tuple(restart), taint=taint, kept=tuple(kept))
+    return marks, review
+
+
+def preview(
+    views: Sequence[NodeView],
+    *,
+    threshold: float,
+    room: int,
+    per_request: int,
+    fits: Callable[[Sequence[NodeView]], tuple[str, str] | None],
+) -> Review:
+    """What a dry run would remove now, timers aside (a dry run writes no stamp to time
+    them): the candidates, as many as the pool may give up and one request may name."""
+    chosen, _ = choose(views, threshold=threshold, fits=fits)
+    going = chosen[: max(0, min(room, per_request))]
+    return Review(
+        candidates=len(chosen),
+        would_remove=tuple(v.name for v in going),
+        reasons={v.name: why_it_goes(v) for v in going},
+    )
