@@ -294,7 +294,15 @@ class World:
         body["metadata"].update(uid="uid-pool" if name == POOL else f"uid-{name}", generation=1)
         self.pools.put(self._stamp(body))
 
-    def node(self, name: str, *, ready: bool = True, pool: str = POOL) -> None:
+    def node(
+        self,
+        name: str,
+        *,
+        ready: bool = True,
+        pool: str = POOL,
+        owned: bool = True,
+        annotations: dict[str, str] | None = None,
+    ) -> None:
         status = {
             "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
             "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
@@ -306,7 +314,12 @@ class World:
             "name": pool,
             "uid": "uid-pool" if pool == POOL else f"uid-{pool}",
         }
-        meta = {"name": name, "labels": labels, "ownerReferences": [owner]}
+        meta = {
+            "name": name,
+            "labels": labels,
+            "ownerReferences": [owner] if owned else [],
+            "annotations": dict(annotations or {}),
+        }
         self.nodes.put(self._stamp({"metadata": meta, "spec": {}, "status": status}))
 
     def pod(

@@ -1,0 +1,195 @@
+"""Consolidation never strands a node: every mark it writes is undone when its reason
+goes, it marks only its pool's own Nodes, no more than one request can name, and it
+honours the annotations users migrate with."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from nodepool_operator.api import autoscaler as autoscaler_api
+from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import scalerequest as scalerequest_api
+from nodepool_operator.controllers import cached
+from unit.autoscaler.test_autoscaler_reconcile import (
+    NAS,
+    REPLICATED,
+    World,
+    half_and_quarter,
+    stamp,
+    taints,
+)
+
+CONSOLIDATING = autoscaler_api.CONSOLIDATING_TAINT_KEY
+
+
+@pytest.fixture
+def world() -> World:
+    made = World()
+    made.autoscaler(scan_interval_seconds=5)
+    made.pool()
+    return made
+
+
+async def tainted(world: World) -> None:
+    """n2 stamped, then tainted once its minute is up (not yet named)."""
+    half_and_quarter(world)
+    await world.reconcile()
+    await world.clock.advance(60)
+    await world.reconcile()
+    assert taints(world, "n2") == [CONSOLIDATING]
+
+
+def marks(world: World, name: str) -> tuple[list[str], str | None]:
+    return taints(world, name), stamp(world, name)
+
+
+async def test_a_node_labelled_with_the_pool_but_not_owned_by_it_is_never_marked() -> None:
+    world = World()
+    world.autoscaler(scale_down=autoscaler_api.ScaleDownPolicy(unneeded_seconds=60))
+    world.pool(target=2)
+    world.node("n1")
+    world.node("stranger", owned=False)  # labelled by someone, not the pool's
+    for name in ("a", "b"):
+        world.pod(name, node="n1", ownerReferences=REPLICATED)
+    await world.reconcile()
+    await world.clock.advance(61)
+    await world.reconcile()
+    await world.reconcile()
+    assert marks(world, "stranger") == ([], None)
+    assert all(p["metadata"].get("name") != "stranger" for p in world.api.node_patches())
+    for request in world.api.made("scalerequests"):
+        assert "stranger" not in request["spec"].get("removeNodes", [])
+
+
+async def test_no_more_empty_nodes_are_tainted_than_one_request_may_name() -> None:
+    world = World()
+    world.autoscaler(scale_down=autoscaler_api.ScaleDownPolicy(unneeded_seconds=60))
+    world.pool(target=120, max_nodes=200)
+    for index in range(120):
+        world.node(f"n{index}")
+    await world.reconcile()
+    await world.clock.advance(60)
+    await world.reconcile()
+    limit = scalerequest_api.MAX_REMOVE_NODES
+    assert sum(1 for i in range(120) if taints(world, f"n{i}")) == limit
+    await world.reconcile()
+    [request] = world.api.made("scalerequests")
+    assert len(request["spec"]["removeNodes"]) == limit
+    assert request["spec"]["targetNodes"] == 120 - limit
+
+
+async def test_dry_run_turned_on_mid_consolidation_takes_every_mark_off_at_once(
+    world: World,
+) -> None:
+    await tainted(world)
+    world.autoscaler(scale_down=autoscaler_api.ScaleDownPolicy(unneeded_seconds=60), dry_run=True)
+    await world.reconcile()
+    assert marks(world, "n2") == ([], None)
+    assert world.api.made("scalerequests") == []
+
+
+async def test_a_dry_run_previews_the_scale_down_and_writes_no_mark() -> None:
+    world = World()
+    half_and_quarter(world)
+    world.autoscaler(scale_down=autoscaler_api.ScaleDownPolicy(unneeded_seconds=60), dry_run=True)
+    await world.reconcile()
+    assert world.api.node_patches() == []
+    [would] = world.api.events("WouldScaleDown")
+    assert "2 -> 1 nodes" in would["message"]
+    status = world.status()
+    assert status["wouldRequest"]["targetNodes"] == 1
+    assert "n2" in status["wouldRequest"]["reason"]
+    assert world.api.made("scalerequests") == []
+
+
+async def test_a_deleted_autoscaler_leaves_no_mark_behind(world: World) -> None:
+    await tainted(world)
+    world.autoscalers.remove(world.autoscalers.store[NAS])
+    await world.plan()
+    assert marks(world, "n2") == ([], None)
+
+
+async def test_an_autoscaler_pointed_at_another_pool_takes_its_marks_off_the_old_one(
+    world: World,
+) -> None:
+    await tainted(world)
+    world.pool(name="other", target=0)
+    world.autoscaler(pool="other")
+    await world.plan()
+    assert marks(world, "n2") == ([], None)
+
+
+async def test_pods_waiting_for_room_take_the_taint_off_and_keep_the_stamp(
+    world: World,
+) -> None:
+    await tainted(world)
+    stamped = stamp(world, "n2")
+    world.pod("waiting", cpu="2500m")  # only n2's room holds it, once n2 takes pods again
+    await world.reconcile()
+    assert marks(world, "n2") == ([], stamped)
+
+
+async def test_a_stamp_older_than_the_end_of_a_dry_run_starts_over(world: World) -> None:
+    half_and_quarter(world)
+    world.nodes.store["n2"]["metadata"]["annotations"] = {
+        autoscaler_api.UNNEEDED_SINCE_ANNOTATION: "2027-01-15T06:00:00Z"  # two hours ago
+    }
+    world.autoscalers.store[NAS]["status"] = {
+        "conditions": [
+            {
+                "type": "DryRun",
+                "status": "False",
+                "reason": "Acting",
+                "message": "decisions become ScaleRequests",
+                "lastTransitionTime": "2027-01-15T07:59:30Z",  # dry run ended 30 s ago
+            }
+        ]
+    }
+    await world.reconcile()
+    assert marks(world, "n2") == ([], "2027-01-15T08:00:00Z")  # restarted, not tainted
+    await world.clock.advance(60)
+    await world.reconcile()
+    assert taints(world, "n2") == [CONSOLIDATING]
+
+
+def _half_and_quarter_with(world: World, **pod_meta: Any) -> None:
+    world.autoscaler(scale_down=autoscaler_api.ScaleDownPolicy(unneeded_seconds=60))
+    world.pool(target=2)
+    world.node("n1")
+    world.node("n2")
+    for name in ("a", "b"):
+        world.pod(name, node="n1", ownerReferences=REPLICATED)
+    world.pod("c", node="n2", ownerReferences=REPLICATED, **pod_meta)
+
+
+async def test_karpenters_do_not_disrupt_on_a_pod_keeps_its_node() -> None:
+    world = World()
+    refusal = {nodepool_api.KARPENTER_DO_NOT_DISRUPT_ANNOTATION: "true"}
+    _half_and_quarter_with(world, annotations=refusal)
+    await world.reconcile()
+    assert marks(world, "n2") == ([], None)
+    told = [e["message"] for e in world.api.events("ConsolidationKept")]
+    assert told
+    assert all("karpenter.sh/do-not-disrupt" in m for m in told)
+
+
+async def test_node_annotations_of_karpenter_and_cluster_autoscaler_keep_the_node() -> None:
+    for annotation in (
+        nodepool_api.KARPENTER_DO_NOT_DISRUPT_ANNOTATION,
+        nodepool_api.SCALE_DOWN_DISABLED_ANNOTATION,
+    ):
+        world = World()
+        half_and_quarter(world)
+        world.node("n2", annotations={annotation: "true"})
+        await world.reconcile()
+        await world.clock.advance(61)
+        await world.reconcile()
+        assert marks(world, "n2") == ([], None), annotation
+        assert world.api.made("scalerequests") == []
+
+
+def test_the_disruption_annotations_survive_the_cache_trim() -> None:
+    for key in nodepool_api.DISRUPTION_ANNOTATIONS:
+        assert key in cached.ANNOTATIONS
