@@ -12,6 +12,7 @@ from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.controllers import cached
+from nodepool_operator.controllers.autoscaler.consolidation import rules
 from unit.autoscaler.test_autoscaler_reconcile import (
     NAS,
     REPLICATED,
@@ -193,3 +194,47 @@ async def test_node_annotations_of_karpenter_and_cluster_autoscaler_keep_the_nod
 def test_the_disruption_annotations_survive_the_cache_trim() -> None:
     for key in nodepool_api.DISRUPTION_ANNOTATIONS:
         assert key in cached.ANNOTATIONS
+
+
+async def test_candidates_of_two_pools_that_only_fit_on_each_other_are_not_both_removed() -> None:
+    world = World()
+    policy = autoscaler_api.ScaleDownPolicy(unneeded_seconds=60)
+    world.autoscaler(scale_down=policy)
+    world.autoscaler("nas-other", pool="other", scale_down=policy)
+    world.pool(target=1)
+    world.pool(name="other", target=1)
+    world.node("a1")
+    world.node("b1", pool="other")
+    world.pod("on-a", node="a1", ownerReferences=REPLICATED)  # a quarter of each node
+    world.pod("on-b", node="b1", ownerReferences=REPLICATED)
+    await world.plan()
+    stamped = [n for n in ("a1", "b1") if stamp(world, n) is not None]
+    assert len(stamped) == 1  # each fits on the other, not both at once
+    await world.clock.advance(60)
+    for _ in range(3):
+        await world.plan()
+    removed = [n for r in world.api.made("scalerequests") for n in r["spec"]["removeNodes"]]
+    assert removed == stamped
+
+
+async def test_a_batch_with_no_node_or_pod_changed_reuses_the_last_choice(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    half_and_quarter(world)
+    made: list[int] = []
+    choose = rules.choose_together
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        made.append(1)
+        return choose(*args, **kwargs)
+
+    monkeypatch.setattr(rules, "choose_together", counted)
+    await world.reconcile()  # chooses, and stamps n2 (a Node changed)
+    await world.reconcile()  # chooses again after its own write
+    before = len(made)
+    await world.clock.advance(10)
+    await world.reconcile()  # nothing changed: the last choice stands
+    assert len(made) == before
+    world.pod("d", node="n1", ownerReferences=REPLICATED)
+    await world.reconcile()
+    assert len(made) == before + 1

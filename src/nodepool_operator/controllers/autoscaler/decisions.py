@@ -20,7 +20,12 @@ from typing import TypeVar
 
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.controllers.autoscaler import metrics, plan, report
-from nodepool_operator.controllers.autoscaler.consolidation import Consolidator, PoolTurn, Review
+from nodepool_operator.controllers.autoscaler.consolidation import (
+    Choice,
+    Consolidator,
+    PoolTurn,
+    Review,
+)
 from nodepool_operator.controllers.autoscaler.handoff import ScaleRequester
 from nodepool_operator.controllers.autoscaler.notices import Notices
 from nodepool_operator.controllers.autoscaler.observer import Observation
@@ -64,11 +69,12 @@ class PoolDecider:
         self.requester = requester
         self.notices = notices
 
-    async def decide(self, autoscaler: Object, seen: Observation) -> Decided:
-        """Review, decide and hand over; the events are left to ``Decided.tell``."""
+    async def decide(self, autoscaler: Object, seen: Observation, choice: Choice) -> Decided:
+        """Review (from the pool's part of the batch's consolidation ``choice``), decide
+        and hand over; the events are left to ``Decided.tell``."""
         key = str(autoscaler["metadata"]["name"])
         spec = autoscaler_api.spec_of(autoscaler)
-        review = await self._review(autoscaler, spec=spec, seen=seen)
+        review = await self.consolidator.review(autoscaler, self.turn(autoscaler, seen), choice)
         decision = self._decide(key, spec=spec, seen=seen, review=review)
         made = await self._hand_over(autoscaler, seen=seen, decision=decision)
 
@@ -120,21 +126,16 @@ class PoolDecider:
             seen.pool, enabled=spec.scale_down.enabled, pending_fitting=seen.pending_fitting
         )
 
-    async def _review(
-        self, autoscaler: Object, *, spec: autoscaler_api.AutoscalerSpec, seen: Observation
-    ) -> Review:
-        """Consolidation's pass over the pool's nodes. A dry run writes no mark (it takes
-        off those left from before) and previews what would go."""
-        turn = PoolTurn(
+    def turn(self, autoscaler: Object, seen: Observation) -> PoolTurn:
+        """What consolidation needs to know of the pool and its Autoscaler this batch."""
+        spec = autoscaler_api.spec_of(autoscaler)
+        return PoolTurn(
             pool=seen.pool.name,
             pool_uid=seen.pool_uid,
             room=max(0, seen.pool.target - seen.pool.min_nodes),
             policy=spec.scale_down,
             blocked=self._blocker(spec, seen),
             dry_run=spec.dry_run,
-        )
-        return await self.consolidator.review(
-            autoscaler, turn, cluster=seen.cluster, daemon_sets=seen.daemon_sets
         )
 
     def _decide(

@@ -24,14 +24,15 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.controllers.autoscaler import fit, handoff
+from nodepool_operator.controllers.autoscaler.consolidation import Choice
 from nodepool_operator.controllers.autoscaler.decisions import PoolDecider
-from nodepool_operator.controllers.autoscaler.observer import Observation, Observer, Plan
+from nodepool_operator.controllers.autoscaler.observer import Observation, Observer, Part, Plan
 from nodepool_operator.controllers.autoscaler.verdicts import Verdict, Verdicts
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import errors
@@ -200,11 +201,19 @@ class Planner:
         started = self.clock.now()
         made = await self.observer.plan()
         planned = self.clock.now()
+        parts = {
+            str(a["metadata"]["name"]): Observer.part(
+                made, str(a["metadata"]["name"]), autoscaler_api.spec_of(a)
+            )
+            for a in autoscalers
+        }
+        choices = await self._choose(autoscalers, parts, made)
         limit = asyncio.Semaphore(self.parallelism)
 
         async def one(autoscaler: Object) -> _Passed:
             async with limit:
-                return await self._one(autoscaler, made)
+                name = str(autoscaler["metadata"]["name"])
+                return await self._one(autoscaler, parts[name], choices)
 
         passes = await asyncio.gather(*(one(a) for a in autoscalers))
         for autoscaler in autoscalers:
@@ -302,19 +311,40 @@ class Planner:
         except Exception:
             log.exception("event=decision-events-failed")
 
-    async def _one(self, autoscaler: Object, made: Plan) -> _Passed:
+    async def _choose(
+        self, autoscalers: Sequence[Object], parts: Mapping[str, Part], made: Plan
+    ) -> dict[str, Choice]:
+        """Consolidation's choice for every pool of the batch at once."""
+        turns = [
+            self.decider.turn(a, part)
+            for a in autoscalers
+            if isinstance(part := parts[str(a["metadata"]["name"])], Observation)
+        ]
+        if not turns:
+            return {}
+        try:
+            return await self.decider.consolidator.choose(
+                turns, cluster=made.world.nodes, daemon_sets=made.world.daemon_sets
+            )
+        except Exception:
+            # A fault of ours in the choice must not hold the scale-ups of the batch: no
+            # pool chooses a Node to give up this time, and the next batch tries again.
+            log.exception("event=consolidation-choice-crashed")
+            return {}
+
+    async def _one(self, autoscaler: Object, part: Part, choices: Mapping[str, Choice]) -> _Passed:
         """Decide for one Autoscaler: when it must be looked at again, and its events."""
         name = str(autoscaler["metadata"]["name"])
         spec = autoscaler_api.spec_of(autoscaler)
         generation = int(autoscaler["metadata"].get("generation", 0))
         previous = self.verdicts.get(name)
         last = previous.last_request if previous is not None else None
-        part = Observer.part(made, name, spec)
         if not isinstance(part, Observation):
             self.verdicts.put(name, Verdict(generation, part, None, last))
             return _Passed(None, None)
+        choice = choices.get(part.pool.name, Choice())
         try:
-            decided = await self.decider.decide(autoscaler, part)
+            decided = await self.decider.decide(autoscaler, part, choice)
         except handoff.RequestRefused as refusal:
             return self._refused(autoscaler, spec, refusal)
         except errors.OperatorError as error:

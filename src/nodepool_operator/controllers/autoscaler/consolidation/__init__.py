@@ -36,6 +36,7 @@ from nodepool_operator.controllers.autoscaler.consolidation.consolidator import 
     Consolidator,
     PoolTurn,
 )
+from nodepool_operator.controllers.autoscaler.consolidation.decide import Choice
 from nodepool_operator.controllers.autoscaler.consolidation.rules import (
     Kept,
     NodeView,
@@ -48,6 +49,7 @@ from nodepool_operator.controllers.autoscaler.consolidation.rules import (
 
 __all__ = [
     "PDBS",
+    "Choice",
     "Consolidator",
     "Kept",
     "NodeView",

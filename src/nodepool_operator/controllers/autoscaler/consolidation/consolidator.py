@@ -5,8 +5,9 @@ steps, for the few Nodes about to be tainted or named), act (``marks``, the only
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -15,9 +16,14 @@ from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.controllers.autoscaler import metrics, simulation
-from nodepool_operator.controllers.autoscaler.consolidation import decide
+from nodepool_operator.controllers.autoscaler.consolidation import decide, rules
 from nodepool_operator.controllers.autoscaler.consolidation.marks import NodeMarks
-from nodepool_operator.controllers.autoscaler.consolidation.rules import NodeView, Review, pod_key
+from nodepool_operator.controllers.autoscaler.consolidation.rules import (
+    Kept,
+    NodeView,
+    Review,
+    pod_key,
+)
 from nodepool_operator.controllers.autoscaler.consolidation.views import NodeViews
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.runtime import clock as clock_module
@@ -65,44 +71,72 @@ class Consolidator:
         self.nodes = nodes
         self.profile = profile
         self.wall_clock = wall_clock
+        self.pods = pods
         self.views = NodeViews(nodes=nodes, pods=pods, profile=profile)
         self.marks = NodeMarks(client=client, nodes=nodes, recorder=recorder)
+        # The last batch's choice and what it was made from (``choose``).
+        self._chosen: tuple[Hashable, dict[str, decide.Choice]] | None = None
 
-    async def review(
+    async def choose(
         self,
-        autoscaler: Object,
-        turn: PoolTurn,
+        turns: Sequence[PoolTurn],
         *,
         cluster: Sequence[simulation.ExistingNode],
         daemon_sets: Sequence[simulation.DaemonSetView],
-    ) -> Review:
-        """One pass over the pool's Nodes (see the package docstring). A dry run writes
-        nothing but the removal of marks left from before, and previews what would go."""
+    ) -> dict[str, decide.Choice]:
+        """The batch's choice for every pool at once (``rules.choose_together``: two
+        removals never count on the same room, whichever pools they are in), off the
+        event loop as the main plan is. It is made again only when a Node or a pod
+        changed (the informers' resourceVersions) or the pools' turns did: a batch
+        that changes neither reuses the last one."""
+        views = {t.pool: self.views.of_pool(t.pool, pool_uid=t.pool_uid) for t in turns}
+        choosing = [t for t in turns if t.blocked is None]  # the others hold or clear
+        key = (
+            self.nodes.resource_version,
+            self.pods.resource_version,
+            tuple(
+                (t.pool, t.pool_uid, t.policy.utilization_threshold, t in choosing) for t in turns
+            ),
+        )
+        if key[0] and key[1] and self._chosen is not None and self._chosen[0] == key:
+            return self._chosen[1]
+        groups = [(views[t.pool], t.policy.utilization_threshold) for t in choosing]
+        every = [v for found in views.values() for v in found]
+        fits = self._fits(every, cluster, daemon_sets)
+        chosen, kept = await asyncio.to_thread(rules.choose_together, groups, fits=fits)
+        pool_of = {v.name: pool for pool, found in views.items() for v in found}
+        chosen_in: dict[str, list[NodeView]] = {pool: [] for pool in views}
+        kept_in: dict[str, list[Kept]] = {pool: [] for pool in views}
+        for view in chosen:
+            chosen_in[pool_of[view.name]].append(view)
+        for reason in kept:
+            kept_in[pool_of[reason.node]].append(reason)
+        choices = {
+            pool: decide.Choice(tuple(found), tuple(chosen_in[pool]), tuple(kept_in[pool]))
+            for pool, found in views.items()
+        }
+        self._chosen = (key, choices)
+        return choices
+
+    async def review(self, autoscaler: Object, turn: PoolTurn, choice: decide.Choice) -> Review:
+        """One pass over the pool's Nodes from its part of the batch's ``choice`` (see the
+        package docstring). A dry run writes nothing but the removal of marks left from
+        before, and previews what would go."""
         now = self.wall_clock.time()
-        views = self.views.of_pool(turn.pool, pool_uid=turn.pool_uid)
-        fits = self._fits(views, cluster, daemon_sets)
         per_request = scalerequest_api.MAX_REMOVE_NODES
         if turn.dry_run:
-            previewed = decide.preview(
-                views,
-                threshold=turn.policy.utilization_threshold,
-                room=turn.room,
-                per_request=per_request,
-                fits=fits,
-            )
-            await self.marks.apply(decide.stale_marks(views), autoscaler=None, now=now)
+            previewed = decide.preview(choice, room=turn.room, per_request=per_request)
+            await self.marks.apply(decide.stale_marks(choice.views), autoscaler=None, now=now)
             return previewed
         decided = decide.decide(
-            views,
+            choice,
             now=now,
-            threshold=turn.policy.utilization_threshold,
             unneeded_seconds=turn.policy.unneeded_seconds,
             max_concurrent=turn.policy.max_concurrent,
             room=turn.room,
             per_request=per_request,
             blocked=turn.blocked,
             active_since=active_since(autoscaler),
-            fits=fits,
         )
         key = str(autoscaler["metadata"]["name"])
         metrics.nodepool_autoscaler_consolidation_candidates.labels(key).set(

@@ -12,7 +12,7 @@ read for ``going`` and settles.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -21,7 +21,6 @@ from nodepool_operator.controllers.autoscaler.consolidation.rules import (
     NodeView,
     Review,
     budget_problem,
-    choose,
     unneeded_timers,
     why_it_goes,
     within_limits,
@@ -29,6 +28,7 @@ from nodepool_operator.controllers.autoscaler.consolidation.rules import (
 
 __all__ = [
     "CLEARS",
+    "Choice",
     "Decided",
     "Marks",
     "decide",
@@ -38,9 +38,10 @@ __all__ = [
 ]
 
 #: Blockers during which the timers start over: scale-down is off, or a scale-up is
-#: settling (no Node is given up shortly after the pool grew). A Pending request only
-#: holds the timers (an eviction's replacement must not restart every other candidate's
-#: wait); pods waiting for room hold them too, but take the taints off (``UNTAINTS``).
+#: settling (no Node is given up shortly after the pool grew). Any other blocker (a
+#: Pending request, pods waiting for room) holds the timers: an eviction's replacement
+#: must not restart every other candidate's wait; nothing is chosen, stamped or given up
+#: until it ends, and pods waiting for room take the taints off (``UNTAINTS``).
 CLEARS: Final = frozenset({"disabled", "capacity-in-flight"})
 #: Blockers during which taints come off and stamps stay: pods are waiting for room, and
 #: a tainted Node's room must not be kept from them (a victim a scale-up brought back
@@ -68,6 +69,16 @@ def _fields(marks: Marks) -> tuple[Any, ...]:
 
 
 @dataclass(frozen=True)
+class Choice:
+    """One pool's part of the batch's choice (``rules.choose_together``): its Node views,
+    the candidates among them, and why each other underused Node stays."""
+
+    views: tuple[NodeView, ...] = ()
+    chosen: tuple[NodeView, ...] = ()
+    kept: tuple[Kept, ...] = ()
+
+
+@dataclass(frozen=True)
 class Decided:
     """A pass's proposal: its marks and review, and the Nodes about to be tainted or named,
     whose PodDisruptionBudgets must be read before it stands."""
@@ -91,35 +102,34 @@ def stale_marks(views: Sequence[NodeView]) -> Marks:
 
 
 def decide(
-    views: Sequence[NodeView],
+    choice: Choice,
     *,
     now: float,
-    threshold: float,
     unneeded_seconds: float,
     max_concurrent: int,
     room: int,
     per_request: int,
     blocked: str | None,
     active_since: float | None,
-    fits: Callable[[Sequence[NodeView]], tuple[str, str] | None],
 ) -> Decided:
-    """One pass over a pool's Node views.
+    """One pass over a pool, from its part of the batch's ``choice``.
 
     ``room``: how many Nodes the pool may still give up (target - minNodes);
     ``per_request``: how many Nodes one ScaleRequest may name (a Node is tainted only when
     the request that names it can be made); ``active_since``: when scale-down last became
     possible for this Autoscaler (a stamp older than that started while nothing watched
-    the Node, and starts over); ``fits`` as ``rules.choose`` takes it.
+    the Node, and starts over).
     """
+    views = choice.views
     if blocked in CLEARS:
-        return Decided(Marks(clear=tuple((v, None) for v in views if _clearable(v))), Review())
-    chosen, kept = choose(views, threshold=threshold, fits=fits)
+        return Decided(stale_marks(views), Review())
+    if blocked is not None:
+        # Held: the timers run on, no Node is chosen or given up until the hold ends.
+        untaint = tuple(v for v in views if v.eligible and v.tainted) if blocked in UNTAINTS else ()
+        return Decided(Marks(untaint=untaint), Review())
+    chosen, kept = choice.chosen, choice.kept
     names = frozenset(v.name for v in chosen)
     clear = tuple((v, None) for v in views if _clearable(v) and v.name not in names)
-    review = Review(candidates=len(chosen))
-    if blocked in UNTAINTS:
-        untaint = tuple(v for v in chosen if v.tainted)
-        return Decided(Marks(clear=clear, untaint=untaint, kept=tuple(kept)), review, (), names)
     stale = tuple(
         v for v in chosen if v.since is not None and active_since and v.since < active_since
     )
@@ -127,8 +137,6 @@ def decide(
     # A stamp restarted now waits the whole time, as one written now.
     timed = [dataclasses.replace(v, since=None) if v in stale else v for v in chosen]
     marks = Marks(stamp=tuple(fresh), clear=(*clear, *((v, now) for v in stale)), kept=tuple(kept))
-    if blocked is not None:
-        return Decided(marks, review, (), names)
     expired, next_check = unneeded_timers(timed, now=now, unneeded_seconds=unneeded_seconds)
     to_taint = within_limits(
         [v for v in expired if not v.tainted],
@@ -177,20 +185,12 @@ def judge_budgets(
     return marks, review
 
 
-def preview(
-    views: Sequence[NodeView],
-    *,
-    threshold: float,
-    room: int,
-    per_request: int,
-    fits: Callable[[Sequence[NodeView]], tuple[str, str] | None],
-) -> Review:
+def preview(choice: Choice, *, room: int, per_request: int) -> Review:
     """What a dry run would remove now, timers aside (a dry run writes no stamp to time
     them): the candidates, as many as the pool may give up and one request may name."""
-    chosen, _ = choose(views, threshold=threshold, fits=fits)
-    going = chosen[: max(0, min(room, per_request))]
+    going = choice.chosen[: max(0, min(room, per_request))]
     return Review(
-        candidates=len(chosen),
+        candidates=len(choice.chosen),
         would_remove=tuple(v.name for v in going),
         reasons={v.name: why_it_goes(v) for v in going},
     )

@@ -22,6 +22,7 @@ __all__ = [
     "annotations_of",
     "budget_problem",
     "choose",
+    "choose_together",
     "movable_problem",
     "pod_key",
     "unneeded_timers",
@@ -182,19 +183,34 @@ def choose(
     threshold: float,
     fits: Callable[[Sequence[NodeView]], tuple[str, str] | None],
 ) -> tuple[list[NodeView], list[Kept]]:
-    """The candidates among ``views``, and why each other underused Node stays.
+    """The candidates among one pool's ``views``, and why each other underused Node stays
+    (``choose_together`` of that one pool)."""
+    return choose_together([(views, threshold)], fits=fits)
 
-    Empty Nodes first (no simulation), then the Nodes already tainted (a decision in
-    progress keeps its room), then the longest stamped (a pass after a removal keeps the
-    timers that ran, instead of starting another Node's from zero), then the least used.
-    ``fits(chosen)`` says which pod of ``chosen`` fits nowhere on the Nodes that stay
-    (``(pod, why)``), or None.
+
+def choose_together(
+    pools: Sequence[tuple[Sequence[NodeView], float]],
+    *,
+    fits: Callable[[Sequence[NodeView]], tuple[str, str] | None],
+) -> tuple[list[NodeView], list[Kept]]:
+    """The candidates among the Nodes of every pool in ``pools`` (each pool's views with
+    its Autoscaler's utilisation threshold), and why each other underused Node stays.
+
+    Checked together, so that two removals never count on the same room, whichever pools
+    they are in. Empty Nodes first (no simulation), then the Nodes already tainted (a
+    decision in progress keeps its room), then the longest stamped (a pass after a removal
+    keeps the timers that ran, instead of starting another Node's from zero), then the
+    least used. ``fits(chosen)`` says which pod of ``chosen`` fits nowhere on the Nodes
+    that stay (``(pod, why)``), or None.
     """
 
     def order(v: NodeView) -> tuple[bool, bool, bool, float, float, str]:
         return (not v.empty, not v.tainted, v.since is None, v.since or 0.0, v.usage, v.name)
 
-    underused = sorted((v for v in views if v.eligible and v.usage < threshold), key=order)
+    underused = sorted(
+        (v for views, threshold in pools for v in views if v.eligible and v.usage < threshold),
+        key=order,
+    )
     chosen: list[NodeView] = []
     kept: list[Kept] = []
     for view in underused:
