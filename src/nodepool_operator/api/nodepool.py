@@ -66,6 +66,7 @@ __all__ = [
     "PRINTER_COLUMNS",
     "REGION_LABEL",
     "SAFE_TO_EVICT_ANNOTATION",
+    "SCALE_DOWN_ANNOTATION",
     "SCALE_DOWN_DISABLED_ANNOTATION",
     "SCALE_OPERATIONS",
     "SCHEMA",
@@ -77,6 +78,7 @@ __all__ = [
     "TAINT_EFFECTS",
     "UNREGISTERED_TAINT_KEY",
     "VERSION",
+    "VM_DELETED_ANNOTATION",
     "ZONE_LABEL",
     "BackoffReason",
     "CloudPause",
@@ -91,6 +93,7 @@ __all__ = [
     "amount_of",
     "crd",
     "do_not_disrupt_reason",
+    "is_being_removed",
     "is_settled",
     "manifest",
     "names_taken",
@@ -140,6 +143,19 @@ UNREGISTERED_TAINT_KEY: Final = "nodepool.dev/unregistered"
 DO_NOT_DISRUPT_ANNOTATION: Final = "nodepool.dev/do-not-disrupt"
 # "false" on a Pod means the same as do-not-disrupt, as cluster-autoscaler reads it.
 SAFE_TO_EVICT_ANNOTATION: Final = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+# The NodePool controller's marks on a Node it is removing: draining (value: when the drain
+# started) and its VM deleted (value: when). Both controllers read them: a Node carrying
+# one is on its way out, never a consolidation candidate again.
+SCALE_DOWN_ANNOTATION: Final = f"{GROUP}/scale-down"
+VM_DELETED_ANNOTATION: Final = f"{GROUP}/vm-deleted"
+
+
+def is_being_removed(node: Mapping[str, Any]) -> bool:
+    """The NodePool controller is draining the Node or has deleted its VM."""
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    return SCALE_DOWN_ANNOTATION in annotations or VM_DELETED_ANNOTATION in annotations
+
+
 # The annotations users migrating from Karpenter or cluster-autoscaler already carry: "true"
 # on a Pod or Node (Karpenter), "true" on a Node (cluster-autoscaler) means do-not-disrupt.
 KARPENTER_DO_NOT_DISRUPT_ANNOTATION: Final = "karpenter.sh/do-not-disrupt"

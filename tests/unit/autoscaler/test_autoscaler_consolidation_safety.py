@@ -12,9 +12,10 @@ from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.controllers import cached
-from nodepool_operator.controllers.autoscaler.consolidation import rules
+from nodepool_operator.controllers.autoscaler.consolidation import decide, rules
 from unit.autoscaler.test_autoscaler_reconcile import (
     NAS,
+    POOL,
     REPLICATED,
     World,
     half_and_quarter,
@@ -238,3 +239,36 @@ async def test_a_batch_with_no_node_or_pod_changed_reuses_the_last_choice(
     world.pod("d", node="n1", ownerReferences=REPLICATED)
     await world.reconcile()
     assert len(made) == before + 1
+
+
+def _request(phase: str, *names: str, deleting: bool = False) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": f"r-{phase}"}
+    if deleting:
+        meta["deletionTimestamp"] = "2027-01-15T08:00:00Z"
+    spec = {"nodePoolName": POOL, "targetNodes": 1, "removeNodes": list(names)}
+    return {"metadata": meta, "spec": spec, "status": {"phase": phase}}
+
+
+def test_the_nodes_open_requests_name_are_on_their_way_out_and_no_others() -> None:
+    requests = [
+        _request("Pending", "a"),
+        _request("Applied", "b"),
+        _request("Rejected", "c"),
+        _request("Superseded", "d"),
+        _request("Applied", "e", deleting=True),
+    ]
+    assert decide.named_by_open_requests(requests) == {"a", "b"}
+
+
+async def test_a_node_an_open_request_names_is_never_chosen_again(world: World) -> None:
+    await tainted(world)
+    await world.reconcile()
+    [request] = world.api.made("scalerequests")
+    world.show_requests(phase="Applied", applied=1)
+    turn = world.planner._leaving(POOL)
+    assert turn == {"n2"}
+    views = world.planner.decider.consolidator.views.of_pool(
+        POOL, pool_uid="uid-pool", leaving=turn
+    )
+    assert [v.name for v in views if v.eligible] == ["n1"]
+    assert request["spec"]["removeNodes"] == ["n2"]

@@ -69,12 +69,14 @@ class PoolDecider:
         self.requester = requester
         self.notices = notices
 
-    async def decide(self, autoscaler: Object, seen: Observation, choice: Choice) -> Decided:
-        """Review (from the pool's part of the batch's consolidation ``choice``), decide
-        and hand over; the events are left to ``Decided.tell``."""
+    async def decide(
+        self, autoscaler: Object, seen: Observation, *, turn: PoolTurn, choice: Choice
+    ) -> Decided:
+        """Review (from the pool's ``turn`` and its part of the batch's consolidation
+        ``choice``), decide and hand over; the events are left to ``Decided.tell``."""
         key = str(autoscaler["metadata"]["name"])
         spec = autoscaler_api.spec_of(autoscaler)
-        review = await self.consolidator.review(autoscaler, self.turn(autoscaler, seen), choice)
+        review = await self.consolidator.review(autoscaler, turn, choice)
         decision = self._decide(key, spec=spec, seen=seen, review=review)
         made = await self._hand_over(autoscaler, seen=seen, decision=decision)
 
@@ -126,10 +128,14 @@ class PoolDecider:
             seen.pool, enabled=spec.scale_down.enabled, pending_fitting=seen.pending_fitting
         )
 
-    def turn(self, autoscaler: Object, seen: Observation) -> PoolTurn:
-        """What consolidation needs to know of the pool and its Autoscaler this batch."""
+    def turn(
+        self, autoscaler: Object, seen: Observation, *, leaving: frozenset[str] = frozenset()
+    ) -> PoolTurn:
+        """What consolidation needs to know of the pool and its Autoscaler this batch;
+        ``leaving``: the Nodes the pool's open requests name already."""
         spec = autoscaler_api.spec_of(autoscaler)
         return PoolTurn(
+            leaving=leaving,
             pool=seen.pool.name,
             pool_uid=seen.pool_uid,
             room=max(0, seen.pool.target - seen.pool.min_nodes),

@@ -30,10 +30,12 @@ from typing import Final
 
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.controllers.autoscaler import fit, handoff
-from nodepool_operator.controllers.autoscaler.consolidation import Choice
+from nodepool_operator.controllers.autoscaler.consolidation import Choice, PoolTurn
+from nodepool_operator.controllers.autoscaler.consolidation.decide import named_by_open_requests
 from nodepool_operator.controllers.autoscaler.decisions import PoolDecider
 from nodepool_operator.controllers.autoscaler.observer import Observation, Observer, Part, Plan
 from nodepool_operator.controllers.autoscaler.verdicts import Verdict, Verdicts
+from nodepool_operator.controllers.resources import REQUESTS_BY_POOL
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import errors
 from nodepool_operator.runtime.client import Object
@@ -207,13 +209,18 @@ class Planner:
             )
             for a in autoscalers
         }
-        choices = await self._choose(autoscalers, parts, made)
+        turns = {
+            name: self.decider.turn(a, part, leaving=self._leaving(part.pool.name))
+            for a in autoscalers
+            if isinstance(part := parts[name := str(a["metadata"]["name"])], Observation)
+        }
+        choices = await self._choose(list(turns.values()), made)
         limit = asyncio.Semaphore(self.parallelism)
 
         async def one(autoscaler: Object) -> _Passed:
             async with limit:
                 name = str(autoscaler["metadata"]["name"])
-                return await self._one(autoscaler, parts[name], choices)
+                return await self._one(autoscaler, parts[name], turns.get(name), choices)
 
         passes = await asyncio.gather(*(one(a) for a in autoscalers))
         for autoscaler in autoscalers:
@@ -311,15 +318,19 @@ class Planner:
         except Exception:
             log.exception("event=decision-events-failed")
 
-    async def _choose(
-        self, autoscalers: Sequence[Object], parts: Mapping[str, Part], made: Plan
-    ) -> dict[str, Choice]:
+    def _leaving(self, pool: str) -> frozenset[str]:
+        """The Nodes the pool's open requests name, ours not yet in the cache included."""
+        requests = self.observer.pool_reads.requests
+        return named_by_open_requests(
+            self.observer.pool_reads.ledger.visible(
+                pool,
+                requests.by_index(REQUESTS_BY_POOL, pool),
+                cache_version=requests.resource_version,
+            )
+        )
+
+    async def _choose(self, turns: Sequence[PoolTurn], made: Plan) -> dict[str, Choice]:
         """Consolidation's choice for every pool of the batch at once."""
-        turns = [
-            self.decider.turn(a, part)
-            for a in autoscalers
-            if isinstance(part := parts[str(a["metadata"]["name"])], Observation)
-        ]
         if not turns:
             return {}
         try:
@@ -332,19 +343,25 @@ class Planner:
             log.exception("event=consolidation-choice-crashed")
             return {}
 
-    async def _one(self, autoscaler: Object, part: Part, choices: Mapping[str, Choice]) -> _Passed:
+    async def _one(
+        self,
+        autoscaler: Object,
+        part: Part,
+        turn: PoolTurn | None,
+        choices: Mapping[str, Choice],
+    ) -> _Passed:
         """Decide for one Autoscaler: when it must be looked at again, and its events."""
         name = str(autoscaler["metadata"]["name"])
         spec = autoscaler_api.spec_of(autoscaler)
         generation = int(autoscaler["metadata"].get("generation", 0))
         previous = self.verdicts.get(name)
         last = previous.last_request if previous is not None else None
-        if not isinstance(part, Observation):
+        if not isinstance(part, Observation) or turn is None:
             self.verdicts.put(name, Verdict(generation, part, None, last))
             return _Passed(None, None)
         choice = choices.get(part.pool.name, Choice())
         try:
-            decided = await self.decider.decide(autoscaler, part, choice)
+            decided = await self.decider.decide(autoscaler, part, turn=turn, choice=choice)
         except handoff.RequestRefused as refusal:
             return self._refused(autoscaler, spec, refusal)
         except errors.OperatorError as error:

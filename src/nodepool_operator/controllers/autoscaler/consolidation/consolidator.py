@@ -52,6 +52,8 @@ class PoolTurn:
     policy: autoscaler_api.ScaleDownPolicy
     blocked: str | None  # why no Node may be given up now (``plan.scale_down_blocker``)
     dry_run: bool = False
+    # Nodes an open request of the pool names already (``decide.named_by_open_requests``).
+    leaving: frozenset[str] = frozenset()
 
 
 class Consolidator:
@@ -89,13 +91,17 @@ class Consolidator:
         event loop as the main plan is. It is made again only when a Node or a pod
         changed (the informers' resourceVersions) or the pools' turns did: a batch
         that changes neither reuses the last one."""
-        views = {t.pool: self.views.of_pool(t.pool, pool_uid=t.pool_uid) for t in turns}
+        views = {
+            t.pool: self.views.of_pool(t.pool, pool_uid=t.pool_uid, leaving=t.leaving)
+            for t in turns
+        }
         choosing = [t for t in turns if t.blocked is None]  # the others hold or clear
         key = (
             self.nodes.resource_version,
             self.pods.resource_version,
             tuple(
-                (t.pool, t.pool_uid, t.policy.utilization_threshold, t in choosing) for t in turns
+                (t.pool, t.pool_uid, t.policy.utilization_threshold, t in choosing, t.leaving)
+                for t in turns
             ),
         )
         if key[0] and key[1] and self._chosen is not None and self._chosen[0] == key:

@@ -12,10 +12,11 @@ read for ``going`` and settles.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.controllers.autoscaler.consolidation.rules import (
     Kept,
     NodeView,
@@ -33,6 +34,7 @@ __all__ = [
     "Marks",
     "decide",
     "judge_budgets",
+    "named_by_open_requests",
     "preview",
     "stale_marks",
 ]
@@ -87,6 +89,19 @@ class Decided:
     review: Review
     going: tuple[NodeView, ...] = ()
     chosen: frozenset[str] = field(default_factory=frozenset)
+
+
+def named_by_open_requests(requests: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+    """The Nodes a pool's Pending or Applied ScaleRequests name for removal: on their way
+    out (the NodePool controller's marks may not show in our cache yet), never named
+    again while the request stands. A Rejected or Superseded request removes nothing."""
+    return frozenset(
+        name
+        for request in requests
+        if not (request.get("metadata") or {}).get("deletionTimestamp")
+        and scalerequest_api.status_of(request).phase in ("Pending", "Applied")
+        for name in scalerequest_api.spec_of(request).remove_nodes
+    )
 
 
 def _clearable(view: NodeView) -> bool:

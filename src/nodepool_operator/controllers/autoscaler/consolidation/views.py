@@ -4,6 +4,7 @@ between passes while the Node and the pods on it stay as they were.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
@@ -50,12 +51,19 @@ class NodeViews:
         # was a tenth of the operator's CPU in a burst (py-spy).
         self._views: dict[str, tuple[str, int, NodeView]] = {}
 
-    def of_pool(self, pool: str, *, pool_uid: str | None) -> list[NodeView]:
-        """The views of the pool's member Nodes not being deleted, by name."""
+    def of_pool(
+        self, pool: str, *, pool_uid: str | None, leaving: frozenset[str] = frozenset()
+    ) -> list[NodeView]:
+        """The views of the pool's member Nodes not being deleted, by name; those in
+        ``leaving`` (named by an open request already) are not eligible."""
         found = [
             self.view(node)
             for node in membership.members(self.nodes, pool_name=pool, pool_uid=pool_uid)
             if not node["metadata"].get("deletionTimestamp")
+        ]
+        found = [
+            dataclasses.replace(v, eligible=False) if v.name in leaving and v.eligible else v
+            for v in found
         ]
         if len(self._views) > 2 * len(self.nodes) + _VIEWS_SLACK:
             self._views = {n: v for n, v in self._views.items() if self.nodes.get(n) is not None}
@@ -101,5 +109,6 @@ class NodeViews:
                 and not spec.get("unschedulable")
                 and not any(t.get("key") == nodepool_api.UNREGISTERED_TAINT_KEY for t in taints)
                 and nodepool_api.do_not_disrupt_reason(node, node=True) is None
+                and not nodepool_api.is_being_removed(node)
             ),
         )
