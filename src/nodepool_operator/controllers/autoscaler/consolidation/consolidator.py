@@ -18,11 +18,11 @@ from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.controllers.autoscaler import metrics, simulation
 from nodepool_operator.controllers.autoscaler.consolidation import decide, rules
 from nodepool_operator.controllers.autoscaler.consolidation.marks import NodeMarks
+from nodepool_operator.controllers.autoscaler.consolidation.proof import Proof
 from nodepool_operator.controllers.autoscaler.consolidation.rules import (
     Kept,
     NodeView,
     Review,
-    pod_key,
 )
 from nodepool_operator.controllers.autoscaler.consolidation.views import NodeViews
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
@@ -108,7 +108,7 @@ class Consolidator:
             return self._chosen[1]
         groups = [(views[t.pool], t.policy.utilization_threshold) for t in choosing]
         every = [v for found in views.values() for v in found]
-        fits = self._fits(every, cluster, daemon_sets)
+        fits = Proof(views=every, cluster=cluster, daemon_sets=daemon_sets, profile=self.profile)
         chosen, kept = await asyncio.to_thread(rules.choose_together, groups, fits=fits)
         pool_of = {v.name: pool for pool, found in views.items() for v in found}
         chosen_in: dict[str, list[NodeView]] = {pool: [] for pool in views}
@@ -174,34 +174,6 @@ class Consolidator:
 
     async def announce(self, review: Review, *, request: str) -> None:
         await self.marks.announce(review, request=request)
-
-    def _fits(
-        self,
-        views: Sequence[NodeView],
-        cluster: Sequence[simulation.ExistingNode],
-        daemon_sets: Sequence[simulation.DaemonSetView],
-    ) -> Callable[[Sequence[NodeView]], tuple[str, str] | None]:
-        # Nodes already leaving (tainted, cordoned) take no pod: never counted as room.
-        leaving = {v.name for v in views if v.tainted or not v.eligible}
-
-        def fits(chosen: Sequence[NodeView]) -> tuple[str, str] | None:
-            going = leaving | {v.name for v in chosen}
-            moving = [p for v in chosen for p in v.to_move]
-            profiles = [self.profile(p) for p in moving]
-            if any(not isinstance(p, PodProfile) for p in profiles):
-                return pod_key(moving[0]), "its requests cannot be read"
-            outcome = simulation.simulate(
-                [p for p in profiles if isinstance(p, PodProfile)],
-                nodes=[n for n in cluster if n.name not in going],
-                pools=(),
-                daemon_sets=daemon_sets,
-            )
-            if not outcome.unfit:
-                return None
-            first = min(outcome.unfit)
-            return pod_key(moving[first]), outcome.unfit[first]
-
-        return fits
 
     async def _budgets(self, going: Sequence[NodeView]) -> list[Object] | None:
         """The PodDisruptionBudgets of the namespaces of ``going``'s pods, read now; None

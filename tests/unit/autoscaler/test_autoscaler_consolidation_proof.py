@@ -1,0 +1,95 @@
+"""The consolidation proof, made candidate after candidate on the room the ones chosen
+before left (``consolidation.proof``), on the real scheduling simulation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nodepool_operator.controllers.autoscaler import simulation
+from nodepool_operator.controllers.autoscaler.consolidation import NodeView, rules
+from nodepool_operator.controllers.autoscaler.consolidation.proof import Proof
+from nodepool_operator.controllers.autoscaler.constraints import PodProfile, profile_of
+from nodepool_operator.controllers.autoscaler.profiles import ProfileCache
+
+OWNED = [{"kind": "ReplicaSet", "name": "web-1", "uid": "rs", "controller": True}]
+CPU = 1000  # millicores
+
+
+def pod(name: str, cpu: str = "1", **spec: Any) -> Any:
+    return {
+        "metadata": {"name": name, "namespace": "apps", "uid": name, "ownerReferences": OWNED},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}], **spec},
+    }
+
+
+def profile(obj: Any) -> PodProfile:
+    found = profile_of(obj)
+    assert isinstance(found, PodProfile)
+    return found
+
+
+def existing(
+    name: str, *pods: Any, cpu: int = 4, labels: dict[str, str] | None = None
+) -> simulation.ExistingNode:
+    return simulation.ExistingNode(
+        name=name,
+        pool="p",
+        labels={"kubernetes.io/hostname": name, **(labels or {})},
+        taints=(),
+        unschedulable=False,
+        allocatable={"cpu": cpu * CPU, "memory": 16 << 30, "pods": 110},
+        pods=tuple(profile(p) for p in pods),
+    )
+
+
+def view(name: str, *pods: Any, usage: float = 0.25) -> NodeView:
+    return NodeView(
+        name=name,
+        obj={},
+        to_move=tuple(pods),
+        usage=usage,
+        since=None,
+        tainted=False,
+        eligible=True,
+    )
+
+
+def choose(views: list[NodeView], cluster: list[simulation.ExistingNode]) -> Any:
+    fits = Proof(views=views, cluster=cluster, daemon_sets=(), profile=ProfileCache().get)
+    return rules.choose_together([(views, 0.5)], fits=fits)
+
+
+def test_room_the_chosen_candidates_took_is_not_offered_again() -> None:
+    a, b, c = pod("a"), pod("b"), pod("c")
+    stays = existing("stays", pod("x", "2"))  # 2 CPU free: room for two of the three
+    views = [view("n1", a, usage=0.1), view("n2", b, usage=0.2), view("n3", c, usage=0.3)]
+    cluster = [stays, existing("n1", a), existing("n2", b), existing("n3", c)]
+    chosen, kept = choose(views, cluster)
+    assert [v.name for v in chosen] == ["n1", "n2"]
+    [why] = kept
+    assert (why.node, why.rule, why.pod) == ("n3", "no-room", "apps/c")
+
+
+def test_pods_placed_on_a_candidate_chosen_later_move_again_with_it() -> None:
+    # n1's pod may only run on tier=x nodes: once n1 goes, n2 is its only place. n2's own
+    # pod fits on the node that stays, but n2 cannot go: n1's pod would be lost with it.
+    a, b = pod("a", nodeSelector={"tier": "x"}), pod("b")
+    stays = existing("stays", pod("x", "3"))
+    views = [view("n1", a, usage=0.1), view("n2", b, usage=0.2)]
+    tier = {"tier": "x"}
+    cluster = [stays, existing("n1", a, labels=tier), existing("n2", b, labels=tier)]
+    chosen, kept = choose(views, cluster)
+    assert [v.name for v in chosen] == ["n1"]
+    assert [k.node for k in kept] == ["n2"]
+
+
+def test_a_pod_whose_requests_cannot_be_read_keeps_its_node_and_is_named() -> None:
+    broken = pod("broken", "lots")
+    views = [view("n1", broken)]
+    chosen, kept = choose(views, [existing("stays"), existing("n1")])
+    assert chosen == []
+    [why] = kept
+    assert (why.pod, why.message) == (
+        "apps/broken",
+        "pod apps/broken fits on no other node: its requests cannot be read",
+    )
