@@ -63,11 +63,14 @@ class PoolFacts:
     cordoned: int = 0  # Ready nodes that take no pods (being drained, or by hand)
     unhealthy: int = 0  # NotReady past the pool's timeouts: being replaced, not coming
     cannot_grow: str | None = None  # why the pool launches no VM now (its zones backed off)
+    # Registered nodes that were Ready and are NotReady now, within the pool's timeouts: a
+    # blip, not capacity on its way (it must not reset every consolidation timer).
+    stalled: int = 0
 
     @property
     def in_flight(self) -> int:
         """Nodes requested but not Ready yet: each one is an empty template node soon."""
-        return max(0, self.target - self.ready - self.unhealthy)
+        return max(0, self.target - self.ready - self.unhealthy - self.stalled)
 
     @property
     def leaving(self) -> int:

@@ -105,9 +105,9 @@ def named_by_open_requests(requests: Iterable[Mapping[str, Any]]) -> frozenset[s
 
 
 def _clearable(view: NodeView) -> bool:
-    """A Node of ours to clear: eligible (a Node being drained or cordoned is the NodePool
-    controller's now) and carrying a mark."""
-    return view.eligible and (view.since is not None or view.tainted)
+    """A Node of ours to clear: carrying a mark, and eligible or NotReady for a while (a
+    Node being drained or cordoned is the NodePool controller's now)."""
+    return (view.eligible or view.stalled) and (view.since is not None or view.tainted)
 
 
 def stale_marks(views: Sequence[NodeView]) -> Marks:

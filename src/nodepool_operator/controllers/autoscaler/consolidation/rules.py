@@ -55,6 +55,8 @@ class NodeView:
     since: float | None  # UNNEEDED_SINCE_ANNOTATION, seconds since the epoch
     tainted: bool  # carries CONSOLIDATING_TAINT_KEY
     eligible: bool  # Ready, registered, schedulable, not do-not-disrupt itself
+    # Registered and NotReady (a blip), not being removed: its own timer starts over.
+    stalled: bool = False
 
     @property
     def empty(self) -> bool:

@@ -97,6 +97,8 @@ class NodeViews:
         spec = node.get("spec") or {}
         taints = spec.get("taints") or ()
         since = annotations_of(node).get(autoscaler_api.UNNEEDED_SINCE_ANNOTATION)
+        registered = not any(t.get("key") == nodepool_api.UNREGISTERED_TAINT_KEY for t in taints)
+        removed = nodepool_api.is_being_removed(node)
         return NodeView(
             name=name,
             obj=node,
@@ -107,8 +109,9 @@ class NodeViews:
             eligible=(
                 k8s_nodes.is_ready(node)
                 and not spec.get("unschedulable")
-                and not any(t.get("key") == nodepool_api.UNREGISTERED_TAINT_KEY for t in taints)
+                and registered
                 and nodepool_api.do_not_disrupt_reason(node, node=True) is None
-                and not nodepool_api.is_being_removed(node)
+                and not removed
             ),
+            stalled=registered and not removed and not k8s_nodes.is_ready(node),
         )
