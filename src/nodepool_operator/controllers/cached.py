@@ -51,6 +51,10 @@ ANNOTATIONS: Final = frozenset(
         nodepool_api.DO_NOT_DISRUPT_ANNOTATION,
         nodepool_api.SAFE_TO_EVICT_ANNOTATION,
         BIND_COMPLETED_ANNOTATION,
+        # Karpenter's and cluster-autoscaler's "keep this Node" (``plan --dry-run`` reads
+        # them: inspection.scale_down); to move to api.nodepool beside our own.
+        "karpenter.sh/do-not-disrupt",
+        "cluster-autoscaler.kubernetes.io/scale-down-disabled",
     }
 )
 _OUR_PREFIX: Final = f"{nodepool_api.GROUP}/"
