@@ -172,3 +172,19 @@ async def test_the_table_lists_removals_with_their_reason_and_kept_nodes_with_th
     assert "min-nodes" in text
     assert "and 1 busy nodes" in text
     assert '"reason": "empty (DaemonSet and mirror pods only)"' in report.to_json(planned)
+
+
+async def test_a_pool_whose_scale_down_waits_says_what_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    nodes = [_node("busy-0"), _node("empty-1")]
+    waiting = test_planning._pod("waiting", "500m", pool=POOL)  # unschedulable, for the pool
+    recorded = _recording(nodes, [_pod("big", "2500m", node="busy-0"), waiting], target=2)
+
+    planned = await _plan(recorded)
+    out = io.StringIO()
+    report.print_plan(planned, out=out)
+
+    assert planned.scale_down[0].waits_for == "pods-pending"
+    assert f"scale-down of {POOL} waits: pods wait for the pool" in out.getvalue()
