@@ -82,12 +82,18 @@ UNNEEDED_SECONDS = 600
 
 class WatchedInformer(Informer):
     """The runtime's informer, holding what the fake server stores, and taking each
-    change as its watch would deliver it (indexes and their stamps kept up to date)."""
+    change as its watch would deliver it (indexes, their stamps and the informer's
+    resourceVersion kept up to date)."""
+
+    def listed_at(self, version: str) -> None:
+        """The resourceVersion of the LIST it was filled from."""
+        self._resource_version = version
 
     def deliver(self, obj: Object) -> None:
         key, fresh = object_key(obj), self.transform(obj)
         old = self._store.get(key)
         self._put(key, fresh)
+        self._resource_version = str(obj["metadata"]["resourceVersion"])
         if old is None:
             self._emit_add(fresh)
         else:
@@ -116,6 +122,7 @@ class ServerCache:
                 resource, self.server.stored(resource.plural), transform=transform
             )
             assert isinstance(made, WatchedInformer)  # holding() builds its own class
+            made.listed_at(self.server.resource_version)
             found = self.informers[resource.plural] = made
         return found
 
