@@ -31,20 +31,20 @@ Run:  .venv/bin/python bench/consolidation_review.py [--nodes 1000] [--candidate
       [--changed 1 10 150] [--repeat 5]
 
 Before: ``Consolidator.review`` at 7779759 (one scheduling simulation per candidate,
-of all the pods chosen so far, over the whole cluster), this bench at b10c5a6, on the
-2-core development machine with other sessions' builds and tests beside it (load 3 to 5):
+of all the pods chosen so far, over the whole cluster), this bench at c74d962, on the
+2-core development machine with other sessions' builds and tests beside it (load 4.5):
 
     $ PYTHONPATH=<checkout of 7779759>/src .venv/bin/python bench/consolidation_review.py
     1000 nodes, 150 candidates, one pool; CPU ms per review
 
     | situation | median ms | min ms | max ms | median ms per changed candidate |
     |---|---:|---:|---:|---:|
-    | nothing changed | 2,848 | 2,689 | 2,874 | - |
-    | 1 candidate changed | 2,956 | 2,651 | 3,136 | 2,955.7 |
-    | 10 candidates changed | 2,687 | 2,599 | 2,822 | 268.7 |
-    | 150 candidates changed | 2,734 | 2,518 | 3,000 | 18.2 |
+    | nothing changed | 2,695 | 2,471 | 2,914 | - |
+    | 1 candidate changed | 2,640 | 2,269 | 2,760 | 2,640.1 |
+    | 10 candidates changed | 2,638 | 2,619 | 2,676 | 263.8 |
+    | 150 candidates changed | 2,838 | 2,762 | 3,021 | 18.9 |
 
-About 2.8 s whatever changed: the 150 simulations are the cost (cProfile of one review:
+About 2.7 s whatever changed: the 150 simulations are the cost (cProfile of one review:
 ``simulate`` is 99% of it, most of each call building the 1,000-node cluster state again;
 reading the node views is negligible).
 """
