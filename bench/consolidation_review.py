@@ -204,7 +204,11 @@ def _objects(server: testing.FakeApiServer, *, nodes: int, candidates: int) -> l
     """Store the pool, its Autoscaler, its Nodes and their pods; the candidates' pods."""
     policy = autoscaler_api.ScaleDownPolicy(enabled=True, unneeded_seconds=UNNEEDED_SECONDS)
     spec = autoscaler_api.AutoscalerSpec(node_pool_name=POOL, scale_down=policy)
-    server.put(AUTOSCALERS.plural, autoscaler_api.manifest(AUTOSCALER, spec))
+    autoscaler = autoscaler_api.manifest(AUTOSCALER, spec)
+    # Watching for an hour: the candidates' stamps (a minute old) were made under it.
+    started = conditions.rfc3339(server.wall_clock.time() - 3600)
+    autoscaler["metadata"]["creationTimestamp"] = started
+    server.put(AUTOSCALERS.plural, autoscaler)
     pool_spec = nodepool_api.NodePoolSpec(
         target_nodes=nodes, min_nodes=0, max_nodes=nodes, template=TEMPLATE
     )
