@@ -62,7 +62,7 @@ from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers.autoscaler import plan
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
-from nodepool_operator.controllers.autoscaler.consolidation import Consolidator, Review
+from nodepool_operator.controllers.autoscaler.consolidation import Consolidator, PoolTurn, Review
 from nodepool_operator.controllers.autoscaler.observer import Observation, Observer
 from nodepool_operator.controllers.autoscaler.setup import Reads, planner_reads
 from nodepool_operator.controllers.resources import AUTOSCALERS, NODEPOOLS
@@ -261,21 +261,25 @@ async def observe(world: World) -> Observation:
 
 
 async def review_once(world: World, seen: Observation) -> Review:
-    """One review of the pool: the call ``PoolDecider._review`` makes."""
+    """One review of the pool: the batch's choice (``Consolidator.choose``, for this one
+    pool) and the pool's pass from it (``Consolidator.review``), as the planner and
+    ``PoolDecider`` make them."""
     spec = autoscaler_api.spec_of(world.autoscaler)
     blocked = plan.scale_down_blocker(
         seen.pool, enabled=spec.scale_down.enabled, pending_fitting=seen.pending_fitting
     )
     assert blocked is None, f"scale-down is blocked ({blocked}): nothing would be measured"
-    return await world.consolidator.review(
-        world.autoscaler,
+    turn = PoolTurn(
         pool=seen.pool.name,
+        pool_uid=seen.pool_uid,
         room=max(0, seen.pool.target - seen.pool.min_nodes),
         policy=spec.scale_down,
         blocked=blocked,
-        cluster=seen.cluster,
-        daemon_sets=seen.daemon_sets,
     )
+    choices = await world.consolidator.choose(
+        [turn], cluster=seen.cluster, daemon_sets=seen.daemon_sets
+    )
+    return await world.consolidator.review(world.autoscaler, turn, choices[turn.pool])
 
 
 def change(world: World, pods: Iterable[str], *, mark: str) -> None:

@@ -31,7 +31,6 @@ from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cluster import audit
 from nodepool_operator.cluster.pytest_plugin import Cluster
-from nodepool_operator.inspection import scale_down
 
 
 def run_cli(*args: str, kubeconfig: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -258,7 +257,7 @@ async def test_plan_previews_scale_down_by_consolidations_rules_within_min_nodes
     )
     uid = made["metadata"]["uid"]
     names = {role: f"{pool_name}-{role}" for role in ("busy", "light", "kept", "empty")}
-    karpenter = {scale_down.KARPENTER_DO_NOT_DISRUPT_ANNOTATION: "true"}
+    karpenter = {nodepool_api.KARPENTER_DO_NOT_DISRUPT_ANNOTATION: "true"}
     nodes = [
         _hand_made_node(names["busy"], pool=pool_name, owner_uid=uid, annotations={}),
         _hand_made_node(names["light"], pool=pool_name, owner_uid=uid, annotations={}),
@@ -303,7 +302,7 @@ async def test_plan_previews_scale_down_by_consolidations_rules_within_min_nodes
         assert set(kept) == {names["busy"], names["kept"]}  # never the foreign Node
         assert kept[names["busy"]]["rule"] == "busy"
         assert kept[names["kept"]]["rule"] == "do-not-disrupt"
-        assert scale_down.KARPENTER_DO_NOT_DISRUPT_ANNOTATION in kept[names["kept"]]["message"]
+        assert nodepool_api.KARPENTER_DO_NOT_DISRUPT_ANNOTATION in kept[names["kept"]]["message"]
         assert table.returncode == 0
         assert "Nodes scale-down keeps" in table.stdout
 

@@ -50,10 +50,6 @@ ANNOTATIONS: Final = frozenset(
         k8s_pods.MIRROR_POD_ANNOTATION,
         *nodepool_api.DISRUPTION_ANNOTATIONS,
         BIND_COMPLETED_ANNOTATION,
-        # Karpenter's and cluster-autoscaler's "keep this Node" (``plan --dry-run`` reads
-        # them: inspection.scale_down); to move to api.nodepool beside our own.
-        "karpenter.sh/do-not-disrupt",
-        "cluster-autoscaler.kubernetes.io/scale-down-disabled",
     }
 )
 _OUR_PREFIX: Final = f"{nodepool_api.GROUP}/"

@@ -107,8 +107,6 @@ async def plan_cluster(reads: Reads) -> report.ClusterPlan:
     looked = await _lookup(reads)
     growth: list[report.PoolGrowth] = []
     unfit: dict[str, str] = {}
-    removable: list[report.Removable] = []
-    kept: list[report.KeptNode] = []
     pools: list[report.PoolScaleDown] = []
     placed = 0
     pending: set[str] = set()
@@ -131,9 +129,6 @@ async def plan_cluster(reads: Reads) -> report.ClusterPlan:
             )
         for pod, why in seen.unfit:
             unfit.setdefault(_pod_name(pod), why)
-        going, staying = _scale_down(reads, seen, policy=looked.scale_down[pool])
-        removable.extend(going)
-        kept.extend(staying)
         pools.append(
             report.PoolScaleDown(
                 pool=pool,
@@ -143,6 +138,7 @@ async def plan_cluster(reads: Reads) -> report.ClusterPlan:
                 waits_for=looked.blocked[pool],
             )
         )
+    removable, kept = _scale_down(reads, looked)
     return report.ClusterPlan(
         pending=len(pending),
         on_existing=placed,
@@ -161,8 +157,12 @@ def _room(seen: Observation) -> int:
 
 
 def _scale_down(
-    reads: Reads, seen: Observation, *, policy: autoscaler_api.ScaleDownPolicy
+    reads: Reads, looked: Lookup
 ) -> tuple[list[report.Removable], list[report.KeptNode]]:
+    """Every planned pool's scale-down preview, their candidates checked together."""
+    if not looked.observations:
+        return [], []
+    seen = next(iter(looked.observations.values()))  # the cluster is the same in every part
     inputs = scale_down.Inputs(
         nodes=reads.nodes,
         pods=reads.pods,
@@ -170,13 +170,16 @@ def _scale_down(
         cluster=seen.cluster,
         daemon_sets=seen.daemon_sets,
     )
-    return scale_down.preview(
-        inputs,
-        pool=seen.pool.name,
-        pool_uid=seen.pool_uid,
-        room=_room(seen),
-        threshold=policy.utilization_threshold,
-    )
+    pools = [
+        scale_down.PoolToPreview(
+            pool=pool,
+            pool_uid=part.pool_uid,
+            room=_room(part),
+            threshold=looked.scale_down[pool].utilization_threshold,
+        )
+        for pool, part in sorted(looked.observations.items())
+    ]
+    return scale_down.preview(inputs, pools)
 
 
 def _newest_request(reads: Reads, pool: str) -> report.Decision | None:

@@ -1,70 +1,45 @@
-"""What scale-down would give back of one pool, and what it keeps and why: consolidation's
-own rules (``choose``, which applies ``movable_problem``; ``usage_of``; ``NodeView``) run
-read-only over the plan's view of the cluster, never a copy of them.
+"""What scale-down would give back, and what it keeps and why: consolidation's own pieces
+run read-only over the plan's view of the cluster, never a copy of them: the pool's member
+Nodes as consolidation reads them (``views.NodeViews``: ``membership``, ``usage_of``, the
+Node's own do-not-disrupt annotations), the batch's choice over every pool together
+(``rules.choose_together``, which applies ``movable_problem``), and a dry run's preview of
+each pool's part (``decide.preview``).
 
 Consolidation itself stamps, waits ``unneededSeconds``, taints, and reads the
 PodDisruptionBudgets just before it names a node; ``plan`` writes nothing and has no
 timer, so it previews the choice those steps start from: which of the pool's underused
 nodes could go now, in the order consolidation takes them, never more than the pool may
-give up (``targetNodes - minNodes``), and every other node of the pool with the rule that
-keeps it. Budgets are not read (a node a budget holds is named here and kept later).
+give up (``targetNodes - minNodes``) nor one request may name, and every other node of
+the pool with the rule that keeps it. Budgets are not read (a node a budget holds is named
+here and kept later).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
-from nodepool_operator import timestamps
-from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.controllers.autoscaler import simulation
-from nodepool_operator.controllers.autoscaler.consolidation import NodeView, choose, usage_of
-from nodepool_operator.controllers.autoscaler.consolidation.rules import pod_key, why_it_goes
+from nodepool_operator.controllers.autoscaler.consolidation import NodeView, decide, rules
+from nodepool_operator.controllers.autoscaler.consolidation.rules import pod_key
+from nodepool_operator.controllers.autoscaler.consolidation.views import NodeViews
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
-from nodepool_operator.controllers.nodepool import inventory
-from nodepool_operator.controllers.resources import NODES_BY_POOL, PODS_BY_NODE
 from nodepool_operator.inspection import report
 from nodepool_operator.runtime import nodes as k8s_nodes
-from nodepool_operator.runtime import pods as k8s_pods
-from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.informer import Informer
 
-__all__ = [
-    "KARPENTER_DO_NOT_DISRUPT_ANNOTATION",
-    "NODE_KEEP_ANNOTATIONS",
-    "SCALE_DOWN_DISABLED_ANNOTATION",
-    "Inputs",
-    "is_pool_member",
-    "preview",
-]
-
-#: Karpenter's node (and pod) annotation: the node is never disrupted voluntarily.
-KARPENTER_DO_NOT_DISRUPT_ANNOTATION: Final = "karpenter.sh/do-not-disrupt"
-#: cluster-autoscaler's node annotation: the node is never scaled down.
-SCALE_DOWN_DISABLED_ANNOTATION: Final = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
-#: A Node carrying any of these set to "true" is never removed by consolidation.
-NODE_KEEP_ANNOTATIONS: Final = (
-    nodepool_api.DO_NOT_DISRUPT_ANNOTATION,
-    KARPENTER_DO_NOT_DISRUPT_ANNOTATION,
-    SCALE_DOWN_DISABLED_ANNOTATION,
-)
-
-
-def is_pool_member(node: Mapping[str, Any], pool_uid: str) -> bool:
-    """The Node is the pool's: an owner reference names the NodePool's uid (the pool label
-    alone is not enough: anyone may set it). The NodePool controller's own rule
-    (``inventory.owned_by``), until the shared one (``controllers/membership``) lands."""
-    return inventory.owned_by(node, pool_uid)
+__all__ = ["Inputs", "PoolToPreview", "preview"]
 
 
 def _held(node: Mapping[str, Any]) -> tuple[str, str] | None:
-    """(rule, message) when the Node itself may not go, whatever runs on it; else None."""
-    annotations = (node.get("metadata") or {}).get("annotations") or {}
-    for key in NODE_KEEP_ANNOTATIONS:
-        if annotations.get(key) == "true":
-            return "do-not-disrupt", f'the node carries {key}: "true"'
+    """(rule, message) when the Node itself may not go, whatever runs on it; else None:
+    the reasons ``NodeViews`` folds into a view's ``eligible``, told apart."""
+    refused = nodepool_api.do_not_disrupt_reason(node, node=True)
+    if refused is not None:
+        return "do-not-disrupt", f"the node carries {refused}"
     spec = node.get("spec") or {}
     if any(t.get("key") == nodepool_api.UNREGISTERED_TAINT_KEY for t in spec.get("taints") or ()):
         return "unregistered", "its kubelet has not reported Ready and its allocatable yet"
@@ -86,26 +61,14 @@ class Inputs:
     daemon_sets: Sequence[simulation.DaemonSetView]
 
 
-def _view(node: Object, inputs: Inputs) -> NodeView:
-    name = str(node["metadata"]["name"])
-    bound = [
-        p
-        for p in inputs.pods.by_index(PODS_BY_NODE, name)
-        if not k8s_pods.is_terminal(p) and not p["metadata"].get("deletionTimestamp")
-    ]
-    profiles = [inputs.profile(p) for p in bound]
-    readable = [p for p in profiles if isinstance(p, PodProfile)]
-    taints = (node.get("spec") or {}).get("taints") or ()
-    annotations = (node.get("metadata") or {}).get("annotations") or {}
-    return NodeView(
-        name=name,
-        obj=node,
-        to_move=tuple(p for p in bound if not k8s_pods.is_daemon_or_mirror(p)),
-        usage=usage_of(node, readable) if len(readable) == len(profiles) else 1.0,
-        since=timestamps.parse_rfc3339(annotations.get(autoscaler_api.UNNEEDED_SINCE_ANNOTATION)),
-        tainted=any(t.get("key") == autoscaler_api.CONSOLIDATING_TAINT_KEY for t in taints),
-        eligible=_held(node) is None,
-    )
+@dataclass(frozen=True)
+class PoolToPreview:
+    """A pool an Autoscaler plans for, as consolidation's turn sees it."""
+
+    pool: str
+    pool_uid: str | None
+    room: int  # targetNodes - minNodes
+    threshold: float  # its Autoscaler's scaleDown.utilizationThreshold
 
 
 def _fits(
@@ -137,55 +100,64 @@ def _fits(
 
 
 def preview(
-    inputs: Inputs,
-    *,
-    pool: str,
-    pool_uid: str,
-    room: int,
-    threshold: float,
+    inputs: Inputs, pools: Sequence[PoolToPreview]
 ) -> tuple[list[report.Removable], list[report.KeptNode]]:
-    """The pool's nodes scale-down would give back (at most ``room``: targetNodes -
-    minNodes), in consolidation's order, and every other member node with what keeps it."""
-    members = sorted(
-        (
-            node
-            for node in inputs.nodes.by_index(NODES_BY_POOL, pool)
-            if is_pool_member(node, pool_uid) and not node["metadata"].get("deletionTimestamp")
-        ),
-        key=lambda n: str(n["metadata"]["name"]),
-    )
-    views = [_view(node, inputs) for node in members]
-    chosen, underused_kept = choose(views, threshold=threshold, fits=_fits(views, inputs))
-    going = chosen[: max(0, room)]
-    kept = [
-        report.KeptNode(pool=pool, node=k.node, rule=k.rule, message=k.message)
-        for k in underused_kept
-    ]
-    kept += [
-        report.KeptNode(
-            pool=pool,
-            node=view.name,
-            rule="min-nodes",
-            message=f"the pool may give up {max(0, room)} nodes (targetNodes - minNodes)",
+    """The nodes scale-down would give back, in consolidation's order, at most ``room``
+    of each pool (and one request's worth), and every other member node with what keeps
+    it. The candidates of every pool are checked together, as the controller does."""
+    viewer = NodeViews(nodes=inputs.nodes, pods=inputs.pods, profile=inputs.profile)
+    views = {p.pool: viewer.of_pool(p.pool, pool_uid=p.pool_uid) for p in pools}
+    every = [v for found in views.values() for v in found]
+    groups = [(views[p.pool], p.threshold) for p in pools]
+    chosen, kept = rules.choose_together(groups, fits=_fits(every, inputs))
+    removals: list[report.Removable] = []
+    staying: list[report.KeptNode] = []
+    for pool in pools:
+        names = {v.name for v in views[pool.pool]}
+        choice = decide.Choice(
+            views=tuple(views[pool.pool]),
+            chosen=tuple(v for v in chosen if v.name in names),
+            kept=tuple(k for k in kept if k.node in names),
         )
-        for view in chosen[len(going) :]
+        going, held = _pool_preview(choice, pool)
+        removals += going
+        staying += held
+    return removals, staying
+
+
+def _pool_preview(
+    choice: decide.Choice, pool: PoolToPreview
+) -> tuple[list[report.Removable], list[report.KeptNode]]:
+    per_request = scalerequest_api.MAX_REMOVE_NODES
+    previewed = decide.preview(choice, room=pool.room, per_request=per_request)
+    going = [v for v in choice.chosen if v.name in previewed.would_remove]
+    kept = [
+        report.KeptNode(pool=pool.pool, node=k.node, rule=k.rule, message=k.message)
+        for k in choice.kept
     ]
-    judged = {v.name for v in chosen} | {k.node for k in kept}
-    for view in views:
+    for index, view in enumerate(choice.chosen[len(going) :], start=len(going)):
+        if index >= pool.room:
+            rule, message = (
+                "min-nodes",
+                (f"the pool may give up {max(0, pool.room)} nodes (targetNodes - minNodes)"),
+            )
+        else:
+            rule, message = "next-request", f"one request names at most {per_request} nodes"
+        kept.append(report.KeptNode(pool=pool.pool, node=view.name, rule=rule, message=message))
+    judged = {v.name for v in choice.chosen} | {k.node for k in kept}
+    for view in choice.views:
         if view.name in judged:
             continue
-        held = _held(view.obj)
-        if held is None:  # eligible, not underused
-            held = (
-                "busy",
-                f"requests {view.usage:.0%} of its cpu or memory (threshold {threshold:.0%})",
-            )
-        kept.append(report.KeptNode(pool=pool, node=view.name, rule=held[0], message=held[1]))
+        held = _held(view.obj) or (
+            "busy",
+            f"requests {view.usage:.0%} of its cpu or memory (threshold {pool.threshold:.0%})",
+        )
+        kept.append(report.KeptNode(pool=pool.pool, node=view.name, rule=held[0], message=held[1]))
     removals = [
         report.Removable(
-            pool=pool,
+            pool=pool.pool,
             node=view.name,
-            reason=why_it_goes(view),
+            reason=previewed.reasons[view.name],
             empty=view.empty,
             usage=round(view.usage, 3),
             pods=tuple(pod_key(p) for p in view.to_move),

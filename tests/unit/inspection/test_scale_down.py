@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.inspection import planning, report, scale_down, snapshot
+from nodepool_operator.inspection import planning, report, snapshot
 from unit.inspection import test_planning
 from unit.inspection.test_planning import CREATED, NAMESPACE, TEMPLATE
 
@@ -113,8 +113,8 @@ async def test_a_pool_at_min_nodes_previews_no_removal() -> None:
     "annotation",
     [
         nodepool_api.DO_NOT_DISRUPT_ANNOTATION,
-        scale_down.KARPENTER_DO_NOT_DISRUPT_ANNOTATION,
-        scale_down.SCALE_DOWN_DISABLED_ANNOTATION,
+        nodepool_api.KARPENTER_DO_NOT_DISRUPT_ANNOTATION,
+        nodepool_api.SCALE_DOWN_DISABLED_ANNOTATION,
     ],
 )
 async def test_a_node_annotated_not_to_be_disrupted_is_kept_and_the_annotation_named(
