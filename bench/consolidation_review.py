@@ -33,22 +33,23 @@ Run:  .venv/bin/python bench/consolidation_review.py [--nodes 1000] [--candidate
       [--changed 1 10 150] [--repeat 5]
 
 Before: ``Consolidator.review`` at 7779759 (one scheduling simulation per candidate,
-of all the pods chosen so far, over the whole cluster), this bench at c74d962, on the
-2-core development machine with other sessions' builds and tests beside it (load 4.5):
+of all the pods chosen so far, over the whole cluster), this bench at bcf499b, on the
+2-core development machine, other sessions' builds and tests beside it (load 3.5 to 4):
 
     $ PYTHONPATH=<checkout of 7779759>/src .venv/bin/python bench/consolidation_review.py
     1000 nodes, 150 candidates, one pool; CPU ms per review
 
     | situation | median ms | min ms | max ms | median ms per changed candidate |
     |---|---:|---:|---:|---:|
-    | nothing changed | 2,695 | 2,471 | 2,914 | - |
-    | 1 candidate changed | 2,640 | 2,269 | 2,760 | 2,640.1 |
-    | 10 candidates changed | 2,638 | 2,619 | 2,676 | 263.8 |
-    | 150 candidates changed | 2,838 | 2,762 | 3,021 | 18.9 |
+    | nothing changed | 2,418 | 2,289 | 2,556 | - |
+    | a pod on a busy node changed | 2,620 | 2,443 | 2,821 | - |
+    | 1 candidate changed | 2,842 | 2,711 | 3,100 | 2,841.8 |
+    | 10 candidates changed | 2,934 | 2,812 | 2,997 | 293.4 |
+    | 150 candidates changed | 2,796 | 2,606 | 2,909 | 18.6 |
 
-About 2.7 s whatever changed: the 150 simulations are the cost (cProfile of one review:
-``simulate`` is 99% of it, most of each call building the 1,000-node cluster state again;
-reading the node views is negligible).
+About 2.4 to 2.9 s whatever changed: the 150 simulations are the cost (cProfile of one
+review: ``simulate`` is 99% of it, most of each call building the 1,000-node cluster
+state again; reading the node views is negligible).
 """
 
 from __future__ import annotations
