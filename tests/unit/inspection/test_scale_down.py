@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.inspection import planning, report, snapshot
 from unit.inspection import test_planning
 from unit.inspection.test_planning import CREATED, NAMESPACE, TEMPLATE
@@ -22,7 +23,7 @@ REPLICATED = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "ui
 
 def _pool(*, target: int, min_nodes: int = 0) -> dict[str, Any]:
     spec = nodepool_api.NodePoolSpec(
-        target_nodes=target, min_nodes=min_nodes, max_nodes=10, template=TEMPLATE
+        target_nodes=target, min_nodes=min_nodes, max_nodes=max(10, target), template=TEMPLATE
     )
     found = nodepool_api.manifest(POOL, spec)
     found["metadata"].update(uid=f"uid-{POOL}", creationTimestamp=CREATED)
@@ -188,3 +189,14 @@ async def test_a_pool_whose_scale_down_waits_says_what_for(
 
     assert planned.scale_down[0].waits_for == "pods-pending"
     assert f"scale-down of {POOL} waits: pods wait for the pool" in out.getvalue()
+
+
+async def test_empty_nodes_past_one_requests_worth_go_in_a_later_request() -> None:
+    count = scalerequest_api.MAX_REMOVE_NODES + 2
+    nodes = [_node(f"empty-{index:03d}") for index in range(count)]
+
+    planned = await _plan(_recording(nodes, [], target=count))
+
+    assert len(planned.removable) == scalerequest_api.MAX_REMOVE_NODES
+    later = [node for node, (rule, _) in _kept(planned).items() if rule == "next-request"]
+    assert later == [f"empty-{index:03d}" for index in range(count - 2, count)]
