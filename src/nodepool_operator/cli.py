@@ -511,7 +511,8 @@ def plan(
 ) -> None:
     """The Autoscaler's plan for the cluster as it is now, made by the controller's own
     planner, without acting: which pools would grow and for which pods, which pods no pool
-    can host and why, which nodes scale-down would give back."""
+    can host and why, which nodes scale-down would give back and why (never below
+    minNodes), and the rule that keeps each other node of the pool."""
     if not dry_run:
         _fail("plan never acts; run it as `plan --dry-run`", code=2)
     snapshot = _read(kubeconfig, snapshot_file)

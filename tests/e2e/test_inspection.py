@@ -13,6 +13,7 @@ operator asked for a node, the ScaleRequest.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -22,9 +23,11 @@ from typing import Any
 from kubernetes_asyncio import client
 
 import workloads
-from e2e.test_autoscaler import AUTOSCALERS, POOLS
+from e2e.test_autoscaler import AUTOSCALERS, MERGE, POOLS, running
+from e2e.test_autoscaler_consolidation import pinned, preferring
 from e2e.test_autoscaler_constraints import make_autoscaler, make_pool
 from harness import CLI, remove_pool, wait_for
+from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cluster import audit
 from nodepool_operator.cluster.pytest_plugin import Cluster
@@ -188,3 +191,132 @@ def test_a_pod_named_without_its_namespace_is_a_usage_error() -> None:
 
     assert done.returncode == 2
     assert "NAMESPACE/NAME" in done.stderr
+
+
+def _hand_made_node(
+    name: str, *, pool: str, owner_uid: str | None, annotations: dict[str, str]
+) -> dict[str, Any]:
+    """A kwok Node (kwok keeps it Ready) with the pool's labels; the pool's own only when
+    ``owner_uid`` names the pool's uid, as the NodePool controller makes its Nodes."""
+    room = {"cpu": "4", "memory": "16Gi", "pods": "110"}
+    template = nodepool_api.NodeTemplate(cpu="4", memory="16Gi", pods=110)
+    owners = [
+        {
+            "apiVersion": nodepool_api.API_VERSION,
+            "kind": nodepool_api.KIND,
+            "name": pool,
+            "uid": owner_uid,
+            "blockOwnerDeletion": False,
+        }
+    ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                **nodepool_api.node_labels(pool, template),
+                nodepool_api.HOSTNAME_LABEL: name,
+            },
+            "annotations": {"kwok.x-k8s.io/node": "fake", **annotations},
+            "ownerReferences": owners if owner_uid else [],
+        },
+        "spec": {},
+        "status": {"capacity": room, "allocatable": room},
+    }
+
+
+async def test_plan_previews_scale_down_by_consolidations_rules_within_min_nodes(
+    api_client: client.ApiClient,
+    cluster: Cluster,
+    pool_name: str,
+    autoscaler_name: str,
+    namespace: str,
+    operator_rbac: None,
+) -> None:
+    """Four Nodes of the pool and one that only carries its label: ``busy`` (a 3-cpu pod
+    pinned there), ``light`` (a 500m replica free to move), ``kept`` (empty, annotated
+    karpenter.sh/do-not-disrupt) and ``empty``. With minNodes 2 ``plan`` previews
+    ``empty`` then ``light`` (its pod fits on ``busy``); with minNodes 3 only ``empty``.
+    The labelled Node the pool does not own is never the pool's."""
+    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
+    apps = client.AppsV1Api(api_client)
+    spec = nodepool_api.NodePoolSpec(
+        target_nodes=4,
+        min_nodes=2,
+        max_nodes=10,
+        template=nodepool_api.NodeTemplate(cpu="4", memory="16Gi", pods=110),
+    )
+    made = await custom.create_cluster_custom_object(*POOLS, nodepool_api.manifest(pool_name, spec))
+    policy = autoscaler_api.ScaleDownPolicy(enabled=True, unneeded_seconds=600)
+    autoscaler = autoscaler_api.AutoscalerSpec(
+        node_pool_name=pool_name, namespaces=(namespace,), scale_down=policy
+    )
+    await custom.create_cluster_custom_object(
+        *AUTOSCALERS, autoscaler_api.manifest(autoscaler_name, autoscaler)
+    )
+    uid = made["metadata"]["uid"]
+    names = {role: f"{pool_name}-{role}" for role in ("busy", "light", "kept", "empty")}
+    karpenter = {nodepool_api.KARPENTER_DO_NOT_DISRUPT_ANNOTATION: "true"}
+    nodes = [
+        _hand_made_node(names["busy"], pool=pool_name, owner_uid=uid, annotations={}),
+        _hand_made_node(names["light"], pool=pool_name, owner_uid=uid, annotations={}),
+        _hand_made_node(names["kept"], pool=pool_name, owner_uid=uid, annotations=karpenter),
+        _hand_made_node(names["empty"], pool=pool_name, owner_uid=uid, annotations={}),
+        _hand_made_node(f"{pool_name}-foreign", pool=pool_name, owner_uid=None, annotations={}),
+    ]
+    try:
+        for node in nodes:
+            await core.create_node(node)
+        on_pool = {nodepool_api.POOL_LABEL: pool_name}
+        big = workloads.deployment(
+            "big", selector=on_pool, replicas=1, cpu="3", **pinned(names["busy"])
+        )
+        await apps.create_namespaced_deployment(namespace, big)
+        await wait_for(lambda: running(core, namespace, 1), within=60)
+        small = workloads.deployment(
+            "small", selector=on_pool, replicas=1, cpu="500m", **preferring(names["light"])
+        )
+        await apps.create_namespaced_deployment(namespace, small)
+        await wait_for(lambda: running(core, namespace, 2), within=60)
+        pods = (await core.list_namespaced_pod(namespace)).items
+        where = {p.metadata.labels["app"]: p.spec.node_name for p in pods}
+        assert where == {"big": names["busy"], "small": names["light"]}
+        small_pod = next(p.metadata.name for p in pods if p.metadata.labels["app"] == "small")
+        kubeconfig = (
+            cluster.plane.kubeconfig_for("operator") if cluster.plane else cluster.kubeconfig
+        )
+
+        planned = json_of(run_cli("plan", "--dry-run", "-o", "json", kubeconfig=kubeconfig))
+        table = run_cli("plan", "--dry-run", kubeconfig=kubeconfig)
+        print(table.stdout)  # what docs/autoscaling.md shows (pytest -s)
+
+        mine = [r for r in planned["removable"] if r["pool"] == pool_name]
+        assert [(r["node"], r["empty"]) for r in mine] == [
+            (names["empty"], True),
+            (names["light"], False),
+        ]
+        assert mine[1]["pods"] == [f"{namespace}/{small_pod}"]
+        assert "fit on other nodes" in mine[1]["reason"]
+        kept = {k["node"]: k for k in planned["kept"] if k["pool"] == pool_name}
+        assert set(kept) == {names["busy"], names["kept"]}  # never the foreign Node
+        assert kept[names["busy"]]["rule"] == "busy"
+        assert kept[names["kept"]]["rule"] == "do-not-disrupt"
+        assert nodepool_api.KARPENTER_DO_NOT_DISRUPT_ANNOTATION in kept[names["kept"]]["message"]
+        assert table.returncode == 0
+        assert "Nodes scale-down keeps" in table.stdout
+
+        await custom.patch_cluster_custom_object(
+            *POOLS, pool_name, {"spec": {"minNodes": 3}}, _content_type=MERGE
+        )
+        capped = json_of(run_cli("plan", "--dry-run", "-o", "json", kubeconfig=kubeconfig))
+        assert [r["node"] for r in capped["removable"] if r["pool"] == pool_name] == [
+            names["empty"]
+        ]
+        kept = {k["node"]: k["rule"] for k in capped["kept"] if k["pool"] == pool_name}
+        assert kept[names["light"]] == "min-nodes"
+    finally:
+        await custom.delete_cluster_custom_object(*AUTOSCALERS, autoscaler_name)
+        for node in nodes:
+            with contextlib.suppress(client.exceptions.ApiException):
+                await core.delete_node(node["metadata"]["name"])

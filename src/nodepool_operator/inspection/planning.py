@@ -11,7 +11,7 @@ controller's own code, not a copy.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from nodepool_operator import timestamps
@@ -22,7 +22,7 @@ from nodepool_operator.controllers.autoscaler import constraints, plan, simulati
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
 from nodepool_operator.controllers.autoscaler.observer import Observation, Observer
 from nodepool_operator.controllers.autoscaler.setup import Reads, planner_reads
-from nodepool_operator.inspection import report
+from nodepool_operator.inspection import report, scale_down
 from nodepool_operator.inspection.snapshot import Snapshot, SnapshotCache, SnapshotError
 from nodepool_operator.runtime.client import Object
 
@@ -64,12 +64,16 @@ class Lookup:
     observations: dict[str, Observation]  # by pool
     decisions: dict[str, plan.Decision]  # by pool
     troubles: dict[str, str]  # Autoscaler -> why it decides nothing
+    scale_down: dict[str, autoscaler_api.ScaleDownPolicy] = field(default_factory=dict)
+    blocked: dict[str, str | None] = field(default_factory=dict)  # why no node may go now
 
 
 async def _lookup(reads: Reads) -> Lookup:
     observations: dict[str, Observation] = {}
     decisions: dict[str, plan.Decision] = {}
     troubles: dict[str, str] = {}
+    policies: dict[str, autoscaler_api.ScaleDownPolicy] = {}
+    blockers: dict[str, str | None] = {}
     made = await reads.observer.plan()  # one plan for all, as the planner makes it
     for autoscaler in sorted(reads.autoscalers.items(), key=lambda a: a["metadata"]["name"]):
         name = str(autoscaler["metadata"]["name"])
@@ -94,14 +98,16 @@ async def _lookup(reads: Reads) -> Lookup:
             blocked=blocked,
         )
         observations[seen.pool.name] = seen
-    return Lookup(observations, decisions, troubles)
+        policies[seen.pool.name] = spec.scale_down
+        blockers[seen.pool.name] = blocked
+    return Lookup(observations, decisions, troubles, policies, blockers)
 
 
 async def plan_cluster(reads: Reads) -> report.ClusterPlan:
     looked = await _lookup(reads)
     growth: list[report.PoolGrowth] = []
     unfit: dict[str, str] = {}
-    removable: list[report.Removable] = []
+    pools: list[report.PoolScaleDown] = []
     placed = 0
     pending: set[str] = set()
     for pool, seen in sorted(looked.observations.items()):
@@ -123,7 +129,16 @@ async def plan_cluster(reads: Reads) -> report.ClusterPlan:
             )
         for pod, why in seen.unfit:
             unfit.setdefault(_pod_name(pod), why)
-        removable.extend(report.Removable(pool=pool, node=node) for node in seen.unneeded)
+        pools.append(
+            report.PoolScaleDown(
+                pool=pool,
+                target_nodes=seen.pool.target,
+                min_nodes=seen.pool.min_nodes,
+                may_give_up=_room(seen),
+                waits_for=looked.blocked[pool],
+            )
+        )
+    removable, kept = _scale_down(reads, looked)
     return report.ClusterPlan(
         pending=len(pending),
         on_existing=placed,
@@ -131,7 +146,40 @@ async def plan_cluster(reads: Reads) -> report.ClusterPlan:
         unfit=tuple(report.UnfitPod(pod, why) for pod, why in sorted(unfit.items())),
         removable=tuple(removable),
         troubles=tuple(f"{name}: {why}" for name, why in sorted(looked.troubles.items())),
+        kept=tuple(kept),
+        scale_down=tuple(pools),
     )
+
+
+def _room(seen: Observation) -> int:
+    """How many nodes the pool may still give up."""
+    return max(0, seen.pool.target - seen.pool.min_nodes)
+
+
+def _scale_down(
+    reads: Reads, looked: Lookup
+) -> tuple[list[report.Removable], list[report.KeptNode]]:
+    """Every planned pool's scale-down preview, their candidates checked together."""
+    if not looked.observations:
+        return [], []
+    seen = next(iter(looked.observations.values()))  # the cluster is the same in every part
+    inputs = scale_down.Inputs(
+        nodes=reads.nodes,
+        pods=reads.pods,
+        profile=reads.observer.cache.get,
+        cluster=seen.cluster,
+        daemon_sets=seen.daemon_sets,
+    )
+    pools = [
+        scale_down.PoolToPreview(
+            pool=pool,
+            pool_uid=part.pool_uid,
+            room=_room(part),
+            threshold=looked.scale_down[pool].utilization_threshold,
+        )
+        for pool, part in sorted(looked.observations.items())
+    ]
+    return scale_down.preview(inputs, pools)
 
 
 def _newest_request(reads: Reads, pool: str) -> report.Decision | None:

@@ -11,7 +11,7 @@ import enum
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
 from rich.console import Console
 from rich.table import Table
@@ -19,10 +19,12 @@ from rich.table import Table
 __all__ = [
     "ClusterPlan",
     "Decision",
+    "KeptNode",
     "NodeVerdict",
     "Output",
     "PodExplanation",
     "PoolGrowth",
+    "PoolScaleDown",
     "PoolVerdict",
     "Removable",
     "UnfitPod",
@@ -110,11 +112,40 @@ class PoolGrowth:
 
 @dataclass(frozen=True)
 class Removable:
-    """A Ready node running only DaemonSet or mirror pods: scale-down gives it back once
-    it has been so for the Autoscaler's ``scaleDown.unneededSeconds``."""
+    """A node of the pool consolidation would give back once it has been unneeded for
+    the Autoscaler's ``scaleDown.unneededSeconds``: empty (DaemonSet and mirror pods
+    only), or underused with every pod movable and fitting on the nodes that stay."""
 
     pool: str
     node: str
+    reason: str  # why it goes, in the words of its ConsolidationRemoving event
+    empty: bool
+    usage: float  # the larger of its requested cpu and memory shares of allocatable
+    pods: tuple[str, ...] = ()  # namespace/name of the pods a drain would move
+
+
+@dataclass(frozen=True)
+class KeptNode:
+    """A node of the pool scale-down keeps, and the rule that keeps it: ``busy``,
+    ``do-not-disrupt``, ``not-ready``, ``cordoned``, ``unregistered``, ``min-nodes``, or
+    one of consolidation's pod rules (``not-replicated``, ``local-storage``,
+    ``no-room``...)."""
+
+    pool: str
+    node: str
+    rule: str
+    message: str
+
+
+@dataclass(frozen=True)
+class PoolScaleDown:
+    """How far the pool may shrink, and what holds scale-down back now, if anything."""
+
+    pool: str
+    target_nodes: int
+    min_nodes: int
+    may_give_up: int  # targetNodes - minNodes
+    waits_for: str | None  # disabled, request-pending, capacity-in-flight, pods-pending
 
 
 @dataclass(frozen=True)
@@ -131,6 +162,8 @@ class ClusterPlan:
     unfit: tuple[UnfitPod, ...]
     removable: tuple[Removable, ...]
     troubles: tuple[str, ...]  # Autoscalers that decide nothing, and why
+    kept: tuple[KeptNode, ...] = ()
+    scale_down: tuple[PoolScaleDown, ...] = ()
 
 
 def to_json(result: PodExplanation | ClusterPlan) -> str:
@@ -238,16 +271,7 @@ def print_plan(plan: ClusterPlan, *, out: TextIO | None = None) -> None:
             target += " (maxNodes)"
         growth.add_row(g.pool, target, str(g.new_nodes), _few(g.pods), _few(g.beyond_max))
     console.print(growth)
-    if plan.removable:
-        removable = Table(title="Nodes scale-down would give back", title_justify="left")
-        removable.add_column("pool")
-        removable.add_column("node")
-        removable.add_column("why")
-        for r in plan.removable:
-            removable.add_row(
-                r.pool, r.node, "runs only DaemonSet or mirror pods (after unneededSeconds)"
-            )
-        console.print(removable)
+    _print_scale_down(console, plan)
     if plan.unfit:
         unfit = Table(title="Pods no pool can host", title_justify="left")
         unfit.add_column("pod")
@@ -255,3 +279,41 @@ def print_plan(plan: ClusterPlan, *, out: TextIO | None = None) -> None:
         for pod in plan.unfit:
             unfit.add_row(pod.pod, pod.reason)
         console.print(unfit)
+
+
+_WAITS: Final = {
+    "disabled": "scale-down is disabled",
+    "request-pending": "a ScaleRequest of the pool is still Pending",
+    "capacity-in-flight": "nodes it asked for are not Ready yet",
+    "pods-pending": "pods wait for the pool",
+}
+
+
+def _print_scale_down(console: Console, plan: ClusterPlan) -> None:
+    for pool in plan.scale_down:
+        if pool.waits_for is not None:
+            why = _WAITS.get(pool.waits_for, pool.waits_for)
+            console.print(f"  [yellow]scale-down of {pool.pool} waits[/yellow]: {why}")
+    if plan.removable:
+        removable = Table(
+            title="Nodes scale-down would give back (after unneededSeconds)", title_justify="left"
+        )
+        for column in ("pool", "node", "why", "pods to move"):
+            removable.add_column(column)
+        for r in plan.removable:
+            removable.add_row(r.pool, r.node, r.reason, _few(r.pods))
+        console.print(removable)
+    busy = [k for k in plan.kept if k.rule == "busy"]
+    held = [k for k in plan.kept if k.rule != "busy"]
+    if held:
+        kept = Table(title="Nodes scale-down keeps", title_justify="left")
+        for column in ("pool", "node", "rule", "why"):
+            kept.add_column(column)
+        for k in held:
+            kept.add_row(k.pool, k.node, k.rule, k.message)
+        console.print(kept)
+    if busy:
+        console.print(
+            f"  and {len(busy)} busy nodes (requests at or above utilizationThreshold; "
+            "-o json lists every one)"
+        )

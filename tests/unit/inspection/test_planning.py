@@ -86,13 +86,23 @@ def _recording(*pending: dict[str, Any], plain_pool: bool = False) -> snapshot.S
     if plain_pool:
         pools.append(_pool(PLAIN, target=0, max_nodes=10))
     full = f"{CAPPED}-0"
+    return recording(
+        pools=pools,
+        nodes=[_node(full, CAPPED)],
+        pods=[_pod("filler", "3900m", node=full), *pending],
+    )
+
+
+def recording(*, pools: list[Any], nodes: list[Any], pods: list[Any]) -> snapshot.Snapshot:
+    """What the planner's informers hold: the pools, an Autoscaler for each, the nodes and
+    pods, and nothing else."""
     key = snapshot.cache_key
     return snapshot.Snapshot(
         caches={
             key(AUTOSCALERS, None, None, None): [_autoscaler(p["metadata"]["name"]) for p in pools],
             key(NODEPOOLS, None, None, None): pools,
-            key(kinds.NODES, None, None, None): [_node(full, CAPPED)],
-            key(kinds.PODS, None, None, None): [_pod("filler", "3900m", node=full), *pending],
+            key(kinds.NODES, None, None, None): nodes,
+            key(kinds.PODS, None, None, None): pods,
             key(SCALEREQUESTS, None, None, None): [],
             key(kinds.DAEMONSETS, None, None, None): [],
             key(PERSISTENT_VOLUME_CLAIMS, None, None, None): [],
