@@ -23,7 +23,8 @@ from typing import Any
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.controllers.autoscaler import simulation
-from nodepool_operator.controllers.autoscaler.consolidation import NodeView, decide, rules
+from nodepool_operator.controllers.autoscaler.consolidation import decide, rules
+from nodepool_operator.controllers.autoscaler.consolidation.proof import Proof
 from nodepool_operator.controllers.autoscaler.consolidation.rules import pod_key
 from nodepool_operator.controllers.autoscaler.consolidation.views import NodeViews
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
@@ -71,34 +72,6 @@ class PoolToPreview:
     threshold: float  # its Autoscaler's scaleDown.utilizationThreshold
 
 
-def _fits(
-    views: Sequence[NodeView], inputs: Inputs
-) -> Callable[[Sequence[NodeView]], tuple[str, str] | None]:
-    """Whether the pods of the chosen nodes all fit on the cluster's other nodes; nodes
-    already leaving (tainted) or held are not counted as room, as consolidation does."""
-    leaving = {v.name for v in views if v.tainted or not v.eligible}
-
-    def fits(chosen: Sequence[NodeView]) -> tuple[str, str] | None:
-        going = leaving | {v.name for v in chosen}
-        moving = [p for v in chosen for p in v.to_move]
-        profiles = [inputs.profile(p) for p in moving]
-        for pod, profile in zip(moving, profiles, strict=True):
-            if not isinstance(profile, PodProfile):
-                return pod_key(pod), f"its requests cannot be read: {profile}"
-        outcome = simulation.simulate(
-            [p for p in profiles if isinstance(p, PodProfile)],
-            nodes=[n for n in inputs.cluster if n.name not in going],
-            pools=(),
-            daemon_sets=inputs.daemon_sets,
-        )
-        if not outcome.unfit:
-            return None
-        first = min(outcome.unfit)
-        return pod_key(moving[first]), outcome.unfit[first]
-
-    return fits
-
-
 def preview(
     inputs: Inputs, pools: Sequence[PoolToPreview]
 ) -> tuple[list[report.Removable], list[report.KeptNode]]:
@@ -109,7 +82,10 @@ def preview(
     views = {p.pool: viewer.of_pool(p.pool, pool_uid=p.pool_uid) for p in pools}
     every = [v for found in views.values() for v in found]
     groups = [(views[p.pool], p.threshold) for p in pools]
-    chosen, kept = rules.choose_together(groups, fits=_fits(every, inputs))
+    fits = Proof(
+        views=every, cluster=inputs.cluster, daemon_sets=inputs.daemon_sets, profile=inputs.profile
+    )
+    chosen, kept = rules.choose_together(groups, fits=fits)
     removals: list[report.Removable] = []
     staying: list[report.KeptNode] = []
     for pool in pools:

@@ -82,7 +82,7 @@ class Proof:
         for pod in view.to_move:
             profile = self.profile(pod)
             if not isinstance(profile, PodProfile):
-                return pod_key(pod), "its requests cannot be read"
+                return pod_key(pod), f"its requests cannot be read: {profile}"
             moving.append((profile, pod_key(pod)))
         return [*moving, *self.placed_on.get(view.name, ())]
 
