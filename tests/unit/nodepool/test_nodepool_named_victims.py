@@ -5,6 +5,7 @@ precedence."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from nodepool_operator.api import autoscaler as autoscaler_api
@@ -111,6 +112,25 @@ def test_a_request_may_not_name_a_labelled_node_the_pool_does_not_own() -> None:
     )
 
 
+def test_a_request_may_not_name_a_node_draining_since_before_it_was_made() -> None:
+    # Removed for another reason already (a user's scale-down took it): lowering the
+    # target for it again would take another Node in its place.
+    draining = node("p-1", consolidating=True)
+    draining["metadata"]["annotations"] = {plan.SCALE_DOWN_ANNOTATION: "2027-01-15T08:00:00Z"}
+    made_after = 1_800_000_060.0  # 08:01:00
+    assert request_facts.node_refusal(
+        "p", "p-1", draining, pool_uid=POOL_UID, requested_at=made_after
+    ) == ("node p-1 named in removeNodes is being drained already; not applied")
+    # Marked for this request (after it was made): it is the request's own removal.
+    made_before = 1_799_999_940.0  # 07:59:00
+    assert (
+        request_facts.node_refusal(
+            "p", "p-1", draining, pool_uid=POOL_UID, requested_at=made_before
+        )
+        is None
+    )
+
+
 async def test_a_request_naming_a_node_gone_is_rejected_and_the_target_kept() -> None:
     api = testing.FakeApiServer()
     pool_obj = api.put(
@@ -172,10 +192,13 @@ class Api(testing.FakeApiServer):
     def __init__(self) -> None:
         super().__init__(wall_clock=testing.FakeWallClock(1_800_000_000.0))
         self.before_patch: dict[str, Any] = {}
+        self.before_replace: Any = None  # run before the next update of the pool
 
     def before(self, verb: str, resource: Resource, name: str) -> None:
         if verb == "patch" and resource.plural == "nodes" and name in self.before_patch:
             self.before_patch.pop(name)()
+        if verb == "replace" and resource.plural == "nodepools" and self.before_replace:
+            self.before_replace()
 
 
 class World:
@@ -311,6 +334,31 @@ async def test_a_restart_after_the_answer_removes_the_same_named_node() -> None:
 
     assert world.cloud.deleted == ["p-2"]
     assert world.marked() == ["p-2"]  # gone; p-0 and p-10 untouched
+
+
+async def test_a_restart_between_the_mark_and_the_target_write_removes_the_named_node() -> None:
+    # The operator stopped after marking p-2 and before lowering the target: the new one
+    # finds the request Pending and its Node draining since the request was made, which
+    # is the request's own mark, and applies it.
+    world = World()
+    world.request("r", remove=("p-2",))
+
+    def stopped() -> None:
+        world.api.before_replace = None
+        raise ConnectionResetError("the operator stops here")
+
+    world.api.before_replace = stopped
+    with contextlib.suppress(ConnectionResetError):
+        await world.reconciler().reconcile(Request(name="p"))
+    assert world.target() == 3
+    assert world.marked() == ["p-2"]
+
+    world.sync()
+    await world.reconciler().reconcile(Request(name="p"))
+
+    assert world.status_of("r")["phase"] == "Applied"
+    assert world.target() == 2
+    assert world.cloud.deleted == ["p-2"]
 
 
 async def test_a_named_node_called_off_before_its_mark_is_rejected_and_nothing_is_drained() -> None:

@@ -15,18 +15,20 @@ anything else is never lost.
 A scale-down request may name the Nodes to remove (``spec.removeNodes``, consolidation):
 each is read from the server (a LIST by name) before the request is answered, and a
 request naming a Node that is gone, being deleted, not the pool's (``membership``: a Node
-labelled with the pool but not owned by it is not), or no longer tainted for
-consolidation (its requester called it off) is Rejected with the Node named, changing
-nothing. Before the target of a request that names Nodes is lowered, the Nodes it
-removes get their drain mark (``nodes.cordon``: unschedulable, and when their drain
-started), on the condition that each is still as read when checked (its resourceVersion;
-on 409 it is read and checked again, so a removal called off meanwhile is Rejected, not
-drained). The mark is the record: a draining Node is a scale-down's first victim
-(``plan.pick_victims``) and is never switched for another, so the Nodes removed are
-exactly the ones named, after a restart too, and nothing else goes in their place. If
-the target write then finds the request Superseded, the marked Nodes are given back as
-any drain no longer needed is (``termination``). A request that lowers the target by
-fewer Nodes than it names (clamped to minNodes) marks the first ones it names.
+labelled with the pool but not owned by it is not), no longer tainted for consolidation
+(its requester called it off), or draining since before the request was made (removed
+for another reason already: lowering the target for it again would take another Node in
+its place) is Rejected with the Node named, changing nothing. Before the target of a
+request that names Nodes is lowered, the Nodes it removes get their drain mark
+(``nodes.cordon``: unschedulable, and when their drain started), on the condition that
+each is still as read when checked (its resourceVersion; on 409 it is read and checked
+again, so a removal called off meanwhile is Rejected, not drained). The mark is the
+record: a draining Node is a scale-down's first victim (``plan.pick_victims``) and is
+never switched for another, so the Nodes removed are exactly the ones named, after a
+restart too, and nothing else goes in their place. If the target write then finds the
+request Superseded, the marked Nodes are given back as any drain no longer needed is
+(``termination``). A request that lowers the target by fewer Nodes than it names
+(clamped to minNodes) marks the first ones it names.
 
 A request we answered may still show Pending in the cache for a moment: deciding it again
 from that stale copy would answer it twice, and maybe differently. So the uids answered
@@ -47,6 +49,7 @@ import datetime
 import logging
 from collections.abc import Sequence
 
+from nodepool_operator import timestamps
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.controllers.nodepool import nodes as node_ops
@@ -220,7 +223,7 @@ class RequestAnswers:
             refusal = None
             for node_name in scalerequest_api.spec_of(request).remove_nodes:
                 node = await node_ops.node_named(self.client, node_name)
-                refusal = self._refusal(pool, node_name, node)
+                refusal = self._refusal(pool, request, node_name, node)
                 if refusal is not None:
                     break
             if refusal is None:
@@ -243,21 +246,21 @@ class RequestAnswers:
         removed = nodepool_api.spec_of(pool).target_nodes - outcome.target_nodes
         named = scalerequest_api.spec_of(request).remove_nodes
         for node_name in named[: max(removed, 0)]:
-            refusal = await self._mark(pool, node_name)
+            refusal = await self._mark(pool, request, node_name)
             if refusal is not None:
                 await self._reject(pool, request, refusal)
                 rest = [r for r in pending if r is not request]
                 return await self._mark_named_nodes(pool, rest)
         return pending
 
-    async def _mark(self, pool: Object, node_name: str) -> str | None:
+    async def _mark(self, pool: Object, request: Object, node_name: str) -> str | None:
         """Cordon ``node_name`` and stamp its drain start, if it may still be removed and
         has not changed since it was read (409: read and checked again); why not if not."""
         name = str(pool["metadata"]["name"])
 
         async def attempt() -> str | None:
             node = await node_ops.node_named(self.client, node_name)
-            refusal = self._refusal(pool, node_name, node)
+            refusal = self._refusal(pool, request, node_name, node)
             if refusal is not None or node is None:
                 return refusal
             if not plan.is_draining(node):
@@ -279,9 +282,15 @@ class RequestAnswers:
         return self._marked.pop(pool, [])
 
     @staticmethod
-    def _refusal(pool: Object, node_name: str, node: Object | None) -> str | None:
+    def _refusal(pool: Object, request: Object, node_name: str, node: Object | None) -> str | None:
         meta = pool["metadata"]
-        return node_refusal(str(meta["name"]), node_name, node, pool_uid=meta.get("uid"))
+        return node_refusal(
+            str(meta["name"]),
+            node_name,
+            node,
+            pool_uid=meta.get("uid"),
+            requested_at=timestamps.parse_rfc3339(request["metadata"].get("creationTimestamp")),
+        )
 
     async def _reject(self, pool: Object, request: Object, refusal: str) -> None:
         name = str(pool["metadata"]["name"])

@@ -34,11 +34,19 @@ def facts_of(request: Object) -> scalerequest_api.RequestFacts:
 
 
 def node_refusal(
-    pool: str, name: str, node: Mapping[str, Any] | None, *, pool_uid: str | None
+    pool: str,
+    name: str,
+    node: Mapping[str, Any] | None,
+    *,
+    pool_uid: str | None,
+    requested_at: float | None = None,
 ) -> str | None:
-    """Why a request of ``pool`` (whose uid is ``pool_uid``) may not name the Node
-    ``name`` (as read now), or None. A Node the pool does not own (``membership``) is
-    refused even when it carries the pool's label: it is never drained for the pool."""
+    """Why a request of ``pool`` (whose uid is ``pool_uid``), made at ``requested_at``,
+    may not name the Node ``name`` (as read now), or None. A Node the pool does not own
+    (``membership``) is refused even when it carries the pool's label: it is never
+    drained for the pool. A Node whose drain started before the request was made is
+    being removed for another reason already: lowering the target for it again would
+    take another Node in its place."""
     if node is None:
         return f"node {name} named in removeNodes is gone; not applied"
     if node.get("metadata", {}).get("deletionTimestamp"):
@@ -47,6 +55,9 @@ def node_refusal(
         return f"node {name} named in removeNodes is not in NodePool {pool}; not applied"
     if not membership.is_member(node, pool_name=pool, pool_uid=pool_uid):
         return f"node {name} named in removeNodes is not owned by NodePool {pool}; not applied"
+    started = plan.drain_started(node)
+    if started is not None and requested_at is not None and started < requested_at:
+        return f"node {name} named in removeNodes is being drained already; not applied"
     if not plan.is_consolidating(node):
         # Its requester called the removal off (a pod it cannot move arrived meanwhile).
         return (
