@@ -90,14 +90,16 @@ class Timeline:
         assert self.cloud.client is not None
         while self.vm_deleting is None or self.pod_gone is None:
             now = time.monotonic()
+            # The VM first: a pod that goes between the two reads of a round is then seen
+            # gone in that round, never a round after a VM deleted once it had gone.
+            machine = await self.cloud.client.get_vm(VmName(vm))
+            if machine is None or machine.state != "Running":
+                self.vm_deleting = self.vm_deleting or now
             found = await read_pod(self.core, self.namespace, pod)
             if found is None:
                 self.pod_gone = self.pod_gone or now
             elif found.metadata.deletion_timestamp is not None:
                 self.pod_leaving = self.pod_leaving or now
-            machine = await self.cloud.client.get_vm(VmName(vm))
-            if machine is None or machine.state != "Running":
-                self.vm_deleting = self.vm_deleting or now
             await asyncio.sleep(0.1)
 
 

@@ -16,12 +16,18 @@ from nodepool_operator.controllers.resources import NODES_BY_POOL
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.informer import Informer
 
-__all__ = ["is_member", "members"]
+__all__ = ["is_member", "is_owned", "members"]
 
 
 def is_member(node: Mapping[str, Any], *, pool_name: str, pool_uid: str | None) -> bool:
     """The Node carries the pool label and an owner reference to the pool's uid."""
-    if not pool_uid or nodepool_api.pool_of(node) != pool_name:
+    return nodepool_api.pool_of(node) == pool_name and is_owned(node, pool_uid)
+
+
+def is_owned(node: Mapping[str, Any], pool_uid: str | None) -> bool:
+    """An owner reference of the Node names the pool's uid (``is_member``'s second half,
+    for a Node found by name: one a create found taken, one holding a VM's name)."""
+    if not pool_uid:
         return False
     refs = (node.get("metadata") or {}).get("ownerReferences") or ()
     return any(ref.get("uid") == pool_uid for ref in refs)

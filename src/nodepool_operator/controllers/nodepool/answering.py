@@ -14,10 +14,21 @@ anything else is never lost.
 
 A scale-down request may name the Nodes to remove (``spec.removeNodes``, consolidation):
 each is read from the server (a LIST by name) before the request is answered, and a
-request naming a Node that is gone, being deleted, not the pool's, or no longer tainted
-for consolidation (its requester called it off) is Rejected with the Node named, changing
-nothing. The named Nodes carry the Autoscaler's consolidating taint,
-which is what makes the scale-down pick exactly them (``plan.pick_victims``).
+request naming a Node that is gone, being deleted, not the pool's (``membership``: a Node
+labelled with the pool but not owned by it is not), no longer tainted for consolidation
+(its requester called it off), or draining since before the request was made (removed
+for another reason already: lowering the target for it again would take another Node in
+its place) is Rejected with the Node named, changing nothing. Before the target of a
+request that names Nodes is lowered, the Nodes it removes get their drain mark
+(``nodes.cordon``: unschedulable, and when their drain started), on the condition that
+each is still as read when checked (its resourceVersion; on 409 it is read and checked
+again, so a removal called off meanwhile is Rejected, not drained). The mark is the
+record: a draining Node is a scale-down's first victim (``plan.pick_victims``) and is
+never switched for another, so the Nodes removed are exactly the ones named, after a
+restart too, and nothing else goes in their place. If the target write then finds the
+request Superseded, the marked Nodes are given back as any drain no longer needed is
+(``termination``). A request that lowers the target by fewer Nodes than it names
+(clamped to minNodes) marks the first ones it names.
 
 A request we answered may still show Pending in the cache for a moment: deciding it again
 from that stale copy would answer it twice, and maybe differently. So the uids answered
@@ -38,9 +49,11 @@ import datetime
 import logging
 from collections.abc import Sequence
 
+from nodepool_operator import timestamps
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.controllers.nodepool import nodes as node_ops
+from nodepool_operator.controllers.nodepool import plan
 from nodepool_operator.controllers.nodepool.request_facts import (
     expired_requests,
     facts_of,
@@ -81,6 +94,8 @@ class RequestAnswers:
         self.wall_clock = wall_clock
         self.status = StatusWriter(client, SCALEREQUESTS, controller=controller)
         self._answered: dict[str, set[str]] = {}  # pool -> uids answered, maybe still Pending
+        # pool -> the Nodes we marked for removal, as the patch left them (``take_marked``)
+        self._marked: dict[str, list[Object]] = {}
         # pool -> uids whose answer write failed with an unknown outcome, maybe still Pending
         self._in_doubt: dict[str, set[str]] = {}
         # Pools whose pending requests were read from the server since the process started.
@@ -95,6 +110,7 @@ class RequestAnswers:
         name = pool["metadata"]["name"]
         pending = await self._still_pending(name, self._unanswered(name, pool_requests))
         pending = await self._refuse_foreign_nodes(pool, pending)
+        pending = await self._mark_named_nodes(pool, pending)
         if not pending:
             return pool
         written = await self._write_target(pool, pending)
@@ -202,27 +218,90 @@ class RequestAnswers:
 
     async def _refuse_foreign_nodes(self, pool: Object, pending: list[Object]) -> list[Object]:
         """Reject the requests naming a Node the pool may not remove; the others."""
-        name = str(pool["metadata"]["name"])
         kept: list[Object] = []
         for request in pending:
             refusal = None
             for node_name in scalerequest_api.spec_of(request).remove_nodes:
                 node = await node_ops.node_named(self.client, node_name)
-                refusal = node_refusal(name, node_name, node)
+                refusal = self._refusal(pool, request, node_name, node)
                 if refusal is not None:
                     break
             if refusal is None:
                 kept.append(request)
-                continue
-            answer = scalerequest_api.Answer(
-                name=str(request["metadata"]["name"]),
-                phase="Rejected",
-                applied_target_nodes=nodepool_api.spec_of(pool).target_nodes,
-                message=refusal,
-            )
-            await self._answer(name, [request], [answer])
-            log.info("event=scale-request-rejected request=%s message=%r", answer.name, refusal)
+            else:
+                await self._reject(pool, request, refusal)
         return kept
+
+    async def _mark_named_nodes(self, pool: Object, pending: list[Object]) -> list[Object]:
+        """Mark for their drain the Nodes the request that decides names (as many as it
+        lowers the target by), each only while it is still as checked; a request one of
+        them is refused for now is Rejected and the others are decided without it."""
+        outcome = scalerequest_api.answer_requests(
+            [facts_of(r) for r in pending], pool=nodepool_api.spec_of(pool)
+        )
+        decisive = outcome.decisive
+        if decisive is None or decisive.phase != "Applied":
+            return pending
+        [request] = [r for r in pending if r["metadata"]["name"] == decisive.name]
+        removed = nodepool_api.spec_of(pool).target_nodes - outcome.target_nodes
+        named = scalerequest_api.spec_of(request).remove_nodes
+        for node_name in named[: max(removed, 0)]:
+            refusal = await self._mark(pool, request, node_name)
+            if refusal is not None:
+                await self._reject(pool, request, refusal)
+                rest = [r for r in pending if r is not request]
+                return await self._mark_named_nodes(pool, rest)
+        return pending
+
+    async def _mark(self, pool: Object, request: Object, node_name: str) -> str | None:
+        """Cordon ``node_name`` and stamp its drain start, if it may still be removed and
+        has not changed since it was read (409: read and checked again); why not if not."""
+        name = str(pool["metadata"]["name"])
+
+        async def attempt() -> str | None:
+            node = await node_ops.node_named(self.client, node_name)
+            refusal = self._refusal(pool, request, node_name, node)
+            if refusal is not None or node is None:
+                return refusal
+            if not plan.is_draining(node):
+                node = await node_ops.cordon(
+                    self.client, node, started=self.wall_clock.time(), as_read=True
+                )
+                log.info("event=node-marked-for-removal node=%s", node_name)
+            self._marked.setdefault(name, []).append(node)
+            return None
+
+        try:
+            return await retry.retry_on_conflict(attempt)
+        except errors.NotFound:  # deleted between the read and the patch
+            return f"node {node_name} named in removeNodes is gone; not applied"
+
+    def take_marked(self, pool: str) -> list[Object]:
+        """The Nodes marked for removal since the last call, as our patches left them:
+        the cache may not show the marks yet when the pool acts on them."""
+        return self._marked.pop(pool, [])
+
+    @staticmethod
+    def _refusal(pool: Object, request: Object, node_name: str, node: Object | None) -> str | None:
+        meta = pool["metadata"]
+        return node_refusal(
+            str(meta["name"]),
+            node_name,
+            node,
+            pool_uid=meta.get("uid"),
+            requested_at=timestamps.parse_rfc3339(request["metadata"].get("creationTimestamp")),
+        )
+
+    async def _reject(self, pool: Object, request: Object, refusal: str) -> None:
+        name = str(pool["metadata"]["name"])
+        answer = scalerequest_api.Answer(
+            name=str(request["metadata"]["name"]),
+            phase="Rejected",
+            applied_target_nodes=nodepool_api.spec_of(pool).target_nodes,
+            message=refusal,
+        )
+        await self._answer(name, [request], [answer])
+        log.info("event=scale-request-rejected request=%s message=%r", answer.name, refusal)
 
     async def _read_pool(self, name: str) -> Object | None:
         """Asked of the server, not the cache: a pool created (or deleted) a moment ago

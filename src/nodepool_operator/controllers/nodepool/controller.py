@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from nodepool_operator.api import nodepool as nodepool_api
@@ -69,6 +70,8 @@ class Lifecycle(Protocol):
     async def tear_down(self, pool: Object) -> tuple[int, drain.DrainProgress]: ...
 
     def forget_pool(self, pool: str) -> None: ...
+
+    def wrote_nodes(self, nodes: Sequence[Object]) -> None: ...
 
 
 def operator_error(error: CloudError) -> errors.DependencyError:
@@ -141,6 +144,9 @@ class NodePoolReconciler:
         pool_requests = self.answers.of_pool(request.name)
         # A target a request moved is acted on in this pass, from the pool as written.
         answered = await self.answers.answer(pool, pool_requests)
+        # The Nodes a request's answer marked for removal are this pass's victims: acted
+        # on as marked even where the cache does not show the marks yet.
+        self.lifecycle.wrote_nodes(self.answers.take_marked(request.name))
         if answered is None:
             return Result()  # the pool is gone: its deletion event brings the next pass
         pool = self._seen(answered)

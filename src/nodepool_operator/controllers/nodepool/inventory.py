@@ -1,7 +1,8 @@
 """Inventory: what the cloud and the cluster hold of a pool, read before anything is done.
 
-The pool's VMs come from the cloud's listing, its Nodes from the cache (only those the
-pool owns by uid). A listing that cannot be acted on (it failed, or it is empty while the
+The pool's VMs come from the cloud's listing, its Nodes from the cache: its members by
+``membership.is_member`` (the pool label and an owner reference naming it by uid, the rule
+the Autoscaler reads too). A listing that cannot be acted on (it failed, or it is empty while the
 pool owns Nodes) raises ``ListingDoubtful``: nothing is deleted on it.
 
 A VM whose create the cloud answered counts as the pool's for up to a minute even if the
@@ -15,14 +16,15 @@ created twice either way.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import CloudError, CloudProvider, VirtualMachine, VmName
+from nodepool_operator.controllers import membership
 from nodepool_operator.controllers.nodepool import drain, plan
 from nodepool_operator.controllers.resources import NODES_BY_POOL
 from nodepool_operator.runtime import clock as clock_module
+from nodepool_operator.runtime import versions
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.events import EventRecorder
 from nodepool_operator.runtime.informer import Informer
@@ -45,14 +47,9 @@ class ListingDoubtful(Exception):  # noqa: N818 (a verdict, not a failure of our
         self.message = message
 
 
-def owned_by(node: Mapping[str, Any], uid: str | None) -> bool:
-    """The Node's owner reference names the pool by uid: the pool label alone is not
-    enough (anyone can set a label; a Node of an older pool of the same name has another
-    uid), and a Node we do not own is never changed or deleted."""
-    if not uid:
-        return False
-    refs = (node.get("metadata") or {}).get("ownerReferences") or ()
-    return any(ref.get("uid") == uid for ref in refs)
+#: Owned by uid, label aside: for a Node found by name (registration, a taken name).
+#: Which Nodes are the pool's is ``membership.is_member``.
+owned_by = membership.is_owned
 
 
 @dataclasses.dataclass(kw_only=True, eq=False)
@@ -68,9 +65,14 @@ class Inventory:
     )
     # pool -> Nodes not ours already evented
     _told: dict[str, set[str]] = dataclasses.field(default_factory=dict, init=False)
+    # Node -> the copy our last write of it got back, until the cache shows that version
+    _written: dict[str, Object] = dataclasses.field(default_factory=dict, init=False)
 
     def forget_pool(self, pool: str) -> None:
         self._told.pop(pool, None)
+        self._written = {
+            name: node for name, node in self._written.items() if nodepool_api.pool_of(node) != pool
+        }
         self._launched = {n: seen for n, seen in self._launched.items() if seen[0].pool != pool}
 
     def launched(self, vms: Sequence[VirtualMachine]) -> None:
@@ -78,10 +80,39 @@ class Inventory:
         until = self.clock.now() + VM_EXPECTATION_SECONDS
         self._launched.update((vm.name, (vm, until)) for vm in vms)
 
+    def wrote_nodes(self, nodes: Sequence[Object]) -> None:
+        """Read ``nodes`` as our writes left them until the cache shows as much."""
+        self._written.update((str(n["metadata"]["name"]), n) for n in nodes)
+
     def owned_nodes(self, pool: Object) -> list[Object]:
-        name = pool["metadata"]["name"]
-        uid = pool["metadata"].get("uid")
-        return [n for n in self.nodes.by_index(NODES_BY_POOL, name) if owned_by(n, uid)]
+        """The pool's Nodes (``membership.members``), each as our last write of it left it
+        when the cache has not caught up with that write yet (a drain mark a request's
+        answer wrote a moment ago: acted on in the same pass, never chosen around)."""
+        name = str(pool["metadata"]["name"])
+        found = membership.members(self.nodes, pool_name=name, pool_uid=pool["metadata"].get("uid"))
+        newest = [self._newest(node) for node in found]
+        present = {str(node["metadata"]["name"]) for node in found}
+        self._written = {
+            node_name: node
+            for node_name, node in self._written.items()
+            if node_name in present or nodepool_api.pool_of(node) != name
+        }
+        return newest
+
+    def _newest(self, cached: Object) -> Object:
+        name = str(cached["metadata"]["name"])
+        ours = self._written.get(name)
+        if ours is None:
+            return cached
+        if ours["metadata"].get("uid") == cached["metadata"].get("uid"):
+            order = versions.compare(
+                str(ours["metadata"].get("resourceVersion", "")),
+                str(cached["metadata"].get("resourceVersion", "")),
+            )
+            if order is not None and order > 0:
+                return ours
+        del self._written[name]
+        return cached
 
     async def list_vms(self, pool: Object, owned: Sequence[Object]) -> list[VirtualMachine]:
         """The pool's VMs, or ``ListingDoubtful`` when the answer cannot be acted on."""
@@ -139,7 +170,7 @@ class Inventory:
         strangers = {
             n["metadata"]["name"]
             for n in self.nodes.by_index(NODES_BY_POOL, name)
-            if not owned_by(n, uid)
+            if not membership.is_member(n, pool_name=name, pool_uid=uid)
         }
         told = self._told.setdefault(name, set())
         for node_name in sorted(strangers - told):

@@ -102,6 +102,10 @@ class PoolLifecycle:
         self.repairer.forget_pool(pool)
         self.drainer.forget_pool(pool)
 
+    def wrote_nodes(self, nodes: Sequence[Object]) -> None:
+        """``nodes`` as our writes left them: read so until the cache shows as much."""
+        self.inventory.wrote_nodes(nodes)
+
     async def observe(self, pool: Object) -> plan.PoolView:
         return await self.inventory.observe(pool)
 

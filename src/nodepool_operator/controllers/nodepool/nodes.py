@@ -177,16 +177,22 @@ async def remove_unregistered_taint(client: Client, name: str) -> bool:
         return False  # deleted between the read and the patch
 
 
-async def cordon(client: Client, node: Mapping[str, Any], *, started: float) -> None:
+async def cordon(
+    client: Client, node: Mapping[str, Any], *, started: float, as_read: bool = False
+) -> Object:
     """Mark the Node unschedulable and remember on it (annotation) that we chose it, and
-    since when: the drain timeout counts from there, across restarts."""
-    await client.patch(
+    since when: the drain timeout counts from there, across restarts. ``as_read``: only
+    if the Node is still as ``node`` shows it (its resourceVersion; 409 otherwise).
+    Returns the Node as the patch left it."""
+    metadata: dict[str, Any] = {
+        "annotations": {plan.SCALE_DOWN_ANNOTATION: conditions.rfc3339(started)}
+    }
+    if as_read:
+        metadata["resourceVersion"] = node["metadata"]["resourceVersion"]
+    return await client.patch(
         kinds.NODES,
         str(node["metadata"]["name"]),
-        {
-            "metadata": {"annotations": {plan.SCALE_DOWN_ANNOTATION: conditions.rfc3339(started)}},
-            "spec": {"unschedulable": True},
-        },
+        {"metadata": metadata, "spec": {"unschedulable": True}},
     )
 
 

@@ -2,10 +2,10 @@
 
 * which VM names to create (``nodepool.vm_names``: deterministic, so a retry or a restart
   asks for the same names and the cloud's idempotent create makes no duplicate);
-* which Nodes to give up on a scale-down (those already being drained, then those the
-  Autoscaler tainted for consolidation and named, then VMs that never became Nodes, then
-  not-Ready Nodes, then the emptiest; Nodes with a do-not-disrupt pod, or annotated
-  do-not-disrupt themselves, last);
+* which Nodes to give up on a scale-down (those already being drained, among them the
+  ones a ScaleRequest named, marked when it was answered; then VMs that never became
+  Nodes, then not-Ready Nodes, then the emptiest; Nodes with a do-not-disrupt pod, or
+  annotated do-not-disrupt themselves, last);
 * the status the pool should show.
 """
 
@@ -35,12 +35,13 @@ __all__ = [
     "vm_deletion_requested",
 ]
 
-#: On a Node we are draining; its value is when the drain started (RFC 3339).
-SCALE_DOWN_ANNOTATION = "nodepool.dev/scale-down"
+#: On a Node we are draining; its value is when the drain started (RFC 3339). Defined in
+#: the API package: the Autoscaler reads it too (such a Node is never a candidate).
+SCALE_DOWN_ANNOTATION = nodepool_api.SCALE_DOWN_ANNOTATION
 #: On a drained Node whose VM we are about to delete; its value is when (RFC 3339). Our own
 #: record that the VM's absence is our doing: it survives a crash between the VM's
 #: deletion and the Node's.
-VM_DELETED_ANNOTATION = "nodepool.dev/vm-deleted"
+VM_DELETED_ANNOTATION = nodepool_api.VM_DELETED_ANNOTATION
 
 
 def desired_nodes(spec: nodepool_api.NodePoolSpec) -> int:
@@ -147,11 +148,14 @@ class Verdicts:
 def pick_victims(view: PoolView, excess: int) -> list[VmName]:
     """The ``excess`` VMs to remove, cheapest first; stable across reconciles.
 
-    Nodes already draining first (never switch victims mid-drain), then the Nodes the
-    Autoscaler tainted for consolidation (the ones its request names; the taint is on the
-    Node, so a restart picks the same), then VMs without a Node (nothing runs there), then
+    Nodes already draining first (never switch victims mid-drain). The Nodes a
+    ScaleRequest names are among them: their drain mark is written before the request
+    lowers the target (``answering``), so a request's scale-down takes exactly the Nodes
+    it named, after a restart too. Then VMs without a Node (nothing runs there), then
     not-Ready Nodes, then the emptiest; a Node that holds a do-not-disrupt pod, or is
-    do-not-disrupt itself, only when nothing else is left.
+    do-not-disrupt itself, only when nothing else is left. The Autoscaler's consolidation
+    taint gives a Node no precedence: until a request that names it is applied it is
+    the Autoscaler's proposal, not a removal.
     """
     if excess <= 0:
         return []
@@ -169,8 +173,6 @@ def victim_cost(view: PoolView, vm: VirtualMachine) -> tuple[int, int, int, str]
     node = view.nodes.get(vm.name)
     if node is not None and is_draining(node):
         return (0, 0, 0, vm.name)
-    if node is not None and is_consolidating(node) and vm.name not in view.protected:
-        return (0, 1, 0, vm.name)
     if node is None:
         return (1, 0, 0, vm.name)
     ready = 1 if nodes.is_ready(node) else 0

@@ -13,6 +13,7 @@ from nodepool_operator import timestamps
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
+from nodepool_operator.controllers import membership
 from nodepool_operator.controllers.nodepool import plan
 from nodepool_operator.runtime import versions
 from nodepool_operator.runtime.client import Object
@@ -32,15 +33,31 @@ def facts_of(request: Object) -> scalerequest_api.RequestFacts:
     )
 
 
-def node_refusal(pool: str, name: str, node: Mapping[str, Any] | None) -> str | None:
-    """Why a request of ``pool`` may not name the Node ``name`` (as read now), or None."""
+def node_refusal(
+    pool: str,
+    name: str,
+    node: Mapping[str, Any] | None,
+    *,
+    pool_uid: str | None,
+    requested_at: float | None = None,
+) -> str | None:
+    """Why a request of ``pool`` (whose uid is ``pool_uid``), made at ``requested_at``,
+    may not name the Node ``name`` (as read now), or None. A Node the pool does not own
+    (``membership``) is refused even when it carries the pool's label: it is never
+    drained for the pool. A Node whose drain started before the request was made is
+    being removed for another reason already: lowering the target for it again would
+    take another Node in its place."""
     if node is None:
         return f"node {name} named in removeNodes is gone; not applied"
     if node.get("metadata", {}).get("deletionTimestamp"):
         return f"node {name} named in removeNodes is being deleted already; not applied"
-    owner = nodepool_api.pool_of(node)
-    if owner != pool:
+    if nodepool_api.pool_of(node) != pool:
         return f"node {name} named in removeNodes is not in NodePool {pool}; not applied"
+    if not membership.is_member(node, pool_name=pool, pool_uid=pool_uid):
+        return f"node {name} named in removeNodes is not owned by NodePool {pool}; not applied"
+    started = plan.drain_started(node)
+    if started is not None and requested_at is not None and started < requested_at:
+        return f"node {name} named in removeNodes is being drained already; not applied"
     if not plan.is_consolidating(node):
         # Its requester called the removal off (a pod it cannot move arrived meanwhile).
         return (
