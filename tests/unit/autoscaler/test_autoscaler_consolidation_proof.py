@@ -94,11 +94,21 @@ def on_claim(world: World, name: str, *, node: str, claim: str) -> None:
     world.pods.put(pod)
 
 
+def zonal_node(world: World, name: str, zone: str | None) -> None:
+    """A Node of the pool, in ``zone`` (none: a Node without topology labels)."""
+    world.node(name)
+    if zone is not None:
+        node = world.nodes.get(name)
+        assert node is not None
+        node["metadata"]["labels"][ZONE] = zone
+        world.nodes.put(node)
+
+
 def neighbour_with_room(world: World, *, zone: str | None = None) -> None:
     """n1, half used by two replicas (not underused): room for two cpus."""
     world.autoscaler(scale_down=autoscaler_api.ScaleDownPolicy(unneeded_seconds=60))
     world.pool(target=2)
-    world.node("n1", zone=zone)
+    zonal_node(world, "n1", zone)
     for name in ("a", "b"):
         world.pod(name, node="n1", ownerReferences=REPLICATED)
 
@@ -143,7 +153,7 @@ async def test_a_pod_on_a_local_volume_keeps_its_node_told_by_claim_and_volume()
 async def test_a_pod_on_a_zonal_volume_moves_only_within_its_zone() -> None:
     world = World()
     neighbour_with_room(world, zone="zone-a")
-    world.node("n2", zone="zone-b")
+    zonal_node(world, "n2", "zone-b")
     bound_pair(world, claim="data-db-0", volume="disk-b", labels={ZONE: "zone-b"})
     on_claim(world, "db-0", node="n2", claim="data-db-0")
 
@@ -159,7 +169,7 @@ async def test_a_pod_on_a_zonal_volume_moves_only_within_its_zone() -> None:
 
     # Room in its own zone: the same pod may move there, and its node goes.
     world.pool(target=3)
-    world.node("n3", zone="zone-b")
+    zonal_node(world, "n3", "zone-b")
     world.pod("c", node="n3", cpu="2", ownerReferences=REPLICATED)  # half used: stays
     await past_the_delay(world)
     assert taints(world, "n2") == [autoscaler_api.CONSOLIDATING_TAINT_KEY]
@@ -170,7 +180,7 @@ async def test_a_pod_on_a_zonal_volume_moves_only_within_its_zone() -> None:
 async def test_a_zonal_volume_by_node_affinity_is_judged_as_its_labels_are() -> None:
     world = World()
     neighbour_with_room(world, zone="zone-a")
-    world.node("n2", zone="zone-b")
+    zonal_node(world, "n2", "zone-b")
     bound_pair(world, claim="data-db-0", volume="disk-b", node_affinity=(ZONE, "zone-b"))
     on_claim(world, "db-0", node="n2", claim="data-db-0")
 

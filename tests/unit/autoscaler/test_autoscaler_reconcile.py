@@ -300,16 +300,12 @@ class World:
         body["metadata"].update(uid="uid-pool" if name == POOL else f"uid-{name}", generation=1)
         self.pools.put(self._stamp(body))
 
-    def node(
-        self, name: str, *, ready: bool = True, pool: str = POOL, zone: str | None = None
-    ) -> None:
+    def node(self, name: str, *, ready: bool = True, pool: str = POOL) -> None:
         status = {
             "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
             "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
         }
         labels = {nodepool_api.POOL_LABEL: pool}
-        if zone is not None:
-            labels[nodepool_api.ZONE_LABEL] = zone
         self.nodes.put(
             self._stamp(
                 {"metadata": {"name": name, "labels": labels}, "spec": {}, "status": status}
