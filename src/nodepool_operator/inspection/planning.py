@@ -274,7 +274,6 @@ async def explain_pod(reads: Reads, namespace: str, name: str) -> report.PodExpl
         nodes=inputs.nodes,
         pools=inputs.templates,
         daemon_sets=inputs.daemon_sets,
-        nominated=inputs.nominated,
     )
     pools = [
         report.PoolVerdict(

@@ -14,7 +14,7 @@ import pytest
 
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.controllers.autoscaler import report
+from nodepool_operator.controllers.autoscaler import report, volumes
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
 from nodepool_operator.controllers.autoscaler.consolidation import Consolidator
 from nodepool_operator.controllers.autoscaler.controller import (
@@ -208,6 +208,7 @@ class World:
         self.autoscalers, self.pools, self.nodes = FakeInformer(), FakeInformer(), FakeInformer()
         self.pods, self.requests = FakeInformer(), FakeInformer()
         self.daemon_sets = FakeInformer()
+        self.claims, self.volumes, self.classes = FakeInformer(), FakeInformer(), FakeInformer()
         self.count_writes_per_second = count_writes_per_second
         self.reconciler = self.start()
         self.api.nodes = self.nodes
@@ -233,13 +234,18 @@ class World:
             pods=self.pods,  # type: ignore[arg-type]
             requests=self.requests,  # type: ignore[arg-type]
             ledger=ledger,
+            volume_reads=volumes.VolumeReads(
+                claims=self.claims,  # type: ignore[arg-type]
+                volumes=self.volumes,  # type: ignore[arg-type]
+                classes=self.classes,  # type: ignore[arg-type]
+            ),
         )
         decider = PoolDecider(
             consolidator=Consolidator(
                 client=self.api,  # type: ignore[arg-type]
                 nodes=self.nodes,  # type: ignore[arg-type]
                 pods=self.pods,  # type: ignore[arg-type]
-                profile=observer.cache.get,
+                profile=observer.scheduling_profile,
                 recorder=recorder,
                 wall_clock=FollowingWallClock(self.clock),
             ),

@@ -11,6 +11,8 @@ from nodepool_operator.controllers.autoscaler.controller import AutoscalerReconc
 from nodepool_operator.controllers.nodepool import setup as nodepool_setup
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.runtime.client import Client
+from nodepool_operator.runtime.clock import RealWallClock
+from nodepool_operator.runtime.events import EventRecorder
 from nodepool_operator.runtime.manager import Manager
 from unit.autoscaler.test_autoscaler_reconcile import status_entry
 
@@ -51,3 +53,15 @@ async def test_the_autoscaler_cache_keeps_when_the_controller_last_wrote_each_st
     cached = autoscalers.transform({"metadata": {"name": "nas", "managedFields": [written]}})
     assert "fieldsV1" not in cached["metadata"]["managedFields"][0]
     assert reconciler.status.written_at(cached) == timestamps.parse_rfc3339("2026-11-29T10:05:00Z")
+
+
+async def test_consolidation_proves_its_moves_with_the_plans_profiles_volumes_included() -> None:
+    manager = Manager(Client(api=None, field_manager="test"))
+    config = AutoscalerConfig()
+    wall_clock = RealWallClock()
+    reads = autoscaler_setup.planner_reads(manager.cache, config=config, wall_clock=wall_clock)
+    recorder = EventRecorder(manager.client, component="test", clock=manager.clock)
+    decider = autoscaler_setup._decider(
+        manager.client, reads, recorder=recorder, config=config, wall_clock=wall_clock
+    )
+    assert decider.consolidator.profile == reads.observer.scheduling_profile

@@ -127,14 +127,9 @@ def run(
     nodes: Sequence[ExistingNode] = (),
     pools: Sequence[PoolTemplate] | None = None,
     daemon_sets: Sequence[DaemonSetView] = (),
-    nominated: Sequence[tuple[PodProfile, str]] = (),
 ) -> Outcome:
     return simulate(
-        pending,
-        nodes=nodes,
-        pools=[pool()] if pools is None else pools,
-        daemon_sets=daemon_sets,
-        nominated=nominated,
+        pending, nodes=nodes, pools=[pool()] if pools is None else pools, daemon_sets=daemon_sets
     )
 
 
@@ -646,19 +641,6 @@ def test_a_daemonset_host_port_is_taken_on_every_new_node() -> None:
     assert "host port 9100/TCP" in outcome.unfit[0]
 
 
-# -- nominated pods ------------------------------------------------------------------------
-
-
-def test_a_nominated_pod_keeps_its_room_on_its_node() -> None:
-    outcome = run([profile(cpu="2")], nodes=[node("n1")], nominated=[(profile(cpu="3"), "n1")])
-    assert outcome.placements == ("small-0",)
-
-
-def test_a_nomination_for_a_node_that_is_gone_takes_no_room() -> None:
-    outcome = run([profile(cpu="2")], nodes=[node("n1")], nominated=[(profile(cpu="3"), "gone")])
-    assert outcome.placements == ("n1",)
-
-
 # -- several pools ------------------------------------------------------------------------------
 
 
@@ -694,6 +676,37 @@ def test_a_pool_whose_autoscaler_watches_other_namespaces_does_not_grow_for_the_
     assert run([profile()], pools=pools).placements == ("ours-0",)
     outcome = run([profile()], pools=pools[:1])
     assert outcome.unfit == {0: "no Autoscaler plans for its namespace"}
+
+
+def test_without_pools_a_pod_that_fits_nowhere_is_told_each_nodes_refusal_most_given_first() -> (
+    None
+):
+    """Consolidation's proof: no pool, only the nodes that stay."""
+    full = [profile(cpu="4")]
+    nodes = [
+        node("a", running=full),
+        node("b", running=full),
+        node("c", taints=[Taint("dedicated", "db", "NoSchedule")]),
+    ]
+    outcome = run([profile()], nodes=nodes, pools=[])
+    assert outcome.unfit == {
+        0: "2 nodes: not enough free cpu; 1 node: taint dedicated=db:NoSchedule is not tolerated"
+    }
+    assert run([profile()], nodes=[], pools=[]).unfit == {0: "no node is left"}
+
+
+def test_without_pools_at_most_three_refusals_are_told() -> None:
+    nodes = [node(f"n{i}", labels={"tier": str(i)}) for i in range(5)]
+    pinned = profile(nodeSelector={"tier": "none"})
+    [told] = run([pinned], nodes=nodes, pools=[]).unfit.values()
+    assert told == "5 nodes: nodeSelector tier=none does not match"
+    big = [node(f"n{i}", cpu=1000 * i) for i in range(1, 6)]
+    [told] = run([profile(cpu="9")], nodes=big, pools=[]).unfit.values()
+    assert told == (
+        "1 node: requests 9000 of cpu, a node offers 1000; "
+        "1 node: requests 9000 of cpu, a node offers 2000; "
+        "1 node: requests 9000 of cpu, a node offers 3000; 2 more refusals"
+    )
 
 
 def test_a_pool_that_cannot_host_the_pod_leaves_it_to_one_that_can() -> None:

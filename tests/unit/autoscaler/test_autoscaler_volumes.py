@@ -145,7 +145,10 @@ async def test_a_bound_volumes_node_affinity_picks_the_pool_in_its_zone() -> Non
     assert (names(in_b.fitting), in_b.up.new_nodes) == (["db"], 1)
     in_a = await observe(planner(pods=[with_claim("db")], claims=claims, pvs=[pv], zone="a"))
     assert in_a.up.new_nodes == 0
-    assert "persistentvolume pv-1: node affinity does not match" in unfit_reasons(in_a)["db"]
+    assert unfit_reasons(in_a)["db"] == (
+        'small: persistentvolumeclaim "data" is bound to persistentvolume "pv-1", whose node '
+        "affinity does not match"
+    )
 
 
 async def test_a_zonal_volume_label_keeps_the_pod_out_of_other_zones() -> None:
@@ -154,8 +157,9 @@ async def test_a_zonal_volume_label_keeps_the_pod_out_of_other_zones() -> None:
     in_c = await observe(planner(pods=[with_claim("db")], claims=claims, pvs=[pv], zone="c"))
     assert names(in_c.fitting) == ["db"]
     in_a = await observe(planner(pods=[with_claim("db")], claims=claims, pvs=[pv], zone="a"))
-    assert (
-        "persistentvolume pv-1 is in topology.kubernetes.io/zone b/c" in (unfit_reasons(in_a)["db"])
+    assert unfit_reasons(in_a)["db"] == (
+        'small: persistentvolumeclaim "data" is bound to persistentvolume "pv-1", which is in '
+        "topology.kubernetes.io/zone b/c"
     )
 
 

@@ -9,8 +9,10 @@ A pool is planned for by one Autoscaler: the oldest that names it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
@@ -19,6 +21,7 @@ from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.pool_reads import PoolReads, PoolView
 from nodepool_operator.controllers.autoscaler.profiles import (
     ALL_NAMESPACES,
+    NOMINATED_INDEX,
     PENDING_INDEX,
     ProfileCache,
     daemon_set_of,
@@ -44,25 +47,21 @@ class Gathered:
     profiles: tuple[PodProfile, ...]  # theirs, in the same order
     unreadable: tuple[tuple[Object, str], ...]  # unschedulable pods whose requests are broken
     waiting: tuple[Object, ...]  # pending pods the scheduler has not judged yet
+    # Every node, with the pods nominated to it among its pods: preemption holds their
+    # room, for the plan and for consolidation's proof alike (``Gatherer.nominated``).
     nodes: tuple[simulation.ExistingNode, ...]
     templates: tuple[simulation.PoolTemplate, ...]
     daemon_sets: tuple[simulation.DaemonSetView, ...]
-    nominated: tuple[tuple[PodProfile, str], ...]
 
     def simulate(self) -> simulation.Outcome:
         return simulation.simulate(
-            self.profiles,
-            nodes=self.nodes,
-            pools=self.templates,
-            daemon_sets=self.daemon_sets,
-            nominated=self.nominated,
+            self.profiles, nodes=self.nodes, pools=self.templates, daemon_sets=self.daemon_sets
         )
 
 
 @dataclass(frozen=True)
 class _Pending:
     planned: list[tuple[Object, PodProfile | str]]
-    nominated: list[tuple[PodProfile, str]]
     waiting: list[Object]
 
 
@@ -123,6 +122,7 @@ class Gatherer:
         templates: list[simulation.PoolTemplate] = []
         existing: list[simulation.ExistingNode] = []
         held = observe.names_by_prefix(self.reads.nodes.items())
+        nominated = self.nominated()
         for pool_name, (_, spec) in sorted(owners.items()):
             pool = self.pools.get(pool_name)
             if pool is None or pool["metadata"].get("deletionTimestamp"):
@@ -130,7 +130,9 @@ class Gatherer:
             view, template, nodes = self.reads.pool(
                 pool, namespaces=spec.namespaces, held=held.get(pool_name, ())
             )
-            pools[pool_name] = view
+            # A node preemption is making room on is about to run a pod: never unneeded.
+            unneeded = tuple(n for n in view.unneeded if n not in nominated)
+            pools[pool_name] = dataclasses.replace(view, unneeded=unneeded)
             templates.append(template)
             existing.extend(nodes)
         existing.extend(self._other_nodes(planned=pools))
@@ -142,11 +144,26 @@ class Gatherer:
             profiles=tuple(p for _, p in pending.planned if isinstance(p, PodProfile)),
             unreadable=tuple((pod, p) for pod, p in pending.planned if isinstance(p, str)),
             waiting=tuple(pending.waiting),
-            nodes=tuple(existing),
+            nodes=tuple(_holding(existing, nominated)),
             templates=tuple(templates),
             daemon_sets=tuple(self._daemon_set_views()),
-            nominated=tuple(pending.nominated),
         )
+
+    def nominated(self) -> dict[str, list[PodProfile]]:
+        """The pending pods nominated to each node, of every namespace: kube-scheduler
+        keeps their room on that node while preemption evicts for them (it lets a pod of
+        higher priority take it; here they always hold it, so that no plan and no proof
+        of consolidation counts on room a pod is waiting for). A DaemonSet's pod is left
+        out: the room its DaemonSet takes on a node is counted already."""
+        found: dict[str, list[PodProfile]] = {}
+        for pod in _oldest_first(self.reads.pods.by_index(NOMINATED_INDEX, ALL_NAMESPACES)):
+            node = fit.nominated_node(pod)
+            if node is None or daemon_set_of(pod) is not None:
+                continue
+            profile = self.cache.get(pod)
+            if isinstance(profile, PodProfile):
+                found.setdefault(node, []).append(profile)
+        return found
 
     def _other_nodes(self, *, planned: Mapping[str, PoolView]) -> list[simulation.ExistingNode]:
         """The nodes of pools no Autoscaler grows (they still take pods) and of no pool
@@ -186,16 +203,12 @@ class Gatherer:
             found = pods.by_index(PENDING_INDEX, ALL_NAMESPACES)
         else:
             found = [p for n in sorted(namespaces) for p in pods.by_index(PENDING_INDEX, n)]
-        sorted_out = _Pending([], [], [])
+        sorted_out = _Pending([], [])
         for pod in _oldest_first(found):
             if daemon_set_of(pod) is not None:
                 continue  # bound to one node by its DaemonSet: a new node never helps it
-            node = fit.nominated_node(pod)
-            if node is not None:
-                profile = self.cache.get(pod)
-                if isinstance(profile, PodProfile):
-                    sorted_out.nominated.append((profile, node))
-                continue
+            if fit.nominated_node(pod) is not None:
+                continue  # its room is held on its node (``nominated``)
             if not fit.is_unschedulable(pod):
                 # Not judged yet by kube-scheduler: it may still need the pool's room. A gated
                 # pod or one for another scheduler is not ours to wait for.
@@ -208,8 +221,15 @@ class Gatherer:
             sorted_out.planned.append((pod, self._with_volumes(pod, profile)))
         return sorted_out
 
-    def _with_volumes(self, pod: Object, profile: PodProfile | str) -> PodProfile | str:
-        """The profile with what the pod's claims ask of a node (read at each plan: claims
+    def scheduling_profile(self, pod: Mapping[str, Any]) -> PodProfile | str:
+        """The pod's profile as kube-scheduler judges it wherever it goes next: the one a
+        pending pod is planned with, and the one consolidation proves a pod it would move
+        fits with (a pod bound to a local volume fits only on its node, one on a zonal
+        volume only in its zone)."""
+        return self._with_volumes(pod, self.cache.get(pod))
+
+    def _with_volumes(self, pod: Mapping[str, Any], profile: PodProfile | str) -> PodProfile | str:
+        """The profile with what the pod's claims ask of a node (read at each call: claims
         bind and volumes appear without the pod changing)."""
         if self.volume_reads is None or not isinstance(profile, PodProfile):
             return profile
@@ -260,3 +280,17 @@ class Gatherer:
             ):
                 found.add(str(node["metadata"]["name"]))
         return frozenset(found)
+
+
+def _holding(
+    nodes: Sequence[simulation.ExistingNode], nominated: Mapping[str, Sequence[PodProfile]]
+) -> list[simulation.ExistingNode]:
+    """``nodes``, each with the pods nominated to it among its pods."""
+    if not nominated:
+        return list(nodes)
+    return [
+        dataclasses.replace(node, pods=(*node.pods, *nominated[node.name]))
+        if node.name in nominated
+        else node
+        for node in nodes
+    ]

@@ -14,17 +14,22 @@ naming the same pool is reported as conflicting and decides nothing.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.controllers.autoscaler import plan, simulation, volumes
+from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.gather import Gathered, Gatherer
 from nodepool_operator.controllers.autoscaler.handoff import RequestLedger
 from nodepool_operator.controllers.autoscaler.pool_reads import PoolReads, PoolView
 from nodepool_operator.controllers.autoscaler.profiles import (
     DEFAULT_EXPENDABLE_PRIORITY,
+    NOMINATED_INDEX,
     PENDING_INDEX,
     ProfileCache,
+    nominated_index,
     pending_index,
 )
 from nodepool_operator.controllers.resources import add_shared_indexes
@@ -173,6 +178,7 @@ class Observer:
             volume_reads=volume_reads,
         )
         pods.add_index(PENDING_INDEX, pending_index)
+        pods.add_index(NOMINATED_INDEX, nominated_index)
         add_shared_indexes(nodes=nodes, pods_=pods, requests=requests)
 
     @property
@@ -182,6 +188,11 @@ class Observer:
     @wall_clock.setter
     def wall_clock(self, clock: clock_module.WallClock) -> None:
         self.pool_reads.wall_clock = self.gatherer.wall_clock = clock
+
+    def scheduling_profile(self, pod: Mapping[str, Any]) -> PodProfile | str:
+        """The pod's profile as the plan judges a pending pod's, volumes included
+        (``Gatherer.scheduling_profile``): what consolidation proves its moves with."""
+        return self.gatherer.scheduling_profile(pod)
 
     def inputs(self) -> Gathered:
         """What a plan would read now, for the tools that explain one (``inspection``)."""

@@ -17,15 +17,19 @@ from nodepool_operator.runtime.lru import Bounded
 __all__ = [
     "ALL_NAMESPACES",
     "DEFAULT_EXPENDABLE_PRIORITY",
+    "NOMINATED_INDEX",
     "PENDING_INDEX",
     "ProfileCache",
     "daemon_set_of",
+    "nominated_index",
     "pending_index",
 ]
 
 # Index names are our own, so that another controller's index of the same informer
 # (which may compute something else under a common name) is never mistaken for ours.
 PENDING_INDEX: Final = "autoscaler-pending"
+#: Pending pods with a nominated node, of every namespace, all under ``ALL_NAMESPACES``.
+NOMINATED_INDEX: Final = "autoscaler-nominated"
 #: Every pending pod is also filed under this value; no namespace has an empty name.
 ALL_NAMESPACES: Final = ""
 
@@ -38,6 +42,12 @@ def pending_index(pod: Object) -> list[str]:
     if not fit.is_pending_unbound(pod):
         return []
     return [str(pod["metadata"].get("namespace", "")), ALL_NAMESPACES]
+
+
+def nominated_index(pod: Object) -> list[str]:
+    if not fit.is_pending_unbound(pod) or fit.nominated_node(pod) is None:
+        return []
+    return [ALL_NAMESPACES]
 
 
 def daemon_set_of(pod: Mapping[str, Any]) -> str | None:

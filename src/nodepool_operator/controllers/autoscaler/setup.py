@@ -181,7 +181,8 @@ def _decider(
             client=client,
             nodes=reads.nodes,
             pods=reads.pods,
-            profile=reads.observer.cache.get,
+            # Volumes included: a pod that cannot follow its data never counts as movable.
+            profile=reads.observer.scheduling_profile,
             recorder=recorder,
             wall_clock=wall_clock,
         ),

@@ -192,12 +192,16 @@ class VolumeReads:
                 f'persistentvolumeclaim "{claim}" is bound to persistentvolume '
                 f'"{volume_name}", which does not exist'
             )
+        # Named as the claim and its PV: a refusal is told in events about the pod (a
+        # pod kept on its node by consolidation, one no new node can hold), whose spec
+        # names only the claim.
+        whose = f'persistentvolumeclaim "{claim}" is bound to persistentvolume "{volume_name}"'
         terms = _required_terms(volume)
         if terms is not None:
-            choices.append((f"persistentvolume {volume_name}: node affinity does not match", terms))
+            choices.append((f"{whose}, whose node affinity does not match", terms))
         for key, value in sorted((volume["metadata"].get("labels") or {}).items()):
             if key in VOLUME_TOPOLOGY_LABELS:
-                zones.append((key, frozenset(str(value).split("__")), volume_name))
+                zones.append((key, frozenset(str(value).split("__")), whose))
         return None
 
     def _unbound(

@@ -52,7 +52,8 @@ class VolumeRules:
     ``choices``: per claim, the node selector terms of which a node must match one (a
     bound PV's node affinity; for an unbound claim, the node affinities of the PVs it
     could bind, and the StorageClass's ``allowedTopologies`` when it provisions), with
-    the refusal to give. ``zones``: (label, values, PV) of bound PVs' topology labels.
+    the refusal to give. ``zones``: (label, values, whose) of bound PVs' topology labels,
+    ``whose`` naming the claim and its PV in the refusal.
     """
 
     choices: tuple[tuple[str, tuple[Any, ...]], ...]
@@ -70,10 +71,10 @@ class VolumeRules:
                 return why
         if self.zones and any(key in labels for key in VOLUME_TOPOLOGY_LABELS):
             # VolumeZone: a node with no topology label at all is compatible.
-            for key, values, volume in self.zones:
+            for key, values, whose in self.zones:
                 value = labels.get(key, labels.get(VOLUME_TOPOLOGY_LABELS[key]))
                 if value not in values:
-                    return f"persistentvolume {volume} is in {key} {'/'.join(sorted(values))}"
+                    return f"{whose}, which is in {key} {'/'.join(sorted(values))}"
         return None
 
 

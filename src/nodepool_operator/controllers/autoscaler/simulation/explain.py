@@ -41,16 +41,11 @@ def verdicts(
     nodes: Sequence[ExistingNode],
     pools: Sequence[PoolTemplate],
     daemon_sets: Sequence[DaemonSetView] = (),
-    nominated: Sequence[tuple[PodProfile, str]] = (),
 ) -> Verdicts:
     """Judge ``profile`` against the cluster as it is, with the filters ``simulate`` uses
     and before any pending pod is placed: what ``nodepool-operator explain`` shows."""
     simulation = Simulation(nodes, pools, daemon_sets, {})
     cluster = simulation.cluster
-    by_name = {node.name: node for node in cluster.nodes}
-    for other, node_name in nominated:
-        if node_name in by_name:
-            cluster.place(other, by_name[node_name], 1, counted=True)
     if profile.unsupported is not None:
         return Verdicts(
             nodes={

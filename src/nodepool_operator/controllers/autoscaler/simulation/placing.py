@@ -40,11 +40,11 @@ def simulate(
     nodes: Sequence[ExistingNode],
     pools: Sequence[PoolTemplate],
     daemon_sets: Sequence[DaemonSetView] = (),
-    nominated: Sequence[tuple[PodProfile, str]] = (),
 ) -> Outcome:
     """Place ``pending`` (oldest first) as kube-scheduler would, opening pool nodes as needed.
 
-    ``nominated`` pods keep their room on the node preemption chose for them.
+    A pod nominated to a node (preemption is making room for it there) is among that
+    node's ``pods``: it holds its room as a bound pod does (``gather``).
 
     A topology spread judged while new nodes open one after the other would let the first
     ones fill up before the later domains exist; the real scheduler sees the new nodes
@@ -62,9 +62,7 @@ def simulate(
     nothing, and reference counting frees them all as it returns.
     """
     with gcpause.collector_paused():
-        return _simulate_rounds(
-            pending, nodes=nodes, pools=pools, daemon_sets=daemon_sets, nominated=nominated
-        )
+        return _simulate_rounds(pending, nodes=nodes, pools=pools, daemon_sets=daemon_sets)
 
 
 def _simulate_rounds(
@@ -73,19 +71,12 @@ def _simulate_rounds(
     nodes: Sequence[ExistingNode],
     pools: Sequence[PoolTemplate],
     daemon_sets: Sequence[DaemonSetView],
-    nominated: Sequence[tuple[PodProfile, str]],
 ) -> Outcome:
     alike = classes.Alike(
-        [
-            *pending,
-            *(p for n in nodes for p in n.pods),
-            *(p for p, _ in nominated),
-            *(d.profile for d in daemon_sets),
-        ]
+        [*pending, *(p for n in nodes for p in n.pods), *(d.profile for d in daemon_sets)]
     )
     pending = [alike.of(profile) for profile in pending]
     nodes = [alike.node(node) for node in nodes]
-    nominated = [(alike.of(profile), name) for profile, name in nominated]
     opened: dict[str, tuple[str | None, ...]] = {}
     spreading = any(profile.spread for profile in pending)
     tried: list[dict[str, tuple[str | None, ...]]] = []
@@ -95,7 +86,6 @@ def _simulate_rounds(
             nodes=nodes,
             pools=pools,
             daemon_sets=daemon_sets,
-            nominated=nominated,
             opened=opened,
             counting=alike.pods_read,
         )
@@ -116,17 +106,11 @@ def _simulate_once(
     nodes: Sequence[ExistingNode],
     pools: Sequence[PoolTemplate],
     daemon_sets: Sequence[DaemonSetView],
-    nominated: Sequence[tuple[PodProfile, str]],
     opened: Mapping[str, Sequence[str | None]],
     counting: bool,
 ) -> tuple[Outcome, Simulation]:
     simulation = Simulation(nodes, pools, daemon_sets, opened, counting=counting)
     cluster = simulation.cluster
-    by_name = {node.name: node for node in cluster.nodes}
-    for profile, node_name in nominated:
-        target = by_name.get(node_name)
-        if target is not None:
-            cluster.place(profile, target, 1, counted=True)
     reference = simulation.reference
     # Pods that need other pods near them go after the pods that need nobody, so that a
     # pending pod they are affine to is placed first (the scheduler retries them until it is).

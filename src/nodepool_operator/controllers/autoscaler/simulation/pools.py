@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Final
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
@@ -37,6 +38,9 @@ from nodepool_operator.controllers.autoscaler.simulation.rooms import (
 )
 
 __all__ = ["PoolState", "Simulation"]
+
+#: Distinct node refusals named in a reason at most: an event's message stays short.
+_REFUSALS_TOLD: Final = 3
 
 
 class Simulation:
@@ -264,7 +268,10 @@ class Simulation:
         return state, ahead, beyond, passed_over
 
     def _refusals(self, profile: PodProfile) -> str:
-        """Why no pool's next node takes the pod: each pool's first refusal."""
+        """Why no pool's next node takes the pod: each pool's first refusal. With no pool
+        at all (consolidation's proof: only the nodes that stay), why no node takes it."""
+        if not self.pools:
+            return self._node_refusals(profile)
         problem = self.cluster.problem
         reasons = [
             f"{state.template.name}: {problem(profile, self.candidate(state, 0), candidate=True)}"
@@ -272,6 +279,20 @@ class Simulation:
             if plans_for(state.template, profile)
         ]
         return "; ".join(reasons) or "no Autoscaler plans for its namespace"
+
+    def _node_refusals(self, profile: PodProfile) -> str:
+        """Each node's first refusal, with how many nodes gave it, most given first (as
+        kube-scheduler sums up a pod it cannot place): the ones that name the pod's own
+        rules, a volume it cannot leave say, are there beside the nodes that are full."""
+        given = Counter(self.cluster.problem(profile, node) for node in self.cluster.nodes)
+        given.pop(None, None)
+        if not given:
+            return "no node is left"
+        ranked = sorted(given.items(), key=lambda item: (-item[1], str(item[0])))
+        told = [f"{count} {'node' if count == 1 else 'nodes'}: {why}" for why, count in ranked]
+        if len(told) > _REFUSALS_TOLD:
+            told[_REFUSALS_TOLD:] = [f"{len(told) - _REFUSALS_TOLD} more refusals"]
+        return "; ".join(told)
 
     def _may_host(self, profile: PodProfile) -> list[PoolState]:
         """The pools whose next node the pod's static filters (namespace, taints, node

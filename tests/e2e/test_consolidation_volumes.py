@@ -1,0 +1,307 @@
+"""Consolidation never moves a pod away from its data: a StatefulSet's pod on a local
+PersistentVolume (node affinity to its node's hostname), or on a zonal one (node affinity
+to its zone), keeps its underused node although another node has room, and the
+ConsolidationKept event names the pod, its claim and its volume. Control plane,
+scheduler, kwok, simcloud and operator processes.
+
+The control plane runs no PersistentVolume controller: each claim is bound by hand, as the
+PV controller binds a claim to the volume kube-scheduler chose (``claimRef`` on the
+volume, ``volumeName`` and the bind-completed mark on the claim).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+import workloads
+from e2e.test_autoscaler import MERGE, POOLS, REQUESTS, create_autoscaler, running
+from e2e.test_autoscaler_consolidation import (
+    UNNEEDED,
+    autoscaler_events,
+    consolidating,
+    deployment,
+    pinned,
+    pool_nodes,
+    pool_settled,
+    two_nodes,
+)
+from e2e.test_autoscaler_constraints import make_pool
+from harness import Operator, SimCloud, wait_for
+from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.controllers import cached
+from nodepool_operator.controllers.autoscaler import volumes
+
+ZONE = nodepool_api.ZONE_LABEL
+CLAIM = "data-db-0"  # the StatefulSet controller's name for its pod db-0's claim "data"
+#: How long the node and the pod are watched: past the unneeded time, and a minute more.
+WATCHED_SECONDS = UNNEEDED + 60
+
+
+@dataclass
+class Storage:
+    """The cluster-scoped objects a test made (a class, a volume), removed at its end."""
+
+    storage_api: client.StorageV1Api
+    core: client.CoreV1Api
+    suffix: str = field(default_factory=lambda: uuid.uuid4().hex[:6])
+    volumes: list[str] = field(default_factory=list)
+    classes: list[str] = field(default_factory=list)
+    claims: list[tuple[str, str]] = field(default_factory=list)
+
+    async def local_class(self) -> str:
+        """A class of hand-made volumes, bound when their first pod is scheduled."""
+        name = f"local-{self.suffix}"
+        body = {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": name},
+            "provisioner": volumes.NO_PROVISIONER,
+            "volumeBindingMode": "WaitForFirstConsumer",
+        }
+        await self.storage_api.create_storage_class(body)
+        self.classes.append(name)
+        return name
+
+    async def bound_volume(
+        self, namespace: str, *, key: str, value: str, source: dict[str, Any]
+    ) -> str:
+        """A volume only nodes with label ``key=value`` reach, bound to the claim ``CLAIM``
+        of ``namespace``; returns the volume's name."""
+        storage_class = await self.local_class()
+        name = f"pv-{self.suffix}"
+        expression = {"key": key, "operator": "In", "values": [value]}
+        volume = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": name},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": storage_class,
+                "persistentVolumeReclaimPolicy": "Retain",
+                "claimRef": {"namespace": namespace, "name": CLAIM},
+                "nodeAffinity": {
+                    "required": {"nodeSelectorTerms": [{"matchExpressions": [expression]}]}
+                },
+                **source,
+            },
+        }
+        await self.core.create_persistent_volume(volume)
+        self.volumes.append(name)
+        claim = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {
+                "name": CLAIM,
+                "annotations": {cached.BIND_COMPLETED_ANNOTATION: "yes"},
+            },
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": storage_class,
+                "volumeName": name,
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        }
+        await self.core.create_namespaced_persistent_volume_claim(namespace, claim)
+        self.claims.append((namespace, CLAIM))
+        return name
+
+    async def remove(self) -> None:
+        """Delete what was made. No pvc-protection controller runs here to lift the
+        protection finalizers the API server adds: they are lifted by hand."""
+        unprotected = {"metadata": {"finalizers": None}}
+        for namespace, name in self.claims:
+            with contextlib.suppress(client.exceptions.ApiException):
+                await self.core.patch_namespaced_persistent_volume_claim(
+                    name, namespace, unprotected
+                )
+                await self.core.delete_namespaced_persistent_volume_claim(name, namespace)
+        for name in self.volumes:
+            with contextlib.suppress(client.exceptions.ApiException):
+                await self.core.patch_persistent_volume(name, unprotected)
+                await self.core.delete_persistent_volume(name)
+        for name in self.classes:
+            with contextlib.suppress(client.exceptions.ApiException):
+                await self.storage_api.delete_storage_class(name)
+
+
+@pytest.fixture
+async def storage(api_client: client.ApiClient, namespace: str) -> AsyncIterator[Storage]:
+    """Torn down before the namespace (it asks for it): the claim's finalizer is lifted
+    before the namespace's deletion would wait on it."""
+    made = Storage(client.StorageV1Api(api_client), client.CoreV1Api(api_client))
+    yield made
+    await made.remove()
+
+
+def stateful_set(pool: str) -> dict[str, Any]:
+    """One pause pod ``db-0`` of one cpu on the pool's nodes, its data on claim
+    ``data-db-0`` (made before: the StatefulSet controller uses the claim it finds)."""
+    labels = {"app": "db"}
+    spec = {
+        "nodeSelector": {nodepool_api.POOL_LABEL: pool},
+        "terminationGracePeriodSeconds": 0,
+        "containers": [
+            {**workloads.container("1"), "volumeMounts": [{"name": "data", "mountPath": "/data"}]}
+        ],
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": "db"},
+        "spec": {
+            "replicas": 1,
+            "serviceName": "db",
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": spec},
+            "volumeClaimTemplates": [
+                {
+                    "metadata": {"name": "data"},
+                    "spec": {
+                        "accessModes": ["ReadWriteOnce"],
+                        "resources": {"requests": {"storage": "1Gi"}},
+                    },
+                }
+            ],
+        },
+    }
+
+
+async def the_db_pod(core: client.CoreV1Api, namespace: str) -> client.V1Pod:
+    pod: client.V1Pod = await core.read_namespaced_pod("db-0", namespace)
+    return pod
+
+
+async def stays_where_it_is(
+    custom: client.CustomObjectsApi,
+    core: client.CoreV1Api,
+    *,
+    pool: str,
+    autoscaler: str,
+    namespace: str,
+    nodes: list[str],
+    volume: str,
+) -> None:
+    """For ``WATCHED_SECONDS`` after the Autoscaler was made: the pool's nodes stay, none
+    is tainted, the pod db-0 is never evicted (its uid stays, no deletion) nor moved; the
+    Autoscaler tells once why the pod's node stays, naming the pod, its claim and volume."""
+    db = await the_db_pod(core, namespace)
+    loop = asyncio.get_running_loop()
+    until = loop.time() + WATCHED_SECONDS
+    told: list[str] = []
+    while loop.time() < until:
+        found = await pool_nodes(core, pool)
+        assert sorted(n.metadata.name for n in found) == nodes
+        assert not any(consolidating(n) for n in found)
+        now = await the_db_pod(core, namespace)
+        assert now.metadata.uid == db.metadata.uid
+        assert now.metadata.deletion_timestamp is None
+        assert now.spec.node_name == db.spec.node_name
+        told = told or await autoscaler_events(core, autoscaler, "ConsolidationKept")
+        await asyncio.sleep(1)
+    [message] = told
+    assert f"pod {namespace}/db-0 fits on no other node" in message
+    assert f'persistentvolumeclaim "{CLAIM}" is bound to persistentvolume "{volume}"' in message
+    assert message.endswith("(no-room)")
+    pool_now = await custom.get_cluster_custom_object(*POOLS, pool)
+    assert pool_now["spec"]["targetNodes"] == len(nodes)
+    requests = await custom.list_cluster_custom_object(
+        *REQUESTS, label_selector=nodepool_api.pool_selector(pool)
+    )
+    assert requests["items"] == []  # nothing asked of the pool: no node named, none added
+
+
+async def test_a_pod_on_a_local_volume_keeps_its_node_although_another_has_room(
+    api_client: client.ApiClient,
+    start_simcloud: Any,
+    start_operator: Any,
+    pool_name: str,
+    autoscaler_name: str,
+    namespace: str,
+    storage: Storage,
+) -> None:
+    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
+    operator: Operator = start_operator(cloud)
+    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
+    apps = client.AppsV1Api(api_client)
+    # The first node half used by two pods pinned to it: room for two cpus more.
+    first, second = await two_nodes(custom, core, apps, pool=pool_name, namespace=namespace)
+    volume = await storage.bound_volume(
+        namespace,
+        key=nodepool_api.HOSTNAME_LABEL,
+        value=second,
+        source={"local": {"path": f"/mnt/disks/{storage.suffix}"}},
+    )
+    await apps.create_namespaced_stateful_set(namespace, stateful_set(pool_name))
+    await wait_for(lambda: running(core, namespace, 3), within=60)
+    assert (await the_db_pod(core, namespace)).spec.node_name == second
+
+    await create_autoscaler(
+        custom, autoscaler_name, pool=pool_name, namespace=namespace, unneeded_seconds=UNNEEDED
+    )
+    await stays_where_it_is(
+        custom,
+        core,
+        pool=pool_name,
+        autoscaler=autoscaler_name,
+        namespace=namespace,
+        nodes=[first, second],
+        volume=volume,
+    )
+    assert operator.errors_logged() == []
+
+
+async def test_a_pod_on_a_zonal_volume_keeps_its_node_when_the_only_room_is_in_another_zone(
+    api_client: client.ApiClient,
+    start_simcloud: Any,
+    start_operator: Any,
+    pool_name: str,
+    autoscaler_name: str,
+    namespace: str,
+    storage: Storage,
+) -> None:
+    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
+    operator: Operator = start_operator(cloud)
+    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
+    apps = client.AppsV1Api(api_client)
+    await make_pool(custom, pool_name, zones=("zone-a", "zone-b"))
+    await custom.patch_cluster_custom_object(
+        *POOLS, pool_name, {"spec": {"targetNodes": 2}}, _content_type=MERGE
+    )
+    await wait_for(lambda: pool_settled(custom, pool_name, 2), within=60)
+    zones = {n.metadata.labels[ZONE]: n.metadata.name for n in await pool_nodes(core, pool_name)}
+    assert sorted(zones) == ["zone-a", "zone-b"]
+    # The zone-a node half used by two pods pinned to it: room for two cpus more.
+    anchor = deployment("anchor", pool=pool_name, replicas=2, **pinned(zones["zone-a"]))
+    await apps.create_namespaced_deployment(namespace, anchor)
+    volume = await storage.bound_volume(
+        namespace,
+        key=ZONE,
+        value="zone-b",
+        source={"csi": {"driver": "ebs.csi.aws.com", "volumeHandle": f"vol-{storage.suffix}"}},
+    )
+    await apps.create_namespaced_stateful_set(namespace, stateful_set(pool_name))
+    await wait_for(lambda: running(core, namespace, 3), within=60)
+    assert (await the_db_pod(core, namespace)).spec.node_name == zones["zone-b"]
+
+    await create_autoscaler(
+        custom, autoscaler_name, pool=pool_name, namespace=namespace, unneeded_seconds=UNNEEDED
+    )
+    await stays_where_it_is(
+        custom,
+        core,
+        pool=pool_name,
+        autoscaler=autoscaler_name,
+        namespace=namespace,
+        nodes=sorted(zones.values()),
+        volume=volume,
+    )
+    assert operator.errors_logged() == []
