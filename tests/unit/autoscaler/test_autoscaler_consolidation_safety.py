@@ -272,3 +272,19 @@ async def test_a_node_an_open_request_names_is_never_chosen_again(world: World) 
     )
     assert [v.name for v in views if v.eligible] == ["n1"]
     assert request["spec"]["removeNodes"] == ["n2"]
+
+
+async def test_a_not_ready_blip_resets_only_the_timer_of_the_node_it_touches(
+    world: World,
+) -> None:
+    half_and_quarter(world)
+    world.pool(target=3)
+    world.node("n3")  # empty
+    await world.reconcile()
+    assert stamp(world, "n2") is not None
+    assert stamp(world, "n3") is not None
+    world.node("n3", ready=False, annotations=world.nodes.store["n3"]["metadata"]["annotations"])
+    await world.clock.advance(10)
+    await world.reconcile()
+    assert stamp(world, "n3") is None  # its own timer starts over
+    assert stamp(world, "n2") == "2027-01-15T08:00:00Z"  # the others run on

@@ -70,7 +70,12 @@ class FakeInformer:
 
 def node(name: str, *, ready: bool = True, cordoned: bool = False, pool: str = "small") -> Object:
     return {
-        "metadata": {"name": name, "labels": {nodepool_api.POOL_LABEL: pool}},
+        "metadata": {
+            "name": name,
+            "labels": {nodepool_api.POOL_LABEL: pool},
+            # Owned by the pool (``pool()``'s uid), as the NodePool controller makes them.
+            "ownerReferences": [{"kind": "NodePool", "name": pool, "uid": f"{pool}-uid"}],
+        },
         "spec": {"unschedulable": True} if cordoned else {},
         "status": {
             "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],

@@ -308,6 +308,7 @@ class World:
         pool: str = POOL,
         owned: bool = True,
         annotations: dict[str, str] | None = None,
+        registered: bool = True,
     ) -> None:
         status = {
             "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
@@ -326,7 +327,10 @@ class World:
             "ownerReferences": [owner] if owned else [],
             "annotations": dict(annotations or {}),
         }
-        self.nodes.put(self._stamp({"metadata": meta, "spec": {}, "status": status}))
+        # A node still booting carries the NodePool controller's unregistered taint.
+        unregistered = {"key": nodepool_api.UNREGISTERED_TAINT_KEY, "effect": "NoSchedule"}
+        spec = {} if registered else {"taints": [unregistered]}
+        self.nodes.put(self._stamp({"metadata": meta, "spec": spec, "status": status}))
 
     def pod(
         self,
@@ -1021,7 +1025,7 @@ async def test_no_scale_down_right_after_a_scale_up(world: World) -> None:
     world.autoscaler(scale_down=autoscaler_api.ScaleDownPolicy(unneeded_seconds=60))
     world.pool(target=2)
     world.node("n1")
-    world.node("n2", ready=False)  # still booting: capacity in flight
+    world.node("n2", ready=False, registered=False)  # still booting: capacity in flight
     await world.reconcile()
     await world.clock.advance(100)
     await world.reconcile()

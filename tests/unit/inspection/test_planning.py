@@ -63,6 +63,7 @@ def _node(name: str, pool: str) -> dict[str, Any]:
                 **nodepool_api.node_labels(pool, TEMPLATE),
                 nodepool_api.HOSTNAME_LABEL: name,
             },
+            "ownerReferences": [{"kind": "NodePool", "name": pool, "uid": f"uid-{pool}"}],
         },
         "spec": {},
         "status": {

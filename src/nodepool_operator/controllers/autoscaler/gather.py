@@ -16,6 +16,7 @@ from typing import Any
 
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.controllers import membership
 from nodepool_operator.controllers.autoscaler import constraints, fit, observe, simulation, volumes
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.pool_reads import PoolReads, PoolView
@@ -167,19 +168,24 @@ class Gatherer:
 
     def _other_nodes(self, *, planned: Mapping[str, PoolView]) -> list[simulation.ExistingNode]:
         """The nodes of pools no Autoscaler grows (they still take pods) and of no pool
-        (system nodes, hand-made ones, another tool's: they host pods and count for
-        affinity and spread, and are never grown nor taken away)."""
+        (system nodes, hand-made ones, another tool's, one only labelled with a pool: they
+        host pods and count for affinity and spread, and are never grown nor taken
+        away)."""
         found: list[simulation.ExistingNode] = []
-        known: set[str] = set()
+        uids: dict[str, str] = {}
         for pool in self.pools.items():
             name = str(pool["metadata"]["name"])
-            known.add(name)
+            uids[name] = uid = str(pool["metadata"].get("uid", ""))
             if name not in planned:
                 template = nodepool_api.spec_of(pool).template
-                found.extend(self.reads.pool_nodes(name, template, keep=None)[0])
+                found.extend(self.reads.pool_nodes(name, template, keep=None, uid=uid)[0])
         for node in self.reads.nodes.items():
-            if nodepool_api.pool_of(node) in known or node["metadata"].get("deletionTimestamp"):
+            if node["metadata"].get("deletionTimestamp"):
                 continue
+            label = nodepool_api.pool_of(node)
+            if label in uids and membership.is_member(node, pool_name=label, pool_uid=uids[label]):
+                continue  # counted with its pool above
+            # Labelled with a pool that does not own it: someone else's Node, room as any.
             bound = self.reads.bound(str(node["metadata"]["name"]))
             found.append(
                 observe.existing(
@@ -270,6 +276,9 @@ class Gatherer:
                 continue
             pool = self.pools.get(nodepool_api.pool_of(node) or "")
             if pool is None:
+                continue
+            uid = str(pool["metadata"].get("uid", ""))
+            if not membership.is_member(node, pool_name=pool["metadata"]["name"], pool_uid=uid):
                 continue
             spec = nodepool_api.spec_of(pool)
             if k8s_nodes.is_unhealthy(

@@ -177,3 +177,4 @@ class Usage:
     unhealthy: int
     registered: tuple[str, ...]
     unneeded: tuple[str, ...]
+    stalled: int = 0  # registered, NotReady within the timeouts (``plan.PoolFacts``)

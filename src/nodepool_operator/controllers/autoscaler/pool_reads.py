@@ -8,17 +8,18 @@ looked at) and from the requests this process created that the cache does not sh
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
-from nodepool_operator.controllers import allocatable, capacity
+from nodepool_operator.controllers import allocatable, capacity, membership
 from nodepool_operator.controllers.autoscaler import observe, plan, simulation, zoning
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.handoff import RequestLedger
 from nodepool_operator.controllers.autoscaler.profiles import ProfileCache, daemon_set_of
-from nodepool_operator.controllers.resources import NODES_BY_POOL, PODS_BY_NODE, REQUESTS_BY_POOL
+from nodepool_operator.controllers.resources import PODS_BY_NODE, REQUESTS_BY_POOL
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import conditions, pods
 from nodepool_operator.runtime.client import Object
@@ -92,7 +93,8 @@ class PoolReads:
         name = str(pool["metadata"]["name"])
         spec = nodepool_api.spec_of(pool)
         sizes = self._sizes(pool, spec)
-        nodes, usage = self.pool_nodes(name, spec.template, keep=sizes.target)
+        uid = str(pool["metadata"].get("uid", ""))
+        nodes, usage = self.pool_nodes(name, spec.template, keep=sizes.target, uid=uid)
         # Every zone backed off (no capacity, or VMs that never registered): the pool
         # cannot grow, and what it asked for is not coming.
         now = self.wall_clock.time()
@@ -109,6 +111,7 @@ class PoolReads:
             unhealthy=usage.unhealthy,
             open_request=sizes.open_request,
             cannot_grow=stuck,
+            stalled=usage.stalled,
         )
         template = self._template(
             pool, spec, target=sizes.target, usage=usage, stuck=stuck is not None, held=held
@@ -144,9 +147,12 @@ class PoolReads:
     ) -> simulation.PoolTemplate:
         name = str(pool["metadata"]["name"])
         in_flight = 0 if stuck else max(0, target - len(usage.registered))
+        members = membership.members(
+            self.nodes, pool_name=name, pool_uid=str(pool["metadata"].get("uid", ""))
+        )
         where = zoning.pool_zones(
             pool,
-            nodes=self.nodes.by_index(NODES_BY_POOL, name),
+            nodes=members,
             requests=self.ledger.visible(
                 name,
                 self.requests.by_index(REQUESTS_BY_POOL, name),
@@ -162,7 +168,7 @@ class PoolReads:
             allocatable=allocatable.planned(
                 spec.template,
                 nodepool_api.status_of(pool).reported_allocatable,
-                self.nodes.by_index(NODES_BY_POOL, name),
+                members,
                 now=conditions.rfc3339(self.wall_clock.time()),
             ),
             upcoming=observe.upcoming(
@@ -200,9 +206,15 @@ class PoolReads:
         return views
 
     def pool_nodes(
-        self, pool: str, template: nodepool_api.NodeTemplate, *, keep: int | None
+        self,
+        pool: str,
+        template: nodepool_api.NodeTemplate,
+        *,
+        keep: int | None,
+        uid: str | None,
     ) -> tuple[list[simulation.ExistingNode], observe.Usage]:
-        """The pool's nodes as the simulation sees them, and what scale-down needs of them.
+        """The pool's member nodes (``membership``: a Node only labelled with the pool is
+        not counted) as the simulation sees them, and what scale-down needs of them.
 
         With ``keep`` below the registered nodes, the ones the NodePool controller removes
         first (cordoned, then not Ready, then the emptiest) are left out: they are going.
@@ -211,7 +223,7 @@ class PoolReads:
         startup = observe.startup_keys(template)
         live = [
             n
-            for n in self.nodes.by_index(NODES_BY_POOL, pool)
+            for n in membership.members(self.nodes, pool_name=pool, pool_uid=uid)
             if not n["metadata"].get("deletionTimestamp")
         ]
         bound = {str(n["metadata"]["name"]): self.bound(str(n["metadata"]["name"])) for n in live}
@@ -233,18 +245,21 @@ class PoolReads:
 
     def _usage(self, live: Sequence[Object], bound: dict[str, Bound]) -> observe.Usage:
         unneeded: list[str] = []
-        ready = cordoned = 0
+        ready = cordoned = stalled = 0
         for node in sorted(live, key=lambda n: n["metadata"]["name"]):
             name = str(node["metadata"]["name"])
             is_ready = observe.is_ready(node)
             is_cordoned = bool((node.get("spec") or {}).get("unschedulable"))
             ready += is_ready
             cordoned += is_ready and is_cordoned
+            # Registered once (Ready then), NotReady now, not past the timeouts: a blip.
+            stalled += not is_ready and name not in self.unhealthy and _registered(node)
             if is_ready and not is_cordoned and not bound[name].busy:
                 unneeded.append(name)
         return observe.Usage(
             ready=ready,
             cordoned=cordoned,
+            stalled=stalled,
             unhealthy=sum(1 for n in live if n["metadata"]["name"] in self.unhealthy),
             registered=tuple(str(n["metadata"]["name"]) for n in live),
             unneeded=tuple(unneeded),
@@ -294,3 +309,10 @@ def _staying(live: Sequence[Object], bound: dict[str, Bound], *, keep: int | Non
     ordered = sorted(live, key=going_first)
     kept = ordered[max(0, len(ordered) - keep) :] if keep is not None else ordered
     return {str(n["metadata"]["name"]) for n in kept}
+
+
+def _registered(node: Mapping[str, Any]) -> bool:
+    """The NodePool controller lifted the Node's unregistered taint: its kubelet reported
+    Ready and its own allocatable once."""
+    taints = (node.get("spec") or {}).get("taints") or ()
+    return not any(t.get("key") == nodepool_api.UNREGISTERED_TAINT_KEY for t in taints)
