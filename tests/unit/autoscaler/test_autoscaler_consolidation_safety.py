@@ -288,3 +288,16 @@ async def test_a_not_ready_blip_resets_only_the_timer_of_the_node_it_touches(
     await world.reconcile()
     assert stamp(world, "n3") is None  # its own timer starts over
     assert stamp(world, "n2") == "2027-01-15T08:00:00Z"  # the others run on
+
+
+async def test_a_node_preemption_is_making_room_on_is_never_a_candidate(world: World) -> None:
+    half_and_quarter(world)
+    preemptor = world.pod("preemptor", cpu="3500m")
+    preemptor["status"]["nominatedNodeName"] = "n2"
+    world.pods.put(preemptor)
+    await world.reconcile()
+    await world.clock.advance(61)
+    await world.reconcile()
+    assert marks(world, "n2") == ([], None)
+    for request in world.api.made("scalerequests"):
+        assert "n2" not in request["spec"].get("removeNodes", [])

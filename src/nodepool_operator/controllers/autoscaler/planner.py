@@ -34,6 +34,7 @@ from nodepool_operator.controllers.autoscaler.consolidation import Choice, PoolT
 from nodepool_operator.controllers.autoscaler.consolidation.decide import named_by_open_requests
 from nodepool_operator.controllers.autoscaler.decisions import PoolDecider
 from nodepool_operator.controllers.autoscaler.observer import Observation, Observer, Part, Plan
+from nodepool_operator.controllers.autoscaler.profiles import ALL_NAMESPACES, NOMINATED_INDEX
 from nodepool_operator.controllers.autoscaler.verdicts import Verdict, Verdicts
 from nodepool_operator.controllers.resources import REQUESTS_BY_POOL
 from nodepool_operator.runtime import clock as clock_module
@@ -319,15 +320,19 @@ class Planner:
             log.exception("event=decision-events-failed")
 
     def _leaving(self, pool: str) -> frozenset[str]:
-        """The Nodes the pool's open requests name, ours not yet in the cache included."""
+        """The Nodes of the pool consolidation must not choose now: those the pool's open
+        requests name (ours not yet in the cache included), and those preemption is making
+        room on for a nominated pod (the room it waits for would go with the Node)."""
         requests = self.observer.pool_reads.requests
-        return named_by_open_requests(
+        named = named_by_open_requests(
             self.observer.pool_reads.ledger.visible(
                 pool,
                 requests.by_index(REQUESTS_BY_POOL, pool),
                 cache_version=requests.resource_version,
             )
         )
+        nominated = self.observer.pods.by_index(NOMINATED_INDEX, ALL_NAMESPACES)
+        return named | {node for p in nominated if (node := fit.nominated_node(p)) is not None}
 
     async def _choose(self, turns: Sequence[PoolTurn], made: Plan) -> dict[str, Choice]:
         """Consolidation's choice for every pool of the batch at once."""
