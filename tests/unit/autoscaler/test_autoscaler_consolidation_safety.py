@@ -131,6 +131,7 @@ async def test_pods_waiting_for_room_take_the_taint_off_and_keep_the_stamp(
     world.pod("waiting", cpu="2500m")  # only n2's room holds it, once n2 takes pods again
     await world.reconcile()
     assert marks(world, "n2") == ([], stamped)
+    assert world.api.made("scalerequests") == []  # no new node for room the pool has
 
 
 async def test_a_stamp_older_than_the_end_of_a_dry_run_starts_over(world: World) -> None:
@@ -301,3 +302,12 @@ async def test_a_node_preemption_is_making_room_on_is_never_a_candidate(world: W
     assert marks(world, "n2") == ([], None)
     for request in world.api.made("scalerequests"):
         assert "n2" not in request["spec"].get("removeNodes", [])
+
+
+async def test_a_node_kept_from_going_is_still_room_for_the_pods_of_another() -> None:
+    world = World()
+    half_and_quarter(world)
+    world.node("n1", annotations={nodepool_api.DO_NOT_DISRUPT_ANNOTATION: "true"})
+    await world.reconcile()
+    assert stamp(world, "n2") is not None  # its pod fits on n1, which itself stays
+    assert stamp(world, "n1") is None

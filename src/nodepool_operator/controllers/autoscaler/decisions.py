@@ -129,13 +129,20 @@ class PoolDecider:
         )
 
     def turn(
-        self, autoscaler: Object, seen: Observation, *, leaving: frozenset[str] = frozenset()
+        self,
+        autoscaler: Object,
+        seen: Observation,
+        *,
+        leaving: frozenset[str] = frozenset(),
+        held: frozenset[str] = frozenset(),
     ) -> PoolTurn:
         """What consolidation needs to know of the pool and its Autoscaler this batch;
-        ``leaving``: the Nodes the pool's open requests name already."""
+        ``leaving``: the Nodes the pool's open requests name already; ``held``: those
+        preemption is making room on."""
         spec = autoscaler_api.spec_of(autoscaler)
         return PoolTurn(
             leaving=leaving,
+            held=held,
             pool=seen.pool.name,
             pool_uid=seen.pool_uid,
             room=max(0, seen.pool.target - seen.pool.min_nodes),

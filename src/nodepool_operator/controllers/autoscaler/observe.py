@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import quantity
 from nodepool_operator.controllers.autoscaler import constraints, simulation
@@ -98,6 +99,9 @@ def _taints(
     (on a node still booting, or Ready and not yet rid of them) and its pool's startup
     taints (an agent removes them) left out."""
     booting = _booting(node) or k8s_nodes.is_ready(node)
+    # Consolidation's own taint on a Node nobody is removing yet comes off as soon as pods
+    # wait for room (``consolidation.decide``): that room is the pods', not a new node's.
+    ours = () if nodepool_api.is_being_removed(node) else (autoscaler_api.CONSOLIDATING_TAINT_KEY,)
     return tuple(
         constraints.Taint(
             str(t.get("key", "")), str(t.get("value") or ""), str(t.get("effect", ""))
@@ -105,6 +109,7 @@ def _taints(
         for t in (node.get("spec") or {}).get("taints") or ()
         if not (booting and t.get("key") in EPHEMERAL_TAINTS)
         and (t.get("key"), t.get("effect")) not in startup
+        and t.get("key") not in ours
     )
 
 

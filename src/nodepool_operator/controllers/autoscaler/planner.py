@@ -211,7 +211,9 @@ class Planner:
             for a in autoscalers
         }
         turns = {
-            name: self.decider.turn(a, part, leaving=self._leaving(part.pool.name))
+            name: self.decider.turn(
+                a, part, leaving=self._leaving(part.pool.name), held=self._held()
+            )
             for a in autoscalers
             if isinstance(part := parts[name := str(a["metadata"]["name"])], Observation)
         }
@@ -319,20 +321,23 @@ class Planner:
         except Exception:
             log.exception("event=decision-events-failed")
 
+    def _held(self) -> frozenset[str]:
+        """The Nodes preemption is making room on for a nominated pod: never chosen to go
+        (the room the pod waits for would go with the Node)."""
+        nominated = self.observer.pods.by_index(NOMINATED_INDEX, ALL_NAMESPACES)
+        return frozenset(node for p in nominated if (node := fit.nominated_node(p)) is not None)
+
     def _leaving(self, pool: str) -> frozenset[str]:
-        """The Nodes of the pool consolidation must not choose now: those the pool's open
-        requests name (ours not yet in the cache included), and those preemption is making
-        room on for a nominated pod (the room it waits for would go with the Node)."""
+        """The Nodes the pool's open requests name (ours not yet in the cache included):
+        on their way out."""
         requests = self.observer.pool_reads.requests
-        named = named_by_open_requests(
+        return named_by_open_requests(
             self.observer.pool_reads.ledger.visible(
                 pool,
                 requests.by_index(REQUESTS_BY_POOL, pool),
                 cache_version=requests.resource_version,
             )
         )
-        nominated = self.observer.pods.by_index(NOMINATED_INDEX, ALL_NAMESPACES)
-        return named | {node for p in nominated if (node := fit.nominated_node(p)) is not None}
 
     async def _choose(self, turns: Sequence[PoolTurn], made: Plan) -> dict[str, Choice]:
         """Consolidation's choice for every pool of the batch at once."""

@@ -54,6 +54,8 @@ class PoolTurn:
     dry_run: bool = False
     # Nodes an open request of the pool names already (``decide.named_by_open_requests``).
     leaving: frozenset[str] = frozenset()
+    # Nodes preemption is making room on (a pending pod nominated there): they stay.
+    held: frozenset[str] = frozenset()
 
 
 class Consolidator:
@@ -92,7 +94,7 @@ class Consolidator:
         changed (the informers' resourceVersions) or the pools' turns did: a batch
         that changes neither reuses the last one."""
         views = {
-            t.pool: self.views.of_pool(t.pool, pool_uid=t.pool_uid, leaving=t.leaving)
+            t.pool: self.views.of_pool(t.pool, pool_uid=t.pool_uid, leaving=t.leaving, held=t.held)
             for t in turns
         }
         choosing = [t for t in turns if t.blocked is None]  # the others hold or clear
@@ -100,8 +102,7 @@ class Consolidator:
             self.nodes.resource_version,
             self.pods.resource_version,
             tuple(
-                (t.pool, t.pool_uid, t.policy.utilization_threshold, t in choosing, t.leaving)
-                for t in turns
+                (t.pool, t.pool_uid, t.policy, t.blocked is None, t.leaving, t.held) for t in turns
             ),
         )
         if key[0] and key[1] and self._chosen is not None and self._chosen[0] == key:

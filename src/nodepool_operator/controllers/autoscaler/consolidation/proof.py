@@ -39,8 +39,9 @@ class Proof:
         daemon_sets: Sequence[simulation.DaemonSetView],
         profile: Callable[[Mapping[str, Any]], PodProfile | str],
     ) -> None:
-        # Nodes already leaving (tainted, cordoned, named) take no pod: never room.
-        leaving = {v.name for v in views if v.tainted or not v.eligible}
+        # Nodes already leaving (tainted, cordoned, named) take no pod: never room. A Node
+        # only kept from going (do-not-disrupt, a nominated pod) is room as any other.
+        leaving = {v.name for v in views if v.tainted or not v.gives_room}
         self.room = {n.name: n for n in cluster if n.name not in leaving}
         self.daemon_sets = daemon_sets
         self.profile = profile

@@ -57,6 +57,9 @@ class NodeView:
     eligible: bool  # Ready, registered, schedulable, not do-not-disrupt itself
     # Registered and NotReady (a blip), not being removed: its own timer starts over.
     stalled: bool = False
+    # Takes pods: Ready, registered, schedulable, not on its way out. A Node that is only
+    # not eligible (do-not-disrupt, preemption making room on it) still gives room.
+    gives_room: bool = True
 
     @property
     def empty(self) -> bool:

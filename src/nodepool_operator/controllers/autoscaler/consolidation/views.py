@@ -52,17 +52,27 @@ class NodeViews:
         self._views: dict[str, tuple[str, int, NodeView]] = {}
 
     def of_pool(
-        self, pool: str, *, pool_uid: str | None, leaving: frozenset[str] = frozenset()
+        self,
+        pool: str,
+        *,
+        pool_uid: str | None,
+        leaving: frozenset[str] = frozenset(),
+        held: frozenset[str] = frozenset(),
     ) -> list[NodeView]:
         """The views of the pool's member Nodes not being deleted, by name; those in
-        ``leaving`` (named by an open request already) are not eligible."""
+        ``leaving`` (named by an open request already) are not eligible and give no room,
+        those ``held`` (preemption makes room on them) are not eligible."""
         found = [
             self.view(node)
             for node in membership.members(self.nodes, pool_name=pool, pool_uid=pool_uid)
             if not node["metadata"].get("deletionTimestamp")
         ]
         found = [
-            dataclasses.replace(v, eligible=False) if v.name in leaving and v.eligible else v
+            dataclasses.replace(v, eligible=False, gives_room=False)
+            if v.name in leaving
+            else dataclasses.replace(v, eligible=False)
+            if v.name in held and v.eligible
+            else v
             for v in found
         ]
         if len(self._views) > 2 * len(self.nodes) + _VIEWS_SLACK:
@@ -99,6 +109,7 @@ class NodeViews:
         since = annotations_of(node).get(autoscaler_api.UNNEEDED_SINCE_ANNOTATION)
         registered = not any(t.get("key") == nodepool_api.UNREGISTERED_TAINT_KEY for t in taints)
         removed = nodepool_api.is_being_removed(node)
+        ready, cordoned = k8s_nodes.is_ready(node), bool(spec.get("unschedulable"))
         return NodeView(
             name=name,
             obj=node,
@@ -113,5 +124,6 @@ class NodeViews:
                 and nodepool_api.do_not_disrupt_reason(node, node=True) is None
                 and not removed
             ),
-            stalled=registered and not removed and not k8s_nodes.is_ready(node),
+            stalled=registered and not removed and not ready,
+            gives_room=ready and not cordoned and registered and not removed,
         )
