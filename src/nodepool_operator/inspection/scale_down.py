@@ -85,7 +85,7 @@ def preview(
     fits = Proof(
         views=every, cluster=inputs.cluster, daemon_sets=inputs.daemon_sets, profile=inputs.profile
     )
-    chosen, kept = rules.choose_together(groups, fits=fits)
+    chosen, kept = rules.choose_together(groups, fits=fits, fit_together=fits.together)
     removals: list[report.Removable] = []
     staying: list[report.KeptNode] = []
     for pool in pools:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from nodepool_operator.controllers.autoscaler import simulation
 from nodepool_operator.controllers.autoscaler.consolidation import NodeView, rules
 from nodepool_operator.controllers.autoscaler.consolidation.proof import Proof
@@ -56,7 +58,31 @@ def view(name: str, *pods: Any, usage: float = 0.25) -> NodeView:
 
 def choose(views: list[NodeView], cluster: list[simulation.ExistingNode]) -> Any:
     fits = Proof(views=views, cluster=cluster, daemon_sets=(), profile=ProfileCache().get)
-    return rules.choose_together([(views, 0.5)], fits=fits)
+    return rules.choose_together([(views, 0.5)], fits=fits, fit_together=fits.together)
+
+
+def test_when_every_candidates_pods_fit_at_once_one_simulation_proves_them_all(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    runs: list[int] = []
+    simulate = simulation.simulate
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        runs.append(1)
+        return simulate(*args, **kwargs)
+
+    monkeypatch.setattr(simulation, "simulate", counted)
+    pods = [pod(f"p{i}") for i in range(5)]
+    views = [view(f"n{i}", p) for i, p in enumerate(pods)]
+    cluster = [
+        existing("stays"),
+        existing("stays-too"),
+        *(existing(f"n{i}", p) for i, p in enumerate(pods)),
+    ]
+    chosen, kept = choose(views, cluster)
+    assert [v.name for v in chosen] == [f"n{i}" for i in range(5)]
+    assert kept == []
+    assert len(runs) == 1
 
 
 def test_room_the_chosen_candidates_took_is_not_offered_again() -> None:

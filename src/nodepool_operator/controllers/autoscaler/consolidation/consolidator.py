@@ -110,7 +110,9 @@ class Consolidator:
         groups = [(views[t.pool], t.policy.utilization_threshold) for t in choosing]
         every = [v for found in views.values() for v in found]
         fits = Proof(views=every, cluster=cluster, daemon_sets=daemon_sets, profile=self.profile)
-        chosen, kept = await asyncio.to_thread(rules.choose_together, groups, fits=fits)
+        chosen, kept = await asyncio.to_thread(
+            rules.choose_together, groups, fits=fits, fit_together=fits.together
+        )
         pool_of = {v.name: pool for pool, found in views.items() for v in found}
         chosen_in: dict[str, list[NodeView]] = {pool: [] for pool in views}
         kept_in: dict[str, list[Kept]] = {pool: [] for pool in views}

@@ -76,6 +76,25 @@ class Proof:
         self._proved = (view.name, placed)
         return None
 
+    def together(self, views: Sequence[NodeView]) -> bool:
+        """Whether the pods of all ``views`` fit at once on the Nodes that stay (one
+        simulation, nothing committed): a candidate's pod that does not makes the chooser
+        prove the candidates one by one instead."""
+        moving: list[PodProfile] = []
+        for view in views:
+            found = self._moving(view)
+            if isinstance(found, tuple):
+                return False
+            moving.extend(profile for profile, _ in found)
+        going = {v.name for v in views}
+        outcome = simulation.simulate(
+            moving,
+            nodes=[n for name, n in self.room.items() if name not in going],
+            pools=(),
+            daemon_sets=self.daemon_sets,
+        )
+        return not outcome.unfit
+
     def _moving(self, view: NodeView) -> list[_Moving] | tuple[str, str]:
         """The pods that leave with ``view``: its own and those earlier proofs put there;
         ``(pod, why)`` when one cannot be read."""

@@ -197,6 +197,7 @@ def choose_together(
     pools: Sequence[tuple[Sequence[NodeView], float]],
     *,
     fits: Callable[[Sequence[NodeView]], tuple[str, str] | None],
+    fit_together: Callable[[Sequence[NodeView]], bool] | None = None,
 ) -> tuple[list[NodeView], list[Kept]]:
     """The candidates among the Nodes of every pool in ``pools`` (each pool's views with
     its Autoscaler's utilisation threshold), and why each other underused Node stays.
@@ -206,7 +207,9 @@ def choose_together(
     decision in progress keeps its room), then the longest stamped (a pass after a removal
     keeps the timers that ran, instead of starting another Node's from zero), then the
     least used. ``fits(chosen)`` says which pod of ``chosen`` fits nowhere on the Nodes
-    that stay (``(pod, why)``), or None.
+    that stay (``(pod, why)``), or None. ``fit_together(views)``, when given, says whether
+    the pods of all ``views`` fit at once on the Nodes that stay: when every movable
+    candidate's do (the common case), one proof stands for all of them.
     """
 
     def order(v: NodeView) -> tuple[bool, bool, bool, float, float, str]:
@@ -216,17 +219,22 @@ def choose_together(
         (v for views, threshold in pools for v in views if v.eligible and v.usage < threshold),
         key=order,
     )
-    chosen: list[NodeView] = []
+    movable: list[NodeView] = []
     kept: list[Kept] = []
     for view in underused:
-        if view.empty:
-            chosen.append(view)
-            continue
         problems = ((pod, movable_problem(pod)) for pod in view.to_move)
         pod, problem = next(((p, found) for p, found in problems if found), (None, None))
         if pod is not None and problem is not None:
             rule, why = problem
             kept.append(Kept(view.name, rule, pod_key(pod), f"pod {pod_key(pod)}: {why}"))
+            continue
+        movable.append(view)
+    if fit_together is not None and any(not v.empty for v in movable) and fit_together(movable):
+        return movable, kept
+    chosen: list[NodeView] = []
+    for view in movable:
+        if view.empty:
+            chosen.append(view)
             continue
         unfit = fits([*chosen, view])
         if unfit is not None:
