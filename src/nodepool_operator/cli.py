@@ -103,10 +103,12 @@ def cluster_status(directory: DirOption = DEFAULT_DIR) -> None:
 
 @cluster_app.command("build")
 def cluster_build() -> None:
-    """Build the control-plane binaries and helm into the cache (a no-op when they are there)."""
+    """Build the control-plane binaries, helm and kubemark (the hollow kubelet) into the cache
+    (a no-op when they are there)."""
     try:
         found = binaries.ensure_binaries()
         found["helm"] = binaries.ensure_helm()
+        found["kubemark"] = binaries.ensure_kubemark()
     except binaries.BuildError as error:
         typer.secho(f"error: {error}", fg=typer.colors.RED, err=True)
         raise typer.Exit(1) from error
