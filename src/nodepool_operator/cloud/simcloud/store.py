@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import decimal
+import json
 import pathlib
 import random
 import re
@@ -47,6 +48,7 @@ from nodepool_operator.cloud import provider
 __all__ = [
     "DEFAULT_CLUSTER",
     "CapacityLimit",
+    "Guest",
     "Offering",
     "SimCloudStore",
     "Timing",
@@ -76,6 +78,9 @@ CREATE TABLE IF NOT EXISTS vms (
     ready_at REAL NOT NULL,
     gone_at REAL,
     kubelet_joins INTEGER NOT NULL DEFAULT 1,
+    pods INTEGER NOT NULL DEFAULT 110,
+    node_labels TEXT NOT NULL DEFAULT '{}',
+    node_taints TEXT NOT NULL DEFAULT '[]',
     PRIMARY KEY (cluster, name)
 );
 CREATE INDEX IF NOT EXISTS vms_by_pool ON vms (cluster, pool);
@@ -101,6 +106,14 @@ DROP TABLE vms_before_clusters;
 DROP TABLE creations_before_clusters;
 """
 
+# Columns added since clusters, with their definitions: a file from before gains them on
+# open, its VMs taking the defaults (what their kubelets were never told).
+_ADDED_COLUMNS = {
+    "pods": "INTEGER NOT NULL DEFAULT 110",
+    "node_labels": "TEXT NOT NULL DEFAULT '{}'",
+    "node_taints": "TEXT NOT NULL DEFAULT '[]'",
+}
+
 # Names become Node names, so they follow the Kubernetes DNS-1123 subdomain rule.
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _CPU = re.compile(r"[1-9][0-9]*m?")
@@ -108,6 +121,18 @@ _MEMORY = re.compile(r"(?P<number>[0-9]+(\.[0-9]*)?|\.[0-9]+)(?P<suffix>[KMGTPE]
 # Any zone a template names is accepted (the simulated cloud has every region), as long
 # as it can be the value of the Node's zone label.
 _ZONE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Guest:
+    """A running VM as its kubelet sees it: its name (the Node's) and the user data of its
+    launch (max pods, the labels and taints to register the Node with)."""
+
+    cluster: str
+    name: str
+    pods: int
+    node_labels: tuple[tuple[str, str], ...] = ()
+    node_taints: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -237,6 +262,11 @@ class SimCloudStore:
         columns = {row["name"] for row in self._db.execute("PRAGMA table_info(vms)")}
         if columns and "cluster" not in columns:
             self._db.executescript(f"BEGIN IMMEDIATE; {_MIGRATE_TO_CLUSTERS} COMMIT;")
+            columns = {row["name"] for row in self._db.execute("PRAGMA table_info(vms)")}
+        if columns:
+            for column, definition in _ADDED_COLUMNS.items():
+                if column not in columns:
+                    self._db.execute(f"ALTER TABLE vms ADD COLUMN {column} {definition}")
         self._db.executescript(_SCHEMA)
 
     def close(self) -> None:
@@ -290,8 +320,15 @@ class SimCloudStore:
             ready_at = now + self._sample(self._timing.create_latency_seconds)
             db.execute(
                 "INSERT INTO vms (cluster, name, pool, cpu, memory, zone, created_at, ready_at,"
-                " kubelet_joins) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (cluster, name, pool, spec.cpu, spec.memory, zone, now, ready_at, int(joins)),
+                " kubelet_joins, pods, node_labels, node_taints)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    *(cluster, name, pool, spec.cpu, spec.memory, zone, now, ready_at),
+                    int(joins),
+                    spec.pods,
+                    json.dumps(dict(spec.node_labels), sort_keys=True),
+                    json.dumps(list(spec.node_taints)),
+                ),
             )
             db.execute(
                 "INSERT INTO creations (cluster, name, count) VALUES (?, ?, 1)"
@@ -352,6 +389,27 @@ class SimCloudStore:
             (now, cluster, cluster, pool, pool),
         ).fetchall()
         return [_vm(row, now) for row in rows]
+
+    def booted(self) -> list[Guest]:
+        """Every cluster's RUNNING VMs whose kubelet joins: the machines a kubelet runs on
+        now, and what each was told at launch."""
+        now = self._clock()
+        rows = self._db.execute(
+            "SELECT cluster, name, pods, node_labels, node_taints FROM vms"
+            " WHERE gone_at IS NULL AND ready_at <= ? AND kubelet_joins = 1"
+            " ORDER BY cluster, name",
+            (now,),
+        ).fetchall()
+        return [
+            Guest(
+                cluster=row["cluster"],
+                name=row["name"],
+                pods=int(row["pods"]),
+                node_labels=tuple(sorted(json.loads(row["node_labels"]).items())),
+                node_taints=tuple(json.loads(row["node_taints"])),
+            )
+            for row in rows
+        ]
 
     def creations_by_name(self, *, cluster: str | None = None) -> dict[str, int]:
         """How many times each name was made into a VM, over the file's whole life; summed
