@@ -40,6 +40,7 @@ __all__ = [
     "mark_vm_deleted",
     "node_manifest",
     "node_named",
+    "owner_reference",
     "registration_taints",
     "remove_unregistered_taint",
     "uncordon",
@@ -104,21 +105,25 @@ def node_manifest(
             # A simulated VM whose kubelet never joins (a simcloud fault) is left to no
             # one, as a real one would be: its Node never turns Ready.
             "annotations": {KWOK_ANNOTATION: "fake"} if simulated and vm.kubelet_joins else {},
-            "ownerReferences": [
-                {
-                    "apiVersion": nodepool_api.API_VERSION,
-                    "kind": nodepool_api.KIND,
-                    "name": name,
-                    "uid": pool["metadata"]["uid"],
-                    "blockOwnerDeletion": False,
-                }
-            ],
+            "ownerReferences": [owner_reference(pool)],
         },
         "spec": spec,
         "status": {
             "capacity": nodepool_api.quantity_texts(nodepool_api.template_capacity(template)),
             "allocatable": nodepool_api.quantity_texts(nodepool_api.template_allocatable(template)),
         },
+    }
+
+
+def owner_reference(pool: Mapping[str, Any]) -> dict[str, Any]:
+    """The owner reference a Node of ``pool`` carries: the pool by uid. It does not block
+    the pool's deletion; the pool's finalizer drains and removes its Nodes first."""
+    return {
+        "apiVersion": nodepool_api.API_VERSION,
+        "kind": nodepool_api.KIND,
+        "name": str(pool["metadata"]["name"]),
+        "uid": pool["metadata"]["uid"],
+        "blockOwnerDeletion": False,
     }
 
 
