@@ -314,3 +314,21 @@ def test_a_state_file_from_before_user_data_gains_it_with_defaults(
         assert kept.booted() == [store.Guest(cluster="default", name="old-0", pods=110)]
     finally:
         kept.close()
+
+
+async def test_a_vm_with_a_hollow_kubelet_has_the_provider_id_its_kubelet_registers(
+    config: server.SimCloudConfig,
+    clock: store.WallClock,
+    token: credentials.TokenFile,
+    tmp_path: pathlib.Path,
+) -> None:
+    async with (
+        server.SimCloudServer(_hollow(config, tmp_path), clock=clock) as sim,
+        client.SimCloudClient(sim.endpoint, token=token) as cloud,
+    ):
+        vm = await cloud.create_vm(name=NAME, pool="pool-a", spec=SPEC)
+        listed = await cloud.list_vms(pool="pool-a")
+
+    # kubemark cannot be told one: it registers kubemark://<name>, so the VM says so too.
+    assert vm.provider_id == f"kubemark://{NAME}"
+    assert [v.provider_id for v in listed] == [f"kubemark://{NAME}"]

@@ -9,8 +9,9 @@ the VM was asked for, as a kubelet reports the machine it runs on, not the templ
 One process per VM that is RUNNING (and whose kubelet joins: the ``kubeletNeverJoins``
 fault boots none), named after the VM (the Node's name), told at launch what user data
 tells a real one: ``--node-labels`` and ``--register-with-taints`` from the create, and
-``--max-pods`` from its pods. It has no ``--provider-id``, as hollow kubelets cannot set
-one. The process is
+``--max-pods`` from its pods. A hollow kubelet cannot be told a provider ID: it registers
+``kubemark://<name>``, so that is the provider ID simcloud reports for the VM
+(``provider_id``), as a real cloud reports the one its kubelets register. The process is
 
 - started within ``SYNC_SECONDS`` of the VM turning RUNNING, and again after it exits
   (a crashed kubelet is restarted, as systemd does, at most once every
@@ -41,7 +42,14 @@ from pathlib import Path
 
 from nodepool_operator.cloud.simcloud import store
 
-__all__ = ["RESTART_SECONDS", "SYNC_SECONDS", "HollowKubelets", "KubeletConfig", "arguments"]
+__all__ = [
+    "RESTART_SECONDS",
+    "SYNC_SECONDS",
+    "HollowKubelets",
+    "KubeletConfig",
+    "arguments",
+    "provider_id",
+]
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +72,12 @@ class KubeletConfig:
     kubeconfig: str
     log_directory: str
     stop_grace: float = 10.0
+
+
+def provider_id(cluster: str, name: str) -> str:
+    """The provider ID a hollow kubelet registers its Node with (kubemark's own choice; it
+    has no flag for it): the VM's, in ``--kubelets hollow``."""
+    return f"kubemark://{name}"
 
 
 def arguments(config: KubeletConfig, guest: store.Guest, *, port: int) -> list[str]:

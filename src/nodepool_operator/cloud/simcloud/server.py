@@ -195,6 +195,11 @@ class SimCloudServer:
                 timing=config.timing(),
                 clock=self._clock,
                 rng=random.Random(config.seed),
+                provider_ids=(
+                    store.simcloud_provider_id
+                    if config.kubelets is None
+                    else kubelets_module.provider_id
+                ),
             ),
             faults=config.faults(),
             clock=self._clock,

@@ -50,15 +50,21 @@ __all__ = [
     "CapacityLimit",
     "Guest",
     "Offering",
+    "ProviderIds",
     "SimCloudStore",
     "Timing",
     "WallClock",
     "shape_of",
+    "simcloud_provider_id",
     "validate_request",
 ]
 
 WallClock = Callable[[], float]
 """Wall-clock epoch seconds; ``time.time`` unless a test fakes it."""
+
+ProviderIds = Callable[[str, str], str]
+"""The provider ID of a VM, by (cluster, name): the ``spec.providerID`` its Node carries,
+whoever registers it (``simcloud_provider_id``, or what the VM's kubelet sets)."""
 
 #: Where a VM goes when its create names no zone (a real cloud picks one too).
 ZONES = ("sim-1a", "sim-1b", "sim-1c")
@@ -148,6 +154,11 @@ class Timing:
             value = getattr(self, field.name)
             if not value >= 0.0:
                 raise ValueError(f"{field.name} must be >= 0: {value}")
+
+
+def simcloud_provider_id(cluster: str, name: str) -> str:
+    """A VM's provider ID when kwok plays its kubelet: the operator writes it on the Node."""
+    return f"simcloud:///{cluster}/{name}"
 
 
 def shape_of(spec: provider.MachineSpec) -> str:
@@ -244,8 +255,10 @@ class SimCloudStore:
         timing: Timing,
         clock: WallClock = time.time,
         rng: random.Random | None = None,
+        provider_ids: ProviderIds = simcloud_provider_id,
     ) -> None:
         self._timing = timing
+        self._provider_ids = provider_ids
         self._clock = clock
         self._rng = rng if rng is not None else random.Random()
         if path != ":memory:":
@@ -271,6 +284,9 @@ class SimCloudStore:
 
     def close(self) -> None:
         self._db.close()
+
+    def _vm(self, row: sqlite3.Row, now: float) -> provider.VirtualMachine:
+        return _vm(row, now, self._provider_ids)
 
     def create_vm(
         self,
@@ -306,7 +322,7 @@ class SimCloudStore:
                     raise provider.VmConflict(
                         f"VM {name!r} exists in pool {row['pool']!r}, not {pool!r}"
                     )
-                return _vm(row, now), False
+                return self._vm(row, now), False
             if quota_max_vms is not None:
                 (count,) = db.execute("SELECT COUNT(*) FROM vms").fetchone()
                 if count >= quota_max_vms:
@@ -338,7 +354,7 @@ class SimCloudStore:
             row = db.execute(
                 "SELECT * FROM vms WHERE cluster = ? AND name = ?", (cluster, name)
             ).fetchone()
-            return _vm(row, now), True
+            return self._vm(row, now), True
 
     def delete_vm(
         self, name: provider.VmName, *, cluster: str | None
@@ -364,7 +380,7 @@ class SimCloudStore:
             row = db.execute(
                 "SELECT * FROM vms WHERE cluster = ? AND name = ?", (rows[0]["cluster"], name)
             ).fetchone()
-            return _vm(row, now), bool(started)
+            return self._vm(row, now), bool(started)
 
     def get_vm(
         self, name: provider.VmName, *, cluster: str | None
@@ -375,7 +391,7 @@ class SimCloudStore:
             " AND (? IS NULL OR cluster = ?) ORDER BY cluster",
             (name, now, cluster, cluster),
         ).fetchone()
-        return None if row is None else _vm(row, now)
+        return None if row is None else self._vm(row, now)
 
     def list_vms(
         self, *, cluster: str | None, pool: str | None = None
@@ -388,7 +404,7 @@ class SimCloudStore:
             " AND (? IS NULL OR cluster = ?) AND (? IS NULL OR pool = ?) ORDER BY name, cluster",
             (now, cluster, cluster, pool, pool),
         ).fetchall()
-        return [_vm(row, now) for row in rows]
+        return [self._vm(row, now) for row in rows]
 
     def booted(self) -> list[Guest]:
         """Every cluster's RUNNING VMs whose kubelet joins: the machines a kubelet runs on
@@ -441,7 +457,7 @@ class SimCloudStore:
         db.execute("DELETE FROM vms WHERE gone_at IS NOT NULL AND gone_at <= ?", (now,))
 
 
-def _vm(row: sqlite3.Row, now: float) -> provider.VirtualMachine:
+def _vm(row: sqlite3.Row, now: float, provider_id: ProviderIds) -> provider.VirtualMachine:
     if row["gone_at"] is not None:
         state = provider.VmState.DELETING
     elif row["ready_at"] <= now:
@@ -456,7 +472,7 @@ def _vm(row: sqlite3.Row, now: float) -> provider.VirtualMachine:
         cpu=row["cpu"],
         memory=row["memory"],
         state=state,
-        provider_id=f"simcloud:///{row['cluster']}/{name}",
+        provider_id=provider_id(row["cluster"], name),
         created_at=row["created_at"],
         zone=row["zone"],
     )
