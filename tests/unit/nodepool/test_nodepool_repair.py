@@ -260,6 +260,23 @@ async def test_a_node_with_the_pool_label_but_another_owner_is_left_alone() -> N
     assert "p-7" in warning
 
 
+async def test_a_node_its_kubelet_registered_first_is_adopted_not_warned_about() -> None:
+    world = World("p-0")
+    vm = (await world.cloud.list_vms(pool="p"))[0]
+    kubelets = fakes.node("p-0")
+    del kubelets["metadata"]["ownerReferences"]
+    kubelets["spec"]["providerID"] = vm.provider_id
+    kubelets["metadata"]["resourceVersion"] = "7"
+    world.api.objects[("nodes", "p-0")] = kubelets
+    world.nodes.put(kubelets)  # the cache holds it as its kubelet registered it
+
+    await world.converge(1)
+
+    assert ("patch", "nodes", "p-0") in world.api.calls  # the adoption
+    assert world.warnings("NodeNotOwned") == []  # not a stranger, though the cache says so
+    assert world.nodes_deleted() == []
+
+
 async def test_a_pool_being_deleted_leaves_nodes_it_does_not_own() -> None:
     world = World("p-0")
     world.nodes.put(stranger("p-0"))

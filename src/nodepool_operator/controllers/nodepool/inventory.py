@@ -15,7 +15,7 @@ created twice either way.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
@@ -132,14 +132,16 @@ class Inventory:
                 found.append(fresh)
         return found
 
-    async def note_strangers(self, pool: Object) -> None:
-        """Nodes with the pool's label that the pool does not own: left alone, told once."""
+    async def note_strangers(self, pool: Object, *, ours: Collection[str] = ()) -> None:
+        """Nodes with the pool's label that the pool does not own: left alone, told once.
+        ``ours``: Nodes the pool just created or adopted, which the cache may not show as
+        owned yet (a kubelet's Node adopted this pass)."""
         name = pool["metadata"]["name"]
         uid = pool["metadata"].get("uid")
         strangers = {
             n["metadata"]["name"]
             for n in self.nodes.by_index(NODES_BY_POOL, name)
-            if not owned_by(n, uid)
+            if not owned_by(n, uid) and n["metadata"]["name"] not in ours
         }
         told = self._told.setdefault(name, set())
         for node_name in sorted(strangers - told):

@@ -111,6 +111,10 @@ class Registrar:
         ]
         return min((w for w in waits if w > 0), default=None)
 
+    def expected(self) -> frozenset[str]:
+        """The Nodes created or adopted a moment ago that the cache may not show yet."""
+        return frozenset(self._expected)
+
     def forget_seen(self) -> None:
         """Drop the expectations the cache has met: it shows the Node, or it has caught up
         with the Node's creation (and the Node was deleted since), or we waited long enough."""
