@@ -1,8 +1,16 @@
 """The JSON shapes simcloud's server and client share, and the one table of status codes.
 
-Keys are camelCase, as in Kubernetes. A create request (``zone`` optional)::
+Keys are camelCase, as in Kubernetes. A create request (``zone``, ``nodeLabels`` and
+``nodeTaints`` optional)::
 
-    {"pool": "pool-a", "cpu": "4", "memory": "16Gi", "pods": 110, "zone": "sim-1b"}
+    {"pool": "pool-a", "cpu": "4", "memory": "16Gi", "pods": 110, "zone": "sim-1b",
+     "nodeLabels": {"nodepool.dev/pool": "pool-a"},
+     "nodeTaints": ["nodepool.dev/unregistered:NoSchedule"]}
+
+``nodeLabels`` and ``nodeTaints`` are the VM's user data: what its kubelet registers its
+Node with (``--node-labels``; ``--register-with-taints``, each ``key[=value]:Effect``), and
+``pods`` its ``--max-pods``. Only a simcloud that boots kubelets (``--kubelets hollow``)
+uses them; it then reports the provider ID its kubelets register, ``kubemark://<name>``.
 
 A VM on the wire::
 
