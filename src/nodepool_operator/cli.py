@@ -119,6 +119,13 @@ def cluster_build() -> None:
         typer.echo(f"{name:<24} {path}")
 
 
+class KubeletMode(enum.StrEnum):
+    """What each simcloud VM boots: nothing (kwok plays its kubelet) or a hollow kubelet."""
+
+    KWOK = "kwok"
+    HOLLOW = "hollow"
+
+
 @app.command("demo")
 def demo(
     directory: Annotated[
@@ -136,6 +143,13 @@ def demo(
     unneeded_seconds: Annotated[
         int, typer.Option(help="Seconds a node must be empty before it is given back.")
     ] = 15,
+    kubelets: Annotated[
+        KubeletMode,
+        typer.Option(
+            help="What runs each node: kwok, or a hollow kubelet per VM (real kubelet code; "
+            "nodes of 1 CPU / 3840Mi, as it reports, and pods of 250m)."
+        ),
+    ] = KubeletMode.KWOK,
 ) -> None:
     """Run the whole story on the local control plane: scale-up, competing writer, scale-down."""
     options = story.DemoOptions(
@@ -143,6 +157,7 @@ def demo(
         keep=keep,
         vm_latency_seconds=vm_latency,
         unneeded_seconds=unneeded_seconds,
+        kubelets=kubelets.value,
     )
     try:
         code = asyncio.run(story.run_demo(options))
@@ -159,13 +174,6 @@ def demo(
 def crds() -> None:
     """Print the CustomResourceDefinitions of NodePool, ScaleRequest and Autoscaler (YAML)."""
     typer.echo(api_crds.render_yaml(), nl=False)
-
-
-class KubeletMode(enum.StrEnum):
-    """What each simcloud VM boots: nothing (kwok plays its kubelet) or a hollow kubelet."""
-
-    KWOK = "kwok"
-    HOLLOW = "hollow"
 
 
 @app.command("simcloud")
