@@ -16,9 +16,8 @@ from typing import Any
 from kubernetes_asyncio import client
 
 import workloads
-from e2e.test_autoscaler import AUTOSCALERS, REQUESTS, events, phases
+from e2e.test_autoscaler import REQUESTS, create_autoscaler, events, phases
 from harness import HOLLOW_OPERATOR, MERGE, POOLS, SimCloud, settled, wait_for
-from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import VmState
 from nodepool_operator.controllers.nodepool import nodes as node_ops
@@ -82,15 +81,8 @@ async def test_pods_run_on_the_kubelets_the_plan_asked_for_and_leave_with_them(
         *POOLS, pool_manifest(pool_name, target=1, min_nodes=1)
     )
     await wait_for(lambda: settled(custom, pool_name, 1), within=90)
-    spec = autoscaler_api.AutoscalerSpec(
-        node_pool_name=pool_name,
-        namespaces=(namespace,),
-        scan_interval_seconds=1,
-        batch_window_seconds=0.5,
-        scale_down=autoscaler_api.ScaleDownPolicy(enabled=True, unneeded_seconds=5),
-    )
-    await custom.create_cluster_custom_object(
-        *AUTOSCALERS, autoscaler_api.manifest(autoscaler_name, spec)
+    await create_autoscaler(
+        custom, autoscaler_name, pool=pool_name, namespace=namespace, unneeded_seconds=5
     )
     # 10 pods of 250m: four to a 1-CPU node, so three nodes.
     selector = {nodepool_api.POOL_LABEL: pool_name}

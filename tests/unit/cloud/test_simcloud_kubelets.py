@@ -8,12 +8,13 @@ e2e tests on real kubelets): it records its arguments and sleeps until signalled
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import pathlib
 import sqlite3
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 
@@ -28,6 +29,7 @@ SPEC = provider.MachineSpec(
     node_taints=("nodepool.dev/unregistered:NoSchedule", "gpu=yes:NoExecute"),
 )
 NAME = provider.VmName("pool-a-0")
+CREATE_LATENCY = 10.0  # as the config fixture sets it
 
 _FAKE_KUBEMARK = """#!{python}
 import json, pathlib, signal, sys, time
@@ -69,6 +71,66 @@ def _hollow(
     )
 
 
+@contextlib.asynccontextmanager
+async def _hollow_cloud(
+    config: server.SimCloudConfig,
+    clock: store.WallClock,
+    token: credentials.TokenFile,
+    tmp_path: pathlib.Path,
+    faults: dict[str, object] | None = None,
+    **options: object,
+) -> AsyncIterator[tuple[server.SimCloudServer, client.SimCloudClient]]:
+    hollow = _hollow(config, tmp_path, **options).with_faults(faults or {})
+    async with (
+        server.SimCloudServer(hollow, clock=clock) as sim,
+        client.SimCloudClient(sim.endpoint, token=token) as cloud,
+    ):
+        yield sim, cloud
+
+
+HollowCloud = Callable[
+    ..., contextlib.AbstractAsyncContextManager[tuple[server.SimCloudServer, client.SimCloudClient]]
+]
+
+
+@pytest.fixture
+def hollow_cloud(
+    config: server.SimCloudConfig,
+    clock: store.WallClock,
+    token: credentials.TokenFile,
+    tmp_path: pathlib.Path,
+) -> HollowCloud:
+    """``async with hollow_cloud(**options) as (sim, cloud)``: a simcloud booting stand-in
+    kubelets (``options`` as ``_hollow`` and ``_hollow_cloud`` take them), and a client."""
+
+    def start(
+        **options: object,
+    ) -> contextlib.AbstractAsyncContextManager[
+        tuple[server.SimCloudServer, client.SimCloudClient]
+    ]:
+        return _hollow_cloud(config, clock, token, tmp_path, **options)  # type: ignore[arg-type]
+
+    return start
+
+
+async def _booted(
+    sim: server.SimCloudServer,
+    cloud: client.SimCloudClient,
+    advance: Callable[[float], None],
+    *names: str,
+) -> list[int]:
+    """Create VMs of ``names`` (NAME alone by default), let them boot: their kubelets' pids."""
+    for name in names or (NAME,):
+        await cloud.create_vm(name=provider.VmName(name), pool="pool-a", spec=SPEC)
+    advance(CREATE_LATENCY)
+    pids = []
+    for name in names or (NAME,):
+        pid = await _eventually(lambda name=name: _pid(sim, name))  # type: ignore[misc]
+        assert isinstance(pid, int)
+        pids.append(pid)
+    return pids
+
+
 async def _eventually(predicate: Callable[[], object], *, within: float = 10.0) -> object:
     deadline = asyncio.get_running_loop().time() + within
     while True:
@@ -98,21 +160,14 @@ def _pid(sim: server.SimCloudServer, name: str = NAME) -> int | None:
 
 
 async def test_a_running_vm_boots_one_kubelet_told_what_its_launch_asked(
-    config: server.SimCloudConfig,
-    clock: store.WallClock,
-    advance: Callable[[float], None],
-    token: credentials.TokenFile,
-    tmp_path: pathlib.Path,
+    hollow_cloud: HollowCloud, advance: Callable[[float], None], tmp_path: pathlib.Path
 ) -> None:
-    async with (
-        server.SimCloudServer(_hollow(config, tmp_path), clock=clock) as sim,
-        client.SimCloudClient(sim.endpoint, token=token) as cloud,
-    ):
+    async with hollow_cloud() as (sim, cloud):
         await cloud.create_vm(name=NAME, pool="pool-a", spec=SPEC)
         await asyncio.sleep(2 * kubelets.SYNC_SECONDS)
         assert _pid(sim) is None  # still provisioning: nothing runs on it yet
 
-        advance(config.create_latency_seconds)
+        advance(CREATE_LATENCY)
         pid = await _eventually(lambda: _pid(sim))
         record = tmp_path / "records" / f"{NAME}.args"
         args = json.loads(str(await _eventually(lambda: record.exists() and record.read_text())))
@@ -135,20 +190,10 @@ async def test_a_running_vm_boots_one_kubelet_told_what_its_launch_asked(
 
 
 async def test_deleting_the_vm_stops_its_kubelet(
-    config: server.SimCloudConfig,
-    clock: store.WallClock,
-    advance: Callable[[float], None],
-    token: credentials.TokenFile,
-    tmp_path: pathlib.Path,
+    hollow_cloud: HollowCloud, advance: Callable[[float], None]
 ) -> None:
-    async with (
-        server.SimCloudServer(_hollow(config, tmp_path), clock=clock) as sim,
-        client.SimCloudClient(sim.endpoint, token=token) as cloud,
-    ):
-        await cloud.create_vm(name=NAME, pool="pool-a", spec=SPEC)
-        advance(config.create_latency_seconds)
-        pid = await _eventually(lambda: _pid(sim))
-        assert isinstance(pid, int)
+    async with hollow_cloud() as (sim, cloud):
+        [pid] = await _booted(sim, cloud, advance)
 
         await cloud.delete_vm(NAME)  # deleting, not yet gone: the machine shuts down now
 
@@ -157,21 +202,11 @@ async def test_deleting_the_vm_stops_its_kubelet(
 
 
 async def test_a_kubelet_that_ignores_sigterm_is_killed_after_the_grace(
-    config: server.SimCloudConfig,
-    clock: store.WallClock,
-    advance: Callable[[float], None],
-    token: credentials.TokenFile,
-    tmp_path: pathlib.Path,
+    hollow_cloud: HollowCloud, advance: Callable[[float], None], tmp_path: pathlib.Path
 ) -> None:
-    hollow = _hollow(config, tmp_path, ignore_sigterm=True, stop_grace=1.0)
-    async with (
-        server.SimCloudServer(hollow, clock=clock) as sim,
-        client.SimCloudClient(sim.endpoint, token=token) as cloud,
-    ):
-        await cloud.create_vm(name=NAME, pool="pool-a", spec=SPEC)
-        advance(config.create_latency_seconds)
-        pid = await _eventually(lambda: _pid(sim))
-        assert isinstance(pid, int)
+    options = {"ignore_sigterm": True, "stop_grace": 1.0}
+    async with hollow_cloud(**options) as (sim, cloud):
+        [pid] = await _booted(sim, cloud, advance)
         record = tmp_path / "records" / f"{NAME}.args"
         await _eventually(record.exists)  # the handler is in place
 
@@ -183,24 +218,10 @@ async def test_a_kubelet_that_ignores_sigterm_is_killed_after_the_grace(
 
 
 async def test_a_partitioned_vm_has_its_kubelet_paused_until_healed(
-    config: server.SimCloudConfig,
-    clock: store.WallClock,
-    advance: Callable[[float], None],
-    token: credentials.TokenFile,
-    tmp_path: pathlib.Path,
+    hollow_cloud: HollowCloud, advance: Callable[[float], None]
 ) -> None:
-    async with (
-        server.SimCloudServer(_hollow(config, tmp_path), clock=clock) as sim,
-        client.SimCloudClient(sim.endpoint, token=token) as cloud,
-    ):
-        other = provider.VmName("pool-a-1")
-        for name in (NAME, other):
-            await cloud.create_vm(name=name, pool="pool-a", spec=SPEC)
-        advance(config.create_latency_seconds)
-        pid = await _eventually(lambda: _pid(sim))
-        other_pid = await _eventually(lambda: _pid(sim, other))
-        assert isinstance(pid, int)
-        assert isinstance(other_pid, int)
+    async with hollow_cloud() as (sim, cloud):
+        pid, other_pid = await _booted(sim, cloud, advance, NAME, "pool-a-1")
 
         await cloud.set_faults(wire.Faults(partitioned=frozenset({NAME})))
         await _eventually(lambda: _paused(pid))
@@ -214,24 +235,17 @@ async def test_a_partitioned_vm_has_its_kubelet_paused_until_healed(
 
 
 async def test_a_restarted_simcloud_boots_the_kubelets_of_the_vms_still_running(
+    hollow_cloud: HollowCloud,
     config: server.SimCloudConfig,
     clock: store.WallClock,
     advance: Callable[[float], None],
-    token: credentials.TokenFile,
     tmp_path: pathlib.Path,
 ) -> None:
-    hollow = _hollow(config, tmp_path)
-    async with (
-        server.SimCloudServer(hollow, clock=clock) as sim,
-        client.SimCloudClient(sim.endpoint, token=token) as cloud,
-    ):
-        await cloud.create_vm(name=NAME, pool="pool-a", spec=SPEC)
-        advance(config.create_latency_seconds)
-        first = await _eventually(lambda: _pid(sim))
-    assert isinstance(first, int)
+    async with hollow_cloud() as (sim, cloud):
+        [first] = await _booted(sim, cloud, advance)
     assert not _alive(first)
 
-    async with server.SimCloudServer(hollow, clock=clock) as restarted:
+    async with server.SimCloudServer(_hollow(config, tmp_path), clock=clock) as restarted:
         second = await _eventually(lambda: _pid(restarted))
         assert isinstance(second, int)
         assert second != first
@@ -239,19 +253,12 @@ async def test_a_restarted_simcloud_boots_the_kubelets_of_the_vms_still_running(
 
 
 async def test_a_vm_whose_kubelet_never_joins_boots_none(
-    config: server.SimCloudConfig,
-    clock: store.WallClock,
-    advance: Callable[[float], None],
-    token: credentials.TokenFile,
-    tmp_path: pathlib.Path,
+    hollow_cloud: HollowCloud, advance: Callable[[float], None]
 ) -> None:
-    hollow = _hollow(config, tmp_path).with_faults({"kubeletNeverJoins": [{"cpu": "4"}]})
-    async with (
-        server.SimCloudServer(hollow, clock=clock) as sim,
-        client.SimCloudClient(sim.endpoint, token=token) as cloud,
-    ):
+    never = {"kubeletNeverJoins": [{"cpu": "4"}]}
+    async with hollow_cloud(faults=never) as (sim, cloud):
         await cloud.create_vm(name=NAME, pool="pool-a", spec=SPEC)
-        advance(config.create_latency_seconds)
+        advance(CREATE_LATENCY)
         await asyncio.sleep(3 * kubelets.SYNC_SECONDS)
         assert _pid(sim) is None
 
@@ -317,15 +324,9 @@ def test_a_state_file_from_before_user_data_gains_it_with_defaults(
 
 
 async def test_a_vm_with_a_hollow_kubelet_has_the_provider_id_its_kubelet_registers(
-    config: server.SimCloudConfig,
-    clock: store.WallClock,
-    token: credentials.TokenFile,
-    tmp_path: pathlib.Path,
+    hollow_cloud: HollowCloud,
 ) -> None:
-    async with (
-        server.SimCloudServer(_hollow(config, tmp_path), clock=clock) as sim,
-        client.SimCloudClient(sim.endpoint, token=token) as cloud,
-    ):
+    async with hollow_cloud() as (_, cloud):
         vm = await cloud.create_vm(name=NAME, pool="pool-a", spec=SPEC)
         listed = await cloud.list_vms(pool="pool-a")
 
