@@ -101,11 +101,6 @@ def operator_args(kubeconfig: Path, *cloud: str, poll_interval: float = 0.5) -> 
     ]
 
 
-#: What an operator whose VMs boot real kubelets (``start_hollow_simcloud``) runs with: its
-#: Nodes are not annotated for kwok, which would otherwise play their kubelets too.
-HOLLOW_OPERATOR = ("--no-simulated-nodes",)
-
-
 async def kubectl(kubectl_path: Path, kubeconfig: Path, *args: str) -> str:
     """Run kubectl as a user would; fail the test with its stderr if it fails."""
     process = await asyncio.create_subprocess_exec(

@@ -79,8 +79,8 @@ def start_hollow_simcloud(
     cluster: Cluster, start_simcloud: Callable[..., Any]
 ) -> Callable[..., Any]:
     """Start a simcloud whose VMs boot real (hollow) kubelets into the test cluster
-    (``--kubelets hollow``, as the cluster's admin); its operator runs with
-    ``harness.HOLLOW_OPERATOR``."""
+    (``--kubelets hollow``, as the cluster's admin). Its VMs say they boot their own
+    kubelet, so an operator with the default flags never annotates their Nodes for kwok."""
 
     async def start(*extra: str) -> SimCloud:
         hollow = ("--kubelets", "hollow", "--kubelet-kubeconfig", str(cluster.kubeconfig))

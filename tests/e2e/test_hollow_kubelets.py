@@ -17,7 +17,7 @@ from kubernetes_asyncio import client
 
 import workloads
 from e2e.test_autoscaler import REQUESTS, create_autoscaler, events, phases
-from harness import HOLLOW_OPERATOR, MERGE, POOLS, SimCloud, settled, wait_for
+from harness import MERGE, POOLS, SimCloud, settled, wait_for
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import VmState
 from nodepool_operator.controllers.nodepool import nodes as node_ops
@@ -73,7 +73,9 @@ async def test_pods_run_on_the_kubelets_the_plan_asked_for_and_leave_with_them(
 ) -> None:
     cloud: SimCloud = await start_hollow_simcloud(*BOOT)
     assert cloud.client is not None
-    operator = start_operator(cloud, *HOLLOW_OPERATOR)
+    # The default flags (--simulated-nodes with simcloud): the VMs say their kubelet is
+    # their own, so kwok is never asked to play it.
+    operator = start_operator(cloud)
     custom = client.CustomObjectsApi(api_client)
     core = client.CoreV1Api(api_client)
     apps = client.AppsV1Api(api_client)
@@ -142,7 +144,7 @@ async def test_a_restarted_operator_adopts_the_nodes_kubelets_registered_without
 ) -> None:
     cloud: SimCloud = await start_hollow_simcloud(*BOOT)
     assert cloud.client is not None
-    first = start_operator(cloud, *HOLLOW_OPERATOR)
+    first = start_operator(cloud)
     custom = client.CustomObjectsApi(api_client)
     core = client.CoreV1Api(api_client)
     await custom.create_cluster_custom_object(*POOLS, pool_manifest(pool_name, target=3))
@@ -164,7 +166,7 @@ async def test_a_restarted_operator_adopts_the_nodes_kubelets_registered_without
     assert all(not n.metadata.owner_references for n in strangers)
     uids = {n.metadata.name: n.metadata.uid for n in strangers}
 
-    second = start_operator(cloud, *HOLLOW_OPERATOR)
+    second = start_operator(cloud)
     await wait_for(lambda: settled(custom, pool_name, 3), within=90)
 
     pool = await custom.get_cluster_custom_object(*POOLS, pool_name)

@@ -111,6 +111,9 @@ class VirtualMachine:
     """False for a VM that runs but whose kubelet will never register (a simulated
     fault): its Node must never be made Ready by a simulator, so the registration
     timeout is what finds it."""
+    boots_kubelet: bool = False
+    """True for a VM that boots a kubelet of its own (simcloud's hollow kubelets): a
+    simulator must never play its Node's kubelet, whatever the operator's flags say."""
 
 
 class CloudProvider(Protocol):

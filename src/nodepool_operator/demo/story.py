@@ -175,8 +175,6 @@ class Demo:
                 install.OPERATOR_NAMESPACE,
                 "--poll-interval",
                 "0.5",
-                # A real kubelet runs each Node: kwok must not claim it.
-                *(("--no-simulated-nodes",) if self.options.kubelets == "hollow" else ()),
             ],
             self.work / "logs" / "operator.log",
         )

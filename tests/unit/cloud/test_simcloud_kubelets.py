@@ -272,7 +272,9 @@ async def test_kwok_mode_boots_nothing(
     await cloud.create_vm(name=NAME, pool="pool-a", spec=SPEC)
     advance(config.create_latency_seconds)
     assert sim.kubelets is None
-    assert (await cloud.get_vm(NAME)) is not None
+    vm = await cloud.get_vm(NAME)
+    assert vm is not None
+    assert not vm.boots_kubelet  # kwok may play its kubelet
 
 
 def test_the_launch_user_data_round_trips_the_wire() -> None:
@@ -333,3 +335,6 @@ async def test_a_vm_with_a_hollow_kubelet_has_the_provider_id_its_kubelet_regist
     # kubemark cannot be told one: it registers kubemark://<name>, so the VM says so too.
     assert vm.provider_id == f"kubemark://{NAME}"
     assert [v.provider_id for v in listed] == [f"kubemark://{NAME}"]
+    # And that its kubelet is its own, so that no operator annotates its Node for kwok.
+    assert vm.boots_kubelet
+    assert [v.boots_kubelet for v in listed] == [True]

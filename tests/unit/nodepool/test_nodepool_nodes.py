@@ -154,3 +154,11 @@ def test_a_machine_spec_carries_the_kubelets_user_data() -> None:
     spec = launch.machine_spec({"metadata": {"name": "web", "uid": "u"}}, template, zone=None)
     assert (spec.pods, dict(spec.node_labels)[nodepool_api.POOL_LABEL]) == (30, "web")
     assert spec.node_taints == (f"{nodepool_api.UNREGISTERED_TAINT_KEY}:NoSchedule",)
+
+
+def test_a_vm_that_boots_its_own_kubelet_is_never_annotated_for_kwok() -> None:
+    own = dataclasses.replace(vm("gpu-0"), boots_kubelet=True)
+    node = nodes.node_manifest(pool=POOL, vm=own, template=TEMPLATE, simulated=True)
+    assert nodes.KWOK_ANNOTATION not in node["metadata"]["annotations"]
+    simulated = nodes.node_manifest(pool=POOL, vm=vm("gpu-0"), template=TEMPLATE, simulated=True)
+    assert simulated["metadata"]["annotations"] == {nodes.KWOK_ANNOTATION: "fake"}

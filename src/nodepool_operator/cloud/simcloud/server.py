@@ -200,6 +200,7 @@ class SimCloudServer:
                     if config.kubelets is None
                     else kubelets_module.provider_id
                 ),
+                boots_kubelets=config.kubelets is not None,
             ),
             faults=config.faults(),
             clock=self._clock,

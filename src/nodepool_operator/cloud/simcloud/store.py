@@ -256,9 +256,11 @@ class SimCloudStore:
         clock: WallClock = time.time,
         rng: random.Random | None = None,
         provider_ids: ProviderIds = simcloud_provider_id,
+        boots_kubelets: bool = False,
     ) -> None:
         self._timing = timing
         self._provider_ids = provider_ids
+        self._boots_kubelets = boots_kubelets
         self._clock = clock
         self._rng = rng if rng is not None else random.Random()
         if path != ":memory:":
@@ -286,7 +288,8 @@ class SimCloudStore:
         self._db.close()
 
     def _vm(self, row: sqlite3.Row, now: float) -> provider.VirtualMachine:
-        return _vm(row, now, self._provider_ids)
+        vm = _vm(row, now, self._provider_ids)
+        return dataclasses.replace(vm, boots_kubelet=self._boots_kubelets)
 
     def create_vm(
         self,

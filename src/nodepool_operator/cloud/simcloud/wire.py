@@ -10,7 +10,9 @@ Keys are camelCase, as in Kubernetes. A create request (``zone``, ``nodeLabels``
 ``nodeLabels`` and ``nodeTaints`` are the VM's user data: what its kubelet registers its
 Node with (``--node-labels``; ``--register-with-taints``, each ``key[=value]:Effect``), and
 ``pods`` its ``--max-pods``. Only a simcloud that boots kubelets (``--kubelets hollow``)
-uses them; it then reports the provider ID its kubelets register, ``kubemark://<name>``.
+uses them; it then reports the provider ID its kubelets register, ``kubemark://<name>``,
+and ``"bootsKubelet": true`` on every VM, so that an operator never annotates their Nodes
+for kwok.
 
 A VM on the wire::
 
@@ -188,6 +190,7 @@ def vm_to_json(vm: provider.VirtualMachine) -> dict[str, object]:
         "createdAt": vm.created_at,
         "zone": vm.zone,
         "kubeletJoins": vm.kubelet_joins,
+        "bootsKubelet": vm.boots_kubelet,
     }
 
 
@@ -207,6 +210,7 @@ def vm_from_json(data: object) -> provider.VirtualMachine:
         created_at=fields.required_number(obj, "createdAt"),
         zone=zone,
         kubelet_joins=fields.boolean(obj, "kubeletJoins", default=True),
+        boots_kubelet=fields.boolean(obj, "bootsKubelet", default=False),
     )
 
 

@@ -104,7 +104,12 @@ def node_manifest(
             "labels": labels,
             # A simulated VM whose kubelet never joins (a simcloud fault) is left to no
             # one, as a real one would be: its Node never turns Ready.
-            "annotations": {KWOK_ANNOTATION: "fake"} if simulated and vm.kubelet_joins else {},
+            # Nor one whose VM boots a kubelet of its own: two would write its status.
+            "annotations": (
+                {KWOK_ANNOTATION: "fake"}
+                if simulated and vm.kubelet_joins and not vm.boots_kubelet
+                else {}
+            ),
             "ownerReferences": [owner_reference(pool)],
         },
         "spec": spec,
