@@ -4,6 +4,8 @@ the operator itself, the CRDs, the demo, and read-only looks at the planner (exp
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import enum
 import json
 from pathlib import Path
 from typing import Annotated, NoReturn
@@ -15,6 +17,7 @@ from nodepool_operator import operator
 from nodepool_operator.api import crds as api_crds
 from nodepool_operator.cloud import credentials as cloud_credentials
 from nodepool_operator.cloud import selection
+from nodepool_operator.cloud.simcloud import kubelets as simcloud_kubelets
 from nodepool_operator.cloud.simcloud import server as simcloud_server
 from nodepool_operator.cluster import binaries, controlplane
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
@@ -103,15 +106,24 @@ def cluster_status(directory: DirOption = DEFAULT_DIR) -> None:
 
 @cluster_app.command("build")
 def cluster_build() -> None:
-    """Build the control-plane binaries and helm into the cache (a no-op when they are there)."""
+    """Build the control-plane binaries, helm and kubemark (the hollow kubelet) into the cache
+    (a no-op when they are there)."""
     try:
         found = binaries.ensure_binaries()
         found["helm"] = binaries.ensure_helm()
+        found["kubemark"] = binaries.ensure_kubemark()
     except binaries.BuildError as error:
         typer.secho(f"error: {error}", fg=typer.colors.RED, err=True)
         raise typer.Exit(1) from error
     for name, path in sorted(found.items()):
         typer.echo(f"{name:<24} {path}")
+
+
+class KubeletMode(enum.StrEnum):
+    """What each simcloud VM boots: nothing (kwok plays its kubelet) or a hollow kubelet."""
+
+    KWOK = "kwok"
+    HOLLOW = "hollow"
 
 
 @app.command("demo")
@@ -131,6 +143,13 @@ def demo(
     unneeded_seconds: Annotated[
         int, typer.Option(help="Seconds a node must be empty before it is given back.")
     ] = 15,
+    kubelets: Annotated[
+        KubeletMode,
+        typer.Option(
+            help="What runs each node: kwok, or a hollow kubelet per VM (real kubelet code; "
+            "nodes of 1 CPU / 3840Mi, as it reports, and pods of 250m)."
+        ),
+    ] = KubeletMode.KWOK,
 ) -> None:
     """Run the whole story on the local control plane: scale-up, competing writer, scale-down."""
     options = story.DemoOptions(
@@ -138,6 +157,7 @@ def demo(
         keep=keep,
         vm_latency_seconds=vm_latency,
         unneeded_seconds=unneeded_seconds,
+        kubelets=kubelets.value,
     )
     try:
         code = asyncio.run(story.run_demo(options))
@@ -201,8 +221,25 @@ def simcloud(
             "--insecure-no-auth", help="Serve anyone, without a token: local experiments only."
         ),
     ] = False,
+    kubelets: Annotated[
+        KubeletMode,
+        typer.Option(
+            help="What runs on each VM: kwok (nothing; kwok on the control plane plays the "
+            "kubelets of the Nodes the operator creates) or hollow (a real, hollow kubelet "
+            "per VM, kubemark, built by 'cluster build'; needs --kubelet-kubeconfig)."
+        ),
+    ] = KubeletMode.KWOK,
+    kubelet_kubeconfig: Annotated[
+        Path | None,
+        typer.Option(help="The kubeconfig the hollow kubelets reach the API server with."),
+    ] = None,
 ) -> None:
     """Run the simulated cloud: an HTTP API for VMs, with latency and fault injection."""
+    try:
+        hollow = _hollow_kubelets(kubelets, kubelet_kubeconfig, state=state)
+    except binaries.BuildError as error:
+        typer.secho(f"error: {error}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(1) from error
     try:
         config = _simcloud_config(
             state=state,
@@ -221,6 +258,7 @@ def simcloud(
         )
         if faults is not None:
             config = config.with_faults(json.loads(faults))
+        config = dataclasses.replace(config, kubelets=hollow)
     except ValueError as error:
         typer.secho(f"error: {error}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2) from error
@@ -229,6 +267,29 @@ def simcloud(
     except cloud_credentials.CredentialError as error:
         typer.secho(f"error: {error}", fg=typer.colors.RED, err=True)
         raise typer.Exit(1) from error
+
+
+def _hollow_kubelets(
+    mode: KubeletMode, kubeconfig: Path | None, *, state: Path
+) -> simcloud_kubelets.KubeletConfig | None:
+    """What simcloud boots on its VMs: None for kwok; raises ``typer.BadParameter`` for
+    hollow without a kubeconfig, ``BuildError`` if kubemark cannot be built."""
+    if mode == KubeletMode.KWOK:
+        if kubeconfig is not None:
+            raise typer.BadParameter(
+                "only with --kubelets hollow", param_hint="--kubelet-kubeconfig"
+            )
+        return None
+    if kubeconfig is None or not kubeconfig.is_file():
+        raise typer.BadParameter(
+            "--kubelets hollow needs the kubeconfig of an existing file",
+            param_hint="--kubelet-kubeconfig",
+        )
+    return simcloud_kubelets.KubeletConfig(
+        kubemark=str(binaries.ensure_kubemark()),
+        kubeconfig=str(kubeconfig.resolve()),
+        log_directory=str(state.resolve().parent / f"{state.name}.kubelets"),
+    )
 
 
 def _simcloud_config(

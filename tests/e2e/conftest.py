@@ -75,6 +75,22 @@ async def start_simcloud(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
 
 
 @pytest.fixture
+def start_hollow_simcloud(
+    cluster: Cluster, start_simcloud: Callable[..., Any]
+) -> Callable[..., Any]:
+    """Start a simcloud whose VMs boot real (hollow) kubelets into the test cluster
+    (``--kubelets hollow``, as the cluster's admin). Its VMs say they boot their own
+    kubelet, so an operator with the default flags never annotates their Nodes for kwok."""
+
+    async def start(*extra: str) -> SimCloud:
+        hollow = ("--kubelets", "hollow", "--kubelet-kubeconfig", str(cluster.kubeconfig))
+        cloud: SimCloud = await start_simcloud(*hollow, *extra)
+        return cloud
+
+    return start
+
+
+@pytest.fixture
 def start_operator(
     cluster: Cluster, tmp_path: Path, operator_rbac: None
 ) -> Iterator[Callable[..., Operator]]:

@@ -599,8 +599,8 @@ class ReportedAllocatable:
     ``quantity_texts`` writes it); a template whose figures differ starts a new record.
     ``since`` (RFC 3339): when that template was first seen; Nodes created before it are
     of an earlier template and do not count (None: every Node of the pool counts).
-    ``lowest``: per resource, the smallest allocatable a Ready Node of the
-    pool reported, only where it is below the template's figure.
+    ``lowest``: per resource, the lower median of what the pool's Ready Nodes report
+    (kept as it was while none is Ready), only where it is below the template's figure.
     """
 
     template_allocatable: Mapping[str, str]
@@ -1248,9 +1248,9 @@ STATUS_SCHEMA: Final[dict[str, Any]] = {
             "type": "object",
             "description": (
                 "What the pool's kubelets report against the template's allocatable: per"
-                " resource, the smallest allocatable a Ready Node of the pool"
-                " reported, where it is below the template. The Autoscaler plans new Nodes"
-                " of the pool with it. Reset when the template's figures change."
+                " resource, the lower median of what the pool's Ready Nodes report (kept"
+                " while none is Ready), where it is below the template. The Autoscaler plans"
+                " new Nodes of the pool with it. Reset when the template's figures change."
             ),
             "required": ["templateAllocatable"],
             "properties": {
@@ -1267,7 +1267,7 @@ STATUS_SCHEMA: Final[dict[str, Any]] = {
                 },
                 "lowest": {
                     "type": "object",
-                    "description": "Per resource, the smallest allocatable reported below it.",
+                    "description": "Per resource, the figure the Ready Nodes report below it.",
                     "maxProperties": 32,
                     "additionalProperties": {"type": "string", "maxLength": 64},
                 },

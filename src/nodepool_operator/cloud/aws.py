@@ -32,8 +32,15 @@ A capacity error for a VM whose zone the template does not fix moves on to the n
 zone's subnet first; when every subnet tried refuses, the error is
 ``InsufficientCapacity`` with the zone (None: several were tried) and the instance type.
 
-States: pending -> Provisioning, running -> Running, shutting-down/stopping/stopped ->
-Deleting, terminated -> gone (never listed).
+States: pending -> Provisioning, running/stopping/stopped -> Running, shutting-down ->
+Deleting, terminated -> gone (never listed). A stopped (or stopping) instance is not going
+away by itself: as Deleting it would never be terminated (nothing deletes a VM already
+being deleted), its volumes would leak and its pool's deletion would never finish. As
+Running it is what it is to the cluster, a machine whose kubelet is down: its Node turns
+NotReady (or never turns Ready) and repair replaces it after ``notReadyTimeoutSeconds``
+(``registrationTimeoutSeconds``), under the repair brake, terminating the instance; an
+instance started again before then is left alone; a pool being deleted terminates it
+like any other.
 """
 
 from __future__ import annotations
@@ -73,9 +80,10 @@ _STATES: Final[Mapping[str, provider.VmState]] = {
     "pending": provider.VmState.PROVISIONING,
     "running": provider.VmState.RUNNING,
     "shutting-down": provider.VmState.DELETING,
-    "stopping": provider.VmState.DELETING,
-    # Stopped by hand: not coming back on its own; deleting it finishes the job.
-    "stopped": provider.VmState.DELETING,
+    # Stopped by hand (or by EC2): its Node goes NotReady and repair terminates it; see
+    # the module docstring for why it is not Deleting.
+    "stopping": provider.VmState.RUNNING,
+    "stopped": provider.VmState.RUNNING,
 }
 _LIVE_STATES: Final = sorted(_STATES)
 _GONE: Final = frozenset({"shutting-down", "terminated"})

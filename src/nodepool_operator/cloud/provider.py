@@ -77,6 +77,9 @@ class MachineSpec:
     ``pool_uid``: the NodePool's uid, for a provider whose idempotency key must tell a
     pool from an older one of the same name (EC2's client token).
     ``launch``: the template's provider section; each provider reads its own part.
+    ``node_labels`` and ``node_taints``: what the VM's kubelet registers its Node with, as
+    user data tells a real one (``--node-labels``, ``--register-with-taints``; a taint as
+    ``key[=value]:Effect``); a cloud whose VMs boot no kubelet of ours ignores them.
     """
 
     cpu: str
@@ -85,6 +88,8 @@ class MachineSpec:
     zone: str | None = None
     pool_uid: str | None = None
     launch: launch.ProviderSection | None = None
+    node_labels: tuple[tuple[str, str], ...] = ()
+    node_taints: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -106,6 +111,9 @@ class VirtualMachine:
     """False for a VM that runs but whose kubelet will never register (a simulated
     fault): its Node must never be made Ready by a simulator, so the registration
     timeout is what finds it."""
+    boots_kubelet: bool = False
+    """True for a VM that boots a kubelet of its own (simcloud's hollow kubelets): a
+    simulator must never play its Node's kubelet, whatever the operator's flags say."""
 
 
 class CloudProvider(Protocol):

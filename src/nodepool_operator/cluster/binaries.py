@@ -16,6 +16,12 @@ way by :func:`ensure_helm`; ``cluster build`` builds it too, so ``scripts/setup-
 a fresh machine with it and no test ever downloads it. It is not part of the control plane,
 so :func:`ensure_binaries` (what ``cluster up`` needs) does not wait for it.
 
+kubemark (``k8s.io/kubernetes/cmd/kubemark``), the hollow kubelet that ``simcloud --kubelets
+hollow`` boots on each VM, is built from the same pinned Kubernetes module as the control plane
+(``tools/kubernetes``) by :func:`ensure_kubemark`, and cached beside it; ``cluster build`` builds
+it too (about 4 minutes cold), so the e2e tests on real kubelets never build it. It is not part
+of the control plane either: :func:`ensure_binaries` does not wait for it.
+
 Karpenter's kwok provider (``tools/karpenter``) is built the same way but only on request,
 by :func:`ensure_karpenter_kwok` (``bench/peers.py``): it takes minutes, so neither
 ``cluster build``, ``scripts/setup-env.sh`` nor the tests ever ask for it.
@@ -48,6 +54,7 @@ __all__ = [
     "ensure_binaries",
     "ensure_helm",
     "ensure_karpenter_kwok",
+    "ensure_kubemark",
     "pinned_version",
     "source_path",
     "tools_directory",
@@ -136,6 +143,13 @@ HELM = ToolModule(
     pinned_module="helm.sh/helm/v3",
     commands={"helm": "helm.sh/helm/v3/cmd/helm"},
 )
+# Not in MODULES either: each simcloud VM's kubelet, built from the control plane's own module
+# (so its version ldflags and cache directory are those of KUBERNETES).
+KUBEMARK = ToolModule(
+    directory="kubernetes",
+    pinned_module="k8s.io/kubernetes",
+    commands={"kubemark": "k8s.io/kubernetes/cmd/kubemark"},
+)
 MODULES = (ETCD, KWOK, KUBERNETES)
 ALL_BINARIES = tuple(name for module in MODULES for name in module.commands)
 
@@ -181,12 +195,22 @@ def ensure_karpenter_kwok(*, out: TextIO = sys.stderr) -> Path:
 
 def ensure_helm(*, out: TextIO = sys.stderr) -> Path:
     """The pinned helm binary (``KUBEBUILDER_ASSETS`` first, then the cache, then a build)."""
+    return _given_or_ensured(HELM, out=out)
+
+
+def ensure_kubemark(*, out: TextIO = sys.stderr) -> Path:
+    """The hollow kubelet, kubemark, of the pinned Kubernetes (``KUBEBUILDER_ASSETS`` first,
+    then the cache, then a build: about 4 minutes cold)."""
+    return _given_or_ensured(KUBEMARK, out=out)
+
+
+def _given_or_ensured(module: ToolModule, *, out: TextIO) -> Path:
     assets = os.environ.get(ASSETS_ENV)
     if assets:
-        candidate = Path(assets).expanduser().resolve() / "helm"
+        candidate = Path(assets).expanduser().resolve() / next(iter(module.commands))
         if _is_executable(candidate):
             return candidate
-    return _ensure_single_tool(HELM, out=out)
+    return _ensure_single_tool(module, out=out)
 
 
 @dataclass(frozen=True)

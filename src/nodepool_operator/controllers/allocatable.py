@@ -4,8 +4,16 @@ A real kubelet computes its own allocatable (kube-reserved, the eviction thresho
 machine's real memory), often below the template's. Planning new Nodes from the template
 then promises room no Node has: a pod that fits the template but no real Node gets a new,
 useless Node on every scan. So per resource the pool remembers, in its status
-(``status.reportedAllocatable``), the smallest allocatable a Ready Node of
-the pool reported below the template's figure; the Autoscaler plans new Nodes with it.
+(``status.reportedAllocatable``), what its Ready Nodes report below the template's figure;
+the Autoscaler plans new Nodes with it.
+
+The figure is robust, not the smallest ever seen: per resource, the lower median of what
+the pool's Ready Nodes report now (``_robust``). All Nodes reporting the same lower figure
+(a kubelet's reserve, the machine's real memory) give that figure; one Node reporting less
+than its peers (7 GPUs of 8: a sick device; 0: its device plugin is down) does not plan
+every future Node with its figure while the others say more, and once it is gone the
+figure rises again. A pool with one or two Ready Nodes is planned with the lowest of them
+(the lower median of two is the smaller): too few to outvote.
 
 The NodePool controller writes the record (and its condition and event); the Autoscaler
 plans with ``planned``: the record, lowered further by what the pool's Ready Nodes report
@@ -14,8 +22,9 @@ never plans a Node from the template. Both go through ``observe``, so they never
 
 The record is measured against one template: when the template's figures change it
 starts again, and only Nodes created since then count (the older ones are of the old
-template). It only ever goes down for a template, so a Node that is gone still speaks
-for the next one; the status is its one copy, so a restarted operator keeps it.
+template). While the pool has no Ready Node of the template (scaled to zero, or all
+booting) the record is kept as it is, so the last Nodes still speak for the next one; the
+status is its one copy, so a restarted operator keeps it.
 """
 
 from __future__ import annotations
@@ -103,25 +112,36 @@ def observe(
         record = nodepool_api.ReportedAllocatable(template_allocatable=texts)
     elif dict(record.template_allocatable) != texts:
         record = nodepool_api.ReportedAllocatable(template_allocatable=texts, since=now)
+    counted = [node for node in nodes if _counts(node, record.since)]
     lowest: dict[str, int] = {}
-    for name, text in record.lowest.items():
-        amount = _amount(name, text)
-        if name in figures and amount is not None:
-            lowest[name] = amount
-    for node in nodes:
-        if not _counts(node, record.since):
-            continue
-        reported = (node.get("status") or {}).get("allocatable") or {}
-        for name, figure in figures.items():
-            amount = _amount(name, str(reported[name])) if name in reported else None
-            if amount is not None and amount < min(figure, lowest.get(name, figure)):
+    if not counted:
+        # No Node speaks now: the last ones still do, through the record.
+        for name, text in record.lowest.items():
+            amount = _amount(name, text)
+            if name in figures and amount is not None:
                 lowest[name] = amount
+    for name in figures:
+        amounts = [amount for node in counted if (amount := _reported(node, name)) is not None]
+        if amounts:
+            lowest[name] = _robust(amounts)
     below = {name: amount for name, amount in lowest.items() if amount < figures[name]}
     return nodepool_api.ReportedAllocatable(
         template_allocatable=texts,
         since=record.since,
         lowest=nodepool_api.quantity_texts(dict(sorted(below.items()))),
     )
+
+
+def _reported(node: Mapping[str, Any], resource: str) -> int | None:
+    reported = (node.get("status") or {}).get("allocatable") or {}
+    return _amount(resource, str(reported[resource])) if resource in reported else None
+
+
+def _robust(amounts: list[int]) -> int:
+    """The lower median: half the Nodes report at least this much, and one low reporter
+    among three or more moves it no lower than its peers."""
+    ordered = sorted(amounts)
+    return ordered[(len(ordered) - 1) // 2]
 
 
 def planned(
@@ -132,8 +152,8 @@ def planned(
     now: str,
 ) -> dict[str, int]:
     """The allocatable a future Node of the pool is planned with: the template's, lowered
-    to the smallest its Ready Nodes reported (``record``, the pool's status, and
-    ``nodes``, the pool's Nodes now)."""
+    to what its Ready Nodes report (``nodes``, the pool's Nodes now; ``record``, the pool's
+    status, when none of them is Ready), as ``observe`` computes it."""
     figures = nodepool_api.template_allocatable(template)
     for name, text in observe(record, template, nodes, now=now).lowest.items():
         amount = _amount(name, text)

@@ -6,7 +6,10 @@
    namespace ``demo`` are created.
 3. A Deployment of 10 pods requesting 1 CPU each is created: nothing can schedule it.
 4. The Autoscaler asks for nodes (a ScaleRequest), the NodePool controller creates VMs and
-   registers Nodes, the scheduler binds the pods, kwok runs them.
+   registers Nodes, the scheduler binds the pods, kwok runs them. With ``kubelets``
+   ``hollow`` each VM boots a real (hollow) kubelet instead, which registers its Node,
+   reports 1 CPU / 3840Mi and runs the pods: the pool's nodes are that size, and each pod
+   asks for 250m and 512Mi, so four share a node.
 5. All the while, a competing writer keeps adding labels to the NodePool.
 6. The Deployment is scaled down to 2 pods; nodes left empty are given back.
 7. A summary: time until every pod ran, the operator's writes and 409s as the API server
@@ -48,12 +51,42 @@ WRITER_PREFIX = "writer.demo.nodepool.dev/label-"
 
 
 @dataclass(frozen=True)
+class Shape:
+    """The pool's nodes and the Deployment's pods, as the story tells them."""
+
+    node: nodepool_api.NodeTemplate
+    pod_cpu: str
+    pod_memory: str
+    told: str  # how the story names the node shape
+
+
+#: kwok reports whatever the template says; a hollow kubelet reports 1 CPU and 3840Mi.
+SHAPES = {
+    "kwok": Shape(
+        nodepool_api.NodeTemplate(cpu="4", memory="16Gi", pods=110), "1", "1Gi", "4 CPU / 16Gi"
+    ),
+    "hollow": Shape(
+        nodepool_api.NodeTemplate(cpu="1", memory="3840Mi", pods=110),
+        "250m",
+        "512Mi",
+        "1 CPU / 3840Mi",
+    ),
+}
+
+
+@dataclass(frozen=True)
 class DemoOptions:
     directory: Path | None = None
     keep: bool = False
     vm_latency_seconds: float = 3.0
     unneeded_seconds: int = 15
     step_timeout_seconds: float = 240.0
+    # "kwok": kwok plays each VM's kubelet; "hollow": each VM boots a hollow kubelet.
+    kubelets: str = "kwok"
+
+    @property
+    def shape(self) -> Shape:
+        return SHAPES[self.kubelets]
 
 
 @dataclass
@@ -110,6 +143,7 @@ class Demo:
                 str(self.options.vm_latency_seconds / 3),
                 "--delete-latency",
                 "1",
+                *self._kubelet_arguments(),
             ],
             self.work / "logs" / "simcloud.log",
         )
@@ -148,6 +182,11 @@ class Demo:
         self.processes.append(operator)
         return endpoint
 
+    def _kubelet_arguments(self) -> tuple[str, ...]:
+        if self.options.kubelets != "hollow":
+            return ()
+        return ("--kubelets", "hollow", "--kubelet-kubeconfig", str(self.plane.kubeconfig))
+
     def stop_processes(self) -> None:
         for process in reversed(self.processes):
             process.stop()
@@ -173,7 +212,7 @@ class Demo:
             target_nodes=0,
             min_nodes=0,
             max_nodes=10,
-            template=nodepool_api.NodeTemplate(cpu="4", memory="16Gi", pods=110),
+            template=self.options.shape.node,
         )
         await custom.create_cluster_custom_object(*POOLS, nodepool_api.manifest(POOL, pool_spec))
         autoscaler_spec = autoscaler_api.AutoscalerSpec(
@@ -191,16 +230,23 @@ class Demo:
             autoscaler_api.PLURAL,
             autoscaler_api.manifest(POOL, autoscaler_spec),
         )
-        self.step("created NodePool 'demo' (0..10 nodes of 4 CPU / 16Gi) and its Autoscaler")
+        self.step(
+            f"created NodePool 'demo' (0..10 nodes of {self.options.shape.told}) and its"
+            f" Autoscaler; {self.options.kubelets} runs each node"
+        )
 
     async def create_deployment(self, api: client.ApiClient) -> float:
         """Create the demo's namespace and Deployment; when (monotonic) it was created."""
         namespace: Any = {"metadata": {"name": NAMESPACE}}
         await client.CoreV1Api(api).create_namespace(namespace)
-        await client.AppsV1Api(api).create_namespaced_deployment(NAMESPACE, _deployment(REPLICAS))
+        shape = self.options.shape
+        await client.AppsV1Api(api).create_namespaced_deployment(
+            NAMESPACE, _deployment(REPLICAS, cpu=shape.pod_cpu, memory=shape.pod_memory)
+        )
         created = time.monotonic()
         self.step(
-            f"created Deployment '{DEPLOYMENT}': {REPLICAS} pods x 1 CPU, no node to run them"
+            f"created Deployment '{DEPLOYMENT}': {REPLICAS} pods x {shape.pod_cpu} CPU,"
+            " no node to run them"
         )
         return created
 
@@ -352,7 +398,7 @@ class Demo:
         )
 
 
-def _deployment(replicas: int) -> Any:
+def _deployment(replicas: int, *, cpu: str, memory: str) -> Any:
     labels = {"app": DEPLOYMENT}
     return {
         "apiVersion": "apps/v1",
@@ -368,7 +414,7 @@ def _deployment(replicas: int) -> Any:
                         {
                             "name": "web",
                             "image": "registry.example/web:1.0",
-                            "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+                            "resources": {"requests": {"cpu": cpu, "memory": memory}},
                         }
                     ],
                     "terminationGracePeriodSeconds": 0,

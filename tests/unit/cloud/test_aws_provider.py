@@ -358,3 +358,27 @@ def test_missing_credentials_and_unreachable_endpoints_are_classed() -> None:
     assert (type(missing), missing.code) == (provider.PermanentCloudError, "NoCredentials")
     assert "web identity / IRSA" in missing.message
     assert type(unreachable) is provider.TransientCloudError
+
+
+async def test_a_stopped_instance_is_not_taken_for_one_being_deleted_and_is_terminated(
+    ec2: aws.Ec2Provider, moto: ec2_server.MotoEc2, settings: launch.AwsLaunch
+) -> None:
+    vm = await ec2.create_vm(name=NAME, pool="web", spec=_spec(settings))
+    [instance] = moto.instances(**{aws_launch.VM_NAME_TAG: NAME})
+    moto.ec2().stop_instances(InstanceIds=[instance["InstanceId"]])
+    [stopped] = moto.instances(**{aws_launch.VM_NAME_TAG: NAME})
+    assert stopped["State"]["Name"] == "stopped"
+    fresh = aws.Ec2Provider(cluster_name=CLUSTER, endpoint_url=moto.endpoint)
+    try:
+        listed = await fresh.list_vms(pool="web")
+        found = await fresh.get_vm(NAME)
+        await fresh.delete_vm(NAME)  # what repair, or the pool's deletion, then asks
+    finally:
+        await fresh.close()
+
+    # Deleting would be waited on for ever (nothing deletes a VM being deleted): the
+    # instance and its volumes would leak, and its pool's deletion would never end.
+    assert [(v.name, v.state) for v in listed] == [(NAME, provider.VmState.RUNNING)]
+    assert found is not None
+    assert found.provider_id == vm.provider_id
+    assert moto.running_in_pool("web") == []  # terminated

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -74,12 +75,40 @@ def test_cached_and_given_binaries_are_used_without_building(
     assert all(os.access(path, os.X_OK) for path in found.values())
 
 
+@pytest.mark.parametrize("ensure", [binaries.ensure_binaries, binaries.ensure_kubemark])
 def test_missing_go_toolchain_says_what_to_do(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ensure: Callable[[], object], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(binaries.TOOLS_ENV, str(_fake_tools(tmp_path)))
     monkeypatch.setenv(binaries.CACHE_ENV, str(tmp_path / "empty-cache"))
     monkeypatch.delenv(binaries.ASSETS_ENV, raising=False)
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(binaries.BuildError, match="needs the Go toolchain"):
-        binaries.ensure_binaries()
+        ensure()
+
+
+def test_kubemark_is_cached_beside_the_control_plane_of_the_same_kubernetes_pin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "cache"
+    _executable(cache / "kubernetes-v1.99.1" / "kubemark")
+    monkeypatch.setenv(binaries.TOOLS_ENV, str(_fake_tools(tmp_path)))
+    monkeypatch.setenv(binaries.CACHE_ENV, str(cache))
+    monkeypatch.delenv(binaries.ASSETS_ENV, raising=False)
+    monkeypatch.setenv("PATH", "/nonexistent")  # proves no `go build` could have run
+
+    assert binaries.ensure_kubemark() == cache / "kubernetes-v1.99.1" / "kubemark"
+    assert binaries.KUBEMARK.ldflags("v1.99.1") == binaries.KUBERNETES.ldflags("v1.99.1")
+
+
+def test_kubemark_given_in_kubebuilder_assets_is_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assets = tmp_path / "assets"
+    _executable(assets / "kubemark")
+    monkeypatch.setenv(binaries.TOOLS_ENV, str(_fake_tools(tmp_path)))
+    monkeypatch.setenv(binaries.CACHE_ENV, str(tmp_path / "empty-cache"))
+    monkeypatch.setenv(binaries.ASSETS_ENV, str(assets))
+    monkeypatch.setenv("PATH", "/nonexistent")
+
+    assert binaries.ensure_kubemark() == assets / "kubemark"

@@ -77,12 +77,48 @@ def test_a_ready_node_counts_before_its_unregistered_taint_goes() -> None:
     assert allocatable.observe(None, TEMPLATE, [booted], now=NOW).lowest == {"memory": str(8 * GI)}
 
 
-def test_the_record_only_goes_down_and_outlives_its_nodes() -> None:
+def test_the_record_outlives_its_nodes_while_no_other_node_reports() -> None:
     first = allocatable.observe(None, TEMPLATE, [node("p-0", memory=str(14 * GI))], now=NOW)
-    higher = allocatable.observe(first, TEMPLATE, [node("p-1", memory=str(15 * GI))], now=LATER)
-    assert higher.lowest == {"memory": str(14 * GI)}
-    gone = allocatable.observe(higher, TEMPLATE, [], now=LATER)
+    gone = allocatable.observe(first, TEMPLATE, [], now=LATER)
     assert gone == first
+    booting = allocatable.observe(first, TEMPLATE, [node("p-1", ready=False)], now=LATER)
+    assert booting == first
+    # Planned with it, as the pool's last Nodes reported, until a Node reports again.
+    assert allocatable.planned(TEMPLATE, gone, [], now=LATER)["memory"] == 14 * GI
+
+
+def test_the_record_rises_again_when_the_low_reporter_is_gone() -> None:
+    sick = node("p-0", memory=str(12 * GI))
+    first = allocatable.observe(None, TEMPLATE, [sick], now=NOW)
+    assert first.lowest == {"memory": str(12 * GI)}
+
+    replaced = allocatable.observe(first, TEMPLATE, [node("p-1", memory=str(15 * GI))], now=LATER)
+    assert replaced.lowest == {"memory": str(15 * GI)}
+    healthy = allocatable.observe(replaced, TEMPLATE, [node("p-1"), node("p-2")], now=LATER)
+    assert healthy.lowest == {}
+    assert allocatable.condition(healthy, TEMPLATE)[0] is False
+
+
+def test_one_low_reporter_among_its_peers_does_not_plan_every_future_node() -> None:
+    # One node's device plugin lost a GPU; the two others report all eight.
+    gpus = nodepool_api.NodeTemplate(
+        cpu="4", memory="16Gi", pods=110, extended_resources={"nvidia.com/gpu": "8"}
+    )
+
+    def gpu_node(name: str, count: str) -> dict[str, Any]:
+        found = node(name)
+        found["status"]["allocatable"]["nvidia.com/gpu"] = count
+        return found
+
+    three = [gpu_node("p-0", "7"), gpu_node("p-1", "8"), gpu_node("p-2", "8")]
+    assert allocatable.observe(None, gpus, three, now=NOW).lowest == {}
+    assert allocatable.planned(gpus, None, three, now=NOW)["nvidia.com/gpu"] == 8
+    # Two to one the other way: most nodes of the template report 0, so new ones are
+    # planned with it.
+    down = [gpu_node("p-0", "0"), gpu_node("p-1", "0"), gpu_node("p-2", "8")]
+    assert allocatable.observe(None, gpus, down, now=NOW).lowest == {"nvidia.com/gpu": "0"}
+    # Two nodes cannot outvote each other: the lower figure stands.
+    assert allocatable.planned(gpus, None, three[:2], now=NOW)["nvidia.com/gpu"] == 7
 
 
 def test_a_template_change_starts_again_with_only_newer_nodes() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import quantity
 from nodepool_operator.cloud.provider import VirtualMachine, VmName, VmState
-from nodepool_operator.controllers.nodepool import nodes
+from nodepool_operator.controllers.nodepool import launch, nodes
 
 POOL: dict[str, Any] = {"metadata": {"name": "gpu", "uid": "uid-gpu"}}
 
@@ -118,3 +118,47 @@ def test_a_node_carries_the_template_taints_and_is_owned_by_the_pool() -> None:
     }
     [owner] = node["metadata"]["ownerReferences"]
     assert (owner["kind"], owner["name"], owner["uid"]) == ("NodePool", "gpu", "uid-gpu")
+
+
+def test_the_launch_tells_the_kubelet_the_labels_it_may_set_and_every_registration_taint() -> None:
+    template = nodepool_api.NodeTemplate(
+        cpu="1",
+        memory="4Gi",
+        pods=30,
+        zones=("sim-1a",),
+        labels={"team": "blue", "node-role.kubernetes.io/worker": "", "example.k8s.io/x": "1"},
+        taints=(nodepool_api.Taint(key="gpu", value="yes", effect="NoExecute"),),
+        startup_taints=(nodepool_api.Taint(key="cni", effect="NoSchedule"),),
+    )
+
+    labels, taints = nodes.kubelet_flags("web", template, zone="sim-1a")
+
+    # A kubelet refuses to start with kubernetes.io or k8s.io labels outside its own set:
+    # those the operator puts on when it adopts the Node.
+    assert dict(labels) == {
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "team": "blue",
+        nodepool_api.POOL_LABEL: "web",
+        "topology.kubernetes.io/zone": "sim-1a",
+    }
+    assert taints == (
+        "gpu=yes:NoExecute",
+        "cni:NoSchedule",
+        f"{nodepool_api.UNREGISTERED_TAINT_KEY}:NoSchedule",
+    )
+
+
+def test_a_machine_spec_carries_the_kubelets_user_data() -> None:
+    template = nodepool_api.NodeTemplate(cpu="1", memory="4Gi", pods=30)
+    spec = launch.machine_spec({"metadata": {"name": "web", "uid": "u"}}, template, zone=None)
+    assert (spec.pods, dict(spec.node_labels)[nodepool_api.POOL_LABEL]) == (30, "web")
+    assert spec.node_taints == (f"{nodepool_api.UNREGISTERED_TAINT_KEY}:NoSchedule",)
+
+
+def test_a_vm_that_boots_its_own_kubelet_is_never_annotated_for_kwok() -> None:
+    own = dataclasses.replace(vm("gpu-0"), boots_kubelet=True)
+    node = nodes.node_manifest(pool=POOL, vm=own, template=TEMPLATE, simulated=True)
+    assert nodes.KWOK_ANNOTATION not in node["metadata"]["annotations"]
+    simulated = nodes.node_manifest(pool=POOL, vm=vm("gpu-0"), template=TEMPLATE, simulated=True)
+    assert simulated["metadata"]["annotations"] == {nodes.KWOK_ANNOTATION: "fake"}

@@ -9,7 +9,7 @@ from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import TransientCloudError, VirtualMachine, VmName, VmState
-from nodepool_operator.controllers.nodepool import lifecycle, plan
+from nodepool_operator.controllers.nodepool import lifecycle, plan, repair
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.nodepool.controller import FINALIZER
 from nodepool_operator.runtime import conditions, errors
@@ -258,6 +258,23 @@ async def test_a_node_with_the_pool_label_but_another_owner_is_left_alone() -> N
     assert world.cloud.gets == []
     [warning] = world.warnings("NodeNotOwned")
     assert "p-7" in warning
+
+
+async def test_a_node_its_kubelet_registered_first_is_adopted_not_warned_about() -> None:
+    world = World("p-0")
+    vm = (await world.cloud.list_vms(pool="p"))[0]
+    kubelets = fakes.node("p-0")
+    del kubelets["metadata"]["ownerReferences"]
+    kubelets["spec"]["providerID"] = vm.provider_id
+    kubelets["metadata"]["resourceVersion"] = "7"
+    world.api.objects[("nodes", "p-0")] = kubelets
+    world.nodes.put(kubelets)  # the cache holds it as its kubelet registered it
+
+    await world.converge(1)
+
+    assert ("patch", "nodes", "p-0") in world.api.calls  # the adoption
+    assert world.warnings("NodeNotOwned") == []  # not a stranger, though the cache says so
+    assert world.nodes_deleted() == []
 
 
 async def test_a_pool_being_deleted_leaves_nodes_it_does_not_own() -> None:
@@ -672,3 +689,61 @@ async def test_a_zone_of_one_node_not_ready_is_an_ordinary_failure() -> None:
     [repaired] = world.warnings("NodeRepair")
     assert "p-0" in repaired
     assert view.repair_held is None
+
+
+# --- startup taints ------------------------------------------------------------------------
+
+CNI = nodepool_api.Taint(key="example.com/cni-not-ready", effect="NoSchedule")
+
+
+def with_startup_taint(name: str, *, created: float) -> Object:
+    """A Ready Node whose CNI agent never removed its startup taint."""
+    found = fakes.node(name)
+    found["metadata"]["creationTimestamp"] = conditions.rfc3339(created)
+    found["spec"]["taints"] = [CNI.to_dict()]
+    return found
+
+
+def startup_spec(*, registration: int = 300) -> nodepool_api.NodePoolSpec:
+    template = nodepool_api.NodeTemplate(startup_taints=(CNI,))
+    return nodepool_api.NodePoolSpec(
+        target_nodes=2, template=template, registration_timeout_seconds=registration
+    )
+
+
+def test_a_startup_taint_left_past_registration_makes_the_node_unhealthy() -> None:
+    spec = startup_spec()
+    stuck = with_startup_taint("p-0", created=fakes.START - 301)
+    recent = with_startup_taint("p-1", created=fakes.START - 100)
+    done = fakes.node("p-2")  # its agent removed the taint
+    done["metadata"]["creationTimestamp"] = conditions.rfc3339(fakes.START - 1_000)
+    view = plan.PoolView(
+        vms=(),
+        nodes={"p-0": stuck, "p-1": recent, "p-2": done},
+        pods_per_node={},
+    )
+
+    assert repair.unhealthy(view, spec, now=fakes.START) == {"p-0"}
+    # The recent one is looked at again when its deadline comes, with no event to wake it.
+    assert repair.unhealthy_in(view, spec, now=fakes.START) == 200.0
+    assert repair.startup_taints_left(stuck, spec.template) == [CNI.key]
+    # A taint of the same key with another effect is not the template's startup taint.
+    other = with_startup_taint("p-3", created=fakes.START - 301)
+    other["spec"]["taints"] = [{"key": CNI.key, "effect": "NoExecute"}]
+    assert repair.startup_taints_left(other, spec.template) == []
+
+
+async def test_a_node_whose_startup_taint_stays_is_replaced_with_an_event_naming_it() -> None:
+    world = World("p-0", "p-1")
+    world.nodes.put(fakes.node("p-0"))
+    world.nodes.put(with_startup_taint("p-1", created=fakes.START - 301))
+    spec = startup_spec()
+    pool = world.pool(2)
+    pool["spec"] = {**pool["spec"], **nodepool_api.manifest("p", spec)["spec"]}
+
+    await world.lifecycle.converge(pool, nodepool_api.spec_of(pool), 2)
+
+    [warning] = world.warnings("NodeRepair")
+    assert "node p-1 still carries the startup taint example.com/cni-not-ready" in warning
+    assert ("patch", "nodes", "p-1") in world.api.writes()  # cordoned: its drain begins
+    assert ("patch", "nodes", "p-0") not in world.api.writes()

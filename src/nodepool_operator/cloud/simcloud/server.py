@@ -3,7 +3,8 @@
 Routes (bodies and VMs as in ``wire``)::
 
     PUT    /v1/vms/{name}   {pool, cpu, memory, pods,  201 made, 200 existed (same pool),
-                            zone?}
+                            zone?, nodeLabels?,
+                            nodeTaints?}
                                                        400, 403 QuotaExceeded, 409 VmConflict,
                                                        503 InsufficientCapacity
     DELETE /v1/vms/{name}                              202 + VM (deleting), 204 absent
@@ -34,6 +35,10 @@ Every ``/v1`` route takes ``?cluster=NAME`` (see ``wire``): the operator's clien
 sends it, so two clusters sharing this cloud neither see nor touch each other's VMs.
 
 Faults start from the config and live in memory; VMs live in the SQLite file.
+
+With ``kubelets`` (``--kubelets hollow``) every running VM boots a hollow kubelet, told the
+``nodeLabels`` and ``nodeTaints`` of its create (see ``kubelets``); without, nothing runs
+on the VMs and kwok plays their kubelets on the local control plane.
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ from aiohttp import typedefs, web
 
 from nodepool_operator import pacing
 from nodepool_operator.cloud import credentials, provider
+from nodepool_operator.cloud.simcloud import kubelets as kubelets_module
 from nodepool_operator.cloud.simcloud import store, wire
 
 __all__ = ["SimCloudConfig", "SimCloudServer", "run", "serve"]
@@ -90,9 +96,12 @@ class SimCloudConfig:
     slow_call_seconds: float = 0.0
     capacity: tuple[store.CapacityLimit, ...] = ()
     kubelet_never_joins: tuple[store.Offering, ...] = ()
+    partitioned: frozenset[str] = frozenset()
     seed: int | None = None
     token_file: str | None = None
     insecure_no_auth: bool = False
+    # None: no kubelet runs on the VMs (kwok plays them on the local control plane).
+    kubelets: kubelets_module.KubeletConfig | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -121,6 +130,7 @@ class SimCloudConfig:
             slow_call_seconds=faults.slow_call_seconds,
             capacity=faults.capacity,
             kubelet_never_joins=faults.kubelet_never_joins,
+            partitioned=faults.partitioned,
         )
 
     def timing(self) -> store.Timing:
@@ -139,6 +149,7 @@ class SimCloudConfig:
             slow_call_seconds=self.slow_call_seconds,
             capacity=self.capacity,
             kubelet_never_joins=self.kubelet_never_joins,
+            partitioned=self.partitioned,
         )
 
 
@@ -155,6 +166,8 @@ class SimCloudServer:
         self._runner: web.AppRunner | None = None
         self._state: _SimCloud | None = None
         self._port: int | None = None
+        self._kubelets: kubelets_module.HollowKubelets | None = None
+        self._kubelet_sync: asyncio.Task[None] | None = None
 
     @property
     def port(self) -> int:
@@ -182,6 +195,12 @@ class SimCloudServer:
                 timing=config.timing(),
                 clock=self._clock,
                 rng=random.Random(config.seed),
+                provider_ids=(
+                    store.simcloud_provider_id
+                    if config.kubelets is None
+                    else kubelets_module.provider_id
+                ),
+                boots_kubelets=config.kubelets is not None,
             ),
             faults=config.faults(),
             clock=self._clock,
@@ -213,12 +232,28 @@ class SimCloudServer:
             raise
         self._runner, self._state = runner, state
         self._port = _bound_port(runner)
+        if config.kubelets is not None:
+            self._kubelets = kubelets_module.HollowKubelets(config.kubelets)
+            self._kubelet_sync = asyncio.create_task(_sync_kubelets(self._kubelets, state))
         if config.port_file is not None:
             _write_port_file(config.port_file, self._port)
+
+    @property
+    def kubelets(self) -> kubelets_module.HollowKubelets | None:
+        """The VMs' hollow kubelets (``--kubelets hollow``), or None (kwok plays them)."""
+        return self._kubelets
 
     async def stop(self) -> None:
         runner, state = self._runner, self._state
         self._runner = self._state = None
+        sync, self._kubelet_sync = self._kubelet_sync, None
+        if sync is not None:
+            sync.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sync
+        if self._kubelets is not None:
+            await self._kubelets.close()
+            self._kubelets = None
         if runner is not None:
             await runner.cleanup()
         if state is not None:
@@ -262,6 +297,18 @@ async def serve(
             ready.set()
         await (stop if stop is not None else asyncio.Event()).wait()
     log.info("simcloud stopped")
+
+
+async def _sync_kubelets(kubelets: kubelets_module.HollowKubelets, sim: _SimCloud) -> None:
+    """Keep one kubelet per running VM (see ``kubelets``); the VMs' states are derived
+    from the clock, so nothing but this loop notices that one has booted."""
+    while True:
+        try:
+            kubelets.sync(sim.vms.booted(), partitioned=sim.faults.partitioned)
+        except (sqlite3.OperationalError, OSError) as error:
+            # A busy state file or a failed start: the next round tries again.
+            log.warning("event=kubelet-sync-failed error=%r", str(error))
+        await asyncio.sleep(kubelets_module.SYNC_SECONDS)
 
 
 def run(config: SimCloudConfig) -> None:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import decimal
+import json
 import pathlib
 import random
 import re
@@ -47,16 +48,23 @@ from nodepool_operator.cloud import provider
 __all__ = [
     "DEFAULT_CLUSTER",
     "CapacityLimit",
+    "Guest",
     "Offering",
+    "ProviderIds",
     "SimCloudStore",
     "Timing",
     "WallClock",
     "shape_of",
+    "simcloud_provider_id",
     "validate_request",
 ]
 
 WallClock = Callable[[], float]
 """Wall-clock epoch seconds; ``time.time`` unless a test fakes it."""
+
+ProviderIds = Callable[[str, str], str]
+"""The provider ID of a VM, by (cluster, name): the ``spec.providerID`` its Node carries,
+whoever registers it (``simcloud_provider_id``, or what the VM's kubelet sets)."""
 
 #: Where a VM goes when its create names no zone (a real cloud picks one too).
 ZONES = ("sim-1a", "sim-1b", "sim-1c")
@@ -76,6 +84,9 @@ CREATE TABLE IF NOT EXISTS vms (
     ready_at REAL NOT NULL,
     gone_at REAL,
     kubelet_joins INTEGER NOT NULL DEFAULT 1,
+    pods INTEGER NOT NULL DEFAULT 110,
+    node_labels TEXT NOT NULL DEFAULT '{}',
+    node_taints TEXT NOT NULL DEFAULT '[]',
     PRIMARY KEY (cluster, name)
 );
 CREATE INDEX IF NOT EXISTS vms_by_pool ON vms (cluster, pool);
@@ -101,6 +112,14 @@ DROP TABLE vms_before_clusters;
 DROP TABLE creations_before_clusters;
 """
 
+# Columns added since clusters, with their definitions: a file from before gains them on
+# open, its VMs taking the defaults (what their kubelets were never told).
+_ADDED_COLUMNS = {
+    "pods": "INTEGER NOT NULL DEFAULT 110",
+    "node_labels": "TEXT NOT NULL DEFAULT '{}'",
+    "node_taints": "TEXT NOT NULL DEFAULT '[]'",
+}
+
 # Names become Node names, so they follow the Kubernetes DNS-1123 subdomain rule.
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _CPU = re.compile(r"[1-9][0-9]*m?")
@@ -108,6 +127,18 @@ _MEMORY = re.compile(r"(?P<number>[0-9]+(\.[0-9]*)?|\.[0-9]+)(?P<suffix>[KMGTPE]
 # Any zone a template names is accepted (the simulated cloud has every region), as long
 # as it can be the value of the Node's zone label.
 _ZONE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Guest:
+    """A running VM as its kubelet sees it: its name (the Node's) and the user data of its
+    launch (max pods, the labels and taints to register the Node with)."""
+
+    cluster: str
+    name: str
+    pods: int
+    node_labels: tuple[tuple[str, str], ...] = ()
+    node_taints: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -123,6 +154,11 @@ class Timing:
             value = getattr(self, field.name)
             if not value >= 0.0:
                 raise ValueError(f"{field.name} must be >= 0: {value}")
+
+
+def simcloud_provider_id(cluster: str, name: str) -> str:
+    """A VM's provider ID when kwok plays its kubelet: the operator writes it on the Node."""
+    return f"simcloud:///{cluster}/{name}"
 
 
 def shape_of(spec: provider.MachineSpec) -> str:
@@ -219,8 +255,12 @@ class SimCloudStore:
         timing: Timing,
         clock: WallClock = time.time,
         rng: random.Random | None = None,
+        provider_ids: ProviderIds = simcloud_provider_id,
+        boots_kubelets: bool = False,
     ) -> None:
         self._timing = timing
+        self._provider_ids = provider_ids
+        self._boots_kubelets = boots_kubelets
         self._clock = clock
         self._rng = rng if rng is not None else random.Random()
         if path != ":memory:":
@@ -237,10 +277,19 @@ class SimCloudStore:
         columns = {row["name"] for row in self._db.execute("PRAGMA table_info(vms)")}
         if columns and "cluster" not in columns:
             self._db.executescript(f"BEGIN IMMEDIATE; {_MIGRATE_TO_CLUSTERS} COMMIT;")
+            columns = {row["name"] for row in self._db.execute("PRAGMA table_info(vms)")}
+        if columns:
+            for column, definition in _ADDED_COLUMNS.items():
+                if column not in columns:
+                    self._db.execute(f"ALTER TABLE vms ADD COLUMN {column} {definition}")
         self._db.executescript(_SCHEMA)
 
     def close(self) -> None:
         self._db.close()
+
+    def _vm(self, row: sqlite3.Row, now: float) -> provider.VirtualMachine:
+        vm = _vm(row, now, self._provider_ids)
+        return dataclasses.replace(vm, boots_kubelet=self._boots_kubelets)
 
     def create_vm(
         self,
@@ -276,7 +325,7 @@ class SimCloudStore:
                     raise provider.VmConflict(
                         f"VM {name!r} exists in pool {row['pool']!r}, not {pool!r}"
                     )
-                return _vm(row, now), False
+                return self._vm(row, now), False
             if quota_max_vms is not None:
                 (count,) = db.execute("SELECT COUNT(*) FROM vms").fetchone()
                 if count >= quota_max_vms:
@@ -290,8 +339,15 @@ class SimCloudStore:
             ready_at = now + self._sample(self._timing.create_latency_seconds)
             db.execute(
                 "INSERT INTO vms (cluster, name, pool, cpu, memory, zone, created_at, ready_at,"
-                " kubelet_joins) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (cluster, name, pool, spec.cpu, spec.memory, zone, now, ready_at, int(joins)),
+                " kubelet_joins, pods, node_labels, node_taints)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    *(cluster, name, pool, spec.cpu, spec.memory, zone, now, ready_at),
+                    int(joins),
+                    spec.pods,
+                    json.dumps(dict(spec.node_labels), sort_keys=True),
+                    json.dumps(list(spec.node_taints)),
+                ),
             )
             db.execute(
                 "INSERT INTO creations (cluster, name, count) VALUES (?, ?, 1)"
@@ -301,7 +357,7 @@ class SimCloudStore:
             row = db.execute(
                 "SELECT * FROM vms WHERE cluster = ? AND name = ?", (cluster, name)
             ).fetchone()
-            return _vm(row, now), True
+            return self._vm(row, now), True
 
     def delete_vm(
         self, name: provider.VmName, *, cluster: str | None
@@ -327,7 +383,7 @@ class SimCloudStore:
             row = db.execute(
                 "SELECT * FROM vms WHERE cluster = ? AND name = ?", (rows[0]["cluster"], name)
             ).fetchone()
-            return _vm(row, now), bool(started)
+            return self._vm(row, now), bool(started)
 
     def get_vm(
         self, name: provider.VmName, *, cluster: str | None
@@ -338,7 +394,7 @@ class SimCloudStore:
             " AND (? IS NULL OR cluster = ?) ORDER BY cluster",
             (name, now, cluster, cluster),
         ).fetchone()
-        return None if row is None else _vm(row, now)
+        return None if row is None else self._vm(row, now)
 
     def list_vms(
         self, *, cluster: str | None, pool: str | None = None
@@ -351,7 +407,28 @@ class SimCloudStore:
             " AND (? IS NULL OR cluster = ?) AND (? IS NULL OR pool = ?) ORDER BY name, cluster",
             (now, cluster, cluster, pool, pool),
         ).fetchall()
-        return [_vm(row, now) for row in rows]
+        return [self._vm(row, now) for row in rows]
+
+    def booted(self) -> list[Guest]:
+        """Every cluster's RUNNING VMs whose kubelet joins: the machines a kubelet runs on
+        now, and what each was told at launch."""
+        now = self._clock()
+        rows = self._db.execute(
+            "SELECT cluster, name, pods, node_labels, node_taints FROM vms"
+            " WHERE gone_at IS NULL AND ready_at <= ? AND kubelet_joins = 1"
+            " ORDER BY cluster, name",
+            (now,),
+        ).fetchall()
+        return [
+            Guest(
+                cluster=row["cluster"],
+                name=row["name"],
+                pods=int(row["pods"]),
+                node_labels=tuple(sorted(json.loads(row["node_labels"]).items())),
+                node_taints=tuple(json.loads(row["node_taints"])),
+            )
+            for row in rows
+        ]
 
     def creations_by_name(self, *, cluster: str | None = None) -> dict[str, int]:
         """How many times each name was made into a VM, over the file's whole life; summed
@@ -383,7 +460,7 @@ class SimCloudStore:
         db.execute("DELETE FROM vms WHERE gone_at IS NOT NULL AND gone_at <= ?", (now,))
 
 
-def _vm(row: sqlite3.Row, now: float) -> provider.VirtualMachine:
+def _vm(row: sqlite3.Row, now: float, provider_id: ProviderIds) -> provider.VirtualMachine:
     if row["gone_at"] is not None:
         state = provider.VmState.DELETING
     elif row["ready_at"] <= now:
@@ -398,7 +475,7 @@ def _vm(row: sqlite3.Row, now: float) -> provider.VirtualMachine:
         cpu=row["cpu"],
         memory=row["memory"],
         state=state,
-        provider_id=f"simcloud:///{row['cluster']}/{name}",
+        provider_id=provider_id(row["cluster"], name),
         created_at=row["created_at"],
         zone=row["zone"],
     )

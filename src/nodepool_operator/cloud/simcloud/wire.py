@@ -1,8 +1,18 @@
 """The JSON shapes simcloud's server and client share, and the one table of status codes.
 
-Keys are camelCase, as in Kubernetes. A create request (``zone`` optional)::
+Keys are camelCase, as in Kubernetes. A create request (``zone``, ``nodeLabels`` and
+``nodeTaints`` optional)::
 
-    {"pool": "pool-a", "cpu": "4", "memory": "16Gi", "pods": 110, "zone": "sim-1b"}
+    {"pool": "pool-a", "cpu": "4", "memory": "16Gi", "pods": 110, "zone": "sim-1b",
+     "nodeLabels": {"nodepool.dev/pool": "pool-a"},
+     "nodeTaints": ["nodepool.dev/unregistered:NoSchedule"]}
+
+``nodeLabels`` and ``nodeTaints`` are the VM's user data: what its kubelet registers its
+Node with (``--node-labels``; ``--register-with-taints``, each ``key[=value]:Effect``), and
+``pods`` its ``--max-pods``. Only a simcloud that boots kubelets (``--kubelets hollow``)
+uses them; it then reports the provider ID its kubelets register, ``kubemark://<name>``,
+and ``"bootsKubelet": true`` on every VM, so that an operator never annotates their Nodes
+for kwok.
 
 A VM on the wire::
 
@@ -120,6 +130,10 @@ def machine_to_json(*, pool: str, spec: provider.MachineSpec) -> dict[str, objec
     }
     if spec.zone is not None:
         body["zone"] = spec.zone
+    if spec.node_labels:
+        body["nodeLabels"] = dict(spec.node_labels)
+    if spec.node_taints:
+        body["nodeTaints"] = list(spec.node_taints)
     return body
 
 
@@ -135,7 +149,34 @@ def machine_from_json(obj: Mapping[str, object]) -> tuple[str, provider.MachineS
         raise provider.InvalidMachineSpec("pods must be an integer")
     if zone is not None and not isinstance(zone, str):
         raise provider.InvalidMachineSpec("zone must be a string or absent")
-    return pool, provider.MachineSpec(cpu=cpu, memory=memory, pods=pods, zone=zone)
+    labels, taints = obj.get("nodeLabels") or {}, obj.get("nodeTaints") or []
+    if not isinstance(labels, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
+    ):
+        raise provider.InvalidMachineSpec("nodeLabels must map strings to strings")
+    if not isinstance(taints, list) or not all(_is_taint(t) for t in taints):
+        raise provider.InvalidMachineSpec('nodeTaints must be strings like "key=value:NoSchedule"')
+    return pool, provider.MachineSpec(
+        cpu=cpu,
+        memory=memory,
+        pods=pods,
+        zone=zone,
+        node_labels=tuple(sorted(labels.items())),
+        node_taints=tuple(taints),
+    )
+
+
+def _is_taint(taint: object) -> bool:
+    """``key[=value]:Effect``, as kubelet's ``--register-with-taints`` takes one; no comma,
+    since the flag joins them with commas."""
+    if not isinstance(taint, str) or "," in taint:
+        return False
+    key_value, _, effect = taint.rpartition(":")
+    return bool(key_value.partition("=")[0]) and effect in TAINT_EFFECTS
+
+
+#: The effects a taint may have.
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
 def vm_to_json(vm: provider.VirtualMachine) -> dict[str, object]:
@@ -149,6 +190,7 @@ def vm_to_json(vm: provider.VirtualMachine) -> dict[str, object]:
         "createdAt": vm.created_at,
         "zone": vm.zone,
         "kubeletJoins": vm.kubelet_joins,
+        "bootsKubelet": vm.boots_kubelet,
     }
 
 
@@ -168,6 +210,7 @@ def vm_from_json(data: object) -> provider.VirtualMachine:
         created_at=fields.required_number(obj, "createdAt"),
         zone=zone,
         kubelet_joins=fields.boolean(obj, "kubeletJoins", default=True),
+        boots_kubelet=fields.boolean(obj, "bootsKubelet", default=False),
     )
 
 
@@ -187,11 +230,15 @@ class Faults:
     ``capacity`` limits how many VMs of an offering (a zone, a shape, or both) may exist
     at once; a create beyond one is refused with ``InsufficientCapacity`` (``maxVms`` 0:
     none at all). VMs created while they match an offering of ``kubelet_never_joins``
-    run but never get a Ready Node: they carry ``kubelet_joins=False``. As JSON::
+    run but never get a Ready Node: they carry ``kubelet_joins=False``. ``partitioned``
+    names VMs cut off from the cluster: with hollow kubelets (``--kubelets hollow``) the
+    kubelet of each is stopped (SIGSTOP: its Lease and status stop, its pods stay) until
+    the name leaves the list (SIGCONT); with kwok it changes nothing. As JSON::
 
         {"capacity": [{"zone": "sim-1a", "maxVms": 0},
                       {"cpu": "8", "memory": "32Gi", "maxVms": 2}],
-         "kubeletNeverJoins": [{"zone": "sim-1c"}]}
+         "kubeletNeverJoins": [{"zone": "sim-1c"}],
+         "partitioned": ["general-0"]}
     """
 
     transient_error_rate: float = 0.0
@@ -202,6 +249,7 @@ class Faults:
     list_empty: bool = False
     capacity: tuple[store.CapacityLimit, ...] = ()
     kubelet_never_joins: tuple[store.Offering, ...] = ()
+    partitioned: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.transient_error_rate <= 1.0:
@@ -227,6 +275,7 @@ class Faults:
                 {**_offering_to_json(c.offering), "maxVms": c.max_vms} for c in self.capacity
             ],
             "kubeletNeverJoins": [_offering_to_json(o) for o in self.kubelet_never_joins],
+            "partitioned": sorted(self.partitioned),
         }
 
     def merged(self, patch: object) -> Faults:
@@ -278,7 +327,18 @@ class Faults:
                 if "kubeletNeverJoins" in obj
                 else self.kubelet_never_joins
             ),
+            partitioned=(
+                frozenset(_vm_name(item) for item in _list(obj, "partitioned"))
+                if "partitioned" in obj
+                else self.partitioned
+            ),
         )
+
+
+def _vm_name(data: object) -> str:
+    if not isinstance(data, str) or not data:
+        raise ValueError(f"partitioned must list VM names: {data!r}")
+    return data
 
 
 def _offering_to_json(offering: store.Offering) -> dict[str, object]:

@@ -16,7 +16,7 @@ created twice either way.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import CloudError, CloudProvider, VirtualMachine, VmName
@@ -163,14 +163,17 @@ class Inventory:
                 found.append(fresh)
         return found
 
-    async def note_strangers(self, pool: Object) -> None:
-        """Nodes with the pool's label that the pool does not own: left alone, told once."""
+    async def note_strangers(self, pool: Object, *, ours: Collection[str] = ()) -> None:
+        """Nodes with the pool's label that the pool does not own: left alone, told once.
+        ``ours``: Nodes the pool just created or adopted, which the cache may not show as
+        owned yet (a kubelet's Node adopted this pass)."""
         name = pool["metadata"]["name"]
         uid = pool["metadata"].get("uid")
         strangers = {
             n["metadata"]["name"]
             for n in self.nodes.by_index(NODES_BY_POOL, name)
             if not membership.is_member(n, pool_name=name, pool_uid=uid)
+            and n["metadata"]["name"] not in ours
         }
         told = self._told.setdefault(name, set())
         for node_name in sorted(strangers - told):

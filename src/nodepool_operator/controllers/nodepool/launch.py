@@ -39,6 +39,7 @@ from nodepool_operator.cloud.provider import (
 )
 from nodepool_operator.controllers import capacity
 from nodepool_operator.controllers.nodepool import backoff, inventory, plan, zoning
+from nodepool_operator.controllers.nodepool import nodes as node_ops
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.resources import REQUESTS_BY_POOL
 from nodepool_operator.runtime import clock as clock_module
@@ -83,6 +84,7 @@ def node_owner(node: Mapping[str, Any]) -> str:
 def machine_spec(
     pool: Object, template: nodepool_api.NodeTemplate, *, zone: str | None
 ) -> MachineSpec:
+    labels, taints = node_ops.kubelet_flags(str(pool["metadata"]["name"]), template, zone=zone)
     return MachineSpec(
         cpu=template.cpu,
         memory=template.memory,
@@ -90,6 +92,8 @@ def machine_spec(
         zone=zone,
         pool_uid=pool["metadata"].get("uid"),
         launch=template.provider,
+        node_labels=labels,
+        node_taints=taints,
     )
 
 

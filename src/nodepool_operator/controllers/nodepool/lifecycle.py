@@ -132,9 +132,10 @@ class PoolLifecycle:
         capacity, and loses those where a launch succeeded.
         """
         owned = self.inventory.owned_nodes(pool)
-        await self.inventory.note_strangers(pool)
         every_vm = await self.inventory.list_vms(pool, owned)
         view = await self._pair(pool, spec, owned, every_vm, may_register=may_register)
+        # After registration: a Node its kubelet registered first is adopted there.
+        await self.inventory.note_strangers(pool, ours=self.registrar.expected())
         now = self.wall_clock.time()
         view = dataclasses.replace(view, unhealthy=repair.unhealthy(view, spec, now=now))
         verdicts = self._verdicts(view, spec, desired, now=now)

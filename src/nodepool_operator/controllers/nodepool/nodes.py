@@ -34,10 +34,14 @@ __all__ = [
     "cordon",
     "evict_one",
     "is_unregistered",
+    "kubelet_flags",
+    "kubelet_may_set",
     "kubelet_reported",
     "mark_vm_deleted",
     "node_manifest",
     "node_named",
+    "owner_reference",
+    "registration_taints",
     "remove_unregistered_taint",
     "uncordon",
 ]
@@ -89,10 +93,7 @@ def node_manifest(
         nodepool_api.HOSTNAME_LABEL: vm.name,
     }
     spec: dict[str, Any] = {"providerID": vm.provider_id}
-    # The startup taints an agent on the Node removes once it is ready; never put back.
-    taints = [taint.to_dict() for taint in (*template.taints, *template.startup_taints)]
-    if unregistered:
-        taints.append(dict(UNREGISTERED_TAINT))
+    taints = registration_taints(template, unregistered=unregistered)
     if taints:
         spec["taints"] = taints
     return {
@@ -103,16 +104,13 @@ def node_manifest(
             "labels": labels,
             # A simulated VM whose kubelet never joins (a simcloud fault) is left to no
             # one, as a real one would be: its Node never turns Ready.
-            "annotations": {KWOK_ANNOTATION: "fake"} if simulated and vm.kubelet_joins else {},
-            "ownerReferences": [
-                {
-                    "apiVersion": nodepool_api.API_VERSION,
-                    "kind": nodepool_api.KIND,
-                    "name": name,
-                    "uid": pool["metadata"]["uid"],
-                    "blockOwnerDeletion": False,
-                }
-            ],
+            # Nor one whose VM boots a kubelet of its own: two would write its status.
+            "annotations": (
+                {KWOK_ANNOTATION: "fake"}
+                if simulated and vm.kubelet_joins and not vm.boots_kubelet
+                else {}
+            ),
+            "ownerReferences": [owner_reference(pool)],
         },
         "spec": spec,
         "status": {
@@ -120,6 +118,78 @@ def node_manifest(
             "allocatable": nodepool_api.quantity_texts(nodepool_api.template_allocatable(template)),
         },
     }
+
+
+def owner_reference(pool: Mapping[str, Any]) -> dict[str, Any]:
+    """The owner reference a Node of ``pool`` carries: the pool by uid. It does not block
+    the pool's deletion; the pool's finalizer drains and removes its Nodes first."""
+    return {
+        "apiVersion": nodepool_api.API_VERSION,
+        "kind": nodepool_api.KIND,
+        "name": str(pool["metadata"]["name"]),
+        "uid": pool["metadata"]["uid"],
+        "blockOwnerDeletion": False,
+    }
+
+
+def registration_taints(
+    template: nodepool_api.NodeTemplate, *, unregistered: bool
+) -> list[dict[str, Any]]:
+    """The taints a Node of the pool is registered with: the template's, its startup taints
+    (which an agent on the Node removes once it is ready; never put back), and
+    ``UNREGISTERED_TAINT`` if ``unregistered``."""
+    taints = [taint.to_dict() for taint in (*template.taints, *template.startup_taints)]
+    if unregistered:
+        taints.append(dict(UNREGISTERED_TAINT))
+    return taints
+
+
+#: Labels in the kubernetes.io and k8s.io namespaces a kubelet sets with ``--node-labels``;
+#: it refuses to start with any other label of those namespaces (kubelet's
+#: ``KubeletLabels``). The others are the operator's to set once the Node is adopted.
+_KUBELET_LABELS = frozenset(
+    {
+        "kubernetes.io/hostname",
+        "kubernetes.io/arch",
+        "kubernetes.io/os",
+        "beta.kubernetes.io/arch",
+        "beta.kubernetes.io/os",
+        "beta.kubernetes.io/instance-type",
+        "node.kubernetes.io/instance-type",
+        "failure-domain.beta.kubernetes.io/region",
+        "failure-domain.beta.kubernetes.io/zone",
+        "topology.kubernetes.io/region",
+        "topology.kubernetes.io/zone",
+    }
+)
+_KUBELET_PREFIXES = ("kubelet.kubernetes.io", "node.kubernetes.io")
+
+
+def kubelet_may_set(label: str) -> bool:
+    """Whether a kubelet accepts ``label`` in ``--node-labels`` (see ``_KUBELET_LABELS``)."""
+    prefix, slash, _ = label.partition("/")
+    if not slash:
+        return True
+    if not any(prefix == d or prefix.endswith("." + d) for d in ("kubernetes.io", "k8s.io")):
+        return True
+    return label in _KUBELET_LABELS or any(
+        prefix == p or prefix.endswith("." + p) for p in _KUBELET_PREFIXES
+    )
+
+
+def kubelet_flags(
+    pool: str, template: nodepool_api.NodeTemplate, *, zone: str | None
+) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+    """The labels and taints a VM's kubelet registers its Node with (the launch's user
+    data): the pool's labels the kubelet may set, and every registration taint, the
+    unregistered one included (lifted once the kubelet has reported), as
+    ``key[=value]:Effect``."""
+    labels = nodepool_api.node_labels(pool, template, zone=zone if template.zones else None)
+    taints = tuple(
+        f"{t['key']}{'=' + t['value'] if t.get('value') else ''}:{t['effect']}"
+        for t in registration_taints(template, unregistered=True)
+    )
+    return tuple(sorted((k, v) for k, v in labels.items() if kubelet_may_set(k))), taints
 
 
 is_unregistered = plan.is_unregistered

@@ -17,6 +17,19 @@ wakes the pool, so no polling waits for it. A Node that keeps the taint past
 ``registrationTimeoutSeconds`` since its creation is replaced as one that never turned
 Ready (``repair``).
 
+A real kubelet may register its Node before the operator does (the operator was down or
+failing over while the VM booted, or was just slower). Such a Node is the VM's, and is
+adopted (``adoptable``, ``_adopt``): an owner reference to the pool (by uid) and the
+pool's labels and template taints, with the resourceVersion it was read at, so nothing
+another writer added meanwhile is lost. It is the VM's if its provider ID names the VM or,
+where the kubelet sets none (hollow kubelets), if it was created no earlier than the VM
+(the Node's creationTimestamp against the VM's creation time; both are records of the
+world, so a restarted operator judges alike). A Node older than its VM is someone
+else's that took the name first: left alone, as a taken name. So is one owned by another
+NodePool, labelled for another pool, or being deleted. Either order of registration thus
+ends with one owned Node per VM; the unregistered taint, which the launch asks the
+kubelet to register with, is lifted on the kubelet's own readiness as for any Node.
+
 A VM RUNNING without a Node for longer than ``registrationTimeoutSeconds`` since the
 cloud created it (its Node keeps being removed, or never shows) is overdue and replaced
 (``repair``). The clock is the VM's creation time as the cloud records it, so a restarted
@@ -28,9 +41,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar
+import math
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
+from nodepool_operator import timestamps
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import VirtualMachine, VmState
 from nodepool_operator.controllers.nodepool import inventory, plan
@@ -43,7 +58,7 @@ from nodepool_operator.runtime import nodes as k8s_nodes
 from nodepool_operator.runtime.client import Client, Object
 from nodepool_operator.runtime.informer import Informer
 
-__all__ = ["NODE_EXPECTATION_SECONDS", "NODE_REFUSED", "Refusal", "Registrar"]
+__all__ = ["NODE_EXPECTATION_SECONDS", "NODE_REFUSED", "Refusal", "Registrar", "adoptable"]
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +110,10 @@ class Registrar:
             if vm.name not in view.nodes
         ]
         return min((w for w in waits if w > 0), default=None)
+
+    def expected(self) -> frozenset[str]:
+        """The Nodes created or adopted a moment ago that the cache may not show yet."""
+        return frozenset(self._expected)
 
     def forget_seen(self) -> None:
         """Drop the expectations the cache has met: it shows the Node, or it has caught up
@@ -172,6 +191,51 @@ class Registrar:
             if failures:
                 raise failures[0]
 
+    async def _adopt(
+        self,
+        pool: Object,
+        spec: nodepool_api.NodePoolSpec,
+        vm: VirtualMachine,
+        node: Object,
+    ) -> Object | None:
+        """Make ``node`` (``adoptable``) the pool's: owner reference, pool labels, template
+        taints it lacks. Patched at the resourceVersion it was read at; on a conflict or
+        if it is gone, None (the next pass reads it again)."""
+        ours = node_ops.owner_reference(pool)
+        meta = node["metadata"]
+        template = spec.template
+        zone = vm.zone if template.zones else None
+        labels = {
+            **nodepool_api.node_labels(str(pool["metadata"]["name"]), template, zone=zone),
+            nodepool_api.HOSTNAME_LABEL: vm.name,
+        }
+        taints = list((node.get("spec") or {}).get("taints") or ())
+        present = {(t.get("key"), t.get("effect")) for t in taints}
+        # Only the template's own taints: a startup taint its agent already removed is
+        # never put back, and the unregistered one is the launch's to ask for.
+        taints += [t.to_dict() for t in template.taints if (t.key, t.effect) not in present]
+        patch: dict[str, Any] = {
+            "metadata": {
+                "resourceVersion": meta["resourceVersion"],
+                "labels": labels,
+                "ownerReferences": [*(meta.get("ownerReferences") or ()), ours],
+            },
+        }
+        if taints:
+            patch["spec"] = {"taints": taints}
+        try:
+            adopted = await self.client.patch(kinds.NODES, vm.name, patch)
+        except (errors.Conflict, errors.NotFound) as error:
+            log.info("event=node-adoption-deferred node=%s error=%r", vm.name, error.message)
+            return None
+        log.info(
+            "event=node-adopted node=%s provider_id=%s created=%s",
+            vm.name,
+            (node.get("spec") or {}).get("providerID") or "-",
+            meta.get("creationTimestamp"),
+        )
+        return adopted
+
     async def _create_node(
         self, pool: Object, spec: nodepool_api.NodePoolSpec, vm: VirtualMachine, *, now: float
     ) -> Refusal | None:
@@ -193,11 +257,16 @@ class Registrar:
                 return None  # deleted since: the next pass creates it again
             created = found
             if not inventory.owned_by(created, pool["metadata"].get("uid")):
-                # Someone else's Node holds the name (taken after the VM was named): it is
-                # left alone, and the VM, never registered, is replaced once overdue by
-                # one whose name is free (``launch`` skips held names).
-                log.warning("event=node-name-taken node=%s", vm.name)
-                return None
+                if not adoptable(created, vm, pool=str(pool["metadata"]["name"])):
+                    # Someone else's Node holds the name (taken before the VM was made):
+                    # it is left alone, and the VM, never registered, is replaced once
+                    # overdue by one whose name is free (``launch`` skips held names).
+                    log.warning("event=node-name-taken node=%s", vm.name)
+                    return None
+                adopted = await self._adopt(pool, spec, vm, created)
+                if adopted is None:
+                    return None  # changed or gone meanwhile: the next pass looks again
+                created = adopted
         except errors.Invalid as error:
             log.warning("event=node-refused node=%s error=%r", vm.name, error.message)
             return NODE_REFUSED, f"the API server refused Node {vm.name}: {error.message}"
@@ -205,6 +274,25 @@ class Registrar:
         self._expected[vm.name] = (now + NODE_EXPECTATION_SECONDS, version)
         log.info("event=node-registered node=%s", vm.name)
         return None
+
+
+def adoptable(node: Mapping[str, Any], vm: VirtualMachine, *, pool: str) -> bool:
+    """Whether ``node``, not owned by the pool, is the one ``vm``'s kubelet registered:
+    its provider ID names the VM or, without one, it was created no earlier than the VM;
+    never a Node being deleted, owned by a NodePool, or labelled for another pool."""
+    meta = node.get("metadata") or {}
+    if meta.get("deletionTimestamp"):
+        return False
+    if any(ref.get("kind") == nodepool_api.KIND for ref in meta.get("ownerReferences") or ()):
+        return False
+    if nodepool_api.pool_of(node) not in (None, pool):
+        return False
+    provider_id = (node.get("spec") or {}).get("providerID")
+    if provider_id:
+        return bool(provider_id == vm.provider_id)
+    created = timestamps.parse_rfc3339(meta.get("creationTimestamp"))
+    # creationTimestamp has whole seconds: a Node made in the VM's second is after it.
+    return created is not None and created >= math.floor(vm.created_at)
 
 
 async def _first_alone_then_bounded(

@@ -2,9 +2,10 @@
 
 * A Node not Ready past the pool's timeouts (``runtime.nodes.unhealthy_from``: its Ready
   condition's ``lastTransitionTime``, or its creation when it never reported one), or
-  still carrying the unregistered taint past registration since its creation, is
-  drained as far as the drain rules allow, then its VM and the Node go; the size check
-  then creates a new VM under the normal naming.
+  still carrying the unregistered taint past registration since its creation, or one of
+  the template's startup taints (its agent, a CNI or a device plugin, never finished),
+  is drained as far as the drain rules allow, then its VM and the Node go; the size check
+  then creates a new VM under the normal naming. The event names the startup taint.
 * A VM RUNNING without a Node past registration (``registration.Registrar.overdue``) is
   deleted.
 * A Node whose VM the cloud confirms gone (asked for that one VM: a listing that left it
@@ -37,7 +38,14 @@ from nodepool_operator.runtime import nodes
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.events import EventRecorder
 
-__all__ = ["REPAIR_SHARE", "Repairer", "braked", "unhealthy", "unhealthy_in"]
+__all__ = [
+    "REPAIR_SHARE",
+    "Repairer",
+    "braked",
+    "startup_taints_left",
+    "unhealthy",
+    "unhealthy_in",
+]
 
 log = logging.getLogger(__name__)
 
@@ -135,16 +143,25 @@ def _unhealthy_from(view: plan.PoolView, spec: nodepool_api.NodePoolSpec) -> dic
     return {name: at for name, at in found.items() if at is not None}
 
 
+def startup_taints_left(node: Mapping[str, Any], template: nodepool_api.NodeTemplate) -> list[str]:
+    """The keys of the template's startup taints the Node still carries: the agents that
+    remove them (a CNI, a device plugin) have not finished there."""
+    wanted = {(t.key, t.effect) for t in template.startup_taints}
+    carried = (node.get("spec") or {}).get("taints") or ()
+    return sorted({str(t.get("key")) for t in carried if (t.get("key"), t.get("effect")) in wanted})
+
+
 def _deadline(node: Mapping[str, Any], spec: nodepool_api.NodePoolSpec) -> float | None:
-    """``nodes.unhealthy_from``; for a Node still carrying the unregistered taint, Ready
-    or not, at the latest its creation plus the registration timeout: its kubelet never
-    showed it is there, as for a VM that never registered."""
+    """``nodes.unhealthy_from``; for a Node still carrying the unregistered taint or a
+    startup taint, Ready or not, at the latest its creation plus the registration timeout:
+    its kubelet never showed it is there, or an agent it needs never finished, as for a
+    VM that never registered."""
     at = nodes.unhealthy_from(
         node,
         not_ready_seconds=spec.not_ready_timeout_seconds,
         registration_seconds=spec.registration_timeout_seconds,
     )
-    if not node_ops.is_unregistered(node):
+    if not node_ops.is_unregistered(node) and not startup_taints_left(node, spec.template):
         return at
     created = timestamps.parse_rfc3339(
         str((node.get("metadata") or {}).get("creationTimestamp", ""))
@@ -196,23 +213,38 @@ class Repairer:
             wait = self.budget.take(pool["metadata"]["name"])
             if wait > 0:
                 return drain.DrainProgress(done=False, retry_in=wait)
-            await self._tell(pool, spec, vm, registered=node is not None)
+            await self._tell(pool, spec, vm, node=node)
         if node is None:
             await self.cloud.delete_vm(vm)
             return drain.DrainProgress(done=True)
         return await self.terminator.remove_drained(pool, spec, node, vm=vm)
 
     async def _tell(
-        self, pool: Object, spec: nodepool_api.NodePoolSpec, vm: VmName, *, registered: bool
+        self,
+        pool: Object,
+        spec: nodepool_api.NodePoolSpec,
+        vm: VmName,
+        *,
+        node: Mapping[str, Any] | None,
     ) -> None:
-        why = (
-            f"node {vm} is not Ready past notReadyTimeoutSeconds="
-            f"{spec.not_ready_timeout_seconds} (or registrationTimeoutSeconds="
-            f"{spec.registration_timeout_seconds} if its kubelet never reported)"
-            if registered
-            else f"VM {vm} has had no Node for more than registrationTimeoutSeconds="
-            f"{spec.registration_timeout_seconds}"
-        )
+        left = [] if node is None else startup_taints_left(node, spec.template)
+        if node is None:
+            why = (
+                f"VM {vm} has had no Node for more than registrationTimeoutSeconds="
+                f"{spec.registration_timeout_seconds}"
+            )
+        elif left and nodes.is_ready(node) and not node_ops.is_unregistered(node):
+            why = (
+                f"node {vm} still carries the startup taint {', '.join(left)} past"
+                f" registrationTimeoutSeconds={spec.registration_timeout_seconds}: the agent"
+                " that removes it never finished there"
+            )
+        else:
+            why = (
+                f"node {vm} is not Ready past notReadyTimeoutSeconds="
+                f"{spec.not_ready_timeout_seconds} (or registrationTimeoutSeconds="
+                f"{spec.registration_timeout_seconds} if its kubelet never reported)"
+            )
         await self.recorder.event(
             pool, type="Warning", reason="NodeRepair", message=f"{why}; replacing it"
         )
