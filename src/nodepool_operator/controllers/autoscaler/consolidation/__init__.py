@@ -26,9 +26,12 @@ restarted operator (or a new leader) takes up where the last one stopped:
 So a Node costs at most two writes on its way out, and one when it is kept; a Node is
 never left tainted by a crash: the next pass either names it or clears it.
 
-The package: ``rules`` (pure: movable pods, budgets, usage, the choice, the unneeded
-timers), ``marks`` (the writes on Nodes and the events), ``consolidator`` (one pass over
-a pool).
+The package, in the order a pass runs it: ``views`` (read: the pool's member Nodes as
+consolidation sees them), ``rules``, ``proof`` and ``decide`` (pure: movable pods,
+budgets, usage, the choice of every pool's candidates together and its proof by the
+scheduling simulation, the unneeded timers, the marks to write), ``marks`` (act: the only
+writer, Node patches and events), ``consolidator`` (runs them: once per batch the choice,
+then one pass per pool).
 """
 
 from nodepool_operator.controllers.autoscaler.consolidation.consolidator import (
