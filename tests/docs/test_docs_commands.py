@@ -306,6 +306,21 @@ def test_getting_started_puts_the_venv_on_path_as_the_sandbox_does() -> None:
     )
 
 
+def test_the_token_file_the_pages_write_in_the_clone_is_git_ignored() -> None:
+    # getting-started.md writes ./cloud-token at the clone's root (install.md reads it): a
+    # secret that must never show in `git status` nor be committed.
+    blocks = page_blocks(DOCS / "getting-started.md")
+    assert any("> cloud-token" in b.text for b in blocks if b.options.get("from") == "clone")
+    ignored = subprocess.run(
+        ["git", "check-ignore", "--no-index", "cloud-token"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert ignored.stdout.split() == ["cloud-token"], ignored
+
+
 def _token(path: Path) -> str:
     token = secrets.token_urlsafe(24)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -231,6 +231,13 @@ def _planned(pod: Object, looked: Lookup) -> tuple[str, str | None]:
                 pool,
             )
         if has(seen.beyond_max):
+            if decision.target > decision.current:
+                # Not there yet: the plan grows it to maxNodes for other pods first.
+                return (
+                    f"needs a new node of pool {pool}, which would be at maxNodes once it "
+                    f"grows for other pods: targetNodes {decision.current} -> {decision.target}",
+                    pool,
+                )
             return f"needs a new node of pool {pool}, which is at maxNodes", pool
         if has(seen.fitting):
             return f"fits on a node of pool {pool} that exists or is on its way", pool

@@ -127,6 +127,28 @@ async def test_a_pod_held_by_max_nodes_is_the_pools_and_not_on_existing_room() -
     assert planned.unfit == ()
 
 
+async def test_explain_says_a_pool_still_growing_to_max_nodes_would_be_at_it() -> None:
+    # One node of two allowed, full: "first" gets the second node, "second" none. The pool
+    # is not at maxNodes now; it would be once the plan's growth is made.
+    full = f"{CAPPED}-0"
+    recorded = recording(
+        pools=[_pool(CAPPED, target=1, max_nodes=2)],
+        nodes=[_node(full, CAPPED)],
+        pods=[_pod("filler", "3900m", node=full), _pod("first", "3"), _pod("second", "3")],
+    )
+    reads = planning.reads_of(recorded)
+
+    first = await planning.explain_pod(reads, NAMESPACE, "first")
+    second = await planning.explain_pod(reads, NAMESPACE, "second")
+
+    assert first.planned == f"needs a new node of pool {CAPPED}: targetNodes 1 -> 2"
+    assert second.planned == (
+        f"needs a new node of pool {CAPPED}, which would be at maxNodes once it grows for "
+        "other pods: targetNodes 1 -> 2"
+    )
+    assert "is at maxNodes" not in second.planned
+
+
 async def test_explain_says_the_pool_that_could_host_the_pod_is_at_max_nodes() -> None:
     reads = planning.reads_of(_recording(_pod("waiting", "2")))
 
