@@ -10,7 +10,7 @@ controller's own code, not a copy.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -244,7 +244,26 @@ def _planned(pod: Object, looked: Lookup) -> tuple[str, str | None]:
         for unfit_pod, why in seen.unfit:
             if unfit_pod["metadata"].get("uid") == uid:
                 return f"no pool can host it: {why}", None
-    return "not planned: no Autoscaler watches it, or the scheduler has not judged it yet", None
+    return "", None
+
+
+def _unplanned(
+    namespace: str, watchers: Sequence[report.Watcher], troubles: Mapping[str, str]
+) -> str:
+    """Why a pending pod is in no part of the plan, consistent with the watchers the same
+    answer names as the next look: the trouble of each Autoscaler that watches it (its
+    pool does not exist, another Autoscaler plans for the pool), else that none does, else
+    that the scheduler has not judged it yet."""
+    if not watchers:
+        return f"not planned: no Autoscaler watches namespace {namespace}"
+    stuck = [
+        f"Autoscaler {w.autoscaler}: {troubles[w.autoscaler]}"
+        for w in watchers
+        if w.autoscaler in troubles
+    ]
+    if stuck:
+        return "not planned: " + "; ".join(stuck)
+    return "not planned: the scheduler has not judged it yet"
 
 
 def _watchers(reads: Reads, namespace: str, pool: str | None) -> tuple[report.Watcher, ...]:
@@ -302,6 +321,9 @@ async def explain_pod(reads: Reads, namespace: str, name: str) -> report.PodExpl
             )
     planned, planned_pool = _planned(pod, looked)
     bound = (pod.get("spec") or {}).get("nodeName")
+    watchers = () if bound else _watchers(reads, namespace, planned_pool)
+    if not planned:
+        planned = _unplanned(namespace, watchers, looked.troubles)
     return report.PodExplanation(
         namespace=namespace,
         name=name,
@@ -318,5 +340,5 @@ async def explain_pod(reads: Reads, namespace: str, name: str) -> report.PodExpl
         ),
         pools=tuple(pools),
         decision=_newest_request(reads, planned_pool) if planned_pool else None,
-        watchers=() if bound else _watchers(reads, namespace, planned_pool),
+        watchers=watchers,
     )

@@ -185,3 +185,29 @@ async def test_a_pod_another_pool_can_host_is_not_put_on_a_node_past_max_nodes()
     growth = {g.pool: g for g in planned.growth}
     assert growth[CAPPED].beyond_max == (f"{NAMESPACE}/pinned",)
     assert growth[PLAIN].pods == (f"{NAMESPACE}/anywhere",)
+
+
+async def test_explain_names_the_missing_pool_of_the_autoscaler_it_also_names_as_next_look() -> (
+    None
+):
+    # The Autoscaler watches the pod's namespace but names a pool that does not exist: the
+    # answer says so, and never "no Autoscaler watches it" while naming that Autoscaler.
+    recorded = recording(pools=[], nodes=[], pods=[_pod("waiting", "2", pool=None)])
+    key = snapshot.cache_key(AUTOSCALERS, None, None, None)
+    recorded.caches[key] = [_autoscaler("gone")]
+    reads = planning.reads_of(recorded)
+
+    explained = await planning.explain_pod(reads, NAMESPACE, "waiting")
+
+    assert explained.planned == "not planned: Autoscaler nas-gone: NodePool 'gone' does not exist"
+    assert [w.autoscaler for w in explained.watchers] == ["nas-gone"]
+    assert "no Autoscaler watches" not in explained.planned
+
+
+async def test_explain_says_no_autoscaler_watches_the_namespace_only_when_none_does() -> None:
+    recorded = recording(pools=[], nodes=[], pods=[_pod("waiting", "2", pool=None)])
+
+    explained = await planning.explain_pod(planning.reads_of(recorded), NAMESPACE, "waiting")
+
+    assert explained.planned == f"not planned: no Autoscaler watches namespace {NAMESPACE}"
+    assert explained.watchers == ()
