@@ -247,6 +247,22 @@ def _planned(pod: Object, looked: Lookup) -> tuple[str, str | None]:
     return "", None
 
 
+def _degraded_note(reads: Reads, pool: str) -> str:
+    """What holds the pool the plan counts on, when it is Degraded: its nodes on their way
+    may never come (the cloud refuses the credential, a quota is full), and that, not
+    the plan, is why the pod waits."""
+    found = reads.pools.get(pool)
+    if found is None:
+        return ""
+    for condition in (found.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "Degraded" and condition.get("status") == "True":
+            return (
+                f"; but NodePool {pool} is Degraded ({condition.get('reason', '')}: "
+                f"{condition.get('message', '')}), so nodes on their way may not come"
+            )
+    return ""
+
+
 def _unplanned(
     namespace: str, watchers: Sequence[report.Watcher], troubles: Mapping[str, str]
 ) -> str:
@@ -324,6 +340,8 @@ async def explain_pod(reads: Reads, namespace: str, name: str) -> report.PodExpl
     watchers = () if bound else _watchers(reads, namespace, planned_pool)
     if not planned:
         planned = _unplanned(namespace, watchers, looked.troubles)
+    elif planned_pool is not None and not bound:
+        planned += _degraded_note(reads, planned_pool)
     return report.PodExplanation(
         namespace=namespace,
         name=name,

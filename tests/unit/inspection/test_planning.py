@@ -211,3 +211,31 @@ async def test_explain_says_no_autoscaler_watches_the_namespace_only_when_none_d
 
     assert explained.planned == f"not planned: no Autoscaler watches namespace {NAMESPACE}"
     assert explained.watchers == ()
+
+
+async def test_explain_names_the_degraded_pool_the_plan_counts_on() -> None:
+    # The plan sends the pod to the capped pool's existing room or nodes on their way, but
+    # the pool is Degraded: the answer says what holds it, not only that it fits.
+    recorded = _recording(_pod("waiting", "2"), plain_pool=True)
+    key = snapshot.cache_key(NODEPOOLS, None, None, None)
+    for found in recorded.caches[key]:
+        found["status"] = {
+            "conditions": [
+                {
+                    "type": "Degraded",
+                    "status": "True",
+                    "reason": "CloudListFailed",
+                    "message": "listing the pool's VMs failed (Unauthorized)",
+                    "lastTransitionTime": CREATED,
+                }
+            ]
+        }
+    reads = planning.reads_of(recorded)
+
+    explained = await planning.explain_pod(reads, NAMESPACE, "waiting")
+
+    assert explained.planned.startswith(f"needs a new node of pool {CAPPED}")
+    assert explained.planned.endswith(
+        f"; but NodePool {CAPPED} is Degraded (CloudListFailed: listing the pool's VMs failed "
+        "(Unauthorized)), so nodes on their way may not come"
+    )
