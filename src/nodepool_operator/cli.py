@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import enum
 import json
+import os
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -325,6 +326,14 @@ def _simcloud_config(
     )
 
 
+def _in_a_pod() -> bool:
+    """Does the environment carry what the in-cluster config is read from (the kubelet
+    sets both in every container)?"""
+    return bool(
+        os.environ.get("KUBERNETES_SERVICE_HOST") and os.environ.get("KUBERNETES_SERVICE_PORT")
+    )
+
+
 @app.command("run")
 def run(
     kubeconfig: Annotated[
@@ -435,6 +444,16 @@ def run(
     ] = logformat.LogFormat.TEXT,
 ) -> None:
     """Run the operator: the NodePool and Autoscaler controllers."""
+    if kubeconfig is None and not os.environ.get("KUBECONFIG") and not _in_a_pod():
+        # Said here in one line: the in-cluster loader would fail deep inside with
+        # "Service host/port is not set" and a traceback that never names the flag.
+        typer.secho(
+            "error: no cluster to run against: pass --kubeconfig FILE or set KUBECONFIG "
+            "(in a Pod, the in-cluster config is used)",
+            fg=typer.colors.RED,
+            err=True,
+        )
+        raise typer.Exit(1)
     operator.configure_logging(log_level.upper(), log_format)
     options = operator.OperatorOptions(
         kubeconfig=kubeconfig,

@@ -23,6 +23,9 @@ from nodepool_operator.api import scalerequest as scalerequest_api
 REQUESTS = (scalerequest_api.GROUP, scalerequest_api.VERSION, scalerequest_api.PLURAL)
 LABEL_KEYS = "label keys must be qualified names"
 TAINT_KEY = "a taint key must be a qualified name"
+# What a refused quantity's message says, instead of the grammar's regular expression.
+QUANTITY = 'must be a quantity such as 4, "500m" or "16Gi"'
+QUANTITY_HELP = nodepool_api.QUANTITY_HELP
 PREFIX_253 = "a" * 63 + "." + "b" * 63 + "." + "c" * 63 + "." + "d" * 61
 
 
@@ -91,12 +94,23 @@ def _refusal(raised: pytest.ExceptionInfo[ApiException]) -> str:
         ),
         ({"maxNodes": 1001}, {}, "spec.maxNodes", "less than or equal to 1000"),
         ({"minNodes": 1001}, {}, "spec.minNodes", "less than or equal to 1000"),
-        ({}, {"memory": "16GB"}, "spec.template.memory", "should match"),
-        ({}, {"memory": "1e100"}, "spec.template.memory", "should match"),
-        ({}, {"cpu": "4\n"}, "spec.template.cpu", "should match"),
-        ({}, {"cpu": "-1"}, "spec.template.cpu", "should match"),
+        ({}, {"memory": "16GB"}, "spec.template.memory", QUANTITY),
+        ({}, {"memory": "1e100"}, "spec.template.memory", QUANTITY),
+        ({}, {"cpu": "4\n"}, "spec.template.cpu", QUANTITY),
+        ({}, {"cpu": "-1"}, "spec.template.cpu", QUANTITY),
         ({}, {"cpu": "1" * 65}, "spec.template.cpu", "64"),
-        ({}, {"reserved": {"cpu": "1 "}}, "spec.template.reserved.cpu", "should match"),
+        ({}, {"cpu": "four"}, "spec.template.cpu", QUANTITY),
+        ({}, {"cpu": -1}, "spec.template.cpu", "greater than zero"),
+        ({}, {"cpu": 0}, "spec.template.cpu", "greater than zero"),
+        ({}, {"cpu": 1.5}, "spec.template.cpu", "integer"),
+        (
+            {},
+            {"extendedResources": {"example.com/gpu": "1.5"}},
+            "spec.template.extendedResources[example.com/gpu]",
+            "whole numbers",
+        ),
+        ({}, {"cpu": 2, "reserved": {"cpu": 2}}, "spec.template", "reserved.cpu must be less"),
+        ({}, {"reserved": {"cpu": "1 "}}, "spec.template.reserved[cpu]", QUANTITY),
         ({"drainTimeoutSeconds": -1}, {}, "spec.drainTimeoutSeconds", "greater than or equal"),
     ],
     ids=[
@@ -122,6 +136,12 @@ def _refusal(raised: pytest.ExceptionInfo[ApiException]) -> str:
         "quantity-newline",
         "quantity-negative",
         "quantity-too-long",
+        "quantity-word",
+        "quantity-negative-integer",
+        "quantity-zero-integer",
+        "quantity-float",
+        "quantity-not-whole",
+        "reserved-integer-not-below",
         "reserved-quantity",
         "negative-drain-timeout",
     ],
@@ -140,6 +160,23 @@ async def test_invalid_input_is_refused_with_422_naming_the_field(
     message = _refusal(raised)
     assert f"{field}:" in message
     assert says in message
+    # A refused quantity says what one looks like, never the grammar's regular expression.
+    assert "[0-9]" not in message or "should match" in says
+
+
+@pytest.mark.parametrize(
+    "template",
+    [{"cpu": "four"}, {"memory": "16 GiB"}, {"cpu": 2, "reserved": {"cpu": "1 "}}],
+    ids=["cpu-word", "memory-spaced-unit", "reserved-trailing-space"],
+)
+async def test_a_malformed_quantity_gets_one_message_saying_what_a_quantity_looks_like(
+    api_client: client.ApiClient, pool_name: str, template: dict[str, Any]
+) -> None:
+    custom = client.CustomObjectsApi(api_client)
+    with pytest.raises(ApiException) as raised:
+        await custom.create_cluster_custom_object(*POOLS, _body(pool_name, **template))
+    details = json.loads(raised.value.body or "{}")["details"]["causes"]
+    assert [cause["message"].endswith(QUANTITY_HELP) for cause in details] == [True], details
 
 
 @pytest.mark.parametrize(
@@ -160,6 +197,8 @@ async def test_invalid_input_is_refused_with_422_naming_the_field(
         ),
         ({}, {"cpu": "3500m", "memory": "0.5Gi", "ephemeralStorage": "1e11"}),
         ({}, {"cpu": "1" + "0" * 63}),
+        ({}, {"cpu": 4, "memory": 17179869184, "reserved": {"cpu": 1, "pods": 10}}),
+        ({}, {"extendedResources": {"example.com/gpu": 2}, "ephemeralStorage": 100}),
         (
             {
                 "drainTimeoutSeconds": 0,
@@ -178,6 +217,8 @@ async def test_invalid_input_is_refused_with_422_naming_the_field(
         "prefixed-taint-63-char-value",
         "quantities",
         "64-char-quantity",
+        "integer-quantities",
+        "integer-extended-resource",
         "zero-timeouts",
     ],
 )

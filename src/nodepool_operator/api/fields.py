@@ -32,7 +32,10 @@ __all__ = [
     "optional_integer",
     "optional_nested",
     "optional_number",
+    "optional_quantity",
     "optional_string",
+    "quantity",
+    "quantity_map",
     "required_boolean",
     "required_integer",
     "required_number",
@@ -161,6 +164,39 @@ def optional_string(d: Mapping[str, Any], key: str) -> str | None:
 
 def required_string(d: Mapping[str, Any], key: str) -> str:
     return _as_str(_required(d, key), key)
+
+
+def _as_quantity_text(value: object, key: str) -> str:
+    # Kubernetes takes a quantity as a string or a JSON integer (``cpu: 4``, as every Pod
+    # spec writes it; the CRD says x-kubernetes-int-or-string). The operator keeps the
+    # text: an integer's decimal digits are that quantity's text.
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if not isinstance(value, str):
+        raise FieldError(key, f"expected a quantity (string or integer), got {_type_name(value)}")
+    return value
+
+
+def quantity(d: Mapping[str, Any], key: str, *, default: str) -> str:
+    """A quantity's text; an integer (``4``) reads as its digits (``"4"``)."""
+    value = _present(d, key)
+    return default if value is None else _as_quantity_text(value, key)
+
+
+def optional_quantity(d: Mapping[str, Any], key: str) -> str | None:
+    value = _present(d, key)
+    return None if value is None else _as_quantity_text(value, key)
+
+
+def quantity_map(d: Mapping[str, Any], key: str) -> dict[str, str]:
+    """A map of name to quantity text, each value read as ``quantity`` reads one."""
+    value = _present(d, key)
+    if value is None:
+        return {}
+    return {
+        _as_str(k, key): _as_quantity_text(v, f"{key}.{k}")
+        for k, v in _as_mapping(value, key).items()
+    }
 
 
 def _as_choice(value: object, key: str, *, choices: tuple[_S, ...]) -> _S:

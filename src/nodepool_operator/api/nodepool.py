@@ -412,12 +412,12 @@ class NodeTemplate:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> NodeTemplate:
         return cls(
-            cpu=fields.string(d, "cpu", default=DEFAULT_CPU),
-            memory=fields.string(d, "memory", default=DEFAULT_MEMORY),
+            cpu=fields.quantity(d, "cpu", default=DEFAULT_CPU),
+            memory=fields.quantity(d, "memory", default=DEFAULT_MEMORY),
             pods=fields.integer(d, "pods", default=DEFAULT_PODS),
-            ephemeral_storage=fields.optional_string(d, "ephemeralStorage"),
-            extended_resources=fields.string_map(d, "extendedResources"),
-            reserved=fields.string_map(d, "reserved"),
+            ephemeral_storage=fields.optional_quantity(d, "ephemeralStorage"),
+            extended_resources=fields.quantity_map(d, "extendedResources"),
+            reserved=fields.quantity_map(d, "reserved"),
             zones=fields.string_list(d, "zones"),
             region=fields.optional_string(d, "region"),
             labels=fields.string_map(d, "labels"),
@@ -717,18 +717,53 @@ _SPEC_NODE_COUNT_BOUNDS: Final[dict[str, Any]] = {
 # overflows; 2^31 s is 68 years.
 _TIMEOUT_BOUNDS: Final[dict[str, Any]] = {"format": "int32", "minimum": 0}
 
-_QUANTITY_LIMITS: Final[dict[str, Any]] = {
-    "maxLength": quantity.MAX_LENGTH,
-    "pattern": quantity.NON_NEGATIVE_QUANTITY_PATTERN,
+# What a quantity looks like, for the messages of a refused one (no raw regular
+# expression: the user reads this). Double quotes inside, so it can sit in a CEL string.
+QUANTITY_HELP: Final = (
+    'a quantity such as 4, "500m" or "16Gi": a number without a sign, then optionally '
+    "m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei or an exponent such as e3"
+)
+
+# The format, as a CEL rule rather than an OpenAPI ``pattern`` so that a refusal says what
+# a quantity looks like instead of printing the expression. An integer is a quantity
+# (``cpu: 4``, as every Pod spec writes it) when it is not negative; a string when it
+# matches the parser's own grammar (RE2 reads it as Python's ``re`` does).
+_QUANTITY_FORMAT_RULE: Final[dict[str, str]] = {
+    "rule": (
+        f"type(self) == int ? self >= 0 : self.matches('{quantity.NON_NEGATIVE_QUANTITY_PATTERN}')"
+    ),
+    "message": f"must be {QUANTITY_HELP}",
 }
 
 
+def _quantity_schema(
+    description: str, *rules: dict[str, str], default: str | None = None
+) -> dict[str, Any]:
+    """A quantity as Kubernetes takes one: a string or an integer
+    (``x-kubernetes-int-or-string``), at most ``MAX_LENGTH`` characters, in the parser's
+    grammar, and whatever ``rules`` add."""
+    schema: dict[str, Any] = {
+        "description": description,
+        "x-kubernetes-int-or-string": True,
+        "anyOf": [{"type": "integer"}, {"type": "string"}],
+        "maxLength": quantity.MAX_LENGTH,
+        "x-kubernetes-validations": [_QUANTITY_FORMAT_RULE, *rules],
+    }
+    if default is not None:
+        schema["default"] = default
+    return schema
+
+
 def _positive_quantity_rule(field: str) -> dict[str, str]:
-    # The pattern already refuses malformed text and minus signs; only CEL's quantity
-    # library can also refuse zero ("0", "0.0Gi", "0e3"), which would make a Node that
-    # fits no pod and make the autoscaler divide by zero.
+    # The format rule refuses malformed text and minus signs; only CEL's quantity library
+    # can also refuse zero ("0", "0.0Gi", "0e3"), which would make a Node that fits no pod
+    # and make the autoscaler divide by zero. A malformed text passes here, so that it
+    # gets the format rule's message alone.
     return {
-        "rule": "isQuantity(self) && quantity(self).isGreaterThan(quantity('0'))",
+        "rule": (
+            "type(self) == int ? self > 0"
+            " : (!isQuantity(self) || quantity(self).isGreaterThan(quantity('0')))"
+        ),
         "message": f"{field} must be a quantity greater than zero",
     }
 
@@ -844,13 +879,14 @@ _EXTENDED_RESOURCE_NAMES_RULE: Final[dict[str, str]] = {
 }
 
 _WHOLE_QUANTITY_RULE: Final[dict[str, str]] = {
-    "rule": "isQuantity(self) && quantity(self).isInteger()",
+    "rule": "type(self) == int || !isQuantity(self) || quantity(self).isInteger()",
     "message": "extended resources must be whole numbers",
 }
 
 # Rules on the template, since each compares a reserve with a sibling field. Defaults
 # fill cpu, memory and pods before these run; isQuantity keeps a malformed value (which
-# the pattern already refuses) from failing the rule with an evaluation error.
+# the format rule already refuses) from failing the rule with an evaluation error, and
+# string() reads a quantity written as an integer as its digits.
 _RESERVED_RULES: Final[list[dict[str, str]]] = [
     {
         "rule": (
@@ -866,25 +902,27 @@ _RESERVED_RULES: Final[list[dict[str, str]]] = [
     {
         "rule": (
             "!has(self.reserved) || !('cpu' in self.reserved)"
-            " || (isQuantity(self.reserved['cpu']) && isQuantity(self.cpu)"
-            " && quantity(self.reserved['cpu']).isLessThan(quantity(self.cpu)))"
+            " || !isQuantity(string(self.reserved['cpu'])) || !isQuantity(string(self.cpu))"
+            " || quantity(string(self.reserved['cpu'])).isLessThan(quantity(string(self.cpu)))"
         ),
         "message": "reserved.cpu must be less than cpu",
     },
     {
         "rule": (
             "!has(self.reserved) || !('memory' in self.reserved)"
-            " || (isQuantity(self.reserved['memory']) && isQuantity(self.memory)"
-            " && quantity(self.reserved['memory']).isLessThan(quantity(self.memory)))"
+            " || !isQuantity(string(self.reserved['memory']))"
+            " || !isQuantity(string(self.memory))"
+            " || quantity(string(self.reserved['memory']))"
+            ".isLessThan(quantity(string(self.memory)))"
         ),
         "message": "reserved.memory must be less than memory",
     },
     {
         "rule": (
             "!has(self.reserved) || !('pods' in self.reserved)"
-            " || (isQuantity(self.reserved['pods'])"
-            " && quantity(self.reserved['pods']).isInteger()"
-            " && quantity(self.reserved['pods']).asInteger() < self.pods)"
+            " || !isQuantity(string(self.reserved['pods']))"
+            " || (quantity(string(self.reserved['pods'])).isInteger()"
+            " && quantity(string(self.reserved['pods'])).asInteger() < self.pods)"
         ),
         "message": "reserved.pods must be a whole number less than pods",
     },
@@ -892,10 +930,10 @@ _RESERVED_RULES: Final[list[dict[str, str]]] = [
         "rule": (
             "!has(self.reserved) || !('ephemeral-storage' in self.reserved)"
             " || !has(self.ephemeralStorage)"
-            " || (isQuantity(self.reserved['ephemeral-storage'])"
-            " && isQuantity(self.ephemeralStorage)"
-            " && quantity(self.reserved['ephemeral-storage']).compareTo("
-            "quantity(self.ephemeralStorage)) <= 0)"
+            " || !isQuantity(string(self.reserved['ephemeral-storage']))"
+            " || !isQuantity(string(self.ephemeralStorage))"
+            " || quantity(string(self.reserved['ephemeral-storage'])).compareTo("
+            "quantity(string(self.ephemeralStorage))) <= 0"
         ),
         "message": "reserved.ephemeral-storage must not exceed ephemeralStorage",
     },
@@ -903,9 +941,11 @@ _RESERVED_RULES: Final[list[dict[str, str]]] = [
         "rule": (
             "!has(self.reserved) || !has(self.extendedResources)"
             " || self.reserved.all(k, !(k in self.extendedResources)"
-            " || (isQuantity(self.reserved[k]) && isQuantity(self.extendedResources[k])"
-            " && quantity(self.reserved[k]).isInteger()"
-            " && quantity(self.reserved[k]).compareTo(quantity(self.extendedResources[k])) <= 0))"
+            " || !isQuantity(string(self.reserved[k]))"
+            " || !isQuantity(string(self.extendedResources[k]))"
+            " || (quantity(string(self.reserved[k])).isInteger()"
+            " && quantity(string(self.reserved[k]))"
+            ".compareTo(quantity(string(self.extendedResources[k]))) <= 0))"
         ),
         "message": (
             "a reserved extended resource must be a whole number no larger than "
@@ -940,20 +980,17 @@ _TAINT_SCHEMA: Final[dict[str, Any]] = {
 }
 
 _TEMPLATE_PROPERTIES: Final[dict[str, Any]] = {
-    "cpu": {
-        "type": "string",
-        "description": 'CPU capacity of one Node, as a quantity ("4", "3500m").',
-        "default": DEFAULT_CPU,
-        **_QUANTITY_LIMITS,
-        "x-kubernetes-validations": [_positive_quantity_rule("cpu")],
-    },
-    "memory": {
-        "type": "string",
-        "description": 'Memory capacity of one Node, as a quantity ("16Gi", "512Mi").',
-        "default": DEFAULT_MEMORY,
-        **_QUANTITY_LIMITS,
-        "x-kubernetes-validations": [_positive_quantity_rule("memory")],
-    },
+    "cpu": _quantity_schema(
+        f'CPU capacity of one Node, as a quantity (4, "3500m"); default "{DEFAULT_CPU}".',
+        _positive_quantity_rule("cpu"),
+        default=DEFAULT_CPU,
+    ),
+    "memory": _quantity_schema(
+        "Memory capacity of one Node, as a quantity "
+        f'("16Gi", "512Mi"); default "{DEFAULT_MEMORY}".',
+        _positive_quantity_rule("memory"),
+        default=DEFAULT_MEMORY,
+    ),
     "pods": {
         "type": "integer",
         "description": "How many pods one Node can run.",
@@ -961,12 +998,10 @@ _TEMPLATE_PROPERTIES: Final[dict[str, Any]] = {
         "minimum": 1,
         "default": DEFAULT_PODS,
     },
-    "ephemeralStorage": {
-        "type": "string",
-        "description": 'Local ephemeral storage of one Node, as a quantity ("100Gi").',
-        **_QUANTITY_LIMITS,
-        "x-kubernetes-validations": [_positive_quantity_rule("ephemeralStorage")],
-    },
+    "ephemeralStorage": _quantity_schema(
+        'Local ephemeral storage of one Node, as a quantity ("100Gi").',
+        _positive_quantity_rule("ephemeralStorage"),
+    ),
     "extendedResources": {
         "type": "object",
         "description": (
@@ -974,11 +1009,9 @@ _TEMPLATE_PROPERTIES: Final[dict[str, Any]] = {
             '({"example.com/gpu": "2"}).'
         ),
         "maxProperties": _MAX_RESOURCE_ENTRIES,
-        "additionalProperties": {
-            "type": "string",
-            **_QUANTITY_LIMITS,
-            "x-kubernetes-validations": [_WHOLE_QUANTITY_RULE],
-        },
+        "additionalProperties": _quantity_schema(
+            "How many of the resource one Node has, a whole number.", _WHOLE_QUANTITY_RULE
+        ),
         "x-kubernetes-validations": [_EXTENDED_RESOURCE_NAMES_RULE],
     },
     "reserved": {
@@ -988,7 +1021,7 @@ _TEMPLATE_PROPERTIES: Final[dict[str, Any]] = {
             "allocatable = capacity - reserved."
         ),
         "maxProperties": _MAX_RESOURCE_ENTRIES,
-        "additionalProperties": {"type": "string", **_QUANTITY_LIMITS},
+        "additionalProperties": _quantity_schema("What the system keeps of the resource."),
     },
     "zones": {
         "type": "array",

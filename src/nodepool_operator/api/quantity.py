@@ -10,8 +10,9 @@ The grammar is the one ``resource.Quantity`` documents::
 
 and at most ``MAX_LENGTH`` characters. ``QUANTITY_PATTERN`` is that grammar as a regular
 expression and the parser's own; ``NON_NEGATIVE_QUANTITY_PATTERN``, without the minus
-sign, is the CRDs' pattern for a capacity, so the API server accepts exactly what
-``parse_non_negative_quantity`` parses.
+sign, is what the CRDs' format rule matches a capacity written as a string against (CEL
+``matches``, RE2), so the API server accepts exactly what ``parse_non_negative_quantity``
+parses. (A capacity written as an integer, ``cpu: 4``, is its digits.)
 
 Values are computed as exact fractions, never floats, and converted to integer units the
 way Go's ``Quantity.MilliValue()`` and ``Value()`` do: rounded *up*. Rounding up is also
@@ -46,8 +47,8 @@ MAX_EXPONENT: Final = 99
 # form, at most about twenty characters); the CRDs refuse them with ``maxLength``.
 MAX_LENGTH: Final = 64
 
-# The grammar, written once, in the syntax RE2 (the API server's OpenAPI ``pattern``) and
-# Python's ``re`` read alike: the CRD pattern and the parser are the same text, so the
+# The grammar, written once, in the syntax RE2 (the API server's CEL ``matches``) and
+# Python's ``re`` read alike: the CRD's rule and the parser are the same text, so the
 # server accepts exactly what the operator can parse. [0-9] rather than \d because
 # Python's \d also matches non-ASCII digits, which RE2 and the Go parser refuse; "[.]"
 # rather than an escaped dot, so the text needs no escaping inside a CEL string.

@@ -10,7 +10,7 @@ controller's own code, not a copy.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -231,13 +231,55 @@ def _planned(pod: Object, looked: Lookup) -> tuple[str, str | None]:
                 pool,
             )
         if has(seen.beyond_max):
+            if decision.target > decision.current:
+                # Not there yet: the plan grows it to maxNodes for other pods first.
+                return (
+                    f"needs a new node of pool {pool}, which would be at maxNodes once it "
+                    f"grows for other pods: targetNodes {decision.current} -> {decision.target}",
+                    pool,
+                )
             return f"needs a new node of pool {pool}, which is at maxNodes", pool
         if has(seen.fitting):
             return f"fits on a node of pool {pool} that exists or is on its way", pool
         for unfit_pod, why in seen.unfit:
             if unfit_pod["metadata"].get("uid") == uid:
                 return f"no pool can host it: {why}", None
-    return "not planned: no Autoscaler watches it, or the scheduler has not judged it yet", None
+    return "", None
+
+
+def _degraded_note(reads: Reads, pool: str) -> str:
+    """What holds the pool the plan counts on, when it is Degraded: its nodes on their way
+    may never come (the cloud refuses the credential, a quota is full), and that, not
+    the plan, is why the pod waits."""
+    found = reads.pools.get(pool)
+    if found is None:
+        return ""
+    for condition in (found.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "Degraded" and condition.get("status") == "True":
+            return (
+                f"; but NodePool {pool} is Degraded ({condition.get('reason', '')}: "
+                f"{condition.get('message', '')}), so nodes on their way may not come"
+            )
+    return ""
+
+
+def _unplanned(
+    namespace: str, watchers: Sequence[report.Watcher], troubles: Mapping[str, str]
+) -> str:
+    """Why a pending pod is in no part of the plan, consistent with the watchers the same
+    answer names as the next look: the trouble of each Autoscaler that watches it (its
+    pool does not exist, another Autoscaler plans for the pool), else that none does, else
+    that the scheduler has not judged it yet."""
+    if not watchers:
+        return f"not planned: no Autoscaler watches namespace {namespace}"
+    stuck = [
+        f"Autoscaler {w.autoscaler}: {troubles[w.autoscaler]}"
+        for w in watchers
+        if w.autoscaler in troubles
+    ]
+    if stuck:
+        return "not planned: " + "; ".join(stuck)
+    return "not planned: the scheduler has not judged it yet"
 
 
 def _watchers(reads: Reads, namespace: str, pool: str | None) -> tuple[report.Watcher, ...]:
@@ -295,6 +337,11 @@ async def explain_pod(reads: Reads, namespace: str, name: str) -> report.PodExpl
             )
     planned, planned_pool = _planned(pod, looked)
     bound = (pod.get("spec") or {}).get("nodeName")
+    watchers = () if bound else _watchers(reads, namespace, planned_pool)
+    if not planned:
+        planned = _unplanned(namespace, watchers, looked.troubles)
+    elif planned_pool is not None and not bound:
+        planned += _degraded_note(reads, planned_pool)
     return report.PodExplanation(
         namespace=namespace,
         name=name,
@@ -311,5 +358,5 @@ async def explain_pod(reads: Reads, namespace: str, name: str) -> report.PodExpl
         ),
         pools=tuple(pools),
         decision=_newest_request(reads, planned_pool) if planned_pool else None,
-        watchers=() if bound else _watchers(reads, namespace, planned_pool),
+        watchers=watchers,
     )

@@ -25,6 +25,7 @@ import typer
 import yaml
 
 from nodepool_operator import cli
+from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cluster import binaries
 from nodepool_operator.cluster.pytest_plugin import Cluster
 
@@ -282,6 +283,18 @@ def test_a_provider_with_its_own_credentials_needs_no_token_or_endpoint(helm: Pa
     assert "CLOUD_ENDPOINT" not in {e["name"] for e in container(objects)["env"]}
     account = only(objects, "ServiceAccount")["metadata"]["annotations"]
     assert account == {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/np"}
+
+
+def test_the_rendered_operator_and_simcloud_keep_off_the_nodes_of_every_pool(
+    helm: Path, kubectl: Path
+) -> None:
+    simcloud = run(kubectl, "kustomize", DEPLOY / "simcloud")
+    assert simcloud.returncode == 0, simcloud.stderr
+    off_pools = {"key": nodepool_api.POOL_LABEL, "operator": "DoesNotExist"}
+    for objects in (template(helm), kustomized(kubectl), list(yaml.safe_load_all(simcloud.stdout))):
+        affinity = pod_spec([o for o in objects if o])["affinity"]["nodeAffinity"]
+        terms = affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        assert [off_pools in term["matchExpressions"] for term in terms] == [True]
 
 
 def test_scheduling_values_reach_the_pod(helm: Path) -> None:

@@ -42,19 +42,29 @@ def _is_qualified_name(name: str) -> bool:
     return re2_search(nodepool.LABEL_KEY_PATTERN, name) and name.find("/") <= 253
 
 
-def _is_positive_quantity(value: Any) -> bool:
-    try:
-        return quantity.parse_quantity(value) > 0
-    except ValueError:
-        return False
-
-
 def _value(text: Any) -> Fraction | None:
-    """CEL's ``quantity(text)``, or None where ``isQuantity(text)`` is false."""
+    """CEL's ``quantity(string(text))``, or None where ``isQuantity(string(text))`` is
+    false: an integer (an int-or-string quantity written ``4``) reads as its digits."""
     try:
-        return quantity.parse_quantity(text)
+        return quantity.parse_quantity(str(text) if isinstance(text, int) else text)
     except ValueError:
         return None
+
+
+def _is_quantity_text(value: Any) -> bool:
+    """The format rule: a non-negative integer, or a text in the parser's grammar."""
+    if isinstance(value, int):
+        return value >= 0
+    return re2_search(quantity.NON_NEGATIVE_QUANTITY_PATTERN, value)
+
+
+def _positive_or_malformed(value: Any) -> bool:
+    """The positive rule: an integer above zero; a text that is no quantity passes (the
+    format rule refuses it), any other must be above zero."""
+    if isinstance(value, int):
+        return value > 0
+    amount = _value(value)
+    return amount is None or amount > 0
 
 
 def _is_whole(text: Any) -> bool:
@@ -67,14 +77,14 @@ def _reserve_below(template: Mapping[str, Any], resource: str, capacity: Any) ->
     if resource not in template.get("reserved", {}):
         return True
     reserve, limit = _value(template["reserved"][resource]), _value(capacity)
-    return reserve is not None and limit is not None and reserve < limit
+    return reserve is None or limit is None or reserve < limit
 
 
 def _reserve_at_most(template: Mapping[str, Any], resource: str, capacity: Any) -> bool:
     if resource not in template.get("reserved", {}):
         return True
     reserve, limit = _value(template["reserved"][resource]), _value(capacity)
-    return reserve is not None and limit is not None and reserve <= limit
+    return reserve is None or limit is None or reserve <= limit
 
 
 def _reserved_names_known(t: Mapping[str, Any]) -> bool:
@@ -89,7 +99,9 @@ def _reserved_names_known(t: Mapping[str, Any]) -> bool:
 def _extended_reserves_fit(t: Mapping[str, Any]) -> bool:
     extended = t.get("extendedResources", {})
     return all(
-        _is_whole(t["reserved"][k]) and _reserve_at_most(t, k, extended[k])
+        _value(t["reserved"][k]) is None
+        or _value(extended[k]) is None
+        or (_is_whole(t["reserved"][k]) and _reserve_at_most(t, k, extended[k]))
         for k in t.get("reserved", {})
         if k in extended
     )
@@ -135,10 +147,15 @@ CEL_MIRRORS: dict[str, Callable[[Any, Any], bool]] = {
     "self.minNodes <= self.maxNodes": lambda s, _: bool(s["minNodes"] <= s["maxNodes"]),
     "self.targetNodes <= self.maxNodes": lambda s, _: bool(s["targetNodes"] <= s["maxNodes"]),
     "self == oldSelf": lambda s, old: old is None or bool(s == old),
-    "isQuantity(self) && quantity(self).isGreaterThan(quantity('0'))": (
-        lambda s, _: _is_positive_quantity(s)
+    nodepool.SPEC_SCHEMA["properties"]["template"]["properties"]["cpu"]["x-kubernetes-validations"][
+        0
+    ]["rule"]: lambda s, _: _is_quantity_text(s),
+    nodepool.SPEC_SCHEMA["properties"]["template"]["properties"]["cpu"]["x-kubernetes-validations"][
+        1
+    ]["rule"]: lambda s, _: _positive_or_malformed(s),
+    "type(self) == int || !isQuantity(self) || quantity(self).isInteger()": (
+        lambda s, _: isinstance(s, int) or _value(s) is None or _is_whole(s)
     ),
-    "isQuantity(self) && quantity(self).isInteger()": lambda s, _: _is_whole(s),
     nodepool.SPEC_SCHEMA["properties"]["template"]["properties"]["extendedResources"][
         "x-kubernetes-validations"
     ][0]["rule"]: lambda s, _: _extended_names_valid(s),
@@ -164,6 +181,7 @@ CEL_MIRRORS: dict[str, Callable[[Any, Any], bool]] = {
     _template_rule("reserved.pods must be a whole number less than pods"): (
         lambda s, _: (
             "pods" not in s.get("reserved", {})
+            or _value(s["reserved"]["pods"]) is None
             or (_is_whole(s["reserved"]["pods"]) and _reserve_below(s, "pods", str(s["pods"])))
         )
     ),
@@ -218,6 +236,8 @@ def apply_defaults(schema: Mapping[str, Any], value: Any) -> Any:
 
 
 def _has_type(kind: str, value: Any) -> bool:
+    if kind == "int-or-string":
+        return _has_type("integer", value) or isinstance(value, str)
     if kind == "integer":
         return isinstance(value, int) and not isinstance(value, bool)
     if kind == "number":
@@ -227,6 +247,9 @@ def _has_type(kind: str, value: Any) -> bool:
 
 def _scalar_errors(schema: Mapping[str, Any], value: Any, *, path: str) -> list[str]:
     errors = []
+    if not isinstance(value, str):
+        # Only a string has a length or a pattern (an int-or-string may be an integer).
+        schema = {k: v for k, v in schema.items() if k not in ("minLength", "maxLength", "pattern")}
     if "enum" in schema and value not in schema["enum"]:
         errors.append(f"{path}: Unsupported value: {value!r}")
     if "minimum" in schema and value < schema["minimum"]:
@@ -281,17 +304,26 @@ def _array_errors(schema: Mapping[str, Any], value: list[Any], *, path: str) -> 
     return errors
 
 
+def type_of(schema: Mapping[str, Any]) -> str:
+    """The node's ``type``; "int-or-string" for an ``x-kubernetes-int-or-string`` node,
+    which structural schemas give no type."""
+    if schema.get("x-kubernetes-int-or-string"):
+        return "int-or-string"
+    return str(schema["type"])
+
+
 def validate(
     schema: Mapping[str, Any], value: Any, *, path: str = "", old: Any = None
 ) -> list[str]:
     """The errors the server would report for ``value``; empty when it is valid."""
     if path == ".metadata":
         return []  # ObjectMeta is validated by the server's own rules, not by this schema.
-    if not _has_type(schema["type"], value):
-        return [f"{path}: must be of type {schema['type']}"]
-    if schema["type"] == "object":
+    kind = type_of(schema)
+    if not _has_type(kind, value):
+        return [f"{path}: must be of type {kind}"]
+    if kind == "object":
         errors = _object_errors(schema, value, path=path, old=old)
-    elif schema["type"] == "array":
+    elif kind == "array":
         errors = _array_errors(schema, value, path=path)
     else:
         errors = _scalar_errors(schema, value, path=path)
@@ -308,6 +340,7 @@ class ServerModel:
     cel_mirrors = CEL_MIRRORS
     re2_search = staticmethod(re2_search)
     walk = staticmethod(walk)
+    type_of = staticmethod(type_of)
     apply_defaults = staticmethod(apply_defaults)
     validate = staticmethod(validate)
 

@@ -93,6 +93,11 @@ def test_each_kind_is_a_cluster_scoped_v1alpha1_resource_of_the_group(
 @pytest.mark.parametrize("kind", KINDS, ids=KIND_IDS)
 def test_schemas_are_structural_and_prune_unknown_fields(kind: Any, server_model: Any) -> None:
     for path, node in server_model.walk(_schema(kind)):
+        if node.get("x-kubernetes-int-or-string"):
+            # Structural: no type, and anyOf may only say "an integer or a string".
+            assert "type" not in node, path
+            assert node["anyOf"] == [{"type": "integer"}, {"type": "string"}], path
+            continue
         assert "type" in node, f"{path}: every node needs a type"
         assert "x-kubernetes-preserve-unknown-fields" not in node, path
         # Forbidden next to properties, and a boolean would not be structural anyway.
@@ -128,8 +133,11 @@ def test_every_cel_rule_has_a_python_mirror_and_the_rules_are_the_contract(
         for path, node in server_model.walk(_schema(kind))
         for rule in node.get("x-kubernetes-validations", [])
     }
-    positive = "isQuantity(self) && quantity(self).isGreaterThan(quantity('0'))"
-    whole = "isQuantity(self) && quantity(self).isInteger()"
+    positive = (
+        "type(self) == int ? self > 0"
+        " : (!isQuantity(self) || quantity(self).isGreaterThan(quantity('0')))"
+    )
+    whole = "type(self) == int || !isQuantity(self) || quantity(self).isInteger()"
     short_rules = {
         (
             "NodePool",
@@ -167,6 +175,10 @@ def test_every_cel_rule_has_a_python_mirror_and_the_rules_are_the_contract(
     # The longer rules (names and reserves) are the contract by where they sit and what
     # they say; the mirrors and the cases below pin down what they accept.
     long_rules = {
+        *(
+            (f".spec.template.{field}", f"must be {nodepool.QUANTITY_HELP}")
+            for field in ("cpu", "memory", "ephemeralStorage", "extendedResources.*", "reserved.*")
+        ),
         (
             ".spec.template.extendedResources",
             "extendedResources names must be qualified names outside kubernetes.io, "
@@ -235,8 +247,15 @@ def test_a_nodepool_without_spec_gets_a_complete_default_spec(server_model: Any)
             {"template": {"cpu": "0"}},
             ".spec.template.cpu: cpu must be a quantity greater than zero",
         ),
-        ({"template": {"memory": "-1Gi"}}, ".spec.template.memory: should match"),
-        ({"template": {"memory": "16GB"}}, ".spec.template.memory: should match"),
+        ({"template": {"memory": "-1Gi"}}, ".spec.template.memory: must be a quantity such as"),
+        ({"template": {"memory": "16GB"}}, ".spec.template.memory: must be a quantity such as"),
+        ({"template": {"cpu": -4}}, ".spec.template.cpu: must be a quantity such as"),
+        ({"template": {"cpu": 0}}, ".spec.template.cpu: cpu must be a quantity greater than zero"),
+        ({"template": {"cpu": 1.5}}, ".spec.template.cpu: must be of type int-or-string"),
+        (
+            {"template": {"cpu": 2, "reserved": {"cpu": 2}}},
+            ".spec.template: reserved.cpu must be less than cpu",
+        ),
         ({"template": {"pods": 0}}, ".spec.template.pods: should be greater than or equal to 1"),
         ({"template": {"taints": [{"key": "a", "effect": "Never"}]}}, "Unsupported value"),
         (
@@ -287,8 +306,8 @@ def test_a_nodepool_without_spec_gets_a_complete_default_spec(server_model: Any)
             {"template": {"taints": [{"key": f"t{i}", "effect": "NoSchedule"} for i in range(33)]}},
             ".spec.template.taints: must have at most 32 items",
         ),
-        ({"template": {"memory": "1e100"}}, ".spec.template.memory: should match"),
-        ({"template": {"cpu": "4\n"}}, ".spec.template.cpu: should match"),
+        ({"template": {"memory": "1e100"}}, ".spec.template.memory: must be a quantity such as"),
+        ({"template": {"cpu": "4\n"}}, ".spec.template.cpu: must be a quantity such as"),
         ({"template": {"cpu": "0" * 64 + "1"}}, ".spec.template.cpu: may not be more than 64"),
         ({"drainTimeoutSeconds": -1}, ".spec.drainTimeoutSeconds: should be greater than"),
         ({"notReadyTimeoutSeconds": -1}, ".spec.notReadyTimeoutSeconds: should be greater"),
@@ -303,7 +322,10 @@ def test_a_nodepool_without_spec_gets_a_complete_default_spec(server_model: Any)
             {"template": {"ephemeralStorage": "0"}},
             "ephemeralStorage must be a quantity greater than zero",
         ),
-        ({"template": {"ephemeralStorage": "10GB"}}, ".spec.template.ephemeralStorage: should"),
+        (
+            {"template": {"ephemeralStorage": "10GB"}},
+            ".spec.template.ephemeralStorage: must be a quantity",
+        ),
         (
             {"template": {"extendedResources": {"gpu": "1"}}},
             "extendedResources names must be qualified names outside kubernetes.io",
@@ -324,7 +346,10 @@ def test_a_nodepool_without_spec_gets_a_complete_default_spec(server_model: Any)
             {"template": {"extendedResources": {f"example.com/r{i}": "1" for i in range(17)}}},
             ".spec.template.extendedResources: must have at most 16 items",
         ),
-        ({"template": {"reserved": {"cpu": "-1"}}}, ".spec.template.reserved.cpu: should match"),
+        (
+            {"template": {"reserved": {"cpu": "-1"}}},
+            ".spec.template.reserved.cpu: must be a quantity such as",
+        ),
         ({"template": {"reserved": {"disk": "1"}}}, "reserved may name only cpu, memory"),
         (
             {"template": {"reserved": {"ephemeral-storage": "1Gi"}}},

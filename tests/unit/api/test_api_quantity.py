@@ -10,7 +10,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from nodepool_operator.api import nodepool, quantity
+from nodepool_operator.api import fields, nodepool, quantity
 
 BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 DECIMAL = {
@@ -158,7 +158,8 @@ def test_decimal_fractions_are_exact_and_round_up(whole: int, fraction: str) -> 
 
 
 def _quantity_schemas() -> list[tuple[str, Mapping[str, Any]]]:
-    """Every quantity field of the rendered NodePool CRD, without its CEL rules."""
+    """Every quantity field of the rendered NodePool CRD, with its format rule alone (the
+    first; the others say what else a field needs, such as a value above zero)."""
     crd = nodepool.crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     template = crd["properties"]["spec"]["properties"]["template"]["properties"]
     nodes = {
@@ -169,7 +170,7 @@ def _quantity_schemas() -> list[tuple[str, Mapping[str, Any]]]:
         "reserved.*": template["reserved"]["additionalProperties"],
     }
     return [
-        (name, {k: v for k, v in node.items() if k != "x-kubernetes-validations"})
+        (name, {**node, "x-kubernetes-validations": node["x-kubernetes-validations"][:1]})
         for name, node in nodes.items()
     ]
 
@@ -198,9 +199,28 @@ def test_the_crd_accepts_exactly_the_quantities_the_parser_accepts(
     assert accepted_by_crd == parsed
 
 
+@pytest.mark.parametrize("field", [name for name, _ in QUANTITY_SCHEMAS])
+@given(number=st.integers(min_value=-(2**40), max_value=2**63))
+def test_an_integer_quantity_is_accepted_when_not_negative_and_read_as_its_digits(
+    field: str, number: int, server_model: Any
+) -> None:
+    [schema] = [node for name, node in QUANTITY_SCHEMAS if name == field]
+    accepted_by_crd = server_model.validate(schema, number, path=field) == []
+    assert accepted_by_crd == (number >= 0)
+    if accepted_by_crd:
+        text = fields.quantity({"q": number}, "q", default="1")
+        assert text == str(number)
+        assert quantity.parse_non_negative_quantity(text) == number
+
+
 def test_the_crd_uses_the_parser_grammar_and_length_for_every_quantity() -> None:
     for name, schema in QUANTITY_SCHEMAS:
-        assert schema["pattern"] == quantity.NON_NEGATIVE_QUANTITY_PATTERN, name
+        assert schema["x-kubernetes-int-or-string"] is True, name
+        assert "pattern" not in schema, name  # the format rule says it, in words
+        [format_rule] = schema["x-kubernetes-validations"]
+        assert f"self.matches('{quantity.NON_NEGATIVE_QUANTITY_PATTERN}')" in format_rule["rule"]
+        assert format_rule["message"] == f"must be {nodepool.QUANTITY_HELP}", name
+        assert "[0-9]" not in format_rule["message"], name
         assert schema["maxLength"] == quantity.MAX_LENGTH, name
 
 

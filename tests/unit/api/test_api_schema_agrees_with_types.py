@@ -89,6 +89,8 @@ def _type_mismatches(hint: Any, schema: Mapping[str, Any], *, path: str) -> list
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     kind = schema.get("type")
     scalars = {int: "integer", str: "string", bool: "boolean", float: "number"}
+    if hint is str and schema.get("x-kubernetes-int-or-string"):
+        return []  # a quantity, written as a string or an integer; Python keeps its text
     if hint in scalars:
         if kind != scalars[hint]:
             return [f"{path}: Python {hint.__name__} but schema {kind}"]
@@ -136,7 +138,7 @@ def _dataclass_mismatches(cls: type[Any], schema: Mapping[str, Any], *, path: st
             problems.append(f"{path}.{name}: required in one view, optional in the other")
         # An absent list or map reads as empty; any other absent optional field as None.
         _, nullable = _without_none(hints[field.name])
-        collection = prop["type"] == "array" or "additionalProperties" in prop
+        collection = prop.get("type") == "array" or "additionalProperties" in prop
         if nullable != (not must_be_given and "default" not in prop and not collection):
             problems.append(f"{path}.{name}: None in Python iff no default and not required")
     return problems

@@ -19,7 +19,7 @@ import typer
 import yaml
 
 from nodepool_operator import cli
-from nodepool_operator.api import crds
+from nodepool_operator.api import crds, nodepool
 
 REPO = Path(__file__).resolve().parents[3]
 DEPLOY = REPO / "deploy"
@@ -282,6 +282,28 @@ def test_pods_run_as_the_image_user(manifest: str) -> None:
     uid, gid = (int(part) for part in user.split(":"))
     context = _pod(manifest)["securityContext"]
     assert (context["runAsUser"], context["runAsGroup"], context["fsGroup"]) == (uid, gid, gid)
+
+
+def _terms_keeping_off_pool_nodes(pod: dict[str, Any]) -> list[bool]:
+    """For each required node selector term of ``pod``: does it refuse a pool's Node?"""
+    required = (
+        pod.get("affinity", {})
+        .get("nodeAffinity", {})
+        .get("requiredDuringSchedulingIgnoredDuringExecution", {})
+    )
+    off_pools = {"key": nodepool.POOL_LABEL, "operator": "DoesNotExist"}
+    return [off_pools in term["matchExpressions"] for term in required.get("nodeSelectorTerms", [])]
+
+
+@pytest.mark.parametrize("manifest", DEPLOYMENTS)
+def test_the_operator_and_the_simcloud_keep_off_the_nodes_of_every_pool(manifest: str) -> None:
+    # A Node of a pool carries POOL_LABEL; the operator drains and deletes those.
+    assert _terms_keeping_off_pool_nodes(_pod(manifest)) == [True]
+
+
+def test_the_charts_default_affinity_keeps_the_operator_off_the_nodes_of_every_pool() -> None:
+    values = yaml.safe_load((REPO / "charts" / "nodepool-operator" / "values.yaml").read_text())
+    assert _terms_keeping_off_pool_nodes(values) == [True]
 
 
 def test_only_the_operator_pod_gets_a_service_account_token() -> None:

@@ -127,6 +127,28 @@ async def test_a_pod_held_by_max_nodes_is_the_pools_and_not_on_existing_room() -
     assert planned.unfit == ()
 
 
+async def test_explain_says_a_pool_still_growing_to_max_nodes_would_be_at_it() -> None:
+    # One node of two allowed, full: "first" gets the second node, "second" none. The pool
+    # is not at maxNodes now; it would be once the plan's growth is made.
+    full = f"{CAPPED}-0"
+    recorded = recording(
+        pools=[_pool(CAPPED, target=1, max_nodes=2)],
+        nodes=[_node(full, CAPPED)],
+        pods=[_pod("filler", "3900m", node=full), _pod("first", "3"), _pod("second", "3")],
+    )
+    reads = planning.reads_of(recorded)
+
+    first = await planning.explain_pod(reads, NAMESPACE, "first")
+    second = await planning.explain_pod(reads, NAMESPACE, "second")
+
+    assert first.planned == f"needs a new node of pool {CAPPED}: targetNodes 1 -> 2"
+    assert second.planned == (
+        f"needs a new node of pool {CAPPED}, which would be at maxNodes once it grows for "
+        "other pods: targetNodes 1 -> 2"
+    )
+    assert "is at maxNodes" not in second.planned
+
+
 async def test_explain_says_the_pool_that_could_host_the_pod_is_at_max_nodes() -> None:
     reads = planning.reads_of(_recording(_pod("waiting", "2")))
 
@@ -163,3 +185,57 @@ async def test_a_pod_another_pool_can_host_is_not_put_on_a_node_past_max_nodes()
     growth = {g.pool: g for g in planned.growth}
     assert growth[CAPPED].beyond_max == (f"{NAMESPACE}/pinned",)
     assert growth[PLAIN].pods == (f"{NAMESPACE}/anywhere",)
+
+
+async def test_explain_names_the_missing_pool_of_the_autoscaler_it_also_names_as_next_look() -> (
+    None
+):
+    # The Autoscaler watches the pod's namespace but names a pool that does not exist: the
+    # answer says so, and never "no Autoscaler watches it" while naming that Autoscaler.
+    recorded = recording(pools=[], nodes=[], pods=[_pod("waiting", "2", pool=None)])
+    key = snapshot.cache_key(AUTOSCALERS, None, None, None)
+    recorded.caches[key] = [_autoscaler("gone")]
+    reads = planning.reads_of(recorded)
+
+    explained = await planning.explain_pod(reads, NAMESPACE, "waiting")
+
+    assert explained.planned == "not planned: Autoscaler nas-gone: NodePool 'gone' does not exist"
+    assert [w.autoscaler for w in explained.watchers] == ["nas-gone"]
+    assert "no Autoscaler watches" not in explained.planned
+
+
+async def test_explain_says_no_autoscaler_watches_the_namespace_only_when_none_does() -> None:
+    recorded = recording(pools=[], nodes=[], pods=[_pod("waiting", "2", pool=None)])
+
+    explained = await planning.explain_pod(planning.reads_of(recorded), NAMESPACE, "waiting")
+
+    assert explained.planned == f"not planned: no Autoscaler watches namespace {NAMESPACE}"
+    assert explained.watchers == ()
+
+
+async def test_explain_names_the_degraded_pool_the_plan_counts_on() -> None:
+    # The plan sends the pod to the capped pool's existing room or nodes on their way, but
+    # the pool is Degraded: the answer says what holds it, not only that it fits.
+    recorded = _recording(_pod("waiting", "2"), plain_pool=True)
+    key = snapshot.cache_key(NODEPOOLS, None, None, None)
+    for found in recorded.caches[key]:
+        found["status"] = {
+            "conditions": [
+                {
+                    "type": "Degraded",
+                    "status": "True",
+                    "reason": "CloudListFailed",
+                    "message": "listing the pool's VMs failed (Unauthorized)",
+                    "lastTransitionTime": CREATED,
+                }
+            ]
+        }
+    reads = planning.reads_of(recorded)
+
+    explained = await planning.explain_pod(reads, NAMESPACE, "waiting")
+
+    assert explained.planned.startswith(f"needs a new node of pool {CAPPED}")
+    assert explained.planned.endswith(
+        f"; but NodePool {CAPPED} is Degraded (CloudListFailed: listing the pool's VMs failed "
+        "(Unauthorized)), so nodes on their way may not come"
+    )

@@ -192,3 +192,59 @@ def test_degraded_names_the_cloud_error() -> None:
     status = _status_for(2, view, degraded=("QuotaExceeded", "quota of 0 VMs reached"))
     degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
     assert (degraded["status"], degraded["reason"]) == ("True", "QuotaExceeded")
+
+
+def _conditions(status: dict[str, Any]) -> dict[str, tuple[str, str, str]]:
+    return {c["type"]: (c["status"], c["reason"], c["message"]) for c in status["conditions"]}
+
+
+def _settled_at(nodes: int) -> dict[str, Any]:
+    """The status of a pool that had all of its ``nodes`` Ready and nothing to do."""
+    return plan.pool_status(
+        pool=pool(),
+        desired=nodes,
+        view=plan.PoolView(
+            vms=[vm(f"p-{i}") for i in range(nodes)],
+            nodes={f"p-{i}": node(f"p-{i}") for i in range(nodes)},
+            pods_per_node={},
+        ),
+        degraded=None,
+        now=NOW,
+    )
+
+
+def test_a_listing_in_doubt_never_leaves_an_unmet_target_shown_ready_or_stable() -> None:
+    # Settled at 1 node; the target went to 3; the cloud refuses the listing (a wrong
+    # token): nothing can move, and no condition may say all is well.
+    status = plan.degraded_status(
+        pool=pool(generation=2, status=_settled_at(1)),
+        desired=3,
+        reason="CloudListFailed",
+        message="listing the pool's VMs failed (Unauthorized): missing or wrong bearer token",
+        now=LATER,
+    )
+
+    found = _conditions(status)
+    assert found["Degraded"][:2] == ("True", "CloudListFailed")
+    assert found["Ready"] == ("False", "NodesNotReady", "1/3 nodes ready")
+    assert found["Scaling"] == (
+        "True",
+        plan.WAITING_FOR_CLOUD,
+        "1 nodes, 3 wanted; waiting for the cloud: CloudListFailed",
+    )
+    assert status["scaleOperation"] == "active"
+    assert (status["currentNodes"], status["readyNodes"]) == (1, 1)
+
+
+def test_a_listing_in_doubt_leaves_a_met_target_as_it_was_but_degraded() -> None:
+    before = _settled_at(2)
+
+    status = plan.degraded_status(
+        pool=pool(status=before), desired=2, reason="CloudListFailed", message="m", now=LATER
+    )
+
+    assert status["scaleOperation"] == "inactive"
+    found = _conditions(status)
+    assert found["Ready"] == _conditions(before)["Ready"]
+    assert found["Scaling"] == _conditions(before)["Scaling"]
+    assert found["Degraded"][:2] == ("True", "CloudListFailed")

@@ -213,6 +213,22 @@ async def test_a_failed_listing_deletes_nothing_and_sets_degraded() -> None:
     assert len(world.warnings("CloudListFailed")) == 1
 
 
+async def test_a_failed_listing_of_a_pool_short_of_its_target_shows_it_waiting() -> None:
+    world = World("p-0")
+    world.nodes.put(fakes.node("p-0"))
+    world.pool(3)
+    world.cloud.list_fails = True
+
+    await world.reconciler.reconcile(Request(name="p"))
+
+    status = world.api.status_patches[-1]
+    found = {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
+    assert found["Degraded"] == ("True", "CloudListFailed")
+    assert found["Ready"] == ("False", "NodesNotReady")
+    assert found["Scaling"] == ("True", plan.WAITING_FOR_CLOUD)
+    assert status["scaleOperation"] == "active"
+
+
 async def test_an_empty_listing_for_a_pool_owning_no_nodes_is_believed() -> None:
     world = World()
     world.pool(0)

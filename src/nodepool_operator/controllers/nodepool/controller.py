@@ -161,7 +161,7 @@ class NodePoolReconciler:
             if view is None:  # the cloud refused a step: look again at what there is
                 view = await self.lifecycle.observe(pool)
         except inventory.ListingDoubtful as doubt:
-            return Result(requeue_after=await self.reporter.doubt(pool, doubt))
+            return Result(requeue_after=await self.reporter.doubt(pool, doubt, desired=desired))
         self.reporter.trusted(request.name)
         await zones.tell(self.recorder, pool)
         view = dataclasses.replace(view, zone_backoffs=zones.current(), cloud_pause=pause)
@@ -259,7 +259,7 @@ class NodePoolReconciler:
         try:
             remaining, drains = await self.lifecycle.tear_down(pool)
         except inventory.ListingDoubtful as doubt:
-            return Result(requeue_after=await self.reporter.doubt(pool, doubt))
+            return Result(requeue_after=await self.reporter.doubt(pool, doubt, desired=0))
         self.reporter.trusted(pool["metadata"]["name"])
         if remaining and drains.blocked:
             # Say why the deletion waits, as a blocked scale-down does (a status write

@@ -274,17 +274,40 @@ def _set_scaling(
     found.set("Scaling", True, reason=direction, message=message)
 
 
+#: ``Scaling``'s reason while the pool's target is not met and the cloud's listing of its
+#: VMs cannot be acted on: nothing moves until it can.
+WAITING_FOR_CLOUD = "WaitingForCloud"
+
+
 def degraded_status(
-    *, pool: Mapping[str, Any], reason: str, message: str, now: str
+    *, pool: Mapping[str, Any], desired: int, reason: str, message: str, now: str
 ) -> dict[str, Any]:
-    """The pool's status with only ``Degraded`` set: what to show when the cloud's answer
-    cannot be acted on, so nothing else observed can be trusted either."""
+    """The pool's status when the cloud's answer cannot be acted on: ``Degraded`` set, the
+    counts as last written (no VM listing can be trusted to change them), and ``Ready``,
+    ``Scaling`` and ``scaleOperation`` made to agree with ``desired``. A pool whose
+    target is not met is never shown Ready or Stable, nor its operation inactive, while
+    the cloud cannot be listed (one that is met stays as it was)."""
     status = dict(pool.get("status") or {})
     generation = int(pool["metadata"].get("generation", 0))
     found = conditions.ConditionList(
         status.get("conditions"), observed_generation=generation, now=now
     )
     found.set("Degraded", True, reason=reason, message=message)
+    current, ready = int(status.get("currentNodes") or 0), int(status.get("readyNodes") or 0)
+    if current != desired or ready != desired:
+        found.set(
+            "Ready",
+            False,
+            reason="NodesNotReady",
+            message=f"{ready}/{desired} nodes ready",
+        )
+        found.set(
+            "Scaling",
+            True,
+            reason=WAITING_FOR_CLOUD,
+            message=f"{current} nodes, {desired} wanted; waiting for the cloud: {reason}",
+        )
+        status["scaleOperation"] = "active"
     status["conditions"] = found.items
     return status
 

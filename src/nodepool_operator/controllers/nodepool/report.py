@@ -14,9 +14,10 @@ written at once. The operation's end has no event of its own: the ``Scaling`` co
 turning False, with its ``lastTransitionTime``, says it to the same reader (``kubectl
 describe``).
 
-A listing the controller cannot act on (``inventory.ListingDoubtful``) sets only
-``Degraded``, is told once per reason (one event), and is asked again on the runtime's
-per-key backoff: 1 poll interval, then 2, 4, ... up to the resync interval.
+A listing the controller cannot act on (``inventory.ListingDoubtful``) sets ``Degraded``
+(and, while the target is not met, ``Ready`` False and ``Scaling`` ``WaitingForCloud``, so
+no condition says all is well), is told once per reason (one event), and is asked again on
+the runtime's per-key backoff: 1 poll interval, then 2, 4, ... up to the resync interval.
 """
 
 from __future__ import annotations
@@ -113,8 +114,9 @@ class PoolReporter:
             return 0.0
         return written + PROGRESS_INTERVAL - self.wall_clock.time()
 
-    async def doubt(self, pool: Object, doubt: inventory.ListingDoubtful) -> float:
-        """Say that the listing cannot be acted on; seconds until it is asked again."""
+    async def doubt(self, pool: Object, doubt: inventory.ListingDoubtful, *, desired: int) -> float:
+        """Say that the listing cannot be acted on, for a pool that should have ``desired``
+        nodes; seconds until it is asked again."""
         name = pool["metadata"]["name"]
         if self._doubted.get(name) != doubt.reason:
             self._doubted[name] = doubt.reason
@@ -123,6 +125,7 @@ class PoolReporter:
             )
         status = plan.degraded_status(
             pool={**pool, "status": self.status.current(pool)},
+            desired=desired,
             reason=doubt.reason,
             message=doubt.message,
             now=self._now(),
