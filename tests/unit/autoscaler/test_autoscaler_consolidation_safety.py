@@ -311,3 +311,19 @@ async def test_a_node_kept_from_going_is_still_room_for_the_pods_of_another() ->
     await world.reconcile()
     assert stamp(world, "n2") is not None  # its pod fits on n1, which itself stays
     assert stamp(world, "n1") is None
+
+
+async def test_a_victim_a_scale_up_brought_back_loses_its_taint(world: World) -> None:
+    await tainted(world)
+    await world.reconcile()
+    [request] = world.api.made("scalerequests")
+    assert request["spec"]["removeNodes"] == ["n2"]
+    world.show_requests(phase="Applied", applied=1)
+    # Pods came before the drain ended: the NodePool controller called n2's drain off
+    # (the pool back at 2, n2 schedulable again), and they wait for n2's room.
+    world.pool(target=2)
+    world.pools.store[POOL]["metadata"]["resourceVersion"] = "100000"  # after the answer
+    world.pod("waiting", cpu="2500m")
+    await world.reconcile()
+    assert taints(world, "n2") == []
+    assert len(world.api.made("scalerequests")) == 1  # and no node for room n2 has

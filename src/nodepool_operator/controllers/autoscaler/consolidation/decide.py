@@ -139,8 +139,12 @@ def decide(
     if blocked in CLEARS:
         return Decided(stale_marks(views), Review())
     if blocked is not None:
-        # Held: the timers run on, no Node is chosen or given up until the hold ends.
-        untaint = tuple(v for v in views if v.eligible and v.tainted) if blocked in UNTAINTS else ()
+        # Held: the timers run on, no Node is chosen or given up until the hold ends. Pods
+        # waiting get the room of every tainted Node nobody is removing: a victim a
+        # scale-up brought back (its drain called off) among them.
+        untaint = (
+            tuple(v for v in views if v.tainted and not v.removing) if blocked in UNTAINTS else ()
+        )
         return Decided(Marks(untaint=untaint), Review())
     chosen, kept = choice.chosen, choice.kept
     names = frozenset(v.name for v in chosen)

@@ -60,6 +60,8 @@ class NodeView:
     # Takes pods: Ready, registered, schedulable, not on its way out. A Node that is only
     # not eligible (do-not-disrupt, preemption making room on it) still gives room.
     gives_room: bool = True
+    # The NodePool controller is draining it or has deleted its VM: its marks are its own.
+    removing: bool = False
 
     @property
     def empty(self) -> bool:

@@ -126,4 +126,5 @@ class NodeViews:
             ),
             stalled=registered and not removed and not ready,
             gives_room=ready and not cordoned and registered and not removed,
+            removing=removed,
         )
