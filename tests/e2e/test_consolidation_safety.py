@@ -10,8 +10,23 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-from e2e.test_autoscaler import AUTOSCALERS, MERGE, POOLS, REQUESTS, create_autoscaler, create_pool
-from e2e.test_autoscaler_consolidation import autoscaler_events, pool_nodes, pool_settled
+from e2e.test_autoscaler import (
+    AUTOSCALERS,
+    MERGE,
+    POOLS,
+    REQUESTS,
+    create_autoscaler,
+    create_pool,
+    running,
+)
+from e2e.test_autoscaler_consolidation import (
+    autoscaler_events,
+    deployment,
+    pool_nodes,
+    pool_settled,
+    preferring,
+    two_nodes,
+)
 from harness import Operator, SimCloud, wait_for
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
@@ -163,4 +178,65 @@ async def test_a_hundred_and_twenty_empty_nodes_go_to_min_nodes_in_requests_the_
     assert len(nodes) == 2
     # Left at minNodes, still unneeded (stamped) but never tainted.
     assert [marks_of(n)[0] for n in nodes] == [False, False]
+    assert operator.errors_logged() == []
+
+
+HOLD = "e2e.nodepool.dev/hold"
+
+
+async def test_a_victim_a_scale_up_brings_back_loses_its_taint_and_takes_the_pods(
+    api_client: client.ApiClient,
+    start_simcloud: Any,
+    start_operator: Any,
+    pool_name: str,
+    autoscaler_name: str,
+    namespace: str,
+) -> None:
+    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
+    operator: Operator = start_operator(cloud)
+    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
+    apps = client.AppsV1Api(api_client)
+    first, second = await two_nodes(custom, core, apps, pool=pool_name, namespace=namespace)
+    # Its pod keeps the drain going: evicted, it stays Terminating until the test lets go.
+    solo = deployment("solo", pool=pool_name, replicas=1, **preferring(second))
+    solo["spec"]["template"]["metadata"]["finalizers"] = [HOLD]
+    await apps.create_namespaced_deployment(namespace, solo)
+    await wait_for(lambda: running(core, namespace, 3), within=60)
+    try:
+        await create_autoscaler(
+            custom, autoscaler_name, pool=pool_name, namespace=namespace, unneeded_seconds=3
+        )
+
+        async def draining() -> bool:
+            node = await core.read_node(second)
+            return bool(node.spec.unschedulable)
+
+        await wait_for(draining, within=60, every=0.2)
+        # Pods that need more room than the first node has: the pool grows back to 2,
+        # which the NodePool controller serves by calling off the drain of the second.
+        more = deployment("more", pool=pool_name, replicas=2)
+        await apps.create_namespaced_deployment(namespace, more)
+
+        async def brought_back() -> bool:
+            node = await core.read_node(second)
+            pods = (await core.list_namespaced_pod(namespace, label_selector="app=more")).items
+            return (
+                not node.spec.unschedulable
+                and marks_of(node)[0] is False
+                and len(pods) == 2
+                and all(p.status.phase == "Running" for p in pods)
+            )
+
+        # Promptly: not once the request that named it is cleaned up (60 s after it).
+        asked = time.monotonic()
+        await wait_for(brought_back, within=45, every=0.5)
+        print(f"victim brought back and untainted {time.monotonic() - asked:.1f} s after")
+        names = sorted(n.metadata.name for n in await pool_nodes(core, pool_name))
+        assert names == [first, second]  # its room served the pods: no third node
+    finally:
+        for pod in (await core.list_namespaced_pod(namespace, label_selector="app=solo")).items:
+            if pod.metadata.finalizers:
+                await core.patch_namespaced_pod(
+                    pod.metadata.name, namespace, {"metadata": {"finalizers": None}}
+                )
     assert operator.errors_logged() == []
