@@ -100,6 +100,8 @@ class Case:
 # Values of the wrong JSON type for an integer, a string, an object and an array field.
 _NOT_INTEGER: Final = ("3", "", True, 1.5, [1], {"n": 1}, "0x10", "1e3")
 _NOT_STRING: Final = (4, 1.5, True, ["4"], {"v": "4"})
+# Quantities are int-or-string, as Kubernetes takes them: an integer is one.
+_NOT_QUANTITY: Final = (1.5, True, ["4"], {"v": "4"})
 _NOT_OBJECT: Final = ("a=b", 1, True, ["a", "b"])
 _NOT_ARRAY: Final = ("us-east-1a", 1, {"0": "a"}, True)
 
@@ -181,7 +183,11 @@ class _Generator:
                 for v in _NOT_INTEGER
                 if not (isinstance(v, float) and v.is_integer())
             ]
-            + [("str", f"spec.template.{p}", v) for p in ("cpu", "memory") for v in _NOT_STRING]
+            + [
+                ("quantity", f"spec.template.{p}", v)
+                for p in ("cpu", "memory")
+                for v in _NOT_QUANTITY
+            ]
             + [
                 ("obj", f"spec.template.{p}", v)
                 for p in ("labels", "reserved")

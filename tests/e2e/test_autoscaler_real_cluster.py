@@ -339,7 +339,8 @@ async def test_pods_with_volumes_go_where_their_volumes_are_or_are_told_why_not(
             await core.create_namespaced_pod(
                 namespace, pod(name, {"nodeSelector": selector, **using(claim)})
             )
-        assert f"persistentvolume {namespace}-elsewhere" in await warned(core, namespace, "far")
+        told = await warned(core, namespace, "far")
+        assert f'is bound to persistentvolume "{namespace}-elsewhere"' in told
         assert 'persistentvolumeclaim "missing" not found' in await warned(core, namespace, "lost")
         await asyncio.sleep(3)
         found = await custom.get_cluster_custom_object(*POOLS, pool_name)

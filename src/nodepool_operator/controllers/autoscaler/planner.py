@@ -197,7 +197,8 @@ class Planner:
         self.verdicts.keep_only({str(a["metadata"]["name"]) for a in autoscalers})
         # Marks of an Autoscaler deleted or repointed are nobody's to clear but ours.
         await self.decider.consolidator.clear_unwatched(
-            autoscaler_api.spec_of(a).node_pool_name for a in autoscalers
+            (autoscaler_api.spec_of(a).node_pool_name for a in autoscalers),
+            named=named_by_open_requests(self.observer.pool_reads.requests.items()),
         )
         if not autoscalers:
             return Result()

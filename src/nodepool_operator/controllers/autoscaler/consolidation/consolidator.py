@@ -159,16 +159,19 @@ class Consolidator:
         await self.marks.apply(marks, autoscaler=autoscaler, now=now)
         return review
 
-    async def clear_unwatched(self, watched: Iterable[str]) -> None:
+    async def clear_unwatched(self, watched: Iterable[str], *, named: frozenset[str]) -> None:
         """Take every consolidation mark off the Nodes of pools no Autoscaler reviews
         (``watched``: the pools some Autoscaler does): the Autoscaler was deleted or
         repointed. A Node being drained is the NodePool controller's and keeps its
-        marks."""
+        marks, and so does one an open request ``named``: its removal is under way, and
+        the request would be Rejected as called off."""
         acting = set(watched)
         stale = [
             self.views.view(node)
             for node in self.nodes.items()
-            if _marked(node) and nodepool_api.pool_of(node) not in acting
+            if _marked(node)
+            and nodepool_api.pool_of(node) not in acting
+            and node["metadata"]["name"] not in named
         ]
         if stale:
             await self.marks.apply(
