@@ -145,7 +145,7 @@ def test_the_installed_cli_finds_the_pinned_binaries_and_the_rbac_without_a_chec
     assert built.returncode == 0, built.stderr
     assert "[build]" not in built.stderr, "built again instead of using the cache"
     found = dict(line.split() for line in built.stdout.splitlines())
-    assert set(found) == {*binaries.ALL_BINARIES, "helm"}
+    assert set(found) == {*binaries.ALL_BINARIES, *binaries.KUBEMARK.commands, "helm"}
     for path in found.values():
         assert Path(path).is_relative_to(cache)
     code = (
