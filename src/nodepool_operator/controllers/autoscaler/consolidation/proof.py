@@ -44,7 +44,9 @@ class Proof:
         leaving = {v.name for v in views if v.tainted or not v.gives_room}
         self.room = {n.name: n for n in cluster if n.name not in leaving}
         self.daemon_sets = daemon_sets
-        self.profile = profile
+        # Every candidate's pods profiled here, where the Proof is made (the event loop):
+        # the choice runs in a worker thread, and a profile reads the informers' caches.
+        self.profiles = {id(pod): profile(pod) for v in views for pod in v.to_move}
         self.chosen: set[str] = set()
         # Pods placed on a Node by an earlier candidate's proof: they move again with it.
         self.placed_on: dict[str, list[_Moving]] = {}
@@ -100,7 +102,7 @@ class Proof:
         ``(pod, why)`` when one cannot be read."""
         moving: list[_Moving] = []
         for pod in view.to_move:
-            profile = self.profile(pod)
+            profile = self.profiles[id(pod)]
             if not isinstance(profile, PodProfile):
                 return pod_key(pod), f"its requests cannot be read: {profile}"
             moving.append((profile, pod_key(pod)))
