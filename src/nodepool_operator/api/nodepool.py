@@ -95,6 +95,7 @@ __all__ = [
     "do_not_disrupt_reason",
     "is_being_removed",
     "is_settled",
+    "is_unregistered",
     "manifest",
     "names_taken",
     "node_labels",
@@ -148,6 +149,13 @@ SAFE_TO_EVICT_ANNOTATION: Final = "cluster-autoscaler.kubernetes.io/safe-to-evic
 # one is on its way out, never a consolidation candidate again.
 SCALE_DOWN_ANNOTATION: Final = f"{GROUP}/scale-down"
 VM_DELETED_ANNOTATION: Final = f"{GROUP}/vm-deleted"
+
+
+def is_unregistered(node: Mapping[str, Any]) -> bool:
+    """The Node still carries ``UNREGISTERED_TAINT_KEY``: its kubelet has not yet reported
+    Ready and its own allocatable to the NodePool controller."""
+    taints = (node.get("spec") or {}).get("taints") or ()
+    return any(t.get("key") == UNREGISTERED_TAINT_KEY for t in taints)
 
 
 def is_being_removed(node: Mapping[str, Any]) -> bool:

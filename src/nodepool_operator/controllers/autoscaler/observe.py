@@ -70,20 +70,16 @@ EPHEMERAL_TAINTS: Final = frozenset(
 def is_ready(node: Mapping[str, Any]) -> bool:
     """Ready and past the unregistered taint: a node still carrying it is booting (its
     room is in flight, never unneeded), however early kwok or its kubelet says Ready."""
-    return k8s_nodes.is_ready(node) and not any(
-        taint.get("key") == nodepool_api.UNREGISTERED_TAINT_KEY
-        for taint in (node.get("spec") or {}).get("taints") or ()
-    )
+    return k8s_nodes.is_ready(node) and not nodepool_api.is_unregistered(node)
 
 
 def _booting(node: Mapping[str, Any]) -> bool:
     """Not initialised yet: still carrying the unregistered taint, or with no Ready
     condition reported at all (no kubelet has spoken for it)."""
     conditions = (node.get("status") or {}).get("conditions") or ()
-    return any(
-        taint.get("key") == nodepool_api.UNREGISTERED_TAINT_KEY
-        for taint in (node.get("spec") or {}).get("taints") or ()
-    ) or not any(c.get("type") == "Ready" for c in conditions)
+    return nodepool_api.is_unregistered(node) or not any(
+        c.get("type") == "Ready" for c in conditions
+    )
 
 
 def startup_keys(template: nodepool_api.NodeTemplate | None) -> frozenset[tuple[str, str]]:

@@ -8,9 +8,8 @@ looked at) and from the requests this process created that the cache does not sh
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
@@ -253,7 +252,11 @@ class PoolReads:
             ready += is_ready
             cordoned += is_ready and is_cordoned
             # Registered once (Ready then), NotReady now, not past the timeouts: a blip.
-            stalled += not is_ready and name not in self.unhealthy and _registered(node)
+            stalled += (
+                not is_ready
+                and name not in self.unhealthy
+                and not nodepool_api.is_unregistered(node)
+            )
             if is_ready and not is_cordoned and not bound[name].busy:
                 unneeded.append(name)
         return observe.Usage(
@@ -309,10 +312,3 @@ def _staying(live: Sequence[Object], bound: dict[str, Bound], *, keep: int | Non
     ordered = sorted(live, key=going_first)
     kept = ordered[max(0, len(ordered) - keep) :] if keep is not None else ordered
     return {str(n["metadata"]["name"]) for n in kept}
-
-
-def _registered(node: Mapping[str, Any]) -> bool:
-    """The NodePool controller lifted the Node's unregistered taint: its kubelet reported
-    Ready and its own allocatable once."""
-    taints = (node.get("spec") or {}).get("taints") or ()
-    return not any(t.get("key") == nodepool_api.UNREGISTERED_TAINT_KEY for t in taints)

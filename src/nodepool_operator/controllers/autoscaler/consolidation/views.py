@@ -107,7 +107,7 @@ class NodeViews:
         spec = node.get("spec") or {}
         taints = spec.get("taints") or ()
         since = annotations_of(node).get(autoscaler_api.UNNEEDED_SINCE_ANNOTATION)
-        registered = not any(t.get("key") == nodepool_api.UNREGISTERED_TAINT_KEY for t in taints)
+        registered = not nodepool_api.is_unregistered(node)
         removed = nodepool_api.is_being_removed(node)
         ready, cordoned = k8s_nodes.is_ready(node), bool(spec.get("unschedulable"))
         return NodeView(
