@@ -19,7 +19,7 @@ import typer
 import yaml
 
 from nodepool_operator import cli
-from nodepool_operator.api import crds, nodepool
+from nodepool_operator.api import crds, wellknown
 
 REPO = Path(__file__).resolve().parents[3]
 DEPLOY = REPO / "deploy"
@@ -291,7 +291,7 @@ def _terms_keeping_off_pool_nodes(pod: dict[str, Any]) -> list[bool]:
         .get("nodeAffinity", {})
         .get("requiredDuringSchedulingIgnoredDuringExecution", {})
     )
-    off_pools = {"key": nodepool.POOL_LABEL, "operator": "DoesNotExist"}
+    off_pools = {"key": wellknown.POOL_LABEL, "operator": "DoesNotExist"}
     return [off_pools in term["matchExpressions"] for term in required.get("nodeSelectorTerms", [])]
 
 
