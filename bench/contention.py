@@ -64,12 +64,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import peers
 from naive import crds as baseline_crds
+from nodepool_devtools.cluster import audit, binaries, controlplane, install
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
 from nodepool_operator.cloud import credentials
 from nodepool_operator.cloud.simcloud.client import SimCloudClient
-from nodepool_operator.cluster import audit, binaries, controlplane, install
 from nodepool_operator.controllers.resources import AUTOSCALERS, NODEPOOLS
 from nodepool_operator.runtime import kinds
 from nodepool_operator.runtime.client import Client

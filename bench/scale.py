@@ -55,11 +55,11 @@ import aiohttp
 from kubernetes_asyncio import client, config
 from prometheus_client.parser import text_string_to_metric_families
 
+from nodepool_devtools.cluster import audit, controlplane, install
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
 from nodepool_operator.cloud import credentials
-from nodepool_operator.cluster import audit, controlplane, install
 from nodepool_operator.controllers.resources import AUTOSCALERS, NODEPOOLS, SCALEREQUESTS
 from nodepool_operator.runtime import kinds
 from nodepool_operator.runtime.client import Client

@@ -22,11 +22,11 @@ from kubernetes_asyncio import config as k8s_config
 
 import ec2_server
 from harness import CLI, MERGE, POOLS, Operator, operator_args, remove_pool, settled, wait_for
+from nodepool_devtools.cluster import controlplane, install
+from nodepool_devtools.cluster.pytest_plugin import Cluster
 from nodepool_operator.api import launch, wellknown
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud import aws_launch
-from nodepool_operator.cluster import controlplane, install
-from nodepool_operator.cluster.pytest_plugin import Cluster
 
 ZONES = ("us-east-1a", "us-east-1b")
 

@@ -32,12 +32,12 @@ import fuzz_corpus
 import workloads
 from fuzz_corpus import AUTOSCALERS, NODEPOOLS, SCALEREQUESTS, Case
 from harness import MERGE, POOLS, Operator, SimCloud, pool_body, remove_pool, wait_for
+from nodepool_devtools.cluster import audit
+from nodepool_devtools.cluster.pytest_plugin import Cluster
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import meta, wellknown
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
-from nodepool_operator.cluster import audit
-from nodepool_operator.cluster.pytest_plugin import Cluster
 
 SEED = int(os.environ.get("NODEPOOL_FUZZ_SEED", "20261130"))
 SIZE = int(os.environ.get("NODEPOOL_FUZZ_CASES", "1000"))

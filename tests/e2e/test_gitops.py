@@ -18,10 +18,10 @@ import pytest
 from kubernetes_asyncio import client
 
 from harness import MERGE, POOLS, Operator, SimCloud, kubectl, settled, wait_for
+from nodepool_devtools.cluster import binaries
+from nodepool_devtools.cluster.pytest_plugin import Cluster
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
-from nodepool_operator.cluster import binaries
-from nodepool_operator.cluster.pytest_plugin import Cluster
 
 GITOPS = "gitops"  # the field manager a GitOps tool applies with
 HANDOVER = "handover-to-nodepool-operator"

@@ -27,11 +27,11 @@ from e2e.test_autoscaler import AUTOSCALERS, MERGE, POOLS, running
 from e2e.test_autoscaler_consolidation import pinned, preferring
 from e2e.test_autoscaler_constraints import make_autoscaler, make_pool
 from harness import CLI, remove_pool, wait_for
+from nodepool_devtools.cluster import audit
+from nodepool_devtools.cluster.pytest_plugin import Cluster
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
-from nodepool_operator.cluster import audit
-from nodepool_operator.cluster.pytest_plugin import Cluster
 
 
 def run_cli(*args: str, kubeconfig: Path | None = None) -> subprocess.CompletedProcess[str]:

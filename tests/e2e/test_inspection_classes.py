@@ -36,10 +36,10 @@ import workloads
 from e2e.test_autoscaler import AUTOSCALERS, REQUESTS, autoscaler_status, condition
 from e2e.test_autoscaler_constraints import make_autoscaler
 from e2e.test_inspection import json_of, run_cli
+from nodepool_devtools.cluster.pytest_plugin import Cluster
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
 from nodepool_operator.cloud import credentials
-from nodepool_operator.cluster.pytest_plugin import Cluster
 
 ZONE: Final = wellknown.ZONE_LABEL
 HOSTNAME: Final = wellknown.HOSTNAME_LABEL

@@ -18,10 +18,10 @@ import pytest
 from kubernetes_asyncio import client, config
 
 from harness import MERGE, POOLS, Process, SimCloud, pool_body, wait_for
+from nodepool_devtools.cluster import controlplane
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
-from nodepool_operator.cluster import controlplane
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))

@@ -10,9 +10,9 @@ import pytest
 from kubernetes_asyncio import client
 
 from harness import MERGE, POOLS, Operator, SimCloud, kubectl, pool_body, settled, wait_for
+from nodepool_devtools.cluster import audit, binaries
+from nodepool_devtools.cluster.pytest_plugin import Cluster
 from nodepool_operator.api import wellknown
-from nodepool_operator.cluster import audit, binaries
-from nodepool_operator.cluster.pytest_plugin import Cluster
 
 OPERATOR_USER = "nodepool-operator"
 

@@ -11,12 +11,12 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from harness import MERGE, POOLS, Operator, SimCloud, pool_body, settled, wait_for
+from nodepool_devtools.cluster import audit
+from nodepool_devtools.cluster.pytest_plugin import Cluster
 from nodepool_operator.api import wellknown
 from nodepool_operator.cloud import credentials
 from nodepool_operator.cloud.provider import MachineSpec, VirtualMachine, VmName, VmState
 from nodepool_operator.cloud.simcloud.client import SimCloudClient
-from nodepool_operator.cluster import audit
-from nodepool_operator.cluster.pytest_plugin import Cluster
 
 CLUSTER = "e2e-taken-names"
 OPERATOR_USER = "nodepool-operator"

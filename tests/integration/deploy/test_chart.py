@@ -24,10 +24,10 @@ import pytest
 import typer
 import yaml
 
+from nodepool_devtools.cluster import binaries
+from nodepool_devtools.cluster.pytest_plugin import Cluster
 from nodepool_operator import cli
 from nodepool_operator.api import wellknown
-from nodepool_operator.cluster import binaries
-from nodepool_operator.cluster.pytest_plugin import Cluster
 
 REPO = Path(__file__).resolve().parents[3]
 CHART = REPO / "charts" / "nodepool-operator"

@@ -31,12 +31,12 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from nodepool_devtools.cluster import audit, children, controlplane, install
+from nodepool_devtools.demo.view import Snapshot, WriteCounter, render
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
 from nodepool_operator.cloud import credentials
-from nodepool_operator.cluster import audit, children, controlplane, install
-from nodepool_operator.demo.view import Snapshot, WriteCounter, render
 
 __all__ = ["DemoOptions", "run_demo"]
 
