@@ -61,11 +61,10 @@ RUN --mount=type=secret,id=pip-cert \
     if [ -s /run/secrets/pip-cert ]; then export PIP_CERT=/run/secrets/pip-cert; fi \
  && /opt/build/bin/pip wheel --quiet --no-cache-dir --only-binary=:all: --wheel-dir /wheels \
       --require-hashes --no-deps -r requirements/runtime.txt
-# README.md is the package's long description (pyproject.toml: readme); setup.py leaves
-# the test helpers out of the wheel and bundles tools/ and deploy/rbac into it.
-COPY pyproject.toml setup.py README.md ./
-COPY tools/ tools/
-COPY deploy/rbac/ deploy/rbac/
+# README.md is the package's long description (pyproject.toml: readme). The wheel holds
+# src/nodepool_operator only (pyproject.toml: packages.find); the development tools beside
+# it in src/ are not packaged.
+COPY pyproject.toml README.md ./
 COPY src/ src/
 RUN /opt/build/bin/pip wheel --quiet --no-cache-dir --no-build-isolation --no-deps \
       --wheel-dir /wheels .

@@ -35,10 +35,11 @@ from typing import Any
 
 from kubernetes_asyncio import client, config
 
+from nodepool_devtools.cluster import controlplane, install
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.cloud import credentials
-from nodepool_operator.cluster import controlplane, install
 from nodepool_operator.controllers.resources import SCALEREQUESTS
 from nodepool_operator.runtime import errors, kinds
 from nodepool_operator.runtime.client import Client, Resource
@@ -106,7 +107,7 @@ def pod_body(name: str, pool: str) -> dict[str, Any]:
         "kind": "Pod",
         "metadata": {"name": name},
         "spec": {
-            "nodeSelector": {nodepool_api.POOL_LABEL: pool},
+            "nodeSelector": {wellknown.POOL_LABEL: pool},
             "containers": [
                 {
                     "name": "app",
@@ -163,7 +164,7 @@ async def run_one(
                 raw,
                 SCALEREQUESTS,
                 on_event=on_request,
-                label_selector=nodepool_api.pool_selector(name),
+                label_selector=wellknown.pool_selector(name),
             )
         ),
     ]

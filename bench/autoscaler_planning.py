@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.autoscaler import constraints, simulation
 
 # The constraint kinds are built by the same code the e2e and differential tests use.
@@ -149,7 +150,7 @@ def pools(count: int) -> list[simulation.PoolTemplate]:
         def at(k: int, zone: str | None) -> tuple[str, Mapping[str, str]]:
             name = f"{pool}-{50 + k}"
             labels = nodepool_api.node_labels(pool, template, zone=zone)
-            return name, {**labels, nodepool_api.HOSTNAME_LABEL: name}
+            return name, {**labels, wellknown.HOSTNAME_LABEL: name}
 
         return at
 
@@ -193,7 +194,7 @@ def nodes(rng: random.Random) -> list[simulation.ExistingNode]:
             simulation.ExistingNode(
                 name=name,
                 pool="general",
-                labels={**labels, nodepool_api.HOSTNAME_LABEL: name},
+                labels={**labels, wellknown.HOSTNAME_LABEL: name},
                 taints=(),
                 unschedulable=False,
                 allocatable=nodepool_api.template_allocatable(TEMPLATE),
@@ -224,7 +225,7 @@ def large_cluster() -> tuple[
 
     def labels(pool: str, name: str) -> dict[str, str]:
         found = nodepool_api.node_labels(pool, template, zone=None)
-        return {**found, nodepool_api.HOSTNAME_LABEL: name}
+        return {**found, wellknown.HOSTNAME_LABEL: name}
 
     def upcoming(pool: str) -> Any:
         def at(k: int, zone: str | None) -> tuple[str, Mapping[str, str]]:
@@ -269,7 +270,7 @@ def large_cluster() -> tuple[
             1500,
             2 * GI,
             labels={"app": "burst"},
-            nodeSelector={nodepool_api.POOL_LABEL: f"pool-{i % LARGE_BURST_POOLS:04d}"},
+            nodeSelector={wellknown.POOL_LABEL: f"pool-{i % LARGE_BURST_POOLS:04d}"},
         )
         for i in range(FIXED_PENDING["burst-on-large-cluster"])
     ]

@@ -63,6 +63,7 @@ from dataclasses import dataclass
 
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.autoscaler import plan
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
 from nodepool_operator.controllers.autoscaler.consolidation import Consolidator, PoolTurn, Review
@@ -146,7 +147,7 @@ def _node(name: str, *, pool_uid: str, stamped_at: float | None) -> Object:
     room = {"cpu": TEMPLATE.cpu, "memory": TEMPLATE.memory, "pods": str(TEMPLATE.pods)}
     annotations = {}
     if stamped_at is not None:
-        annotations[autoscaler_api.UNNEEDED_SINCE_ANNOTATION] = conditions.rfc3339(stamped_at)
+        annotations[wellknown.UNNEEDED_SINCE_ANNOTATION] = conditions.rfc3339(stamped_at)
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -154,7 +155,7 @@ def _node(name: str, *, pool_uid: str, stamped_at: float | None) -> Object:
             "name": name,
             "labels": {
                 **nodepool_api.node_labels(POOL, TEMPLATE),
-                nodepool_api.HOSTNAME_LABEL: name,
+                wellknown.HOSTNAME_LABEL: name,
             },
             "annotations": annotations,
             "ownerReferences": [

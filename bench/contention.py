@@ -64,11 +64,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import peers
 from naive import crds as baseline_crds
+from nodepool_devtools.cluster import audit, binaries, controlplane, install
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.cloud import credentials
 from nodepool_operator.cloud.simcloud.client import SimCloudClient
-from nodepool_operator.cluster import audit, binaries, controlplane, install
 from nodepool_operator.controllers.resources import AUTOSCALERS, NODEPOOLS
 from nodepool_operator.runtime import kinds
 from nodepool_operator.runtime.client import Client
@@ -171,7 +172,7 @@ def pod_manifest(pool: str, burst: int, index: int) -> dict[str, Any]:
         "metadata": {"name": f"{pool}-b{burst}-{index:02d}"},
         "spec": {
             "terminationGracePeriodSeconds": 0,
-            "nodeSelector": {nodepool_api.POOL_LABEL: pool},
+            "nodeSelector": {wellknown.POOL_LABEL: pool},
             "containers": [
                 {
                     "name": "app",
@@ -535,7 +536,7 @@ async def final_state(
     for pool in pools:
         target = (await raw.get(NODEPOOLS, pool))["spec"]["targetNodes"]
         vms = {vm.name for vm in await cloud.list_vms(pool=pool)}
-        page = await raw.list_page(kinds.NODES, label_selector=nodepool_api.pool_selector(pool))
+        page = await raw.list_page(kinds.NODES, label_selector=wellknown.pool_selector(pool))
         nodes = {node["metadata"]["name"] for node in page["items"]}
         final[pool] = (target, len(vms), len(nodes))
         excess += max(0, len(vms) - target)

@@ -29,10 +29,10 @@ from typing import Any
 
 from kubernetes_asyncio import client, config
 
+from nodepool_devtools.cluster import audit, controlplane, install
 from nodepool_operator import operator
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud import credentials
-from nodepool_operator.cluster import audit, controlplane, install
 from nodepool_operator.controllers.nodepool import report as pool_report
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.runtime import controller as runtime_controller

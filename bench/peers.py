@@ -69,11 +69,11 @@ from typing import Any
 
 from kubernetes_asyncio import client, config
 
+from nodepool_devtools.cluster import audit, binaries, controlplane, install
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud import credentials
 from nodepool_operator.cloud.simcloud import client as simcloud_client
-from nodepool_operator.cluster import audit, binaries, controlplane, install
 from nodepool_operator.controllers.resources import SCALEREQUESTS
 from nodepool_operator.runtime import errors, kinds
 from nodepool_operator.runtime.client import Client, Resource

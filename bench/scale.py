@@ -55,10 +55,11 @@ import aiohttp
 from kubernetes_asyncio import client, config
 from prometheus_client.parser import text_string_to_metric_families
 
+from nodepool_devtools.cluster import audit, controlplane, install
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.cloud import credentials
-from nodepool_operator.cluster import audit, controlplane, install
 from nodepool_operator.controllers.resources import AUTOSCALERS, NODEPOOLS, SCALEREQUESTS
 from nodepool_operator.runtime import kinds
 from nodepool_operator.runtime.client import Client
@@ -513,9 +514,7 @@ async def create_bound_pods(
 ) -> None:
     node_names = [
         node["metadata"]["name"]
-        for node in (await api.list_page(kinds.NODES, label_selector=nodepool_api.POOL_LABEL))[
-            "items"
-        ]
+        for node in (await api.list_page(kinds.NODES, label_selector=wellknown.POOL_LABEL))["items"]
     ]
     async with Measured(operator, log) as measured:
         jobs = [
@@ -588,7 +587,7 @@ async def run_burst(
                             name,
                             cpu="1500m",
                             memory="2Gi",
-                            nodeSelector={nodepool_api.POOL_LABEL: targets[i % len(targets)]},
+                            nodeSelector={wellknown.POOL_LABEL: targets[i % len(targets)]},
                         ),
                         namespace=NAMESPACE,
                     )

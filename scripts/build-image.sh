@@ -46,7 +46,7 @@ image=${IMAGE:-localhost/nodepool-operator:$version}
 cache=${NODEPOOL_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nodepool-operator/image}
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)}
 revision=$(git rev-parse HEAD)
-if [ -n "$(git status --porcelain -- Dockerfile requirements/runtime.txt pyproject.toml setup.py README.md src tools deploy/rbac)" ]; then
+if [ -n "$(git status --porcelain -- Dockerfile requirements/runtime.txt pyproject.toml README.md src)" ]; then
   revision="$revision-dirty"
 fi
 

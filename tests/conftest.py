@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-pytest_plugins = ["nodepool_operator.cluster.pytest_plugin"]
+pytest_plugins = ["nodepool_devtools.cluster.pytest_plugin"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

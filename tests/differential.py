@@ -42,6 +42,7 @@ import harness
 import workloads
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 
 POOLS = ("nodepool.dev", "v1alpha1", "nodepools")
 AUTOSCALERS = ("nodepool.dev", "v1alpha1", "autoscalers")
@@ -53,7 +54,7 @@ TAINT = {"key": "dedicated", "value": "batch", "effect": "NoSchedule"}
 STARTUP_TAINT = nodepool_api.Taint(key="example.com/agent-not-ready", effect="NoSchedule")
 SYSTEM_CPU = 2000
 VOLUME_ZONE = ZONES[2]
-ARM = {nodepool_api.ARCH_LABEL: "arm64"}
+ARM = {wellknown.ARCH_LABEL: "arm64"}
 
 
 @dataclass
@@ -150,8 +151,8 @@ def system_node(work: Workload) -> dict[str, Any]:
             "name": name,
             "labels": {
                 SEED_LABEL: str(work.seed),
-                nodepool_api.HOSTNAME_LABEL: name,
-                nodepool_api.ZONE_LABEL: ZONES[0],
+                wellknown.HOSTNAME_LABEL: name,
+                wellknown.ZONE_LABEL: ZONES[0],
             },
             "annotations": {"kwok.x-k8s.io/node": "fake"},
         },
@@ -166,7 +167,7 @@ def system_node(work: Workload) -> dict[str, Any]:
 def volume_pair(work: Workload) -> tuple[dict[str, Any], dict[str, Any]]:
     """A static PersistentVolume only zone-c reaches, and its claim, pre-bound."""
     volume_name = f"{work.namespace}-{CLAIM}"
-    zone_only = {"key": nodepool_api.ZONE_LABEL, "operator": "In", "values": [VOLUME_ZONE]}
+    zone_only = {"key": wellknown.ZONE_LABEL, "operator": "In", "values": [VOLUME_ZONE]}
     volume = {
         "apiVersion": "v1",
         "kind": "PersistentVolume",
@@ -319,13 +320,13 @@ async def _settled(api: client.ApiClient, work: Workload) -> bool:
 async def _play_startup_agents(core: client.CoreV1Api, work: Workload) -> None:
     """What an agent on each node does: once the node is registered (the operator's
     unregistered taint gone), it removes the startup taint."""
-    selector = f"{nodepool_api.POOL_LABEL}={work.pools[0]}"
+    selector = f"{wellknown.POOL_LABEL}={work.pools[0]}"
     while True:
         found = await core.list_node(label_selector=selector)
         for node in found.items:
             taints = node.spec.taints or []
             keys = {t.key for t in taints}
-            if STARTUP_TAINT.key in keys and nodepool_api.UNREGISTERED_TAINT_KEY not in keys:
+            if STARTUP_TAINT.key in keys and wellknown.UNREGISTERED_TAINT_KEY not in keys:
                 kept = [
                     {"key": t.key, "value": t.value, "effect": t.effect}
                     for t in taints
@@ -382,7 +383,7 @@ async def _run_seed(
     missed = [
         p.metadata.name for p in pods if p.status.phase == "Running" and p.metadata.name in warned
     ]
-    nodes = await core.list_node(label_selector=f"{SEED_LABEL}={seed},{nodepool_api.POOL_LABEL}")
+    nodes = await core.list_node(label_selector=f"{SEED_LABEL}={seed},{wellknown.POOL_LABEL}")
     return SeedResult(
         seed=seed,
         pods=len(pods),

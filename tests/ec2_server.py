@@ -31,9 +31,9 @@ from typing import Any
 import aiobotocore.session
 import boto3
 
+from nodepool_devtools.cluster import children
 from nodepool_operator.api import launch
 from nodepool_operator.cloud import aws_launch
-from nodepool_operator.cluster import children
 
 REGION = "us-east-1"
 # moto accepts any credentials; these only let the SDK's chain find some.

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any, Final, Literal
 
 from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.api import quantity
+from nodepool_operator.api import nodepool_schema, quantity
 from nodepool_operator.api import scalerequest as scalerequest_api
 
 __all__ = [
@@ -377,7 +377,9 @@ class _Generator:
             length = self.random.randint(50, 253)
             stem = self._name("long")
             body["metadata"]["name"] = (stem + "-" + "n" * length)[:length]
-            fits: Expect = "accepted" if length <= nodepool_api.MAX_POOL_NAME_LENGTH else "refused"
+            fits: Expect = (
+                "accepted" if length <= nodepool_schema.MAX_POOL_NAME_LENGTH else "refused"
+            )
             self._add(NODEPOOLS, "metadata", body, fits, field="metadata.name")
         elif choice == 3:
             body["metadata"]["labels"] = {_label_key(self.random): _label_value(self.random)}
@@ -607,8 +609,8 @@ def _positive_quantity(text: str) -> bool:
 
 def _valid_label_value(value: str) -> bool:
     return (
-        len(value) <= nodepool_api.MAX_LABEL_VALUE_LENGTH
-        and re.fullmatch(nodepool_api.LABEL_VALUE_PATTERN.strip("^$"), value) is not None
+        len(value) <= nodepool_schema.MAX_LABEL_VALUE_LENGTH
+        and re.fullmatch(nodepool_schema.LABEL_VALUE_PATTERN.strip("^$"), value) is not None
     )
 
 

@@ -12,10 +12,10 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
+from nodepool_devtools.cluster import children
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud import credentials
 from nodepool_operator.cloud.simcloud.client import SimCloudClient
-from nodepool_operator.cluster import children
 
 CLI = children.CLI
 

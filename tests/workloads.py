@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 
 #: Every kind ``constrain`` knows.
 KINDS: Final = (
@@ -65,13 +65,13 @@ def constrain(
     """The pod spec fields of ``kind`` for pods with ``labels`` (host ports aside: they are
     a container's, see ``container``). ``zone`` is the one a zone-pinned pod asks for."""
     if kind == "anti-host":
-        return {"affinity": pod_terms("podAntiAffinity", labels, nodepool_api.HOSTNAME_LABEL)}
+        return {"affinity": pod_terms("podAntiAffinity", labels, wellknown.HOSTNAME_LABEL)}
     if kind == "spread-zone":
-        return {"topologySpreadConstraints": spread(labels, nodepool_api.ZONE_LABEL)}
+        return {"topologySpreadConstraints": spread(labels, wellknown.ZONE_LABEL)}
     if kind == "spread-host":
-        return {"topologySpreadConstraints": spread(labels, nodepool_api.HOSTNAME_LABEL)}
+        return {"topologySpreadConstraints": spread(labels, wellknown.HOSTNAME_LABEL)}
     if kind == "zone-pin":
-        return {"nodeSelector": {nodepool_api.ZONE_LABEL: zone}}
+        return {"nodeSelector": {wellknown.ZONE_LABEL: zone}}
     if kind == "tolerate":
         return {"tolerations": [dict(toleration)]}
     return {}

@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from naive import sizing
 from naive import vms as vms_step
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.cloud import credentials, provider
 from nodepool_operator.cloud.simcloud.client import SimCloudClient
 from nodepool_operator.controllers.autoscaler import fit
@@ -93,9 +94,9 @@ def bound_pods(body: kopf.Body, spec: kopf.Spec, **_: Any) -> Any:
     return {spec["nodeName"]: fit.pod_requests(body)}
 
 
-@kopf.index("nodes", labels={nodepool_api.POOL_LABEL: kopf.PRESENT})
+@kopf.index("nodes", labels={wellknown.POOL_LABEL: kopf.PRESENT})
 def pool_nodes(labels: kopf.Labels, name: str, **_: Any) -> Any:
-    return {labels[nodepool_api.POOL_LABEL]: name}
+    return {labels[wellknown.POOL_LABEL]: name}
 
 
 @kopf.index(GROUP, VERSION, "nodepools")
@@ -120,7 +121,7 @@ async def scale(
     for vm in vms[spec.target_nodes :]:
         await vms_step.remove(memo.api, memo.cloud, vm)
     vms = await vms_step.live(memo.cloud, name)
-    page = await memo.api.list_page(kinds.NODES, label_selector=nodepool_api.pool_selector(name))
+    page = await memo.api.list_page(kinds.NODES, label_selector=wellknown.pool_selector(name))
     registered = {node["metadata"]["name"] for node in page["items"]}
     for vm in vms:
         if vm.state == provider.VmState.RUNNING and vm.name not in registered:
@@ -148,7 +149,7 @@ async def report(
 
 
 async def observed(api: Client, pool: str, target: int) -> dict[str, Any]:
-    page = await api.list_page(kinds.NODES, label_selector=nodepool_api.pool_selector(pool))
+    page = await api.list_page(kinds.NODES, label_selector=wellknown.pool_selector(pool))
     registered = page["items"]
     ready = sum(1 for node in registered if nodes.is_ready(node))
     settled = ready == len(registered) == target

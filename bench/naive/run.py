@@ -41,6 +41,7 @@ from naive import sizing
 from naive import vms as vms_step
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.cloud import credentials, provider
 from nodepool_operator.cloud.simcloud.client import SimCloudClient
 from nodepool_operator.controllers.nodepool.nodes import node_manifest
@@ -97,7 +98,7 @@ class NaiveOperator:
         self.nodes = self.cache.informer(kinds.NODES)
         self.queue: workqueue.WorkQueue[str] = workqueue.WorkQueue(name="naive-nodepool")
         self.pools.add_handler(EveryChange(self.queue, lambda o: o["metadata"]["name"]))
-        self.nodes.add_handler(EveryChange(self.queue, nodepool_api.pool_of))
+        self.nodes.add_handler(EveryChange(self.queue, wellknown.pool_of))
 
     async def run(self) -> None:
         self.cache.start()
@@ -135,9 +136,7 @@ class NaiveOperator:
                 await vms_step.remove(self.api, self.cloud, vm)
         vms = await vms_step.live(self.cloud, name)
         await self.register_nodes(pool, spec.template, vms)
-        page = await self.api.list_page(
-            kinds.NODES, label_selector=nodepool_api.pool_selector(name)
-        )
+        page = await self.api.list_page(kinds.NODES, label_selector=wellknown.pool_selector(name))
         registered = page["items"]
         ready = sum(1 for node in registered if nodes.is_ready(node))
         settled = ready == len(registered) == spec.target_nodes
@@ -191,9 +190,7 @@ class NaiveOperator:
             template=pool_spec.template,
             namespaces=spec.namespaces,
         )
-        pool_nodes = [
-            n for n in self.nodes.items() if nodepool_api.pool_of(n) == spec.node_pool_name
-        ]
+        pool_nodes = [n for n in self.nodes.items() if wellknown.pool_of(n) == spec.node_pool_name]
         used = sizing.bound_requests(self.pods.items(), {n["metadata"]["name"] for n in pool_nodes})
         coming = max(0, pool_spec.target_nodes - len(pool_nodes))
         extra = sizing.extra_nodes(pending, pool_spec.template, used=used.values(), coming=coming)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -20,11 +21,9 @@ from nodepool_operator.cloud import credentials as cloud_credentials
 from nodepool_operator.cloud import selection
 from nodepool_operator.cloud.simcloud import kubelets as simcloud_kubelets
 from nodepool_operator.cloud.simcloud import server as simcloud_server
-from nodepool_operator.cluster import binaries, controlplane
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
 from nodepool_operator.controllers.autoscaler.setup import planner_reads
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
-from nodepool_operator.demo import story
 from nodepool_operator.inspection import planning as inspection_planning
 from nodepool_operator.inspection import report as inspection_report
 from nodepool_operator.inspection import snapshot as inspection_snapshot
@@ -48,6 +47,30 @@ cluster_app = typer.Typer(
 )
 app.add_typer(cluster_app, name="cluster")
 
+#: The package of the development tools (the local control plane and its binaries, the
+#: demo): beside this one in a source checkout, absent from the wheel. The commands that
+#: need it import it when they run, never at import time, so the installed operator runs
+#: without it; ``pyproject.toml``'s import-linter contracts allow exactly these imports.
+DEVTOOLS_PACKAGE = "nodepool_devtools"
+
+
+def _require_devtools(command: str) -> None:
+    """Stop with one line saying what to do when the development tools are not installed."""
+    if importlib.util.find_spec(DEVTOOLS_PACKAGE) is None:
+        typer.secho(
+            f"error: '{command}' is a development tool, not in the installed package: run it "
+            "from a source checkout ('source scripts/setup-env.sh', docs/development.md)",
+            fg=typer.colors.RED,
+            err=True,
+        )
+        raise typer.Exit(1)
+
+
+@cluster_app.callback()
+def cluster_needs_devtools() -> None:
+    _require_devtools("cluster")
+
+
 DirOption = Annotated[
     Path,
     typer.Option(
@@ -66,6 +89,8 @@ def cluster_up(
 ) -> None:
     """Build (or reuse) the binaries, start the control plane and wait until it is ready;
     print KUBECONFIG and a PATH with the project's kubectl and helm (for eval)."""
+    from nodepool_devtools.cluster import binaries, controlplane
+
     plane = controlplane.ControlPlane(directory)
     try:
         plane.up(timeout=timeout)
@@ -79,6 +104,8 @@ def cluster_up(
 @cluster_app.command("down")
 def cluster_down(directory: DirOption = DEFAULT_DIR) -> None:
     """Stop every process that ``cluster up`` started in DIR (state and logs stay)."""
+    from nodepool_devtools.cluster import controlplane
+
     plane = controlplane.ControlPlane(directory)
     plane.down()
     left = [p for p in plane.status() if p.running]
@@ -91,6 +118,8 @@ def cluster_down(directory: DirOption = DEFAULT_DIR) -> None:
 @cluster_app.command("status")
 def cluster_status(directory: DirOption = DEFAULT_DIR) -> None:
     """Show each component's pid and whether it runs; exit 1 unless all run."""
+    from nodepool_devtools.cluster import controlplane
+
     plane = controlplane.ControlPlane(directory)
     processes = plane.status()
     if not processes:
@@ -109,6 +138,8 @@ def cluster_status(directory: DirOption = DEFAULT_DIR) -> None:
 def cluster_build() -> None:
     """Build the control-plane binaries, helm and kubemark (the hollow kubelet) into the cache
     (a no-op when they are there)."""
+    from nodepool_devtools.cluster import binaries
+
     try:
         found = binaries.ensure_binaries()
         found["helm"] = binaries.ensure_helm()
@@ -153,6 +184,10 @@ def demo(
     ] = KubeletMode.KWOK,
 ) -> None:
     """Run the whole story on the local control plane: scale-up, competing writer, scale-down."""
+    _require_devtools("demo")
+    from nodepool_devtools.cluster import binaries, controlplane
+    from nodepool_devtools.demo import story
+
     options = story.DemoOptions(
         directory=directory,
         keep=keep,
@@ -236,11 +271,7 @@ def simcloud(
     ] = None,
 ) -> None:
     """Run the simulated cloud: an HTTP API for VMs, with latency and fault injection."""
-    try:
-        hollow = _hollow_kubelets(kubelets, kubelet_kubeconfig, state=state)
-    except binaries.BuildError as error:
-        typer.secho(f"error: {error}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(1) from error
+    hollow = _hollow_kubelets(kubelets, kubelet_kubeconfig, state=state)
     try:
         config = _simcloud_config(
             state=state,
@@ -274,7 +305,8 @@ def _hollow_kubelets(
     mode: KubeletMode, kubeconfig: Path | None, *, state: Path
 ) -> simcloud_kubelets.KubeletConfig | None:
     """What simcloud boots on its VMs: None for kwok; raises ``typer.BadParameter`` for
-    hollow without a kubeconfig, ``BuildError`` if kubemark cannot be built."""
+    hollow without a kubeconfig, and exits when kubemark cannot be had: it is built from
+    the checkout's ``tools/`` by the development tools (``cluster build``)."""
     if mode == KubeletMode.KWOK:
         if kubeconfig is not None:
             raise typer.BadParameter(
@@ -286,8 +318,16 @@ def _hollow_kubelets(
             "--kubelets hollow needs the kubeconfig of an existing file",
             param_hint="--kubelet-kubeconfig",
         )
+    _require_devtools("simcloud --kubelets hollow")
+    from nodepool_devtools.cluster import binaries
+
+    try:
+        kubemark = binaries.ensure_kubemark()
+    except binaries.BuildError as error:
+        typer.secho(f"error: {error}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(1) from error
     return simcloud_kubelets.KubeletConfig(
-        kubemark=str(binaries.ensure_kubemark()),
+        kubemark=str(kubemark),
         kubeconfig=str(kubeconfig.resolve()),
         log_directory=str(state.resolve().parent / f"{state.name}.kubelets"),
     )

@@ -19,8 +19,8 @@ from kubernetes_asyncio import client
 
 from chaos.fleet import BROKEN_ENV, Fleet
 from chaos.settings import SETTINGS
-from nodepool_operator.cluster import install
-from nodepool_operator.cluster.pytest_plugin import Cluster
+from nodepool_devtools.cluster import install
+from nodepool_devtools.cluster.pytest_plugin import Cluster
 
 FIGURES: dict[str, dict[str, Any]] = {}
 

@@ -37,11 +37,12 @@ from harness import (
     remove_pool,
     wait_for,
 )
+from nodepool_devtools.cluster import controlplane
+from nodepool_devtools.cluster.pytest_plugin import Cluster
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.cloud import credentials, provider
 from nodepool_operator.cloud.simcloud.client import SimCloudClient
-from nodepool_operator.cluster import controlplane
-from nodepool_operator.cluster.pytest_plugin import Cluster
 
 OPERATOR_USER = controlplane.IDENTITIES["operator"].user
 BROKEN_ENV = "NODEPOOL_CHAOS_BROKEN"
@@ -455,7 +456,7 @@ class Fleet:
         return sorted(vm.name for vm in vms) == sorted(await self.node_names(name))
 
     async def node_names(self, pool: str) -> list[str]:
-        found = await self.core.list_node(label_selector=f"{nodepool_api.POOL_LABEL}={pool}")
+        found = await self.core.list_node(label_selector=f"{wellknown.POOL_LABEL}={pool}")
         return [n.metadata.name for n in found.items]
 
     async def violations(self) -> list[str]:

@@ -44,7 +44,7 @@ from pathlib import Path
 
 import pytest
 
-from nodepool_operator.cluster import controlplane
+from nodepool_devtools.cluster import controlplane
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"

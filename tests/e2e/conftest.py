@@ -16,9 +16,9 @@ import pytest
 from kubernetes_asyncio import client
 
 from harness import CLI, Operator, Process, SimCloud, operator_args, remove_pool
+from nodepool_devtools.cluster import install
+from nodepool_devtools.cluster.pytest_plugin import Cluster
 from nodepool_operator.cloud import credentials
-from nodepool_operator.cluster import install
-from nodepool_operator.cluster.pytest_plugin import Cluster
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

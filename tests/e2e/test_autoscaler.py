@@ -21,6 +21,7 @@ import workloads
 from harness import Operator, SimCloud, wait_for
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 
 POOLS = ("nodepool.dev", "v1alpha1", "nodepools")
 AUTOSCALERS = ("nodepool.dev", "v1alpha1", "autoscalers")
@@ -61,7 +62,7 @@ async def create_autoscaler(
 def pod_spec(pool: str, cpu: str) -> dict[str, Any]:
     """One pause container asking for ``cpu``, on the pool's nodes."""
     return {
-        "nodeSelector": {nodepool_api.POOL_LABEL: pool},
+        "nodeSelector": {wellknown.POOL_LABEL: pool},
         "terminationGracePeriodSeconds": 0,
         "containers": [workloads.container(cpu)],
     }
@@ -69,7 +70,7 @@ def pod_spec(pool: str, cpu: str) -> dict[str, Any]:
 
 def deployment(name: str, *, pool: str, replicas: int, cpu: str = "1") -> dict[str, Any]:
     return workloads.deployment(
-        name, selector={nodepool_api.POOL_LABEL: pool}, replicas=replicas, cpu=cpu
+        name, selector={wellknown.POOL_LABEL: pool}, replicas=replicas, cpu=cpu
     )
 
 
@@ -99,7 +100,7 @@ class History:
             if not self.targets or self.targets[-1][1] != target:
                 self.targets.append((time.monotonic(), target))
             found = await self.custom.list_cluster_custom_object(
-                *REQUESTS, label_selector=nodepool_api.pool_selector(self.pool)
+                *REQUESTS, label_selector=wellknown.pool_selector(self.pool)
             )
             for request in found["items"]:
                 self.requests[request["metadata"]["name"]] = request["spec"]["targetNodes"]
@@ -194,7 +195,7 @@ async def test_ten_pods_get_exactly_three_nodes_and_none_extra_while_they_boot(
     assert cloud.client is not None
     stats = await cloud.client.stats()
     assert sorted(stats.creations_by_name) == [f"{pool_name}-{i}" for i in range(3)]
-    nodes = await core.list_node(label_selector=nodepool_api.pool_selector(pool_name))
+    nodes = await core.list_node(label_selector=wellknown.pool_selector(pool_name))
     assert len(nodes.items) == 3
     status = await autoscaler_status(custom, autoscaler_name)
     assert status["lastRequest"]["targetNodes"] == 3
@@ -242,7 +243,7 @@ async def test_a_pod_bigger_than_a_node_gets_one_warning_and_no_node(
     assert warning.count == 1
     assert "requests 8000 of cpu, a node offers 4000" in warning.message
     found = await custom.list_cluster_custom_object(
-        *REQUESTS, label_selector=nodepool_api.pool_selector(pool_name)
+        *REQUESTS, label_selector=wellknown.pool_selector(pool_name)
     )
     assert found["items"] == []
     pool = await custom.get_cluster_custom_object(*POOLS, pool_name)

@@ -21,8 +21,7 @@ from e2e.test_autoscaler import (
     running,
 )
 from harness import Operator, SimCloud, wait_for
-from nodepool_operator.api import autoscaler as autoscaler_api
-from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 
 UNNEEDED = 5
 TARGET_LABEL = "e2e.nodepool.dev/target"
@@ -30,7 +29,7 @@ TARGET_LABEL = "e2e.nodepool.dev/target"
 
 def deployment(name: str, *, pool: str, replicas: int, **spec: Any) -> dict[str, Any]:
     """Pause pods of 1 CPU labelled ``app=<name>``, on the pool's nodes."""
-    selector = {nodepool_api.POOL_LABEL: pool}
+    selector = {wellknown.POOL_LABEL: pool}
     return workloads.deployment(name, selector=selector, replicas=replicas, cpu="1", **spec)
 
 
@@ -46,12 +45,12 @@ async def pool_settled(custom: client.CustomObjectsApi, name: str, nodes: int) -
 
 
 async def pool_nodes(core: client.CoreV1Api, pool: str) -> list[client.V1Node]:
-    found = await core.list_node(label_selector=nodepool_api.pool_selector(pool))
+    found = await core.list_node(label_selector=wellknown.pool_selector(pool))
     return list(found.items)
 
 
 def consolidating(node: client.V1Node) -> bool:
-    return any(t.key == autoscaler_api.CONSOLIDATING_TAINT_KEY for t in node.spec.taints or ())
+    return any(t.key == wellknown.CONSOLIDATING_TAINT_KEY for t in node.spec.taints or ())
 
 
 async def tainted(core: client.CoreV1Api, pool: str) -> list[str]:
@@ -66,15 +65,13 @@ async def autoscaler_events(core: client.CoreV1Api, name: str, reason: str) -> l
 
 
 def pinned(node: str) -> dict[str, Any]:
-    return {"nodeSelector": {nodepool_api.HOSTNAME_LABEL: node}}
+    return {"nodeSelector": {wellknown.HOSTNAME_LABEL: node}}
 
 
 def preferring(node: str) -> dict[str, Any]:
     """Scheduled on ``node`` when there is room, free to move anywhere in the pool."""
     term = {
-        "matchExpressions": [
-            {"key": nodepool_api.HOSTNAME_LABEL, "operator": "In", "values": [node]}
-        ]
+        "matchExpressions": [{"key": wellknown.HOSTNAME_LABEL, "operator": "In", "values": [node]}]
     }
     return {
         "affinity": {
@@ -166,7 +163,7 @@ async def test_a_shrunk_deployment_ends_on_one_node_within_the_delay_and_a_minut
     pods = (await core.list_namespaced_pod(namespace)).items
     assert {p.spec.node_name for p in pods} == {node.metadata.name}
     requests = await custom.list_cluster_custom_object(
-        *REQUESTS, label_selector=nodepool_api.pool_selector(pool_name)
+        *REQUESTS, label_selector=wellknown.pool_selector(pool_name)
     )
     named = [n for r in requests["items"] for n in r["spec"].get("removeNodes", [])]
     assert named  # the nodes that went were named, not counted
@@ -201,7 +198,7 @@ def _empty_dir(pool: str, node: str) -> tuple[str, dict[str, Any]]:
 def _do_not_disrupt(pool: str, node: str) -> tuple[str, dict[str, Any]]:
     rule, body = _kept_deployment(pool, node, "do-not-disrupt")
     body["spec"]["template"]["metadata"]["annotations"] = {
-        nodepool_api.DO_NOT_DISRUPT_ANNOTATION: "true"
+        wellknown.DO_NOT_DISRUPT_ANNOTATION: "true"
     }
     return rule, body
 

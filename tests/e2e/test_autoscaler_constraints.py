@@ -28,9 +28,10 @@ from e2e.test_autoscaler import (
 from harness import Operator, SimCloud, remove_pool, wait_for
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 
-ZONE = nodepool_api.ZONE_LABEL
-HOSTNAME = nodepool_api.HOSTNAME_LABEL
+ZONE = wellknown.ZONE_LABEL
+HOSTNAME = wellknown.HOSTNAME_LABEL
 
 
 async def make_pool(
@@ -115,7 +116,7 @@ async def test_daemonset_overhead_is_counted_so_the_pool_grows_once_to_what_fits
     core = client.CoreV1Api(api_client)
     await make_pool(custom, pool_name)
     await make_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
-    selector = {nodepool_api.POOL_LABEL: pool_name}
+    selector = {wellknown.POOL_LABEL: pool_name}
     daemon = {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
@@ -162,7 +163,7 @@ async def test_a_template_reserve_is_taken_off_each_new_node(
     custom = client.CustomObjectsApi(api_client)
     await make_pool(custom, pool_name, reserved={"cpu": "500m"})
     await make_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
-    selector = {nodepool_api.POOL_LABEL: pool_name}
+    selector = {wellknown.POOL_LABEL: pool_name}
     history = await scale_up_for(
         api_client,
         pool=pool_name,
@@ -172,7 +173,7 @@ async def test_a_template_reserve_is_taken_off_each_new_node(
     )
     assert history.values == [0, 4]
     core = client.CoreV1Api(api_client)
-    nodes = await core.list_node(label_selector=nodepool_api.pool_selector(pool_name))
+    nodes = await core.list_node(label_selector=wellknown.pool_selector(pool_name))
     assert {n.status.allocatable["cpu"] for n in nodes.items} == {"3500m"}
     assert operator.errors_logged() == []
 
@@ -187,7 +188,7 @@ async def test_hostname_anti_affinity_gets_one_node_per_replica_in_one_step(
     custom = client.CustomObjectsApi(api_client)
     await make_pool(custom, pool_name)
     await make_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
-    selector = {nodepool_api.POOL_LABEL: pool_name}
+    selector = {wellknown.POOL_LABEL: pool_name}
     anti = workloads.pod_terms("podAntiAffinity", {"app": "db"}, HOSTNAME)
     history = await scale_up_for(
         api_client,
@@ -212,7 +213,7 @@ async def test_a_zone_spread_gets_a_node_in_each_zone(
     custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
     await make_pool(custom, pool_name, zones=("zone-a", "zone-b", "zone-c"))
     await make_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
-    selector = {nodepool_api.POOL_LABEL: pool_name}
+    selector = {wellknown.POOL_LABEL: pool_name}
     spread = workloads.spread({"app": "api"}, ZONE, minDomains=3)
     # Six small pods fit on one node; spread over three zones they need three.
     history = await scale_up_for(
@@ -227,7 +228,7 @@ async def test_a_zone_spread_gets_a_node_in_each_zone(
         running_pods=6,
     )
     assert history.values == [0, 3]
-    nodes = await core.list_node(label_selector=nodepool_api.pool_selector(pool_name))
+    nodes = await core.list_node(label_selector=wellknown.pool_selector(pool_name))
     assert sorted(n.metadata.labels[ZONE] for n in nodes.items) == ["zone-a", "zone-b", "zone-c"]
     assert operator.errors_logged() == []
 
@@ -242,7 +243,7 @@ async def test_a_host_port_gets_one_node_per_replica(
     custom = client.CustomObjectsApi(api_client)
     await make_pool(custom, pool_name)
     await make_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
-    selector = {nodepool_api.POOL_LABEL: pool_name}
+    selector = {wellknown.POOL_LABEL: pool_name}
     history = await scale_up_for(
         api_client,
         pool=pool_name,
@@ -270,7 +271,7 @@ async def test_a_taint_on_an_existing_node_is_judged_on_that_node(
     )
 
     async def one_node() -> list[Any]:
-        found = await core.list_node(label_selector=nodepool_api.pool_selector(pool_name))
+        found = await core.list_node(label_selector=wellknown.pool_selector(pool_name))
         return [n for n in found.items if n.status.allocatable]
 
     [node] = await wait_for(one_node, within=30)
@@ -282,7 +283,7 @@ async def test_a_taint_on_an_existing_node_is_judged_on_that_node(
         _content_type="application/strategic-merge-patch+json",
     )
     await make_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
-    selector = {nodepool_api.POOL_LABEL: pool_name}
+    selector = {wellknown.POOL_LABEL: pool_name}
     history = await scale_up_for(
         api_client,
         pool=pool_name,
@@ -372,7 +373,7 @@ async def test_pods_affine_to_a_pending_pod_share_its_node_and_the_one_left_over
     custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
     await make_pool(custom, pool_name)
     await make_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
-    selector = {nodepool_api.POOL_LABEL: pool_name}
+    selector = {wellknown.POOL_LABEL: pool_name}
     near_cache = workloads.pod_terms("podAffinity", {"app": "cache"}, HOSTNAME)
     # The cache and two 1.5-cpu web pods fill one node; the third web pod must be on the
     # cache's node too, so no new node can ever host it: one node, and it is told why.

@@ -22,7 +22,7 @@ from e2e.test_autoscaler import (
     running,
 )
 from harness import Operator, SimCloud, wait_for
-from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 
 
 async def test_a_dry_run_autoscaler_tells_the_pods_and_requests_only_once_turned_off(
@@ -67,7 +67,7 @@ async def test_a_dry_run_autoscaler_tells_the_pods_and_requests_only_once_turned
 
     async def requests() -> list[Any]:
         found = await custom.list_cluster_custom_object(
-            *REQUESTS, label_selector=nodepool_api.pool_selector(pool_name)
+            *REQUESTS, label_selector=wellknown.pool_selector(pool_name)
         )
         return list(found["items"])
 

@@ -22,10 +22,11 @@ from e2e.test_autoscaler import AUTOSCALERS, POOLS, History, events, phases, run
 from e2e.test_autoscaler_constraints import make_autoscaler
 from harness import Operator, SimCloud, remove_pool, wait_for
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.controllers import cached
 from nodepool_operator.controllers.nodepool.nodes import KWOK_ANNOTATION
 
-ZONE = nodepool_api.ZONE_LABEL
+ZONE = wellknown.ZONE_LABEL
 STRATEGIC = "application/strategic-merge-patch+json"
 AGENT_TAINT = {"key": "example.com/agent-not-ready", "effect": "NoSchedule"}
 
@@ -125,7 +126,7 @@ async def test_a_system_node_counts_for_affinity_and_its_name_is_skipped(
         database = pod("db", {"nodeName": system})
         await core.create_namespaced_pod(namespace, database)
         await wait_for(lambda: running(core, namespace, 1), within=30)
-        selector = {nodepool_api.POOL_LABEL: pool_name}
+        selector = {wellknown.POOL_LABEL: pool_name}
         near = workloads.pod_terms("podAffinity", {"app": "db"}, ZONE)
         away = workloads.pod_terms("podAntiAffinity", {"app": "db"}, ZONE)
         history = await scale_up(
@@ -150,7 +151,7 @@ async def test_a_system_node_counts_for_affinity_and_its_name_is_skipped(
         found = await custom.get_cluster_custom_object(*POOLS, pool_name)
         assert found["spec"]["targetNodes"] == 1
         node = await core.read_node(system)
-        assert nodepool_api.POOL_LABEL not in (node.metadata.labels or {})
+        assert wellknown.POOL_LABEL not in (node.metadata.labels or {})
         assert operator.errors_logged() == []
     finally:
         with contextlib.suppress(client.exceptions.ApiException):
@@ -174,7 +175,7 @@ async def test_startup_taints_cost_no_extra_node(
     async def remove_startup_taints() -> None:
         """The agent on each node: once the node is up, it removes its taint."""
         while True:
-            found = await core.list_node(label_selector=nodepool_api.pool_selector(pool_name))
+            found = await core.list_node(label_selector=wellknown.pool_selector(pool_name))
             for node in found.items:
                 taints = node.spec.taints or []
                 if any(t.key == AGENT_TAINT["key"] for t in taints):
@@ -199,7 +200,7 @@ async def test_startup_taints_cost_no_extra_node(
 
     agents = asyncio.create_task(remove_startup_taints())
     try:
-        selector = {nodepool_api.POOL_LABEL: pool_name}
+        selector = {wellknown.POOL_LABEL: pool_name}
         history = await scale_up(
             api_client,
             pool=pool_name,
@@ -227,14 +228,14 @@ async def test_an_arm64_pool_grows_for_arm64_pods_only(
     arm = f"{pool_name}-arm"
     shared = {"example.com/tier": pool_name}
     await make_pool(custom, pool_name, labels=shared)
-    await make_pool(custom, arm, labels={**shared, nodepool_api.ARCH_LABEL: "arm64"})
+    await make_pool(custom, arm, labels={**shared, wellknown.ARCH_LABEL: "arm64"})
     await make_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
     await make_autoscaler(custom, f"{autoscaler_name}-arm", pool=arm, namespace=namespace)
     try:
         amd_history = History(custom, pool_name)
         amd_history.start()
         try:
-            arm_only = {**shared, nodepool_api.ARCH_LABEL: "arm64"}
+            arm_only = {**shared, wellknown.ARCH_LABEL: "arm64"}
             arm_history = await scale_up(
                 api_client,
                 pool=arm,
@@ -246,14 +247,14 @@ async def test_an_arm64_pool_grows_for_arm64_pods_only(
             await amd_history.stop()
         assert arm_history.values == [0, 1]
         assert amd_history.values == [0]
-        [node] = (await core.list_node(label_selector=nodepool_api.pool_selector(arm))).items
-        assert node.metadata.labels[nodepool_api.ARCH_LABEL] == "arm64"
-        assert node.metadata.labels[nodepool_api.OS_LABEL] == "linux"
+        [node] = (await core.list_node(label_selector=wellknown.pool_selector(arm))).items
+        assert node.metadata.labels[wellknown.ARCH_LABEL] == "arm64"
+        assert node.metadata.labels[wellknown.OS_LABEL] == "linux"
         # The operator's own labels are refused in a template, by the server.
         bad = nodepool_api.manifest(
             f"{pool_name}-bad",
             nodepool_api.NodePoolSpec(
-                template=nodepool_api.NodeTemplate(labels={nodepool_api.POOL_LABEL: "x"})
+                template=nodepool_api.NodeTemplate(labels={wellknown.POOL_LABEL: "x"})
             ),
         )
         with pytest.raises(client.exceptions.ApiException) as refused:
@@ -326,7 +327,7 @@ async def test_pods_with_volumes_go_where_their_volumes_are_or_are_told_why_not(
         volumes.append(volume["metadata"]["name"])
         await core.create_namespaced_persistent_volume_claim(namespace, body)
     try:
-        selector = {nodepool_api.POOL_LABEL: pool_name}
+        selector = {wellknown.POOL_LABEL: pool_name}
         history = await scale_up(
             api_client,
             pool=pool_name,

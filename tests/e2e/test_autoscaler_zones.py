@@ -13,14 +13,14 @@ from e2e.test_autoscaler import MERGE, POOLS, REQUESTS
 from e2e.test_autoscaler_constraints import make_autoscaler, make_pool
 from e2e.test_autoscaler_real_cluster import pod, scale_up
 from harness import Operator, SimCloud, settled, wait_for
-from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 
-ZONE = nodepool_api.ZONE_LABEL
+ZONE = wellknown.ZONE_LABEL
 ZONES = ("zone-a", "zone-b", "zone-c")
 
 
 async def node_zones(core: client.CoreV1Api, pool: str) -> dict[str, str]:
-    found = await core.list_node(label_selector=nodepool_api.pool_selector(pool))
+    found = await core.list_node(label_selector=wellknown.pool_selector(pool))
     return {n.metadata.name: n.metadata.labels.get(ZONE, "") for n in found.items}
 
 
@@ -54,7 +54,7 @@ async def test_one_zone_pinned_pod_on_an_empty_three_zone_pool_gets_one_node_in_
     custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
     await make_pool(custom, pool_name, zones=ZONES)
     await make_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
-    selector = {nodepool_api.POOL_LABEL: pool_name, ZONE: "zone-c"}
+    selector = {wellknown.POOL_LABEL: pool_name, ZONE: "zone-c"}
 
     history = await scale_up(
         api_client,

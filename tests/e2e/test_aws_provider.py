@@ -22,11 +22,11 @@ from kubernetes_asyncio import config as k8s_config
 
 import ec2_server
 from harness import CLI, MERGE, POOLS, Operator, operator_args, remove_pool, settled, wait_for
-from nodepool_operator.api import launch
+from nodepool_devtools.cluster import controlplane, install
+from nodepool_devtools.cluster.pytest_plugin import Cluster
+from nodepool_operator.api import launch, wellknown
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud import aws_launch
-from nodepool_operator.cluster import controlplane, install
-from nodepool_operator.cluster.pytest_plugin import Cluster
 
 ZONES = ("us-east-1a", "us-east-1b")
 
@@ -83,7 +83,7 @@ def _pool(name: str, settings: launch.AwsLaunch, *, target: int) -> dict[str, An
 
 
 async def _nodes(core: client.CoreV1Api, pool: str) -> dict[str, Any]:
-    found = await core.list_node(label_selector=f"{nodepool_api.POOL_LABEL}={pool}")
+    found = await core.list_node(label_selector=f"{wellknown.POOL_LABEL}={pool}")
     return {n.metadata.name: n for n in found.items}
 
 
@@ -101,7 +101,7 @@ async def _assert_exactly(
         node = nodes[ec2_server.tag(instance, aws_launch.VM_NAME_TAG)]
         zone = instance["Placement"]["AvailabilityZone"]
         assert node.spec.provider_id == f"aws:///{zone}/{instance['InstanceId']}"
-        assert node.metadata.labels[nodepool_api.ZONE_LABEL] == zone
+        assert node.metadata.labels[wellknown.ZONE_LABEL] == zone
     every = moto.instances(**{aws_launch.POOL_TAG: pool})
     per_name = collections.Counter(ec2_server.tag(i, aws_launch.VM_NAME_TAG) for i in every)
     assert len(every) == launched

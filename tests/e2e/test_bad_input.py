@@ -32,12 +32,12 @@ import fuzz_corpus
 import workloads
 from fuzz_corpus import AUTOSCALERS, NODEPOOLS, SCALEREQUESTS, Case
 from harness import MERGE, POOLS, Operator, SimCloud, pool_body, remove_pool, wait_for
+from nodepool_devtools.cluster import audit
+from nodepool_devtools.cluster.pytest_plugin import Cluster
 from nodepool_operator.api import autoscaler as autoscaler_api
-from nodepool_operator.api import meta
+from nodepool_operator.api import meta, wellknown
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
-from nodepool_operator.cluster import audit
-from nodepool_operator.cluster.pytest_plugin import Cluster
 
 SEED = int(os.environ.get("NODEPOOL_FUZZ_SEED", "20261130"))
 SIZE = int(os.environ.get("NODEPOOL_FUZZ_CASES", "1000"))
@@ -381,11 +381,11 @@ async def _check_corpus(
     async def still_initialising() -> list[str]:
         # A settled pool's newest Nodes may still wait for their kubelet (kwok here) before
         # the operator lifts the unregistered taint: one patch each, still the scale-up's.
-        found = await client.CoreV1Api(api_client).list_node(label_selector=nodepool_api.POOL_LABEL)
+        found = await client.CoreV1Api(api_client).list_node(label_selector=wellknown.POOL_LABEL)
         return [
             str(node.metadata.name)
             for node in found.items
-            if any(t.key == nodepool_api.UNREGISTERED_TAINT_KEY for t in node.spec.taints or ())
+            if any(t.key == wellknown.UNREGISTERED_TAINT_KEY for t in node.spec.taints or ())
         ]
 
     uninitialised = await _within(60.0, still_initialising)
@@ -515,7 +515,7 @@ async def test_an_autoscaler_with_the_longest_name_still_gets_its_pool_scaled(
         pod = {
             "metadata": {"name": "waiting"},
             "spec": {
-                "nodeSelector": {nodepool_api.POOL_LABEL: pool_name},
+                "nodeSelector": {wellknown.POOL_LABEL: pool_name},
                 "containers": [workloads.container("1")],
             },
         }

@@ -28,11 +28,10 @@ from e2e.test_autoscaler_consolidation import (
     two_nodes,
 )
 from harness import Operator, SimCloud, wait_for
-from nodepool_operator.api import autoscaler as autoscaler_api
-from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 
-CONSOLIDATING = autoscaler_api.CONSOLIDATING_TAINT_KEY
-STAMP = autoscaler_api.UNNEEDED_SINCE_ANNOTATION
+CONSOLIDATING = wellknown.CONSOLIDATING_TAINT_KEY
+STAMP = wellknown.UNNEEDED_SINCE_ANNOTATION
 
 
 def marks_of(node: client.V1Node) -> tuple[bool, bool]:
@@ -65,7 +64,7 @@ async def test_a_node_labelled_with_the_pool_but_not_owned_by_it_is_never_marked
             "kind": "Node",
             "metadata": {
                 "name": stranger,
-                "labels": {nodepool_api.POOL_LABEL: pool_name},
+                "labels": {wellknown.POOL_LABEL: pool_name},
                 "annotations": {"kwok.x-k8s.io/node": "fake"},
             },
             "status": {"allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"}},
@@ -89,7 +88,7 @@ async def test_a_node_labelled_with_the_pool_but_not_owned_by_it_is_never_marked
             seen_marks.append(marks_of(await core.read_node(stranger)))
         assert set(seen_marks) == {(False, False)}
         requests = await custom.list_cluster_custom_object(
-            *REQUESTS, label_selector=nodepool_api.pool_selector(pool_name)
+            *REQUESTS, label_selector=wellknown.pool_selector(pool_name)
         )
         named = [n for r in requests["items"] for n in r["spec"].get("removeNodes", [])]
         assert stranger not in named
@@ -170,7 +169,7 @@ async def test_a_hundred_and_twenty_empty_nodes_go_to_min_nodes_in_requests_the_
     assert took < 180
     print(f"120 empty nodes to minNodes=2 in {took:.1f} s")
     requests = await custom.list_cluster_custom_object(
-        *REQUESTS, label_selector=nodepool_api.pool_selector(pool_name)
+        *REQUESTS, label_selector=wellknown.pool_selector(pool_name)
     )
     phases = [r.get("status", {}).get("phase") for r in requests["items"]]
     assert "Rejected" not in phases, phases

@@ -35,11 +35,11 @@ from e2e.test_autoscaler_consolidation import (
 )
 from e2e.test_autoscaler_constraints import make_pool
 from harness import Operator, SimCloud, wait_for
-from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.controllers import cached
 from nodepool_operator.controllers.autoscaler import volumes
 
-ZONE = nodepool_api.ZONE_LABEL
+ZONE = wellknown.ZONE_LABEL
 CLAIM = "data-db-0"  # the StatefulSet controller's name for its pod db-0's claim "data"
 #: How long the node and the pod are watched: past the unneeded time, and a minute more.
 WATCHED_SECONDS = UNNEEDED + 60
@@ -147,7 +147,7 @@ def stateful_set(pool: str) -> dict[str, Any]:
     ``data-db-0`` (made before: the StatefulSet controller uses the claim it finds)."""
     labels = {"app": "db"}
     spec = {
-        "nodeSelector": {nodepool_api.POOL_LABEL: pool},
+        "nodeSelector": {wellknown.POOL_LABEL: pool},
         "terminationGracePeriodSeconds": 0,
         "containers": [
             {**workloads.container("1"), "volumeMounts": [{"name": "data", "mountPath": "/data"}]}
@@ -214,7 +214,7 @@ async def stays_where_it_is(
     pool_now = await custom.get_cluster_custom_object(*POOLS, pool)
     assert pool_now["spec"]["targetNodes"] == len(nodes)
     requests = await custom.list_cluster_custom_object(
-        *REQUESTS, label_selector=nodepool_api.pool_selector(pool)
+        *REQUESTS, label_selector=wellknown.pool_selector(pool)
     )
     assert requests["items"] == []  # nothing asked of the pool: no node named, none added
 
@@ -236,7 +236,7 @@ async def test_a_pod_on_a_local_volume_keeps_its_node_although_another_has_room(
     first, second = await two_nodes(custom, core, apps, pool=pool_name, namespace=namespace)
     volume = await storage.bound_volume(
         namespace,
-        key=nodepool_api.HOSTNAME_LABEL,
+        key=wellknown.HOSTNAME_LABEL,
         value=second,
         source={"local": {"path": f"/mnt/disks/{storage.suffix}"}},
     )

@@ -18,9 +18,10 @@ import pytest
 from kubernetes_asyncio import client
 
 from harness import MERGE, POOLS, Operator, SimCloud, kubectl, settled, wait_for
+from nodepool_devtools.cluster import binaries
+from nodepool_devtools.cluster.pytest_plugin import Cluster
 from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.cluster import binaries
-from nodepool_operator.cluster.pytest_plugin import Cluster
+from nodepool_operator.api import wellknown
 
 GITOPS = "gitops"  # the field manager a GitOps tool applies with
 HANDOVER = "handover-to-nodepool-operator"
@@ -82,7 +83,7 @@ class NodeWatch:
 
     async def _run(self) -> None:
         while True:
-            nodes = await self.core.list_node(label_selector=nodepool_api.pool_selector(self.pool))
+            nodes = await self.core.list_node(label_selector=wellknown.pool_selector(self.pool))
             for node in nodes.items:
                 if node.spec.unschedulable or node.metadata.deletion_timestamp:
                     self.deleting.add(node.metadata.name)

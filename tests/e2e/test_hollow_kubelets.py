@@ -19,6 +19,7 @@ import workloads
 from e2e.test_autoscaler import REQUESTS, create_autoscaler, events, phases
 from harness import MERGE, POOLS, SimCloud, settled, wait_for
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.cloud.provider import VmState
 from nodepool_operator.controllers.nodepool import nodes as node_ops
 
@@ -37,7 +38,7 @@ def pool_manifest(name: str, *, target: int, min_nodes: int = 0) -> dict[str, An
 
 
 async def pool_nodes(core: client.CoreV1Api, pool: str) -> list[Any]:
-    found = await core.list_node(label_selector=f"{nodepool_api.POOL_LABEL}={pool}")
+    found = await core.list_node(label_selector=f"{wellknown.POOL_LABEL}={pool}")
     return list(found.items)
 
 
@@ -60,7 +61,7 @@ def assert_registered_by_its_kubelet(node: Any, pool_uid: str) -> None:
     assert node.status.capacity["memory"] == "3840Mi"
     assert [ref.uid for ref in node.metadata.owner_references or ()] == [pool_uid], name
     taints = [t.key for t in node.spec.taints or ()]
-    assert nodepool_api.UNREGISTERED_TAINT_KEY not in taints, (name, taints)
+    assert wellknown.UNREGISTERED_TAINT_KEY not in taints, (name, taints)
 
 
 async def test_pods_run_on_the_kubelets_the_plan_asked_for_and_leave_with_them(
@@ -87,7 +88,7 @@ async def test_pods_run_on_the_kubelets_the_plan_asked_for_and_leave_with_them(
         custom, autoscaler_name, pool=pool_name, namespace=namespace, unneeded_seconds=5
     )
     # 10 pods of 250m: four to a 1-CPU node, so three nodes.
-    selector = {nodepool_api.POOL_LABEL: pool_name}
+    selector = {wellknown.POOL_LABEL: pool_name}
     deployment = workloads.deployment("web", selector=selector, replicas=10, cpu="250m")
     await apps.create_namespaced_deployment(namespace, deployment)
 
@@ -100,7 +101,7 @@ async def test_pods_run_on_the_kubelets_the_plan_asked_for_and_leave_with_them(
     pool = await custom.get_cluster_custom_object(*POOLS, pool_name)
     nodes = {node.metadata.name: node for node in await pool_nodes(core, pool_name)}
     requests = await custom.list_cluster_custom_object(
-        *REQUESTS, label_selector=nodepool_api.pool_selector(pool_name)
+        *REQUESTS, label_selector=wellknown.pool_selector(pool_name)
     )
     asked = [r["spec"]["targetNodes"] for r in requests["items"]]
     stats = await cloud.client.stats()

@@ -27,10 +27,11 @@ from e2e.test_autoscaler import AUTOSCALERS, MERGE, POOLS, running
 from e2e.test_autoscaler_consolidation import pinned, preferring
 from e2e.test_autoscaler_constraints import make_autoscaler, make_pool
 from harness import CLI, remove_pool, wait_for
+from nodepool_devtools.cluster import audit
+from nodepool_devtools.cluster.pytest_plugin import Cluster
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.cluster import audit
-from nodepool_operator.cluster.pytest_plugin import Cluster
+from nodepool_operator.api import wellknown
 
 
 def run_cli(*args: str, kubeconfig: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -216,7 +217,7 @@ def _hand_made_node(
             "name": name,
             "labels": {
                 **nodepool_api.node_labels(pool, template),
-                nodepool_api.HOSTNAME_LABEL: name,
+                wellknown.HOSTNAME_LABEL: name,
             },
             "annotations": {"kwok.x-k8s.io/node": "fake", **annotations},
             "ownerReferences": owners if owner_uid else [],
@@ -257,7 +258,7 @@ async def test_plan_previews_scale_down_by_consolidations_rules_within_min_nodes
     )
     uid = made["metadata"]["uid"]
     names = {role: f"{pool_name}-{role}" for role in ("busy", "light", "kept", "empty")}
-    karpenter = {nodepool_api.KARPENTER_DO_NOT_DISRUPT_ANNOTATION: "true"}
+    karpenter = {wellknown.KARPENTER_DO_NOT_DISRUPT_ANNOTATION: "true"}
     nodes = [
         _hand_made_node(names["busy"], pool=pool_name, owner_uid=uid, annotations={}),
         _hand_made_node(names["light"], pool=pool_name, owner_uid=uid, annotations={}),
@@ -268,7 +269,7 @@ async def test_plan_previews_scale_down_by_consolidations_rules_within_min_nodes
     try:
         for node in nodes:
             await core.create_node(node)
-        on_pool = {nodepool_api.POOL_LABEL: pool_name}
+        on_pool = {wellknown.POOL_LABEL: pool_name}
         big = workloads.deployment(
             "big", selector=on_pool, replicas=1, cpu="3", **pinned(names["busy"])
         )
@@ -302,7 +303,7 @@ async def test_plan_previews_scale_down_by_consolidations_rules_within_min_nodes
         assert set(kept) == {names["busy"], names["kept"]}  # never the foreign Node
         assert kept[names["busy"]]["rule"] == "busy"
         assert kept[names["kept"]]["rule"] == "do-not-disrupt"
-        assert nodepool_api.KARPENTER_DO_NOT_DISRUPT_ANNOTATION in kept[names["kept"]]["message"]
+        assert wellknown.KARPENTER_DO_NOT_DISRUPT_ANNOTATION in kept[names["kept"]]["message"]
         assert table.returncode == 0
         assert "Nodes scale-down keeps" in table.stdout
 

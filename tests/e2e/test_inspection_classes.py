@@ -36,12 +36,13 @@ import workloads
 from e2e.test_autoscaler import AUTOSCALERS, REQUESTS, autoscaler_status, condition
 from e2e.test_autoscaler_constraints import make_autoscaler
 from e2e.test_inspection import json_of, run_cli
+from nodepool_devtools.cluster.pytest_plugin import Cluster
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.cloud import credentials
-from nodepool_operator.cluster.pytest_plugin import Cluster
 
-ZONE: Final = nodepool_api.ZONE_LABEL
-HOSTNAME: Final = nodepool_api.HOSTNAME_LABEL
+ZONE: Final = wellknown.ZONE_LABEL
+HOSTNAME: Final = wellknown.HOSTNAME_LABEL
 SUITE: Final = "example.com/suite"
 RACK: Final = "example.com/rack"  # a topology key no node carries
 HDD: Final = {"disk": "hdd"}  # only the plain pool's nodes
@@ -659,7 +660,7 @@ async def acted(scene: Scene, api_client: client.ApiClient) -> Acted:
     for pod in (await core.list_namespaced_pod(scene.namespace)).items:
         if pod.metadata.name in fitting:
             node = await core.read_node(pod.spec.node_name)
-            nodes[pod.metadata.name] = node.metadata.labels[nodepool_api.POOL_LABEL]
+            nodes[pod.metadata.name] = node.metadata.labels[wellknown.POOL_LABEL]
     return Acted(await _requests(custom, scene.pools), waiting, nodes)
 
 

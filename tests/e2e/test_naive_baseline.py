@@ -18,9 +18,10 @@ import pytest
 from kubernetes_asyncio import client, config
 
 from harness import MERGE, POOLS, Process, SimCloud, pool_body, wait_for
+from nodepool_devtools.cluster import controlplane
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.cluster import controlplane
+from nodepool_operator.api import wellknown
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
@@ -125,7 +126,7 @@ async def test_naive_operator_scales_up_for_pods_and_follows_a_user_edit(
             "naive-1",
             "naive-2",
         ]
-        nodes = await core.list_node(label_selector=nodepool_api.pool_selector(POOL))
+        nodes = await core.list_node(label_selector=wellknown.pool_selector(POOL))
         assert sorted(n.metadata.name for n in nodes.items) == ["naive-0", "naive-1", "naive-2"]
     finally:
         operator.stop()

@@ -17,6 +17,7 @@ from kubernetes_asyncio import client
 from e2e.test_autoscaler import AUTOSCALERS, create_autoscaler, events, running
 from harness import MERGE, POOLS, SimCloud, remove_pool, settled, wait_for
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.cloud.simcloud import wire
 from workloads import deployment
 
@@ -43,8 +44,8 @@ def degraded(status: dict[str, Any]) -> dict[str, Any]:
 
 
 async def zones_of(core: client.CoreV1Api, pool: str) -> dict[str, str]:
-    found = await core.list_node(label_selector=f"{nodepool_api.POOL_LABEL}={pool}")
-    return {n.metadata.name: n.metadata.labels.get(nodepool_api.ZONE_LABEL) for n in found.items}
+    found = await core.list_node(label_selector=f"{wellknown.POOL_LABEL}={pool}")
+    return {n.metadata.name: n.metadata.labels.get(wellknown.ZONE_LABEL) for n in found.items}
 
 
 @pytest.mark.slow

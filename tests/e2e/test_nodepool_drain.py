@@ -21,10 +21,10 @@ from kubernetes_asyncio.client.exceptions import ApiException
 import workloads
 from e2e import scenes
 from harness import MERGE, POOLS, SimCloud, settled, wait_for
-from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_devtools.cluster import audit
+from nodepool_devtools.cluster.pytest_plugin import Cluster
+from nodepool_operator.api import wellknown
 from nodepool_operator.cloud.provider import VmName
-from nodepool_operator.cluster import audit
-from nodepool_operator.cluster.pytest_plugin import Cluster
 
 OPERATOR_USER = "nodepool-operator"
 SLOW_SHUTDOWN = "e2e.nodepool.dev/slow-shutdown"
@@ -111,7 +111,7 @@ async def guarded_pod(
     apps = client.AppsV1Api(api_client)
     policy = client.PolicyV1Api(api_client)
     web = workloads.deployment(
-        "guarded", selector={nodepool_api.POOL_LABEL: pool_name}, replicas=1, cpu="100m"
+        "guarded", selector={wellknown.POOL_LABEL: pool_name}, replicas=1, cpu="100m"
     )
     await apps.create_namespaced_deployment(namespace, web)
 

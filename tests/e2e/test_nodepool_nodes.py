@@ -8,7 +8,7 @@ from kubernetes_asyncio import client
 
 from harness import POOLS, Operator, SimCloud, settled, wait_for
 from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.api import quantity
+from nodepool_operator.api import quantity, wellknown
 
 
 def _amounts(resources: dict[str, str]) -> dict[str, int]:
@@ -41,25 +41,25 @@ async def test_nodes_carry_the_template_resources_zone_region_and_hostname(
     await custom.create_cluster_custom_object(*POOLS, nodepool_api.manifest(pool_name, spec))
     await wait_for(lambda: settled(custom, pool_name, 3), within=60)
 
-    found = await core.list_node(label_selector=nodepool_api.pool_selector(pool_name))
+    found = await core.list_node(label_selector=wellknown.pool_selector(pool_name))
     nodes = {n.metadata.name: n for n in found.items}
     assert sorted(nodes) == [f"{pool_name}-{i}" for i in range(3)]
     for name, node in nodes.items():
-        zone = node.metadata.labels[nodepool_api.ZONE_LABEL]  # the VM's, checked below
+        zone = node.metadata.labels[wellknown.ZONE_LABEL]  # the VM's, checked below
         expected = {
             **nodepool_api.node_labels(pool_name, template, zone=zone),
-            nodepool_api.HOSTNAME_LABEL: name,
+            wellknown.HOSTNAME_LABEL: name,
         }
         # The API server adds the deprecated beta.kubernetes.io labels of its own.
         assert node.metadata.labels.items() >= expected.items()
         assert _amounts(node.status.capacity) == nodepool_api.template_capacity(template)
         assert _amounts(node.status.allocatable) == nodepool_api.template_allocatable(template)
-    zones = [nodes[f"{pool_name}-{i}"].metadata.labels[nodepool_api.ZONE_LABEL] for i in range(3)]
+    zones = [nodes[f"{pool_name}-{i}"].metadata.labels[wellknown.ZONE_LABEL] for i in range(3)]
     assert zones == ["zone-a", "zone-b", "zone-a"]  # the least-filled zone each time
 
     assert cloud.client is not None
     vms = await cloud.client.list_vms(pool=pool_name)
     assert {vm.name: vm.zone for vm in vms} == {
-        name: node.metadata.labels[nodepool_api.ZONE_LABEL] for name, node in nodes.items()
+        name: node.metadata.labels[wellknown.ZONE_LABEL] for name, node in nodes.items()
     }
     assert operator.errors_logged() == []

@@ -14,14 +14,13 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from e2e import scenes
 from harness import POOLS, settled, wait_for
-from nodepool_operator.api import autoscaler as autoscaler_api
-from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.cloud.provider import VmState
 from nodepool_operator.controllers.nodepool import plan
 
 REQUESTS = (scalerequest_api.GROUP, scalerequest_api.VERSION, scalerequest_api.PLURAL)
-CONSOLIDATING = {"key": autoscaler_api.CONSOLIDATING_TAINT_KEY, "effect": "NoSchedule"}
+CONSOLIDATING = {"key": wellknown.CONSOLIDATING_TAINT_KEY, "effect": "NoSchedule"}
 
 
 async def taint(core: client.CoreV1Api, name: str) -> None:
@@ -70,7 +69,7 @@ def pod(name: str, node: str) -> dict[str, Any]:
 
 
 async def node_names(core: client.CoreV1Api, pool: str) -> set[str]:
-    found = await core.list_node(label_selector=f"{nodepool_api.POOL_LABEL}={pool}")
+    found = await core.list_node(label_selector=f"{wellknown.POOL_LABEL}={pool}")
     return {n.metadata.name for n in found.items}
 
 
@@ -133,7 +132,7 @@ async def test_a_request_naming_a_labelled_node_the_pool_does_not_own_is_rejecte
     # the label alone would have): the pool does not own it.
     await core.create_node(
         {
-            "metadata": {"name": stranger, "labels": {nodepool_api.POOL_LABEL: pool_name}},
+            "metadata": {"name": stranger, "labels": {wellknown.POOL_LABEL: pool_name}},
             "spec": {"taints": [CONSOLIDATING]},
         }
     )

@@ -18,14 +18,14 @@ from kubernetes_asyncio import client
 
 from e2e import scenes
 from harness import MERGE, POOLS, settled, wait_for
-from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.cloud.provider import VmName, VmState
 from nodepool_operator.cloud.simcloud import wire
 
 
 async def pool_nodes(core: client.CoreV1Api, pool: str) -> dict[str, str]:
     """The pool's Nodes, name -> uid."""
-    found = await core.list_node(label_selector=f"{nodepool_api.POOL_LABEL}={pool}")
+    found = await core.list_node(label_selector=f"{wellknown.POOL_LABEL}={pool}")
     return {n.metadata.name: n.metadata.uid for n in found.items}
 
 

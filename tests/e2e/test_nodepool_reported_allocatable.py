@@ -23,7 +23,7 @@ from e2e.test_autoscaler import (
     running,
 )
 from harness import Operator, SimCloud, wait_for
-from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from workloads import deployment
 
 POOLS = ("nodepool.dev", "v1alpha1", "nodepools")
@@ -53,7 +53,7 @@ class Kubelets:
                 await self._task
 
     async def _run(self) -> None:
-        selector = nodepool_api.pool_selector(self.pool)
+        selector = wellknown.pool_selector(self.pool)
         while True:
             for node in (await self.core.list_node(label_selector=selector)).items:
                 ready = any(
@@ -97,7 +97,7 @@ async def test_a_pool_whose_kubelets_report_less_stops_one_node_above_need_acros
     try:
         await create_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
         # Two pods of 4Gi share one 12Gi node; a 14Gi pod fits the template, no real node.
-        on_pool = {nodepool_api.POOL_LABEL: pool_name}
+        on_pool = {wellknown.POOL_LABEL: pool_name}
         small = deployment("small", selector=on_pool, replicas=2, cpu="500m", memory="4Gi")
         big = deployment("big", selector=on_pool, replicas=1, cpu="500m", memory="14Gi")
         await apps.create_namespaced_deployment(namespace, small)

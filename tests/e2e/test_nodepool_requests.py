@@ -13,8 +13,8 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from harness import MERGE, POOLS, Operator, SimCloud, pool_body, settled, wait_for
-from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
+from nodepool_operator.api import wellknown
 
 REQUESTS = ("nodepool.dev", "v1alpha1", "scalerequests")
 
@@ -155,7 +155,7 @@ async def test_scale_down_cordons_drains_and_removes_the_emptiest_nodes(
         *POOLS, pool_name, {"spec": {"targetNodes": 1}}, _content_type=MERGE
     )
     await wait_for(lambda: settled(custom, pool_name, 1), within=60)
-    nodes = await core.list_node(label_selector=f"{nodepool_api.POOL_LABEL}={pool_name}")
+    nodes = await core.list_node(label_selector=f"{wellknown.POOL_LABEL}={pool_name}")
     assert [n.metadata.name for n in nodes.items] == [busy]  # the node with a pod stayed
     assert not nodes.items[0].spec.unschedulable
     assert cloud.client is not None

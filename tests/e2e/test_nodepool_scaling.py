@@ -10,9 +10,9 @@ import pytest
 from kubernetes_asyncio import client
 
 from harness import MERGE, POOLS, Operator, SimCloud, kubectl, pool_body, settled, wait_for
-from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.cluster import audit, binaries
-from nodepool_operator.cluster.pytest_plugin import Cluster
+from nodepool_devtools.cluster import audit, binaries
+from nodepool_devtools.cluster.pytest_plugin import Cluster
+from nodepool_operator.api import wellknown
 
 OPERATOR_USER = "nodepool-operator"
 
@@ -23,7 +23,7 @@ async def get_pool(custom: client.CustomObjectsApi, name: str) -> dict[str, Any]
 
 
 async def pool_nodes(core: client.CoreV1Api, name: str) -> list[Any]:
-    found = await core.list_node(label_selector=f"{nodepool_api.POOL_LABEL}={name}")
+    found = await core.list_node(label_selector=f"{wellknown.POOL_LABEL}={name}")
     return list(found.items)
 
 
@@ -63,7 +63,7 @@ async def test_scale_0_to_5_then_kubectl_scale(
     )
     pool = await wait_for(lambda: settled(custom, pool_name, 5), within=60)
     await assert_exactly(cloud, core, pool_name, 5)
-    assert pool["status"]["selector"] == f"{nodepool_api.POOL_LABEL}={pool_name}"
+    assert pool["status"]["selector"] == f"{wellknown.POOL_LABEL}={pool_name}"
 
     kubectl_path = binaries.ensure_binaries()["kubectl"]
     await kubectl(kubectl_path, cluster.kubeconfig, "scale", f"np/{pool_name}", "--replicas=7")

@@ -11,12 +11,12 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from harness import MERGE, POOLS, Operator, SimCloud, pool_body, settled, wait_for
-from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_devtools.cluster import audit
+from nodepool_devtools.cluster.pytest_plugin import Cluster
+from nodepool_operator.api import wellknown
 from nodepool_operator.cloud import credentials
 from nodepool_operator.cloud.provider import MachineSpec, VirtualMachine, VmName, VmState
 from nodepool_operator.cloud.simcloud.client import SimCloudClient
-from nodepool_operator.cluster import audit
-from nodepool_operator.cluster.pytest_plugin import Cluster
 
 CLUSTER = "e2e-taken-names"
 OPERATOR_USER = "nodepool-operator"
@@ -65,7 +65,7 @@ def same_vm(vm: VirtualMachine | None, before: VirtualMachine) -> bool:
 
 
 async def own_nodes(core: client.CoreV1Api, pool: str) -> list[str]:
-    found = await core.list_node(label_selector=f"{nodepool_api.POOL_LABEL}={pool}")
+    found = await core.list_node(label_selector=f"{wellknown.POOL_LABEL}={pool}")
     return sorted(n.metadata.name for n in found.items)
 
 

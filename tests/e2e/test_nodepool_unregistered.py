@@ -17,9 +17,9 @@ from typing import Any
 from kubernetes_asyncio import client, watch
 
 from harness import MERGE, POOLS, Operator, SimCloud, pool_body, wait_for
-from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 
-TAINT = nodepool_api.UNREGISTERED_TAINT_KEY
+TAINT = wellknown.UNREGISTERED_TAINT_KEY
 
 
 def _pod(name: str, pool: str, *, cpu: str) -> dict[str, Any]:
@@ -28,7 +28,7 @@ def _pod(name: str, pool: str, *, cpu: str) -> dict[str, Any]:
         "kind": "Pod",
         "metadata": {"name": name},
         "spec": {
-            "nodeSelector": {nodepool_api.POOL_LABEL: pool},
+            "nodeSelector": {wellknown.POOL_LABEL: pool},
             "containers": [
                 {"name": "app", "image": "app", "resources": {"requests": {"cpu": cpu}}}
             ],
@@ -75,7 +75,7 @@ class History:
 async def watching(core: client.CoreV1Api, pool: str, namespace: str) -> AsyncIterator[History]:
     """Watches from the versions a list returns now: nothing written after is missed."""
     history = History()
-    selector = nodepool_api.pool_selector(pool)
+    selector = wellknown.pool_selector(pool)
     nodes_from = (await core.list_node(label_selector=selector)).metadata.resource_version
     pods_from = (await core.list_namespaced_pod(namespace)).metadata.resource_version
     tasks = [
@@ -164,7 +164,7 @@ async def test_the_kubelets_smaller_allocatable_decides_where_the_pod_goes(
     node = f"{pool_name}-0"
 
     async def created() -> Any:
-        found = await core.list_node(label_selector=nodepool_api.pool_selector(pool_name))
+        found = await core.list_node(label_selector=wellknown.pool_selector(pool_name))
         return [n for n in found.items if n.metadata.name == node]
 
     await wait_for(created, within=60)

@@ -18,6 +18,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from harness import MERGE, POOLS, pool_body
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import nodepool_schema
 from nodepool_operator.api import scalerequest as scalerequest_api
 
 REQUESTS = (scalerequest_api.GROUP, scalerequest_api.VERSION, scalerequest_api.PLURAL)
@@ -25,7 +26,7 @@ LABEL_KEYS = "label keys must be qualified names"
 TAINT_KEY = "a taint key must be a qualified name"
 # What a refused quantity's message says, instead of the grammar's regular expression.
 QUANTITY = 'must be a quantity such as 4, "500m" or "16Gi"'
-QUANTITY_HELP = nodepool_api.QUANTITY_HELP
+QUANTITY_HELP = nodepool_schema.QUANTITY_HELP
 PREFIX_253 = "a" * 63 + "." + "b" * 63 + "." + "c" * 63 + "." + "d" * 61
 
 

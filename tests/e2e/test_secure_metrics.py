@@ -16,7 +16,7 @@ import yaml
 from kubernetes_asyncio import client
 
 from harness import Operator, SimCloud, wait_for
-from nodepool_operator.cluster import install
+from nodepool_devtools.cluster import install
 
 READER_ROLE = Path(__file__).resolve().parents[2] / "deploy" / "rbac" / "metrics-reader-role.yaml"
 NAMESPACE = install.OPERATOR_NAMESPACE

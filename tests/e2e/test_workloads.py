@@ -12,7 +12,7 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from harness import MERGE, POOLS, Operator, SimCloud, pool_body, settled, wait_for
-from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 
 DAEMON = "node-agent"
 
@@ -27,7 +27,7 @@ def daemonset(pool: str) -> dict[str, Any]:
             "template": {
                 "metadata": {"labels": labels},
                 "spec": {
-                    "nodeSelector": {nodepool_api.POOL_LABEL: pool},
+                    "nodeSelector": {wellknown.POOL_LABEL: pool},
                     "containers": [
                         {
                             "name": "agent",
@@ -45,7 +45,7 @@ async def daemon_pods_match_pool(
     core: client.CoreV1Api, apps: client.AppsV1Api, namespace: str, pool: str
 ) -> bool:
     """One Running, Ready DaemonSet Pod on each Node of the pool, and no Pod anywhere else."""
-    nodes = await core.list_node(label_selector=f"{nodepool_api.POOL_LABEL}={pool}")
+    nodes = await core.list_node(label_selector=f"{wellknown.POOL_LABEL}={pool}")
     pods = await core.list_namespaced_pod(namespace, label_selector=f"app={DAEMON}")
     running = [
         p.spec.node_name

@@ -40,9 +40,9 @@ from harness import (
     settled,
     wait_for,
 )
+from nodepool_devtools.cluster import install
+from nodepool_devtools.cluster.pytest_plugin import Cluster
 from nodepool_operator.cloud import credentials
-from nodepool_operator.cluster import install
-from nodepool_operator.cluster.pytest_plugin import Cluster
 from nodepool_operator.runtime import tls
 
 REPO = Path(__file__).resolve().parents[2]

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from harness import Process
-from nodepool_operator.cluster.controlplane import free_port
+from nodepool_devtools.cluster.controlplane import free_port
 
 REGISTRY = "docker-registry"
 

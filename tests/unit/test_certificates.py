@@ -9,8 +9,8 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from nodepool_devtools.cluster import pki
 from nodepool_operator import certificates
-from nodepool_operator.cluster import pki
 from nodepool_operator.runtime import tls
 
 

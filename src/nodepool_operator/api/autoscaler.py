@@ -11,11 +11,10 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Final
 
-from nodepool_operator.api import fields, meta, nodepool
+from nodepool_operator.api import fields, meta, nodepool_schema
 
 __all__ = [
     "API_VERSION",
-    "CONSOLIDATING_TAINT_KEY",
     "DEFAULT_BATCH_WINDOW_SECONDS",
     "DEFAULT_DRY_RUN",
     "DEFAULT_MAX_CONCURRENT",
@@ -33,7 +32,6 @@ __all__ = [
     "SPEC_SCHEMA",
     "STATUS_SCHEMA",
     "SUBRESOURCES",
-    "UNNEEDED_SINCE_ANNOTATION",
     "VERSION",
     "AutoscalerSpec",
     "AutoscalerStatus",
@@ -64,14 +62,6 @@ DEFAULT_DRY_RUN: Final = False
 DEFAULT_UTILIZATION_THRESHOLD: Final = 0.5
 #: Underused Nodes with pods to move that are drained at a time (empty Nodes are not counted).
 DEFAULT_MAX_CONCURRENT: Final = 1
-
-#: On a Node the Autoscaler will remove once the taint is visible and its decision still
-#: holds: no new pod is scheduled there meanwhile. The Autoscaler adds and removes it.
-CONSOLIDATING_TAINT_KEY: Final = f"{GROUP}/consolidating"
-#: On a Node that could go (underused, its pods movable and fitting elsewhere): since when
-#: (RFC 3339). The Autoscaler's scale-down timer, kept in the world so that it survives a
-#: restart; removed when the Node is needed again.
-UNNEEDED_SINCE_ANNOTATION: Final = f"{GROUP}/unneeded-since"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -282,7 +272,10 @@ _SCALE_DOWN_PROPERTIES: Final[dict[str, Any]] = {
 }
 
 _SPEC_PROPERTIES: Final[dict[str, Any]] = {
-    "nodePoolName": {**nodepool.POOL_NAME_SCHEMA, "description": "Name of the NodePool to scale."},
+    "nodePoolName": {
+        **nodepool_schema.POOL_NAME_SCHEMA,
+        "description": "Name of the NodePool to scale.",
+    },
     "namespaces": {
         "type": "array",
         "description": "Namespaces whose pods are considered; empty means all.",

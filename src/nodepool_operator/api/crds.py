@@ -10,14 +10,14 @@ from typing import Any
 
 import yaml
 
-from nodepool_operator.api import autoscaler, nodepool, scalerequest
+from nodepool_operator.api import autoscaler, nodepool_schema, scalerequest
 
 __all__ = ["all_crds", "render_yaml"]
 
 
 def all_crds() -> list[dict[str, Any]]:
     """Fresh copies of every CRD, sorted by name so that the output never reorders."""
-    crds = [nodepool.crd(), scalerequest.crd(), autoscaler.crd()]
+    crds = [nodepool_schema.crd(), scalerequest.crd(), autoscaler.crd()]
     return sorted(crds, key=lambda crd: str(crd["metadata"]["name"]))
 
 

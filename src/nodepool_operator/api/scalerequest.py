@@ -21,7 +21,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal, get_args
 
-from nodepool_operator.api import fields, meta, nodepool
+from nodepool_operator.api import fields, meta, nodepool, nodepool_schema, wellknown
 
 __all__ = [
     "API_VERSION",
@@ -302,7 +302,7 @@ def manifest(name: str, spec: ScaleRequestSpec, *, pool_uid: str | None = None) 
     """
     metadata: dict[str, Any] = {
         "name": name,
-        "labels": {nodepool.POOL_LABEL: spec.node_pool_name},
+        "labels": {wellknown.POOL_LABEL: spec.node_pool_name},
     }
     if pool_uid is not None:
         metadata["ownerReferences"] = [
@@ -322,7 +322,7 @@ SPEC_SCHEMA: Final[dict[str, Any]] = {
     "required": ["nodePoolName", "targetNodes"],
     "properties": {
         "nodePoolName": {
-            **nodepool.POOL_NAME_SCHEMA,
+            **nodepool_schema.POOL_NAME_SCHEMA,
             "description": "Name of the NodePool to scale.",
         },
         "targetNodes": {

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final, TypeVar
 
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.runtime import pods as k8s_pods
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.lru import Bounded
@@ -48,7 +49,7 @@ BIND_COMPLETED_ANNOTATION: Final = "pv.kubernetes.io/bind-completed"
 ANNOTATIONS: Final = frozenset(
     {
         k8s_pods.MIRROR_POD_ANNOTATION,
-        *nodepool_api.DISRUPTION_ANNOTATIONS,
+        *wellknown.DISRUPTION_ANNOTATIONS,
         BIND_COMPLETED_ANNOTATION,
     }
 )

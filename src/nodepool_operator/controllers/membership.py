@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.resources import NODES_BY_POOL
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.informer import Informer
@@ -21,7 +21,7 @@ __all__ = ["is_member", "is_owned", "members"]
 
 def is_member(node: Mapping[str, Any], *, pool_name: str, pool_uid: str | None) -> bool:
     """The Node carries the pool label and an owner reference to the pool's uid."""
-    return nodepool_api.pool_of(node) == pool_name and is_owned(node, pool_uid)
+    return wellknown.pool_of(node) == pool_name and is_owned(node, pool_uid)
 
 
 def is_owned(node: Mapping[str, Any], pool_uid: str | None) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Final, Protocol
 
-from nodepool_operator.api import autoscaler, nodepool, scalerequest
+from nodepool_operator.api import autoscaler, nodepool, scalerequest, wellknown
 from nodepool_operator.runtime import informer, pods
 from nodepool_operator.runtime.client import Object, Resource
 
@@ -56,6 +56,6 @@ class _Indexable(Protocol):
 
 def add_shared_indexes(*, nodes: _Indexable, pods_: _Indexable, requests: _Indexable) -> None:
     """Declare the shared indexes (again: the same definition twice is one index)."""
-    nodes.add_index(NODES_BY_POOL, informer.label_index(nodepool.POOL_LABEL))
+    nodes.add_index(NODES_BY_POOL, informer.label_index(wellknown.POOL_LABEL))
     pods_.add_index(PODS_BY_NODE, pods.node_name_index)
     requests.add_index(REQUESTS_BY_POOL, _pool_named)

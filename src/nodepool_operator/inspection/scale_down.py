@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.autoscaler import simulation
 from nodepool_operator.controllers.autoscaler.consolidation import decide, rules
 from nodepool_operator.controllers.autoscaler.consolidation.proof import Proof
@@ -38,11 +38,11 @@ __all__ = ["Inputs", "PoolToPreview", "preview"]
 def _held(node: Mapping[str, Any]) -> tuple[str, str] | None:
     """(rule, message) when the Node itself may not go, whatever runs on it; else None:
     the reasons ``NodeViews`` folds into a view's ``eligible``, told apart."""
-    refused = nodepool_api.do_not_disrupt_reason(node, node=True)
+    refused = wellknown.do_not_disrupt_reason(node, node=True)
     if refused is not None:
         return "do-not-disrupt", f"the node carries {refused}"
     spec = node.get("spec") or {}
-    if any(t.get("key") == nodepool_api.UNREGISTERED_TAINT_KEY for t in spec.get("taints") or ()):
+    if any(t.get("key") == wellknown.UNREGISTERED_TAINT_KEY for t in spec.get("taints") or ()):
         return "unregistered", "its kubelet has not reported Ready and its allocatable yet"
     if not k8s_nodes.is_ready(node):
         return "not-ready", "not Ready (the NodePool controller repairs it)"

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from nodepool_operator.cluster import binaries, controlplane
+from nodepool_devtools.cluster import binaries, controlplane
 
 CLI = [sys.executable, "-m", "nodepool_operator.cli"]
 

@@ -16,7 +16,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from nodepool_operator.cluster.pytest_plugin import Cluster
+from nodepool_devtools.cluster.pytest_plugin import Cluster
 
 GROUP = "semantics.test.nodepool.dev"
 PLURAL = "widgets"

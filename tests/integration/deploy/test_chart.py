@@ -24,10 +24,10 @@ import pytest
 import typer
 import yaml
 
+from nodepool_devtools.cluster import binaries
+from nodepool_devtools.cluster.pytest_plugin import Cluster
 from nodepool_operator import cli
-from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.cluster import binaries
-from nodepool_operator.cluster.pytest_plugin import Cluster
+from nodepool_operator.api import wellknown
 
 REPO = Path(__file__).resolve().parents[3]
 CHART = REPO / "charts" / "nodepool-operator"
@@ -290,7 +290,7 @@ def test_the_rendered_operator_and_simcloud_keep_off_the_nodes_of_every_pool(
 ) -> None:
     simcloud = run(kubectl, "kustomize", DEPLOY / "simcloud")
     assert simcloud.returncode == 0, simcloud.stderr
-    off_pools = {"key": nodepool_api.POOL_LABEL, "operator": "DoesNotExist"}
+    off_pools = {"key": wellknown.POOL_LABEL, "operator": "DoesNotExist"}
     for objects in (template(helm), kustomized(kubectl), list(yaml.safe_load_all(simcloud.stdout))):
         affinity = pod_spec([o for o in objects if o])["affinity"]["nodeAffinity"]
         terms = affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]

@@ -27,9 +27,9 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from harness import wait_for
+from nodepool_devtools.cluster import binaries
+from nodepool_devtools.cluster.pytest_plugin import Cluster
 from nodepool_operator.api import crds
-from nodepool_operator.cluster import binaries
-from nodepool_operator.cluster.pytest_plugin import Cluster
 
 REPO = Path(__file__).resolve().parents[3]
 DEPLOY = REPO / "deploy"

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nodepool_operator.cluster import audit, controlplane
-from nodepool_operator.cluster.pytest_plugin import Cluster
+from nodepool_devtools.cluster import audit, controlplane
+from nodepool_devtools.cluster.pytest_plugin import Cluster
 
 REPO = Path(__file__).resolve().parents[3]
 RBAC = REPO / "deploy" / "rbac"

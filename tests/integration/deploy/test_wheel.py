@@ -5,6 +5,10 @@ directory outside the source tree.
 
 Needs PyPI (or pip's cache) for the locked dependencies and setuptools, as CI's
 `scripts/setup-env.sh` does.
+
+The wheel holds the product package, nodepool_operator, and nothing else: the development
+tools (nodepool_devtools: the local control plane, the demo, the pytest plugin) stay in the
+checkout, and no file of tools/ or deploy/ is bundled (only those tools read them).
 """
 
 from __future__ import annotations
@@ -23,11 +27,10 @@ import pytest
 import yaml
 
 from nodepool_operator.api import crds
-from nodepool_operator.cluster import binaries
 
 REPO = Path(__file__).resolve().parents[3]
 # The build context of the Dockerfile: everything a wheel is made from.
-SOURCES = ("pyproject.toml", "setup.py", "README.md", "src", "tools", "deploy/rbac")
+SOURCES = ("pyproject.toml", "README.md", "src")
 
 
 def _run(
@@ -87,20 +90,16 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     return Installed(wheel, python, environment / "bin" / "nodepool-operator", outside)
 
 
-def test_the_wheel_holds_the_package_and_not_the_test_helpers(installed: Installed) -> None:
+def test_the_wheel_holds_the_product_package_alone(installed: Installed) -> None:
     with zipfile.ZipFile(installed.wheel) as archive:
         names = set(archive.namelist())
     assert "nodepool_operator/cli.py" in names
     assert "nodepool_operator/py.typed" in names
-    assert "nodepool_operator/cluster/pytest_plugin.py" not in names
-    # What `cluster build` and `demo` read from outside src/ in a checkout.
-    bundled = "nodepool_operator/_bundled/"
-    for tool in ("etcd", "kubernetes", "kwok", "helm"):
-        assert f"{bundled}tools/{tool}/go.mod" in names
-        assert f"{bundled}tools/{tool}/go.sum" in names
-    for role in ("clusterrole.yaml", "leader-election-role.yaml"):
-        assert f"{bundled}deploy/rbac/{role}" in names
-    assert not any(name.startswith(("tests/", "bench/")) for name in names)
+    assert "nodepool_operator/api/wellknown.py" in names
+    # Every file is the product's or the wheel's metadata: no development tools, no bundle.
+    [dist_info] = {name.split("/")[0] for name in names if ".dist-info/" in name}
+    assert {name.split("/")[0] for name in names} == {"nodepool_operator", dist_info}
+    assert not any(name.startswith("nodepool_operator/_bundled/") for name in names)
     [metadata] = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
     with zipfile.ZipFile(installed.wheel) as archive:
         entry_points = archive.read(metadata).decode()
@@ -108,7 +107,7 @@ def test_the_wheel_holds_the_package_and_not_the_test_helpers(installed: Install
 
 
 def test_the_installed_cli_runs_outside_the_source_tree(installed: Installed) -> None:
-    for args in (["--help"], ["run", "--help"]):
+    for args in (["--help"], ["run", "--help"], ["cluster", "--help"], ["demo", "--help"]):
         done = _run(installed.cli, *args, cwd=installed.outside)
         assert done.returncode == 0, done.stderr
         assert "Usage: nodepool-operator" in done.stdout
@@ -124,8 +123,8 @@ def test_the_installed_package_is_the_wheels_and_has_only_its_locked_dependencie
     where = _run(installed.python, "-c", location, cwd=installed.outside)
     assert where.returncode == 0, where.stderr
     assert Path(where.stdout.strip()).is_relative_to(installed.python.parents[1])
-    # Test helpers and test-only dependencies are absent, not merely unused.
-    for module in ("nodepool_operator.cluster.pytest_plugin", "pytest"):
+    # The development tools and test-only dependencies are absent, not merely unused.
+    for module in ("nodepool_devtools", "nodepool_operator.cluster", "pytest"):
         missing = _run(installed.python, "-c", f"import {module}", cwd=installed.outside)
         assert missing.returncode != 0
         assert "ModuleNotFoundError" in missing.stderr, module
@@ -134,27 +133,27 @@ def test_the_installed_package_is_the_wheels_and_has_only_its_locked_dependencie
     assert f"Version: {version}" in shown.stdout
 
 
-def test_the_installed_cli_finds_the_pinned_binaries_and_the_rbac_without_a_checkout(
-    installed: Installed,
+@pytest.mark.parametrize(
+    ("args", "command"),
+    [
+        (["cluster", "up"], "cluster"),
+        (["cluster", "build"], "cluster"),
+        (["demo"], "demo"),
+        (["simcloud", "--kubelets", "hollow"], "simcloud --kubelets hollow"),
+    ],
+    ids=["cluster-up", "cluster-build", "demo", "simcloud-hollow"],
+)
+def test_the_installed_cli_says_in_one_line_that_a_development_command_needs_a_checkout(
+    installed: Installed, args: list[str], command: str
 ) -> None:
-    # The cache this machine's control plane uses, so nothing is built here; the pins are
-    # read from the wheel's copy of tools/, and the cache keys must match them.
-    cache = binaries.cache_root()
-    built = _run(installed.cli, "cluster", "build", cwd=installed.outside,
-                 env={binaries.CACHE_ENV: str(cache)})  # fmt: skip
-    assert built.returncode == 0, built.stderr
-    assert "[build]" not in built.stderr, "built again instead of using the cache"
-    found = dict(line.split() for line in built.stdout.splitlines())
-    assert set(found) == {*binaries.ALL_BINARIES, *binaries.KUBEMARK.commands, "helm"}
-    for path in found.values():
-        assert Path(path).is_relative_to(cache)
-    code = (
-        "from nodepool_operator.cluster import binaries, install; "
-        "print(binaries.tools_directory()); print(install._deploy_directory())"
-    )
-    where = _run(installed.python, "-c", code, cwd=installed.outside)
-    assert where.returncode == 0, where.stderr
-    site = installed.python.parents[1]
-    for line in where.stdout.splitlines():
-        assert Path(line).is_relative_to(site), line
-        assert Path(line).is_dir(), line
+    if args[0] == "simcloud":
+        kubeconfig = installed.outside / "kubeconfig"
+        kubeconfig.write_text("{}")
+        args = [*args, "--kubelet-kubeconfig", str(kubeconfig), "--insecure-no-auth"]
+    done = _run(installed.cli, *args, cwd=installed.outside)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stderr.splitlines() == [
+        f"error: '{command}' is a development tool, not in the installed package: run it "
+        "from a source checkout ('source scripts/setup-env.sh', docs/development.md)"
+    ]
+    assert "Traceback" not in done.stdout + done.stderr

@@ -15,7 +15,7 @@ from kubernetes_asyncio import config as k8s_config
 
 from harness import wait_for
 from integration.runtime.support import FIELD_MANAGER, GADGET_CRD, GADGETS, GROUP
-from nodepool_operator.cluster.pytest_plugin import Cluster
+from nodepool_devtools.cluster.pytest_plugin import Cluster
 from nodepool_operator.runtime.client import Client, Resource
 
 

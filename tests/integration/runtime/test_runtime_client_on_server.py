@@ -11,8 +11,8 @@ from kubernetes_asyncio import config as k8s_config
 
 from harness import wait_for
 from integration.runtime.support import GADGETS, gadget
+from nodepool_devtools.cluster.pytest_plugin import Cluster
 from nodepool_operator import timestamps
-from nodepool_operator.cluster.pytest_plugin import Cluster
 from nodepool_operator.runtime import errors
 from nodepool_operator.runtime.client import Client
 

@@ -16,7 +16,7 @@ import pytest
 
 from harness import wait_for
 from integration.runtime.support import GADGETS, eventually, gadget, running
-from nodepool_operator.cluster.pytest_plugin import Cluster
+from nodepool_devtools.cluster.pytest_plugin import Cluster
 from nodepool_operator.runtime import errors, retry
 from nodepool_operator.runtime.client import Client, Object
 from nodepool_operator.runtime.informer import Informer

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from harness import Process, wait_for
-from nodepool_operator.cluster.pytest_plugin import Cluster
+from nodepool_devtools.cluster.pytest_plugin import Cluster
 from nodepool_operator.runtime import kinds
 from nodepool_operator.runtime.client import Client, Object, Resource
 

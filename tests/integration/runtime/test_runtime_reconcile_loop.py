@@ -21,8 +21,8 @@ from integration.runtime.support import (
     running,
     started,
 )
-from nodepool_operator.cluster import audit
-from nodepool_operator.cluster.pytest_plugin import Cluster
+from nodepool_devtools.cluster import audit
+from nodepool_devtools.cluster.pytest_plugin import Cluster
 from nodepool_operator.runtime.client import Client, Object
 from nodepool_operator.runtime.controller import Controller, GenerationChanged, Request, Result
 from nodepool_operator.runtime.informer import Informer

@@ -7,7 +7,7 @@ from importlib import metadata
 
 from harness import wait_for
 from integration.runtime.support import GADGETS, gadget
-from nodepool_operator.cluster.pytest_plugin import Cluster
+from nodepool_devtools.cluster.pytest_plugin import Cluster
 from nodepool_operator.runtime.client import Client
 
 

@@ -19,8 +19,8 @@ import pytest
 
 from harness import wait_for
 from integration.runtime.support import GADGETS, eventually, gadget, running, started
-from nodepool_operator.cluster import controlplane
-from nodepool_operator.cluster.pytest_plugin import Cluster
+from nodepool_devtools.cluster import controlplane
+from nodepool_devtools.cluster.pytest_plugin import Cluster
 from nodepool_operator.runtime import errors
 from nodepool_operator.runtime.client import Client, Object
 from nodepool_operator.runtime.controller import Controller, Request, Result

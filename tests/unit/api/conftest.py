@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from nodepool_operator.api import launch, nodepool, quantity
+from nodepool_operator.api import launch, nodepool_schema, quantity, wellknown
 
 
 def re2_search(pattern: str, text: str) -> bool:
@@ -39,7 +39,7 @@ def re2_search(pattern: str, text: str) -> bool:
 
 def _is_qualified_name(name: str) -> bool:
     """CEL's ``matches(LABEL_KEY_PATTERN) && indexOf('/') <= 253``."""
-    return re2_search(nodepool.LABEL_KEY_PATTERN, name) and name.find("/") <= 253
+    return re2_search(nodepool_schema.LABEL_KEY_PATTERN, name) and name.find("/") <= 253
 
 
 def _value(text: Any) -> Fraction | None:
@@ -109,7 +109,7 @@ def _extended_reserves_fit(t: Mapping[str, Any]) -> bool:
 
 def _extended_names_valid(resources: Mapping[str, Any]) -> bool:
     return all(
-        re2_search(nodepool.EXTENDED_RESOURCE_NAME_PATTERN, k)
+        re2_search(nodepool_schema.EXTENDED_RESOURCE_NAME_PATTERN, k)
         and "kubernetes.io/" not in k
         and not k.startswith("requests.")
         for k in resources
@@ -119,7 +119,7 @@ def _extended_names_valid(resources: Mapping[str, Any]) -> bool:
 def _rule_at(path: str, index: int = 0) -> str:
     """The ``index``-th CEL rule of the NodePool spec's schema node at ``path``
     (``.template.labels``)."""
-    node: Mapping[str, Any] = nodepool.SPEC_SCHEMA
+    node: Mapping[str, Any] = nodepool_schema.SPEC_SCHEMA
     for part in path.lstrip(".").split("."):
         node = node["items"] if part == "[]" else node["properties"][part]
     return str(node["x-kubernetes-validations"][index]["rule"])
@@ -132,7 +132,7 @@ def _platform_label_holds(labels: Mapping[str, Any], label: str, values: Iterabl
 def _template_rule(message: str) -> str:
     [rule] = [
         r["rule"]
-        for r in nodepool.SPEC_SCHEMA["properties"]["template"]["x-kubernetes-validations"]
+        for r in nodepool_schema.SPEC_SCHEMA["properties"]["template"]["x-kubernetes-validations"]
         if r["message"] == message
     ]
     return str(rule)
@@ -147,25 +147,27 @@ CEL_MIRRORS: dict[str, Callable[[Any, Any], bool]] = {
     "self.minNodes <= self.maxNodes": lambda s, _: bool(s["minNodes"] <= s["maxNodes"]),
     "self.targetNodes <= self.maxNodes": lambda s, _: bool(s["targetNodes"] <= s["maxNodes"]),
     "self == oldSelf": lambda s, old: old is None or bool(s == old),
-    nodepool.SPEC_SCHEMA["properties"]["template"]["properties"]["cpu"]["x-kubernetes-validations"][
-        0
-    ]["rule"]: lambda s, _: _is_quantity_text(s),
-    nodepool.SPEC_SCHEMA["properties"]["template"]["properties"]["cpu"]["x-kubernetes-validations"][
-        1
-    ]["rule"]: lambda s, _: _positive_or_malformed(s),
+    nodepool_schema.SPEC_SCHEMA["properties"]["template"]["properties"]["cpu"][
+        "x-kubernetes-validations"
+    ][0]["rule"]: lambda s, _: _is_quantity_text(s),
+    nodepool_schema.SPEC_SCHEMA["properties"]["template"]["properties"]["cpu"][
+        "x-kubernetes-validations"
+    ][1]["rule"]: lambda s, _: _positive_or_malformed(s),
     "type(self) == int || !isQuantity(self) || quantity(self).isInteger()": (
         lambda s, _: isinstance(s, int) or _value(s) is None or _is_whole(s)
     ),
-    nodepool.SPEC_SCHEMA["properties"]["template"]["properties"]["extendedResources"][
+    nodepool_schema.SPEC_SCHEMA["properties"]["template"]["properties"]["extendedResources"][
         "x-kubernetes-validations"
     ][0]["rule"]: lambda s, _: _extended_names_valid(s),
     _rule_at(".template.labels"): lambda s, _: all(_is_qualified_name(k) for k in s),
-    _rule_at(".template.labels", 1): lambda s, _: not any(k in nodepool.OPERATOR_LABELS for k in s),
+    _rule_at(".template.labels", 1): lambda s, _: (
+        not any(k in wellknown.OPERATOR_LABELS for k in s)
+    ),
     _rule_at(".template.labels", 2): lambda s, _: _platform_label_holds(
-        s, nodepool.ARCH_LABEL, nodepool.ARCHITECTURES
+        s, wellknown.ARCH_LABEL, wellknown.ARCHITECTURES
     ),
     _rule_at(".template.labels", 3): lambda s, _: _platform_label_holds(
-        s, nodepool.OS_LABEL, nodepool.OPERATING_SYSTEMS
+        s, wellknown.OS_LABEL, wellknown.OPERATING_SYSTEMS
     ),
     _rule_at(".template.taints.[].key"): lambda s, _: _is_qualified_name(s),
     _template_rule(

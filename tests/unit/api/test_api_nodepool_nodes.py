@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 
 GI = 1024**3
 
@@ -88,7 +89,7 @@ def test_node_labels_carry_the_pool_the_template_labels_and_the_platform() -> No
     template = nodepool_api.NodeTemplate(labels={"tier": "web"})
     assert nodepool_api.node_labels("web", template) == {
         "tier": "web",
-        nodepool_api.POOL_LABEL: "web",
+        wellknown.POOL_LABEL: "web",
         "kubernetes.io/os": "linux",
         "kubernetes.io/arch": "amd64",
     }
@@ -96,26 +97,26 @@ def test_node_labels_carry_the_pool_the_template_labels_and_the_platform() -> No
 
 def test_the_template_may_set_the_architecture_and_os_but_not_the_pool_label() -> None:
     template = nodepool_api.NodeTemplate(
-        labels={"kubernetes.io/arch": "arm64", nodepool_api.POOL_LABEL: "other"}
+        labels={"kubernetes.io/arch": "arm64", wellknown.POOL_LABEL: "other"}
     )
     labels = nodepool_api.node_labels("web", template)
     assert labels["kubernetes.io/arch"] == "arm64"
     assert labels["kubernetes.io/os"] == "linux"
-    assert labels[nodepool_api.POOL_LABEL] == "web"
+    assert labels[wellknown.POOL_LABEL] == "web"
 
 
 def test_node_labels_carry_the_zone_given_and_the_template_region() -> None:
     template = nodepool_api.NodeTemplate(zones=("eu-1a", "eu-1b"), region="eu-1")
     labels = nodepool_api.node_labels("p", template, zone="eu-1b")
-    assert labels[nodepool_api.ZONE_LABEL] == "eu-1b"
-    assert labels[nodepool_api.REGION_LABEL] == "eu-1"
-    assert nodepool_api.ZONE_LABEL not in nodepool_api.node_labels("p", template)
+    assert labels[wellknown.ZONE_LABEL] == "eu-1b"
+    assert labels[wellknown.REGION_LABEL] == "eu-1"
+    assert wellknown.ZONE_LABEL not in nodepool_api.node_labels("p", template)
 
 
 def test_topology_labels_are_the_well_known_ones() -> None:
-    assert nodepool_api.ZONE_LABEL == "topology.kubernetes.io/zone"
-    assert nodepool_api.REGION_LABEL == "topology.kubernetes.io/region"
-    assert nodepool_api.HOSTNAME_LABEL == "kubernetes.io/hostname"
+    assert wellknown.ZONE_LABEL == "topology.kubernetes.io/zone"
+    assert wellknown.REGION_LABEL == "topology.kubernetes.io/region"
+    assert wellknown.HOSTNAME_LABEL == "kubernetes.io/hostname"
 
 
 def test_weight_defaults_to_zero_and_reads_back() -> None:

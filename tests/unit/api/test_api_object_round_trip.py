@@ -11,7 +11,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nodepool_operator.api import autoscaler, meta, nodepool, scalerequest
+from nodepool_operator.api import (
+    autoscaler,
+    meta,
+    nodepool,
+    scalerequest,
+    wellknown,
+)
 
 
 def _every_field(
@@ -208,7 +214,7 @@ def test_template_gives_its_capacity_as_exact_integers() -> None:
 
 
 def test_pool_selector_matches_the_pool_label() -> None:
-    assert nodepool.pool_selector("gpu") == "nodepool.dev/pool=gpu"
+    assert wellknown.pool_selector("gpu") == "nodepool.dev/pool=gpu"
 
 
 def test_manifests_are_complete_objects_of_their_kind() -> None:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from nodepool_operator.api import fields, nodepool, quantity
+from nodepool_operator.api import fields, nodepool_schema, quantity
 
 BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 DECIMAL = {
@@ -160,7 +160,7 @@ def test_decimal_fractions_are_exact_and_round_up(whole: int, fraction: str) -> 
 def _quantity_schemas() -> list[tuple[str, Mapping[str, Any]]]:
     """Every quantity field of the rendered NodePool CRD, with its format rule alone (the
     first; the others say what else a field needs, such as a value above zero)."""
-    crd = nodepool.crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    crd = nodepool_schema.crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     template = crd["properties"]["spec"]["properties"]["template"]["properties"]
     nodes = {
         "cpu": template["cpu"],
@@ -219,7 +219,7 @@ def test_the_crd_uses_the_parser_grammar_and_length_for_every_quantity() -> None
         assert "pattern" not in schema, name  # the format rule says it, in words
         [format_rule] = schema["x-kubernetes-validations"]
         assert f"self.matches('{quantity.NON_NEGATIVE_QUANTITY_PATTERN}')" in format_rule["rule"]
-        assert format_rule["message"] == f"must be {nodepool.QUANTITY_HELP}", name
+        assert format_rule["message"] == f"must be {nodepool_schema.QUANTITY_HELP}", name
         assert "[0-9]" not in format_rule["message"], name
         assert schema["maxLength"] == quantity.MAX_LENGTH, name
 

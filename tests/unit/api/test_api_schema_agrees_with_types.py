@@ -15,7 +15,13 @@ from typing import Any, Literal, Union
 
 import pytest
 
-from nodepool_operator.api import autoscaler, meta, nodepool, scalerequest
+from nodepool_operator.api import (
+    autoscaler,
+    meta,
+    nodepool,
+    nodepool_schema,
+    scalerequest,
+)
 
 
 def _crd_schema(crd: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -23,7 +29,7 @@ def _crd_schema(crd: Mapping[str, Any]) -> Mapping[str, Any]:
     return schema
 
 
-NODEPOOL = _crd_schema(nodepool.crd())["properties"]
+NODEPOOL = _crd_schema(nodepool_schema.crd())["properties"]
 SCALEREQUEST = _crd_schema(scalerequest.crd())["properties"]
 AUTOSCALER = _crd_schema(autoscaler.crd())["properties"]
 

@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.autoscaler import consolidation
 from nodepool_operator.controllers.autoscaler.consolidation import NodeView, rules
 from nodepool_operator.controllers.autoscaler.constraints import profile_of
@@ -32,7 +32,7 @@ def test_a_replicated_pod_without_local_data_may_move() -> None:
 
 def test_each_rule_that_keeps_a_pod_is_named() -> None:
     cases = {
-        "do-not-disrupt": annotated(**{nodepool_api.DO_NOT_DISRUPT_ANNOTATION: "true"}),
+        "do-not-disrupt": annotated(**{wellknown.DO_NOT_DISRUPT_ANNOTATION: "true"}),
         "not-replicated": pod(owners=[]),
         "local-storage": pod(volumes=[{"name": "scratch", "emptyDir": {}}]),
     }
@@ -40,10 +40,10 @@ def test_each_rule_that_keeps_a_pod_is_named() -> None:
         found = consolidation.movable_problem(case)
         assert found is not None, rule
         assert found[0] == rule
-    refused = annotated(**{nodepool_api.SAFE_TO_EVICT_ANNOTATION: "false"})
+    refused = annotated(**{wellknown.SAFE_TO_EVICT_ANNOTATION: "false"})
     assert consolidation.movable_problem(refused) == (
         "do-not-disrupt",
-        f'{nodepool_api.SAFE_TO_EVICT_ANNOTATION}: "false"',
+        f'{wellknown.SAFE_TO_EVICT_ANNOTATION}: "false"',
     )
     host = consolidation.movable_problem(pod(volumes=[{"name": "h", "hostPath": {"path": "/"}}]))
     assert host == ("local-storage", "hostPath volume 'h'")
@@ -55,7 +55,7 @@ def test_memory_backed_scratch_moves_and_safe_to_evict_waives_the_data_and_owner
     safe = pod(
         owners=[],
         volumes=[{"name": "scratch", "emptyDir": {}}],
-        meta={"annotations": {nodepool_api.SAFE_TO_EVICT_ANNOTATION: "true"}},
+        meta={"annotations": {wellknown.SAFE_TO_EVICT_ANNOTATION: "true"}},
     )
     assert consolidation.movable_problem(safe) is None
 

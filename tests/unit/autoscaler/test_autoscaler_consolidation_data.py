@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from nodepool_operator.api import autoscaler as autoscaler_api
-from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.controllers import cached
 from nodepool_operator.controllers.autoscaler import volumes
 from nodepool_operator.runtime.client import Object
@@ -23,7 +23,7 @@ from unit.autoscaler.test_autoscaler_reconcile import (
 
 STATEFUL = [{"kind": "StatefulSet", "name": "db", "uid": "sts", "controller": True}]
 LOCAL = "local"  # a class of hand-made local volumes, bound when a pod is scheduled
-ZONE = nodepool_api.ZONE_LABEL
+ZONE = wellknown.ZONE_LABEL
 
 
 def local_class() -> Object:
@@ -134,7 +134,7 @@ async def test_a_pod_on_a_local_volume_keeps_its_node_told_by_claim_and_volume()
         world,
         claim="data-db-0",
         volume="local-n2",
-        node_affinity=(nodepool_api.HOSTNAME_LABEL, "n2"),
+        node_affinity=(wellknown.HOSTNAME_LABEL, "n2"),
     )
     on_claim(world, "db-0", node="n2", claim="data-db-0")
 
@@ -172,7 +172,7 @@ async def test_a_pod_on_a_zonal_volume_moves_only_within_its_zone() -> None:
     zonal_node(world, "n3", "zone-b")
     world.pod("c", node="n3", cpu="2", ownerReferences=REPLICATED)  # half used: stays
     await past_the_delay(world)
-    assert taints(world, "n2") == [autoscaler_api.CONSOLIDATING_TAINT_KEY]
+    assert taints(world, "n2") == [wellknown.CONSOLIDATING_TAINT_KEY]
     [request] = world.api.made("scalerequests")
     assert request["spec"]["removeNodes"] == ["n2"]
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from nodepool_operator.api import autoscaler as autoscaler_api
-from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.controllers import cached
 from nodepool_operator.controllers.autoscaler.consolidation import decide, rules
 from unit.autoscaler.test_autoscaler_reconcile import (
@@ -23,7 +23,7 @@ from unit.autoscaler.test_autoscaler_reconcile import (
     taints,
 )
 
-CONSOLIDATING = autoscaler_api.CONSOLIDATING_TAINT_KEY
+CONSOLIDATING = wellknown.CONSOLIDATING_TAINT_KEY
 
 
 @pytest.fixture
@@ -137,7 +137,7 @@ async def test_pods_waiting_for_room_take_the_taint_off_and_keep_the_stamp(
 async def test_a_stamp_older_than_the_end_of_a_dry_run_starts_over(world: World) -> None:
     half_and_quarter(world)
     world.nodes.store["n2"]["metadata"]["annotations"] = {
-        autoscaler_api.UNNEEDED_SINCE_ANNOTATION: "2027-01-15T06:00:00Z"  # two hours ago
+        wellknown.UNNEEDED_SINCE_ANNOTATION: "2027-01-15T06:00:00Z"  # two hours ago
     }
     world.autoscalers.store[NAS]["status"] = {
         "conditions": [
@@ -169,7 +169,7 @@ def _half_and_quarter_with(world: World, **pod_meta: Any) -> None:
 
 async def test_karpenters_do_not_disrupt_on_a_pod_keeps_its_node() -> None:
     world = World()
-    refusal = {nodepool_api.KARPENTER_DO_NOT_DISRUPT_ANNOTATION: "true"}
+    refusal = {wellknown.KARPENTER_DO_NOT_DISRUPT_ANNOTATION: "true"}
     _half_and_quarter_with(world, annotations=refusal)
     await world.reconcile()
     assert marks(world, "n2") == ([], None)
@@ -180,8 +180,8 @@ async def test_karpenters_do_not_disrupt_on_a_pod_keeps_its_node() -> None:
 
 async def test_node_annotations_of_karpenter_and_cluster_autoscaler_keep_the_node() -> None:
     for annotation in (
-        nodepool_api.KARPENTER_DO_NOT_DISRUPT_ANNOTATION,
-        nodepool_api.SCALE_DOWN_DISABLED_ANNOTATION,
+        wellknown.KARPENTER_DO_NOT_DISRUPT_ANNOTATION,
+        wellknown.SCALE_DOWN_DISABLED_ANNOTATION,
     ):
         world = World()
         half_and_quarter(world)
@@ -194,7 +194,7 @@ async def test_node_annotations_of_karpenter_and_cluster_autoscaler_keep_the_nod
 
 
 def test_the_disruption_annotations_survive_the_cache_trim() -> None:
-    for key in nodepool_api.DISRUPTION_ANNOTATIONS:
+    for key in wellknown.DISRUPTION_ANNOTATIONS:
         assert key in cached.ANNOTATIONS
 
 
@@ -307,7 +307,7 @@ async def test_a_node_preemption_is_making_room_on_is_never_a_candidate(world: W
 async def test_a_node_kept_from_going_is_still_room_for_the_pods_of_another() -> None:
     world = World()
     half_and_quarter(world)
-    world.node("n1", annotations={nodepool_api.DO_NOT_DISRUPT_ANNOTATION: "true"})
+    world.node("n1", annotations={wellknown.DO_NOT_DISRUPT_ANNOTATION: "true"})
     await world.reconcile()
     assert stamp(world, "n2") is not None  # its pod fits on n1, which itself stays
     assert stamp(world, "n1") is None

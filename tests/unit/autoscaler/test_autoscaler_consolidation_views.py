@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodepool_operator.api import autoscaler as autoscaler_api
-from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.autoscaler.consolidation.views import NodeViews
 from nodepool_operator.controllers.autoscaler.profiles import ProfileCache
 from nodepool_operator.controllers.resources import NODES_BY_POOL
@@ -34,7 +33,7 @@ class Nodes:
         return [
             n
             for n, found in zip(self.store.values(), labels, strict=True)
-            if found.get(nodepool_api.POOL_LABEL) == value
+            if found.get(wellknown.POOL_LABEL) == value
         ]
 
     def get(self, name: str, namespace: str | None = None) -> Object | None:
@@ -56,7 +55,7 @@ def node(
         "metadata": {
             "name": name,
             "resourceVersion": version,
-            "labels": {nodepool_api.POOL_LABEL: POOL},
+            "labels": {wellknown.POOL_LABEL: POOL},
             "annotations": dict(annotations or {}),
             "ownerReferences": owners,
         },
@@ -118,7 +117,7 @@ def test_a_view_is_kept_until_its_node_or_its_pods_change() -> None:
     assert [p["metadata"]["name"] for p in moved[1].to_move] == ["p2"]
     assert pods.reads == 3
 
-    stamp = {autoscaler_api.UNNEEDED_SINCE_ANNOTATION: "2026-12-04T12:00:00Z"}
+    stamp = {wellknown.UNNEEDED_SINCE_ANNOTATION: "2026-12-04T12:00:00Z"}
     nodes.put(node("n1", version="2", annotations=stamp))  # n1 changes: only n1 is read again
     stamped = reviewing.views(POOL)
     assert first[0].since is None

@@ -11,6 +11,7 @@ import pytest
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.autoscaler import gather
 from nodepool_operator.controllers.autoscaler.handoff import (
     RequestLedger,
@@ -72,7 +73,7 @@ def node(name: str, *, ready: bool = True, cordoned: bool = False, pool: str = "
     return {
         "metadata": {
             "name": name,
-            "labels": {nodepool_api.POOL_LABEL: pool},
+            "labels": {wellknown.POOL_LABEL: pool},
             # Owned by the pool (``pool()``'s uid), as the NodePool controller makes them.
             "ownerReferences": [{"kind": "NodePool", "name": pool, "uid": f"{pool}-uid"}],
         },
@@ -261,7 +262,7 @@ async def test_pods_are_split_into_fitting_and_never_fitting_in_the_watched_name
 
 async def test_pods_planned_onto_another_pool_are_not_this_autoscalers_pending() -> None:
     def selecting(name: str) -> dict[str, Any]:
-        return {"nodeSelector": {nodepool_api.POOL_LABEL: name}}
+        return {"nodeSelector": {wellknown.POOL_LABEL: name}}
 
     pods = [
         pod("mine", spec=selecting("small")),

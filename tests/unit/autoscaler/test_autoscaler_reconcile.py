@@ -14,6 +14,7 @@ import pytest
 
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.autoscaler import report, volumes
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
 from nodepool_operator.controllers.autoscaler.consolidation import Consolidator
@@ -314,7 +315,7 @@ class World:
             "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
             "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
         }
-        labels = {nodepool_api.POOL_LABEL: pool}
+        labels = {wellknown.POOL_LABEL: pool}
         # Owned by the pool, as the NodePool controller makes them (``membership``).
         owner = {
             "kind": "NodePool",
@@ -328,7 +329,7 @@ class World:
             "annotations": dict(annotations or {}),
         }
         # A node still booting carries the NodePool controller's unregistered taint.
-        unregistered = {"key": nodepool_api.UNREGISTERED_TAINT_KEY, "effect": "NoSchedule"}
+        unregistered = {"key": wellknown.UNREGISTERED_TAINT_KEY, "effect": "NoSchedule"}
         spec = {} if registered else {"taints": [unregistered]}
         self.nodes.put(self._stamp({"metadata": meta, "spec": spec, "status": status}))
 
@@ -348,7 +349,7 @@ class World:
             "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]
         }
         if pool is not None:
-            spec["nodeSelector"] = {nodepool_api.POOL_LABEL: pool}
+            spec["nodeSelector"] = {wellknown.POOL_LABEL: pool}
         status: dict[str, Any] = {"phase": "Pending"}
         if node:
             spec["nodeName"] = node
@@ -476,7 +477,7 @@ async def test_ten_pending_pods_make_one_request_for_three_nodes(world: World) -
     }
     assert "10 pending pods need 3 more nodes" in request["spec"]["reason"]
     assert request["metadata"]["ownerReferences"][0]["uid"] == "uid-pool"
-    assert request["metadata"]["labels"] == {nodepool_api.POOL_LABEL: POOL}
+    assert request["metadata"]["labels"] == {wellknown.POOL_LABEL: POOL}
     assert result.requeue_after == 5
     assert len(world.api.events("TriggeredScaleUp")) == 10
     assert len(world.api.events("ScaleUpRequested")) == 1
@@ -1276,7 +1277,7 @@ def taints(world: World, name: str) -> list[str]:
 def stamp(world: World, name: str) -> str | None:
     node = world.nodes.get(name)
     assert node is not None
-    return (node["metadata"].get("annotations") or {}).get(autoscaler_api.UNNEEDED_SINCE_ANNOTATION)
+    return (node["metadata"].get("annotations") or {}).get(wellknown.UNNEEDED_SINCE_ANNOTATION)
 
 
 async def test_an_underused_node_is_stamped_tainted_then_named_in_the_request(
@@ -1291,7 +1292,7 @@ async def test_an_underused_node_is_stamped_tainted_then_named_in_the_request(
     assert taints(world, "n2") == []
     await world.clock.advance(1)
     tainting = await world.reconcile()
-    assert taints(world, "n2") == [autoscaler_api.CONSOLIDATING_TAINT_KEY]
+    assert taints(world, "n2") == [wellknown.CONSOLIDATING_TAINT_KEY]
     assert world.api.made("scalerequests") == []  # not before the taint is visible
     assert tainting.requeue_after == 1.0  # looks again soon: our taint wakes no watch
     await world.reconcile()
@@ -1314,7 +1315,7 @@ async def test_a_pod_that_cannot_move_arriving_before_the_recheck_untaints_the_n
     await world.reconcile()
     await world.clock.advance(60)
     await world.reconcile()
-    assert taints(world, "n2") == [autoscaler_api.CONSOLIDATING_TAINT_KEY]
+    assert taints(world, "n2") == [wellknown.CONSOLIDATING_TAINT_KEY]
     world.pod("lonely", cpu="100m", node="n2")  # bound before the taint showed; no owner
     await world.reconcile()
     assert world.api.made("scalerequests") == []

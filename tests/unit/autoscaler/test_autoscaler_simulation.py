@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.autoscaler import constraints
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile, Taint
 from nodepool_operator.controllers.autoscaler.simulation import (
@@ -20,8 +21,8 @@ from nodepool_operator.controllers.autoscaler.simulation import (
 )
 
 GI = 1024**3
-HOST = nodepool_api.HOSTNAME_LABEL
-ZONE = nodepool_api.ZONE_LABEL
+HOST = wellknown.HOSTNAME_LABEL
+ZONE = wellknown.ZONE_LABEL
 POD_NAME = "statefulset.kubernetes.io/pod-name"
 UNSUPPORTED_NAMESPACE_SELECTOR = {"matchLabels": {"team": "a"}}
 
@@ -108,7 +109,7 @@ def node(
     daemon_sets: frozenset[str] = frozenset(),
     allocatable: Mapping[str, int] | None = None,
 ) -> ExistingNode:
-    base = {nodepool_api.POOL_LABEL: pool_name} if pool_name else {}
+    base = {wellknown.POOL_LABEL: pool_name} if pool_name else {}
     return ExistingNode(
         name=name,
         pool=pool_name,
@@ -357,7 +358,7 @@ def test_prefer_no_schedule_taints_do_not_keep_pods_off() -> None:
 
 def test_a_node_selector_matching_the_template_labels_opens_a_node() -> None:
     ssd = pool(template=nodepool_api.NodeTemplate(labels={"disk": "ssd"}))
-    selector = {"disk": "ssd", nodepool_api.POOL_LABEL: "small", "kubernetes.io/os": "linux"}
+    selector = {"disk": "ssd", wellknown.POOL_LABEL: "small", "kubernetes.io/os": "linux"}
     outcome = run([profile(nodeSelector=selector)], nodes=[node("n1")], pools=[ssd])
     assert outcome.placements == ("small-0",)
 

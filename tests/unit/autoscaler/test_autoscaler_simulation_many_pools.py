@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.autoscaler import constraints
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.simulation import (
@@ -70,7 +71,7 @@ def _pool(
     def upcoming(k: int, zone: str | None) -> tuple[str, Mapping[str, str]]:
         node = f"{name}-{taken + k}"
         labels = nodepool_api.node_labels(name, template, zone=zone)
-        return node, {**labels, TIER: _tier(index, taken + k), nodepool_api.HOSTNAME_LABEL: node}
+        return node, {**labels, TIER: _tier(index, taken + k), wellknown.HOSTNAME_LABEL: node}
 
     return PoolTemplate(
         name=name,
@@ -93,7 +94,7 @@ def _existing(index: int, k: int, *, tainted: bool, busy: PodProfile) -> Existin
     return ExistingNode(
         name=name,
         pool=f"pool-{index}",
-        labels={**labels, TIER: _tier(index, k), nodepool_api.HOSTNAME_LABEL: name},
+        labels={**labels, TIER: _tier(index, k), wellknown.HOSTNAME_LABEL: name},
         taints=taints,
         unschedulable=False,
         allocatable=nodepool_api.template_allocatable(TEMPLATE),
@@ -126,11 +127,11 @@ def pending_pods(draw: st.DrawFn, count: int) -> list[PodProfile]:
         selector: dict[str, str] = {}
         kind = draw(st.sampled_from(("pool", "tier", "pool-and-tier", "zone", "none")))
         if kind in ("pool", "pool-and-tier"):
-            selector[nodepool_api.POOL_LABEL] = f"pool-{draw(st.integers(0, count))}"
+            selector[wellknown.POOL_LABEL] = f"pool-{draw(st.integers(0, count))}"
         if kind in ("tier", "pool-and-tier"):
             selector[TIER] = draw(st.sampled_from(("gold", "iron")))
         if kind == "zone":
-            selector[nodepool_api.ZONE_LABEL] = draw(st.sampled_from(ZONES))
+            selector[wellknown.ZONE_LABEL] = draw(st.sampled_from(ZONES))
         spec: dict[str, Any] = {"tolerations": tolerate} if draw(st.booleans()) else {}
         namespace = draw(st.sampled_from(("apps", "other")))
         cpu = draw(st.sampled_from((300, 1000, 1800, 3000)))
@@ -198,11 +199,11 @@ def test_a_pod_no_pool_hosts_names_every_pools_refusal() -> None:
         _pool(2, zoned=False, tainted=False, namespaces=frozenset({"other"}), taken=0),
     ]
     outcome = simulate(
-        [_pod(500, selector={nodepool_api.POOL_LABEL: "pool-9"})], nodes=[], pools=templates
+        [_pod(500, selector={wellknown.POOL_LABEL: "pool-9"})], nodes=[], pools=templates
     )
     assert outcome.unfit == {
         0: "pool-0: taint dedicated:NoSchedule is not tolerated; "
-        f"pool-1: nodeSelector {nodepool_api.POOL_LABEL}=pool-9 does not match"
+        f"pool-1: nodeSelector {wellknown.POOL_LABEL}=pool-9 does not match"
     }
 
 
@@ -210,7 +211,7 @@ def test_a_pod_selecting_its_pool_goes_to_that_pools_room_among_many() -> None:
     busy = _pod(900)
     existing = [_existing(i, k, tainted=False, busy=busy) for i in range(50) for k in range(2)]
     templates = [_pool(i, zoned=False, tainted=False, namespaces=None, taken=2) for i in range(50)]
-    pending = [_pod(1000, selector={nodepool_api.POOL_LABEL: "pool-37"})] * 3
+    pending = [_pod(1000, selector={wellknown.POOL_LABEL: "pool-37"})] * 3
     outcome = simulate(pending, nodes=existing, pools=templates)
     # Each pool-37 node has 4 - 2.7 cpu free: room for one; the third pod opens pool-37-2.
     assert outcome.placements == ("pool-37-0", "pool-37-1", "pool-37-2")

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.autoscaler import constraints
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.simulation import (
@@ -25,8 +26,8 @@ from nodepool_operator.controllers.autoscaler.simulation import (
     simulate,
 )
 
-HOST = nodepool_api.HOSTNAME_LABEL
-ZONE = nodepool_api.ZONE_LABEL
+HOST = wellknown.HOSTNAME_LABEL
+ZONE = wellknown.ZONE_LABEL
 NAMESPACE = "apps"
 KINDS = ("plain", "anti-host", "anti-zone", "port", "spread-host", "spread-zone")
 
@@ -231,7 +232,7 @@ def run(workload: Workload) -> tuple[Outcome, dict[str, Node]]:
             return name, labels
 
         counts = Counter(
-            first.node(index)[1].get(nodepool_api.ZONE_LABEL) for index, _ in workload.existing
+            first.node(index)[1].get(wellknown.ZONE_LABEL) for index, _ in workload.existing
         )
 
         templates.append(

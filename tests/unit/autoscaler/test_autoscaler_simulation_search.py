@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 import workloads
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.autoscaler import constraints
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.simulation import (
@@ -114,7 +115,7 @@ def _pool(
     def upcoming(k: int, zone: str | None) -> tuple[str, Mapping[str, str]]:
         node = f"{name}-{taken + k}"
         labels = nodepool_api.node_labels(name, template, zone=zone)
-        return node, {**labels, nodepool_api.HOSTNAME_LABEL: node}
+        return node, {**labels, wellknown.HOSTNAME_LABEL: node}
 
     counts = Counter(_existing_zone(index, template) for index in range(taken))
 
@@ -142,7 +143,7 @@ def _general_node(
     return ExistingNode(
         name=name,
         pool="general",
-        labels={**labels, nodepool_api.HOSTNAME_LABEL: name},
+        labels={**labels, wellknown.HOSTNAME_LABEL: name},
         taints=(),
         unschedulable=False,
         allocatable=nodepool_api.template_allocatable(template),
@@ -261,7 +262,7 @@ def test_a_class_that_filled_a_node_passes_over_the_next_when_it_is_cordoned_or_
             pool="general",
             labels={
                 **nodepool_api.node_labels("general", template, zone=None),
-                nodepool_api.HOSTNAME_LABEL: f"general-{index}",
+                wellknown.HOSTNAME_LABEL: f"general-{index}",
             },
             taints=(),
             unschedulable=cordoned,
@@ -492,7 +493,7 @@ def test_pools_whose_nodes_come_in_another_order_next_time_keep_the_first_run_wh
             "metadata": {"name": "batch", "namespace": "apps", "labels": labels},
             "spec": {
                 "containers": [workloads.container("1500m", memory="1Gi")],
-                "nodeSelector": {nodepool_api.POOL_LABEL: "dedicated"},
+                "nodeSelector": {wellknown.POOL_LABEL: "dedicated"},
                 **spec,
             },
         }
@@ -535,9 +536,9 @@ def test_nodes_of_one_pool_and_zone_share_their_keys_only_while_their_labels_mat
 
     def added(name: str, *, taints: tuple[constraints.Taint, ...] = (), **extra: str) -> SimNode:
         labels = {
-            nodepool_api.POOL_LABEL: "general",
-            nodepool_api.ZONE_LABEL: "zone-a",
-            nodepool_api.HOSTNAME_LABEL: name,
+            wellknown.POOL_LABEL: "general",
+            wellknown.ZONE_LABEL: "zone-a",
+            wellknown.HOSTNAME_LABEL: name,
             **extra,
         }
         node = cluster.make_node(

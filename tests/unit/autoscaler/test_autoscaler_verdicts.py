@@ -5,6 +5,7 @@ per test, each judged by the same filters ``simulate`` places pods with."""
 from __future__ import annotations
 
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.autoscaler.constraints import Taint
 from nodepool_operator.controllers.autoscaler.simulation import verdicts
 from unit.autoscaler.test_autoscaler_simulation import (
@@ -82,7 +83,7 @@ def test_a_host_port_in_use_refuses_the_node_and_not_a_new_one() -> None:
 def test_hostname_anti_affinity_refuses_the_node_that_runs_the_other_replica() -> None:
     web = {"app": "web"}
     judged = verdicts(
-        profile(labels=web, affinity=pod_terms("podAntiAffinity", nodepool_api.HOSTNAME_LABEL)),
+        profile(labels=web, affinity=pod_terms("podAntiAffinity", wellknown.HOSTNAME_LABEL)),
         nodes=[node("small-0", running=[profile(labels=web)])],
         pools=[pool("small", first=1)],
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.controllers import cached
 from nodepool_operator.controllers.autoscaler import volumes
 from nodepool_operator.controllers.autoscaler.handoff import RequestLedger
@@ -21,7 +22,7 @@ from unit.autoscaler.test_autoscaler_observe import (
     pod,
 )
 
-ZONE = nodepool_api.ZONE_LABEL
+ZONE = wellknown.ZONE_LABEL
 
 
 def zonal_pool(zone: str, *, target: int = 0) -> Object:
@@ -205,7 +206,7 @@ async def test_a_wait_for_first_consumer_claim_follows_the_allowed_topologies() 
 async def test_a_local_volume_pins_its_pod_to_the_one_node_it_is_on() -> None:
     local = storage_class("local", provisioner=volumes.NO_PROVISIONER)
     pv = volume(
-        node_affinity=affinity(nodepool_api.HOSTNAME_LABEL, "small-1"),
+        node_affinity=affinity(wellknown.HOSTNAME_LABEL, "small-1"),
         bound_to=None,
         storage_class="local",
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.runtime.client import Object
 from unit.autoscaler.test_autoscaler_observe import (
     SPEC,
@@ -22,7 +23,7 @@ from unit.autoscaler.test_autoscaler_observe import (
 def system_node(name: str, *, zone: str | None = None, **labels: str) -> Object:
     """A Node of no pool: a system node, hand-made or another tool's."""
     found = node(name)
-    found["metadata"]["labels"] = {**labels, **({nodepool_api.ZONE_LABEL: zone} if zone else {})}
+    found["metadata"]["labels"] = {**labels, **({wellknown.ZONE_LABEL: zone} if zone else {})}
     return found
 
 
@@ -60,7 +61,7 @@ async def test_pod_affinity_to_a_pod_on_a_system_node_picks_the_pool_zone_it_is_
     database = pod("db", node="system-0", labels={"app": "db"})
     database["metadata"]["labels"] = {"app": "db"}
     full = pod("filler", node="system-0", cpu="3")  # the system node has no room left
-    web = pod("web", spec={"affinity": affinity("podAffinity", "db", nodepool_api.ZONE_LABEL)})
+    web = pod("web", spec={"affinity": affinity("podAffinity", "db", wellknown.ZONE_LABEL)})
     seen = await observe(
         observer(
             nodes=[system_node("system-0", zone="b")],
@@ -77,7 +78,7 @@ async def test_pod_affinity_to_a_pod_on_a_system_node_picks_the_pool_zone_it_is_
 async def test_pod_anti_affinity_to_a_pod_on_a_system_node_avoids_its_zone() -> None:
     database = pod("db", node="system-0")
     database["metadata"]["labels"] = {"app": "db"}
-    web = pod("web", spec={"affinity": affinity("podAntiAffinity", "db", nodepool_api.ZONE_LABEL)})
+    web = pod("web", spec={"affinity": affinity("podAntiAffinity", "db", wellknown.ZONE_LABEL)})
     o = observer(
         nodes=[system_node("system-0", zone="a")],
         pods=[database, web],
@@ -100,7 +101,7 @@ async def test_a_name_held_by_a_node_of_no_pool_is_skipped_by_the_predicted_name
     [template] = world.templates
     assert [template.upcoming(k, "a")[0] for k in range(2)] == ["small-1", "small-2"]
     # The zone is the one chosen for the node, whatever its name.
-    assert template.upcoming(0, "b")[1][nodepool_api.ZONE_LABEL] == "b"
+    assert template.upcoming(0, "b")[1][wellknown.ZONE_LABEL] == "b"
     assert template.zoning.names == ("a", "b")
 
 
@@ -114,7 +115,7 @@ async def test_not_ready_taints_count_on_an_initialised_node_and_not_on_a_bootin
     booting = tainted(
         node("small-1", ready=False),
         ("node.kubernetes.io/not-ready", "NoSchedule"),
-        (nodepool_api.UNREGISTERED_TAINT_KEY, "NoSchedule"),
+        (wellknown.UNREGISTERED_TAINT_KEY, "NoSchedule"),
     )
     world = observer(nodes=[dead, booting], pools=[pool(target=2)]).inputs()
     taints = {n.name: [t.key for t in n.taints] for n in world.nodes}

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.runtime import conditions
 from nodepool_operator.runtime.client import Object
 from unit.autoscaler.test_autoscaler_observe import NOW, node, observe, observer, pod
 from unit.autoscaler.test_autoscaler_whole_cluster import zonal_pool
 
-ZONE = nodepool_api.ZONE_LABEL
+ZONE = wellknown.ZONE_LABEL
 ZONES = ("a", "b", "c")
 
 

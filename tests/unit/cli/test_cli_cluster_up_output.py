@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from nodepool_devtools.cluster import binaries, controlplane
 from nodepool_operator import cli
-from nodepool_operator.cluster import binaries, controlplane
 
 
 def _executable(path: Path) -> Path:

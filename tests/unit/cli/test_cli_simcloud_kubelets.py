@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from nodepool_devtools.cluster import binaries
 from nodepool_operator import cli
 
 
@@ -36,7 +37,8 @@ def test_hollow_kubelets_run_the_cached_kubemark_with_the_kubeconfig(
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text("{}")
     kubemark = tmp_path / "kubemark"
-    monkeypatch.setattr(cli.binaries, "ensure_kubemark", lambda: kubemark)
+    # The development tools find (or build) kubemark; cli imports them only for hollow kubelets.
+    monkeypatch.setattr(binaries, "ensure_kubemark", lambda: kubemark)
     started: list[object] = []
     monkeypatch.setattr(cli.simcloud_server, "run", started.append)
 

@@ -18,9 +18,9 @@ import pytest
 import yaml
 
 import ec2_server
+from nodepool_devtools.cluster import binaries
 from nodepool_operator.api import launch
 from nodepool_operator.cloud import aws, aws_launch, provider
-from nodepool_operator.cluster import binaries
 
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
 POLICY: dict[str, Any] = json.loads((DEPLOY / "aws" / "iam-policy.json").read_text())

@@ -12,10 +12,10 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
+from nodepool_devtools.cluster import children
 from nodepool_operator import cli
 from nodepool_operator.cloud import credentials, provider
 from nodepool_operator.cloud.simcloud import client, server, store
-from nodepool_operator.cluster import children
 
 CLI = children.CLI
 SMALL = provider.MachineSpec(cpu="4", memory="16Gi", pods=110, zone="sim-1a")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from nodepool_operator.cluster import audit
+from nodepool_devtools.cluster import audit
 
 
 def _record(**extra: object) -> dict[str, object]:

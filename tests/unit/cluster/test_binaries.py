@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from nodepool_operator.cluster import binaries
+from nodepool_devtools.cluster import binaries
 
 
 def _fake_tools(root: Path) -> Path:

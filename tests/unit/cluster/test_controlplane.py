@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nodepool_operator.cluster import controlplane
+from nodepool_devtools.cluster import controlplane
 
 WORKLOAD_CONTROLLERS = {
     "deployment-controller",

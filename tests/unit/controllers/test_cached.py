@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.controllers import cached
 from nodepool_operator.controllers.autoscaler import constraints, fit
 from nodepool_operator.controllers.nodepool import drain
@@ -36,13 +36,13 @@ def pending_pod() -> dict[str, Any]:
         "phase": "Pending",
         "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
     }
-    pod["metadata"]["annotations"][nodepool_api.DO_NOT_DISRUPT_ANNOTATION] = "true"
+    pod["metadata"]["annotations"][wellknown.DO_NOT_DISRUPT_ANNOTATION] = "true"
     pod["spec"]["containers"][0]["ports"].append({"containerPort": 9090, "hostPort": 9090})
     pod["spec"]["initContainers"] = [
         {"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "50m"}}}
     ]
     pod["spec"]["volumes"].append({"name": "scratch", "emptyDir": {"sizeLimit": "1Gi"}})
-    pod["spec"]["nodeSelector"] = {nodepool_api.ZONE_LABEL: "zone-b"}
+    pod["spec"]["nodeSelector"] = {wellknown.ZONE_LABEL: "zone-b"}
     pod["spec"]["affinity"] = {
         "podAntiAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": [
@@ -51,7 +51,7 @@ def pending_pod() -> dict[str, Any]:
         }
     }
     pod["spec"]["topologySpreadConstraints"] = [
-        {"maxSkew": 1, "topologyKey": nodepool_api.ZONE_LABEL, "labelSelector": {}}
+        {"maxSkew": 1, "topologyKey": wellknown.ZONE_LABEL, "labelSelector": {}}
     ]
     pod["spec"]["overhead"] = {"cpu": "10m"}
     pod["spec"]["priority"] = 1000
@@ -109,7 +109,7 @@ def test_a_node_keeps_what_readiness_room_taints_and_ownership_need() -> None:
     kept = cached.node_fields(copy.deepcopy(node))
     assert nodes.is_ready(kept)
     assert nodes.is_ready(node)
-    assert nodepool_api.pool_of(kept) == "general"
+    assert wellknown.pool_of(kept) == "general"
     assert kept["status"]["allocatable"] == node["status"]["allocatable"]
     assert kept["spec"] == {
         "taints": node["spec"]["taints"],

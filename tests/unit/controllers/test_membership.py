@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.controllers import membership
 from nodepool_operator.controllers.resources import NODES_BY_POOL
 from nodepool_operator.runtime import testing
@@ -13,7 +14,7 @@ from nodepool_operator.runtime import testing
 def node(name: str, *, label: str | None = "p", owner_uid: str | None = "uid-p") -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "labels": {}}
     if label is not None:
-        meta["labels"][nodepool_api.POOL_LABEL] = label
+        meta["labels"][wellknown.POOL_LABEL] = label
     if owner_uid is not None:
         meta["ownerReferences"] = [
             {"kind": nodepool_api.KIND, "name": "p", "uid": owner_uid},
@@ -45,7 +46,7 @@ def test_a_pool_without_a_uid_has_no_members() -> None:
 
 
 def test_members_reads_the_pool_index_and_keeps_only_members() -> None:
-    nodes = testing.FakeInformer({NODES_BY_POOL: lambda n: [nodepool_api.pool_of(n) or ""]})
+    nodes = testing.FakeInformer({NODES_BY_POOL: lambda n: [wellknown.pool_of(n) or ""]})
     nodes.put(node("p-0"))
     nodes.put(node("stranger", owner_uid=None))
     nodes.put(node("older", owner_uid="uid-old-p"))

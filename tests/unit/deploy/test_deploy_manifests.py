@@ -19,7 +19,7 @@ import typer
 import yaml
 
 from nodepool_operator import cli
-from nodepool_operator.api import crds, nodepool
+from nodepool_operator.api import crds, wellknown
 
 REPO = Path(__file__).resolve().parents[3]
 DEPLOY = REPO / "deploy"
@@ -291,7 +291,7 @@ def _terms_keeping_off_pool_nodes(pod: dict[str, Any]) -> list[bool]:
         .get("nodeAffinity", {})
         .get("requiredDuringSchedulingIgnoredDuringExecution", {})
     )
-    off_pools = {"key": nodepool.POOL_LABEL, "operator": "DoesNotExist"}
+    off_pools = {"key": wellknown.POOL_LABEL, "operator": "DoesNotExist"}
     return [off_pools in term["matchExpressions"] for term in required.get("nodeSelectorTerms", [])]
 
 
@@ -396,16 +396,14 @@ def test_the_build_context_holds_what_the_wheel_is_built_from() -> None:
     assert patterns[0] == "*", "an allowlist: everything is left out unless named"
     allowed = [pattern[1:].rstrip("/") for pattern in patterns if pattern.startswith("!")]
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    # setup.py leaves the test helpers out of the wheel and bundles tools/ and deploy/rbac
-    # (what `cluster` and `demo` read); the lock pins what is installed.
+    # The wheel is src/nodepool_operator alone (pyproject.toml); nothing outside src/ is
+    # bundled, since only the development tools read tools/ and deploy/rbac; the lock pins
+    # what is installed.
     assert set(allowed) == {
         "pyproject.toml",
-        "setup.py",
         project["readme"],
         "requirements/runtime.txt",
         "src",
-        "tools",
-        "deploy/rbac",
     }
     copied = " ".join(i for i in _dockerfile_stages()[0] if i.startswith("COPY "))
     for name in allowed:

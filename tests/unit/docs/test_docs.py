@@ -19,7 +19,7 @@ import typer.main
 
 from nodepool_operator import cli
 from nodepool_operator.api import autoscaler as autoscaler_api
-from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import nodepool_schema
 from nodepool_operator.api import scalerequest as scalerequest_api
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -140,7 +140,7 @@ def _documented_paths(section: str) -> set[str]:
 @pytest.mark.parametrize(
     ("kind", "crd"),
     [
-        ("NodePool", nodepool_api.crd()),
+        ("NodePool", nodepool_schema.crd()),
         ("ScaleRequest", scalerequest_api.crd()),
         ("Autoscaler", autoscaler_api.crd()),
     ],

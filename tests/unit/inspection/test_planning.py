@@ -7,6 +7,7 @@ from typing import Any
 
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.resources import (
     AUTOSCALERS,
     NODEPOOLS,
@@ -37,7 +38,7 @@ def _pod(
             "creationTimestamp": CREATED,
         },
         "spec": {
-            "nodeSelector": {nodepool_api.POOL_LABEL: pool} if pool else {},
+            "nodeSelector": {wellknown.POOL_LABEL: pool} if pool else {},
             "containers": [{"name": "app", "resources": {"requests": {"cpu": cpu}}}],
             **({"nodeName": node} if node else {}),
         },
@@ -61,7 +62,7 @@ def _node(name: str, pool: str) -> dict[str, Any]:
             "creationTimestamp": CREATED,
             "labels": {
                 **nodepool_api.node_labels(pool, TEMPLATE),
-                nodepool_api.HOSTNAME_LABEL: name,
+                wellknown.HOSTNAME_LABEL: name,
             },
             "ownerReferences": [{"kind": "NodePool", "name": pool, "uid": f"uid-{pool}"}],
         },

@@ -13,6 +13,7 @@ import pytest
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.inspection import planning, report, snapshot
 from unit.inspection import test_planning
 from unit.inspection.test_planning import CREATED, NAMESPACE, TEMPLATE
@@ -113,9 +114,9 @@ async def test_a_pool_at_min_nodes_previews_no_removal() -> None:
 @pytest.mark.parametrize(
     "annotation",
     [
-        nodepool_api.DO_NOT_DISRUPT_ANNOTATION,
-        nodepool_api.KARPENTER_DO_NOT_DISRUPT_ANNOTATION,
-        nodepool_api.SCALE_DOWN_DISABLED_ANNOTATION,
+        wellknown.DO_NOT_DISRUPT_ANNOTATION,
+        wellknown.KARPENTER_DO_NOT_DISRUPT_ANNOTATION,
+        wellknown.SCALE_DOWN_DISABLED_ANNOTATION,
     ],
 )
 async def test_a_node_annotated_not_to_be_disrupted_is_kept_and_the_annotation_named(
@@ -147,7 +148,7 @@ async def test_a_node_kept_by_a_pod_names_the_pod_and_the_rule() -> None:
         _pod("lonely", "500m", node="bare-1", owners=[]),  # no controller recreates it
         _pod("pinned", "1500m", node="pinned-2"),
     ]
-    pods[2]["spec"]["nodeSelector"] = {nodepool_api.HOSTNAME_LABEL: "pinned-2"}
+    pods[2]["spec"]["nodeSelector"] = {wellknown.HOSTNAME_LABEL: "pinned-2"}
 
     planned = await _plan(_recording(nodes, pods, target=3))
 

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.cloud.provider import (
     MachineSpec,
     QuotaExceeded,
@@ -179,7 +179,7 @@ def caches(api: ApiServer) -> dict[str, testing.FakeInformer]:
 
     return {
         "nodepools": cache("nodepools", {}),
-        "nodes": cache("nodes", {"pool": lambda n: [p] if (p := nodepool_api.pool_of(n)) else []}),
+        "nodes": cache("nodes", {"pool": lambda n: [p] if (p := wellknown.pool_of(n)) else []}),
         "pods": cache("pods", {"node": lambda p: []}),
         "scalerequests": cache(
             "scalerequests", {"pool": lambda r: [scalerequest_api.spec_of(r).node_pool_name]}

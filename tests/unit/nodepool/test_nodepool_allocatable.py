@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.cloud.provider import VirtualMachine, VmName, VmState
 from nodepool_operator.controllers import allocatable
 from nodepool_operator.controllers.nodepool import plan
@@ -30,7 +31,7 @@ def node(
     meta: dict[str, Any] = {"name": name, "creationTimestamp": created}
     if deleting:
         meta["deletionTimestamp"] = LATER
-    taints = [{"key": nodepool_api.UNREGISTERED_TAINT_KEY, "effect": "NoSchedule"}]
+    taints = [{"key": wellknown.UNREGISTERED_TAINT_KEY, "effect": "NoSchedule"}]
     return {
         "metadata": meta,
         "spec": {"taints": taints} if unregistered else {},

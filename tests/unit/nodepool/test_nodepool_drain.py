@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.cloud.provider import VirtualMachine, VmName, VmState
 from nodepool_operator.controllers.nodepool import drain, evictions, lifecycle, plan
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
@@ -201,7 +202,7 @@ def node(name: str, *, annotations: dict[str, str] | None = None) -> Object:
     return {
         "metadata": {
             "name": name,
-            "labels": {nodepool_api.POOL_LABEL: "p"},
+            "labels": {wellknown.POOL_LABEL: "p"},
             "annotations": dict(annotations or {}),
             "ownerReferences": [{"kind": "NodePool", "name": "p", "uid": "uid-p"}],
         },
@@ -245,7 +246,7 @@ class World:
         self.recorder = FakeRecorder()
         self.cloud = FakeCloud(self.clock, vm_names)
         self.nodes = FakeInformer(
-            {"pool": lambda n: [p] if (p := nodepool_api.pool_of(n)) else []},
+            {"pool": lambda n: [p] if (p := wellknown.pool_of(n)) else []},
         )
         self.pods = FakeInformer(
             {"node": lambda p: [n] if (n := p.get("spec", {}).get("nodeName")) else []}
@@ -479,8 +480,8 @@ async def test_a_pod_evicted_once_its_budget_allows_lets_the_drain_finish() -> N
 async def test_do_not_disrupt_pods_are_never_evicted_and_block_visibly() -> None:
     world = World("p-0")
     world.nodes.put(draining_since("p-0", START))
-    world.pods.put(pod("keep", annotations={nodepool_api.DO_NOT_DISRUPT_ANNOTATION: "true"}))
-    world.pods.put(pod("ca", annotations={nodepool_api.SAFE_TO_EVICT_ANNOTATION: "false"}))
+    world.pods.put(pod("keep", annotations={wellknown.DO_NOT_DISRUPT_ANNOTATION: "true"}))
+    world.pods.put(pod("ca", annotations={wellknown.SAFE_TO_EVICT_ANNOTATION: "false"}))
 
     for _ in range(3):
         progress = await world.drain()
@@ -510,9 +511,7 @@ async def test_an_expired_drain_timeout_deletes_the_pods_left_and_the_node_goes(
     world = World("p-0")
     world.nodes.put(draining_since("p-0", START))
     world.pods.put(pod("web-1", grace=0))
-    world.pods.put(
-        pod("keep", grace=0, annotations={nodepool_api.DO_NOT_DISRUPT_ANNOTATION: "true"})
-    )
+    world.pods.put(pod("keep", grace=0, annotations={wellknown.DO_NOT_DISRUPT_ANNOTATION: "true"}))
     world.api.refuse["web-1"] = "web"
 
     assert not (await world.drain(limit=600)).done
@@ -687,17 +686,17 @@ async def test_a_deletion_held_by_a_budget_says_so_in_scaling() -> None:
 async def test_nodes_with_do_not_disrupt_pods_or_annotation_are_seen_as_protected() -> None:
     world = World("p-0", "p-1", "p-2", "p-3")
     world.nodes.put(node("p-0"))
-    world.nodes.put(node("p-1", annotations={nodepool_api.DO_NOT_DISRUPT_ANNOTATION: "true"}))
+    world.nodes.put(node("p-1", annotations={wellknown.DO_NOT_DISRUPT_ANNOTATION: "true"}))
     world.nodes.put(node("p-2"))
     world.nodes.put(node("p-3"))
     world.pods.put(
-        pod("keep", node_name="p-2", annotations={nodepool_api.DO_NOT_DISRUPT_ANNOTATION: "true"})
+        pod("keep", node_name="p-2", annotations={wellknown.DO_NOT_DISRUPT_ANNOTATION: "true"})
     )
     world.pods.put(
-        pod("ca", node_name="p-3", annotations={nodepool_api.SAFE_TO_EVICT_ANNOTATION: "false"})
+        pod("ca", node_name="p-3", annotations={wellknown.SAFE_TO_EVICT_ANNOTATION: "false"})
     )
     world.pods.put(
-        pod("fine", node_name="p-0", annotations={nodepool_api.SAFE_TO_EVICT_ANNOTATION: "true"})
+        pod("fine", node_name="p-0", annotations={wellknown.SAFE_TO_EVICT_ANNOTATION: "true"})
     )
 
     view = await world.lifecycle.observe({**POOL, "spec": {}})

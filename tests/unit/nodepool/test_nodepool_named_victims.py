@@ -8,9 +8,9 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.cloud.provider import CloudError, VirtualMachine, VmName, VmState
 from nodepool_operator.controllers.nodepool import answering, lifecycle, plan, request_facts
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
@@ -41,8 +41,8 @@ def vm(name: str) -> VirtualMachine:
 def node(
     name: str, *, consolidating: bool = False, pool: str = "p", owner_uid: str | None = POOL_UID
 ) -> dict[str, Any]:
-    taints = [{"key": autoscaler_api.CONSOLIDATING_TAINT_KEY, "effect": "NoSchedule"}]
-    meta: dict[str, Any] = {"name": name, "labels": {nodepool_api.POOL_LABEL: pool}}
+    taints = [{"key": wellknown.CONSOLIDATING_TAINT_KEY, "effect": "NoSchedule"}]
+    meta: dict[str, Any] = {"name": name, "labels": {wellknown.POOL_LABEL: pool}}
     if owner_uid is not None:
         meta["ownerReferences"] = [
             {"kind": nodepool_api.KIND, "name": pool, "uid": owner_uid},
@@ -220,7 +220,7 @@ class World:
         self.cloud = Cloud(names)
         self.pools = testing.FakeInformer(server=self.api, plural="nodepools")
         self.nodes = testing.FakeInformer(
-            {NODES_BY_POOL: lambda n: [nodepool_api.pool_of(n) or ""]},
+            {NODES_BY_POOL: lambda n: [wellknown.pool_of(n) or ""]},
             server=self.api,
             plural="nodes",
         )

@@ -6,7 +6,7 @@ import dataclasses
 from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.api import quantity
+from nodepool_operator.api import quantity, wellknown
 from nodepool_operator.cloud.provider import VirtualMachine, VmName, VmState
 from nodepool_operator.controllers.nodepool import launch, nodes
 
@@ -73,11 +73,11 @@ def test_a_node_is_labelled_with_its_vms_zone_region_hostname_and_pool() -> None
     labels = node["metadata"]["labels"]
     assert labels == {
         **nodepool_api.node_labels("gpu", TEMPLATE, zone="eu-1c"),
-        nodepool_api.HOSTNAME_LABEL: "gpu-4",
+        wellknown.HOSTNAME_LABEL: "gpu-4",
     }
-    assert labels[nodepool_api.ZONE_LABEL] == "eu-1c"  # the cloud's record, not the name
-    assert labels[nodepool_api.REGION_LABEL] == "eu-1"
-    assert labels[nodepool_api.POOL_LABEL] == "gpu"
+    assert labels[wellknown.ZONE_LABEL] == "eu-1c"  # the cloud's record, not the name
+    assert labels[wellknown.REGION_LABEL] == "eu-1"
+    assert labels[wellknown.POOL_LABEL] == "gpu"
     assert labels["accelerator"] == "a100"
 
 
@@ -86,9 +86,9 @@ def test_a_template_without_zones_gives_nodes_without_a_zone_label() -> None:
     node = nodes.node_manifest(pool=POOL, vm=vm("gpu-0"), template=template, simulated=False)
 
     labels = node["metadata"]["labels"]
-    assert nodepool_api.ZONE_LABEL not in labels
-    assert nodepool_api.REGION_LABEL not in labels
-    assert labels[nodepool_api.HOSTNAME_LABEL] == "gpu-0"
+    assert wellknown.ZONE_LABEL not in labels
+    assert wellknown.REGION_LABEL not in labels
+    assert labels[wellknown.HOSTNAME_LABEL] == "gpu-0"
     assert node["status"]["capacity"] == {
         "cpu": "4000m",
         "memory": str(16 * 1024**3),
@@ -139,21 +139,21 @@ def test_the_launch_tells_the_kubelet_the_labels_it_may_set_and_every_registrati
         "kubernetes.io/os": "linux",
         "kubernetes.io/arch": "amd64",
         "team": "blue",
-        nodepool_api.POOL_LABEL: "web",
+        wellknown.POOL_LABEL: "web",
         "topology.kubernetes.io/zone": "sim-1a",
     }
     assert taints == (
         "gpu=yes:NoExecute",
         "cni:NoSchedule",
-        f"{nodepool_api.UNREGISTERED_TAINT_KEY}:NoSchedule",
+        f"{wellknown.UNREGISTERED_TAINT_KEY}:NoSchedule",
     )
 
 
 def test_a_machine_spec_carries_the_kubelets_user_data() -> None:
     template = nodepool_api.NodeTemplate(cpu="1", memory="4Gi", pods=30)
     spec = launch.machine_spec({"metadata": {"name": "web", "uid": "u"}}, template, zone=None)
-    assert (spec.pods, dict(spec.node_labels)[nodepool_api.POOL_LABEL]) == (30, "web")
-    assert spec.node_taints == (f"{nodepool_api.UNREGISTERED_TAINT_KEY}:NoSchedule",)
+    assert (spec.pods, dict(spec.node_labels)[wellknown.POOL_LABEL]) == (30, "web")
+    assert spec.node_taints == (f"{wellknown.UNREGISTERED_TAINT_KEY}:NoSchedule",)
 
 
 def test_a_vm_that_boots_its_own_kubelet_is_never_annotated_for_kwok() -> None:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.nodepool import inventory, plan, registration
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.runtime import conditions, errors
@@ -98,7 +99,7 @@ def kubelet_node(
         "metadata": {
             "name": name,
             "creationTimestamp": conditions.rfc3339(created_at),
-            "labels": {nodepool_api.POOL_LABEL: "web", "kubernetes.io/hostname": name},
+            "labels": {wellknown.POOL_LABEL: "web", "kubernetes.io/hostname": name},
             **meta,
         },
         "spec": {"taints": [dict(UNREGISTERED)]},
@@ -123,7 +124,7 @@ async def test_a_node_its_kubelet_registered_after_the_vm_is_adopted() -> None:
     (node,) = api.stored("nodes")
     assert inventory.owned_by(node, POOL["metadata"]["uid"])
     assert node["metadata"]["ownerReferences"][0]["kind"] == nodepool_api.KIND
-    assert node["metadata"]["labels"][nodepool_api.POOL_LABEL] == "web"
+    assert node["metadata"]["labels"][wellknown.POOL_LABEL] == "web"
     # The template's taint joins the kubelet's; the unregistered one waits for readiness.
     assert node["spec"]["taints"] == [UNREGISTERED, {"key": "gpu", "effect": "NoSchedule"}]
     assert node["status"]["capacity"]["cpu"] == "1"  # the kubelet's report is kept
@@ -164,7 +165,7 @@ async def test_a_node_whose_provider_id_names_the_vm_is_adopted_whatever_its_age
         ),
         (
             "labelled for another pool",
-            kubelet_node("web-0", created_at=CREATED + 4, labels={nodepool_api.POOL_LABEL: "api"}),
+            kubelet_node("web-0", created_at=CREATED + 4, labels={wellknown.POOL_LABEL: "api"}),
         ),
         (
             "being deleted",

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.cloud.provider import TransientCloudError, VirtualMachine, VmName, VmState
 from nodepool_operator.controllers.nodepool import lifecycle, plan, repair
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
@@ -666,7 +667,7 @@ async def test_the_brake_shows_in_degraded() -> None:
 
 
 def in_zone(node: Object, zone: str) -> Object:
-    node["metadata"]["labels"][nodepool_api.ZONE_LABEL] = zone
+    node["metadata"]["labels"][wellknown.ZONE_LABEL] = zone
     return node
 
 

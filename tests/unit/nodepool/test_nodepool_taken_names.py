@@ -9,6 +9,7 @@ import itertools
 from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.cloud.provider import (
     MachineSpec,
     VirtualMachine,
@@ -134,7 +135,7 @@ async def test_a_node_of_another_owner_in_the_cache_is_skipped_without_asking_th
     world = World()
     other = foreign_node(
         "p-0",
-        labels={nodepool_api.POOL_LABEL: "p"},
+        labels={wellknown.POOL_LABEL: "p"},
         ownerReferences=[{"kind": "NodePool", "name": "p", "uid": "uid-old"}],
     )
     world.nodes.put(other)

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.cloud.provider import VirtualMachine, VmName, VmState
 from nodepool_operator.controllers.nodepool import nodes, plan, repair
 from nodepool_operator.runtime import conditions, errors, kinds
@@ -21,7 +22,7 @@ TEMPLATE = nodepool_api.NodeTemplate(
     cpu="4", memory="16Gi", pods=110, taints=(nodepool_api.Taint(key="gpu", effect="NoSchedule"),)
 )
 CREATED = 1_800_000_000.0
-UNREGISTERED = {"key": nodepool_api.UNREGISTERED_TAINT_KEY, "effect": "NoSchedule"}
+UNREGISTERED = {"key": wellknown.UNREGISTERED_TAINT_KEY, "effect": "NoSchedule"}
 
 
 def vm(name: str) -> VirtualMachine:

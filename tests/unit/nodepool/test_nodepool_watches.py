@@ -6,7 +6,7 @@ import copy
 from typing import Any
 
 from nodepool_operator import timestamps
-from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.nodepool import plan, setup
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.nodepool.controller import NodePoolReconciler
@@ -28,7 +28,7 @@ def node(name: str, *, draining: bool) -> dict[str, Any]:
     return {
         "metadata": {
             "name": name,
-            "labels": {nodepool_api.POOL_LABEL: "p"},
+            "labels": {wellknown.POOL_LABEL: "p"},
             "annotations": annotations,
         }
     }
@@ -58,7 +58,7 @@ def test_only_a_deletion_or_an_annotation_change_of_a_pod_moves_a_drain() -> Non
     leaving["metadata"]["deletionTimestamp"] = "2026-11-29T10:00:00Z"
     assert predicate.update(old, leaving)
     released = copy.deepcopy(old)
-    released["metadata"]["annotations"] = {nodepool_api.DO_NOT_DISRUPT_ANNOTATION: "false"}
+    released["metadata"]["annotations"] = {wellknown.DO_NOT_DISRUPT_ANNOTATION: "false"}
     assert predicate.update(old, released)
     running = copy.deepcopy(old)
     running["status"]["phase"] = "Running"

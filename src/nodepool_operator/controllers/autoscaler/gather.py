@@ -16,6 +16,7 @@ from typing import Any
 
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.controllers import membership
 from nodepool_operator.controllers.autoscaler import constraints, fit, observe, simulation, volumes
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
@@ -182,7 +183,7 @@ class Gatherer:
         for node in self.reads.nodes.items():
             if node["metadata"].get("deletionTimestamp"):
                 continue
-            label = nodepool_api.pool_of(node)
+            label = wellknown.pool_of(node)
             if label in uids and membership.is_member(node, pool_name=label, pool_uid=uids[label]):
                 continue  # counted with its pool above
             # Labelled with a pool that does not own it: someone else's Node, room as any.
@@ -274,7 +275,7 @@ class Gatherer:
         for node in self.reads.nodes.items():
             if k8s_nodes.is_ready(node):
                 continue
-            pool = self.pools.get(nodepool_api.pool_of(node) or "")
+            pool = self.pools.get(wellknown.pool_of(node) or "")
             if pool is None:
                 continue
             uid = str(pool["metadata"].get("uid", ""))

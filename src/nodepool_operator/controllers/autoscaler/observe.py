@@ -11,9 +11,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.api import quantity
+from nodepool_operator.api import quantity, wellknown
 from nodepool_operator.controllers.autoscaler import constraints, simulation
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.runtime import nodes as k8s_nodes
@@ -62,7 +61,7 @@ EPHEMERAL_TAINTS: Final = frozenset(
         "node.kubernetes.io/not-ready",
         "node.kubernetes.io/unreachable",
         "node.cloudprovider.kubernetes.io/uninitialized",
-        nodepool_api.UNREGISTERED_TAINT_KEY,
+        wellknown.UNREGISTERED_TAINT_KEY,
     }
 )
 
@@ -70,16 +69,14 @@ EPHEMERAL_TAINTS: Final = frozenset(
 def is_ready(node: Mapping[str, Any]) -> bool:
     """Ready and past the unregistered taint: a node still carrying it is booting (its
     room is in flight, never unneeded), however early kwok or its kubelet says Ready."""
-    return k8s_nodes.is_ready(node) and not nodepool_api.is_unregistered(node)
+    return k8s_nodes.is_ready(node) and not wellknown.is_unregistered(node)
 
 
 def _booting(node: Mapping[str, Any]) -> bool:
     """Not initialised yet: still carrying the unregistered taint, or with no Ready
     condition reported at all (no kubelet has spoken for it)."""
     conditions = (node.get("status") or {}).get("conditions") or ()
-    return nodepool_api.is_unregistered(node) or not any(
-        c.get("type") == "Ready" for c in conditions
-    )
+    return wellknown.is_unregistered(node) or not any(c.get("type") == "Ready" for c in conditions)
 
 
 def startup_keys(template: nodepool_api.NodeTemplate | None) -> frozenset[tuple[str, str]]:
@@ -97,7 +94,7 @@ def _taints(
     booting = _booting(node) or k8s_nodes.is_ready(node)
     # Consolidation's own taint on a Node nobody is removing yet comes off as soon as pods
     # wait for room (``consolidation.decide``): that room is the pods', not a new node's.
-    ours = () if nodepool_api.is_being_removed(node) else (autoscaler_api.CONSOLIDATING_TAINT_KEY,)
+    ours = () if wellknown.is_being_removed(node) else (wellknown.CONSOLIDATING_TAINT_KEY,)
     return tuple(
         constraints.Taint(
             str(t.get("key", "")), str(t.get("value") or ""), str(t.get("effect", ""))
@@ -138,7 +135,7 @@ def upcoming(
             known.append(next(names))
         name = known[k]
         labels = nodepool_api.node_labels(pool, template, zone=zone)
-        return name, {**labels, nodepool_api.HOSTNAME_LABEL: name}
+        return name, {**labels, wellknown.HOSTNAME_LABEL: name}
 
     return upcoming
 
@@ -154,12 +151,12 @@ def existing(
     """A Node as the simulation sees it."""
     name = str(node["metadata"]["name"])
     labels = node["metadata"].get("labels") or {}
-    hostname = labels.get(nodepool_api.HOSTNAME_LABEL, name)
+    hostname = labels.get(wellknown.HOSTNAME_LABEL, name)
     running, terminating, daemons = bound
     return simulation.ExistingNode(
         name=name,
         pool=pool,
-        labels={**labels, nodepool_api.HOSTNAME_LABEL: hostname},
+        labels={**labels, wellknown.HOSTNAME_LABEL: hostname},
         taints=_taints(node, startup=startup),
         unschedulable=bool((node.get("spec") or {}).get("unschedulable")),
         allocatable=allocatable,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.controllers import allocatable, capacity, membership
 from nodepool_operator.controllers.autoscaler import observe, plan, simulation, zoning
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
@@ -253,9 +254,7 @@ class PoolReads:
             cordoned += is_ready and is_cordoned
             # Registered once (Ready then), NotReady now, not past the timeouts: a blip.
             stalled += (
-                not is_ready
-                and name not in self.unhealthy
-                and not nodepool_api.is_unregistered(node)
+                not is_ready and name not in self.unhealthy and not wellknown.is_unregistered(node)
             )
             if is_ready and not is_cordoned and not bound[name].busy:
                 unneeded.append(name)

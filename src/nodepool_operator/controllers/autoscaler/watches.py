@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable
 
-from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.autoscaler import fit
 from nodepool_operator.controllers.autoscaler.volumes import VolumeReads
 from nodepool_operator.runtime import nodes as k8s_nodes
@@ -79,7 +79,7 @@ def node_state(node: Object) -> Hashable:
         bool(spec.get("unschedulable")),
         repr(spec.get("taints")),
         tuple(sorted((status.get("allocatable") or {}).items())),
-        nodepool_api.pool_of(node),
+        wellknown.pool_of(node),
         bool(node["metadata"].get("deletionTimestamp")),
     )
 

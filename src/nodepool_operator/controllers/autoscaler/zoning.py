@@ -15,6 +15,7 @@ from typing import Any
 
 from nodepool_operator import timestamps
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.api import zones as zones_api
 from nodepool_operator.controllers import capacity
 from nodepool_operator.controllers.autoscaler.simulation import PoolZones
@@ -40,7 +41,7 @@ def pool_zones(
         meta = node.get("metadata") or {}
         if meta.get("deletionTimestamp"):
             continue  # going: the NodePool controller no longer counts its VM either
-        zone = (meta.get("labels") or {}).get(nodepool_api.ZONE_LABEL)
+        zone = (meta.get("labels") or {}).get(wellknown.ZONE_LABEL)
         created = timestamps.parse_rfc3339(meta.get("creationTimestamp"))
         members.append(zones_api.Member(zone=zone, created=created or 0.0))
     counts = Counter(m.zone for m in members if m.zone is not None)

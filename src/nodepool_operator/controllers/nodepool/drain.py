@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodepool_operator import timestamps
-from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.nodepool import evictions, plan
 from nodepool_operator.controllers.nodepool import nodes as node_ops
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
@@ -54,8 +54,8 @@ def is_do_not_disrupt(obj: Mapping[str, Any]) -> bool:
     """A pod (or Node) its owner asked us not to disrupt: ours, or cluster-autoscaler's."""
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
     return (
-        annotations.get(nodepool_api.DO_NOT_DISRUPT_ANNOTATION) == "true"
-        or annotations.get(nodepool_api.SAFE_TO_EVICT_ANNOTATION) == "false"
+        annotations.get(wellknown.DO_NOT_DISRUPT_ANNOTATION) == "true"
+        or annotations.get(wellknown.SAFE_TO_EVICT_ANNOTATION) == "false"
     )
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Collection, Sequence
 
-from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.cloud.provider import CloudError, CloudProvider, VirtualMachine, VmName
 from nodepool_operator.controllers import membership
 from nodepool_operator.controllers.nodepool import drain, plan
@@ -71,7 +71,7 @@ class Inventory:
     def forget_pool(self, pool: str) -> None:
         self._told.pop(pool, None)
         self._written = {
-            name: node for name, node in self._written.items() if nodepool_api.pool_of(node) != pool
+            name: node for name, node in self._written.items() if wellknown.pool_of(node) != pool
         }
         self._launched = {n: seen for n, seen in self._launched.items() if seen[0].pool != pool}
 
@@ -95,7 +95,7 @@ class Inventory:
         self._written = {
             node_name: node
             for node_name, node in self._written.items()
-            if node_name in present or nodepool_api.pool_of(node) != name
+            if node_name in present or wellknown.pool_of(node) != name
         }
         return newest
 
@@ -182,7 +182,7 @@ class Inventory:
                 type="Warning",
                 reason="NodeNotOwned",
                 message=(
-                    f"node {node_name} carries the label {nodepool_api.POOL_LABEL}={name} "
+                    f"node {node_name} carries the label {wellknown.POOL_LABEL}={name} "
                     "but is not owned by this pool; it is left alone"
                 ),
             )

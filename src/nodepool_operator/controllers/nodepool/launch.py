@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.cloud.provider import (
     CloudProvider,
     InsufficientCapacity,
@@ -75,9 +76,9 @@ def node_owner(node: Mapping[str, Any]) -> str:
         return ", ".join(
             f"{ref.get('kind')}/{ref.get('name')} (uid {ref.get('uid')})" for ref in refs
         )
-    pool = nodepool_api.pool_of(node)
+    pool = wellknown.pool_of(node)
     if pool is not None:
-        return f"no owner, labelled {nodepool_api.POOL_LABEL}={pool}"
+        return f"no owner, labelled {wellknown.POOL_LABEL}={pool}"
     return "no owner"
 
 

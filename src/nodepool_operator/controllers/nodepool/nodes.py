@@ -22,6 +22,7 @@ from typing import Any
 
 from nodepool_operator import timestamps
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.cloud.provider import VirtualMachine
 from nodepool_operator.controllers.nodepool import plan
 from nodepool_operator.runtime import conditions, errors, kinds, retry
@@ -57,7 +58,7 @@ KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 #: goes, as the pool's other pods; pods that tolerate everything land at once, as on any
 #: new node.
 UNREGISTERED_TAINT: Mapping[str, str] = {
-    "key": nodepool_api.UNREGISTERED_TAINT_KEY,
+    "key": wellknown.UNREGISTERED_TAINT_KEY,
     "effect": "NoSchedule",
 }
 
@@ -90,7 +91,7 @@ def node_manifest(
     zone = vm.zone if template.zones else None
     labels = {
         **nodepool_api.node_labels(name, template, zone=zone),
-        nodepool_api.HOSTNAME_LABEL: vm.name,
+        wellknown.HOSTNAME_LABEL: vm.name,
     }
     spec: dict[str, Any] = {"providerID": vm.provider_id}
     taints = registration_taints(template, unregistered=unregistered)
@@ -229,7 +230,7 @@ async def remove_unregistered_taint(client: Client, name: str) -> bool:
         taints = [
             taint
             for taint in node["spec"].get("taints") or ()
-            if taint.get("key") != nodepool_api.UNREGISTERED_TAINT_KEY
+            if taint.get("key") != wellknown.UNREGISTERED_TAINT_KEY
         ]
         await client.patch(
             kinds.NODES,

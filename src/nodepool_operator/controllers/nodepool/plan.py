@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from nodepool_operator import timestamps
-from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.cloud.provider import VirtualMachine, VmName, VmState
 from nodepool_operator.controllers import allocatable
 from nodepool_operator.runtime import conditions, nodes
@@ -37,11 +37,11 @@ __all__ = [
 
 #: On a Node we are draining; its value is when the drain started (RFC 3339). Defined in
 #: the API package: the Autoscaler reads it too (such a Node is never a candidate).
-SCALE_DOWN_ANNOTATION = nodepool_api.SCALE_DOWN_ANNOTATION
+SCALE_DOWN_ANNOTATION = wellknown.SCALE_DOWN_ANNOTATION
 #: On a drained Node whose VM we are about to delete; its value is when (RFC 3339). Our own
 #: record that the VM's absence is our doing: it survives a crash between the VM's
 #: deletion and the Node's.
-VM_DELETED_ANNOTATION = nodepool_api.VM_DELETED_ANNOTATION
+VM_DELETED_ANNOTATION = wellknown.VM_DELETED_ANNOTATION
 
 
 def desired_nodes(spec: nodepool_api.NodePoolSpec) -> int:
@@ -58,7 +58,7 @@ def names_to_create(pool: str, existing: Iterable[str], count: int) -> list[VmNa
 def is_unregistered(node: Mapping[str, Any]) -> bool:
     """``node`` still carries the unregistered taint: no pod may be bound there yet."""
     return any(
-        taint.get("key") == nodepool_api.UNREGISTERED_TAINT_KEY
+        taint.get("key") == wellknown.UNREGISTERED_TAINT_KEY
         for taint in (node.get("spec") or {}).get("taints") or ()
     )
 
@@ -66,7 +66,7 @@ def is_unregistered(node: Mapping[str, Any]) -> bool:
 def is_consolidating(node: Mapping[str, Any]) -> bool:
     """The Autoscaler tainted ``node`` to remove it (and names it in its ScaleRequest)."""
     return any(
-        taint.get("key") == autoscaler_api.CONSOLIDATING_TAINT_KEY
+        taint.get("key") == wellknown.CONSOLIDATING_TAINT_KEY
         for taint in (node.get("spec") or {}).get("taints") or ()
     )
 
@@ -215,7 +215,7 @@ def pool_status(
             "scaleOperation": "active" if active else "inactive",
             "currentNodes": len(view.nodes),
             "readyNodes": ready,
-            "selector": nodepool_api.pool_selector(str(meta["name"])),
+            "selector": wellknown.pool_selector(str(meta["name"])),
             "conditions": found.items,
         }
         | (

@@ -47,6 +47,7 @@ from typing import Any, TypeVar
 
 from nodepool_operator import timestamps
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.cloud.provider import VirtualMachine, VmState
 from nodepool_operator.controllers.nodepool import inventory, plan
 from nodepool_operator.controllers.nodepool import metrics as pool_metrics
@@ -207,7 +208,7 @@ class Registrar:
         zone = vm.zone if template.zones else None
         labels = {
             **nodepool_api.node_labels(str(pool["metadata"]["name"]), template, zone=zone),
-            nodepool_api.HOSTNAME_LABEL: vm.name,
+            wellknown.HOSTNAME_LABEL: vm.name,
         }
         taints = list((node.get("spec") or {}).get("taints") or ())
         present = {(t.get("key"), t.get("effect")) for t in taints}
@@ -285,7 +286,7 @@ def adoptable(node: Mapping[str, Any], vm: VirtualMachine, *, pool: str) -> bool
         return False
     if any(ref.get("kind") == nodepool_api.KIND for ref in meta.get("ownerReferences") or ()):
         return False
-    if nodepool_api.pool_of(node) not in (None, pool):
+    if wellknown.pool_of(node) not in (None, pool):
         return False
     provider_id = (node.get("spec") or {}).get("providerID")
     if provider_id:

@@ -29,6 +29,7 @@ from typing import Any
 
 from nodepool_operator import timestamps
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.cloud.provider import CloudError, CloudProvider, VmName, VmState
 from nodepool_operator.controllers.nodepool import drain, plan, removals, termination
 from nodepool_operator.controllers.nodepool import nodes as node_ops
@@ -107,7 +108,7 @@ def braked(view: plan.PoolView, unhealthy: frozenset[str]) -> tuple[frozenset[st
 
 
 def _zone(node: Mapping[str, Any]) -> str:
-    return str(((node.get("metadata") or {}).get("labels") or {}).get(nodepool_api.ZONE_LABEL, ""))
+    return str(((node.get("metadata") or {}).get("labels") or {}).get(wellknown.ZONE_LABEL, ""))
 
 
 def _zones_cut_off(found: Mapping[str, Mapping[str, Any]], down: set[str]) -> set[str]:

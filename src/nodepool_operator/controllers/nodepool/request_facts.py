@@ -10,9 +10,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nodepool_operator import timestamps
-from nodepool_operator.api import autoscaler as autoscaler_api
-from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.controllers import membership
 from nodepool_operator.controllers.nodepool import plan
 from nodepool_operator.runtime import versions
@@ -51,7 +50,7 @@ def node_refusal(
         return f"node {name} named in removeNodes is gone; not applied"
     if node.get("metadata", {}).get("deletionTimestamp"):
         return f"node {name} named in removeNodes is being deleted already; not applied"
-    if nodepool_api.pool_of(node) != pool:
+    if wellknown.pool_of(node) != pool:
         return f"node {name} named in removeNodes is not in NodePool {pool}; not applied"
     if not membership.is_member(node, pool_name=pool, pool_uid=pool_uid):
         return f"node {name} named in removeNodes is not owned by NodePool {pool}; not applied"
@@ -62,7 +61,7 @@ def node_refusal(
         # Its requester called the removal off (a pod it cannot move arrived meanwhile).
         return (
             f"node {name} named in removeNodes no longer carries "
-            f"{autoscaler_api.CONSOLIDATING_TAINT_KEY}; not applied"
+            f"{wellknown.CONSOLIDATING_TAINT_KEY}; not applied"
         )
     return None
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Hashable
 
-from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.cloud.provider import CloudProvider
 from nodepool_operator.controllers import cached
 from nodepool_operator.controllers.nodepool import lifecycle, plan
@@ -46,7 +46,7 @@ def _pool_of_request(obj: Object) -> list[Request]:
 
 
 def _pool_of_node(obj: Object) -> list[Request]:
-    pool = nodepool_api.pool_of(obj)
+    pool = wellknown.pool_of(obj)
     return [Request(name=pool)] if pool else []
 
 

@@ -13,8 +13,8 @@ from typing import Any, Final
 
 from nodepool_operator import timestamps
 from nodepool_operator.api import autoscaler as autoscaler_api
-from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.autoscaler import metrics, simulation
 from nodepool_operator.controllers.autoscaler.consolidation import decide, rules
 from nodepool_operator.controllers.autoscaler.consolidation.marks import NodeMarks
@@ -170,7 +170,7 @@ class Consolidator:
             self.views.view(node)
             for node in self.nodes.items()
             if _marked(node)
-            and nodepool_api.pool_of(node) not in acting
+            and wellknown.pool_of(node) not in acting
             and node["metadata"]["name"] not in named
         ]
         if stale:
@@ -216,7 +216,7 @@ def active_since(autoscaler: Mapping[str, Any]) -> float | None:
 
 def _marked(node: Mapping[str, Any]) -> bool:
     meta = node.get("metadata") or {}
-    if autoscaler_api.UNNEEDED_SINCE_ANNOTATION in (meta.get("annotations") or {}):
+    if wellknown.UNNEEDED_SINCE_ANNOTATION in (meta.get("annotations") or {}):
         return True
     taints = (node.get("spec") or {}).get("taints") or ()
-    return any(t.get("key") == autoscaler_api.CONSOLIDATING_TAINT_KEY for t in taints)
+    return any(t.get("key") == wellknown.CONSOLIDATING_TAINT_KEY for t in taints)

@@ -9,7 +9,7 @@ import logging
 from collections.abc import Iterable, Mapping, Set
 from typing import Any
 
-from nodepool_operator.api import autoscaler as autoscaler_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.autoscaler import metrics
 from nodepool_operator.controllers.autoscaler.consolidation.decide import Marks
 from nodepool_operator.controllers.autoscaler.consolidation.rules import Kept, NodeView, Review
@@ -69,13 +69,13 @@ class NodeMarks:
         return True
 
     async def _stamp(self, view: NodeView, now: float) -> None:
-        annotations = {autoscaler_api.UNNEEDED_SINCE_ANNOTATION: conditions.rfc3339(now)}
+        annotations = {wellknown.UNNEEDED_SINCE_ANNOTATION: conditions.rfc3339(now)}
         if await self._patch(view, {"metadata": {"annotations": annotations}}):
             log.info("event=node-unneeded node=%s usage=%.2f", view.name, view.usage)
 
     async def _taint(self, view: NodeView) -> bool:
         taints = list((view.obj.get("spec") or {}).get("taints") or ())
-        taints.append({"key": autoscaler_api.CONSOLIDATING_TAINT_KEY, "effect": "NoSchedule"})
+        taints.append({"key": wellknown.CONSOLIDATING_TAINT_KEY, "effect": "NoSchedule"})
         if not await self._patch(view, {"spec": {"taints": taints}}):
             return False
         # No event here: the taint shows on the Node, and the one event a Node gets is
@@ -92,13 +92,13 @@ class NodeMarks:
         """Remove the taint, and the stamp (or restart it at ``since``)."""
         stamp = None if since is None else conditions.rfc3339(since)
         body: dict[str, Any] = {
-            "metadata": {"annotations": {autoscaler_api.UNNEEDED_SINCE_ANNOTATION: stamp}}
+            "metadata": {"annotations": {wellknown.UNNEEDED_SINCE_ANNOTATION: stamp}}
         }
         if view.tainted:
             taints = [
                 t
                 for t in (view.obj.get("spec") or {}).get("taints") or ()
-                if t.get("key") != autoscaler_api.CONSOLIDATING_TAINT_KEY
+                if t.get("key") != wellknown.CONSOLIDATING_TAINT_KEY
             ]
             body["spec"] = {"taints": taints}
         if await self._patch(view, body) and view.tainted:
@@ -110,7 +110,7 @@ class NodeMarks:
         taints = [
             t
             for t in (view.obj.get("spec") or {}).get("taints") or ()
-            if t.get("key") != autoscaler_api.CONSOLIDATING_TAINT_KEY
+            if t.get("key") != wellknown.CONSOLIDATING_TAINT_KEY
         ]
         if await self._patch(view, {"spec": {"taints": taints}}):
             log.info("event=node-consolidation-held node=%s", view.name)

@@ -10,8 +10,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.api import quantity
+from nodepool_operator.api import quantity, wellknown
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile, Selector
 from nodepool_operator.runtime.client import Object
 
@@ -97,8 +96,8 @@ def movable_problem(pod: Mapping[str, Any]) -> tuple[str, str] | None:
     budgets read (``budget_problem``).
     """
     annotations = annotations_of(pod)
-    safe = annotations.get(nodepool_api.SAFE_TO_EVICT_ANNOTATION) == "true"
-    refusal = nodepool_api.do_not_disrupt_reason(pod, node=False)
+    safe = annotations.get(wellknown.SAFE_TO_EVICT_ANNOTATION) == "true"
+    refusal = wellknown.do_not_disrupt_reason(pod, node=False)
     if refusal is not None:
         return "do-not-disrupt", refusal
     owners = (pod.get("metadata") or {}).get("ownerReferences") or ()
@@ -159,7 +158,7 @@ def budget_problem(
                 message = f"PodDisruptionBudget {key} allows {allowed} disruptions now"
                 return pod_key(pod), "pod-disruption-budget", message
         if not matched and meta.get("namespace") == _KUBE_SYSTEM:
-            safe = annotations_of(pod).get(nodepool_api.SAFE_TO_EVICT_ANNOTATION) == "true"
+            safe = annotations_of(pod).get(wellknown.SAFE_TO_EVICT_ANNOTATION) == "true"
             if not safe:
                 return pod_key(pod), "kube-system", "a kube-system pod without a budget"
     return None

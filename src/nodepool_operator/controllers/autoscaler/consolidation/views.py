@@ -9,8 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from nodepool_operator import timestamps
-from nodepool_operator.api import autoscaler as autoscaler_api
-from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.controllers import membership
 from nodepool_operator.controllers.autoscaler.consolidation.rules import (
     NodeView,
@@ -106,9 +105,9 @@ class NodeViews:
         usage = usage_of(node, readable) if len(readable) == len(profiles) else 1.0
         spec = node.get("spec") or {}
         taints = spec.get("taints") or ()
-        since = annotations_of(node).get(autoscaler_api.UNNEEDED_SINCE_ANNOTATION)
-        registered = not nodepool_api.is_unregistered(node)
-        removed = nodepool_api.is_being_removed(node)
+        since = annotations_of(node).get(wellknown.UNNEEDED_SINCE_ANNOTATION)
+        registered = not wellknown.is_unregistered(node)
+        removed = wellknown.is_being_removed(node)
         ready, cordoned = k8s_nodes.is_ready(node), bool(spec.get("unschedulable"))
         return NodeView(
             name=name,
@@ -116,12 +115,12 @@ class NodeViews:
             to_move=tuple(p for p in bound if not pods.is_daemon_or_mirror(p)),
             usage=usage,
             since=timestamps.parse_rfc3339(since),
-            tainted=any(t.get("key") == autoscaler_api.CONSOLIDATING_TAINT_KEY for t in taints),
+            tainted=any(t.get("key") == wellknown.CONSOLIDATING_TAINT_KEY for t in taints),
             eligible=(
                 k8s_nodes.is_ready(node)
                 and not spec.get("unschedulable")
                 and registered
-                and nodepool_api.do_not_disrupt_reason(node, node=True) is None
+                and wellknown.do_not_disrupt_reason(node, node=True) is None
                 and not removed
             ),
             stalled=registered and not removed and not ready,

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 
 __all__ = [
     "BLOCKING_EFFECTS",
@@ -188,9 +188,7 @@ def terms_name_nodes(terms: Sequence[Mapping[str, Any]]) -> bool:
     that nodes alike in every other label may still be judged differently."""
     return any(
         term.get("matchFields")
-        or any(
-            e.get("key") == nodepool_api.HOSTNAME_LABEL for e in term.get("matchExpressions") or ()
-        )
+        or any(e.get("key") == wellknown.HOSTNAME_LABEL for e in term.get("matchExpressions") or ())
         for term in terms
     )
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.autoscaler import constraints
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile, Taint
 
@@ -25,8 +25,8 @@ __all__ = [
     "PoolZones",
 ]
 
-HOSTNAME_LABEL: Final = nodepool_api.HOSTNAME_LABEL
-ZONE_LABEL: Final = nodepool_api.ZONE_LABEL
+HOSTNAME_LABEL: Final = wellknown.HOSTNAME_LABEL
+ZONE_LABEL: Final = wellknown.ZONE_LABEL
 MAIN_RESOURCES: Final = constraints.MAIN_RESOURCES
 
 

@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
-from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.simulation.filters import Cluster
 from nodepool_operator.controllers.autoscaler.simulation.model import (
@@ -359,13 +359,13 @@ class Simulation:
         """The zone of each node the pool opened, granted or beyond maxNodes, in order."""
         nodes = self.cluster.nodes
         return tuple(
-            nodes[i].labels.get(nodepool_api.ZONE_LABEL)
+            nodes[i].labels.get(wellknown.ZONE_LABEL)
             for i in sorted((*state.new_nodes, *state.beyond))
         )
 
     def new_node_zones(self, state: PoolState) -> dict[str, int]:
         """How many of the pool's granted new nodes each zone has."""
         found = Counter(
-            self.cluster.nodes[i].labels.get(nodepool_api.ZONE_LABEL) for i in state.new_nodes
+            self.cluster.nodes[i].labels.get(wellknown.ZONE_LABEL) for i in state.new_nodes
         )
         return {zone: n for zone, n in sorted(found.items()) if zone is not None}

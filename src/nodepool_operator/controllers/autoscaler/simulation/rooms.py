@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.autoscaler.constraints import HostPort, PodProfile, Taint
 
 __all__ = [
@@ -25,7 +25,7 @@ __all__ = [
     "SimNode",
 ]
 
-TOPOLOGY_LABELS: Final = frozenset({nodepool_api.ZONE_LABEL, nodepool_api.REGION_LABEL})
+TOPOLOGY_LABELS: Final = frozenset({wellknown.ZONE_LABEL, wellknown.REGION_LABEL})
 
 # -- the simulated nodes ------------------------------------------------------------------
 

@@ -20,8 +20,8 @@ from typing import Any
 import yaml
 from kubernetes_asyncio import client
 
+from nodepool_devtools.cluster import binaries
 from nodepool_operator.api import crds
-from nodepool_operator.cluster import binaries
 
 __all__ = ["OPERATOR_NAMESPACE", "OPERATOR_USER", "grant_operator_rbac", "install_crds"]
 
@@ -31,7 +31,7 @@ RBAC_API = "rbac.authorization.k8s.io"
 
 
 def _deploy_directory() -> Path:
-    return binaries.source_path("deploy/rbac")  # the checkout's, or the wheel's copy
+    return binaries.source_path("deploy/rbac")
 
 
 def _binding(kind: str, name: str, role_kind: str, role: str, namespace: str | None) -> Any:

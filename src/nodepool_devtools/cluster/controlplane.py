@@ -29,7 +29,7 @@ from typing import Any, Final, TextIO
 
 import yaml
 
-from nodepool_operator.cluster import binaries, pki
+from nodepool_devtools.cluster import binaries, pki
 
 __all__ = ["IDENTITIES", "ControlPlane", "ControlPlaneError", "ProcessState"]
 

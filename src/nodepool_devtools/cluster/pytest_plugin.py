@@ -1,6 +1,6 @@
 """A pytest plugin: the local control plane as a session fixture, a namespace per test.
 
-Use it with ``pytest_plugins = ["nodepool_operator.cluster.pytest_plugin"]``. The control
+Use it with ``pytest_plugins = ["nodepool_devtools.cluster.pytest_plugin"]``. The control
 plane is started once per session, lazily: a run of unit tests alone never builds or starts
 it. Set NODEPOOL_TEST_EXISTING_CLUSTER=1 to run the integration tests
 against the cluster of $KUBECONFIG instead (tests that read the audit log then skip).
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from kubernetes_asyncio import client, config
 
-from nodepool_operator.cluster import audit, controlplane
+from nodepool_devtools.cluster import audit, controlplane
 
 __all__ = ["EXISTING_CLUSTER_ENV", "Cluster", "api_client", "cluster", "namespace"]
 

@@ -11,7 +11,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from nodepool_operator.cluster import audit
+from nodepool_devtools.cluster import audit
 from nodepool_operator.runtime import nodes
 
 __all__ = ["Snapshot", "WriteCounter", "render"]

@@ -31,11 +31,12 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from nodepool_devtools.cluster import audit, children, controlplane, install
+from nodepool_devtools.demo.view import Snapshot, WriteCounter, render
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.cloud import credentials
-from nodepool_operator.cluster import audit, children, controlplane, install
-from nodepool_operator.demo.view import Snapshot, WriteCounter, render
 
 __all__ = ["DemoOptions", "run_demo"]
 
@@ -343,7 +344,7 @@ class Demo:
         pools = await custom.list_cluster_custom_object(*POOLS)
         requests = await custom.list_cluster_custom_object(*REQUESTS)
         nodes = await api.call_api(
-            f"/api/v1/nodes?labelSelector={nodepool_api.POOL_LABEL}%3D{POOL}",
+            f"/api/v1/nodes?labelSelector={wellknown.POOL_LABEL}%3D{POOL}",
             "GET",
             response_types_map={200: "object"},
             auth_settings=["BearerToken"],

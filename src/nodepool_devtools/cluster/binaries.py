@@ -64,8 +64,6 @@ CACHE_ENV = "NODEPOOL_OPERATOR_CACHE"
 ASSETS_ENV = "KUBEBUILDER_ASSETS"
 TOOLS_ENV = "NODEPOOL_OPERATOR_TOOLS"
 HEARTBEAT_SECONDS = 30.0
-# Inside the installed package: what setup.py copies there from tools/ and deploy/rbac.
-BUNDLE_DIRECTORY = "_bundled"
 
 
 class BuildError(RuntimeError):
@@ -172,16 +170,14 @@ def cache_root() -> Path:
 
 
 def source_path(relative: str) -> Path:
-    """A path of the source checkout (``tools/...``, ``deploy/...``) this package runs from,
-    or, installed from a wheel, the copy ``setup.py`` bundled into the package."""
-    checkout = Path(__file__).resolve().parents[3] / relative
-    if checkout.exists():
-        return checkout
-    return Path(__file__).resolve().parents[1] / BUNDLE_DIRECTORY / relative
+    """A path of the source checkout (``tools/...``, ``deploy/...``) this package runs from:
+    the development tools are never installed from a wheel, so the checkout is always there
+    (``src/nodepool_devtools/cluster/`` is three levels below its root)."""
+    return Path(__file__).resolve().parents[3] / relative
 
 
 def tools_directory() -> Path:
-    """``tools/`` of the source checkout, or the wheel's copy of it (see :func:`source_path`)."""
+    """``tools/`` of the source checkout (``NODEPOOL_OPERATOR_TOOLS`` overrides it)."""
     override = os.environ.get(TOOLS_ENV)
     if override:
         return Path(override)

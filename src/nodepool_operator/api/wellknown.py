@@ -1,0 +1,138 @@
+"""The marks on Nodes and Pods that the controllers (and users) read: labels, taints,
+annotations, and the one reading of each.
+
+A mark written by one controller and read by the other is a contract between them, like a
+field of the API: its key lives here once, with the predicate that reads it, so that the
+writer and every reader agree. The keys other projects defined first (Kubernetes'
+topology and platform labels, Karpenter's and cluster-autoscaler's do-not-disrupt
+annotations) are here under the same rule: the users migrating from those carry them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from nodepool_operator.api import meta
+
+__all__ = [
+    "ARCHITECTURES",
+    "ARCH_LABEL",
+    "CONSOLIDATING_TAINT_KEY",
+    "DEFAULT_ARCH",
+    "DEFAULT_OS",
+    "DISRUPTION_ANNOTATIONS",
+    "DO_NOT_DISRUPT_ANNOTATION",
+    "HOSTNAME_LABEL",
+    "KARPENTER_DO_NOT_DISRUPT_ANNOTATION",
+    "OPERATING_SYSTEMS",
+    "OPERATOR_LABELS",
+    "OS_LABEL",
+    "POOL_LABEL",
+    "REGION_LABEL",
+    "SAFE_TO_EVICT_ANNOTATION",
+    "SCALE_DOWN_ANNOTATION",
+    "SCALE_DOWN_DISABLED_ANNOTATION",
+    "UNNEEDED_SINCE_ANNOTATION",
+    "UNREGISTERED_TAINT_KEY",
+    "VM_DELETED_ANNOTATION",
+    "ZONE_LABEL",
+    "do_not_disrupt_reason",
+    "is_being_removed",
+    "is_unregistered",
+    "pool_of",
+    "pool_selector",
+]
+
+# Labels. Every Node of a pool carries POOL_LABEL=<pool name>; the rest are Kubernetes' own.
+POOL_LABEL: Final = f"{meta.GROUP}/pool"
+ZONE_LABEL: Final = "topology.kubernetes.io/zone"
+REGION_LABEL: Final = "topology.kubernetes.io/region"
+HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
+ARCH_LABEL: Final = "kubernetes.io/arch"
+OS_LABEL: Final = "kubernetes.io/os"
+DEFAULT_ARCH: Final = "amd64"
+DEFAULT_OS: Final = "linux"
+#: What a template may set ``ARCH_LABEL`` and ``OS_LABEL`` to: the values kubelets report
+#: (Go's GOARCH and GOOS for the platforms Kubernetes ships nodes for).
+ARCHITECTURES: Final = ("amd64", "arm64", "arm", "ppc64le", "s390x", "386", "riscv64")
+OPERATING_SYSTEMS: Final = ("linux", "windows")
+#: Labels the operator alone puts on a pool's Nodes (zone and region from ``zones`` and
+#: ``region``): a template setting one would contradict what the Node must say.
+OPERATOR_LABELS: Final = (POOL_LABEL, HOSTNAME_LABEL, ZONE_LABEL, REGION_LABEL)
+
+# On every Node the NodePool controller creates, until its kubelet has reported Ready and
+# its own capacity: no pod is bound to a machine still booting (Karpenter's
+# karpenter.sh/unregistered). The NodePool controller alone adds and removes it.
+UNREGISTERED_TAINT_KEY: Final = f"{meta.GROUP}/unregistered"
+
+#: On a Node the Autoscaler will remove once the taint is visible and its decision still
+#: holds: no new pod is scheduled there meanwhile. The Autoscaler adds and removes it.
+CONSOLIDATING_TAINT_KEY: Final = f"{meta.GROUP}/consolidating"
+#: On a Node that could go (underused, its pods movable and fitting elsewhere): since when
+#: (RFC 3339). The Autoscaler's scale-down timer, kept in the world so that it survives a
+#: restart; removed when the Node is needed again.
+UNNEEDED_SINCE_ANNOTATION: Final = f"{meta.GROUP}/unneeded-since"
+
+# The NodePool controller's marks on a Node it is removing: draining (value: when the drain
+# started) and its VM deleted (value: when). Both controllers read them: a Node carrying
+# one is on its way out, never a consolidation candidate again.
+SCALE_DOWN_ANNOTATION: Final = f"{meta.GROUP}/scale-down"
+VM_DELETED_ANNOTATION: Final = f"{meta.GROUP}/vm-deleted"
+
+# "true" on a Pod (or a Node): the Autoscaler never chooses to remove the Node it runs on,
+# and an explicit scale-down removes such Nodes last (Karpenter's karpenter.sh/do-not-disrupt).
+DO_NOT_DISRUPT_ANNOTATION: Final = f"{meta.GROUP}/do-not-disrupt"
+# "false" on a Pod means the same as do-not-disrupt, as cluster-autoscaler reads it.
+SAFE_TO_EVICT_ANNOTATION: Final = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+# The annotations users migrating from Karpenter or cluster-autoscaler already carry: "true"
+# on a Pod or Node (Karpenter), "true" on a Node (cluster-autoscaler) means do-not-disrupt.
+KARPENTER_DO_NOT_DISRUPT_ANNOTATION: Final = "karpenter.sh/do-not-disrupt"
+SCALE_DOWN_DISABLED_ANNOTATION: Final = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+#: Every annotation that can forbid a voluntary disruption, with the value that does.
+_POD_REFUSALS: Final = (
+    (DO_NOT_DISRUPT_ANNOTATION, "true"),
+    (KARPENTER_DO_NOT_DISRUPT_ANNOTATION, "true"),
+    (SAFE_TO_EVICT_ANNOTATION, "false"),
+)
+_NODE_REFUSALS: Final = (
+    (DO_NOT_DISRUPT_ANNOTATION, "true"),
+    (KARPENTER_DO_NOT_DISRUPT_ANNOTATION, "true"),
+    (SCALE_DOWN_DISABLED_ANNOTATION, "true"),
+)
+DISRUPTION_ANNOTATIONS: Final = frozenset(key for key, _ in (*_POD_REFUSALS, *_NODE_REFUSALS))
+
+
+def pool_selector(name: str) -> str:
+    """The label selector, in its string form, that matches the Nodes of pool ``name``."""
+    return f"{POOL_LABEL}={name}"
+
+
+def pool_of(node: Mapping[str, Any]) -> str | None:
+    """The pool a Node belongs to (its ``POOL_LABEL``), or None for other Nodes."""
+    pool = ((node.get("metadata") or {}).get("labels") or {}).get(POOL_LABEL)
+    return str(pool) if pool else None
+
+
+def is_unregistered(node: Mapping[str, Any]) -> bool:
+    """The Node still carries ``UNREGISTERED_TAINT_KEY``: its kubelet has not yet reported
+    Ready and its own allocatable to the NodePool controller."""
+    taints = (node.get("spec") or {}).get("taints") or ()
+    return any(t.get("key") == UNREGISTERED_TAINT_KEY for t in taints)
+
+
+def is_being_removed(node: Mapping[str, Any]) -> bool:
+    """The NodePool controller is draining the Node or has deleted its VM."""
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    return SCALE_DOWN_ANNOTATION in annotations or VM_DELETED_ANNOTATION in annotations
+
+
+def do_not_disrupt_reason(obj: Mapping[str, Any], *, node: bool) -> str | None:
+    """The annotation (``key: "value"``) by which the Pod's (or, with ``node``, the Node's)
+    owner asked that it not be disrupted voluntarily, or None: the one rule the Autoscaler's
+    consolidation and the NodePool controller's drains both read."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    for key, value in _NODE_REFUSALS if node else _POD_REFUSALS:
+        if annotations.get(key) == value:
+            return f'{key}: "{value}"'
+    return None
