@@ -380,13 +380,25 @@ def test_getting_started_runs_out_of_cluster_and_shows_a_refused_credential(
     def missing_pool(done: subprocess.CompletedProcess[str]) -> None:
         # What the page says the user sees for an Autoscaler whose pool does not exist.
         [row] = [line.split() for line in done.stdout.splitlines() if line.startswith("staging ")]
-        # NAME POOL ... READY AGE REASON (LIMIT empty). PENDING is not pinned: counting the
-        # pod for an Autoscaler without a pool is the planner's to decide (issue 48 item 3).
-        assert row[:2] == ["staging", "genral"], row
+        # NAME POOL PENDING ... READY AGE REASON (LIMIT empty): the pod it answers for.
+        assert row[:3] == ["staging", "genral", "1"], row
         assert (row[-3], row[-1]) == ("False", "NodePoolNotFound"), row
         said = "not planned: Autoscaler staging: NodePool 'genral' does not exist"
         assert said in done.stdout, done.stdout
         assert "no Autoscaler watches" not in done.stdout, done.stdout
+        # The pod's own answer, as the page quotes it (events are written just after the
+        # batch that decided them: the page's command may run a moment before).
+        told = "pod didn't trigger scale-up: NodePool genral, which Autoscaler staging scales"
+        events = done.stdout
+        for _ in range(30):
+            if told in events:
+                break
+            time.sleep(1)
+            events = sandbox.shell(
+                "kubectl get events -n staging --field-selector reason=NotTriggerScaleUp",
+                sandbox.clone,
+            ).stdout
+        assert told in events, events
 
     def metrics(done: subprocess.CompletedProcess[str]) -> None:
         assert "controller_runtime_reconcile_total{" in done.stdout, done.stdout

@@ -11,10 +11,36 @@ Neither class ever puts the token in its ``repr`` or in an error message.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from typing import Protocol
 
-__all__ = ["CredentialError", "StaticToken", "TokenFile", "TokenSource", "write_new_token"]
+__all__ = [
+    "REDACTED",
+    "CredentialError",
+    "StaticToken",
+    "TokenFile",
+    "TokenSource",
+    "redacted",
+    "write_new_token",
+]
+
+REDACTED = "<redacted>"
+#: A token is found in a text only where no letter or digit touches it: punctuation
+#: around it ("token=abc,", "Bearer abc.") still leaves it a token to take out.
+_WORD_CHARACTERS = r"A-Za-z0-9"
+
+
+def redacted(text: str, token: str | None) -> str:
+    """``text`` with every whole occurrence of ``token`` replaced by ``REDACTED``: where it
+    stands alone, as a server echoing a header writes it, not inside a longer word, so a
+    token that happens to be part of a word ("list" in "listing") leaves the text
+    readable. A token equal to a whole word is still taken out: a secret's safety comes
+    before a message's wording."""
+    if not token:
+        return text
+    alone = re.compile(rf"(?<![{_WORD_CHARACTERS}]){re.escape(token)}(?![{_WORD_CHARACTERS}])")
+    return alone.sub(REDACTED, text)
 
 
 class CredentialError(Exception):

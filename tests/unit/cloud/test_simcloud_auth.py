@@ -120,6 +120,21 @@ async def test_an_error_message_never_echoes_the_token_even_if_the_server_does()
     assert "<redacted>" in str(raised.value)
 
 
+def test_a_token_inside_a_word_of_the_answer_leaves_the_word_alone() -> None:
+    # A token that is part of a word is not where a server echoed it: taking it out
+    # garbled the answer ("<redacted>ing the pool's VMs failed").
+    answer = "listing the pool's VMs failed: you sent Bearer list"
+    assert (
+        credentials.redacted(answer, "list")
+        == "listing the pool's VMs failed: you sent Bearer <redacted>"
+    )
+    assert credentials.redacted("Bearer s3cret.tok/en=", "s3cret.tok/en=") == "Bearer <redacted>"
+    assert credentials.redacted("token=abc,next", "abc") == "token=abc,next".replace(
+        "abc", "<redacted>"
+    )
+    assert credentials.redacted("nothing here", None) == "nothing here"
+
+
 async def test_an_unreadable_token_file_is_a_transient_error_naming_the_file(
     sim: server.SimCloudServer, tmp_path: pathlib.Path
 ) -> None:

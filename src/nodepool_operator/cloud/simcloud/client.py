@@ -140,8 +140,9 @@ class SimCloudClient:
                 missing_ok=missing_ok,
             )
         except provider.CloudError as e:
-            if token and token in e.message:
-                e.args = (e.message.replace(token, "<redacted>"), *e.args[1:])
+            clean = credentials.redacted(e.message, token)
+            if clean != e.message:
+                e.args = (clean, *e.args[1:])
             raise
 
     def _auth_headers(self) -> tuple[dict[str, str], str | None]:
