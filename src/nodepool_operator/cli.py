@@ -269,6 +269,14 @@ def simcloud(
         Path | None,
         typer.Option(help="The kubeconfig the hollow kubelets reach the API server with."),
     ] = None,
+    catalog: Annotated[
+        Path | None,
+        typer.Option(
+            help="The instance types and priced offerings it sells, in Karpenter kwok's "
+            "instance_types.json form (served at GET /v1/catalog). Without it, it makes any "
+            "cpu and memory asked for."
+        ),
+    ] = None,
 ) -> None:
     """Run the simulated cloud: an HTTP API for VMs, with latency and fault injection."""
     hollow = _hollow_kubelets(kubelets, kubelet_kubeconfig, state=state)
@@ -290,7 +298,9 @@ def simcloud(
         )
         if faults is not None:
             config = config.with_faults(json.loads(faults))
-        config = dataclasses.replace(config, kubelets=hollow)
+        config = dataclasses.replace(
+            config, kubelets=hollow, catalog_path=None if catalog is None else str(catalog)
+        )
     except ValueError as error:
         typer.secho(f"error: {error}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2) from error

@@ -34,8 +34,10 @@ from nodepool_operator.api import quantity
 __all__ = [
     "CAPACITY_TYPES",
     "CAPACITY_TYPE_LABEL",
+    "NOTHING",
     "ON_DEMAND",
     "SPOT",
+    "CapacityType",
     "Catalog",
     "CatalogError",
     "InstanceType",
@@ -132,6 +134,10 @@ class Catalog:
         """The catalog in the file form (Karpenter kwok's, 1.x offerings), which ``parse``
         reads back to an equal catalog."""
         return [_type_to_json(t, self.offerings_of(t.name)) for t in self.types.values()]
+
+
+#: No catalog: a cloud that makes whatever cpu and memory it is asked for.
+NOTHING: Final = Catalog({}, ())
 
 
 def _type_to_json(found: InstanceType, offerings: Sequence[Offering]) -> dict[str, Any]:

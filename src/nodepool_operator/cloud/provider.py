@@ -40,8 +40,10 @@ import enum
 from typing import NewType, Protocol
 
 from nodepool_operator.api import launch
+from nodepool_operator.cloud import catalog
 
 __all__ = [
+    "CatalogSource",
     "CloudError",
     "CloudProvider",
     "InsufficientCapacity",
@@ -90,6 +92,11 @@ class MachineSpec:
     launch: launch.ProviderSection | None = None
     node_labels: tuple[tuple[str, str], ...] = ()
     node_taints: tuple[str, ...] = ()
+    #: An instance type of the cloud's catalog (``CatalogSource``), and the capacity type
+    #: to buy it as (``catalog.CAPACITY_TYPES``; None: on-demand). None: the cloud makes
+    #: ``cpu`` and ``memory`` as asked (a cloud that sells any shape).
+    instance_type: str | None = None
+    capacity_type: catalog.CapacityType | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -114,6 +121,10 @@ class VirtualMachine:
     boots_kubelet: bool = False
     """True for a VM that boots a kubelet of its own (simcloud's hollow kubelets): a
     simulator must never play its Node's kubelet, whatever the operator's flags say."""
+    instance_type: str | None = None
+    """The catalog's instance type it runs as; None when it was made as a bare shape."""
+    capacity_type: catalog.CapacityType | None = None
+    """How it is bought (on-demand or spot); None when it was made as a bare shape."""
 
 
 class CloudProvider(Protocol):
@@ -146,6 +157,15 @@ class CloudProvider(Protocol):
 
     async def close(self) -> None:
         """Release connections; the provider must not be used afterwards."""
+        ...
+
+
+class CatalogSource(Protocol):
+    """A cloud that says what it sells: its instance types and priced offerings."""
+
+    async def catalog(self) -> catalog.Catalog:
+        """The catalog now (prices and availability change: callers cache it for a
+        while, never for good); an empty one when the cloud makes any shape asked."""
         ...
 
 

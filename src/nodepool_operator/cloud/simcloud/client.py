@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, TypeVar
 import aiohttp
 
 from nodepool_operator import USER_AGENT, pacing
-from nodepool_operator.cloud import credentials, provider
+from nodepool_operator.cloud import catalog, credentials, provider
 from nodepool_operator.cloud.simcloud import wire
 
 __all__ = ["SimCloudClient"]
@@ -79,6 +79,11 @@ class SimCloudClient:
     async def get_vm(self, name: provider.VmName) -> provider.VirtualMachine | None:
         status, data = await self._call("GET", _vm_path(name), params=self._scope, missing_ok=True)
         return None if status == 404 else _decode(wire.vm_from_json, data)
+
+    async def catalog(self) -> catalog.Catalog:
+        """What simcloud sells (``--catalog``); empty when it makes any shape asked."""
+        _, data = await self._call("GET", "/v1/catalog")
+        return _decode(catalog.parse, data)
 
     async def faults(self) -> wire.Faults:
         _, data = await self._call("GET", "/admin/faults")
@@ -233,3 +238,4 @@ def _decode(parse: Callable[[object], _T], data: object) -> _T:
 if TYPE_CHECKING:
     # Checked by mypy, so the client cannot drift from the protocol the controller uses.
     _provider: type[provider.CloudProvider] = SimCloudClient
+    _catalog_source: type[provider.CatalogSource] = SimCloudClient

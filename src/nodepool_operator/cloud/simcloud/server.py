@@ -62,7 +62,7 @@ from types import TracebackType
 from aiohttp import typedefs, web
 
 from nodepool_operator import pacing
-from nodepool_operator.cloud import credentials, provider
+from nodepool_operator.cloud import catalog, credentials, provider
 from nodepool_operator.cloud.simcloud import kubelets as kubelets_module
 from nodepool_operator.cloud.simcloud import store, wire
 
@@ -102,6 +102,8 @@ class SimCloudConfig:
     insecure_no_auth: bool = False
     # None: no kubelet runs on the VMs (kwok plays them on the local control plane).
     kubelets: kubelets_module.KubeletConfig | None = None
+    # The instance types and priced offerings it sells (``catalog``); None: any shape.
+    catalog_path: str | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -114,6 +116,7 @@ class SimCloudConfig:
         # Building them validates them, so a bad flag fails at startup, not on first use.
         self.timing()
         self.faults()
+        self.sold()
 
     def with_faults(self, patch: object) -> SimCloudConfig:
         """This config with its faults patched as ``PUT /admin/faults`` would (a JSON
@@ -132,6 +135,11 @@ class SimCloudConfig:
             kubelet_never_joins=faults.kubelet_never_joins,
             partitioned=faults.partitioned,
         )
+
+    def sold(self) -> catalog.Catalog:
+        """The catalog of ``catalog_path``; ``ValueError`` (``CatalogError``) naming the
+        file and the entry when it cannot be read."""
+        return catalog.NOTHING if self.catalog_path is None else catalog.load(self.catalog_path)
 
     def timing(self) -> store.Timing:
         return store.Timing(
@@ -201,6 +209,7 @@ class SimCloudServer:
                     else kubelets_module.provider_id
                 ),
                 boots_kubelets=config.kubelets is not None,
+                sold=config.sold(),
             ),
             faults=config.faults(),
             clock=self._clock,
@@ -399,6 +408,7 @@ def _make_app(state: _SimCloud) -> web.Application:
     app.router.add_delete("/v1/vms/{name}", _delete_vm)
     app.router.add_get("/v1/vms", _list_vms)
     app.router.add_get("/v1/vms/{name}", _get_vm)
+    app.router.add_get("/v1/catalog", _get_catalog)
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/admin/faults", _get_faults)
     app.router.add_put("/admin/faults", _put_faults)
@@ -567,6 +577,10 @@ async def _get_vm(request: web.Request) -> web.StreamResponse:
     if vm is None:
         return _json_error(404, "VmNotFound", f"no VM named {name!r}")
     return web.json_response(wire.vm_to_json(vm))
+
+
+async def _get_catalog(request: web.Request) -> web.StreamResponse:
+    return web.json_response(request.app[_SIM].vms.catalog.to_json())
 
 
 async def _healthz(request: web.Request) -> web.StreamResponse:

@@ -43,7 +43,7 @@ import zlib
 from collections.abc import Callable, Iterator, Sequence
 
 from nodepool_operator.api import quantity
-from nodepool_operator.cloud import provider
+from nodepool_operator.cloud import catalog, provider
 
 __all__ = [
     "DEFAULT_CLUSTER",
@@ -87,6 +87,8 @@ CREATE TABLE IF NOT EXISTS vms (
     pods INTEGER NOT NULL DEFAULT 110,
     node_labels TEXT NOT NULL DEFAULT '{}',
     node_taints TEXT NOT NULL DEFAULT '[]',
+    instance_type TEXT,
+    capacity_type TEXT,
     PRIMARY KEY (cluster, name)
 );
 CREATE INDEX IF NOT EXISTS vms_by_pool ON vms (cluster, pool);
@@ -118,6 +120,8 @@ _ADDED_COLUMNS = {
     "pods": "INTEGER NOT NULL DEFAULT 110",
     "node_labels": "TEXT NOT NULL DEFAULT '{}'",
     "node_taints": "TEXT NOT NULL DEFAULT '[]'",
+    "instance_type": "TEXT",
+    "capacity_type": "TEXT",
 }
 
 # Names become Node names, so they follow the Kubernetes DNS-1123 subdomain rule.
@@ -257,7 +261,11 @@ class SimCloudStore:
         rng: random.Random | None = None,
         provider_ids: ProviderIds = simcloud_provider_id,
         boots_kubelets: bool = False,
+        sold: catalog.Catalog = catalog.NOTHING,
     ) -> None:
+        """``sold``: the instance types and offerings a create may name (``--catalog``);
+        a create that names none is made with the cpu and memory it asks, as before."""
+        self.catalog = sold
         self._timing = timing
         self._provider_ids = provider_ids
         self._boots_kubelets = boots_kubelets
@@ -313,6 +321,7 @@ class SimCloudStore:
         ``kubelet_joins=False``.
         """
         validate_request(name=name, pool=pool, spec=spec)
+        spec, zones = _as_sold(spec, self.catalog, name=name)
         cluster = cluster or DEFAULT_CLUSTER
         with self._write() as db:
             now = self._clock()
@@ -332,21 +341,23 @@ class SimCloudStore:
                     raise provider.QuotaExceeded(
                         f"quota of {quota_max_vms} VMs reached ({count} exist)"
                     )
-            zone = _zone_with_room(db, spec, name=name, capacity=capacity)
+            zone = _zone_with_room(db, spec, zones=zones, capacity=capacity)
             joins = not any(
                 o.matches(zone=zone, cpu=spec.cpu, memory=spec.memory) for o in kubelet_never_joins
             )
             ready_at = now + self._sample(self._timing.create_latency_seconds)
             db.execute(
                 "INSERT INTO vms (cluster, name, pool, cpu, memory, zone, created_at, ready_at,"
-                " kubelet_joins, pods, node_labels, node_taints)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " kubelet_joins, pods, node_labels, node_taints, instance_type, capacity_type)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     *(cluster, name, pool, spec.cpu, spec.memory, zone, now, ready_at),
                     int(joins),
                     spec.pods,
                     json.dumps(dict(spec.node_labels), sort_keys=True),
                     json.dumps(list(spec.node_taints)),
+                    spec.instance_type,
+                    spec.capacity_type,
                 ),
             )
             db.execute(
@@ -478,23 +489,80 @@ def _vm(row: sqlite3.Row, now: float, provider_id: ProviderIds) -> provider.Virt
         provider_id=provider_id(row["cluster"], name),
         created_at=row["created_at"],
         zone=row["zone"],
+        instance_type=row["instance_type"],
+        capacity_type=_capacity_type(row["capacity_type"]),
     )
+
+
+def _capacity_type(stored: object) -> catalog.CapacityType | None:
+    return next((kind for kind in catalog.CAPACITY_TYPES if kind == stored), None)
+
+
+def _as_sold(
+    spec: provider.MachineSpec, sold: catalog.Catalog, *, name: str
+) -> tuple[provider.MachineSpec, list[str]]:
+    """The machine as made, and the zones it may go to, in order of preference.
+
+    A create naming an instance type gets that type's cpu and memory, in the zone asked
+    for or, when none is, in the zones that sell it, cheapest first (an unavailable
+    offering is refused as a cloud out of that capacity refuses it). A create naming
+    none is made as asked, in the zone asked for or the default zones from the one its
+    name hashes to."""
+    if spec.instance_type is None:
+        if spec.capacity_type is not None:
+            raise provider.InvalidMachineSpec("capacityType needs an instanceType")
+        if spec.zone is not None:
+            return spec, [spec.zone]
+        start = ZONES.index(_zone(name))
+        return spec, [*ZONES[start:], *ZONES[:start]]
+    found = sold.type(spec.instance_type)
+    if found is None:
+        what = "no catalog" if sold.sells_any_shape else "no instance type of that name"
+        raise provider.InvalidMachineSpec(
+            f"instance type {spec.instance_type!r}: simcloud sells {what}"
+        )
+    kind = spec.capacity_type or catalog.ON_DEMAND
+    offered = [o for o in sold.offerings_of(found.name) if o.capacity_type == kind]
+    if spec.zone is not None:
+        offered = [o for o in offered if o.zone == spec.zone]
+    where = f"zone {spec.zone}" if spec.zone is not None else "any zone"
+    if not offered:
+        raise provider.InvalidMachineSpec(f"{found.name} is not sold as {kind} in {where}")
+    available = [o.zone for o in offered if o.available]
+    if not available:
+        raise provider.InsufficientCapacity(
+            f"no {kind} capacity for {found.name} in {where}", zone=spec.zone, shape=found.name
+        )
+    made = dataclasses.replace(
+        spec,
+        cpu=_cpu_text(found.cpu_millis),
+        memory=_memory_text(found.memory_bytes),
+        capacity_type=kind,
+    )
+    return made, available
+
+
+def _cpu_text(millis: int) -> str:
+    return str(millis // 1000) if millis % 1000 == 0 else f"{millis}m"
+
+
+def _memory_text(size: int) -> str:
+    for suffix, unit in (("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if size % unit == 0:
+            return f"{size // unit}{suffix}"
+    return str(size)
 
 
 def _zone_with_room(
     db: sqlite3.Connection,
     spec: provider.MachineSpec,
     *,
-    name: str,
+    zones: Sequence[str],
     capacity: Sequence[CapacityLimit],
 ) -> str:
-    """The VM's zone: the one asked for, else the first default zone with room from the
-    one its name hashes to. Raises ``InsufficientCapacity`` if none has room."""
-    if spec.zone is not None:
-        candidates = [spec.zone]
-    else:
-        start = ZONES.index(_zone(name))
-        candidates = [*ZONES[start:], *ZONES[:start]]
+    """The first of ``zones`` where the capacity limits leave room for the VM. Raises
+    ``InsufficientCapacity`` if none has."""
+    candidates = list(zones)
     for zone in candidates:
         full = [
             limit
@@ -504,7 +572,7 @@ def _zone_with_room(
         ]
         if not full:
             return zone
-    where = f"zone {spec.zone}" if spec.zone is not None else f"any of {', '.join(ZONES)}"
+    where = f"zone {spec.zone}" if spec.zone is not None else f"any of {', '.join(candidates)}"
     raise provider.InsufficientCapacity(
         f"no capacity for {shape_of(spec)} in {where}",
         zone=spec.zone,

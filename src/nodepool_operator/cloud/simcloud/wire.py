@@ -9,10 +9,13 @@ Keys are camelCase, as in Kubernetes. A create request (``zone``, ``nodeLabels``
 
 ``nodeLabels`` and ``nodeTaints`` are the VM's user data: what its kubelet registers its
 Node with (``--node-labels``; ``--register-with-taints``, each ``key[=value]:Effect``), and
-``pods`` its ``--max-pods``. Only a simcloud that boots kubelets (``--kubelets hollow``)
-uses them; it then reports the provider ID its kubelets register, ``kubemark://<name>``,
-and ``"bootsKubelet": true`` on every VM, so that an operator never annotates their Nodes
-for kwok.
+``pods`` its ``--max-pods``. ``instanceType`` and ``capacityType`` (optional) buy a
+type of the catalog (``GET /v1/catalog``: Karpenter kwok's ``instance_types.json`` form,
+``catalog.Catalog.to_json``; an empty list when simcloud sells any shape): the VM then
+has that type's cpu and memory, and reports both fields. Only a simcloud that boots
+kubelets (``--kubelets hollow``) uses the user data; it then reports the provider ID its
+kubelets register, ``kubemark://<name>``, and ``"bootsKubelet": true`` on every VM, so
+that an operator never annotates their Nodes for kwok.
 
 A VM on the wire::
 
@@ -39,7 +42,7 @@ from collections.abc import Mapping
 from typing import Final
 
 from nodepool_operator.api import fields
-from nodepool_operator.cloud import provider
+from nodepool_operator.cloud import catalog, provider
 from nodepool_operator.cloud.simcloud import store
 
 __all__ = [
@@ -134,6 +137,10 @@ def machine_to_json(*, pool: str, spec: provider.MachineSpec) -> dict[str, objec
         body["nodeLabels"] = dict(spec.node_labels)
     if spec.node_taints:
         body["nodeTaints"] = list(spec.node_taints)
+    if spec.instance_type is not None:
+        body["instanceType"] = spec.instance_type
+    if spec.capacity_type is not None:
+        body["capacityType"] = spec.capacity_type
     return body
 
 
@@ -149,6 +156,12 @@ def machine_from_json(obj: Mapping[str, object]) -> tuple[str, provider.MachineS
         raise provider.InvalidMachineSpec("pods must be an integer")
     if zone is not None and not isinstance(zone, str):
         raise provider.InvalidMachineSpec("zone must be a string or absent")
+    instance_type, capacity_type = obj.get("instanceType"), obj.get("capacityType")
+    if instance_type is not None and (not isinstance(instance_type, str) or not instance_type):
+        raise provider.InvalidMachineSpec("instanceType must be a non-empty string or absent")
+    if capacity_type is not None and capacity_type not in catalog.CAPACITY_TYPES:
+        kinds = ", ".join(catalog.CAPACITY_TYPES)
+        raise provider.InvalidMachineSpec(f"capacityType must be one of {kinds}, or absent")
     labels, taints = obj.get("nodeLabels") or {}, obj.get("nodeTaints") or []
     if not isinstance(labels, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
@@ -163,7 +176,16 @@ def machine_from_json(obj: Mapping[str, object]) -> tuple[str, provider.MachineS
         zone=zone,
         node_labels=tuple(sorted(labels.items())),
         node_taints=tuple(taints),
+        instance_type=instance_type,
+        capacity_type=_capacity_type(capacity_type),
     )
+
+
+def _capacity_type(value: object) -> catalog.CapacityType | None:
+    for kind in catalog.CAPACITY_TYPES:
+        if value == kind:
+            return kind
+    return None
 
 
 def _is_taint(taint: object) -> bool:
@@ -191,6 +213,8 @@ def vm_to_json(vm: provider.VirtualMachine) -> dict[str, object]:
         "zone": vm.zone,
         "kubeletJoins": vm.kubelet_joins,
         "bootsKubelet": vm.boots_kubelet,
+        **({"instanceType": vm.instance_type} if vm.instance_type is not None else {}),
+        **({"capacityType": vm.capacity_type} if vm.capacity_type is not None else {}),
     }
 
 
@@ -211,6 +235,8 @@ def vm_from_json(data: object) -> provider.VirtualMachine:
         zone=zone,
         kubelet_joins=fields.boolean(obj, "kubeletJoins", default=True),
         boots_kubelet=fields.boolean(obj, "bootsKubelet", default=False),
+        instance_type=fields.optional_string(obj, "instanceType"),
+        capacity_type=_capacity_type(obj.get("capacityType")),
     )
 
 
