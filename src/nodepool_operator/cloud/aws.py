@@ -57,7 +57,8 @@ import aiobotocore.config
 import aiobotocore.session
 
 from nodepool_operator.api import launch, quantity
-from nodepool_operator.cloud import aws_errors, aws_launch, provider
+from nodepool_operator.cloud import aws_catalog, aws_errors, aws_launch, provider
+from nodepool_operator.cloud import catalog as catalog_api
 
 if TYPE_CHECKING:
     from types_aiobotocore_ec2 import EC2Client
@@ -108,7 +109,8 @@ class Ec2Provider:
     replaces the regional endpoint (a VPC endpoint, or an EC2-compatible test server);
     ``AWS_ENDPOINT_URL_EC2`` does the same through the environment. ``session``: the
     SDK session to make the client from (default: a new one). ``listing_max_age``: how
-    long one describe of the cluster serves listings, creates and deletes.
+    long one describe of the cluster serves listings, creates and deletes;
+    ``catalog_max_age``: how long one reading of the catalog serves.
     """
 
     def __init__(
@@ -122,6 +124,7 @@ class Ec2Provider:
         listing_max_age: float = DEFAULT_LISTING_MAX_AGE,
         session: aiobotocore.session.AioSession | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        catalog_max_age: float = aws_catalog.DEFAULT_MAX_AGE,
     ) -> None:
         self._cluster = cluster_name
         self._session = session or aiobotocore.session.get_session()
@@ -142,6 +145,8 @@ class Ec2Provider:
         self._snapshot: _Snapshot | None = None
         self._refreshing: asyncio.Future[_Snapshot] | None = None
         self._closed = False
+        self._catalog: aws_catalog.Ec2Catalog | None = None
+        self._catalog_max_age = catalog_max_age
 
     @property
     def cluster_name(self) -> str:
@@ -207,6 +212,19 @@ class Ec2Provider:
             ]
         )
         return _to_vm(_preferred(found)) if found else None
+
+    async def catalog(self) -> catalog_api.Catalog:
+        """The region's instance types EC2 sells, priced (``aws_catalog``), kept for
+        ``catalog_max_age`` seconds."""
+        if self._catalog is None:
+            region = (await self._ec2()).meta.region_name
+            self._catalog = aws_catalog.Ec2Catalog(
+                client=self._ec2,
+                prices=aws_catalog.load_prices(region),
+                max_age=self._catalog_max_age,
+                monotonic=self._monotonic,
+            )
+        return await self._catalog.catalog()
 
     async def close(self) -> None:
         self._closed = True
@@ -458,3 +476,4 @@ def _subnets_to_try(settings: launch.AwsLaunch, zone: str | None) -> list[str]:
 if TYPE_CHECKING:
     # Checked by mypy, so the provider cannot drift from the protocol the controller uses.
     _provider: type[provider.CloudProvider] = Ec2Provider
+    _catalog_source: type[provider.CatalogSource] = Ec2Provider

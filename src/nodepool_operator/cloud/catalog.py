@@ -106,6 +106,24 @@ class Catalog:
     types: Mapping[str, InstanceType]
     offerings: tuple[Offering, ...]
 
+    @classmethod
+    def of(cls, types: Mapping[str, InstanceType], offerings: Iterable[Offering]) -> Catalog:
+        """The catalog of ``types`` and ``offerings``, cheapest first (ties by type, zone,
+        capacity type); ``CatalogError`` on an offering of a type it does not hold, or
+        one sold twice in a zone as one capacity type."""
+        seen: set[tuple[str, str, str]] = set()
+        ordered = sorted(offerings, key=_cheapest_first)
+        for offering in ordered:
+            key = (offering.instance_type, offering.zone, offering.capacity_type)
+            if key[0] not in types:
+                raise CatalogError(f"an offering names instance type {key[0]!r}, not a type held")
+            if key in seen:
+                raise CatalogError(
+                    f"instance type {key[0]!r} is offered twice in zone {key[1]!r} as {key[2]}"
+                )
+            seen.add(key)
+        return cls(dict(types), tuple(ordered))
+
     @property
     def sells_any_shape(self) -> bool:
         """No catalog: the cloud makes whatever cpu and memory it is asked for."""
@@ -138,6 +156,11 @@ class Catalog:
 
 #: No catalog: a cloud that makes whatever cpu and memory it is asked for.
 NOTHING: Final = Catalog({}, ())
+
+
+def _cheapest_first(offering: Offering) -> tuple[float, str, str, int]:
+    kind = CAPACITY_TYPES.index(offering.capacity_type)
+    return (offering.price_per_hour, offering.instance_type, offering.zone, kind)
 
 
 def _type_to_json(found: InstanceType, offerings: Sequence[Offering]) -> dict[str, Any]:
@@ -204,28 +227,7 @@ def parse(data: object) -> Catalog:
             raise CatalogError(f"{where} is listed twice")
         types[name] = _instance_type(name, entry, where)
         offerings.extend(_offerings(name, entry.get("offerings"), where))
-    seen: set[tuple[str, str, str]] = set()
-    for offering in offerings:
-        key = (offering.instance_type, offering.zone, offering.capacity_type)
-        if key in seen:
-            raise CatalogError(
-                f"instance type {key[0]!r} is offered twice in zone {key[1]!r} as {key[2]}"
-            )
-        seen.add(key)
-    offerings.sort(
-        key=lambda o: (
-            o.price_per_hour,
-            o.instance_type,
-            o.zone,
-            CAPACITY_TYPES.index(o.capacity_type),
-        )
-    )
-    return Catalog(types, tuple(offerings))
-
-
-def _cheapest_first(offering: Offering) -> tuple[float, str, str, int]:
-    kind = CAPACITY_TYPES.index(offering.capacity_type)
-    return (offering.price_per_hour, offering.instance_type, offering.zone, kind)
+    return Catalog.of(types, offerings)
 
 
 def _instance_type(name: str, entry: Mapping[str, Any], where: str) -> InstanceType:

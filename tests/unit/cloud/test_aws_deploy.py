@@ -65,6 +65,7 @@ async def test_the_policy_allows_every_ec2_call_the_provider_makes_and_no_other(
         await cloud.list_vms(pool="p")
         await cloud.get_vm(name)
         await cloud.delete_vm(name)
+        await cloud.catalog()
     finally:
         await cloud.close()
 
@@ -76,6 +77,8 @@ async def test_the_policy_allows_every_ec2_call_the_provider_makes_and_no_other(
     assert called == {
         "ec2:DescribeInstances",
         "ec2:DescribeInstanceTypes",
+        "ec2:DescribeInstanceTypeOfferings",
+        "ec2:DescribeSpotPriceHistory",
         "ec2:RunInstances",
         "ec2:TerminateInstances",
     }
