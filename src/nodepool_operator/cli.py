@@ -277,6 +277,12 @@ def simcloud(
             "cpu and memory asked for."
         ),
     ] = None,
+    spot_notice_seconds: Annotated[
+        float,
+        typer.Option(
+            help="How long a spot VM runs after its interruption notice (EC2: two minutes)."
+        ),
+    ] = 120.0,
 ) -> None:
     """Run the simulated cloud: an HTTP API for VMs, with latency and fault injection."""
     hollow = _hollow_kubelets(kubelets, kubelet_kubeconfig, state=state)
@@ -299,7 +305,10 @@ def simcloud(
         if faults is not None:
             config = config.with_faults(json.loads(faults))
         config = dataclasses.replace(
-            config, kubelets=hollow, catalog_path=None if catalog is None else str(catalog)
+            config,
+            kubelets=hollow,
+            catalog_path=None if catalog is None else str(catalog),
+            spot_notice_seconds=spot_notice_seconds,
         )
     except ValueError as error:
         typer.secho(f"error: {error}", fg=typer.colors.RED, err=True)

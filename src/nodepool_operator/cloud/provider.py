@@ -45,7 +45,9 @@ from nodepool_operator.cloud import catalog
 __all__ = [
     "CatalogSource",
     "CloudError",
+    "CloudEvent",
     "CloudProvider",
+    "EventSource",
     "InsufficientCapacity",
     "InvalidMachineSpec",
     "MachineSpec",
@@ -125,6 +127,9 @@ class VirtualMachine:
     """The catalog's instance type it runs as; None when it was made as a bare shape."""
     capacity_type: catalog.CapacityType | None = None
     """How it is bought (on-demand or spot); None when it was made as a bare shape."""
+    terminate_at: float | None = None
+    """Set once the cloud has given notice it takes the VM back (a spot interruption):
+    wall-clock epoch seconds when it will."""
 
 
 class CloudProvider(Protocol):
@@ -157,6 +162,30 @@ class CloudProvider(Protocol):
 
     async def close(self) -> None:
         """Release connections; the provider must not be used afterwards."""
+        ...
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CloudEvent:
+    """Something the cloud tells about a VM without being asked (EC2's EventBridge
+    messages): ``kind`` ``SpotInterruptionWarning`` (``terminate_at`` says when it is
+    taken back), ``InstanceStateChange`` (it is being taken back now). ``id`` orders the
+    stream: a reader passes the last it handled to get the next."""
+
+    id: int
+    kind: str
+    name: VmName
+    pool: str
+    at: float
+    terminate_at: float | None = None
+
+
+class EventSource(Protocol):
+    """A cloud that tells of interruptions as they come."""
+
+    async def events(self, *, after: int, wait: float) -> list[CloudEvent]:
+        """The events after id ``after``, oldest first; waits up to ``wait`` seconds for
+        one when there is none yet (a long poll), then answers the empty list."""
         ...
 
 

@@ -85,6 +85,23 @@ class SimCloudClient:
         _, data = await self._call("GET", "/v1/catalog")
         return _decode(catalog.parse, data)
 
+    async def events(self, *, after: int, wait: float) -> list[provider.CloudEvent]:
+        """The cloud's events after id ``after`` (spot interruption warnings, VMs taken
+        back), waiting up to ``wait`` seconds for one (kept a second under this client's
+        timeout, so a quiet wait is an empty answer, not a timeout)."""
+        longest = max(0.0, (self._timeout.total or 10.0) - 1.0)
+        params = {**self._scope, "after": str(after), "wait": str(min(wait, longest))}
+        _, data = await self._call("GET", "/v1/events", params=params)
+        return _decode(_events_from_json, data)
+
+    async def interrupt(self, names: list[str]) -> list[provider.VirtualMachine]:
+        """Give those spot VMs their interruption notice now (an admin call, for tests
+        and demos); returns them as they are now."""
+        _, data = await self._call(
+            "POST", "/admin/interrupt", json_body={"names": names}, params=self._scope
+        )
+        return _decode(_vms_from_json, data)
+
     async def faults(self) -> wire.Faults:
         _, data = await self._call("GET", "/admin/faults")
         return _decode(wire.Faults().merged, data)
@@ -219,6 +236,13 @@ def _vm_path(name: provider.VmName) -> str:
     return f"/v1/vms/{urllib.parse.quote(name, safe='')}"
 
 
+def _events_from_json(data: object) -> list[provider.CloudEvent]:
+    items = data.get("items") if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        raise ValueError("expected {'items': [...]}")
+    return [wire.event_from_json(item) for item in items]
+
+
 def _vms_from_json(data: object) -> list[provider.VirtualMachine]:
     items = data.get("items") if isinstance(data, dict) else None
     if not isinstance(items, list):
@@ -239,3 +263,4 @@ if TYPE_CHECKING:
     # Checked by mypy, so the client cannot drift from the protocol the controller uses.
     _provider: type[provider.CloudProvider] = SimCloudClient
     _catalog_source: type[provider.CatalogSource] = SimCloudClient
+    _event_source: type[provider.EventSource] = SimCloudClient

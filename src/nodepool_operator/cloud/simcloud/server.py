@@ -58,6 +58,7 @@ import signal
 import sqlite3
 import time
 from types import TracebackType
+from typing import Final
 
 from aiohttp import typedefs, web
 
@@ -104,6 +105,9 @@ class SimCloudConfig:
     kubelets: kubelets_module.KubeletConfig | None = None
     # The instance types and priced offerings it sells (``catalog``); None: any shape.
     catalog_path: str | None = None
+    # How long a spot VM runs after its interruption notice.
+    spot_notice_seconds: float = store.DEFAULT_SPOT_NOTICE_SECONDS
+    spot_interruptions: tuple[store.InterruptionRate, ...] = ()
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -113,6 +117,8 @@ class SimCloudConfig:
                 "give exactly one of --token-file (the bearer token clients must send) "
                 "and --insecure-no-auth (no authentication, for local experiments)"
             )
+        if not self.spot_notice_seconds >= 0.0:
+            raise ValueError(f"spot notice seconds must be >= 0: {self.spot_notice_seconds}")
         # Building them validates them, so a bad flag fails at startup, not on first use.
         self.timing()
         self.faults()
@@ -134,6 +140,7 @@ class SimCloudConfig:
             capacity=faults.capacity,
             kubelet_never_joins=faults.kubelet_never_joins,
             partitioned=faults.partitioned,
+            spot_interruptions=faults.spot_interruptions,
         )
 
     def sold(self) -> catalog.Catalog:
@@ -158,6 +165,7 @@ class SimCloudConfig:
             capacity=self.capacity,
             kubelet_never_joins=self.kubelet_never_joins,
             partitioned=self.partitioned,
+            spot_interruptions=self.spot_interruptions,
         )
 
 
@@ -176,6 +184,7 @@ class SimCloudServer:
         self._port: int | None = None
         self._kubelets: kubelets_module.HollowKubelets | None = None
         self._kubelet_sync: asyncio.Task[None] | None = None
+        self._ticking: asyncio.Task[None] | None = None
 
     @property
     def port(self) -> int:
@@ -216,6 +225,7 @@ class SimCloudServer:
             # A separate stream, so enabling faults does not shift the VM latencies.
             rng=random.Random(None if config.seed is None else config.seed + 1),
             token=None if config.token_file is None else credentials.TokenFile(config.token_file),
+            spot_notice_seconds=config.spot_notice_seconds,
         )
         if state.token is not None:
             try:
@@ -241,6 +251,7 @@ class SimCloudServer:
             raise
         self._runner, self._state = runner, state
         self._port = _bound_port(runner)
+        self._ticking = asyncio.create_task(_tick_every_second(state))
         if config.kubelets is not None:
             self._kubelets = kubelets_module.HollowKubelets(config.kubelets)
             self._kubelet_sync = asyncio.create_task(_sync_kubelets(self._kubelets, state))
@@ -252,14 +263,22 @@ class SimCloudServer:
         """The VMs' hollow kubelets (``--kubelets hollow``), or None (kwok plays them)."""
         return self._kubelets
 
+    def tick(self) -> None:
+        """Let the cloud's time pass now (it does every second by itself): for tests that
+        move a fake clock."""
+        if self._state is not None:
+            self._state.tick()
+
     async def stop(self) -> None:
         runner, state = self._runner, self._state
         self._runner = self._state = None
         sync, self._kubelet_sync = self._kubelet_sync, None
-        if sync is not None:
-            sync.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sync
+        ticking, self._ticking = self._ticking, None
+        for task in (sync, ticking):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         if self._kubelets is not None:
             await self._kubelets.close()
             self._kubelets = None
@@ -306,6 +325,20 @@ async def serve(
             ready.set()
         await (stop if stop is not None else asyncio.Event()).wait()
     log.info("simcloud stopped")
+
+
+#: How often the cloud's own time is let pass (``_SimCloud.tick``).
+TICK_SECONDS: Final = 1.0
+
+
+async def _tick_every_second(state: _SimCloud) -> None:
+    while True:
+        try:
+            state.tick()
+        except Exception:
+            # The next tick tries again; a store error must not end the cloud's time.
+            log.exception("simcloud tick failed")
+        await asyncio.sleep(TICK_SECONDS)
 
 
 async def _sync_kubelets(kubelets: kubelets_module.HollowKubelets, sim: _SimCloud) -> None:
@@ -356,9 +389,30 @@ class _SimCloud:
         default_factory=lambda: collections.defaultdict(collections.Counter)
     )
     deletions_started: int = 0
+    spot_notice_seconds: float = store.DEFAULT_SPOT_NOTICE_SECONDS
+    last_tick: float | None = None
 
     def __post_init__(self) -> None:
         self.set_faults(self.faults)
+
+    def tick(self) -> None:
+        """Let the cloud's own time pass: spot VMs get their notices at the fault's rate
+        over the time since the last tick, and VMs whose notice ran out are taken back."""
+        now = self.clock()
+        seconds = 0.0 if self.last_tick is None else now - self.last_tick
+        self.last_tick = now
+        noticed = self.vms.interrupt_at_rate(
+            self.faults.spot_interruptions,
+            seconds=seconds,
+            notice_seconds=self.spot_notice_seconds,
+        )
+        reclaimed = self.vms.reclaim_due()
+        if noticed or reclaimed:
+            log.info(
+                "simcloud spot noticed=%d reclaimed=%s",
+                noticed,
+                ",".join(vm.name for vm in reclaimed) or "-",
+            )
 
     def set_faults(self, faults: wire.Faults) -> None:
         old = self.faults
@@ -409,6 +463,8 @@ def _make_app(state: _SimCloud) -> web.Application:
     app.router.add_get("/v1/vms", _list_vms)
     app.router.add_get("/v1/vms/{name}", _get_vm)
     app.router.add_get("/v1/catalog", _get_catalog)
+    app.router.add_get("/v1/events", _get_events)
+    app.router.add_post("/admin/interrupt", _post_interrupt)
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/admin/faults", _get_faults)
     app.router.add_put("/admin/faults", _put_faults)
@@ -581,6 +637,46 @@ async def _get_vm(request: web.Request) -> web.StreamResponse:
 
 async def _get_catalog(request: web.Request) -> web.StreamResponse:
     return web.json_response(request.app[_SIM].vms.catalog.to_json())
+
+
+#: The longest a ``GET /v1/events`` waits for an event (as SQS's long poll: 20 s).
+MAX_EVENTS_WAIT: Final = 20.0
+_EVENTS_POLL: Final = 0.2
+
+
+async def _get_events(request: web.Request) -> web.StreamResponse:
+    """``?after=ID&wait=SECONDS``: the events after ``after`` (0: all kept), waiting up
+    to ``wait`` seconds for one; ``{"items": [...]}``, oldest first."""
+    sim = request.app[_SIM]
+    try:
+        after = int(request.query.get("after", "0"))
+        wait = min(max(float(request.query.get("wait", "0")), 0.0), MAX_EVENTS_WAIT)
+    except ValueError as e:
+        raise provider.PermanentCloudError(
+            f"after and wait must be numbers: {e}", code="InvalidRequest"
+        ) from e
+    deadline = asyncio.get_running_loop().time() + wait
+    while True:
+        found = sim.vms.events(after=after, cluster=_cluster(request))
+        left = deadline - asyncio.get_running_loop().time()
+        if found or left <= 0:
+            return web.json_response({"items": [wire.event_to_json(e) for e in found]})
+        await asyncio.sleep(min(_EVENTS_POLL, left))
+
+
+async def _post_interrupt(request: web.Request) -> web.StreamResponse:
+    """``{"names": [...]}``: give those spot VMs their interruption notice now."""
+    sim = request.app[_SIM]
+    body = await _json_object(request)
+    names = body.get("names")
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise provider.PermanentCloudError(
+            "names must be a list of VM names", code="InvalidRequest"
+        )
+    noticed = sim.vms.interrupt(
+        [str(n) for n in names], cluster=_cluster(request), notice_seconds=sim.spot_notice_seconds
+    )
+    return web.json_response({"items": [wire.vm_to_json(vm) for vm in noticed]})
 
 
 async def _healthz(request: web.Request) -> web.StreamResponse:

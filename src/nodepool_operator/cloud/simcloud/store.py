@@ -40,7 +40,8 @@ import re
 import sqlite3
 import time
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Final
 
 from nodepool_operator.api import quantity
 from nodepool_operator.cloud import catalog, provider
@@ -89,9 +90,19 @@ CREATE TABLE IF NOT EXISTS vms (
     node_taints TEXT NOT NULL DEFAULT '[]',
     instance_type TEXT,
     capacity_type TEXT,
+    reclaim_at REAL,
     PRIMARY KEY (cluster, name)
 );
 CREATE INDEX IF NOT EXISTS vms_by_pool ON vms (cluster, pool);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    cluster TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    name TEXT NOT NULL,
+    pool TEXT NOT NULL,
+    at REAL NOT NULL,
+    terminate_at REAL
+);
 CREATE TABLE IF NOT EXISTS creations (
     cluster TEXT NOT NULL,
     name TEXT NOT NULL,
@@ -122,7 +133,14 @@ _ADDED_COLUMNS = {
     "node_taints": "TEXT NOT NULL DEFAULT '[]'",
     "instance_type": "TEXT",
     "capacity_type": "TEXT",
+    "reclaim_at": "REAL",
 }
+#: What the event stream (``SimCloudStore.events``) tells, as EC2's EventBridge does: a
+#: spot VM's two-minute warning, and the cloud taking it back (its state turns Deleting).
+SPOT_INTERRUPTION_WARNING: Final = "SpotInterruptionWarning"
+STATE_CHANGE: Final = "InstanceStateChange"
+#: How long a spot VM runs after its interruption notice (EC2's two minutes).
+DEFAULT_SPOT_NOTICE_SECONDS: Final = 120.0
 
 # Names become Node names, so they follow the Kubernetes DNS-1123 subdomain rule.
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -192,6 +210,39 @@ class Offering:
         if self.cpu is not None and _millicores(self.cpu) != _millicores(cpu):
             return False
         return self.memory is None or _bytes(self.memory) == _bytes(memory)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class InterruptionRate:
+    """Spot VMs in ``zone`` of ``instance_type`` (None: any) get an interruption notice
+    at ``per_hour`` notices per VM per hour, at random (the seeded generator)."""
+
+    per_hour: float
+    zone: str | None = None
+    instance_type: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.per_hour >= 0.0:
+            raise ValueError(f"perHour must be >= 0: {self.per_hour}")
+
+    def matches(self, *, zone: str, instance_type: str | None) -> bool:
+        if self.zone is not None and self.zone != zone:
+            return False
+        return self.instance_type is None or self.instance_type == instance_type
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CloudEventRecord:
+    """One event of the stream, as stored: ``id`` orders them (a reader passes the last
+    it saw to get the next)."""
+
+    id: int
+    cluster: str
+    kind: str
+    name: str
+    pool: str
+    at: float
+    terminate_at: float | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -451,6 +502,134 @@ class SimCloudStore:
         ).fetchall()
         return {row["name"]: row["count"] for row in rows}
 
+    def interrupt(
+        self, names: Iterable[str], *, cluster: str | None, notice_seconds: float
+    ) -> list[provider.VirtualMachine]:
+        """Give each named spot VM its interruption notice now: it runs for
+        ``notice_seconds`` more, then the cloud takes it back (``reclaim_due``). A VM that
+        has one already keeps it. Raises ``PermanentCloudError`` (InvalidRequest) naming
+        a VM that is absent, not running or not spot, before noticing any."""
+        with self._write() as db:
+            now = self._clock()
+            rows = []
+            for name in names:
+                row = db.execute(
+                    "SELECT * FROM vms WHERE name = ? AND (? IS NULL OR cluster = ?)"
+                    " AND gone_at IS NULL",
+                    (name, cluster, cluster),
+                ).fetchone()
+                if row is None or row["capacity_type"] != catalog.SPOT:
+                    why = "no such VM" if row is None else "not a spot VM"
+                    raise provider.PermanentCloudError(f"{name}: {why}", code="InvalidRequest")
+                rows.append(row)
+            for row in rows:
+                if row["reclaim_at"] is None:
+                    self._notice(db, row, now=now, notice_seconds=notice_seconds)
+            return [self._vm(r, now) for r in self._rows(db, rows)]
+
+    def interrupt_at_rate(
+        self, rates: Sequence[InterruptionRate], *, seconds: float, notice_seconds: float
+    ) -> int:
+        """Over ``seconds`` of time, give each running spot VM a notice with the
+        probability its matching rates add up to; returns how many got one."""
+        if not rates or seconds <= 0:
+            return 0
+        noticed = 0
+        with self._write() as db:
+            now = self._clock()
+            rows = db.execute(
+                "SELECT * FROM vms WHERE gone_at IS NULL AND reclaim_at IS NULL"
+                " AND capacity_type = ? AND ready_at <= ? ORDER BY cluster, name",
+                (catalog.SPOT, now),
+            ).fetchall()
+            for row in rows:
+                per_hour = sum(
+                    r.per_hour
+                    for r in rates
+                    if r.matches(zone=row["zone"], instance_type=row["instance_type"])
+                )
+                if per_hour and self._rng.random() < per_hour * seconds / 3600.0:
+                    self._notice(db, row, now=now, notice_seconds=notice_seconds)
+                    noticed += 1
+        return noticed
+
+    def reclaim_due(self) -> list[provider.VirtualMachine]:
+        """Take back every VM whose notice has run out: it starts deleting (gone after
+        the delete latency), and the stream says so. Returns them."""
+        with self._write() as db:
+            now = self._clock()
+            rows = db.execute(
+                "SELECT * FROM vms WHERE gone_at IS NULL AND reclaim_at IS NOT NULL"
+                " AND reclaim_at <= ? ORDER BY cluster, name",
+                (now,),
+            ).fetchall()
+            for row in rows:
+                gone_at = now + self._sample(self._timing.delete_latency_seconds)
+                db.execute(
+                    "UPDATE vms SET gone_at = ? WHERE cluster = ? AND name = ?",
+                    (gone_at, row["cluster"], row["name"]),
+                )
+                self._record(db, row, kind=STATE_CHANGE, at=now, terminate_at=None)
+            return [self._vm(r, now) for r in self._rows(db, rows)]
+
+    def events(
+        self, *, after: int, cluster: str | None, limit: int = 500
+    ) -> list[CloudEventRecord]:
+        """The events after id ``after``, oldest first (at most ``limit``)."""
+        rows = self._db.execute(
+            "SELECT * FROM events WHERE id > ? AND (? IS NULL OR cluster = ?) ORDER BY id LIMIT ?",
+            (after, cluster, cluster, limit),
+        ).fetchall()
+        return [
+            CloudEventRecord(
+                id=int(row["id"]),
+                cluster=row["cluster"],
+                kind=row["kind"],
+                name=row["name"],
+                pool=row["pool"],
+                at=float(row["at"]),
+                terminate_at=row["terminate_at"],
+            )
+            for row in rows
+        ]
+
+    def _notice(
+        self, db: sqlite3.Connection, row: sqlite3.Row, *, now: float, notice_seconds: float
+    ) -> None:
+        reclaim_at = now + notice_seconds
+        db.execute(
+            "UPDATE vms SET reclaim_at = ? WHERE cluster = ? AND name = ?",
+            (reclaim_at, row["cluster"], row["name"]),
+        )
+        self._record(db, row, kind=SPOT_INTERRUPTION_WARNING, at=now, terminate_at=reclaim_at)
+
+    @staticmethod
+    def _record(
+        db: sqlite3.Connection,
+        row: sqlite3.Row,
+        *,
+        kind: str,
+        at: float,
+        terminate_at: float | None,
+    ) -> None:
+        db.execute(
+            "INSERT INTO events (cluster, kind, name, pool, at, terminate_at)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (row["cluster"], kind, row["name"], row["pool"], at, terminate_at),
+        )
+
+    @staticmethod
+    def _rows(db: sqlite3.Connection, before: Sequence[sqlite3.Row]) -> list[sqlite3.Row]:
+        """``before``'s rows as they are now."""
+        found = []
+        for old in before:
+            row = db.execute(
+                "SELECT * FROM vms WHERE cluster = ? AND name = ?", (old["cluster"], old["name"])
+            ).fetchone()
+            if row is not None:
+                found.append(row)
+        return found
+
     @contextlib.contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         self._db.execute("BEGIN IMMEDIATE")
@@ -491,6 +670,7 @@ def _vm(row: sqlite3.Row, now: float, provider_id: ProviderIds) -> provider.Virt
         zone=row["zone"],
         instance_type=row["instance_type"],
         capacity_type=_capacity_type(row["capacity_type"]),
+        terminate_at=row["reclaim_at"],
     )
 
 

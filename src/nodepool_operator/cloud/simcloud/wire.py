@@ -51,6 +51,8 @@ __all__ = [
     "SimCloudStats",
     "error_for_status",
     "error_json",
+    "event_from_json",
+    "event_to_json",
     "machine_from_json",
     "machine_to_json",
     "status_for_error",
@@ -215,6 +217,7 @@ def vm_to_json(vm: provider.VirtualMachine) -> dict[str, object]:
         "bootsKubelet": vm.boots_kubelet,
         **({"instanceType": vm.instance_type} if vm.instance_type is not None else {}),
         **({"capacityType": vm.capacity_type} if vm.capacity_type is not None else {}),
+        **({"terminateAt": vm.terminate_at} if vm.terminate_at is not None else {}),
     }
 
 
@@ -237,6 +240,7 @@ def vm_from_json(data: object) -> provider.VirtualMachine:
         boots_kubelet=fields.boolean(obj, "bootsKubelet", default=False),
         instance_type=fields.optional_string(obj, "instanceType"),
         capacity_type=_capacity_type(obj.get("capacityType")),
+        terminate_at=fields.optional_number(obj, "terminateAt"),
     )
 
 
@@ -264,7 +268,13 @@ class Faults:
         {"capacity": [{"zone": "sim-1a", "maxVms": 0},
                       {"cpu": "8", "memory": "32Gi", "maxVms": 2}],
          "kubeletNeverJoins": [{"zone": "sim-1c"}],
-         "partitioned": ["general-0"]}
+         "partitioned": ["general-0"],
+         "spotInterruptions": [{"zone": "sim-1a", "instanceType": "c-2x", "perHour": 6}]}
+
+    ``spotInterruptions`` gives running spot VMs (of the zone and instance type given,
+    else any) interruption notices at random, at ``perHour`` notices per VM per hour:
+    the VM then shows ``terminateAt`` and the event stream tells it; the cloud takes it
+    back at that time (``--spot-notice-seconds`` after the notice).
     """
 
     transient_error_rate: float = 0.0
@@ -276,6 +286,7 @@ class Faults:
     capacity: tuple[store.CapacityLimit, ...] = ()
     kubelet_never_joins: tuple[store.Offering, ...] = ()
     partitioned: frozenset[str] = frozenset()
+    spot_interruptions: tuple[store.InterruptionRate, ...] = ()
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.transient_error_rate <= 1.0:
@@ -302,6 +313,7 @@ class Faults:
             ],
             "kubeletNeverJoins": [_offering_to_json(o) for o in self.kubelet_never_joins],
             "partitioned": sorted(self.partitioned),
+            "spotInterruptions": [_rate_to_json(r) for r in self.spot_interruptions],
         }
 
     def merged(self, patch: object) -> Faults:
@@ -358,6 +370,11 @@ class Faults:
                 if "partitioned" in obj
                 else self.partitioned
             ),
+            spot_interruptions=(
+                tuple(_rate_from_json(item) for item in _list(obj, "spotInterruptions"))
+                if "spotInterruptions" in obj
+                else self.spot_interruptions
+            ),
         )
 
 
@@ -380,6 +397,50 @@ def _offering_from_json(data: object) -> store.Offering:
         zone=fields.optional_string(obj, "zone"),
         cpu=fields.optional_string(obj, "cpu"),
         memory=fields.optional_string(obj, "memory"),
+    )
+
+
+def _rate_to_json(rate: store.InterruptionRate) -> dict[str, object]:
+    return fields.compact(
+        {"zone": rate.zone, "instanceType": rate.instance_type, "perHour": rate.per_hour}
+    )
+
+
+def _rate_from_json(data: object) -> store.InterruptionRate:
+    obj = _object(data)
+    unknown = set(obj) - {"zone", "instanceType", "perHour"}
+    if unknown:
+        raise ValueError(f"unknown spotInterruptions keys: {sorted(unknown)}")
+    return store.InterruptionRate(
+        per_hour=fields.required_number(obj, "perHour"),
+        zone=fields.optional_string(obj, "zone"),
+        instance_type=fields.optional_string(obj, "instanceType"),
+    )
+
+
+def event_to_json(event: store.CloudEventRecord) -> dict[str, object]:
+    return fields.compact(
+        {
+            "id": event.id,
+            "kind": event.kind,
+            "name": event.name,
+            "pool": event.pool,
+            "at": event.at,
+            "terminateAt": event.terminate_at,
+        }
+    )
+
+
+def event_from_json(data: object) -> provider.CloudEvent:
+    """Raises ``ValueError`` if ``data`` is not an event as ``event_to_json`` writes it."""
+    obj = _object(data)
+    return provider.CloudEvent(
+        id=fields.required_integer(obj, "id"),
+        kind=fields.required_string(obj, "kind"),
+        name=provider.VmName(fields.required_string(obj, "name")),
+        pool=fields.required_string(obj, "pool"),
+        at=fields.required_number(obj, "at"),
+        terminate_at=fields.optional_number(obj, "terminateAt"),
     )
 
 
