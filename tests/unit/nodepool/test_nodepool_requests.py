@@ -27,7 +27,7 @@ NOW = 1_800_000_000.0
 CREATED = "2027-01-15T08:00:00Z"  # NOW
 
 
-class FakeApi(testing.FakeApiServer):
+class RecordingApi(testing.FakeApiServer):
     """The shared fake API server; events and status writes kept for reading, and hooks
     run before the next update of a pool (another writer getting in first)."""
 
@@ -66,7 +66,7 @@ class FakeApi(testing.FakeApiServer):
         return found[-1]
 
 
-class FakeCloud:
+class LaggingCloud:
     """A cloud whose listings lag: they show nothing, a get finds what was created."""
 
     def __init__(self) -> None:
@@ -99,8 +99,8 @@ class FakeCloud:
 
 class World:
     def __init__(self) -> None:
-        self.api = FakeApi()
-        self.cloud = FakeCloud()
+        self.api = RecordingApi()
+        self.cloud = LaggingCloud()
         self.pools = testing.FakeInformer({})
         self.requests = testing.FakeInformer(
             {"pool": lambda r: [scalerequest_api.spec_of(r).node_pool_name]}
