@@ -12,7 +12,9 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
+from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.cloud import credentials
 from nodepool_operator.cloud.simcloud.client import SimCloudClient
 from nodepool_operator.cluster import children
@@ -116,7 +118,10 @@ async def kubectl(kubectl_path: Path, kubeconfig: Path, *args: str) -> str:
     return out.decode()
 
 
+#: The group, version and plural of each resource, as the custom-objects API takes them.
 POOLS = (nodepool_api.GROUP, nodepool_api.VERSION, nodepool_api.PLURAL)
+AUTOSCALERS = (autoscaler_api.GROUP, autoscaler_api.VERSION, autoscaler_api.PLURAL)
+REQUESTS = (scalerequest_api.GROUP, scalerequest_api.VERSION, scalerequest_api.PLURAL)
 MERGE = "application/merge-patch+json"
 
 

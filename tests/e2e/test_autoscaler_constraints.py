@@ -16,61 +16,12 @@ import pytest
 from kubernetes_asyncio import client
 
 import workloads
-from e2e.test_autoscaler import (
-    AUTOSCALERS,
-    MERGE,
-    POOLS,
-    History,
-    events,
-    phases,
-    running,
-)
-from harness import Operator, SimCloud, remove_pool, wait_for
-from nodepool_operator.api import autoscaler as autoscaler_api
+from e2e.autoscaling import History, events, make_autoscaler, make_pool, phases, running
+from harness import AUTOSCALERS, MERGE, POOLS, Operator, SimCloud, remove_pool, wait_for
 from nodepool_operator.api import nodepool as nodepool_api
 
 ZONE = nodepool_api.ZONE_LABEL
 HOSTNAME = nodepool_api.HOSTNAME_LABEL
-
-
-async def make_pool(
-    custom: client.CustomObjectsApi,
-    name: str,
-    *,
-    max_nodes: int = 10,
-    weight: int = 0,
-    zones: tuple[str, ...] = (),
-    reserved: dict[str, str] | None = None,
-    labels: dict[str, str] | None = None,
-) -> None:
-    spec = nodepool_api.NodePoolSpec(
-        target_nodes=0,
-        min_nodes=0,
-        max_nodes=max_nodes,
-        weight=weight,
-        template=nodepool_api.NodeTemplate(
-            cpu="4",
-            memory="16Gi",
-            pods=110,
-            zones=zones,
-            reserved=reserved or {},
-            labels=labels or {},
-        ),
-    )
-    await custom.create_cluster_custom_object(*POOLS, nodepool_api.manifest(name, spec))
-
-
-async def make_autoscaler(
-    custom: client.CustomObjectsApi, name: str, *, pool: str, namespace: str
-) -> None:
-    spec = autoscaler_api.AutoscalerSpec(
-        node_pool_name=pool,
-        namespaces=(namespace,),
-        scan_interval_seconds=1,
-        batch_window_seconds=0.5,
-        scale_down=autoscaler_api.ScaleDownPolicy(enabled=False, unneeded_seconds=600),
-    )
-    await custom.create_cluster_custom_object(*AUTOSCALERS, autoscaler_api.manifest(name, spec))
 
 
 @pytest.fixture

@@ -15,18 +15,17 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-from e2e.test_autoscaler import (
+from e2e.autoscaling import (
     History,
     create_autoscaler,
     create_pool,
     events,
     running,
 )
-from harness import Operator, SimCloud, wait_for
+from harness import POOLS, Operator, SimCloud, wait_for
 from nodepool_operator.api import nodepool as nodepool_api
 from workloads import deployment
 
-POOLS = ("nodepool.dev", "v1alpha1", "nodepools")
 GI = 2**30
 #: What the "kubelets" report: 12Gi where the template (cpu 4, memory 16Gi) says 16Gi.
 REPORTED_MEMORY = str(12 * GI)

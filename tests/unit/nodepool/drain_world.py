@@ -53,7 +53,7 @@ def too_many_requests(budget: str | None) -> errors.TooManyRequests:
     )
 
 
-class FakeApi:
+class FakeNodePoolApi:
     """Answers evictions as configured (accept, or refuse with a budget); records writes.
 
     A status patch that sets a value is recorded as the API server records it: the time
@@ -204,7 +204,7 @@ def pod(
 class World:
     def __init__(self, *vm_names: str) -> None:
         self.clock = Clock()
-        self.api = FakeApi(self.clock)
+        self.api = FakeNodePoolApi(self.clock)
         self.recorder = FakeRecorder()
         self.cloud = FakeCloud(self.clock, vm_names)
         self.nodes = FakeInformer(
