@@ -128,24 +128,40 @@ async def test_a_template_reserve_is_taken_off_each_new_node(
     assert operator.errors_logged() == []
 
 
-async def test_hostname_anti_affinity_gets_one_node_per_replica_in_one_step(
+@pytest.mark.parametrize(
+    ("app", "cpu", "constraint"),
+    [
+        pytest.param(
+            "db",
+            "250m",
+            {"affinity": workloads.pod_terms("podAntiAffinity", {"app": "db"}, HOSTNAME)},
+            id="hostname-anti-affinity",
+        ),
+        pytest.param("lb", "100m", {"host_port": 8443}, id="host-port"),
+    ],
+)
+async def test_one_node_per_replica_comes_in_one_step(
     api_client: client.ApiClient,
     operator: Operator,
     pool_name: str,
     autoscaler_name: str,
     namespace: str,
+    app: str,
+    cpu: str,
+    constraint: dict[str, Any],
 ) -> None:
+    """Replicas that may not share a node (hostname anti-affinity, a host port) get one
+    node each, asked for in one step."""
     custom = client.CustomObjectsApi(api_client)
     await make_pool(custom, pool_name)
     await make_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
     selector = {nodepool_api.POOL_LABEL: pool_name}
-    anti = workloads.pod_terms("podAntiAffinity", {"app": "db"}, HOSTNAME)
     history = await scale_up_for(
         api_client,
         pool=pool_name,
         namespace=namespace,
         deployments=[
-            workloads.deployment("db", selector=selector, replicas=3, cpu="250m", affinity=anti)
+            workloads.deployment(app, selector=selector, replicas=3, cpu=cpu, **constraint)
         ],
         running_pods=3,
     )
@@ -180,30 +196,6 @@ async def test_a_zone_spread_gets_a_node_in_each_zone(
     assert history.values == [0, 3]
     nodes = await core.list_node(label_selector=nodepool_api.pool_selector(pool_name))
     assert sorted(n.metadata.labels[ZONE] for n in nodes.items) == ["zone-a", "zone-b", "zone-c"]
-    assert operator.errors_logged() == []
-
-
-async def test_a_host_port_gets_one_node_per_replica(
-    api_client: client.ApiClient,
-    operator: Operator,
-    pool_name: str,
-    autoscaler_name: str,
-    namespace: str,
-) -> None:
-    custom = client.CustomObjectsApi(api_client)
-    await make_pool(custom, pool_name)
-    await make_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
-    selector = {nodepool_api.POOL_LABEL: pool_name}
-    history = await scale_up_for(
-        api_client,
-        pool=pool_name,
-        namespace=namespace,
-        deployments=[
-            workloads.deployment("lb", selector=selector, replicas=3, cpu="100m", host_port=8443)
-        ],
-        running_pods=3,
-    )
-    assert history.values == [0, 3]
     assert operator.errors_logged() == []
 
 
