@@ -9,7 +9,7 @@ from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.testing import FakeCloud
 from nodepool_operator.controllers.nodepool import drain, lifecycle, plan
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
-from nodepool_operator.controllers.nodepool.controller import NodePoolReconciler
+from nodepool_operator.controllers.nodepool.controller import FINALIZER, NodePoolReconciler
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import conditions, errors, testing
 from nodepool_operator.runtime.client import Object, Resource
@@ -275,3 +275,19 @@ class World:
 class NoRequests(FakeInformer):
     def __init__(self) -> None:
         super().__init__({"pool": lambda r: []})
+
+
+def pool_object(spec: nodepool_api.NodePoolSpec, *, name: str = "p", **metadata: Any) -> Object:
+    """Pool ``name`` as the controller's cache holds it: ours (the finalizer), at generation
+    1 and resourceVersion 5 unless ``metadata`` says otherwise."""
+    return {
+        **nodepool_api.manifest(name, spec),
+        "metadata": {
+            "name": name,
+            "uid": f"uid-{name}",
+            "generation": 1,
+            "resourceVersion": "5",
+            "finalizers": [FINALIZER],
+            **metadata,
+        },
+    }

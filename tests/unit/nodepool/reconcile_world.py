@@ -14,7 +14,6 @@ from nodepool_operator.cloud.provider import (
     VmState,
 )
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
-from nodepool_operator.controllers.nodepool.controller import FINALIZER
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.controller import Request
 from unit.nodepool import drain_world as fakes
@@ -59,19 +58,11 @@ class World(fakes.World):
         self.generation = 1
 
     def pool(self, target: int, *, generation: int = 1, **metadata: Any) -> Object:
-        found: Object = {
-            **nodepool_api.manifest(
-                "p", nodepool_api.NodePoolSpec(target_nodes=target, max_nodes=100)
-            ),
-            "metadata": {
-                "name": "p",
-                "uid": "uid-p",
-                "generation": generation,
-                "resourceVersion": "5",
-                "finalizers": [FINALIZER],
-                **metadata,
-            },
-        }
+        found = fakes.pool_object(
+            nodepool_api.NodePoolSpec(target_nodes=target, max_nodes=100),
+            generation=generation,
+            **metadata,
+        )
         self.pools.put(found)
         return found
 

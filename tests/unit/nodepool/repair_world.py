@@ -8,7 +8,6 @@ from typing import Any
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import TransientCloudError, VirtualMachine, VmName, VmState
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
-from nodepool_operator.controllers.nodepool.controller import FINALIZER
 from nodepool_operator.runtime import errors
 from nodepool_operator.runtime.client import Object
 from unit.nodepool import drain_world as fakes
@@ -80,16 +79,7 @@ class World(fakes.World):
         return [name for verb, kind, name in self.api.calls if (verb, kind) == ("delete", "nodes")]
 
     def pool(self, target: int, **spec: Any) -> Object:
-        found: Object = {
-            **nodepool_api.manifest("p", nodepool_api.NodePoolSpec(target_nodes=target, **spec)),
-            "metadata": {
-                "name": "p",
-                "uid": "uid-p",
-                "generation": 1,
-                "resourceVersion": "5",
-                "finalizers": [FINALIZER],
-            },
-        }
+        found = fakes.pool_object(nodepool_api.NodePoolSpec(target_nodes=target, **spec))
         self.pools.put(found)
         return found
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers.nodepool import evictions, plan
-from nodepool_operator.controllers.nodepool.controller import FINALIZER
 from nodepool_operator.runtime import errors
 from nodepool_operator.runtime.controller import Request
 from unit.nodepool.drain_world import (
@@ -18,6 +17,7 @@ from unit.nodepool.drain_world import (
     draining_since,
     node,
     pod,
+    pool_object,
     too_many_requests,
 )
 
@@ -330,16 +330,7 @@ async def test_a_deleted_pool_drains_its_nodes_before_removing_them() -> None:
 async def test_a_blocked_drain_shows_in_scaling_and_waits_for_its_backoff_without_writes() -> None:
     world = World("p-0", "p-1")
     pools = FakeInformer({})
-    pool = {
-        **nodepool_api.manifest("p", nodepool_api.NodePoolSpec(target_nodes=1)),
-        "metadata": {
-            "name": "p",
-            "uid": "uid-p",
-            "generation": 1,
-            "resourceVersion": "5",
-            "finalizers": [FINALIZER],
-        },
-    }
+    pool = pool_object(nodepool_api.NodePoolSpec(target_nodes=1))
     pools.put(pool)
     world.nodes.put(node("p-0"))
     world.nodes.put(draining_since("p-1", START))
@@ -368,17 +359,9 @@ async def test_a_blocked_drain_shows_in_scaling_and_waits_for_its_backoff_withou
 async def test_a_deletion_held_by_a_budget_says_so_in_scaling() -> None:
     world = World("p-0")
     pools = FakeInformer({})
-    pool = {
-        **nodepool_api.manifest("p", nodepool_api.NodePoolSpec(target_nodes=1)),
-        "metadata": {
-            "name": "p",
-            "uid": "uid-p",
-            "generation": 1,
-            "resourceVersion": "5",
-            "finalizers": [FINALIZER],
-            "deletionTimestamp": "2026-11-30T10:00:00Z",
-        },
-    }
+    pool = pool_object(
+        nodepool_api.NodePoolSpec(target_nodes=1), deletionTimestamp="2026-11-30T10:00:00Z"
+    )
     pools.put(pool)
     world.nodes.put(node("p-0"))
     world.pods.put(pod("web-1", node_name="p-0"))

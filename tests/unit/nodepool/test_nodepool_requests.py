@@ -16,12 +16,13 @@ from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.cloud.provider import MachineSpec, VirtualMachine, VmName, VmState
 from nodepool_operator.controllers.nodepool import lifecycle, request_facts
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
-from nodepool_operator.controllers.nodepool.controller import FINALIZER, NodePoolReconciler
+from nodepool_operator.controllers.nodepool.controller import NodePoolReconciler
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import testing
 from nodepool_operator.runtime.client import Object, Resource
 from nodepool_operator.runtime.controller import Request
 from nodepool_operator.runtime.events import EventRecorder
+from unit.nodepool.drain_world import pool_object
 
 NOW = 1_800_000_000.0
 CREATED = "2027-01-15T08:00:00Z"  # NOW
@@ -135,16 +136,7 @@ class World:
         )
 
     def pool(self, name: str, spec: nodepool_api.NodePoolSpec, *, in_cache: bool = True) -> Object:
-        obj = {
-            **nodepool_api.manifest(name, spec),
-            "metadata": {
-                "name": name,
-                "uid": f"uid-{name}",
-                "generation": 1,
-                "resourceVersion": "5",
-                "finalizers": [FINALIZER],
-            },
-        }
+        obj = pool_object(spec, name=name)
         self.api.hold("nodepools", obj)
         if in_cache:
             self.pools.put(obj)
