@@ -179,6 +179,14 @@ def _informer(api: WidgetServer, clock: clock_.FakeClock, **options: Any) -> inf
     return informer.Informer(api, WIDGETS, clock=clock, **options)  # type: ignore[arg-type]
 
 
+def _recorded(api: WidgetServer, clock: clock_.FakeClock) -> tuple[informer.Informer, Recorder]:
+    """An informer and the handler that records what it delivers."""
+    subject = _informer(api, clock)
+    recorder = Recorder()
+    subject.add_handler(recorder)
+    return subject, recorder
+
+
 @contextlib.asynccontextmanager
 async def _running(
     subject: informer.Informer, api: WidgetServer
@@ -200,9 +208,7 @@ async def test_the_initial_list_is_paginated_and_fills_the_cache_before_sync(
 ) -> None:
     for i in range(informer.PAGE_SIZE * 2 + 3):
         api.put(f"w{i:04}")
-    subject = _informer(api, clock)
-    recorder = Recorder()
-    subject.add_handler(recorder)
+    subject, recorder = _recorded(api, clock)
     assert not subject.has_synced()
     async with _running(subject, api):
         assert subject.has_synced()
@@ -254,9 +260,7 @@ async def test_watch_events_update_the_cache_and_reach_every_handler(
 async def test_a_delete_of_an_object_never_seen_is_not_delivered(
     api: WidgetServer, clock: clock_.FakeClock
 ) -> None:
-    subject = _informer(api, clock)
-    recorder = Recorder()
-    subject.add_handler(recorder)
+    subject, recorder = _recorded(api, clock)
     async with _running(subject, api):
         api.emit(WatchEvent("DELETED", api.put("stranger")))
         api.emit_put("known")
@@ -267,9 +271,7 @@ async def test_a_delete_of_an_object_never_seen_is_not_delivered(
 async def test_a_bookmark_moves_the_resource_version_without_an_event(
     api: WidgetServer, clock: clock_.FakeClock
 ) -> None:
-    subject = _informer(api, clock)
-    recorder = Recorder()
-    subject.add_handler(recorder)
+    subject, recorder = _recorded(api, clock)
     async with _running(subject, api):
         bookmark = {"kind": "Widget", "metadata": {"resourceVersion": "555"}}
         api.emit(WatchEvent("BOOKMARK", bookmark))
@@ -296,9 +298,7 @@ async def test_a_watch_the_server_ends_is_resumed_at_once_from_the_last_version(
 async def test_a_dropped_connection_resumes_from_the_last_version_after_a_backoff(
     api: WidgetServer, clock: clock_.FakeClock
 ) -> None:
-    subject = _informer(api, clock)
-    recorder = Recorder()
-    subject.add_handler(recorder)
+    subject, recorder = _recorded(api, clock)
     async with _running(subject, api):
         api.emit_put("a")
         api.emit(errors.ConnectionFailed("connection reset"))
@@ -318,9 +318,7 @@ async def test_gone_relists_and_delivers_the_difference_deletes_included(
 ) -> None:
     for name in ("kept", "changed", "doomed"):
         api.put(name)
-    subject = _informer(api, clock)
-    recorder = Recorder()
-    subject.add_handler(recorder)
+    subject, recorder = _recorded(api, clock)
     async with _running(subject, api):
         assert len(recorder.events) == 3
         # What happened while the watch was away (the events were compacted):
@@ -342,9 +340,7 @@ async def test_run_again_after_a_cancel_resumes_and_relists_only_on_gone(
 ) -> None:
     api.put("a")
     api.put("b")
-    subject = _informer(api, clock)
-    recorder = Recorder()
-    subject.add_handler(recorder)
+    subject, recorder = _recorded(api, clock)
     async with _running(subject, api):
         pass
     last_seen = subject.resource_version
