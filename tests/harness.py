@@ -41,6 +41,25 @@ async def wait_for(
 Process = children.ChildProcess
 
 
+class Sampler:
+    """A loop (``_run``) that watches the cluster while a test acts: ``start`` it, and
+    ``stop`` it (cancelled, and waited for) before reading what it saw."""
+
+    _task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        raise NotImplementedError
+
+
 class SimCloud:
     """A simcloud process; ``token_file`` is the token it requires (``--token-file``)."""
 

@@ -4,7 +4,6 @@ Autoscalers to create, workloads, and reading the Autoscaler's status and events
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,7 +11,7 @@ from typing import Any
 from kubernetes_asyncio import client
 
 import workloads
-from harness import AUTOSCALERS, POOLS, REQUESTS, wait_for
+from harness import AUTOSCALERS, POOLS, REQUESTS, Sampler, wait_for
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 
@@ -54,23 +53,13 @@ def deployment(name: str, *, pool: str, replicas: int, cpu: str = "1") -> dict[s
 
 
 @dataclass
-class History:
+class History(Sampler):
     """The pool's target and the pool's ScaleRequests, sampled until stopped."""
 
     custom: client.CustomObjectsApi
     pool: str
     targets: list[tuple[float, int]] = field(default_factory=list)
     requests: dict[str, int] = field(default_factory=dict)
-    _task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._run())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
 
     async def _run(self) -> None:
         while True:

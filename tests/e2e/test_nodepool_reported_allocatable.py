@@ -10,7 +10,6 @@ condition and one event naming the template field, and the same after a restart.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import Any
 
 from kubernetes_asyncio import client
@@ -22,7 +21,7 @@ from e2e.autoscaling import (
     events,
     running,
 )
-from harness import POOLS, Operator, SimCloud, wait_for
+from harness import POOLS, Operator, Sampler, SimCloud, wait_for
 from nodepool_operator.api import nodepool as nodepool_api
 from workloads import deployment
 
@@ -31,7 +30,7 @@ GI = 2**30
 REPORTED_MEMORY = str(12 * GI)
 
 
-class Kubelets:
+class Kubelets(Sampler):
     """Lowers the allocatable memory of each Node of the pool once, when it turns Ready,
     and counts the writes: a second write for one Node would mean something put the
     template's figure back."""
@@ -40,16 +39,6 @@ class Kubelets:
         self.core = core
         self.pool = pool
         self.writes: dict[str, int] = {}
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._run())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
 
     async def _run(self) -> None:
         selector = nodepool_api.pool_selector(self.pool)
