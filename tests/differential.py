@@ -40,12 +40,11 @@ from kubernetes_asyncio import client
 
 import harness
 import workloads
+from harness import AUTOSCALERS, POOLS
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
 
-POOLS = ("nodepool.dev", "v1alpha1", "nodepools")
-AUTOSCALERS = ("nodepool.dev", "v1alpha1", "autoscalers")
 SEED_LABEL = "differential.nodepool.dev/seed"
 ZONES = ("zone-a", "zone-b", "zone-c")
 NODE_CPU = 4000

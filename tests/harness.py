@@ -13,7 +13,9 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from nodepool_devtools.cluster import children
+from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.cloud import credentials
 from nodepool_operator.cloud.simcloud.client import SimCloudClient
 
@@ -37,6 +39,25 @@ async def wait_for(
 
 
 Process = children.ChildProcess
+
+
+class Sampler:
+    """A loop (``_run``) that watches the cluster while a test acts: ``start`` it, and
+    ``stop`` it (cancelled, and waited for) before reading what it saw."""
+
+    _task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        raise NotImplementedError
 
 
 class SimCloud:
@@ -116,7 +137,10 @@ async def kubectl(kubectl_path: Path, kubeconfig: Path, *args: str) -> str:
     return out.decode()
 
 
+#: The group, version and plural of each resource, as the custom-objects API takes them.
 POOLS = (nodepool_api.GROUP, nodepool_api.VERSION, nodepool_api.PLURAL)
+AUTOSCALERS = (autoscaler_api.GROUP, autoscaler_api.VERSION, autoscaler_api.PLURAL)
+REQUESTS = (scalerequest_api.GROUP, scalerequest_api.VERSION, scalerequest_api.PLURAL)
 MERGE = "application/merge-patch+json"
 
 

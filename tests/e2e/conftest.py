@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from harness import CLI, Operator, Process, SimCloud, operator_args, remove_pool
+from harness import AUTOSCALERS, CLI, Operator, Process, SimCloud, operator_args, remove_pool
 from nodepool_devtools.cluster import install
 from nodepool_devtools.cluster.pytest_plugin import Cluster
 from nodepool_operator.cloud import credentials
@@ -126,7 +126,7 @@ async def autoscaler_name(api_client: client.ApiClient, crds_installed: None) ->
     yield name
     custom = client.CustomObjectsApi(api_client)
     with contextlib.suppress(client.exceptions.ApiException):
-        await custom.delete_cluster_custom_object("nodepool.dev", "v1alpha1", "autoscalers", name)
+        await custom.delete_cluster_custom_object(*AUTOSCALERS, name)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -9,54 +9,26 @@ history, not only on the end state.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes_asyncio import client
 
 import workloads
-from harness import Operator, SimCloud, wait_for
-from nodepool_operator.api import autoscaler as autoscaler_api
-from nodepool_operator.api import nodepool as nodepool_api
+from e2e.autoscaling import (
+    History,
+    autoscaler_status,
+    condition,
+    create_autoscaler,
+    create_pool,
+    deployment,
+    events,
+    phases,
+    running,
+)
+from harness import POOLS, REQUESTS, Operator, SimCloud, wait_for
 from nodepool_operator.api import wellknown
-
-POOLS = ("nodepool.dev", "v1alpha1", "nodepools")
-AUTOSCALERS = ("nodepool.dev", "v1alpha1", "autoscalers")
-REQUESTS = ("nodepool.dev", "v1alpha1", "scalerequests")
-MERGE = "application/merge-patch+json"
-
-
-async def create_pool(
-    custom: client.CustomObjectsApi, name: str, *, min_nodes: int = 0, max_nodes: int = 10
-) -> None:
-    spec = nodepool_api.NodePoolSpec(
-        target_nodes=min_nodes,
-        min_nodes=min_nodes,
-        max_nodes=max_nodes,
-        template=nodepool_api.NodeTemplate(cpu="4", memory="16Gi", pods=110),
-    )
-    await custom.create_cluster_custom_object(*POOLS, nodepool_api.manifest(name, spec))
-
-
-async def create_autoscaler(
-    custom: client.CustomObjectsApi,
-    name: str,
-    *,
-    pool: str,
-    namespace: str,
-    unneeded_seconds: int = 600,
-) -> None:
-    spec = autoscaler_api.AutoscalerSpec(
-        node_pool_name=pool,
-        namespaces=(namespace,),
-        scan_interval_seconds=1,
-        batch_window_seconds=0.5,
-        scale_down=autoscaler_api.ScaleDownPolicy(enabled=True, unneeded_seconds=unneeded_seconds),
-    )
-    await custom.create_cluster_custom_object(*AUTOSCALERS, autoscaler_api.manifest(name, spec))
 
 
 def pod_spec(pool: str, cpu: str) -> dict[str, Any]:
@@ -68,62 +40,6 @@ def pod_spec(pool: str, cpu: str) -> dict[str, Any]:
     }
 
 
-def deployment(name: str, *, pool: str, replicas: int, cpu: str = "1") -> dict[str, Any]:
-    return workloads.deployment(
-        name, selector={wellknown.POOL_LABEL: pool}, replicas=replicas, cpu=cpu
-    )
-
-
-@dataclass
-class History:
-    """The pool's target and the pool's ScaleRequests, sampled until stopped."""
-
-    custom: client.CustomObjectsApi
-    pool: str
-    targets: list[tuple[float, int]] = field(default_factory=list)
-    requests: dict[str, int] = field(default_factory=dict)
-    _task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._run())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def _run(self) -> None:
-        while True:
-            pool = await self.custom.get_cluster_custom_object(*POOLS, self.pool)
-            target = int(pool["spec"].get("targetNodes", 0))
-            if not self.targets or self.targets[-1][1] != target:
-                self.targets.append((time.monotonic(), target))
-            found = await self.custom.list_cluster_custom_object(
-                *REQUESTS, label_selector=wellknown.pool_selector(self.pool)
-            )
-            for request in found["items"]:
-                self.requests[request["metadata"]["name"]] = request["spec"]["targetNodes"]
-            await asyncio.sleep(0.1)
-
-    @property
-    def values(self) -> list[int]:
-        return [target for _, target in self.targets]
-
-
-async def phases(core: client.CoreV1Api, namespace: str) -> dict[str, int]:
-    pods = await core.list_namespaced_pod(namespace)
-    counts: dict[str, int] = {}
-    for pod in pods.items:
-        if pod.metadata.deletion_timestamp is None:
-            counts[pod.status.phase] = counts.get(pod.status.phase, 0) + 1
-    return counts
-
-
-async def running(core: client.CoreV1Api, namespace: str, count: int) -> bool:
-    return (await phases(core, namespace)).get("Running", 0) == count
-
-
 async def pool_settled(custom: client.CustomObjectsApi, name: str, nodes: int) -> bool:
     pool = await custom.get_cluster_custom_object(*POOLS, name)
     status = pool.get("status", {})
@@ -133,25 +49,6 @@ async def pool_settled(custom: client.CustomObjectsApi, name: str, nodes: int) -
         and status.get("currentNodes") == nodes
         and status.get("scaleOperation") == "inactive"
     )
-
-
-async def events(
-    core: client.CoreV1Api, namespace: str, *, name: str, reason: str
-) -> list[client.CoreV1Event]:
-    found = await core.list_namespaced_event(
-        namespace, field_selector=f"involvedObject.name={name},reason={reason}"
-    )
-    return list(found.items)
-
-
-async def autoscaler_status(custom: client.CustomObjectsApi, name: str) -> dict[str, Any]:
-    obj = await custom.get_cluster_custom_object(*AUTOSCALERS, name)
-    status: dict[str, Any] = obj.get("status", {})
-    return status
-
-
-def condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
-    return next((c for c in status.get("conditions", []) if c["type"] == kind), {})
 
 
 def directions(values: list[int]) -> list[str]:

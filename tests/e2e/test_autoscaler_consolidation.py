@@ -12,97 +12,26 @@ import pytest
 from kubernetes_asyncio import client
 
 import workloads
-from e2e.test_autoscaler import (
-    MERGE,
-    POOLS,
-    REQUESTS,
-    create_autoscaler,
-    create_pool,
-    running,
+from e2e.autoscaling import create_autoscaler, create_pool, running
+from e2e.consolidating import (
+    UNNEEDED,
+    autoscaler_events,
+    consolidating,
+    deployment,
+    pinned,
+    pool_nodes,
+    pool_settled,
+    preferring,
+    two_nodes,
 )
-from harness import Operator, SimCloud, wait_for
+from harness import POOLS, REQUESTS, Operator, SimCloud, wait_for
 from nodepool_operator.api import wellknown
 
-UNNEEDED = 5
 TARGET_LABEL = "e2e.nodepool.dev/target"
-
-
-def deployment(name: str, *, pool: str, replicas: int, **spec: Any) -> dict[str, Any]:
-    """Pause pods of 1 CPU labelled ``app=<name>``, on the pool's nodes."""
-    selector = {wellknown.POOL_LABEL: pool}
-    return workloads.deployment(name, selector=selector, replicas=replicas, cpu="1", **spec)
-
-
-async def pool_settled(custom: client.CustomObjectsApi, name: str, nodes: int) -> bool:
-    pool = await custom.get_cluster_custom_object(*POOLS, name)
-    status = pool.get("status", {})
-    counts = (status.get("readyNodes"), status.get("currentNodes"))
-    return (
-        pool["spec"]["targetNodes"] == nodes
-        and counts == (nodes, nodes)
-        and status.get("scaleOperation") == "inactive"
-    )
-
-
-async def pool_nodes(core: client.CoreV1Api, pool: str) -> list[client.V1Node]:
-    found = await core.list_node(label_selector=wellknown.pool_selector(pool))
-    return list(found.items)
-
-
-def consolidating(node: client.V1Node) -> bool:
-    return any(t.key == wellknown.CONSOLIDATING_TAINT_KEY for t in node.spec.taints or ())
 
 
 async def tainted(core: client.CoreV1Api, pool: str) -> list[str]:
     return [n.metadata.name for n in await pool_nodes(core, pool) if consolidating(n)]
-
-
-async def autoscaler_events(core: client.CoreV1Api, name: str, reason: str) -> list[str]:
-    found = await core.list_namespaced_event(
-        "default", field_selector=f"involvedObject.name={name},reason={reason}"
-    )
-    return [e.message for e in found.items]
-
-
-def pinned(node: str) -> dict[str, Any]:
-    return {"nodeSelector": {wellknown.HOSTNAME_LABEL: node}}
-
-
-def preferring(node: str) -> dict[str, Any]:
-    """Scheduled on ``node`` when there is room, free to move anywhere in the pool."""
-    term = {
-        "matchExpressions": [{"key": wellknown.HOSTNAME_LABEL, "operator": "In", "values": [node]}]
-    }
-    return {
-        "affinity": {
-            "nodeAffinity": {
-                "preferredDuringSchedulingIgnoredDuringExecution": [
-                    {"weight": 100, "preference": term}
-                ]
-            }
-        }
-    }
-
-
-async def two_nodes(
-    custom: client.CustomObjectsApi,
-    core: client.CoreV1Api,
-    apps: client.AppsV1Api,
-    *,
-    pool: str,
-    namespace: str,
-) -> tuple[str, str]:
-    """A pool of two nodes: the first half full with two pods that must stay on it."""
-    await create_pool(custom, pool)
-    await custom.patch_cluster_custom_object(
-        *POOLS, pool, {"spec": {"targetNodes": 2}}, _content_type=MERGE
-    )
-    await wait_for(lambda: pool_settled(custom, pool, 2), within=60)
-    first, second = sorted(n.metadata.name for n in await pool_nodes(core, pool))
-    anchor = deployment("anchor", pool=pool, replicas=2, **pinned(first))
-    await apps.create_namespaced_deployment(namespace, anchor)
-    await wait_for(lambda: running(core, namespace, 2), within=60)
-    return first, second
 
 
 async def second_tainted(

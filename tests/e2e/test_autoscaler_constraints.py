@@ -16,62 +16,12 @@ import pytest
 from kubernetes_asyncio import client
 
 import workloads
-from e2e.test_autoscaler import (
-    AUTOSCALERS,
-    MERGE,
-    POOLS,
-    History,
-    events,
-    phases,
-    running,
-)
-from harness import Operator, SimCloud, remove_pool, wait_for
-from nodepool_operator.api import autoscaler as autoscaler_api
-from nodepool_operator.api import nodepool as nodepool_api
+from e2e.autoscaling import History, events, make_autoscaler, make_pool, phases, running
+from harness import AUTOSCALERS, MERGE, POOLS, Operator, SimCloud, remove_pool, wait_for
 from nodepool_operator.api import wellknown
 
 ZONE = wellknown.ZONE_LABEL
 HOSTNAME = wellknown.HOSTNAME_LABEL
-
-
-async def make_pool(
-    custom: client.CustomObjectsApi,
-    name: str,
-    *,
-    max_nodes: int = 10,
-    weight: int = 0,
-    zones: tuple[str, ...] = (),
-    reserved: dict[str, str] | None = None,
-    labels: dict[str, str] | None = None,
-) -> None:
-    spec = nodepool_api.NodePoolSpec(
-        target_nodes=0,
-        min_nodes=0,
-        max_nodes=max_nodes,
-        weight=weight,
-        template=nodepool_api.NodeTemplate(
-            cpu="4",
-            memory="16Gi",
-            pods=110,
-            zones=zones,
-            reserved=reserved or {},
-            labels=labels or {},
-        ),
-    )
-    await custom.create_cluster_custom_object(*POOLS, nodepool_api.manifest(name, spec))
-
-
-async def make_autoscaler(
-    custom: client.CustomObjectsApi, name: str, *, pool: str, namespace: str
-) -> None:
-    spec = autoscaler_api.AutoscalerSpec(
-        node_pool_name=pool,
-        namespaces=(namespace,),
-        scan_interval_seconds=1,
-        batch_window_seconds=0.5,
-        scale_down=autoscaler_api.ScaleDownPolicy(enabled=False, unneeded_seconds=600),
-    )
-    await custom.create_cluster_custom_object(*AUTOSCALERS, autoscaler_api.manifest(name, spec))
 
 
 @pytest.fixture
@@ -178,24 +128,40 @@ async def test_a_template_reserve_is_taken_off_each_new_node(
     assert operator.errors_logged() == []
 
 
-async def test_hostname_anti_affinity_gets_one_node_per_replica_in_one_step(
+@pytest.mark.parametrize(
+    ("app", "cpu", "constraint"),
+    [
+        pytest.param(
+            "db",
+            "250m",
+            {"affinity": workloads.pod_terms("podAntiAffinity", {"app": "db"}, HOSTNAME)},
+            id="hostname-anti-affinity",
+        ),
+        pytest.param("lb", "100m", {"host_port": 8443}, id="host-port"),
+    ],
+)
+async def test_one_node_per_replica_comes_in_one_step(
     api_client: client.ApiClient,
     operator: Operator,
     pool_name: str,
     autoscaler_name: str,
     namespace: str,
+    app: str,
+    cpu: str,
+    constraint: dict[str, Any],
 ) -> None:
+    """Replicas that may not share a node (hostname anti-affinity, a host port) get one
+    node each, asked for in one step."""
     custom = client.CustomObjectsApi(api_client)
     await make_pool(custom, pool_name)
     await make_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
     selector = {wellknown.POOL_LABEL: pool_name}
-    anti = workloads.pod_terms("podAntiAffinity", {"app": "db"}, HOSTNAME)
     history = await scale_up_for(
         api_client,
         pool=pool_name,
         namespace=namespace,
         deployments=[
-            workloads.deployment("db", selector=selector, replicas=3, cpu="250m", affinity=anti)
+            workloads.deployment(app, selector=selector, replicas=3, cpu=cpu, **constraint)
         ],
         running_pods=3,
     )
@@ -230,30 +196,6 @@ async def test_a_zone_spread_gets_a_node_in_each_zone(
     assert history.values == [0, 3]
     nodes = await core.list_node(label_selector=wellknown.pool_selector(pool_name))
     assert sorted(n.metadata.labels[ZONE] for n in nodes.items) == ["zone-a", "zone-b", "zone-c"]
-    assert operator.errors_logged() == []
-
-
-async def test_a_host_port_gets_one_node_per_replica(
-    api_client: client.ApiClient,
-    operator: Operator,
-    pool_name: str,
-    autoscaler_name: str,
-    namespace: str,
-) -> None:
-    custom = client.CustomObjectsApi(api_client)
-    await make_pool(custom, pool_name)
-    await make_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
-    selector = {wellknown.POOL_LABEL: pool_name}
-    history = await scale_up_for(
-        api_client,
-        pool=pool_name,
-        namespace=namespace,
-        deployments=[
-            workloads.deployment("lb", selector=selector, replicas=3, cpu="100m", host_port=8443)
-        ],
-        running_pods=3,
-    )
-    assert history.values == [0, 3]
     assert operator.errors_logged() == []
 
 

@@ -8,11 +8,7 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-from e2e.test_autoscaler import (
-    AUTOSCALERS,
-    MERGE,
-    POOLS,
-    REQUESTS,
+from e2e.autoscaling import (
     autoscaler_status,
     condition,
     create_autoscaler,
@@ -21,7 +17,7 @@ from e2e.test_autoscaler import (
     events,
     running,
 )
-from harness import Operator, SimCloud, wait_for
+from harness import AUTOSCALERS, MERGE, POOLS, REQUESTS, Operator, SimCloud, wait_for
 from nodepool_operator.api import wellknown
 
 

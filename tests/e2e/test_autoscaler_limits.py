@@ -7,7 +7,7 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-from e2e.test_autoscaler import create_autoscaler, create_pool, deployment, events, running
+from e2e.autoscaling import create_autoscaler, create_pool, deployment, events, running
 from harness import Operator, SimCloud, wait_for
 
 

@@ -18,9 +18,8 @@ import pytest
 from kubernetes_asyncio import client
 
 import workloads
-from e2e.test_autoscaler import AUTOSCALERS, POOLS, History, events, phases, running
-from e2e.test_autoscaler_constraints import make_autoscaler
-from harness import Operator, SimCloud, remove_pool, wait_for
+from e2e.autoscaling import History, events, make_autoscaler, phases, pod, running, scale_up
+from harness import AUTOSCALERS, POOLS, Operator, SimCloud, remove_pool, wait_for
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
 from nodepool_operator.controllers import cached
@@ -64,41 +63,6 @@ def system_node(name: str, *, zone: str) -> dict[str, Any]:
             "allocatable": {"cpu": "2", "memory": "8Gi", "pods": "110"},
         },
     }
-
-
-def pod(name: str, spec: dict[str, Any], *, labels: dict[str, str] | None = None) -> Any:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": labels or {"app": name}},
-        "spec": {
-            "terminationGracePeriodSeconds": 0,
-            "containers": [workloads.container("500m")],
-            **spec,
-        },
-    }
-
-
-async def scale_up(
-    api_client: client.ApiClient,
-    *,
-    pool: str,
-    namespace: str,
-    pods: list[dict[str, Any]],
-    running_pods: int,
-) -> History:
-    """Create the pods, wait for ``running_pods`` Running; the pool's history."""
-    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
-    history = History(custom, pool)
-    history.start()
-    try:
-        for manifest in pods:
-            await core.create_namespaced_pod(namespace, manifest)
-        await wait_for(lambda: running(core, namespace, running_pods), within=90)
-        await asyncio.sleep(3)  # three more scans with everything settled: no late request
-    finally:
-        await history.stop()
-    return history
 
 
 async def warned(core: client.CoreV1Api, namespace: str, name: str) -> str:

@@ -9,10 +9,8 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from e2e.test_autoscaler import MERGE, POOLS, REQUESTS
-from e2e.test_autoscaler_constraints import make_autoscaler, make_pool
-from e2e.test_autoscaler_real_cluster import pod, scale_up
-from harness import Operator, SimCloud, settled, wait_for
+from e2e.autoscaling import make_autoscaler, make_pool, pod, scale_up
+from harness import MERGE, POOLS, REQUESTS, Operator, SimCloud, settled, wait_for
 from nodepool_operator.api import wellknown
 
 ZONE = wellknown.ZONE_LABEL

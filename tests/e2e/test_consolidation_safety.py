@@ -10,16 +10,8 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-from e2e.test_autoscaler import (
-    AUTOSCALERS,
-    MERGE,
-    POOLS,
-    REQUESTS,
-    create_autoscaler,
-    create_pool,
-    running,
-)
-from e2e.test_autoscaler_consolidation import (
+from e2e.autoscaling import create_autoscaler, create_pool, running
+from e2e.consolidating import (
     autoscaler_events,
     deployment,
     pool_nodes,
@@ -27,7 +19,7 @@ from e2e.test_autoscaler_consolidation import (
     preferring,
     two_nodes,
 )
-from harness import Operator, SimCloud, wait_for
+from harness import AUTOSCALERS, MERGE, POOLS, REQUESTS, Operator, SimCloud, wait_for
 from nodepool_operator.api import wellknown
 
 CONSOLIDATING = wellknown.CONSOLIDATING_TAINT_KEY

@@ -22,8 +22,8 @@ import pytest
 from kubernetes_asyncio import client
 
 import workloads
-from e2e.test_autoscaler import MERGE, POOLS, REQUESTS, create_autoscaler, running
-from e2e.test_autoscaler_consolidation import (
+from e2e.autoscaling import create_autoscaler, make_pool, running
+from e2e.consolidating import (
     UNNEEDED,
     autoscaler_events,
     consolidating,
@@ -33,8 +33,7 @@ from e2e.test_autoscaler_consolidation import (
     pool_settled,
     two_nodes,
 )
-from e2e.test_autoscaler_constraints import make_pool
-from harness import Operator, SimCloud, wait_for
+from harness import MERGE, POOLS, REQUESTS, Operator, SimCloud, wait_for
 from nodepool_operator.api import wellknown
 from nodepool_operator.controllers import cached
 from nodepool_operator.controllers.autoscaler import volumes

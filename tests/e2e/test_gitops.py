@@ -9,7 +9,6 @@ without a node being drained.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from harness import MERGE, POOLS, Operator, SimCloud, kubectl, settled, wait_for
+from harness import MERGE, POOLS, Operator, Sampler, SimCloud, kubectl, settled, wait_for
 from nodepool_devtools.cluster import binaries
 from nodepool_devtools.cluster.pytest_plugin import Cluster
 from nodepool_operator.api import nodepool as nodepool_api
@@ -64,22 +63,12 @@ def apply(cluster: Cluster, tmp_path: Path) -> Any:
     return run
 
 
-class NodeWatch:
+class NodeWatch(Sampler):
     """Every pool Node name seen, sampled until stopped: a drained node would show up."""
 
     def __init__(self, core: client.CoreV1Api, pool: str) -> None:
         self.core, self.pool = core, pool
         self.deleting: set[str] = set()
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._run())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
 
     async def _run(self) -> None:
         while True:

@@ -16,8 +16,8 @@ from typing import Any
 from kubernetes_asyncio import client
 
 import workloads
-from e2e.test_autoscaler import REQUESTS, create_autoscaler, events, phases
-from harness import MERGE, POOLS, SimCloud, settled, wait_for
+from e2e.autoscaling import create_autoscaler, events, phases
+from harness import MERGE, POOLS, REQUESTS, SimCloud, settled, wait_for
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
 from nodepool_operator.cloud.provider import VmState

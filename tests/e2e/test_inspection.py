@@ -14,38 +14,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
 from kubernetes_asyncio import client
 
 import workloads
-from e2e.test_autoscaler import AUTOSCALERS, MERGE, POOLS, running
-from e2e.test_autoscaler_consolidation import pinned, preferring
-from e2e.test_autoscaler_constraints import make_autoscaler, make_pool
-from harness import CLI, remove_pool, wait_for
+from e2e.autoscaling import make_autoscaler, make_pool, running
+from e2e.consolidating import pinned, preferring
+from e2e.inspecting import json_of, run_cli
+from harness import AUTOSCALERS, MERGE, POOLS, REQUESTS, remove_pool, wait_for
 from nodepool_devtools.cluster import audit
 from nodepool_devtools.cluster.pytest_plugin import Cluster
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
-
-
-def run_cli(*args: str, kubeconfig: Path | None = None) -> subprocess.CompletedProcess[str]:
-    found = ["--kubeconfig", str(kubeconfig)] if kubeconfig else []
-    # Tables are as wide as the terminal; without one rich assumes 80 columns and wraps.
-    wide = {**os.environ, "COLUMNS": "160"}
-    return subprocess.run(
-        [*CLI, *args, *found], capture_output=True, text=True, timeout=180, check=False, env=wide
-    )
-
-
-def json_of(done: subprocess.CompletedProcess[str]) -> Any:
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
 
 
 async def _unschedulable(core: client.CoreV1Api, namespace: str, names: set[str]) -> bool:
@@ -147,9 +130,7 @@ async def test_plan_and_explain_read_only_replayable_and_as_the_operator_decides
         web = await _pod_named(core, namespace, "web")
 
         async def requested() -> list[dict[str, Any]] | None:
-            found = await custom.list_cluster_custom_object(
-                "nodepool.dev", "v1alpha1", "scalerequests"
-            )
+            found = await custom.list_cluster_custom_object(*REQUESTS)
             mine = [r for r in found["items"] if r["spec"]["nodePoolName"] in (plain, tainted)]
             return mine or None
 

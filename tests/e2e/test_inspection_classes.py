@@ -33,9 +33,9 @@ from kubernetes_asyncio import client
 
 import harness
 import workloads
-from e2e.test_autoscaler import AUTOSCALERS, REQUESTS, autoscaler_status, condition
-from e2e.test_autoscaler_constraints import make_autoscaler
-from e2e.test_inspection import json_of, run_cli
+from e2e.autoscaling import autoscaler_status, condition, make_autoscaler
+from e2e.inspecting import json_of, run_cli
+from harness import AUTOSCALERS, REQUESTS
 from nodepool_devtools.cluster.pytest_plugin import Cluster
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown

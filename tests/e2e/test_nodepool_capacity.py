@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from e2e.test_autoscaler import AUTOSCALERS, create_autoscaler, events, running
-from harness import MERGE, POOLS, SimCloud, remove_pool, settled, wait_for
+from e2e.autoscaling import create_autoscaler, events, running
+from harness import AUTOSCALERS, MERGE, POOLS, SimCloud, remove_pool, settled, wait_for
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
 from nodepool_operator.cloud.simcloud import wire

@@ -18,30 +18,16 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-import workloads
 from e2e import scenes
+from e2e.node_faults import guarded_pod
 from harness import MERGE, POOLS, SimCloud, settled, wait_for
 from nodepool_devtools.cluster import audit
 from nodepool_devtools.cluster.pytest_plugin import Cluster
-from nodepool_operator.api import wellknown
 from nodepool_operator.cloud.provider import VmName
 
 OPERATOR_USER = "nodepool-operator"
 SLOW_SHUTDOWN = "e2e.nodepool.dev/slow-shutdown"
 SHUTDOWN_SECONDS = 8.0
-
-
-def slow_pod(name: str, node: str, *, labels: dict[str, str] | None = None) -> dict[str, Any]:
-    """A pod on ``node`` with a 20 s grace period whose shutdown the test ends."""
-    return {
-        "metadata": {"name": name, "labels": labels or {}, "finalizers": [SLOW_SHUTDOWN]},
-        "spec": {
-            "nodeName": node,
-            "terminationGracePeriodSeconds": 20,
-            "containers": [{"name": "app", "image": "example.invalid/app"}],
-            "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists"}],
-        },
-    }
 
 
 @pytest.fixture
@@ -57,6 +43,19 @@ async def core(api_client: client.ApiClient, namespace: str) -> AsyncIterator[cl
                 {"metadata": {"finalizers": None}},
                 _content_type=MERGE,
             )
+
+
+def slow_pod(name: str, node: str, *, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """A pod on ``node`` with a 20 s grace period whose shutdown the test ends."""
+    return {
+        "metadata": {"name": name, "labels": labels or {}, "finalizers": [SLOW_SHUTDOWN]},
+        "spec": {
+            "nodeName": node,
+            "terminationGracePeriodSeconds": 20,
+            "containers": [{"name": "app", "image": "example.invalid/app"}],
+            "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists"}],
+        },
+    }
 
 
 async def read_pod(core: client.CoreV1Api, namespace: str, name: str) -> Any:
@@ -101,38 +100,6 @@ class Timeline:
             elif found.metadata.deletion_timestamp is not None:
                 self.pod_leaving = self.pod_leaving or now
             await asyncio.sleep(0.1)
-
-
-async def guarded_pod(
-    api_client: client.ApiClient, core: client.CoreV1Api, namespace: str, pool_name: str
-) -> str:
-    """A running Deployment pod on the pool, under a budget that allows no eviction."""
-    # A Deployment's pod: a budget's maxUnavailable counts against its controller's scale.
-    apps = client.AppsV1Api(api_client)
-    policy = client.PolicyV1Api(api_client)
-    web = workloads.deployment(
-        "guarded", selector={wellknown.POOL_LABEL: pool_name}, replicas=1, cpu="100m"
-    )
-    await apps.create_namespaced_deployment(namespace, web)
-
-    async def running() -> str | None:
-        found = await core.list_namespaced_pod(namespace, label_selector="app=guarded")
-        live = [p for p in found.items if p.status.phase == "Running"]
-        return str(live[0].metadata.name) if live else None
-
-    guarded: str = await wait_for(running, within=30)
-    budget = {
-        "metadata": {"name": "guard"},
-        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "guarded"}}},
-    }
-    await policy.create_namespaced_pod_disruption_budget(namespace, budget)
-
-    async def budget_observed() -> bool:
-        found = await policy.read_namespaced_pod_disruption_budget("guard", namespace)
-        return bool(found.status and found.status.observed_generation)
-
-    await wait_for(budget_observed, within=30)
-    return guarded
 
 
 async def test_a_pod_shutting_down_slowly_is_gone_before_its_vm_is_deleted(

@@ -17,16 +17,10 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from e2e import scenes
+from e2e.node_faults import pool_nodes, stop_reporting
 from harness import MERGE, POOLS, settled, wait_for
-from nodepool_operator.api import wellknown
 from nodepool_operator.cloud.provider import VmName, VmState
 from nodepool_operator.cloud.simcloud import wire
-
-
-async def pool_nodes(core: client.CoreV1Api, pool: str) -> dict[str, str]:
-    """The pool's Nodes, name -> uid."""
-    found = await core.list_node(label_selector=f"{wellknown.POOL_LABEL}={pool}")
-    return {n.metadata.name: n.metadata.uid for n in found.items}
 
 
 async def condition(custom: client.CustomObjectsApi, pool: str, kind: str) -> dict[str, Any]:
@@ -79,32 +73,6 @@ async def test_a_node_kept_not_ready_is_replaced(
     assert after[f"{pool_name}-0"] == before[f"{pool_name}-0"]  # the healthy one stayed
     assert "event=node-repair" in operator.output()
     assert operator.errors_logged() == []
-
-
-async def stop_reporting(core: client.CoreV1Api, name: str) -> None:
-    """Take ``name`` out of kwok's hands and leave it NotReady, as a kubelet cut off from
-    the control plane would."""
-    await core.patch_node(
-        name, {"metadata": {"annotations": {"kwok.x-k8s.io/node": None}}}, _content_type=MERGE
-    )
-    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    await core.patch_node_status(
-        name,
-        {
-            "status": {
-                "conditions": [
-                    {
-                        "type": "Ready",
-                        "status": "False",
-                        "reason": "NodeStatusUnknown",
-                        "message": "e2e: the kubelet stopped posting node status",
-                        "lastHeartbeatTime": now,
-                        "lastTransitionTime": now,
-                    }
-                ]
-            }
-        },
-    )
 
 
 async def test_a_whole_pool_not_ready_at_once_is_not_replaced_and_comes_back(

@@ -10,29 +10,27 @@ condition and one event naming the template field, and the same after a restart.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import Any
 
 from kubernetes_asyncio import client
 
-from e2e.test_autoscaler import (
+from e2e.autoscaling import (
     History,
     create_autoscaler,
     create_pool,
     events,
     running,
 )
-from harness import Operator, SimCloud, wait_for
+from harness import POOLS, Operator, Sampler, SimCloud, wait_for
 from nodepool_operator.api import wellknown
 from workloads import deployment
 
-POOLS = ("nodepool.dev", "v1alpha1", "nodepools")
 GI = 2**30
 #: What the "kubelets" report: 12Gi where the template (cpu 4, memory 16Gi) says 16Gi.
 REPORTED_MEMORY = str(12 * GI)
 
 
-class Kubelets:
+class Kubelets(Sampler):
     """Lowers the allocatable memory of each Node of the pool once, when it turns Ready,
     and counts the writes: a second write for one Node would mean something put the
     template's figure back."""
@@ -41,16 +39,6 @@ class Kubelets:
         self.core = core
         self.pool = pool
         self.writes: dict[str, int] = {}
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._run())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
 
     async def _run(self) -> None:
         selector = wellknown.pool_selector(self.pool)

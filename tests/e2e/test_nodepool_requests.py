@@ -12,11 +12,9 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from harness import MERGE, POOLS, Operator, SimCloud, pool_body, settled, wait_for
+from harness import MERGE, POOLS, REQUESTS, Operator, SimCloud, pool_body, settled, wait_for
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.api import wellknown
-
-REQUESTS = ("nodepool.dev", "v1alpha1", "scalerequests")
 
 
 async def status_of(custom: client.CustomObjectsApi, group: tuple[str, ...], name: str) -> Any:

@@ -19,8 +19,7 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from e2e import scenes
-from e2e.test_nodepool_drain import guarded_pod
-from e2e.test_nodepool_repair import pool_nodes, stop_reporting
+from e2e.node_faults import guarded_pod, pool_nodes, stop_reporting
 from harness import MERGE, POOLS, SimCloud, pool_body, settled, wait_for
 from nodepool_operator import timestamps
 from nodepool_operator.api import nodepool as nodepool_api

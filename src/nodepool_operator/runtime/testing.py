@@ -45,11 +45,16 @@ IndexFunc = Callable[[Object], Iterable[str]]
 
 
 class FakeWallClock:
+    """Seconds since the epoch, moved only by the test (``advance``, or ``now`` set)."""
+
     def __init__(self, now: float = 1_800_000_000.0) -> None:
         self.now = now
 
     def time(self) -> float:
         return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
 
 
 def merge(target: dict[str, Any], patch: Mapping[str, Any]) -> None:

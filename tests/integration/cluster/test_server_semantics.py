@@ -16,6 +16,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+import crds
 from nodepool_devtools.cluster.pytest_plugin import Cluster
 
 GROUP = "semantics.test.nodepool.dev"
@@ -23,43 +24,18 @@ PLURAL = "widgets"
 APPLY = "application/apply-patch+yaml"
 MERGE = "application/merge-patch+json"
 
-WIDGET_CRD: dict[str, Any] = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": f"{PLURAL}.{GROUP}"},
-    "spec": {
-        "group": GROUP,
-        "scope": "Cluster",
-        "names": {"plural": PLURAL, "singular": "widget", "kind": "Widget"},
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "subresources": {"status": {}},
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "properties": {
-                            "spec": {
-                                "type": "object",
-                                "properties": {
-                                    "size": {"type": "integer", "minimum": 0},
-                                    "color": {"type": "string"},
-                                    "shape": {"type": "string"},
-                                },
-                            },
-                            "status": {
-                                "type": "object",
-                                "properties": {"phase": {"type": "string"}},
-                            },
-                        },
-                    }
-                },
-            }
-        ],
+WIDGET_CRD = crds.crd_with_status(
+    group=GROUP,
+    plural=PLURAL,
+    kind="Widget",
+    scope="Cluster",
+    spec={
+        "size": {"type": "integer", "minimum": 0},
+        "color": {"type": "string"},
+        "shape": {"type": "string"},
     },
-}
+    status={"phase": {"type": "string"}},
+)
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import crds
 from harness import wait_for
 from nodepool_operator.runtime.client import Object, Resource
 from nodepool_operator.runtime.controller import Controller
@@ -21,46 +22,18 @@ GROUP = "runtime.test.nodepool.dev"
 GADGETS = Resource(GROUP, "v1", "gadgets", "Gadget", namespaced=True)
 FIELD_MANAGER = "runtime-test"
 
-GADGET_CRD: dict[str, Any] = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": f"{GADGETS.plural}.{GROUP}"},
-    "spec": {
-        "group": GROUP,
-        "scope": "Namespaced",
-        "names": {"plural": GADGETS.plural, "singular": "gadget", "kind": GADGETS.kind},
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "subresources": {"status": {}},
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "properties": {
-                            "spec": {
-                                "type": "object",
-                                "properties": {
-                                    "size": {"type": "integer", "minimum": 0},
-                                    "color": {"type": "string"},
-                                },
-                            },
-                            "status": {
-                                "type": "object",
-                                "properties": {
-                                    "phase": {"type": "string"},
-                                    "count": {"type": "integer", "minimum": 0},
-                                    "observedGeneration": {"type": "integer"},
-                                },
-                            },
-                        },
-                    }
-                },
-            }
-        ],
+GADGET_CRD = crds.crd_with_status(
+    group=GROUP,
+    plural=GADGETS.plural,
+    kind="Gadget",
+    scope="Namespaced",
+    spec={"size": {"type": "integer", "minimum": 0}, "color": {"type": "string"}},
+    status={
+        "phase": {"type": "string"},
+        "count": {"type": "integer", "minimum": 0},
+        "observedGeneration": {"type": "integer"},
     },
-}
+)
 
 
 def gadget(name: str, namespace: str, *, size: int = 0, **metadata: Any) -> Object:

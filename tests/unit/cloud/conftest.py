@@ -14,33 +14,23 @@ import pytest
 
 from nodepool_operator.cloud import credentials
 from nodepool_operator.cloud.simcloud import client, server, store
+from nodepool_operator.runtime.testing import FakeWallClock
 
 TOKEN = "unit-test-token-4f1c9a"
 
 
-class _FakeWallClock:
-    def __init__(self, start: float = 1_750_000_000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
+@pytest.fixture
+def _fake_clock() -> FakeWallClock:
+    return FakeWallClock(1_750_000_000.0)
 
 
 @pytest.fixture
-def _fake_clock() -> _FakeWallClock:
-    return _FakeWallClock()
+def clock(_fake_clock: FakeWallClock) -> store.WallClock:
+    return _fake_clock.time
 
 
 @pytest.fixture
-def clock(_fake_clock: _FakeWallClock) -> store.WallClock:
-    return _fake_clock
-
-
-@pytest.fixture
-def advance(_fake_clock: _FakeWallClock) -> Callable[[float], None]:
+def advance(_fake_clock: FakeWallClock) -> Callable[[float], None]:
     return _fake_clock.advance
 
 

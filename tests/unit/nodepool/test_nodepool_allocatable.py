@@ -10,7 +10,7 @@ from nodepool_operator.api import wellknown
 from nodepool_operator.cloud.provider import VirtualMachine, VmName, VmState
 from nodepool_operator.controllers import allocatable
 from nodepool_operator.controllers.nodepool import plan
-from unit.nodepool import test_nodepool_reconcile as reconcile_test
+from unit.nodepool import reconcile_world as reconcile_test
 
 NOW = "2026-11-29T10:00:00Z"
 LATER = "2026-11-29T10:05:00Z"

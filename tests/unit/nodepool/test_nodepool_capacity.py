@@ -15,8 +15,8 @@ from nodepool_operator.controllers import capacity
 from nodepool_operator.runtime import conditions
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.controller import Request
-from unit.nodepool import test_nodepool_drain as fakes
-from unit.nodepool import test_nodepool_repair as repair_fakes
+from unit.nodepool import drain_world as fakes
+from unit.nodepool import repair_world as repair_fakes
 
 TWO_ZONES = nodepool_api.NodeTemplate(zones=("a", "b"))
 
@@ -43,7 +43,7 @@ class Cloud(repair_fakes.Cloud):
             memory="16Gi",
             state=VmState.PROVISIONING,
             provider_id=f"simcloud:///{name}",
-            created_at=self.clock.now,
+            created_at=self.clock.time(),
             zone=spec.zone,
         )
 

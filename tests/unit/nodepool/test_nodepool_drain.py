@@ -4,306 +4,23 @@ told once, do-not-disrupt pods stay, and only a pool's drain timeout forces anyt
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Iterable
-from typing import Any
-
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
-from nodepool_operator.cloud.provider import VirtualMachine, VmName, VmState
-from nodepool_operator.controllers.nodepool import drain, evictions, lifecycle, plan
-from nodepool_operator.controllers.nodepool.config import NodePoolConfig
-from nodepool_operator.controllers.nodepool.controller import FINALIZER, NodePoolReconciler
-from nodepool_operator.runtime import clock as clock_module
-from nodepool_operator.runtime import conditions, errors, testing
-from nodepool_operator.runtime.client import Object, Resource
+from nodepool_operator.controllers.nodepool import evictions, plan
+from nodepool_operator.runtime import errors
 from nodepool_operator.runtime.controller import Request
-
-START = 1_800_000_000.0
-CONFIG = NodePoolConfig(
-    poll_interval=1.0,
-    eviction_backoff=1.0,
-    eviction_backoff_max=8.0,
-    stuck_terminating_seconds=60.0,
+from unit.nodepool.drain_world import (
+    CONFIG,
+    POOL,
+    START,
+    FakeInformer,
+    World,
+    draining_since,
+    node,
+    pod,
+    pool_object,
+    too_many_requests,
 )
-POOL: Object = {
-    "apiVersion": "nodepool.dev/v1alpha1",
-    "kind": "NodePool",
-    "metadata": {"name": "p", "uid": "uid-p"},
-}
-
-
-class Clock(testing.FakeWallClock):
-    def __init__(self) -> None:
-        super().__init__(START)
-
-
-FakeInformer = testing.FakeInformer
-
-
-def too_many_requests(budget: str | None) -> errors.TooManyRequests:
-    causes = (
-        [
-            {
-                "reason": "DisruptionBudget",
-                "message": f"The disruption budget {budget} needs 1 healthy pods and has 1",
-            }
-        ]
-        if budget
-        else []
-    )
-    return errors.TooManyRequests(
-        "Cannot evict pod as it would violate the pod's disruption budget.",
-        details={"causes": causes},
-    )
-
-
-class FakeApi:
-    """Answers evictions as configured (accept, or refuse with a budget); records writes.
-
-    A status patch that sets a value is recorded as the API server records it: the time
-    of our field manager's ``status`` entry in ``managedFields`` (``status_records``),
-    which the reply carries and ``World.show_status`` brings into a cache."""
-
-    field_manager = "nodepool-controller"
-
-    def __init__(self, clock: Clock) -> None:
-        self.clock = clock
-        self.status_records: dict[str, list[dict[str, Any]]] = {}  # name -> managedFields
-        self.calls: list[tuple[str, str, str]] = []
-        self.refuse: dict[str, str | None] = {}  # pod name -> budget named in the 429
-        self.terminating: set[str] = set()  # pods whose namespace is being deleted
-        self.deleted_with: dict[str, int | None] = {}
-        self.status_patches: list[dict[str, Any]] = []
-        self.objects: dict[tuple[str, str], Object] = {}  # (plural, name) -> object
-
-    async def patch(self, resource: Resource, name: str, patch: Any, **kw: Any) -> Object:
-        self.calls.append(("patch", resource.plural, name))
-        if kw.get("subresource") == "status":
-            self.status_patches.append(copy.deepcopy(patch["status"]))
-            if testing.sets_a_value(patch["status"]):
-                self.status_records[name] = [
-                    {
-                        "manager": self.field_manager,
-                        "operation": "Update",
-                        "subresource": "status",
-                        "time": conditions.rfc3339(self.clock.time()),
-                    }
-                ]
-        return {
-            "metadata": {
-                "name": name,
-                "resourceVersion": "100",
-                "managedFields": copy.deepcopy(self.status_records.get(name, [])),
-            }
-        }
-
-    async def create_subresource(
-        self, resource: Resource, name: str, sub: str, body: Any, **_: Any
-    ) -> Object:
-        self.calls.append(("create", f"{resource.plural}/{sub}", name))
-        if name in self.refuse:
-            raise too_many_requests(self.refuse[name])
-        if name in self.terminating:
-            raise errors.Forbidden(
-                f"pods {name} is forbidden: unable to create new content in namespace ns "
-                "because it is being terminated",
-                # As the API server sends it (checked on the real one).
-                details={
-                    "causes": [
-                        {
-                            "reason": "NamespaceTerminating",
-                            "message": "namespace ns is being terminated",
-                            "field": "metadata.namespace",
-                        }
-                    ]
-                },
-            )
-        return {}
-
-    async def delete(self, resource: Resource, name: str, **kw: Any) -> Object:
-        self.calls.append(("delete", resource.plural, name))
-        if resource.plural == "pods":
-            self.deleted_with[name] = kw.get("grace_period_seconds")
-        return {}
-
-    async def create(self, resource: Resource, body: Object, **_: Any) -> Object:
-        name = body["metadata"].get("name", "")
-        self.calls.append(("create", resource.plural, name))
-        if (resource.plural, name) in self.objects:
-            raise errors.AlreadyExists(f"{resource.plural} {name!r} already exists")
-        return copy.deepcopy(body)
-
-    async def list_page(
-        self, resource: Resource, *, field_selector: str | None = None, **kw: Any
-    ) -> Object:
-        """Objects put in ``objects`` (those no cache of the controller holds), by name."""
-        name = (field_selector or "").removeprefix("metadata.name=")
-        self.calls.append(("list", resource.plural, name))
-        return {
-            "items": [
-                copy.deepcopy(found)
-                for (plural, key), found in self.objects.items()
-                if plural == resource.plural and (not name or key == name)
-            ]
-        }
-
-    def evictions(self, pod: str | None = None) -> int:
-        return sum(
-            1 for c in self.calls if c[1] == "pods/eviction" and (pod is None or c[2] == pod)
-        )
-
-    def writes(self) -> list[tuple[str, str, str]]:
-        return [c for c in self.calls if c[1] != "events"]
-
-
-class FakeRecorder:
-    def __init__(self) -> None:
-        self.events: list[tuple[str, str, str]] = []
-
-    async def event(self, obj: Object, *, type: str, reason: str, message: str) -> None:
-        self.events.append((type, reason, message))
-
-
-class FakeCloud:
-    def __init__(self, clock: Clock, names: Iterable[str]) -> None:
-        self.clock = clock
-        self.vms = {n: VmState.RUNNING for n in names}
-        self.zones: dict[str, str | None] = {}  # as the cloud records each VM's zone
-        self.deleted_at: dict[str, float] = {}
-        self.order: list[str] = []
-
-    async def list_vms(self, *, pool: str) -> list[VirtualMachine]:
-        return [
-            VirtualMachine(
-                name=VmName(name),
-                pool=pool,
-                cpu="4",
-                memory="16Gi",
-                state=state,
-                provider_id=f"simcloud:///{name}",
-                created_at=0.0,
-                zone=self.zones.get(name),
-            )
-            for name, state in sorted(self.vms.items())
-        ]
-
-    async def get_vm(self, name: VmName) -> VirtualMachine | None:
-        found = [vm for vm in await self.list_vms(pool="p") if vm.name == name]
-        return found[0] if found else None
-
-    async def delete_vm(self, name: VmName) -> None:
-        self.vms[name] = VmState.DELETING
-        self.deleted_at.setdefault(name, self.clock.now)
-        self.order.append(f"vm {name}")
-
-
-def node(name: str, *, annotations: dict[str, str] | None = None) -> Object:
-    return {
-        "metadata": {
-            "name": name,
-            "labels": {wellknown.POOL_LABEL: "p"},
-            "annotations": dict(annotations or {}),
-            "ownerReferences": [{"kind": "NodePool", "name": "p", "uid": "uid-p"}],
-        },
-        "spec": {"providerID": f"simcloud:///{name}"},
-        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
-    }
-
-
-def draining_since(name: str, started: float) -> Object:
-    return node(name, annotations={plan.SCALE_DOWN_ANNOTATION: conditions.rfc3339(started)})
-
-
-def pod(
-    name: str,
-    node_name: str = "p-0",
-    *,
-    grace: int | None = None,
-    annotations: dict[str, str] | None = None,
-    owner: str = "ReplicaSet",
-    deleting_at: float | None = None,
-) -> Object:
-    meta: dict[str, Any] = {
-        "name": name,
-        "namespace": "ns",
-        "uid": f"uid-{name}",
-        "annotations": dict(annotations or {}),
-        "ownerReferences": [{"kind": owner, "name": "owner", "controller": True}],
-    }
-    if deleting_at is not None:
-        meta["deletionTimestamp"] = conditions.rfc3339(deleting_at)
-    spec: dict[str, Any] = {"nodeName": node_name, "containers": [{"name": "c"}]}
-    if grace is not None:
-        spec["terminationGracePeriodSeconds"] = grace
-    return {"metadata": meta, "spec": spec, "status": {"phase": "Running"}}
-
-
-class World:
-    def __init__(self, *vm_names: str) -> None:
-        self.clock = Clock()
-        self.api = FakeApi(self.clock)
-        self.recorder = FakeRecorder()
-        self.cloud = FakeCloud(self.clock, vm_names)
-        self.nodes = FakeInformer(
-            {"pool": lambda n: [p] if (p := wellknown.pool_of(n)) else []},
-        )
-        self.pods = FakeInformer(
-            {"node": lambda p: [n] if (n := p.get("spec", {}).get("nodeName")) else []}
-        )
-        self.mono = clock_module.FakeClock()
-        self.lifecycle = lifecycle.PoolLifecycle(
-            client=self.api,  # type: ignore[arg-type]
-            nodes=self.nodes,  # type: ignore[arg-type]
-            pods=self.pods,  # type: ignore[arg-type]
-            cloud=self.cloud,  # type: ignore[arg-type]
-            recorder=self.recorder,  # type: ignore[arg-type]
-            config=CONFIG,
-            clock=self.mono,
-            wall_clock=self.clock,
-        )
-        self.drainer = self.lifecycle.drainer
-
-    def reconciler_for(
-        self, pools: FakeInformer, scale_requests: FakeInformer | None = None
-    ) -> NodePoolReconciler:
-        """A reconciler over this world's fakes and its pool steps."""
-        return NodePoolReconciler(
-            client=self.api,  # type: ignore[arg-type]
-            pools=pools,  # type: ignore[arg-type]
-            scale_requests=scale_requests or NoRequests(),  # type: ignore[arg-type]
-            lifecycle=self.lifecycle,
-            recorder=self.recorder,  # type: ignore[arg-type]
-            config=self.lifecycle.config,
-            clock=self.mono,
-            wall_clock=self.clock,
-        )
-
-    async def drain(self, name: str = "p-0", limit: int | None = None) -> drain.DrainProgress:
-        found = self.nodes.get(name) or node(name)
-        return await self.drainer.drain(POOL, found, timeout_seconds=limit)
-
-    def advance(self, seconds: float) -> None:
-        self.clock.now += seconds
-
-    def show_status(self, pools: FakeInformer, name: str = "p") -> Object:
-        """The cache catches up with our status writes to pool ``name``, as the informer
-        would: the status they made and the time the API server recorded for the last
-        one (``managedFields``, cut as ``informer.keep_write_times`` cuts it)."""
-        cached = pools.get(name)
-        assert cached is not None
-        status = copy.deepcopy(cached.get("status") or {})
-        for patch in self.api.status_patches:
-            testing.merge(status, patch)
-        cached["status"] = status
-        cached["metadata"]["managedFields"] = copy.deepcopy(self.api.status_records.get(name, []))
-        cached["metadata"]["resourceVersion"] = "100"
-        pools.put(cached)
-        return cached
-
-    def warnings(self, reason: str) -> list[str]:
-        return [m for t, r, m in self.recorder.events if t == "Warning" and r == reason]
-
 
 # --- one Node's drain ------------------------------------------------------------------
 
@@ -609,24 +326,10 @@ async def test_a_deleted_pool_drains_its_nodes_before_removing_them() -> None:
 # --- through the reconciler: bounded writes, a visible reason ---------------------------
 
 
-class NoRequests(FakeInformer):
-    def __init__(self) -> None:
-        super().__init__({"pool": lambda r: []})
-
-
 async def test_a_blocked_drain_shows_in_scaling_and_waits_for_its_backoff_without_writes() -> None:
     world = World("p-0", "p-1")
     pools = FakeInformer({})
-    pool = {
-        **nodepool_api.manifest("p", nodepool_api.NodePoolSpec(target_nodes=1)),
-        "metadata": {
-            "name": "p",
-            "uid": "uid-p",
-            "generation": 1,
-            "resourceVersion": "5",
-            "finalizers": [FINALIZER],
-        },
-    }
+    pool = pool_object(nodepool_api.NodePoolSpec(target_nodes=1))
     pools.put(pool)
     world.nodes.put(node("p-0"))
     world.nodes.put(draining_since("p-1", START))
@@ -655,17 +358,9 @@ async def test_a_blocked_drain_shows_in_scaling_and_waits_for_its_backoff_withou
 async def test_a_deletion_held_by_a_budget_says_so_in_scaling() -> None:
     world = World("p-0")
     pools = FakeInformer({})
-    pool = {
-        **nodepool_api.manifest("p", nodepool_api.NodePoolSpec(target_nodes=1)),
-        "metadata": {
-            "name": "p",
-            "uid": "uid-p",
-            "generation": 1,
-            "resourceVersion": "5",
-            "finalizers": [FINALIZER],
-            "deletionTimestamp": "2026-11-30T10:00:00Z",
-        },
-    }
+    pool = pool_object(
+        nodepool_api.NodePoolSpec(target_nodes=1), deletionTimestamp="2026-11-30T10:00:00Z"
+    )
     pools.put(pool)
     world.nodes.put(node("p-0"))
     world.pods.put(pod("web-1", node_name="p-0"))

@@ -7,23 +7,15 @@ from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import quantity, wellknown
-from nodepool_operator.cloud.provider import VirtualMachine, VmName, VmState
+from nodepool_operator.cloud.provider import VirtualMachine
+from nodepool_operator.cloud.testing import virtual_machine
 from nodepool_operator.controllers.nodepool import launch, nodes
 
 POOL: dict[str, Any] = {"metadata": {"name": "gpu", "uid": "uid-gpu"}}
 
 
 def vm(name: str, *, zone: str = "whatever-the-cloud-says") -> VirtualMachine:
-    return VirtualMachine(
-        name=VmName(name),
-        pool="gpu",
-        cpu="8",
-        memory="32Gi",
-        state=VmState.RUNNING,
-        provider_id=f"simcloud:///{name}",
-        created_at=0.0,
-        zone=zone,
-    )
+    return virtual_machine(name, pool="gpu", cpu="8", memory="32Gi", zone=zone)
 
 
 TEMPLATE = nodepool_api.NodeTemplate(

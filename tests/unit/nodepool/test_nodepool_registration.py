@@ -14,7 +14,7 @@ from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.runtime import conditions, errors
 from nodepool_operator.runtime.client import Object, Resource
 from nodepool_operator.runtime.testing import FakeApiServer, FakeInformer, FakeWallClock
-from unit.nodepool.test_nodepool_unregistered import CREATED, POOL, TEMPLATE, UNREGISTERED, vm
+from unit.nodepool.web_pool import CREATED, POOL, TEMPLATE, UNREGISTERED, vm
 
 SPEC = nodepool_api.NodePoolSpec(target_nodes=3, template=TEMPLATE)
 

@@ -11,7 +11,7 @@ from nodepool_operator.cloud.provider import VmState
 from nodepool_operator.controllers.nodepool import report
 from nodepool_operator.runtime.controller import Request
 from nodepool_operator.runtime.status import merge_patch
-from unit.nodepool.test_nodepool_reconcile import World
+from unit.nodepool.reconcile_world import World
 
 
 def _scaling_up(world: World, target: int) -> World:

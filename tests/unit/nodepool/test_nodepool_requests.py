@@ -16,18 +16,19 @@ from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.cloud.provider import MachineSpec, VirtualMachine, VmName, VmState
 from nodepool_operator.controllers.nodepool import lifecycle, request_facts
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
-from nodepool_operator.controllers.nodepool.controller import FINALIZER, NodePoolReconciler
+from nodepool_operator.controllers.nodepool.controller import NodePoolReconciler
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import testing
 from nodepool_operator.runtime.client import Object, Resource
 from nodepool_operator.runtime.controller import Request
 from nodepool_operator.runtime.events import EventRecorder
+from unit.nodepool.drain_world import pool_object
 
 NOW = 1_800_000_000.0
 CREATED = "2027-01-15T08:00:00Z"  # NOW
 
 
-class FakeApi(testing.FakeApiServer):
+class RecordingApi(testing.FakeApiServer):
     """The shared fake API server; events and status writes kept for reading, and hooks
     run before the next update of a pool (another writer getting in first)."""
 
@@ -66,7 +67,7 @@ class FakeApi(testing.FakeApiServer):
         return found[-1]
 
 
-class FakeCloud:
+class LaggingCloud:
     """A cloud whose listings lag: they show nothing, a get finds what was created."""
 
     def __init__(self) -> None:
@@ -99,8 +100,8 @@ class FakeCloud:
 
 class World:
     def __init__(self) -> None:
-        self.api = FakeApi()
-        self.cloud = FakeCloud()
+        self.api = RecordingApi()
+        self.cloud = LaggingCloud()
         self.pools = testing.FakeInformer({})
         self.requests = testing.FakeInformer(
             {"pool": lambda r: [scalerequest_api.spec_of(r).node_pool_name]}
@@ -135,16 +136,7 @@ class World:
         )
 
     def pool(self, name: str, spec: nodepool_api.NodePoolSpec, *, in_cache: bool = True) -> Object:
-        obj = {
-            **nodepool_api.manifest(name, spec),
-            "metadata": {
-                "name": name,
-                "uid": f"uid-{name}",
-                "generation": 1,
-                "resourceVersion": "5",
-                "finalizers": [FINALIZER],
-            },
-        }
+        obj = pool_object(spec, name=name)
         self.api.hold("nodepools", obj)
         if in_cache:
             self.pools.put(obj)

@@ -19,7 +19,7 @@ from nodepool_operator.cloud.provider import (
 )
 from nodepool_operator.controllers.nodepool import launch
 from nodepool_operator.runtime.client import Object
-from unit.nodepool import test_nodepool_reconcile as reconcile
+from unit.nodepool import reconcile_world as reconcile
 
 
 def names(pool: str, taken: set[str], count: int) -> list[str]:

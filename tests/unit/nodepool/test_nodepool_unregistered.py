@@ -10,32 +10,11 @@ from typing import Any
 import pytest
 
 from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.api import wellknown
-from nodepool_operator.cloud.provider import VirtualMachine, VmName, VmState
 from nodepool_operator.controllers.nodepool import nodes, plan, repair
 from nodepool_operator.runtime import conditions, errors, kinds
 from nodepool_operator.runtime.client import Object, Resource
 from nodepool_operator.runtime.testing import FakeApiServer, FakeWallClock
-
-POOL: dict[str, Any] = {"metadata": {"name": "web", "uid": "uid-web"}}
-TEMPLATE = nodepool_api.NodeTemplate(
-    cpu="4", memory="16Gi", pods=110, taints=(nodepool_api.Taint(key="gpu", effect="NoSchedule"),)
-)
-CREATED = 1_800_000_000.0
-UNREGISTERED = {"key": wellknown.UNREGISTERED_TAINT_KEY, "effect": "NoSchedule"}
-
-
-def vm(name: str) -> VirtualMachine:
-    return VirtualMachine(
-        name=VmName(name),
-        pool="web",
-        cpu="4",
-        memory="16Gi",
-        state=VmState.RUNNING,
-        provider_id=f"simcloud:///{name}",
-        created_at=CREATED,
-        zone="",
-    )
+from unit.nodepool.web_pool import CREATED, POOL, TEMPLATE, UNREGISTERED, vm
 
 
 def created(name: str = "web-0") -> Object:

@@ -6,13 +6,13 @@ from collections import Counter
 
 from nodepool_operator.api import zones as zones_api
 from nodepool_operator.cloud.provider import VirtualMachine, VmName
+from nodepool_operator.cloud.testing import virtual_machine
 from nodepool_operator.controllers.nodepool import plan, zoning
-from unit.nodepool.test_nodepool_drain import draining_since, node
-from unit.nodepool.test_nodepool_nodes import vm as machine
+from unit.nodepool.drain_world import draining_since, node
 
 
 def vm(name: str, zone: str) -> VirtualMachine:
-    return machine(name, zone=zone)
+    return virtual_machine(name, pool="gpu", cpu="8", memory="32Gi", zone=zone)
 
 
 def view(*vms: VirtualMachine, pods: dict[str, int] | None = None) -> plan.PoolView:

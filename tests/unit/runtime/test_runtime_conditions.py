@@ -27,44 +27,42 @@ def _ready(status: conditions.ConditionStatus = "True", **changes: Any) -> dict[
     return condition
 
 
-def test_new_condition_is_appended_with_now_as_its_transition_time() -> None:
-    result = conditions.set_condition(
-        None,
-        type="Ready",
-        status="True",
-        reason="NodesReady",
-        message="3 of 3 nodes ready",
-        observed_generation=4,
-        now=T0,
+def _set(
+    existing: list[dict[str, Any]] | None,
+    *,
+    type: str = "Ready",
+    status: conditions.ConditionStatus = "True",
+    reason: str = "NodesReady",
+    message: str = "",
+    generation: int = 4,
+    now: str = T1,
+) -> list[dict[str, Any]]:
+    """``set_condition`` with the fields these tests do not vary filled in."""
+    return conditions.set_condition(
+        existing,
+        type=type,
+        status=status,
+        reason=reason,
+        message=message,
+        observed_generation=generation,
+        now=now,
     )
+
+
+def test_new_condition_is_appended_with_now_as_its_transition_time() -> None:
+    result = _set(None, message="3 of 3 nodes ready", now=T0)
     assert result == [_ready()]
 
 
 def test_unchanged_status_keeps_last_transition_time() -> None:
-    result = conditions.set_condition(
-        [_ready()],
-        type="Ready",
-        status="True",
-        reason="StillReady",
-        message="4 of 4 nodes ready",
-        observed_generation=5,
-        now=T1,
-    )
+    result = _set([_ready()], reason="StillReady", message="4 of 4 nodes ready", generation=5)
     assert result == [
         _ready(reason="StillReady", message="4 of 4 nodes ready", observedGeneration=5)
     ]
 
 
 def test_changed_status_moves_last_transition_time_to_now() -> None:
-    result = conditions.set_condition(
-        [_ready()],
-        type="Ready",
-        status="False",
-        reason="NodesNotReady",
-        message="1 of 3 nodes ready",
-        observed_generation=4,
-        now=T1,
-    )
+    result = _set([_ready()], status="False", reason="NodesNotReady", message="1 of 3 nodes ready")
     assert result == [
         _ready(
             "False",
@@ -77,30 +75,14 @@ def test_changed_status_moves_last_transition_time_to_now() -> None:
 
 def test_setting_what_is_already_there_gives_an_equal_list() -> None:
     existing = [_ready(), _ready("False", type="Scaling", reason="Idle", message="")]
-    result = conditions.set_condition(
-        existing,
-        type="Ready",
-        status="True",
-        reason="NodesReady",
-        message="3 of 3 nodes ready",
-        observed_generation=4,
-        now=T1,
-    )
+    result = _set(existing, message="3 of 3 nodes ready")
     assert result == existing
 
 
 def test_input_list_and_its_conditions_are_not_modified() -> None:
     existing = [_ready()]
     snapshot = copy.deepcopy(existing)
-    result = conditions.set_condition(
-        existing,
-        type="Ready",
-        status="False",
-        reason="NodesNotReady",
-        message="",
-        observed_generation=5,
-        now=T1,
-    )
+    result = _set(existing, status="False", reason="NodesNotReady", generation=5)
     assert existing == snapshot
     assert result is not existing
     assert result[0] is not existing[0]
@@ -111,52 +93,20 @@ def test_existing_order_is_kept_and_new_types_go_last() -> None:
         _ready("False", type="Scaling", reason="Idle"),
         _ready(type="Ready"),
     ]
-    result = conditions.set_condition(
-        existing,
-        type="Degraded",
-        status="False",
-        reason="AsExpected",
-        message="",
-        observed_generation=4,
-        now=T1,
-    )
-    result = conditions.set_condition(
-        result,
-        type="Scaling",
-        status="True",
-        reason="ScalingUp",
-        message="",
-        observed_generation=4,
-        now=T1,
-    )
+    result = _set(existing, type="Degraded", status="False", reason="AsExpected")
+    result = _set(result, type="Scaling", reason="ScalingUp")
     assert [condition["type"] for condition in result] == ["Scaling", "Ready", "Degraded"]
 
 
 def test_fields_we_do_not_manage_are_kept() -> None:
-    result = conditions.set_condition(
-        [_ready(extra="kept")],
-        type="Ready",
-        status="True",
-        reason="NodesReady",
-        message="",
-        observed_generation=4,
-        now=T1,
-    )
+    result = _set([_ready(extra="kept")])
     assert result[0]["extra"] == "kept"
 
 
 def test_missing_transition_time_is_filled_in() -> None:
     broken = _ready()
     del broken["lastTransitionTime"]
-    result = conditions.set_condition(
-        [broken],
-        type="Ready",
-        status="True",
-        reason="NodesReady",
-        message="",
-        observed_generation=4,
-        now=T1,
-    )
+    result = _set([broken])
     assert result[0]["lastTransitionTime"] == T1
 
 

@@ -13,16 +13,9 @@ import pytest
 from nodepool_operator.runtime import clock as clock_
 from nodepool_operator.runtime import errors, events
 from nodepool_operator.runtime.client import Object, Resource
+from nodepool_operator.runtime.testing import FakeWallClock
 
 START = datetime.datetime(2030, 1, 2, 3, 4, 5, tzinfo=datetime.UTC).timestamp()
-
-
-class FakeWallClock:
-    def __init__(self, now: float = START) -> None:
-        self.now = now
-
-    def time(self) -> float:
-        return self.now
 
 
 class FakeEventsApi:
@@ -90,7 +83,7 @@ def clock() -> clock_.FakeClock:
 
 @pytest.fixture
 def wall() -> FakeWallClock:
-    return FakeWallClock()
+    return FakeWallClock(START)
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ WIDGETS = Resource("example.dev", "v1", "widgets", "Widget", namespaced=True)
 End = None  # pushed into a watch stream: the server ends the watch normally
 
 
-class FakeApi:
+class WidgetServer:
     """A server of one resource for `Informer`: LIST pages and WATCH streams the test feeds."""
 
     def __init__(self) -> None:
@@ -166,8 +166,8 @@ async def _until(check: Callable[[], bool], rounds: int = 200) -> None:
 
 
 @pytest.fixture
-def api() -> FakeApi:
-    return FakeApi()
+def api() -> WidgetServer:
+    return WidgetServer()
 
 
 @pytest.fixture
@@ -175,12 +175,22 @@ def clock() -> clock_.FakeClock:
     return clock_.FakeClock()
 
 
-def _informer(api: FakeApi, clock: clock_.FakeClock, **options: Any) -> informer.Informer:
+def _informer(api: WidgetServer, clock: clock_.FakeClock, **options: Any) -> informer.Informer:
     return informer.Informer(api, WIDGETS, clock=clock, **options)  # type: ignore[arg-type]
 
 
+def _recorded(api: WidgetServer, clock: clock_.FakeClock) -> tuple[informer.Informer, Recorder]:
+    """An informer and the handler that records what it delivers."""
+    subject = _informer(api, clock)
+    recorder = Recorder()
+    subject.add_handler(recorder)
+    return subject, recorder
+
+
 @contextlib.asynccontextmanager
-async def _running(subject: informer.Informer, api: FakeApi) -> AsyncIterator[asyncio.Task[None]]:
+async def _running(
+    subject: informer.Informer, api: WidgetServer
+) -> AsyncIterator[asyncio.Task[None]]:
     """Run the informer until it watches, for the block; then cancel it."""
     watches = len(api.streams)
     task = asyncio.create_task(subject.run())
@@ -194,13 +204,11 @@ async def _running(subject: informer.Informer, api: FakeApi) -> AsyncIterator[as
 
 
 async def test_the_initial_list_is_paginated_and_fills_the_cache_before_sync(
-    api: FakeApi, clock: clock_.FakeClock
+    api: WidgetServer, clock: clock_.FakeClock
 ) -> None:
     for i in range(informer.PAGE_SIZE * 2 + 3):
         api.put(f"w{i:04}")
-    subject = _informer(api, clock)
-    recorder = Recorder()
-    subject.add_handler(recorder)
+    subject, recorder = _recorded(api, clock)
     assert not subject.has_synced()
     async with _running(subject, api):
         assert subject.has_synced()
@@ -219,7 +227,7 @@ async def test_the_initial_list_is_paginated_and_fills_the_cache_before_sync(
 
 
 async def test_watch_events_update_the_cache_and_reach_every_handler(
-    api: FakeApi, clock: clock_.FakeClock
+    api: WidgetServer, clock: clock_.FakeClock
 ) -> None:
     api.put("a")
     subject = _informer(api, clock)
@@ -250,11 +258,9 @@ async def test_watch_events_update_the_cache_and_reach_every_handler(
 
 
 async def test_a_delete_of_an_object_never_seen_is_not_delivered(
-    api: FakeApi, clock: clock_.FakeClock
+    api: WidgetServer, clock: clock_.FakeClock
 ) -> None:
-    subject = _informer(api, clock)
-    recorder = Recorder()
-    subject.add_handler(recorder)
+    subject, recorder = _recorded(api, clock)
     async with _running(subject, api):
         api.emit(WatchEvent("DELETED", api.put("stranger")))
         api.emit_put("known")
@@ -263,11 +269,9 @@ async def test_a_delete_of_an_object_never_seen_is_not_delivered(
 
 
 async def test_a_bookmark_moves_the_resource_version_without_an_event(
-    api: FakeApi, clock: clock_.FakeClock
+    api: WidgetServer, clock: clock_.FakeClock
 ) -> None:
-    subject = _informer(api, clock)
-    recorder = Recorder()
-    subject.add_handler(recorder)
+    subject, recorder = _recorded(api, clock)
     async with _running(subject, api):
         bookmark = {"kind": "Widget", "metadata": {"resourceVersion": "555"}}
         api.emit(WatchEvent("BOOKMARK", bookmark))
@@ -279,7 +283,7 @@ async def test_a_bookmark_moves_the_resource_version_without_an_event(
 
 
 async def test_a_watch_the_server_ends_is_resumed_at_once_from_the_last_version(
-    api: FakeApi, clock: clock_.FakeClock
+    api: WidgetServer, clock: clock_.FakeClock
 ) -> None:
     subject = _informer(api, clock)
     async with _running(subject, api):
@@ -292,11 +296,9 @@ async def test_a_watch_the_server_ends_is_resumed_at_once_from_the_last_version(
 
 
 async def test_a_dropped_connection_resumes_from_the_last_version_after_a_backoff(
-    api: FakeApi, clock: clock_.FakeClock
+    api: WidgetServer, clock: clock_.FakeClock
 ) -> None:
-    subject = _informer(api, clock)
-    recorder = Recorder()
-    subject.add_handler(recorder)
+    subject, recorder = _recorded(api, clock)
     async with _running(subject, api):
         api.emit_put("a")
         api.emit(errors.ConnectionFailed("connection reset"))
@@ -312,13 +314,11 @@ async def test_a_dropped_connection_resumes_from_the_last_version_after_a_backof
 
 
 async def test_gone_relists_and_delivers_the_difference_deletes_included(
-    api: FakeApi, clock: clock_.FakeClock
+    api: WidgetServer, clock: clock_.FakeClock
 ) -> None:
     for name in ("kept", "changed", "doomed"):
         api.put(name)
-    subject = _informer(api, clock)
-    recorder = Recorder()
-    subject.add_handler(recorder)
+    subject, recorder = _recorded(api, clock)
     async with _running(subject, api):
         assert len(recorder.events) == 3
         # What happened while the watch was away (the events were compacted):
@@ -336,13 +336,11 @@ async def test_gone_relists_and_delivers_the_difference_deletes_included(
 
 
 async def test_run_again_after_a_cancel_resumes_and_relists_only_on_gone(
-    api: FakeApi, clock: clock_.FakeClock
+    api: WidgetServer, clock: clock_.FakeClock
 ) -> None:
     api.put("a")
     api.put("b")
-    subject = _informer(api, clock)
-    recorder = Recorder()
-    subject.add_handler(recorder)
+    subject, recorder = _recorded(api, clock)
     async with _running(subject, api):
         pass
     last_seen = subject.resource_version
@@ -364,7 +362,7 @@ async def test_run_again_after_a_cancel_resumes_and_relists_only_on_gone(
 
 
 async def test_other_failures_back_off_exponentially_and_relist(
-    api: FakeApi, clock: clock_.FakeClock
+    api: WidgetServer, clock: clock_.FakeClock
 ) -> None:
     subject = _informer(api, clock)
     api.watch_errors.extend([errors.Forbidden("no"), errors.InternalError("oops")])
@@ -384,7 +382,7 @@ async def test_other_failures_back_off_exponentially_and_relist(
     assert subject.lists == 3, "each failure not understood is followed by a fresh LIST"
 
 
-async def test_the_backoff_is_capped(api: FakeApi, clock: clock_.FakeClock) -> None:
+async def test_the_backoff_is_capped(api: WidgetServer, clock: clock_.FakeClock) -> None:
     subject = _informer(api, clock)
     api.watch_errors.extend(errors.ConnectionFailed("refused") for _ in range(12))
     task = asyncio.create_task(subject.run())
@@ -406,7 +404,7 @@ async def test_the_backoff_is_capped(api: FakeApi, clock: clock_.FakeClock) -> N
 
 
 async def test_selectors_and_namespace_reach_list_and_watch(
-    api: FakeApi, clock: clock_.FakeClock
+    api: WidgetServer, clock: clock_.FakeClock
 ) -> None:
     subject = _informer(
         api, clock, namespace="ns", label_selector="app=x", field_selector="metadata.name=a"
@@ -420,7 +418,7 @@ async def test_selectors_and_namespace_reach_list_and_watch(
 
 
 async def test_the_transform_applies_to_listed_and_watched_objects(
-    api: FakeApi, clock: clock_.FakeClock
+    api: WidgetServer, clock: clock_.FakeClock
 ) -> None:
     def only_metadata(obj: Object) -> Object:
         return {"metadata": {"name": obj["metadata"]["name"], "namespace": "ns"}}
@@ -435,7 +433,7 @@ async def test_the_transform_applies_to_listed_and_watched_objects(
 
 
 async def test_indexes_follow_adds_updates_and_deletes(
-    api: FakeApi, clock: clock_.FakeClock
+    api: WidgetServer, clock: clock_.FakeClock
 ) -> None:
     api.put("a", color="red")
     api.put("b", color="red")
@@ -458,7 +456,7 @@ async def test_indexes_follow_adds_updates_and_deletes(
 
 
 async def test_an_index_stamp_changes_exactly_when_its_bucket_does(
-    api: FakeApi, clock: clock_.FakeClock
+    api: WidgetServer, clock: clock_.FakeClock
 ) -> None:
     api.put("a", color="red")
     subject = _informer(api, clock)
@@ -488,7 +486,7 @@ async def test_an_index_stamp_changes_exactly_when_its_bucket_does(
 
 
 async def test_a_handler_added_after_sync_is_told_of_every_cached_object(
-    api: FakeApi, clock: clock_.FakeClock
+    api: WidgetServer, clock: clock_.FakeClock
 ) -> None:
     api.put("a")
     api.put("b")
@@ -500,7 +498,7 @@ async def test_a_handler_added_after_sync_is_told_of_every_cached_object(
 
 
 async def test_a_failing_handler_stops_neither_the_others_nor_the_informer(
-    api: FakeApi, clock: clock_.FakeClock, caplog: pytest.LogCaptureFixture
+    api: WidgetServer, clock: clock_.FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     class Broken(Recorder):
         def on_add(self, obj: Object) -> None:
@@ -525,7 +523,7 @@ def test_object_key_is_namespace_and_name_or_just_name() -> None:
 
 
 async def test_the_cache_hands_out_one_shared_informer_per_resource_and_selector(
-    api: FakeApi, clock: clock_.FakeClock
+    api: WidgetServer, clock: clock_.FakeClock
 ) -> None:
     cache = informer.InformerCache(api, clock=clock)  # type: ignore[arg-type]
     first = cache.informer(WIDGETS)
@@ -550,7 +548,7 @@ def _color(obj: Object) -> list[str]:
 
 
 def test_an_index_defined_again_is_shared_and_a_clashing_one_refused(
-    api: FakeApi, clock: clock_.FakeClock
+    api: WidgetServer, clock: clock_.FakeClock
 ) -> None:
     subject = _informer(api, clock)
     subject.add_index("color", _color)

@@ -24,7 +24,7 @@ WIDGETS = Resource("example.dev", "v1", "widgets", "Widget", namespaced=False)
 _names = itertools.count()
 
 
-class FakeApi:
+class WidgetsAndLease:
     """Widgets to list and watch, and a Lease to elect on: what a Manager's parts call."""
 
     def __init__(self, *names: str) -> None:
@@ -107,7 +107,7 @@ def clock() -> clock_.FakeClock:
 
 
 def _manager(
-    api: FakeApi,
+    api: WidgetsAndLease,
     clock: clock_.FakeClock,
     reconciler: Held,
     *,
@@ -152,7 +152,7 @@ async def _get(port: int | None, path: str) -> tuple[int, str]:
 async def test_controllers_start_only_once_every_informer_has_synced(
     clock: clock_.FakeClock,
 ) -> None:
-    api = FakeApi("a", "b")
+    api = WidgetsAndLease("a", "b")
     api.listing.clear()
     held = Held()
     held.release.set()
@@ -171,7 +171,7 @@ async def test_controllers_start_only_once_every_informer_has_synced(
 
 
 async def test_metrics_are_served_under_controller_runtime_names(clock: clock_.FakeClock) -> None:
-    api = FakeApi("a")
+    api = WidgetsAndLease("a")
     held = Held()
     held.release.set()
     manager, controller = _manager(api, clock, held, metrics_port=0)
@@ -196,7 +196,7 @@ async def test_metrics_are_served_under_controller_runtime_names(clock: clock_.F
 async def test_stop_drains_the_reconciles_in_flight_then_stops_the_informers(
     clock: clock_.FakeClock,
 ) -> None:
-    api = FakeApi("a")
+    api = WidgetsAndLease("a")
     held = Held()
     manager, _ = _manager(api, clock, held)
     async with _running(manager) as (stop, task):
@@ -217,7 +217,7 @@ async def test_stop_drains_the_reconciles_in_flight_then_stops_the_informers(
 async def test_with_leader_election_a_leader_runs_the_controllers_and_releases_on_stop(
     clock: clock_.FakeClock,
 ) -> None:
-    api = FakeApi("a")
+    api = WidgetsAndLease("a")
     held = Held()
     held.release.set()
     election = LeaderElectionConfig(name="lease", namespace="ns", identity="me")
@@ -233,7 +233,7 @@ async def test_with_leader_election_a_leader_runs_the_controllers_and_releases_o
 async def test_a_standby_runs_nothing_and_stops_at_once_when_asked(
     clock: clock_.FakeClock,
 ) -> None:
-    api = FakeApi("a")
+    api = WidgetsAndLease("a")
     api.hold_lease("someone-else")
     held = Held()
     election = LeaderElectionConfig(name="lease", namespace="ns", identity="me")
@@ -255,7 +255,7 @@ async def test_a_standby_runs_nothing_and_stops_at_once_when_asked(
 async def test_a_clean_stop_runs_the_drained_hooks_after_the_reconciles_finish(
     clock: clock_.FakeClock,
 ) -> None:
-    api = FakeApi("a")
+    api = WidgetsAndLease("a")
     held = Held()
     manager, _ = _manager(api, clock, held)
     order: list[str] = []

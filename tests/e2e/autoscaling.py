@@ -1,0 +1,187 @@
+"""What the Autoscaler e2e tests share: the resources' group/version/plural, pools and
+Autoscalers to create, workloads, and reading the Autoscaler's status and events."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes_asyncio import client
+
+import workloads
+from harness import AUTOSCALERS, POOLS, REQUESTS, Sampler, wait_for
+from nodepool_operator.api import autoscaler as autoscaler_api
+from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
+
+
+async def create_pool(
+    custom: client.CustomObjectsApi, name: str, *, min_nodes: int = 0, max_nodes: int = 10
+) -> None:
+    spec = nodepool_api.NodePoolSpec(
+        target_nodes=min_nodes,
+        min_nodes=min_nodes,
+        max_nodes=max_nodes,
+        template=nodepool_api.NodeTemplate(cpu="4", memory="16Gi", pods=110),
+    )
+    await custom.create_cluster_custom_object(*POOLS, nodepool_api.manifest(name, spec))
+
+
+async def create_autoscaler(
+    custom: client.CustomObjectsApi,
+    name: str,
+    *,
+    pool: str,
+    namespace: str,
+    unneeded_seconds: int = 600,
+) -> None:
+    spec = autoscaler_api.AutoscalerSpec(
+        node_pool_name=pool,
+        namespaces=(namespace,),
+        scan_interval_seconds=1,
+        batch_window_seconds=0.5,
+        scale_down=autoscaler_api.ScaleDownPolicy(enabled=True, unneeded_seconds=unneeded_seconds),
+    )
+    await custom.create_cluster_custom_object(*AUTOSCALERS, autoscaler_api.manifest(name, spec))
+
+
+def deployment(name: str, *, pool: str, replicas: int, cpu: str = "1") -> dict[str, Any]:
+    return workloads.deployment(
+        name, selector={wellknown.POOL_LABEL: pool}, replicas=replicas, cpu=cpu
+    )
+
+
+@dataclass
+class History(Sampler):
+    """The pool's target and the pool's ScaleRequests, sampled until stopped."""
+
+    custom: client.CustomObjectsApi
+    pool: str
+    targets: list[tuple[float, int]] = field(default_factory=list)
+    requests: dict[str, int] = field(default_factory=dict)
+
+    async def _run(self) -> None:
+        while True:
+            pool = await self.custom.get_cluster_custom_object(*POOLS, self.pool)
+            target = int(pool["spec"].get("targetNodes", 0))
+            if not self.targets or self.targets[-1][1] != target:
+                self.targets.append((time.monotonic(), target))
+            found = await self.custom.list_cluster_custom_object(
+                *REQUESTS, label_selector=wellknown.pool_selector(self.pool)
+            )
+            for request in found["items"]:
+                self.requests[request["metadata"]["name"]] = request["spec"]["targetNodes"]
+            await asyncio.sleep(0.1)
+
+    @property
+    def values(self) -> list[int]:
+        return [target for _, target in self.targets]
+
+
+async def phases(core: client.CoreV1Api, namespace: str) -> dict[str, int]:
+    pods = await core.list_namespaced_pod(namespace)
+    counts: dict[str, int] = {}
+    for pod in pods.items:
+        if pod.metadata.deletion_timestamp is None:
+            counts[pod.status.phase] = counts.get(pod.status.phase, 0) + 1
+    return counts
+
+
+async def running(core: client.CoreV1Api, namespace: str, count: int) -> bool:
+    return (await phases(core, namespace)).get("Running", 0) == count
+
+
+async def events(
+    core: client.CoreV1Api, namespace: str, *, name: str, reason: str
+) -> list[client.CoreV1Event]:
+    found = await core.list_namespaced_event(
+        namespace, field_selector=f"involvedObject.name={name},reason={reason}"
+    )
+    return list(found.items)
+
+
+async def autoscaler_status(custom: client.CustomObjectsApi, name: str) -> dict[str, Any]:
+    obj = await custom.get_cluster_custom_object(*AUTOSCALERS, name)
+    status: dict[str, Any] = obj.get("status", {})
+    return status
+
+
+def condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next((c for c in status.get("conditions", []) if c["type"] == kind), {})
+
+
+async def make_pool(
+    custom: client.CustomObjectsApi,
+    name: str,
+    *,
+    max_nodes: int = 10,
+    weight: int = 0,
+    zones: tuple[str, ...] = (),
+    reserved: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+) -> None:
+    spec = nodepool_api.NodePoolSpec(
+        target_nodes=0,
+        min_nodes=0,
+        max_nodes=max_nodes,
+        weight=weight,
+        template=nodepool_api.NodeTemplate(
+            cpu="4",
+            memory="16Gi",
+            pods=110,
+            zones=zones,
+            reserved=reserved or {},
+            labels=labels or {},
+        ),
+    )
+    await custom.create_cluster_custom_object(*POOLS, nodepool_api.manifest(name, spec))
+
+
+async def make_autoscaler(
+    custom: client.CustomObjectsApi, name: str, *, pool: str, namespace: str
+) -> None:
+    spec = autoscaler_api.AutoscalerSpec(
+        node_pool_name=pool,
+        namespaces=(namespace,),
+        scan_interval_seconds=1,
+        batch_window_seconds=0.5,
+        scale_down=autoscaler_api.ScaleDownPolicy(enabled=False, unneeded_seconds=600),
+    )
+    await custom.create_cluster_custom_object(*AUTOSCALERS, autoscaler_api.manifest(name, spec))
+
+
+def pod(name: str, spec: dict[str, Any], *, labels: dict[str, str] | None = None) -> Any:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels or {"app": name}},
+        "spec": {
+            "terminationGracePeriodSeconds": 0,
+            "containers": [workloads.container("500m")],
+            **spec,
+        },
+    }
+
+
+async def scale_up(
+    api_client: client.ApiClient,
+    *,
+    pool: str,
+    namespace: str,
+    pods: list[dict[str, Any]],
+    running_pods: int,
+) -> History:
+    """Create the pods, wait for ``running_pods`` Running; the pool's history."""
+    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
+    history = History(custom, pool)
+    history.start()
+    try:
+        for manifest in pods:
+            await core.create_namespaced_pod(namespace, manifest)
+        await wait_for(lambda: running(core, namespace, running_pods), within=90)
+        await asyncio.sleep(3)  # three more scans with everything settled: no late request
+    finally:
+        await history.stop()
+    return history
