@@ -57,7 +57,13 @@ import aiobotocore.config
 import aiobotocore.session
 
 from nodepool_operator.api import launch, quantity
-from nodepool_operator.cloud import aws_catalog, aws_errors, aws_launch, provider
+from nodepool_operator.cloud import (
+    aws_catalog,
+    aws_errors,
+    aws_interruptions,
+    aws_launch,
+    provider,
+)
 from nodepool_operator.cloud import catalog as catalog_api
 
 if TYPE_CHECKING:
@@ -68,6 +74,7 @@ if TYPE_CHECKING:
         InstanceTypeInfoTypeDef,
         RunInstancesRequestTypeDef,
     )
+    from types_aiobotocore_sqs import SQSClient
 
 __all__ = ["DEFAULT_LISTING_MAX_AGE", "Ec2Provider"]
 
@@ -110,7 +117,9 @@ class Ec2Provider:
     ``AWS_ENDPOINT_URL_EC2`` does the same through the environment. ``session``: the
     SDK session to make the client from (default: a new one). ``listing_max_age``: how
     long one describe of the cluster serves listings, creates and deletes;
-    ``catalog_max_age``: how long one reading of the catalog serves.
+    ``catalog_max_age``: how long one reading of the catalog serves;
+    ``interruption_queue``: the URL of the SQS queue EventBridge sends EC2's interruption
+    messages to (``aws_interruptions``; ``events``), None: no queue is read.
     """
 
     def __init__(
@@ -125,6 +134,7 @@ class Ec2Provider:
         session: aiobotocore.session.AioSession | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         catalog_max_age: float = aws_catalog.DEFAULT_MAX_AGE,
+        interruption_queue: str | None = None,
     ) -> None:
         self._cluster = cluster_name
         self._session = session or aiobotocore.session.get_session()
@@ -147,6 +157,14 @@ class Ec2Provider:
         self._closed = False
         self._catalog: aws_catalog.Ec2Catalog | None = None
         self._catalog_max_age = catalog_max_age
+        self._sqs_client: SQSClient | None = None
+        self._interruptions = (
+            None
+            if interruption_queue is None
+            else aws_interruptions.SqsEvents(
+                queue_url=interruption_queue, client=self._sqs, vm_of=self._vm_of_instance
+            )
+        )
 
     @property
     def cluster_name(self) -> str:
@@ -225,6 +243,35 @@ class Ec2Provider:
                 monotonic=self._monotonic,
             )
         return await self._catalog.catalog()
+
+    async def events(self, *, wait: float) -> list[provider.CloudEvent]:
+        """EC2's interruption messages from ``interruption_queue`` (``aws_interruptions``);
+        without a queue there is nothing to tell: the wait passes and the answer is empty."""
+        if self._interruptions is None:
+            await asyncio.sleep(wait)
+            return []
+        return await self._interruptions.events(wait=wait)
+
+    async def handled(self, event: provider.CloudEvent) -> None:
+        if self._interruptions is not None:
+            await self._interruptions.handled(event)
+
+    async def _vm_of_instance(self, instance_id: str) -> tuple[provider.VmName, str] | None:
+        """The VM and pool of one of this cluster's instances; None for any other."""
+        for instance in await self._cluster_instances():
+            if instance["InstanceId"] == instance_id:
+                vm = _to_vm(instance)
+                return vm.name, vm.pool
+        return None
+
+    async def _sqs(self) -> SQSClient:
+        if self._closed:
+            raise RuntimeError("Ec2Provider is closed")
+        if self._sqs_client is None:
+            self._sqs_client = await self._stack.enter_async_context(
+                self._session.create_client("sqs", region_name=self._region, config=self._config)
+            )
+        return self._sqs_client
 
     async def close(self) -> None:
         self._closed = True
@@ -477,3 +524,4 @@ if TYPE_CHECKING:
     # Checked by mypy, so the provider cannot drift from the protocol the controller uses.
     _provider: type[provider.CloudProvider] = Ec2Provider
     _catalog_source: type[provider.CatalogSource] = Ec2Provider
+    _event_source: type[provider.EventSource] = Ec2Provider

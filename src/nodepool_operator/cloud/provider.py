@@ -168,24 +168,34 @@ class CloudProvider(Protocol):
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CloudEvent:
     """Something the cloud tells about a VM without being asked (EC2's EventBridge
-    messages): ``kind`` ``SpotInterruptionWarning`` (``terminate_at`` says when it is
-    taken back), ``InstanceStateChange`` (it is being taken back now). ``id`` orders the
-    stream: a reader passes the last it handled to get the next."""
+    messages). ``kind``: ``SpotInterruptionWarning`` (the cloud takes the VM back at
+    ``terminate_at``), ``RebalanceRecommendation`` (it is at higher risk of that),
+    ``ScheduledChange`` (maintenance will stop or retire it at ``terminate_at``),
+    ``InstanceStateChange`` (it is being taken back, or stopped, now: ``state``).
+    ``receipt``: what the source needs to forget it once handled (``EventSource``)."""
 
-    id: int
     kind: str
     name: VmName
     pool: str
     at: float
     terminate_at: float | None = None
+    state: str | None = None
+    receipt: str = ""
 
 
 class EventSource(Protocol):
-    """A cloud that tells of interruptions as they come."""
+    """A cloud that tells of interruptions as they come. A reader takes events with
+    ``events`` and says each is ``handled`` once acted on: one not said handled may come
+    again (a queue's message becomes visible again; a restarted reader starts over), so
+    acting on one twice must do no harm."""
 
-    async def events(self, *, after: int, wait: float) -> list[CloudEvent]:
-        """The events after id ``after``, oldest first; waits up to ``wait`` seconds for
-        one when there is none yet (a long poll), then answers the empty list."""
+    async def events(self, *, wait: float) -> list[CloudEvent]:
+        """The next events, oldest first; waits up to ``wait`` seconds for one when there
+        is none yet (a long poll), then answers the empty list."""
+        ...
+
+    async def handled(self, event: CloudEvent) -> None:
+        """``event`` was acted on: it is not to be told again."""
         ...
 
 

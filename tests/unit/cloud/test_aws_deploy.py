@@ -51,7 +51,15 @@ async def test_the_policy_allows_every_ec2_call_the_provider_makes_and_no_other(
     session = aiobotocore.session.get_session()
     called: set[str] = set()
     session.register("before-call.ec2", lambda model, **_: called.add(f"ec2:{model.name}"))
-    cloud = aws.Ec2Provider(cluster_name=CLUSTER, endpoint_url=moto.endpoint, session=session)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_SQS", moto.endpoint)
+    async with session.create_client("sqs") as sqs:
+        queue = (await sqs.create_queue(QueueName=f"{CLUSTER}-interruptions"))["QueueUrl"]
+        not_ours = {"detail-type": "EC2 Instance Rebalance Recommendation", "detail": {}}
+        await sqs.send_message(QueueUrl=queue, MessageBody=json.dumps(not_ours))
+    session.register("before-call.sqs", lambda model, **_: called.add(f"sqs:{model.name}"))
+    cloud = aws.Ec2Provider(
+        cluster_name=CLUSTER, endpoint_url=moto.endpoint, session=session, interruption_queue=queue
+    )
     spec = provider.MachineSpec(
         cpu=ec2_server.CPU,
         memory=ec2_server.MEMORY,
@@ -66,6 +74,7 @@ async def test_the_policy_allows_every_ec2_call_the_provider_makes_and_no_other(
         await cloud.get_vm(name)
         await cloud.delete_vm(name)
         await cloud.catalog()
+        await cloud.events(wait=0)  # receives, and deletes the message it cannot act on
     finally:
         await cloud.close()
 
@@ -81,6 +90,8 @@ async def test_the_policy_allows_every_ec2_call_the_provider_makes_and_no_other(
         "ec2:DescribeSpotPriceHistory",
         "ec2:RunInstances",
         "ec2:TerminateInstances",
+        "sqs:ReceiveMessage",
+        "sqs:DeleteMessage",
     }
     # Tagging at launch needs CreateTags; an instance profile needs PassRole.
     assert granted == called | {"ec2:CreateTags", "iam:PassRole"}

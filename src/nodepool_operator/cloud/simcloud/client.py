@@ -57,6 +57,7 @@ class SimCloudClient:
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
         self._closed = False
+        self._events_after = 0  # the last event id given (``events``)
 
     @property
     def endpoint(self) -> str:
@@ -85,14 +86,23 @@ class SimCloudClient:
         _, data = await self._call("GET", "/v1/catalog")
         return _decode(catalog.parse, data)
 
-    async def events(self, *, after: int, wait: float) -> list[provider.CloudEvent]:
-        """The cloud's events after id ``after`` (spot interruption warnings, VMs taken
-        back), waiting up to ``wait`` seconds for one (kept a second under this client's
-        timeout, so a quiet wait is an empty answer, not a timeout)."""
+    async def events(self, *, wait: float) -> list[provider.CloudEvent]:
+        """The cloud's events after the last this client was given (spot interruption
+        warnings, VMs taken back), waiting up to ``wait`` seconds for one (kept a second
+        under this client's timeout, so a quiet wait is an empty answer, not a timeout).
+        A new client starts from the first event simcloud kept: a restarted reader sees
+        again what it may not have acted on."""
         longest = max(0.0, (self._timeout.total or 10.0) - 1.0)
-        params = {**self._scope, "after": str(after), "wait": str(min(wait, longest))}
+        after = str(self._events_after)
+        params = {**self._scope, "after": after, "wait": str(min(wait, longest))}
         _, data = await self._call("GET", "/v1/events", params=params)
-        return _decode(_events_from_json, data)
+        found = _decode(_events_from_json, data)
+        if found:
+            self._events_after = max(number for number, _ in found)
+        return [event for _, event in found]
+
+    async def handled(self, event: provider.CloudEvent) -> None:
+        """Nothing to forget: the stream is read by position, not consumed."""
 
     async def interrupt(self, names: list[str]) -> list[provider.VirtualMachine]:
         """Give those spot VMs their interruption notice now (an admin call, for tests
@@ -236,7 +246,7 @@ def _vm_path(name: provider.VmName) -> str:
     return f"/v1/vms/{urllib.parse.quote(name, safe='')}"
 
 
-def _events_from_json(data: object) -> list[provider.CloudEvent]:
+def _events_from_json(data: object) -> list[tuple[int, provider.CloudEvent]]:
     items = data.get("items") if isinstance(data, dict) else None
     if not isinstance(items, list):
         raise ValueError("expected {'items': [...]}")

@@ -431,16 +431,20 @@ def event_to_json(event: store.CloudEventRecord) -> dict[str, object]:
     )
 
 
-def event_from_json(data: object) -> provider.CloudEvent:
-    """Raises ``ValueError`` if ``data`` is not an event as ``event_to_json`` writes it."""
+def event_from_json(data: object) -> tuple[int, provider.CloudEvent]:
+    """The event's id in the stream and the event; raises ``ValueError`` if ``data`` is
+    not an event as ``event_to_json`` writes it."""
     obj = _object(data)
-    return provider.CloudEvent(
-        id=fields.required_integer(obj, "id"),
-        kind=fields.required_string(obj, "kind"),
+    number = fields.required_integer(obj, "id")
+    kind = fields.required_string(obj, "kind")
+    return number, provider.CloudEvent(
+        kind=kind,
         name=provider.VmName(fields.required_string(obj, "name")),
         pool=fields.required_string(obj, "pool"),
         at=fields.required_number(obj, "at"),
         terminate_at=fields.optional_number(obj, "terminateAt"),
+        state="Deleting" if kind == store.STATE_CHANGE else None,
+        receipt=str(number),
     )
 
 
