@@ -16,15 +16,17 @@
 Every timer here counts from a time stored in the world. Removals of our own initiative
 take a token from the pool's budget (``removals.RemovalBudget``), so a wrong verdict
 about many Nodes at once costs a few of them, not the pool; and the brake (``braked``)
-replaces at most ``max(1, 20%)`` of the pool at a time, none while most of it is
-NotReady at once (a partition, not broken machines).
+replaces at most ``max(1, 20%)`` of the pool at a time, none while most of the pool or
+most of the cluster is NotReady at once (a partition, not broken machines), and none in
+any pool while the cluster's unready Nodes pass cluster-autoscaler's limits
+(``UnreadyLimits``: more than ``ok_count`` and more than ``max_percentage`` of them).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from nodepool_operator import timestamps
@@ -40,8 +42,11 @@ from nodepool_operator.runtime.events import EventRecorder
 
 __all__ = [
     "REPAIR_SHARE",
+    "ClusterReadiness",
     "Repairer",
+    "UnreadyLimits",
     "braked",
+    "cluster_readiness",
     "startup_taints_left",
     "unhealthy",
     "unhealthy_in",
@@ -56,18 +61,67 @@ REPAIR_SHARE = 0.2
 REPAIR_HELD = "RepairHeld"
 
 
-def braked(view: plan.PoolView, unhealthy: frozenset[str]) -> tuple[frozenset[str], str | None]:
+@dataclasses.dataclass(frozen=True)
+class UnreadyLimits:
+    """How many of the cluster's Nodes may be unready before no repair starts in any
+    pool: cluster-autoscaler's ``--ok-total-unready-count`` and
+    ``--max-total-unready-percentage`` (it halts every operation past both; these are its
+    defaults)."""
+
+    ok_count: int = 3
+    max_percentage: float = 45.0
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterReadiness:
+    """Every Node of the cluster (every pool's and none), as the brakes count them."""
+
+    down: int
+    total: int
+
+    def past(self, limits: UnreadyLimits) -> bool:
+        """More unready Nodes than both limits allow (cluster-autoscaler's rule)."""
+        return self.down > limits.ok_count and self.down * 100 > limits.max_percentage * self.total
+
+
+def cluster_readiness(every_node: Iterable[Mapping[str, Any]]) -> ClusterReadiness:
+    """The cluster's Nodes not being deleted, and how many of them are down: NotReady
+    after their kubelet reported (a Node still carrying the unregistered taint is booting,
+    as cluster-autoscaler's NotStarted, not unready)."""
+    counted = [n for n in every_node if not (n.get("metadata") or {}).get("deletionTimestamp")]
+    return ClusterReadiness(down=sum(1 for n in counted if _down(n)), total=len(counted))
+
+
+def _down(node: Mapping[str, Any]) -> bool:
+    return not nodes.is_ready(node) and not node_ops.is_unregistered(node)
+
+
+def _cut_off(down: int, total: int) -> bool:
+    """More than half of ``total`` Nodes NotReady at once, two at least: a partition
+    between them and the control plane (or an API server that was away) looks so."""
+    return down >= 2 and 2 * down > total
+
+
+def braked(
+    view: plan.PoolView,
+    unhealthy: frozenset[str],
+    *,
+    cluster: ClusterReadiness | None = None,
+    limits: UnreadyLimits = UnreadyLimits(),
+) -> tuple[frozenset[str], str | None]:
     """Of the ``unhealthy`` Nodes, those to repair now, and why the others wait (None
     when none waits).
 
     Repairs under way (the Node is draining) go on. New ones start while fewer than
     ``max(1, REPAIR_SHARE)`` of the pool's Nodes are being repaired, and none while more
-    than half of them (two at least) are NotReady at once: that looks like a partition
-    between the nodes and the control plane, or an API server that was away, which
-    replacing machines does not cure and which ends by itself. Likewise a zone whose every
-    Node (two at least) is NotReady while another zone's are Ready looks cut off: its
-    Nodes wait. Every input is the world as the pass sees it, so a restart holds back the
-    same Nodes.
+    than half of the pool's Nodes, or of the ``cluster``'s (two at least), are NotReady at
+    once: that looks like a partition between the nodes and the control plane, or an API
+    server that was away, which replacing machines does not cure and which ends by itself.
+    The cluster's count is what holds a pool of one Node: alone it cannot show a partition.
+    None starts either while the cluster's unready Nodes are past ``limits``. Likewise a
+    zone whose every Node (two at least) is NotReady while another zone's are Ready looks
+    cut off: its Nodes wait. Every input is the world as the pass sees it, so a restart
+    holds back the same Nodes.
     """
     found = view.nodes
     started = {name for name in unhealthy if name in found and plan.is_draining(found[name])}
@@ -75,15 +129,23 @@ def braked(view: plan.PoolView, unhealthy: frozenset[str]) -> tuple[frozenset[st
     if not waiting:
         return frozenset(started), None
     total = len(found)
-    down = {
-        name
-        for name, node in found.items()
-        if not nodes.is_ready(node) and not node_ops.is_unregistered(node)
-    }
-    if len(down) >= 2 and 2 * len(down) > total:
+    down = {name for name, node in found.items() if _down(node)}
+    if _cut_off(len(down), total):
         return frozenset(started), (
             f"{len(down)} of {total} nodes are NotReady at once: the pool looks cut off from"
             " the control plane, so none is replaced until they come back"
+        )
+    if cluster is not None and cluster.past(limits):
+        return frozenset(started), (
+            f"{cluster.down} of the cluster's {cluster.total} nodes are NotReady, more than"
+            f" okTotalUnreadyCount={limits.ok_count} and maxTotalUnreadyPercentage="
+            f"{limits.max_percentage:g}%: no node is replaced in any pool until they come back"
+        )
+    if cluster is not None and _cut_off(cluster.down, cluster.total):
+        return frozenset(started), (
+            f"{cluster.down} of the cluster's {cluster.total} nodes are NotReady at once: the"
+            " cluster looks cut off from the control plane, so none of this pool's is"
+            " replaced until they come back"
         )
     reasons: list[str] = []
     cut_off = _zones_cut_off(found, down)
