@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers.nodepool import repair
+from nodepool_operator.runtime import conditions
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.controller import Request
 from unit.nodepool import test_nodepool_drain as fakes
@@ -144,3 +145,57 @@ async def test_the_cluster_wide_brake_shows_in_degraded() -> None:
     [degraded] = [c for c in world.api.status_patches[-1]["conditions"] if c["type"] == "Degraded"]
     assert (degraded["status"], degraded["reason"]) == ("True", "RepairHeld")
     assert "okTotalUnreadyCount=3" in degraded["message"]
+
+
+# --- the end of a partition ----------------------------------------------------------------
+
+
+def came_back(name: str, *, at: float, created: float = LONG_AGO - 3600) -> Object:
+    """A Node of the pool Ready again since ``at``."""
+    found = fakes.node(name)
+    found["metadata"]["creationTimestamp"] = conditions.rfc3339(created)
+    found["status"]["conditions"] = [
+        {"type": "Ready", "status": "True", "lastTransitionTime": conditions.rfc3339(at)}
+    ]
+    return found
+
+
+def still_down(name: str) -> Object:
+    found = repairs.not_ready(name, since=LONG_AGO)
+    found["metadata"]["creationTimestamp"] = conditions.rfc3339(LONG_AGO - 3600)
+    return found
+
+
+async def test_the_last_node_back_from_a_partition_is_given_the_timeout_again() -> None:
+    # All three were cut off 900 s ago; two kubelets reported again 5 s ago, the third
+    # has not yet: it is not replaced for coming back a few seconds after its peers.
+    world = repairs.World("p-0", "p-1", "p-2")
+    world.nodes.put(still_down("p-0"))
+    world.nodes.put(came_back("p-1", at=fakes.START - 5))
+    world.nodes.put(came_back("p-2", at=fakes.START - 7))
+
+    view = await world.converge(3)
+
+    assert world.warnings("NodeRepair") == []
+    assert world.cloud.deleted_at == {}
+    timeout = nodepool_api.NodePoolSpec().not_ready_timeout_seconds
+    assert view.recheck_in == timeout - 5  # its new deadline, from its peers' return
+
+    world.advance(timeout - 5)  # still NotReady that long after its peers came back
+    await world.converge(3)
+
+    [repaired] = world.warnings("NodeRepair")
+    assert "p-0" in repaired
+
+
+async def test_a_node_made_while_another_was_down_does_not_put_off_its_repair() -> None:
+    # p-1 replaced an earlier broken Node: made after p-0 went down, it was never down
+    # with it, so its turning Ready says nothing of p-0.
+    world = repairs.World("p-0", "p-1")
+    world.nodes.put(still_down("p-0"))
+    world.nodes.put(came_back("p-1", at=fakes.START - 5, created=fakes.START - 60))
+
+    await world.converge(2)
+
+    [repaired] = world.warnings("NodeRepair")
+    assert "p-0" in repaired

@@ -202,7 +202,45 @@ def unhealthy_in(
 
 def _unhealthy_from(view: plan.PoolView, spec: nodepool_api.NodePoolSpec) -> dict[str, float]:
     found = {name: _deadline(node, spec) for name, node in view.nodes.items()}
+    for name, at in found.items():
+        back = _peers_back_at(view.nodes, name)
+        if at is not None and back is not None:
+            found[name] = max(at, back + spec.not_ready_timeout_seconds)
     return {name: at for name, at in found.items() if at is not None}
+
+
+def _peers_back_at(found: Mapping[str, Mapping[str, Any]], name: str) -> float | None:
+    """When the last of the pool's Nodes that were down with ``name`` (NotReady now) came
+    back Ready, or None. Nodes cut off together come back one by one, seconds apart (each
+    kubelet reports on its own beat): the first back must not end the brake on the last,
+    so a Node still NotReady is given ``notReadyTimeoutSeconds`` again from its peers'
+    return. A peer was down with it when it existed before the Node went NotReady and
+    turned Ready after that (a Node Ready all along turned Ready before)."""
+    since = _ready_change(found[name])
+    if since is None or nodes.is_ready(found[name]):
+        return None
+    back = [
+        changed
+        for peer, node in found.items()
+        if peer != name
+        and nodes.is_ready(node)
+        and (changed := _ready_change(node)) is not None
+        and changed > since
+        and (_created(node) or since) < since
+    ]
+    return max(back, default=None)
+
+
+def _ready_change(node: Mapping[str, Any]) -> float | None:
+    """The ``lastTransitionTime`` of the Node's Ready condition (None without one)."""
+    for condition in (node.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "Ready":
+            return timestamps.parse_rfc3339(str(condition.get("lastTransitionTime", "")))
+    return None
+
+
+def _created(node: Mapping[str, Any]) -> float | None:
+    return timestamps.parse_rfc3339(str((node.get("metadata") or {}).get("creationTimestamp", "")))
 
 
 def startup_taints_left(node: Mapping[str, Any], template: nodepool_api.NodeTemplate) -> list[str]:
@@ -225,9 +263,7 @@ def _deadline(node: Mapping[str, Any], spec: nodepool_api.NodePoolSpec) -> float
     )
     if not node_ops.is_unregistered(node) and not startup_taints_left(node, spec.template):
         return at
-    created = timestamps.parse_rfc3339(
-        str((node.get("metadata") or {}).get("creationTimestamp", ""))
-    )
+    created = _created(node)
     if created is None:
         return at
     registration = created + spec.registration_timeout_seconds
