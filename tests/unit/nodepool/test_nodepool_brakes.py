@@ -6,7 +6,7 @@ starts a repair while the cluster's unready Nodes pass cluster-autoscaler's limi
 from __future__ import annotations
 
 from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.controllers.nodepool import repair
+from nodepool_operator.controllers import readiness
 from nodepool_operator.runtime import conditions
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.controller import Request
@@ -114,12 +114,12 @@ async def test_a_few_unready_nodes_stay_under_the_count_however_small_the_cluste
 
 
 async def test_the_cluster_limits_are_the_operators_settings() -> None:
-    found = repair.ClusterReadiness(down=5, total=10)
+    found = readiness.ClusterReadiness(down=5, total=10)
 
-    assert found.past(repair.UnreadyLimits())
-    assert not found.past(repair.UnreadyLimits(ok_count=5))
-    assert not found.past(repair.UnreadyLimits(max_percentage=50))
-    assert repair.ClusterReadiness(down=6, total=10).past(repair.UnreadyLimits(ok_count=5))
+    assert found.past(readiness.UnreadyLimits())
+    assert not found.past(readiness.UnreadyLimits(ok_count=5))
+    assert not found.past(readiness.UnreadyLimits(max_percentage=50))
+    assert readiness.ClusterReadiness(down=6, total=10).past(readiness.UnreadyLimits(ok_count=5))
 
 
 async def test_booting_and_departing_nodes_do_not_count_as_unready() -> None:
@@ -131,9 +131,9 @@ async def test_booting_and_departing_nodes_do_not_count_as_unready() -> None:
     departing["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     down = repairs.not_ready("n-0", since=LONG_AGO)
 
-    found = repair.cluster_readiness([booting, departing, down, fakes.node("r-0")])
+    found = readiness.cluster_readiness([booting, departing, down, fakes.node("r-0")])
 
-    assert found == repair.ClusterReadiness(down=1, total=3)
+    assert found == readiness.ClusterReadiness(down=1, total=3)
 
 
 async def test_the_cluster_wide_brake_shows_in_degraded() -> None:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import CloudProvider, VirtualMachine, VmState
-from nodepool_operator.controllers import capacity
+from nodepool_operator.controllers import capacity, readiness
 from nodepool_operator.controllers.nodepool import (
     backoff,
     drain,
@@ -173,8 +173,8 @@ class PoolLifecycle:
         repairing, held = repair.braked(
             view,
             verdicts.unhealthy - set(verdicts.victims),
-            cluster=repair.cluster_readiness(self.inventory.nodes.items()),
-            limits=repair.UnreadyLimits(
+            cluster=readiness.cluster_readiness(self.inventory.nodes.items()),
+            limits=readiness.UnreadyLimits(
                 ok_count=self.config.ok_total_unready_count,
                 max_percentage=self.config.max_total_unready_percentage,
             ),

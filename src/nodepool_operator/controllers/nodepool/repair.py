@@ -19,19 +19,20 @@ about many Nodes at once costs a few of them, not the pool; and the brake (``bra
 replaces at most ``max(1, 20%)`` of the pool at a time, none while most of the pool or
 most of the cluster is NotReady at once (a partition, not broken machines), and none in
 any pool while the cluster's unready Nodes pass cluster-autoscaler's limits
-(``UnreadyLimits``: more than ``ok_count`` and more than ``max_percentage`` of them).
+(``readiness.UnreadyLimits``: more than ``ok_count`` and more than ``max_percentage`` of them).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nodepool_operator import timestamps
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import CloudError, CloudProvider, VmName, VmState
+from nodepool_operator.controllers import readiness
 from nodepool_operator.controllers.nodepool import drain, plan, removals, termination
 from nodepool_operator.controllers.nodepool import nodes as node_ops
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
@@ -42,11 +43,8 @@ from nodepool_operator.runtime.events import EventRecorder
 
 __all__ = [
     "REPAIR_SHARE",
-    "ClusterReadiness",
     "Repairer",
-    "UnreadyLimits",
     "braked",
-    "cluster_readiness",
     "startup_taints_left",
     "unhealthy",
     "unhealthy_in",
@@ -61,41 +59,6 @@ REPAIR_SHARE = 0.2
 REPAIR_HELD = "RepairHeld"
 
 
-@dataclasses.dataclass(frozen=True)
-class UnreadyLimits:
-    """How many of the cluster's Nodes may be unready before no repair starts in any
-    pool: cluster-autoscaler's ``--ok-total-unready-count`` and
-    ``--max-total-unready-percentage`` (it halts every operation past both; these are its
-    defaults)."""
-
-    ok_count: int = 3
-    max_percentage: float = 45.0
-
-
-@dataclasses.dataclass(frozen=True)
-class ClusterReadiness:
-    """Every Node of the cluster (every pool's and none), as the brakes count them."""
-
-    down: int
-    total: int
-
-    def past(self, limits: UnreadyLimits) -> bool:
-        """More unready Nodes than both limits allow (cluster-autoscaler's rule)."""
-        return self.down > limits.ok_count and self.down * 100 > limits.max_percentage * self.total
-
-
-def cluster_readiness(every_node: Iterable[Mapping[str, Any]]) -> ClusterReadiness:
-    """The cluster's Nodes not being deleted, and how many of them are down: NotReady
-    after their kubelet reported (a Node still carrying the unregistered taint is booting,
-    as cluster-autoscaler's NotStarted, not unready)."""
-    counted = [n for n in every_node if not (n.get("metadata") or {}).get("deletionTimestamp")]
-    return ClusterReadiness(down=sum(1 for n in counted if _down(n)), total=len(counted))
-
-
-def _down(node: Mapping[str, Any]) -> bool:
-    return not nodes.is_ready(node) and not node_ops.is_unregistered(node)
-
-
 def _cut_off(down: int, total: int) -> bool:
     """More than half of ``total`` Nodes NotReady at once, two at least: a partition
     between them and the control plane (or an API server that was away) looks so."""
@@ -106,8 +69,8 @@ def braked(
     view: plan.PoolView,
     unhealthy: frozenset[str],
     *,
-    cluster: ClusterReadiness | None = None,
-    limits: UnreadyLimits = UnreadyLimits(),
+    cluster: readiness.ClusterReadiness | None = None,
+    limits: readiness.UnreadyLimits = readiness.DEFAULT_LIMITS,
 ) -> tuple[frozenset[str], str | None]:
     """Of the ``unhealthy`` Nodes, those to repair now, and why the others wait (None
     when none waits).
@@ -129,7 +92,7 @@ def braked(
     if not waiting:
         return frozenset(started), None
     total = len(found)
-    down = {name for name, node in found.items() if _down(node)}
+    down = {name for name, node in found.items() if readiness.is_down(node)}
     if _cut_off(len(down), total):
         return frozenset(started), (
             f"{len(down)} of {total} nodes are NotReady at once: the pool looks cut off from"
