@@ -18,14 +18,13 @@ from typing import Any
 from kubernetes_asyncio import client
 
 import workloads
-from harness import MERGE, POOLS, SimCloud, settled, wait_for
+from e2e import hollow
+from harness import MERGE, POOLS, settled, wait_for
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import VmName, VmState
 from nodepool_operator.cluster import audit, controlplane
 from nodepool_operator.cluster.pytest_plugin import Cluster
 
-ONE_CPU_NODE = nodepool_api.NodeTemplate(cpu="1", memory="3840Mi", pods=110)
-BOOT = ("--create-latency", "3", "--latency-jitter", "0.5")
 GRACE_SECONDS = 30
 OPERATOR_USER = controlplane.IDENTITIES["operator"].user
 
@@ -44,16 +43,12 @@ async def test_a_budget_holds_the_drain_and_the_kubelet_finishes_the_evicted_pod
     namespace: str,
 ) -> None:
     log = cluster.audit_log()
-    cloud: SimCloud = await start_hollow_simcloud(*BOOT)
+    cloud, operator, custom, core = await hollow.hollow_pool(
+        api_client, start_hollow_simcloud, start_operator, pool_name, target=1, max_nodes=2
+    )
     assert cloud.client is not None
-    operator = start_operator(cloud)
-    custom = client.CustomObjectsApi(api_client)
-    core = client.CoreV1Api(api_client)
     apps = client.AppsV1Api(api_client)
     policy = client.PolicyV1Api(api_client)
-    spec = nodepool_api.NodePoolSpec(target_nodes=1, max_nodes=2, template=ONE_CPU_NODE)
-    await custom.create_cluster_custom_object(*POOLS, nodepool_api.manifest(pool_name, spec))
-    await wait_for(lambda: settled(custom, pool_name, 1), within=90)
     [vm] = [v.name for v in await cloud.client.list_vms(pool=pool_name)]
 
     web = workloads.deployment(

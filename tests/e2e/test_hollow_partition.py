@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client, config
 
-from harness import POOLS, SimCloud, settled, wait_for
+from e2e import hollow
+from harness import SimCloud, settled, wait_for
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import VmState
 from nodepool_operator.cluster import controlplane, install
@@ -33,9 +34,6 @@ SILENCE_SECONDS = 30
 #: NotReady marks (their last renewals are up to 10 s apart, the controller looks every
 #: 5 s), so when all three stop, the brake sees them down together before any is due.
 NOT_READY_TIMEOUT = 20
-#: What kubemark's fake cAdvisor reports on every VM.
-ONE_CPU_NODE = nodepool_api.NodeTemplate(cpu="1", memory="3840Mi", pods=110)
-BOOT = ("--create-latency", "3", "--latency-jitter", "0.5")
 
 
 @pytest.fixture(scope="module")
@@ -80,16 +78,6 @@ async def operator_rbac(api_client: client.ApiClient) -> None:
     await install.grant_operator_rbac(api_client)
 
 
-def pool_manifest(name: str, *, target: int) -> dict[str, Any]:
-    spec = nodepool_api.NodePoolSpec(
-        target_nodes=target,
-        max_nodes=6,
-        template=ONE_CPU_NODE,
-        not_ready_timeout_seconds=NOT_READY_TIMEOUT,
-    )
-    return nodepool_api.manifest(name, spec)
-
-
 async def partition(cloud: SimCloud, names: set[str]) -> None:
     """SIGSTOP the kubelets of ``names`` (and SIGCONT every other's)."""
     assert cloud.client is not None
@@ -125,13 +113,16 @@ async def test_a_stopped_kubelet_is_replaced_and_a_whole_pool_stopped_is_held(
     start_operator: Any,
     pool_name: str,
 ) -> None:
-    cloud: SimCloud = await start_hollow_simcloud(*BOOT)
+    cloud, operator, custom, core = await hollow.hollow_pool(
+        api_client,
+        start_hollow_simcloud,
+        start_operator,
+        pool_name,
+        target=3,
+        max_nodes=6,
+        not_ready_timeout_seconds=NOT_READY_TIMEOUT,
+    )
     assert cloud.client is not None
-    operator = start_operator(cloud)
-    custom = client.CustomObjectsApi(api_client)
-    core = client.CoreV1Api(api_client)
-    await custom.create_cluster_custom_object(*POOLS, pool_manifest(pool_name, target=3))
-    await wait_for(lambda: settled(custom, pool_name, 3), within=90)
     first = await nodes_by_uid(core, pool_name)
     victim = sorted(node.metadata.name for node in first.values())[0]
     [victim_uid] = [uid for uid, node in first.items() if node.metadata.name == victim]
