@@ -91,6 +91,9 @@ CLIENT_RATE: Final = ("--kube-api-qps=1000", "--kube-api-burst=2000")
 #: out (the repair tests write a Node's Ready condition themselves).
 NODE_LEASE_SECONDS: Final = 120
 NODE_SILENCE_SECONDS: Final = 240
+#: A control plane of a few real (hollow) kubelets, which renew their Lease every 10 s,
+#: may set a shorter silence here, so a stopped kubelet's Node turns NotReady in seconds.
+NODE_SILENCE_ENV: Final = "NODEPOOL_NODE_SILENCE_SECONDS"
 
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1",
@@ -357,7 +360,7 @@ class ControlPlane:
                 f"--controllers={','.join(CONTROLLERS)}",
                 "--concurrent-deployment-syncs=10",
                 "--concurrent-replicaset-syncs=10",
-                f"--node-monitor-grace-period={NODE_SILENCE_SECONDS}s",
+                f"--node-monitor-grace-period={os.getenv(NODE_SILENCE_ENV, NODE_SILENCE_SECONDS)}s",
                 *CLIENT_RATE,
             ]
         if name == "kwok":

@@ -128,6 +128,10 @@ class ScaleRequestStatus:
     observed_generation: int = 0
     applied_target_nodes: int | None = None
     message: str | None = None
+    # Every node ``spec.newNodeZones`` asked for is a Node made since, in its zone: the
+    # zones steer no later launch, even when one of those Nodes goes (``api.zones``).
+    # None until then: the NodePool controller writes only true.
+    zones_served: bool | None = None
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ScaleRequestStatus:
@@ -136,6 +140,9 @@ class ScaleRequestStatus:
             observed_generation=fields.integer(d, "observedGeneration", default=0),
             applied_target_nodes=fields.optional_integer(d, "appliedTargetNodes"),
             message=fields.optional_string(d, "message"),
+            zones_served=(
+                fields.boolean(d, "zonesServed", default=False) if "zonesServed" in d else None
+            ),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -145,6 +152,7 @@ class ScaleRequestStatus:
                 "observedGeneration": self.observed_generation,
                 "appliedTargetNodes": self.applied_target_nodes,
                 "message": self.message,
+                "zonesServed": self.zones_served,
             }
         )
 
@@ -411,6 +419,11 @@ STATUS_SCHEMA: Final[dict[str, Any]] = {
             "type": "string",
             "description": "Why the request was applied, rejected or superseded.",
             "maxLength": 32768,
+        },
+        "zonesServed": {
+            "type": "boolean",
+            "description": "Every node newNodeZones asked for is a Node made since, in its"
+            " zone: the zones steer no later launch.",
         },
     },
 }

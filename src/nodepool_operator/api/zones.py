@@ -7,7 +7,12 @@ nodes (ties by the template's order), so the pool stays balanced.
 
 A request's zones are claims that VMs made after it serve: a VM in zone z created at or
 after the request's creation serves one of the request's claims on z (the oldest request
-first). What the claims still lack is where the next VMs go. Both sides count from facts
+first). What the claims still lack is where the next VMs go. Once Nodes made after it
+serve every claim of a request, the NodePool controller marks it so
+(``status.zonesServed``) and its zones count no more: otherwise, when one of those Nodes
+went (scaled down, consolidated, repaired) while the finished request was still kept,
+its claim would want a VM again and send the next launch, for another request or none,
+to a zone only the finished one needed. Both sides count from facts
 in the world (a VM's creation time in the cloud, a Node's creationTimestamp, a request's
 creationTimestamp), so a restart between applying a request and launching its VMs launches
 them in the zones it named, and the Autoscaler predicts the zones of VMs still booting the
@@ -25,7 +30,15 @@ from typing import Any, Final
 from nodepool_operator import timestamps
 from nodepool_operator.api import scalerequest
 
-__all__ = ["Claim", "Member", "balanced_order", "claims_of", "next_zones", "unserved"]
+__all__ = [
+    "Claim",
+    "Member",
+    "balanced_order",
+    "claims_of",
+    "next_zones",
+    "served",
+    "unserved",
+]
 
 #: Requests whose zones still count: Applied, or not answered as the cache shows them
 #: (answered in this very pass, the status write not seen yet).
@@ -49,16 +62,18 @@ class Member:
 
 
 def claims_of(requests: Iterable[Mapping[str, Any]]) -> list[Claim]:
-    """The zone claims of a pool's ScaleRequests that name zones and still count."""
+    """The zone claims of a pool's ScaleRequests that name zones and still count: not
+    being deleted, not refused or superseded, not served already (``zonesServed``)."""
     claims = []
     for request in requests:
         meta = request.get("metadata") or {}
         if meta.get("deletionTimestamp"):
             continue
         spec = scalerequest.spec_of(request)
-        phase = scalerequest.status_of(request).phase
+        status = scalerequest.status_of(request)
         created = timestamps.parse_rfc3339(meta.get("creationTimestamp"))
-        if spec.new_node_zones and phase in _LIVE_PHASES and created is not None:
+        live = status.phase in _LIVE_PHASES and not status.zones_served
+        if spec.new_node_zones and live and created is not None:
             claims.append(Claim(created=created, zones=spec.new_node_zones))
     return claims
 
@@ -72,10 +87,25 @@ def balanced_order(zones: Sequence[str], counts: Mapping[str, int]) -> list[str]
 def unserved(claims: Iterable[Claim], members: Iterable[Member]) -> Counter[str]:
     """What ``claims`` still ask per zone once the ``members`` made after each one have
     served it, oldest claim first; a member serves one claim at most."""
+    wanted: Counter[str] = Counter()
+    for _, lacking in _match(claims, members):
+        wanted.update(lacking)
+    return wanted
+
+
+def served(claims: Iterable[Claim], members: Iterable[Member]) -> list[Claim]:
+    """The ``claims`` the ``members`` serve whole, by ``unserved``'s matching."""
+    return [claim for claim, lacking in _match(claims, members) if not lacking]
+
+
+def _match(claims: Iterable[Claim], members: Iterable[Member]) -> list[tuple[Claim, Counter[str]]]:
+    """Each claim, oldest first, with what it lacks per zone once the members made after
+    it (oldest first, each serving one claim at most) have served it."""
     free = sorted(members, key=lambda m: m.created)
     used = [False] * len(free)
-    wanted: Counter[str] = Counter()
+    matched: list[tuple[Claim, Counter[str]]] = []
     for claim in sorted(claims, key=lambda c: c.created):
+        lacking: Counter[str] = Counter()
         for zone, count in sorted(claim.zones.items()):
             left = count
             for i, member in enumerate(free):
@@ -85,8 +115,9 @@ def unserved(claims: Iterable[Claim], members: Iterable[Member]) -> Counter[str]
                     used[i] = True
                     left -= 1
             if left > 0:
-                wanted[zone] += left
-    return wanted
+                lacking[zone] += left
+        matched.append((claim, lacking))
+    return matched
 
 
 def next_zones(

@@ -328,8 +328,12 @@ class FakeInformer:
         self.stamps += 1
         return self.stamps
 
-    def list(self) -> list[Object]:
+    def items(self) -> list[Object]:
+        """Every object, as ``Informer.items`` reads them."""
         return [copy.deepcopy(o) for o in self.store.values()]
+
+    def list(self) -> list[Object]:
+        return self.items()
 
     def put(self, obj: Object) -> None:
         self.store[object_key(obj)] = copy.deepcopy(obj)

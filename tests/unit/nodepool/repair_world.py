@@ -8,7 +8,7 @@ from typing import Any
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import TransientCloudError, VirtualMachine, VmName, VmState
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
-from nodepool_operator.runtime import errors
+from nodepool_operator.runtime import conditions, errors
 from nodepool_operator.runtime.client import Object
 from unit.nodepool import drain_world as fakes
 
@@ -101,3 +101,24 @@ def refuse_nodes(world: World) -> list[str]:
 
     world.api.create = refuse  # type: ignore[method-assign]
     return creates
+
+
+def not_ready(name: str, *, since: float) -> Object:
+    """A pool Node whose Ready condition turned False at ``since``."""
+    found = fakes.node(name)
+    found["status"]["conditions"] = [
+        {"type": "Ready", "status": "False", "lastTransitionTime": conditions.rfc3339(since)}
+    ]
+    return found
+
+
+def pool_of_nodes(count: int, *, not_ready_names: set[str]) -> World:
+    """A pool of ``count`` Nodes, those named NotReady for 15 minutes."""
+    names = [f"p-{i}" for i in range(count)]
+    world = World(*names)
+    for name in names:
+        if name in not_ready_names:
+            world.nodes.put(not_ready(name, since=fakes.START - 900))
+        else:
+            world.nodes.put(fakes.node(name))
+    return world

@@ -15,7 +15,7 @@ from nodepool_operator.runtime import conditions, errors
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.controller import Request
 from unit.nodepool import drain_world as fakes
-from unit.nodepool.repair_world import CONFIG, World, refuse_nodes
+from unit.nodepool.repair_world import CONFIG, World, not_ready, pool_of_nodes, refuse_nodes
 
 
 def stranger(name: str) -> Object:
@@ -206,14 +206,6 @@ async def test_a_pool_being_deleted_leaves_nodes_it_does_not_own() -> None:
 
 
 # --- repair ------------------------------------------------------------------------------
-
-
-def not_ready(name: str, *, since: float) -> Object:
-    found = fakes.node(name)
-    found["status"]["conditions"] = [
-        {"type": "Ready", "status": "False", "lastTransitionTime": conditions.rfc3339(since)}
-    ]
-    return found
 
 
 async def test_a_node_not_ready_past_its_timeout_is_drained_then_replaced() -> None:
@@ -463,17 +455,6 @@ async def test_an_empty_listing_with_any_node_not_marked_by_us_still_deletes_not
 
 
 # --- the repair brake ----------------------------------------------------------------------
-
-
-def pool_of_nodes(count: int, *, not_ready_names: set[str]) -> World:
-    names = [f"p-{i}" for i in range(count)]
-    world = World(*names)
-    for name in names:
-        if name in not_ready_names:
-            world.nodes.put(not_ready(name, since=fakes.START - 900))
-        else:
-            world.nodes.put(fakes.node(name))
-    return world
 
 
 async def test_a_pool_all_not_ready_at_once_looks_partitioned_and_nothing_is_replaced() -> None:

@@ -47,7 +47,8 @@ import contextlib
 import copy
 import datetime
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from nodepool_operator import timestamps
 from nodepool_operator.api import nodepool as nodepool_api
@@ -60,6 +61,7 @@ from nodepool_operator.controllers.nodepool.request_facts import (
     is_pending,
     node_refusal,
     pending_requests,
+    zones_served,
 )
 from nodepool_operator.controllers.resources import NODEPOOLS, REQUESTS_BY_POOL, SCALEREQUESTS
 from nodepool_operator.runtime import clock as clock_module
@@ -182,6 +184,18 @@ class RequestAnswers:
                     SCALEREQUESTS, request["metadata"]["name"], uid=request["metadata"].get("uid")
                 )
         return next_expiry
+
+    async def mark_zones_served(
+        self, pool_requests: list[Object], nodes: Iterable[Mapping[str, Any]]
+    ) -> None:
+        """Mark ``status.zonesServed`` on each Applied request whose zones the pool's
+        ``nodes`` now hold (``request_facts.zones_served``): its claims steer no later
+        launch, even when one of those Nodes goes while the request is still kept."""
+        for request in zones_served(pool_requests, nodes):
+            status = {**(request.get("status") or {}), "zonesServed": True}
+            with contextlib.suppress(errors.NotFound):  # deleted meanwhile: nothing to mark
+                await self.status.update(request, status)
+            log.info("event=request-zones-served request=%s", request["metadata"]["name"])
 
     async def _write_target(
         self, pool: Object, pending: list[Object]

@@ -40,3 +40,11 @@ class NodePoolConfig:
     # unhealthy Node, VM that never registered): a token bucket per pool.
     node_deletions_per_minute: float = 6.0
     node_deletion_burst: int = 3
+    # No repair starts in any pool while more of the cluster's Nodes are unready than
+    # both of these allow (cluster-autoscaler's --ok-total-unready-count and
+    # --max-total-unready-percentage, with its defaults).
+    ok_total_unready_count: int = 3
+    max_total_unready_percentage: float = 45.0
+    # While the brake holds repairs back, the pool is looked at again this often: the
+    # Nodes that end a cluster-wide hold may be other pools', whose events do not wake it.
+    repair_held_recheck: float = 10.0

@@ -170,6 +170,7 @@ class NodePoolReconciler:
         if degraded is None and view.repair_held is not None:
             degraded = (repair.REPAIR_HELD, view.repair_held)
         held = await self.reporter.report(pool, desired=desired, view=view, degraded=degraded)
+        await self.answers.mark_zones_served(pool_requests, view.nodes.values())
         next_expiry = await self.answers.delete_expired(
             pool_requests, registration_timeout=spec.registration_timeout_seconds
         )

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import CloudProvider, VirtualMachine, VmState
-from nodepool_operator.controllers import capacity
+from nodepool_operator.controllers import capacity, readiness
 from nodepool_operator.controllers.nodepool import (
     backoff,
     drain,
@@ -170,9 +170,21 @@ class PoolLifecycle:
     ) -> tuple[plan.PoolView, list[drain.DrainProgress]]:
         """Replace the unhealthy VMs the brake lets through, and those whose Node is
         overdue; the view then carries the ones the brake holds."""
-        repairing, held = repair.braked(view, verdicts.unhealthy - set(verdicts.victims))
+        repairing, held = repair.braked(
+            view,
+            verdicts.unhealthy - set(verdicts.victims),
+            cluster=readiness.cluster_readiness(self.inventory.nodes.items()),
+            limits=readiness.UnreadyLimits(
+                ok_count=self.config.ok_total_unready_count,
+                max_percentage=self.config.max_total_unready_percentage,
+            ),
+        )
         await self.repairer.tell_held(pool, held)
         view = dataclasses.replace(view, repair_held=held)
+        if held is not None:
+            recheck = self.config.repair_held_recheck
+            soonest = recheck if view.recheck_in is None else min(view.recheck_in, recheck)
+            view = dataclasses.replace(view, recheck_in=soonest)
         progress = [
             await self.repairer.repair(pool, spec, view, vm.name)
             for vm in view.vms

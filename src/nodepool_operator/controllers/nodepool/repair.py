@@ -16,8 +16,10 @@
 Every timer here counts from a time stored in the world. Removals of our own initiative
 take a token from the pool's budget (``removals.RemovalBudget``), so a wrong verdict
 about many Nodes at once costs a few of them, not the pool; and the brake (``braked``)
-replaces at most ``max(1, 20%)`` of the pool at a time, none while most of it is
-NotReady at once (a partition, not broken machines).
+replaces at most ``max(1, 20%)`` of the pool at a time, none while most of the pool or
+most of the cluster is NotReady at once (a partition, not broken machines), and none in
+any pool while the cluster's unready Nodes pass cluster-autoscaler's limits
+(``readiness.UnreadyLimits``: more than ``ok_count`` and more than ``max_percentage`` of them).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from nodepool_operator import timestamps
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
 from nodepool_operator.cloud.provider import CloudError, CloudProvider, VmName, VmState
+from nodepool_operator.controllers import readiness
 from nodepool_operator.controllers.nodepool import drain, plan, removals, termination
 from nodepool_operator.controllers.nodepool import nodes as node_ops
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
@@ -57,18 +60,32 @@ REPAIR_SHARE = 0.2
 REPAIR_HELD = "RepairHeld"
 
 
-def braked(view: plan.PoolView, unhealthy: frozenset[str]) -> tuple[frozenset[str], str | None]:
+def _cut_off(down: int, total: int) -> bool:
+    """More than half of ``total`` Nodes NotReady at once, two at least: a partition
+    between them and the control plane (or an API server that was away) looks so."""
+    return down >= 2 and 2 * down > total
+
+
+def braked(
+    view: plan.PoolView,
+    unhealthy: frozenset[str],
+    *,
+    cluster: readiness.ClusterReadiness | None = None,
+    limits: readiness.UnreadyLimits = readiness.DEFAULT_LIMITS,
+) -> tuple[frozenset[str], str | None]:
     """Of the ``unhealthy`` Nodes, those to repair now, and why the others wait (None
     when none waits).
 
     Repairs under way (the Node is draining) go on. New ones start while fewer than
     ``max(1, REPAIR_SHARE)`` of the pool's Nodes are being repaired, and none while more
-    than half of them (two at least) are NotReady at once: that looks like a partition
-    between the nodes and the control plane, or an API server that was away, which
-    replacing machines does not cure and which ends by itself. Likewise a zone whose every
-    Node (two at least) is NotReady while another zone's are Ready looks cut off: its
-    Nodes wait. Every input is the world as the pass sees it, so a restart holds back the
-    same Nodes.
+    than half of the pool's Nodes, or of the ``cluster``'s (two at least), are NotReady at
+    once: that looks like a partition between the nodes and the control plane, or an API
+    server that was away, which replacing machines does not cure and which ends by itself.
+    The cluster's count is what holds a pool of one Node: alone it cannot show a partition.
+    None starts either while the cluster's unready Nodes are past ``limits``. Likewise a
+    zone whose every Node (two at least) is NotReady while another zone's are Ready looks
+    cut off: its Nodes wait. Every input is the world as the pass sees it, so a restart
+    holds back the same Nodes.
     """
     found = view.nodes
     started = {name for name in unhealthy if name in found and plan.is_draining(found[name])}
@@ -76,15 +93,23 @@ def braked(view: plan.PoolView, unhealthy: frozenset[str]) -> tuple[frozenset[st
     if not waiting:
         return frozenset(started), None
     total = len(found)
-    down = {
-        name
-        for name, node in found.items()
-        if not nodes.is_ready(node) and not node_ops.is_unregistered(node)
-    }
-    if len(down) >= 2 and 2 * len(down) > total:
+    down = {name for name, node in found.items() if readiness.is_down(node)}
+    if _cut_off(len(down), total):
         return frozenset(started), (
             f"{len(down)} of {total} nodes are NotReady at once: the pool looks cut off from"
             " the control plane, so none is replaced until they come back"
+        )
+    if cluster is not None and cluster.past(limits):
+        return frozenset(started), (
+            f"{cluster.down} of the cluster's {cluster.total} nodes are NotReady, more than"
+            f" okTotalUnreadyCount={limits.ok_count} and maxTotalUnreadyPercentage="
+            f"{limits.max_percentage:g}%: no node is replaced in any pool until they come back"
+        )
+    if cluster is not None and _cut_off(cluster.down, cluster.total):
+        return frozenset(started), (
+            f"{cluster.down} of the cluster's {cluster.total} nodes are NotReady at once: the"
+            " cluster looks cut off from the control plane, so none of this pool's is"
+            " replaced until they come back"
         )
     reasons: list[str] = []
     cut_off = _zones_cut_off(found, down)
@@ -141,7 +166,45 @@ def unhealthy_in(
 
 def _unhealthy_from(view: plan.PoolView, spec: nodepool_api.NodePoolSpec) -> dict[str, float]:
     found = {name: _deadline(node, spec) for name, node in view.nodes.items()}
+    for name, at in found.items():
+        back = _peers_back_at(view.nodes, name)
+        if at is not None and back is not None:
+            found[name] = max(at, back + spec.not_ready_timeout_seconds)
     return {name: at for name, at in found.items() if at is not None}
+
+
+def _peers_back_at(found: Mapping[str, Mapping[str, Any]], name: str) -> float | None:
+    """When the last of the pool's Nodes that were down with ``name`` (NotReady now) came
+    back Ready, or None. Nodes cut off together come back one by one, seconds apart (each
+    kubelet reports on its own beat): the first back must not end the brake on the last,
+    so a Node still NotReady is given ``notReadyTimeoutSeconds`` again from its peers'
+    return. A peer was down with it when it existed before the Node went NotReady and
+    turned Ready after that (a Node Ready all along turned Ready before)."""
+    since = _ready_change(found[name])
+    if since is None or nodes.is_ready(found[name]):
+        return None
+    back = [
+        changed
+        for peer, node in found.items()
+        if peer != name
+        and nodes.is_ready(node)
+        and (changed := _ready_change(node)) is not None
+        and changed > since
+        and (_created(node) or since) < since
+    ]
+    return max(back, default=None)
+
+
+def _ready_change(node: Mapping[str, Any]) -> float | None:
+    """The ``lastTransitionTime`` of the Node's Ready condition (None without one)."""
+    for condition in (node.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "Ready":
+            return timestamps.parse_rfc3339(str(condition.get("lastTransitionTime", "")))
+    return None
+
+
+def _created(node: Mapping[str, Any]) -> float | None:
+    return timestamps.parse_rfc3339(str((node.get("metadata") or {}).get("creationTimestamp", "")))
 
 
 def startup_taints_left(node: Mapping[str, Any], template: nodepool_api.NodeTemplate) -> list[str]:
@@ -164,9 +227,7 @@ def _deadline(node: Mapping[str, Any], spec: nodepool_api.NodePoolSpec) -> float
     )
     if not node_ops.is_unregistered(node) and not startup_taints_left(node, spec.template):
         return at
-    created = timestamps.parse_rfc3339(
-        str((node.get("metadata") or {}).get("creationTimestamp", ""))
-    )
+    created = _created(node)
     if created is None:
         return at
     registration = created + spec.registration_timeout_seconds

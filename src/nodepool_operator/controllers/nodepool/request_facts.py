@@ -6,18 +6,26 @@ name a Node for removal."""
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from nodepool_operator import timestamps
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.api import wellknown
+from nodepool_operator.api import zones as zones_api
 from nodepool_operator.controllers import membership
 from nodepool_operator.controllers.nodepool import plan
 from nodepool_operator.runtime import versions
 from nodepool_operator.runtime.client import Object
 
-__all__ = ["expired_requests", "facts_of", "is_pending", "node_refusal", "pending_requests"]
+__all__ = [
+    "expired_requests",
+    "facts_of",
+    "is_pending",
+    "node_refusal",
+    "pending_requests",
+    "zones_served",
+]
 
 
 def facts_of(request: Object) -> scalerequest_api.RequestFacts:
@@ -108,3 +116,29 @@ def expired_requests(
 
 def is_pending(obj: Object) -> bool:
     return scalerequest_api.status_of(obj).phase == "Pending"
+
+
+def zones_served(requests: Sequence[Object], nodes: Iterable[Mapping[str, Any]]) -> list[Object]:
+    """The Applied requests not marked ``zonesServed`` yet whose zone claims the pool's
+    ``nodes`` serve whole (``zones_api.served``: Nodes made since the request, in its
+    zones, the older requests' claims served first). Nodes, not VMs: the Autoscaler, which
+    reads the same claims to place the VMs still booting, sees those Nodes once the mark
+    hides the claim, so both sides keep agreeing on where the pool's nodes are."""
+    members = []
+    for node in nodes:
+        meta = node.get("metadata") or {}
+        created = timestamps.parse_rfc3339(meta.get("creationTimestamp"))
+        if meta.get("deletionTimestamp") or created is None:
+            continue
+        zone = (meta.get("labels") or {}).get(wellknown.ZONE_LABEL)
+        members.append(zones_api.Member(zone=zone, created=created))
+    claimed = [(r, zones_api.claims_of([r])) for r in requests]
+    claims = [claim for _, found in claimed for claim in found]
+    done = zones_api.served(claims, members)
+    return [
+        request
+        for request, found in claimed
+        if found
+        and scalerequest_api.status_of(request).phase == "Applied"
+        and all(any(claim is d for d in done) for claim in found)
+    ]
