@@ -20,7 +20,7 @@ client the review writes and lists through), and the informers are the runtime's
 ``Informer``, filled from it and fed each change as its watch would deliver it. Not
 ``testing.FakeInformer``: its ``index_stamp`` moves on every read (so nothing a review
 reads is ever kept) and its ``by_index`` copies the whole store, which would time the fake.
-The plan the review is given (the whole cluster's nodes, as ``Observer.plan`` sees them)
+The plan the review is given (the whole cluster's nodes, as ``PlanMaker.plan`` sees them)
 is made by the Autoscaler's own planner over those informers, outside the timed section,
 again after every change. ``build`` makes the world; ``review_once`` is the one call
 timed (the controller's call, as ``PoolDecider._review`` makes it).
@@ -63,10 +63,11 @@ from dataclasses import dataclass
 
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.controllers.autoscaler import plan
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
-from nodepool_operator.controllers.autoscaler.consolidation import Consolidator, PoolTurn, Review
-from nodepool_operator.controllers.autoscaler.observer import Observation, Observer
+from nodepool_operator.controllers.autoscaler.consolidator import Consolidator, PoolTurn
+from nodepool_operator.controllers.autoscaler.decide import batch_plan, scaling
+from nodepool_operator.controllers.autoscaler.decide.batch_plan import Observation
+from nodepool_operator.controllers.autoscaler.decide.consolidation_rules import Review
 from nodepool_operator.controllers.autoscaler.setup import Reads, planner_reads
 from nodepool_operator.controllers.resources import AUTOSCALERS, NODEPOOLS
 from nodepool_operator.runtime import conditions, kinds, testing
@@ -246,7 +247,7 @@ def build(*, nodes: int, candidates: int) -> World:
         client=server,  # type: ignore[arg-type]
         nodes=reads.nodes,
         pods=reads.pods,
-        profile=reads.observer.cache.get,
+        profile=reads.plan_maker.cache.get,
         recorder=EventRecorder(server, component="bench"),  # type: ignore[arg-type]
         wall_clock=server.wall_clock,
     )
@@ -259,8 +260,8 @@ def build(*, nodes: int, candidates: int) -> World:
 
 async def observe(world: World) -> Observation:
     """The planner's plan, as a batch makes it before any pool's review (not timed)."""
-    made = await world.reads.observer.plan()
-    seen = Observer.part(made, AUTOSCALER, autoscaler_api.spec_of(world.autoscaler))
+    made = await world.reads.plan_maker.plan()
+    seen = batch_plan.part_of(made, AUTOSCALER, autoscaler_api.spec_of(world.autoscaler))
     assert isinstance(seen, Observation), seen
     world.seen = seen
     return seen
@@ -271,7 +272,7 @@ async def review_once(world: World, seen: Observation) -> Review:
     pool) and the pool's pass from it (``Consolidator.review``), as the planner and
     ``PoolDecider`` make them."""
     spec = autoscaler_api.spec_of(world.autoscaler)
-    blocked = plan.scale_down_blocker(
+    blocked = scaling.scale_down_blocker(
         seen.pool, enabled=spec.scale_down.enabled, pending_fitting=seen.pending_fitting
     )
     assert blocked is None, f"scale-down is blocked ({blocked}): nothing would be measured"

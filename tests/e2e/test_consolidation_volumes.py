@@ -37,7 +37,7 @@ from e2e.test_autoscaler_constraints import make_pool
 from harness import Operator, SimCloud, wait_for
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers import cached
-from nodepool_operator.controllers.autoscaler import volumes
+from nodepool_operator.controllers.autoscaler.snapshot import volumes
 
 ZONE = nodepool_api.ZONE_LABEL
 CLAIM = "data-db-0"  # the StatefulSet controller's name for its pod db-0's claim "data"

@@ -9,7 +9,7 @@ from typing import Any
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers import cached
-from nodepool_operator.controllers.autoscaler import volumes
+from nodepool_operator.controllers.autoscaler.snapshot import volumes
 from nodepool_operator.runtime.client import Object
 from unit.autoscaler.test_autoscaler_observe import node as observe_node
 from unit.autoscaler.test_autoscaler_observe import observe, observer

@@ -12,7 +12,10 @@ from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.controllers import cached
-from nodepool_operator.controllers.autoscaler.consolidation import decide, rules
+from nodepool_operator.controllers.autoscaler.decide import (
+    consolidation_choice,
+    consolidation_rules,
+)
 from unit.autoscaler.test_autoscaler_reconcile import (
     NAS,
     POOL,
@@ -224,13 +227,13 @@ async def test_a_batch_with_no_node_or_pod_changed_reuses_the_last_choice(
 ) -> None:
     half_and_quarter(world)
     made: list[int] = []
-    choose = rules.choose_together
+    choose = consolidation_rules.choose_together
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         made.append(1)
         return choose(*args, **kwargs)
 
-    monkeypatch.setattr(rules, "choose_together", counted)
+    monkeypatch.setattr(consolidation_rules, "choose_together", counted)
     await world.reconcile()  # chooses, and stamps n2 (a Node changed)
     await world.reconcile()  # chooses again after its own write
     before = len(made)
@@ -258,7 +261,7 @@ def test_the_nodes_open_requests_name_are_on_their_way_out_and_no_others() -> No
         _request("Superseded", "d"),
         _request("Applied", "e", deleting=True),
     ]
-    assert decide.named_by_open_requests(requests) == {"a", "b"}
+    assert consolidation_choice.named_by_open_requests(requests) == {"a", "b"}
 
 
 async def test_a_node_an_open_request_names_is_never_chosen_again(world: World) -> None:

@@ -6,8 +6,8 @@ from typing import Any
 
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.controllers.autoscaler.consolidation.views import NodeViews
-from nodepool_operator.controllers.autoscaler.profiles import ProfileCache
+from nodepool_operator.controllers.autoscaler.snapshot.consolidation_views import NodeViews
+from nodepool_operator.controllers.autoscaler.snapshot.profiles import ProfileCache
 from nodepool_operator.controllers.resources import NODES_BY_POOL
 from nodepool_operator.runtime.client import Object
 from unit.autoscaler.test_autoscaler_pool_reads import StampedPods

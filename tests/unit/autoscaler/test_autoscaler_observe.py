@@ -11,18 +11,19 @@ import pytest
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
-from nodepool_operator.controllers.autoscaler import gather
-from nodepool_operator.controllers.autoscaler.handoff import (
+from nodepool_operator.controllers.autoscaler.decide import batch_plan
+from nodepool_operator.controllers.autoscaler.decide.batch_plan import (
+    ConflictingAutoscaler,
+    Observation,
+)
+from nodepool_operator.controllers.autoscaler.plan_maker import PlanMaker
+from nodepool_operator.controllers.autoscaler.snapshot import gather
+from nodepool_operator.controllers.autoscaler.snapshot.profiles import ProfileCache
+from nodepool_operator.controllers.autoscaler.snapshot.scale_requests import (
     RequestLedger,
     asks_for_more,
     request_name,
 )
-from nodepool_operator.controllers.autoscaler.observer import (
-    ConflictingAutoscaler,
-    Observation,
-    Observer,
-)
-from nodepool_operator.controllers.autoscaler.profiles import ProfileCache
 from nodepool_operator.runtime import conditions
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.informer import object_key
@@ -174,8 +175,8 @@ def observer(
     autoscalers: Iterable[Object] | None = None,
     daemon_sets: Iterable[Object] = (),
     now: float = NOW,
-) -> Observer:
-    return Observer(
+) -> PlanMaker:
+    return PlanMaker(
         autoscalers=FakeInformer(  # type: ignore[arg-type]
             *(autoscalers if autoscalers is not None else [autoscaler("nas", namespaces=["apps"])])
         ),
@@ -193,7 +194,7 @@ SPEC = autoscaler_api.AutoscalerSpec(node_pool_name="small", namespaces=("apps",
 
 
 async def observe(
-    o: Observer, name: str = "nas", spec: autoscaler_api.AutoscalerSpec = SPEC
+    o: PlanMaker, name: str = "nas", spec: autoscaler_api.AutoscalerSpec = SPEC
 ) -> Observation:
     seen = await o.observe(name, spec)
     assert isinstance(seen, Observation), seen
@@ -440,8 +441,10 @@ async def test_one_plan_gives_every_autoscaler_its_part(monkeypatch: pytest.Monk
     autoscalers = [autoscaler("nas"), autoscaler("heavy-nas", pool_name="heavy")]
     o = observer(pods=[pod("p")], pools=pools, autoscalers=autoscalers)
     made = await o.plan()
-    small = o.part(made, "nas", autoscaler_api.AutoscalerSpec(node_pool_name="small"))
-    heavy = o.part(made, "heavy-nas", autoscaler_api.AutoscalerSpec(node_pool_name="heavy"))
+    small = batch_plan.part_of(made, "nas", autoscaler_api.AutoscalerSpec(node_pool_name="small"))
+    heavy = batch_plan.part_of(
+        made, "heavy-nas", autoscaler_api.AutoscalerSpec(node_pool_name="heavy")
+    )
     assert len(plans) == 1
     assert isinstance(small, Observation)
     assert isinstance(heavy, Observation)

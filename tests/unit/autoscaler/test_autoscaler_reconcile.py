@@ -14,17 +14,17 @@ import pytest
 
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.controllers.autoscaler import report, volumes
+from nodepool_operator.controllers.autoscaler.act.handoff import ScaleRequester
+from nodepool_operator.controllers.autoscaler.act.notices import Notices
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
-from nodepool_operator.controllers.autoscaler.consolidation import Consolidator
+from nodepool_operator.controllers.autoscaler.consolidator import Consolidator
 from nodepool_operator.controllers.autoscaler.controller import (
     PROGRESS_HOLD_SCANS,
     AutoscalerReconciler,
 )
+from nodepool_operator.controllers.autoscaler.decide import status_report
 from nodepool_operator.controllers.autoscaler.decisions import PoolDecider
-from nodepool_operator.controllers.autoscaler.handoff import RequestLedger, ScaleRequester
-from nodepool_operator.controllers.autoscaler.notices import Notices
-from nodepool_operator.controllers.autoscaler.observer import Observer
+from nodepool_operator.controllers.autoscaler.plan_maker import PlanMaker
 from nodepool_operator.controllers.autoscaler.planner import (
     HAND_OVER_PARALLELISM,
     LONGEST_BATCH_SECONDS,
@@ -32,6 +32,8 @@ from nodepool_operator.controllers.autoscaler.planner import (
     Batch,
     Planner,
 )
+from nodepool_operator.controllers.autoscaler.snapshot import volumes
+from nodepool_operator.controllers.autoscaler.snapshot.scale_requests import RequestLedger
 from nodepool_operator.controllers.autoscaler.verdicts import Verdicts
 from nodepool_operator.runtime import conditions, errors, testing
 from nodepool_operator.runtime.client import Object, Resource
@@ -226,7 +228,7 @@ class World:
             wall_clock=FixedWallClock(),
         )
         verdicts = Verdicts()
-        observer = Observer(
+        observer = PlanMaker(
             autoscalers=self.autoscalers,  # type: ignore[arg-type]
             daemon_sets=self.daemon_sets,  # type: ignore[arg-type]
             pools=self.pools,  # type: ignore[arg-type]
@@ -272,7 +274,7 @@ class World:
                 self.woken.append(str(autoscaler["metadata"]["name"]))
 
         self.planner = Planner(
-            observer=observer, decider=decider, verdicts=verdicts, wake=wake, clock=self.clock
+            plan_maker=observer, decider=decider, verdicts=verdicts, wake=wake, clock=self.clock
         )
         return reconciler
 
@@ -927,23 +929,25 @@ def _stored(last: dict[str, Any] | None, *, pending: int = 0) -> dict[str, Any]:
 
 def test_only_a_request_following_one_the_same_way_is_progress() -> None:
     down = {"name": "nas-9-down", "targetNodes": 1, "reason": "unneeded"}
-    counts = frozenset(report.COUNTS)
-    assert report.progress_fields(_stored(_up(2)), _stored(_up(4))) == counts | {"lastRequest"}
-    assert report.progress_fields(_stored(None), _stored(_up(4))) == counts  # the first
-    assert report.progress_fields(_stored(_up(2)), _stored(down)) == counts  # turned
-    assert report.progress_fields(_stored(down), _stored(_up(4))) == counts
+    counts = frozenset(status_report.COUNTS)
+    assert status_report.progress_fields(_stored(_up(2)), _stored(_up(4))) == counts | {
+        "lastRequest"
+    }
+    assert status_report.progress_fields(_stored(None), _stored(_up(4))) == counts  # the first
+    assert status_report.progress_fields(_stored(_up(2)), _stored(down)) == counts  # turned
+    assert status_report.progress_fields(_stored(down), _stored(_up(4))) == counts
 
 
 def test_a_request_is_held_with_the_counts_but_news_is_not() -> None:
     stored, fresh = _stored(_up(2), pending=3), _stored(_up(4), pending=7)
-    assert report.with_progress_held(stored, fresh) == stored
+    assert status_report.with_progress_held(stored, fresh) == stored
     turned = _stored({"name": "nas-9-down", "targetNodes": 1, "reason": "x"}, pending=7)
-    assert report.with_progress_held(stored, turned) == turned
+    assert status_report.with_progress_held(stored, turned) == turned
     limited = copy.deepcopy(fresh)
     limited["conditions"] = [{"type": "LimitReached", "status": "True"}]
-    assert report.with_progress_held(stored, limited) == limited
+    assert status_report.with_progress_held(stored, limited) == limited
     first = _stored(_up(4), pending=7)
-    assert report.with_progress_held(_stored(None, pending=3), first) == first
+    assert status_report.with_progress_held(_stored(None, pending=3), first) == first
 
 
 async def test_a_pod_too_big_for_any_node_gets_one_warning_and_no_request(world: World) -> None:
@@ -1610,7 +1614,7 @@ async def test_a_batch_is_over_when_its_requests_are_made_not_when_its_events_ar
 async def test_each_batchs_events_are_written_after_the_batch_befores() -> None:
     clock = FakeClock()
     planner = Planner(
-        observer=SimpleNamespace(autoscalers=None),  # type: ignore[arg-type]
+        plan_maker=SimpleNamespace(autoscalers=None),  # type: ignore[arg-type]
         decider=None,  # type: ignore[arg-type]
         verdicts=None,  # type: ignore[arg-type]
         wake=lambda _: None,

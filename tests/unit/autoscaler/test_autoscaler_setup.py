@@ -64,4 +64,4 @@ async def test_consolidation_proves_its_moves_with_the_plans_profiles_volumes_in
     decider = autoscaler_setup._decider(
         manager.client, reads, recorder=recorder, config=config, wall_clock=wall_clock
     )
-    assert decider.consolidator.profile == reads.observer.scheduling_profile
+    assert decider.consolidator.profile == reads.plan_maker.scheduling_profile

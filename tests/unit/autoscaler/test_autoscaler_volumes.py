@@ -7,9 +7,10 @@ from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers import cached
-from nodepool_operator.controllers.autoscaler import volumes
-from nodepool_operator.controllers.autoscaler.handoff import RequestLedger
-from nodepool_operator.controllers.autoscaler.observer import Observation, Observer
+from nodepool_operator.controllers.autoscaler.decide.batch_plan import Observation
+from nodepool_operator.controllers.autoscaler.plan_maker import PlanMaker
+from nodepool_operator.controllers.autoscaler.snapshot import volumes
+from nodepool_operator.controllers.autoscaler.snapshot.scale_requests import RequestLedger
 from nodepool_operator.runtime.client import Object
 from unit.autoscaler.test_autoscaler_observe import (
     FakeInformer,
@@ -113,11 +114,11 @@ def planner(
     nodes: list[Object] = (),  # type: ignore[assignment]
     zone: str = "a",
     target: int = 0,
-) -> Observer:
+) -> PlanMaker:
     def informer(objects: list[Object], transform: Any) -> Any:
         return FakeInformer(*(transform(o) for o in objects))
 
-    return Observer(
+    return PlanMaker(
         autoscalers=FakeInformer(autoscaler("nas", namespaces=["apps"])),  # type: ignore[arg-type]
         pools=FakeInformer(zonal_pool(zone, target=target)),  # type: ignore[arg-type]
         nodes=FakeInformer(*nodes),  # type: ignore[arg-type]

@@ -113,7 +113,7 @@ def planner(clock: FakeClock) -> Planner:
     )
     reads: Any = SimpleNamespace(autoscalers=autoscalers)  # all the batching reads
     return Planner(
-        observer=reads, decider=reads, verdicts=Verdicts(), wake=lambda _: None, clock=clock
+        plan_maker=reads, decider=reads, verdicts=Verdicts(), wake=lambda _: None, clock=clock
     )
 
 

@@ -19,16 +19,14 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from nodepool_operator.api import autoscaler as autoscaler_api
-from nodepool_operator.controllers.autoscaler import metrics, plan, report
-from nodepool_operator.controllers.autoscaler.consolidation import (
-    Choice,
-    Consolidator,
-    PoolTurn,
-    Review,
-)
-from nodepool_operator.controllers.autoscaler.handoff import ScaleRequester
-from nodepool_operator.controllers.autoscaler.notices import Notices
-from nodepool_operator.controllers.autoscaler.observer import Observation
+from nodepool_operator.controllers.autoscaler import metrics
+from nodepool_operator.controllers.autoscaler.act.handoff import ScaleRequester
+from nodepool_operator.controllers.autoscaler.act.notices import Notices
+from nodepool_operator.controllers.autoscaler.consolidator import Consolidator, PoolTurn
+from nodepool_operator.controllers.autoscaler.decide import scaling, status_report
+from nodepool_operator.controllers.autoscaler.decide.batch_plan import Observation
+from nodepool_operator.controllers.autoscaler.decide.consolidation_choice import Choice
+from nodepool_operator.controllers.autoscaler.decide.consolidation_rules import Review
 from nodepool_operator.runtime.client import Object
 
 __all__ = ["Decided", "PoolDecider"]
@@ -42,7 +40,7 @@ T = TypeVar("T")
 class Decided:
     """What one pool's pass decided and made, and the events that explain it."""
 
-    decision: plan.Decision
+    decision: scaling.Decision
     made: autoscaler_api.LastScaleRequest | None
     next_check: float | None  # seconds until a node's unneeded timer runs out
     #: Writes the events (and the log line) that explain the decision; best effort.
@@ -90,7 +88,7 @@ class PoolDecider:
         autoscaler: Object,
         *,
         seen: Observation,
-        decision: plan.Decision,
+        decision: scaling.Decision,
         review: Review,
         made: autoscaler_api.LastScaleRequest | None,
     ) -> None:
@@ -119,12 +117,14 @@ class PoolDecider:
         beyond = self._warn_beyond_max(seen=seen, decision=decision)
         warned += await _quietly(key, "beyond-max", beyond, 0)
         level = logging.INFO if decision.action != "none" or warned else logging.DEBUG
-        line = report.decision_line(seen, decision, warned=warned, made=made, dry_run=spec.dry_run)
+        line = status_report.decision_line(
+            seen, decision, warned=warned, made=made, dry_run=spec.dry_run
+        )
         log.log(level, "autoscaler=%s %s", key, line)
 
     @staticmethod
     def _blocker(spec: autoscaler_api.AutoscalerSpec, seen: Observation) -> str | None:
-        return plan.scale_down_blocker(
+        return scaling.scale_down_blocker(
             seen.pool, enabled=spec.scale_down.enabled, pending_fitting=seen.pending_fitting
         )
 
@@ -153,9 +153,9 @@ class PoolDecider:
 
     def _decide(
         self, key: str, *, spec: autoscaler_api.AutoscalerSpec, seen: Observation, review: Review
-    ) -> plan.Decision:
+    ) -> scaling.Decision:
         started = time.perf_counter()
-        decision = plan.decide(
+        decision = scaling.decide(
             seen.pool,
             seen.up,
             unneeded=review.would_remove if spec.dry_run else review.victims,
@@ -168,7 +168,7 @@ class PoolDecider:
         return decision
 
     async def _hand_over(
-        self, autoscaler: Object, *, seen: Observation, decision: plan.Decision
+        self, autoscaler: Object, *, seen: Observation, decision: scaling.Decision
     ) -> autoscaler_api.LastScaleRequest | None:
         key = str(autoscaler["metadata"]["name"])
         if decision.action == "none" or autoscaler_api.spec_of(autoscaler).dry_run:
@@ -188,11 +188,11 @@ class PoolDecider:
         metrics.nodepool_autoscaler_scale_requests_total.labels(key, direction).inc()
         return made
 
-    async def _warn_beyond_max(self, *, seen: Observation, decision: plan.Decision) -> int:
+    async def _warn_beyond_max(self, *, seen: Observation, decision: scaling.Decision) -> int:
         """NotTriggerScaleUp naming the limit for the pods only nodes beyond maxNodes could
         host (the plan says which); returns how many were new. Pods on nodes that exist or
         boot, or on the new nodes granted, are not told."""
         if not decision.limited or not seen.beyond_max:
             return 0
-        reason = plan.limit_reason(seen.pool, decision)
+        reason = scaling.limit_reason(seen.pool, decision)
         return await self.notices.unfit([(pod, reason) for pod in seen.beyond_max])

@@ -29,12 +29,21 @@ from dataclasses import dataclass
 from typing import Final
 
 from nodepool_operator.api import autoscaler as autoscaler_api
-from nodepool_operator.controllers.autoscaler import fit, handoff
-from nodepool_operator.controllers.autoscaler.consolidation import Choice, PoolTurn
-from nodepool_operator.controllers.autoscaler.consolidation.decide import named_by_open_requests
+from nodepool_operator.controllers.autoscaler.act import handoff
+from nodepool_operator.controllers.autoscaler.consolidator import PoolTurn
+from nodepool_operator.controllers.autoscaler.decide import batch_plan
+from nodepool_operator.controllers.autoscaler.decide.batch_plan import BatchPlan, Observation, Part
+from nodepool_operator.controllers.autoscaler.decide.consolidation_choice import (
+    Choice,
+    named_by_open_requests,
+)
 from nodepool_operator.controllers.autoscaler.decisions import PoolDecider
-from nodepool_operator.controllers.autoscaler.observer import Observation, Observer, Part, Plan
-from nodepool_operator.controllers.autoscaler.profiles import ALL_NAMESPACES, NOMINATED_INDEX
+from nodepool_operator.controllers.autoscaler.plan_maker import PlanMaker
+from nodepool_operator.controllers.autoscaler.snapshot import pending_pods
+from nodepool_operator.controllers.autoscaler.snapshot.profiles import (
+    ALL_NAMESPACES,
+    NOMINATED_INDEX,
+)
 from nodepool_operator.controllers.autoscaler.verdicts import Verdict, Verdicts
 from nodepool_operator.controllers.resources import REQUESTS_BY_POOL
 from nodepool_operator.runtime import clock as clock_module
@@ -131,7 +140,7 @@ class Planner:
     def __init__(
         self,
         *,
-        observer: Observer,
+        plan_maker: PlanMaker,
         decider: PoolDecider,
         verdicts: Verdicts,
         wake: Callable[[Object], None],
@@ -140,8 +149,8 @@ class Planner:
     ) -> None:
         """``wake(autoscaler)``: called after each batch for every Autoscaler (its
         reconcile is queued when its status has something new to say)."""
-        self.observer = observer
-        self.autoscalers = observer.autoscalers
+        self.plan_maker = plan_maker
+        self.autoscalers = plan_maker.autoscalers
         self.decider = decider
         self.verdicts = verdicts
         self.wake = wake
@@ -161,7 +170,7 @@ class Planner:
     def pod_triggered(self, pod: Object) -> Iterable[Request]:
         """The pods' mapper: a pod waiting for kube-scheduler's first verdict holds the
         batch open (its mark is coming); its mark, its binding or its end does not."""
-        holds = fit.is_pending_unbound(pod) and not fit.is_judged(pod)
+        holds = pending_pods.is_pending_unbound(pod) and not pending_pods.is_judged(pod)
         self.batch.event(_uid(pod), holds=holds)
         return (PLAN,)
 
@@ -198,15 +207,15 @@ class Planner:
         # Marks of an Autoscaler deleted or repointed are nobody's to clear but ours.
         await self.decider.consolidator.clear_unwatched(
             (autoscaler_api.spec_of(a).node_pool_name for a in autoscalers),
-            named=named_by_open_requests(self.observer.pool_reads.requests.items()),
+            named=named_by_open_requests(self.plan_maker.pool_reads.requests.items()),
         )
         if not autoscalers:
             return Result()
         started = self.clock.now()
-        made = await self.observer.plan()
+        made = await self.plan_maker.plan()
         planned = self.clock.now()
         parts = {
-            str(a["metadata"]["name"]): Observer.part(
+            str(a["metadata"]["name"]): batch_plan.part_of(
                 made, str(a["metadata"]["name"]), autoscaler_api.spec_of(a)
             )
             for a in autoscalers
@@ -292,7 +301,7 @@ class Planner:
 
     def _log_batch(
         self,
-        made: Plan,
+        made: BatchPlan,
         passes: Iterable[_Passed],
         *,
         opened: float | None,
@@ -325,22 +334,24 @@ class Planner:
     def _held(self) -> frozenset[str]:
         """The Nodes preemption is making room on for a nominated pod: never chosen to go
         (the room the pod waits for would go with the Node)."""
-        nominated = self.observer.pods.by_index(NOMINATED_INDEX, ALL_NAMESPACES)
-        return frozenset(node for p in nominated if (node := fit.nominated_node(p)) is not None)
+        nominated = self.plan_maker.pods.by_index(NOMINATED_INDEX, ALL_NAMESPACES)
+        return frozenset(
+            node for p in nominated if (node := pending_pods.nominated_node(p)) is not None
+        )
 
     def _leaving(self, pool: str) -> frozenset[str]:
         """The Nodes the pool's open requests name (ours not yet in the cache included):
         on their way out."""
-        requests = self.observer.pool_reads.requests
+        requests = self.plan_maker.pool_reads.requests
         return named_by_open_requests(
-            self.observer.pool_reads.ledger.visible(
+            self.plan_maker.pool_reads.ledger.visible(
                 pool,
                 requests.by_index(REQUESTS_BY_POOL, pool),
                 cache_version=requests.resource_version,
             )
         )
 
-    async def _choose(self, turns: Sequence[PoolTurn], made: Plan) -> dict[str, Choice]:
+    async def _choose(self, turns: Sequence[PoolTurn], made: BatchPlan) -> dict[str, Choice]:
         """Consolidation's choice for every pool of the batch at once."""
         if not turns:
             return {}

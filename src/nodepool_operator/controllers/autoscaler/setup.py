@@ -14,15 +14,17 @@ from dataclasses import dataclass
 
 from nodepool_operator.controllers import cached
 from nodepool_operator.controllers.autoscaler import planner as planner_module
-from nodepool_operator.controllers.autoscaler import volumes, watches
+from nodepool_operator.controllers.autoscaler import watches
+from nodepool_operator.controllers.autoscaler.act.handoff import ScaleRequester
+from nodepool_operator.controllers.autoscaler.act.notices import Notices
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
-from nodepool_operator.controllers.autoscaler.consolidation import Consolidator
+from nodepool_operator.controllers.autoscaler.consolidator import Consolidator
 from nodepool_operator.controllers.autoscaler.controller import NAME, AutoscalerReconciler
 from nodepool_operator.controllers.autoscaler.decisions import PoolDecider
-from nodepool_operator.controllers.autoscaler.handoff import RequestLedger, ScaleRequester
-from nodepool_operator.controllers.autoscaler.notices import Notices
-from nodepool_operator.controllers.autoscaler.observer import Observer
-from nodepool_operator.controllers.autoscaler.profiles import ProfileCache
+from nodepool_operator.controllers.autoscaler.plan_maker import PlanMaker
+from nodepool_operator.controllers.autoscaler.snapshot import volumes
+from nodepool_operator.controllers.autoscaler.snapshot.profiles import ProfileCache
+from nodepool_operator.controllers.autoscaler.snapshot.scale_requests import RequestLedger
 from nodepool_operator.controllers.autoscaler.verdicts import Verdicts
 from nodepool_operator.controllers.resources import (
     AUTOSCALERS,
@@ -54,7 +56,7 @@ class Reads:
     requests: Informer
     daemon_sets: Informer
     volumes: volumes.VolumeReads
-    observer: Observer
+    plan_maker: PlanMaker
     ledger: RequestLedger
 
 
@@ -83,7 +85,7 @@ def planner_reads(
         classes=cache.informer(STORAGE_CLASSES, transform=cached.storage_class_fields),
     )
     ledger = RequestLedger()
-    observer = Observer(
+    plan_maker = PlanMaker(
         autoscalers=autoscalers,
         pools=pools,
         nodes=nodes,
@@ -97,7 +99,7 @@ def planner_reads(
         volume_reads=volume_reads,
     )
     return Reads(
-        autoscalers, pools, nodes, pods, requests, daemon_sets, volume_reads, observer, ledger
+        autoscalers, pools, nodes, pods, requests, daemon_sets, volume_reads, plan_maker, ledger
     )
 
 
@@ -133,7 +135,7 @@ def setup(manager: Manager, *, config: AutoscalerConfig) -> Controller:
             controller.queue.add(Request(name=str(autoscaler["metadata"]["name"])))
 
     planner = planner_module.Planner(
-        observer=reads.observer,
+        plan_maker=reads.plan_maker,
         decider=_decider(client, reads, recorder=recorder, config=config, wall_clock=wall_clock),
         verdicts=verdicts,
         wake=wake,
@@ -182,7 +184,7 @@ def _decider(
             nodes=reads.nodes,
             pods=reads.pods,
             # Volumes included: a pod that cannot follow its data never counts as movable.
-            profile=reads.observer.scheduling_profile,
+            profile=reads.plan_maker.scheduling_profile,
             recorder=recorder,
             wall_clock=wall_clock,
         ),

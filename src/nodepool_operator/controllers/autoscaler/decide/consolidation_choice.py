@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from nodepool_operator.api import scalerequest as scalerequest_api
-from nodepool_operator.controllers.autoscaler.consolidation.rules import (
+from nodepool_operator.controllers.autoscaler.decide.consolidation_rules import (
     Kept,
     NodeView,
     Review,

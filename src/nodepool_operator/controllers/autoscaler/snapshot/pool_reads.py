@@ -2,7 +2,7 @@
 
 Everything comes from the shared caches (indexes keep the reads proportional to what is
 looked at) and from the requests this process created that the cache does not show yet
-(``handoff.RequestLedger``).
+(``scale_requests.RequestLedger``).
 """
 
 from __future__ import annotations
@@ -14,10 +14,12 @@ from dataclasses import dataclass
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.controllers import allocatable, capacity, membership
-from nodepool_operator.controllers.autoscaler import observe, plan, simulation, zoning
+from nodepool_operator.controllers.autoscaler import simulation
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
-from nodepool_operator.controllers.autoscaler.handoff import RequestLedger
-from nodepool_operator.controllers.autoscaler.profiles import ProfileCache, daemon_set_of
+from nodepool_operator.controllers.autoscaler.decide import scaling
+from nodepool_operator.controllers.autoscaler.snapshot import node_views, zoning
+from nodepool_operator.controllers.autoscaler.snapshot.profiles import ProfileCache, daemon_set_of
+from nodepool_operator.controllers.autoscaler.snapshot.scale_requests import RequestLedger
 from nodepool_operator.controllers.resources import PODS_BY_NODE, REQUESTS_BY_POOL
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import conditions, pods
@@ -31,7 +33,7 @@ __all__ = ["Bound", "PoolReads", "PoolView"]
 class PoolView:
     """What the decision for one pool needs besides the simulation's outcome."""
 
-    facts: plan.PoolFacts
+    facts: scaling.PoolFacts
     uid: str
     basis: int  # the pool's spec.targetNodes the plan started from
     unneeded: tuple[str, ...]
@@ -100,7 +102,7 @@ class PoolReads:
         stuck = capacity.cannot_grow(
             nodepool_api.status_of(pool).zone_backoffs, spec.template, now=now
         ) or capacity.paused(pool, now=now)
-        facts = plan.PoolFacts(
+        facts = scaling.PoolFacts(
             name=name,
             min_nodes=spec.min_nodes,
             max_nodes=spec.max_nodes,
@@ -122,14 +124,14 @@ class PoolReads:
 
     def _sizes(self, pool: Object, spec: nodepool_api.NodePoolSpec) -> _Sizes:
         views = self.request_views(str(pool["metadata"]["name"]))
-        basis = plan.base_target(
+        basis = scaling.base_target(
             target=spec.target_nodes,
             min_nodes=spec.min_nodes,
             max_nodes=spec.max_nodes,
             pool_version=str(pool["metadata"].get("resourceVersion", "")),
             requests=views,
         )
-        target = plan.effective_target(
+        target = scaling.effective_target(
             base=basis, min_nodes=spec.min_nodes, max_nodes=spec.max_nodes, requests=views
         )
         return _Sizes(basis, target, any(v.phase == "Pending" for v in views))
@@ -140,7 +142,7 @@ class PoolReads:
         spec: nodepool_api.NodePoolSpec,
         *,
         target: int,
-        usage: observe.Usage,
+        usage: node_views.Usage,
         stuck: bool,
         held: Iterable[str],
     ) -> simulation.PoolTemplate:
@@ -163,14 +165,14 @@ class PoolReads:
         return simulation.PoolTemplate(
             name=name,
             weight=spec.weight,
-            taints=observe.template_taints(spec.template),
+            taints=node_views.template_taints(spec.template),
             allocatable=allocatable.planned(
                 spec.template,
                 nodepool_api.status_of(pool).reported_allocatable,
                 members,
                 now=conditions.rfc3339(self.wall_clock.time()),
             ),
-            upcoming=observe.upcoming(
+            upcoming=node_views.upcoming(
                 name, spec.template, nodepool_api.names_taken(own=usage.registered, held=held)
             ),
             in_flight=in_flight,
@@ -180,7 +182,7 @@ class PoolReads:
             zoning=where,
         )
 
-    def request_views(self, pool: str) -> list[plan.RequestView]:
+    def request_views(self, pool: str) -> list[scaling.RequestView]:
         cached = [
             r
             for r in self.requests.by_index(REQUESTS_BY_POOL, pool)
@@ -192,7 +194,7 @@ class PoolReads:
             meta, status = request["metadata"], scalerequest_api.status_of(request)
             spec = scalerequest_api.spec_of(request)
             views.append(
-                plan.RequestView(
+                scaling.RequestView(
                     name=str(meta["name"]),
                     created=str(meta.get("creationTimestamp", "")),
                     target=spec.target_nodes,
@@ -211,7 +213,7 @@ class PoolReads:
         *,
         keep: int | None,
         uid: str | None,
-    ) -> tuple[list[simulation.ExistingNode], observe.Usage]:
+    ) -> tuple[list[simulation.ExistingNode], node_views.Usage]:
         """The pool's member nodes (``membership``: a Node only labelled with the pool is
         not counted) as the simulation sees them, and what scale-down needs of them.
 
@@ -219,7 +221,7 @@ class PoolReads:
         first (cordoned, then not Ready, then the emptiest) are left out: they are going.
         """
         fallback = nodepool_api.template_allocatable(template)
-        startup = observe.startup_keys(template)
+        startup = node_views.startup_keys(template)
         live = [
             n
             for n in membership.members(self.nodes, pool_name=pool, pool_uid=uid)
@@ -228,10 +230,10 @@ class PoolReads:
         bound = {str(n["metadata"]["name"]): self.bound(str(n["metadata"]["name"])) for n in live}
         staying = _staying(live, bound, keep=keep)
         found = [
-            observe.existing(
+            node_views.existing(
                 node,
                 pool=pool,
-                allocatable=observe.allocatable_of(node, fallback),
+                allocatable=node_views.allocatable_of(node, fallback),
                 bound=(b.running, b.terminating, b.daemons),
                 startup=startup,
             )
@@ -242,12 +244,12 @@ class PoolReads:
         ]
         return found, self._usage(live, bound)
 
-    def _usage(self, live: Sequence[Object], bound: dict[str, Bound]) -> observe.Usage:
+    def _usage(self, live: Sequence[Object], bound: dict[str, Bound]) -> node_views.Usage:
         unneeded: list[str] = []
         ready = cordoned = stalled = 0
         for node in sorted(live, key=lambda n: n["metadata"]["name"]):
             name = str(node["metadata"]["name"])
-            is_ready = observe.is_ready(node)
+            is_ready = node_views.is_ready(node)
             is_cordoned = bool((node.get("spec") or {}).get("unschedulable"))
             ready += is_ready
             cordoned += is_ready and is_cordoned
@@ -259,7 +261,7 @@ class PoolReads:
             )
             if is_ready and not is_cordoned and not bound[name].busy:
                 unneeded.append(name)
-        return observe.Usage(
+        return node_views.Usage(
             ready=ready,
             cordoned=cordoned,
             stalled=stalled,
@@ -307,7 +309,7 @@ def _staying(live: Sequence[Object], bound: dict[str, Bound], *, keep: int | Non
     def going_first(node: Object) -> tuple[bool, bool, int, str]:
         name = str(node["metadata"]["name"])
         cordoned = bool((node.get("spec") or {}).get("unschedulable"))
-        return (not cordoned, observe.is_ready(node), len(bound[name].running), name)
+        return (not cordoned, node_views.is_ready(node), len(bound[name].running), name)
 
     ordered = sorted(live, key=going_first)
     kept = ordered[max(0, len(ordered) - keep) :] if keep is not None else ordered

@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from nodepool_operator.controllers.autoscaler import simulation
-from nodepool_operator.controllers.autoscaler.consolidation.rules import NodeView, pod_key
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
+from nodepool_operator.controllers.autoscaler.decide.consolidation_rules import NodeView, pod_key
 
 __all__ = ["Proof"]
 

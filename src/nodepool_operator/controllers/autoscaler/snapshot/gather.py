@@ -17,10 +17,11 @@ from typing import Any
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers import membership
-from nodepool_operator.controllers.autoscaler import constraints, fit, observe, simulation, volumes
+from nodepool_operator.controllers.autoscaler import constraints, simulation
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
-from nodepool_operator.controllers.autoscaler.pool_reads import PoolReads, PoolView
-from nodepool_operator.controllers.autoscaler.profiles import (
+from nodepool_operator.controllers.autoscaler.snapshot import node_views, pending_pods, volumes
+from nodepool_operator.controllers.autoscaler.snapshot.pool_reads import PoolReads, PoolView
+from nodepool_operator.controllers.autoscaler.snapshot.profiles import (
     ALL_NAMESPACES,
     NOMINATED_INDEX,
     PENDING_INDEX,
@@ -122,7 +123,7 @@ class Gatherer:
         pools: dict[str, PoolView] = {}
         templates: list[simulation.PoolTemplate] = []
         existing: list[simulation.ExistingNode] = []
-        held = observe.names_by_prefix(self.reads.nodes.items())
+        held = node_views.names_by_prefix(self.reads.nodes.items())
         nominated = self.nominated()
         for pool_name, (_, spec) in sorted(owners.items()):
             pool = self.pools.get(pool_name)
@@ -158,7 +159,7 @@ class Gatherer:
         out: the room its DaemonSet takes on a node is counted already."""
         found: dict[str, list[PodProfile]] = {}
         for pod in _oldest_first(self.reads.pods.by_index(NOMINATED_INDEX, ALL_NAMESPACES)):
-            node = fit.nominated_node(pod)
+            node = pending_pods.nominated_node(pod)
             if node is None or daemon_set_of(pod) is not None:
                 continue
             profile = self.cache.get(pod)
@@ -188,10 +189,10 @@ class Gatherer:
             # Labelled with a pool that does not own it: someone else's Node, room as any.
             bound = self.reads.bound(str(node["metadata"]["name"]))
             found.append(
-                observe.existing(
+                node_views.existing(
                     node,
                     pool=None,
-                    allocatable=observe.allocatable_of(node, {}),
+                    allocatable=node_views.allocatable_of(node, {}),
                     bound=(bound.running, bound.terminating, bound.daemons),
                     startup=frozenset(),
                 )
@@ -213,12 +214,12 @@ class Gatherer:
         for pod in _oldest_first(found):
             if daemon_set_of(pod) is not None:
                 continue  # bound to one node by its DaemonSet: a new node never helps it
-            if fit.nominated_node(pod) is not None:
+            if pending_pods.nominated_node(pod) is not None:
                 continue  # its room is held on its node (``nominated``)
-            if not fit.is_unschedulable(pod):
+            if not pending_pods.is_unschedulable(pod):
                 # Not judged yet by kube-scheduler: it may still need the pool's room. A gated
                 # pod or one for another scheduler is not ours to wait for.
-                if fit.is_ours_to_schedule(pod):
+                if pending_pods.is_ours_to_schedule(pod):
                     sorted_out.waiting.append(pod)
                 continue
             profile = self.cache.get(pod)

@@ -12,12 +12,12 @@ from nodepool_operator import timestamps
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers import membership
-from nodepool_operator.controllers.autoscaler.consolidation.rules import (
+from nodepool_operator.controllers.autoscaler.constraints import PodProfile
+from nodepool_operator.controllers.autoscaler.decide.consolidation_rules import (
     NodeView,
     annotations_of,
     usage_of,
 )
-from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.resources import PODS_BY_NODE
 from nodepool_operator.runtime import nodes as k8s_nodes
 from nodepool_operator.runtime import pods
