@@ -172,7 +172,7 @@ def pools(count: int) -> list[simulation.PoolTemplate]:
             name=name,
             weight=weight,
             taints=tuple(
-                constraints.Taint(t.key, t.value or "", t.effect) for t in template.taints
+                constraints.NodeTaint(t.key, t.value or "", t.effect) for t in template.taints
             ),
             allocatable=nodepool_api.template_allocatable(template),
             upcoming=upcoming(name, template),
@@ -286,7 +286,7 @@ def large_cluster() -> tuple[
 
 def measure(
     mix: str, *, count: int, repeat: int
-) -> tuple[list[float], list[float], simulation.Outcome]:
+) -> tuple[list[float], list[float], simulation.SimulationOutcome]:
     """Wall-clock and CPU seconds of each run, and the outcome."""
     rng = random.Random(42)
     daemon_sets = [DAEMON]
@@ -310,7 +310,7 @@ def measure(
     return wall, cpu, outcome
 
 
-def fingerprint(outcome: simulation.Outcome) -> str:
+def fingerprint(outcome: simulation.SimulationOutcome) -> str:
     """sha256 of the outcome serialised with sorted keys: equal plans, equal digests."""
     serialised = json.dumps(
         {

@@ -24,7 +24,7 @@ from nodepool_operator.controllers.autoscaler.decide import batch_plan, scaling
 from nodepool_operator.controllers.autoscaler.decide.batch_plan import Observation
 from nodepool_operator.controllers.autoscaler.setup import Reads, planner_reads
 from nodepool_operator.inspection import report, scale_down
-from nodepool_operator.inspection.snapshot import Snapshot, SnapshotCache, SnapshotError
+from nodepool_operator.inspection.snapshot import CacheRecording, SnapshotCache, SnapshotError
 from nodepool_operator.runtime.client import Object
 
 __all__ = ["Lookup", "PodNotFoundError", "explain_pod", "plan_cluster", "reads_of"]
@@ -45,7 +45,7 @@ class _At:
         return self.seconds
 
 
-def reads_of(snapshot: Snapshot, *, config: AutoscalerConfig | None = None) -> Reads:
+def reads_of(snapshot: CacheRecording, *, config: AutoscalerConfig | None = None) -> Reads:
     taken = timestamps.parse_rfc3339(snapshot.captured_at)
     if taken is None:
         raise SnapshotError(f"the snapshot's capturedAt is not a time: {snapshot.captured_at!r}")
@@ -63,7 +63,7 @@ class Lookup:
     """Every Autoscaler's observation and decision, as the controller would make them."""
 
     observations: dict[str, Observation]  # by pool
-    decisions: dict[str, scaling.Decision]  # by pool
+    decisions: dict[str, scaling.ScalingDecision]  # by pool
     troubles: dict[str, str]  # Autoscaler -> why it decides nothing
     scale_down: dict[str, autoscaler_api.ScaleDownPolicy] = field(default_factory=dict)
     blocked: dict[str, str | None] = field(default_factory=dict)  # why no node may go now
@@ -71,7 +71,7 @@ class Lookup:
 
 async def _lookup(reads: Reads) -> Lookup:
     observations: dict[str, Observation] = {}
-    decisions: dict[str, scaling.Decision] = {}
+    decisions: dict[str, scaling.ScalingDecision] = {}
     troubles: dict[str, str] = {}
     policies: dict[str, autoscaler_api.ScaleDownPolicy] = {}
     blockers: dict[str, str | None] = {}
@@ -183,7 +183,7 @@ def _scale_down(
     return scale_down.preview(inputs, pools)
 
 
-def _newest_request(reads: Reads, pool: str) -> report.Decision | None:
+def _newest_request(reads: Reads, pool: str) -> report.NewestScaleRequest | None:
     found = [
         r for r in reads.requests.items() if scalerequest_api.spec_of(r).node_pool_name == pool
     ]
@@ -197,7 +197,7 @@ def _newest_request(reads: Reads, pool: str) -> report.Decision | None:
         ),
     )
     status = scalerequest_api.status_of(newest)
-    return report.Decision(
+    return report.NewestScaleRequest(
         name=str(newest["metadata"]["name"]),
         pool=pool,
         target_nodes=scalerequest_api.spec_of(newest).target_nodes,

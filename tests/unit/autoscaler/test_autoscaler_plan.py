@@ -56,7 +56,9 @@ def request(
     )
 
 
-def decide(p: scaling.PoolFacts, outcome: PoolOutcome = NOTHING, **kw: Any) -> scaling.Decision:
+def decide(
+    p: scaling.PoolFacts, outcome: PoolOutcome = NOTHING, **kw: Any
+) -> scaling.ScalingDecision:
     kw.setdefault("unneeded", [])
     kw.setdefault("unneeded_seconds", 60)
     kw.setdefault("blocked", None)

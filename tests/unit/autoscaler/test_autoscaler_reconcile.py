@@ -34,7 +34,7 @@ from nodepool_operator.controllers.autoscaler.planner import (
 )
 from nodepool_operator.controllers.autoscaler.snapshot import volumes
 from nodepool_operator.controllers.autoscaler.snapshot.scale_requests import RequestLedger
-from nodepool_operator.controllers.autoscaler.verdicts import Verdicts
+from nodepool_operator.controllers.autoscaler.verdicts import AutoscalerVerdicts
 from nodepool_operator.runtime import conditions, errors, testing
 from nodepool_operator.runtime.client import Object, Resource
 from nodepool_operator.runtime.clock import FakeClock
@@ -227,7 +227,7 @@ class World:
             clock=self.clock,
             wall_clock=FixedWallClock(),
         )
-        verdicts = Verdicts()
+        verdicts = AutoscalerVerdicts()
         observer = PlanMaker(
             autoscalers=self.autoscalers,  # type: ignore[arg-type]
             daemon_sets=self.daemon_sets,  # type: ignore[arg-type]

@@ -9,13 +9,13 @@ from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers.autoscaler import constraints
-from nodepool_operator.controllers.autoscaler.constraints import PodProfile, Taint
+from nodepool_operator.controllers.autoscaler.constraints import NodeTaint, PodProfile
 from nodepool_operator.controllers.autoscaler.simulation import (
     DaemonSetView,
     ExistingNode,
-    Outcome,
     PoolTemplate,
     PoolZones,
+    SimulationOutcome,
     simulate,
 )
 
@@ -84,7 +84,7 @@ def pool(
     return PoolTemplate(
         name=name,
         weight=weight,
-        taints=tuple(Taint(t.key, t.value or "", t.effect) for t in shape.taints),
+        taints=tuple(NodeTaint(t.key, t.value or "", t.effect) for t in shape.taints),
         allocatable=nodepool_api.template_allocatable(shape),
         upcoming=upcoming,
         in_flight=in_flight,
@@ -102,7 +102,7 @@ def node(
     cpu: int = 4000,
     memory: int = 16 * GI,
     labels: Mapping[str, str] | None = None,
-    taints: Sequence[Taint] = (),
+    taints: Sequence[NodeTaint] = (),
     unschedulable: bool = False,
     running: Sequence[PodProfile] = (),
     daemon_sets: frozenset[str] = frozenset(),
@@ -127,7 +127,7 @@ def run(
     nodes: Sequence[ExistingNode] = (),
     pools: Sequence[PoolTemplate] | None = None,
     daemon_sets: Sequence[DaemonSetView] = (),
-) -> Outcome:
+) -> SimulationOutcome:
     return simulate(
         pending, nodes=nodes, pools=[pool()] if pools is None else pools, daemon_sets=daemon_sets
     )
@@ -152,7 +152,7 @@ def zoned(*zones: str, **kw: Any) -> nodepool_api.NodeTemplate:
     return nodepool_api.NodeTemplate(cpu="4", memory="16Gi", pods=110, zones=zones, **kw)
 
 
-def counts(outcome: Outcome) -> dict[str, int]:
+def counts(outcome: SimulationOutcome) -> dict[str, int]:
     found: dict[str, int] = {}
     for name in outcome.placements:
         if name is not None:
@@ -325,7 +325,7 @@ def test_an_existing_node_with_a_label_the_template_lacks_hosts_the_selecting_po
 
 
 def test_an_existing_node_with_a_taint_the_template_lacks_is_not_room() -> None:
-    tainted = node("n1", taints=[Taint("dedicated", "db", "NoSchedule")])
+    tainted = node("n1", taints=[NodeTaint("dedicated", "db", "NoSchedule")])
     outcome = run([profile()], nodes=[tainted])
     assert outcome.placements == ("small-0",)
     assert outcome.pools["small"].new_nodes == 1
@@ -348,7 +348,7 @@ def test_a_cordoned_node_is_not_room() -> None:
 
 
 def test_prefer_no_schedule_taints_do_not_keep_pods_off() -> None:
-    soft = node("n1", taints=[Taint("soft", "", "PreferNoSchedule")])
+    soft = node("n1", taints=[NodeTaint("soft", "", "PreferNoSchedule")])
     assert run([profile()], nodes=[soft]).placements == ("n1",)
 
 
@@ -686,7 +686,7 @@ def test_without_pools_a_pod_that_fits_nowhere_is_told_each_nodes_refusal_most_g
     nodes = [
         node("a", running=full),
         node("b", running=full),
-        node("c", taints=[Taint("dedicated", "db", "NoSchedule")]),
+        node("c", taints=[NodeTaint("dedicated", "db", "NoSchedule")]),
     ]
     outcome = run([profile()], nodes=nodes, pools=[])
     assert outcome.unfit == {

@@ -14,7 +14,7 @@ import pytest
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.controllers.autoscaler import watches
 from nodepool_operator.controllers.autoscaler.planner import PLAN, Planner
-from nodepool_operator.controllers.autoscaler.verdicts import Verdicts
+from nodepool_operator.controllers.autoscaler.verdicts import AutoscalerVerdicts
 from nodepool_operator.runtime import workqueue
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.clock import FakeClock
@@ -113,7 +113,11 @@ def planner(clock: FakeClock) -> Planner:
     )
     reads: Any = SimpleNamespace(autoscalers=autoscalers)  # all the batching reads
     return Planner(
-        plan_maker=reads, decider=reads, verdicts=Verdicts(), wake=lambda _: None, clock=clock
+        plan_maker=reads,
+        decider=reads,
+        verdicts=AutoscalerVerdicts(),
+        wake=lambda _: None,
+        clock=clock,
     )
 
 

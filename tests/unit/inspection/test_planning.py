@@ -81,7 +81,7 @@ def _autoscaler(pool: str) -> dict[str, Any]:
     return found
 
 
-def _recording(*pending: dict[str, Any], plain_pool: bool = False) -> snapshot.Snapshot:
+def _recording(*pending: dict[str, Any], plain_pool: bool = False) -> snapshot.CacheRecording:
     """The capped pool at maxNodes 1, its node full; with ``plain_pool`` an empty pool too."""
     pools = [_pool(CAPPED, target=1, max_nodes=1)]
     if plain_pool:
@@ -94,11 +94,11 @@ def _recording(*pending: dict[str, Any], plain_pool: bool = False) -> snapshot.S
     )
 
 
-def recording(*, pools: list[Any], nodes: list[Any], pods: list[Any]) -> snapshot.Snapshot:
+def recording(*, pools: list[Any], nodes: list[Any], pods: list[Any]) -> snapshot.CacheRecording:
     """What the planner's informers hold: the pools, an Autoscaler for each, the nodes and
     pods, and nothing else."""
     key = snapshot.cache_key
-    return snapshot.Snapshot(
+    return snapshot.CacheRecording(
         caches={
             key(AUTOSCALERS, None, None, None): [_autoscaler(p["metadata"]["name"]) for p in pools],
             key(NODEPOOLS, None, None, None): pools,

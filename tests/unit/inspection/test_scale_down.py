@@ -50,19 +50,19 @@ def _pod(name: str, cpu: str, *, node: str, owners: Any = REPLICATED) -> dict[st
 
 def _recording(
     nodes: list[Any], pods: list[Any], *, target: int, min_nodes: int = 0
-) -> snapshot.Snapshot:
+) -> snapshot.CacheRecording:
     pools = [_pool(target=target, min_nodes=min_nodes)]
     return test_planning.recording(pools=pools, nodes=nodes, pods=pods)
 
 
-def _three_nodes(*, min_nodes: int = 0) -> snapshot.Snapshot:
+def _three_nodes(*, min_nodes: int = 0) -> snapshot.CacheRecording:
     """busy-0 at 62%; light-1 with one 1-cpu replica (25%) that fits on busy-0; empty-2."""
     nodes = [_node("busy-0"), _node("light-1"), _node("empty-2")]
     pods = [_pod("big", "2500m", node="busy-0"), _pod("small", "1", node="light-1")]
     return _recording(nodes, pods, target=3, min_nodes=min_nodes)
 
 
-async def _plan(recorded: snapshot.Snapshot) -> report.ClusterPlan:
+async def _plan(recorded: snapshot.CacheRecording) -> report.ClusterPlan:
     return await planning.plan_cluster(planning.reads_of(recorded))
 
 

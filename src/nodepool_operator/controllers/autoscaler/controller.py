@@ -29,7 +29,7 @@ from nodepool_operator import pacing
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.controllers.autoscaler.decide import status_report
 from nodepool_operator.controllers.autoscaler.decide.batch_plan import Part
-from nodepool_operator.controllers.autoscaler.verdicts import Verdict, Verdicts
+from nodepool_operator.controllers.autoscaler.verdicts import AutoscalerVerdicts, Verdict
 from nodepool_operator.controllers.resources import AUTOSCALERS
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import conditions, errors
@@ -59,7 +59,7 @@ class AutoscalerReconciler:
         *,
         client: Client,
         autoscalers: Informer,
-        verdicts: Verdicts,
+        verdicts: AutoscalerVerdicts,
         recorder: EventRecorder,
         clock: clock_module.Clock,
         wall_clock: clock_module.WallClock,

@@ -3,7 +3,7 @@
 For the Autoscaler that plans for a pool: review the pool's underused nodes
 (``consolidation``: their timers and taints live on the Nodes), decide (``plan``, pure),
 hand a decision over as one ScaleRequest (``handoff``); then, as a second step
-(``Decided.tell``), tell the pods, Nodes and the Autoscaler (``notices``) and log one line.
+(``PoolPass.tell``), tell the pods, Nodes and the Autoscaler (``notices``) and log one line.
 The planner hands over every pool of a batch before it tells any: the events of a burst
 (up to a dozen per request) would otherwise hold the next pools' requests back by as
 many API round trips. The Autoscaler's own reconcile only reports the result in its
@@ -29,7 +29,7 @@ from nodepool_operator.controllers.autoscaler.decide.consolidation_choice import
 from nodepool_operator.controllers.autoscaler.decide.consolidation_rules import Review
 from nodepool_operator.runtime.client import Object
 
-__all__ = ["Decided", "PoolDecider"]
+__all__ = ["PoolDecider", "PoolPass"]
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +37,10 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class Decided:
+class PoolPass:
     """What one pool's pass decided and made, and the events that explain it."""
 
-    decision: scaling.Decision
+    decision: scaling.ScalingDecision
     made: autoscaler_api.LastScaleRequest | None
     next_check: float | None  # seconds until a node's unneeded timer runs out
     #: Writes the events (and the log line) that explain the decision; best effort.
@@ -69,9 +69,9 @@ class PoolDecider:
 
     async def decide(
         self, autoscaler: Object, seen: Observation, *, turn: PoolTurn, choice: Choice
-    ) -> Decided:
+    ) -> PoolPass:
         """Review (from the pool's ``turn`` and its part of the batch's consolidation
-        ``choice``), decide and hand over; the events are left to ``Decided.tell``."""
+        ``choice``), decide and hand over; the events are left to ``PoolPass.tell``."""
         key = str(autoscaler["metadata"]["name"])
         spec = autoscaler_api.spec_of(autoscaler)
         review = await self.consolidator.review(autoscaler, turn, choice)
@@ -81,14 +81,14 @@ class PoolDecider:
         async def tell() -> None:
             await self._tell(autoscaler, seen=seen, decision=decision, review=review, made=made)
 
-        return Decided(decision, made, review.next_check, tell)
+        return PoolPass(decision, made, review.next_check, tell)
 
     async def _tell(
         self,
         autoscaler: Object,
         *,
         seen: Observation,
-        decision: scaling.Decision,
+        decision: scaling.ScalingDecision,
         review: Review,
         made: autoscaler_api.LastScaleRequest | None,
     ) -> None:
@@ -153,7 +153,7 @@ class PoolDecider:
 
     def _decide(
         self, key: str, *, spec: autoscaler_api.AutoscalerSpec, seen: Observation, review: Review
-    ) -> scaling.Decision:
+    ) -> scaling.ScalingDecision:
         started = time.perf_counter()
         decision = scaling.decide(
             seen.pool,
@@ -168,7 +168,7 @@ class PoolDecider:
         return decision
 
     async def _hand_over(
-        self, autoscaler: Object, *, seen: Observation, decision: scaling.Decision
+        self, autoscaler: Object, *, seen: Observation, decision: scaling.ScalingDecision
     ) -> autoscaler_api.LastScaleRequest | None:
         key = str(autoscaler["metadata"]["name"])
         if decision.action == "none" or autoscaler_api.spec_of(autoscaler).dry_run:
@@ -188,7 +188,9 @@ class PoolDecider:
         metrics.nodepool_autoscaler_scale_requests_total.labels(key, direction).inc()
         return made
 
-    async def _warn_beyond_max(self, *, seen: Observation, decision: scaling.Decision) -> int:
+    async def _warn_beyond_max(
+        self, *, seen: Observation, decision: scaling.ScalingDecision
+    ) -> int:
         """NotTriggerScaleUp naming the limit for the pods only nodes beyond maxNodes could
         host (the plan says which); returns how many were new. Pods on nodes that exist or
         boot, or on the new nodes granted, are not told."""

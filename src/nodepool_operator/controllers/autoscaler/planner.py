@@ -44,7 +44,7 @@ from nodepool_operator.controllers.autoscaler.snapshot.profiles import (
     ALL_NAMESPACES,
     NOMINATED_INDEX,
 )
-from nodepool_operator.controllers.autoscaler.verdicts import Verdict, Verdicts
+from nodepool_operator.controllers.autoscaler.verdicts import AutoscalerVerdicts, Verdict
 from nodepool_operator.controllers.resources import REQUESTS_BY_POOL
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import errors
@@ -142,7 +142,7 @@ class Planner:
         *,
         plan_maker: PlanMaker,
         decider: PoolDecider,
-        verdicts: Verdicts,
+        verdicts: AutoscalerVerdicts,
         wake: Callable[[Object], None],
         clock: clock_module.Clock,
         parallelism: int = HAND_OVER_PARALLELISM,

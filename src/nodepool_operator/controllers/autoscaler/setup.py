@@ -25,7 +25,7 @@ from nodepool_operator.controllers.autoscaler.plan_maker import PlanMaker
 from nodepool_operator.controllers.autoscaler.snapshot import volumes
 from nodepool_operator.controllers.autoscaler.snapshot.profiles import ProfileCache
 from nodepool_operator.controllers.autoscaler.snapshot.scale_requests import RequestLedger
-from nodepool_operator.controllers.autoscaler.verdicts import Verdicts
+from nodepool_operator.controllers.autoscaler.verdicts import AutoscalerVerdicts
 from nodepool_operator.controllers.resources import (
     AUTOSCALERS,
     NODEPOOLS,
@@ -111,7 +111,7 @@ def setup(manager: Manager, *, config: AutoscalerConfig) -> Controller:
     reads = planner_reads(manager.cache, config=config, wall_clock=wall_clock)
     recorder = EventRecorder(client, component=f"{NAME}-controller", clock=manager.clock)
     manager.on_drained.append(recorder.flush)
-    verdicts = Verdicts()
+    verdicts = AutoscalerVerdicts()
     reporter = AutoscalerReconciler(
         client=client,
         autoscalers=reads.autoscalers,

@@ -116,7 +116,7 @@ class Notices:
     async def would_request(
         self,
         autoscaler: Object,
-        decision: scaling.Decision,
+        decision: scaling.ScalingDecision,
         *,
         pool: str,
         pods: Sequence[Object],
@@ -146,7 +146,7 @@ class Notices:
     async def requested(
         self,
         autoscaler: Object,
-        decision: scaling.Decision,
+        decision: scaling.ScalingDecision,
         *,
         pool: str,
         made: autoscaler_api.LastScaleRequest,

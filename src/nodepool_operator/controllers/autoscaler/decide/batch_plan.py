@@ -18,7 +18,7 @@ from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.controllers.autoscaler import simulation
 from nodepool_operator.controllers.autoscaler.decide import scaling
 from nodepool_operator.controllers.autoscaler.snapshot.gather import Gathered
-from nodepool_operator.controllers.autoscaler.snapshot.pool_reads import PoolView
+from nodepool_operator.controllers.autoscaler.snapshot.pool_reads import PoolRead
 from nodepool_operator.runtime.client import Object
 
 __all__ = ["BatchPlan", "ConflictingAutoscaler", "Observation", "Part", "part_of"]
@@ -86,7 +86,7 @@ class BatchPlan:
     """What one plan read, and where it put the pods."""
 
     world: Gathered
-    outcome: simulation.Outcome
+    outcome: simulation.SimulationOutcome
     # Namespaces -> their share, cut once per plan: a batch hands out a part to every
     # Autoscaler, and most of them name the same namespaces (usually all).
     _shares: dict[frozenset[str], _Share] = field(default_factory=dict, compare=False, repr=False)
@@ -110,7 +110,7 @@ class BatchPlan:
         return found
 
 
-def _cannot_grow(name: str, pool: PoolView | None) -> str:
+def _cannot_grow(name: str, pool: PoolRead | None) -> str:
     """Why pool ``name`` grows no more, in a pod's event."""
     if pool is not None and pool.facts.cannot_grow is not None:
         return f"NodePool {name}, ranked first for it, cannot grow: {pool.facts.cannot_grow}"

@@ -24,9 +24,9 @@ from nodepool_operator.runtime import versions
 
 __all__ = [
     "Action",
-    "Decision",
     "PoolFacts",
     "RequestView",
+    "ScalingDecision",
     "base_target",
     "decide",
     "effective_target",
@@ -83,7 +83,7 @@ class PoolFacts:
 
 
 @dataclass(frozen=True)
-class Decision:
+class ScalingDecision:
     """What to ask of the pool, and what a person needs to know about it."""
 
     action: Action
@@ -170,7 +170,7 @@ def scale_down_blocker(pool: PoolFacts, *, enabled: bool, pending_fitting: int) 
     return None
 
 
-def _scale_up(pool: PoolFacts, up: PoolOutcome) -> Decision | None:
+def _scale_up(pool: PoolFacts, up: PoolOutcome) -> ScalingDecision | None:
     if up.wanted_nodes == 0:
         return None
     target = pool.target + up.new_nodes
@@ -181,22 +181,24 @@ def _scale_up(pool: PoolFacts, up: PoolOutcome) -> Decision | None:
         f"after {pool.ready} ready and {pool.in_flight} requested{clamped}"
     )
     action: Action = "scale-up" if target > pool.target else "none"
-    return Decision(action, pool.target, target, wanted, up.triggering, reason)
+    return ScalingDecision(action, pool.target, target, wanted, up.triggering, reason)
 
 
-def _scale_down(pool: PoolFacts, unneeded: Sequence[str], *, unneeded_seconds: int) -> Decision:
+def _scale_down(
+    pool: PoolFacts, unneeded: Sequence[str], *, unneeded_seconds: int
+) -> ScalingDecision:
     # Ready nodes beyond the target are already on their way out (the NodePool controller
     # removes the emptiest first): they must not be given up a second time.
     give_up = max(0, min(len(unneeded) - pool.leaving, pool.target - pool.min_nodes))
     if give_up == 0:
-        return Decision("none", pool.target, pool.target, pool.target, (), "no change")
+        return ScalingDecision("none", pool.target, pool.target, pool.target, (), "no change")
     target = pool.target - give_up
     victims = tuple(sorted(unneeded)[:give_up])
     reason = (
         f"{give_up} of {len(unneeded)} nodes unneeded for {unneeded_seconds}s "
         f"(minNodes={pool.min_nodes}): {', '.join(victims)}"
     )
-    return Decision("scale-down", pool.target, target, target, (), reason, victims=victims)
+    return ScalingDecision("scale-down", pool.target, target, target, (), reason, victims=victims)
 
 
 def decide(
@@ -206,7 +208,7 @@ def decide(
     unneeded: Sequence[str],
     unneeded_seconds: int,
     blocked: str | None,
-) -> Decision:
+) -> ScalingDecision:
     """Scale up if the simulation opened nodes in the pool; else give up ``unneeded`` nodes.
 
     ``up`` is the simulation's outcome for the pool; ``unneeded`` the nodes consolidation
@@ -218,11 +220,11 @@ def decide(
         return grow
     if blocked is not None or not unneeded:
         reason = "no change" if blocked is None else f"scale-down blocked: {blocked}"
-        return Decision("none", pool.target, pool.target, pool.target, (), reason, blocked)
+        return ScalingDecision("none", pool.target, pool.target, pool.target, (), reason, blocked)
     return _scale_down(pool, unneeded, unneeded_seconds=unneeded_seconds)
 
 
-def limit_reason(pool: PoolFacts, decision: Decision) -> str:
+def limit_reason(pool: PoolFacts, decision: ScalingDecision) -> str:
     """Why pods beyond ``maxNodes`` get no node, in the words their event carries."""
     more = decision.wanted - decision.target
     if pool.cannot_grow is not None:

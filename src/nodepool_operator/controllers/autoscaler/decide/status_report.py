@@ -50,7 +50,7 @@ def autoscaler_status(
     spec: autoscaler_api.AutoscalerSpec,
     current: Mapping[str, Any],
     seen: Part,
-    decision: scaling.Decision | None,
+    decision: scaling.ScalingDecision | None,
     last_request: autoscaler_api.LastScaleRequest | None,
     now: str,
     hold_progress: bool = False,
@@ -100,7 +100,7 @@ def _set_ready(
 
 
 def _set_limit(
-    found: conditions.ConditionList, pool: str, seen: Observation, decision: scaling.Decision
+    found: conditions.ConditionList, pool: str, seen: Observation, decision: scaling.ScalingDecision
 ) -> None:
     top = seen.pool.max_nodes
     if decision.limited:
@@ -176,7 +176,7 @@ def pool_settled(seen: Part) -> bool:
     return pool.in_flight == 0 and not pool.open_request and placeable <= 0 and not seen.waiting
 
 
-def would_request(decision: scaling.Decision | None) -> autoscaler_api.WouldRequest | None:
+def would_request(decision: scaling.ScalingDecision | None) -> autoscaler_api.WouldRequest | None:
     """The ScaleRequest a decision makes, as a dry run reports it; None for no change."""
     if decision is None or decision.action == "none":
         return None
@@ -201,7 +201,7 @@ def alarms(
 
 def decision_line(
     seen: Observation,
-    decision: scaling.Decision,
+    decision: scaling.ScalingDecision,
     *,
     warned: int,
     made: autoscaler_api.LastScaleRequest | None,

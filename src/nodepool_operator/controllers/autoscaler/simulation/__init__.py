@@ -47,16 +47,16 @@ per pool), ``explain`` (verdicts for ``nodepool-operator explain``).
 
 from nodepool_operator.controllers.autoscaler.simulation.explain import (
     NodeAnswer,
-    Verdicts,
+    NodeVerdicts,
     verdicts,
 )
 from nodepool_operator.controllers.autoscaler.simulation.model import (
     DaemonSetView,
     ExistingNode,
-    Outcome,
     PoolOutcome,
     PoolTemplate,
     PoolZones,
+    SimulationOutcome,
 )
 from nodepool_operator.controllers.autoscaler.simulation.placing import simulate
 
@@ -64,11 +64,11 @@ __all__ = [
     "DaemonSetView",
     "ExistingNode",
     "NodeAnswer",
-    "Outcome",
+    "NodeVerdicts",
     "PoolOutcome",
     "PoolTemplate",
     "PoolZones",
-    "Verdicts",
+    "SimulationOutcome",
     "simulate",
     "verdicts",
 ]

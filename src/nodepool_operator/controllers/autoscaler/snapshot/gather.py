@@ -20,7 +20,7 @@ from nodepool_operator.controllers import membership
 from nodepool_operator.controllers.autoscaler import constraints, simulation
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.snapshot import node_views, pending_pods, volumes
-from nodepool_operator.controllers.autoscaler.snapshot.pool_reads import PoolReads, PoolView
+from nodepool_operator.controllers.autoscaler.snapshot.pool_reads import PoolRead, PoolReads
 from nodepool_operator.controllers.autoscaler.snapshot.profiles import (
     ALL_NAMESPACES,
     NOMINATED_INDEX,
@@ -43,7 +43,7 @@ Owners = Mapping[str, tuple[str, autoscaler_api.AutoscalerSpec]]
 class Gathered:
     """Everything one plan reads."""
 
-    pools: Mapping[str, PoolView]
+    pools: Mapping[str, PoolRead]
     owners: Mapping[str, str]  # pool -> the Autoscaler that plans for it
     pending: tuple[Object, ...]  # the unschedulable pods planned for, oldest first
     profiles: tuple[PodProfile, ...]  # theirs, in the same order
@@ -55,7 +55,7 @@ class Gathered:
     templates: tuple[simulation.PoolTemplate, ...]
     daemon_sets: tuple[simulation.DaemonSetView, ...]
 
-    def simulate(self) -> simulation.Outcome:
+    def simulate(self) -> simulation.SimulationOutcome:
         return simulation.simulate(
             self.profiles, nodes=self.nodes, pools=self.templates, daemon_sets=self.daemon_sets
         )
@@ -120,7 +120,7 @@ class Gatherer:
         # Nodes turn unhealthy by time passing alone, not by an event: found at each plan.
         self.reads.unhealthy = self.find_unhealthy()
         owners = self.owners()
-        pools: dict[str, PoolView] = {}
+        pools: dict[str, PoolRead] = {}
         templates: list[simulation.PoolTemplate] = []
         existing: list[simulation.ExistingNode] = []
         held = node_views.names_by_prefix(self.reads.nodes.items())
@@ -167,7 +167,7 @@ class Gatherer:
                 found.setdefault(node, []).append(profile)
         return found
 
-    def _other_nodes(self, *, planned: Mapping[str, PoolView]) -> list[simulation.ExistingNode]:
+    def _other_nodes(self, *, planned: Mapping[str, PoolRead]) -> list[simulation.ExistingNode]:
         """The nodes of pools no Autoscaler grows (they still take pods) and of no pool
         (system nodes, hand-made ones, another tool's, one only labelled with a pool: they
         host pods and count for affinity and spread, and are never grown nor taken

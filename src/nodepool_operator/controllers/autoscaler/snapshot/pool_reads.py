@@ -26,11 +26,11 @@ from nodepool_operator.runtime import conditions, pods
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.informer import Informer
 
-__all__ = ["Bound", "PoolReads", "PoolView"]
+__all__ = ["Bound", "PoolRead", "PoolReads"]
 
 
 @dataclass(frozen=True)
-class PoolView:
+class PoolRead:
     """What the decision for one pool needs besides the simulation's outcome."""
 
     facts: scaling.PoolFacts
@@ -90,7 +90,7 @@ class PoolReads:
 
     def pool(
         self, pool: Object, *, namespaces: Sequence[str], held: Iterable[str]
-    ) -> tuple[PoolView, simulation.PoolTemplate, list[simulation.ExistingNode]]:
+    ) -> tuple[PoolRead, simulation.PoolTemplate, list[simulation.ExistingNode]]:
         name = str(pool["metadata"]["name"])
         spec = nodepool_api.spec_of(pool)
         sizes = self._sizes(pool, spec)
@@ -120,7 +120,7 @@ class PoolReads:
         if namespaces:
             template = dataclasses.replace(template, namespaces=frozenset(namespaces))
         uid = str(pool["metadata"].get("uid", ""))
-        return PoolView(facts, uid, sizes.basis, usage.unneeded), template, nodes
+        return PoolRead(facts, uid, sizes.basis, usage.unneeded), template, nodes
 
     def _sizes(self, pool: Object, spec: nodepool_api.NodePoolSpec) -> _Sizes:
         views = self.request_views(str(pool["metadata"]["name"]))
