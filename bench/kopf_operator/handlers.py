@@ -40,7 +40,7 @@ from naive import vms as vms_step
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud import credentials, provider
 from nodepool_operator.cloud.simcloud.client import SimCloudClient
-from nodepool_operator.controllers.autoscaler.snapshot import pending_pods
+from nodepool_operator.controllers.autoscaler.constraints import pending_pods
 from nodepool_operator.controllers.nodepool.nodes import node_manifest
 from nodepool_operator.controllers.resources import NODEPOOLS
 from nodepool_operator.runtime import errors, kinds, nodes, pods

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.controllers.autoscaler.snapshot import pending_pods
+from nodepool_operator.controllers.autoscaler.constraints import pending_pods
 from nodepool_operator.runtime import pods as runtime_pods
 
 __all__ = ["bound_requests", "extra_nodes", "unschedulable_for"]

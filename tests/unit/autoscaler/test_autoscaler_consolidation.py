@@ -10,7 +10,8 @@ from typing import Any
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers.autoscaler.constraints import profile_of
 from nodepool_operator.controllers.autoscaler.decide import consolidation_rules
-from nodepool_operator.controllers.autoscaler.decide.consolidation_rules import NodeView
+from nodepool_operator.controllers.autoscaler.snapshot import consolidation_views
+from nodepool_operator.controllers.autoscaler.snapshot.consolidation_views import NodeView
 
 OWNED = [{"kind": "ReplicaSet", "name": "web-1", "uid": "rs", "controller": True}]
 
@@ -108,11 +109,11 @@ def node(cpu: str = "4", memory: str = "16Gi") -> Any:
 
 def test_usage_is_the_larger_of_the_cpu_and_memory_shares() -> None:
     one_cpu = profile_of(pod())
-    assert consolidation_rules.usage_of(node(), [one_cpu]) == 0.25
+    assert consolidation_views.usage_of(node(), [one_cpu]) == 0.25
     heavy = pod()
     heavy["spec"]["containers"][0]["resources"]["requests"]["memory"] = "12Gi"
-    assert consolidation_rules.usage_of(node(), [profile_of(heavy)]) == 0.75
-    assert consolidation_rules.usage_of(node(cpu="bad"), [one_cpu]) == 1.0  # never underused
+    assert consolidation_views.usage_of(node(), [profile_of(heavy)]) == 0.75
+    assert consolidation_views.usage_of(node(cpu="bad"), [one_cpu]) == 1.0  # never underused
 
 
 def view(name: str, usage: float, *pods: Any, tainted: bool = False) -> NodeView:

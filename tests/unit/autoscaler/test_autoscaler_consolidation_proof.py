@@ -11,7 +11,7 @@ from nodepool_operator.controllers.autoscaler import simulation
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile, profile_of
 from nodepool_operator.controllers.autoscaler.decide import consolidation_rules
 from nodepool_operator.controllers.autoscaler.decide.consolidation_proof import Proof
-from nodepool_operator.controllers.autoscaler.decide.consolidation_rules import NodeView
+from nodepool_operator.controllers.autoscaler.snapshot.consolidation_views import NodeView
 from nodepool_operator.controllers.autoscaler.snapshot.profiles import ProfileCache
 
 OWNED = [{"kind": "ReplicaSet", "name": "web-1", "uid": "rs", "controller": True}]

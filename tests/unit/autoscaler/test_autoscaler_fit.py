@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from nodepool_operator.controllers.autoscaler.snapshot import pending_pods
+from nodepool_operator.controllers.autoscaler.constraints import pending_pods
 
 GI = 1024**3
 MI = 1024**2

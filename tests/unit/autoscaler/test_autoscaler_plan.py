@@ -9,11 +9,12 @@ from hypothesis import strategies as st
 
 from nodepool_operator.controllers.autoscaler.decide import scaling
 from nodepool_operator.controllers.autoscaler.simulation import PoolOutcome
+from nodepool_operator.controllers.autoscaler.snapshot import pool_facts
 
 NOTHING = PoolOutcome(new_nodes=0, wanted_nodes=0, triggering=(), hosted=())
 
 
-def pool(**overrides: Any) -> scaling.PoolFacts:
+def pool(**overrides: Any) -> pool_facts.PoolFacts:
     values: dict[str, Any] = {
         "name": "small",
         "min_nodes": 0,
@@ -23,7 +24,7 @@ def pool(**overrides: Any) -> scaling.PoolFacts:
         "open_request": False,
     }
     values.update(overrides)
-    return scaling.PoolFacts(**values)
+    return pool_facts.PoolFacts(**values)
 
 
 def up(new: int, *, wanted: int | None = None, triggering: int = 0, hosted: int = 0) -> PoolOutcome:
@@ -44,8 +45,8 @@ def request(
     version: str = "5",
     created: str | None = None,
     based_on: int | None = None,
-) -> scaling.RequestView:
-    return scaling.RequestView(
+) -> pool_facts.RequestView:
+    return pool_facts.RequestView(
         name=name,
         created=created or f"2026-11-29T10:00:0{name[-1]}Z",
         target=target,
@@ -57,7 +58,7 @@ def request(
 
 
 def decide(
-    p: scaling.PoolFacts, outcome: PoolOutcome = NOTHING, **kw: Any
+    p: pool_facts.PoolFacts, outcome: PoolOutcome = NOTHING, **kw: Any
 ) -> scaling.ScalingDecision:
     kw.setdefault("unneeded", [])
     kw.setdefault("unneeded_seconds", 60)
@@ -68,16 +69,16 @@ def decide(
 # -- base and effective target ------------------------------------------------------------
 
 
-def base(target: int, requests: list[scaling.RequestView] = [], **kw: Any) -> int:  # noqa: B006
+def base(target: int, requests: list[pool_facts.RequestView] = [], **kw: Any) -> int:  # noqa: B006
     values: dict[str, Any] = {"min_nodes": 0, "max_nodes": 10, "pool_version": "10"}
     values.update(kw)
-    return scaling.base_target(target=target, requests=requests, **values)
+    return pool_facts.base_target(target=target, requests=requests, **values)
 
 
-def effective(b: int, requests: list[scaling.RequestView], **kw: Any) -> int:
+def effective(b: int, requests: list[pool_facts.RequestView], **kw: Any) -> int:
     values: dict[str, Any] = {"min_nodes": 0, "max_nodes": 10}
     values.update(kw)
-    return scaling.effective_target(base=b, requests=requests, **values)
+    return pool_facts.effective_target(base=b, requests=requests, **values)
 
 
 def test_the_base_is_the_spec_within_bounds() -> None:

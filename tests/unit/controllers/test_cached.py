@@ -11,7 +11,7 @@ from typing import Any
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers import cached
 from nodepool_operator.controllers.autoscaler import constraints
-from nodepool_operator.controllers.autoscaler.snapshot import pending_pods
+from nodepool_operator.controllers.autoscaler.constraints import pending_pods
 from nodepool_operator.controllers.nodepool import drain
 from nodepool_operator.runtime import nodes, pods
 

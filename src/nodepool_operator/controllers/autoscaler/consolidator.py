@@ -54,12 +54,11 @@ from nodepool_operator.controllers.autoscaler.decide import (
     consolidation_rules,
 )
 from nodepool_operator.controllers.autoscaler.decide.consolidation_proof import Proof
-from nodepool_operator.controllers.autoscaler.decide.consolidation_rules import (
-    Kept,
+from nodepool_operator.controllers.autoscaler.decide.consolidation_rules import Kept, Review
+from nodepool_operator.controllers.autoscaler.snapshot.consolidation_views import (
     NodeView,
-    Review,
+    NodeViews,
 )
-from nodepool_operator.controllers.autoscaler.snapshot.consolidation_views import NodeViews
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import errors
 from nodepool_operator.runtime.client import Client, Object, Resource

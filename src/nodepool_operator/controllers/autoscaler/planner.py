@@ -31,6 +31,7 @@ from typing import Final
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.controllers.autoscaler.act import handoff
 from nodepool_operator.controllers.autoscaler.consolidator import PoolTurn
+from nodepool_operator.controllers.autoscaler.constraints import pending_pods
 from nodepool_operator.controllers.autoscaler.decide import batch_plan
 from nodepool_operator.controllers.autoscaler.decide.batch_plan import BatchPlan, Observation, Part
 from nodepool_operator.controllers.autoscaler.decide.consolidation_choice import (
@@ -39,7 +40,6 @@ from nodepool_operator.controllers.autoscaler.decide.consolidation_choice import
 )
 from nodepool_operator.controllers.autoscaler.decisions import PoolDecider
 from nodepool_operator.controllers.autoscaler.plan_maker import PlanMaker
-from nodepool_operator.controllers.autoscaler.snapshot import pending_pods
 from nodepool_operator.controllers.autoscaler.snapshot.profiles import (
     ALL_NAMESPACES,
     NOMINATED_INDEX,

@@ -19,7 +19,7 @@ from collections.abc import Callable, Hashable, Iterable
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
-from nodepool_operator.controllers.autoscaler.snapshot import pending_pods
+from nodepool_operator.controllers.autoscaler.constraints import pending_pods
 from nodepool_operator.controllers.autoscaler.snapshot.volumes import VolumeReads
 from nodepool_operator.runtime import nodes as k8s_nodes
 from nodepool_operator.runtime import pods

@@ -12,9 +12,10 @@ The matching rules follow the API's definitions (``k8s.io/apimachinery`` label s
 ``InterPodAffinity`` and ``PodTopologySpread`` plugins). Preferred (soft) terms do not
 decide feasibility, so they are not parsed.
 
-The package: ``matching`` (taints and tolerations, label selectors, node selector
-terms), ``profile`` (the ``PodProfile`` value and its parts), ``parsing`` (a pod's
-manifest read into its profile).
+The package: ``pending_pods`` (which pods the Autoscaler plans for and what each asks of
+a node), ``matching`` (taints and tolerations, label selectors, node selector terms),
+``profile`` (the ``PodProfile`` value and its parts), ``parsing`` (a pod's manifest read
+into its profile). Every phase reads it; it imports none of them.
 """
 
 from nodepool_operator.controllers.autoscaler.constraints.matching import (

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from nodepool_operator.controllers.autoscaler.constraints import pending_pods
 from nodepool_operator.controllers.autoscaler.constraints.matching import Toleration, parse_selector
 from nodepool_operator.controllers.autoscaler.constraints.profile import (
     AffinityTerm,
@@ -15,7 +16,6 @@ from nodepool_operator.controllers.autoscaler.constraints.profile import (
     SpreadConstraint,
     freeze,
 )
-from nodepool_operator.controllers.autoscaler.snapshot import pending_pods
 
 __all__ = ["profile_of"]
 

@@ -13,13 +13,16 @@ naming the same pool is reported as conflicting and decides nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.controllers.autoscaler import simulation
-from nodepool_operator.controllers.autoscaler.decide import scaling
-from nodepool_operator.controllers.autoscaler.snapshot.gather import Gathered
-from nodepool_operator.controllers.autoscaler.snapshot.pool_reads import PoolRead
-from nodepool_operator.runtime.client import Object
+from nodepool_operator.controllers.autoscaler.snapshot import pool_facts
+
+if TYPE_CHECKING:  # types only: deciding reads no cache and holds no client
+    from nodepool_operator.controllers.autoscaler.snapshot.gather import Gathered
+    from nodepool_operator.controllers.autoscaler.snapshot.pool_reads import PoolRead
+    from nodepool_operator.runtime.client import Object
 
 __all__ = ["BatchPlan", "ConflictingAutoscaler", "Observation", "Part", "part_of"]
 
@@ -36,7 +39,7 @@ class ConflictingAutoscaler:
 class Observation:
     """One Autoscaler's part of the plan: its pool, and the pods waiting for it."""
 
-    pool: scaling.PoolFacts
+    pool: pool_facts.PoolFacts
     pool_uid: str
     basis: int  # the pool's spec.targetNodes the plan started from
     up: simulation.PoolOutcome

@@ -19,13 +19,13 @@ from typing import Any, Final
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.controllers.autoscaler.decide.consolidation_rules import (
     Kept,
-    NodeView,
     Review,
     budget_problem,
     unneeded_timers,
     why_it_goes,
     within_limits,
 )
+from nodepool_operator.controllers.autoscaler.snapshot.consolidation_views import NodeView
 
 __all__ = [
     "CLEARS",

@@ -20,7 +20,8 @@ from typing import Any
 
 from nodepool_operator.controllers.autoscaler import simulation
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
-from nodepool_operator.controllers.autoscaler.decide.consolidation_rules import NodeView, pod_key
+from nodepool_operator.controllers.autoscaler.decide.consolidation_rules import pod_key
+from nodepool_operator.controllers.autoscaler.snapshot.consolidation_views import NodeView
 
 __all__ = ["Proof"]
 

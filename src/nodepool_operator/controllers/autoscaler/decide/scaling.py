@@ -1,11 +1,11 @@
 """Pure decisions of the Autoscaler: no I/O, no clock, so each one is unit-tested alone.
 
-* the pool's *effective target*: what it will have once the requests already handed over
-  are applied (the newest Pending request wins, as the NodePool controller applies them);
+Over the pool's facts (``snapshot.pool_facts``: its effective target, what is in flight):
+
 * scale-up: what the scheduling simulation (``simulation``) opened in this pool for the
   pods that fit neither the nodes there nor the nodes on their way; only those new nodes
   are asked for, so a scan during a scale-up asks for nothing;
-* scale-down: the nodes consolidation (``consolidation``) named, unneeded for long enough
+* scale-down: the nodes consolidation (``consolidator``) named, unneeded for long enough
   and tainted, are given up by name, never below ``minNodes`` and never while anything
   is in flight (requested nodes not Ready, a Pending request, pods still waiting for the
   scheduler): the hysteresis that keeps the pool from flapping.
@@ -17,69 +17,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.controllers.autoscaler.simulation import PoolOutcome
-from nodepool_operator.runtime import versions
+from nodepool_operator.controllers.autoscaler.snapshot.pool_facts import PoolFacts
 
-__all__ = [
-    "Action",
-    "PoolFacts",
-    "RequestView",
-    "ScalingDecision",
-    "base_target",
-    "decide",
-    "effective_target",
-    "limit_reason",
-    "scale_down_blocker",
-]
+__all__ = ["Action", "ScalingDecision", "decide", "limit_reason", "scale_down_blocker"]
 
 Action = Literal["none", "scale-up", "scale-down"]
-
-
-@dataclass(frozen=True)
-class RequestView:
-    """What planning needs of one ScaleRequest of the pool."""
-
-    name: str
-    created: str  # metadata.creationTimestamp (RFC 3339 sorts as text)
-    target: int
-    phase: scalerequest_api.Phase
-    applied: int | None
-    version: str  # metadata.resourceVersion
-    based_on: int | None = None  # spec.basedOnTargetNodes
-
-
-@dataclass(frozen=True)
-class PoolFacts:
-    """The pool as planning sees it."""
-
-    name: str
-    min_nodes: int
-    max_nodes: int
-    target: int  # the effective target
-    ready: int  # Ready nodes, cordoned or not
-    open_request: bool  # a request of the pool is still Pending
-    cordoned: int = 0  # Ready nodes that take no pods (being drained, or by hand)
-    unhealthy: int = 0  # NotReady past the pool's timeouts: being replaced, not coming
-    cannot_grow: str | None = None  # why the pool launches no VM now (its zones backed off)
-    # Registered nodes that were Ready and are NotReady now, within the pool's timeouts: a
-    # blip, not capacity on its way (it must not reset every consolidation timer).
-    stalled: int = 0
-
-    @property
-    def in_flight(self) -> int:
-        """Nodes requested but not Ready yet: each one is an empty template node soon."""
-        return max(0, self.target - self.ready - self.unhealthy - self.stalled)
-
-    @property
-    def leaving(self) -> int:
-        """Schedulable Ready nodes the pool will still remove to come down to its target.
-
-        Cordoned nodes are assumed to go first (the NodePool controller finishes the
-        drains it started before it picks other victims).
-        """
-        return max(0, self.ready - self.cordoned - self.target)
 
 
 @dataclass(frozen=True)
@@ -98,63 +41,6 @@ class ScalingDecision:
     @property
     def limited(self) -> bool:
         return self.wanted > self.target
-
-
-def _newer(version: str, than: str) -> bool:
-    # When the versions cannot be ordered, assume the cache is behind (the safe side:
-    # ask for less).
-    order = versions.compare(version, than)
-    return order is None or order > 0
-
-
-def base_target(
-    *,
-    target: int,
-    min_nodes: int,
-    max_nodes: int,
-    pool_version: str,
-    requests: Sequence[RequestView],
-) -> int:
-    """The pool's ``spec.targetNodes`` as it is now, even where our cache lags behind.
-
-    An Applied request whose pool write our cache has not seen yet (the request's status
-    was written after the pool, so it is newer than the cached pool) counts with the
-    target it applied. This is what a new request states as its basis.
-    """
-    base = nodepool_api.within_bounds(target, min_nodes=min_nodes, max_nodes=max_nodes)
-    behind = [
-        r
-        for r in requests
-        if r.phase == "Applied"
-        and r.applied is not None
-        and r.applied != target
-        and _newer(r.version, pool_version)
-    ]
-    if behind:
-        last = max(behind, key=lambda r: versions.sort_number(r.version))
-        base = last.applied if last.applied is not None else base
-    return base
-
-
-def effective_target(
-    *, base: int, min_nodes: int, max_nodes: int, requests: Sequence[RequestView]
-) -> int:
-    """What the pool will have once the requests handed over are answered: the NodePool
-    controller's own rule (``api.scalerequest.answer_requests``: the newest Pending request
-    decides, one computed from another target is Superseded, bounds apply), over the
-    pool's target as ``base_target`` reads it."""
-    facts = [
-        scalerequest_api.RequestFacts(
-            name=r.name,
-            order=versions.creation_order(created=r.created, version=r.version, name=r.name),
-            phase=r.phase,
-            target_nodes=r.target,
-            based_on_target_nodes=r.based_on,
-        )
-        for r in requests
-    ]
-    pool = nodepool_api.NodePoolSpec(target_nodes=base, min_nodes=min_nodes, max_nodes=max_nodes)
-    return scalerequest_api.answer_requests(facts, pool=pool).target_nodes
 
 
 def scale_down_blocker(pool: PoolFacts, *, enabled: bool, pending_fitting: int) -> str | None:

@@ -18,8 +18,8 @@ from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers import membership
 from nodepool_operator.controllers.autoscaler import constraints, simulation
-from nodepool_operator.controllers.autoscaler.constraints import PodProfile
-from nodepool_operator.controllers.autoscaler.snapshot import node_views, pending_pods, volumes
+from nodepool_operator.controllers.autoscaler.constraints import PodProfile, pending_pods
+from nodepool_operator.controllers.autoscaler.snapshot import node_views, volumes
 from nodepool_operator.controllers.autoscaler.snapshot.pool_reads import PoolRead, PoolReads
 from nodepool_operator.controllers.autoscaler.snapshot.profiles import (
     ALL_NAMESPACES,

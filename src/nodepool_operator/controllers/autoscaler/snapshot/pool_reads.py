@@ -16,8 +16,7 @@ from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.controllers import allocatable, capacity, membership
 from nodepool_operator.controllers.autoscaler import simulation
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
-from nodepool_operator.controllers.autoscaler.decide import scaling
-from nodepool_operator.controllers.autoscaler.snapshot import node_views, zoning
+from nodepool_operator.controllers.autoscaler.snapshot import node_views, pool_facts, zoning
 from nodepool_operator.controllers.autoscaler.snapshot.profiles import ProfileCache, daemon_set_of
 from nodepool_operator.controllers.autoscaler.snapshot.scale_requests import RequestLedger
 from nodepool_operator.controllers.resources import PODS_BY_NODE, REQUESTS_BY_POOL
@@ -33,7 +32,7 @@ __all__ = ["Bound", "PoolRead", "PoolReads"]
 class PoolRead:
     """What the decision for one pool needs besides the simulation's outcome."""
 
-    facts: scaling.PoolFacts
+    facts: pool_facts.PoolFacts
     uid: str
     basis: int  # the pool's spec.targetNodes the plan started from
     unneeded: tuple[str, ...]
@@ -102,7 +101,7 @@ class PoolReads:
         stuck = capacity.cannot_grow(
             nodepool_api.status_of(pool).zone_backoffs, spec.template, now=now
         ) or capacity.paused(pool, now=now)
-        facts = scaling.PoolFacts(
+        facts = pool_facts.PoolFacts(
             name=name,
             min_nodes=spec.min_nodes,
             max_nodes=spec.max_nodes,
@@ -124,14 +123,14 @@ class PoolReads:
 
     def _sizes(self, pool: Object, spec: nodepool_api.NodePoolSpec) -> _Sizes:
         views = self.request_views(str(pool["metadata"]["name"]))
-        basis = scaling.base_target(
+        basis = pool_facts.base_target(
             target=spec.target_nodes,
             min_nodes=spec.min_nodes,
             max_nodes=spec.max_nodes,
             pool_version=str(pool["metadata"].get("resourceVersion", "")),
             requests=views,
         )
-        target = scaling.effective_target(
+        target = pool_facts.effective_target(
             base=basis, min_nodes=spec.min_nodes, max_nodes=spec.max_nodes, requests=views
         )
         return _Sizes(basis, target, any(v.phase == "Pending" for v in views))
@@ -182,7 +181,7 @@ class PoolReads:
             zoning=where,
         )
 
-    def request_views(self, pool: str) -> list[scaling.RequestView]:
+    def request_views(self, pool: str) -> list[pool_facts.RequestView]:
         cached = [
             r
             for r in self.requests.by_index(REQUESTS_BY_POOL, pool)
@@ -194,7 +193,7 @@ class PoolReads:
             meta, status = request["metadata"], scalerequest_api.status_of(request)
             spec = scalerequest_api.spec_of(request)
             views.append(
-                scaling.RequestView(
+                pool_facts.RequestView(
                     name=str(meta["name"]),
                     created=str(meta.get("creationTimestamp", "")),
                     target=spec.target_nodes,

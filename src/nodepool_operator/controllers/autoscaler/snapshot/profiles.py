@@ -10,8 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from nodepool_operator.controllers.autoscaler import constraints
-from nodepool_operator.controllers.autoscaler.constraints import PodProfile
-from nodepool_operator.controllers.autoscaler.snapshot import pending_pods
+from nodepool_operator.controllers.autoscaler.constraints import PodProfile, pending_pods
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.lru import Bounded
 
