@@ -64,7 +64,7 @@ from dataclasses import dataclass
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
-from nodepool_operator.controllers.autoscaler.consolidator import Consolidator, PoolTurn
+from nodepool_operator.controllers.autoscaler.consolidator import PDBS, Consolidator, PoolTurn
 from nodepool_operator.controllers.autoscaler.decide import batch_plan, scaling
 from nodepool_operator.controllers.autoscaler.decide.batch_plan import Observation
 from nodepool_operator.controllers.autoscaler.decide.consolidation_rules import Review
@@ -247,6 +247,7 @@ def build(*, nodes: int, candidates: int) -> World:
         client=server,  # type: ignore[arg-type]
         nodes=reads.nodes,
         pods=reads.pods,
+        budgets=cache.informer(PDBS),
         profile=reads.plan_maker.cache.get,
         recorder=EventRecorder(server, component="bench"),  # type: ignore[arg-type]
         wall_clock=server.wall_clock,
@@ -269,8 +270,8 @@ async def observe(world: World) -> Observation:
 
 async def review_once(world: World, seen: Observation) -> Review:
     """One review of the pool: the batch's choice (``Consolidator.choose``, for this one
-    pool) and the pool's pass from it (``Consolidator.review``), as the planner and
-    ``PoolDecider`` make them."""
+    pool) and the pool's pass from it (``Consolidator.propose``, then ``apply``), as the
+    planner and ``PoolDecider`` make them."""
     spec = autoscaler_api.spec_of(world.autoscaler)
     blocked = scaling.scale_down_blocker(
         seen.pool, enabled=spec.scale_down.enabled, pending_fitting=seen.pending_fitting
@@ -286,7 +287,9 @@ async def review_once(world: World, seen: Observation) -> Review:
     choices = await world.consolidator.choose(
         [turn], cluster=seen.cluster, daemon_sets=seen.daemon_sets
     )
-    return await world.consolidator.review(world.autoscaler, turn, choices[turn.pool])
+    proposal = world.consolidator.propose(world.autoscaler, turn, choices[turn.pool])
+    await world.consolidator.apply(proposal)
+    return proposal.review
 
 
 def change(world: World, pods: Iterable[str], *, mark: str) -> None:

@@ -56,6 +56,7 @@ class FakeInformer:
         self.indexes: dict[str, Callable[[Object], Iterable[str]]] = {}
         self.resource_version = "0"
         self.handlers: list[Any] = []
+        self.synced = True
 
     def add_index(self, name: str, func: Callable[[Object], Iterable[str]]) -> None:
         self.indexes[name] = func
@@ -68,6 +69,9 @@ class FakeInformer:
 
     def items(self) -> list[Object]:
         return list(self.store.values())
+
+    def has_synced(self) -> bool:
+        return self.synced
 
     def __len__(self) -> int:
         return len(self.store)
@@ -114,11 +118,6 @@ class FakeApi:
         self.created: list[tuple[str, Object]] = []
         self.patches: list[tuple[str, str, Any, str | None]] = []
         self.nodes: FakeInformer | None = None
-        self.budgets: list[Object] = []
-
-    async def list_page(self, resource: Resource, **kw: Any) -> Object:
-        assert resource.plural == "poddisruptionbudgets"
-        return {"items": [b for b in self.budgets if b["metadata"]["namespace"] == kw["namespace"]]}
 
     async def create(
         self, resource: Resource, body: dict[str, Any], *, namespace: str | None = None
@@ -209,7 +208,7 @@ class World:
         self.api = FakeApi(wall_clock=FollowingWallClock(self.clock))
         self.autoscalers, self.pools, self.nodes = FakeInformer(), FakeInformer(), FakeInformer()
         self.pods, self.requests = FakeInformer(), FakeInformer()
-        self.daemon_sets = FakeInformer()
+        self.daemon_sets, self.budgets = FakeInformer(), FakeInformer()
         self.claims, self.volumes, self.classes = FakeInformer(), FakeInformer(), FakeInformer()
         self.count_writes_per_second = count_writes_per_second
         self.reconciler = self.start()
@@ -247,6 +246,7 @@ class World:
                 client=self.api,  # type: ignore[arg-type]
                 nodes=self.nodes,  # type: ignore[arg-type]
                 pods=self.pods,  # type: ignore[arg-type]
+                budgets=self.budgets,  # type: ignore[arg-type]
                 profile=observer.scheduling_profile,
                 recorder=recorder,
                 wall_clock=FollowingWallClock(self.clock),
@@ -1334,13 +1334,13 @@ async def test_a_budget_that_allows_nothing_keeps_the_node_untainted_and_restart
     world: World,
 ) -> None:
     half_and_quarter(world)
-    world.api.budgets = [
+    world.budgets.put(
         {
-            "metadata": {"name": "web", "namespace": "apps"},
+            "metadata": {"name": "web", "namespace": "apps", "resourceVersion": "1"},
             "spec": {"selector": {}},
             "status": {"disruptionsAllowed": 0},
         }
-    ]
+    )
     await world.reconcile()
     await world.clock.advance(60)
     await world.reconcile()
@@ -1349,6 +1349,19 @@ async def test_a_budget_that_allows_nothing_keeps_the_node_untainted_and_restart
     [told, _] = [e["message"] for e in world.api.events("ConsolidationKept")]
     assert "PodDisruptionBudget apps/web allows 0 disruptions now" in told
     assert world.api.made("scalerequests") == []
+
+
+async def test_budgets_not_listed_yet_keep_the_node_untainted_and_unnamed(world: World) -> None:
+    half_and_quarter(world)
+    world.budgets.synced = False  # the PodDisruptionBudget cache has not listed yet
+    await world.reconcile()
+    await world.clock.advance(60)
+    await world.reconcile()
+    assert taints(world, "n2") == []
+    assert world.api.made("scalerequests") == []
+    world.budgets.synced = True  # listed, and no budget refuses: the node goes its way
+    await world.reconcile()
+    assert taints(world, "n2") == [autoscaler_api.CONSOLIDATING_TAINT_KEY]
 
 
 async def test_a_restarted_autoscaler_names_the_node_its_predecessor_tainted(

@@ -7,6 +7,7 @@ from typing import Any
 from nodepool_operator import timestamps
 from nodepool_operator.controllers.autoscaler import setup as autoscaler_setup
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
+from nodepool_operator.controllers.autoscaler.consolidator import PDBS
 from nodepool_operator.controllers.autoscaler.controller import AutoscalerReconciler
 from nodepool_operator.controllers.nodepool import setup as nodepool_setup
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
@@ -30,6 +31,7 @@ async def test_one_watch_per_resource_for_both_controllers() -> None:
         ("nodes", ""),  # every Node: pods on nodes of no pool count too
         ("persistentvolumeclaims", ""),
         ("persistentvolumes", ""),
+        ("poddisruptionbudgets", ""),  # consolidation's budgets: no LIST in a batch
         ("pods", ""),
         ("scalerequests", ""),
         ("storageclasses", ""),
@@ -62,6 +64,11 @@ async def test_consolidation_proves_its_moves_with_the_plans_profiles_volumes_in
     reads = autoscaler_setup.planner_reads(manager.cache, config=config, wall_clock=wall_clock)
     recorder = EventRecorder(manager.client, component="test", clock=manager.clock)
     decider = autoscaler_setup._decider(
-        manager.client, reads, recorder=recorder, config=config, wall_clock=wall_clock
+        manager.client,
+        reads,
+        budgets=manager.cache.informer(PDBS),
+        recorder=recorder,
+        config=config,
+        wall_clock=wall_clock,
     )
     assert decider.consolidator.profile == reads.plan_maker.scheduling_profile

@@ -15,7 +15,7 @@ restarted operator (or a new leader) takes up where the last one stopped:
    counted), the Node gets the ``NoSchedule`` taint ``CONSOLIDATING_TAINT_KEY`` (one
    write): from then on no new pod is scheduled there.
 3. **Named.** Once the taint shows in the cache, the decision is checked again, the
-   PodDisruptionBudgets read from the API server (only now, for the few Nodes at this
+   PodDisruptionBudgets read from their cache (only now, for the few Nodes at this
    step), and the Node is named in a ScaleRequest (``spec.removeNodes``); the NodePool
    controller drains exactly those Nodes and removes them.
 4. **Kept.** A Node that stops being a candidate at any step (a pod it cannot move landed
@@ -60,12 +60,11 @@ from nodepool_operator.controllers.autoscaler.snapshot.consolidation_views impor
     NodeViews,
 )
 from nodepool_operator.runtime import clock as clock_module
-from nodepool_operator.runtime import errors
 from nodepool_operator.runtime.client import Client, Object, Resource
 from nodepool_operator.runtime.events import EventRecorder
 from nodepool_operator.runtime.informer import Informer
 
-__all__ = ["PDBS", "Consolidator", "PoolTurn"]
+__all__ = ["PDBS", "Consolidator", "PoolTurn", "Proposal"]
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +91,18 @@ class PoolTurn:
     held: frozenset[str] = frozenset()
 
 
+@dataclass(frozen=True)
+class Proposal:
+    """One pass decided and not written yet: the marks to write (``act.node_marks``), the
+    review the pool's decision reads, and what the writes are stamped with."""
+
+    marks: consolidation_choice.Marks
+    review: Review
+    now: float
+    autoscaler: Object | None  # whose events the marks write; None: no event
+    chosen: frozenset[str] | None = None  # the Nodes the batch chose; their marks are kept
+
+
 class Consolidator:
     """Finds one pool's Nodes that can go, and keeps their stamps and taints true."""
 
@@ -101,6 +112,7 @@ class Consolidator:
         client: Client,
         nodes: Informer,
         pods: Informer,
+        budgets: Informer,
         profile: Callable[[Mapping[str, Any]], PodProfile | str],
         recorder: EventRecorder,
         wall_clock: clock_module.WallClock,
@@ -110,6 +122,7 @@ class Consolidator:
         self.profile = profile
         self.wall_clock = wall_clock
         self.pods = pods
+        self.budgets = budgets
         self.views = NodeViews(nodes=nodes, pods=pods, profile=profile)
         self.marks = NodeMarks(client=client, nodes=nodes, recorder=recorder)
         # The last batch's choice and what it was made from (``choose``).
@@ -163,22 +176,22 @@ class Consolidator:
         self._chosen = (key, choices)
         return choices
 
-    async def review(
+    def propose(
         self, autoscaler: Object, turn: PoolTurn, choice: consolidation_choice.Choice
-    ) -> Review:
-        """One pass over the pool's Nodes from its part of the batch's ``choice`` (see the
-        package docstring). A dry run writes nothing but the removal of marks left from
-        before, and previews what would go."""
+    ) -> Proposal:
+        """One pass over the pool's Nodes from its part of the batch's ``choice``, decided
+        and not yet written: the marks to write and the review (the Nodes to name now).
+        Reads only caches (the budgets of the Nodes about to be tainted or named among
+        them). A dry run proposes nothing but the removal of marks left from before, and
+        previews what would go."""
         now = self.wall_clock.time()
         per_request = scalerequest_api.MAX_REMOVE_NODES
         if turn.dry_run:
             previewed = consolidation_choice.preview(
                 choice, room=turn.room, per_request=per_request
             )
-            await self.marks.apply(
-                consolidation_choice.stale_marks(choice.views), autoscaler=None, now=now
-            )
-            return previewed
+            stale = consolidation_choice.stale_marks(choice.views)
+            return Proposal(stale, previewed, now=now, autoscaler=None)
         decided = consolidation_choice.decide(
             choice,
             now=now,
@@ -193,13 +206,18 @@ class Consolidator:
         metrics.nodepool_autoscaler_consolidation_candidates.labels(key).set(
             decided.review.candidates
         )
-        self.marks.prune(decided.chosen)
-        budgets = await self._budgets(decided.going) if decided.going else None
+        budgets = self._budgets(decided.going) if decided.going else None
         marks, review = consolidation_choice.judge_budgets(
             decided, budgets, now=now, recheck_seconds=_RECHECK_SECONDS
         )
-        await self.marks.apply(marks, autoscaler=autoscaler, now=now)
-        return review
+        return Proposal(marks, review, now=now, autoscaler=autoscaler, chosen=decided.chosen)
+
+    async def apply(self, proposal: Proposal) -> None:
+        """Write the proposal's marks (stamps, taints, their removal) and their events: the
+        act step, after the pool's decision is made."""
+        if proposal.chosen is not None:
+            self.marks.prune(proposal.chosen)
+        await self.marks.apply(proposal.marks, autoscaler=proposal.autoscaler, now=proposal.now)
 
     async def clear_unwatched(self, watched: Iterable[str], *, named: frozenset[str]) -> None:
         """Take every consolidation mark off the Nodes of pools no Autoscaler reviews
@@ -223,23 +241,21 @@ class Consolidator:
     async def announce(self, review: Review, *, request: str) -> None:
         await self.marks.announce(review, request=request)
 
-    async def _budgets(self, going: Sequence[NodeView]) -> list[Object] | None:
-        """The PodDisruptionBudgets of the namespaces of ``going``'s pods, read now; None
-        when they cannot be read (nothing is tainted or named then)."""
-        namespaces = sorted(
-            {str(p["metadata"].get("namespace", "")) for v in going for p in v.to_move}
-        )
-        found: list[Object] = []
-        for namespace in namespaces:
-            try:
-                page = await self.client.list_page(PDBS, namespace=namespace)
-            except errors.ApiError as error:
-                log.warning("event=budgets-unreadable namespace=%s error=%r", namespace, error)
-                return None
-            for item in page.get("items") or ():
-                item.setdefault("metadata", {}).setdefault("namespace", namespace)
-                found.append(item)
-        return found
+    def _budgets(self, going: Sequence[NodeView]) -> list[Object] | None:
+        """The PodDisruptionBudgets of the namespaces of ``going``'s pods, from the cache;
+        None when the cache has not listed them yet (nothing is tainted or named then)."""
+        if not self.budgets.has_synced():
+            log.warning("event=budgets-unreadable reason=cache-not-synced")
+            return None
+        namespaces = {str(p["metadata"].get("namespace", "")) for v in going for p in v.to_move}
+        found = [
+            budget
+            for budget in self.budgets.items()
+            if budget["metadata"].get("namespace", "") in namespaces
+        ]
+        # In the order a LIST per namespace gave them: the first budget that refuses is
+        # the one an event names.
+        return sorted(found, key=lambda b: (b["metadata"]["namespace"], b["metadata"]["name"]))
 
 
 def active_since(autoscaler: Mapping[str, Any]) -> float | None:

@@ -70,12 +70,16 @@ class PoolDecider:
     async def decide(
         self, autoscaler: Object, seen: Observation, *, turn: PoolTurn, choice: Choice
     ) -> PoolPass:
-        """Review (from the pool's ``turn`` and its part of the batch's consolidation
-        ``choice``), decide and hand over; the events are left to ``PoolPass.tell``."""
+        """Consolidation's proposal (from the pool's ``turn`` and its part of the batch's
+        ``choice``) and the pool's decision, both pure; then the acts: the proposal's Node
+        marks, the hand-over. The events are left to ``PoolPass.tell``."""
         key = str(autoscaler["metadata"]["name"])
         spec = autoscaler_api.spec_of(autoscaler)
-        review = await self.consolidator.review(autoscaler, turn, choice)
+        # Decide first, from the marks as they will be; then write them, then the request.
+        proposal = self.consolidator.propose(autoscaler, turn, choice)
+        review = proposal.review
         decision = self._decide(key, spec=spec, seen=seen, review=review)
+        await self.consolidator.apply(proposal)
         made = await self._hand_over(autoscaler, seen=seen, decision=decision)
 
         async def tell() -> None:

@@ -18,7 +18,7 @@ from nodepool_operator.controllers.autoscaler import watches
 from nodepool_operator.controllers.autoscaler.act.handoff import ScaleRequester
 from nodepool_operator.controllers.autoscaler.act.notices import Notices
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
-from nodepool_operator.controllers.autoscaler.consolidator import Consolidator
+from nodepool_operator.controllers.autoscaler.consolidator import PDBS, Consolidator
 from nodepool_operator.controllers.autoscaler.controller import NAME, AutoscalerReconciler
 from nodepool_operator.controllers.autoscaler.decisions import PoolDecider
 from nodepool_operator.controllers.autoscaler.plan_maker import PlanMaker
@@ -136,7 +136,16 @@ def setup(manager: Manager, *, config: AutoscalerConfig) -> Controller:
 
     planner = planner_module.Planner(
         plan_maker=reads.plan_maker,
-        decider=_decider(client, reads, recorder=recorder, config=config, wall_clock=wall_clock),
+        decider=_decider(
+            client,
+            reads,
+            # Read when a Node is about to be tainted or named: from the cache, so a batch
+            # makes no API read.
+            budgets=manager.cache.informer(PDBS),
+            recorder=recorder,
+            config=config,
+            wall_clock=wall_clock,
+        ),
         verdicts=verdicts,
         wake=wake,
         clock=manager.clock,
@@ -174,6 +183,7 @@ def _decider(
     client: Client,
     reads: Reads,
     *,
+    budgets: Informer,
     recorder: EventRecorder,
     config: AutoscalerConfig,
     wall_clock: clock_module.WallClock,
@@ -183,6 +193,7 @@ def _decider(
             client=client,
             nodes=reads.nodes,
             pods=reads.pods,
+            budgets=budgets,
             # Volumes included: a pod that cannot follow its data never counts as movable.
             profile=reads.plan_maker.scheduling_profile,
             recorder=recorder,
