@@ -26,7 +26,6 @@ from nodepool_operator.controllers.autoscaler.decide import status_report
 from nodepool_operator.controllers.autoscaler.decisions import PoolDecider
 from nodepool_operator.controllers.autoscaler.plan_maker import PlanMaker
 from nodepool_operator.controllers.autoscaler.planner import (
-    HAND_OVER_PARALLELISM,
     LONGEST_BATCH_SECONDS,
     PLAN,
     Batch,
@@ -198,6 +197,8 @@ class FollowingWallClock:
 
 #: TriggeredScaleUp events per request, as AutoscalerConfig's default.
 TOLD_PER_REQUEST = AutoscalerConfig().triggered_events_per_request
+#: Pools handed over at a time, as AutoscalerConfig's default.
+HAND_OVER_PARALLELISM = AutoscalerConfig().hand_over_parallelism
 
 
 class World:
@@ -274,7 +275,12 @@ class World:
                 self.woken.append(str(autoscaler["metadata"]["name"]))
 
         self.planner = Planner(
-            plan_maker=observer, decider=decider, verdicts=verdicts, wake=wake, clock=self.clock
+            plan_maker=observer,
+            decider=decider,
+            verdicts=verdicts,
+            wake=wake,
+            clock=self.clock,
+            parallelism=HAND_OVER_PARALLELISM,
         )
         return reconciler
 
@@ -1632,6 +1638,7 @@ async def test_each_batchs_events_are_written_after_the_batch_befores() -> None:
         verdicts=None,  # type: ignore[arg-type]
         wake=lambda _: None,
         clock=clock,
+        parallelism=HAND_OVER_PARALLELISM,
     )
     written: list[str] = []
     first_may_end = asyncio.Event()

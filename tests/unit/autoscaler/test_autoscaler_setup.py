@@ -9,6 +9,7 @@ from nodepool_operator.controllers.autoscaler import setup as autoscaler_setup
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
 from nodepool_operator.controllers.autoscaler.consolidator import PDBS
 from nodepool_operator.controllers.autoscaler.controller import AutoscalerReconciler
+from nodepool_operator.controllers.autoscaler.planner import Planner
 from nodepool_operator.controllers.nodepool import setup as nodepool_setup
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.runtime.client import Client
@@ -72,3 +73,13 @@ async def test_consolidation_proves_its_moves_with_the_plans_profiles_volumes_in
         wall_clock=wall_clock,
     )
     assert decider.consolidator.profile == reads.plan_maker.scheduling_profile
+
+
+async def test_the_planner_hands_over_as_many_pools_at_a_time_as_configured() -> None:
+    manager = Manager(Client(api=None, field_manager="test"))
+    config = AutoscalerConfig(hand_over_parallelism=7, max_concurrent_reconciles=2)
+    controller = autoscaler_setup.setup(manager, config=config)
+    [planning] = [c for c in manager.controllers if c.name == "autoscaler-planner"]
+    assert isinstance(planning.reconciler, Planner)
+    assert planning.reconciler.parallelism == 7  # not the status reconciles' 2
+    assert controller.max_concurrent_reconciles == 2

@@ -13,6 +13,7 @@ import pytest
 
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.controllers.autoscaler import watches
+from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
 from nodepool_operator.controllers.autoscaler.planner import PLAN, Planner
 from nodepool_operator.controllers.autoscaler.verdicts import AutoscalerVerdicts
 from nodepool_operator.runtime import workqueue
@@ -118,6 +119,7 @@ def planner(clock: FakeClock) -> Planner:
         verdicts=AutoscalerVerdicts(),
         wake=lambda _: None,
         clock=clock,
+        parallelism=AutoscalerConfig().hand_over_parallelism,
     )
 
 

@@ -9,14 +9,14 @@ Nodes, NodePools, Autoscalers, ScaleRequests, DaemonSets, volumes (``watches``);
 scan every smallest ``scanIntervalSeconds`` (sooner when a node's unneeded timer runs
 out).
 
-Each batch makes one plan (``observer``) and, for each pool's Autoscaler, one decision
-and its ScaleRequest (``decisions``); it records every Autoscaler's verdict
-(``verdicts``) and wakes the Autoscalers whose status that changes. Every pool's request
-is made before any event that explains one is written, and the events are written after
-the batch, not in it: a burst's events are many writes (at full size ``bench/scale.py``'s
-first batch of 67 requests had about 11 s of them), and a request they delayed, in this
-batch or the next, is a node that boots later. One batch's events are written after the
-batch before's, so a pod's story stays in order.
+Each batch makes one plan (``plan_maker``: the snapshot, then the simulation), cuts every
+Autoscaler's part of it (``decide.batch_plan``) and, for each pool's Autoscaler, runs one
+pass (``decisions``: the decision, then its ScaleRequest); it records every Autoscaler's
+verdict (``verdicts``) and wakes the Autoscalers whose status that changes. Contracts:
+every pool's request is made before any event that explains one is written; the events
+are written after the batch, not in it (a request they delayed, in this batch or the
+next, is a node that boots later); one batch's events are written after the batch
+before's, so a pod's story stays in order.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from nodepool_operator.runtime import errors
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.controller import Request, Result
 
-__all__ = ["HAND_OVER_PARALLELISM", "LONGEST_BATCH_SECONDS", "NAME", "PLAN", "Batch", "Planner"]
+__all__ = ["LONGEST_BATCH_SECONDS", "NAME", "PLAN", "Batch", "Planner"]
 
 log = logging.getLogger(__name__)
 
@@ -62,12 +62,6 @@ PLAN: Final = Request(name="cluster")
 LONGEST_BATCH_SECONDS: Final = 10.0
 #: The soonest a pool is looked at again when a check is due now (never 0: no requeue).
 _SOONEST_CHECK: Final = 0.05
-#: Pools handed over (each a ScaleRequest create, at most) at once. At a tenth of
-#: bench/scale.py's size sixteen was no faster than four (the decisions' own work bounds
-#: it there); at half the size, on a loaded API server, the burst's three hand-overs with
-#: four took 4.9 s, of which the decisions' own work was 1.4 s (py-spy): the creates'
-#: round trips bound it, and sixteen overlap them.
-HAND_OVER_PARALLELISM: Final = 16
 
 
 @dataclass(frozen=True)
@@ -90,14 +84,12 @@ class Batch:
     batch closes when no new object has moved for the idle window, not when the same ones
     stop moving. And only new demand holds a batch open: a new pod, not yet judged by
     kube-scheduler. Everything else (its mark, a Node registered, Ready or gone, a pod
-    bound, a pool or request changed) opens a batch but does not keep it open. In a burst
-    on a busy cluster kube-scheduler marks the pods over many seconds after they were
-    made (at half of ``bench/scale.py``'s size: the last pool's first pod 2.6 s after the
-    first pod, and the others' for 30 s more), and the Nodes of the first requests
-    register meanwhile: batches they held open ran to the longest window, and a pool
-    whose first pod was marked just after the first batch was asked for only 15.5 s after
-    the first pod. Closed one idle window after their first event, the batches of a long
-    marking tail are more, and each plans only what is marked by then."""
+    bound, a pool or request changed) opens a batch but does not keep it open: in a burst
+    on a busy cluster kube-scheduler marks the pods over many seconds while the Nodes of
+    the first requests register, and a batch those held open would make every pool wait
+    for the longest window. Closed one idle window after their last new pod, the batches
+    of a long marking tail are more, and each plans only what is marked by then
+    (docs/performance.md has the measurements)."""
 
     def __init__(self, clock: clock_module.Clock) -> None:
         self.clock = clock
@@ -145,10 +137,12 @@ class Planner:
         verdicts: AutoscalerVerdicts,
         wake: Callable[[Object], None],
         clock: clock_module.Clock,
-        parallelism: int = HAND_OVER_PARALLELISM,
+        parallelism: int,
     ) -> None:
         """``wake(autoscaler)``: called after each batch for every Autoscaler (its
-        reconcile is queued when its status has something new to say)."""
+        reconcile is queued when its status has something new to say). ``parallelism``:
+        pools handed over, and pools' events written, at a time
+        (``AutoscalerConfig.hand_over_parallelism``)."""
         self.plan_maker = plan_maker
         self.autoscalers = plan_maker.autoscalers
         self.decider = decider

@@ -149,7 +149,7 @@ def setup(manager: Manager, *, config: AutoscalerConfig) -> Controller:
         verdicts=verdicts,
         wake=wake,
         clock=manager.clock,
-        parallelism=config.max_concurrent_reconciles,
+        parallelism=config.hand_over_parallelism,
     )
     manager.add(controller)
     manager.add(_planning(planner, reads, clock=manager.clock))

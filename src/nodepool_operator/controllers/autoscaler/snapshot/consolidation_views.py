@@ -92,8 +92,8 @@ class NodeViews:
         self.profile = profile
         # Node -> (its resourceVersion, its pods' index stamp, its view then). A pass runs
         # for every pool in every batch, and between two batches most Nodes and the pods on
-        # them have not changed: at half of bench/scale.py's size, reading every view again
-        # was a tenth of the operator's CPU in a burst (py-spy).
+        # them have not changed: a view is read again only when either moved
+        # (docs/performance.md has what that saves).
         self._views: dict[str, tuple[str, int, NodeView]] = {}
 
     def of_pool(
