@@ -111,7 +111,7 @@ async def test_a_dry_run_previews_the_scale_down_and_writes_no_mark() -> None:
 
 async def test_a_deleted_autoscaler_leaves_no_mark_behind(world: World) -> None:
     await tainted(world)
-    world.autoscalers.remove(world.autoscalers.store[NAS])
+    world.autoscalers.remove(NAS)
     await world.plan()
     assert marks(world, "n2") == ([], None)
 

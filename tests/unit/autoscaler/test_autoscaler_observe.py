@@ -3,7 +3,7 @@ and which Autoscaler owns a pool."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import pytest
@@ -26,47 +26,7 @@ from nodepool_operator.controllers.autoscaler.snapshot.scale_requests import (
 )
 from nodepool_operator.runtime import conditions
 from nodepool_operator.runtime.client import Object
-from nodepool_operator.runtime.informer import object_key
-
-
-class FakeInformer:
-    def __init__(self, *objects: Object, version: str = "10") -> None:
-        self.store = {object_key(o): o for o in objects}
-        self.stamps = 0
-        self.indexes: dict[str, Callable[[Object], Iterable[str]]] = {}
-        self.resource_version = version
-        self.handlers: list[Any] = []
-
-    def add_index(self, name: str, func: Callable[[Object], Iterable[str]]) -> None:
-        self.indexes[name] = func
-
-    def add_handler(self, handler: Any) -> None:
-        self.handlers.append(handler)
-
-    def put(self, obj: Object) -> None:
-        """Store ``obj`` and tell the handlers, as a watch event would."""
-        key = object_key(obj)
-        old = self.store.get(key)
-        self.store[key] = obj
-        for handler in self.handlers:
-            if old is None:
-                handler.on_add(obj)
-            else:
-                handler.on_update(old, obj)
-
-    def get(self, name: str, namespace: str | None = None) -> Object | None:
-        return self.store.get(f"{namespace}/{name}" if namespace else name)
-
-    def items(self) -> list[Object]:
-        return list(self.store.values())
-
-    def by_index(self, index: str, value: str) -> list[Object]:
-        return [o for o in self.store.values() if value in self.indexes[index](o)]
-
-    def index_stamp(self, index: str, value: str) -> int:
-        """A new stamp on every call: nothing read from a bucket of this fake is kept."""
-        self.stamps += 1
-        return self.stamps
+from nodepool_operator.runtime.testing import informer_of
 
 
 def node(name: str, *, ready: bool = True, cordoned: bool = False, pool: str = "small") -> Object:
@@ -177,14 +137,15 @@ def observer(
     now: float = NOW,
 ) -> PlanMaker:
     return PlanMaker(
-        autoscalers=FakeInformer(  # type: ignore[arg-type]
-            *(autoscalers if autoscalers is not None else [autoscaler("nas", namespaces=["apps"])])
+        autoscalers=informer_of(  # type: ignore[arg-type]
+            *(autoscalers if autoscalers is not None else [autoscaler("nas", namespaces=["apps"])]),
+            version="10",
         ),
-        pools=FakeInformer(*(pools if pools is not None else [pool()])),  # type: ignore[arg-type]
-        nodes=FakeInformer(*nodes),  # type: ignore[arg-type]
-        pods=FakeInformer(*pods),  # type: ignore[arg-type]
-        requests=FakeInformer(),  # type: ignore[arg-type]
-        daemon_sets=FakeInformer(*daemon_sets),  # type: ignore[arg-type]
+        pools=informer_of(*(pools if pools is not None else [pool()]), version="10"),  # type: ignore[arg-type]
+        nodes=informer_of(*nodes, version="10"),  # type: ignore[arg-type]
+        pods=informer_of(*pods, version="10"),  # type: ignore[arg-type]
+        requests=informer_of(version="10"),  # type: ignore[arg-type]
+        daemon_sets=informer_of(*daemon_sets, version="10"),  # type: ignore[arg-type]
         ledger=RequestLedger(),
         wall_clock=FixedWallClock(now),
     )

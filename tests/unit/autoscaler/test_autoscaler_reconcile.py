@@ -6,7 +6,7 @@ import asyncio
 import collections
 import copy
 import itertools
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -40,64 +40,11 @@ from nodepool_operator.runtime.clock import FakeClock
 from nodepool_operator.runtime.controller import Request, Result
 from nodepool_operator.runtime.events import EventRecorder
 from nodepool_operator.runtime.informer import keep_write_times, object_key
+from nodepool_operator.runtime.testing import FakeInformer
 
 POOL = "small"
 NAS = "nas"
 KEY = Request(name=NAS)
-
-
-class FakeInformer:
-    """The reads the controller makes of an informer, over a dict."""
-
-    def __init__(self) -> None:
-        self.store: dict[str, Object] = {}
-        self.stamps = 0
-        self.indexes: dict[str, Callable[[Object], Iterable[str]]] = {}
-        self.resource_version = "0"
-        self.handlers: list[Any] = []
-        self.synced = True
-
-    def add_index(self, name: str, func: Callable[[Object], Iterable[str]]) -> None:
-        self.indexes[name] = func
-
-    def add_handler(self, handler: Any) -> None:
-        self.handlers.append(handler)
-
-    def get(self, name: str, namespace: str | None = None) -> Object | None:
-        return self.store.get(f"{namespace}/{name}" if namespace else name)
-
-    def items(self) -> list[Object]:
-        return list(self.store.values())
-
-    def has_synced(self) -> bool:
-        return self.synced
-
-    def __len__(self) -> int:
-        return len(self.store)
-
-    def by_index(self, index: str, value: str) -> list[Object]:
-        return [o for o in self.store.values() if value in self.indexes[index](o)]
-
-    def index_stamp(self, index: str, value: str) -> int:
-        """A new stamp on every call: nothing read from a bucket of this fake is kept."""
-        self.stamps += 1
-        return self.stamps
-
-    def put(self, obj: Object) -> None:
-        old = self.store.get(object_key(obj))
-        self.store[object_key(obj)] = obj
-        version = obj["metadata"].get("resourceVersion", "0")
-        self.resource_version = str(max(int(self.resource_version), int(version)))
-        for handler in self.handlers:
-            if old is None:
-                handler.on_add(obj)
-            else:
-                handler.on_update(old, obj)
-
-    def remove(self, obj: Object) -> None:
-        gone = self.store.pop(object_key(obj), None)
-        for handler in self.handlers if gone is not None else ():
-            handler.on_delete(gone)
 
 
 class FakeApi:
@@ -439,6 +386,7 @@ class World:
                 }
             }
         )["metadata"]["managedFields"]
+        self.autoscalers.put(obj)
 
     def writes_to(self, name: str) -> list[Any]:
         return [
@@ -1051,7 +999,7 @@ async def test_no_scale_down_right_after_a_scale_up(world: World) -> None:
 
 
 async def test_a_missing_pool_is_reported_not_guessed(world: World) -> None:
-    world.pools.remove(world.pools.items()[0])
+    world.pools.remove(object_key(world.pools.items()[0]))
     world.pod("p")
     result = await world.reconcile()
     ready = next(c for c in world.status()["conditions"] if c["type"] == "Ready")
@@ -1062,7 +1010,7 @@ async def test_a_missing_pool_is_reported_not_guessed(world: World) -> None:
 
 
 async def test_a_deleted_autoscaler_is_forgotten(world: World) -> None:
-    world.autoscalers.remove(world.autoscalers.items()[0])
+    world.autoscalers.remove(object_key(world.autoscalers.items()[0]))
     assert await world.reconcile() == Result()
     assert world.api.created == []
 

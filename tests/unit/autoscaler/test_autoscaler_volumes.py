@@ -12,8 +12,8 @@ from nodepool_operator.controllers.autoscaler.plan_maker import PlanMaker
 from nodepool_operator.controllers.autoscaler.snapshot import volumes
 from nodepool_operator.controllers.autoscaler.snapshot.scale_requests import RequestLedger
 from nodepool_operator.runtime.client import Object
+from nodepool_operator.runtime.testing import informer_of
 from unit.autoscaler.test_autoscaler_observe import (
-    FakeInformer,
     FixedWallClock,
     autoscaler,
     names,
@@ -116,15 +116,15 @@ def planner(
     target: int = 0,
 ) -> PlanMaker:
     def informer(objects: list[Object], transform: Any) -> Any:
-        return FakeInformer(*(transform(o) for o in objects))
+        return informer_of(*(transform(o) for o in objects), version="10")
 
     return PlanMaker(
-        autoscalers=FakeInformer(autoscaler("nas", namespaces=["apps"])),  # type: ignore[arg-type]
-        pools=FakeInformer(zonal_pool(zone, target=target)),  # type: ignore[arg-type]
-        nodes=FakeInformer(*nodes),  # type: ignore[arg-type]
+        autoscalers=informer_of(autoscaler("nas", namespaces=["apps"]), version="10"),  # type: ignore[arg-type]
+        pools=informer_of(zonal_pool(zone, target=target), version="10"),  # type: ignore[arg-type]
+        nodes=informer_of(*nodes, version="10"),  # type: ignore[arg-type]
         pods=informer(pods, cached.pod_fields),
-        requests=FakeInformer(),  # type: ignore[arg-type]
-        daemon_sets=FakeInformer(),  # type: ignore[arg-type]
+        requests=informer_of(version="10"),  # type: ignore[arg-type]
+        daemon_sets=informer_of(version="10"),  # type: ignore[arg-type]
         ledger=RequestLedger(),
         wall_clock=FixedWallClock(1_800_000_000.0),
         volume_reads=volumes.VolumeReads(
