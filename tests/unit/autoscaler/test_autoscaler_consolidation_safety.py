@@ -16,7 +16,7 @@ from nodepool_operator.controllers.autoscaler.decide import (
     consolidation_choice,
     consolidation_rules,
 )
-from unit.autoscaler.test_autoscaler_reconcile import (
+from unit.autoscaler.reconcile_world import (
     NAS,
     POOL,
     REPLICATED,

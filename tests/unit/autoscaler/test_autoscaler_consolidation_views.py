@@ -10,7 +10,7 @@ from nodepool_operator.controllers.autoscaler.snapshot.consolidation_views impor
 from nodepool_operator.controllers.autoscaler.snapshot.profiles import ProfileCache
 from nodepool_operator.controllers.resources import NODES_BY_POOL
 from nodepool_operator.runtime.client import Object
-from unit.autoscaler.test_autoscaler_pool_reads import StampedPods
+from unit.autoscaler.pod_caches import StampedPods
 
 POOL = "pool-a"
 POOL_UID = "uid-a"

@@ -16,7 +16,7 @@ from nodepool_operator.runtime.client import Client
 from nodepool_operator.runtime.clock import RealWallClock
 from nodepool_operator.runtime.events import EventRecorder
 from nodepool_operator.runtime.manager import Manager
-from unit.autoscaler.test_autoscaler_reconcile import status_entry
+from unit.autoscaler.reconcile_world import status_entry
 
 
 async def test_one_watch_per_resource_for_both_controllers() -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers.autoscaler.constraints import NodeTaint
 from nodepool_operator.controllers.autoscaler.simulation import verdicts
-from unit.autoscaler.test_autoscaler_simulation import (
+from unit.autoscaler.simulation_world import (
     UNSUPPORTED_NAMESPACE_SELECTOR,
     ZONE,
     node,

@@ -12,9 +12,8 @@ from nodepool_operator.controllers.autoscaler.plan_maker import PlanMaker
 from nodepool_operator.controllers.autoscaler.snapshot import volumes
 from nodepool_operator.controllers.autoscaler.snapshot.scale_requests import RequestLedger
 from nodepool_operator.runtime.client import Object
-from nodepool_operator.runtime.testing import informer_of
-from unit.autoscaler.test_autoscaler_observe import (
-    FixedWallClock,
+from nodepool_operator.runtime.testing import FakeWallClock, informer_of
+from unit.autoscaler.planning_world import (
     autoscaler,
     names,
     node,
@@ -126,7 +125,7 @@ def planner(
         requests=informer_of(version="10"),  # type: ignore[arg-type]
         daemon_sets=informer_of(version="10"),  # type: ignore[arg-type]
         ledger=RequestLedger(),
-        wall_clock=FixedWallClock(1_800_000_000.0),
+        wall_clock=FakeWallClock(1_800_000_000.0),
         volume_reads=volumes.VolumeReads(
             claims=informer(claims, cached.claim_fields),
             volumes=informer(list(pvs), cached.volume_fields),

@@ -14,8 +14,8 @@ import pytest
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.inspection import planning, report, snapshot
-from unit.inspection import test_planning
-from unit.inspection.test_planning import CREATED, NAMESPACE, TEMPLATE
+from unit.inspection import recordings
+from unit.inspection.recordings import CREATED, NAMESPACE, TEMPLATE
 
 POOL = "small"
 REPLICATED = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "rs-web"}]
@@ -33,7 +33,7 @@ def _pool(*, target: int, min_nodes: int = 0) -> dict[str, Any]:
 def _node(name: str, *, owned: bool = True, annotations: dict[str, str] | None = None) -> Any:
     """A Ready 4-cpu node with the pool's label, the pool's own (an owner reference to its
     uid) unless ``owned`` is off."""
-    node = test_planning._node(name, POOL)
+    node = recordings.node(name, POOL)
     owner = {"apiVersion": nodepool_api.API_VERSION, "kind": nodepool_api.KIND, "name": POOL}
     node["metadata"]["annotations"] = dict(annotations or {})
     node["metadata"]["ownerReferences"] = [{**owner, "uid": f"uid-{POOL}"}] if owned else []
@@ -43,7 +43,7 @@ def _node(name: str, *, owned: bool = True, annotations: dict[str, str] | None =
 def _pod(name: str, cpu: str, *, node: str, owners: Any = REPLICATED) -> dict[str, Any]:
     """A running pod on ``node``, replicated (a controller owns it) unless ``owners`` is
     empty."""
-    pod = test_planning._pod(name, cpu, node=node, pool=None)
+    pod = recordings.pod(name, cpu, node=node, pool=None)
     pod["metadata"]["ownerReferences"] = [{**ref, "controller": True} for ref in owners]
     return pod
 
@@ -52,7 +52,7 @@ def _recording(
     nodes: list[Any], pods: list[Any], *, target: int, min_nodes: int = 0
 ) -> snapshot.CacheRecording:
     pools = [_pool(target=target, min_nodes=min_nodes)]
-    return test_planning.recording(pools=pools, nodes=nodes, pods=pods)
+    return recordings.recording(pools=pools, nodes=nodes, pods=pods)
 
 
 def _three_nodes(*, min_nodes: int = 0) -> snapshot.CacheRecording:
@@ -180,7 +180,7 @@ async def test_a_pool_whose_scale_down_waits_says_what_for(
 ) -> None:
     monkeypatch.setenv("COLUMNS", "200")
     nodes = [_node("busy-0"), _node("empty-1")]
-    waiting = test_planning._pod("waiting", "500m", pool=POOL)  # unschedulable, for the pool
+    waiting = recordings.pod("waiting", "500m", pool=POOL)  # unschedulable, for the pool
     recorded = _recording(nodes, [_pod("big", "2500m", node="busy-0"), waiting], target=2)
 
     planned = await _plan(recorded)
