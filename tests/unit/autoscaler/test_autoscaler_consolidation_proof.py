@@ -12,7 +12,7 @@ from nodepool_operator.controllers.autoscaler.constraints import PodProfile, pro
 from nodepool_operator.controllers.autoscaler.decide import consolidation_rules
 from nodepool_operator.controllers.autoscaler.decide.consolidation_proof import Proof
 from nodepool_operator.controllers.autoscaler.snapshot.consolidation_views import NodeView
-from nodepool_operator.controllers.autoscaler.snapshot.profiles import ProfileCache
+from nodepool_operator.controllers.autoscaler.snapshot.pod_profiles import ProfileCache
 
 OWNED = [{"kind": "ReplicaSet", "name": "web-1", "uid": "rs", "controller": True}]
 CPU = 1000  # millicores

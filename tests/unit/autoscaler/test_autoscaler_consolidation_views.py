@@ -7,7 +7,7 @@ from typing import Any
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers.autoscaler.snapshot.consolidation_views import NodeViews
-from nodepool_operator.controllers.autoscaler.snapshot.profiles import ProfileCache
+from nodepool_operator.controllers.autoscaler.snapshot.pod_profiles import ProfileCache
 from nodepool_operator.controllers.resources import NODES_BY_POOL
 from nodepool_operator.runtime.client import Object
 from unit.autoscaler.pod_caches import StampedPods

@@ -16,7 +16,7 @@ from nodepool_operator.controllers.autoscaler.decide.batch_plan import (
     Observation,
 )
 from nodepool_operator.controllers.autoscaler.snapshot import gather
-from nodepool_operator.controllers.autoscaler.snapshot.profiles import ProfileCache
+from nodepool_operator.controllers.autoscaler.snapshot.pod_profiles import ProfileCache
 from nodepool_operator.controllers.autoscaler.snapshot.scale_requests import (
     RequestLedger,
     asks_for_more,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from nodepool_operator.controllers.autoscaler.snapshot.pod_profiles import ProfileCache
 from nodepool_operator.controllers.autoscaler.snapshot.pool_reads import PoolReads
-from nodepool_operator.controllers.autoscaler.snapshot.profiles import ProfileCache
 from nodepool_operator.controllers.autoscaler.snapshot.scale_requests import RequestLedger
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime.client import Object

@@ -1,9 +1,11 @@
-"""One pool's decision from the planner's plan, and its hand-over.
+"""One pool's pass: its decision from the planner's plan, then the acts.
 
-For the Autoscaler that plans for a pool: review the pool's underused nodes
-(``consolidation``: their timers and taints live on the Nodes), decide (``plan``, pure),
-hand a decision over as one ScaleRequest (``handoff``); then, as a second step
-(``PoolPass.tell``), tell the pods, Nodes and the Autoscaler (``notices``) and log one line.
+For the Autoscaler that plans for a pool, in phase order: consolidation's proposal for the
+pool's underused nodes (``consolidator``: their timers and taints live on the Nodes) and
+the pool's decision (``decide.scaling``), both pure; then the acts: the proposal's Node
+marks, the decision handed over as one ScaleRequest (``act.handoff``); then, as a second
+step (``PoolPass.tell``), tell the pods, Nodes and the Autoscaler (``act.notices``) and
+log one line.
 The planner hands over every pool of a batch before it tells any: the events of a burst
 (up to a dozen per request) would otherwise hold the next pools' requests back by as
 many API round trips. The Autoscaler's own reconcile only reports the result in its

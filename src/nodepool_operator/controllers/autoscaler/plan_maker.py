@@ -15,8 +15,7 @@ from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.decide import batch_plan
 from nodepool_operator.controllers.autoscaler.snapshot import volumes
 from nodepool_operator.controllers.autoscaler.snapshot.gather import Gathered, Gatherer
-from nodepool_operator.controllers.autoscaler.snapshot.pool_reads import PoolReads
-from nodepool_operator.controllers.autoscaler.snapshot.profiles import (
+from nodepool_operator.controllers.autoscaler.snapshot.pod_profiles import (
     DEFAULT_EXPENDABLE_PRIORITY,
     NOMINATED_INDEX,
     PENDING_INDEX,
@@ -24,6 +23,7 @@ from nodepool_operator.controllers.autoscaler.snapshot.profiles import (
     nominated_index,
     pending_index,
 )
+from nodepool_operator.controllers.autoscaler.snapshot.pool_reads import PoolReads
 from nodepool_operator.controllers.autoscaler.snapshot.scale_requests import RequestLedger
 from nodepool_operator.controllers.resources import add_shared_indexes
 from nodepool_operator.runtime import clock as clock_module

@@ -40,7 +40,7 @@ from nodepool_operator.controllers.autoscaler.decide.consolidation_choice import
 )
 from nodepool_operator.controllers.autoscaler.decisions import PoolDecider
 from nodepool_operator.controllers.autoscaler.plan_maker import PlanMaker
-from nodepool_operator.controllers.autoscaler.snapshot.profiles import (
+from nodepool_operator.controllers.autoscaler.snapshot.pod_profiles import (
     ALL_NAMESPACES,
     NOMINATED_INDEX,
 )

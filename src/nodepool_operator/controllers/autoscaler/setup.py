@@ -23,7 +23,7 @@ from nodepool_operator.controllers.autoscaler.controller import NAME, Autoscaler
 from nodepool_operator.controllers.autoscaler.decisions import PoolDecider
 from nodepool_operator.controllers.autoscaler.plan_maker import PlanMaker
 from nodepool_operator.controllers.autoscaler.snapshot import volumes
-from nodepool_operator.controllers.autoscaler.snapshot.profiles import ProfileCache
+from nodepool_operator.controllers.autoscaler.snapshot.pod_profiles import ProfileCache
 from nodepool_operator.controllers.autoscaler.snapshot.scale_requests import RequestLedger
 from nodepool_operator.controllers.autoscaler.verdicts import AutoscalerVerdicts
 from nodepool_operator.controllers.resources import (

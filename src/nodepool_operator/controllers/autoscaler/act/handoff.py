@@ -1,6 +1,6 @@
 """The hand-off: a decision becomes one ScaleRequest, the only thing the Autoscaler writes
 besides its own status and events (and, for consolidation, its stamps and taints on the
-Nodes it will name: ``consolidation``).
+Nodes it will name: ``node_marks``).
 
 The request carries an absolute target, a reason and the requester, and is owned by its
 NodePool (garbage-collected with it). The NodePool controller turns it into

@@ -1,12 +1,12 @@
 """Consolidation's decision for one pool, pure: from the pool's Node views, the time and
 the pool's state, which marks to write (stamp, taint, clear), which Nodes to name, and why
-the others stay. No I/O and no clock: ``consolidator`` reads, this decides, ``marks``
-writes.
+the others stay. No I/O and no clock: ``snapshot.consolidation_views`` reads, this
+decides, ``act.node_marks`` writes (``consolidator`` runs the three).
 
-A decision is made in two steps because the PodDisruptionBudgets are read only for the
-few Nodes about to be tainted or named (``ConsolidationProposal.going``), not every pass for every
-candidate waiting for its turn: ``decide`` proposes, ``judge_budgets`` takes the budgets
-read for ``going`` and settles.
+A decision is made in two steps because the PodDisruptionBudgets are looked at only for
+the few Nodes about to be tainted or named (``ConsolidationProposal.going``), not every
+pass for every candidate waiting for its turn: ``decide`` proposes, ``judge_budgets``
+takes the budgets of ``going`` and settles.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from nodepool_operator.controllers.autoscaler.simulation.model import (
     ExistingNode,
     PoolTemplate,
 )
-from nodepool_operator.controllers.autoscaler.simulation.poolstate import (
+from nodepool_operator.controllers.autoscaler.simulation.pool_state import (
     Hosting,
     PoolState,
     plans_for,

@@ -20,14 +20,14 @@ from nodepool_operator.controllers import membership
 from nodepool_operator.controllers.autoscaler import constraints, simulation
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile, pending_pods
 from nodepool_operator.controllers.autoscaler.snapshot import node_views, volumes
-from nodepool_operator.controllers.autoscaler.snapshot.pool_reads import PoolRead, PoolReads
-from nodepool_operator.controllers.autoscaler.snapshot.profiles import (
+from nodepool_operator.controllers.autoscaler.snapshot.pod_profiles import (
     ALL_NAMESPACES,
     NOMINATED_INDEX,
     PENDING_INDEX,
     ProfileCache,
     daemon_set_of,
 )
+from nodepool_operator.controllers.autoscaler.snapshot.pool_reads import PoolRead, PoolReads
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import nodes as k8s_nodes
 from nodepool_operator.runtime.client import Object

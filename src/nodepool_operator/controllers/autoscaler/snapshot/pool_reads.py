@@ -17,7 +17,10 @@ from nodepool_operator.controllers import allocatable, capacity, membership
 from nodepool_operator.controllers.autoscaler import simulation
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.snapshot import node_views, pool_facts, zoning
-from nodepool_operator.controllers.autoscaler.snapshot.profiles import ProfileCache, daemon_set_of
+from nodepool_operator.controllers.autoscaler.snapshot.pod_profiles import (
+    ProfileCache,
+    daemon_set_of,
+)
 from nodepool_operator.controllers.autoscaler.snapshot.scale_requests import RequestLedger
 from nodepool_operator.controllers.resources import PODS_BY_NODE, REQUESTS_BY_POOL
 from nodepool_operator.runtime import clock as clock_module
