@@ -13,6 +13,7 @@ from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.controllers import cached
 from nodepool_operator.controllers.autoscaler.decide import (
+    batch_plan,
     consolidation_choice,
     consolidation_rules,
 )
@@ -330,3 +331,29 @@ async def test_a_victim_a_scale_up_brought_back_loses_its_taint(world: World) ->
     await world.reconcile()
     assert taints(world, "n2") == []
     assert len(world.api.made("scalerequests")) == 1  # and no node for room n2 has
+
+
+async def test_a_pass_is_proposed_without_a_write_and_its_marks_written_by_apply(
+    world: World,
+) -> None:
+    """Consolidation acts after the decision: ``propose`` reads and decides (the taint it
+    wants is in its marks, nothing is sent), ``apply`` writes those marks."""
+    half_and_quarter(world)
+    await world.reconcile()  # n2 stamped
+    await world.clock.advance(60)
+    [autoscaler] = world.autoscalers.items()
+    made = await world.planner.plan_maker.plan()
+    seen = batch_plan.part_of(made, NAS, autoscaler_api.spec_of(autoscaler))
+    assert isinstance(seen, batch_plan.Observation)
+    decider = world.planner.decider
+    turn = decider.turn(autoscaler, seen)
+    choices = await decider.consolidator.choose(
+        [turn], cluster=seen.cluster, daemon_sets=seen.daemon_sets
+    )
+    patches = len(world.api.patches)
+    proposal = decider.consolidator.propose(autoscaler, turn, choices[turn.pool])
+    assert [v.name for v in proposal.marks.taint] == ["n2"]
+    assert len(world.api.patches) == patches  # decided, nothing written
+    assert taints(world, "n2") == []
+    await decider.consolidator.apply(proposal)
+    assert taints(world, "n2") == [autoscaler_api.CONSOLIDATING_TAINT_KEY]
