@@ -1,13 +1,14 @@
 """CPU of one consolidation review per batch: 1,000 nodes, 150 candidates, one pool.
 
-The Autoscaler reviews every pool's underused nodes in every batch (``Consolidator.review``:
-read the pool's node views, choose the candidates with the scheduling simulation, keep
-their stamps and taints). This measures the CPU time of one review of one pool of 1,000
-Nodes (4 cpu, 16Gi), of which 850 are busy (two 1200m/2Gi replicas each: 60%, above the
-default 50% threshold) and 150 are candidates: one 1-cpu/1Gi replica each (25%), movable,
-and fitting on the busy nodes' free room. Every candidate carries a recent
-``unneeded-since`` stamp (``unneededSeconds`` 600 not reached), so a review writes
-nothing: what is timed is the decision alone, never an API round trip. Two situations:
+The Autoscaler reviews every pool's underused nodes in every batch
+(``Consolidator.propose`` then ``apply``, formerly ``Consolidator.review``: read the
+pool's node views, choose the candidates with the scheduling simulation, keep their stamps
+and taints). This measures the CPU time of one review of one pool of 1,000 Nodes (4 cpu,
+16Gi), of which 850 are busy (two 1200m/2Gi replicas each: 60%, above the default 50%
+threshold) and 150 are candidates: one 1-cpu/1Gi replica each (25%), movable, and fitting
+on the busy nodes' free room. Every candidate carries a recent ``unneeded-since`` stamp
+(``unneededSeconds`` 600 not reached), so a review writes nothing: what is timed is the
+decision alone, never an API round trip. Two situations:
 
 * ``nothing changed``: the review after a review, with no Node and no pod changed;
 * ``a pod on a busy node changed``: one pod changed (a new resourceVersion and label, as
@@ -23,7 +24,7 @@ reads is ever kept) and its ``by_index`` copies the whole store, which would tim
 The plan the review is given (the whole cluster's nodes, as ``PlanMaker.plan`` sees them)
 is made by the Autoscaler's own planner over those informers, outside the timed section,
 again after every change. ``build`` makes the world; ``review_once`` is the one call
-timed (the controller's call, as ``PoolDecider._review`` makes it).
+timed (the controller's calls, as ``PoolDecider.decide`` makes them).
 
 Each row is the median (and min, max) of ``--repeat`` reviews, after one untimed warm-up
 review; CPU time is ``time.process_time``. The target (issue 45): at most 100 ms when
