@@ -31,11 +31,19 @@ resourceVersion, so a scan re-parses only pods that changed). Each case is run
 
 Run:  .venv/bin/python bench/autoscaler_planning.py [--sizes 10000 50000] [--repeat 3]
       [--mixes deployments random ...]
+
+``--fingerprint`` prints, per mix, a sha256 of the serialised outcome instead of times:
+every pool's new and wanted nodes, zones and hosted pods, and every pod's placement or
+unfit reason. A refactoring that must not change a plan prints the same line before and
+after (run once, at ``--sizes 2000``).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import hashlib
+import json
 import random
 import statistics
 import sys
@@ -165,7 +173,7 @@ def pools(count: int) -> list[simulation.PoolTemplate]:
             name=name,
             weight=weight,
             taints=tuple(
-                constraints.Taint(t.key, t.value or "", t.effect) for t in template.taints
+                constraints.NodeTaint(t.key, t.value or "", t.effect) for t in template.taints
             ),
             allocatable=nodepool_api.template_allocatable(template),
             upcoming=upcoming(name, template),
@@ -279,7 +287,7 @@ def large_cluster() -> tuple[
 
 def measure(
     mix: str, *, count: int, repeat: int
-) -> tuple[list[float], list[float], simulation.Outcome]:
+) -> tuple[list[float], list[float], simulation.SimulationOutcome]:
     """Wall-clock and CPU seconds of each run, and the outcome."""
     rng = random.Random(42)
     daemon_sets = [DAEMON]
@@ -301,6 +309,29 @@ def measure(
         cpu.append(time.process_time() - started_cpu)
     assert outcome is not None
     return wall, cpu, outcome
+
+
+def fingerprint(outcome: simulation.SimulationOutcome) -> str:
+    """sha256 of the outcome serialised with sorted keys: equal plans, equal digests."""
+    serialised = json.dumps(
+        {
+            "pools": {name: dataclasses.asdict(pool) for name, pool in outcome.pools.items()},
+            "placements": outcome.placements,
+            "unfit": {str(index): reason for index, reason in outcome.unfit.items()},
+        },
+        sort_keys=True,
+    )
+    return hashlib.sha256(serialised.encode()).hexdigest()
+
+
+def print_fingerprints(sizes: list[int], mixes: list[str]) -> None:
+    for count in sizes:
+        for mix in mixes:
+            if mix in FIXED_PENDING and count != sizes[0]:
+                continue
+            pending = FIXED_PENDING.get(mix, count)
+            _, _, outcome = measure(mix, count=pending, repeat=1)
+            print(f"{pending} {mix} {fingerprint(outcome)}", flush=True)
 
 
 def main(sizes: list[int], repeat: int, mixes: list[str]) -> None:
@@ -328,5 +359,9 @@ if __name__ == "__main__":
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 50_000])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--mixes", nargs="+", choices=MIXES, default=list(MIXES))
+    parser.add_argument("--fingerprint", action="store_true", help="print plan digests")
     arguments = parser.parse_args()
-    main(arguments.sizes, arguments.repeat, arguments.mixes)
+    if arguments.fingerprint:
+        print_fingerprints(arguments.sizes, arguments.mixes)
+    else:
+        main(arguments.sizes, arguments.repeat, arguments.mixes)

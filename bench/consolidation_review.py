@@ -1,13 +1,14 @@
 """CPU of one consolidation review per batch: 1,000 nodes, 150 candidates, one pool.
 
-The Autoscaler reviews every pool's underused nodes in every batch (``Consolidator.review``:
-read the pool's node views, choose the candidates with the scheduling simulation, keep
-their stamps and taints). This measures the CPU time of one review of one pool of 1,000
-Nodes (4 cpu, 16Gi), of which 850 are busy (two 1200m/2Gi replicas each: 60%, above the
-default 50% threshold) and 150 are candidates: one 1-cpu/1Gi replica each (25%), movable,
-and fitting on the busy nodes' free room. Every candidate carries a recent
-``unneeded-since`` stamp (``unneededSeconds`` 600 not reached), so a review writes
-nothing: what is timed is the decision alone, never an API round trip. Two situations:
+The Autoscaler reviews every pool's underused nodes in every batch
+(``Consolidator.propose`` then ``apply``, formerly ``Consolidator.review``: read the
+pool's node views, choose the candidates with the scheduling simulation, keep their stamps
+and taints). This measures the CPU time of one review of one pool of 1,000 Nodes (4 cpu,
+16Gi), of which 850 are busy (two 1200m/2Gi replicas each: 60%, above the default 50%
+threshold) and 150 are candidates: one 1-cpu/1Gi replica each (25%), movable, and fitting
+on the busy nodes' free room. Every candidate carries a recent ``unneeded-since`` stamp
+(``unneededSeconds`` 600 not reached), so a review writes nothing: what is timed is the
+decision alone, never an API round trip. Two situations:
 
 * ``nothing changed``: the review after a review, with no Node and no pod changed;
 * ``a pod on a busy node changed``: one pod changed (a new resourceVersion and label, as
@@ -20,10 +21,10 @@ client the review writes and lists through), and the informers are the runtime's
 ``Informer``, filled from it and fed each change as its watch would deliver it. Not
 ``testing.FakeInformer``: its ``index_stamp`` moves on every read (so nothing a review
 reads is ever kept) and its ``by_index`` copies the whole store, which would time the fake.
-The plan the review is given (the whole cluster's nodes, as ``Observer.plan`` sees them)
+The plan the review is given (the whole cluster's nodes, as ``PlanMaker.plan`` sees them)
 is made by the Autoscaler's own planner over those informers, outside the timed section,
 again after every change. ``build`` makes the world; ``review_once`` is the one call
-timed (the controller's call, as ``PoolDecider._review`` makes it).
+timed (the controller's calls, as ``PoolDecider.decide`` makes them).
 
 Each row is the median (and min, max) of ``--repeat`` reviews, after one untimed warm-up
 review; CPU time is ``time.process_time``. The target (issue 45): at most 100 ms when
@@ -64,10 +65,11 @@ from dataclasses import dataclass
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
-from nodepool_operator.controllers.autoscaler import plan
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
-from nodepool_operator.controllers.autoscaler.consolidation import Consolidator, PoolTurn, Review
-from nodepool_operator.controllers.autoscaler.observer import Observation, Observer
+from nodepool_operator.controllers.autoscaler.consolidator import PDBS, Consolidator, PoolTurn
+from nodepool_operator.controllers.autoscaler.decide import batch_plan, scaling
+from nodepool_operator.controllers.autoscaler.decide.batch_plan import Observation
+from nodepool_operator.controllers.autoscaler.decide.consolidation_rules import Review
 from nodepool_operator.controllers.autoscaler.setup import Reads, planner_reads
 from nodepool_operator.controllers.resources import AUTOSCALERS, NODEPOOLS
 from nodepool_operator.runtime import conditions, kinds, testing
@@ -247,7 +249,8 @@ def build(*, nodes: int, candidates: int) -> World:
         client=server,  # type: ignore[arg-type]
         nodes=reads.nodes,
         pods=reads.pods,
-        profile=reads.observer.cache.get,
+        budgets=cache.informer(PDBS),
+        profile=reads.plan_maker.cache.get,
         recorder=EventRecorder(server, component="bench"),  # type: ignore[arg-type]
         wall_clock=server.wall_clock,
     )
@@ -260,8 +263,8 @@ def build(*, nodes: int, candidates: int) -> World:
 
 async def observe(world: World) -> Observation:
     """The planner's plan, as a batch makes it before any pool's review (not timed)."""
-    made = await world.reads.observer.plan()
-    seen = Observer.part(made, AUTOSCALER, autoscaler_api.spec_of(world.autoscaler))
+    made = await world.reads.plan_maker.plan()
+    seen = batch_plan.part_of(made, AUTOSCALER, autoscaler_api.spec_of(world.autoscaler))
     assert isinstance(seen, Observation), seen
     world.seen = seen
     return seen
@@ -269,10 +272,10 @@ async def observe(world: World) -> Observation:
 
 async def review_once(world: World, seen: Observation) -> Review:
     """One review of the pool: the batch's choice (``Consolidator.choose``, for this one
-    pool) and the pool's pass from it (``Consolidator.review``), as the planner and
-    ``PoolDecider`` make them."""
+    pool) and the pool's pass from it (``Consolidator.propose``, then ``apply``), as the
+    planner and ``PoolDecider`` make them."""
     spec = autoscaler_api.spec_of(world.autoscaler)
-    blocked = plan.scale_down_blocker(
+    blocked = scaling.scale_down_blocker(
         seen.pool, enabled=spec.scale_down.enabled, pending_fitting=seen.pending_fitting
     )
     assert blocked is None, f"scale-down is blocked ({blocked}): nothing would be measured"
@@ -286,7 +289,9 @@ async def review_once(world: World, seen: Observation) -> Review:
     choices = await world.consolidator.choose(
         [turn], cluster=seen.cluster, daemon_sets=seen.daemon_sets
     )
-    return await world.consolidator.review(world.autoscaler, turn, choices[turn.pool])
+    proposal = world.consolidator.propose(world.autoscaler, turn, choices[turn.pool])
+    await world.consolidator.apply(proposal)
+    return proposal.review
 
 
 def change(world: World, pods: Iterable[str], *, mark: str) -> None:

@@ -41,7 +41,7 @@ from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
 from nodepool_operator.cloud import credentials, provider
 from nodepool_operator.cloud.simcloud.client import SimCloudClient
-from nodepool_operator.controllers.autoscaler import fit
+from nodepool_operator.controllers.autoscaler.constraints import pending_pods
 from nodepool_operator.controllers.nodepool.nodes import node_manifest
 from nodepool_operator.controllers.resources import NODEPOOLS
 from nodepool_operator.runtime import errors, kinds, nodes, pods
@@ -77,7 +77,7 @@ async def disconnect(memo: kopf.Memo, **_: Any) -> None:
 
 
 def _unschedulable(body: kopf.Body, **_: Any) -> bool:
-    return fit.is_unschedulable(body)
+    return pending_pods.is_unschedulable(body)
 
 
 def _bound(body: kopf.Body, spec: kopf.Spec, **_: Any) -> bool:
@@ -91,7 +91,7 @@ def unschedulable_pods(body: kopf.Body, namespace: str | None, **_: Any) -> Any:
 
 @kopf.index("pods", when=_bound)
 def bound_pods(body: kopf.Body, spec: kopf.Spec, **_: Any) -> Any:
-    return {spec["nodeName"]: fit.pod_requests(body)}
+    return {spec["nodeName"]: pending_pods.pod_requests(body)}
 
 
 @kopf.index("nodes", labels={wellknown.POOL_LABEL: kopf.PRESENT})

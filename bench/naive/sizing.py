@@ -1,7 +1,8 @@
 """How many Nodes of a pool the unschedulable pods need: the job both baselines share.
 
 The naive operator and the kopf operator size a scale-up the same way, with the product's
-own arithmetic (``fit.pod_requests``, ``nodepool_api.template_allocatable``), so that what differs
+own arithmetic (``pending_pods.pod_requests``,
+``nodepool_api.template_allocatable``), so that what differs
 between the three operators in ``bench/contention.py`` is how they write, not what they
 decide. First-fit decreasing by cpu; a pod that fits no empty Node is left out (no
 number of Nodes would help it).
@@ -13,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.controllers.autoscaler import fit
+from nodepool_operator.controllers.autoscaler.constraints import pending_pods
 from nodepool_operator.runtime import pods as runtime_pods
 
 __all__ = ["bound_requests", "extra_nodes", "unschedulable_for"]
@@ -39,7 +40,7 @@ def unschedulable_for(
         pod
         for pod in pods
         if (not allowed or pod["metadata"].get("namespace") in allowed)
-        and fit.is_unschedulable(pod)
+        and pending_pods.is_unschedulable(pod)
         and _selects(pod, labels)
     ]
 
@@ -52,7 +53,7 @@ def bound_requests(
     for pod in pods:
         node = (pod.get("spec") or {}).get("nodeName")
         if node in used and not runtime_pods.is_terminal(pod):
-            used[node].append(fit.pod_requests(pod))
+            used[node].append(pending_pods.pod_requests(pod))
     return used
 
 
@@ -76,7 +77,9 @@ def extra_nodes(
         bins.append(free)
     bins += [dict(room) for _ in range(coming)]
     known = len(bins)
-    wanted = sorted((fit.pod_requests(pod) for pod in pods), key=lambda r: -r.get("cpu", 0))
+    wanted = sorted(
+        (pending_pods.pod_requests(pod) for pod in pods), key=lambda r: -r.get("cpu", 0)
+    )
     for request in wanted:
         if any(request.get(name, 0) > room.get(name, 0) for name in request):
             continue

@@ -581,7 +581,7 @@ def _fail(message: str, code: int = 1) -> NoReturn:
 
 async def _snapshot_of(
     kubeconfig: Path | None, snapshot_file: Path | None
-) -> inspection_snapshot.Snapshot:
+) -> inspection_snapshot.CacheRecording:
     if snapshot_file is not None:
         return inspection_snapshot.load(snapshot_file)
     api = await operator.api_client(kubeconfig)
@@ -594,7 +594,9 @@ async def _snapshot_of(
         await api.close()
 
 
-def _read(kubeconfig: Path | None, snapshot_file: Path | None) -> inspection_snapshot.Snapshot:
+def _read(
+    kubeconfig: Path | None, snapshot_file: Path | None
+) -> inspection_snapshot.CacheRecording:
     try:
         return asyncio.run(_snapshot_of(kubeconfig, snapshot_file))
     except inspection_snapshot.SnapshotError as error:

@@ -36,7 +36,7 @@ from e2e.consolidating import (
 from harness import MERGE, POOLS, REQUESTS, Operator, SimCloud, wait_for
 from nodepool_operator.api import wellknown
 from nodepool_operator.controllers import cached
-from nodepool_operator.controllers.autoscaler import volumes
+from nodepool_operator.controllers.autoscaler.snapshot import volumes
 
 ZONE = wellknown.ZONE_LABEL
 CLAIM = "data-db-0"  # the StatefulSet controller's name for its pod db-0's claim "data"

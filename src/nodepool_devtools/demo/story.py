@@ -91,7 +91,7 @@ class DemoOptions:
 
 
 @dataclass
-class Outcome:
+class StoryOutcome:
     seconds_to_schedule: float | None = None
     peak_nodes: int = 0
     final_nodes: int = 0
@@ -111,7 +111,7 @@ class Demo:
         self.steps: list[str] = []
         self.snapshot = Snapshot()
         self.counter = WriteCounter(user=install.OPERATOR_USER)
-        self.outcome = Outcome()
+        self.outcome = StoryOutcome()
         self.started = time.monotonic()
 
     def step(self, message: str) -> None:

@@ -14,10 +14,10 @@ from typing import Protocol
 
 from nodepool_operator.cloud.provider import VirtualMachine, VmName, VmState
 
-__all__ = ["FakeCloud", "WallClock", "virtual_machine"]
+__all__ = ["FakeCloud", "TimeSource", "virtual_machine"]
 
 
-class WallClock(Protocol):
+class TimeSource(Protocol):
     """What ``FakeCloud`` reads the time from (``runtime.testing.FakeWallClock`` is one)."""
 
     def time(self) -> float: ...
@@ -49,7 +49,7 @@ def virtual_machine(
 class FakeCloud:
     """The VMs of pool ``pool`` (4 CPU / 16Gi), all running at first (module doc)."""
 
-    def __init__(self, clock: WallClock, names: Iterable[str], *, pool: str = "p") -> None:
+    def __init__(self, clock: TimeSource, names: Iterable[str], *, pool: str = "p") -> None:
         self.clock = clock
         self.pool = pool
         self.vms = {n: VmState.RUNNING for n in names}

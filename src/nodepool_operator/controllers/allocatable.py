@@ -18,7 +18,8 @@ figure rises again. A pool with one or two Ready Nodes is planned with the lowes
 The NodePool controller writes the record (and its condition and event); the Autoscaler
 plans with ``planned``: the record, lowered further by what the pool's Ready Nodes report
 right now, so the moment between a kubelet's report and the status write that records it
-never plans a Node from the template. Both go through ``observe``, so they never disagree.
+never plans a Node from the template. Both go through ``snapshot.node_views``, so they
+never disagree.
 
 The record is measured against one template: when the template's figures change it
 starts again, and only Nodes created since then count (the older ones are of the old
@@ -153,7 +154,7 @@ def planned(
 ) -> dict[str, int]:
     """The allocatable a future Node of the pool is planned with: the template's, lowered
     to what its Ready Nodes report (``nodes``, the pool's Nodes now; ``record``, the pool's
-    status, when none of them is Ready), as ``observe`` computes it."""
+    status, when none of them is Ready), as ``snapshot.node_views`` computes it."""
     figures = nodepool_api.template_allocatable(template)
     for name, text in observe(record, template, nodes, now=now).lowest.items():
         amount = _amount(name, text)

@@ -3,7 +3,7 @@
 ``plan`` and ``explain`` build the planner exactly as the controller does
 (``controllers.autoscaler.setup.planner_reads``) but over informers that hold a snapshot,
 then ask it what the controller would: each Autoscaler's observation and decision
-(``plan.decide``), and, for one pod, every filter's answer on every node and pool
+(``scaling.decide``), and, for one pod, every filter's answer on every node and pool
 (``simulation.verdicts``). Nothing here writes to the cluster; the decisions are the
 controller's own code, not a copy.
 """
@@ -18,12 +18,13 @@ from nodepool_operator import timestamps
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
-from nodepool_operator.controllers.autoscaler import constraints, plan, simulation
+from nodepool_operator.controllers.autoscaler import constraints, simulation
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
-from nodepool_operator.controllers.autoscaler.observer import Observation, Observer
+from nodepool_operator.controllers.autoscaler.decide import batch_plan, scaling
+from nodepool_operator.controllers.autoscaler.decide.batch_plan import Observation
 from nodepool_operator.controllers.autoscaler.setup import Reads, planner_reads
 from nodepool_operator.inspection import report, scale_down
-from nodepool_operator.inspection.snapshot import Snapshot, SnapshotCache, SnapshotError
+from nodepool_operator.inspection.snapshot import CacheRecording, SnapshotCache, SnapshotError
 from nodepool_operator.runtime.client import Object
 
 __all__ = ["Lookup", "PodNotFoundError", "explain_pod", "plan_cluster", "reads_of"]
@@ -44,7 +45,7 @@ class _At:
         return self.seconds
 
 
-def reads_of(snapshot: Snapshot, *, config: AutoscalerConfig | None = None) -> Reads:
+def reads_of(snapshot: CacheRecording, *, config: AutoscalerConfig | None = None) -> Reads:
     taken = timestamps.parse_rfc3339(snapshot.captured_at)
     if taken is None:
         raise SnapshotError(f"the snapshot's capturedAt is not a time: {snapshot.captured_at!r}")
@@ -62,7 +63,7 @@ class Lookup:
     """Every Autoscaler's observation and decision, as the controller would make them."""
 
     observations: dict[str, Observation]  # by pool
-    decisions: dict[str, plan.Decision]  # by pool
+    decisions: dict[str, scaling.ScalingDecision]  # by pool
     troubles: dict[str, str]  # Autoscaler -> why it decides nothing
     scale_down: dict[str, autoscaler_api.ScaleDownPolicy] = field(default_factory=dict)
     blocked: dict[str, str | None] = field(default_factory=dict)  # why no node may go now
@@ -70,27 +71,27 @@ class Lookup:
 
 async def _lookup(reads: Reads) -> Lookup:
     observations: dict[str, Observation] = {}
-    decisions: dict[str, plan.Decision] = {}
+    decisions: dict[str, scaling.ScalingDecision] = {}
     troubles: dict[str, str] = {}
     policies: dict[str, autoscaler_api.ScaleDownPolicy] = {}
     blockers: dict[str, str | None] = {}
-    made = await reads.observer.plan()  # one plan for all, as the planner makes it
+    made = await reads.plan_maker.plan()  # one plan for all, as the planner makes it
     for autoscaler in sorted(reads.autoscalers.items(), key=lambda a: a["metadata"]["name"]):
         name = str(autoscaler["metadata"]["name"])
         spec = autoscaler_api.spec_of(autoscaler)
-        seen = Observer.part(made, name, spec)
+        seen = batch_plan.part_of(made, name, spec)
         if seen is None:
             troubles[name] = f"NodePool {spec.node_pool_name!r} does not exist"
             continue
         if not isinstance(seen, Observation):
             troubles[name] = f"Autoscaler {seen.owner!r} already plans for pool {seen.pool!r}"
             continue
-        blocked = plan.scale_down_blocker(
+        blocked = scaling.scale_down_blocker(
             seen.pool, enabled=spec.scale_down.enabled, pending_fitting=seen.pending_fitting
         )
         # The unneeded timers live in the running controller; a dry run names the nodes
         # that would go once their time is up and asks for no scale-down itself.
-        decisions[seen.pool.name] = plan.decide(
+        decisions[seen.pool.name] = scaling.decide(
             seen.pool,
             seen.up,
             unneeded=(),
@@ -166,7 +167,7 @@ def _scale_down(
     inputs = scale_down.Inputs(
         nodes=reads.nodes,
         pods=reads.pods,
-        profile=reads.observer.cache.get,
+        profile=reads.plan_maker.cache.get,
         cluster=seen.cluster,
         daemon_sets=seen.daemon_sets,
     )
@@ -182,7 +183,7 @@ def _scale_down(
     return scale_down.preview(inputs, pools)
 
 
-def _newest_request(reads: Reads, pool: str) -> report.Decision | None:
+def _newest_request(reads: Reads, pool: str) -> report.NewestScaleRequest | None:
     found = [
         r for r in reads.requests.items() if scalerequest_api.spec_of(r).node_pool_name == pool
     ]
@@ -196,7 +197,7 @@ def _newest_request(reads: Reads, pool: str) -> report.Decision | None:
         ),
     )
     status = scalerequest_api.status_of(newest)
-    return report.Decision(
+    return report.NewestScaleRequest(
         name=str(newest["metadata"]["name"]),
         pool=pool,
         target_nodes=scalerequest_api.spec_of(newest).target_nodes,
@@ -306,7 +307,7 @@ async def explain_pod(reads: Reads, namespace: str, name: str) -> report.PodExpl
     pod = reads.pods.get(name, namespace)
     if pod is None:
         raise PodNotFoundError(f"no pod {namespace}/{name}")
-    inputs = reads.observer.inputs()
+    inputs = reads.plan_maker.inputs()
     looked = await _lookup(reads)
     uid = pod["metadata"].get("uid")
     profiles = {p["metadata"].get("uid"): inputs.profiles[i] for i, p in enumerate(inputs.pending)}

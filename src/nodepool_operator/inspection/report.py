@@ -18,8 +18,8 @@ from rich.table import Table
 
 __all__ = [
     "ClusterPlan",
-    "Decision",
     "KeptNode",
+    "NewestScaleRequest",
     "NodeVerdict",
     "Output",
     "PodExplanation",
@@ -62,7 +62,7 @@ class PoolVerdict:
 
 
 @dataclass(frozen=True)
-class Decision:
+class NewestScaleRequest:
     """The newest ScaleRequest for the pool the plan gives the pod to."""
 
     name: str
@@ -96,7 +96,7 @@ class PodExplanation:
     planned_pool: str | None
     nodes: tuple[NodeVerdict, ...]
     pools: tuple[PoolVerdict, ...]
-    decision: Decision | None
+    decision: NewestScaleRequest | None
     watchers: tuple[Watcher, ...] = ()  # for its pool, or every one watching its namespace
 
 

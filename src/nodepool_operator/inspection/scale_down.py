@@ -1,9 +1,9 @@
 """What scale-down would give back, and what it keeps and why: consolidation's own pieces
 run read-only over the plan's view of the cluster, never a copy of them: the pool's member
-Nodes as consolidation reads them (``views.NodeViews``: ``membership``, ``usage_of``, the
-Node's own do-not-disrupt annotations), the batch's choice over every pool together
-(``rules.choose_together``, which applies ``movable_problem``), and a dry run's preview of
-each pool's part (``decide.preview``).
+Nodes as consolidation reads them (``consolidation_views.NodeViews``: ``membership``,
+``usage_of``, the Node's own do-not-disrupt annotations), the batch's choice over every
+pool together (``consolidation_rules.choose_together``, which applies ``movable_problem``),
+and a dry run's preview of each pool's part (``consolidation_choice.preview``).
 
 Consolidation itself stamps, waits ``unneededSeconds``, taints, and reads the
 PodDisruptionBudgets just before it names a node; ``plan`` writes nothing and has no
@@ -23,11 +23,14 @@ from typing import Any
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.autoscaler import simulation
-from nodepool_operator.controllers.autoscaler.consolidation import decide, rules
-from nodepool_operator.controllers.autoscaler.consolidation.proof import Proof
-from nodepool_operator.controllers.autoscaler.consolidation.rules import pod_key
-from nodepool_operator.controllers.autoscaler.consolidation.views import NodeViews
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
+from nodepool_operator.controllers.autoscaler.decide import (
+    consolidation_choice,
+    consolidation_rules,
+)
+from nodepool_operator.controllers.autoscaler.decide.consolidation_proof import Proof
+from nodepool_operator.controllers.autoscaler.decide.consolidation_rules import pod_key
+from nodepool_operator.controllers.autoscaler.snapshot.consolidation_views import NodeViews
 from nodepool_operator.inspection import report
 from nodepool_operator.runtime import nodes as k8s_nodes
 from nodepool_operator.runtime.informer import Informer
@@ -85,12 +88,14 @@ def preview(
     fits = Proof(
         views=every, cluster=inputs.cluster, daemon_sets=inputs.daemon_sets, profile=inputs.profile
     )
-    chosen, kept = rules.choose_together(groups, fits=fits, fit_together=fits.together)
+    chosen, kept = consolidation_rules.choose_together(
+        groups, fits=fits, fit_together=fits.together
+    )
     removals: list[report.Removable] = []
     staying: list[report.KeptNode] = []
     for pool in pools:
         names = {v.name for v in views[pool.pool]}
-        choice = decide.Choice(
+        choice = consolidation_choice.Choice(
             views=tuple(views[pool.pool]),
             chosen=tuple(v for v in chosen if v.name in names),
             kept=tuple(k for k in kept if k.node in names),
@@ -102,10 +107,10 @@ def preview(
 
 
 def _pool_preview(
-    choice: decide.Choice, pool: PoolToPreview
+    choice: consolidation_choice.Choice, pool: PoolToPreview
 ) -> tuple[list[report.Removable], list[report.KeptNode]]:
     per_request = scalerequest_api.MAX_REMOVE_NODES
-    previewed = decide.preview(choice, room=pool.room, per_request=per_request)
+    previewed = consolidation_choice.preview(choice, room=pool.room, per_request=per_request)
     going = [v for v in choice.chosen if v.name in previewed.would_remove]
     kept = [
         report.KeptNode(pool=pool.pool, node=k.node, rule=k.rule, message=k.message)

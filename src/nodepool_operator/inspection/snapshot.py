@@ -36,7 +36,7 @@ from nodepool_operator.runtime.informer import (
 
 __all__ = [
     "FORMAT",
-    "Snapshot",
+    "CacheRecording",
     "SnapshotCache",
     "SnapshotError",
     "cache_key",
@@ -93,7 +93,7 @@ def scrubbed(value: Any, *, inside_container: bool = False) -> Any:
 
 
 @dataclass
-class Snapshot:
+class CacheRecording:
     """Informer contents by cache key, and when and where they were read."""
 
     caches: dict[str, list[Object]]
@@ -123,7 +123,7 @@ class Snapshot:
         return {key.split("|")[1]: len(items) for key, items in self.caches.items()}
 
 
-def load(path: Path) -> Snapshot:
+def load(path: Path) -> CacheRecording:
     try:
         raw = path.read_bytes()
         if raw[:2] == b"\x1f\x8b":
@@ -139,7 +139,7 @@ def load(path: Path) -> Snapshot:
     caches = document.get("caches")
     if not isinstance(caches, dict):
         raise SnapshotError(f"{path} has no caches")
-    return Snapshot(
+    return CacheRecording(
         caches={str(k): list(v) for k, v in caches.items()},
         captured_at=str(document.get("capturedAt", "")),
         source=str(document.get("source", "")),
@@ -150,7 +150,7 @@ class SnapshotCache:
     """Hands out informers as the manager's cache does, each holding what the snapshot
     recorded for the same resource and selectors, synced and never watching."""
 
-    def __init__(self, snapshot: Snapshot) -> None:
+    def __init__(self, snapshot: CacheRecording) -> None:
         self.snapshot = snapshot
         self._informers: dict[str, Informer] = {}
 
@@ -195,7 +195,9 @@ async def _may_list(cache: InformerCache) -> None:
             ) from error
 
 
-async def capture(cache: InformerCache, *, source: str = "", within: float = 120.0) -> Snapshot:
+async def capture(
+    cache: InformerCache, *, source: str = "", within: float = 120.0
+) -> CacheRecording:
     """Run the informers already requested from ``cache`` until they have listed, and
     record what each holds (scrubbed). Reads only: list and watch."""
     await _may_list(cache)
@@ -211,7 +213,7 @@ async def capture(cache: InformerCache, *, source: str = "", within: float = 120
         cache_key(i.resource, i.namespace, i.label_selector, i.field_selector): _items(i.items())
         for i in cache.informers()
     }
-    return Snapshot(caches=caches, source=source)
+    return CacheRecording(caches=caches, source=source)
 
 
 def _items(objects: Iterable[Mapping[str, Any]]) -> list[Object]:

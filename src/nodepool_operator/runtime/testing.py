@@ -22,6 +22,7 @@ kill the caller mid-pass) and ``answer`` may lose a reply after the write took e
 
 from __future__ import annotations
 
+import builtins
 import copy
 import itertools
 from collections.abc import Callable, Iterable, Mapping
@@ -308,6 +309,8 @@ class FakeInformer:
         self.store: dict[str, Object] = {}
         self.stamps = 0
         self.resource_version = ""
+        self.handlers: list[Any] = []  # told of each put and remove, as a watch tells
+        self.synced = True  # what has_synced() answers: False for a cache not listed yet
 
     def sync(self) -> None:
         """Catch up with the server: what a watch would have delivered by now."""
@@ -328,15 +331,51 @@ class FakeInformer:
         self.stamps += 1
         return self.stamps
 
-    def items(self) -> list[Object]:
-        """Every object, as ``Informer.items`` reads them."""
+    def list(self) -> list[Object]:
         return [copy.deepcopy(o) for o in self.store.values()]
 
-    def list(self) -> list[Object]:
-        return self.items()
-
     def put(self, obj: Object) -> None:
-        self.store[object_key(obj)] = copy.deepcopy(obj)
+        """Store a copy of ``obj``; the handlers are told as a watch event would, and the
+        cache's resourceVersion moves to the object's when that is newer."""
+        key = object_key(obj)
+        old = self.store.get(key)
+        stored = self.store[key] = copy.deepcopy(obj)
+        version = str(obj.get("metadata", {}).get("resourceVersion", ""))
+        current = self.resource_version
+        if version.isdigit() and (not current.isdigit() or int(version) > int(current)):
+            self.resource_version = version
+        for handler in self.handlers:
+            if old is None:
+                handler.on_add(stored)
+            else:
+                handler.on_update(old, stored)
 
     def remove(self, key: str) -> None:
-        self.store.pop(key, None)
+        gone = self.store.pop(key, None)
+        for handler in self.handlers if gone is not None else ():
+            handler.on_delete(gone)
+
+    def add_index(self, name: str, func: IndexFunc) -> None:
+        self.indexes[name] = func
+
+    def add_handler(self, handler: Any) -> None:
+        self.handlers.append(handler)
+
+    def items(self) -> builtins.list[Object]:
+        """The stored objects themselves (``list`` hands out copies)."""
+        return list(self.store.values())
+
+    def has_synced(self) -> bool:
+        return self.synced
+
+    def __len__(self) -> int:
+        return len(self.store)
+
+
+def informer_of(*objects: Object, version: str = "1") -> FakeInformer:
+    """A FakeInformer holding ``objects``, its resourceVersion at least ``version``."""
+    informer = FakeInformer()
+    informer.resource_version = version
+    for obj in objects:
+        informer.put(obj)
+    return informer

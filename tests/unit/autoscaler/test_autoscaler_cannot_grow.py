@@ -10,14 +10,14 @@ import copy
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.runtime import conditions
-from unit.autoscaler.test_autoscaler_reconcile import POOL, TOLD_PER_REQUEST, FixedWallClock, World
-from unit.autoscaler.test_autoscaler_reconcile import world as world  # the fixture
+from nodepool_operator.runtime.testing import FakeWallClock
+from unit.autoscaler.reconcile_world import POOL, TOLD_PER_REQUEST, World
 
-NOW = FixedWallClock().time()
+NOW = FakeWallClock().time()
 
 
 def back_off(world: World, *, until: float) -> None:
-    world.planner.observer.wall_clock = FixedWallClock()  # the backoff's clock too
+    world.planner.plan_maker.wall_clock = FakeWallClock()  # the backoff's clock too
     pool = world.pools.get(POOL)
     assert pool is not None
     body = copy.deepcopy(pool)
@@ -87,7 +87,7 @@ async def test_pods_sent_past_a_preferred_pool_that_cannot_grow_are_told_why(
     )
     planner["metadata"].update(uid="uid-nas-preferred", generation=1)
     world.autoscalers.put(world._stamp(planner))
-    world.planner.observer.wall_clock = FixedWallClock()
+    world.planner.plan_maker.wall_clock = FakeWallClock()
     for i in range(TOLD_PER_REQUEST + 2):
         world.pod(f"p{i}")
 
@@ -115,7 +115,7 @@ async def test_pods_a_heavier_pool_could_not_host_anyway_get_no_note(world: Worl
 
 
 async def test_a_pool_in_a_cloud_pause_gets_no_request_until_the_pause_ends(world: World) -> None:
-    world.planner.observer.wall_clock = FixedWallClock()
+    world.planner.plan_maker.wall_clock = FakeWallClock()
     pool = world.pools.get(POOL)
     assert pool is not None
     body = copy.deepcopy(pool)

@@ -8,9 +8,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from nodepool_operator.api import wellknown
-from nodepool_operator.controllers.autoscaler import consolidation
-from nodepool_operator.controllers.autoscaler.consolidation import NodeView, rules
 from nodepool_operator.controllers.autoscaler.constraints import profile_of
+from nodepool_operator.controllers.autoscaler.decide import consolidation_rules
+from nodepool_operator.controllers.autoscaler.snapshot import consolidation_views
+from nodepool_operator.controllers.autoscaler.snapshot.consolidation_views import NodeView
 
 OWNED = [{"kind": "ReplicaSet", "name": "web-1", "uid": "rs", "controller": True}]
 
@@ -27,7 +28,7 @@ def annotated(**annotations: str) -> Any:
 
 
 def test_a_replicated_pod_without_local_data_may_move() -> None:
-    assert consolidation.movable_problem(pod()) is None
+    assert consolidation_rules.movable_problem(pod()) is None
 
 
 def test_each_rule_that_keeps_a_pod_is_named() -> None:
@@ -37,27 +38,29 @@ def test_each_rule_that_keeps_a_pod_is_named() -> None:
         "local-storage": pod(volumes=[{"name": "scratch", "emptyDir": {}}]),
     }
     for rule, case in cases.items():
-        found = consolidation.movable_problem(case)
+        found = consolidation_rules.movable_problem(case)
         assert found is not None, rule
         assert found[0] == rule
     refused = annotated(**{wellknown.SAFE_TO_EVICT_ANNOTATION: "false"})
-    assert consolidation.movable_problem(refused) == (
+    assert consolidation_rules.movable_problem(refused) == (
         "do-not-disrupt",
         f'{wellknown.SAFE_TO_EVICT_ANNOTATION}: "false"',
     )
-    host = consolidation.movable_problem(pod(volumes=[{"name": "h", "hostPath": {"path": "/"}}]))
+    host = consolidation_rules.movable_problem(
+        pod(volumes=[{"name": "h", "hostPath": {"path": "/"}}])
+    )
     assert host == ("local-storage", "hostPath volume 'h'")
 
 
 def test_memory_backed_scratch_moves_and_safe_to_evict_waives_the_data_and_owner_rules() -> None:
     in_memory = pod(volumes=[{"name": "tmp", "emptyDir": {"medium": "Memory"}}])
-    assert consolidation.movable_problem(in_memory) is None
+    assert consolidation_rules.movable_problem(in_memory) is None
     safe = pod(
         owners=[],
         volumes=[{"name": "scratch", "emptyDir": {}}],
         meta={"annotations": {wellknown.SAFE_TO_EVICT_ANNOTATION: "true"}},
     )
-    assert consolidation.movable_problem(safe) is None
+    assert consolidation_rules.movable_problem(safe) is None
 
 
 def budget(name: str, allowed: int, *, labels: dict[str, str], namespace: str = "apps") -> Any:
@@ -74,8 +77,10 @@ def labelled(name: str, namespace: str = "apps", **labels: str) -> Any:
 
 def test_a_budget_counts_every_pod_it_covers_on_the_node() -> None:
     pods = [labelled("a", app="web"), labelled("b", app="web")]
-    assert consolidation.budget_problem(pods, [budget("web", 2, labels={"app": "web"})]) is None
-    assert consolidation.budget_problem(pods, [budget("web", 1, labels={"app": "web"})]) == (
+    assert (
+        consolidation_rules.budget_problem(pods, [budget("web", 2, labels={"app": "web"})]) is None
+    )
+    assert consolidation_rules.budget_problem(pods, [budget("web", 1, labels={"app": "web"})]) == (
         "apps/b",
         "pod-disruption-budget",
         "PodDisruptionBudget apps/web allows 1 disruptions now",
@@ -86,16 +91,16 @@ def test_a_budget_of_another_namespace_or_selector_does_not_count() -> None:
     pods = [labelled("a", app="web")]
     elsewhere = budget("web", 0, labels={"app": "web"}, namespace="other")
     unrelated = budget("db", 0, labels={"app": "db"})
-    assert consolidation.budget_problem(pods, [elsewhere, unrelated]) is None
+    assert consolidation_rules.budget_problem(pods, [elsewhere, unrelated]) is None
 
 
 def test_a_kube_system_pod_needs_a_budget() -> None:
     system = [labelled("dns", namespace="kube-system", app="dns")]
-    found = consolidation.budget_problem(system, [])
+    found = consolidation_rules.budget_problem(system, [])
     assert found is not None
     assert found[1] == "kube-system"
     covered = budget("dns", 1, labels={"app": "dns"}, namespace="kube-system")
-    assert consolidation.budget_problem(system, [covered]) is None
+    assert consolidation_rules.budget_problem(system, [covered]) is None
 
 
 def node(cpu: str = "4", memory: str = "16Gi") -> Any:
@@ -104,11 +109,11 @@ def node(cpu: str = "4", memory: str = "16Gi") -> Any:
 
 def test_usage_is_the_larger_of_the_cpu_and_memory_shares() -> None:
     one_cpu = profile_of(pod())
-    assert consolidation.usage_of(node(), [one_cpu]) == 0.25
+    assert consolidation_views.usage_of(node(), [one_cpu]) == 0.25
     heavy = pod()
     heavy["spec"]["containers"][0]["resources"]["requests"]["memory"] = "12Gi"
-    assert consolidation.usage_of(node(), [profile_of(heavy)]) == 0.75
-    assert consolidation.usage_of(node(cpu="bad"), [one_cpu]) == 1.0  # never underused
+    assert consolidation_views.usage_of(node(), [profile_of(heavy)]) == 0.75
+    assert consolidation_views.usage_of(node(cpu="bad"), [one_cpu]) == 1.0  # never underused
 
 
 def view(name: str, usage: float, *pods: Any, tainted: bool = False) -> NodeView:
@@ -131,11 +136,11 @@ def test_candidates_are_checked_together_so_two_never_count_on_the_same_room() -
         asked.append([v.name for v in chosen])
         return None if len(chosen) <= 2 else ("apps/pc", "Insufficient cpu")
 
-    chosen, kept = consolidation.choose(views, threshold=0.5, fits=fits)
+    chosen, kept = consolidation_rules.choose(views, threshold=0.5, fits=fits)
     assert [v.name for v in chosen] == ["a", "b"]
     assert asked == [["a"], ["a", "b"], ["a", "b", "c"]]
     assert kept == [
-        consolidation.Kept(
+        consolidation_rules.Kept(
             "c", "no-room", "apps/pc", "pod apps/pc fits on no other node: Insufficient cpu"
         )
     ]
@@ -146,7 +151,7 @@ def test_empty_nodes_need_no_simulation_and_busy_ones_are_not_underused() -> Non
         raise AssertionError("an empty node needs no simulation")
 
     views = [view("empty", 0.1), view("busy", 0.5, pod())]
-    chosen, kept = consolidation.choose(views, threshold=0.5, fits=fits)
+    chosen, kept = consolidation_rules.choose(views, threshold=0.5, fits=fits)
     assert [v.name for v in chosen] == ["empty"]
     assert kept == []
 
@@ -157,7 +162,7 @@ def test_an_unmovable_pod_keeps_its_node_before_any_simulation() -> None:
     def fits(chosen: Sequence[NodeView]) -> tuple[str, str] | None:
         raise AssertionError("not simulated: the pod cannot move anyway")
 
-    chosen, kept = consolidation.choose([view("n", 0.25, bare)], threshold=0.5, fits=fits)
+    chosen, kept = consolidation_rules.choose([view("n", 0.25, bare)], threshold=0.5, fits=fits)
     assert chosen == []
     [why] = kept
     assert (why.node, why.rule, why.pod) == ("n", "not-replicated", "apps/lonely")
@@ -171,7 +176,7 @@ def test_the_longest_stamped_goes_first_so_a_removal_does_not_restart_the_others
     def fits(chosen: Sequence[NodeView]) -> tuple[str, str] | None:
         return None if len(chosen) == 1 else ("apps/x", "Insufficient cpu")
 
-    chosen, _ = consolidation.choose([fresh, newer, older], threshold=0.5, fits=fits)
+    chosen, _ = consolidation_rules.choose([fresh, newer, older], threshold=0.5, fits=fits)
     assert [v.name for v in chosen] == ["z"]
 
 
@@ -181,11 +186,14 @@ def test_a_node_goes_once_unneeded_for_the_whole_time_and_the_next_check_is_the_
     lately = dataclasses.replace(view("b", 0.1), since=now - 200)
     fresh = view("c", 0.1)  # stamped in this pass
 
-    expired, next_check = rules.unneeded_timers(
+    expired, next_check = consolidation_rules.unneeded_timers(
         [long_ago, lately, fresh], now=now, unneeded_seconds=600
     )
     assert [v.name for v in expired] == ["a"]
     assert next_check == 400  # b's turn comes before c's
 
-    assert rules.unneeded_timers([fresh], now=now, unneeded_seconds=600) == ([], 600)
-    assert rules.unneeded_timers([long_ago], now=now, unneeded_seconds=600) == ([long_ago], None)
+    assert consolidation_rules.unneeded_timers([fresh], now=now, unneeded_seconds=600) == ([], 600)
+    assert consolidation_rules.unneeded_timers([long_ago], now=now, unneeded_seconds=600) == (
+        [long_ago],
+        None,
+    )

@@ -9,12 +9,12 @@ from typing import Any
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import wellknown
 from nodepool_operator.controllers import cached
-from nodepool_operator.controllers.autoscaler import volumes
+from nodepool_operator.controllers.autoscaler.snapshot import volumes
 from nodepool_operator.runtime.client import Object
-from unit.autoscaler.test_autoscaler_observe import node as observe_node
-from unit.autoscaler.test_autoscaler_observe import observe, observer
-from unit.autoscaler.test_autoscaler_observe import pod as observe_pod
-from unit.autoscaler.test_autoscaler_reconcile import (
+from unit.autoscaler.planning_world import node as observe_node
+from unit.autoscaler.planning_world import observe, observer
+from unit.autoscaler.planning_world import pod as observe_pod
+from unit.autoscaler.reconcile_world import (
     REPLICATED,
     World,
     stamp,

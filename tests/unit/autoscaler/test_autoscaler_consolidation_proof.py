@@ -8,10 +8,11 @@ from typing import Any
 import pytest
 
 from nodepool_operator.controllers.autoscaler import simulation
-from nodepool_operator.controllers.autoscaler.consolidation import NodeView, rules
-from nodepool_operator.controllers.autoscaler.consolidation.proof import Proof
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile, profile_of
-from nodepool_operator.controllers.autoscaler.profiles import ProfileCache
+from nodepool_operator.controllers.autoscaler.decide import consolidation_rules
+from nodepool_operator.controllers.autoscaler.decide.consolidation_proof import Proof
+from nodepool_operator.controllers.autoscaler.snapshot.consolidation_views import NodeView
+from nodepool_operator.controllers.autoscaler.snapshot.pod_profiles import ProfileCache
 
 OWNED = [{"kind": "ReplicaSet", "name": "web-1", "uid": "rs", "controller": True}]
 CPU = 1000  # millicores
@@ -58,7 +59,9 @@ def view(name: str, *pods: Any, usage: float = 0.25) -> NodeView:
 
 def choose(views: list[NodeView], cluster: list[simulation.ExistingNode]) -> Any:
     fits = Proof(views=views, cluster=cluster, daemon_sets=(), profile=ProfileCache().get)
-    return rules.choose_together([(views, 0.5)], fits=fits, fit_together=fits.together)
+    return consolidation_rules.choose_together(
+        [(views, 0.5)], fits=fits, fit_together=fits.together
+    )
 
 
 def test_when_every_candidates_pods_fit_at_once_one_simulation_proves_them_all(

@@ -12,8 +12,12 @@ from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.api import wellknown
 from nodepool_operator.controllers import cached
-from nodepool_operator.controllers.autoscaler.consolidation import decide, rules
-from unit.autoscaler.test_autoscaler_reconcile import (
+from nodepool_operator.controllers.autoscaler.decide import (
+    batch_plan,
+    consolidation_choice,
+    consolidation_rules,
+)
+from unit.autoscaler.reconcile_world import (
     NAS,
     POOL,
     REPLICATED,
@@ -108,7 +112,7 @@ async def test_a_dry_run_previews_the_scale_down_and_writes_no_mark() -> None:
 
 async def test_a_deleted_autoscaler_leaves_no_mark_behind(world: World) -> None:
     await tainted(world)
-    world.autoscalers.remove(world.autoscalers.store[NAS])
+    world.autoscalers.remove(NAS)
     await world.plan()
     assert marks(world, "n2") == ([], None)
 
@@ -224,13 +228,13 @@ async def test_a_batch_with_no_node_or_pod_changed_reuses_the_last_choice(
 ) -> None:
     half_and_quarter(world)
     made: list[int] = []
-    choose = rules.choose_together
+    choose = consolidation_rules.choose_together
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         made.append(1)
         return choose(*args, **kwargs)
 
-    monkeypatch.setattr(rules, "choose_together", counted)
+    monkeypatch.setattr(consolidation_rules, "choose_together", counted)
     await world.reconcile()  # chooses, and stamps n2 (a Node changed)
     await world.reconcile()  # chooses again after its own write
     before = len(made)
@@ -258,7 +262,7 @@ def test_the_nodes_open_requests_name_are_on_their_way_out_and_no_others() -> No
         _request("Superseded", "d"),
         _request("Applied", "e", deleting=True),
     ]
-    assert decide.named_by_open_requests(requests) == {"a", "b"}
+    assert consolidation_choice.named_by_open_requests(requests) == {"a", "b"}
 
 
 async def test_a_node_an_open_request_names_is_never_chosen_again(world: World) -> None:
@@ -327,3 +331,29 @@ async def test_a_victim_a_scale_up_brought_back_loses_its_taint(world: World) ->
     await world.reconcile()
     assert taints(world, "n2") == []
     assert len(world.api.made("scalerequests")) == 1  # and no node for room n2 has
+
+
+async def test_a_pass_is_proposed_without_a_write_and_its_marks_written_by_apply(
+    world: World,
+) -> None:
+    """Consolidation acts after the decision: ``propose`` reads and decides (the taint it
+    wants is in its marks, nothing is sent), ``apply`` writes those marks."""
+    half_and_quarter(world)
+    await world.reconcile()  # n2 stamped
+    await world.clock.advance(60)
+    [autoscaler] = world.autoscalers.items()
+    made = await world.planner.plan_maker.plan()
+    seen = batch_plan.part_of(made, NAS, autoscaler_api.spec_of(autoscaler))
+    assert isinstance(seen, batch_plan.Observation)
+    decider = world.planner.decider
+    turn = decider.turn(autoscaler, seen)
+    choices = await decider.consolidator.choose(
+        [turn], cluster=seen.cluster, daemon_sets=seen.daemon_sets
+    )
+    patches = len(world.api.patches)
+    proposal = decider.consolidator.propose(autoscaler, turn, choices[turn.pool])
+    assert [v.name for v in proposal.marks.taint] == ["n2"]
+    assert len(world.api.patches) == patches  # decided, nothing written
+    assert taints(world, "n2") == []
+    await decider.consolidator.apply(proposal)
+    assert taints(world, "n2") == [wellknown.CONSOLIDATING_TAINT_KEY]

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from nodepool_operator.api import wellknown
-from nodepool_operator.controllers.autoscaler.consolidation.views import NodeViews
-from nodepool_operator.controllers.autoscaler.profiles import ProfileCache
+from nodepool_operator.controllers.autoscaler.snapshot.consolidation_views import NodeViews
+from nodepool_operator.controllers.autoscaler.snapshot.pod_profiles import ProfileCache
 from nodepool_operator.controllers.resources import NODES_BY_POOL
 from nodepool_operator.runtime.client import Object
-from unit.autoscaler.test_autoscaler_pool_reads import StampedPods
+from unit.autoscaler.pod_caches import StampedPods
 
 POOL = "pool-a"
 POOL_UID = "uid-a"

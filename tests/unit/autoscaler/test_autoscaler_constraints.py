@@ -9,8 +9,8 @@ import pytest
 from nodepool_operator.controllers.autoscaler import constraints
 from nodepool_operator.controllers.autoscaler.constraints import (
     HostPort,
+    NodeTaint,
     Selector,
-    Taint,
     Toleration,
 )
 
@@ -132,7 +132,7 @@ def test_profiles_read_node_selector_and_required_terms_only() -> None:
 
 # -- taints and tolerations ------------------------------------------------------------------
 
-TEAM = Taint("team", "ml", "NoSchedule")
+TEAM = NodeTaint("team", "ml", "NoSchedule")
 
 
 @pytest.mark.parametrize(
@@ -162,14 +162,14 @@ def test_tolerations_that_do_not(toleration: Toleration) -> None:
 
 
 def test_only_no_schedule_and_no_execute_taints_keep_a_pod_off() -> None:
-    soft = Taint("soft", "", "PreferNoSchedule")
+    soft = NodeTaint("soft", "", "PreferNoSchedule")
     assert constraints.untolerated((), (soft,)) is None
     assert constraints.untolerated((), (soft, TEAM)) == TEAM
 
 
 def test_daemonset_pods_tolerate_cordon_and_not_ready_nodes() -> None:
-    cordon = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
-    not_ready = Taint("node.kubernetes.io/not-ready", "", "NoExecute")
+    cordon = NodeTaint("node.kubernetes.io/unschedulable", "", "NoSchedule")
+    not_ready = NodeTaint("node.kubernetes.io/not-ready", "", "NoExecute")
     assert constraints.untolerated(constraints.DAEMON_TOLERATIONS, (cordon, not_ready)) is None
     assert constraints.untolerated(constraints.DAEMON_TOLERATIONS, (TEAM,)) == TEAM
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from nodepool_operator.controllers.autoscaler import fit
+from nodepool_operator.controllers.autoscaler.constraints import pending_pods
 
 GI = 1024**3
 MI = 1024**2
@@ -36,7 +36,7 @@ def pod(
 
 
 def requests_of(p: dict[str, Any]) -> dict[str, int]:
-    return fit.pod_requests(p)
+    return pending_pods.pod_requests(p)
 
 
 # -- requests -------------------------------------------------------------------------
@@ -89,45 +89,45 @@ def test_a_pods_request_in_a_container_does_not_take_more_than_one_slot() -> Non
 
 def test_malformed_quantity_raises_value_error() -> None:
     with pytest.raises(ValueError, match="invalid quantity"):
-        fit.pod_requests(pod(container("lots")))
+        pending_pods.pod_requests(pod(container("lots")))
 
 
 # -- pod state ------------------------------------------------------------------------
 
 
 def test_unschedulable_needs_the_scheduler_condition() -> None:
-    assert fit.is_unschedulable(pod(container("1")))
-    assert not fit.is_unschedulable(pod(container("1"), unschedulable=False))
+    assert pending_pods.is_unschedulable(pod(container("1")))
+    assert not pending_pods.is_unschedulable(pod(container("1"), unschedulable=False))
 
 
 def test_a_bound_or_deleted_pod_is_not_unschedulable() -> None:
-    assert not fit.is_unschedulable(pod(container("1"), nodeName="n1"))
+    assert not pending_pods.is_unschedulable(pod(container("1"), nodeName="n1"))
     leaving = pod(container("1"))
     leaving["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    assert not fit.is_unschedulable(leaving)
-    assert not fit.is_pending_unbound(leaving)
+    assert not pending_pods.is_unschedulable(leaving)
+    assert not pending_pods.is_pending_unbound(leaving)
 
 
 def test_a_nominated_pod_is_not_unschedulable_and_names_its_node() -> None:
     nominated = pod(container("1"))
     nominated["status"]["nominatedNodeName"] = "n1"
-    assert not fit.is_unschedulable(nominated)
-    assert fit.nominated_node(nominated) == "n1"
-    assert fit.nominated_node(pod(container("1"))) is None
+    assert not pending_pods.is_unschedulable(nominated)
+    assert pending_pods.nominated_node(nominated) == "n1"
+    assert pending_pods.nominated_node(pod(container("1"))) is None
 
 
 def test_a_scheduling_gated_pod_is_not_unschedulable() -> None:
     gated = pod(container("1"), schedulingGates=[{"name": "example.com/wait"}])
-    assert not fit.is_unschedulable(gated)
+    assert not pending_pods.is_unschedulable(gated)
 
 
 def test_a_pod_for_another_scheduler_is_not_ours_to_plan() -> None:
-    assert not fit.is_unschedulable(pod(container("1"), schedulerName="volcano"))
-    ours = pod(container("1"), schedulerName=fit.DEFAULT_SCHEDULER)
-    assert fit.is_unschedulable(ours)
+    assert not pending_pods.is_unschedulable(pod(container("1"), schedulerName="volcano"))
+    ours = pod(container("1"), schedulerName=pending_pods.DEFAULT_SCHEDULER)
+    assert pending_pods.is_unschedulable(ours)
 
 
 def test_a_running_pod_is_not_pending() -> None:
     running = pod(container("1"), nodeName="n1")
     running["status"]["phase"] = "Running"
-    assert not fit.is_pending_unbound(running)
+    assert not pending_pods.is_pending_unbound(running)

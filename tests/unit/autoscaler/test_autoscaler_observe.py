@@ -3,7 +3,6 @@ and which Autoscaler owns a pool."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
 from typing import Any
 
 import pytest
@@ -12,123 +11,30 @@ from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.api import wellknown
-from nodepool_operator.controllers.autoscaler import gather
-from nodepool_operator.controllers.autoscaler.handoff import (
+from nodepool_operator.controllers.autoscaler.decide import batch_plan
+from nodepool_operator.controllers.autoscaler.decide.batch_plan import (
+    ConflictingAutoscaler,
+    Observation,
+)
+from nodepool_operator.controllers.autoscaler.snapshot import gather
+from nodepool_operator.controllers.autoscaler.snapshot.pod_profiles import ProfileCache
+from nodepool_operator.controllers.autoscaler.snapshot.scale_requests import (
     RequestLedger,
     asks_for_more,
     request_name,
 )
-from nodepool_operator.controllers.autoscaler.observer import (
-    ConflictingAutoscaler,
-    Observation,
-    Observer,
-)
-from nodepool_operator.controllers.autoscaler.profiles import ProfileCache
 from nodepool_operator.runtime import conditions
 from nodepool_operator.runtime.client import Object
-from nodepool_operator.runtime.informer import object_key
-
-
-class FakeInformer:
-    def __init__(self, *objects: Object, version: str = "10") -> None:
-        self.store = {object_key(o): o for o in objects}
-        self.stamps = 0
-        self.indexes: dict[str, Callable[[Object], Iterable[str]]] = {}
-        self.resource_version = version
-        self.handlers: list[Any] = []
-
-    def add_index(self, name: str, func: Callable[[Object], Iterable[str]]) -> None:
-        self.indexes[name] = func
-
-    def add_handler(self, handler: Any) -> None:
-        self.handlers.append(handler)
-
-    def put(self, obj: Object) -> None:
-        """Store ``obj`` and tell the handlers, as a watch event would."""
-        key = object_key(obj)
-        old = self.store.get(key)
-        self.store[key] = obj
-        for handler in self.handlers:
-            if old is None:
-                handler.on_add(obj)
-            else:
-                handler.on_update(old, obj)
-
-    def get(self, name: str, namespace: str | None = None) -> Object | None:
-        return self.store.get(f"{namespace}/{name}" if namespace else name)
-
-    def items(self) -> list[Object]:
-        return list(self.store.values())
-
-    def by_index(self, index: str, value: str) -> list[Object]:
-        return [o for o in self.store.values() if value in self.indexes[index](o)]
-
-    def index_stamp(self, index: str, value: str) -> int:
-        """A new stamp on every call: nothing read from a bucket of this fake is kept."""
-        self.stamps += 1
-        return self.stamps
-
-
-def node(name: str, *, ready: bool = True, cordoned: bool = False, pool: str = "small") -> Object:
-    return {
-        "metadata": {
-            "name": name,
-            "labels": {wellknown.POOL_LABEL: pool},
-            # Owned by the pool (``pool()``'s uid), as the NodePool controller makes them.
-            "ownerReferences": [{"kind": "NodePool", "name": pool, "uid": f"{pool}-uid"}],
-        },
-        "spec": {"unschedulable": True} if cordoned else {},
-        "status": {
-            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
-            "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
-        },
-    }
-
-
-def pod(name: str, *, cpu: str = "1", namespace: str = "apps", **extra: Any) -> Object:
-    node_name = extra.pop("node", None)
-    spec: dict[str, Any] = {
-        "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}],
-        **extra.pop("spec", {}),
-    }
-    status: dict[str, Any] = {"phase": "Pending"}
-    if node_name:
-        spec["nodeName"] = node_name
-        status["phase"] = "Running"
-    elif extra.pop("marked", True):
-        status["conditions"] = [
-            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
-        ]
-    meta = {
-        "name": name,
-        "namespace": namespace,
-        "uid": name,
-        "resourceVersion": "1",
-        "creationTimestamp": "2026-11-29T10:00:00Z",
-        **extra,
-    }
-    return {"metadata": meta, "spec": spec, "status": status}
-
-
-def pool(name: str = "small", *, target: int = 2, weight: int = 0) -> Object:
-    spec = nodepool_api.NodePoolSpec(
-        target_nodes=target,
-        weight=weight,
-        template=nodepool_api.NodeTemplate(cpu="4", memory="16Gi"),
-    )
-    body = nodepool_api.manifest(name, spec)
-    body["metadata"].update(uid=f"{name}-uid", resourceVersion="7")
-    return body
-
-
-def autoscaler(
-    name: str, *, pool_name: str = "small", created: str = "2026-11-29T09:00:00Z", **spec: Any
-) -> Object:
-    body = autoscaler_api.manifest(
-        name, autoscaler_api.AutoscalerSpec(node_pool_name=pool_name, **spec)
-    )
-    body["metadata"].update(uid=f"{name}-uid", creationTimestamp=created)
-    return body
+from unit.autoscaler.planning_world import (
+    NOW,
+    autoscaler,
+    names,
+    node,
+    observe,
+    observer,
+    pod,
+    pool,
+)
 
 
 def daemon_set(cpu: str) -> Object:
@@ -139,17 +45,6 @@ def daemon_set(cpu: str) -> Object:
             "template": {"metadata": {"labels": {"app": "ds"}}, "spec": {"containers": [container]}}
         },
     }
-
-
-NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
-
-
-class FixedWallClock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def time(self) -> float:
-        return self.now
 
 
 def not_ready_since(name: str, seconds_ago: float) -> Object:
@@ -165,44 +60,6 @@ def never_ready(name: str, registered_ago: float) -> Object:
     fresh["status"]["conditions"] = []
     fresh["metadata"]["creationTimestamp"] = conditions.rfc3339(NOW - registered_ago)
     return fresh
-
-
-def observer(
-    *,
-    nodes: Iterable[Object] = (),
-    pods: Iterable[Object] = (),
-    pools: Iterable[Object] | None = None,
-    autoscalers: Iterable[Object] | None = None,
-    daemon_sets: Iterable[Object] = (),
-    now: float = NOW,
-) -> Observer:
-    return Observer(
-        autoscalers=FakeInformer(  # type: ignore[arg-type]
-            *(autoscalers if autoscalers is not None else [autoscaler("nas", namespaces=["apps"])])
-        ),
-        pools=FakeInformer(*(pools if pools is not None else [pool()])),  # type: ignore[arg-type]
-        nodes=FakeInformer(*nodes),  # type: ignore[arg-type]
-        pods=FakeInformer(*pods),  # type: ignore[arg-type]
-        requests=FakeInformer(),  # type: ignore[arg-type]
-        daemon_sets=FakeInformer(*daemon_sets),  # type: ignore[arg-type]
-        ledger=RequestLedger(),
-        wall_clock=FixedWallClock(now),
-    )
-
-
-SPEC = autoscaler_api.AutoscalerSpec(node_pool_name="small", namespaces=("apps",))
-
-
-async def observe(
-    o: Observer, name: str = "nas", spec: autoscaler_api.AutoscalerSpec = SPEC
-) -> Observation:
-    seen = await o.observe(name, spec)
-    assert isinstance(seen, Observation), seen
-    return seen
-
-
-def names(pods: Iterable[Object]) -> list[str]:
-    return [p["metadata"]["name"] for p in pods]
 
 
 async def test_the_pool_counts_ready_cordoned_and_booting_nodes() -> None:
@@ -441,8 +298,10 @@ async def test_one_plan_gives_every_autoscaler_its_part(monkeypatch: pytest.Monk
     autoscalers = [autoscaler("nas"), autoscaler("heavy-nas", pool_name="heavy")]
     o = observer(pods=[pod("p")], pools=pools, autoscalers=autoscalers)
     made = await o.plan()
-    small = o.part(made, "nas", autoscaler_api.AutoscalerSpec(node_pool_name="small"))
-    heavy = o.part(made, "heavy-nas", autoscaler_api.AutoscalerSpec(node_pool_name="heavy"))
+    small = batch_plan.part_of(made, "nas", autoscaler_api.AutoscalerSpec(node_pool_name="small"))
+    heavy = batch_plan.part_of(
+        made, "heavy-nas", autoscaler_api.AutoscalerSpec(node_pool_name="heavy")
+    )
     assert len(plans) == 1
     assert isinstance(small, Observation)
     assert isinstance(heavy, Observation)

@@ -7,13 +7,14 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nodepool_operator.controllers.autoscaler import plan
+from nodepool_operator.controllers.autoscaler.decide import scaling
 from nodepool_operator.controllers.autoscaler.simulation import PoolOutcome
+from nodepool_operator.controllers.autoscaler.snapshot import pool_facts
 
 NOTHING = PoolOutcome(new_nodes=0, wanted_nodes=0, triggering=(), hosted=())
 
 
-def pool(**overrides: Any) -> plan.PoolFacts:
+def pool(**overrides: Any) -> pool_facts.PoolFacts:
     values: dict[str, Any] = {
         "name": "small",
         "min_nodes": 0,
@@ -23,7 +24,7 @@ def pool(**overrides: Any) -> plan.PoolFacts:
         "open_request": False,
     }
     values.update(overrides)
-    return plan.PoolFacts(**values)
+    return pool_facts.PoolFacts(**values)
 
 
 def up(new: int, *, wanted: int | None = None, triggering: int = 0, hosted: int = 0) -> PoolOutcome:
@@ -44,8 +45,8 @@ def request(
     version: str = "5",
     created: str | None = None,
     based_on: int | None = None,
-) -> plan.RequestView:
-    return plan.RequestView(
+) -> pool_facts.RequestView:
+    return pool_facts.RequestView(
         name=name,
         created=created or f"2026-11-29T10:00:0{name[-1]}Z",
         target=target,
@@ -56,26 +57,28 @@ def request(
     )
 
 
-def decide(p: plan.PoolFacts, outcome: PoolOutcome = NOTHING, **kw: Any) -> plan.Decision:
+def decide(
+    p: pool_facts.PoolFacts, outcome: PoolOutcome = NOTHING, **kw: Any
+) -> scaling.ScalingDecision:
     kw.setdefault("unneeded", [])
     kw.setdefault("unneeded_seconds", 60)
     kw.setdefault("blocked", None)
-    return plan.decide(p, outcome, **kw)
+    return scaling.decide(p, outcome, **kw)
 
 
 # -- base and effective target ------------------------------------------------------------
 
 
-def base(target: int, requests: list[plan.RequestView] = [], **kw: Any) -> int:  # noqa: B006
+def base(target: int, requests: list[pool_facts.RequestView] = [], **kw: Any) -> int:  # noqa: B006
     values: dict[str, Any] = {"min_nodes": 0, "max_nodes": 10, "pool_version": "10"}
     values.update(kw)
-    return plan.base_target(target=target, requests=requests, **values)
+    return pool_facts.base_target(target=target, requests=requests, **values)
 
 
-def effective(b: int, requests: list[plan.RequestView], **kw: Any) -> int:
+def effective(b: int, requests: list[pool_facts.RequestView], **kw: Any) -> int:
     values: dict[str, Any] = {"min_nodes": 0, "max_nodes": 10}
     values.update(kw)
-    return plan.effective_target(base=b, requests=requests, **values)
+    return pool_facts.effective_target(base=b, requests=requests, **values)
 
 
 def test_the_base_is_the_spec_within_bounds() -> None:
@@ -186,7 +189,7 @@ def test_ready_nodes_beyond_the_target_are_leaving_cordoned_ones_first() -> None
 def test_a_node_cordoned_by_hand_is_not_in_flight() -> None:
     p = pool(target=2, ready=2, cordoned=1)
     assert p.in_flight == 0
-    assert plan.scale_down_blocker(p, enabled=True, pending_fitting=0) is None
+    assert scaling.scale_down_blocker(p, enabled=True, pending_fitting=0) is None
 
 
 # -- scale-down -----------------------------------------------------------------------
@@ -207,17 +210,17 @@ def test_nodes_already_leaving_are_not_given_up_twice() -> None:
 
 
 def test_anything_in_flight_blocks_scale_down() -> None:
-    assert plan.scale_down_blocker(pool(), enabled=False, pending_fitting=0) == "disabled"
-    assert plan.scale_down_blocker(pool(open_request=True), enabled=True, pending_fitting=0) == (
+    assert scaling.scale_down_blocker(pool(), enabled=False, pending_fitting=0) == "disabled"
+    assert scaling.scale_down_blocker(pool(open_request=True), enabled=True, pending_fitting=0) == (
         "request-pending"
     )
     booting = pool(target=3, ready=2)
-    assert plan.scale_down_blocker(booting, enabled=True, pending_fitting=0) == (
+    assert scaling.scale_down_blocker(booting, enabled=True, pending_fitting=0) == (
         "capacity-in-flight"
     )
     settled = pool(target=3, ready=3)
-    assert plan.scale_down_blocker(settled, enabled=True, pending_fitting=2) == "pods-pending"
-    assert plan.scale_down_blocker(settled, enabled=True, pending_fitting=0) is None
+    assert scaling.scale_down_blocker(settled, enabled=True, pending_fitting=2) == "pods-pending"
+    assert scaling.scale_down_blocker(settled, enabled=True, pending_fitting=0) is None
 
 
 def test_a_blocked_scale_down_decides_nothing_and_says_why() -> None:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import copy
-import itertools
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -15,452 +14,32 @@ import pytest
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
-from nodepool_operator.controllers.autoscaler import report, volumes
-from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
-from nodepool_operator.controllers.autoscaler.consolidation import Consolidator
 from nodepool_operator.controllers.autoscaler.controller import (
     PROGRESS_HOLD_SCANS,
-    AutoscalerReconciler,
 )
-from nodepool_operator.controllers.autoscaler.decisions import PoolDecider
-from nodepool_operator.controllers.autoscaler.handoff import RequestLedger, ScaleRequester
-from nodepool_operator.controllers.autoscaler.notices import Notices
-from nodepool_operator.controllers.autoscaler.observer import Observer
+from nodepool_operator.controllers.autoscaler.decide import status_report
 from nodepool_operator.controllers.autoscaler.planner import (
-    HAND_OVER_PARALLELISM,
     LONGEST_BATCH_SECONDS,
     PLAN,
     Batch,
     Planner,
 )
-from nodepool_operator.controllers.autoscaler.verdicts import Verdicts
-from nodepool_operator.runtime import conditions, errors, testing
+from nodepool_operator.runtime import errors
 from nodepool_operator.runtime.client import Object, Resource
 from nodepool_operator.runtime.clock import FakeClock
 from nodepool_operator.runtime.controller import Request, Result
-from nodepool_operator.runtime.events import EventRecorder
-from nodepool_operator.runtime.informer import keep_write_times, object_key
-
-POOL = "small"
-NAS = "nas"
-KEY = Request(name=NAS)
-
-
-class FakeInformer:
-    """The reads the controller makes of an informer, over a dict."""
-
-    def __init__(self) -> None:
-        self.store: dict[str, Object] = {}
-        self.stamps = 0
-        self.indexes: dict[str, Callable[[Object], Iterable[str]]] = {}
-        self.resource_version = "0"
-        self.handlers: list[Any] = []
-
-    def add_index(self, name: str, func: Callable[[Object], Iterable[str]]) -> None:
-        self.indexes[name] = func
-
-    def add_handler(self, handler: Any) -> None:
-        self.handlers.append(handler)
-
-    def get(self, name: str, namespace: str | None = None) -> Object | None:
-        return self.store.get(f"{namespace}/{name}" if namespace else name)
-
-    def items(self) -> list[Object]:
-        return list(self.store.values())
-
-    def __len__(self) -> int:
-        return len(self.store)
-
-    def by_index(self, index: str, value: str) -> list[Object]:
-        return [o for o in self.store.values() if value in self.indexes[index](o)]
-
-    def index_stamp(self, index: str, value: str) -> int:
-        """A new stamp on every call: nothing read from a bucket of this fake is kept."""
-        self.stamps += 1
-        return self.stamps
-
-    def put(self, obj: Object) -> None:
-        old = self.store.get(object_key(obj))
-        self.store[object_key(obj)] = obj
-        version = obj["metadata"].get("resourceVersion", "0")
-        self.resource_version = str(max(int(self.resource_version), int(version)))
-        for handler in self.handlers:
-            if old is None:
-                handler.on_add(obj)
-            else:
-                handler.on_update(old, obj)
-
-    def remove(self, obj: Object) -> None:
-        gone = self.store.pop(object_key(obj), None)
-        for handler in self.handlers if gone is not None else ():
-            handler.on_delete(gone)
-
-
-class FakeApi:
-    """Creates and patches as the API server would answer them, recorded for asserts.
-
-    Node patches reach ``nodes`` (the informer) only when ``show_node_writes`` is on, as
-    the watch would deliver them; a stale resourceVersion is a 409. A status write that
-    adds or changes a value is recorded with its time, as the API server records it in
-    the object's managedFields."""
-
-    field_manager = "autoscaler-controller"
-
-    def __init__(self, wall_clock: Any) -> None:
-        self.wall_clock = wall_clock
-        self.status_written: dict[str, str] = {}  # Autoscaler -> its last status write
-        self.versions = itertools.count(100)
-        self.created: list[tuple[str, Object]] = []
-        self.patches: list[tuple[str, str, Any, str | None]] = []
-        self.nodes: FakeInformer | None = None
-        self.budgets: list[Object] = []
-
-    async def list_page(self, resource: Resource, **kw: Any) -> Object:
-        assert resource.plural == "poddisruptionbudgets"
-        return {"items": [b for b in self.budgets if b["metadata"]["namespace"] == kw["namespace"]]}
-
-    async def create(
-        self, resource: Resource, body: dict[str, Any], *, namespace: str | None = None
-    ) -> Object:
-        obj = copy.deepcopy(body)
-        meta = obj["metadata"]
-        meta.update(
-            resourceVersion=str(next(self.versions)),
-            uid=f"uid-{meta['name']}",
-            creationTimestamp="2026-11-29T10:00:00Z",
-            generation=1,
-        )
-        self.created.append((resource.plural, obj))
-        return copy.deepcopy(obj)
-
-    async def patch(self, resource: Resource, name: str, patch: Any, **kw: Any) -> Object:
-        self.patches.append((resource.plural, name, copy.deepcopy(patch), kw.get("subresource")))
-        status_write = resource.plural == "autoscalers" and kw.get("subresource") == "status"
-        if status_write and testing.sets_a_value(patch["status"]):
-            self.status_written[name] = conditions.rfc3339(self.wall_clock.time())
-        version = str(next(self.versions))
-        if resource.plural == "nodes" and self.nodes is not None:
-            node = self.nodes.get(name)
-            assert node is not None
-            precondition = patch.get("metadata", {}).get("resourceVersion")
-            if precondition is not None and precondition != node["metadata"]["resourceVersion"]:
-                raise errors.Conflict(409, "the object has been modified")
-            updated = copy.deepcopy(node)
-            testing.merge(updated, patch)
-            updated["metadata"]["resourceVersion"] = version
-            self.nodes.put(updated)
-            return updated
-        return {"metadata": {"name": name, "resourceVersion": version}}
-
-    def node_patches(self) -> list[Any]:
-        return [p for kind, _, p, _ in self.patches if kind == "nodes"]
-
-    async def get(self, resource: Resource, name: str, **kw: Any) -> Object:
-        raise AssertionError("the reconciler reads caches, not the API")
-
-    def made(self, plural: str) -> list[Object]:
-        return [obj for kind, obj in self.created if kind == plural]
-
-    def events(self, reason: str) -> list[Object]:
-        return [e for e in self.made("events") if e["reason"] == reason]
-
-    def status_writes(self) -> list[Any]:
-        return [p for kind, _, p, sub in self.patches if kind == "autoscalers" and sub == "status"]
-
-
-class FixedWallClock:
-    def time(self) -> float:
-        return 1_800_000_000.0
-
-
-def status_entry(manager: str, time: str) -> dict[str, Any]:
-    """The ``managedFields`` entry the API server keeps for ``manager``'s status writes."""
-    return {
-        "manager": manager,
-        "operation": "Update",
-        "subresource": "status",
-        "apiVersion": "nodepool.dev/v1alpha1",
-        "time": time,
-        "fieldsType": "FieldsV1",
-        "fieldsV1": {"f:status": {"f:pendingPods": {}}},
-    }
-
-
-class FollowingWallClock:
-    """Wall time that moves with the fake clock (the timers on Nodes are wall times)."""
-
-    def __init__(self, clock: FakeClock) -> None:
-        self.clock = clock
-
-    def time(self) -> float:
-        return 1_800_000_000.0 + self.clock.now()
-
-
-#: TriggeredScaleUp events per request, as AutoscalerConfig's default.
-TOLD_PER_REQUEST = AutoscalerConfig().triggered_events_per_request
-
-
-class World:
-    """Caches and a reconciler wired as in setup(), on fakes."""
-
-    def __init__(self, *, count_writes_per_second: float = 5.0) -> None:
-        self.clock = FakeClock()
-        self.api = FakeApi(wall_clock=FollowingWallClock(self.clock))
-        self.autoscalers, self.pools, self.nodes = FakeInformer(), FakeInformer(), FakeInformer()
-        self.pods, self.requests = FakeInformer(), FakeInformer()
-        self.daemon_sets = FakeInformer()
-        self.claims, self.volumes, self.classes = FakeInformer(), FakeInformer(), FakeInformer()
-        self.count_writes_per_second = count_writes_per_second
-        self.reconciler = self.start()
-        self.api.nodes = self.nodes
-        self.versions = itertools.count(1)
-        self.minutes = itertools.count(0)
-
-    def start(self) -> AutoscalerReconciler:
-        """A planner and a reconciler on these caches and this API: new ones are a
-        restarted operator (nothing in memory, the world as it was left)."""
-        ledger = RequestLedger()
-        recorder = EventRecorder(
-            self.api,  # type: ignore[arg-type]
-            component="autoscaler-controller",
-            clock=self.clock,
-            wall_clock=FixedWallClock(),
-        )
-        verdicts = Verdicts()
-        observer = Observer(
-            autoscalers=self.autoscalers,  # type: ignore[arg-type]
-            daemon_sets=self.daemon_sets,  # type: ignore[arg-type]
-            pools=self.pools,  # type: ignore[arg-type]
-            nodes=self.nodes,  # type: ignore[arg-type]
-            pods=self.pods,  # type: ignore[arg-type]
-            requests=self.requests,  # type: ignore[arg-type]
-            ledger=ledger,
-            volume_reads=volumes.VolumeReads(
-                claims=self.claims,  # type: ignore[arg-type]
-                volumes=self.volumes,  # type: ignore[arg-type]
-                classes=self.classes,  # type: ignore[arg-type]
-            ),
-        )
-        decider = PoolDecider(
-            consolidator=Consolidator(
-                client=self.api,  # type: ignore[arg-type]
-                nodes=self.nodes,  # type: ignore[arg-type]
-                pods=self.pods,  # type: ignore[arg-type]
-                profile=observer.scheduling_profile,
-                recorder=recorder,
-                wall_clock=FollowingWallClock(self.clock),
-            ),
-            requester=ScaleRequester(
-                client=self.api,  # type: ignore[arg-type]
-                ledger=ledger,
-                wall_clock=FixedWallClock(),
-            ),
-            notices=Notices(recorder, parallelism=4, triggered_per_request=TOLD_PER_REQUEST),
-        )
-        self.woken: list[str] = []
-        reconciler = AutoscalerReconciler(
-            client=self.api,  # type: ignore[arg-type]
-            autoscalers=self.autoscalers,  # type: ignore[arg-type]
-            verdicts=verdicts,
-            recorder=recorder,
-            clock=self.clock,
-            wall_clock=FollowingWallClock(self.clock),
-            count_writes_per_second=self.count_writes_per_second,
-        )
-
-        def wake(autoscaler: Object) -> None:
-            if reconciler.needs_write(autoscaler):
-                self.woken.append(str(autoscaler["metadata"]["name"]))
-
-        self.planner = Planner(
-            observer=observer, decider=decider, verdicts=verdicts, wake=wake, clock=self.clock
-        )
-        return reconciler
-
-    def _stamp(self, obj: Object) -> Object:
-        obj["metadata"]["resourceVersion"] = str(next(self.versions))
-        return obj
-
-    def autoscaler(self, name: str = NAS, *, pool: str = POOL, **spec: Any) -> None:
-        body = autoscaler_api.manifest(
-            name, autoscaler_api.AutoscalerSpec(node_pool_name=pool, **spec)
-        )
-        body["metadata"].update(uid=f"uid-{name}", generation=1)
-        self.autoscalers.put(self._stamp(body))
-
-    def pool(
-        self, *, target: int = 0, min_nodes: int = 0, max_nodes: int = 10, name: str = POOL
-    ) -> None:
-        spec = nodepool_api.NodePoolSpec(
-            target_nodes=target,
-            min_nodes=min_nodes,
-            max_nodes=max_nodes,
-            template=nodepool_api.NodeTemplate(cpu="4", memory="16Gi", pods=110),
-        )
-        body = nodepool_api.manifest(name, spec)
-        body["metadata"].update(uid="uid-pool" if name == POOL else f"uid-{name}", generation=1)
-        self.pools.put(self._stamp(body))
-
-    def node(
-        self,
-        name: str,
-        *,
-        ready: bool = True,
-        pool: str = POOL,
-        owned: bool = True,
-        annotations: dict[str, str] | None = None,
-        registered: bool = True,
-    ) -> None:
-        status = {
-            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
-            "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
-        }
-        labels = {wellknown.POOL_LABEL: pool}
-        # Owned by the pool, as the NodePool controller makes them (``membership``).
-        owner = {
-            "kind": "NodePool",
-            "name": pool,
-            "uid": "uid-pool" if pool == POOL else f"uid-{pool}",
-        }
-        meta = {
-            "name": name,
-            "labels": labels,
-            "ownerReferences": [owner] if owned else [],
-            "annotations": dict(annotations or {}),
-        }
-        # A node still booting carries the NodePool controller's unregistered taint.
-        unregistered = {"key": wellknown.UNREGISTERED_TAINT_KEY, "effect": "NoSchedule"}
-        spec = {} if registered else {"taints": [unregistered]}
-        self.nodes.put(self._stamp({"metadata": meta, "spec": spec, "status": status}))
-
-    def pod(
-        self,
-        name: str,
-        *,
-        cpu: str = "1",
-        node: str | None = None,
-        pool: str | None = None,
-        judged: bool = True,
-        **meta: Any,
-    ) -> Object:
-        """A pod, bound to ``node`` or pending: marked unschedulable by the scheduler, or
-        not ``judged`` yet; ``pool``: its nodeSelector names that pool."""
-        spec: dict[str, Any] = {
-            "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]
-        }
-        if pool is not None:
-            spec["nodeSelector"] = {wellknown.POOL_LABEL: pool}
-        status: dict[str, Any] = {"phase": "Pending"}
-        if node:
-            spec["nodeName"] = node
-            status["phase"] = "Running"
-        elif judged:
-            status["conditions"] = [
-                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
-            ]
-        pod = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": name,
-                "namespace": "apps",
-                "uid": f"uid-{name}",
-                "creationTimestamp": f"2026-11-29T10:{next(self.minutes):02d}:00Z",
-                **meta,
-            },
-            "spec": spec,
-            "status": status,
-        }
-        self.pods.put(self._stamp(pod))
-        return pod
-
-    def show_requests(self, *, phase: str | None = None, applied: int | None = None) -> None:
-        """The informer catches up with the requests we created (answered, maybe)."""
-        for request in self.api.made("scalerequests"):
-            shown = copy.deepcopy(request)
-            if phase is not None:
-                shown["status"] = {"phase": phase, "appliedTargetNodes": applied}
-                shown["metadata"]["resourceVersion"] = str(
-                    int(shown["metadata"]["resourceVersion"]) + 1
-                )
-            self.requests.put(shown)
-
-    async def plan(self) -> Result:
-        """A planner batch (its window already over), and its events written."""
-        result = await self.planner.reconcile(PLAN)
-        await self.planner.told()
-        return result
-
-    async def reconcile(self, key: Request = KEY) -> Result:
-        """A planner batch, then the Autoscaler's status reconcile; the planner's result."""
-        planned = await self.plan()
-        await self.reconciler.reconcile(key)
-        return planned
-
-    async def batch(self) -> int:
-        """A planner batch, then the reconcile of every Autoscaler it woke (as the runtime
-        queues them), then the cache catching up with the writes; how many status writes
-        there have been, of every Autoscaler."""
-        self.woken.clear()
-        await self.plan()
-        for name in dict.fromkeys(self.woken):
-            await self.reconciler.reconcile(Request(name=name))
-        for obj in self.autoscalers.items():
-            self.show_status(obj["metadata"]["name"])
-        return len(self.api.status_writes())
-
-    def show_status(self, name: str = NAS) -> None:
-        """The cache catches up with our status writes, as the informer would: the status
-        and the time the API server recorded for the last one (``managedFields``, cut as
-        ``informer.keep_write_times`` cuts it)."""
-        obj = self.autoscalers.get(name)
-        assert obj is not None
-        if not self.writes_to(name):
-            return
-        obj["status"] = copy.deepcopy(self.status(name))
-        obj["metadata"]["managedFields"] = keep_write_times(
-            {
-                "metadata": {
-                    "managedFields": [
-                        {
-                            "manager": "someone",
-                            "operation": "Update",
-                            "time": "2026-11-29T10:00:00Z",
-                        },
-                        status_entry(FakeApi.field_manager, self.api.status_written[name]),
-                    ]
-                }
-            }
-        )["metadata"]["managedFields"]
-
-    def writes_to(self, name: str) -> list[Any]:
-        return [
-            p
-            for kind, target, p, sub in self.api.patches
-            if kind == "autoscalers" and sub == "status" and target == name
-        ]
-
-    async def scan(self) -> int:
-        """A pass, after which the cache catches up with our write (as the informer
-        would); how many status writes there have been."""
-        await self.reconcile()
-        self.show_status()
-        return len(self.api.status_writes())
-
-    def status(self, name: str = NAS) -> dict[str, Any]:
-        """Our last written status, as the cache will show it."""
-        merged: dict[str, Any] = {}
-        for write in self.writes_to(name):
-            merged.update(write["status"])
-        return merged
-
-
-@pytest.fixture
-def world() -> World:
-    w = World()
-    w.autoscaler(scan_interval_seconds=5)
-    w.pool()
-    return w
+from nodepool_operator.runtime.informer import object_key
+from unit.autoscaler.reconcile_world import (
+    HAND_OVER_PARALLELISM,
+    KEY,
+    NAS,
+    POOL,
+    TOLD_PER_REQUEST,
+    World,
+    half_and_quarter,
+    stamp,
+    taints,
+)
 
 
 async def test_ten_pending_pods_make_one_request_for_three_nodes(world: World) -> None:
@@ -928,23 +507,25 @@ def _stored(last: dict[str, Any] | None, *, pending: int = 0) -> dict[str, Any]:
 
 def test_only_a_request_following_one_the_same_way_is_progress() -> None:
     down = {"name": "nas-9-down", "targetNodes": 1, "reason": "unneeded"}
-    counts = frozenset(report.COUNTS)
-    assert report.progress_fields(_stored(_up(2)), _stored(_up(4))) == counts | {"lastRequest"}
-    assert report.progress_fields(_stored(None), _stored(_up(4))) == counts  # the first
-    assert report.progress_fields(_stored(_up(2)), _stored(down)) == counts  # turned
-    assert report.progress_fields(_stored(down), _stored(_up(4))) == counts
+    counts = frozenset(status_report.COUNTS)
+    assert status_report.progress_fields(_stored(_up(2)), _stored(_up(4))) == counts | {
+        "lastRequest"
+    }
+    assert status_report.progress_fields(_stored(None), _stored(_up(4))) == counts  # the first
+    assert status_report.progress_fields(_stored(_up(2)), _stored(down)) == counts  # turned
+    assert status_report.progress_fields(_stored(down), _stored(_up(4))) == counts
 
 
 def test_a_request_is_held_with_the_counts_but_news_is_not() -> None:
     stored, fresh = _stored(_up(2), pending=3), _stored(_up(4), pending=7)
-    assert report.with_progress_held(stored, fresh) == stored
+    assert status_report.with_progress_held(stored, fresh) == stored
     turned = _stored({"name": "nas-9-down", "targetNodes": 1, "reason": "x"}, pending=7)
-    assert report.with_progress_held(stored, turned) == turned
+    assert status_report.with_progress_held(stored, turned) == turned
     limited = copy.deepcopy(fresh)
     limited["conditions"] = [{"type": "LimitReached", "status": "True"}]
-    assert report.with_progress_held(stored, limited) == limited
+    assert status_report.with_progress_held(stored, limited) == limited
     first = _stored(_up(4), pending=7)
-    assert report.with_progress_held(_stored(None, pending=3), first) == first
+    assert status_report.with_progress_held(_stored(None, pending=3), first) == first
 
 
 async def test_a_pod_too_big_for_any_node_gets_one_warning_and_no_request(world: World) -> None:
@@ -1042,7 +623,7 @@ async def test_no_scale_down_right_after_a_scale_up(world: World) -> None:
 
 
 async def test_a_missing_pool_is_reported_not_guessed(world: World) -> None:
-    world.pools.remove(world.pools.items()[0])
+    world.pools.remove(object_key(world.pools.items()[0]))
     world.pod("p")
     result = await world.reconcile()
     ready = next(c for c in world.status()["conditions"] if c["type"] == "Ready")
@@ -1053,7 +634,7 @@ async def test_a_missing_pool_is_reported_not_guessed(world: World) -> None:
 
 
 async def test_a_deleted_autoscaler_is_forgotten(world: World) -> None:
-    world.autoscalers.remove(world.autoscalers.items()[0])
+    world.autoscalers.remove(object_key(world.autoscalers.items()[0]))
     assert await world.reconcile() == Result()
     assert world.api.created == []
 
@@ -1254,32 +835,6 @@ async def test_an_autoscaler_never_in_dry_run_shows_no_dry_run_condition(world: 
     assert status.get("wouldRequest") is None
 
 
-REPLICATED = [{"kind": "ReplicaSet", "name": "web-1", "uid": "rs", "controller": True}]
-
-
-def half_and_quarter(world: World) -> None:
-    """n1 half used (stays), n2 a quarter used by one replica that fits on n1."""
-    world.autoscaler(scale_down=autoscaler_api.ScaleDownPolicy(unneeded_seconds=60))
-    world.pool(target=2)
-    world.node("n1")
-    world.node("n2")
-    for name in ("a", "b"):
-        world.pod(name, node="n1", ownerReferences=REPLICATED)
-    world.pod("c", node="n2", ownerReferences=REPLICATED)
-
-
-def taints(world: World, name: str) -> list[str]:
-    node = world.nodes.get(name)
-    assert node is not None
-    return [t["key"] for t in node["spec"].get("taints") or ()]
-
-
-def stamp(world: World, name: str) -> str | None:
-    node = world.nodes.get(name)
-    assert node is not None
-    return (node["metadata"].get("annotations") or {}).get(wellknown.UNNEEDED_SINCE_ANNOTATION)
-
-
 async def test_an_underused_node_is_stamped_tainted_then_named_in_the_request(
     world: World,
 ) -> None:
@@ -1331,13 +886,13 @@ async def test_a_budget_that_allows_nothing_keeps_the_node_untainted_and_restart
     world: World,
 ) -> None:
     half_and_quarter(world)
-    world.api.budgets = [
+    world.budgets.put(
         {
-            "metadata": {"name": "web", "namespace": "apps"},
+            "metadata": {"name": "web", "namespace": "apps", "resourceVersion": "1"},
             "spec": {"selector": {}},
             "status": {"disruptionsAllowed": 0},
         }
-    ]
+    )
     await world.reconcile()
     await world.clock.advance(60)
     await world.reconcile()
@@ -1346,6 +901,19 @@ async def test_a_budget_that_allows_nothing_keeps_the_node_untainted_and_restart
     [told, _] = [e["message"] for e in world.api.events("ConsolidationKept")]
     assert "PodDisruptionBudget apps/web allows 0 disruptions now" in told
     assert world.api.made("scalerequests") == []
+
+
+async def test_budgets_not_listed_yet_keep_the_node_untainted_and_unnamed(world: World) -> None:
+    half_and_quarter(world)
+    world.budgets.synced = False  # the PodDisruptionBudget cache has not listed yet
+    await world.reconcile()
+    await world.clock.advance(60)
+    await world.reconcile()
+    assert taints(world, "n2") == []
+    assert world.api.made("scalerequests") == []
+    world.budgets.synced = True  # listed, and no budget refuses: the node goes its way
+    await world.reconcile()
+    assert taints(world, "n2") == [wellknown.CONSOLIDATING_TAINT_KEY]
 
 
 async def test_a_restarted_autoscaler_names_the_node_its_predecessor_tainted(
@@ -1611,11 +1179,12 @@ async def test_a_batch_is_over_when_its_requests_are_made_not_when_its_events_ar
 async def test_each_batchs_events_are_written_after_the_batch_befores() -> None:
     clock = FakeClock()
     planner = Planner(
-        observer=SimpleNamespace(autoscalers=None),  # type: ignore[arg-type]
+        plan_maker=SimpleNamespace(autoscalers=None),  # type: ignore[arg-type]
         decider=None,  # type: ignore[arg-type]
         verdicts=None,  # type: ignore[arg-type]
         wake=lambda _: None,
         clock=clock,
+        parallelism=HAND_OVER_PARALLELISM,
     )
     written: list[str] = []
     first_may_end = asyncio.Event()

@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 
-from nodepool_operator.controllers.autoscaler.handoff import (
+from nodepool_operator.controllers.autoscaler.act.handoff import (
     REFUSAL_RECHECK_SECONDS,
-    RequestLedger,
     RequestRefused,
     ScaleRequester,
 )
+from nodepool_operator.controllers.autoscaler.snapshot.scale_requests import RequestLedger
 from nodepool_operator.runtime import errors
 from nodepool_operator.runtime.client import Object, Resource
 from nodepool_operator.runtime.testing import FakeWallClock

@@ -7,14 +7,16 @@ from typing import Any
 from nodepool_operator import timestamps
 from nodepool_operator.controllers.autoscaler import setup as autoscaler_setup
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
+from nodepool_operator.controllers.autoscaler.consolidator import PDBS
 from nodepool_operator.controllers.autoscaler.controller import AutoscalerReconciler
+from nodepool_operator.controllers.autoscaler.planner import Planner
 from nodepool_operator.controllers.nodepool import setup as nodepool_setup
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.runtime.client import Client
 from nodepool_operator.runtime.clock import RealWallClock
 from nodepool_operator.runtime.events import EventRecorder
 from nodepool_operator.runtime.manager import Manager
-from unit.autoscaler.test_autoscaler_reconcile import status_entry
+from unit.autoscaler.reconcile_world import status_entry
 
 
 async def test_one_watch_per_resource_for_both_controllers() -> None:
@@ -30,6 +32,7 @@ async def test_one_watch_per_resource_for_both_controllers() -> None:
         ("nodes", ""),  # every Node: pods on nodes of no pool count too
         ("persistentvolumeclaims", ""),
         ("persistentvolumes", ""),
+        ("poddisruptionbudgets", ""),  # consolidation's budgets: no LIST in a batch
         ("pods", ""),
         ("scalerequests", ""),
         ("storageclasses", ""),
@@ -62,6 +65,21 @@ async def test_consolidation_proves_its_moves_with_the_plans_profiles_volumes_in
     reads = autoscaler_setup.planner_reads(manager.cache, config=config, wall_clock=wall_clock)
     recorder = EventRecorder(manager.client, component="test", clock=manager.clock)
     decider = autoscaler_setup._decider(
-        manager.client, reads, recorder=recorder, config=config, wall_clock=wall_clock
+        manager.client,
+        reads,
+        budgets=manager.cache.informer(PDBS),
+        recorder=recorder,
+        config=config,
+        wall_clock=wall_clock,
     )
-    assert decider.consolidator.profile == reads.observer.scheduling_profile
+    assert decider.consolidator.profile == reads.plan_maker.scheduling_profile
+
+
+async def test_the_planner_hands_over_as_many_pools_at_a_time_as_configured() -> None:
+    manager = Manager(Client(api=None, field_manager="test"))
+    config = AutoscalerConfig(hand_over_parallelism=7, max_concurrent_reconciles=2)
+    controller = autoscaler_setup.setup(manager, config=config)
+    [planning] = [c for c in manager.controllers if c.name == "autoscaler-planner"]
+    assert isinstance(planning.reconciler, Planner)
+    assert planning.reconciler.parallelism == 7  # not the status reconciles' 2
+    assert controller.max_concurrent_reconciles == 2

@@ -25,9 +25,9 @@ from nodepool_operator.controllers.autoscaler import constraints
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.simulation import (
     ExistingNode,
-    Outcome,
     PoolTemplate,
     PoolZones,
+    SimulationOutcome,
     filters,
     pools,
     simulate,
@@ -66,7 +66,7 @@ def _pool(
 ) -> PoolTemplate:
     name = f"pool-{index}"
     template = ZONED if zoned else TEMPLATE
-    taints = (constraints.Taint("dedicated", "", "NoSchedule"),) if tainted else ()
+    taints = (constraints.NodeTaint("dedicated", "", "NoSchedule"),) if tainted else ()
 
     def upcoming(k: int, zone: str | None) -> tuple[str, Mapping[str, str]]:
         node = f"{name}-{taken + k}"
@@ -90,7 +90,7 @@ def _pool(
 def _existing(index: int, k: int, *, tainted: bool, busy: PodProfile) -> ExistingNode:
     name = f"pool-{index}-{k}"
     labels = nodepool_api.node_labels(f"pool-{index}", TEMPLATE, zone=None)
-    taints = (constraints.Taint("dedicated", "", "NoSchedule"),) if tainted else ()
+    taints = (constraints.NodeTaint("dedicated", "", "NoSchedule"),) if tainted else ()
     return ExistingNode(
         name=name,
         pool=f"pool-{index}",
@@ -148,16 +148,16 @@ def _every_pool(self: Simulation, profile: PodProfile) -> list[PoolState]:
     ]
 
 
-def _every_group(self: filters.Cluster, profile: PodProfile) -> Iterable[Group]:
+def _every_group(self: filters.SimulatedCluster, profile: PodProfile) -> Iterable[Group]:
     return self.groups.values()
 
 
 def _ranking_every_pool(
     pending: Sequence[PodProfile], world: Mapping[str, Any], monkeypatch: pytest.MonkeyPatch
-) -> Outcome:
+) -> SimulationOutcome:
     with monkeypatch.context() as patch:
         patch.setattr(pools.Simulation, "_may_host", _every_pool)
-        patch.setattr(filters.Cluster, "groups_for", _every_group)
+        patch.setattr(filters.SimulatedCluster, "groups_for", _every_group)
         return simulate(pending, nodes=world["nodes"], pools=world["pools"])
 
 

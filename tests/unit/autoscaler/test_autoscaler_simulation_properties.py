@@ -20,9 +20,9 @@ from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.simulation import (
     DaemonSetView,
     ExistingNode,
-    Outcome,
     PoolTemplate,
     PoolZones,
+    SimulationOutcome,
     simulate,
 )
 
@@ -173,7 +173,7 @@ class Node:
     pods: list[Placed]
 
 
-def run(workload: Workload) -> tuple[Outcome, dict[str, Node]]:
+def run(workload: Workload) -> tuple[SimulationOutcome, dict[str, Node]]:
     first = workload.pools[0]
     cache: dict[Kind, PodProfile] = {}
 
@@ -346,7 +346,7 @@ def check_spread(nodes: Mapping[str, Node], workload: Workload) -> None:
 
 
 def check_no_node_opened_for_nothing(
-    nodes: Mapping[str, Node], outcome: Outcome, workload: Workload
+    nodes: Mapping[str, Node], outcome: SimulationOutcome, workload: Workload
 ) -> None:
     for pool in workload.pools:
         up = outcome.pools[pool.name]

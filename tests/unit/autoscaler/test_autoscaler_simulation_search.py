@@ -27,9 +27,9 @@ from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.simulation import (
     DaemonSetView,
     ExistingNode,
-    Outcome,
     PoolTemplate,
     PoolZones,
+    SimulationOutcome,
     filters,
     placing,
     rounds,
@@ -122,7 +122,9 @@ def _pool(
     return PoolTemplate(
         name=name,
         weight=weight,
-        taints=tuple(constraints.Taint(t.key, t.value or "", t.effect) for t in template.taints),
+        taints=tuple(
+            constraints.NodeTaint(t.key, t.value or "", t.effect) for t in template.taints
+        ),
         allocatable=nodepool_api.template_allocatable(template),
         upcoming=upcoming,
         in_flight=in_flight,
@@ -207,7 +209,7 @@ def _first_node_in_order(
 
 def _plain_first_fit(
     pending: Sequence[PodProfile], cluster: Mapping[str, Any], monkeypatch: pytest.MonkeyPatch
-) -> Outcome:
+) -> SimulationOutcome:
     with monkeypatch.context() as patch:
         patch.setattr(Simulation, "existing_fit", _first_node_in_order)
         patch.setattr(placing, "copies_that_fit", lambda profile, node, wanted: 1)
@@ -368,7 +370,7 @@ def test_the_room_tree_keeps_its_maxima_as_it_doubles(rooms: list[tuple[int, int
         _assert_maxima_as_packed_from_scratch(tree)
 
 
-def _confirmed(pending: Sequence[PodProfile], cluster: Mapping[str, Any]) -> Outcome:
+def _confirmed(pending: Sequence[PodProfile], cluster: Mapping[str, Any]) -> SimulationOutcome:
     """The plan as the rounds find it when every first run is confirmed by a second."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(placing, "first_run_stands", lambda *args: False)
@@ -532,9 +534,11 @@ def _recording_first_run_stands(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
 def test_nodes_of_one_pool_and_zone_share_their_keys_only_while_their_labels_match() -> None:
     # ``make_node`` works a pool's zone's keys out once and hands them on to its next
     # nodes: only while those have the same labels but the hostname, taints and cordon.
-    cluster = filters.Cluster((), (32 * 1024, 8000), counting=False)
+    cluster = filters.SimulatedCluster((), (32 * 1024, 8000), counting=False)
 
-    def added(name: str, *, taints: tuple[constraints.Taint, ...] = (), **extra: str) -> SimNode:
+    def added(
+        name: str, *, taints: tuple[constraints.NodeTaint, ...] = (), **extra: str
+    ) -> SimNode:
         labels = {
             wellknown.POOL_LABEL: "general",
             wellknown.ZONE_LABEL: "zone-a",
@@ -554,7 +558,7 @@ def test_nodes_of_one_pool_and_zone_share_their_keys_only_while_their_labels_mat
 
     first, second = added("general-1"), added("general-2")
     relabelled = added("general-3", disk="ssd")
-    tainted = added("general-4", taints=(constraints.Taint("dedicated", "", "NoSchedule"),))
+    tainted = added("general-4", taints=(constraints.NodeTaint("dedicated", "", "NoSchedule"),))
     again = added("general-5")
     assert second.static_id == first.static_id == again.static_id
     assert second.tree is first.tree  # one group, one room tree

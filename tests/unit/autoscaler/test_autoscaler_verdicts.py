@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
-from nodepool_operator.controllers.autoscaler.constraints import Taint
+from nodepool_operator.controllers.autoscaler.constraints import NodeTaint
 from nodepool_operator.controllers.autoscaler.simulation import verdicts
-from unit.autoscaler.test_autoscaler_simulation import (
+from unit.autoscaler.simulation_world import (
     UNSUPPORTED_NAMESPACE_SELECTOR,
     ZONE,
     node,
@@ -61,7 +61,7 @@ def test_a_template_taint_the_pod_does_not_tolerate_is_named_and_a_toleration_li
 def test_a_taint_on_one_existing_node_refuses_that_node_only() -> None:
     judged = verdicts(
         profile(),
-        nodes=[node("a", taints=[Taint("maintenance", "", "NoSchedule")]), node("b")],
+        nodes=[node("a", taints=[NodeTaint("maintenance", "", "NoSchedule")]), node("b")],
         pools=[],
     )
 

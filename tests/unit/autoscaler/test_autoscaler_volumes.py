@@ -8,13 +8,13 @@ from typing import Any
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
 from nodepool_operator.controllers import cached
-from nodepool_operator.controllers.autoscaler import volumes
-from nodepool_operator.controllers.autoscaler.handoff import RequestLedger
-from nodepool_operator.controllers.autoscaler.observer import Observation, Observer
+from nodepool_operator.controllers.autoscaler.decide.batch_plan import Observation
+from nodepool_operator.controllers.autoscaler.plan_maker import PlanMaker
+from nodepool_operator.controllers.autoscaler.snapshot import volumes
+from nodepool_operator.controllers.autoscaler.snapshot.scale_requests import RequestLedger
 from nodepool_operator.runtime.client import Object
-from unit.autoscaler.test_autoscaler_observe import (
-    FakeInformer,
-    FixedWallClock,
+from nodepool_operator.runtime.testing import FakeWallClock, informer_of
+from unit.autoscaler.planning_world import (
     autoscaler,
     names,
     node,
@@ -114,19 +114,19 @@ def planner(
     nodes: list[Object] = (),  # type: ignore[assignment]
     zone: str = "a",
     target: int = 0,
-) -> Observer:
+) -> PlanMaker:
     def informer(objects: list[Object], transform: Any) -> Any:
-        return FakeInformer(*(transform(o) for o in objects))
+        return informer_of(*(transform(o) for o in objects), version="10")
 
-    return Observer(
-        autoscalers=FakeInformer(autoscaler("nas", namespaces=["apps"])),  # type: ignore[arg-type]
-        pools=FakeInformer(zonal_pool(zone, target=target)),  # type: ignore[arg-type]
-        nodes=FakeInformer(*nodes),  # type: ignore[arg-type]
+    return PlanMaker(
+        autoscalers=informer_of(autoscaler("nas", namespaces=["apps"]), version="10"),  # type: ignore[arg-type]
+        pools=informer_of(zonal_pool(zone, target=target), version="10"),  # type: ignore[arg-type]
+        nodes=informer_of(*nodes, version="10"),  # type: ignore[arg-type]
         pods=informer(pods, cached.pod_fields),
-        requests=FakeInformer(),  # type: ignore[arg-type]
-        daemon_sets=FakeInformer(),  # type: ignore[arg-type]
+        requests=informer_of(version="10"),  # type: ignore[arg-type]
+        daemon_sets=informer_of(version="10"),  # type: ignore[arg-type]
         ledger=RequestLedger(),
-        wall_clock=FixedWallClock(1_800_000_000.0),
+        wall_clock=FakeWallClock(1_800_000_000.0),
         volume_reads=volumes.VolumeReads(
             claims=informer(claims, cached.claim_fields),
             volumes=informer(list(pvs), cached.volume_fields),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import itertools
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -13,50 +13,16 @@ import pytest
 
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.controllers.autoscaler import watches
+from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
 from nodepool_operator.controllers.autoscaler.planner import PLAN, Planner
-from nodepool_operator.controllers.autoscaler.verdicts import Verdicts
+from nodepool_operator.controllers.autoscaler.verdicts import AutoscalerVerdicts
 from nodepool_operator.runtime import workqueue
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.clock import FakeClock
 from nodepool_operator.runtime.controller import Controller, Request, Result
-from nodepool_operator.runtime.informer import object_key
+from nodepool_operator.runtime.testing import FakeInformer, informer_of
 
 _names = itertools.count()
-
-
-class FakeInformer:
-    def __init__(self, *objects: Object) -> None:
-        self.store = {object_key(o): o for o in objects}
-        self.stamps = 0
-        self.resource_version = "1"
-        self.indexes: dict[str, Callable[[Object], Iterable[str]]] = {}
-
-    def add_index(self, name: str, func: Callable[[Object], Iterable[str]]) -> None:
-        self.indexes[name] = func
-
-    def get(self, name: str, namespace: str | None = None) -> Object | None:
-        return self.store.get(f"{namespace}/{name}" if namespace else name)
-
-    def by_index(self, index: str, value: str) -> list[Object]:
-        return [o for o in self.store.values() if value in self.indexes[index](o)]
-
-    def index_stamp(self, index: str, value: str) -> int:
-        """A new stamp on every call: nothing read from a bucket of this fake is kept."""
-        self.stamps += 1
-        return self.stamps
-
-    def items(self) -> list[Object]:
-        return list(self.store.values())
-
-
-class FakePodInformer:
-    """Only what Controller.watch needs: somewhere to register the event handler."""
-
-    def __init__(self) -> None:
-        self.handler: Any = None
-
-    def add_handler(self, handler: Any) -> None:
-        self.handler = handler
 
 
 class _NeverCalled:
@@ -107,13 +73,18 @@ async def queue(clock: FakeClock) -> AsyncIterator[workqueue.WorkQueue[Request]]
 
 @pytest.fixture
 def planner(clock: FakeClock) -> Planner:
-    autoscalers = FakeInformer(
+    autoscalers = informer_of(
         autoscaler("apps-only", pool="small", namespaces=("apps",), window=1.0),
         autoscaler("everything", pool="big", namespaces=(), window=0.2),
     )
     reads: Any = SimpleNamespace(autoscalers=autoscalers)  # all the batching reads
     return Planner(
-        observer=reads, decider=reads, verdicts=Verdicts(), wake=lambda _: None, clock=clock
+        plan_maker=reads,
+        decider=reads,
+        verdicts=AutoscalerVerdicts(),
+        wake=lambda _: None,
+        clock=clock,
+        parallelism=AutoscalerConfig().hand_over_parallelism,
     )
 
 
@@ -169,7 +140,7 @@ async def test_a_burst_of_events_is_one_plan_once_the_cluster_goes_quiet(
     planner: Planner, queue: workqueue.WorkQueue[Request], clock: FakeClock
 ) -> None:
     controller = Controller(name="batching", reconciler=_never_called, queue=queue, clock=clock)
-    pods = FakePodInformer()
+    pods = FakeInformer()
     controller.watch(
         pods,  # type: ignore[arg-type]
         mapper=planner.pod_triggered,
@@ -177,9 +148,9 @@ async def test_a_burst_of_events_is_one_plan_once_the_cluster_goes_quiet(
         delay=planner.window,
     )
     for i in range(100):  # a burst of new pods within 0.1 s
-        pods.handler.on_add(pod(f"p{i}"))
+        pods.handlers[0].on_add(pod(f"p{i}"))
         await clock.advance(0.001)
-    pods.handler.on_update(pod("p0"), pod("p0", podIP="10.0.0.1"))  # churn: no event
+    pods.handlers[0].on_update(pod("p0"), pod("p0", podIP="10.0.0.1"))  # churn: no event
     assert len(queue) == 0
     await clock.advance(0.1)  # the window the first event opened is over
     assert len(queue) == 1
@@ -197,7 +168,7 @@ async def test_only_a_pending_pod_holds_a_batch_open(
     new pod keeps it open."""
     controller = Controller(name="batching", reconciler=_never_called, queue=queue, clock=clock)
     informers = {
-        name: FakePodInformer()
+        name: FakeInformer()
         for name in ("autoscalers", "pods", "nodes", "pools", "requests", "daemon_sets")
     }
     watches.watch_dependencies(
@@ -207,7 +178,7 @@ async def test_only_a_pending_pod_holds_a_batch_open(
         window=planner.window,
         **informers,  # type: ignore[arg-type]
     )
-    nodes, pods = informers["nodes"].handler, informers["pods"].handler
+    nodes, pods = informers["nodes"].handlers[0], informers["pods"].handlers[0]
     nodes.on_add({"metadata": {"name": "n1", "uid": "n1"}})  # opens the batch
     for i in range(2, 6):  # more Nodes register, a pod is bound: none holds it open
         await clock.advance(0.05)

@@ -8,7 +8,7 @@ from typing import Any
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
 from nodepool_operator.runtime.client import Object
-from unit.autoscaler.test_autoscaler_observe import (
+from unit.autoscaler.planning_world import (
     SPEC,
     autoscaler,
     names,
@@ -18,6 +18,7 @@ from unit.autoscaler.test_autoscaler_observe import (
     pod,
     pool,
 )
+from unit.autoscaler.zonal_pools import zonal_pool
 
 
 def system_node(name: str, *, zone: str | None = None, **labels: str) -> Object:
@@ -25,16 +26,6 @@ def system_node(name: str, *, zone: str | None = None, **labels: str) -> Object:
     found = node(name)
     found["metadata"]["labels"] = {**labels, **({wellknown.ZONE_LABEL: zone} if zone else {})}
     return found
-
-
-def zonal_pool(name: str = "small", *, target: int = 0, **template: Any) -> Object:
-    spec = nodepool_api.NodePoolSpec(
-        target_nodes=target,
-        template=nodepool_api.NodeTemplate(cpu="4", memory="16Gi", **template),
-    )
-    body = nodepool_api.manifest(name, spec)
-    body["metadata"].update(uid=f"{name}-uid", resourceVersion="7")
-    return body
 
 
 def affinity(kind: str, app: str, topology: str) -> dict[str, Any]:

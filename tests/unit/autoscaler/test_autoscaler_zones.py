@@ -10,8 +10,8 @@ from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.api import wellknown
 from nodepool_operator.runtime import conditions
 from nodepool_operator.runtime.client import Object
-from unit.autoscaler.test_autoscaler_observe import NOW, node, observe, observer, pod
-from unit.autoscaler.test_autoscaler_whole_cluster import zonal_pool
+from unit.autoscaler.planning_world import NOW, node, observe, observer, pod
+from unit.autoscaler.zonal_pools import zonal_pool
 
 ZONE = wellknown.ZONE_LABEL
 ZONES = ("a", "b", "c")

@@ -127,7 +127,7 @@ def contract(request: pytest.FixtureRequest) -> Contract:
 
         async def simcloud_full(zone: str) -> None:
             faults = await ours.faults()
-            full = store.CapacityLimit(offering=store.Offering(zone=zone), max_vms=0)
+            full = store.CapacityLimit(offering=store.MachineSelector(zone=zone), max_vms=0)
             await ours.set_faults(dataclasses.replace(faults, capacity=(*faults.capacity, full)))
 
         spec = provider.MachineSpec(cpu="4", memory="16Gi", pods=110, zone=ZONE, pool_uid="uid-a")

@@ -19,7 +19,7 @@ LARGE = provider.MachineSpec(cpu="16", memory="64Gi", pods=110, zone="sim-1a")
 
 
 def _limit(max_vms: int, **offering: str) -> store.CapacityLimit:
-    return store.CapacityLimit(offering=store.Offering(**offering), max_vms=max_vms)
+    return store.CapacityLimit(offering=store.MachineSelector(**offering), max_vms=max_vms)
 
 
 async def test_a_zone_that_runs_out_refuses_with_insufficient_capacity_and_its_zone(
@@ -152,7 +152,7 @@ async def test_faults_set_at_start_refuse_the_first_create(
 async def test_a_vm_whose_kubelet_never_joins_runs_and_says_so(
     cloud: client.SimCloudClient, advance: Callable[[float], None]
 ) -> None:
-    await cloud.set_faults(wire.Faults(kubelet_never_joins=(store.Offering(zone="sim-1b"),)))
+    await cloud.set_faults(wire.Faults(kubelet_never_joins=(store.MachineSelector(zone="sim-1b"),)))
     joins = await cloud.create_vm(name=provider.VmName("a-0"), pool="a", spec=SMALL)
     silent = await cloud.create_vm(
         name=provider.VmName("a-1"), pool="a", spec=dataclasses.replace(SMALL, zone="sim-1b")

@@ -10,7 +10,8 @@ from typing import Any
 
 from nodepool_operator.api import wellknown
 from nodepool_operator.controllers import cached
-from nodepool_operator.controllers.autoscaler import constraints, fit
+from nodepool_operator.controllers.autoscaler import constraints
+from nodepool_operator.controllers.autoscaler.constraints import pending_pods
 from nodepool_operator.controllers.nodepool import drain
 from nodepool_operator.runtime import nodes, pods
 
@@ -62,9 +63,9 @@ def test_the_autoscaler_sees_the_same_pod_through_the_cache() -> None:
     pod = pending_pod()
     kept = cached.pod_fields(decoded(pod))
     assert constraints.profile_of(kept).key == constraints.profile_of(pod).key
-    assert fit.is_unschedulable(kept)
-    assert fit.is_unschedulable(pod)
-    assert fit.pod_requests(kept) == fit.pod_requests(pod)
+    assert pending_pods.is_unschedulable(kept)
+    assert pending_pods.is_unschedulable(pod)
+    assert pending_pods.pod_requests(kept) == pending_pods.pod_requests(pod)
 
 
 def test_the_drain_sees_the_same_pod_through_the_cache() -> None:

@@ -7,43 +7,23 @@ from typing import Any
 
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.resources import (
     AUTOSCALERS,
     NODEPOOLS,
-    PERSISTENT_VOLUME_CLAIMS,
-    PERSISTENT_VOLUMES,
-    SCALEREQUESTS,
-    STORAGE_CLASSES,
 )
 from nodepool_operator.inspection import planning, snapshot
-from nodepool_operator.runtime import kinds
+from unit.inspection.recordings import (
+    CAPPED,
+    CREATED,
+    NAMESPACE,
+    TEMPLATE,
+    autoscaler,
+    node,
+    pod,
+    recording,
+)
 
-NAMESPACE = "web"
-CAPPED = "capped"
 PLAIN = "plain"
-CREATED = "2026-12-01T00:00:00Z"
-TEMPLATE = nodepool_api.NodeTemplate(cpu="4", memory="16Gi", pods=110)
-
-
-def _pod(
-    name: str, cpu: str, *, node: str | None = None, pool: str | None = CAPPED
-) -> dict[str, Any]:
-    pending = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
-    return {
-        "metadata": {
-            "name": name,
-            "namespace": NAMESPACE,
-            "uid": f"uid-{name}",
-            "creationTimestamp": CREATED,
-        },
-        "spec": {
-            "nodeSelector": {wellknown.POOL_LABEL: pool} if pool else {},
-            "containers": [{"name": "app", "resources": {"requests": {"cpu": cpu}}}],
-            **({"nodeName": node} if node else {}),
-        },
-        "status": {"phase": "Running"} if node else {"phase": "Pending", "conditions": [pending]},
-    }
 
 
 def _pool(name: str, *, target: int, max_nodes: int) -> dict[str, Any]:
@@ -53,36 +33,7 @@ def _pool(name: str, *, target: int, max_nodes: int) -> dict[str, Any]:
     return found
 
 
-def _node(name: str, pool: str) -> dict[str, Any]:
-    room = {"cpu": "4", "memory": "16Gi", "pods": "110"}
-    return {
-        "metadata": {
-            "name": name,
-            "uid": f"uid-{name}",
-            "creationTimestamp": CREATED,
-            "labels": {
-                **nodepool_api.node_labels(pool, TEMPLATE),
-                wellknown.HOSTNAME_LABEL: name,
-            },
-            "ownerReferences": [{"kind": "NodePool", "name": pool, "uid": f"uid-{pool}"}],
-        },
-        "spec": {},
-        "status": {
-            "allocatable": room,
-            "capacity": room,
-            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": CREATED}],
-        },
-    }
-
-
-def _autoscaler(pool: str) -> dict[str, Any]:
-    spec = autoscaler_api.AutoscalerSpec(node_pool_name=pool, namespaces=(NAMESPACE,))
-    found = autoscaler_api.manifest(f"nas-{pool}", spec)
-    found["metadata"].update(uid=f"uid-nas-{pool}", creationTimestamp=CREATED)
-    return found
-
-
-def _recording(*pending: dict[str, Any], plain_pool: bool = False) -> snapshot.Snapshot:
+def _recording(*pending: dict[str, Any], plain_pool: bool = False) -> snapshot.CacheRecording:
     """The capped pool at maxNodes 1, its node full; with ``plain_pool`` an empty pool too."""
     pools = [_pool(CAPPED, target=1, max_nodes=1)]
     if plain_pool:
@@ -90,33 +41,13 @@ def _recording(*pending: dict[str, Any], plain_pool: bool = False) -> snapshot.S
     full = f"{CAPPED}-0"
     return recording(
         pools=pools,
-        nodes=[_node(full, CAPPED)],
-        pods=[_pod("filler", "3900m", node=full), *pending],
-    )
-
-
-def recording(*, pools: list[Any], nodes: list[Any], pods: list[Any]) -> snapshot.Snapshot:
-    """What the planner's informers hold: the pools, an Autoscaler for each, the nodes and
-    pods, and nothing else."""
-    key = snapshot.cache_key
-    return snapshot.Snapshot(
-        caches={
-            key(AUTOSCALERS, None, None, None): [_autoscaler(p["metadata"]["name"]) for p in pools],
-            key(NODEPOOLS, None, None, None): pools,
-            key(kinds.NODES, None, None, None): nodes,
-            key(kinds.PODS, None, None, None): pods,
-            key(SCALEREQUESTS, None, None, None): [],
-            key(kinds.DAEMONSETS, None, None, None): [],
-            key(PERSISTENT_VOLUME_CLAIMS, None, None, None): [],
-            key(PERSISTENT_VOLUMES, None, None, None): [],
-            key(STORAGE_CLASSES, None, None, None): [],
-        },
-        captured_at="2026-12-01T00:10:00+00:00",
+        nodes=[node(full, CAPPED)],
+        pods=[pod("filler", "3900m", node=full), *pending],
     )
 
 
 async def test_a_pod_held_by_max_nodes_is_the_pools_and_not_on_existing_room() -> None:
-    recorded = _recording(_pod("waiting", "2"))
+    recorded = _recording(pod("waiting", "2"))
 
     planned = await planning.plan_cluster(planning.reads_of(recorded))
 
@@ -134,8 +65,8 @@ async def test_explain_says_a_pool_still_growing_to_max_nodes_would_be_at_it() -
     full = f"{CAPPED}-0"
     recorded = recording(
         pools=[_pool(CAPPED, target=1, max_nodes=2)],
-        nodes=[_node(full, CAPPED)],
-        pods=[_pod("filler", "3900m", node=full), _pod("first", "3"), _pod("second", "3")],
+        nodes=[node(full, CAPPED)],
+        pods=[pod("filler", "3900m", node=full), pod("first", "3"), pod("second", "3")],
     )
     reads = planning.reads_of(recorded)
 
@@ -151,7 +82,7 @@ async def test_explain_says_a_pool_still_growing_to_max_nodes_would_be_at_it() -
 
 
 async def test_explain_says_the_pool_that_could_host_the_pod_is_at_max_nodes() -> None:
-    reads = planning.reads_of(_recording(_pod("waiting", "2")))
+    reads = planning.reads_of(_recording(pod("waiting", "2")))
 
     explained = await planning.explain_pod(reads, NAMESPACE, "waiting")
 
@@ -177,8 +108,8 @@ async def test_a_bound_pod_has_nothing_planned_and_no_next_look() -> None:
 
 
 async def test_a_pod_another_pool_can_host_is_not_put_on_a_node_past_max_nodes() -> None:
-    pinned = _pod("pinned", "2")  # only the capped pool: past its maxNodes
-    anywhere = _pod("anywhere", "500m", pool=None)  # a new plain node would do
+    pinned = pod("pinned", "2")  # only the capped pool: past its maxNodes
+    anywhere = pod("anywhere", "500m", pool=None)  # a new plain node would do
     recorded = _recording(pinned, anywhere, plain_pool=True)
 
     planned = await planning.plan_cluster(planning.reads_of(recorded))
@@ -193,9 +124,9 @@ async def test_explain_names_the_missing_pool_of_the_autoscaler_it_also_names_as
 ):
     # The Autoscaler watches the pod's namespace but names a pool that does not exist: the
     # answer says so, and never "no Autoscaler watches it" while naming that Autoscaler.
-    recorded = recording(pools=[], nodes=[], pods=[_pod("waiting", "2", pool=None)])
+    recorded = recording(pools=[], nodes=[], pods=[pod("waiting", "2", pool=None)])
     key = snapshot.cache_key(AUTOSCALERS, None, None, None)
-    recorded.caches[key] = [_autoscaler("gone")]
+    recorded.caches[key] = [autoscaler("gone")]
     reads = planning.reads_of(recorded)
 
     explained = await planning.explain_pod(reads, NAMESPACE, "waiting")
@@ -206,7 +137,7 @@ async def test_explain_names_the_missing_pool_of_the_autoscaler_it_also_names_as
 
 
 async def test_explain_says_no_autoscaler_watches_the_namespace_only_when_none_does() -> None:
-    recorded = recording(pools=[], nodes=[], pods=[_pod("waiting", "2", pool=None)])
+    recorded = recording(pools=[], nodes=[], pods=[pod("waiting", "2", pool=None)])
 
     explained = await planning.explain_pod(planning.reads_of(recorded), NAMESPACE, "waiting")
 
@@ -217,7 +148,7 @@ async def test_explain_says_no_autoscaler_watches_the_namespace_only_when_none_d
 async def test_explain_names_the_degraded_pool_the_plan_counts_on() -> None:
     # The plan sends the pod to the capped pool's existing room or nodes on their way, but
     # the pool is Degraded: the answer says what holds it, not only that it fits.
-    recorded = _recording(_pod("waiting", "2"), plain_pool=True)
+    recorded = _recording(pod("waiting", "2"), plain_pool=True)
     key = snapshot.cache_key(NODEPOOLS, None, None, None)
     for found in recorded.caches[key]:
         found["status"] = {

@@ -15,8 +15,8 @@ from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.api import wellknown
 from nodepool_operator.inspection import planning, report, snapshot
-from unit.inspection import test_planning
-from unit.inspection.test_planning import CREATED, NAMESPACE, TEMPLATE
+from unit.inspection import recordings
+from unit.inspection.recordings import CREATED, NAMESPACE, TEMPLATE
 
 POOL = "small"
 REPLICATED = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "rs-web"}]
@@ -34,7 +34,7 @@ def _pool(*, target: int, min_nodes: int = 0) -> dict[str, Any]:
 def _node(name: str, *, owned: bool = True, annotations: dict[str, str] | None = None) -> Any:
     """A Ready 4-cpu node with the pool's label, the pool's own (an owner reference to its
     uid) unless ``owned`` is off."""
-    node = test_planning._node(name, POOL)
+    node = recordings.node(name, POOL)
     owner = {"apiVersion": nodepool_api.API_VERSION, "kind": nodepool_api.KIND, "name": POOL}
     node["metadata"]["annotations"] = dict(annotations or {})
     node["metadata"]["ownerReferences"] = [{**owner, "uid": f"uid-{POOL}"}] if owned else []
@@ -44,26 +44,26 @@ def _node(name: str, *, owned: bool = True, annotations: dict[str, str] | None =
 def _pod(name: str, cpu: str, *, node: str, owners: Any = REPLICATED) -> dict[str, Any]:
     """A running pod on ``node``, replicated (a controller owns it) unless ``owners`` is
     empty."""
-    pod = test_planning._pod(name, cpu, node=node, pool=None)
+    pod = recordings.pod(name, cpu, node=node, pool=None)
     pod["metadata"]["ownerReferences"] = [{**ref, "controller": True} for ref in owners]
     return pod
 
 
 def _recording(
     nodes: list[Any], pods: list[Any], *, target: int, min_nodes: int = 0
-) -> snapshot.Snapshot:
+) -> snapshot.CacheRecording:
     pools = [_pool(target=target, min_nodes=min_nodes)]
-    return test_planning.recording(pools=pools, nodes=nodes, pods=pods)
+    return recordings.recording(pools=pools, nodes=nodes, pods=pods)
 
 
-def _three_nodes(*, min_nodes: int = 0) -> snapshot.Snapshot:
+def _three_nodes(*, min_nodes: int = 0) -> snapshot.CacheRecording:
     """busy-0 at 62%; light-1 with one 1-cpu replica (25%) that fits on busy-0; empty-2."""
     nodes = [_node("busy-0"), _node("light-1"), _node("empty-2")]
     pods = [_pod("big", "2500m", node="busy-0"), _pod("small", "1", node="light-1")]
     return _recording(nodes, pods, target=3, min_nodes=min_nodes)
 
 
-async def _plan(recorded: snapshot.Snapshot) -> report.ClusterPlan:
+async def _plan(recorded: snapshot.CacheRecording) -> report.ClusterPlan:
     return await planning.plan_cluster(planning.reads_of(recorded))
 
 
@@ -181,7 +181,7 @@ async def test_a_pool_whose_scale_down_waits_says_what_for(
 ) -> None:
     monkeypatch.setenv("COLUMNS", "200")
     nodes = [_node("busy-0"), _node("empty-1")]
-    waiting = test_planning._pod("waiting", "500m", pool=POOL)  # unschedulable, for the pool
+    waiting = recordings.pod("waiting", "500m", pool=POOL)  # unschedulable, for the pool
     recorded = _recording(nodes, [_pod("big", "2500m", node="busy-0"), waiting], target=2)
 
     planned = await _plan(recorded)

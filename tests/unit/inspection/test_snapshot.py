@@ -56,12 +56,12 @@ def test_scrubbing_drops_env_commands_images_and_foreign_annotations_and_keeps_t
     assert template["metadata"]["annotations"] == {"nodepool.dev/do-not-disrupt": "true"}
 
 
-def _recording() -> snapshot.Snapshot:
+def _recording() -> snapshot.CacheRecording:
     template = _pod_template()
     identity = {"name": "agent-x", "namespace": "kube-system", "uid": "u1"}
     pod = {**template, "metadata": {**template["metadata"], **identity}}
     key = snapshot.cache_key(kinds.PODS, None, None, None)
-    return snapshot.Snapshot(
+    return snapshot.CacheRecording(
         caches={key: [snapshot.scrubbed(pod)]}, captured_at="2026-12-01T00:00:00+00:00"
     )
 

@@ -96,7 +96,7 @@ class SimCloudConfig:
     quota_max_vms: int | None = None
     slow_call_seconds: float = 0.0
     capacity: tuple[store.CapacityLimit, ...] = ()
-    kubelet_never_joins: tuple[store.Offering, ...] = ()
+    kubelet_never_joins: tuple[store.MachineSelector, ...] = ()
     partitioned: frozenset[str] = frozenset()
     seed: int | None = None
     token_file: str | None = None

@@ -50,7 +50,7 @@ __all__ = [
     "DEFAULT_CLUSTER",
     "CapacityLimit",
     "Guest",
-    "Offering",
+    "MachineSelector",
     "ProviderIds",
     "SimCloudStore",
     "Timing",
@@ -189,7 +189,7 @@ def shape_of(spec: provider.MachineSpec) -> str:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Offering:
+class MachineSelector:
     """A set of machines by where and what: each field given must match (cpu and memory
     as quantities, so "4" matches "4000m"); one with no field matches every machine."""
 
@@ -250,7 +250,7 @@ class CapacityLimit:
     """At most ``max_vms`` VMs of ``offering`` exist at once (deleting ones included, as
     a cloud holds their hardware until they are gone); 0: the offering has no capacity."""
 
-    offering: Offering
+    offering: MachineSelector
     max_vms: int
 
     def __post_init__(self) -> None:
@@ -359,7 +359,7 @@ class SimCloudStore:
         spec: provider.MachineSpec,
         quota_max_vms: int | None,
         capacity: Sequence[CapacityLimit] = (),
-        kubelet_never_joins: Sequence[Offering] = (),
+        kubelet_never_joins: Sequence[MachineSelector] = (),
     ) -> tuple[provider.VirtualMachine, bool]:
         """The VM of that name in ``cluster``, and whether this call created it.
 
@@ -760,7 +760,7 @@ def _zone_with_room(
     )
 
 
-def _count(db: sqlite3.Connection, offering: Offering) -> int:
+def _count(db: sqlite3.Connection, offering: MachineSelector) -> int:
     # Every cluster's VMs: capacity belongs to the account's hardware, not to a cluster.
     rows = db.execute("SELECT zone, cpu, memory FROM vms").fetchall()
     return sum(offering.matches(zone=r["zone"], cpu=r["cpu"], memory=r["memory"]) for r in rows)

@@ -284,7 +284,7 @@ class Faults:
     slow_call_seconds: float = 0.0
     list_empty: bool = False
     capacity: tuple[store.CapacityLimit, ...] = ()
-    kubelet_never_joins: tuple[store.Offering, ...] = ()
+    kubelet_never_joins: tuple[store.MachineSelector, ...] = ()
     partitioned: frozenset[str] = frozenset()
     spot_interruptions: tuple[store.InterruptionRate, ...] = ()
 
@@ -384,16 +384,16 @@ def _vm_name(data: object) -> str:
     return data
 
 
-def _offering_to_json(offering: store.Offering) -> dict[str, object]:
+def _offering_to_json(offering: store.MachineSelector) -> dict[str, object]:
     return fields.compact({"zone": offering.zone, "cpu": offering.cpu, "memory": offering.memory})
 
 
-def _offering_from_json(data: object) -> store.Offering:
+def _offering_from_json(data: object) -> store.MachineSelector:
     obj = _object(data)
     unknown = set(obj) - {"zone", "cpu", "memory"}
     if unknown:
         raise ValueError(f"unknown offering keys: {sorted(unknown)}")
-    return store.Offering(
+    return store.MachineSelector(
         zone=fields.optional_string(obj, "zone"),
         cpu=fields.optional_string(obj, "cpu"),
         memory=fields.optional_string(obj, "memory"),

@@ -1,16 +1,20 @@
 """The Autoscaler controller: turns unschedulable Pods into ScaleRequests, and idle nodes back.
 
-One folder, two loops wired in ``setup``: the planner (``planner``, one per cluster,
-one plan per batch) and the per-Autoscaler status reconcile (``controller``). The
-decisions are pure and tested alone: ``fit`` (which pods are planned for, what each asks
-for), ``constraints`` (a pod's scheduling constraints and their matching rules),
-``simulation`` (where kube-scheduler would put the pending pods, and which pool's new
-nodes they need), ``plan`` (scale up, scale down, the effective target), ``unneeded``
-(the timers behind scale-down). The rest does the I/O: ``gather``, ``pool_reads``,
-``profiles`` and ``observe`` read the shared caches, ``observer`` makes the one plan and
-cuts each Autoscaler's part, ``decisions`` decides for a pool, ``handoff`` creates
-ScaleRequests (the only object it writes besides its own status and events),
-``notices`` writes events, ``report`` builds the status and the decision log line,
-``verdicts`` carries the planner's results to the status reconcile, ``watches`` says
-which events start a batch.
+Two loops wired in ``setup``: the planner (``planner``, one per cluster, one plan per
+batch) and the per-Autoscaler status reconcile (``controller``). A batch runs four
+phases, each a package, in this order:
+
+1. ``snapshot``: what is read from the shared caches (no API call, no write);
+2. ``simulation``: where kube-scheduler would put the pending pods, and which pool's new
+   nodes they need (pure);
+3. ``decide``: every Autoscaler's part of the plan, each pool's scale-up or scale-down,
+   its status, consolidation's choice (pure: no I/O, no clock);
+4. ``act``: the only writer: the ScaleRequest hand-off, consolidation's Node marks, the
+   events that explain a decision.
+
+``constraints`` (a pod's requests and scheduling constraints, and their matching rules)
+is read by every phase. The loop's own modules stay at the top: ``planner``,
+``plan_maker`` (snapshot then simulation), ``decisions`` (one pool's pass),
+``consolidator`` (consolidation's passes), ``verdicts``, ``controller``, ``watches``,
+``setup``, ``config``, ``metrics``. import-linter holds the phases apart (pyproject.toml).
 """

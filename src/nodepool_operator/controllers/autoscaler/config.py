@@ -15,10 +15,12 @@ __all__ = ["AutoscalerConfig"]
 class AutoscalerConfig:
     """Process-wide knobs of the Autoscaler controller."""
 
-    # Status reconciles of different Autoscalers run this many at a time, and the planner
-    # hands over this many pools' decisions at a time (their requests and events overlap
-    # their round trips); the plan itself is made once per batch, by one planner.
+    # Status reconciles of different Autoscalers run this many at a time.
     max_concurrent_reconciles: int = 4
+    # The planner hands over this many pools' decisions at a time (their ScaleRequest
+    # creates overlap their round trips), and writes this many pools' events at a time
+    # after the batch; the plan itself is made once per batch, by one planner.
+    hand_over_parallelism: int = 4
     # Pod events (TriggeredScaleUp, NotTriggerScaleUp) written in parallel per decision.
     event_parallelism: int = 8
     # TriggeredScaleUp goes to at most this many pods per request: enough for people to see

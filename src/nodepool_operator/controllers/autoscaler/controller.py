@@ -8,8 +8,8 @@ say (``needs_write``).
 
 Status writes do not grow with pods or with the requests of a burst: the conditions and
 the first request of a scale-up are written at once; the pod counts and each further
-request of the scale-up (``report.progress_fields``) are held while the pool's nodes are
-in flight, and while it is otherwise not settled (``report.pool_settled``) for up to
+request of the scale-up (``status_report.progress_fields``) are held while the pool's nodes are
+in flight, and while it is otherwise not settled (``status_report.pool_settled``) for up to
 ``PROGRESS_HOLD_SCANS`` scan intervals after the last write; a write that carries nothing
 but such progress waits until the Autoscaler's last write is a scan interval old (counts
 only: and takes a token from one budget shared by all Autoscalers,
@@ -27,9 +27,9 @@ from typing import Any, Final
 
 from nodepool_operator import pacing
 from nodepool_operator.api import autoscaler as autoscaler_api
-from nodepool_operator.controllers.autoscaler import report
-from nodepool_operator.controllers.autoscaler.observer import Part
-from nodepool_operator.controllers.autoscaler.verdicts import Verdict, Verdicts
+from nodepool_operator.controllers.autoscaler.decide import status_report
+from nodepool_operator.controllers.autoscaler.decide.batch_plan import Part
+from nodepool_operator.controllers.autoscaler.verdicts import AutoscalerVerdicts, Verdict
 from nodepool_operator.controllers.resources import AUTOSCALERS
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import conditions, errors
@@ -59,7 +59,7 @@ class AutoscalerReconciler:
         *,
         client: Client,
         autoscalers: Informer,
-        verdicts: Verdicts,
+        verdicts: AutoscalerVerdicts,
         recorder: EventRecorder,
         clock: clock_module.Clock,
         wall_clock: clock_module.WallClock,
@@ -98,7 +98,9 @@ class AutoscalerReconciler:
                 return Result()
         except errors.NotFound:
             return Result()  # deleted meanwhile: nobody left to tell
-        for reason, message in report.alarms(current.get("conditions"), status["conditions"]):
+        for reason, message in status_report.alarms(
+            current.get("conditions"), status["conditions"]
+        ):
             log.info("event=%s message=%r", reason, message)
             await self.recorder.event(autoscaler, type="Warning", reason=reason, message=message)
         return Result()
@@ -129,7 +131,7 @@ class AutoscalerReconciler:
     ) -> dict[str, Any]:
         """The status ``verdict`` gives the Autoscaler whose stored status is ``current``."""
         stored = autoscaler_api.AutoscalerStatus.from_dict(current).last_request
-        return report.autoscaler_status(
+        return status_report.autoscaler_status(
             generation=int(autoscaler["metadata"].get("generation", 0)),
             spec=spec,
             current=current,
@@ -162,9 +164,9 @@ class AutoscalerReconciler:
         the last write. In a burst a pool asks again while its first nodes land and its
         counts move with every pod they take; written once it has settled, the burst
         costs it one write more than its first request."""
-        if report.nodes_in_flight(part):
+        if status_report.nodes_in_flight(part):
             return True
-        if report.pool_settled(part):
+        if status_report.pool_settled(part):
             return False
         since = self._since_last_write(autoscaler)
         return since is not None and since < PROGRESS_HOLD_SCANS * interval
@@ -177,7 +179,7 @@ class AutoscalerReconciler:
         status: Mapping[str, Any],
         spec: autoscaler_api.AutoscalerSpec,
     ) -> float | None:
-        """Seconds to hold a write that moves only progress (``report.progress_fields``);
+        """Seconds to hold a write that moves only progress (``status_report.progress_fields``);
         None to write now.
 
         Held while the status was written less than a scan interval ago; a counts-only
@@ -186,12 +188,12 @@ class AutoscalerReconciler:
         condition, a new generation, a first request or one in the other direction is
         written at once."""
         moved = {k for k in status.keys() | current.keys() if status.get(k) != current.get(k)}
-        if not moved or not moved <= report.progress_fields(current, status):
+        if not moved or not moved <= status_report.progress_fields(current, status):
             return None
         interval = spec.scan_interval_seconds
         since = self._since_last_write(autoscaler)
         if since is not None and (wait := interval - since) > 0:
             return wait
-        if report.LAST_REQUEST in moved:
+        if status_report.LAST_REQUEST in moved:
             return None  # a request, however held, never waits on the counts' budget
         return None if self._count_writes.allow() else float(interval)

@@ -1,9 +1,11 @@
-"""One pool's decision from the planner's plan, and its hand-over.
+"""One pool's pass: its decision from the planner's plan, then the acts.
 
-For the Autoscaler that plans for a pool: review the pool's underused nodes
-(``consolidation``: their timers and taints live on the Nodes), decide (``plan``, pure),
-hand a decision over as one ScaleRequest (``handoff``); then, as a second step
-(``Decided.tell``), tell the pods, Nodes and the Autoscaler (``notices``) and log one line.
+For the Autoscaler that plans for a pool, in phase order: consolidation's proposal for the
+pool's underused nodes (``consolidator``: their timers and taints live on the Nodes) and
+the pool's decision (``decide.scaling``), both pure; then the acts: the proposal's Node
+marks, the decision handed over as one ScaleRequest (``act.handoff``); then, as a second
+step (``PoolPass.tell``), tell the pods, Nodes and the Autoscaler (``act.notices``) and
+log one line.
 The planner hands over every pool of a batch before it tells any: the events of a burst
 (up to a dozen per request) would otherwise hold the next pools' requests back by as
 many API round trips. The Autoscaler's own reconcile only reports the result in its
@@ -19,19 +21,17 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from nodepool_operator.api import autoscaler as autoscaler_api
-from nodepool_operator.controllers.autoscaler import metrics, plan, report
-from nodepool_operator.controllers.autoscaler.consolidation import (
-    Choice,
-    Consolidator,
-    PoolTurn,
-    Review,
-)
-from nodepool_operator.controllers.autoscaler.handoff import ScaleRequester
-from nodepool_operator.controllers.autoscaler.notices import Notices
-from nodepool_operator.controllers.autoscaler.observer import Observation
+from nodepool_operator.controllers.autoscaler import metrics
+from nodepool_operator.controllers.autoscaler.act.handoff import ScaleRequester
+from nodepool_operator.controllers.autoscaler.act.notices import Notices
+from nodepool_operator.controllers.autoscaler.consolidator import Consolidator, PoolTurn
+from nodepool_operator.controllers.autoscaler.decide import scaling, status_report
+from nodepool_operator.controllers.autoscaler.decide.batch_plan import Observation
+from nodepool_operator.controllers.autoscaler.decide.consolidation_choice import Choice
+from nodepool_operator.controllers.autoscaler.decide.consolidation_rules import Review
 from nodepool_operator.runtime.client import Object
 
-__all__ = ["Decided", "PoolDecider"]
+__all__ = ["PoolDecider", "PoolPass"]
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +39,10 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class Decided:
+class PoolPass:
     """What one pool's pass decided and made, and the events that explain it."""
 
-    decision: plan.Decision
+    decision: scaling.ScalingDecision
     made: autoscaler_api.LastScaleRequest | None
     next_check: float | None  # seconds until a node's unneeded timer runs out
     #: Writes the events (and the log line) that explain the decision; best effort.
@@ -71,26 +71,30 @@ class PoolDecider:
 
     async def decide(
         self, autoscaler: Object, seen: Observation, *, turn: PoolTurn, choice: Choice
-    ) -> Decided:
-        """Review (from the pool's ``turn`` and its part of the batch's consolidation
-        ``choice``), decide and hand over; the events are left to ``Decided.tell``."""
+    ) -> PoolPass:
+        """Consolidation's proposal (from the pool's ``turn`` and its part of the batch's
+        ``choice``) and the pool's decision, both pure; then the acts: the proposal's Node
+        marks, the hand-over. The events are left to ``PoolPass.tell``."""
         key = str(autoscaler["metadata"]["name"])
         spec = autoscaler_api.spec_of(autoscaler)
-        review = await self.consolidator.review(autoscaler, turn, choice)
+        # Decide first, from the marks as they will be; then write them, then the request.
+        proposal = self.consolidator.propose(autoscaler, turn, choice)
+        review = proposal.review
         decision = self._decide(key, spec=spec, seen=seen, review=review)
+        await self.consolidator.apply(proposal)
         made = await self._hand_over(autoscaler, seen=seen, decision=decision)
 
         async def tell() -> None:
             await self._tell(autoscaler, seen=seen, decision=decision, review=review, made=made)
 
-        return Decided(decision, made, review.next_check, tell)
+        return PoolPass(decision, made, review.next_check, tell)
 
     async def _tell(
         self,
         autoscaler: Object,
         *,
         seen: Observation,
-        decision: plan.Decision,
+        decision: scaling.ScalingDecision,
         review: Review,
         made: autoscaler_api.LastScaleRequest | None,
     ) -> None:
@@ -119,12 +123,14 @@ class PoolDecider:
         beyond = self._warn_beyond_max(seen=seen, decision=decision)
         warned += await _quietly(key, "beyond-max", beyond, 0)
         level = logging.INFO if decision.action != "none" or warned else logging.DEBUG
-        line = report.decision_line(seen, decision, warned=warned, made=made, dry_run=spec.dry_run)
+        line = status_report.decision_line(
+            seen, decision, warned=warned, made=made, dry_run=spec.dry_run
+        )
         log.log(level, "autoscaler=%s %s", key, line)
 
     @staticmethod
     def _blocker(spec: autoscaler_api.AutoscalerSpec, seen: Observation) -> str | None:
-        return plan.scale_down_blocker(
+        return scaling.scale_down_blocker(
             seen.pool, enabled=spec.scale_down.enabled, pending_fitting=seen.pending_fitting
         )
 
@@ -153,9 +159,9 @@ class PoolDecider:
 
     def _decide(
         self, key: str, *, spec: autoscaler_api.AutoscalerSpec, seen: Observation, review: Review
-    ) -> plan.Decision:
+    ) -> scaling.ScalingDecision:
         started = time.perf_counter()
-        decision = plan.decide(
+        decision = scaling.decide(
             seen.pool,
             seen.up,
             unneeded=review.would_remove if spec.dry_run else review.victims,
@@ -168,7 +174,7 @@ class PoolDecider:
         return decision
 
     async def _hand_over(
-        self, autoscaler: Object, *, seen: Observation, decision: plan.Decision
+        self, autoscaler: Object, *, seen: Observation, decision: scaling.ScalingDecision
     ) -> autoscaler_api.LastScaleRequest | None:
         key = str(autoscaler["metadata"]["name"])
         if decision.action == "none" or autoscaler_api.spec_of(autoscaler).dry_run:
@@ -188,11 +194,13 @@ class PoolDecider:
         metrics.nodepool_autoscaler_scale_requests_total.labels(key, direction).inc()
         return made
 
-    async def _warn_beyond_max(self, *, seen: Observation, decision: plan.Decision) -> int:
+    async def _warn_beyond_max(
+        self, *, seen: Observation, decision: scaling.ScalingDecision
+    ) -> int:
         """NotTriggerScaleUp naming the limit for the pods only nodes beyond maxNodes could
         host (the plan says which); returns how many were new. Pods on nodes that exist or
         boot, or on the new nodes granted, are not told."""
         if not decision.limited or not seen.beyond_max:
             return 0
-        reason = plan.limit_reason(seen.pool, decision)
+        reason = scaling.limit_reason(seen.pool, decision)
         return await self.notices.unfit([(pod, reason) for pod in seen.beyond_max])

@@ -9,14 +9,14 @@ Nodes, NodePools, Autoscalers, ScaleRequests, DaemonSets, volumes (``watches``);
 scan every smallest ``scanIntervalSeconds`` (sooner when a node's unneeded timer runs
 out).
 
-Each batch makes one plan (``observer``) and, for each pool's Autoscaler, one decision
-and its ScaleRequest (``decisions``); it records every Autoscaler's verdict
-(``verdicts``) and wakes the Autoscalers whose status that changes. Every pool's request
-is made before any event that explains one is written, and the events are written after
-the batch, not in it: a burst's events are many writes (at full size ``bench/scale.py``'s
-first batch of 67 requests had about 11 s of them), and a request they delayed, in this
-batch or the next, is a node that boots later. One batch's events are written after the
-batch before's, so a pod's story stays in order.
+Each batch makes one plan (``plan_maker``: the snapshot, then the simulation), cuts every
+Autoscaler's part of it (``decide.batch_plan``) and, for each pool's Autoscaler, runs one
+pass (``decisions``: the decision, then its ScaleRequest); it records every Autoscaler's
+verdict (``verdicts``) and wakes the Autoscalers whose status that changes. Contracts:
+every pool's request is made before any event that explains one is written; the events
+are written after the batch, not in it (a request they delayed, in this batch or the
+next, is a node that boots later); one batch's events are written after the batch
+before's, so a pod's story stays in order.
 """
 
 from __future__ import annotations
@@ -29,20 +29,29 @@ from dataclasses import dataclass
 from typing import Final
 
 from nodepool_operator.api import autoscaler as autoscaler_api
-from nodepool_operator.controllers.autoscaler import fit, handoff
-from nodepool_operator.controllers.autoscaler.consolidation import Choice, PoolTurn
-from nodepool_operator.controllers.autoscaler.consolidation.decide import named_by_open_requests
+from nodepool_operator.controllers.autoscaler.act import handoff
+from nodepool_operator.controllers.autoscaler.consolidator import PoolTurn
+from nodepool_operator.controllers.autoscaler.constraints import pending_pods
+from nodepool_operator.controllers.autoscaler.decide import batch_plan
+from nodepool_operator.controllers.autoscaler.decide.batch_plan import BatchPlan, Observation, Part
+from nodepool_operator.controllers.autoscaler.decide.consolidation_choice import (
+    Choice,
+    named_by_open_requests,
+)
 from nodepool_operator.controllers.autoscaler.decisions import PoolDecider
-from nodepool_operator.controllers.autoscaler.observer import Observation, Observer, Part, Plan
-from nodepool_operator.controllers.autoscaler.profiles import ALL_NAMESPACES, NOMINATED_INDEX
-from nodepool_operator.controllers.autoscaler.verdicts import Verdict, Verdicts
+from nodepool_operator.controllers.autoscaler.plan_maker import PlanMaker
+from nodepool_operator.controllers.autoscaler.snapshot.pod_profiles import (
+    ALL_NAMESPACES,
+    NOMINATED_INDEX,
+)
+from nodepool_operator.controllers.autoscaler.verdicts import AutoscalerVerdicts, Verdict
 from nodepool_operator.controllers.resources import REQUESTS_BY_POOL
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import errors
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.controller import Request, Result
 
-__all__ = ["HAND_OVER_PARALLELISM", "LONGEST_BATCH_SECONDS", "NAME", "PLAN", "Batch", "Planner"]
+__all__ = ["LONGEST_BATCH_SECONDS", "NAME", "PLAN", "Batch", "Planner"]
 
 log = logging.getLogger(__name__)
 
@@ -53,12 +62,6 @@ PLAN: Final = Request(name="cluster")
 LONGEST_BATCH_SECONDS: Final = 10.0
 #: The soonest a pool is looked at again when a check is due now (never 0: no requeue).
 _SOONEST_CHECK: Final = 0.05
-#: Pools handed over (each a ScaleRequest create, at most) at once. At a tenth of
-#: bench/scale.py's size sixteen was no faster than four (the decisions' own work bounds
-#: it there); at half the size, on a loaded API server, the burst's three hand-overs with
-#: four took 4.9 s, of which the decisions' own work was 1.4 s (py-spy): the creates'
-#: round trips bound it, and sixteen overlap them.
-HAND_OVER_PARALLELISM: Final = 16
 
 
 @dataclass(frozen=True)
@@ -81,14 +84,12 @@ class Batch:
     batch closes when no new object has moved for the idle window, not when the same ones
     stop moving. And only new demand holds a batch open: a new pod, not yet judged by
     kube-scheduler. Everything else (its mark, a Node registered, Ready or gone, a pod
-    bound, a pool or request changed) opens a batch but does not keep it open. In a burst
-    on a busy cluster kube-scheduler marks the pods over many seconds after they were
-    made (at half of ``bench/scale.py``'s size: the last pool's first pod 2.6 s after the
-    first pod, and the others' for 30 s more), and the Nodes of the first requests
-    register meanwhile: batches they held open ran to the longest window, and a pool
-    whose first pod was marked just after the first batch was asked for only 15.5 s after
-    the first pod. Closed one idle window after their first event, the batches of a long
-    marking tail are more, and each plans only what is marked by then."""
+    bound, a pool or request changed) opens a batch but does not keep it open: in a burst
+    on a busy cluster kube-scheduler marks the pods over many seconds while the Nodes of
+    the first requests register, and a batch those held open would make every pool wait
+    for the longest window. Closed one idle window after their last new pod, the batches
+    of a long marking tail are more, and each plans only what is marked by then
+    (docs/performance.md has the measurements)."""
 
     def __init__(self, clock: clock_module.Clock) -> None:
         self.clock = clock
@@ -131,17 +132,19 @@ class Planner:
     def __init__(
         self,
         *,
-        observer: Observer,
+        plan_maker: PlanMaker,
         decider: PoolDecider,
-        verdicts: Verdicts,
+        verdicts: AutoscalerVerdicts,
         wake: Callable[[Object], None],
         clock: clock_module.Clock,
-        parallelism: int = HAND_OVER_PARALLELISM,
+        parallelism: int,
     ) -> None:
         """``wake(autoscaler)``: called after each batch for every Autoscaler (its
-        reconcile is queued when its status has something new to say)."""
-        self.observer = observer
-        self.autoscalers = observer.autoscalers
+        reconcile is queued when its status has something new to say). ``parallelism``:
+        pools handed over, and pools' events written, at a time
+        (``AutoscalerConfig.hand_over_parallelism``)."""
+        self.plan_maker = plan_maker
+        self.autoscalers = plan_maker.autoscalers
         self.decider = decider
         self.verdicts = verdicts
         self.wake = wake
@@ -161,7 +164,7 @@ class Planner:
     def pod_triggered(self, pod: Object) -> Iterable[Request]:
         """The pods' mapper: a pod waiting for kube-scheduler's first verdict holds the
         batch open (its mark is coming); its mark, its binding or its end does not."""
-        holds = fit.is_pending_unbound(pod) and not fit.is_judged(pod)
+        holds = pending_pods.is_pending_unbound(pod) and not pending_pods.is_judged(pod)
         self.batch.event(_uid(pod), holds=holds)
         return (PLAN,)
 
@@ -198,15 +201,15 @@ class Planner:
         # Marks of an Autoscaler deleted or repointed are nobody's to clear but ours.
         await self.decider.consolidator.clear_unwatched(
             (autoscaler_api.spec_of(a).node_pool_name for a in autoscalers),
-            named=named_by_open_requests(self.observer.pool_reads.requests.items()),
+            named=named_by_open_requests(self.plan_maker.pool_reads.requests.items()),
         )
         if not autoscalers:
             return Result()
         started = self.clock.now()
-        made = await self.observer.plan()
+        made = await self.plan_maker.plan()
         planned = self.clock.now()
         parts = {
-            str(a["metadata"]["name"]): Observer.part(
+            str(a["metadata"]["name"]): batch_plan.part_of(
                 made, str(a["metadata"]["name"]), autoscaler_api.spec_of(a)
             )
             for a in autoscalers
@@ -292,7 +295,7 @@ class Planner:
 
     def _log_batch(
         self,
-        made: Plan,
+        made: BatchPlan,
         passes: Iterable[_Passed],
         *,
         opened: float | None,
@@ -325,22 +328,24 @@ class Planner:
     def _held(self) -> frozenset[str]:
         """The Nodes preemption is making room on for a nominated pod: never chosen to go
         (the room the pod waits for would go with the Node)."""
-        nominated = self.observer.pods.by_index(NOMINATED_INDEX, ALL_NAMESPACES)
-        return frozenset(node for p in nominated if (node := fit.nominated_node(p)) is not None)
+        nominated = self.plan_maker.pods.by_index(NOMINATED_INDEX, ALL_NAMESPACES)
+        return frozenset(
+            node for p in nominated if (node := pending_pods.nominated_node(p)) is not None
+        )
 
     def _leaving(self, pool: str) -> frozenset[str]:
         """The Nodes the pool's open requests name (ours not yet in the cache included):
         on their way out."""
-        requests = self.observer.pool_reads.requests
+        requests = self.plan_maker.pool_reads.requests
         return named_by_open_requests(
-            self.observer.pool_reads.ledger.visible(
+            self.plan_maker.pool_reads.ledger.visible(
                 pool,
                 requests.by_index(REQUESTS_BY_POOL, pool),
                 cache_version=requests.resource_version,
             )
         )
 
-    async def _choose(self, turns: Sequence[PoolTurn], made: Plan) -> dict[str, Choice]:
+    async def _choose(self, turns: Sequence[PoolTurn], made: BatchPlan) -> dict[str, Choice]:
         """Consolidation's choice for every pool of the batch at once."""
         if not turns:
             return {}

@@ -14,16 +14,18 @@ from dataclasses import dataclass
 
 from nodepool_operator.controllers import cached
 from nodepool_operator.controllers.autoscaler import planner as planner_module
-from nodepool_operator.controllers.autoscaler import volumes, watches
+from nodepool_operator.controllers.autoscaler import watches
+from nodepool_operator.controllers.autoscaler.act.handoff import ScaleRequester
+from nodepool_operator.controllers.autoscaler.act.notices import Notices
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
-from nodepool_operator.controllers.autoscaler.consolidation import Consolidator
+from nodepool_operator.controllers.autoscaler.consolidator import PDBS, Consolidator
 from nodepool_operator.controllers.autoscaler.controller import NAME, AutoscalerReconciler
 from nodepool_operator.controllers.autoscaler.decisions import PoolDecider
-from nodepool_operator.controllers.autoscaler.handoff import RequestLedger, ScaleRequester
-from nodepool_operator.controllers.autoscaler.notices import Notices
-from nodepool_operator.controllers.autoscaler.observer import Observer
-from nodepool_operator.controllers.autoscaler.profiles import ProfileCache
-from nodepool_operator.controllers.autoscaler.verdicts import Verdicts
+from nodepool_operator.controllers.autoscaler.plan_maker import PlanMaker
+from nodepool_operator.controllers.autoscaler.snapshot import volumes
+from nodepool_operator.controllers.autoscaler.snapshot.pod_profiles import ProfileCache
+from nodepool_operator.controllers.autoscaler.snapshot.scale_requests import RequestLedger
+from nodepool_operator.controllers.autoscaler.verdicts import AutoscalerVerdicts
 from nodepool_operator.controllers.resources import (
     AUTOSCALERS,
     NODEPOOLS,
@@ -54,7 +56,7 @@ class Reads:
     requests: Informer
     daemon_sets: Informer
     volumes: volumes.VolumeReads
-    observer: Observer
+    plan_maker: PlanMaker
     ledger: RequestLedger
 
 
@@ -83,7 +85,7 @@ def planner_reads(
         classes=cache.informer(STORAGE_CLASSES, transform=cached.storage_class_fields),
     )
     ledger = RequestLedger()
-    observer = Observer(
+    plan_maker = PlanMaker(
         autoscalers=autoscalers,
         pools=pools,
         nodes=nodes,
@@ -97,7 +99,7 @@ def planner_reads(
         volume_reads=volume_reads,
     )
     return Reads(
-        autoscalers, pools, nodes, pods, requests, daemon_sets, volume_reads, observer, ledger
+        autoscalers, pools, nodes, pods, requests, daemon_sets, volume_reads, plan_maker, ledger
     )
 
 
@@ -109,7 +111,7 @@ def setup(manager: Manager, *, config: AutoscalerConfig) -> Controller:
     reads = planner_reads(manager.cache, config=config, wall_clock=wall_clock)
     recorder = EventRecorder(client, component=f"{NAME}-controller", clock=manager.clock)
     manager.on_drained.append(recorder.flush)
-    verdicts = Verdicts()
+    verdicts = AutoscalerVerdicts()
     reporter = AutoscalerReconciler(
         client=client,
         autoscalers=reads.autoscalers,
@@ -133,12 +135,21 @@ def setup(manager: Manager, *, config: AutoscalerConfig) -> Controller:
             controller.queue.add(Request(name=str(autoscaler["metadata"]["name"])))
 
     planner = planner_module.Planner(
-        observer=reads.observer,
-        decider=_decider(client, reads, recorder=recorder, config=config, wall_clock=wall_clock),
+        plan_maker=reads.plan_maker,
+        decider=_decider(
+            client,
+            reads,
+            # Read when a Node is about to be tainted or named: from the cache, so a batch
+            # makes no API read.
+            budgets=manager.cache.informer(PDBS),
+            recorder=recorder,
+            config=config,
+            wall_clock=wall_clock,
+        ),
         verdicts=verdicts,
         wake=wake,
         clock=manager.clock,
-        parallelism=config.max_concurrent_reconciles,
+        parallelism=config.hand_over_parallelism,
     )
     manager.add(controller)
     manager.add(_planning(planner, reads, clock=manager.clock))
@@ -172,6 +183,7 @@ def _decider(
     client: Client,
     reads: Reads,
     *,
+    budgets: Informer,
     recorder: EventRecorder,
     config: AutoscalerConfig,
     wall_clock: clock_module.WallClock,
@@ -181,8 +193,9 @@ def _decider(
             client=client,
             nodes=reads.nodes,
             pods=reads.pods,
+            budgets=budgets,
             # Volumes included: a pod that cannot follow its data never counts as movable.
-            profile=reads.observer.scheduling_profile,
+            profile=reads.plan_maker.scheduling_profile,
             recorder=recorder,
             wall_clock=wall_clock,
         ),

@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nodepool_operator.api import autoscaler as autoscaler_api
-from nodepool_operator.controllers.autoscaler import plan
-from nodepool_operator.controllers.autoscaler.observer import Part
+from nodepool_operator.controllers.autoscaler.decide import scaling
+from nodepool_operator.controllers.autoscaler.decide.batch_plan import Part
 
-__all__ = ["Verdict", "Verdicts"]
+__all__ = ["AutoscalerVerdicts", "Verdict"]
 
 
 @dataclass(frozen=True)
@@ -22,12 +22,12 @@ class Verdict:
 
     generation: int  # the Autoscaler's metadata.generation the plan read
     part: Part
-    decision: plan.Decision | None
+    decision: scaling.ScalingDecision | None
     # The newest request this process made for it (its status keeps older ones).
     last_request: autoscaler_api.LastScaleRequest | None
 
 
-class Verdicts:
+class AutoscalerVerdicts:
     """Verdicts by Autoscaler name."""
 
     def __init__(self) -> None:

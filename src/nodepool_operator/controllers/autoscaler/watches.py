@@ -19,8 +19,8 @@ from collections.abc import Callable, Hashable, Iterable
 
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.api import wellknown
-from nodepool_operator.controllers.autoscaler import fit
-from nodepool_operator.controllers.autoscaler.volumes import VolumeReads
+from nodepool_operator.controllers.autoscaler.constraints import pending_pods
+from nodepool_operator.controllers.autoscaler.snapshot.volumes import VolumeReads
 from nodepool_operator.runtime import nodes as k8s_nodes
 from nodepool_operator.runtime import pods
 from nodepool_operator.runtime.client import Object
@@ -49,8 +49,8 @@ State = Callable[[Object], Hashable]
 def pod_state(pod: Object) -> Hashable:
     """What of a pod the planner reacts to; kubelet and kwok status churn is not."""
     return (
-        fit.is_unschedulable(pod),
-        fit.is_pending_unbound(pod),
+        pending_pods.is_unschedulable(pod),
+        pending_pods.is_pending_unbound(pod),
         (pod.get("spec") or {}).get("nodeName"),
         pods.is_terminal(pod),
         bool(pod["metadata"].get("deletionTimestamp")),

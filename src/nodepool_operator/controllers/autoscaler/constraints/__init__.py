@@ -12,17 +12,18 @@ The matching rules follow the API's definitions (``k8s.io/apimachinery`` label s
 ``InterPodAffinity`` and ``PodTopologySpread`` plugins). Preferred (soft) terms do not
 decide feasibility, so they are not parsed.
 
-The package: ``matching`` (taints and tolerations, label selectors, node selector
-terms), ``profile`` (the ``PodProfile`` value and its parts), ``parsing`` (a pod's
-manifest read into its profile).
+The package: ``pending_pods`` (which pods the Autoscaler plans for and what each asks of
+a node), ``matching`` (taints and tolerations, label selectors, node selector terms),
+``profile`` (the ``PodProfile`` value and its parts), ``parsing`` (a pod's manifest read
+into its profile). Every phase reads it; it imports none of them.
 """
 
 from nodepool_operator.controllers.autoscaler.constraints.matching import (
     BLOCKING_EFFECTS,
     DAEMON_TOLERATIONS,
     UNSCHEDULABLE_TAINT,
+    NodeTaint,
     Selector,
-    Taint,
     Toleration,
     node_affinity_problem,
     terms_name_nodes,
@@ -48,10 +49,10 @@ __all__ = [
     "VOLUME_TOPOLOGY_LABELS",
     "AffinityTerm",
     "HostPort",
+    "NodeTaint",
     "PodProfile",
     "Selector",
     "SpreadConstraint",
-    "Taint",
     "Toleration",
     "VolumeRules",
     "node_affinity_problem",

@@ -15,9 +15,9 @@ __all__ = [
     "BLOCKING_EFFECTS",
     "DAEMON_TOLERATIONS",
     "UNSCHEDULABLE_TAINT",
+    "NodeTaint",
     "Requirement",
     "Selector",
-    "Taint",
     "Toleration",
     "node_affinity_problem",
     "parse_selector",
@@ -32,7 +32,7 @@ UNSCHEDULABLE_TAINT: Final = "node.kubernetes.io/unschedulable"
 
 
 @dataclass(frozen=True, slots=True)
-class Taint:
+class NodeTaint:
     key: str
     value: str
     effect: str
@@ -45,7 +45,7 @@ class Toleration:
     value: str
     effect: str
 
-    def tolerates(self, taint: Taint) -> bool:
+    def tolerates(self, taint: NodeTaint) -> bool:
         # core/v1 Toleration.ToleratesTaint: an empty effect or key matches any.
         if self.effect and self.effect != taint.effect:
             return False
@@ -72,7 +72,7 @@ DAEMON_TOLERATIONS: Final = tuple(
 )
 
 
-def untolerated(tolerations: Sequence[Toleration], taints: Sequence[Taint]) -> Taint | None:
+def untolerated(tolerations: Sequence[Toleration], taints: Sequence[NodeTaint]) -> NodeTaint | None:
     """The first taint that keeps a pod with ``tolerations`` off the node, or None."""
     for taint in taints:
         if taint.effect in BLOCKING_EFFECTS and not any(t.tolerates(taint) for t in tolerations):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nodepool_operator.controllers.autoscaler import fit
+from nodepool_operator.controllers.autoscaler.constraints import pending_pods
 from nodepool_operator.controllers.autoscaler.constraints.matching import Toleration, parse_selector
 from nodepool_operator.controllers.autoscaler.constraints.profile import (
     AffinityTerm,
@@ -122,7 +122,7 @@ def profile_of(
     spec = pod.get("spec") or {}
     namespace = str(meta.get("namespace", ""))
     labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
-    requests = fit.pod_requests(pod)
+    requests = pending_pods.pod_requests(pod)
     affinity = spec.get("affinity") or {}
     required_nodes = (affinity.get("nodeAffinity") or {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution"

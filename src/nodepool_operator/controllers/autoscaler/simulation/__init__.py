@@ -40,23 +40,23 @@ The package, by stage: ``model`` (what it reads and answers), ``rooms`` (simulat
 and their room trees), ``tallies`` (affinity and spread counters), ``cluster`` (the
 cluster's state), ``spreading`` (each class's spread counters), ``filters``
 (kube-scheduler's filters in its order), ``pools`` (opening pool nodes), ``classes`` (pods
-grouped into classes), ``poolstate`` (a pool's opened nodes, their zones, and what ranks
+grouped into classes), ``pool_state`` (a pool's opened nodes, their zones, and what ranks
 its next node), ``placing`` and ``rounds`` (the simulation loop), ``outcomes`` (the answer
 per pool), ``explain`` (verdicts for ``nodepool-operator explain``).
 """
 
 from nodepool_operator.controllers.autoscaler.simulation.explain import (
     NodeAnswer,
-    Verdicts,
+    NodeVerdicts,
     verdicts,
 )
 from nodepool_operator.controllers.autoscaler.simulation.model import (
     DaemonSetView,
     ExistingNode,
-    Outcome,
     PoolOutcome,
     PoolTemplate,
     PoolZones,
+    SimulationOutcome,
 )
 from nodepool_operator.controllers.autoscaler.simulation.placing import simulate
 
@@ -64,11 +64,11 @@ __all__ = [
     "DaemonSetView",
     "ExistingNode",
     "NodeAnswer",
-    "Outcome",
+    "NodeVerdicts",
     "PoolOutcome",
     "PoolTemplate",
     "PoolZones",
-    "Verdicts",
+    "SimulationOutcome",
     "simulate",
     "verdicts",
 ]

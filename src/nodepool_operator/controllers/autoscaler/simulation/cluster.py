@@ -10,10 +10,10 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from nodepool_operator.controllers.autoscaler.constraints import (
     AffinityTerm,
+    NodeTaint,
     PodProfile,
     Selector,
     SpreadConstraint,
-    Taint,
     node_affinity_problem,
     terms_name_nodes,
     untolerated,
@@ -41,7 +41,7 @@ __all__ = ["ClusterState"]
 
 class ClusterState:
     """The simulated cluster: its nodes, grouped by their static rules, and the pods
-    counted on them for affinity and spread. The filters are in ``filters.Cluster``."""
+    counted on them for affinity and spread. The filters are in ``filters.SimulatedCluster``."""
 
     def __init__(
         self, daemon_sets: Sequence[DaemonSetView], scale: tuple[int, int], *, counting: bool
@@ -159,7 +159,7 @@ class ClusterState:
         name: str,
         pool: str | None,
         labels: Mapping[str, str],
-        taints: tuple[Taint, ...],
+        taints: tuple[NodeTaint, ...],
         unschedulable: bool,
         allocatable: Mapping[str, int],
         kind: str,

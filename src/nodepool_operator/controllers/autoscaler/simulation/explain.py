@@ -16,7 +16,7 @@ from nodepool_operator.controllers.autoscaler.simulation.model import (
 from nodepool_operator.controllers.autoscaler.simulation.pools import Simulation
 from nodepool_operator.controllers.autoscaler.simulation.rooms import BOOTING
 
-__all__ = ["NodeAnswer", "Verdicts", "verdicts"]
+__all__ = ["NodeAnswer", "NodeVerdicts", "verdicts"]
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class NodeAnswer:
 
 
 @dataclass(frozen=True)
-class Verdicts:
+class NodeVerdicts:
     """For one pod: each node's answer and each pool's, None where it fits. A problem is
     the first filter that refuses, in the order the scheduler runs them."""
 
@@ -41,13 +41,13 @@ def verdicts(
     nodes: Sequence[ExistingNode],
     pools: Sequence[PoolTemplate],
     daemon_sets: Sequence[DaemonSetView] = (),
-) -> Verdicts:
+) -> NodeVerdicts:
     """Judge ``profile`` against the cluster as it is, with the filters ``simulate`` uses
     and before any pending pod is placed: what ``nodepool-operator explain`` shows."""
     simulation = Simulation(nodes, pools, daemon_sets, {})
     cluster = simulation.cluster
     if profile.unsupported is not None:
-        return Verdicts(
+        return NodeVerdicts(
             nodes={
                 node.name: NodeAnswer(node.pool, node.kind == BOOTING, profile.unsupported)
                 for node in cluster.nodes
@@ -72,4 +72,4 @@ def verdicts(
                 break
             first = first or problem
         on_pools[name] = first
-    return Verdicts(nodes=on_nodes, pools=on_pools)
+    return NodeVerdicts(nodes=on_nodes, pools=on_pools)

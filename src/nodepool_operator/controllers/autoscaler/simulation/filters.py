@@ -9,9 +9,9 @@ from collections.abc import Sequence
 
 from nodepool_operator.controllers.autoscaler.constraints import (
     UNSCHEDULABLE_TAINT,
+    NodeTaint,
     PodProfile,
     SpreadConstraint,
-    Taint,
     node_affinity_problem,
     untolerated,
 )
@@ -20,10 +20,10 @@ from nodepool_operator.controllers.autoscaler.simulation.rooms import Group, Sim
 from nodepool_operator.controllers.autoscaler.simulation.spreading import SpreadingState
 from nodepool_operator.controllers.autoscaler.simulation.tallies import Spread
 
-__all__ = ["Cluster"]
+__all__ = ["SimulatedCluster"]
 
 
-class Cluster(SpreadingState):
+class SimulatedCluster(SpreadingState):
     """The cluster with kube-scheduler's filters over it, in the scheduler's order:
     static (cordon, taints, node affinity, volumes), host ports, resources, spread, then
     pod affinity; the first that refuses is the reason given."""
@@ -83,7 +83,7 @@ class Cluster(SpreadingState):
         # In kube-scheduler's order (NodeUnschedulable, TaintToleration, NodeAffinity, then
         # the volume filters), so the first refusal named is the one the scheduler reports.
         if node.unschedulable and untolerated(
-            profile.tolerations, (Taint(UNSCHEDULABLE_TAINT, "", "NoSchedule"),)
+            profile.tolerations, (NodeTaint(UNSCHEDULABLE_TAINT, "", "NoSchedule"),)
         ):
             problem = "node is cordoned"
         if problem is None:

@@ -11,7 +11,7 @@ from typing import Final
 
 from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.autoscaler import constraints
-from nodepool_operator.controllers.autoscaler.constraints import PodProfile, Taint
+from nodepool_operator.controllers.autoscaler.constraints import NodeTaint, PodProfile
 
 __all__ = [
     "HOSTNAME_LABEL",
@@ -19,10 +19,10 @@ __all__ = [
     "ZONE_LABEL",
     "DaemonSetView",
     "ExistingNode",
-    "Outcome",
     "PoolOutcome",
     "PoolTemplate",
     "PoolZones",
+    "SimulationOutcome",
 ]
 
 HOSTNAME_LABEL: Final = wellknown.HOSTNAME_LABEL
@@ -37,7 +37,7 @@ class ExistingNode:
     name: str
     pool: str | None
     labels: Mapping[str, str]
-    taints: tuple[Taint, ...]
+    taints: tuple[NodeTaint, ...]
     unschedulable: bool
     allocatable: Mapping[str, int]
     pods: tuple[PodProfile, ...]  # bound, not finished
@@ -76,7 +76,7 @@ class PoolTemplate:
 
     name: str
     weight: int
-    taints: tuple[Taint, ...]
+    taints: tuple[NodeTaint, ...]
     allocatable: Mapping[str, int]
     upcoming: Callable[[int, str | None], tuple[str, Mapping[str, str]]]
     in_flight: int
@@ -105,7 +105,7 @@ class PoolOutcome:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class SimulationOutcome:
     pools: Mapping[str, PoolOutcome]
     placements: tuple[str | None, ...]  # per pending pod: the node it went to
     unfit: Mapping[int, str]  # pending pods no node could host, and why

@@ -4,7 +4,7 @@ pods each pool hosts.
 
 from __future__ import annotations
 
-from nodepool_operator.controllers.autoscaler.simulation.model import Outcome, PoolOutcome
+from nodepool_operator.controllers.autoscaler.simulation.model import PoolOutcome, SimulationOutcome
 from nodepool_operator.controllers.autoscaler.simulation.pools import Simulation
 from nodepool_operator.controllers.autoscaler.simulation.rooms import BEYOND_MAX, NEW
 
@@ -29,7 +29,7 @@ def _give_back_unused(simulation: Simulation, used: set[str]) -> None:
 
 def outcome_of(
     simulation: Simulation, placements: list[str | None], unfit: dict[int, str]
-) -> Outcome:
+) -> SimulationOutcome:
     _give_back_unused(simulation, {name for name in placements if name is not None})
     nodes = simulation.cluster.nodes
     pool_of_node = {node.name: node for node in nodes}
@@ -73,4 +73,4 @@ def outcome_of(
         )
         for name, state in simulation.pools.items()
     }
-    return Outcome(pools=pools, placements=tuple(placements), unfit=unfit)
+    return SimulationOutcome(pools=pools, placements=tuple(placements), unfit=unfit)

@@ -14,8 +14,8 @@ from nodepool_operator.controllers.autoscaler.simulation.model import (
     HOSTNAME_LABEL,
     DaemonSetView,
     ExistingNode,
-    Outcome,
     PoolTemplate,
+    SimulationOutcome,
 )
 from nodepool_operator.controllers.autoscaler.simulation.pools import Simulation
 from nodepool_operator.controllers.autoscaler.simulation.rooms import (
@@ -40,7 +40,7 @@ def simulate(
     nodes: Sequence[ExistingNode],
     pools: Sequence[PoolTemplate],
     daemon_sets: Sequence[DaemonSetView] = (),
-) -> Outcome:
+) -> SimulationOutcome:
     """Place ``pending`` (oldest first) as kube-scheduler would, opening pool nodes as needed.
 
     A pod nominated to a node (preemption is making room for it there) is among that
@@ -71,7 +71,7 @@ def _simulate_rounds(
     nodes: Sequence[ExistingNode],
     pools: Sequence[PoolTemplate],
     daemon_sets: Sequence[DaemonSetView],
-) -> Outcome:
+) -> SimulationOutcome:
     alike = classes.Alike(
         [*pending, *(p for n in nodes for p in n.pods), *(d.profile for d in daemon_sets)]
     )
@@ -108,7 +108,7 @@ def _simulate_once(
     daemon_sets: Sequence[DaemonSetView],
     opened: Mapping[str, Sequence[str | None]],
     counting: bool,
-) -> tuple[Outcome, Simulation]:
+) -> tuple[SimulationOutcome, Simulation]:
     simulation = Simulation(nodes, pools, daemon_sets, opened, counting=counting)
     cluster = simulation.cluster
     reference = simulation.reference
@@ -145,7 +145,7 @@ def _simulate_once(
 
 
 def first_run_stands(
-    simulation: Simulation, outcome: Outcome, pending: Sequence[PodProfile], existing: int
+    simulation: Simulation, outcome: SimulationOutcome, pending: Sequence[PodProfile], existing: int
 ) -> bool:
     """Whether a run that started with no node opened (``simulation``, its ``outcome``) is
     what the next run, with the nodes it opened there from the start, would answer.

@@ -13,14 +13,14 @@ from typing import Final
 
 from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
-from nodepool_operator.controllers.autoscaler.simulation.filters import Cluster
+from nodepool_operator.controllers.autoscaler.simulation.filters import SimulatedCluster
 from nodepool_operator.controllers.autoscaler.simulation.model import (
     MAIN_RESOURCES,
     DaemonSetView,
     ExistingNode,
     PoolTemplate,
 )
-from nodepool_operator.controllers.autoscaler.simulation.poolstate import (
+from nodepool_operator.controllers.autoscaler.simulation.pool_state import (
     Hosting,
     PoolState,
     plans_for,
@@ -61,7 +61,7 @@ class Simulation:
             max(1, self.reference.get("memory", 0) >> 20),
             max(1, self.reference.get("cpu", 0)),
         )
-        self.cluster = Cluster(daemon_sets, scale, counting=counting)
+        self.cluster = SimulatedCluster(daemon_sets, scale, counting=counting)
         self.pools = {p.name: PoolState(p) for p in sorted(pools, key=lambda p: p.name)}
         # Per new node opened in place of one of a pool ranked before it that could not
         # grow, that pool (``PoolOutcome.passed_over``).

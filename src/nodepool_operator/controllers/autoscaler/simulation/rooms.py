@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from nodepool_operator.api import wellknown
-from nodepool_operator.controllers.autoscaler.constraints import HostPort, PodProfile, Taint
+from nodepool_operator.controllers.autoscaler.constraints import HostPort, NodeTaint, PodProfile
 
 __all__ = [
     "BEYOND_MAX",
@@ -38,7 +38,7 @@ class SimNode:
     name: str
     pool: str | None
     labels: Mapping[str, str]
-    taints: tuple[Taint, ...]
+    taints: tuple[NodeTaint, ...]
     unschedulable: bool
     allocatable: Mapping[str, int]
     kind: str
@@ -89,7 +89,7 @@ class NodeShape:
     ``rest``: its labels but the hostname."""
 
     rest: dict[str, str]
-    taints: tuple[Taint, ...]
+    taints: tuple[NodeTaint, ...]
     unschedulable: bool
     static_id: int = field(init=False, default=-1)  # its static key's number in the cluster
     static_key: tuple[object, ...] = field(init=False)
@@ -103,7 +103,9 @@ class NodeShape:
         self.shared_labels = shared
         self.group_key = (shared, self.taints, self.unschedulable)
 
-    def fits(self, rest: dict[str, str], taints: tuple[Taint, ...], unschedulable: bool) -> bool:
+    def fits(
+        self, rest: dict[str, str], taints: tuple[NodeTaint, ...], unschedulable: bool
+    ) -> bool:
         """Whether a node with these labels (but the hostname), taints and cordon has it."""
         return self.unschedulable == unschedulable and self.taints == taints and self.rest == rest
 

@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
-from nodepool_operator.controllers.autoscaler.simulation.filters import Cluster
+from nodepool_operator.controllers.autoscaler.simulation.filters import SimulatedCluster
 from nodepool_operator.controllers.autoscaler.simulation.rooms import SimNode
 
 __all__ = ["Rounds"]
@@ -29,7 +29,7 @@ class Rounds:
     what the next one may do beyond the counts compared here.
     """
 
-    def __init__(self, cluster: Cluster, profile: PodProfile) -> None:
+    def __init__(self, cluster: SimulatedCluster, profile: PodProfile) -> None:
         self.cluster = cluster
         self.profile = profile
         self.nodes: list[SimNode] = []  # where each pod of the current round went

@@ -1,12 +1,11 @@
 """The proof that a candidate's pods fit on the Nodes that stay, made one candidate at a
 time (pure: the scheduling simulation only).
 
-``rules.choose_together`` asks, candidate after candidate, whether the pods of every
-candidate chosen so far and of the next one fit on the other Nodes. Simulating all of
-them again for each candidate made a review quadratic in candidates (1,000 Nodes with 150
-candidates took seconds of CPU). ``Proof`` keeps the room of the Nodes that stay as the
-candidates chosen so far left it: each candidate's pods are simulated once, on that
-room, and committed there when the candidate is chosen. A pod placed on a Node that is
+``consolidation_rules.choose_together`` asks, candidate after candidate, whether the pods
+of every candidate chosen so far and of the next one fit on the other Nodes. ``Proof``
+keeps the room of the Nodes that stay as the candidates chosen so far left it: each
+candidate's pods are simulated once, on that room, and committed there when the candidate
+is chosen, so a review is linear in candidates, not quadratic. A pod placed on a Node that is
 chosen later moves again with that Node's own pods. Placing candidate after candidate is
 one order kube-scheduler could take; a pod it finds no room for keeps its Node, as the
 joint simulation would.
@@ -19,8 +18,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from nodepool_operator.controllers.autoscaler import simulation
-from nodepool_operator.controllers.autoscaler.consolidation.rules import NodeView, pod_key
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
+from nodepool_operator.controllers.autoscaler.decide.consolidation_rules import pod_key
+from nodepool_operator.controllers.autoscaler.snapshot.consolidation_views import NodeView
 
 __all__ = ["Proof"]
 

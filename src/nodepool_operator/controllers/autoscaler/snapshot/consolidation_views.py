@@ -1,21 +1,18 @@
-"""What consolidation reads of a pool's Nodes: one ``NodeView`` per member Node, kept
-between passes while the Node and the pods on it stay as they were.
+"""What consolidation reads of a pool's Nodes: one ``NodeView`` per member Node (how used
+it is, ``usage_of``; its marks; the pods a drain would move), kept between passes while
+the Node and the pods on it stay as they were.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 from nodepool_operator import timestamps
-from nodepool_operator.api import wellknown
+from nodepool_operator.api import quantity, wellknown
 from nodepool_operator.controllers import membership
-from nodepool_operator.controllers.autoscaler.consolidation.rules import (
-    NodeView,
-    annotations_of,
-    usage_of,
-)
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.resources import PODS_BY_NODE
 from nodepool_operator.runtime import nodes as k8s_nodes
@@ -23,11 +20,58 @@ from nodepool_operator.runtime import pods
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.informer import Informer
 
-__all__ = ["NodeViews"]
+__all__ = ["NodeView", "NodeViews", "annotations_of", "usage_of"]
 
 #: Views of Nodes that are gone are dropped once the kept views outnumber twice the
 #: Nodes by this many.
 _VIEWS_SLACK: Final = 64
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """One of the pool's Nodes as consolidation sees it."""
+
+    name: str
+    obj: Object
+    to_move: tuple[Object, ...]  # pods a drain would evict
+    usage: float  # the larger of its requested cpu and memory shares of allocatable
+    since: float | None  # UNNEEDED_SINCE_ANNOTATION, seconds since the epoch
+    tainted: bool  # carries CONSOLIDATING_TAINT_KEY
+    eligible: bool  # Ready, registered, schedulable, not do-not-disrupt itself
+    # Registered and NotReady (a blip), not being removed: its own timer starts over.
+    stalled: bool = False
+    # Takes pods: Ready, registered, schedulable, not on its way out. A Node that is only
+    # not eligible (do-not-disrupt, preemption making room on it) still gives room.
+    gives_room: bool = True
+    # The NodePool controller is draining it or has deleted its VM: its marks are its own.
+    removing: bool = False
+
+    @property
+    def empty(self) -> bool:
+        return not self.to_move
+
+
+def annotations_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    return (obj.get("metadata") or {}).get("annotations") or {}
+
+
+def _share(requested: int, allocatable: int) -> float:
+    return requested / allocatable if allocatable > 0 else 1.0
+
+
+def usage_of(node: Mapping[str, Any], profiles: Iterable[PodProfile]) -> float:
+    """The larger of the node's requested cpu and memory, each over its allocatable."""
+    reported = (node.get("status") or {}).get("allocatable") or {}
+    try:
+        cpu = quantity.parse_cpu_millicores(str(reported.get("cpu", "0")))
+        memory = quantity.parse_memory_bytes(str(reported.get("memory", "0")))
+    except ValueError:
+        return 1.0  # unreadable: never judged underused
+    used_cpu = used_memory = 0
+    for profile in profiles:
+        used_cpu += profile.requests.get("cpu", 0)
+        used_memory += profile.requests.get("memory", 0)
+    return max(_share(used_cpu, cpu), _share(used_memory, memory))
 
 
 class NodeViews:
@@ -46,8 +90,8 @@ class NodeViews:
         self.profile = profile
         # Node -> (its resourceVersion, its pods' index stamp, its view then). A pass runs
         # for every pool in every batch, and between two batches most Nodes and the pods on
-        # them have not changed: at half of bench/scale.py's size, reading every view again
-        # was a tenth of the operator's CPU in a burst (py-spy).
+        # them have not changed: a view is read again only when either moved
+        # (docs/performance.md has what that saves).
         self._views: dict[str, tuple[str, int, NodeView]] = {}
 
     def of_pool(

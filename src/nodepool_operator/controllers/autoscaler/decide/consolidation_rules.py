@@ -1,31 +1,31 @@
 """Consolidation's rules, pure: which pods may move (``movable_problem``), what the
-budgets allow (``budget_problem``), how used a Node is (``usage_of``), which Nodes go
+budgets allow (``budget_problem``), which Nodes go
 together (``choose``), which of them have been unneeded long enough (``unneeded_timers``)
 and how many may be tainted at once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from nodepool_operator.api import quantity, wellknown
-from nodepool_operator.controllers.autoscaler.constraints import PodProfile, Selector
-from nodepool_operator.runtime.client import Object
+from nodepool_operator.api import wellknown
+from nodepool_operator.controllers.autoscaler.constraints import Selector
+from nodepool_operator.controllers.autoscaler.snapshot.consolidation_views import (
+    NodeView,
+    annotations_of,
+)
 
 __all__ = [
     "Kept",
-    "NodeView",
     "Review",
-    "annotations_of",
     "budget_problem",
     "choose",
     "choose_together",
     "movable_problem",
     "pod_key",
     "unneeded_timers",
-    "usage_of",
     "why_it_goes",
     "within_limits",
 ]
@@ -44,30 +44,6 @@ class Kept:
 
 
 @dataclass(frozen=True)
-class NodeView:
-    """One of the pool's Nodes as consolidation sees it."""
-
-    name: str
-    obj: Object
-    to_move: tuple[Object, ...]  # pods a drain would evict
-    usage: float  # the larger of its requested cpu and memory shares of allocatable
-    since: float | None  # UNNEEDED_SINCE_ANNOTATION, seconds since the epoch
-    tainted: bool  # carries CONSOLIDATING_TAINT_KEY
-    eligible: bool  # Ready, registered, schedulable, not do-not-disrupt itself
-    # Registered and NotReady (a blip), not being removed: its own timer starts over.
-    stalled: bool = False
-    # Takes pods: Ready, registered, schedulable, not on its way out. A Node that is only
-    # not eligible (do-not-disrupt, preemption making room on it) still gives room.
-    gives_room: bool = True
-    # The NodePool controller is draining it or has deleted its VM: its marks are its own.
-    removing: bool = False
-
-    @property
-    def empty(self) -> bool:
-        return not self.to_move
-
-
-@dataclass(frozen=True)
 class Review:
     """What one pass found: the Nodes to name now, and when to look again."""
 
@@ -83,10 +59,6 @@ class Review:
 def pod_key(pod: Mapping[str, Any]) -> str:
     meta = pod.get("metadata") or {}
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
-
-
-def annotations_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
-    return (obj.get("metadata") or {}).get("annotations") or {}
 
 
 def movable_problem(pod: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -162,25 +134,6 @@ def budget_problem(
             if not safe:
                 return pod_key(pod), "kube-system", "a kube-system pod without a budget"
     return None
-
-
-def _share(requested: int, allocatable: int) -> float:
-    return requested / allocatable if allocatable > 0 else 1.0
-
-
-def usage_of(node: Mapping[str, Any], profiles: Iterable[PodProfile]) -> float:
-    """The larger of the node's requested cpu and memory, each over its allocatable."""
-    reported = (node.get("status") or {}).get("allocatable") or {}
-    try:
-        cpu = quantity.parse_cpu_millicores(str(reported.get("cpu", "0")))
-        memory = quantity.parse_memory_bytes(str(reported.get("memory", "0")))
-    except ValueError:
-        return 1.0  # unreadable: never judged underused
-    used_cpu = used_memory = 0
-    for profile in profiles:
-        used_cpu += profile.requests.get("cpu", 0)
-        used_memory += profile.requests.get("memory", 0)
-    return max(_share(used_cpu, cpu), _share(used_memory, memory))
 
 
 def choose(

@@ -1,6 +1,37 @@
-"""One pass of consolidation over a pool, in three steps a reader can follow: read the
-pool's Nodes (``views``), decide (``decide``, pure: the budgets are read between its two
-steps, for the few Nodes about to be tainted or named), act (``marks``, the only writer).
+"""Consolidation: underused Nodes whose pods fit on the other Nodes are removed.
+
+A pool's Node goes through these steps, each one a fact written on the Node, so that a
+restarted operator (or a new leader) takes up where the last one stopped:
+
+1. **Candidate.** Ready, schedulable, its pods requesting less than
+   ``scaleDown.utilizationThreshold`` of its allocatable CPU and of its memory, every pod
+   on it movable (``movable_problem``), and every one of them fitting on the Nodes that
+   stay, with every filter of the scheduling simulation, counting the pods of all the
+   other candidates too (``choose``): two removals never count on the same room. An empty
+   Node (DaemonSet and mirror pods only) needs no simulation: the faster path. The
+   Autoscaler stamps ``UNNEEDED_SINCE_ANNOTATION`` on it (one write).
+2. **Tainted.** ``unneededSeconds`` after that stamp, with nothing in flight and no more
+   than ``scaleDown.maxConcurrent`` Nodes with pods to move at a time (empty Nodes are not
+   counted), the Node gets the ``NoSchedule`` taint ``CONSOLIDATING_TAINT_KEY`` (one
+   write): from then on no new pod is scheduled there.
+3. **Named.** Once the taint shows in the cache, the decision is checked again, the
+   PodDisruptionBudgets read from their cache (only now, for the few Nodes at this
+   step), and the Node is named in a ScaleRequest (``spec.removeNodes``); the NodePool
+   controller drains exactly those Nodes and removes them.
+4. **Kept.** A Node that stops being a candidate at any step (a pod it cannot move landed
+   on it, it got busy, its pods no longer fit elsewhere, a budget allows no disruption,
+   a scale-up is settling) loses the stamp and the taint (one write), and an event on the
+   Node and the Autoscaler names the pod and the rule that keeps it.
+
+So a Node costs at most two writes on its way out, and one when it is kept; a Node is
+never left tainted by a crash: the next pass either names it or clears it.
+
+Consolidation runs in the Autoscaler's phases: ``snapshot.consolidation_views`` reads the
+pool's member Nodes; ``decide.consolidation_rules``, ``decide.consolidation_proof`` and
+``decide.consolidation_choice`` (pure) choose every pool's candidates together, prove the
+choice with the scheduling simulation, run the unneeded timers and give the marks to
+write; ``act.node_marks`` is the only writer (Node patches and events). This module runs
+them: once per batch the choice, then one pass per pool.
 """
 
 from __future__ import annotations
@@ -16,23 +47,24 @@ from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.autoscaler import metrics, simulation
-from nodepool_operator.controllers.autoscaler.consolidation import decide, rules
-from nodepool_operator.controllers.autoscaler.consolidation.marks import NodeMarks
-from nodepool_operator.controllers.autoscaler.consolidation.proof import Proof
-from nodepool_operator.controllers.autoscaler.consolidation.rules import (
-    Kept,
-    NodeView,
-    Review,
-)
-from nodepool_operator.controllers.autoscaler.consolidation.views import NodeViews
+from nodepool_operator.controllers.autoscaler.act.node_marks import NodeMarks
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
+from nodepool_operator.controllers.autoscaler.decide import (
+    consolidation_choice,
+    consolidation_rules,
+)
+from nodepool_operator.controllers.autoscaler.decide.consolidation_proof import Proof
+from nodepool_operator.controllers.autoscaler.decide.consolidation_rules import Kept, Review
+from nodepool_operator.controllers.autoscaler.snapshot.consolidation_views import (
+    NodeView,
+    NodeViews,
+)
 from nodepool_operator.runtime import clock as clock_module
-from nodepool_operator.runtime import errors
 from nodepool_operator.runtime.client import Client, Object, Resource
 from nodepool_operator.runtime.events import EventRecorder
 from nodepool_operator.runtime.informer import Informer
 
-__all__ = ["PDBS", "Consolidator", "PoolTurn"]
+__all__ = ["PDBS", "Consolidator", "PoolTurn", "Proposal"]
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +84,23 @@ class PoolTurn:
     policy: autoscaler_api.ScaleDownPolicy
     blocked: str | None  # why no Node may be given up now (``plan.scale_down_blocker``)
     dry_run: bool = False
-    # Nodes an open request of the pool names already (``decide.named_by_open_requests``).
+    # Nodes an open request of the pool names already
+    # (``consolidation_choice.named_by_open_requests``).
     leaving: frozenset[str] = frozenset()
     # Nodes preemption is making room on (a pending pod nominated there): they stay.
     held: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """One pass decided and not written yet: the marks to write (``act.node_marks``), the
+    review the pool's decision reads, and what the writes are stamped with."""
+
+    marks: consolidation_choice.Marks
+    review: Review
+    now: float
+    autoscaler: Object | None  # whose events the marks write; None: no event
+    chosen: frozenset[str] | None = None  # the Nodes the batch chose; their marks are kept
 
 
 class Consolidator:
@@ -67,6 +112,7 @@ class Consolidator:
         client: Client,
         nodes: Informer,
         pods: Informer,
+        budgets: Informer,
         profile: Callable[[Mapping[str, Any]], PodProfile | str],
         recorder: EventRecorder,
         wall_clock: clock_module.WallClock,
@@ -76,10 +122,11 @@ class Consolidator:
         self.profile = profile
         self.wall_clock = wall_clock
         self.pods = pods
+        self.budgets = budgets
         self.views = NodeViews(nodes=nodes, pods=pods, profile=profile)
         self.marks = NodeMarks(client=client, nodes=nodes, recorder=recorder)
         # The last batch's choice and what it was made from (``choose``).
-        self._chosen: tuple[Hashable, dict[str, decide.Choice]] | None = None
+        self._chosen: tuple[Hashable, dict[str, consolidation_choice.Choice]] | None = None
 
     async def choose(
         self,
@@ -87,8 +134,8 @@ class Consolidator:
         *,
         cluster: Sequence[simulation.ExistingNode],
         daemon_sets: Sequence[simulation.DaemonSetView],
-    ) -> dict[str, decide.Choice]:
-        """The batch's choice for every pool at once (``rules.choose_together``: two
+    ) -> dict[str, consolidation_choice.Choice]:
+        """The batch's choice for every pool at once (``consolidation_rules.choose_together``: two
         removals never count on the same room, whichever pools they are in), off the
         event loop as the main plan is. It is made again only when a Node or a pod
         changed (the informers' resourceVersions) or the pools' turns did: a batch
@@ -111,7 +158,7 @@ class Consolidator:
         every = [v for found in views.values() for v in found]
         fits = Proof(views=every, cluster=cluster, daemon_sets=daemon_sets, profile=self.profile)
         chosen, kept = await asyncio.to_thread(
-            rules.choose_together, groups, fits=fits, fit_together=fits.together
+            consolidation_rules.choose_together, groups, fits=fits, fit_together=fits.together
         )
         pool_of = {v.name: pool for pool, found in views.items() for v in found}
         chosen_in: dict[str, list[NodeView]] = {pool: [] for pool in views}
@@ -121,23 +168,31 @@ class Consolidator:
         for reason in kept:
             kept_in[pool_of[reason.node]].append(reason)
         choices = {
-            pool: decide.Choice(tuple(found), tuple(chosen_in[pool]), tuple(kept_in[pool]))
+            pool: consolidation_choice.Choice(
+                tuple(found), tuple(chosen_in[pool]), tuple(kept_in[pool])
+            )
             for pool, found in views.items()
         }
         self._chosen = (key, choices)
         return choices
 
-    async def review(self, autoscaler: Object, turn: PoolTurn, choice: decide.Choice) -> Review:
-        """One pass over the pool's Nodes from its part of the batch's ``choice`` (see the
-        package docstring). A dry run writes nothing but the removal of marks left from
-        before, and previews what would go."""
+    def propose(
+        self, autoscaler: Object, turn: PoolTurn, choice: consolidation_choice.Choice
+    ) -> Proposal:
+        """One pass over the pool's Nodes from its part of the batch's ``choice``, decided
+        and not yet written: the marks to write and the review (the Nodes to name now).
+        Reads only caches (the budgets of the Nodes about to be tainted or named among
+        them). A dry run proposes nothing but the removal of marks left from before, and
+        previews what would go."""
         now = self.wall_clock.time()
         per_request = scalerequest_api.MAX_REMOVE_NODES
         if turn.dry_run:
-            previewed = decide.preview(choice, room=turn.room, per_request=per_request)
-            await self.marks.apply(decide.stale_marks(choice.views), autoscaler=None, now=now)
-            return previewed
-        decided = decide.decide(
+            previewed = consolidation_choice.preview(
+                choice, room=turn.room, per_request=per_request
+            )
+            stale = consolidation_choice.stale_marks(choice.views)
+            return Proposal(stale, previewed, now=now, autoscaler=None)
+        decided = consolidation_choice.decide(
             choice,
             now=now,
             unneeded_seconds=turn.policy.unneeded_seconds,
@@ -151,13 +206,18 @@ class Consolidator:
         metrics.nodepool_autoscaler_consolidation_candidates.labels(key).set(
             decided.review.candidates
         )
-        self.marks.prune(decided.chosen)
-        budgets = await self._budgets(decided.going) if decided.going else None
-        marks, review = decide.judge_budgets(
+        budgets = self._budgets(decided.going) if decided.going else None
+        marks, review = consolidation_choice.judge_budgets(
             decided, budgets, now=now, recheck_seconds=_RECHECK_SECONDS
         )
-        await self.marks.apply(marks, autoscaler=autoscaler, now=now)
-        return review
+        return Proposal(marks, review, now=now, autoscaler=autoscaler, chosen=decided.chosen)
+
+    async def apply(self, proposal: Proposal) -> None:
+        """Write the proposal's marks (stamps, taints, their removal) and their events: the
+        act step, after the pool's decision is made."""
+        if proposal.chosen is not None:
+            self.marks.prune(proposal.chosen)
+        await self.marks.apply(proposal.marks, autoscaler=proposal.autoscaler, now=proposal.now)
 
     async def clear_unwatched(self, watched: Iterable[str], *, named: frozenset[str]) -> None:
         """Take every consolidation mark off the Nodes of pools no Autoscaler reviews
@@ -175,29 +235,27 @@ class Consolidator:
         ]
         if stale:
             await self.marks.apply(
-                decide.stale_marks(stale), autoscaler=None, now=self.wall_clock.time()
+                consolidation_choice.stale_marks(stale), autoscaler=None, now=self.wall_clock.time()
             )
 
     async def announce(self, review: Review, *, request: str) -> None:
         await self.marks.announce(review, request=request)
 
-    async def _budgets(self, going: Sequence[NodeView]) -> list[Object] | None:
-        """The PodDisruptionBudgets of the namespaces of ``going``'s pods, read now; None
-        when they cannot be read (nothing is tainted or named then)."""
-        namespaces = sorted(
-            {str(p["metadata"].get("namespace", "")) for v in going for p in v.to_move}
-        )
-        found: list[Object] = []
-        for namespace in namespaces:
-            try:
-                page = await self.client.list_page(PDBS, namespace=namespace)
-            except errors.ApiError as error:
-                log.warning("event=budgets-unreadable namespace=%s error=%r", namespace, error)
-                return None
-            for item in page.get("items") or ():
-                item.setdefault("metadata", {}).setdefault("namespace", namespace)
-                found.append(item)
-        return found
+    def _budgets(self, going: Sequence[NodeView]) -> list[Object] | None:
+        """The PodDisruptionBudgets of the namespaces of ``going``'s pods, from the cache;
+        None when the cache has not listed them yet (nothing is tainted or named then)."""
+        if not self.budgets.has_synced():
+            log.warning("event=budgets-unreadable reason=cache-not-synced")
+            return None
+        namespaces = {str(p["metadata"].get("namespace", "")) for v in going for p in v.to_move}
+        found = [
+            budget
+            for budget in self.budgets.items()
+            if budget["metadata"].get("namespace", "") in namespaces
+        ]
+        # In the order a LIST per namespace gave them: the first budget that refuses is
+        # the one an event names.
+        return sorted(found, key=lambda b: (b["metadata"]["namespace"], b["metadata"]["name"]))
 
 
 def active_since(autoscaler: Mapping[str, Any]) -> float | None:

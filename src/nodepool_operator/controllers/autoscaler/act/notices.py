@@ -32,7 +32,7 @@ from collections.abc import Iterable, Sequence
 from typing import Final
 
 from nodepool_operator.api import autoscaler as autoscaler_api
-from nodepool_operator.controllers.autoscaler import plan
+from nodepool_operator.controllers.autoscaler.decide import scaling
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.events import EventRecorder, EventType
 from nodepool_operator.runtime.lru import Bounded
@@ -116,7 +116,7 @@ class Notices:
     async def would_request(
         self,
         autoscaler: Object,
-        decision: plan.Decision,
+        decision: scaling.ScalingDecision,
         *,
         pool: str,
         pods: Sequence[Object],
@@ -146,7 +146,7 @@ class Notices:
     async def requested(
         self,
         autoscaler: Object,
-        decision: plan.Decision,
+        decision: scaling.ScalingDecision,
         *,
         pool: str,
         made: autoscaler_api.LastScaleRequest,

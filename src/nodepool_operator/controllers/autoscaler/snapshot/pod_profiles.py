@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from nodepool_operator.controllers.autoscaler import constraints, fit
-from nodepool_operator.controllers.autoscaler.constraints import PodProfile
+from nodepool_operator.controllers.autoscaler import constraints
+from nodepool_operator.controllers.autoscaler.constraints import PodProfile, pending_pods
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.lru import Bounded
 
@@ -39,13 +39,13 @@ DEFAULT_EXPENDABLE_PRIORITY: Final = -10
 
 
 def pending_index(pod: Object) -> list[str]:
-    if not fit.is_pending_unbound(pod):
+    if not pending_pods.is_pending_unbound(pod):
         return []
     return [str(pod["metadata"].get("namespace", "")), ALL_NAMESPACES]
 
 
 def nominated_index(pod: Object) -> list[str]:
-    if not fit.is_pending_unbound(pod) or fit.nominated_node(pod) is None:
+    if not pending_pods.is_pending_unbound(pod) or pending_pods.nominated_node(pod) is None:
         return []
     return [ALL_NAMESPACES]
 

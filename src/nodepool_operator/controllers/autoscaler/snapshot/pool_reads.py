@@ -2,7 +2,7 @@
 
 Everything comes from the shared caches (indexes keep the reads proportional to what is
 looked at) and from the requests this process created that the cache does not show yet
-(``handoff.RequestLedger``).
+(``scale_requests.RequestLedger``).
 """
 
 from __future__ import annotations
@@ -15,24 +15,28 @@ from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.api import wellknown
 from nodepool_operator.controllers import allocatable, capacity, membership
-from nodepool_operator.controllers.autoscaler import observe, plan, simulation, zoning
+from nodepool_operator.controllers.autoscaler import simulation
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
-from nodepool_operator.controllers.autoscaler.handoff import RequestLedger
-from nodepool_operator.controllers.autoscaler.profiles import ProfileCache, daemon_set_of
+from nodepool_operator.controllers.autoscaler.snapshot import node_views, pool_facts, zoning
+from nodepool_operator.controllers.autoscaler.snapshot.pod_profiles import (
+    ProfileCache,
+    daemon_set_of,
+)
+from nodepool_operator.controllers.autoscaler.snapshot.scale_requests import RequestLedger
 from nodepool_operator.controllers.resources import PODS_BY_NODE, REQUESTS_BY_POOL
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import conditions, pods
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.informer import Informer
 
-__all__ = ["Bound", "PoolReads", "PoolView"]
+__all__ = ["Bound", "PoolRead", "PoolReads"]
 
 
 @dataclass(frozen=True)
-class PoolView:
+class PoolRead:
     """What the decision for one pool needs besides the simulation's outcome."""
 
-    facts: plan.PoolFacts
+    facts: pool_facts.PoolFacts
     uid: str
     basis: int  # the pool's spec.targetNodes the plan started from
     unneeded: tuple[str, ...]
@@ -89,7 +93,7 @@ class PoolReads:
 
     def pool(
         self, pool: Object, *, namespaces: Sequence[str], held: Iterable[str]
-    ) -> tuple[PoolView, simulation.PoolTemplate, list[simulation.ExistingNode]]:
+    ) -> tuple[PoolRead, simulation.PoolTemplate, list[simulation.ExistingNode]]:
         name = str(pool["metadata"]["name"])
         spec = nodepool_api.spec_of(pool)
         sizes = self._sizes(pool, spec)
@@ -101,7 +105,7 @@ class PoolReads:
         stuck = capacity.cannot_grow(
             nodepool_api.status_of(pool).zone_backoffs, spec.template, now=now
         ) or capacity.paused(pool, now=now)
-        facts = plan.PoolFacts(
+        facts = pool_facts.PoolFacts(
             name=name,
             min_nodes=spec.min_nodes,
             max_nodes=spec.max_nodes,
@@ -119,18 +123,18 @@ class PoolReads:
         if namespaces:
             template = dataclasses.replace(template, namespaces=frozenset(namespaces))
         uid = str(pool["metadata"].get("uid", ""))
-        return PoolView(facts, uid, sizes.basis, usage.unneeded), template, nodes
+        return PoolRead(facts, uid, sizes.basis, usage.unneeded), template, nodes
 
     def _sizes(self, pool: Object, spec: nodepool_api.NodePoolSpec) -> _Sizes:
         views = self.request_views(str(pool["metadata"]["name"]))
-        basis = plan.base_target(
+        basis = pool_facts.base_target(
             target=spec.target_nodes,
             min_nodes=spec.min_nodes,
             max_nodes=spec.max_nodes,
             pool_version=str(pool["metadata"].get("resourceVersion", "")),
             requests=views,
         )
-        target = plan.effective_target(
+        target = pool_facts.effective_target(
             base=basis, min_nodes=spec.min_nodes, max_nodes=spec.max_nodes, requests=views
         )
         return _Sizes(basis, target, any(v.phase == "Pending" for v in views))
@@ -141,7 +145,7 @@ class PoolReads:
         spec: nodepool_api.NodePoolSpec,
         *,
         target: int,
-        usage: observe.Usage,
+        usage: node_views.Usage,
         stuck: bool,
         held: Iterable[str],
     ) -> simulation.PoolTemplate:
@@ -164,14 +168,14 @@ class PoolReads:
         return simulation.PoolTemplate(
             name=name,
             weight=spec.weight,
-            taints=observe.template_taints(spec.template),
+            taints=node_views.template_taints(spec.template),
             allocatable=allocatable.planned(
                 spec.template,
                 nodepool_api.status_of(pool).reported_allocatable,
                 members,
                 now=conditions.rfc3339(self.wall_clock.time()),
             ),
-            upcoming=observe.upcoming(
+            upcoming=node_views.upcoming(
                 name, spec.template, nodepool_api.names_taken(own=usage.registered, held=held)
             ),
             in_flight=in_flight,
@@ -181,7 +185,7 @@ class PoolReads:
             zoning=where,
         )
 
-    def request_views(self, pool: str) -> list[plan.RequestView]:
+    def request_views(self, pool: str) -> list[pool_facts.RequestView]:
         cached = [
             r
             for r in self.requests.by_index(REQUESTS_BY_POOL, pool)
@@ -193,7 +197,7 @@ class PoolReads:
             meta, status = request["metadata"], scalerequest_api.status_of(request)
             spec = scalerequest_api.spec_of(request)
             views.append(
-                plan.RequestView(
+                pool_facts.RequestView(
                     name=str(meta["name"]),
                     created=str(meta.get("creationTimestamp", "")),
                     target=spec.target_nodes,
@@ -212,7 +216,7 @@ class PoolReads:
         *,
         keep: int | None,
         uid: str | None,
-    ) -> tuple[list[simulation.ExistingNode], observe.Usage]:
+    ) -> tuple[list[simulation.ExistingNode], node_views.Usage]:
         """The pool's member nodes (``membership``: a Node only labelled with the pool is
         not counted) as the simulation sees them, and what scale-down needs of them.
 
@@ -220,7 +224,7 @@ class PoolReads:
         first (cordoned, then not Ready, then the emptiest) are left out: they are going.
         """
         fallback = nodepool_api.template_allocatable(template)
-        startup = observe.startup_keys(template)
+        startup = node_views.startup_keys(template)
         live = [
             n
             for n in membership.members(self.nodes, pool_name=pool, pool_uid=uid)
@@ -229,10 +233,10 @@ class PoolReads:
         bound = {str(n["metadata"]["name"]): self.bound(str(n["metadata"]["name"])) for n in live}
         staying = _staying(live, bound, keep=keep)
         found = [
-            observe.existing(
+            node_views.existing(
                 node,
                 pool=pool,
-                allocatable=observe.allocatable_of(node, fallback),
+                allocatable=node_views.allocatable_of(node, fallback),
                 bound=(b.running, b.terminating, b.daemons),
                 startup=startup,
             )
@@ -243,12 +247,12 @@ class PoolReads:
         ]
         return found, self._usage(live, bound)
 
-    def _usage(self, live: Sequence[Object], bound: dict[str, Bound]) -> observe.Usage:
+    def _usage(self, live: Sequence[Object], bound: dict[str, Bound]) -> node_views.Usage:
         unneeded: list[str] = []
         ready = cordoned = stalled = 0
         for node in sorted(live, key=lambda n: n["metadata"]["name"]):
             name = str(node["metadata"]["name"])
-            is_ready = observe.is_ready(node)
+            is_ready = node_views.is_ready(node)
             is_cordoned = bool((node.get("spec") or {}).get("unschedulable"))
             ready += is_ready
             cordoned += is_ready and is_cordoned
@@ -258,7 +262,7 @@ class PoolReads:
             )
             if is_ready and not is_cordoned and not bound[name].busy:
                 unneeded.append(name)
-        return observe.Usage(
+        return node_views.Usage(
             ready=ready,
             cordoned=cordoned,
             stalled=stalled,
@@ -306,7 +310,7 @@ def _staying(live: Sequence[Object], bound: dict[str, Bound], *, keep: int | Non
     def going_first(node: Object) -> tuple[bool, bool, int, str]:
         name = str(node["metadata"]["name"])
         cordoned = bool((node.get("spec") or {}).get("unschedulable"))
-        return (not cordoned, observe.is_ready(node), len(bound[name].running), name)
+        return (not cordoned, node_views.is_ready(node), len(bound[name].running), name)
 
     ordered = sorted(live, key=going_first)
     kept = ordered[max(0, len(ordered) - keep) :] if keep is not None else ordered

@@ -87,7 +87,7 @@ def startup_keys(template: nodepool_api.NodeTemplate | None) -> frozenset[tuple[
 
 def _taints(
     node: Mapping[str, Any], *, startup: frozenset[tuple[str, str]] = frozenset()
-) -> tuple[constraints.Taint, ...]:
+) -> tuple[constraints.NodeTaint, ...]:
     """The taints the scheduler will judge the node by once it is up: the booting ones
     (on a node still booting, or Ready and not yet rid of them) and its pool's startup
     taints (an agent removes them) left out."""
@@ -96,7 +96,7 @@ def _taints(
     # wait for room (``consolidation.decide``): that room is the pods', not a new node's.
     ours = () if wellknown.is_being_removed(node) else (wellknown.CONSOLIDATING_TAINT_KEY,)
     return tuple(
-        constraints.Taint(
+        constraints.NodeTaint(
             str(t.get("key", "")), str(t.get("value") or ""), str(t.get("effect", ""))
         )
         for t in (node.get("spec") or {}).get("taints") or ()
@@ -106,8 +106,8 @@ def _taints(
     )
 
 
-def template_taints(template: nodepool_api.NodeTemplate) -> tuple[constraints.Taint, ...]:
-    return tuple(constraints.Taint(t.key, t.value or "", t.effect) for t in template.taints)
+def template_taints(template: nodepool_api.NodeTemplate) -> tuple[constraints.NodeTaint, ...]:
+    return tuple(constraints.NodeTaint(t.key, t.value or "", t.effect) for t in template.taints)
 
 
 def names_by_prefix(nodes: Iterable[Mapping[str, Any]]) -> dict[str, list[str]]:

@@ -1,12 +1,12 @@
 """Consolidation's decision for one pool, pure: from the pool's Node views, the time and
 the pool's state, which marks to write (stamp, taint, clear), which Nodes to name, and why
-the others stay. No I/O and no clock: ``consolidator`` reads, this decides, ``marks``
-writes.
+the others stay. No I/O and no clock: ``snapshot.consolidation_views`` reads, this
+decides, ``act.node_marks`` writes (``consolidator`` runs the three).
 
-A decision is made in two steps because the PodDisruptionBudgets are read only for the
-few Nodes about to be tainted or named (``Decided.going``), not every pass for every
-candidate waiting for its turn: ``decide`` proposes, ``judge_budgets`` takes the budgets
-read for ``going`` and settles.
+A decision is made in two steps because the PodDisruptionBudgets are looked at only for
+the few Nodes about to be tainted or named (``ConsolidationProposal.going``), not every
+pass for every candidate waiting for its turn: ``decide`` proposes, ``judge_budgets``
+takes the budgets of ``going`` and settles.
 """
 
 from __future__ import annotations
@@ -17,20 +17,20 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from nodepool_operator.api import scalerequest as scalerequest_api
-from nodepool_operator.controllers.autoscaler.consolidation.rules import (
+from nodepool_operator.controllers.autoscaler.decide.consolidation_rules import (
     Kept,
-    NodeView,
     Review,
     budget_problem,
     unneeded_timers,
     why_it_goes,
     within_limits,
 )
+from nodepool_operator.controllers.autoscaler.snapshot.consolidation_views import NodeView
 
 __all__ = [
     "CLEARS",
     "Choice",
-    "Decided",
+    "ConsolidationProposal",
     "Marks",
     "decide",
     "judge_budgets",
@@ -81,7 +81,7 @@ class Choice:
 
 
 @dataclass(frozen=True)
-class Decided:
+class ConsolidationProposal:
     """A pass's proposal: its marks and review, and the Nodes about to be tainted or named,
     whose PodDisruptionBudgets must be read before it stands."""
 
@@ -126,7 +126,7 @@ def decide(
     per_request: int,
     blocked: str | None,
     active_since: float | None,
-) -> Decided:
+) -> ConsolidationProposal:
     """One pass over a pool, from its part of the batch's ``choice``.
 
     ``room``: how many Nodes the pool may still give up (target - minNodes);
@@ -137,7 +137,7 @@ def decide(
     """
     views = choice.views
     if blocked in CLEARS:
-        return Decided(stale_marks(views), Review())
+        return ConsolidationProposal(stale_marks(views), Review())
     if blocked is not None:
         # Held: the timers run on, no Node is chosen or given up until the hold ends. Pods
         # waiting get the room of every tainted Node nobody is removing: a victim a
@@ -145,7 +145,7 @@ def decide(
         untaint = (
             tuple(v for v in views if v.tainted and not v.removing) if blocked in UNTAINTS else ()
         )
-        return Decided(Marks(untaint=untaint), Review())
+        return ConsolidationProposal(Marks(untaint=untaint), Review())
     chosen, kept = choice.chosen, choice.kept
     names = frozenset(v.name for v in chosen)
     clear = tuple((v, None) for v in views if _clearable(v) and v.name not in names)
@@ -165,11 +165,15 @@ def decide(
     )
     going = (*(v for v in expired if v.tainted), *to_taint)
     review = Review(candidates=len(chosen), next_check=next_check)
-    return Decided(marks, review, going, names)
+    return ConsolidationProposal(marks, review, going, names)
 
 
 def judge_budgets(
-    decided: Decided, budgets: Sequence[Any] | None, *, now: float, recheck_seconds: float
+    decided: ConsolidationProposal,
+    budgets: Sequence[Any] | None,
+    *,
+    now: float,
+    recheck_seconds: float,
 ) -> tuple[Marks, Review]:
     """Settle ``decided`` with the budgets read for its ``going`` Nodes (None: they could
     not be read, so nothing is tainted or named in this pass). A Node a budget keeps is

@@ -18,16 +18,17 @@ from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
 from nodepool_operator.controllers import membership
-from nodepool_operator.controllers.autoscaler import constraints, fit, observe, simulation, volumes
-from nodepool_operator.controllers.autoscaler.constraints import PodProfile
-from nodepool_operator.controllers.autoscaler.pool_reads import PoolReads, PoolView
-from nodepool_operator.controllers.autoscaler.profiles import (
+from nodepool_operator.controllers.autoscaler import constraints, simulation
+from nodepool_operator.controllers.autoscaler.constraints import PodProfile, pending_pods
+from nodepool_operator.controllers.autoscaler.snapshot import node_views, volumes
+from nodepool_operator.controllers.autoscaler.snapshot.pod_profiles import (
     ALL_NAMESPACES,
     NOMINATED_INDEX,
     PENDING_INDEX,
     ProfileCache,
     daemon_set_of,
 )
+from nodepool_operator.controllers.autoscaler.snapshot.pool_reads import PoolRead, PoolReads
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import nodes as k8s_nodes
 from nodepool_operator.runtime.client import Object
@@ -43,7 +44,7 @@ Owners = Mapping[str, tuple[str, autoscaler_api.AutoscalerSpec]]
 class Gathered:
     """Everything one plan reads."""
 
-    pools: Mapping[str, PoolView]
+    pools: Mapping[str, PoolRead]
     owners: Mapping[str, str]  # pool -> the Autoscaler that plans for it
     pending: tuple[Object, ...]  # the unschedulable pods planned for, oldest first
     profiles: tuple[PodProfile, ...]  # theirs, in the same order
@@ -55,7 +56,7 @@ class Gathered:
     templates: tuple[simulation.PoolTemplate, ...]
     daemon_sets: tuple[simulation.DaemonSetView, ...]
 
-    def simulate(self) -> simulation.Outcome:
+    def simulate(self) -> simulation.SimulationOutcome:
         return simulation.simulate(
             self.profiles, nodes=self.nodes, pools=self.templates, daemon_sets=self.daemon_sets
         )
@@ -120,10 +121,10 @@ class Gatherer:
         # Nodes turn unhealthy by time passing alone, not by an event: found at each plan.
         self.reads.unhealthy = self.find_unhealthy()
         owners = self.owners()
-        pools: dict[str, PoolView] = {}
+        pools: dict[str, PoolRead] = {}
         templates: list[simulation.PoolTemplate] = []
         existing: list[simulation.ExistingNode] = []
-        held = observe.names_by_prefix(self.reads.nodes.items())
+        held = node_views.names_by_prefix(self.reads.nodes.items())
         nominated = self.nominated()
         for pool_name, (_, spec) in sorted(owners.items()):
             pool = self.pools.get(pool_name)
@@ -159,7 +160,7 @@ class Gatherer:
         out: the room its DaemonSet takes on a node is counted already."""
         found: dict[str, list[PodProfile]] = {}
         for pod in _oldest_first(self.reads.pods.by_index(NOMINATED_INDEX, ALL_NAMESPACES)):
-            node = fit.nominated_node(pod)
+            node = pending_pods.nominated_node(pod)
             if node is None or daemon_set_of(pod) is not None:
                 continue
             profile = self.cache.get(pod)
@@ -167,7 +168,7 @@ class Gatherer:
                 found.setdefault(node, []).append(profile)
         return found
 
-    def _other_nodes(self, *, planned: Mapping[str, PoolView]) -> list[simulation.ExistingNode]:
+    def _other_nodes(self, *, planned: Mapping[str, PoolRead]) -> list[simulation.ExistingNode]:
         """The nodes of pools no Autoscaler grows (they still take pods) and of no pool
         (system nodes, hand-made ones, another tool's, one only labelled with a pool: they
         host pods and count for affinity and spread, and are never grown nor taken
@@ -189,10 +190,10 @@ class Gatherer:
             # Labelled with a pool that does not own it: someone else's Node, room as any.
             bound = self.reads.bound(str(node["metadata"]["name"]))
             found.append(
-                observe.existing(
+                node_views.existing(
                     node,
                     pool=None,
-                    allocatable=observe.allocatable_of(node, {}),
+                    allocatable=node_views.allocatable_of(node, {}),
                     bound=(bound.running, bound.terminating, bound.daemons),
                     startup=frozenset(),
                 )
@@ -214,12 +215,12 @@ class Gatherer:
         for pod in _oldest_first(found):
             if daemon_set_of(pod) is not None:
                 continue  # bound to one node by its DaemonSet: a new node never helps it
-            if fit.nominated_node(pod) is not None:
+            if pending_pods.nominated_node(pod) is not None:
                 continue  # its room is held on its node (``nominated``)
-            if not fit.is_unschedulable(pod):
+            if not pending_pods.is_unschedulable(pod):
                 # Not judged yet by kube-scheduler: it may still need the pool's room. A gated
                 # pod or one for another scheduler is not ours to wait for.
-                if fit.is_ours_to_schedule(pod):
+                if pending_pods.is_ours_to_schedule(pod):
                     sorted_out.waiting.append(pod)
                 continue
             profile = self.cache.get(pod)

@@ -11,8 +11,9 @@ from typing import Any
 
 from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.autoscaler import metrics
-from nodepool_operator.controllers.autoscaler.consolidation.decide import Marks
-from nodepool_operator.controllers.autoscaler.consolidation.rules import Kept, NodeView, Review
+from nodepool_operator.controllers.autoscaler.decide.consolidation_choice import Marks
+from nodepool_operator.controllers.autoscaler.decide.consolidation_rules import Kept, Review
+from nodepool_operator.controllers.autoscaler.snapshot.consolidation_views import NodeView
 from nodepool_operator.runtime import conditions, errors, kinds
 from nodepool_operator.runtime.client import Client, Object
 from nodepool_operator.runtime.events import EventRecorder

@@ -14,12 +14,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nodepool_operator.api import autoscaler as autoscaler_api
-from nodepool_operator.controllers.autoscaler import handoff, plan
-from nodepool_operator.controllers.autoscaler.observer import (
+from nodepool_operator.controllers.autoscaler.decide import scaling
+from nodepool_operator.controllers.autoscaler.decide.batch_plan import (
     ConflictingAutoscaler,
     Observation,
     Part,
 )
+from nodepool_operator.controllers.autoscaler.snapshot import scale_requests
 from nodepool_operator.runtime import conditions
 
 __all__ = [
@@ -49,7 +50,7 @@ def autoscaler_status(
     spec: autoscaler_api.AutoscalerSpec,
     current: Mapping[str, Any],
     seen: Part,
-    decision: plan.Decision | None,
+    decision: scaling.ScalingDecision | None,
     last_request: autoscaler_api.LastScaleRequest | None,
     now: str,
     hold_progress: bool = False,
@@ -99,7 +100,7 @@ def _set_ready(
 
 
 def _set_limit(
-    found: conditions.ConditionList, pool: str, seen: Observation, decision: plan.Decision
+    found: conditions.ConditionList, pool: str, seen: Observation, decision: scaling.ScalingDecision
 ) -> None:
     top = seen.pool.max_nodes
     if decision.limited:
@@ -125,7 +126,9 @@ LAST_REQUEST = "lastRequest"
 
 def _scales_up(request: Any) -> bool:
     """The request (``lastRequest`` as stored) asked for more nodes."""
-    return isinstance(request, Mapping) and handoff.asks_for_more(str(request.get("name", "")))
+    return isinstance(request, Mapping) and scale_requests.asks_for_more(
+        str(request.get("name", ""))
+    )
 
 
 def progress_fields(current: Mapping[str, Any], status: Mapping[str, Any]) -> frozenset[str]:
@@ -173,7 +176,7 @@ def pool_settled(seen: Part) -> bool:
     return pool.in_flight == 0 and not pool.open_request and placeable <= 0 and not seen.waiting
 
 
-def would_request(decision: plan.Decision | None) -> autoscaler_api.WouldRequest | None:
+def would_request(decision: scaling.ScalingDecision | None) -> autoscaler_api.WouldRequest | None:
     """The ScaleRequest a decision makes, as a dry run reports it; None for no change."""
     if decision is None or decision.action == "none":
         return None
@@ -198,7 +201,7 @@ def alarms(
 
 def decision_line(
     seen: Observation,
-    decision: plan.Decision,
+    decision: scaling.ScalingDecision,
     *,
     warned: int,
     made: autoscaler_api.LastScaleRequest | None,
