@@ -31,6 +31,7 @@ __all__ = [
     "blocked_zones",
     "cannot_grow",
     "forgotten",
+    "listing_doubtful",
     "next_end",
     "pause_ends_in",
     "pause_holds",
@@ -49,6 +50,14 @@ NO_CAPACITY: Final = "InsufficientCapacity"
 REGISTRATION_TIMEOUT: Final = "RegistrationTimeout"
 #: Longest message kept per backoff (the CRD's bound).
 MAX_MESSAGE = 1024
+#: The ``Degraded`` reasons under which the NodePool controller acts on nothing because
+#: the cloud's listing of the pool's VMs cannot be trusted (docs/api.md): no VM is
+#: launched, so nothing the pool was asked for is on its way.
+DOUBTFUL_LISTING: Final = frozenset({"CloudListFailed", "CloudListEmpty"})
+#: How long such a ``Degraded`` must have held (its ``lastTransitionTime``) before the
+#: Autoscaler plans the pool as unable to grow: one failed listing is retried within
+#: seconds, and sending pods to another pool for that would be a scale-up for nothing.
+DOUBTFUL_LISTING_GRACE = 30.0
 
 
 def zone_key(zone: str | None, template: nodepool_api.NodeTemplate) -> str:
@@ -107,6 +116,25 @@ def paused(pool: Mapping[str, Any], *, now: float) -> str | None:
     if pause is None or not pause_holds(pause, generation=generation, now=now):
         return None
     return f"the cloud refused ({pause.reason}); no VM is launched before {pause.until}"
+
+
+def listing_doubtful(pool: Mapping[str, Any], *, now: float) -> str | None:
+    """Why the pool launches no VM at ``now`` because its VMs cannot be listed (``Degraded``
+    with a ``DOUBTFUL_LISTING`` reason for ``DOUBTFUL_LISTING_GRACE`` seconds or more), in
+    words for a person; None otherwise. A wrong cloud credential looks like this: the
+    VMs the pool was asked for are never made, so none of them is capacity on its way."""
+    for condition in (pool.get("status") or {}).get("conditions") or ():
+        if condition.get("type") != "Degraded" or condition.get("status") != "True":
+            continue
+        reason = str(condition.get("reason", ""))
+        since = timestamps.parse_rfc3339(str(condition.get("lastTransitionTime", "")))
+        if reason not in DOUBTFUL_LISTING or since is None:
+            return None
+        if now - since < DOUBTFUL_LISTING_GRACE:
+            return None
+        message = str(condition.get("message", ""))
+        return f"its VMs cannot be listed ({reason}: {message}); no VM is launched until they can"
+    return None
 
 
 def pause_holds(pause: nodepool_api.CloudPause, *, generation: int, now: float) -> bool:

@@ -21,7 +21,11 @@ from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.controllers.autoscaler import constraints, simulation
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
 from nodepool_operator.controllers.autoscaler.decide import batch_plan, scaling
-from nodepool_operator.controllers.autoscaler.decide.batch_plan import Observation
+from nodepool_operator.controllers.autoscaler.decide.batch_plan import (
+    ConflictingAutoscaler,
+    MissingPool,
+    Observation,
+)
 from nodepool_operator.controllers.autoscaler.setup import Reads, planner_reads
 from nodepool_operator.inspection import report, scale_down
 from nodepool_operator.inspection.snapshot import CacheRecording, SnapshotCache, SnapshotError
@@ -80,10 +84,10 @@ async def _lookup(reads: Reads) -> Lookup:
         name = str(autoscaler["metadata"]["name"])
         spec = autoscaler_api.spec_of(autoscaler)
         seen = batch_plan.part_of(made, name, spec)
-        if seen is None:
+        if isinstance(seen, MissingPool):
             troubles[name] = f"NodePool {spec.node_pool_name!r} does not exist"
             continue
-        if not isinstance(seen, Observation):
+        if isinstance(seen, ConflictingAutoscaler):
             troubles[name] = f"Autoscaler {seen.owner!r} already plans for pool {seen.pool!r}"
             continue
         blocked = scaling.scale_down_blocker(
@@ -237,6 +241,11 @@ def _planned(pod: Object, looked: Lookup) -> tuple[str, str | None]:
                 return (
                     f"needs a new node of pool {pool}, which would be at maxNodes once it "
                     f"grows for other pods: targetNodes {decision.current} -> {decision.target}",
+                    pool,
+                )
+            if seen.pool.cannot_grow is not None:
+                return (
+                    f"needs a new node of pool {pool}, which cannot grow: {seen.pool.cannot_grow}",
                     pool,
                 )
             return f"needs a new node of pool {pool}, which is at maxNodes", pool

@@ -14,6 +14,7 @@ from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.autoscaler.decide import batch_plan
 from nodepool_operator.controllers.autoscaler.decide.batch_plan import (
     ConflictingAutoscaler,
+    MissingPool,
     Observation,
 )
 from nodepool_operator.controllers.autoscaler.snapshot import gather
@@ -140,9 +141,68 @@ async def test_pods_planned_onto_another_pool_are_not_this_autoscalers_pending()
     assert (names(other.fitting), other.pending) == (["theirs"], 1)
 
 
-async def test_a_missing_pool_is_none() -> None:
-    o = observer(autoscalers=[autoscaler("nas", pool_name="nope")])
-    assert await o.observe("nas", autoscaler_api.AutoscalerSpec(node_pool_name="nope")) is None
+async def test_a_missing_pool_answers_for_the_pods_of_its_namespaces_and_names_the_pool() -> None:
+    o = observer(
+        pods=[pod("waits")],
+        pools=[],
+        autoscalers=[autoscaler("nas", pool_name="nope", namespaces=["apps"])],
+    )
+    seen = await o.observe("nas", autoscaler_api.AutoscalerSpec(node_pool_name="nope"))
+    assert isinstance(seen, MissingPool), seen
+    assert (seen.pool, seen.pending, seen.unschedulable) == ("nope", 1, 1)
+    [(told, why)] = seen.unfit
+    assert told["metadata"]["name"] == "waits"
+    assert why == "NodePool nope, which Autoscaler nas scales, does not exist"
+
+
+async def test_every_autoscaler_of_a_namespace_tells_a_pod_the_same_reason() -> None:
+    # One Autoscaler's pool exists, the other's does not: both answer for the pod that no
+    # node hosts, with one reason (naming both), so the pod is not told twice.
+    big = pod("huge", cpu="64")
+    o = observer(
+        pods=[big],
+        autoscalers=[
+            autoscaler("nas", namespaces=["apps"]),
+            autoscaler("lost", pool_name="nope", namespaces=["apps"]),
+        ],
+    )
+    present = await observe(o)
+    missing = await o.observe("lost", autoscaler_api.AutoscalerSpec(node_pool_name="nope"))
+    assert isinstance(missing, MissingPool)
+    assert present.unfit == missing.unfit
+    [(_, why)] = missing.unfit
+    assert why.startswith("small: ")
+    assert why.endswith("; NodePool nope, which Autoscaler lost scales, does not exist")
+
+
+async def test_a_pool_whose_vms_cannot_be_listed_has_nothing_on_its_way() -> None:
+    # Target 3, one Node: two VMs asked for. The cloud refuses to list the pool's VMs (a
+    # wrong credential): nothing is launched, so the pods may not count on those two.
+    listing = {
+        "type": "Degraded",
+        "status": "True",
+        "reason": "CloudListFailed",
+        "message": "listing the pool's VMs failed (Unauthorized): 401",
+    }
+    pods = [pod("a", cpu="3"), pod("b", cpu="3")]  # one fits on small-0, one needs a node
+
+    def stuck(since: float) -> Object:
+        body = pool(target=3)
+        body["status"] = {
+            "conditions": [{**listing, "lastTransitionTime": conditions.rfc3339(since)}]
+        }
+        return body
+
+    # For a moment (one failed listing is retried within seconds), b counts on a VM asked for.
+    fresh = await observe(observer(nodes=[node("small-0")], pods=pods, pools=[stuck(NOW - 5)]))
+    assert fresh.pool.cannot_grow is None
+    assert (fresh.up.wanted_nodes, names(fresh.beyond_max)) == (0, [])
+    # Held past the grace: no VM is on its way, the pool cannot grow, and b waits for a
+    # node it is told will not come (its NotTriggerScaleUp names the pool's reason).
+    held = await observe(observer(nodes=[node("small-0")], pods=pods, pools=[stuck(NOW - 60)]))
+    assert held.pool.cannot_grow is not None
+    assert "CloudListFailed" in held.pool.cannot_grow
+    assert (held.up.wanted_nodes, names(held.beyond_max)) == (1, ["b"])
 
 
 async def test_the_oldest_autoscaler_of_a_pool_owns_it_and_another_is_a_conflict() -> None:
@@ -260,6 +320,33 @@ async def test_a_node_that_never_reported_ready_counts_until_the_registration_ti
     recent = never_ready("small-1", nodepool_api.DEFAULT_NOT_READY_TIMEOUT_SECONDS + 1)
     seen = await observe(observer(nodes=[node("small-0"), recent], pods=pods))
     assert seen.up.new_nodes == 0
+
+
+async def test_a_startup_taint_left_past_the_registration_timeout_makes_the_node_no_capacity() -> (
+    None
+):
+    # small-1 is Ready but its CNI never lifted the startup taint: the scheduler never
+    # places a pod there. Past the registration timeout the NodePool controller replaces
+    # it, and the plan no longer counts on its room (nor on it as a node on its way).
+    cni = nodepool_api.Taint(key="example.com/cni-not-ready", effect="NoSchedule")
+    with_startup = pool(target=2)
+    with_startup["spec"]["template"]["startupTaints"] = [cni.to_dict()]
+
+    def stuck(registered_ago: float) -> Object:
+        found = node("small-1")
+        found["spec"]["taints"] = [cni.to_dict()]
+        found["metadata"]["creationTimestamp"] = conditions.rfc3339(NOW - registered_ago)
+        return found
+
+    pods = [pod("p1", cpu="3"), pod("p2", cpu="3")]
+    timeout = nodepool_api.DEFAULT_REGISTRATION_TIMEOUT_SECONDS
+    early = observer(nodes=[node("small-0"), stuck(60)], pods=pods, pools=[with_startup])
+    assert (await observe(early)).up.new_nodes == 0  # its agent may still finish
+    late = observer(nodes=[node("small-0"), stuck(timeout + 1)], pods=pods, pools=[with_startup])
+    seen = await observe(late)
+    assert seen.up.new_nodes == 1
+    assert (seen.pool.ready, seen.pool.unhealthy, seen.pool.in_flight) == (1, 1, 0)
+    assert "small-1" not in seen.unneeded  # being replaced: never consolidation's to take
 
 
 def test_replicas_share_one_profile_in_the_cache() -> None:

@@ -555,6 +555,20 @@ async def test_max_nodes_is_respected_and_the_status_says_the_limit_was_hit(worl
     assert len(world.api.events("TriggeredScaleUp")) == 8
 
 
+async def test_a_dry_run_says_the_pool_would_be_at_max_nodes_not_that_it_is(
+    world: World,
+) -> None:
+    world.autoscaler(dry_run=True)
+    world.pool(max_nodes=2)
+    for i in range(10):
+        world.pod(f"p{i}")
+    await world.reconcile()
+    assert world.api.made("scalerequests") == []
+    limit = next(c for c in world.status()["conditions"] if c["type"] == "LimitReached")
+    assert (limit["status"], limit["reason"]) == ("True", "MaxNodesReached")
+    assert limit["message"] == "NodePool small would be at maxNodes=2; the pods need 3"
+
+
 async def test_pods_left_beyond_max_nodes_do_not_hold_the_counts(world: World) -> None:
     world.pool(max_nodes=2)
     before = await world.scan()
@@ -1222,3 +1236,29 @@ async def test_stopping_writes_the_waiting_events_only_when_draining(
     for _ in range(10):
         await asyncio.sleep(0)
     assert bool(world.api.made("events")) is drain
+
+
+async def test_no_scale_decision_while_most_of_the_cluster_is_unready(world: World) -> None:
+    # 4 of 5 Nodes NotReady (more than 3 and more than 45%): a partition, a control plane
+    # in trouble, rarely demand. As the NodePool controller holds its repairs, no request is
+    # made for the pending pods; one Warning says why, and decisions resume after.
+    world.pool(target=5)
+    world.node("n0")
+    for i in range(1, 5):
+        world.node(f"n{i}", ready=False)
+    for i in range(30):
+        world.pod(f"p{i}")
+    await world.reconcile()
+    await world.reconcile()
+    assert world.api.made("scalerequests") == []
+    [held] = world.api.events("ScalingHeld")
+    assert held["message"] == (
+        "no scale decision: 4 of the cluster's 5 Nodes are unready, more than 3 and more "
+        "than 45%; decisions resume once fewer are"
+    )
+    for i in range(1, 5):
+        world.node(f"n{i}")
+    await world.reconcile()
+    [request] = world.api.made("scalerequests")
+    assert request["spec"]["targetNodes"] > 5
+    assert len(world.api.events("ScalingHeld")) == 1

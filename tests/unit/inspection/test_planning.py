@@ -171,3 +171,37 @@ async def test_explain_names_the_degraded_pool_the_plan_counts_on() -> None:
         f"; but NodePool {CAPPED} is Degraded (CloudListFailed: listing the pool's VMs failed "
         "(Unauthorized)), so nodes on their way may not come"
     )
+
+
+async def test_explain_counts_no_vm_on_its_way_for_a_pool_whose_vms_cannot_be_listed() -> None:
+    # Target 3 and one full node: two VMs asked for. The cloud refused to list the pool's
+    # VMs (a wrong credential) for ten minutes, so none of them is being made: the pod is
+    # not told it fits on a node "on its way", and no "(booting)" node is offered to it.
+    pool = _pool(CAPPED, target=3, max_nodes=4)
+    pool["status"] = {
+        "conditions": [
+            {
+                "type": "Degraded",
+                "status": "True",
+                "reason": "CloudListFailed",
+                "message": "listing the pool's VMs failed (Unauthorized): wrong bearer token",
+                "lastTransitionTime": CREATED,
+            }
+        ]
+    }
+    full = f"{CAPPED}-0"
+    reads = planning.reads_of(
+        recording(
+            pools=[pool],
+            nodes=[node(full, CAPPED)],
+            pods=[pod("filler", "3900m", node=full), pod("waiting", "2")],
+        )
+    )
+
+    explained = await planning.explain_pod(reads, NAMESPACE, "waiting")
+
+    assert explained.planned.startswith(
+        f"needs a new node of pool {CAPPED}, which cannot grow: its VMs cannot be listed "
+        "(CloudListFailed: listing the pool's VMs failed (Unauthorized)"
+    ), explained.planned
+    assert not any(node.booting for node in explained.nodes), explained.nodes

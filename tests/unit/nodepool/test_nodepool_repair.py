@@ -10,6 +10,7 @@ from typing import Any
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
 from nodepool_operator.cloud.provider import VmState
+from nodepool_operator.controllers import health
 from nodepool_operator.controllers.nodepool import plan, repair
 from nodepool_operator.runtime import conditions, errors
 from nodepool_operator.runtime.client import Object
@@ -613,11 +614,11 @@ def test_a_startup_taint_left_past_registration_makes_the_node_unhealthy() -> No
     assert repair.unhealthy(view, spec, now=fakes.START) == {"p-0"}
     # The recent one is looked at again when its deadline comes, with no event to wake it.
     assert repair.unhealthy_in(view, spec, now=fakes.START) == 200.0
-    assert repair.startup_taints_left(stuck, spec.template) == [CNI.key]
+    assert health.startup_taints_left(stuck, spec.template) == [CNI.key]
     # A taint of the same key with another effect is not the template's startup taint.
     other = with_startup_taint("p-3", created=fakes.START - 301)
     other["spec"]["taints"] = [{"key": CNI.key, "effect": "NoExecute"}]
-    assert repair.startup_taints_left(other, spec.template) == []
+    assert health.startup_taints_left(other, spec.template) == []
 
 
 async def test_a_node_whose_startup_taint_stays_is_replaced_with_an_event_naming_it() -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nodepool_operator.controllers import readiness
+
 __all__ = ["AutoscalerConfig"]
 
 
@@ -38,3 +40,8 @@ class AutoscalerConfig:
     # limit of one per scan interval. Decisions, conditions and generations are not
     # counted here: they are written at once.
     count_writes_per_second: float = 5.0
+    # No scale decision is made (no scale-up, no consolidation) while more of the
+    # cluster's Nodes are unready than both of these allow, as the NodePool controller
+    # holds its repairs (cluster-autoscaler's --ok-total-unready-count and
+    # --max-total-unready-percentage, with its defaults).
+    unready_limits: readiness.UnreadyLimits = readiness.DEFAULT_LIMITS

@@ -29,11 +29,17 @@ from dataclasses import dataclass
 from typing import Final
 
 from nodepool_operator.api import autoscaler as autoscaler_api
+from nodepool_operator.controllers import readiness
 from nodepool_operator.controllers.autoscaler.act import handoff
 from nodepool_operator.controllers.autoscaler.consolidator import PoolTurn
 from nodepool_operator.controllers.autoscaler.constraints import pending_pods
 from nodepool_operator.controllers.autoscaler.decide import batch_plan
-from nodepool_operator.controllers.autoscaler.decide.batch_plan import BatchPlan, Observation, Part
+from nodepool_operator.controllers.autoscaler.decide.batch_plan import (
+    BatchPlan,
+    MissingPool,
+    Observation,
+    Part,
+)
 from nodepool_operator.controllers.autoscaler.decide.consolidation_choice import (
     Choice,
     named_by_open_requests,
@@ -138,11 +144,13 @@ class Planner:
         wake: Callable[[Object], None],
         clock: clock_module.Clock,
         parallelism: int,
+        unready_limits: readiness.UnreadyLimits = readiness.DEFAULT_LIMITS,
     ) -> None:
         """``wake(autoscaler)``: called after each batch for every Autoscaler (its
         reconcile is queued when its status has something new to say). ``parallelism``:
         pools handed over, and pools' events written, at a time
-        (``AutoscalerConfig.hand_over_parallelism``)."""
+        (``AutoscalerConfig.hand_over_parallelism``). ``unready_limits``: past them, no
+        scale decision is made (``AutoscalerConfig.unready_limits``)."""
         self.plan_maker = plan_maker
         self.autoscalers = plan_maker.autoscalers
         self.decider = decider
@@ -151,6 +159,8 @@ class Planner:
         self.clock = clock
         self.batch = Batch(clock)
         self.parallelism = max(1, parallelism)
+        self.unready_limits = unready_limits
+        self._holding = False  # the last batch was held by the cluster's unready Nodes
         self._windows: tuple[str, float, float] = ("", 0.0, 0.0)
         # The batches' events still being written, oldest first.
         self._telling: list[asyncio.Task[None]] = []
@@ -205,6 +215,18 @@ class Planner:
         )
         if not autoscalers:
             return Result()
+        held = self._cluster_unready()
+        if held is not None or self._holding:  # told as it starts (and forgotten as it ends)
+            self._tell_after_batch(
+                [functools.partial(self.decider.notices.held, a, why=held) for a in autoscalers]
+            )
+        self._holding = held is not None
+        if held is not None:
+            # As cluster-autoscaler halts: Nodes unready in such numbers say more about the
+            # network or the control plane than about demand, and the NodePool controller
+            # holds its repairs on the same count. Statuses keep their last verdict.
+            log.warning("event=scaling-held %s", held)
+            return Result(requeue_after=scan)
         started = self.clock.now()
         made = await self.plan_maker.plan()
         planned = self.clock.now()
@@ -236,6 +258,19 @@ class Planner:
         self._tell_after_batch([p.tell for p in passes if p.tell is not None])
         checks = [p.check for p in passes if p.check is not None]
         return Result(requeue_after=min([scan, *checks]))
+
+    def _cluster_unready(self) -> str | None:
+        """Why no scale decision is made now, or None: the cluster's unready Nodes past
+        both limits (``readiness``)."""
+        cluster = readiness.cluster_readiness(self.plan_maker.nodes.items())
+        if not cluster.past(self.unready_limits):
+            return None
+        limits = self.unready_limits
+        return (
+            f"{cluster.down} of the cluster's {cluster.total} Nodes are unready, more than "
+            f"{limits.ok_count} and more than {limits.max_percentage:g}%; decisions resume "
+            "once fewer are"
+        )
 
     def _tell_after_batch(self, tells: list[Callable[[], Awaitable[None]]]) -> None:
         """Write this batch's events once the batch before's are written, without holding
@@ -374,6 +409,15 @@ class Planner:
         last = previous.last_request if previous is not None else None
         if not isinstance(part, Observation) or turn is None:
             self.verdicts.put(name, Verdict(generation, part, None, last))
+            if isinstance(part, MissingPool) and part.unfit:
+                # Nothing is decided for a pool that does not exist, but its pods are told
+                # so: a pending pod is never left without an answer on itself.
+                notices, unfit = self.decider.notices, part.unfit
+
+                async def tell() -> None:
+                    await notices.unfit(unfit)
+
+                return _Passed(None, tell)
             return _Passed(None, None)
         choice = choices.get(part.pool.name, Choice())
         try:

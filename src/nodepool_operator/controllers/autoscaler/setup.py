@@ -150,6 +150,7 @@ def setup(manager: Manager, *, config: AutoscalerConfig) -> Controller:
         wake=wake,
         clock=manager.clock,
         parallelism=config.hand_over_parallelism,
+        unready_limits=config.unready_limits,
     )
     manager.add(controller)
     manager.add(_planning(planner, reads, clock=manager.clock))

@@ -55,12 +55,8 @@ def names_to_create(pool: str, existing: Iterable[str], count: int) -> list[VmNa
     return [VmName(name) for name in itertools.islice(nodepool_api.vm_names(pool, existing), count)]
 
 
-def is_unregistered(node: Mapping[str, Any]) -> bool:
-    """``node`` still carries the unregistered taint: no pod may be bound there yet."""
-    return any(
-        taint.get("key") == wellknown.UNREGISTERED_TAINT_KEY
-        for taint in (node.get("spec") or {}).get("taints") or ()
-    )
+#: ``node`` still carries the unregistered taint: no pod may be bound there yet.
+is_unregistered = wellknown.is_unregistered
 
 
 def is_consolidating(node: Mapping[str, Any]) -> bool:

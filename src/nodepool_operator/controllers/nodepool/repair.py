@@ -33,7 +33,7 @@ from nodepool_operator import timestamps
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
 from nodepool_operator.cloud.provider import CloudError, CloudProvider, VmName, VmState
-from nodepool_operator.controllers import readiness
+from nodepool_operator.controllers import health, readiness
 from nodepool_operator.controllers.nodepool import drain, plan, removals, termination
 from nodepool_operator.controllers.nodepool import nodes as node_ops
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
@@ -46,7 +46,6 @@ __all__ = [
     "REPAIR_SHARE",
     "Repairer",
     "braked",
-    "startup_taints_left",
     "unhealthy",
     "unhealthy_in",
 ]
@@ -165,7 +164,7 @@ def unhealthy_in(
 
 
 def _unhealthy_from(view: plan.PoolView, spec: nodepool_api.NodePoolSpec) -> dict[str, float]:
-    found = {name: _deadline(node, spec) for name, node in view.nodes.items()}
+    found = {name: health.unhealthy_from(node, spec) for name, node in view.nodes.items()}
     for name, at in found.items():
         back = _peers_back_at(view.nodes, name)
         if at is not None and back is not None:
@@ -205,33 +204,6 @@ def _ready_change(node: Mapping[str, Any]) -> float | None:
 
 def _created(node: Mapping[str, Any]) -> float | None:
     return timestamps.parse_rfc3339(str((node.get("metadata") or {}).get("creationTimestamp", "")))
-
-
-def startup_taints_left(node: Mapping[str, Any], template: nodepool_api.NodeTemplate) -> list[str]:
-    """The keys of the template's startup taints the Node still carries: the agents that
-    remove them (a CNI, a device plugin) have not finished there."""
-    wanted = {(t.key, t.effect) for t in template.startup_taints}
-    carried = (node.get("spec") or {}).get("taints") or ()
-    return sorted({str(t.get("key")) for t in carried if (t.get("key"), t.get("effect")) in wanted})
-
-
-def _deadline(node: Mapping[str, Any], spec: nodepool_api.NodePoolSpec) -> float | None:
-    """``nodes.unhealthy_from``; for a Node still carrying the unregistered taint or a
-    startup taint, Ready or not, at the latest its creation plus the registration timeout:
-    its kubelet never showed it is there, or an agent it needs never finished, as for a
-    VM that never registered."""
-    at = nodes.unhealthy_from(
-        node,
-        not_ready_seconds=spec.not_ready_timeout_seconds,
-        registration_seconds=spec.registration_timeout_seconds,
-    )
-    if not node_ops.is_unregistered(node) and not startup_taints_left(node, spec.template):
-        return at
-    created = _created(node)
-    if created is None:
-        return at
-    registration = created + spec.registration_timeout_seconds
-    return registration if at is None else min(at, registration)
 
 
 @dataclasses.dataclass(kw_only=True, eq=False)
@@ -289,7 +261,7 @@ class Repairer:
         *,
         node: Mapping[str, Any] | None,
     ) -> None:
-        left = [] if node is None else startup_taints_left(node, spec.template)
+        left = [] if node is None else health.startup_taints_left(node, spec.template)
         if node is None:
             why = (
                 f"VM {vm} has had no Node for more than registrationTimeoutSeconds="

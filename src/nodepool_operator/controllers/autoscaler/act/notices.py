@@ -40,6 +40,7 @@ from nodepool_operator.runtime.lru import Bounded
 __all__ = [
     "NOT_TRIGGER_SCALE_UP",
     "SCALE_REQUEST_REFUSED",
+    "SCALING_HELD",
     "TRIGGERED_SCALE_UP",
     "WOULD_TRIGGER_SCALE_UP",
     "Notices",
@@ -51,6 +52,7 @@ TRIGGERED_SCALE_UP = "TriggeredScaleUp"
 #: A dry-run Autoscaler's TriggeredScaleUp: nothing was triggered, so not the same reason.
 WOULD_TRIGGER_SCALE_UP = "WouldTriggerScaleUp"
 SCALE_REQUEST_REFUSED = "ScaleRequestRefused"
+SCALING_HELD = "ScalingHeld"
 #: Pods remembered as told; beyond it the longest-unseen are forgotten.
 MEMORY: Final = 100_000
 
@@ -72,6 +74,7 @@ class Notices:
         self._triggered: Bounded[str, str] = Bounded(MEMORY)  # pod uid -> request told
         self._would: Bounded[str, str] = Bounded(MEMORY)  # autoscaler uid -> change told
         self._refused: Bounded[str, str] = Bounded(MEMORY)  # autoscaler uid -> refusal told
+        self._held: Bounded[str, bool] = Bounded(MEMORY)  # autoscaler uid -> hold told
 
     async def unfit(self, pods: Sequence[tuple[Object, str]]) -> int:
         """Warn each pod that no node can host, once per reason; returns how many were new."""
@@ -179,6 +182,20 @@ class Notices:
             reason=SCALE_REQUEST_REFUSED,
             message=f"the ScaleRequest for NodePool {pool} was refused: {said}; the same "
             "request is not sent again for 5 minutes unless what it asks for changes",
+        )
+
+    async def held(self, autoscaler: Object, *, why: str | None) -> None:
+        """The cluster-wide unready brake holds (``why``) or let go (None): one Warning
+        each time it starts holding, none while it lasts."""
+        key = _uid(autoscaler)
+        if why is None:
+            self._held.pop(key)
+            return
+        if self._held.get(key):
+            return
+        self._held[key] = True
+        await self.recorder.event(
+            autoscaler, type="Warning", reason=SCALING_HELD, message=f"no scale decision: {why}"
         )
 
     async def _each(self, events: Iterable[tuple[Object, EventType, str, str]]) -> None:

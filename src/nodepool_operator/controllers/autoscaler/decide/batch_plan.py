@@ -12,6 +12,7 @@ naming the same pool is reported as conflicting and decides nothing.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -24,7 +25,14 @@ if TYPE_CHECKING:  # types only: deciding reads no cache and holds no client
     from nodepool_operator.controllers.autoscaler.snapshot.pool_reads import PoolRead
     from nodepool_operator.runtime.client import Object
 
-__all__ = ["BatchPlan", "ConflictingAutoscaler", "Observation", "Part", "part_of"]
+__all__ = [
+    "BatchPlan",
+    "ConflictingAutoscaler",
+    "MissingPool",
+    "Observation",
+    "Part",
+    "part_of",
+]
 
 
 @dataclass(frozen=True)
@@ -72,8 +80,27 @@ class Observation:
         return self.pending
 
 
-#: An Autoscaler's part: its observation, a conflict, or None when its pool does not exist.
-Part = Observation | ConflictingAutoscaler | None
+@dataclass(frozen=True)
+class MissingPool:
+    """This Autoscaler names a pool that does not exist (or is being deleted): it decides
+    nothing, and answers for the pods of its namespaces no node can host, each told why
+    (the missing pool among the reasons, ``Plan.share``)."""
+
+    pool: str
+    unfit: tuple[tuple[Object, str], ...]
+    waiting: int
+
+    @property
+    def pending(self) -> int:
+        return len(self.unfit)
+
+    @property
+    def unschedulable(self) -> int:
+        return self.pending
+
+
+#: An Autoscaler's part: its observation, a conflict, or its pool missing.
+Part = Observation | ConflictingAutoscaler | MissingPool
 
 
 @dataclass(frozen=True)
@@ -103,7 +130,7 @@ class BatchPlan:
                 return not namespaces or pod["metadata"].get("namespace") in namespaces
 
             unfit = tuple(
-                (pod, outcome.unfit[i])
+                (pod, _with_missing(outcome.unfit[i], pod, world.missing))
                 for i, pod in enumerate(world.pending)
                 if i in outcome.unfit and watched(pod)
             )
@@ -111,6 +138,25 @@ class BatchPlan:
             found = _Share(unfit + broken, sum(1 for pod in world.waiting if watched(pod)))
             self._shares[namespaces] = found
         return found
+
+
+def _with_missing(
+    reason: str, pod: Object, missing: Mapping[str, tuple[str, frozenset[str]]]
+) -> str:
+    """Why no node hosts ``pod``, with the missing pools of the Autoscalers that watch its
+    namespace: the pool meant for it may be the one that does not exist. Every Autoscaler
+    of the namespace tells the pod the same reason, so its event is not told twice."""
+    namespace = pod["metadata"].get("namespace")
+    absent = [
+        f"NodePool {pool}, which Autoscaler {owner} scales, does not exist"
+        for pool, (owner, namespaces) in sorted(missing.items())
+        if not namespaces or namespace in namespaces
+    ]
+    if not absent:
+        return reason
+    if reason in (simulation.NO_AUTOSCALER, simulation.NO_NODE_LEFT):
+        return "; ".join(absent)  # the missing pool is the whole story
+    return "; ".join([reason, *absent])
 
 
 def _cannot_grow(name: str, pool: PoolRead | None) -> str:
@@ -122,16 +168,16 @@ def _cannot_grow(name: str, pool: PoolRead | None) -> str:
 
 
 def part_of(made: BatchPlan, name: str, spec: autoscaler_api.AutoscalerSpec) -> Part:
-    """The Autoscaler's part of the plan; None when its pool does not exist."""
+    """The Autoscaler's part of the plan."""
     world, outcome = made.world, made.outcome
     owner = world.owners.get(spec.node_pool_name)
     if owner is not None and owner != name:
         return ConflictingAutoscaler(pool=spec.node_pool_name, owner=owner)
     pool = world.pools.get(spec.node_pool_name)
-    if pool is None:
-        return None
-    up = outcome.pools.get(pool.facts.name) or simulation.PoolOutcome(0, 0, (), ())
     share = made.share(frozenset(spec.namespaces))
+    if pool is None:
+        return MissingPool(pool=spec.node_pool_name, unfit=share.unfit, waiting=share.waiting)
+    up = outcome.pools.get(pool.facts.name) or simulation.PoolOutcome(0, 0, (), ())
     return Observation(
         pool=pool.facts,
         pool_uid=pool.uid,

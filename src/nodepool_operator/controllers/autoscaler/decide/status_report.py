@@ -17,6 +17,7 @@ from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.controllers.autoscaler.decide import scaling
 from nodepool_operator.controllers.autoscaler.decide.batch_plan import (
     ConflictingAutoscaler,
+    MissingPool,
     Observation,
     Part,
 )
@@ -63,7 +64,7 @@ def autoscaler_status(
     )
     _set_ready(found, spec, seen)
     if isinstance(seen, Observation) and decision is not None:
-        _set_limit(found, spec.node_pool_name, seen, decision)
+        _set_limit(found, spec.node_pool_name, seen, decision, dry_run=spec.dry_run)
     _set_dry_run(found, spec)
     would = would_request(decision) if spec.dry_run else None
     status = {
@@ -71,8 +72,8 @@ def autoscaler_status(
         "conditions": found.items,
         "lastRequest": None if last_request is None else last_request.to_dict(),
         "wouldRequest": None if would is None else would.to_dict(),
-        "pendingPods": seen.pending if isinstance(seen, Observation) else 0,
-        "unschedulablePods": seen.unschedulable if isinstance(seen, Observation) else 0,
+        "pendingPods": 0 if isinstance(seen, ConflictingAutoscaler) else seen.pending,
+        "unschedulablePods": 0 if isinstance(seen, ConflictingAutoscaler) else seen.unschedulable,
     }
     if not isinstance(seen, Observation) or not hold_progress:
         return status
@@ -83,7 +84,7 @@ def _set_ready(
     found: conditions.ConditionList, spec: autoscaler_api.AutoscalerSpec, seen: Part
 ) -> None:
     pool = spec.node_pool_name
-    if seen is None:
+    if isinstance(seen, MissingPool):
         found.set(
             READY, False, reason="NodePoolNotFound", message=f"NodePool {pool} does not exist"
         )
@@ -100,11 +101,18 @@ def _set_ready(
 
 
 def _set_limit(
-    found: conditions.ConditionList, pool: str, seen: Observation, decision: scaling.ScalingDecision
+    found: conditions.ConditionList,
+    pool: str,
+    seen: Observation,
+    decision: scaling.ScalingDecision,
+    *,
+    dry_run: bool,
 ) -> None:
     top = seen.pool.max_nodes
     if decision.limited:
-        message = f"NodePool {pool} is at maxNodes={top}; the pods need {decision.wanted}"
+        # A dry run requests nothing: the pool reaches maxNodes only in what it would do.
+        where = "would be" if dry_run and seen.pool.target < top else "is"
+        message = f"NodePool {pool} {where} at maxNodes={top}; the pods need {decision.wanted}"
         found.set(LIMIT_REACHED, True, reason="MaxNodesReached", message=message)
     else:
         found.set(LIMIT_REACHED, False, reason="WithinLimits", message=f"maxNodes={top}")

@@ -51,6 +51,8 @@ from nodepool_operator.controllers.autoscaler.simulation.explain import (
     verdicts,
 )
 from nodepool_operator.controllers.autoscaler.simulation.model import (
+    NO_AUTOSCALER,
+    NO_NODE_LEFT,
     DaemonSetView,
     ExistingNode,
     PoolOutcome,
@@ -61,6 +63,8 @@ from nodepool_operator.controllers.autoscaler.simulation.model import (
 from nodepool_operator.controllers.autoscaler.simulation.placing import simulate
 
 __all__ = [
+    "NO_AUTOSCALER",
+    "NO_NODE_LEFT",
     "DaemonSetView",
     "ExistingNode",
     "NodeAnswer",

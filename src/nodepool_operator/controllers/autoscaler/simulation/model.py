@@ -16,6 +16,8 @@ from nodepool_operator.controllers.autoscaler.constraints import NodeTaint, PodP
 __all__ = [
     "HOSTNAME_LABEL",
     "MAIN_RESOURCES",
+    "NO_AUTOSCALER",
+    "NO_NODE_LEFT",
     "ZONE_LABEL",
     "DaemonSetView",
     "ExistingNode",
@@ -24,6 +26,11 @@ __all__ = [
     "PoolZones",
     "SimulationOutcome",
 ]
+
+#: Why no pool is even tried for a pod: none is planned for its namespace.
+NO_AUTOSCALER: Final = "no Autoscaler plans for its namespace"
+#: Why no node hosts a pod when there is no node to try (and no pool).
+NO_NODE_LEFT: Final = "no node is left"
 
 HOSTNAME_LABEL: Final = wellknown.HOSTNAME_LABEL
 ZONE_LABEL: Final = wellknown.ZONE_LABEL

@@ -16,6 +16,8 @@ from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.simulation.filters import SimulatedCluster
 from nodepool_operator.controllers.autoscaler.simulation.model import (
     MAIN_RESOURCES,
+    NO_AUTOSCALER,
+    NO_NODE_LEFT,
     DaemonSetView,
     ExistingNode,
     PoolTemplate,
@@ -278,7 +280,7 @@ class Simulation:
             for state in self.pools.values()
             if plans_for(state.template, profile)
         ]
-        return "; ".join(reasons) or "no Autoscaler plans for its namespace"
+        return "; ".join(reasons) or NO_AUTOSCALER
 
     def _node_refusals(self, profile: PodProfile) -> str:
         """Each node's first refusal, with how many nodes gave it, most given first (as
@@ -287,7 +289,7 @@ class Simulation:
         given = Counter(self.cluster.problem(profile, node) for node in self.cluster.nodes)
         given.pop(None, None)
         if not given:
-            return "no node is left"
+            return NO_NODE_LEFT
         ranked = sorted(given.items(), key=lambda item: (-item[1], str(item[0])))
         told = [f"{count} {'node' if count == 1 else 'nodes'}: {why}" for why, count in ranked]
         if len(told) > _REFUSALS_TOLD:

@@ -17,7 +17,7 @@ from typing import Any
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
-from nodepool_operator.controllers import membership
+from nodepool_operator.controllers import health, membership
 from nodepool_operator.controllers.autoscaler import constraints, simulation
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile, pending_pods
 from nodepool_operator.controllers.autoscaler.snapshot import node_views, volumes
@@ -55,6 +55,9 @@ class Gathered:
     nodes: tuple[simulation.ExistingNode, ...]
     templates: tuple[simulation.PoolTemplate, ...]
     daemon_sets: tuple[simulation.DaemonSetView, ...]
+    # Pools an Autoscaler names that do not exist (or are being deleted): pool -> (the
+    # Autoscaler, its namespaces; empty: all). Their pods are planned as any, and told why.
+    missing: Mapping[str, tuple[str, frozenset[str]]] = dataclasses.field(default_factory=dict)
 
     def simulate(self) -> simulation.SimulationOutcome:
         return simulation.simulate(
@@ -126,9 +129,11 @@ class Gatherer:
         existing: list[simulation.ExistingNode] = []
         held = node_views.names_by_prefix(self.reads.nodes.items())
         nominated = self.nominated()
-        for pool_name, (_, spec) in sorted(owners.items()):
+        missing: dict[str, tuple[str, frozenset[str]]] = {}
+        for pool_name, (owner, spec) in sorted(owners.items()):
             pool = self.pools.get(pool_name)
             if pool is None or pool["metadata"].get("deletionTimestamp"):
+                missing[pool_name] = (owner, frozenset(spec.namespaces))
                 continue
             view, template, nodes = self.reads.pool(
                 pool, namespaces=spec.namespaces, held=held.get(pool_name, ())
@@ -150,6 +155,7 @@ class Gatherer:
             nodes=tuple(_holding(existing, nominated)),
             templates=tuple(templates),
             daemon_sets=tuple(self._daemon_set_views()),
+            missing=missing,
         )
 
     def nominated(self) -> dict[str, list[PodProfile]]:
@@ -269,26 +275,21 @@ class Gatherer:
         return views
 
     def find_unhealthy(self) -> frozenset[str]:
-        """Pool nodes NotReady past their pool's timeouts: the NodePool controller replaces
-        them, and until then they are no capacity, present or in flight."""
+        """Pool nodes unhealthy by their pool's rule (``health``: NotReady past its
+        timeouts, or a startup taint its agent never removed): the NodePool controller
+        replaces them, and until then they are no capacity, present or in flight."""
         now = self.wall_clock.time()
         found = set()
         for node in self.reads.nodes.items():
-            if k8s_nodes.is_ready(node):
-                continue
+            if k8s_nodes.is_ready(node) and not (node.get("spec") or {}).get("taints"):
+                continue  # Ready and untainted: healthy whatever its pool's rules
             pool = self.pools.get(wellknown.pool_of(node) or "")
             if pool is None:
                 continue
             uid = str(pool["metadata"].get("uid", ""))
             if not membership.is_member(node, pool_name=pool["metadata"]["name"], pool_uid=uid):
                 continue
-            spec = nodepool_api.spec_of(pool)
-            if k8s_nodes.is_unhealthy(
-                node,
-                now=now,
-                not_ready_seconds=spec.not_ready_timeout_seconds,
-                registration_seconds=spec.registration_timeout_seconds,
-            ):
+            if health.is_unhealthy(node, nodepool_api.spec_of(pool), now=now):
                 found.add(str(node["metadata"]["name"]))
         return frozenset(found)
 

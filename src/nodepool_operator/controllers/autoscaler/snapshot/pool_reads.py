@@ -99,12 +99,15 @@ class PoolReads:
         sizes = self._sizes(pool, spec)
         uid = str(pool["metadata"].get("uid", ""))
         nodes, usage = self.pool_nodes(name, spec.template, keep=sizes.target, uid=uid)
-        # Every zone backed off (no capacity, or VMs that never registered): the pool
-        # cannot grow, and what it asked for is not coming.
+        # Every zone backed off (no capacity, or VMs that never registered), the cloud
+        # paused or its VMs unlistable: the pool cannot grow, and what it asked for is
+        # not coming.
         now = self.wall_clock.time()
-        stuck = capacity.cannot_grow(
-            nodepool_api.status_of(pool).zone_backoffs, spec.template, now=now
-        ) or capacity.paused(pool, now=now)
+        stuck = (
+            capacity.cannot_grow(nodepool_api.status_of(pool).zone_backoffs, spec.template, now=now)
+            or capacity.paused(pool, now=now)
+            or capacity.listing_doubtful(pool, now=now)
+        )
         facts = pool_facts.PoolFacts(
             name=name,
             min_nodes=spec.min_nodes,
@@ -252,7 +255,9 @@ class PoolReads:
         ready = cordoned = stalled = 0
         for node in sorted(live, key=lambda n: n["metadata"]["name"]):
             name = str(node["metadata"]["name"])
-            is_ready = node_views.is_ready(node)
+            # An unhealthy node is being replaced, Ready or not (a startup taint never
+            # lifted): no room, and not counted twice (ready and unhealthy).
+            is_ready = node_views.is_ready(node) and name not in self.unhealthy
             is_cordoned = bool((node.get("spec") or {}).get("unschedulable"))
             ready += is_ready
             cordoned += is_ready and is_cordoned
