@@ -365,6 +365,7 @@ class Soak:
         self.stopped_nodes: set[str] = set()
         self.errors_logged = 0
         self.end_state: list[str] = []
+        self.commit = ""
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -527,6 +528,9 @@ class Soak:
             except client.exceptions.ApiException as error:
                 # The bench's own write refused: said, not counted against the operator.
                 self.say(f"action {action.describe()} refused: {error.status} {error.reason}")
+            except provider.CloudError as error:
+                # A delete whose first answer was a 500 after effect: the VM is gone anyway.
+                self.say(f"action {action.describe()}: the cloud answered {error}")
             self.actions_done.append((now(), action))
 
     async def act(self, action: Action, rng: random.Random) -> None:
@@ -615,7 +619,11 @@ class Soak:
 
     async def check_loop(self, ends: float) -> None:
         while now() < ends:
-            await self.check()
+            try:
+                await self.check()
+            except (client.exceptions.ApiException, aiohttp.ClientError) as error:
+                # The bench's own read failed: the next pass looks again.
+                self.say(f"check skipped: {error}")
             await asyncio.sleep(self.arguments.check_every)
 
     async def check(self) -> None:
@@ -867,7 +875,7 @@ class Soak:
             self.end_state.append(
                 f"{name}: targetNodes {target}, {len(vms)} VMs, {len(nodes)} Nodes"
             )
-        creations = (await self.cloud(self.fleet.cloud_client.stats)).creations_by_name
+        creations = (await self.fleet.cloud_client.stats()).creations_by_name
         strays = {vm for vm in creations if not vm.startswith(self.pools)}
         if strays:
             self.violation(
@@ -1056,13 +1064,13 @@ def commit() -> str:
         return "unknown"
 
 
-def report(soak: Soak, *, load_before: str, png: str) -> str:
+def report(soak: Soak, *, started: str, png: str) -> str:
     arguments = soak.arguments
     command = "python bench/soak.py " + " ".join(sys.argv[1:])
     lines = [
-        f"commit: {commit()}; command: `{command}`",
+        f"commit: {soak.commit} (at the start); command: `{command}`",
         f"machine: {os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
-        f"Python {platform.python_version()}; load before: {load_before}; load after: "
+        f"Python {platform.python_version()}; load before: {started}; load after: "
         f"{os.getloadavg()[0]:.2f}, {os.getloadavg()[1]:.2f}, {os.getloadavg()[2]:.2f} "
         "(the cores are shared with other sessions)",
         f"scenario: {arguments.minutes:g} min, seed {arguments.seed}, {arguments.pools} pools "
@@ -1089,12 +1097,12 @@ def report(soak: Soak, *, load_before: str, png: str) -> str:
     return "\n".join(lines)
 
 
-def write_results(soak: Soak, results: Path, *, load_before: str) -> str:
+def write_results(soak: Soak, results: Path, *, started: str) -> str:
     """``NAME.md`` and ``NAME.png`` under ``results``; the Markdown's text."""
     results.mkdir(parents=True, exist_ok=True)
     png = results / f"{soak.arguments.name}.png"
     drawn = plot(soak.rows, png)
-    text = report(soak, load_before=load_before, png=png.name if drawn else "")
+    text = report(soak, started=started, png=png.name if drawn else "")
     (results / f"{soak.arguments.name}.md").write_text(text + "\n")
     return text
 
@@ -1104,12 +1112,13 @@ async def main(arguments: argparse.Namespace) -> int:
     work = Path(arguments.work) if arguments.work else Path(tempfile.mkdtemp(prefix="soak-"))
     work.mkdir(parents=True, exist_ok=True)
     soak = Soak(arguments, work)
+    soak.commit = commit()  # the code that runs, whatever is committed meanwhile
     try:
         code = await soak.run()
     finally:
         soak.plane.down()
     mark_quiet(soak.rows)
-    text = write_results(soak, Path(arguments.results), load_before=load_before)
+    text = write_results(soak, Path(arguments.results), started=load_before)
     print(text)
     if arguments.keep or code:
         print(f"logs kept in {work}", file=sys.stderr)
