@@ -68,8 +68,10 @@ from pathlib import Path
 from typing import Any
 
 BENCH = Path(__file__).resolve().parent
-# The chaos suite's fleet (cloud, replicas, leader) and harness are reused, not copied.
+# The chaos suite's fleet (cloud, replicas, leader) and harness are reused, not copied;
+# bench/ itself for ``peers`` when this file is loaded as a module (the unit tests).
 sys.path.insert(0, str(BENCH.parent / "tests"))
+sys.path.insert(0, str(BENCH))
 
 import aiohttp  # noqa: E402
 from kubernetes_asyncio import client, config  # noqa: E402
