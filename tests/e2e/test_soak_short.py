@@ -3,8 +3,9 @@
 ``bench/soak.py --minutes 5`` runs its own control plane, simcloud (5xx at a low rate) and
 two operator replicas through one compressed cycle: bursts, a Job, a template edit, a VM
 deleted in the cloud, a StatefulSet rolled, a Node's heartbeat stopped, the follower
-restarted, the leader killed and the new leader restarted. It exits 1 on any invariant violation; here it must exit 0,
-print no violation, and leave its per-minute table and judgements in the results.
+restarted, the leader killed and the new leader restarted. It exits 1 on any invariant
+violation; here it must exit 0, print no violation, and leave its per-minute table and
+judgements in the results.
 The hour is recorded in bench/results/soak.md and docs/reliability.md.
 """
 
