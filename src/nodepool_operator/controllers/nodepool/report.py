@@ -118,6 +118,16 @@ class PoolReporter:
         """Say that the listing cannot be acted on, for a pool that should have ``desired``
         nodes; seconds until it is asked again."""
         name = pool["metadata"]["name"]
+        first = self.listing_backoff.num_requeues(name) == 0 and name not in self._doubted
+        delay = self.listing_backoff.when(name)
+        if first:
+            # One doubtful listing is asked again in a moment (``poll_interval``), and said
+            # only if that fails too: a cloud that answers a 5xx now and then costs no
+            # write and flips no condition (the soak's quiet minutes, docs/reliability.md).
+            log.info(
+                "event=cloud-listing-doubtful-once reason=%s retry_in=%.1fs", doubt.reason, delay
+            )
+            return delay
         if self._doubted.get(name) != doubt.reason:
             self._doubted[name] = doubt.reason
             await self.recorder.event(
@@ -131,7 +141,6 @@ class PoolReporter:
             now=self._now(),
         )
         await self.status.update(pool, status)
-        delay = self.listing_backoff.when(name)
         log.warning(
             "event=cloud-listing-doubtful reason=%s retry_in=%.1fs",
             doubt.reason,
