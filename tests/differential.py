@@ -40,7 +40,7 @@ from kubernetes_asyncio import client
 
 import harness
 import workloads
-from harness import AUTOSCALERS, POOLS
+from harness import AUTOSCALERS, POOLS, lift_taint
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
@@ -326,19 +326,7 @@ async def _play_startup_agents(core: client.CoreV1Api, work: Workload) -> None:
             taints = node.spec.taints or []
             keys = {t.key for t in taints}
             if STARTUP_TAINT.key in keys and wellknown.UNREGISTERED_TAINT_KEY not in keys:
-                kept = [
-                    {"key": t.key, "value": t.value, "effect": t.effect}
-                    for t in taints
-                    if t.key != STARTUP_TAINT.key
-                ]
-                body = {
-                    "metadata": {"resourceVersion": node.metadata.resource_version},
-                    "spec": {"taints": kept or None},
-                }
-                with contextlib.suppress(client.exceptions.ApiException):
-                    await core.patch_node(
-                        node.metadata.name, body, _content_type="application/merge-patch+json"
-                    )
+                await lift_taint(core, node, STARTUP_TAINT.key)
         await asyncio.sleep(0.5)
 
 

@@ -160,6 +160,25 @@ async def settled(custom: Any, name: str, nodes: int) -> dict[str, Any] | None:
     return pool if nodepool_api.is_settled(pool, nodes) else None
 
 
+async def lift_taint(core: client.CoreV1Api, node: Any, key: str) -> None:
+    """Take taint ``key`` off ``node`` (a Node as the client read it) as an agent on the node
+    does once it is ready: one merge patch on the resourceVersion read, so a Node changed
+    since is left to the agent's next look."""
+    kept = [
+        {"key": t.key, "value": t.value, "effect": t.effect}
+        for t in node.spec.taints or []
+        if t.key != key
+    ]
+    body = {
+        "metadata": {"resourceVersion": node.metadata.resource_version},
+        "spec": {"taints": kept or None},
+    }
+    with contextlib.suppress(client.exceptions.ApiException):
+        await core.patch_node(
+            node.metadata.name, body, _content_type="application/merge-patch+json"
+        )
+
+
 async def remove_pool(custom: Any, name: str, *, within: float = 30) -> None:
     """Delete a NodePool and wait until it is gone, while its operator still runs.
 

@@ -19,7 +19,7 @@ from kubernetes_asyncio import client
 
 import workloads
 from e2e.autoscaling import History, events, make_autoscaler, phases, pod, running, scale_up
-from harness import AUTOSCALERS, POOLS, Operator, SimCloud, remove_pool, wait_for
+from harness import AUTOSCALERS, POOLS, Operator, SimCloud, lift_taint, remove_pool, wait_for
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
 from nodepool_operator.controllers import cached
@@ -145,21 +145,7 @@ async def test_startup_taints_cost_no_extra_node(
                 if any(t.key == AGENT_TAINT["key"] for t in taints):
                     seen_taint.add(node.metadata.name)
                     if node.status.allocatable:
-                        kept = [
-                            {"key": t.key, "value": t.value, "effect": t.effect}
-                            for t in taints
-                            if t.key != AGENT_TAINT["key"]
-                        ]
-                        body = {
-                            "metadata": {"resourceVersion": node.metadata.resource_version},
-                            "spec": {"taints": kept or None},
-                        }
-                        with contextlib.suppress(client.exceptions.ApiException):
-                            await core.patch_node(
-                                node.metadata.name,
-                                body,
-                                _content_type="application/merge-patch+json",
-                            )
+                        await lift_taint(core, node, AGENT_TAINT["key"])
             await asyncio.sleep(0.5)
 
     agents = asyncio.create_task(remove_startup_taints())

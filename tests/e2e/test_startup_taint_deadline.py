@@ -12,7 +12,7 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from e2e.autoscaling import make_autoscaler, pod, running
-from harness import POOLS, Operator, SimCloud, wait_for
+from harness import POOLS, Operator, SimCloud, lift_taint, wait_for
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
 
@@ -51,21 +51,8 @@ async def test_a_startup_taint_never_lifted_replaces_the_node_and_its_pod_runs_e
                     continue
                 if not broken:
                     broken.append(node.metadata.uid)
-                if node.metadata.uid == broken[0]:
-                    continue
-                kept = [
-                    {"key": t.key, "value": t.value, "effect": t.effect}
-                    for t in taints
-                    if t.key != AGENT.key
-                ]
-                body = {
-                    "metadata": {"resourceVersion": node.metadata.resource_version},
-                    "spec": {"taints": kept or None},
-                }
-                with contextlib.suppress(client.exceptions.ApiException):
-                    await core.patch_node(
-                        node.metadata.name, body, _content_type="application/merge-patch+json"
-                    )
+                if node.metadata.uid != broken[0]:
+                    await lift_taint(core, node, AGENT.key)
             await asyncio.sleep(0.5)
 
     task = asyncio.create_task(agents())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from hypothesis import given
@@ -97,6 +98,17 @@ def test_answered_requests_no_longer_count_once_the_pool_shows_them() -> None:
 def test_an_applied_request_counts_while_the_cached_pool_predates_it() -> None:
     applied = request("r1", 3, "Applied", applied=3, version="12")
     assert base(0, [applied], pool_version="10") == 3
+
+
+def test_a_request_marked_zones_served_later_is_no_pool_write_the_cache_missed() -> None:
+    # r1 applied 0 -> 2, then r2 2 -> 3 (the pool, version 10, shows 3). Once their Nodes
+    # registered, both were marked zonesServed, which moved r1's resourceVersion past the
+    # pool's: r1 must not read as a pool write not seen yet (the differential test's seed
+    # 15, where every new request was based on 2 and Superseded).
+    marked = dataclasses.replace(
+        request("r1", 2, "Applied", applied=2, version="14"), zones_served=True
+    )
+    assert base(3, [marked, request("r2", 3, "Applied", applied=3, version="15")]) == 3
 
 
 def test_without_pending_requests_the_effective_target_is_the_base() -> None:

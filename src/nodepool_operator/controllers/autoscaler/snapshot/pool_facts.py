@@ -30,6 +30,9 @@ class RequestView:
     applied: int | None
     version: str  # metadata.resourceVersion
     based_on: int | None = None  # spec.basedOnTargetNodes
+    # status.zonesServed: written after its Nodes registered, long after it was applied,
+    # so its resourceVersion no longer dates the application (``base_target``).
+    zones_served: bool = False
 
 
 @dataclass(frozen=True)
@@ -83,7 +86,11 @@ def base_target(
 
     An Applied request whose pool write our cache has not seen yet (the request's status
     was written after the pool, so it is newer than the cached pool) counts with the
-    target it applied. This is what a new request states as its basis.
+    target it applied. This is what a new request states as its basis. A request marked
+    ``zonesServed`` is not one: that mark is written once its Nodes registered, after the
+    pool write, and only moves its resourceVersion past the pool's (were it counted, a
+    request applied before the pool's last change would hold every new request to a
+    stale basis, each one Superseded).
     """
     base = nodepool_api.within_bounds(target, min_nodes=min_nodes, max_nodes=max_nodes)
     behind = [
@@ -92,6 +99,7 @@ def base_target(
         if r.phase == "Applied"
         and r.applied is not None
         and r.applied != target
+        and not r.zones_served
         and _newer(r.version, pool_version)
     ]
     if behind:

@@ -208,6 +208,7 @@ class PoolReads:
                     applied=status.applied_target_nodes,
                     version=str(meta.get("resourceVersion", "")),
                     based_on=spec.based_on_target_nodes,
+                    zones_served=bool(status.zones_served),
                 )
             )
         return views
