@@ -7,7 +7,7 @@ These tests run on a control plane of their own: the shared one waits 240 s befo
 silent Node counts as unresponsive (kwok renews thousands of leases only every 30 s, and
 must not flap under load), which would make one stopped kubelet a four-minute wait. Here
 the only Nodes are hollow kubelets, which renew every 10 s, so 30 s of silence is safe
-(``NODEPOOL_NODE_SILENCE_SECONDS``).
+(``ControlPlane(node_silence_seconds=...)``).
 """
 
 from __future__ import annotations
@@ -42,16 +42,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     unresponsive after ``SILENCE_SECONDS`` of silence."""
     if os.environ.get(EXISTING_CLUSTER_ENV) == "1":
         pytest.skip("needs a control plane of its own (a short node-monitor grace period)")
-    previous = os.environ.get(controlplane.NODE_SILENCE_ENV)
-    os.environ[controlplane.NODE_SILENCE_ENV] = str(SILENCE_SECONDS)
-    plane = controlplane.ControlPlane(tmp_path_factory.mktemp("kubelet-control-plane"))
-    try:
-        plane.up()
-    finally:
-        if previous is None:
-            del os.environ[controlplane.NODE_SILENCE_ENV]
-        else:
-            os.environ[controlplane.NODE_SILENCE_ENV] = previous
+    plane = controlplane.ControlPlane(
+        tmp_path_factory.mktemp("kubelet-control-plane"), node_silence_seconds=SILENCE_SECONDS
+    )
+    plane.up()
     try:
         yield Cluster(kubeconfig=plane.kubeconfig, plane=plane)
     finally:

@@ -91,9 +91,6 @@ CLIENT_RATE: Final = ("--kube-api-qps=1000", "--kube-api-burst=2000")
 #: out (the repair tests write a Node's Ready condition themselves).
 NODE_LEASE_SECONDS: Final = 120
 NODE_SILENCE_SECONDS: Final = 240
-#: A control plane of a few real (hollow) kubelets, which renew their Lease every 10 s,
-#: may set a shorter silence here, so a stopped kubelet's Node turns NotReady in seconds.
-NODE_SILENCE_ENV: Final = "NODEPOOL_NODE_SILENCE_SECONDS"
 
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1",
@@ -252,9 +249,19 @@ def free_port() -> int:
 class ControlPlane:
     """Start, inspect and stop the local control plane living in ``directory``."""
 
-    def __init__(self, directory: Path, *, out: TextIO = sys.stderr) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        out: TextIO = sys.stderr,
+        node_silence_seconds: int = NODE_SILENCE_SECONDS,
+    ) -> None:
+        """``node_silence_seconds``: the controller-manager's node-monitor grace period. A
+        control plane of a few real (hollow) kubelets, which renew their Lease every 10 s,
+        may set it shorter, so a stopped kubelet's Node turns NotReady in seconds."""
         self.directory = directory.resolve()
         self.out = out
+        self.node_silence_seconds = node_silence_seconds
         self._children: dict[int, subprocess.Popen[bytes]] = {}
 
     @property
@@ -360,7 +367,7 @@ class ControlPlane:
                 f"--controllers={','.join(CONTROLLERS)}",
                 "--concurrent-deployment-syncs=10",
                 "--concurrent-replicaset-syncs=10",
-                f"--node-monitor-grace-period={os.getenv(NODE_SILENCE_ENV, NODE_SILENCE_SECONDS)}s",
+                f"--node-monitor-grace-period={self.node_silence_seconds}s",
                 *CLIENT_RATE,
             ]
         if name == "kwok":
