@@ -23,6 +23,8 @@ A pod no allowed type can hold has no bound (``UnplaceableError``).
 from __future__ import annotations
 
 import dataclasses
+import os
+import sys
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 
@@ -78,7 +80,7 @@ def _request(pod: PodRequest) -> tuple[float, float, float]:
     return (pod.cpu_millis / 1000, pod.memory_bytes / GIB, 1.0)
 
 
-def _holds(found: catalog_api.InstanceType, pod: PodRequest) -> bool:
+def holds(found: catalog_api.InstanceType, pod: PodRequest) -> bool:
     return (
         pod.cpu_millis <= found.allocatable_cpu_millis
         and pod.memory_bytes <= found.allocatable_memory_bytes
@@ -118,6 +120,21 @@ def unit_price_bound(
     return bound
 
 
+def _solver() -> highspy.Highs:
+    """A silent HiGHS. Its first one in a process prints a banner from C++ on file
+    descriptor 1, which would land in the bench's table: sent to stderr instead."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        solver = highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+    solver.setOptionValue("output_flag", False)
+    return solver
+
+
 def lp_bound(
     pods: Iterable[PodRequest],
     sold: catalog_api.Catalog,
@@ -134,7 +151,7 @@ def lp_bound(
     # Columns: one x per type, then one y per (shape, type that holds it).
     placements: list[tuple[int, int]] = []
     for s, pod in enumerate(ordered):
-        holders = [t for t, (found, _) in enumerate(priced) if _holds(found, pod)]
+        holders = [t for t, (found, _) in enumerate(priced) if holds(found, pod)]
         if not holders:
             raise UnplaceableError(
                 f"a pod of {pod.cpu_millis}m cpu and {pod.memory_bytes / GIB:g}Gi fits no "
@@ -173,8 +190,7 @@ def lp_bound(
     model.a_matrix_.start_ = np.array(starts, dtype=np.int32)
     model.a_matrix_.index_ = np.array(indices, dtype=np.int32)
     model.a_matrix_.value_ = np.array(values)
-    solver = highspy.Highs()
-    solver.setOptionValue("output_flag", False)
+    solver = _solver()
     solver.passModel(model)
     solver.run()
     status = solver.getModelStatus()

@@ -54,24 +54,30 @@ import argparse
 import asyncio
 import contextlib
 import datetime
+import functools
 import json
 import os
+import random
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kubernetes_asyncio import client, config
 
+import cost_bound
 from nodepool_devtools.cluster import audit, binaries, controlplane, install
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import quantity
+from nodepool_operator.cloud import catalog as catalog_api
 from nodepool_operator.cloud import credentials
 from nodepool_operator.cloud.simcloud import client as simcloud_client
 from nodepool_operator.controllers.resources import SCALEREQUESTS
@@ -321,7 +327,11 @@ async def start_operator(
     *,
     vm_latency: float,
     consolidate_after: int | None = None,
+    pools: Sequence[OurPool] | None = None,
+    catalog_file: Path | None = None,
 ) -> Controller:
+    """The operator and a simcloud; ``pools`` (default: one 4 cpu / 16Gi pool) each with
+    its Autoscaler; ``catalog_file``: what simcloud sells (``--catalog``)."""
     await install.install_crds(api)
     await install.grant_operator_rbac(api)
     port_file, token_file = work / "simcloud.port", work / "simcloud.token"
@@ -331,6 +341,7 @@ async def start_operator(
         *("--state", str(work / "sim.sqlite3"), "--port", "0", "--port-file", str(port_file)),
         *("--token-file", str(token_file), "--latency-jitter", "0"),
         *("--create-latency", str(vm_latency)),
+        *(("--catalog", str(catalog_file)) if catalog_file is not None else ()),
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
     )
@@ -350,28 +361,42 @@ async def start_operator(
             stderr=handle,
         )
     custom = client.CustomObjectsApi(api)
-    template = nodepool_api.NodeTemplate(
-        cpu=NODE_CPU, memory=NODE_MEMORY, pods=NODE_PODS, reserved=RESERVED
-    )
-    spec = nodepool_api.NodePoolSpec(target_nodes=0, min_nodes=0, max_nodes=1000, template=template)
-    await custom.create_cluster_custom_object(*POOLS, nodepool_api.manifest(POOL, spec))
+    if pools is None:
+        template = nodepool_api.NodeTemplate(
+            cpu=NODE_CPU, memory=NODE_MEMORY, pods=NODE_PODS, reserved=RESERVED
+        )
+        pools = [OurPool(POOL, template)]
     scale_down = autoscaler_api.ScaleDownPolicy()
     if consolidate_after is not None:
         scale_down = autoscaler_api.ScaleDownPolicy(unneeded_seconds=consolidate_after)
-    scaler = autoscaler_api.AutoscalerSpec(
-        node_pool_name=POOL, namespaces=(NAMESPACE,), scale_down=scale_down
-    )
-    await custom.create_cluster_custom_object(*AUTOSCALERS, autoscaler_api.manifest(POOL, scaler))
+    for pool in pools:
+        spec = nodepool_api.NodePoolSpec(
+            target_nodes=0, min_nodes=0, max_nodes=1000, template=pool.template
+        )
+        await custom.create_cluster_custom_object(*POOLS, nodepool_api.manifest(pool.name, spec))
+        scaler = autoscaler_api.AutoscalerSpec(
+            node_pool_name=pool.name, namespaces=(NAMESPACE,), scale_down=scale_down
+        )
+        await custom.create_cluster_custom_object(
+            *AUTOSCALERS, autoscaler_api.manifest(pool.name, scaler)
+        )
     controller = Controller("operator", operator, log, helpers=[simcloud])
     async with asyncio.timeout(60):
-        while not (await custom.get_cluster_custom_object(*AUTOSCALERS, POOL)).get("status"):
-            controller.check_alive()
-            await asyncio.sleep(0.1)
+        for pool in pools:
+            while not (await custom.get_cluster_custom_object(*AUTOSCALERS, pool.name)).get(
+                "status"
+            ):
+                controller.check_alive()
+                await asyncio.sleep(0.1)
 
     async def vm_created() -> dict[str, float]:
         cloud = simcloud_client.SimCloudClient(endpoint, token=token)
         try:
-            return {vm.name: vm.created_at for vm in await cloud.list_vms(pool=POOL)}
+            return {
+                vm.name: vm.created_at
+                for pool in pools
+                for vm in await cloud.list_vms(pool=pool.name)
+            }
         finally:
             await cloud.close()
 
@@ -427,7 +452,19 @@ def instance_types() -> list[dict[str, Any]]:
     ]
 
 
-def karpenter_pool(consolidate_after: int | None = None) -> dict[str, Any]:
+def karpenter_pool(
+    consolidate_after: int | None = None, *, requirements: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """Karpenter's NodePool: ``requirements`` (default: the one 4 cpu / 16Gi type, on-demand)."""
+    if requirements is None:
+        requirements = [
+            {
+                "key": "node.kubernetes.io/instance-type",
+                "operator": "In",
+                "values": [INSTANCE_TYPE],
+            },
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+        ]
     return {
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodePool",
@@ -435,18 +472,7 @@ def karpenter_pool(consolidate_after: int | None = None) -> dict[str, Any]:
         "spec": {
             "template": {
                 "spec": {
-                    "requirements": [
-                        {
-                            "key": "node.kubernetes.io/instance-type",
-                            "operator": "In",
-                            "values": [INSTANCE_TYPE],
-                        },
-                        {
-                            "key": "karpenter.sh/capacity-type",
-                            "operator": "In",
-                            "values": ["on-demand"],
-                        },
-                    ],
+                    "requirements": requirements,
                     "nodeClassRef": {
                         "group": "karpenter.kwok.sh",
                         "kind": "KWOKNodeClass",
@@ -490,7 +516,11 @@ async def start_karpenter(
     *,
     vm_latency: float,
     consolidate_after: int | None = None,
+    catalog_file: Path | None = None,
+    requirements: list[dict[str, Any]] | None = None,
 ) -> Controller:
+    """Karpenter's kwok provider; ``catalog_file``: its ``--instance-types-file-path``
+    (default: the one 4 cpu / 16Gi type), ``requirements``: its NodePool's."""
     binary = binaries.ensure_karpenter_kwok()
     source = karpenter_source()
     crds = sorted((source / "kwok" / "charts" / "crds").glob("*.yaml"))
@@ -520,9 +550,13 @@ async def start_karpenter(
     await raw.patch(
         KWOK_NODECLASSES, "default", {"status": {"conditions": [ready]}}, subresource="status"
     )
-    await custom.create_cluster_custom_object(*KARPENTER_POOLS, karpenter_pool(consolidate_after))
-    types_file = work / "instance_types.json"
-    types_file.write_text(json.dumps(instance_types(), indent=1))
+    await custom.create_cluster_custom_object(
+        *KARPENTER_POOLS, karpenter_pool(consolidate_after, requirements=requirements)
+    )
+    types_file = catalog_file
+    if types_file is None:
+        types_file = work / "instance_types.json"
+        types_file.write_text(json.dumps(instance_types(), indent=1))
     log = work / "karpenter.log"
     environment = {**os.environ, "KUBECONFIG": str(plane.kubeconfig)}
     with log.open("wb") as handle:
@@ -564,6 +598,9 @@ class Result:
     cpu: float
     rss: float
     timeline: dict[str, float]  # stage -> median seconds after creation
+    # The labels of the Nodes there once every pod ran and the window closed (the system
+    # Node and Nodes being deleted aside): what the cost table prices.
+    final_nodes: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def component_writes(self, component: str) -> int:
         return sum(n for (c, *_), n in self.writes.items() if c == component)
@@ -608,9 +645,29 @@ async def create_pods(api: Client, pods: list[dict[str, Any]], seen: Seen) -> No
     await asyncio.gather(*(one(pod) for pod in pods))
 
 
+Starter = Callable[..., Awaitable[Controller]]
+
+
+async def live_nodes(raw: Client) -> dict[str, dict[str, str]]:
+    """The labels of the cluster's Nodes, the system Node and Nodes being deleted aside."""
+    return {
+        n["metadata"]["name"]: n["metadata"].get("labels") or {}
+        for n in (await raw.list_page(kinds.NODES))["items"]
+        if n["metadata"]["name"] != SYSTEM_NODE and not n["metadata"].get("deletionTimestamp")
+    }
+
+
 async def run_one(
-    workload: Workload, system: str, work: Path, *, vm_latency: float, empty_cluster: bool
+    workload: Workload,
+    system: str,
+    work: Path,
+    *,
+    vm_latency: float,
+    empty_cluster: bool,
+    start: Starter | None = None,
 ) -> Result:
+    """One workload on a fresh control plane; ``start`` starts the controller (default:
+    ``system``'s, as the peers table configures it)."""
     print(f"== {workload.name} / {system}: {workload.description}", file=sys.stderr, flush=True)
     plane = controlplane.ControlPlane(work / "plane")
     plane.up()
@@ -625,7 +682,8 @@ async def run_one(
             await raw.create(kinds.NAMESPACES, {"metadata": {"name": NAMESPACE}})
             if not empty_cluster:
                 await raw.create(kinds.NODES, system_node())
-            start = start_operator if system == "operator" else start_karpenter
+            if start is None:
+                start = start_operator if system == "operator" else start_karpenter
             controller = await start(api, plane, work, vm_latency=vm_latency)
             seen = Seen()
             hand_off = SCALEREQUESTS if system == "operator" else NODECLAIMS
@@ -657,6 +715,7 @@ async def run_one(
                 await asyncio.sleep(SETTLE_SECONDS)
                 cpu = cpu_seconds(controller.process.pid) - cpu_before
                 rss = peak_rss_mib(controller.process.pid)
+                final_nodes = await live_nodes(raw)
                 vms = await controller.vm_created() if controller.vm_created else {}
             finally:
                 for task in watchers:
@@ -680,6 +739,7 @@ async def run_one(
         cpu=cpu,
         rss=rss,
         timeline=timeline(seen, system=system, vms=vms),
+        final_nodes=final_nodes,
     )
 
 
@@ -857,6 +917,500 @@ def consolidation_report(results: list[ShrinkResult]) -> str:
     return "\n".join(lines)
 
 
+# -- cost ----------------------------------------------------------------------------------
+
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+#: What each catalog file offers: Karpenter kwok's generic catalog, amd64 linux types only,
+#: with only these capacity types' offerings.
+CATALOGS: dict[str, tuple[str, ...]] = {
+    "on-demand": (catalog_api.ON_DEMAND,),
+    "spot-allowed": (catalog_api.ON_DEMAND, catalog_api.SPOT),
+}
+COST_WORKLOADS = ("mixed-sizes", "scale-down")
+# mixed-sizes: cpu per pod (millicores) and how often each is drawn; memory per cpu by kind.
+MIXED_CPU_MILLIS = (250, 500, 1000, 2000, 4000, 8000, 16000, 30000)
+MIXED_WEIGHTS = (6, 6, 5, 4, 3, 2, 1, 1)
+GIB_PER_CPU = {"cpu-heavy": 1, "standard": 4, "memory-heavy": 7}
+#: A generic kwok type's name: family (c, s, m: 2, 4, 8 GiB per cpu), cpus, arch and os.
+GENERIC_TYPE = re.compile(r"^([a-z])-(\d+)x-(.+)$")
+
+
+def mixed_sizes(pods: int, seed: int) -> Workload:
+    """``pods`` pods drawn with ``seed``: cpu from 250m to 30 (small ones likelier; the first
+    pod is always 30 cpu), memory 1, 4 or 7 GiB per cpu (cpu-heavy, standard, memory-heavy)."""
+    draw = random.Random(seed)
+    shapes = []
+    for index in range(pods):
+        cpu = 30000 if index == 0 else draw.choices(MIXED_CPU_MILLIS, MIXED_WEIGHTS)[0]
+        kind = draw.choice(sorted(GIB_PER_CPU))
+        shapes.append(PodShape(f"{cpu}m", f"{cpu * GIB_PER_CPU[kind] * 1024 // 1000}Mi"))
+    return Workload(
+        "mixed-sizes",
+        f"{pods} pods (seed {seed}) of 250m to 30 cpu, 1, 4 or 7 GiB per cpu",
+        tuple(shapes),
+        pods,
+    )
+
+
+@dataclass(frozen=True)
+class Deployed:
+    """One Deployment of the scale-down workload: its pods' shape, replicas before and after."""
+
+    name: str
+    shape: PodShape
+    replicas: int
+    remain: int
+
+
+#: scale-down: three Deployments (cpu-heavy, memory-heavy, small) each shrink to a third.
+SCALE_DOWN = (
+    Deployed("cpu", PodShape("3", "2Gi"), 6, 2),
+    Deployed("mem", PodShape("500m", "12Gi"), 6, 2),
+    Deployed("small", PodShape("250m", "512Mi"), 12, 4),
+)
+SCALE_DOWN_AFTER = 10  # seconds underused before removal (unneededSeconds, consolidateAfter)
+#: The Nodes are settled once their set has not changed for this long (Karpenter's
+#: consolidation waits consolidateAfter, then validates a decision for 15 s).
+SCALE_DOWN_QUIET = 40.0
+
+
+def scale_down_description() -> str:
+    parts = ", ".join(
+        f"{d.name} {d.replicas}->{d.remain} of {d.shape.cpu}/{d.shape.memory}" for d in SCALE_DOWN
+    )
+    return (
+        f"scale-down: Deployments {parts}; {SCALE_DOWN_AFTER} s underused before removal; "
+        f"settled once the Nodes did not change for {SCALE_DOWN_QUIET:g} s"
+    )
+
+
+def pod_request(shape: PodShape) -> cost_bound.PodRequest:
+    return cost_bound.PodRequest(
+        quantity.parse_cpu_millicores(shape.cpu), quantity.parse_memory_bytes(shape.memory)
+    )
+
+
+def generic_catalog(capacity_types: Sequence[str]) -> list[dict[str, Any]]:
+    """Karpenter kwok's generic catalog (``kwok/cloudprovider/instance_types.json`` of the
+    pinned module, made by its ``kwok/tools/gen_instance_types.go``): the amd64 linux types,
+    with only the offerings of ``capacity_types`` and the provider's reserve as their
+    ``overhead``; the file both systems are given."""
+    source = karpenter_source() / "kwok" / "cloudprovider" / "instance_types.json"
+    kept = []
+    for entry in json.loads(source.read_text()):
+        if entry["architecture"] != "amd64" or entry["operatingSystems"] != ["linux"]:
+            continue
+        offerings = [
+            offering
+            for offering in entry["offerings"]
+            if any(
+                r["key"] == catalog_api.CAPACITY_TYPE_LABEL
+                and set(r["values"]) <= {*capacity_types}
+                for r in offering["Requirements"]
+            )
+        ]
+        # The kwok provider reserves this on every type in code (its file has no overhead);
+        # said in the file, the bound and the operator's pools see the same allocatable.
+        # Karpenter ignores the field.
+        kept.append({**entry, "offerings": offerings, "overhead": dict(RESERVED)})
+    return kept
+
+
+def pool_types(
+    chosen: Iterable[str], sold: catalog_api.Catalog, pods: Iterable[cost_bound.PodRequest]
+) -> list[str]:
+    """The types a user gives a pool each: those Karpenter chose and their neighbours in
+    the same family (the next size down and up), and for any pod none of these holds, the
+    cheapest type that does; smallest first."""
+    prices = cost_bound.cheapest_prices(sold)
+    parsed = {n: m.groups() for n in prices if (m := GENERIC_TYPE.match(n))}
+    sizes = sorted({int(size) for _, size, _ in parsed.values()})
+    wanted = {name for name in chosen if name in prices}
+    for name in list(wanted):
+        if name in parsed:
+            family, size, rest = parsed[name]
+            at = sizes.index(int(size))
+            around = (sizes[i] for i in (at - 1, at + 1) if 0 <= i < len(sizes))
+            wanted |= {f"{family}-{other}x-{rest}" for other in around} & set(prices)
+    for pod in sorted(set(pods)):
+        if not any(cost_bound.holds(sold.types[n], pod) for n in wanted):
+            holders = [n for n in prices if cost_bound.holds(sold.types[n], pod)]
+            if holders:
+                wanted.add(min(holders, key=lambda n: (prices[n], n)))
+    return sorted(wanted, key=lambda n: (sold.types[n].cpu_millis, sold.types[n].memory_bytes))
+
+
+@dataclass(frozen=True)
+class OurPool:
+    """One NodePool of the operator's side (and its Autoscaler, of the same name)."""
+
+    name: str
+    template: nodepool_api.NodeTemplate
+
+
+def _size_text(size: int) -> str:
+    return f"{size // 2**30}Gi" if size % 2**30 == 0 else f"{size // 2**20}Mi"
+
+
+def pool_per_type(sold: catalog_api.Catalog, types: Sequence[str]) -> list[OurPool]:
+    """Today's operator for a catalog: one pool per instance type, its template that type's
+    shape with the kwok provider's reserve, every zone of the catalog, and the type's and
+    capacity type's labels (on-demand: the operator names no offering, so it buys none
+    other). Nothing weighs a price: among pools that could host a pod, the least waste wins."""
+    pools = []
+    for name in types:
+        found = sold.types[name]
+        template = nodepool_api.NodeTemplate(
+            cpu=f"{found.cpu_millis}m",
+            memory=_size_text(found.memory_bytes),
+            pods=found.pods,
+            reserved=RESERVED,
+            zones=sold.zones(),
+            labels={
+                INSTANCE_TYPE_LABEL: name,
+                catalog_api.CAPACITY_TYPE_LABEL: catalog_api.ON_DEMAND,
+            },
+        )
+        pools.append(OurPool(f"{POOL}-{name.removesuffix('-amd64-linux')}", template))
+    return pools
+
+
+@dataclass(frozen=True)
+class OursConfig:
+    """How the operator's side is configured for a catalog: the table's label for it, and
+    its pools from the catalog and the types to cover."""
+
+    label: str
+    pools: Callable[[catalog_api.Catalog, Sequence[str]], list[OurPool]]
+
+
+#: The operator's configurations the cost table can run (``--ours-config``).
+OURS_CONFIGS: dict[str, OursConfig] = {
+    "pool-per-type": OursConfig("ours: pool per type, no price", pool_per_type),
+}
+
+
+@dataclass(frozen=True)
+class Priced:
+    """What a set of Nodes costs by the catalog, and of which types they are."""
+
+    dollars_per_hour: float
+    types: Counter[str]  # "<type> <capacity type>" -> Nodes
+    unpriced: int  # Nodes whose type, zone and capacity type the catalog does not sell
+
+    @property
+    def nodes(self) -> int:
+        return sum(self.types.values()) + self.unpriced
+
+    def type_list(self) -> str:
+        return ", ".join(
+            f"{n} {t.replace('-amd64-linux', '')}" for t, n in sorted(self.types.items())
+        )
+
+
+def price_nodes(nodes: Mapping[str, Mapping[str, str]], sold: catalog_api.Catalog) -> Priced:
+    """Each Node priced by the offering its labels name (instance type, zone, capacity
+    type), as Karpenter's Nodes and the operator's pools alike carry them."""
+    total, types, unpriced = 0.0, Counter[str](), 0
+    for labels in nodes.values():
+        name = labels.get(INSTANCE_TYPE_LABEL, "")
+        kind = labels.get(catalog_api.CAPACITY_TYPE_LABEL, "")
+        offering = sold.offering(
+            instance_type=name, zone=labels.get(ZONE_LABEL, ""), capacity_type=kind
+        )
+        if offering is None:
+            unpriced += 1
+            continue
+        total += offering.price_per_hour
+        types[f"{name} {kind}"] += 1
+    return Priced(total, types, unpriced)
+
+
+@dataclass
+class CostRow:
+    catalog: str
+    label: str
+    result: Result
+    priced: Priced
+    bound: float
+
+
+@dataclass
+class ScaleDownRow:
+    catalog: str
+    label: str
+    before: Priced
+    after: Priced
+    bound: float
+    seconds: float  # from the scale call to the last change of the Nodes
+    writes: Counter[tuple[str, str, str, int]]
+    system: str
+
+    def evictions(self) -> int:
+        return sum(
+            n
+            for (_, _, res, code), n in self.writes.items()
+            if res == "pods/eviction" and code < 300
+        )
+
+
+async def run_scale_down(
+    system: str, work: Path, *, start: Starter, vm_latency: float, empty_cluster: bool
+) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]], float, Counter[Any]]:
+    """The scale-down workload: (Nodes once every pod ran, Nodes once settled after the
+    shrink, seconds from the scale calls to the last change of the Nodes, writes)."""
+    print(f"== scale-down / {system}: {scale_down_description()}", file=sys.stderr, flush=True)
+    plane = controlplane.ControlPlane(work / "plane")
+    plane.up()
+    controller: Controller | None = None
+    try:
+        configuration = client.Configuration()
+        await config.load_kube_config(
+            config_file=str(plane.kubeconfig), client_configuration=configuration
+        )
+        async with client.ApiClient(configuration) as api:
+            raw = Client(api, field_manager="bench")
+            await raw.create(kinds.NAMESPACES, {"metadata": {"name": NAMESPACE}})
+            if not empty_cluster:
+                await raw.create(kinds.NODES, system_node())
+            controller = await start(
+                api, plane, work, vm_latency=vm_latency, consolidate_after=SCALE_DOWN_AFTER
+            )
+            for deployed in SCALE_DOWN:
+                pod = Workload(deployed.name, "", (deployed.shape,), 1).manifests()[0]
+                labels = {"app": deployed.name}
+                deployment = {
+                    "apiVersion": "apps/v1",
+                    "kind": "Deployment",
+                    "metadata": {"name": deployed.name},
+                    "spec": {
+                        "replicas": deployed.replicas,
+                        "selector": {"matchLabels": labels},
+                        "template": {"metadata": {"labels": labels}, "spec": pod["spec"]},
+                    },
+                }
+                await raw.create(DEPLOYMENTS, deployment, namespace=NAMESPACE)
+            async with asyncio.timeout(300):
+                while (await _live(raw))[1] < sum(d.replicas for d in SCALE_DOWN):
+                    controller.check_alive()
+                    await asyncio.sleep(0.2)
+            await asyncio.sleep(SETTLE_SECONDS)
+            before = await live_nodes(raw)
+            log = audit.AuditLog(plane.audit_log)
+            log.mark()
+            began = time.monotonic()
+            for deployed in SCALE_DOWN:
+                scale = {"spec": {"replicas": deployed.remain}}
+                await raw.patch(DEPLOYMENTS, deployed.name, scale, namespace=NAMESPACE)
+            remain = sum(d.remain for d in SCALE_DOWN)
+            shape, changed = set(before), began
+            async with asyncio.timeout(SCALE_DOWN_AFTER + 300):
+                while True:
+                    controller.check_alive()
+                    now_nodes = await live_nodes(raw)
+                    if set(now_nodes) != shape:
+                        shape, changed = set(now_nodes), time.monotonic()
+                    running = (await _live(raw))[1]
+                    if running == remain and time.monotonic() - changed >= SCALE_DOWN_QUIET:
+                        break
+                    await asyncio.sleep(0.5)
+            after = await live_nodes(raw)
+            events = log.events_since_mark()
+    finally:
+        if controller is not None:
+            await controller.stop()
+        plane.down()
+    writes = Counter((component(e), e.verb, e.target, e.code) for e in events if e.is_write)
+    return before, after, changed - began, writes
+
+
+def karpenter_requirements(capacity_types: Sequence[str]) -> list[dict[str, Any]]:
+    """Karpenter's NodePool for the catalog: any of its types, of these capacity types."""
+    return [
+        {"key": catalog_api.CAPACITY_TYPE_LABEL, "operator": "In", "values": list(capacity_types)},
+        {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+        {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
+    ]
+
+
+async def cost_main(arguments: argparse.Namespace) -> None:
+    """The cost table: each catalog, each cost workload, Karpenter first (our pools cover
+    the types it chose), then the operator as ``--ours-config`` sets it up."""
+    systems = sorted(arguments.systems, key=lambda s: s != "karpenter")
+    if "karpenter" in systems:
+        binaries.ensure_karpenter_kwok()  # before any clock starts: the first build takes minutes
+    ours = OURS_CONFIGS[arguments.ours_config]
+    mixed = mixed_sizes(arguments.mixed_pods, arguments.seed)
+    rows: list[CostRow] = []
+    shrinks: list[ScaleDownRow] = []
+    pools_used: list[str] = []
+    with contextlib.ExitStack() as stack:
+        if arguments.keep:
+            work = Path(arguments.keep)
+        else:
+            work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-peers-")))
+        for catalog_name in arguments.catalogs:
+            capacity_types = CATALOGS[catalog_name]
+            catalog_file = work / f"catalog-{catalog_name}.json"
+            catalog_file.parent.mkdir(parents=True, exist_ok=True)
+            catalog_file.write_text(json.dumps(generic_catalog(capacity_types), indent=1))
+            sold = catalog_api.load(catalog_file)
+            for name in arguments.cost_workloads:
+                if name == "mixed-sizes":
+                    requests = [pod_request(s) for s in mixed.shapes]
+                else:
+                    requests = [pod_request(d.shape) for d in SCALE_DOWN for _ in range(d.remain)]
+                bound = cost_bound.lp_bound(requests, sold, capacity_types=capacity_types)
+                chosen: set[str] = set()
+                for system in systems:
+                    here = work / f"{catalog_name}-{name}-{system}"
+                    if system == "karpenter":
+                        start: Starter = functools.partial(
+                            start_karpenter,
+                            catalog_file=catalog_file,
+                            requirements=karpenter_requirements(capacity_types),
+                        )
+                        label = "karpenter"
+                    else:
+                        types = pool_types(chosen, sold, requests)
+                        pools = ours.pools(sold, types)
+                        pools_used.append(
+                            f"{catalog_name} / {name}: {len(pools)} pools: "
+                            + ", ".join(t.replace("-amd64-linux", "") for t in types)
+                        )
+                        start = functools.partial(
+                            start_operator, catalog_file=catalog_file, pools=pools
+                        )
+                        label = f"{ours.label} ({len(pools)} types)"
+                    if name == "mixed-sizes":
+                        result = await run_one(
+                            mixed,
+                            system,
+                            here,
+                            vm_latency=arguments.vm_latency,
+                            empty_cluster=arguments.empty_cluster,
+                            start=start,
+                        )
+                        priced = price_nodes(result.final_nodes, sold)
+                        chosen |= {t.rsplit(" ", 1)[0] for t in priced.types}
+                        rows.append(
+                            CostRow(catalog_name, label, result, priced, bound.dollars_per_hour)
+                        )
+                        print(
+                            f"   ${priced.dollars_per_hour:.3f}/h on {priced.nodes} nodes "
+                            f"(bound ${bound.dollars_per_hour:.3f}/h), p99 "
+                            f"{result.quantile(99):.2f} s",
+                            file=sys.stderr,
+                            flush=True,
+                        )
+                    else:
+                        before, after, seconds, writes = await run_scale_down(
+                            system,
+                            here,
+                            start=start,
+                            vm_latency=arguments.vm_latency,
+                            empty_cluster=arguments.empty_cluster,
+                        )
+                        row = ScaleDownRow(
+                            catalog_name,
+                            label,
+                            price_nodes(before, sold),
+                            price_nodes(after, sold),
+                            bound.dollars_per_hour,
+                            seconds,
+                            writes,
+                            system,
+                        )
+                        chosen |= {t.rsplit(" ", 1)[0] for t in row.before.types}
+                        chosen |= {t.rsplit(" ", 1)[0] for t in row.after.types}
+                        shrinks.append(row)
+                        print(
+                            f"   ${row.before.dollars_per_hour:.3f}/h -> "
+                            f"${row.after.dollars_per_hour:.3f}/h after {seconds:.1f} s",
+                            file=sys.stderr,
+                            flush=True,
+                        )
+    print(" ".join(["command:", ".venv/bin/python", "bench/peers.py", *sys.argv[1:]]))
+    print(f"commit: {_commit()}")
+    print(
+        "catalog: Karpenter kwok's generic instance_types.json (sigs.k8s.io/karpenter "
+        f"{binaries.KARPENTER.version(binaries.tools_directory())}), amd64 linux types "
+        f"({len(sold.types)}); "
+        + "; ".join(f"{c}: {', '.join(CATALOGS[c])} offerings" for c in arguments.catalogs)
+    )
+    if "mixed-sizes" in arguments.cost_workloads:
+        print(f"workloads: {mixed.description}")
+    if "scale-down" in arguments.cost_workloads:
+        print(scale_down_description())
+    print(f"VM latency: {arguments.vm_latency:g} s")
+    for line in pools_used:
+        print(f"operator's pools, {line}")
+    print()
+    print(cost_report(rows, shrinks))
+
+
+def _commit() -> str:
+    found = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+    )
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return found.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
+
+
+def cost_report(rows: Sequence[CostRow], shrinks: Sequence[ScaleDownRow]) -> str:
+    lines: list[str] = []
+    if rows:
+        lines += [
+            "| catalog | workload | system | pods | nodes | $/h | lower bound (LP) | "
+            "$/h ÷ bound | p50 to Running | p99 | controller writes | 409s |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for row in rows:
+            r, p = row.result, row.priced
+            unpriced = f" (+{p.unpriced} unpriced)" if p.unpriced else ""
+            lines.append(
+                f"| {row.catalog} | {r.workload} | {row.label} | {r.pods} | {p.nodes}{unpriced} "
+                f"| {p.dollars_per_hour:.3f} | {row.bound:.3f} "
+                f"| {p.dollars_per_hour / row.bound:.2f} | {r.quantile(50):.2f} s "
+                f"| {r.quantile(99):.2f} s | {r.component_writes(r.system)} "
+                f"| {r.conflicts(r.system)} |"
+            )
+        lines += ["", "Nodes by type (once every pod ran):", "", "| catalog | system | nodes |"]
+        lines += ["|---|---|---|"]
+        lines += [f"| {row.catalog} | {row.label} | {row.priced.type_list()} |" for row in rows]
+    if shrinks:
+        lines += [""] if lines else []
+        lines += [
+            "| catalog | workload | system | nodes before | $/h before | nodes after | $/h after "
+            "| lower bound (LP) | $/h ÷ bound | settled after | evictions | controller writes | "
+            "409s |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for s in shrinks:
+            mine = {k: n for k, n in s.writes.items() if k[0] == s.system}
+            conflicts = sum(n for (*_, code), n in mine.items() if code == 409)
+            lines.append(
+                f"| {s.catalog} | scale-down | {s.label} | {s.before.nodes} "
+                f"| {s.before.dollars_per_hour:.3f} | {s.after.nodes} "
+                f"| {s.after.dollars_per_hour:.3f} | {s.bound:.3f} "
+                f"| {s.after.dollars_per_hour / s.bound:.2f} | {s.seconds:.1f} s "
+                f"| {s.evictions()} | {sum(mine.values())} | {conflicts} |"
+            )
+        lines += ["", "Nodes by type, before and after the scale-down:", ""]
+        lines += ["| catalog | system | before | after |", "|---|---|---|---|"]
+        lines += [
+            f"| {s.catalog} | {s.label} | {s.before.type_list()} | {s.after.type_list()} |"
+            for s in shrinks
+        ]
+    return "\n".join(lines)
+
+
 # -- report --------------------------------------------------------------------------------
 
 
@@ -970,6 +1524,9 @@ def sizes_from(arguments: argparse.Namespace) -> dict[str, int]:
 
 
 async def main(arguments: argparse.Namespace) -> None:
+    if arguments.cost:
+        await cost_main(arguments)
+        return
     sizes = sizes_from(arguments)
     if "karpenter" in arguments.systems:
         binaries.ensure_karpenter_kwok()  # before any clock starts: the first build takes minutes
@@ -1063,6 +1620,33 @@ def _parser() -> argparse.ArgumentParser:
         help="the consolidation workload: a Deployment of REPLICAS pods shrinks to REMAIN, "
         "nodes underused for SECONDS go (default 12:3:10; 'none' to skip)",
     )
+    cost = parser.add_argument_group(
+        "cost table (--cost)", "$/h of the Nodes each system made from one priced catalog"
+    )
+    cost.add_argument(
+        "--cost",
+        action="store_true",
+        help="run the cost table (its own workloads) instead of the pods-Running one",
+    )
+    cost.add_argument(
+        "--catalogs",
+        nargs="+",
+        default=list(CATALOGS),
+        choices=list(CATALOGS),
+        help="Karpenter kwok's generic catalog, amd64 linux, with on-demand offerings only "
+        "and/or spot ones too",
+    )
+    cost.add_argument(
+        "--cost-workloads", nargs="+", default=list(COST_WORKLOADS), choices=COST_WORKLOADS
+    )
+    cost.add_argument(
+        "--ours-config",
+        default="pool-per-type",
+        choices=list(OURS_CONFIGS),
+        help="how the operator's side is configured for the catalog",
+    )
+    cost.add_argument("--mixed-pods", type=int, default=40, help="pods of mixed-sizes")
+    cost.add_argument("--seed", type=int, default=49, help="mixed-sizes' draw")
     parser.add_argument("--keep", help="work in this directory and keep it (logs, audit logs)")
     parser.add_argument("--plot", default="peers.png", help="PNG path ('' for none)")
     return parser
