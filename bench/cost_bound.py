@@ -197,5 +197,39 @@ def lp_bound(
     if status != highspy.HighsModelStatus.kOptimal:
         raise RuntimeError(f"HiGHS ended with {solver.modelStatusToString(status)}")
     solution = list(solver.getSolution().col_value)
-    nodes = {found.name: solution[t] for t, (found, _) in enumerate(priced) if solution[t] > 1e-9}
+    nodes = {found.name: solution[t] for t, (found, _) in enumerate(priced) if solution[t] > 1e-6}
     return Bound(float(solver.getInfo().objective_function_value), nodes)
+
+
+def main() -> None:
+    """The bounds of bench/peers.py's cost workloads on its catalogs (no cluster)."""
+    import argparse
+
+    import peers  # the workloads and the catalog file; imported here: peers imports this
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--mixed-pods", type=int, default=40)
+    parser.add_argument("--seed", type=int, default=49)
+    arguments = parser.parse_args()
+    mixed = peers.mixed_sizes(arguments.mixed_pods, arguments.seed)
+    workloads = {
+        "mixed-sizes": [peers.pod_request(shape) for shape in mixed.shapes],
+        "scale-down (after)": [
+            peers.pod_request(d.shape) for d in peers.SCALE_DOWN for _ in range(d.remain)
+        ],
+    }
+    print("| catalog | workload | LP bound $/h | unit-price bound $/h | LP's nodes |")
+    print("|---|---|---|---|---|")
+    for name, capacity_types in peers.CATALOGS.items():
+        sold = catalog_api.parse(peers.generic_catalog(capacity_types))
+        for workload, pods in workloads.items():
+            bound = lp_bound(pods, sold, capacity_types=capacity_types)
+            unit = unit_price_bound(pods, sold, capacity_types=capacity_types)
+            nodes = ", ".join(
+                f"{n:.3f} {t.removesuffix('-amd64-linux')}" for t, n in sorted(bound.nodes.items())
+            )
+            print(f"| {name} | {workload} | {bound.dollars_per_hour:.3f} | {unit:.3f} | {nodes} |")
+
+
+if __name__ == "__main__":
+    main()

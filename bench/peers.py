@@ -41,11 +41,31 @@ systems may remove a node once it has been underused for SECONDS (the Autoscaler
 nodes the remaining pods need and they all run, the evictions, the controller's writes and
 409s (audit log, from the scale call until then plus 5 quiet seconds).
 
+Cost (``--cost``, instead of the tables above): both systems are given one catalog file,
+Karpenter kwok's generic ``instance_types.json`` (its ``kwok/tools/gen_instance_types.go``:
+c, s, m families of 2, 4, 8 GiB per cpu, 1 to 256 cpu, a price linear in cpu and memory,
+spot at 0.7 of on-demand) cut to its amd64 linux types, with on-demand offerings only
+(``--catalogs on-demand``) or spot ones too (``spot-allowed``), and the kwok provider's
+reserve as each type's ``overhead``: Karpenter's ``--instance-types-file-path`` and
+simcloud's ``--catalog``. Karpenter's NodePool allows every type of it; the operator's side
+is ``--ours-config``: ``pool-per-type`` (today's operator weighs no price) is one NodePool
+and Autoscaler per type, the types Karpenter chose on the same workload and catalog, their
+neighbours in the family and the cheapest type for any pod these do not hold. Workloads:
+``mixed-sizes`` (seeded pods from 250m to 30 cpu, cpu-heavy, standard and memory-heavy)
+and ``scale-down`` (three Deployments shrink to a third; the Nodes are settled once they
+did not change for 40 s). Each Node is priced by the catalog's offering its labels name
+(instance type, zone, capacity type), after every pod ran (and 5 quiet seconds), or once
+settled; beside it the LP lower bound of ``cost_bound.py``, time to Running p50/p99, the
+controller's writes and 409s (audit log).
+
 The first run of the Karpenter side builds its kwok provider (about 1-3 minutes, once).
 
 Run:  .venv/bin/python bench/peers.py [--quick] [--sizes uniform=40 burst=1000 ...]
           [--systems operator karpenter] [--workloads uniform mixed anti-affinity burst]
           [--consolidation 12:3:10|none] [--vm-latency 0] [--plot peers.png]
+      .venv/bin/python bench/peers.py --cost [--catalogs on-demand spot-allowed]
+          [--cost-workloads mixed-sizes scale-down] [--ours-config pool-per-type]
+          [--mixed-pods 40] [--seed 49]
 """
 
 from __future__ import annotations
@@ -1241,6 +1261,7 @@ async def cost_main(arguments: argparse.Namespace) -> None:
     if "karpenter" in systems:
         binaries.ensure_karpenter_kwok()  # before any clock starts: the first build takes minutes
     ours = OURS_CONFIGS[arguments.ours_config]
+    commit = _commit()  # the code that runs: read before edits made while it runs
     mixed = mixed_sizes(arguments.mixed_pods, arguments.seed)
     rows: list[CostRow] = []
     shrinks: list[ScaleDownRow] = []
@@ -1332,7 +1353,7 @@ async def cost_main(arguments: argparse.Namespace) -> None:
                             flush=True,
                         )
     print(" ".join(["command:", ".venv/bin/python", "bench/peers.py", *sys.argv[1:]]))
-    print(f"commit: {_commit()}")
+    print(f"commit: {commit}")
     print(
         "catalog: Karpenter kwok's generic instance_types.json (sigs.k8s.io/karpenter "
         f"{binaries.KARPENTER.version(binaries.tools_directory())}), amd64 linux types "
