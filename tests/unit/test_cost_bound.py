@@ -114,3 +114,83 @@ def test_unavailable_offerings_are_not_counted() -> None:
     cheap_elsewhere = kind("other-4x", 4, 16, 64, 0.12)
     prices = cost_bound.cheapest_prices(catalog.parse([dear, cheap_elsewhere]))
     assert prices == {"other-4x": pytest.approx(0.12)}
+
+
+# -- bench/peers.py's cost table: what it prices and which pools it gives the operator ------
+
+_PEERS = _BENCH.with_name("peers.py")
+_peers_spec = importlib.util.spec_from_file_location("peers", _PEERS)
+assert _peers_spec is not None
+assert _peers_spec.loader is not None
+peers = importlib.util.module_from_spec(_peers_spec)
+sys.modules["peers"] = peers
+_peers_spec.loader.exec_module(peers)  # its `import cost_bound` finds the module above
+
+
+def generic(family: str, cpu: int, price: float) -> dict[str, object]:
+    memory = {"c": 2, "s": 4, "m": 8}[family] * cpu
+    return kind(f"{family}-{cpu}x-amd64-linux", cpu, memory, 16 * cpu, price)
+
+
+GENERIC = catalog.parse(
+    [
+        generic(f, cpu, cpu * {"c": 0.027, "s": 0.029, "m": 0.034}[f])
+        for f in "csm"
+        for cpu in (1, 2, 4, 8)
+    ]
+)
+
+
+def test_nodes_are_priced_by_the_offering_their_labels_name() -> None:
+    nodes = {
+        "kwok-a": {  # as Karpenter's kwok provider labels its Nodes
+            "node.kubernetes.io/instance-type": "c-4x-amd64-linux",
+            "topology.kubernetes.io/zone": "z-a",
+            "karpenter.sh/capacity-type": "spot",
+        },
+        "peers-s-2x-0": {  # as the operator's pool-per-type template labels them
+            "node.kubernetes.io/instance-type": "s-2x-amd64-linux",
+            "topology.kubernetes.io/zone": "z-b",
+            "karpenter.sh/capacity-type": "on-demand",
+        },
+        "elsewhere": {"node.kubernetes.io/instance-type": "s-2x-amd64-linux"},  # no zone
+    }
+    priced = peers.price_nodes(nodes, GENERIC)
+    assert priced.dollars_per_hour == pytest.approx(4 * 0.027 * 0.7 + 2 * 0.029)
+    assert priced.unpriced == 1
+    assert priced.nodes == 3
+    assert priced.type_list() == "1 c-4x spot, 1 s-2x on-demand"
+
+
+def test_the_operator_gets_karpenters_types_their_family_neighbours_and_a_holder_for_each_pod() -> (
+    None
+):
+    pods = [cost_bound.PodRequest(250, GI // 4), cost_bound.PodRequest(7000, 40 * GI)]
+    types = peers.pool_types(["s-2x-amd64-linux"], GENERIC, pods)
+    # s-2x and its neighbours s-1x, s-4x hold the small pod; only m-8x holds 7 cpu / 40Gi.
+    assert types == ["s-1x-amd64-linux", "s-2x-amd64-linux", "s-4x-amd64-linux", "m-8x-amd64-linux"]
+
+
+def test_mixed_sizes_is_seeded_and_spans_250m_to_30_cpu_and_both_memory_extremes() -> None:
+    first, again = peers.mixed_sizes(40, 49), peers.mixed_sizes(40, 49)
+    assert first.shapes == again.shapes
+    assert first.shapes != peers.mixed_sizes(40, 50).shapes
+    requests = [peers.pod_request(shape) for shape in first.shapes]
+    cpus = {r.cpu_millis for r in requests}
+    assert min(cpus) == 250
+    assert max(cpus) == 30000
+    per_cpu = {r.memory_bytes * 1000 // (r.cpu_millis * GI) for r in requests}
+    assert per_cpu == {1, 4, 7}  # cpu-heavy, standard and memory-heavy GiB per cpu
+
+
+def test_a_pool_per_type_has_the_types_shape_reserve_zones_and_labels() -> None:
+    (pool,) = peers.pool_per_type(GENERIC, ["m-8x-amd64-linux"])
+    assert pool.name == "peers-m-8x"
+    template = pool.template
+    assert (template.cpu_millicores, template.memory_bytes, template.pods) == (8000, 64 * GI, 128)
+    assert template.reserved == {"cpu": "100m", "memory": "10Mi"}
+    assert template.zones == ("z-a", "z-b")
+    assert template.labels == {
+        "node.kubernetes.io/instance-type": "m-8x-amd64-linux",
+        "karpenter.sh/capacity-type": "on-demand",
+    }
