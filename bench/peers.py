@@ -385,15 +385,14 @@ async def start_operator(
         template = nodepool_api.NodeTemplate(
             cpu=NODE_CPU, memory=NODE_MEMORY, pods=NODE_PODS, reserved=RESERVED
         )
-        pools = [OurPool(POOL, template)]
+        pools = [OurPool(POOL, OurPool.spec_of(template))]
     scale_down = autoscaler_api.ScaleDownPolicy()
     if consolidate_after is not None:
         scale_down = autoscaler_api.ScaleDownPolicy(unneeded_seconds=consolidate_after)
     for pool in pools:
-        spec = nodepool_api.NodePoolSpec(
-            target_nodes=0, min_nodes=0, max_nodes=1000, template=pool.template
+        await custom.create_cluster_custom_object(
+            *POOLS, nodepool_api.manifest(pool.name, pool.spec)
         )
-        await custom.create_cluster_custom_object(*POOLS, nodepool_api.manifest(pool.name, spec))
         scaler = autoscaler_api.AutoscalerSpec(
             node_pool_name=pool.name, namespaces=(NAMESPACE,), scale_down=scale_down
         )
@@ -1066,7 +1065,14 @@ class OurPool:
     """One NodePool of the operator's side (and its Autoscaler, of the same name)."""
 
     name: str
-    template: nodepool_api.NodeTemplate
+    spec: nodepool_api.NodePoolSpec
+
+    @staticmethod
+    def spec_of(template: nodepool_api.NodeTemplate) -> nodepool_api.NodePoolSpec:
+        """A pool of that template starting empty, up to 1,000 nodes."""
+        return nodepool_api.NodePoolSpec(
+            target_nodes=0, min_nodes=0, max_nodes=1000, template=template
+        )
 
 
 def _size_text(size: int) -> str:
@@ -1092,7 +1098,8 @@ def pool_per_type(sold: catalog_api.Catalog, types: Sequence[str]) -> list[OurPo
                 catalog_api.CAPACITY_TYPE_LABEL: catalog_api.ON_DEMAND,
             },
         )
-        pools.append(OurPool(f"{POOL}-{name.removesuffix('-amd64-linux')}", template))
+        pool_name = f"{POOL}-{name.removesuffix('-amd64-linux')}"
+        pools.append(OurPool(pool_name, OurPool.spec_of(template)))
     return pools
 
 
@@ -1105,7 +1112,10 @@ class OursConfig:
     pools: Callable[[catalog_api.Catalog, Sequence[str]], list[OurPool]]
 
 
-#: The operator's configurations the cost table can run (``--ours-config``).
+#: The operator's configurations the cost table can run (``--ours-config``). Another is one
+#: more entry: a label and a function from the catalog and the types to cover to the pools
+#: (each an ``OurPool`` with its whole NodePool spec, e.g. one pool whose requirements allow
+#: every type of the catalog).
 OURS_CONFIGS: dict[str, OursConfig] = {
     "pool-per-type": OursConfig("ours: pool per type, no price", pool_per_type),
 }

@@ -186,7 +186,7 @@ def test_mixed_sizes_is_seeded_and_spans_250m_to_30_cpu_and_both_memory_extremes
 def test_a_pool_per_type_has_the_types_shape_reserve_zones_and_labels() -> None:
     (pool,) = peers.pool_per_type(GENERIC, ["m-8x-amd64-linux"])
     assert pool.name == "peers-m-8x"
-    template = pool.template
+    template = pool.spec.template
     assert (template.cpu_millicores, template.memory_bytes, template.pods) == (8000, 64 * GI, 128)
     assert template.reserved == {"cpu": "100m", "memory": "10Mi"}
     assert template.zones == ("z-a", "z-b")
