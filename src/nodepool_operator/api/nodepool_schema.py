@@ -470,7 +470,7 @@ _REQUIREMENT_SCHEMA: Final[dict[str, Any]] = {
             "description": "The values: one or more for In and NotIn, one integer for Gt and Lt.",
             "maxItems": requirements.MAX_REQUIREMENT_VALUES,
             "x-kubernetes-list-type": "set",
-            "items": _LABEL_VALUE_SCHEMA,
+            "items": {**_LABEL_VALUE_SCHEMA},  # a copy: YAML would alias a shared dict
         },
     },
     "x-kubernetes-validations": _REQUIREMENT_RULES,
@@ -771,8 +771,9 @@ PRINTER_COLUMNS: Final[list[dict[str, Any]]] = [
     {"name": "Current", "type": "integer", "jsonPath": ".status.currentNodes"},
     {"name": "Ready", "type": "integer", "jsonPath": ".status.readyNodes"},
     {"name": "Operation", "type": "string", "jsonPath": ".status.scaleOperation"},
-    # Empty for a pool without requirements (its nodes have no catalog price).
-    {"name": "Cost/h", "type": "number", "jsonPath": ".status.costPerHour"},
+    # Empty for a pool without requirements (its nodes have no catalog price). Priority 1
+    # (``kubectl get np -o wide``): the default table stays as it was for every pool.
+    {"name": "Cost/h", "type": "number", "priority": 1, "jsonPath": ".status.costPerHour"},
     # A pool short of its target for a reason (the cloud refuses, a Node is invalid) reads
     # "inactive" and 0 ready: Degraded and its reason say why on the same row.
     {

@@ -35,7 +35,7 @@ from nodepool_operator.cloud.provider import VirtualMachine, VmName
 from nodepool_operator.controllers import offerings
 
 __all__ = [
-    "Claim",
+    "OfferingClaim",
     "OfferingPlacer",
     "claims_of",
     "machine_key",
@@ -90,7 +90,7 @@ def vm_template(
 
 
 @dataclasses.dataclass(frozen=True)
-class Claim:
+class OfferingClaim:
     """A request's offerings: ``wanted[key]`` new nodes, asked at ``created`` (epoch s)."""
 
     request: str
@@ -98,7 +98,7 @@ class Claim:
     wanted: Mapping[offerings.OfferingKey, int]
 
 
-def claims_of(requests: Iterable[Mapping[str, Any]]) -> list[Claim]:
+def claims_of(requests: Iterable[Mapping[str, Any]]) -> list[OfferingClaim]:
     """The offering claims of a pool's ScaleRequests that name offerings and still count:
     not being deleted, not refused or superseded, not served already (``zonesServed``:
     every node it named was launched, or fell back to another offering)."""
@@ -115,11 +115,13 @@ def claims_of(requests: Iterable[Mapping[str, Any]]) -> list[Claim]:
             wanted: Counter[offerings.OfferingKey] = Counter()
             for asked in spec.new_node_offerings:
                 wanted[asked.key] += asked.count
-            claims.append(Claim(request=str(meta.get("name", "")), created=created, wanted=wanted))
+            claims.append(
+                OfferingClaim(request=str(meta.get("name", "")), created=created, wanted=wanted)
+            )
     return claims
 
 
-def unserved(claims: Iterable[Claim], vms: Iterable[VirtualMachine]) -> list[Claim]:
+def unserved(claims: Iterable[OfferingClaim], vms: Iterable[VirtualMachine]) -> list[OfferingClaim]:
     """What each claim still lacks, oldest claim first, once the VMs made after it (oldest
     first, each serving one claim at most) have served it; claims lacking nothing left out."""
     free = sorted((vm for vm in vms if machine_key(vm) is not None), key=lambda vm: vm.created_at)
@@ -158,7 +160,7 @@ class OfferingPlacer:
     """Which offering each VM of one launch is: the requests' claims first (oldest
     first), then the cheapest allowed; within the pool's ``limits``."""
 
-    claims: list[Claim]
+    claims: list[OfferingClaim]
     limits: nodepool_api.Limits | None
     cpu_millicores: int  # the pool's live VMs' total, those placed in this launch included
     memory_bytes: int
