@@ -22,8 +22,9 @@ from nodepool_operator.cloud.provider import (
     VmState,
 )
 from nodepool_operator.controllers import offerings
+from nodepool_operator.controllers.nodepool import backoff, plan
 from nodepool_operator.runtime.clock import FakeClock
-from unit.nodepool.requests_world import LaggingCloud, World
+from unit.nodepool.requests_world import NOW, LaggingCloud, World
 
 GIB = 2**30
 
@@ -261,3 +262,39 @@ def _listing(cloud: LaggingCloud) -> Any:
         return [vm for vm in cloud.vms.values() if vm.pool == pool]
 
     return list_vms
+
+
+def test_a_vm_that_never_registered_backs_off_its_offering_not_the_pool() -> None:
+    world = _world()
+    spec = _pool_spec()
+    vm = VirtualMachine(
+        name=VmName("web-0"),
+        pool="web",
+        cpu="4000m",
+        memory=str(8 * GIB),
+        state=VmState.RUNNING,
+        provider_id="simcloud:///web-0",
+        created_at=NOW - 3600,
+        zone="b",
+        instance_type="c4",
+        capacity_type="on-demand",
+    )
+    view = plan.PoolView(vms=[vm], nodes={}, pods_per_node={})
+    verdicts = plan.Verdicts(
+        victims=(), unhealthy=frozenset(), overdue=frozenset({"web-0"}), stuck=frozenset(),
+        changes_in=None,
+    )  # fmt: skip
+    ledger = backoff.ZoneLedger(template=spec.template, entries=(), now=NOW)
+    world.reconciler.lifecycle._note_unregistered(  # type: ignore[attr-defined]
+        view, spec, verdicts, ledger, may_register=True
+    )
+    [entry] = ledger.current()
+    assert (entry.zone, entry.instance_type, entry.reason) == ("b", "c4", "RegistrationTimeout")
+    assert ledger.cannot_grow() is None  # the pool still launches its other offerings
+    assert [o.key for o in offerings.pool_offerings(spec, CATALOG, [entry], now=NOW)][:2] == [
+        ("c2", "a", "on-demand"),
+        ("c2", "b", "on-demand"),
+    ]
+    assert ("c4", "b", "on-demand") not in {
+        o.key for o in offerings.pool_offerings(spec, CATALOG, [entry], now=NOW)
+    }

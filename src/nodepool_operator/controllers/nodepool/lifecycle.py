@@ -18,6 +18,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.cloud import catalog
 from nodepool_operator.cloud.provider import CloudProvider, VirtualMachine, VmState
 from nodepool_operator.controllers import capacity, offerings, readiness
 from nodepool_operator.controllers.nodepool import (
@@ -226,14 +227,23 @@ class PoolLifecycle:
         launch that failed in its zone: the zone is backed off, as for no capacity."""
         never = {n for n in verdicts.unhealthy if node_ops.is_unregistered(view.nodes[n])}
         late = verdicts.overdue if may_register else frozenset()
-        zone_of: dict[str, str | None] = {vm.name: vm.zone for vm in view.vms}
+        by_name: dict[str, VirtualMachine] = {vm.name: vm for vm in view.vms}
         for name in sorted(never | late):
+            vm = by_name.get(name)
+            key = None if vm is None else offering_plan.machine_key(vm)
+            # A pool with requirements backs off the VM's offering, not every zone of it.
+            offering = (
+                (key[0], vm.capacity_type or catalog.ON_DEMAND)
+                if key is not None and vm is not None
+                else None
+            )
             zones.refused(
-                zone_of.get(name),
-                shape="",
+                None if vm is None else vm.zone,
+                shape="" if key is None else key[0],
                 reason=capacity.REGISTRATION_TIMEOUT,
                 message=f"VM {name} had no Ready Node within registrationTimeoutSeconds="
                 f"{spec.registration_timeout_seconds}",
+                offering=offering if spec.requirements else None,
             )
 
     async def judge(
