@@ -5,6 +5,7 @@ only a template launches as before (its tests are the others of this directory).
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import pytest
@@ -22,7 +23,7 @@ from nodepool_operator.cloud.provider import (
     VmState,
 )
 from nodepool_operator.controllers import offerings
-from nodepool_operator.controllers.nodepool import backoff, plan
+from nodepool_operator.controllers.nodepool import backoff, plan, request_facts
 from nodepool_operator.runtime.clock import FakeClock
 from unit.nodepool.requests_world import NOW, LaggingCloud, World
 
@@ -298,3 +299,18 @@ def test_a_vm_that_never_registered_backs_off_its_offering_not_the_pool() -> Non
     assert ("c4", "b", "on-demand") not in {
         o.key for o in offerings.pool_offerings(spec, CATALOG, [entry], now=NOW)
     }
+
+
+def test_a_request_naming_offerings_outlives_the_retention_as_one_naming_zones() -> None:
+    created = datetime.datetime(2027, 1, 15, 8, 0, tzinfo=datetime.UTC)
+    spec = scalerequest_api.ScaleRequestSpec(
+        node_pool_name="web", target_nodes=1, new_node_offerings=(_asked("c4", "a", 1),)
+    )
+    body = scalerequest_api.manifest("named", spec, pool_uid="uid-web")
+    body["metadata"]["creationTimestamp"] = created.isoformat().replace("+00:00", "Z")
+    body["status"] = {"phase": "Applied", "appliedTargetNodes": 1}
+    later = created + datetime.timedelta(seconds=120)
+    expired, next_expiry = request_facts.expired_requests(
+        [body], now=later, retention=60, zoned_retention=660
+    )
+    assert (expired, next_expiry) == ([], 540)
