@@ -314,3 +314,17 @@ def test_a_request_naming_offerings_outlives_the_retention_as_one_naming_zones()
         [body], now=later, retention=60, zoned_retention=660
     )
     assert (expired, next_expiry) == ([], 540)
+
+
+async def test_without_a_backoff_ledger_a_refused_offering_is_not_asked_again_in_the_launch() -> (
+    None
+):
+    world = _world()
+    world.cloud.no_capacity.update({("c2", "a"), ("c2", "b")})  # type: ignore[attr-defined]
+    pool = world.pool("web", _pool_spec())
+    launcher = world.reconciler.lifecycle.launcher  # type: ignore[attr-defined]
+    launched, told = await launcher.launch_offerings(
+        pool, _pool_spec(), live=0, every_vm=[], missing=1, zones=None
+    )
+    assert [(vm.instance_type, vm.zone) for vm in launched] == [("c4", "a")]
+    assert told.held is None

@@ -220,12 +220,17 @@ class Launcher:
         told = _Told()
         wanted = missing
         while wanted > 0:
-            allowed = offerings.pool_offerings(
-                spec,
-                found,
-                () if zones is None else zones.entries,
-                now=None if zones is None else zones.now,
-            )
+            allowed = [
+                o
+                for o in offerings.pool_offerings(
+                    spec,
+                    found,
+                    () if zones is None else zones.entries,
+                    now=None if zones is None else zones.now,
+                )
+                # Without a ledger to back them off in, the refused are skipped here.
+                if o.key not in told.refused_keys
+            ]
             if not allowed:
                 told.held = (NO_OFFERING, _no_offering(spec, found))
                 break
@@ -450,11 +455,20 @@ class _Told:
     held: tuple[str, str] | None = None
     fallbacks: list[str] = dataclasses.field(default_factory=list)
     _refused: list[tuple[offering_plan.Placement, str]] = dataclasses.field(default_factory=list)
+    _all_refused: list[tuple[offering_plan.Placement, str]] = dataclasses.field(
+        default_factory=list
+    )
     _notes: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     _launched: dict[str, Counter[str]] = dataclasses.field(default_factory=dict)
 
+    @property
+    def refused_keys(self) -> frozenset[offerings.OfferingKey]:
+        """The offerings the cloud refused in this launch."""
+        return frozenset(p.offering.key for p, _ in self._all_refused)
+
     def refused(self, placement: offering_plan.Placement, message: str) -> None:
         self._refused.append((placement, message))
+        self._all_refused.append((placement, message))
 
     def pair_fallbacks(self, placed: Sequence[offering_plan.Placement]) -> None:
         """The VMs placed after refusals take their places, in order."""

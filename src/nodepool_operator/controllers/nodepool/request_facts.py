@@ -91,9 +91,10 @@ def expired_requests(
 
     A request that names zones or offerings for its new nodes (``spec.newNodeZones``,
     ``spec.newNodeOfferings``) is the only record of where (and as what) its VMs go until
-    their Nodes register: both controllers read the zones of VMs still booting from it. So it is kept for ``zoned_retention`` seconds when that
-    is longer (the caller gives the pool's registration timeout plus ``retention``: by
-    then each of its VMs has a Node or was given up); any other for ``retention``."""
+    their Nodes register: both controllers read the zones of VMs still booting from it.
+    So it is kept for ``zoned_retention`` seconds when that is longer (the caller gives
+    the pool's registration timeout plus ``retention``: by then each of its VMs has a Node
+    or was given up); any other for ``retention``."""
     expired: list[Object] = []
     next_expiry: float | None = None
     for request in requests:
