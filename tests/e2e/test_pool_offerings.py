@@ -11,7 +11,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from e2e.autoscaling import events
 from harness import POOLS, REQUESTS, SimCloud, kubectl, settled, wait_for
@@ -213,3 +215,45 @@ async def test_an_offering_without_capacity_falls_back_to_the_next_cheapest_in_o
     made = await cloud.client.list_vms(pool=pool_name)
     assert sorted(vm.instance_type or "" for vm in made) == ["c2", "c2"]
     assert operator.errors_logged() == []
+
+
+@pytest.mark.parametrize(
+    ("requirement", "says"),
+    [
+        ({"key": "k", "operator": "Near", "values": ["x"]}, "Unsupported value"),
+        ({"key": "bad key", "operator": "Exists"}, "a requirement key must be a qualified name"),
+        ({"key": "k", "operator": "In"}, "In and NotIn need at least one value"),
+        ({"key": "k", "operator": "Exists", "values": ["x"]}, "take no values"),
+        ({"key": "k", "operator": "Gt", "values": ["1", "2"]}, "exactly one whole number"),
+        ({"key": "k", "operator": "Lt", "values": ["ten"]}, "exactly one whole number"),
+    ],
+)
+async def test_the_server_refuses_a_wrong_requirement_with_422(
+    api_client: client.ApiClient, crds_installed: None, requirement: dict[str, Any], says: str
+) -> None:
+    custom = client.CustomObjectsApi(api_client)
+    body = _pool(f"bad-{uuid.uuid4().hex[:6]}")
+    body["spec"]["requirements"] = [requirement]
+    with pytest.raises(ApiException) as raised:
+        await custom.create_cluster_custom_object(*POOLS, body)
+    assert raised.value.status == 422, raised.value.body
+    assert says in json.loads(raised.value.body or "{}")["message"]
+
+
+async def test_the_server_refuses_a_request_naming_a_wrong_offering_with_422(
+    api_client: client.ApiClient, crds_installed: None
+) -> None:
+    custom = client.CustomObjectsApi(api_client)
+    offering = {"instanceType": "c2", "zone": "sim-1a", "capacityType": "reserved", "count": 0}
+    body = {
+        "apiVersion": scalerequest_api.API_VERSION,
+        "kind": scalerequest_api.KIND,
+        "metadata": {"name": f"req-{uuid.uuid4().hex[:6]}"},
+        "spec": {"nodePoolName": "p", "targetNodes": 1, "newNodeOfferings": [offering]},
+    }
+    with pytest.raises(ApiException) as raised:
+        await custom.create_cluster_custom_object(*REQUESTS, body)
+    assert raised.value.status == 422, raised.value.body
+    message = json.loads(raised.value.body or "{}")["message"]
+    assert "spec.newNodeOfferings[0].capacityType" in message
+    assert "spec.newNodeOfferings[0].count" in message
