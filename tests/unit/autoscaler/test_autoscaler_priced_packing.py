@@ -309,7 +309,10 @@ def test_zone_pinned_pods_land_in_their_zone_and_share_nodes_with_any_zone_pods(
     assert len(plan.nodes) == 1  # 24 + 5 cpu fit one large node in zone-a
 
 
-MEASURED_RATIO = {"mixed-sizes": 1.10, "small": 1.12, "random": 1.25, "zonal": 1.10}
+# Price over the bound, summed over seeds 0-2 at 600 pods, as measured when the packing
+# was written (mixed-sizes 1.090, small 1.092, random 1.181, zonal 1.115; Karpenter's rule
+# 1.108, 1.353, 1.327, 1.177), with 3 % to spare: a change that packs worse fails here.
+MEASURED_RATIO = {"mixed-sizes": 1.12, "small": 1.12, "random": 1.20, "zonal": 1.15}
 
 
 @pytest.mark.parametrize("mix", priced_mixes.MIXES)

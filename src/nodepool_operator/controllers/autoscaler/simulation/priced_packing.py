@@ -10,31 +10,36 @@ The algorithm (``plan_cheapest``) runs three packings and keeps the cheapest pla
 the one with fewer nodes, then the first):
 
 * **price per worth** (``RATIO``). Every pod has a *worth*: what its dominant resource
-  costs at the cheapest unit price among the offerings its demand group may use
+  costs at the cheapest unit price among the offerings it may use
   (``max(need.r * min(price / allocatable.r))``). Pods are taken largest worth first
   (first-fit decreasing). For the largest pod left, each offering that holds it is judged
   by its price over the worth it would be filled with: the pod's own, plus the share of
   the pods left (of every group that may use it) that fits its room on the resource that
-  binds first. The offering of the lowest price per worth opens the node (ties: higher
-  pool weight, then least waste, then the order given); it is filled first-fit
+  binds first; the ``SHORTLIST`` offerings best by that measure for the pods left alone
+  are judged (all that hold the pod when none of those does). The lowest price per worth
+  opens the node; within ``NEAR`` of it, the higher pool weight, then the larger node
+  (fewer nodes for the same price), then the order given. It is filled first-fit
   decreasing from every group that may use it, and then *right-sized*: the node gets the
-  cheapest offering that every pod on it allows and that holds them all (ties as above).
+  cheapest offering that every pod on it allows and that holds them all (ties: higher
+  weight, then least waste, then the order given).
 * **matched shapes** (``MATCHED``): the same, with each pod allowed only the shapes
   (memory per cpu, to half a power of two: a family) whose price for its dominant
   resource is within ``SHAPE_SLACK`` of its best shape's, so cpu-heavy and memory-heavy
-  pods do not share a node that wastes one of the two.
+  pods do not share a node that wastes one of the two (worth and order as above;
+  right-sizing still looks at every offering the pods allow).
 * **largest, then cheapest** (``LARGEST``), Karpenter's way: each node opens as the
   largest offering the pod may use, is filled first-fit decreasing, and is then
   right-sized the same way.
 
-So the plan never costs more than the packing Karpenter's rule makes on the same node
-order, and where the pods' mix fits one type's shape better than the largest's, the
-price-per-worth packing fills nodes of that type. The lower bound the plans are measured
-against is ``price_bound.price_lower_bound``; docs/autoscaling.md states both and the
-measured ratio.
+So the plan never costs more than Karpenter's rule packed node by node (``LARGEST``);
+Karpenter itself first-fits every pod over all the nodes it opened in the round, which
+the tests compare against too (``tests/priced_mixes.karpenter``). Where the pods' mix fits
+one type's shape better than the largest's, the other two fill nodes of that type. The
+lower bound the plans are measured against is ``price_bound.price_lower_bound``;
+docs/autoscaling.md states both and the measured ratio.
 
-Filling a node looks at each group's pods from the largest down, and after
-``LOOKAHEAD`` pods in a row that do not fit, at the smallest up, so the time of a plan is
+Filling a node looks at each group's pods from the largest down until ``LOOKAHEAD`` in a
+row do not fit, then from the smallest up (a third as many), so the time of a plan is
 ``O(nodes * (offerings + groups * LOOKAHEAD) + pods)``, not ``O(nodes * pods)``. Equal
 pods are taken together (as many as the room holds at once).
 
@@ -76,6 +81,9 @@ SHORTLIST: Final = 6
 LOOKAHEAD: Final = 18
 _END: Final = -1
 _TIE: Final = 1e-9
+#: Prices per worth this close (relative) are equal when a node opens: then the larger
+#: node, which takes more of the pods left (fewer nodes to launch, fewer DaemonSet pods).
+NEAR: Final = 0.01
 
 
 @dataclass(frozen=True)
@@ -168,15 +176,24 @@ def _matched(packer: _Packer) -> list[frozenset[int]]:
         if families is None:
             families = _families(allowed, candidates, resources)
             families_of[allowed] = families
+        # Loops written out: this runs once per demand, tens of thousands of times.
         costs: list[tuple[float, int]] = []
+        best = math.inf
         for index, family in enumerate(families):
-            if any(_holds(have, need) for have in family.largest):
-                cost = max([n * u for n, u in zip(need, family.unit, strict=True) if n], default=0)
-                costs.append((cost, index))
+            for have in family.largest:
+                if _holds(have, need):
+                    break
+            else:
+                continue
+            cost = 0.0
+            for n, u in zip(need, family.unit, strict=True):
+                if n and n * u > cost:
+                    cost = n * u
+            costs.append((cost, index))
+            best = min(best, cost)
         if not costs:
             found.append(allowed)
             continue
-        best = min(cost for cost, _ in costs)
         chosen = tuple(index for cost, index in costs if cost <= best * (1 + SHAPE_SLACK))
         key = (allowed, chosen)
         cut = allowed_of.get(key)
@@ -253,6 +270,8 @@ class _Packer:
         self.counts = list(self.left)
         self.allowed = [d.allowed for d in demands]
         self.given_allowed = list(self.allowed)
+        self.worth: list[float] = []
+        self.worth_order: list[int] | None = None
         self.right_sizes: dict[frozenset[frozenset[int]], list[int]] = {}
         self._group()
 
@@ -272,10 +291,14 @@ class _Packer:
     def _group(self) -> None:
         """Demands by allowed set (a group), each group's candidates (those no other of
         the group beats: as large in every resource, cheaper), its worth order and totals."""
+        # The demands are walked largest worth first, so each group's members come out in
+        # that order; regrouped, they keep the worth and order the first grouping gave them.
+        if self.worth_order is None:
+            self.worth_order = self._by_worth()
         by_allowed: dict[frozenset[int], list[int]] = {}
-        for index, allowed in enumerate(self.allowed):
+        for index in self.worth_order:
             if self.left[index]:
-                by_allowed.setdefault(allowed, []).append(index)
+                by_allowed.setdefault(self.allowed[index], []).append(index)
         width = len(self.resources)
         self.group_allowed: list[frozenset[int]] = []
         self.group_candidates: list[list[int]] = []
@@ -288,9 +311,9 @@ class _Packer:
         self.floor: list[tuple[int, ...]] = []
         self.totals: list[list[int]] = []
         self.worth_total: list[float] = []
-        self.worth: dict[int, float] = {}
-        self.group_of: dict[int, int] = {}
-        self.positions: dict[int, int] = {}
+        # Per demand (lists, not dictionaries: read once per pod placed).
+        self.group_of: list[int] = [-1] * len(self.allowed)
+        self.positions: list[int] = [-1] * len(self.allowed)
         self.groups_of_candidate: dict[int, list[int]] = {}
         for allowed, members in by_allowed.items():
             usable = _undominated(
@@ -298,17 +321,6 @@ class _Packer:
                 self.alloc,
                 self.candidates,
             )
-            unit = [
-                min(
-                    (
-                        self.candidates[c].price / self.alloc[c][r]
-                        for c in usable
-                        if self.alloc[c][r] > 0
-                    ),
-                    default=0.0,
-                )
-                for r in range(width)
-            ]
             fitting: list[int] = []
             largest = _maximal({self.alloc[c] for c in usable})
             worth = self.worth
@@ -316,16 +328,12 @@ class _Packer:
                 need = self.need[d]
                 if any(_holds(have, need) for have in largest):
                     fitting.append(d)
-                    worth[d] = max([n * u for n, u in zip(need, unit, strict=True)], default=0.0)
                 else:
                     self.unplaced[d] = self.left[d]
                     self.left[d] = 0
             if not fitting:
                 continue
             group = len(self.group_allowed)
-            # Largest worth first, then largest requests, then the order given (stable sorts).
-            fitting.sort(key=lambda d: self.need[d], reverse=True)
-            fitting.sort(key=lambda d: -worth[d])
             self.group_allowed.append(allowed)
             self.group_candidates.append(usable)
             self.largest_first.append(
@@ -352,6 +360,37 @@ class _Packer:
                 self.positions[d] = position
             for c in allowed:
                 self.groups_of_candidate.setdefault(c, []).append(group)
+
+    def _by_worth(self) -> list[int]:
+        """Every demand's worth (at the cheapest unit prices of the offerings it allows),
+        and the demands largest worth first (then in the order given)."""
+        width = len(self.resources)
+        units: dict[frozenset[int], list[float]] = {}
+        self.worth = [0.0] * len(self.allowed)
+        for d, allowed in enumerate(self.allowed):
+            unit = units.get(allowed)
+            if unit is None:
+                usable = [c for c in allowed if 0 <= c < len(self.candidates)]
+                unit = [
+                    min(
+                        (
+                            self.candidates[c].price / self.alloc[c][r]
+                            for c in usable
+                            if self.alloc[c][r] > 0
+                        ),
+                        default=0.0,
+                    )
+                    for r in range(width)
+                ]
+                units[allowed] = unit
+            worth = 0.0
+            for n, u in zip(self.need[d], unit, strict=True):
+                if n * u > worth:
+                    worth = n * u
+            self.worth[d] = worth
+        order = list(range(len(self.allowed)))
+        order.sort(key=self.worth.__getitem__, reverse=True)  # stable: ties keep their order
+        return order
 
     def fresh(self, strategy: str) -> _Packer:
         """A packer of the same demands by ``strategy``, before either has run: the
@@ -424,10 +463,10 @@ class _Packer:
             rank = (
                 self._price_per_worth(c, driver),
                 -self.candidates[c].weight,
-                _waste(self.alloc[c], need, self.resources),
+                -_size(self.alloc[c], self.alloc[listed[0]]),
                 c,
             )
-            if best is None or _better(rank, best):
+            if best is None or _better(rank, best, tie=NEAR):
                 best, chosen = rank, c
         return chosen
 
@@ -486,7 +525,7 @@ class _Packer:
         step = self.next[group] if forward else self.prev[group]
         position = self.head[group] if forward else self.tail[group]
         misses = 0
-        left, needs, floor = self.left, self.need, self.floor[group]
+        left, needs, worth, totals = self.left, self.need, self.worth, self.totals[group]
         patience = LOOKAHEAD if forward else LOOKAHEAD // 3
         while position != _END and misses < patience:
             following = step[position]
@@ -500,10 +539,17 @@ class _Packer:
                         if not count:
                             break
             if count:
-                self._take(d, count, room, placed)
+                # ``_take``, inlined: this loop runs once per pod placed.
+                for r, amount in enumerate(needs[d]):
+                    if amount:
+                        room[r] -= amount * count
+                        totals[r] -= amount * count
+                self.worth_total[group] -= worth[d] * count
+                placed[d] = placed.get(d, 0) + count
+                left[d] -= count
+                if not left[d]:
+                    self._unlink(group, position)
                 misses = 0
-                if not _holds(room, floor):
-                    return  # not even the group's least request in each resource fits
             else:
                 misses += 1
             position = following
@@ -609,9 +655,17 @@ def _waste(alloc: Sequence[int], used: Sequence[int], resources: Sequence[str]) 
     return sum(fractions) / len(fractions) if fractions else 0.0
 
 
-def _better(rank: tuple[float, int, float, int], best: tuple[float, int, float, int]) -> bool:
+def _size(alloc: Sequence[int], reference: Sequence[int]) -> float:
+    """How large ``alloc`` is next to ``reference``: the mean of its shares of it."""
+    shares = [a / b for a, b in zip(alloc, reference, strict=True) if b > 0]
+    return sum(shares) / len(shares) if shares else 0.0
+
+
+def _better(
+    rank: tuple[float, int, float, int], best: tuple[float, int, float, int], *, tie: float = _TIE
+) -> bool:
     """Lower price (or price per worth) first, within a relative tie; then the rest."""
-    if abs(rank[0] - best[0]) > _TIE * max(abs(rank[0]), abs(best[0]), 1e-12):
+    if abs(rank[0] - best[0]) > tie * max(abs(rank[0]), abs(best[0]), 1e-12):
         return rank[0] < best[0]
     return rank[1:] < best[1:]
 
