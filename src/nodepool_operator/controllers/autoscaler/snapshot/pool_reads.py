@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
@@ -29,7 +30,7 @@ from nodepool_operator.runtime import conditions, pods
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.informer import Informer
 
-__all__ = ["Bound", "PoolRead", "PoolReads"]
+__all__ = ["REQUIREMENTS_NOT_PLANNED", "Bound", "PoolRead", "PoolReads"]
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,7 @@ class PoolReads:
             capacity.cannot_grow(nodepool_api.status_of(pool).zone_backoffs, spec.template, now=now)
             or capacity.paused(pool, now=now)
             or capacity.listing_doubtful(pool, now=now)
+            or _unplannable(spec)
         )
         facts = pool_facts.PoolFacts(
             name=name,
@@ -305,6 +307,19 @@ class PoolReads:
             # is gone) but no longer keeps the node needed.
             busy = busy or not (leaving or pods.is_daemon_or_mirror(pod))
         return Bound(tuple(running), tuple(terminating), frozenset(daemons), busy)
+
+
+#: Why a pool with requirements is not grown while its offerings are not planned: its
+#: template's shape is not what the NodePool controller launches (the cheapest offering
+#: allowed), so nodes sized by it may never hold the pods they are for.
+REQUIREMENTS_NOT_PLANNED: Final = (
+    "it has requirements and the Autoscaler cannot plan its offerings "
+    "(no catalog read yet); its pods wait"
+)
+
+
+def _unplannable(spec: nodepool_api.NodePoolSpec) -> str | None:
+    return REQUIREMENTS_NOT_PLANNED if spec.requirements else None
 
 
 def _staying(live: Sequence[Object], bound: dict[str, Bound], *, keep: int | None) -> set[str]:
