@@ -205,7 +205,9 @@ async def run_operator(options: OperatorOptions, *, stop: asyncio.Event | None =
         nodepool_setup.setup(
             manager, cloud=cloud, config=options.nodepool, offerings_catalog=offerings_catalog
         )
-        autoscaler_setup.setup(manager, config=options.autoscaler)
+        autoscaler_setup.setup(
+            manager, config=options.autoscaler, offerings_catalog=offerings_catalog
+        )
         log.info(
             "event=starting cloud=%s cluster=%s endpoint=%s cloud_auth=%s leader_elect=%s",
             options.cloud,

@@ -1,0 +1,149 @@
+"""A pool with requirements planned as catalog offerings (``simulation.offering_plan``):
+the pending pods go on the cheapest nodes that hold them, each pod allowed only offerings
+its rules accept, and the ScaleRequest names those offerings (``spec.newNodeOfferings``)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from nodepool_operator.api import wellknown
+from nodepool_operator.cloud import catalog
+from nodepool_operator.controllers.offerings import OfferingsCatalog
+from nodepool_operator.runtime.clock import FakeClock
+from unit.autoscaler.reconcile_world import POOL, World
+
+GIB = 2**30
+ZONES = ("z-a", "z-b")
+#: (name, cores, GiB, price in z-a; z-b costs 0.01 more)
+TYPES = (("c2", 2, 4, 0.10), ("c8", 8, 16, 0.36), ("c32", 32, 64, 1.30))
+
+
+class _Source:
+    def __init__(self, found: catalog.Catalog) -> None:
+        self.found = found
+
+    async def catalog(self) -> catalog.Catalog:
+        return self.found
+
+
+def _catalog() -> catalog.Catalog:
+    types = {
+        name: catalog.InstanceType(
+            name=name,
+            cpu_millis=cores * 1000,
+            memory_bytes=gib * GIB,
+            pods=110,
+            ephemeral_storage_bytes=20 * GIB,
+            architecture="amd64",
+            operating_systems=("linux",),
+        )
+        for name, cores, gib, _ in TYPES
+    }
+    return catalog.Catalog.of(
+        types,
+        [
+            catalog.Offering(
+                instance_type=name,
+                zone=zone,
+                capacity_type="on-demand",
+                price_per_hour=price + (0.01 if zone == "z-b" else 0.0),
+            )
+            for name, _, _, price in TYPES
+            for zone in ZONES
+        ],
+    )
+
+
+def with_requirements(world: World, *, catalog_known: bool = True) -> None:
+    pool = world.pools.get(POOL)
+    assert pool is not None
+    body = copy.deepcopy(pool)
+    body["spec"]["requirements"] = [
+        {"key": wellknown.INSTANCE_TYPE_LABEL, "operator": "In", "values": [t[0] for t in TYPES]},
+        {"key": wellknown.ZONE_LABEL, "operator": "In", "values": list(ZONES)},
+    ]
+    world.pools.put(world._stamp(body))
+    if catalog_known:
+        world.planner.plan_maker.offerings_catalog = OfferingsCatalog(
+            _Source(_catalog()), clock=FakeClock()
+        )
+
+
+def offerings_of(request: dict[str, Any]) -> dict[tuple[str, str], int]:
+    return {
+        (o["instanceType"], o["zone"]): o["count"] for o in request["spec"]["newNodeOfferings"]
+    }
+
+
+async def test_pods_go_on_the_cheapest_offerings_that_hold_them(world: World) -> None:
+    with_requirements(world)
+    world.pod("big", cpu="30")
+    for i in range(20):
+        world.pod(f"small-{i}", cpu="250m")
+
+    await world.reconcile()
+
+    [request] = world.api.made("scalerequests")
+    # 30 cpu needs a c32 (the only type that holds it); its 2 cpu left take 8 of the
+    # small pods (250m, 1Gi each), and the other 12 fill three c2 (4 each by memory):
+    # 1.30 + 3 x 0.10 = 1.60/h, against 1.66 with a c8, all in the cheaper zone.
+    assert offerings_of(request) == {("c32", "z-a"): 1, ("c2", "z-a"): 3}
+    assert request["spec"]["targetNodes"] == 4
+    assert request["spec"].get("newNodeZones") in (None, {})
+
+
+async def test_small_pods_alone_get_the_cheapest_type_not_the_template_shape(
+    world: World,
+) -> None:
+    with_requirements(world)
+    for i in range(6):
+        world.pod(f"p{i}", cpu="1500m")
+
+    await world.reconcile()
+
+    [request] = world.api.made("scalerequests")
+    # 6 x 1.5 cpu = 9 cpu: one c8 holds 5 (reserved aside), c2 one each; the cheapest
+    # plan is priced by the catalog, never the template's 4-cpu shape.
+    asked = offerings_of(request)
+    price = {name: p for name, _, _, p in TYPES}
+    cost = sum(price[kind] * n for (kind, _), n in asked.items())
+    assert request["spec"]["targetNodes"] == sum(asked.values())
+    assert all(zone == "z-a" for _, zone in asked)
+    assert cost <= 6 * price["c2"] + 1e-9, asked
+
+
+async def test_a_pod_no_offering_holds_is_unfit_and_gets_no_node(world: World) -> None:
+    with_requirements(world)
+    world.pod("huge", cpu="40")
+
+    await world.reconcile()
+
+    assert world.api.made("scalerequests") == []
+    told = world.api.events("NotTriggerScaleUp")
+    assert [e["involvedObject"]["name"] for e in told] == ["huge"]
+    assert "requests 40000 of cpu" in told[0]["message"], told[0]["message"]
+
+
+async def test_a_pod_pinned_to_a_type_gets_that_type(world: World) -> None:
+    with_requirements(world)
+    pod = world.pod("pinned", cpu="500m")
+    body = copy.deepcopy(pod)
+    body["spec"]["nodeSelector"] = {wellknown.INSTANCE_TYPE_LABEL: "c8"}
+    world.pods.put(body)
+
+    await world.reconcile()
+
+    [request] = world.api.made("scalerequests")
+    assert offerings_of(request) == {("c8", "z-a"): 1}
+
+
+async def test_without_a_catalog_the_pool_is_not_grown(world: World) -> None:
+    with_requirements(world, catalog_known=False)
+    world.pod("p0")
+
+    await world.reconcile()
+
+    assert world.api.made("scalerequests") == []
+    [told] = world.api.events("NotTriggerScaleUp")
+    assert "has requirements" in told["message"]
