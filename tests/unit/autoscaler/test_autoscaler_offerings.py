@@ -71,9 +71,7 @@ def with_requirements(world: World, *, catalog_known: bool = True) -> None:
 
 
 def offerings_of(request: dict[str, Any]) -> dict[tuple[str, str], int]:
-    return {
-        (o["instanceType"], o["zone"]): o["count"] for o in request["spec"]["newNodeOfferings"]
-    }
+    return {(o["instanceType"], o["zone"]): o["count"] for o in request["spec"]["newNodeOfferings"]}
 
 
 async def test_pods_go_on_the_cheapest_offerings_that_hold_them(world: World) -> None:
