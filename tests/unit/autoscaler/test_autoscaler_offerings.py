@@ -8,65 +8,21 @@ import copy
 from typing import Any
 
 from nodepool_operator.api import wellknown
-from nodepool_operator.cloud import catalog
 from nodepool_operator.controllers.offerings import OfferingsCatalog
 from nodepool_operator.runtime.clock import FakeClock
+from unit.autoscaler.catalogs import TYPES, Sells, requirements, small_catalog
 from unit.autoscaler.reconcile_world import POOL, World
-
-GIB = 2**30
-ZONES = ("z-a", "z-b")
-#: (name, cores, GiB, price in z-a; z-b costs 0.01 more)
-TYPES = (("c2", 2, 4, 0.10), ("c8", 8, 16, 0.36), ("c32", 32, 64, 1.30))
-
-
-class _Source:
-    def __init__(self, found: catalog.Catalog) -> None:
-        self.found = found
-
-    async def catalog(self) -> catalog.Catalog:
-        return self.found
-
-
-def _catalog() -> catalog.Catalog:
-    types = {
-        name: catalog.InstanceType(
-            name=name,
-            cpu_millis=cores * 1000,
-            memory_bytes=gib * GIB,
-            pods=110,
-            ephemeral_storage_bytes=20 * GIB,
-            architecture="amd64",
-            operating_systems=("linux",),
-        )
-        for name, cores, gib, _ in TYPES
-    }
-    return catalog.Catalog.of(
-        types,
-        [
-            catalog.Offering(
-                instance_type=name,
-                zone=zone,
-                capacity_type="on-demand",
-                price_per_hour=price + (0.01 if zone == "z-b" else 0.0),
-            )
-            for name, _, _, price in TYPES
-            for zone in ZONES
-        ],
-    )
 
 
 def with_requirements(world: World, *, catalog_known: bool = True) -> None:
     pool = world.pools.get(POOL)
     assert pool is not None
     body = copy.deepcopy(pool)
-    body["spec"]["requirements"] = [
-        {"key": wellknown.INSTANCE_TYPE_LABEL, "operator": "In", "values": [t[0] for t in TYPES]},
-        {"key": wellknown.ZONE_LABEL, "operator": "In", "values": list(ZONES)},
-    ]
+    body["spec"]["requirements"] = requirements()
     world.pools.put(world._stamp(body))
     if catalog_known:
         world.planner.plan_maker.offerings_catalog = OfferingsCatalog(
-            _Source(_catalog()), clock=FakeClock()
+            Sells(small_catalog()), clock=FakeClock()
         )
 
 
@@ -145,3 +101,77 @@ async def test_without_a_catalog_the_pool_is_not_grown(world: World) -> None:
     assert world.api.made("scalerequests") == []
     [told] = world.api.events("NotTriggerScaleUp")
     assert "has requirements" in told["message"]
+
+
+async def test_without_a_catalog_a_pod_larger_than_the_template_waits_for_the_pool(
+    world: World,
+) -> None:
+    # The template's shape (4 cpu) is not what the pool launches: a pod of 8 cpu is the
+    # pool's, waiting, not one that no pool can host.
+    with_requirements(world, catalog_known=False)
+    world.pod("eight", cpu="8")
+
+    await world.reconcile()
+
+    assert world.api.made("scalerequests") == []
+    [told] = world.api.events("NotTriggerScaleUp")
+    assert f"NodePool {POOL} cannot grow: it has requirements" in told["message"]
+
+
+def _in_flight(world: World, *, offerings: list[dict[str, Any]] | None) -> None:
+    """The pool at target 1 with no Node yet; with ``offerings``, the Applied request that
+    named them."""
+    pool = world.pools.get(POOL)
+    assert pool is not None
+    body = copy.deepcopy(pool)
+    body["spec"]["targetNodes"] = 1
+    world.pools.put(world._stamp(body))
+    if offerings is None:
+        return
+    world.requests.put(
+        world._stamp(
+            {
+                "apiVersion": "autoscaling.nodepool.dev/v1alpha1",
+                "kind": "ScaleRequest",
+                "metadata": {
+                    "name": "earlier",
+                    "creationTimestamp": "2020-01-01T00:00:00Z",
+                    "labels": {wellknown.POOL_LABEL: POOL},
+                },
+                "spec": {
+                    "nodePoolName": POOL,
+                    "targetNodes": 1,
+                    "basedOnTargetNodes": 0,
+                    "newNodeOfferings": offerings,
+                },
+                "status": {"phase": "Applied", "appliedTargetNodes": 1},
+            }
+        )
+    )
+
+
+async def test_a_vm_in_flight_is_the_offering_its_request_named(world: World) -> None:
+    with_requirements(world)
+    _in_flight(
+        world,
+        offerings=[{"instanceType": "c32", "zone": "z-a", "capacityType": "on-demand", "count": 1}],
+    )
+    world.pod("big", cpu="30")
+
+    await world.reconcile()
+
+    # The c32 on its way holds it: nothing more is asked.
+    assert world.api.made("scalerequests") == []
+
+
+async def test_a_vm_in_flight_with_no_offering_named_is_the_cheapest(world: World) -> None:
+    with_requirements(world)
+    _in_flight(world, offerings=None)
+    world.pod("big", cpu="30")
+
+    await world.reconcile()
+
+    # What is on its way is the cheapest offering (a c2): the pod needs a c32 of its own.
+    [request] = world.api.made("scalerequests")
+    assert offerings_of(request) == {("c32", "z-a"): 1}
+    assert request["spec"]["targetNodes"] == 2

@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.autoscaler.constraints import (
     NodeTaint,
     PodProfile,
@@ -86,6 +87,12 @@ class OfferingPool:
     headroom: int
     templates: tuple[PoolTemplate, ...]
     node_offerings: dict[str, OfferingKey] = field(default_factory=dict, compare=False)
+    # Why the pool cannot grow when it has no offering to plan with (no catalog read, none
+    # allowed or available): its template's shape is not what would be launched, so it is
+    # not simulated; the pods no other node or pool hosts that it might are its, waiting.
+    blocked: str | None = None
+    namespaces: frozenset[str] | None = None  # whose pods its Autoscaler plans for
+    labels: Mapping[str, str] = field(default_factory=dict)  # its nodes' template labels
 
 
 def offering_problem(
@@ -104,6 +111,41 @@ def offering_problem(
     if profile.volumes is not None:
         return profile.volumes.problem(labels, "")
     return None
+
+
+def _might_host(pool: OfferingPool, profile: PodProfile) -> bool:
+    """Whether a node of the blocked pool might take the pod: its namespace is planned
+    for, the pool's taints tolerated, and its node selector names only the pool's labels
+    or an offering's (which no template shows)."""
+    if pool.namespaces is not None and profile.namespace not in pool.namespaces:
+        return False
+    if untolerated(profile.tolerations, pool.taints) is not None:
+        return False
+    return all(
+        key in wellknown.OFFERING_LABELS or pool.labels.get(key) == value
+        for key, value in profile.node_selector.items()
+    )
+
+
+def _blocked_outcome(
+    pool: OfferingPool,
+    profiles: Sequence[PodProfile],
+    *,
+    unfit: dict[int, str],
+    on_nodes: Sequence[int],
+) -> PoolOutcome:
+    """A pool that cannot grow for want of offerings: the pods no node hosts that it might
+    are its, beyond what it can add (told why, and no node of it given up meanwhile)."""
+    waiting = [i for i in sorted(unfit) if _might_host(pool, profiles[i])]
+    for i in waiting:
+        del unfit[i]
+    return PoolOutcome(
+        new_nodes=0,
+        wanted_nodes=1 if waiting else 0,
+        triggering=(),
+        hosted=tuple(sorted({*on_nodes, *waiting})),
+        beyond=tuple(waiting),
+    )
 
 
 def _room_problem(requests: Mapping[str, int], allocatable: Mapping[str, int]) -> str | None:
@@ -314,6 +356,11 @@ def plan_offerings(
         if owner is not None:
             on_nodes.setdefault(owner, []).append(i)
     for pool in pools:
+        if pool.blocked is not None:
+            merged[pool.pool] = _blocked_outcome(
+                pool, profiles, unfit=unfit, on_nodes=on_nodes.get(pool.pool, ())
+            )
+            continue
         subs = [merged.pop(t.name) for t in pool.templates if t.name in merged]
         merged[pool.pool] = _pool_outcome(
             pool,

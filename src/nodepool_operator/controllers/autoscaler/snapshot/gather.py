@@ -22,7 +22,12 @@ from nodepool_operator.controllers import health, membership
 from nodepool_operator.controllers.autoscaler import constraints, simulation
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile, pending_pods
 from nodepool_operator.controllers.autoscaler.simulation import offering_plan
-from nodepool_operator.controllers.autoscaler.snapshot import node_views, offering_pools, volumes
+from nodepool_operator.controllers.autoscaler.snapshot import (
+    node_views,
+    offering_pools,
+    pool_reads,
+    volumes,
+)
 from nodepool_operator.controllers.autoscaler.snapshot.pod_profiles import (
     ALL_NAMESPACES,
     NOMINATED_INDEX,
@@ -157,7 +162,7 @@ class Gatherer:
             # A node preemption is making room on is about to run a pod: never unneeded.
             unneeded = tuple(n for n in view.unneeded if n not in nominated)
             pools[pool_name] = dataclasses.replace(view, unneeded=unneeded)
-            if view.offerings:
+            if nodepool_api.spec_of(pool).requirements:
                 offered = self._offering_pool(pool, template, view)
                 offering_pools.append(offered)
                 templates.extend(offered.templates)
@@ -184,6 +189,13 @@ class Gatherer:
         self, pool: Object, template: simulation.PoolTemplate, view: PoolRead
     ) -> offering_plan.OfferingPool:
         name = str(pool["metadata"]["name"])
+        if not view.offerings:
+            return offering_pools.blocked_pool(
+                name,
+                nodepool_api.spec_of(pool),
+                template,
+                why=view.facts.cannot_grow or pool_reads.NO_OFFERING,
+            )
         booting = offering_pools.in_flight_offerings(
             template.in_flight,
             requests=self.reads.ledger.visible(
@@ -194,9 +206,7 @@ class Gatherer:
             nodes=membership.members(self.reads.nodes, pool_name=name, pool_uid=view.uid),
             allowed=[o.key for o in view.offerings],
         )
-        return offering_pools.offering_pool(
-            name, nodepool_api.spec_of(pool), template, view.offerings, in_flight=booting
-        )
+        return offering_pools.offering_pool(name, template, view.offerings, in_flight=booting)
 
     def nominated(self) -> dict[str, list[PodProfile]]:
         """The pending pods nominated to each node, of every namespace: kube-scheduler

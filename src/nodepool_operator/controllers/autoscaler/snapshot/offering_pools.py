@@ -25,7 +25,7 @@ from nodepool_operator.controllers import offerings as offerings_module
 from nodepool_operator.controllers.autoscaler import simulation
 from nodepool_operator.controllers.autoscaler.simulation import offering_plan
 
-__all__ = ["in_flight_offerings", "offering_pool"]
+__all__ = ["blocked_pool", "in_flight_offerings", "offering_pool"]
 
 _LIVE_PHASES = frozenset({"Pending", "Applied"})
 
@@ -93,7 +93,6 @@ def in_flight_offerings(
 
 def offering_pool(
     pool: str,
-    spec: nodepool_api.NodePoolSpec,
     template: simulation.PoolTemplate,
     priced: Sequence[offerings_module.PricedOffering],
     *,
@@ -141,6 +140,24 @@ def offering_pool(
             )
         )
     return dataclasses.replace(found, templates=tuple(templates))
+
+
+def blocked_pool(
+    pool: str, spec: nodepool_api.NodePoolSpec, template: simulation.PoolTemplate, *, why: str
+) -> offering_plan.OfferingPool:
+    """A pool with requirements and no offering to plan with: not simulated (its
+    template's shape is not what would be launched); its pods wait, told ``why``."""
+    return offering_plan.OfferingPool(
+        pool=pool,
+        offerings=(),
+        taints=template.taints,
+        weight=template.weight,
+        headroom=0,
+        templates=(),
+        blocked=why,
+        namespaces=template.namespaces,
+        labels=nodepool_api.node_labels(pool, spec.template),
+    )
 
 
 def _upcoming(
