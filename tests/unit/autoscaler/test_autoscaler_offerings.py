@@ -7,6 +7,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
+
 from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.offerings import OfferingsCatalog
 from nodepool_operator.runtime.clock import FakeClock
@@ -118,9 +120,11 @@ async def test_without_a_catalog_a_pod_larger_than_the_template_waits_for_the_po
     assert f"NodePool {POOL} cannot grow: it has requirements" in told["message"]
 
 
-def _in_flight(world: World, *, offerings: list[dict[str, Any]] | None) -> None:
+def _in_flight(
+    world: World, *, offerings: list[dict[str, Any]] | None, launched: bool = False
+) -> None:
     """The pool at target 1 with no Node yet; with ``offerings``, the Applied request that
-    named them."""
+    named them (``launched``: marked zonesServed, every VM it named made)."""
     pool = world.pools.get(POOL)
     assert pool is not None
     body = copy.deepcopy(pool)
@@ -144,17 +148,26 @@ def _in_flight(world: World, *, offerings: list[dict[str, Any]] | None) -> None:
                     "basedOnTargetNodes": 0,
                     "newNodeOfferings": offerings,
                 },
-                "status": {"phase": "Applied", "appliedTargetNodes": 1},
+                "status": {
+                    "phase": "Applied",
+                    "appliedTargetNodes": 1,
+                    **({"zonesServed": True} if launched else {}),
+                },
             }
         )
     )
 
 
-async def test_a_vm_in_flight_is_the_offering_its_request_named(world: World) -> None:
+@pytest.mark.parametrize("launched", [False, True])
+async def test_a_vm_in_flight_is_the_offering_its_request_named(
+    world: World, launched: bool
+) -> None:
+    # Launched (zonesServed) is not registered: the request still says what the VM is.
     with_requirements(world)
     _in_flight(
         world,
         offerings=[{"instanceType": "c32", "zone": "z-a", "capacityType": "on-demand", "count": 1}],
+        launched=launched,
     )
     world.pod("big", cpu="30")
 

@@ -5,9 +5,11 @@ still on its way.
 The offerings are ``offerings.pool_offerings``'s, the rule the NodePool controller
 launches by (allowed, available, not backed off, cheapest first), read from the catalog
 the operator shares between both controllers. A VM requested and not registered yet is
-the offering a ScaleRequest named for it (``spec.newNodeOfferings``, claims that Nodes
-of that offering created since have not served, oldest request first), else the cheapest
-one: what the NodePool controller launches for it.
+the offering a ScaleRequest named for it (``spec.newNodeOfferings``: claims that Nodes
+of that offering created since have not served, the newest request's first), else the
+cheapest one: what the NodePool controller launches for it. A request is read whether or
+not its ``status.zonesServed`` says its VMs were all launched: launched is not
+registered, and until their Nodes come the request is the record of what they are.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ def in_flight_offerings(
     allowed: Sequence[offering_plan.OfferingKey],
 ) -> list[offering_plan.OfferingKey]:
     """The offering of each of ``count`` VMs requested and not registered: the offerings
-    live requests named that no Node created since serves, then the cheapest allowed
+    requests named that no Node created since serves (a Node serves the oldest request
+    it can; the VMs on their way are the newest requests'), then the cheapest allowed
     (``allowed``, cheapest first; a claim the pool may no longer use falls back to it, as
     the NodePool controller falls back)."""
     if count <= 0 or not allowed:
@@ -62,7 +65,7 @@ def in_flight_offerings(
         meta = request.get("metadata") or {}
         spec, status = scalerequest_api.spec_of(request), scalerequest_api.status_of(request)
         created = timestamps.parse_rfc3339(meta.get("creationTimestamp"))
-        live = status.phase in _LIVE_PHASES and not status.zones_served
+        live = status.phase in _LIVE_PHASES
         if (
             spec.new_node_offerings
             and live
@@ -70,9 +73,11 @@ def in_flight_offerings(
             and not meta.get("deletionTimestamp")
         ):
             claims.append((created, str(meta.get("name", "")), spec.new_node_offerings))
-    found: list[offering_plan.OfferingKey] = []
+    unserved: list[list[offering_plan.OfferingKey]] = []
     usable = set(allowed)
     for created, _, asked in sorted(claims):
+        lacking: list[offering_plan.OfferingKey] = []
+        unserved.append(lacking)
         for entry in asked:
             for _ in range(entry.count):
                 served = next(
@@ -86,8 +91,8 @@ def in_flight_offerings(
                 if served is not None:
                     used[served] = True
                 else:
-                    found.append(entry.key if entry.key in usable else allowed[0])
-    found = found[:count]
+                    lacking.append(entry.key if entry.key in usable else allowed[0])
+    found = [key for lacking in reversed(unserved) for key in lacking][:count]
     return found + [allowed[0]] * (count - len(found))
 
 
