@@ -6,72 +6,30 @@ planned as it always was (no offerings named, nodes of its template's shape)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kubernetes_asyncio import client
 
+import catalogs
 import workloads
 from e2e.autoscaling import make_autoscaler, make_pool, pod, running, scale_up
 from harness import POOLS, REQUESTS, Operator, SimCloud, wait_for
-from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
-from nodepool_operator.api.requirements import Requirements
-from nodepool_operator.cloud import catalog
 
 ZONES = ("sim-1a", "sim-1b")
-GIB = 2**30
 #: (name, cores, GiB, price per hour in sim-1a; sim-1b costs 0.01 more)
 TYPES = (("c2", 2, 4, 0.10), ("c8", 8, 16, 0.36), ("c32", 32, 64, 1.30))
 PRICE = {name: price for name, _, _, price in TYPES}
 
 
-def _catalog_file(tmp_path: Path) -> Path:
-    types = {
-        name: catalog.InstanceType(
-            name=name,
-            cpu_millis=cores * 1000,
-            memory_bytes=gib * GIB,
-            pods=58,
-            ephemeral_storage_bytes=20 * GIB,
-            architecture="amd64",
-            operating_systems=("linux",),
-        )
-        for name, cores, gib, _ in TYPES
-    }
-    offerings = [
-        catalog.Offering(
-            instance_type=name,
-            zone=zone,
-            capacity_type="on-demand",
-            price_per_hour=price + (0.01 if zone == "sim-1b" else 0.0),
-        )
-        for name, _, _, price in TYPES
-        for zone in ZONES
-    ]
-    path = tmp_path / "instance_types.json"
-    path.write_text(json.dumps(catalog.Catalog.of(types, offerings).to_json()))
-    return path
-
-
-def _many_types_pool(name: str) -> dict[str, Any]:
-    spec = nodepool_api.NodePoolSpec(
-        max_nodes=10,
-        requirements=Requirements.from_list(
-            [
-                {
-                    "key": wellknown.INSTANCE_TYPE_LABEL,
-                    "operator": "In",
-                    "values": [t[0] for t in TYPES],
-                },
-                {"key": wellknown.ZONE_LABEL, "operator": "In", "values": list(ZONES)},
-                {"key": wellknown.CAPACITY_TYPE_LABEL, "operator": "In", "values": ["on-demand"]},
-            ]
-        ),
-        template=nodepool_api.NodeTemplate(reserved={"cpu": "100m"}),
-    )
-    return nodepool_api.manifest(name, spec)
+@pytest.fixture
+async def cloud(start_simcloud: Any, tmp_path: Path) -> SimCloud:
+    """simcloud selling the three types in both zones; VMs boot in 0.2 s."""
+    sold = catalogs.catalog_file(tmp_path / "instance_types.json", TYPES, ZONES)
+    started: SimCloud = await start_simcloud("--catalog", str(sold), "--create-latency", "0.2")
+    return started
 
 
 def _pod(name: str, cpu: str, pool: str) -> dict[str, Any]:
@@ -102,19 +60,17 @@ async def _offerings_of_nodes(core: client.CoreV1Api, pool: str) -> list[tuple[s
 
 async def test_pending_pods_get_the_cheapest_offerings_that_hold_them(
     api_client: client.ApiClient,
-    start_simcloud: Any,
+    cloud: SimCloud,
     start_operator: Any,
     pool_name: str,
     autoscaler_name: str,
     namespace: str,
-    tmp_path: Path,
 ) -> None:
-    cloud: SimCloud = await start_simcloud(
-        "--catalog", str(_catalog_file(tmp_path)), "--create-latency", "0.2"
-    )
     operator: Operator = start_operator(cloud)
     custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
-    await custom.create_cluster_custom_object(*POOLS, _many_types_pool(pool_name))
+    await custom.create_cluster_custom_object(
+        *POOLS, catalogs.many_types_pool(pool_name, TYPES, ZONES)
+    )
     await make_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
 
     # The big pod first, then the small ones once it runs: where kube-scheduler puts pods
@@ -173,16 +129,12 @@ async def test_pending_pods_get_the_cheapest_offerings_that_hold_them(
 
 async def test_a_pool_with_only_a_template_is_planned_as_before_beside_a_catalog(
     api_client: client.ApiClient,
-    start_simcloud: Any,
+    cloud: SimCloud,
     start_operator: Any,
     pool_name: str,
     autoscaler_name: str,
     namespace: str,
-    tmp_path: Path,
 ) -> None:
-    cloud: SimCloud = await start_simcloud(
-        "--catalog", str(_catalog_file(tmp_path)), "--create-latency", "0.2"
-    )
     operator: Operator = start_operator(cloud)
     custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
     await make_pool(custom, pool_name)  # 4 cpu, 16Gi: no requirements

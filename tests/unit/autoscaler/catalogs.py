@@ -1,16 +1,14 @@
-"""A small catalog for the planner's tests of pools with requirements: three types of one
-shape family in two zones, the second zone a cent dearer."""
+"""The catalog of the planner's tests of pools with requirements (``tests/catalogs.py``):
+three types of one shape family in two zones, the second a cent dearer."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from nodepool_operator.api import wellknown
+import catalogs
 from nodepool_operator.cloud import catalog
 
-GIB = 2**30
 ZONES = ("z-a", "z-b")
-#: (name, cores, GiB, price in z-a; z-b costs 0.01 more)
 TYPES = (("c2", 2, 4, 0.10), ("c8", 8, 16, 0.36), ("c32", 32, 64, 1.30))
 
 
@@ -25,36 +23,8 @@ class Sells:
 
 
 def small_catalog() -> catalog.Catalog:
-    types = {
-        name: catalog.InstanceType(
-            name=name,
-            cpu_millis=cores * 1000,
-            memory_bytes=gib * GIB,
-            pods=110,
-            ephemeral_storage_bytes=20 * GIB,
-            architecture="amd64",
-            operating_systems=("linux",),
-        )
-        for name, cores, gib, _ in TYPES
-    }
-    return catalog.Catalog.of(
-        types,
-        [
-            catalog.Offering(
-                instance_type=name,
-                zone=zone,
-                capacity_type="on-demand",
-                price_per_hour=price + (0.01 if zone == "z-b" else 0.0),
-            )
-            for name, _, _, price in TYPES
-            for zone in ZONES
-        ],
-    )
+    return catalogs.catalog_of(TYPES, ZONES)
 
 
 def requirements() -> list[dict[str, Any]]:
-    """Every type of the catalog, in both zones."""
-    return [
-        {"key": wellknown.INSTANCE_TYPE_LABEL, "operator": "In", "values": [t[0] for t in TYPES]},
-        {"key": wellknown.ZONE_LABEL, "operator": "In", "values": list(ZONES)},
-    ]
+    return catalogs.requirements(TYPES, ZONES)

@@ -139,24 +139,3 @@ async def test_a_pool_in_a_cloud_pause_gets_no_request_until_the_pause_ends(worl
     told = world.api.events("NotTriggerScaleUp")
     assert sorted(e["involvedObject"]["name"] for e in told) == ["p0", "p1"]
     assert all("QuotaExceeded" in e["message"] for e in told)
-
-
-async def test_a_pool_with_requirements_is_not_sized_on_its_template_shape(world: World) -> None:
-    # The NodePool controller launches catalog offerings for such a pool, not the
-    # template's shape: without offerings to plan with, no request, and the pods are told.
-    pool = world.pools.get(POOL)
-    assert pool is not None
-    body = copy.deepcopy(pool)
-    body["spec"]["requirements"] = [
-        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]}
-    ]
-    world.pools.put(world._stamp(body))
-    for i in range(3):
-        world.pod(f"p{i}")
-
-    await world.reconcile()
-
-    assert world.api.made("scalerequests") == []
-    told = world.api.events("NotTriggerScaleUp")
-    assert sorted(e["involvedObject"]["name"] for e in told) == ["p0", "p1", "p2"]
-    assert all("has requirements" in e["message"] for e in told), [e["message"] for e in told]

@@ -5,22 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.api.requirements import Requirements
+import catalogs
 from nodepool_operator.inspection import planning
-from unit.autoscaler.catalogs import requirements, small_catalog
+from unit.autoscaler.catalogs import TYPES, ZONES, small_catalog
 from unit.inspection.recordings import CREATED, NAMESPACE, pod, recording
 
 MANY = "many"
 
 
 def _pool() -> dict[str, Any]:
-    spec = nodepool_api.NodePoolSpec(
-        max_nodes=10,
-        requirements=Requirements.from_list(requirements()),
-        template=nodepool_api.NodeTemplate(reserved={"cpu": "100m"}),
-    )
-    found = nodepool_api.manifest(MANY, spec)
+    found = catalogs.many_types_pool(MANY, TYPES, ZONES)
     found["metadata"].update(uid=f"uid-{MANY}", creationTimestamp=CREATED)
     return found
 
