@@ -78,7 +78,10 @@ async def test_a_pod_no_offering_holds_is_unfit_and_gets_no_node(world: World) -
     assert world.api.made("scalerequests") == []
     told = world.api.events("NotTriggerScaleUp")
     assert [e["involvedObject"]["name"] for e in told] == ["huge"]
-    assert "requests 40000 of cpu" in told[0]["message"], told[0]["message"]
+    # Each type is judged at its own shape, the largest too.
+    assert (
+        f"{POOL}/c32/on-demand: requests 40000 of cpu, a node offers 32000" in (told[0]["message"])
+    ), told[0]["message"]
 
 
 async def test_a_pod_pinned_to_a_type_gets_that_type(world: World) -> None:
@@ -173,8 +176,9 @@ async def test_a_vm_in_flight_is_the_offering_its_request_named(
 
     await world.reconcile()
 
-    # The c32 on its way holds it: nothing more is asked.
+    # The c32 on its way holds it: nothing more is asked, and the pod is not told it waits.
     assert world.api.made("scalerequests") == []
+    assert world.api.events("NotTriggerScaleUp") == []
 
 
 async def test_a_vm_in_flight_with_no_offering_named_is_the_cheapest(world: World) -> None:
