@@ -17,6 +17,7 @@ from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 
 from nodepool_operator.cloud import credentials, provider, selection
+from nodepool_operator.controllers import offerings
 from nodepool_operator.controllers.autoscaler import setup as autoscaler_setup
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
 from nodepool_operator.controllers.nodepool import setup as nodepool_setup
@@ -199,7 +200,11 @@ async def run_operator(options: OperatorOptions, *, stop: asyncio.Event | None =
             metrics_tls=metrics_tls,
             metrics_authorizer=authorizer,
         )
-        nodepool_setup.setup(manager, cloud=cloud, config=options.nodepool)
+        # One catalog reader for both controllers: one read of the cloud's catalog per TTL.
+        offerings_catalog = offerings.OfferingsCatalog.of_cloud(cloud, clock=manager.clock)
+        nodepool_setup.setup(
+            manager, cloud=cloud, config=options.nodepool, offerings_catalog=offerings_catalog
+        )
         autoscaler_setup.setup(manager, config=options.autoscaler)
         log.info(
             "event=starting cloud=%s cluster=%s endpoint=%s cloud_auth=%s leader_elect=%s",

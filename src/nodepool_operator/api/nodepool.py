@@ -24,7 +24,7 @@ import itertools
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final, Literal, get_args
 
-from nodepool_operator.api import fields, launch, meta, quantity, wellknown
+from nodepool_operator.api import fields, launch, meta, quantity, requirements, wellknown
 
 __all__ = [
     "API_VERSION",
@@ -54,6 +54,7 @@ __all__ = [
     "VERSION",
     "BackoffReason",
     "CloudPause",
+    "Limits",
     "NodePoolSpec",
     "NodePoolStatus",
     "NodeTemplate",
@@ -338,6 +339,33 @@ class NodeTemplate:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class Limits:
+    """The most the pool's Nodes may have in total, beside ``maxNodes``: a launch that
+    would take their capacity beyond either is refused (Karpenter's NodePool limits).
+    None: no limit on that resource."""
+
+    cpu: str | None = None
+    memory: str | None = None
+
+    def exceeded(self, *, cpu_millicores: int, memory_bytes: int) -> str | None:
+        """Which limit nodes of that total capacity exceed, in words, or None."""
+        if self.cpu is not None and cpu_millicores > quantity.parse_cpu_millicores(self.cpu):
+            return f"limits.cpu={self.cpu} (the nodes would have {cpu_millicores}m)"
+        if self.memory is not None and memory_bytes > quantity.parse_memory_bytes(self.memory):
+            return f"limits.memory={self.memory} (the nodes would have {memory_bytes} bytes)"
+        return None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Limits:
+        return cls(
+            cpu=fields.optional_quantity(d, "cpu"), memory=fields.optional_quantity(d, "memory")
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return fields.compact({"cpu": self.cpu, "memory": self.memory})
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class NodePoolSpec:
     """What the user asks for: how many Nodes, within which bounds, of which shape.
 
@@ -360,6 +388,12 @@ class NodePoolSpec:
     not_ready_timeout_seconds: int = DEFAULT_NOT_READY_TIMEOUT_SECONDS
     registration_timeout_seconds: int = DEFAULT_REGISTRATION_TIMEOUT_SECONDS
     template: NodeTemplate = dataclasses.field(default_factory=NodeTemplate)
+    # Which catalog offerings the pool's Nodes may be (``api.requirements``); none: every
+    # Node has the template's shape, as a pool without them always had.
+    requirements: requirements.Requirements = dataclasses.field(
+        default_factory=requirements.Requirements
+    )
+    limits: Limits | None = None
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> NodePoolSpec:
@@ -376,6 +410,10 @@ class NodePoolSpec:
                 d, "registrationTimeoutSeconds", default=DEFAULT_REGISTRATION_TIMEOUT_SECONDS
             ),
             template=fields.nested(d, "template", parse=NodeTemplate.from_dict),
+            requirements=requirements.Requirements(
+                fields.nested_list(d, "requirements", parse=requirements.Requirement.from_dict)
+            ),
+            limits=fields.optional_nested(d, "limits", parse=Limits.from_dict),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -389,6 +427,8 @@ class NodePoolSpec:
                 "notReadyTimeoutSeconds": self.not_ready_timeout_seconds,
                 "registrationTimeoutSeconds": self.registration_timeout_seconds,
                 "template": self.template.to_dict(),
+                "requirements": self.requirements.to_list(),
+                "limits": None if self.limits is None else self.limits.to_dict(),
             }
         )
 
@@ -411,6 +451,9 @@ class ZoneBackoff:
     then the whole pool waits. ``shape`` is the machine the cloud had no room for, as the
     provider names it (empty if it did not say). ``failures`` counts the refusals in a
     row: each doubles the wait, from one minute up to thirty.
+
+    ``instance_type`` and ``capacity_type`` (a pool with requirements): only that catalog
+    offering, in ``zone``, is backed off; the pool's other offerings there are not.
     """
 
     zone: str = ""
@@ -419,6 +462,13 @@ class ZoneBackoff:
     failures: int
     until: str
     message: str = ""
+    instance_type: str | None = None
+    capacity_type: wellknown.CapacityType | None = None
+
+    @property
+    def is_offering(self) -> bool:
+        """Backs off one offering, not the zone."""
+        return self.instance_type is not None
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ZoneBackoff:
@@ -429,6 +479,12 @@ class ZoneBackoff:
             failures=fields.required_integer(d, "failures"),
             until=fields.required_string(d, "until"),
             message=fields.string(d, "message", default=""),
+            instance_type=fields.optional_string(d, "instanceType"),
+            capacity_type=(
+                fields.choice(d, "capacityType", choices=wellknown.CAPACITY_TYPES, default=None)
+                if d.get("capacityType") is not None
+                else None
+            ),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -439,7 +495,7 @@ class ZoneBackoff:
             "failures": self.failures,
             "until": self.until,
             "message": self.message,
-        }
+        } | fields.compact({"instanceType": self.instance_type, "capacityType": self.capacity_type})
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -537,6 +593,9 @@ class NodePoolStatus:
     zone_backoffs: tuple[ZoneBackoff, ...] = ()
     cloud_pause: CloudPause | None = None
     reported_allocatable: ReportedAllocatable | None = None
+    # What the pool's Nodes cost per hour, by their offerings' catalog prices (a pool with
+    # requirements, when the cloud has a catalog); None: not known.
+    cost_per_hour: float | None = None
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> NodePoolStatus:
@@ -554,6 +613,7 @@ class NodePoolStatus:
             reported_allocatable=fields.optional_nested(
                 d, "reportedAllocatable", parse=ReportedAllocatable.from_dict
             ),
+            cost_per_hour=fields.optional_number(d, "costPerHour"),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -572,6 +632,7 @@ class NodePoolStatus:
                     if self.reported_allocatable is None
                     else self.reported_allocatable.to_dict()
                 ),
+                "costPerHour": self.cost_per_hour,
             }
         )
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Final
 
-from nodepool_operator.api import launch, meta, nodepool, quantity, wellknown
+from nodepool_operator.api import launch, meta, nodepool, quantity, requirements, wellknown
 
 __all__ = [
     "EXTENDED_RESOURCE_NAME_PATTERN",
@@ -27,6 +27,7 @@ __all__ = [
     "SPEC_SCHEMA",
     "STATUS_SCHEMA",
     "SUBRESOURCES",
+    "TOPOLOGY_NAME_SCHEMA",
     "crd",
 ]
 
@@ -181,8 +182,9 @@ _TAINT_KEY_RULE: Final[dict[str, str]] = {
     "message": f"a taint key must be a qualified name: {_QUALIFIED_NAME_HELP}",
 }
 
-# Zones and the region become the values of the topology labels.
-_TOPOLOGY_NAME_SCHEMA: Final[dict[str, Any]] = {**_LABEL_VALUE_SCHEMA, "minLength": 1}
+# Zones and the region become the values of the topology labels (and an instance type
+# the value of its label).
+TOPOLOGY_NAME_SCHEMA: Final[dict[str, Any]] = {**_LABEL_VALUE_SCHEMA, "minLength": 1}
 
 # Few enough that the server's estimated cost of the CEL rules over these maps stays
 # small; real nodes have a handful of extended resources.
@@ -357,10 +359,10 @@ _TEMPLATE_PROPERTIES: Final[dict[str, Any]] = {
         ),
         "x-kubernetes-list-type": "set",
         "maxItems": 32,
-        "items": _TOPOLOGY_NAME_SCHEMA,
+        "items": TOPOLOGY_NAME_SCHEMA,
     },
     "region": {
-        **_TOPOLOGY_NAME_SCHEMA,
+        **TOPOLOGY_NAME_SCHEMA,
         "description": "The region label put on every Node of the pool.",
     },
     "labels": {
@@ -408,6 +410,82 @@ _TEMPLATE_SCHEMA: Final[dict[str, Any]] = {
     "default": meta.object_defaults(_TEMPLATE_PROPERTIES),
     "properties": _TEMPLATE_PROPERTIES,
     "x-kubernetes-validations": [*_RESERVED_RULES, launch.SUBNETS_COVER_ZONES_RULE],
+}
+
+# A requirement's operators and its values must agree, as NodeSelectorRequirement's do;
+# has() first, since an absent list reads as no values.
+_REQUIREMENT_RULES: Final[list[dict[str, str]]] = [
+    {
+        "rule": (
+            "!(self.operator in ['In', 'NotIn']) || (has(self.values) && size(self.values) > 0)"
+        ),
+        "message": "In and NotIn need at least one value",
+    },
+    {
+        "rule": (
+            "!(self.operator in ['Exists', 'DoesNotExist'])"
+            " || !has(self.values) || size(self.values) == 0"
+        ),
+        "message": "Exists and DoesNotExist take no values",
+    },
+    {
+        "rule": (
+            "!(self.operator in ['Gt', 'Lt']) || (has(self.values) && size(self.values) == 1"
+            " && self.values[0].matches('^[0-9]{1,18}$'))"
+        ),
+        "message": "Gt and Lt need exactly one whole number as their value",
+    },
+]
+
+_REQUIREMENT_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "description": (
+        "A condition on one label of the pool's nodes, as a NodeSelectorRequirement: "
+        "instance type, architecture, os, zone, capacity type, cpu or memory of the "
+        "catalog offering, or a label of the template."
+    ),
+    "required": ["key", "operator"],
+    "properties": {
+        "key": {
+            "type": "string",
+            "description": "The label key, a qualified name.",
+            "minLength": 1,
+            "maxLength": 317,
+            "x-kubernetes-validations": [
+                {
+                    "rule": _qualified_name_rule("self"),
+                    "message": (
+                        f"a requirement key must be a qualified name: {_QUALIFIED_NAME_HELP}"
+                    ),
+                }
+            ],
+        },
+        "operator": {
+            "type": "string",
+            "description": "In, NotIn, Exists, DoesNotExist, Gt or Lt (integers).",
+            "enum": list(requirements.OPERATORS),
+        },
+        "values": {
+            "type": "array",
+            "description": "The values: one or more for In and NotIn, one integer for Gt and Lt.",
+            "maxItems": requirements.MAX_REQUIREMENT_VALUES,
+            "x-kubernetes-list-type": "set",
+            "items": {**_LABEL_VALUE_SCHEMA},  # a copy: YAML would alias a shared dict
+        },
+    },
+    "x-kubernetes-validations": _REQUIREMENT_RULES,
+}
+
+_LIMITS_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "description": (
+        "The most the pool's Nodes may have in total (their capacity), beside maxNodes: "
+        "a launch beyond either is refused."
+    ),
+    "properties": {
+        "cpu": _quantity_schema('Total CPU of the pool\'s Nodes (64, "100500m").'),
+        "memory": _quantity_schema('Total memory of the pool\'s Nodes ("256Gi").'),
+    },
 }
 
 _SPEC_PROPERTIES: Final[dict[str, Any]] = {
@@ -462,6 +540,17 @@ _SPEC_PROPERTIES: Final[dict[str, Any]] = {
         "default": nodepool.DEFAULT_REGISTRATION_TIMEOUT_SECONDS,
     },
     "template": _TEMPLATE_SCHEMA,
+    "requirements": {
+        "type": "array",
+        "description": (
+            "Which catalog offerings the pool's Nodes may be: each Node is the offering "
+            "(instance type, zone, capacity type) the autoscaler chose, with that type's "
+            "shape, and carries its labels. Absent: every Node has the template's shape."
+        ),
+        "maxItems": requirements.MAX_REQUIREMENTS,
+        "items": _REQUIREMENT_SCHEMA,
+    },
+    "limits": _LIMITS_SCHEMA,
 }
 
 SPEC_SCHEMA: Final[dict[str, Any]] = {
@@ -569,6 +658,19 @@ STATUS_SCHEMA: Final[dict[str, Any]] = {
                         "maxLength": 1024,
                         "default": "",
                     },
+                    "instanceType": {
+                        "type": "string",
+                        "description": (
+                            "A pool with requirements: only this instance type's offering in"
+                            " the zone is backed off, not the zone."
+                        ),
+                        "maxLength": MAX_LABEL_VALUE_LENGTH,
+                    },
+                    "capacityType": {
+                        "type": "string",
+                        "description": "The backed-off offering's capacity type.",
+                        "enum": list(wellknown.CAPACITY_TYPES),
+                    },
                 },
             },
         },
@@ -636,6 +738,14 @@ STATUS_SCHEMA: Final[dict[str, Any]] = {
                 },
             },
         },
+        "costPerHour": {
+            "type": "number",
+            "description": (
+                "What the pool's Nodes cost per hour, by their offerings' catalog prices"
+                " (a pool with requirements); absent: not known."
+            ),
+            "minimum": 0,
+        },
     },
 }
 
@@ -661,6 +771,9 @@ PRINTER_COLUMNS: Final[list[dict[str, Any]]] = [
     {"name": "Current", "type": "integer", "jsonPath": ".status.currentNodes"},
     {"name": "Ready", "type": "integer", "jsonPath": ".status.readyNodes"},
     {"name": "Operation", "type": "string", "jsonPath": ".status.scaleOperation"},
+    # Empty for a pool without requirements (its nodes have no catalog price). Priority 1
+    # (``kubectl get np -o wide``): the default table stays as it was for every pool.
+    {"name": "Cost/h", "type": "number", "priority": 1, "jsonPath": ".status.costPerHour"},
     # A pool short of its target for a reason (the cloud refuses, a Node is invalid) reads
     # "inactive" and 0 ready: Degraded and its reason say why on the same row.
     {

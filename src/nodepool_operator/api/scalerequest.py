@@ -27,6 +27,7 @@ __all__ = [
     "API_VERSION",
     "GROUP",
     "KIND",
+    "MAX_NEW_NODE_OFFERINGS",
     "MAX_NEW_NODE_ZONES",
     "MAX_REMOVE_NODES",
     "MAX_REQUESTER_LENGTH",
@@ -41,6 +42,7 @@ __all__ = [
     "SUBRESOURCES",
     "VERSION",
     "Answer",
+    "OfferingCount",
     "Order",
     "Outcome",
     "Phase",
@@ -72,9 +74,46 @@ MAX_REQUESTER_LENGTH: Final = len("autoscaler/") + 253
 MAX_REMOVE_NODES: Final = 100
 #: Zones one request may name (as many as a template may list).
 MAX_NEW_NODE_ZONES: Final = 32
+#: Offerings one request may name.
+MAX_NEW_NODE_OFFERINGS: Final = 64
 
 Phase = Literal["Pending", "Applied", "Rejected", "Superseded"]
 PHASES: Final[tuple[Phase, ...]] = get_args(Phase)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class OfferingCount:
+    """``count`` new nodes of one catalog offering: an instance type sold in a zone as a
+    capacity type (a pool with requirements)."""
+
+    instance_type: str
+    zone: str
+    capacity_type: wellknown.CapacityType
+    count: int
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """The offering, without the count."""
+        return (self.instance_type, self.zone, self.capacity_type)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> OfferingCount:
+        return cls(
+            instance_type=fields.required_string(d, "instanceType"),
+            zone=fields.required_string(d, "zone"),
+            capacity_type=fields.choice(
+                d, "capacityType", choices=wellknown.CAPACITY_TYPES, default=None
+            ),
+            count=fields.required_integer(d, "count"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "instanceType": self.instance_type,
+            "zone": self.zone,
+            "capacityType": self.capacity_type,
+            "count": self.count,
+        }
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -84,6 +123,8 @@ class ScaleRequestSpec:
     ``based_on_target_nodes``: the pool's ``spec.targetNodes`` the requester computed
     from; None (a hand-made request) skips the check. ``new_node_zones``: how many of the
     new nodes go to which zone (``api.zones``); the rest go where the pool stays balanced.
+    ``new_node_offerings`` (a pool with requirements): which catalog offerings the new
+    nodes are, and how many of each; ``target_nodes`` stays the one number.
     """
 
     node_pool_name: str
@@ -93,6 +134,7 @@ class ScaleRequestSpec:
     requester: str | None = None
     remove_nodes: tuple[str, ...] = ()
     new_node_zones: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    new_node_offerings: tuple[OfferingCount, ...] = ()
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ScaleRequestSpec:
@@ -104,6 +146,9 @@ class ScaleRequestSpec:
             requester=fields.optional_string(d, "requester"),
             remove_nodes=fields.string_list(d, "removeNodes"),
             new_node_zones=fields.integer_map(d, "newNodeZones"),
+            new_node_offerings=fields.nested_list(
+                d, "newNodeOfferings", parse=OfferingCount.from_dict
+            ),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -116,6 +161,7 @@ class ScaleRequestSpec:
                 "requester": self.requester,
                 "removeNodes": list(self.remove_nodes),
                 "newNodeZones": dict(self.new_node_zones),
+                "newNodeOfferings": [o.to_dict() for o in self.new_node_offerings],
             }
         )
 
@@ -384,6 +430,45 @@ SPEC_SCHEMA: Final[dict[str, Any]] = {
                 "format": "int32",
                 "minimum": 1,
                 "maximum": nodepool.MAX_NODES_PER_POOL,
+            },
+        },
+        "newNodeOfferings": {
+            "type": "array",
+            "description": (
+                "Which catalog offerings the new Nodes are (a scale-up of a pool with "
+                "requirements): how many of each instance type in each zone as each "
+                "capacity type. The NodePool controller launches exactly these; one the "
+                "cloud refuses for capacity falls back to the next cheapest the pool allows, "
+                "and the answer says so. targetNodes alone sets how many Nodes the pool has."
+            ),
+            "maxItems": MAX_NEW_NODE_OFFERINGS,
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["instanceType", "zone", "capacityType"],
+            "items": {
+                "type": "object",
+                "required": ["instanceType", "zone", "capacityType", "count"],
+                "properties": {
+                    "instanceType": {
+                        **nodepool_schema.TOPOLOGY_NAME_SCHEMA,
+                        "description": "The instance type, as the catalog names it.",
+                    },
+                    "zone": {
+                        **nodepool_schema.TOPOLOGY_NAME_SCHEMA,
+                        "description": "The zone the offering is sold in.",
+                    },
+                    "capacityType": {
+                        "type": "string",
+                        "description": "on-demand or spot.",
+                        "enum": list(wellknown.CAPACITY_TYPES),
+                    },
+                    "count": {
+                        "type": "integer",
+                        "description": "How many new Nodes of this offering.",
+                        "format": "int32",
+                        "minimum": 1,
+                        "maximum": nodepool.MAX_NODES_PER_POOL,
+                    },
+                },
             },
         },
     },

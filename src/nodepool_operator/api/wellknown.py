@@ -11,20 +11,27 @@ annotations) are here under the same rule: the users migrating from those carry 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, Literal, get_args
 
 from nodepool_operator.api import meta
 
 __all__ = [
     "ARCHITECTURES",
     "ARCH_LABEL",
+    "CAPACITY_TYPES",
+    "CAPACITY_TYPE_LABEL",
     "CONSOLIDATING_TAINT_KEY",
     "DEFAULT_ARCH",
     "DEFAULT_OS",
     "DISRUPTION_ANNOTATIONS",
     "DO_NOT_DISRUPT_ANNOTATION",
     "HOSTNAME_LABEL",
+    "INSTANCE_CPU_LABEL",
+    "INSTANCE_MEMORY_LABEL",
+    "INSTANCE_TYPE_LABEL",
+    "KARPENTER_CAPACITY_TYPE_LABEL",
     "KARPENTER_DO_NOT_DISRUPT_ANNOTATION",
+    "OFFERING_LABELS",
     "OPERATING_SYSTEMS",
     "OPERATOR_LABELS",
     "OS_LABEL",
@@ -37,6 +44,7 @@ __all__ = [
     "UNREGISTERED_TAINT_KEY",
     "VM_DELETED_ANNOTATION",
     "ZONE_LABEL",
+    "CapacityType",
     "do_not_disrupt_reason",
     "is_being_removed",
     "is_unregistered",
@@ -57,6 +65,30 @@ DEFAULT_OS: Final = "linux"
 #: (Go's GOARCH and GOOS for the platforms Kubernetes ships nodes for).
 ARCHITECTURES: Final = ("amd64", "arm64", "arm", "ppc64le", "s390x", "386", "riscv64")
 OPERATING_SYSTEMS: Final = ("linux", "windows")
+# The labels of a node's catalog offering (``cloud.catalog.offering_labels`` writes them
+# on the Nodes of a pool with requirements; the pool's requirements are judged over them).
+INSTANCE_TYPE_LABEL: Final = "node.kubernetes.io/instance-type"
+#: The offering's capacity type: one of ``CAPACITY_TYPES``.
+CAPACITY_TYPE_LABEL: Final = f"{meta.GROUP}/capacity-type"
+#: Karpenter's name for the same label, also put on the Nodes: pods written for Karpenter
+#: select the same nodes here.
+KARPENTER_CAPACITY_TYPE_LABEL: Final = "karpenter.sh/capacity-type"
+CapacityType = Literal["on-demand", "spot"]
+CAPACITY_TYPES: Final[tuple[CapacityType, ...]] = get_args(CapacityType)
+#: The instance type's cpu in whole cores and memory in MiB (rounded down), for Gt and Lt.
+INSTANCE_CPU_LABEL: Final = f"{meta.GROUP}/instance-cpu"
+INSTANCE_MEMORY_LABEL: Final = f"{meta.GROUP}/instance-memory"
+#: Every label an offering puts on a Node (the zone, architecture and os among them).
+OFFERING_LABELS: Final = (
+    INSTANCE_TYPE_LABEL,
+    ARCH_LABEL,
+    OS_LABEL,
+    ZONE_LABEL,
+    CAPACITY_TYPE_LABEL,
+    KARPENTER_CAPACITY_TYPE_LABEL,
+    INSTANCE_CPU_LABEL,
+    INSTANCE_MEMORY_LABEL,
+)
 #: Labels the operator alone puts on a pool's Nodes (zone and region from ``zones`` and
 #: ``region``): a template setting one would contradict what the Node must say.
 OPERATOR_LABELS: Final = (POOL_LABEL, HOSTNAME_LABEL, ZONE_LABEL, REGION_LABEL)

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from nodepool_operator.api import quantity
+from nodepool_operator.api import quantity, wellknown
 
 __all__ = [
     "CAPACITY_TYPES",
@@ -43,6 +43,7 @@ __all__ = [
     "InstanceType",
     "Offering",
     "load",
+    "offering_labels",
     "parse",
 ]
 
@@ -152,6 +153,26 @@ class Catalog:
         """The catalog in the file form (Karpenter kwok's, 1.x offerings), which ``parse``
         reads back to an equal catalog."""
         return [_type_to_json(t, self.offerings_of(t.name)) for t in self.types.values()]
+
+
+_MIB: Final = 1024 * 1024
+
+
+def offering_labels(instance_type: InstanceType, offering: Offering) -> dict[str, str]:
+    """The labels of a Node that is ``offering`` of ``instance_type``
+    (``wellknown.OFFERING_LABELS``): what a pool's requirements are judged over, and what
+    the NodePool controller puts on the Node, so that the two never disagree. The os is
+    the type's first (a Node runs one); cpu in whole cores and memory in MiB, rounded down."""
+    return {
+        wellknown.INSTANCE_TYPE_LABEL: instance_type.name,
+        wellknown.ARCH_LABEL: instance_type.architecture,
+        wellknown.OS_LABEL: (instance_type.operating_systems or (wellknown.DEFAULT_OS,))[0],
+        wellknown.ZONE_LABEL: offering.zone,
+        wellknown.CAPACITY_TYPE_LABEL: offering.capacity_type,
+        wellknown.KARPENTER_CAPACITY_TYPE_LABEL: offering.capacity_type,
+        wellknown.INSTANCE_CPU_LABEL: str(instance_type.cpu_millis // 1000),
+        wellknown.INSTANCE_MEMORY_LABEL: str(instance_type.memory_bytes // _MIB),
+    }
 
 
 #: No catalog: a cloud that makes whatever cpu and memory it is asked for.

@@ -21,6 +21,7 @@ from typing import Any, Final
 
 from nodepool_operator import pacing, timestamps
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.runtime import conditions
 
 __all__ = [
@@ -28,9 +29,11 @@ __all__ = [
     "MAXIMUM",
     "NO_CAPACITY",
     "REGISTRATION_TIMEOUT",
+    "backed_off_offerings",
     "blocked_zones",
     "cannot_grow",
     "forgotten",
+    "in_force",
     "listing_doubtful",
     "next_end",
     "pause_ends_in",
@@ -71,9 +74,29 @@ def _until(backoff: nodepool_api.ZoneBackoff) -> float:
     return 0.0 if until is None else until
 
 
+def in_force(
+    backoffs: Iterable[nodepool_api.ZoneBackoff], *, now: float
+) -> tuple[nodepool_api.ZoneBackoff, ...]:
+    """Those of ``backoffs`` that still hold at ``now``."""
+    return tuple(b for b in backoffs if _until(b) > now)
+
+
 def blocked_zones(backoffs: Iterable[nodepool_api.ZoneBackoff], *, now: float) -> frozenset[str]:
-    """The zones (by ``zone_key``) where no VM is launched at ``now``."""
-    return frozenset(b.zone for b in backoffs if _until(b) > now)
+    """The zones (by ``zone_key``) where no VM is launched at ``now``. An offering's
+    backoff (a pool with requirements) closes only that offering, not its zone."""
+    return frozenset(b.zone for b in in_force(backoffs, now=now) if not b.is_offering)
+
+
+def backed_off_offerings(
+    backoffs: Iterable[nodepool_api.ZoneBackoff],
+) -> frozenset[tuple[str, str, str]]:
+    """The offerings (instance type, zone, capacity type) ``backoffs`` close (the caller
+    keeps those ``in_force``)."""
+    return frozenset(
+        (b.instance_type, b.zone, b.capacity_type or "on-demand")
+        for b in backoffs
+        if b.instance_type is not None
+    )
 
 
 def zone_blocked(
@@ -94,7 +117,7 @@ def cannot_grow(
     zones = template.zones or ("",)
     if not blocked or not ("" in blocked or all(z in blocked for z in zones)):
         return None
-    active = [b for b in backoffs if b.zone in blocked]
+    active = [b for b in backoffs if b.zone in blocked and not b.is_offering]
     reasons = sorted({b.reason for b in active})
     until = max(b.until for b in active)
     where = " in all its zones" if template.zones else ""
@@ -143,6 +166,11 @@ def pause_holds(pause: nodepool_api.CloudPause, *, generation: int, now: float) 
     return pause.generation == generation and pause_ends_in(pause, now=now) > 0
 
 
+def _key(backoff: nodepool_api.ZoneBackoff) -> tuple[str, str, str]:
+    """What one backoff is about: its zone, and the offering in it if it is one's."""
+    return (backoff.zone, backoff.instance_type or "", backoff.capacity_type or "")
+
+
 def next_end(backoffs: Iterable[nodepool_api.ZoneBackoff], *, now: float) -> float | None:
     """Seconds until the first backoff in force ends, if one is."""
     ends = [_until(b) - now for b in backoffs if _until(b) > now]
@@ -157,11 +185,15 @@ def record(
     reason: nodepool_api.BackoffReason,
     message: str,
     now: float,
+    offering: tuple[str, wellknown.CapacityType] | None = None,
 ) -> tuple[tuple[nodepool_api.ZoneBackoff, ...], nodepool_api.ZoneBackoff | None]:
     """``backoffs`` with a refusal in ``zone`` recorded, and the backoff it started (None
     when the zone was already backed off at ``now``: one refusal per wait, however many
-    VMs of one pass it refused)."""
-    found = next((b for b in backoffs if b.zone == zone), None)
+    VMs of one pass it refused). With ``offering`` (instance type, capacity type), only
+    that offering in the zone is backed off."""
+    instance_type, capacity_type = offering if offering is not None else (None, None)
+    key = (zone, instance_type or "", capacity_type or "")
+    found = next((b for b in backoffs if _key(b) == key), None)
     if found is not None and _until(found) > now:
         return tuple(backoffs), None
     failures = 1 if found is None else found.failures + 1
@@ -173,15 +205,38 @@ def record(
         failures=failures,
         until=conditions.rfc3339(now + delay),
         message=message[:MAX_MESSAGE],
+        instance_type=instance_type,
+        capacity_type=capacity_type,
     )
-    others = [b for b in backoffs if b.zone != zone]
-    return tuple(sorted([*others, started], key=lambda b: b.zone)), started
+    others = [b for b in backoffs if _key(b) != key]
+    return tuple(sorted([*others, started], key=_key)), started
 
 
 def forgotten(
-    backoffs: Iterable[nodepool_api.ZoneBackoff], *, now: float, succeeded: Iterable[str] = ()
+    backoffs: Iterable[nodepool_api.ZoneBackoff],
+    *,
+    now: float,
+    succeeded: Iterable[str] = (),
+    offerings_succeeded: Iterable[tuple[str, str, str]] = (),
 ) -> tuple[nodepool_api.ZoneBackoff, ...]:
-    """``backoffs`` without those of the zones where a launch ``succeeded`` and those over
-    for longer than ``MAXIMUM`` (the zone was not tried since: its streak is over)."""
+    """``backoffs`` without those of the zones where a launch ``succeeded`` (and of the
+    offerings, instance type, zone and capacity type, launched: ``offerings_succeeded``)
+    and those over for longer than ``MAXIMUM`` (not tried since: the streak is over)."""
     done = set(succeeded)
-    return tuple(b for b in backoffs if b.zone not in done and _until(b) > now - MAXIMUM)
+    launched = set(offerings_succeeded)
+    return tuple(b for b in backoffs if _kept(b, done, launched, now=now))
+
+
+def _kept(
+    backoff: nodepool_api.ZoneBackoff,
+    zones_done: set[str],
+    offerings_done: set[tuple[str, str, str]],
+    *,
+    now: float,
+) -> bool:
+    if _until(backoff) <= now - MAXIMUM:
+        return False
+    if backoff.instance_type is None:
+        return backoff.zone not in zones_done
+    offering = (backoff.instance_type, backoff.zone, backoff.capacity_type or "on-demand")
+    return offering not in offerings_done

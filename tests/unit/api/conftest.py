@@ -204,6 +204,16 @@ CEL_MIRRORS: dict[str, Callable[[Any, Any], bool]] = {
         not any(k.startswith(launch.RESERVED_TAG_PREFIXES) for k in s)
     ),
     _AWS_TAG_RULES[1]["rule"]: lambda s, _: all(1 <= len(k) <= 128 for k in s),
+    _rule_at(".requirements.[]"): lambda s, _: (
+        s["operator"] not in ("In", "NotIn") or len(s.get("values", [])) > 0
+    ),
+    _rule_at(".requirements.[]", 1): lambda s, _: (
+        s["operator"] not in ("Exists", "DoesNotExist") or len(s.get("values", [])) == 0
+    ),
+    _rule_at(".requirements.[]", 2): lambda s, _: (
+        s["operator"] not in ("Gt", "Lt")
+        or (len(s.get("values", [])) == 1 and re2_search("^[0-9]{1,18}$", s["values"][0]))
+    ),
 }
 
 

@@ -191,6 +191,14 @@ def test_every_cel_rule_has_a_python_mirror_and_the_rules_are_the_contract(
             (f".spec.template.{field}", f"must be {nodepool_schema.QUANTITY_HELP}")
             for field in ("cpu", "memory", "ephemeralStorage", "extendedResources.*", "reserved.*")
         ),
+        *(
+            (f".spec.limits.{field}", f"must be {nodepool_schema.QUANTITY_HELP}")
+            for field in ("cpu", "memory")
+        ),
+        (".spec.requirements[].key", f"a requirement key must be a qualified name: {QUALIFIED}"),
+        (".spec.requirements[]", "In and NotIn need at least one value"),
+        (".spec.requirements[]", "Exists and DoesNotExist take no values"),
+        (".spec.requirements[]", "Gt and Lt need exactly one whole number as their value"),
         (
             ".spec.template.extendedResources",
             "extendedResources names must be qualified names outside kubernetes.io, "
@@ -549,7 +557,17 @@ def test_the_other_kinds_have_the_status_subresource_only(kind: Any) -> None:
     [
         (
             nodepool,
-            ["Target", "Current", "Ready", "Operation", "Degraded", "Reason", "Age", "Message"],
+            [
+                "Target",
+                "Current",
+                "Ready",
+                "Operation",
+                "Cost/h",
+                "Degraded",
+                "Reason",
+                "Age",
+                "Message",
+            ],
         ),
         (scalerequest, ["Pool", "Target", "Phase", "Age"]),
         (

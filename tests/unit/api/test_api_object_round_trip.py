@@ -15,6 +15,7 @@ from nodepool_operator.api import (
     autoscaler,
     meta,
     nodepool,
+    requirements,
     scalerequest,
     wellknown,
 )
@@ -38,13 +39,54 @@ templates = _every_field(nodepool.NodeTemplate, taints=_tuples(taints))
 scale_down_policies = _every_field(
     autoscaler.ScaleDownPolicy, utilization_threshold=st.floats(min_value=0, max_value=1)
 )
+label_values = st.text(alphabet="abc123", min_size=1, max_size=5)
+requirement_lists = st.lists(
+    st.one_of(
+        st.builds(
+            requirements.Requirement,
+            key=st.sampled_from(wellknown.OFFERING_LABELS),
+            operator=st.sampled_from(("In", "NotIn")),
+            values=_tuples(label_values).filter(bool),
+        ),
+        st.builds(
+            requirements.Requirement,
+            key=st.sampled_from(wellknown.OFFERING_LABELS),
+            operator=st.sampled_from(("Exists", "DoesNotExist")),
+        ),
+        st.builds(
+            requirements.Requirement,
+            key=st.just(wellknown.INSTANCE_CPU_LABEL),
+            operator=st.sampled_from(("Gt", "Lt")),
+            values=st.integers(0, 500).map(lambda n: (str(n),)),
+        ),
+    ),
+    max_size=3,
+).map(requirements.Requirements)
+# A Limits with neither field writes nothing, which reads back as no limits.
+pool_limits = st.none() | st.builds(
+    nodepool.Limits, cpu=st.just("64"), memory=st.none() | st.just("256Gi")
+)
+offering_counts = _every_field(
+    scalerequest.OfferingCount, count=st.integers(min_value=1, max_value=5)
+)
 STRATEGIES: dict[str, st.SearchStrategy[Any]] = {
     "Condition": conditions,
     "Taint": taints,
     "NodeTemplate": templates,
-    "NodePoolSpec": _every_field(nodepool.NodePoolSpec, template=templates),
-    "NodePoolStatus": _every_field(nodepool.NodePoolStatus, conditions=_tuples(conditions)),
-    "ScaleRequestSpec": _every_field(scalerequest.ScaleRequestSpec),
+    "NodePoolSpec": _every_field(
+        nodepool.NodePoolSpec,
+        template=templates,
+        requirements=requirement_lists,
+        limits=pool_limits,
+    ),
+    "NodePoolStatus": _every_field(
+        nodepool.NodePoolStatus,
+        conditions=_tuples(conditions),
+        cost_per_hour=st.none() | st.floats(min_value=0, max_value=1e6),
+    ),
+    "ScaleRequestSpec": _every_field(
+        scalerequest.ScaleRequestSpec, new_node_offerings=_tuples(offering_counts)
+    ),
     "ScaleRequestStatus": _every_field(scalerequest.ScaleRequestStatus),
     "ScaleDownPolicy": scale_down_policies,
     "AutoscalerSpec": _every_field(

@@ -92,6 +92,10 @@ def _without_none(hint: Any) -> tuple[Any, bool]:
 def _type_mismatches(hint: Any, schema: Mapping[str, Any], *, path: str) -> list[str]:
     """How the Python type ``hint`` and the schema node disagree (empty when they agree)."""
     hint, _ = _without_none(hint)
+    if isinstance(hint, type) and issubclass(hint, tuple) and hint is not tuple:
+        # A named tuple type with methods (api.requirements.Requirements): its base says
+        # what it holds.
+        hint = hint.__orig_bases__[0]  # type: ignore[attr-defined]
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     kind = schema.get("type")
     scalars = {int: "integer", str: "string", bool: "boolean", float: "number"}

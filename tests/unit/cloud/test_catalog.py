@@ -10,6 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from nodepool_operator.api import wellknown
+from nodepool_operator.api.requirements import Requirements
 from nodepool_operator.cloud import catalog
 
 
@@ -148,3 +150,38 @@ def test_the_file_form_written_reads_back_equal(
     found = catalog.parse(entries)
     again = catalog.parse(json.loads(json.dumps(found.to_json())))
     assert again == found
+
+
+def test_an_offering_s_labels_are_what_requirements_judge_and_nodes_carry() -> None:
+    kind = catalog.InstanceType(
+        name="c-4x-arm",
+        cpu_millis=4000,
+        memory_bytes=8 * 2**30 + 5,
+        pods=58,
+        ephemeral_storage_bytes=0,
+        architecture="arm64",
+        operating_systems=("linux",),
+    )
+    spot = catalog.Offering(
+        instance_type="c-4x-arm", zone="zone-b", capacity_type="spot", price_per_hour=0.05
+    )
+    labels = catalog.offering_labels(kind, spot)
+    assert labels == {
+        wellknown.INSTANCE_TYPE_LABEL: "c-4x-arm",
+        wellknown.ARCH_LABEL: "arm64",
+        wellknown.OS_LABEL: "linux",
+        wellknown.ZONE_LABEL: "zone-b",
+        wellknown.CAPACITY_TYPE_LABEL: "spot",
+        wellknown.KARPENTER_CAPACITY_TYPE_LABEL: "spot",
+        wellknown.INSTANCE_CPU_LABEL: "4",
+        wellknown.INSTANCE_MEMORY_LABEL: "8192",
+    }
+    assert set(labels) == set(wellknown.OFFERING_LABELS)
+    arm_spot_4 = Requirements.from_list(
+        [
+            {"key": wellknown.ARCH_LABEL, "operator": "In", "values": ["arm64"]},
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
+            {"key": wellknown.INSTANCE_CPU_LABEL, "operator": "Gt", "values": ["3"]},
+        ]
+    )
+    assert arm_spot_4.allows(labels)

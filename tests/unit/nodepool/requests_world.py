@@ -12,6 +12,7 @@ from typing import Any
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.cloud.provider import MachineSpec, VirtualMachine, VmName, VmState
+from nodepool_operator.controllers import offerings
 from nodepool_operator.controllers.nodepool import lifecycle
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.nodepool.controller import NodePoolReconciler
@@ -68,6 +69,9 @@ class RecordingApi(testing.FakeApiServer):
 class LaggingCloud:
     """A cloud whose listings lag: they show nothing, a get finds what was created."""
 
+    #: The state a created VM is in.
+    boot_state = VmState.PROVISIONING
+
     def __init__(self) -> None:
         self.created: list[tuple[str, MachineSpec]] = []
         self.vms: dict[str, VirtualMachine] = {}
@@ -85,10 +89,12 @@ class LaggingCloud:
             pool=pool,
             cpu=spec.cpu,
             memory=spec.memory,
-            state=VmState.PROVISIONING,
+            state=self.boot_state,
             provider_id=f"simcloud:///{name}",
             created_at=NOW,
             zone=spec.zone,
+            instance_type=spec.instance_type,
+            capacity_type=spec.capacity_type,
         )
         return self.vms[name]
 
@@ -97,9 +103,14 @@ class LaggingCloud:
 
 
 class World:
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        cloud: LaggingCloud | None = None,
+        offerings_catalog: offerings.OfferingsCatalog | None = None,
+    ) -> None:
         self.api = RecordingApi()
-        self.cloud = LaggingCloud()
+        self.cloud = cloud or LaggingCloud()
         self.pools = testing.FakeInformer({})
         self.requests = testing.FakeInformer(
             {"pool": lambda r: [scalerequest_api.spec_of(r).node_pool_name]}
@@ -126,6 +137,7 @@ class World:
                 clock=clock,
                 wall_clock=testing.FakeWallClock(NOW),
                 scale_requests=self.requests,  # type: ignore[arg-type]
+                offerings_catalog=offerings_catalog,
             ),
             recorder=recorder,
             config=config,
@@ -150,12 +162,14 @@ class World:
         created: str = CREATED,
         version: str | None = None,
         zones: dict[str, int] | None = None,
+        offerings: tuple[scalerequest_api.OfferingCount, ...] = (),
     ) -> Object:
         spec = scalerequest_api.ScaleRequestSpec(
             node_pool_name=pool,
             target_nodes=target,
             based_on_target_nodes=based_on,
             new_node_zones=zones or {},
+            new_node_offerings=offerings,
         )
         obj = scalerequest_api.manifest(name, spec)
         obj["metadata"].update(

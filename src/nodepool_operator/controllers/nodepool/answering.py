@@ -75,6 +75,9 @@ __all__ = ["RequestAnswers"]
 
 log = logging.getLogger(__name__)
 
+#: The longest answer a request's status keeps (the CRD allows 32768 characters).
+_MAX_MESSAGE = 30000
+
 
 class RequestAnswers:
     """Turns pending ScaleRequests into a pool's target and cleans finished ones up."""
@@ -196,6 +199,28 @@ class RequestAnswers:
             with contextlib.suppress(errors.NotFound):  # deleted meanwhile: nothing to mark
                 await self.status.update(request, status)
             log.info("event=request-zones-served request=%s", request["metadata"]["name"])
+
+    async def note_launches(self, pool_requests: list[Object], view: plan.PoolView) -> None:
+        """A pool with requirements: add to each request's answer what this pass launched
+        for it (offerings, fallbacks, a limit), and mark those whose every named node was
+        placed (``zonesServed``: their offerings steer no later launch, a fallback's
+        included)."""
+        served = set(view.offerings_served)
+        for request in pool_requests:
+            name = str(request["metadata"]["name"])
+            lines = view.launch_notes.get(name, ())
+            if not lines and name not in served:
+                continue
+            status = dict(self.status.current(request))
+            if lines:
+                message = "; ".join([str(status.get("message") or ""), *lines]).lstrip("; ")
+                status["message"] = message[:_MAX_MESSAGE]
+            # The answer as written (this very pass, maybe): the cache may not show it yet.
+            if name in served and status.get("phase") == "Applied":
+                status["zonesServed"] = True
+            with contextlib.suppress(errors.NotFound):  # deleted meanwhile: nobody to tell
+                await self.status.update(request, status)
+            log.info("event=request-launch-noted request=%s lines=%r", name, lines)
 
     async def _write_target(
         self, pool: Object, pending: list[Object]

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 
 from nodepool_operator import pacing
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
+from nodepool_operator.cloud.provider import VirtualMachine
 from nodepool_operator.controllers import capacity
 from nodepool_operator.runtime import conditions
 from nodepool_operator.runtime.client import Object
@@ -105,15 +107,24 @@ class ZoneLedger:
         return capacity.cannot_grow(self.entries, self.template, now=self.now)
 
     def refused(
-        self, zone: str | None, *, shape: str, reason: nodepool_api.BackoffReason, message: str
+        self,
+        zone: str | None,
+        *,
+        shape: str,
+        reason: nodepool_api.BackoffReason,
+        message: str,
+        offering: tuple[str, wellknown.CapacityType] | None = None,
     ) -> None:
+        """A refusal in ``zone``; with ``offering`` (instance type, capacity type; a pool
+        with requirements), of that offering in the zone only."""
         self.entries, started = capacity.record(
             self.entries,
-            zone=capacity.zone_key(zone, self.template),
+            zone=zone or "" if offering is not None else capacity.zone_key(zone, self.template),
             shape=shape,
             reason=reason,
             message=message,
             now=self.now,
+            offering=offering,
         )
         if started is not None:
             self.started.append(started)
@@ -121,6 +132,14 @@ class ZoneLedger:
     def launched(self, zones: Iterable[str | None]) -> None:
         keys = {capacity.zone_key(zone, self.template) for zone in zones}
         self.entries = capacity.forgotten(self.entries, now=self.now, succeeded=keys)
+
+    def launched_offerings(self, vms: Iterable[VirtualMachine]) -> None:
+        """VMs made as offerings (a pool with requirements): their offerings' backoffs end."""
+        made = []
+        for vm in vms:
+            if vm.instance_type is not None and vm.zone is not None:
+                made.append((vm.instance_type, vm.zone, vm.capacity_type or "on-demand"))
+        self.entries = capacity.forgotten(self.entries, now=self.now, offerings_succeeded=made)
 
     def current(self) -> tuple[nodepool_api.ZoneBackoff, ...]:
         """What the status should hold after the pass."""
@@ -130,13 +149,17 @@ class ZoneLedger:
         """(reason, message) for ``Degraded`` while a backoff is in force."""
         whole = self.cannot_grow()
         if whole is not None:
-            reasons = {b.reason for b in self.entries if b.zone in self._blocked()}
+            reasons = {
+                b.reason for b in self.entries if b.zone in self._blocked() and not b.is_offering
+            }
             return (reasons.pop() if len(reasons) == 1 else ZONES_BACKED_OFF), whole
         blocked = sorted(self._blocked())
         if not blocked:
             return None
         shown = ", ".join(
-            f"{b.zone} ({b.reason} until {b.until})" for b in self.entries if b.zone in blocked
+            f"{b.zone} ({b.reason} until {b.until})"
+            for b in self.entries
+            if b.zone in blocked and not b.is_offering
         )
         return ZONES_BACKED_OFF, f"no VM is launched in zone {shown}; the other zones take them"
 
@@ -144,6 +167,11 @@ class ZoneLedger:
         """A Warning event (and a log line) for each backoff this pass started."""
         for started in self.started:
             where = f"zone {started.zone}" if started.zone else "the pool"
+            if started.is_offering:
+                where = (
+                    f"offering {started.instance_type} ({started.capacity_type}) in zone"
+                    f" {started.zone}"
+                )
             message = (
                 f"{started.reason} in {where} (refusal {started.failures} in a row): no VM"
                 f" is launched there before {started.until}; {started.message}"

@@ -34,6 +34,7 @@ from nodepool_operator.controllers.nodepool import (
     report,
     revisit,
 )
+from nodepool_operator.controllers.nodepool import metrics as pool_metrics
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.resources import NODEPOOLS
 from nodepool_operator.runtime import clock as clock_module
@@ -169,7 +170,11 @@ class NodePoolReconciler:
         degraded = (pause.reason, pause.message) if pause else zones.degraded()
         if degraded is None and view.repair_held is not None:
             degraded = (repair.REPAIR_HELD, view.repair_held)
+        if degraded is None and view.launch_held is not None:
+            degraded = view.launch_held
         held = await self.reporter.report(pool, desired=desired, view=view, degraded=degraded)
+        pool_metrics.set_cost(request.name, view.cost_per_hour)
+        await self.answers.note_launches(pool_requests, view)
         await self.answers.mark_zones_served(pool_requests, view.nodes.values())
         next_expiry = await self.answers.delete_expired(
             pool_requests, registration_timeout=spec.registration_timeout_seconds
@@ -200,6 +205,9 @@ class NodePoolReconciler:
         """The view with what the pool's kubelets report against its template, from the
         record the status holds (so a restart keeps it); one event when the template
         fields it shows overstated change."""
+        if spec.requirements:
+            # Its nodes have many shapes, none the template's: nothing to compare with.
+            return view
         status = nodepool_api.status_of({"status": self.reporter.status.current(pool)})
         held = status.reported_allocatable
         now = conditions.rfc3339(self.wall_clock.time())
@@ -244,6 +252,7 @@ class NodePoolReconciler:
         return pool
 
     def _forget(self, name: str) -> None:
+        pool_metrics.set_cost(name, None)
         """Drop what we remember of a pool that is gone (a new one may take its name).
         The answered requests stay: they are known by uid, so a new pool of the same name
         cannot be confused with them, and they keep a lagging cache from making a request

@@ -18,13 +18,15 @@ import dataclasses
 from collections.abc import Sequence
 
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.cloud import catalog
 from nodepool_operator.cloud.provider import CloudProvider, VirtualMachine, VmState
-from nodepool_operator.controllers import capacity, readiness
+from nodepool_operator.controllers import capacity, offerings, readiness
 from nodepool_operator.controllers.nodepool import (
     backoff,
     drain,
     inventory,
     launch,
+    offering_plan,
     plan,
     registration,
     repair,
@@ -56,9 +58,13 @@ class PoolLifecycle:
         clock: clock_module.Clock,
         wall_clock: clock_module.WallClock,
         scale_requests: Informer | None = None,
+        offerings_catalog: offerings.OfferingsCatalog | None = None,
     ) -> None:
-        """``scale_requests``: where new VMs go (None: to the least-filled zones)."""
+        """``scale_requests``: where new VMs go (None: to the least-filled zones).
+        ``offerings_catalog``: the cloud's catalog, for pools with requirements (None: the
+        empty one)."""
         self.config = config
+        self.offerings = offerings_catalog
         self.wall_clock = wall_clock
         self.drainer = drain.Drainer(
             client=client, pods=pods, recorder=recorder, config=config, wall_clock=wall_clock
@@ -67,7 +73,11 @@ class PoolLifecycle:
             nodes=nodes, cloud=cloud, drainer=self.drainer, recorder=recorder, clock=clock
         )
         self.registrar = registration.Registrar(
-            client=client, nodes=nodes, config=config, wall_clock=wall_clock
+            client=client,
+            nodes=nodes,
+            config=config,
+            wall_clock=wall_clock,
+            offerings=offerings_catalog,
         )
         self.launcher = launch.Launcher(
             cloud=cloud,
@@ -77,6 +87,7 @@ class PoolLifecycle:
             config=config,
             clock=clock,
             requests=scale_requests,
+            offerings=offerings_catalog,
         )
         self.terminator = termination.Terminator(
             client=client,
@@ -131,6 +142,9 @@ class PoolLifecycle:
         (the pool's zone backoffs) gains the zones whose VMs never registered or had no
         capacity, and loses those where a launch succeeded.
         """
+        # A pool with requirements registers and launches by the catalog: read (or kept
+        # from a read less than its TTL ago) before anything else.
+        found = await self.offerings.current() if spec.requirements and self.offerings else None
         owned = self.inventory.owned_nodes(pool)
         every_vm = await self.inventory.list_vms(pool, owned)
         view = await self._pair(pool, spec, owned, every_vm, may_register=may_register)
@@ -155,6 +169,13 @@ class PoolLifecycle:
         retry = [
             t for t in (drains.retry_in, view.recheck_in, verdicts.changes_in) if t is not None
         ]
+        if found is not None:
+            # The VMs this pass found: those it launched count from the next pass on.
+            keys = [offering_plan.machine_key(vm) for vm in view.vms]
+            cost = offerings.cost_per_hour(
+                found, [key if key is not None else (None, None, None) for key in keys]
+            )
+            view = dataclasses.replace(view, cost_per_hour=cost)
         return dataclasses.replace(
             view, blocked=drains.blocked, recheck_in=min(retry) if retry else None
         )
@@ -206,14 +227,23 @@ class PoolLifecycle:
         launch that failed in its zone: the zone is backed off, as for no capacity."""
         never = {n for n in verdicts.unhealthy if node_ops.is_unregistered(view.nodes[n])}
         late = verdicts.overdue if may_register else frozenset()
-        zone_of: dict[str, str | None] = {vm.name: vm.zone for vm in view.vms}
+        by_name: dict[str, VirtualMachine] = {vm.name: vm for vm in view.vms}
         for name in sorted(never | late):
+            vm = by_name.get(name)
+            key = None if vm is None else offering_plan.machine_key(vm)
+            # A pool with requirements backs off the VM's offering, not every zone of it.
+            offering = (
+                (key[0], vm.capacity_type or catalog.ON_DEMAND)
+                if key is not None and vm is not None
+                else None
+            )
             zones.refused(
-                zone_of.get(name),
-                shape="",
+                None if vm is None else vm.zone,
+                shape="" if key is None else key[0],
                 reason=capacity.REGISTRATION_TIMEOUT,
                 message=f"VM {name} had no Ready Node within registrationTimeoutSeconds="
                 f"{spec.registration_timeout_seconds}",
+                offering=offering if spec.requirements else None,
             )
 
     async def judge(
@@ -273,6 +303,22 @@ class PoolLifecycle:
         await self.repairer.remove_stuck_vms(view)
         return view
 
+    async def _launch(
+        self,
+        pool: Object,
+        spec: nodepool_api.NodePoolSpec,
+        *,
+        live: int,
+        every_vm: Sequence[VirtualMachine],
+        missing: int,
+        zones: backoff.ZoneLedger | None,
+    ) -> tuple[list[VirtualMachine], launch.OfferingLaunch]:
+        """A pool of the template's shape: its launch tells nothing more."""
+        launched = await self.launcher.launch(
+            pool, spec, live=live, every_vm=every_vm, missing=missing, zones=zones
+        )
+        return launched, launch.OfferingLaunch()
+
     async def _scale_up(
         self,
         pool: Object,
@@ -291,13 +337,17 @@ class PoolLifecycle:
             await self.terminator.cancel_drains(view, revived)
         if missing <= len(revived) or (zones is not None and zones.cannot_grow()):
             return view  # every zone backed off: the status says so, no launch is tried
-        launched = await self.launcher.launch(
+        launch_one = self.launcher.launch_offerings if spec.requirements else self._launch
+        launched, told = await launch_one(
             pool,
             spec,
             live=len(view.vms),
             every_vm=every_vm,
             missing=missing - len(revived),
             zones=zones,
+        )
+        view = dataclasses.replace(
+            view, launch_notes=told.notes, offerings_served=told.served, launch_held=told.held
         )
         booting = tuple(vm.name for vm in launched if vm.state != VmState.RUNNING)
         view = dataclasses.replace(view, launching=booting)

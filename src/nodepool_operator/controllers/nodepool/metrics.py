@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-from prometheus_client import Histogram
+import contextlib
 
-__all__ = ["nodepool_node_initialization_seconds", "nodepool_scale_operation_seconds"]
+from prometheus_client import Gauge, Histogram
+
+__all__ = [
+    "nodepool_cost_per_hour",
+    "nodepool_node_initialization_seconds",
+    "nodepool_scale_operation_seconds",
+    "set_cost",
+]
 
 nodepool_scale_operation_seconds = Histogram(
     "nodepool_scale_operation_seconds",
@@ -20,3 +27,19 @@ nodepool_node_initialization_seconds = Histogram(
     ["pool"],
     buckets=(1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600, 900, 1800),
 )
+
+nodepool_cost_per_hour = Gauge(
+    "nodepool_cost_per_hour",
+    "What a pool's nodes cost per hour by the catalog prices of their offerings (pools with "
+    "requirements, on a cloud with a catalog), by pool.",
+    ["pool"],
+)
+
+
+def set_cost(pool: str, cost: float | None) -> None:
+    """The pool's cost series: set, or removed when its cost is not known (or it is gone)."""
+    if cost is None:
+        with contextlib.suppress(KeyError):  # never set: nothing to remove
+            nodepool_cost_per_hour.remove(pool)
+        return
+    nodepool_cost_per_hour.labels(pool=pool).set(cost)

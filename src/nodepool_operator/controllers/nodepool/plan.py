@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from nodepool_operator import timestamps
@@ -112,6 +112,14 @@ class PoolView:
     # What the pool's kubelets report against the template (``allocatable``), as the
     # status should record it; None leaves it out.
     reported_allocatable: nodepool_api.ReportedAllocatable | None = None
+    # A pool with requirements: what its nodes cost per hour by the catalog (None: not
+    # known), and what this pass's launch tells (``launch.OfferingLaunch``): the lines
+    # each request's answer gains, the requests whose named nodes are all placed, and why
+    # the launch stopped short, if it did (a ``Degraded`` reason and message).
+    cost_per_hour: float | None = None
+    launch_notes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    offerings_served: tuple[str, ...] = ()
+    launch_held: tuple[str, str] | None = None
 
     @property
     def draining(self) -> list[str]:
@@ -221,6 +229,7 @@ def pool_status(
         )
         | ({"cloudPause": view.cloud_pause.to_dict()} if view.cloud_pause is not None else {})
         | ({"reportedAllocatable": reported.to_dict()} if reported is not None else {})
+        | ({"costPerHour": view.cost_per_hour} if view.cost_per_hour is not None else {})
     )
 
 

@@ -49,7 +49,8 @@ from nodepool_operator import timestamps
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
 from nodepool_operator.cloud.provider import VirtualMachine, VmState
-from nodepool_operator.controllers.nodepool import inventory, plan
+from nodepool_operator.controllers import offerings
+from nodepool_operator.controllers.nodepool import inventory, offering_plan, plan
 from nodepool_operator.controllers.nodepool import metrics as pool_metrics
 from nodepool_operator.controllers.nodepool import nodes as node_ops
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
@@ -81,6 +82,9 @@ class Registrar:
     nodes: Informer
     config: NodePoolConfig
     wall_clock: clock_module.WallClock
+    # The cloud's catalog: a VM of a pool with requirements is registered with its
+    # offering's shape and labels (``offering_plan.vm_template``).
+    offerings: offerings.OfferingsCatalog | None = None
     # Node created -> (until when we wait for it, its resourceVersion)
     _expected: dict[str, tuple[float, str]] = dataclasses.field(default_factory=dict, init=False)
 
@@ -204,7 +208,7 @@ class Registrar:
         if it is gone, None (the next pass reads it again)."""
         ours = node_ops.owner_reference(pool)
         meta = node["metadata"]
-        template = spec.template
+        template = self._template(spec, vm)
         zone = vm.zone if template.zones else None
         labels = {
             **nodepool_api.node_labels(str(pool["metadata"]["name"]), template, zone=zone),
@@ -237,6 +241,13 @@ class Registrar:
         )
         return adopted
 
+    def _template(
+        self, spec: nodepool_api.NodePoolSpec, vm: VirtualMachine
+    ) -> nodepool_api.NodeTemplate:
+        """What ``vm``'s Node is: the pool's template, or its offering's shape and labels."""
+        known = None if self.offerings is None else self.offerings.known()
+        return offering_plan.vm_template(spec, vm, known)
+
     async def _create_node(
         self, pool: Object, spec: nodepool_api.NodePoolSpec, vm: VirtualMachine, *, now: float
     ) -> Refusal | None:
@@ -244,7 +255,7 @@ class Registrar:
         body = node_ops.node_manifest(
             pool=pool,
             vm=vm,
-            template=spec.template,
+            template=self._template(spec, vm),
             simulated=self.config.simulated_nodes,
             unregistered=True,
         )

@@ -89,18 +89,20 @@ def expired_requests(
 ) -> tuple[list[Object], float | None]:
     """Finished requests older than their retention, and when the next one expires.
 
-    A request that names zones for its new nodes (``spec.newNodeZones``) is the only
-    record of where its VMs go until their Nodes register: both controllers read the zones
-    of VMs still booting from it. So it is kept for ``zoned_retention`` seconds when that
-    is longer (the caller gives the pool's registration timeout plus ``retention``: by
-    then each of its VMs has a Node or was given up); any other for ``retention``."""
+    A request that names zones or offerings for its new nodes (``spec.newNodeZones``,
+    ``spec.newNodeOfferings``) is the only record of where (and as what) its VMs go until
+    their Nodes register: both controllers read the zones of VMs still booting from it.
+    So it is kept for ``zoned_retention`` seconds when that is longer (the caller gives
+    the pool's registration timeout plus ``retention``: by then each of its VMs has a Node
+    or was given up); any other for ``retention``."""
     expired: list[Object] = []
     next_expiry: float | None = None
     for request in requests:
         if is_pending(request) or request["metadata"].get("deletionTimestamp"):
             continue
         kept = retention
-        if scalerequest_api.spec_of(request).new_node_zones:
+        asked = scalerequest_api.spec_of(request)
+        if asked.new_node_zones or asked.new_node_offerings:
             kept = max(retention, zoned_retention)
         created = timestamps.parse_rfc3339(request["metadata"].get("creationTimestamp"))
         if created is None:

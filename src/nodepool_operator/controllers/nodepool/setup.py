@@ -8,7 +8,7 @@ from collections.abc import Callable, Hashable
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.api import wellknown
 from nodepool_operator.cloud.provider import CloudProvider
-from nodepool_operator.controllers import cached
+from nodepool_operator.controllers import cached, offerings
 from nodepool_operator.controllers.nodepool import lifecycle, plan
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.nodepool.controller import NAME, NodePoolReconciler
@@ -137,8 +137,18 @@ def _watch(controller: Controller, informers: _Informers, config: NodePoolConfig
     )
 
 
-def setup(manager: Manager, *, cloud: CloudProvider, config: NodePoolConfig) -> Controller:
-    """Create the controller, its informers (shared through the manager) and its watches."""
+def setup(
+    manager: Manager,
+    *,
+    cloud: CloudProvider,
+    config: NodePoolConfig,
+    offerings_catalog: offerings.OfferingsCatalog | None = None,
+) -> Controller:
+    """Create the controller, its informers (shared through the manager) and its watches.
+    ``offerings_catalog``: the cloud's catalog, shared with the Autoscaler (None: one of
+    the controller's own, ``OfferingsCatalog.of_cloud``)."""
+    if offerings_catalog is None:
+        offerings_catalog = offerings.OfferingsCatalog.of_cloud(cloud, clock=manager.clock)
     client = manager.client.for_manager(f"{NAME}-controller")
     informers = _informers(manager)
     recorder = EventRecorder(client, component=f"{NAME}-controller", clock=manager.clock)
@@ -158,6 +168,7 @@ def setup(manager: Manager, *, cloud: CloudProvider, config: NodePoolConfig) -> 
             clock=manager.clock,
             wall_clock=wall_clock,
             scale_requests=informers.scale_requests,
+            offerings_catalog=offerings_catalog,
         ),
         recorder=recorder,
         config=config,
