@@ -35,13 +35,15 @@ __all__ = [
     "HASH_VERSION",
     "SPEC_HASH_ANNOTATION",
     "SpecHash",
+    "drift_of",
     "drifted_sections",
+    "requirements_drifted",
     "spec_hash",
     "zone_drifted",
 ]
 
 #: On a pool's Node: the hash of the spec it was made from (``SpecHash.text``).
-SPEC_HASH_ANNOTATION: Final = "nodepool.dev/spec-hash"
+SPEC_HASH_ANNOTATION: Final = wellknown.SPEC_HASH_ANNOTATION
 HASH_VERSION: Final = "v1"
 _DIGEST_CHARS: Final = 10
 
@@ -109,11 +111,36 @@ def drifted_sections(recorded: SpecHash, current: SpecHash) -> tuple[str, ...]:
     return tuple(sorted(n for n in names if recorded.sections.get(n) != current.sections.get(n)))
 
 
+def _labels(node: Mapping[str, Any]) -> Mapping[str, str]:
+    labels: Mapping[str, str] = (node.get("metadata") or {}).get("labels") or {}
+    return labels
+
+
+def requirements_drifted(node: Mapping[str, Any], spec: nodepool.NodePoolSpec) -> bool:
+    """Whether the Node's offering labels no longer meet its pool's requirements."""
+    return bool(spec.requirements) and not spec.requirements.allows(_labels(node))
+
+
+def drift_of(
+    node: Mapping[str, Any], spec: nodepool.NodePoolSpec, current: SpecHash
+) -> tuple[str, ...]:
+    """What changed since ``node`` was made (sections of its hash, ``zones``,
+    ``requirements``); none when it has not drifted, or has no readable hash yet."""
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    text = annotations.get(SPEC_HASH_ANNOTATION)
+    recorded = None if text is None else SpecHash.parse(str(text))
+    changed = [] if recorded is None else list(drifted_sections(recorded, current))
+    if zone_drifted(node, spec):
+        changed.append("zones")
+    if requirements_drifted(node, spec):
+        changed.append("requirements")
+    return tuple(changed)
+
+
 def zone_drifted(node: Mapping[str, Any], spec: nodepool.NodePoolSpec) -> bool:
     """Whether the Node is in a zone its pool no longer allows."""
     zones = spec.template.zones
     if not zones:
         return False
-    labels = node.get("metadata", {}).get("labels") or {}
-    zone = labels.get(wellknown.ZONE_LABEL)
+    zone = _labels(node).get(wellknown.ZONE_LABEL)
     return zone is not None and zone not in zones
