@@ -10,7 +10,7 @@ from typing import Any
 from nodepool_operator.api import disruption as disruption_api
 from nodepool_operator.api import drift, wellknown
 from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.cloud.provider import MachineSpec, VirtualMachine, VmName
+from nodepool_operator.cloud.provider import VmState
 from nodepool_operator.cloud.testing import virtual_machine
 from nodepool_operator.controllers.nodepool import disruption, lifecycle, plan
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
@@ -20,33 +20,9 @@ from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import conditions, testing
 from nodepool_operator.runtime.controller import Request
 from nodepool_operator.runtime.events import EventRecorder
+from unit.nodepool import reconcile_world
 
 START = 1_800_000_000.0
-
-
-class Cloud:
-    """VMs that run as soon as they are asked for; a deletion ends at once."""
-
-    def __init__(self, clock: testing.FakeWallClock) -> None:
-        self.clock = clock
-        self.vms: dict[str, VirtualMachine] = {}
-        self.created: list[str] = []
-        self.deleted: list[str] = []
-
-    async def create_vm(self, *, name: VmName, pool: str, spec: MachineSpec) -> VirtualMachine:
-        self.created.append(name)
-        made = virtual_machine(name, pool=pool, created_at=self.clock.time())
-        return self.vms.setdefault(name, made)
-
-    async def list_vms(self, *, pool: str) -> list[VirtualMachine]:
-        return list(self.vms.values())
-
-    async def get_vm(self, name: VmName) -> VirtualMachine | None:
-        return self.vms.get(name)
-
-    async def delete_vm(self, name: VmName) -> None:
-        self.deleted.append(name)
-        self.vms.pop(name, None)
 
 
 class World:
@@ -62,7 +38,7 @@ class World:
                 "metadata": {"name": "p", "uid": "uid-p", "finalizers": [FINALIZER]},
             },
         )
-        self.cloud = Cloud(self.api.wall_clock)
+        self.cloud = reconcile_world.Cloud(self.api.wall_clock)  # type: ignore[arg-type]
         self.pools = testing.FakeInformer(server=self.api, plural="nodepools")
         self.nodes = testing.FakeInformer(
             {NODES_BY_POOL: lambda n: [wellknown.pool_of(n) or ""]}, server=self.api, plural="nodes"
@@ -131,6 +107,9 @@ class World:
     def pool_nodes(self) -> dict[str, dict[str, Any]]:
         return {name: obj for (plural, name), obj in self.api.objects.items() if plural == "nodes"}
 
+    def live_vms(self) -> int:
+        return sum(1 for state in self.cloud.vms.values() if state != VmState.DELETING)
+
     def uids(self) -> set[str]:
         """The Nodes by uid: VM names are reused once free, a Node's uid never is."""
         return {str(n["metadata"]["uid"]) for n in self.pool_nodes().values()}
@@ -180,7 +159,7 @@ async def test_a_change_that_shapes_no_node_replaces_nothing() -> None:
     await grown(world, 10)
 
     assert sorted(world.pool_nodes()) == ["p-0", "p-1", "p-2"]
-    assert world.cloud.deleted == []
+    assert world.cloud.deleted_at == {}
     assert world.most_disrupted == 0
 
 
@@ -203,7 +182,7 @@ async def test_a_label_change_rolls_every_node_one_at_a_time_replacement_first()
     assert not old & world.uids()
     assert all(n["metadata"]["labels"]["v"] == "2" for n in nodes.values())
     assert world.most_disrupted == 1
-    assert len(world.cloud.deleted) == 3
+    assert len(world.cloud.deleted_at) == 3
     assert all("changed: labels" in m for m in world.events("DisruptingDrifted"))
     assert any("budget nodes=1: 1 of 1 in use" in m for m in world.events("DisruptionBlocked"))
 
@@ -239,14 +218,14 @@ async def test_without_room_under_max_nodes_a_node_is_removed_before_its_replace
     world.change_spec(labels={"v": "2"})
     for _ in range(80):
         await world.step()
-        assert len(world.cloud.vms) <= 3  # never past maxNodes
+        assert world.live_vms() <= 3  # never past maxNodes
         if not old & world.uids():
             break
 
     assert not old & world.uids()
     await grown(world, 3)  # the last one's replacement, once it is gone
     assert len(world.pool_nodes()) == 3
-    assert len(world.cloud.vms) == 3
+    assert world.live_vms() == 3
     draining = world.events("DisruptionDraining")
     assert draining
     assert all("no room under maxNodes=3: removing it before launching" in m for m in draining)
