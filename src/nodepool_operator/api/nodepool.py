@@ -624,6 +624,8 @@ class NodePoolStatus:
     # What the pool's Nodes cost per hour, by their offerings' catalog prices (a pool with
     # requirements, when the cloud has a catalog); None: not known.
     cost_per_hour: float | None = None
+    # How many of the pool's Nodes differ from its spec (``api.drift``); None: none.
+    drifted_nodes: int | None = None
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> NodePoolStatus:
@@ -642,6 +644,7 @@ class NodePoolStatus:
                 d, "reportedAllocatable", parse=ReportedAllocatable.from_dict
             ),
             cost_per_hour=fields.optional_number(d, "costPerHour"),
+            drifted_nodes=fields.optional_integer(d, "driftedNodes"),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -661,6 +664,7 @@ class NodePoolStatus:
                     else self.reported_allocatable.to_dict()
                 ),
                 "costPerHour": self.cost_per_hour,
+                "driftedNodes": self.drifted_nodes,
             }
         )
 

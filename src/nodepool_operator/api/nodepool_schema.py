@@ -835,6 +835,15 @@ STATUS_SCHEMA: Final[dict[str, Any]] = {
             ),
             "minimum": 0,
         },
+        "driftedNodes": {
+            "type": "integer",
+            "description": (
+                "How many of the pool's Nodes differ from its spec and wait for their "
+                "replacement or are being replaced; absent: none."
+            ),
+            "format": "int32",
+            "minimum": 1,
+        },
     },
 }
 
@@ -860,6 +869,8 @@ PRINTER_COLUMNS: Final[list[dict[str, Any]]] = [
     {"name": "Current", "type": "integer", "jsonPath": ".status.currentNodes"},
     {"name": "Ready", "type": "integer", "jsonPath": ".status.readyNodes"},
     {"name": "Operation", "type": "string", "jsonPath": ".status.scaleOperation"},
+    # Empty while every Node is as the spec makes them.
+    {"name": "Drifted", "type": "integer", "jsonPath": ".status.driftedNodes"},
     # Empty for a pool without requirements (its nodes have no catalog price). Priority 1
     # (``kubectl get np -o wide``): the default table stays as it was for every pool.
     {"name": "Cost/h", "type": "number", "priority": 1, "jsonPath": ".status.costPerHour"},

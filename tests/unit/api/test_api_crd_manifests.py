@@ -563,6 +563,7 @@ def test_the_other_kinds_have_the_status_subresource_only(kind: Any) -> None:
                 "Current",
                 "Ready",
                 "Operation",
+                "Drifted",
                 "Cost/h",
                 "Degraded",
                 "Reason",

@@ -199,6 +199,7 @@ async def test_a_drifted_node_shows_what_changed_before_it_is_replaced() -> None
     assert world.disrupted() == []
     for node in nodes.values():
         assert node["metadata"]["annotations"][wellknown.DRIFTED_ANNOTATION] == "capacity,labels"
+    assert world.api.objects[("nodepools", "p")]["status"]["driftedNodes"] == 3
     held = world.events("DisruptionBlocked")
     assert held
     assert all("budget nodes=0: 0 of 0 in use" in m for m in held)
@@ -208,6 +209,7 @@ async def test_a_drifted_node_shows_what_changed_before_it_is_replaced() -> None
     await grown(world, 2)
     for node in world.pool_nodes().values():
         assert wellknown.DRIFTED_ANNOTATION not in node["metadata"]["annotations"]
+    assert "driftedNodes" not in world.api.objects[("nodepools", "p")]["status"]
 
 
 async def test_without_room_under_max_nodes_a_node_is_removed_before_its_replacement() -> None:

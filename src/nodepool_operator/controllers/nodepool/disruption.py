@@ -36,7 +36,7 @@ from nodepool_operator.api import disruption as disruption_api
 from nodepool_operator.api import drift, wellknown
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import VmName
-from nodepool_operator.controllers.nodepool import drain, termination
+from nodepool_operator.controllers.nodepool import drain, metrics, termination
 from nodepool_operator.controllers.nodepool import plan as pool_plan
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import errors, kinds, nodes
@@ -86,6 +86,7 @@ class DisruptionPlan:
     no_room: tuple[str, ...]  # those among them drained before their replacement
     waiting: tuple[str, ...]  # tainted Nodes whose replacement is launched first
     recheck_in: float | None  # when an expiry or a budget window changes the plan
+    drifted_nodes: int = 0  # Nodes that differ from the spec
 
 
 def _created(node: Mapping[str, Any]) -> float | None:
@@ -138,10 +139,12 @@ def plan(
     candidates: list[Candidate] = []
     held: list[tuple[Candidate, str]] = []
     expiries: list[float] = []
+    drifted_nodes = 0
     for name, node in sorted(view.nodes.items()):
         if _annotation(node, wellknown.SPEC_HASH_ANNOTATION) is None:
             stamp[name] = current.text
         changed = drift.drift_of(node, spec, current)
+        drifted_nodes += 1 if changed else 0
         shown = ",".join(changed) or None
         if shown != _annotation(node, wellknown.DRIFTED_ANNOTATION):
             drifted[name] = shown
@@ -191,6 +194,7 @@ def plan(
         no_room=no_room,
         waiting=waiting,
         recheck_in=min(waits) if waits else None,
+        drifted_nodes=drifted_nodes,
     )
 
 
@@ -279,6 +283,7 @@ class Disrupter:
             if patched is None:
                 continue
             written.append(patched)
+            metrics.nodepool_disruptions_total.labels(pool=pool_name, reason=candidate.reason).inc()
             await self.recorder.event(
                 pool,
                 type="Normal",

@@ -180,6 +180,7 @@ class PoolLifecycle:
             progress.append(await self.terminator.scale_down(pool, spec, sizing, live - target))
         elif sizing.cancellable:
             await self.terminator.cancel_drains(sizing, sizing.cancellable)
+        view = dataclasses.replace(view, drifted=decided.drifted_nodes)
         if decided.recheck_in is not None:
             soonest = decided.recheck_in
             if view.recheck_in is not None:

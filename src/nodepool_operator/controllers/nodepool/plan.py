@@ -120,6 +120,8 @@ class PoolView:
     launch_notes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     offerings_served: tuple[str, ...] = ()
     launch_held: tuple[str, str] | None = None
+    # How many of the pool's Nodes differ from its spec (``disruption.plan``).
+    drifted: int = 0
 
     @property
     def draining(self) -> list[str]:
@@ -230,6 +232,7 @@ def pool_status(
         | ({"cloudPause": view.cloud_pause.to_dict()} if view.cloud_pause is not None else {})
         | ({"reportedAllocatable": reported.to_dict()} if reported is not None else {})
         | ({"costPerHour": view.cost_per_hour} if view.cost_per_hour is not None else {})
+        | ({"driftedNodes": view.drifted} if view.drifted else {})
     )
 
 
