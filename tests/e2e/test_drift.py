@@ -147,6 +147,51 @@ async def test_a_label_change_replaces_every_node_one_at_a_time_without_breaking
     assert operator.errors_logged() == []
 
 
+async def test_an_operator_restarted_mid_roll_finishes_it_within_the_budget(
+    api_client: client.ApiClient,
+    start_simcloud: Any,
+    start_operator: Any,
+    pool_name: str,
+    namespace: str,
+) -> None:
+    cloud, operator, custom = await scenes.settled_pool(
+        api_client,
+        start_simcloud,
+        start_operator,
+        pool_name,
+        target=REPLICAS,
+        disruption={"budgets": [{"nodes": "1"}]},
+        template={"cpu": "4", "memory": "16Gi", "pods": 110, "labels": {"release": "a"}},
+    )
+    core = client.CoreV1Api(api_client)
+    await serve(api_client, namespace, pool_name)
+    old = {n.metadata.uid for n in await pool_nodes(core, pool_name)}
+    watch = Watch(api_client, namespace, pool_name)
+    watching = asyncio.create_task(watch.run())
+    await custom.patch_cluster_custom_object(
+        *POOLS, pool_name, {"spec": {"template": {"labels": {"release": "b"}}}}, _content_type=MERGE
+    )
+
+    async def second_node_tainted() -> bool:
+        nodes = await pool_nodes(core, pool_name)
+        gone = len(old - {n.metadata.uid for n in nodes})
+        return gone >= 1 and any(disrupted(n) for n in nodes)
+
+    try:
+        await wait_for(second_node_tainted, within=120)
+        operator.stop()  # mid-roll: one node tainted, its replacement on its way or up
+        operator = start_operator(cloud)
+        await wait_for(lambda: rolled(core, pool_name, old, "b"), within=300)
+    finally:
+        watching.cancel()
+
+    assert watch.most_disrupted == 1
+    assert watch.least_healthy >= REPLICAS - 1
+    assert watch.negative_allowed == 0
+    await wait_for(lambda: settled(custom, pool_name, REPLICAS), within=60)
+    assert operator.errors_logged() == []
+
+
 async def test_a_zero_budget_in_its_window_holds_the_roll_until_the_window_ends(
     api_client: client.ApiClient,
     start_simcloud: Any,

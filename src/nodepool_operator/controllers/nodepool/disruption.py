@@ -276,6 +276,9 @@ class Disrupter:
             patched = await self._patch(name, {"metadata": {"annotations": annotations}})
             if patched is not None:
                 written.append(patched)
+        # What was told of Nodes no longer held is forgotten: told again if held again.
+        still = {(pool_name, c.node) for c, _ in decided.held}
+        self._told = {t for t in self._told if t[0] != pool_name or t[:2] in still}
         for candidate, holder in decided.held:
             await self._tell_held(pool, candidate, holder)
         for candidate in decided.taint:
