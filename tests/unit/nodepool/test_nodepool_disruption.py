@@ -174,6 +174,9 @@ async def test_a_label_change_rolls_every_node_one_at_a_time_replacement_first()
         # Replacement first: a drifted Node goes only once the pool has its size without it.
         live = [n for n in world.pool_nodes().values() if not plan.is_draining(n)]
         assert len(live) >= 3
+        # Never shown short of Nodes, nor NotReady with more Ready than wanted.
+        found = world.api.objects[("nodepools", "p")]["status"]["conditions"]
+        assert [c["status"] for c in found if c["type"] == "Ready"] == ["True"]
         if not old & world.uids():
             break
 

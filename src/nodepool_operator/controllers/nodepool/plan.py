@@ -202,10 +202,12 @@ def pool_status(
         pool.get("status", {}).get("conditions"), observed_generation=generation, now=now
     )
     ready = view.ready
+    # More Ready than wanted (a replacement up before the Node it replaces goes, a
+    # scale-down's victims not drained yet) is every wanted Node Ready.
     found.set(
         "Ready",
-        ready == desired,
-        reason="NodesReady" if ready == desired else "NodesNotReady",
+        ready >= desired,
+        reason="NodesReady" if ready >= desired else "NodesNotReady",
         message=f"{ready}/{desired} nodes ready",
     )
     _set_scaling(found, view=view, desired=desired, active=active)
