@@ -17,6 +17,19 @@ and the lease; its time is the time a decision waits. Three pod mixes:
 * ``statefulsets-equal-labels``: the same pods without the pod-name label, the yardstick
   for what unique labels no selector reads may cost.
 
+four where the new nodes' offerings are chosen by price (``simulation.priced_packing``,
+the step after the filters: pending pods, grouped by request and allowed offerings,
+packed onto a generic catalog of 100 instance types in three zones, on-demand and spot:
+600 offerings, ``tests/priced_mixes.py``), each
+with its price against the lower bound (``simulation.price_bound``, computed after the
+clock stops, on a grid of 4 steps) and against Karpenter's rule (largest type, then the
+cheapest that holds each node's pods):
+
+* ``priced-mixed-sizes``: 12 Deployments from 250m to 30 cpu, cpu-heavy, memory-heavy,
+  balanced and tiny; ``priced-small``: 8 Deployments of 100m-1 cpu (pod slots bind);
+  ``priced-random``: every pod its own request (50m-4 cpu, 64Mi-16Gi); ``priced-zonal``:
+  the mixed sizes with a third of the Deployments pinned to one zone;
+
 and one case where the cost is the cluster, not the pending pods:
 
 * ``burst-on-large-cluster``: ``bench/scale.py --fractions 1.0``'s burst: 1,000 pools
@@ -58,13 +71,18 @@ from nodepool_operator.controllers.autoscaler import constraints, simulation
 
 # The constraint kinds are built by the same code the e2e and differential tests use.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+import priced_mixes
 import workloads
+from nodepool_operator.controllers.autoscaler.simulation import price_bound, priced_packing
 
 GI = 1024**3
 ZONES = ("zone-a", "zone-b", "zone-c")
 TEMPLATE = nodepool_api.NodeTemplate(cpu="4", memory="16Gi", pods=110, zones=ZONES)
 POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
+PRICED_MIXES = ("priced-mixed-sizes", "priced-small", "priced-random", "priced-zonal")
+PRICED_TYPES = 100
 MIXES = (
+    *PRICED_MIXES,
     "deployments",
     "random",
     "constraints",
@@ -327,14 +345,59 @@ def fingerprint(outcome: simulation.SimulationOutcome) -> str:
 def print_fingerprints(sizes: list[int], mixes: list[str]) -> None:
     for count in sizes:
         for mix in mixes:
-            if mix in FIXED_PENDING and count != sizes[0]:
+            if (mix in FIXED_PENDING and count != sizes[0]) or mix in PRICED_MIXES:
                 continue
             pending = FIXED_PENDING.get(mix, count)
             _, _, outcome = measure(mix, count=pending, repeat=1)
             print(f"{pending} {mix} {fingerprint(outcome)}", flush=True)
 
 
+def measure_priced(
+    mix: str, *, count: int, repeat: int
+) -> tuple[list[float], priced_packing.PackingPlan, float, float]:
+    """CPU seconds of each cost-aware plan, the plan, the lower bound and the price of
+    Karpenter's rule (largest, then cheapest) on the same pods."""
+    candidates = priced_mixes.catalog(PRICED_TYPES)
+    demands = priced_mixes.mix(mix.removeprefix("priced-"), count, random.Random(42), candidates)
+    cpu: list[float] = []
+    plan = None
+    for _ in range(repeat):
+        started = time.process_time()
+        plan = priced_packing.plan_cheapest(demands, candidates)
+        cpu.append(time.process_time() - started)
+    assert plan is not None
+    bound = price_bound.price_lower_bound(demands, candidates, steps=4)
+    largest = priced_packing.pack(demands, candidates, priced_packing.LARGEST).price
+    return cpu, plan, bound, largest
+
+
+def main_priced(sizes: list[int], repeat: int, mixes: list[str]) -> None:
+    print(
+        "| pending pods | mix | offerings | new nodes | $/h | lower bound | to the bound "
+        "| Karpenter's rule | strategy kept | CPU min | CPU median |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    offerings = len(priced_mixes.catalog(PRICED_TYPES))
+    for count in sizes:
+        for mix in mixes:
+            cpu, plan, bound, largest = measure_priced(mix, count=count, repeat=repeat)
+            print(
+                f"| {count:,} | {mix} | {offerings} | {len(plan.nodes):,} | {plan.price:,.2f} "
+                f"| {bound:,.2f} | {plan.price / bound:.3f}x | {largest / bound:.3f}x "
+                f"| {plan.strategy} | {min(cpu) * 1000:.0f} ms "
+                f"| {statistics.median(cpu) * 1000:.0f} ms |",
+                flush=True,
+            )
+
+
 def main(sizes: list[int], repeat: int, mixes: list[str]) -> None:
+    priced = [mix for mix in mixes if mix in PRICED_MIXES]
+    if priced:
+        main_priced(sizes, repeat, priced)
+        print()
+    mixes = [mix for mix in mixes if mix not in PRICED_MIXES]
+    if not mixes:
+        return
     # CPU time is what the simulation itself costs; on a machine shared with other work
     # the wall-clock time also holds the time other processes had the core.
     print("| pending pods | mix | new nodes | unplaceable | min | median | CPU min | CPU median |")
