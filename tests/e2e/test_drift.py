@@ -98,14 +98,16 @@ async def rolled(core: client.CoreV1Api, pool: str, old: set[str], label: str) -
     )
 
 
-async def test_a_label_change_replaces_every_node_one_at_a_time_without_breaking_the_budget(
+async def served_pool(
     api_client: client.ApiClient,
     start_simcloud: Any,
     start_operator: Any,
     pool_name: str,
     namespace: str,
-) -> None:
-    _, operator, custom = await scenes.settled_pool(
+) -> scenes.Scene:
+    """A pool of ``REPLICAS`` nodes labelled ``release=a`` under a budget of one node at a
+    time, serving the guarded Deployment (``serve``)."""
+    scene = await scenes.settled_pool(
         api_client,
         start_simcloud,
         start_operator,
@@ -114,8 +116,20 @@ async def test_a_label_change_replaces_every_node_one_at_a_time_without_breaking
         disruption={"budgets": [{"nodes": "1"}]},
         template={"cpu": "4", "memory": "16Gi", "pods": 110, "labels": {"release": "a"}},
     )
-    core = client.CoreV1Api(api_client)
     await serve(api_client, namespace, pool_name)
+    return scene
+
+
+async def test_a_label_change_replaces_every_node_one_at_a_time_without_breaking_the_budget(
+    api_client: client.ApiClient,
+    start_simcloud: Any,
+    start_operator: Any,
+    pool_name: str,
+    namespace: str,
+) -> None:
+    scene = await served_pool(api_client, start_simcloud, start_operator, pool_name, namespace)
+    operator, custom = scene.operator, scene.custom
+    core = client.CoreV1Api(api_client)
     old = {n.metadata.uid for n in await pool_nodes(core, pool_name)}
     pods_before = REPLICAS
 
@@ -154,17 +168,9 @@ async def test_an_operator_restarted_mid_roll_finishes_it_within_the_budget(
     pool_name: str,
     namespace: str,
 ) -> None:
-    cloud, operator, custom = await scenes.settled_pool(
-        api_client,
-        start_simcloud,
-        start_operator,
-        pool_name,
-        target=REPLICAS,
-        disruption={"budgets": [{"nodes": "1"}]},
-        template={"cpu": "4", "memory": "16Gi", "pods": 110, "labels": {"release": "a"}},
-    )
+    scene = await served_pool(api_client, start_simcloud, start_operator, pool_name, namespace)
+    cloud, operator, custom = scene
     core = client.CoreV1Api(api_client)
-    await serve(api_client, namespace, pool_name)
     old = {n.metadata.uid for n in await pool_nodes(core, pool_name)}
     watch = Watch(api_client, namespace, pool_name)
     watching = asyncio.create_task(watch.run())
