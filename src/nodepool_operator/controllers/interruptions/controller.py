@@ -1,0 +1,206 @@
+"""Reads the cloud's events (``provider.EventSource``) and stores each notice for a VM of
+ours on its Node, before the event is said handled.
+
+One key (``POLL``) is reconciled over and over: a pass waits for the cloud's next events
+(a long poll), acts on them and on those a failed write left over, and times the moves
+under way (``moves``). For each event:
+
+* a Node of ours (the VM's pool label on it) gets the notice's marks (``notice.marks``:
+  annotations, the NoSchedule taint, cordon) in one merge patch carrying the
+  resourceVersion it was read at; a 409 reads it again and re-applies only the marks.
+  Only once the marks are stored is the event ``handled`` (its SQS message deleted): an
+  event whose write failed is kept and tried again next pass, and comes again from SQS
+  after its visibility timeout if the operator stops meanwhile. Acting twice is harmless:
+  a Node already marked is not written again.
+* a rebalance recommendation is logged and handled: no pool opts in to act on one yet
+  (that needs a NodePool spec field).
+* an event for a VM without a Node of ours (another cluster's instance, a Node already
+  gone or not registered yet) or of a kind not known is logged and handled: nothing here
+  will ever act on it.
+
+Events ``SpotInterrupted`` (and the reasons of the other kinds) go on the Node and its
+pool. What the NodePool controller does next (drain through the Eviction API, delete) it
+does because ``controllers.health`` reads the mark as unhealthy at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping
+from typing import Any, Final
+
+from nodepool_operator.api import wellknown
+from nodepool_operator.cloud import provider
+from nodepool_operator.controllers.interruptions import metrics, moves, notice
+from nodepool_operator.controllers.resources import PODS_BY_NODE
+from nodepool_operator.runtime import clock as clock_module
+from nodepool_operator.runtime import errors, kinds, retry
+from nodepool_operator.runtime.client import Client, Object
+from nodepool_operator.runtime.controller import Request, Result
+from nodepool_operator.runtime.events import EventRecorder
+from nodepool_operator.runtime.informer import Informer
+
+__all__ = ["NAME", "POLL", "REASONS", "InterruptionReconciler"]
+
+log = logging.getLogger(__name__)
+
+NAME: Final = "interruptions"
+#: The one key: the cloud's event stream.
+POLL: Final = Request(name="cloud-events")
+#: The event reason on the Node and the pool, by kind.
+REASONS: Final[Mapping[str, str]] = {
+    notice.SPOT_INTERRUPTION: "SpotInterrupted",
+    notice.SCHEDULED_CHANGE: "ScheduledChange",
+    notice.STATE_CHANGE: "InstanceStopping",
+    notice.REBALANCE: "RebalanceRecommended",
+}
+#: A pass waits this long for the cloud's next event while nothing is being timed...
+QUIET_WAIT: Final = 5.0
+#: ...and this long while a noticed Node's pods are moving (the looks that time them).
+MOVING_WAIT: Final = 1.0
+#: After a write that failed for another reason than a conflict, the next try.
+RETRY_AFTER: Final = 2.0
+
+
+@dataclasses.dataclass(kw_only=True, eq=False)
+class InterruptionReconciler:
+    client: Client
+    nodes: Informer
+    pools: Informer
+    pods: Informer
+    source: provider.EventSource
+    recorder: EventRecorder
+    wall_clock: clock_module.WallClock
+    clock: clock_module.Clock
+    quiet_wait: float = QUIET_WAIT
+    # Events whose marks could not be stored yet (told again next pass, not handled).
+    _left: list[provider.CloudEvent] = dataclasses.field(default_factory=list, init=False)
+    _moving: dict[str, moves.Move] = dataclasses.field(default_factory=dict, init=False)
+
+    async def reconcile(self, request: Request) -> Result:
+        if request != POLL:
+            return Result()
+        wait = 0.0 if self._left else MOVING_WAIT if self._moving else self.quiet_wait
+        try:
+            fresh = await self.source.events(wait=wait)
+        except provider.CloudError as error:
+            kind = errors.DependencyUnavailable if error.transient else errors.DependencyRefused
+            raise kind(f"cloud events {error.code}: {error}") from error
+        todo, self._left = [*self._left, *fresh], []
+        for event in todo:
+            if not await self._act(event):
+                self._left.append(event)
+                continue
+            try:
+                await self.source.handled(event)
+            except provider.CloudError as error:
+                # Stored already: the event comes again and finds the Node marked.
+                log.warning("event=interruption-handled-failed vm=%s error=%s", event.name, error)
+        self._time_moves()
+        # Straight on to the next long poll; the wait is in the poll, not here.
+        return Result(requeue_after=RETRY_AFTER if self._left else 0.001)
+
+    async def _act(self, event: provider.CloudEvent) -> bool:
+        """Store the event's notice on its Node; False when the write failed (try again)."""
+        kind = notice.KIND_OF_EVENT.get(event.kind)
+        if kind is None:
+            log.warning("event=interruption-unknown-kind kind=%r vm=%s", event.kind, event.name)
+            metrics.nodepool_interruption_messages_dropped_total.labels("unknown-kind").inc()
+            return True
+        node = self.nodes.get(event.name)
+        if node is None or wellknown.pool_of(node) != event.pool:
+            # Another cluster's instance, or a VM whose Node is gone or not there yet.
+            log.info(
+                "event=interruption-no-node vm=%s pool=%s kind=%s", event.name, event.pool, kind
+            )
+            metrics.nodepool_interruption_messages_dropped_total.labels("no-node").inc()
+            return True
+        if kind == notice.REBALANCE:
+            log.info("event=rebalance-recommended node=%s action=none", event.name)
+            metrics.nodepool_interruption_messages_dropped_total.labels("rebalance-not-acted").inc()
+            return True
+        now = self.wall_clock.time()
+        wanted = notice.Notice(
+            kind=kind, noticed_at=event.at if event.at > 0 else now, terminate_at=event.terminate_at
+        )
+        try:
+            marked, first = await retry.retry_on_conflict(
+                lambda: self._mark(event.name, wanted), clock=self.clock
+            )
+        except errors.NotFound:
+            log.info("event=interruption-node-gone node=%s kind=%s", event.name, kind)
+            return True
+        except errors.ApiError as error:
+            log.warning("event=interruption-mark-failed node=%s error=%r", event.name, error)
+            return False
+        if first:
+            await self._tell(marked, wanted)
+        return True
+
+    async def _mark(self, name: str, wanted: notice.Notice) -> tuple[Object, bool]:
+        """The Node with the notice stored, and whether it had none before (read fresh:
+        a 409 means another writer came between, and only our marks are applied again)."""
+        node = await self.client.get(kinds.NODES, name)
+        found = notice.read(node)
+        stored = wanted if found is None else found.merged(wanted)
+        if notice.is_marked(node, stored):
+            return node, False
+        written = await self.client.patch(kinds.NODES, name, notice.marks(node, stored))
+        return written, found is None
+
+    async def _tell(self, node: Object, wanted: notice.Notice) -> None:
+        name = str(node["metadata"]["name"])
+        labels = node["metadata"].get("labels") or {}
+        zone = str(labels.get(wellknown.ZONE_LABEL, ""))
+        instance_type = str(labels.get(wellknown.INSTANCE_TYPE_LABEL, ""))
+        metrics.nodepool_interruptions_total.labels(wanted.kind, zone, instance_type).inc()
+        left = (
+            "no time given"
+            if wanted.terminate_at is None
+            else f"{max(0.0, wanted.terminate_at - self.wall_clock.time()):.0f}s left"
+        )
+        message = (
+            f"node {name} ({instance_type or 'no instance type'} in {zone or 'no zone'}): the"
+            f" cloud gave notice ({wanted.kind}, {left}); tainted {notice.INTERRUPTED_TAINT_KEY}"
+            " and cordoned, it is replaced now"
+        )
+        log.warning(
+            "event=node-interrupted node=%s kind=%s zone=%s instance_type=%s terminate_at=%s",
+            name,
+            wanted.kind,
+            zone,
+            instance_type,
+            wanted.terminate_at,
+        )
+        reason = REASONS[wanted.kind]
+        await self.recorder.event(_node_ref(node), type="Warning", reason=reason, message=message)
+        pool = self.pools.get(wellknown.pool_of(node) or "")
+        if pool is not None:
+            await self.recorder.event(pool, type="Warning", reason=reason, message=message)
+        move = moves.start(
+            node=name,
+            kind=wanted.kind,
+            noticed_at=wanted.noticed_at,
+            on_node=self.pods.by_index(PODS_BY_NODE, name),
+            every_pod=self.pods.items(),
+        )
+        if move is not None:
+            self._moving[name] = move
+
+    def _time_moves(self) -> None:
+        if not self._moving:
+            return
+        every_pod = self.pods.items()
+        now = self.wall_clock.time()
+        for name, move in list(self._moving.items()):
+            if not moves.finished(move, every_pod):
+                continue
+            del self._moving[name]
+            took = max(0.0, now - move.noticed_at)
+            metrics.nodepool_interruption_pods_moved_seconds.labels(move.kind).observe(took)
+            log.info("event=interrupted-pods-moved node=%s seconds=%.1f", name, took)
+
+
+def _node_ref(node: Mapping[str, Any]) -> Object:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": dict(node.get("metadata") or {})}
