@@ -7,7 +7,8 @@ under way (``moves``). For each event:
 
 * a Node of ours (the VM's pool label on it) gets the notice's marks (``notice.marks``:
   annotations, the NoSchedule taint, cordon) in one merge patch carrying the
-  resourceVersion it was read at; a 409 reads it again and re-applies only the marks.
+  resourceVersion of the cache's copy (the taint list is replaced whole); a 409 leaves the
+  event to the next pass, which reads the Node again from the cache.
   Only once the marks are stored is the event ``handled`` (its SQS message deleted): an
   event whose write failed is kept and tried again next pass, and comes again from SQS
   after its visibility timeout if the operator stops meanwhile. Acting twice is harmless:
@@ -35,7 +36,7 @@ from nodepool_operator.cloud import provider
 from nodepool_operator.controllers.interruptions import metrics, moves, notice
 from nodepool_operator.controllers.resources import PODS_BY_NODE
 from nodepool_operator.runtime import clock as clock_module
-from nodepool_operator.runtime import errors, kinds, retry
+from nodepool_operator.runtime import errors, kinds
 from nodepool_operator.runtime.client import Client, Object
 from nodepool_operator.runtime.controller import Request, Result
 from nodepool_operator.runtime.events import EventRecorder
@@ -59,8 +60,8 @@ REASONS: Final[Mapping[str, str]] = {
 QUIET_WAIT: Final = 5.0
 #: ...and this long while a noticed Node's pods are moving (the looks that time them).
 MOVING_WAIT: Final = 1.0
-#: After a write that failed for another reason than a conflict, the next try.
-RETRY_AFTER: Final = 2.0
+#: After a write that failed (a 409: the cache catches up meanwhile), the next try.
+RETRY_AFTER: Final = 0.5
 
 
 @dataclasses.dataclass(kw_only=True, eq=False)
@@ -72,7 +73,6 @@ class InterruptionReconciler:
     source: provider.EventSource
     recorder: EventRecorder
     wall_clock: clock_module.WallClock
-    clock: clock_module.Clock
     quiet_wait: float = QUIET_WAIT
     # Events whose marks could not be stored yet (told again next pass, not handled).
     _left: list[provider.CloudEvent] = dataclasses.field(default_factory=list, init=False)
@@ -125,9 +125,11 @@ class InterruptionReconciler:
             kind=kind, noticed_at=event.at if event.at > 0 else now, terminate_at=event.terminate_at
         )
         try:
-            marked, first = await retry.retry_on_conflict(
-                lambda: self._mark(event.name, wanted), clock=self.clock
-            )
+            first = await self._mark(node, wanted)
+        except errors.Conflict:
+            # Written by another since the cache's copy: the next pass reads it again.
+            log.debug("event=interruption-mark-conflict node=%s", event.name)
+            return False
         except errors.NotFound:
             log.info("event=interruption-node-gone node=%s kind=%s", event.name, kind)
             return True
@@ -135,19 +137,21 @@ class InterruptionReconciler:
             log.warning("event=interruption-mark-failed node=%s error=%r", event.name, error)
             return False
         if first:
-            await self._tell(marked, wanted)
+            await self._tell(node, wanted)
         return True
 
-    async def _mark(self, name: str, wanted: notice.Notice) -> tuple[Object, bool]:
-        """The Node with the notice stored, and whether it had none before (read fresh:
-        a 409 means another writer came between, and only our marks are applied again)."""
-        node = await self.client.get(kinds.NODES, name)
+    async def _mark(self, node: Object, wanted: notice.Notice) -> bool:
+        """Store ``wanted`` on ``node`` (the cache's copy: the patch carries its
+        resourceVersion, so a Node written since is a 409, never overwritten); True when
+        the Node had no notice before."""
         found = notice.read(node)
         stored = wanted if found is None else found.merged(wanted)
         if notice.is_marked(node, stored):
-            return node, False
-        written = await self.client.patch(kinds.NODES, name, notice.marks(node, stored))
-        return written, found is None
+            return False
+        await self.client.patch(
+            kinds.NODES, str(node["metadata"]["name"]), notice.marks(node, stored)
+        )
+        return found is None
 
     async def _tell(self, node: Object, wanted: notice.Notice) -> None:
         name = str(node["metadata"]["name"])

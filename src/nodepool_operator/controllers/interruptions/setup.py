@@ -42,7 +42,6 @@ def setup(manager: Manager, *, source: provider.EventSource) -> Controller:
         source=source,
         recorder=recorder,
         wall_clock=clock_module.RealWallClock(),
-        clock=manager.clock,
     )
     controller = Controller(name=NAME, reconciler=reconciler, clock=manager.clock)
     controller.queue.add(POLL)

@@ -1,0 +1,190 @@
+"""A spot node taken back, on the real control plane: simcloud sells spot offerings
+(``--catalog``) and gives one VM of a pool of three spot nodes a 30 s interruption notice
+(``POST /admin/interrupt``). The operator marks the Node at once (annotation, NoSchedule
+taint, cordon), drains it through the Eviction API so that the Deployment's pods run on
+the other nodes before the VM is gone, none lost, and the Node and its VM are gone after
+(the pool back at three nodes)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from kubernetes_asyncio import client
+
+from e2e.autoscaling import events
+from harness import POOLS, SimCloud, settled, wait_for
+from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import wellknown
+from nodepool_operator.api.requirements import Requirements
+from nodepool_operator.cloud import catalog
+from nodepool_operator.controllers.interruptions import notice
+from workloads import deployment
+
+ZONES = ("sim-1a", "sim-1b")
+GIB = 2**30
+NOTICE_SECONDS = 30
+REPLICAS = 10
+
+
+def _catalog_file(tmp_path: Path) -> Path:
+    c4 = catalog.InstanceType(
+        name="c4",
+        cpu_millis=4000,
+        memory_bytes=8 * GIB,
+        pods=58,
+        ephemeral_storage_bytes=20 * GIB,
+        architecture="amd64",
+        operating_systems=("linux",),
+    )
+    offerings = [
+        catalog.Offering(
+            instance_type="c4", zone=zone, capacity_type=capacity, price_per_hour=price
+        )
+        for zone in ZONES
+        for capacity, price in (("spot", 0.06), ("on-demand", 0.19))
+    ]
+    path = tmp_path / "instance_types.json"
+    path.write_text(json.dumps(catalog.Catalog.of({"c4": c4}, offerings).to_json()))
+    return path
+
+
+def _spot_pool(name: str) -> dict[str, Any]:
+    spec = nodepool_api.NodePoolSpec(
+        target_nodes=3,
+        max_nodes=6,
+        requirements=Requirements.from_list(
+            [
+                {"key": wellknown.INSTANCE_TYPE_LABEL, "operator": "In", "values": ["c4"]},
+                {"key": wellknown.ZONE_LABEL, "operator": "In", "values": list(ZONES)},
+                {"key": wellknown.CAPACITY_TYPE_LABEL, "operator": "In", "values": ["spot"]},
+            ]
+        ),
+        template=nodepool_api.NodeTemplate(reserved={"cpu": "100m"}),
+    )
+    return nodepool_api.manifest(name, spec)
+
+
+async def _app_pods(core: client.CoreV1Api, namespace: str) -> list[Any]:
+    return list((await core.list_namespaced_pod(namespace, label_selector="app=web")).items)
+
+
+async def test_a_spot_notice_moves_the_pods_before_the_vm_is_gone(
+    api_client: client.ApiClient,
+    start_simcloud: Any,
+    start_operator: Any,
+    pool_name: str,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    cloud: SimCloud = await start_simcloud(
+        "--catalog",
+        str(_catalog_file(tmp_path)),
+        "--create-latency",
+        "0.2",
+        "--spot-notice-seconds",
+        str(NOTICE_SECONDS),
+    )
+    assert cloud.client is not None
+    operator = start_operator(cloud)
+    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
+    apps = client.AppsV1Api(api_client)
+    await custom.create_cluster_custom_object(*POOLS, _spot_pool(pool_name))
+    await wait_for(lambda: settled(custom, pool_name, 3), within=90)
+    nodes = (await core.list_node(label_selector=f"{wellknown.POOL_LABEL}={pool_name}")).items
+    assert {n.metadata.labels[wellknown.CAPACITY_TYPE_LABEL] for n in nodes} == {"spot"}
+
+    # 10 pods of 500m: any two of the three nodes hold them all.
+    body = deployment(
+        "web", selector={wellknown.POOL_LABEL: pool_name}, replicas=REPLICAS, cpu="500m"
+    )
+    await apps.create_namespaced_deployment(namespace, body)
+
+    async def all_running() -> list[Any] | None:
+        found = await _app_pods(core, namespace)
+        running = [p for p in found if p.status.phase == "Running"]
+        return running if len(running) == REPLICAS and len(found) == REPLICAS else None
+
+    placed = await wait_for(all_running, within=90)
+    per_node: dict[str, int] = {}
+    for pod in placed:
+        per_node[pod.spec.node_name] = per_node.get(pod.spec.node_name, 0) + 1
+    victim = max(per_node, key=lambda name: per_node[name])
+    victim_node = await core.read_node(victim)
+    victim_uid = victim_node.metadata.uid
+    [vm] = [v for v in await cloud.client.list_vms(pool=pool_name) if v.name == victim]
+
+    # Every pod Running, sampled through the whole interruption: Running drops by the
+    # pods the drain moves at most, and never below what the other two nodes already ran.
+    lowest = REPLICAS
+    sampling = True
+
+    async def sample() -> None:
+        nonlocal lowest
+        while sampling:
+            found = await _app_pods(core, namespace)
+            lowest = min(lowest, sum(1 for p in found if p.status.phase == "Running"))
+            await asyncio.sleep(0.2)
+
+    sampler = asyncio.create_task(sample())
+    noticed_at = time.time()
+    [given] = await cloud.client.interrupt([victim])
+    assert given.name == victim
+
+    async def marked() -> Any:
+        node = await core.read_node(victim)
+        annotations = node.metadata.annotations or {}
+        if annotations.get(notice.INTERRUPTION_ANNOTATION) != "spot-interruption":
+            return None
+        return node
+
+    node = await wait_for(marked, within=10, every=0.1)
+    marked_after = time.time() - noticed_at
+    taints = [(t.key, t.effect) for t in node.spec.taints or ()]
+    assert (notice.INTERRUPTED_TAINT_KEY, "NoSchedule") in taints
+    assert node.spec.unschedulable is True
+    assert node.metadata.annotations[notice.TERMINATE_AT_ANNOTATION]
+
+    async def moved() -> bool:
+        found = await _app_pods(core, namespace)
+        running = [p for p in found if p.status.phase == "Running"]
+        return len(running) == REPLICAS and all(p.spec.node_name != victim for p in running)
+
+    await wait_for(moved, within=NOTICE_SECONDS, every=0.2)
+    moved_after = time.time() - noticed_at
+    # Before the cloud takes the VM back: the drain did it, not the VM's end.
+    assert moved_after < NOTICE_SECONDS
+
+    async def node_gone() -> bool:
+        found = await core.list_node(field_selector=f"metadata.name={victim}")
+        return all(n.metadata.uid != victim_uid for n in found.items)
+
+    await wait_for(node_gone, within=60)
+    # Its VM is gone too: a VM of the name now is the replacement, made after it.
+    async def vm_gone() -> bool:
+        assert cloud.client is not None
+        live = await cloud.client.list_vms(pool=pool_name)
+        return not [v for v in live if v.name == victim and v.created_at <= vm.created_at]
+
+    await wait_for(vm_gone, within=60)
+    await wait_for(lambda: settled(custom, pool_name, 3), within=90)
+    await wait_for(moved, within=30)
+    sampling = False
+    await sampler
+
+    assert lowest >= REPLICAS - per_node[victim]
+    for kind, name in (("Node", victim), ("NodePool", pool_name)):
+        told = await events(core, "default", name=name, reason="SpotInterrupted")
+        assert [e.involved_object.kind for e in told] == [kind], (kind, told)
+    logged = operator.output()
+    assert f"event=node-interrupted node={victim} kind=spot-interruption" in logged
+    assert f"event=interrupted-pods-moved node={victim}" in logged
+    assert operator.errors_logged() == []
+    print(
+        f"marked {marked_after:.1f}s after the notice; pods Running elsewhere after"
+        f" {moved_after:.1f}s of {NOTICE_SECONDS}s; {per_node[victim]} pods moved, Running"
+        f" never below {lowest}"
+    )
