@@ -163,6 +163,7 @@ async def test_a_spot_notice_moves_the_pods_before_the_vm_is_gone(
         return all(n.metadata.uid != victim_uid for n in found.items)
 
     await wait_for(node_gone, within=60)
+
     # Its VM is gone too: a VM of the name now is the replacement, made after it.
     async def vm_gone() -> bool:
         assert cloud.client is not None
