@@ -3,25 +3,35 @@
 (``POST /admin/interrupt``). The operator marks the Node at once (annotation, NoSchedule
 taint, cordon), drains it through the Eviction API so that the Deployment's pods run on
 the other nodes before the VM is gone, none lost, and the Node and its VM are gone after
-(the pool back at three nodes)."""
+(the pool back at three nodes).
+
+And on EC2 (moto, with its SQS): a spot interruption warning in the queue for one of the
+pool's instances is acted on the same way and then deleted; one for another cluster's
+instance in the same account is deleted and changes nothing."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import aiobotocore.session
+import pytest
 from kubernetes_asyncio import client
 
+import ec2_server
 from e2e.autoscaling import events
-from harness import POOLS, SimCloud, settled, wait_for
+from harness import CLI, POOLS, Operator, SimCloud, operator_args, settled, wait_for
+from nodepool_devtools.cluster.pytest_plugin import Cluster
+from nodepool_operator.api import launch, wellknown
 from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.api import wellknown
 from nodepool_operator.api.requirements import Requirements
-from nodepool_operator.cloud import catalog
+from nodepool_operator.cloud import aws, catalog, provider
 from nodepool_operator.controllers.interruptions import notice
+from nodepool_operator.runtime import conditions
 from workloads import deployment
 
 ZONES = ("sim-1a", "sim-1b")
@@ -189,3 +199,165 @@ async def test_a_spot_notice_moves_the_pods_before_the_vm_is_gone(
         f" {moved_after:.1f}s of {NOTICE_SECONDS}s; {per_node[victim]} pods moved, Running"
         f" never below {lowest}"
     )
+
+
+# -- EC2: EventBridge messages in SQS (moto) -----------------------------------------------
+
+
+@pytest.fixture
+def moto(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ec2_server.MotoEc2]:
+    # The operator's SDK finds these in its environment, SQS's endpoint among them.
+    for key, value in ec2_server.ENV.items():
+        monkeypatch.setenv(key, value)
+    with ec2_server.running(tmp_path / "moto.log") as server:
+        monkeypatch.setenv("AWS_ENDPOINT_URL_SQS", server.endpoint)
+        yield server
+
+
+def _spot_warning(instance_id: str) -> str:
+    return json.dumps(
+        {
+            "version": "0",
+            "detail-type": "EC2 Spot Instance Interruption Warning",
+            "source": "aws.ec2",
+            "time": conditions.rfc3339(time.time()),
+            "detail": {"instance-id": instance_id, "instance-action": "terminate"},
+        }
+    )
+
+
+async def _queue_depth(sqs: Any, url: str) -> int:
+    attributes = await sqs.get_queue_attributes(
+        QueueUrl=url,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    )
+    counts = attributes["Attributes"]
+    return int(counts["ApproximateNumberOfMessages"]) + int(
+        counts["ApproximateNumberOfMessagesNotVisible"]
+    )
+
+
+async def test_an_ec2_spot_warning_from_sqs_replaces_our_node_and_ignores_another_clusters(
+    api_client: client.ApiClient,
+    moto: ec2_server.MotoEc2,
+    cluster: Cluster,
+    tmp_path: Path,
+    operator_rbac: None,
+    pool_name: str,
+    namespace: str,
+) -> None:
+    session = aiobotocore.session.get_session()
+    async with session.create_client("sqs", endpoint_url=moto.endpoint) as sqs:
+        url = (await sqs.create_queue(QueueName="e2e-interruptions"))["QueueUrl"]
+        # Another cluster's instance in the same account (its queue would hear of ours).
+        other = aws.Ec2Provider(cluster_name="other", endpoint_url=moto.endpoint)
+        try:
+            foreign = await other.create_vm(
+                name=provider.VmName(f"{pool_name}-0"),
+                pool=pool_name,
+                spec=provider.MachineSpec(
+                    cpu=ec2_server.CPU,
+                    memory=ec2_server.MEMORY,
+                    pods=110,
+                    zone="us-east-1a",
+                    pool_uid="uid-other",
+                    launch=launch.ProviderSection(aws=moto.launch_settings()),
+                ),
+            )
+        finally:
+            await other.close()
+        kubeconfig = (
+            cluster.plane.kubeconfig_for("operator") if cluster.plane else cluster.kubeconfig
+        )
+        cloud = (
+            *("--cloud", "aws", "--cloud-endpoint", moto.endpoint, "--cluster-name", "e2e"),
+            *("--simulated-nodes", "--interruption-queue", url),
+        )
+        operator = Operator(
+            "operator", [*CLI, *operator_args(kubeconfig, *cloud)], tmp_path / "op.log"
+        )
+        operator.start()
+        try:
+            await _ec2_interruption(
+                api_client, sqs, url, operator, moto, pool_name, namespace, foreign.provider_id
+            )
+        finally:
+            operator.stop()
+
+
+async def _ec2_interruption(
+    api_client: client.ApiClient,
+    sqs: Any,
+    url: str,
+    operator: Operator,
+    moto: ec2_server.MotoEc2,
+    pool_name: str,
+    namespace: str,
+    foreign_provider_id: str,
+) -> None:
+    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
+    apps = client.AppsV1Api(api_client)
+    spec = nodepool_api.NodePoolSpec(
+        target_nodes=2,
+        max_nodes=4,
+        template=nodepool_api.NodeTemplate(
+            cpu=ec2_server.CPU,
+            memory=ec2_server.MEMORY,
+            pods=110,
+            zones=("us-east-1a", "us-east-1b"),
+            provider=launch.ProviderSection(aws=moto.launch_settings()),
+        ),
+    )
+    await custom.create_cluster_custom_object(*POOLS, nodepool_api.manifest(pool_name, spec))
+    await wait_for(lambda: settled(custom, pool_name, 2), within=90)
+    body = deployment("web", selector={wellknown.POOL_LABEL: pool_name}, replicas=4, cpu="200m")
+    await apps.create_namespaced_deployment(namespace, body)
+
+    async def running(avoiding: str | None = None) -> bool:
+        found = await _app_pods(core, namespace)
+        up = [p for p in found if p.status.phase == "Running" and p.spec.node_name != avoiding]
+        return len(up) == 4 == len(found)
+
+    await wait_for(running, within=60)
+    nodes = (await core.list_node(label_selector=f"{wellknown.POOL_LABEL}={pool_name}")).items
+    victim = sorted(nodes, key=lambda n: n.metadata.name)[0]
+
+    # Another cluster's instance first: read, deleted, and nothing of ours marked.
+    await sqs.send_message(
+        QueueUrl=url, MessageBody=_spot_warning(foreign_provider_id.rsplit("/", 1)[1])
+    )
+
+    async def drained() -> bool:
+        return await _queue_depth(sqs, url) == 0
+
+    await wait_for(drained, within=40)
+    for node in (await core.list_node(label_selector=f"{wellknown.POOL_LABEL}={pool_name}")).items:
+        assert notice.INTERRUPTION_ANNOTATION not in (node.metadata.annotations or {})
+    assert len(moto.running_in_pool(pool_name)) == 3  # ours and the other cluster's
+
+    instance_id = victim.spec.provider_id.rsplit("/", 1)[1]
+    await sqs.send_message(QueueUrl=url, MessageBody=_spot_warning(instance_id))
+
+    async def marked() -> Any:
+        node = await core.read_node(victim.metadata.name)
+        annotations = node.metadata.annotations or {}
+        return node if annotations.get(notice.INTERRUPTION_ANNOTATION) else None
+
+    node = await wait_for(marked, within=40, every=0.2)
+    assert node.metadata.annotations[notice.INTERRUPTION_ANNOTATION] == "spot-interruption"
+    assert node.spec.unschedulable is True
+    await wait_for(drained, within=20)  # deleted once the mark was stored
+    await wait_for(lambda: running(avoiding=victim.metadata.name), within=60)
+
+    async def node_gone() -> bool:
+        found = await core.list_node(field_selector=f"metadata.name={victim.metadata.name}")
+        return all(n.metadata.uid != victim.metadata.uid for n in found.items)
+
+    await wait_for(node_gone, within=90)
+    assert instance_id not in {i["InstanceId"] for i in moto.running_in_pool(pool_name)}
+    assert foreign_provider_id.rsplit("/", 1)[1] in {
+        i["InstanceId"] for i in moto.running_in_pool(pool_name)
+    }
+    told = await events(core, "default", name=victim.metadata.name, reason="SpotInterrupted")
+    assert len(told) == 1
+    assert operator.errors_logged() == []
