@@ -217,6 +217,30 @@ async def test_what_is_not_acted_on_is_handled_without_a_write(event: CloudEvent
     assert sample._value.get() == before + 1
 
 
+async def test_a_node_whose_vm_we_delete_already_is_not_marked() -> None:
+    leaving = spot_node("p-0")
+    leaving["metadata"]["annotations"] = {wellknown.VM_DELETED_ANNOTATION: "2027-01-15T08:00:00Z"}
+    world = World(leaving)
+    stopping = warning("p-0", kind="InstanceStateChange")
+    world.source.tell(stopping)
+
+    await world.pass_()
+
+    assert world.source.handled_events == [stopping]
+    assert world.node_writes() == []
+
+
+async def test_a_node_already_draining_is_marked() -> None:
+    draining = spot_node("p-0")
+    draining["metadata"]["annotations"] = {wellknown.SCALE_DOWN_ANNOTATION: "2027-01-15T08:00:00Z"}
+    world = World(draining)
+    world.source.tell(warning("p-0"))
+
+    await world.pass_()
+
+    assert notice.read(world.node("p-0")) is not None
+
+
 async def test_a_notice_told_again_writes_nothing_and_an_earlier_deadline_moves_it() -> None:
     world = World(spot_node("p-0"))
     world.source.tell(warning("p-0"))

@@ -16,8 +16,10 @@ under way (``moves``). For each event:
 * a rebalance recommendation is logged and handled: no pool opts in to act on one yet
   (that needs a NodePool spec field).
 * an event for a VM without a Node of ours (another cluster's instance, a Node already
-  gone or not registered yet) or of a kind not known is logged and handled: nothing here
-  will ever act on it.
+  gone or not registered yet), for a Node whose VM we are deleting already (EC2 tells of
+  our own terminations too) or being deleted, or of a kind not known is logged and
+  handled: nothing here will ever act on it. A Node already draining is marked: the
+  notice's deadline concerns its drain.
 
 Events ``SpotInterrupted`` (and the reasons of the other kinds) go on the Node and its
 pool. What the NodePool controller does next (drain through the Eviction API, delete) it
@@ -116,6 +118,12 @@ class InterruptionReconciler:
             )
             metrics.nodepool_interruption_messages_dropped_total.labels("no-node").inc()
             return True
+        if _leaving(node):
+            # Its VM is being deleted by us (the state change EC2 tells of our own
+            # TerminateInstances), or the Node is: nothing left to replace ahead.
+            log.debug("event=interruption-node-leaving node=%s kind=%s", event.name, kind)
+            metrics.nodepool_interruption_messages_dropped_total.labels("node-leaving").inc()
+            return True
         if kind == notice.REBALANCE:
             log.info("event=rebalance-recommended node=%s action=none", event.name)
             metrics.nodepool_interruption_messages_dropped_total.labels("rebalance-not-acted").inc()
@@ -204,6 +212,12 @@ class InterruptionReconciler:
             took = max(0.0, now - move.noticed_at)
             metrics.nodepool_interruption_pods_moved_seconds.labels(move.kind).observe(took)
             log.info("event=interrupted-pods-moved node=%s seconds=%.1f", name, took)
+
+
+def _leaving(node: Mapping[str, Any]) -> bool:
+    meta = node.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    return bool(meta.get("deletionTimestamp")) or wellknown.VM_DELETED_ANNOTATION in annotations
 
 
 def _node_ref(node: Mapping[str, Any]) -> Object:

@@ -20,7 +20,8 @@ nodepool_interruptions_total = Counter(
 nodepool_interruption_messages_dropped_total = Counter(
     "nodepool_interruption_messages_dropped_total",
     "Cloud events deleted without a mark, by why: no-node (no Node of ours for the VM), "
-    "unknown-kind, rebalance-not-acted (no pool opts in).",
+    "node-leaving (its VM deleted by us, or the Node being deleted), unknown-kind, "
+    "rebalance-not-acted (no pool opts in).",
     ["reason"],
 )
 
