@@ -11,7 +11,8 @@ import pytest
 from nodepool_operator.api import wellknown
 from nodepool_operator.cloud import testing as cloud_testing
 from nodepool_operator.cloud.provider import CloudEvent, VmName
-from nodepool_operator.controllers.interruptions import controller, metrics, notice
+from nodepool_operator.controllers import cached
+from nodepool_operator.controllers.interruptions import controller, metrics, moves, notice
 from nodepool_operator.controllers.resources import PODS_BY_NODE
 from nodepool_operator.runtime import conditions, errors, pods, testing
 from nodepool_operator.runtime.client import Object, Resource
@@ -330,3 +331,21 @@ def test_a_hand_made_mark_without_a_time_is_no_notice() -> None:
     node["metadata"]["annotations"][notice.INTERRUPTION_ANNOTATION] = "weather"
     node["metadata"]["annotations"][notice.NOTICED_AT_ANNOTATION] = conditions.rfc3339(NOW)
     assert notice.read(node) is None
+
+
+def test_the_shared_caches_keep_what_the_controller_reads() -> None:
+    node = spot_node("p-0")
+    node["metadata"]["resourceVersion"] = "9"
+    node["metadata"]["annotations"] = {"kubectl.kubernetes.io/last-applied-configuration": "{}"}
+    wanted = notice.Notice(kind="spot-interruption", noticed_at=NOW, terminate_at=NOW + 120)
+    testing.merge(node, notice.marks(node, wanted))
+    node["metadata"]["resourceVersion"] = "10"
+    kept = cached.node_fields(node)
+    assert notice.is_marked(kept, wanted)
+    assert kept["metadata"]["resourceVersion"] == "10"  # the patch's precondition
+    assert kept["spec"]["taints"] == node["spec"]["taints"]  # the list is written back whole
+
+    running = cached.pod_fields(pod("a", node="p-0"))
+    assert moves.controller_of(running) == "rs-1"
+    assert running["status"]["phase"] == "Running"
+    assert running["spec"]["nodeName"] == "p-0"
