@@ -82,14 +82,7 @@ async def _app_pods(core: client.CoreV1Api, namespace: str) -> list[Any]:
     return list((await core.list_namespaced_pod(namespace, label_selector="app=web")).items)
 
 
-async def test_a_spot_notice_moves_the_pods_before_the_vm_is_gone(
-    api_client: client.ApiClient,
-    start_simcloud: Any,
-    start_operator: Any,
-    pool_name: str,
-    namespace: str,
-    tmp_path: Path,
-) -> None:
+async def _spot_cloud(start_simcloud: Any, tmp_path: Path) -> SimCloud:
     cloud: SimCloud = await start_simcloud(
         "--catalog",
         str(_catalog_file(tmp_path)),
@@ -99,7 +92,14 @@ async def test_a_spot_notice_moves_the_pods_before_the_vm_is_gone(
         str(NOTICE_SECONDS),
     )
     assert cloud.client is not None
-    operator = start_operator(cloud)
+    return cloud
+
+
+async def _spot_pool_running_pods(
+    api_client: client.ApiClient, pool_name: str, namespace: str
+) -> tuple[str, dict[str, int]]:
+    """Three spot nodes running the 10 pods; the node with the most of them (the one to
+    interrupt), and the pods per node."""
     custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
     apps = client.AppsV1Api(api_client)
     await custom.create_cluster_custom_object(*POOLS, _spot_pool(pool_name))
@@ -122,9 +122,41 @@ async def test_a_spot_notice_moves_the_pods_before_the_vm_is_gone(
     per_node: dict[str, int] = {}
     for pod in placed:
         per_node[pod.spec.node_name] = per_node.get(pod.spec.node_name, 0) + 1
-    victim = max(per_node, key=lambda name: per_node[name])
-    victim_node = await core.read_node(victim)
-    victim_uid = victim_node.metadata.uid
+    return max(per_node, key=lambda name: per_node[name]), per_node
+
+
+async def _marked(core: client.CoreV1Api, name: str) -> Any:
+    node = await core.read_node(name)
+    annotations = node.metadata.annotations or {}
+    return node if annotations.get(notice.INTERRUPTION_ANNOTATION) == "spot-interruption" else None
+
+
+async def _moved(core: client.CoreV1Api, namespace: str, victim: str) -> bool:
+    """Every replica Running, none on ``victim``."""
+    found = await _app_pods(core, namespace)
+    running = [p for p in found if p.status.phase == "Running"]
+    return len(running) == REPLICAS and all(p.spec.node_name != victim for p in running)
+
+
+async def _node_gone(core: client.CoreV1Api, name: str, uid: str) -> bool:
+    found = await core.list_node(field_selector=f"metadata.name={name}")
+    return all(n.metadata.uid != uid for n in found.items)
+
+
+async def test_a_spot_notice_moves_the_pods_before_the_vm_is_gone(
+    api_client: client.ApiClient,
+    start_simcloud: Any,
+    start_operator: Any,
+    pool_name: str,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    cloud = await _spot_cloud(start_simcloud, tmp_path)
+    assert cloud.client is not None
+    operator = start_operator(cloud)
+    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
+    victim, per_node = await _spot_pool_running_pods(api_client, pool_name, namespace)
+    victim_uid = (await core.read_node(victim)).metadata.uid
     [vm] = [v for v in await cloud.client.list_vms(pool=pool_name) if v.name == victim]
 
     # Every pod Running, sampled through the whole interruption: Running drops by the
@@ -144,35 +176,19 @@ async def test_a_spot_notice_moves_the_pods_before_the_vm_is_gone(
     [given] = await cloud.client.interrupt([victim])
     assert given.name == victim
 
-    async def marked() -> Any:
-        node = await core.read_node(victim)
-        annotations = node.metadata.annotations or {}
-        if annotations.get(notice.INTERRUPTION_ANNOTATION) != "spot-interruption":
-            return None
-        return node
-
-    node = await wait_for(marked, within=10, every=0.1)
+    node = await wait_for(lambda: _marked(core, victim), within=10, every=0.1)
     marked_after = time.time() - noticed_at
     taints = [(t.key, t.effect) for t in node.spec.taints or ()]
     assert (notice.INTERRUPTED_TAINT_KEY, "NoSchedule") in taints
     assert node.spec.unschedulable is True
     assert node.metadata.annotations[notice.TERMINATE_AT_ANNOTATION]
 
-    async def moved() -> bool:
-        found = await _app_pods(core, namespace)
-        running = [p for p in found if p.status.phase == "Running"]
-        return len(running) == REPLICAS and all(p.spec.node_name != victim for p in running)
-
-    await wait_for(moved, within=NOTICE_SECONDS, every=0.2)
+    await wait_for(lambda: _moved(core, namespace, victim), within=NOTICE_SECONDS, every=0.2)
     moved_after = time.time() - noticed_at
     # Before the cloud takes the VM back: the drain did it, not the VM's end.
     assert moved_after < NOTICE_SECONDS
 
-    async def node_gone() -> bool:
-        found = await core.list_node(field_selector=f"metadata.name={victim}")
-        return all(n.metadata.uid != victim_uid for n in found.items)
-
-    await wait_for(node_gone, within=60)
+    await wait_for(lambda: _node_gone(core, victim, victim_uid), within=60)
 
     # Its VM is gone too: a VM of the name now is the replacement, made after it.
     async def vm_gone() -> bool:
@@ -182,7 +198,7 @@ async def test_a_spot_notice_moves_the_pods_before_the_vm_is_gone(
 
     await wait_for(vm_gone, within=60)
     await wait_for(lambda: settled(custom, pool_name, 3), within=90)
-    await wait_for(moved, within=30)
+    await wait_for(lambda: _moved(core, namespace, victim), within=30)
     sampling = False
     await sampler
 
@@ -199,6 +215,37 @@ async def test_a_spot_notice_moves_the_pods_before_the_vm_is_gone(
         f" {moved_after:.1f}s of {NOTICE_SECONDS}s; {per_node[victim]} pods moved, Running"
         f" never below {lowest}"
     )
+
+
+async def test_a_notice_given_while_the_operator_is_down_is_acted_on_once_it_is_back(
+    api_client: client.ApiClient,
+    start_simcloud: Any,
+    start_operator: Any,
+    pool_name: str,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    cloud = await _spot_cloud(start_simcloud, tmp_path)
+    assert cloud.client is not None
+    operator = start_operator(cloud)
+    core = client.CoreV1Api(api_client)
+    victim, _ = await _spot_pool_running_pods(api_client, pool_name, namespace)
+    victim_uid = (await core.read_node(victim)).metadata.uid
+    operator.kill()  # SIGKILL: it says nothing, releases nothing
+
+    noticed_at = time.time()
+    await cloud.client.interrupt([victim])
+    await asyncio.sleep(2)
+    assert await _marked(core, victim) is None  # nobody reads the cloud's events now
+
+    operator = start_operator(cloud)  # reads the stream from its start
+    await wait_for(lambda: _marked(core, victim), within=20, every=0.2)
+    await wait_for(lambda: _moved(core, namespace, victim), within=NOTICE_SECONDS, every=0.2)
+    moved_after = time.time() - noticed_at
+    assert moved_after < NOTICE_SECONDS
+    await wait_for(lambda: _node_gone(core, victim, victim_uid), within=60)
+    assert operator.errors_logged() == []
+    print(f"pods Running elsewhere {moved_after:.1f}s after a notice given with the operator down")
 
 
 # -- EC2: EventBridge messages in SQS (moto) -----------------------------------------------
