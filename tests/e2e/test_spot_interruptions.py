@@ -82,7 +82,9 @@ async def _app_pods(core: client.CoreV1Api, namespace: str) -> list[Any]:
     return list((await core.list_namespaced_pod(namespace, label_selector="app=web")).items)
 
 
-async def _spot_cloud(start_simcloud: Any, tmp_path: Path) -> SimCloud:
+@pytest.fixture
+async def spot_cloud(start_simcloud: Any, tmp_path: Path) -> SimCloud:
+    """simcloud selling spot c4s, giving a notice 30 s before it takes one back."""
     cloud: SimCloud = await start_simcloud(
         "--catalog",
         str(_catalog_file(tmp_path)),
@@ -145,13 +147,12 @@ async def _node_gone(core: client.CoreV1Api, name: str, uid: str) -> bool:
 
 async def test_a_spot_notice_moves_the_pods_before_the_vm_is_gone(
     api_client: client.ApiClient,
-    start_simcloud: Any,
+    spot_cloud: SimCloud,
     start_operator: Any,
     pool_name: str,
     namespace: str,
-    tmp_path: Path,
 ) -> None:
-    cloud = await _spot_cloud(start_simcloud, tmp_path)
+    cloud = spot_cloud
     assert cloud.client is not None
     operator = start_operator(cloud)
     custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
@@ -219,13 +220,12 @@ async def test_a_spot_notice_moves_the_pods_before_the_vm_is_gone(
 
 async def test_a_notice_given_while_the_operator_is_down_is_acted_on_once_it_is_back(
     api_client: client.ApiClient,
-    start_simcloud: Any,
+    spot_cloud: SimCloud,
     start_operator: Any,
     pool_name: str,
     namespace: str,
-    tmp_path: Path,
 ) -> None:
-    cloud = await _spot_cloud(start_simcloud, tmp_path)
+    cloud = spot_cloud
     assert cloud.client is not None
     operator = start_operator(cloud)
     core = client.CoreV1Api(api_client)
