@@ -27,6 +27,7 @@ def spot_node(name: str, *, pool: str = "p", zone: str = "sim-1a") -> Object:
         "kind": "Node",
         "metadata": {
             "name": name,
+            "ownerReferences": [{"kind": "NodePool", "name": pool, "uid": f"uid-{pool}"}],
             "labels": {
                 wellknown.POOL_LABEL: pool,
                 wellknown.ZONE_LABEL: zone,
@@ -62,7 +63,9 @@ class World:
         self.api = self.server()
         for node in nodes:
             self.api.put("nodes", node)
-        self.api.put("nodepools", {"metadata": {"name": "p"}, "kind": "NodePool"})
+        for pool in ("p", "q"):
+            metadata = {"name": pool, "uid": f"uid-{pool}"}
+            self.api.put("nodepools", {"kind": "NodePool", "metadata": metadata})
         self.nodes = testing.FakeInformer(server=self.api, plural="nodes")
         self.pools = testing.FakeInformer(server=self.api, plural="nodepools")
         self.pods = testing.FakeInformer({PODS_BY_NODE: pods.node_name_index})
@@ -155,12 +158,14 @@ async def test_the_event_is_not_handled_until_the_mark_is_stored() -> None:
     assert world.source.handled_events == []
     assert notice.read(world.node("p-0")) is None
     assert retry_in == controller.RETRY_AFTER
+    assert await world.pass_() == 2 * controller.RETRY_AFTER  # still failing: backs off
     assert isinstance(world.api, Failing)
     world.api.refuse = False
     await world.pass_()
     assert world.source.waits[-1] == 0.0  # an event left over: no waiting for new ones
     assert notice.read(world.node("p-0")) is not None
     assert [e.name for e in world.source.handled_events] == ["p-0"]
+    assert await world.pass_() == 0.001  # the backoff is forgotten once the writes pass
 
 
 async def test_a_conflict_is_tried_again_on_the_fresh_node_keeping_the_others_taint() -> None:
@@ -199,10 +204,11 @@ async def test_a_conflict_is_tried_again_on_the_fresh_node_keeping_the_others_ta
     [
         (warning("elsewhere-3"), "no-node"),  # another cluster's instance, or a Node gone
         (warning("p-0", pool="q"), "no-node"),  # a Node of that name in another pool
+        (warning("p-0", pool="gone"), "no-node"),  # a pool deleted meanwhile
         (warning("p-0", kind="InstanceHibernated"), "unknown-kind"),
         (warning("p-0", kind="RebalanceRecommendation"), "rebalance-not-acted"),
     ],
-    ids=["no-node", "other-pool", "unknown-kind", "rebalance"],
+    ids=["no-node", "other-pool", "no-pool", "unknown-kind", "rebalance"],
 )
 async def test_what_is_not_acted_on_is_handled_without_a_write(event: CloudEvent, why: str) -> None:
     world = World(spot_node("p-0"))
@@ -216,6 +222,18 @@ async def test_what_is_not_acted_on_is_handled_without_a_write(event: CloudEvent
     assert world.node_writes() == []
     assert world.api.stored("events") == []
     assert sample._value.get() == before + 1
+
+
+async def test_a_node_with_the_pool_label_but_no_owner_reference_is_not_ours() -> None:
+    handmade = spot_node("p-0")
+    del handmade["metadata"]["ownerReferences"]
+    world = World(handmade)
+    world.source.tell(warning("p-0"))
+
+    await world.pass_()
+
+    assert world.node_writes() == []
+    assert len(world.source.handled_events) == 1
 
 
 async def test_a_node_whose_vm_we_delete_already_is_not_marked() -> None:

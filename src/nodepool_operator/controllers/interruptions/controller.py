@@ -5,7 +5,8 @@ One key (``POLL``) is reconciled over and over: a pass waits for the cloud's nex
 (a long poll), acts on them and on those a failed write left over, and times the moves
 under way (``moves``). For each event:
 
-* a Node of ours (the VM's pool label on it) gets the notice's marks (``notice.marks``:
+* a Node of ours (``membership.is_member``: the VM's pool label and an owner reference to
+  that pool) gets the notice's marks (``notice.marks``:
   annotations, the NoSchedule taint, cordon) in one merge patch carrying the
   resourceVersion of the cache's copy (the taint list is replaced whole); a 409 leaves the
   event to the next pass, which reads the Node again from the cache.
@@ -35,10 +36,11 @@ from typing import Any, Final
 
 from nodepool_operator.api import wellknown
 from nodepool_operator.cloud import provider
+from nodepool_operator.controllers import membership
 from nodepool_operator.controllers.interruptions import metrics, moves, notice
 from nodepool_operator.controllers.resources import PODS_BY_NODE
 from nodepool_operator.runtime import clock as clock_module
-from nodepool_operator.runtime import errors, kinds
+from nodepool_operator.runtime import errors, kinds, ratelimit
 from nodepool_operator.runtime.client import Client, Object
 from nodepool_operator.runtime.controller import Request, Result
 from nodepool_operator.runtime.events import EventRecorder
@@ -62,8 +64,11 @@ REASONS: Final[Mapping[str, str]] = {
 QUIET_WAIT: Final = 5.0
 #: ...and this long while a noticed Node's pods are moving (the looks that time them).
 MOVING_WAIT: Final = 1.0
-#: After a write that failed (a 409: the cache catches up meanwhile), the next try.
+#: After a pass whose writes failed (a 409: the cache catches up meanwhile), the next
+#: try, doubling while they keep failing (a 403 until the RBAC is fixed) up to the cap.
 RETRY_AFTER: Final = 0.5
+RETRY_AFTER_MAX: Final = 10.0
+_MARKS: Final = "marks"
 
 
 @dataclasses.dataclass(kw_only=True, eq=False)
@@ -79,6 +84,12 @@ class InterruptionReconciler:
     # Events whose marks could not be stored yet (told again next pass, not handled).
     _left: list[provider.CloudEvent] = dataclasses.field(default_factory=list, init=False)
     _moving: dict[str, moves.Move] = dataclasses.field(default_factory=dict, init=False)
+    _backoff: ratelimit.ItemExponentialFailureRateLimiter[str] = dataclasses.field(
+        default_factory=lambda: ratelimit.ItemExponentialFailureRateLimiter[str](
+            base_delay=RETRY_AFTER, max_delay=RETRY_AFTER_MAX
+        ),
+        init=False,
+    )
 
     async def reconcile(self, request: Request) -> Result:
         if request != POLL:
@@ -100,8 +111,11 @@ class InterruptionReconciler:
                 # Stored already: the event comes again and finds the Node marked.
                 log.warning("event=interruption-handled-failed vm=%s error=%s", event.name, error)
         self._time_moves()
+        if self._left:
+            return Result(requeue_after=self._backoff.when(_MARKS))
+        self._backoff.forget(_MARKS)
         # Straight on to the next long poll; the wait is in the poll, not here.
-        return Result(requeue_after=RETRY_AFTER if self._left else 0.001)
+        return Result(requeue_after=0.001)
 
     async def _act(self, event: provider.CloudEvent) -> bool:
         """Store the event's notice on its Node; False when the write failed (try again)."""
@@ -111,8 +125,16 @@ class InterruptionReconciler:
             metrics.nodepool_interruption_messages_dropped_total.labels("unknown-kind").inc()
             return True
         node = self.nodes.get(event.name)
-        if node is None or wellknown.pool_of(node) != event.pool:
-            # Another cluster's instance, or a VM whose Node is gone or not there yet.
+        pool = self.pools.get(event.pool)
+        if (
+            node is None
+            or pool is None
+            or not membership.is_member(
+                node, pool_name=event.pool, pool_uid=pool["metadata"].get("uid")
+            )
+        ):
+            # Another cluster's instance, a VM whose Node is gone or not there yet, or a
+            # Node of that name the pool does not own (never changed: not ours).
             log.info(
                 "event=interruption-no-node vm=%s pool=%s kind=%s", event.name, event.pool, kind
             )
@@ -145,7 +167,7 @@ class InterruptionReconciler:
             log.warning("event=interruption-mark-failed node=%s error=%r", event.name, error)
             return False
         if first:
-            await self._tell(node, wanted)
+            await self._tell(node, pool, wanted)
         return True
 
     async def _mark(self, node: Object, wanted: notice.Notice) -> bool:
@@ -161,7 +183,7 @@ class InterruptionReconciler:
         )
         return found is None
 
-    async def _tell(self, node: Object, wanted: notice.Notice) -> None:
+    async def _tell(self, node: Object, pool: Object, wanted: notice.Notice) -> None:
         name = str(node["metadata"]["name"])
         labels = node["metadata"].get("labels") or {}
         zone = str(labels.get(wellknown.ZONE_LABEL, ""))
@@ -187,9 +209,7 @@ class InterruptionReconciler:
         )
         reason = REASONS[wanted.kind]
         await self.recorder.event(_node_ref(node), type="Warning", reason=reason, message=message)
-        pool = self.pools.get(wellknown.pool_of(node) or "")
-        if pool is not None:
-            await self.recorder.event(pool, type="Warning", reason=reason, message=message)
+        await self.recorder.event(pool, type="Warning", reason=reason, message=message)
         move = moves.start(
             node=name,
             kind=wanted.kind,
