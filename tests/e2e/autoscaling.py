@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,13 +37,16 @@ async def create_autoscaler(
     pool: str,
     namespace: str,
     unneeded_seconds: int = 600,
+    scale_down: bool = True,
 ) -> None:
+    """An Autoscaler of ``pool`` for the pods of ``namespace``, scanning every second."""
+    policy = autoscaler_api.ScaleDownPolicy(enabled=scale_down, unneeded_seconds=unneeded_seconds)
     spec = autoscaler_api.AutoscalerSpec(
         node_pool_name=pool,
         namespaces=(namespace,),
         scan_interval_seconds=1,
         batch_window_seconds=0.5,
-        scale_down=autoscaler_api.ScaleDownPolicy(enabled=True, unneeded_seconds=unneeded_seconds),
+        scale_down=policy,
     )
     await custom.create_cluster_custom_object(*AUTOSCALERS, autoscaler_api.manifest(name, spec))
 
@@ -142,14 +146,8 @@ async def make_pool(
 async def make_autoscaler(
     custom: client.CustomObjectsApi, name: str, *, pool: str, namespace: str
 ) -> None:
-    spec = autoscaler_api.AutoscalerSpec(
-        node_pool_name=pool,
-        namespaces=(namespace,),
-        scan_interval_seconds=1,
-        batch_window_seconds=0.5,
-        scale_down=autoscaler_api.ScaleDownPolicy(enabled=False, unneeded_seconds=600),
-    )
-    await custom.create_cluster_custom_object(*AUTOSCALERS, autoscaler_api.manifest(name, spec))
+    """``create_autoscaler`` that never scales down."""
+    await create_autoscaler(custom, name, pool=pool, namespace=namespace, scale_down=False)
 
 
 def pod(name: str, spec: dict[str, Any], *, labels: dict[str, str] | None = None) -> Any:
@@ -170,17 +168,23 @@ async def scale_up(
     *,
     pool: str,
     namespace: str,
-    pods: list[dict[str, Any]],
     running_pods: int,
+    pods: Sequence[dict[str, Any]] = (),
+    deployments: Sequence[dict[str, Any]] = (),
+    within: float = 90,
 ) -> History:
-    """Create the pods, wait for ``running_pods`` Running; the pool's history."""
+    """Create the pods and the deployments, wait (up to ``within`` seconds) for
+    ``running_pods`` Running; the pool's history."""
     custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
+    apps = client.AppsV1Api(api_client)
     history = History(custom, pool)
     history.start()
     try:
         for manifest in pods:
             await core.create_namespaced_pod(namespace, manifest)
-        await wait_for(lambda: running(core, namespace, running_pods), within=90)
+        for manifest in deployments:
+            await apps.create_namespaced_deployment(namespace, manifest)
+        await wait_for(lambda: running(core, namespace, running_pods), within=within)
         await asyncio.sleep(3)  # three more scans with everything settled: no late request
     finally:
         await history.stop()

@@ -4,11 +4,11 @@ Node registered and reported Ready by its own kubelet."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
 from kubernetes_asyncio import client
 
+from e2e.scenes import World
 from harness import POOLS, Operator, SimCloud, settled, wait_for
 from nodepool_operator.api import nodepool as nodepool_api
 
@@ -27,22 +27,14 @@ class HollowScene(NamedTuple):
     core: client.CoreV1Api
 
 
-async def hollow_pool(
-    api_client: client.ApiClient,
-    start_hollow_simcloud: Callable[..., Awaitable[SimCloud]],
-    start_operator: Callable[..., Operator],
-    name: str,
-    *,
-    target: int,
-    **spec: Any,
-) -> HollowScene:
-    """A pool ``name`` of ``ONE_CPU_NODE`` nodes (``spec``: other NodePoolSpec fields) on
+async def hollow_pool(world: World, *, target: int, **spec: Any) -> HollowScene:
+    """The world's pool of ``ONE_CPU_NODE`` nodes (``spec``: other NodePoolSpec fields) on
     hollow kubelets, once it has ``target`` Ready Nodes and nothing under way."""
-    cloud = await start_hollow_simcloud(*BOOT)
+    cloud = await world.start_hollow_simcloud(*BOOT)
     assert cloud.client is not None
-    operator = start_operator(cloud)
-    custom = client.CustomObjectsApi(api_client)
+    operator = world.start_operator(cloud)
+    custom, name = world.custom, world.pool
     body = nodepool_api.NodePoolSpec(target_nodes=target, template=ONE_CPU_NODE, **spec)
     await custom.create_cluster_custom_object(*POOLS, nodepool_api.manifest(name, body))
     await wait_for(lambda: settled(custom, name, target), within=90)
-    return HollowScene(cloud, operator, custom, client.CoreV1Api(api_client))
+    return HollowScene(cloud, operator, custom, world.core)

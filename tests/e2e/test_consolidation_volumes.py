@@ -22,7 +22,7 @@ import pytest
 from kubernetes_asyncio import client
 
 import workloads
-from e2e.autoscaling import create_autoscaler, make_pool, running
+from e2e.autoscaling import make_pool, running
 from e2e.consolidating import (
     UNNEEDED,
     autoscaler_events,
@@ -33,7 +33,8 @@ from e2e.consolidating import (
     pool_settled,
     two_nodes,
 )
-from harness import MERGE, POOLS, REQUESTS, Operator, SimCloud, wait_for
+from e2e.scenes import World
+from harness import MERGE, POOLS, REQUESTS, wait_for
 from nodepool_operator.api import wellknown
 from nodepool_operator.controllers import cached
 from nodepool_operator.controllers.autoscaler.snapshot import volumes
@@ -219,39 +220,30 @@ async def stays_where_it_is(
 
 
 async def test_a_pod_on_a_local_volume_keeps_its_node_although_another_has_room(
-    api_client: client.ApiClient,
-    start_simcloud: Any,
-    start_operator: Any,
-    pool_name: str,
-    autoscaler_name: str,
-    namespace: str,
-    storage: Storage,
+    world: World, storage: Storage
 ) -> None:
-    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
-    operator: Operator = start_operator(cloud)
-    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
-    apps = client.AppsV1Api(api_client)
+    _, operator = await world.operated(latency=1)
     # The first node half used by two pods pinned to it: room for two cpus more.
-    first, second = await two_nodes(custom, core, apps, pool=pool_name, namespace=namespace)
+    first, second = await two_nodes(
+        world.custom, world.core, world.apps, pool=world.pool, namespace=world.namespace
+    )
     volume = await storage.bound_volume(
-        namespace,
+        world.namespace,
         key=wellknown.HOSTNAME_LABEL,
         value=second,
         source={"local": {"path": f"/mnt/disks/{storage.suffix}"}},
     )
-    await apps.create_namespaced_stateful_set(namespace, stateful_set(pool_name))
-    await wait_for(lambda: running(core, namespace, 3), within=60)
-    assert (await the_db_pod(core, namespace)).spec.node_name == second
+    await world.apps.create_namespaced_stateful_set(world.namespace, stateful_set(world.pool))
+    await wait_for(lambda: running(world.core, world.namespace, 3), within=60)
+    assert (await the_db_pod(world.core, world.namespace)).spec.node_name == second
 
-    await create_autoscaler(
-        custom, autoscaler_name, pool=pool_name, namespace=namespace, unneeded_seconds=UNNEEDED
-    )
+    await world.create_autoscaler(unneeded_seconds=UNNEEDED)
     await stays_where_it_is(
-        custom,
-        core,
-        pool=pool_name,
-        autoscaler=autoscaler_name,
-        namespace=namespace,
+        world.custom,
+        world.core,
+        pool=world.pool,
+        autoscaler=world.autoscaler,
+        namespace=world.namespace,
         nodes=[first, second],
         volume=volume,
     )
@@ -259,47 +251,38 @@ async def test_a_pod_on_a_local_volume_keeps_its_node_although_another_has_room(
 
 
 async def test_a_pod_on_a_zonal_volume_keeps_its_node_when_the_only_room_is_in_another_zone(
-    api_client: client.ApiClient,
-    start_simcloud: Any,
-    start_operator: Any,
-    pool_name: str,
-    autoscaler_name: str,
-    namespace: str,
-    storage: Storage,
+    world: World, storage: Storage
 ) -> None:
-    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
-    operator: Operator = start_operator(cloud)
-    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
-    apps = client.AppsV1Api(api_client)
-    await make_pool(custom, pool_name, zones=("zone-a", "zone-b"))
-    await custom.patch_cluster_custom_object(
-        *POOLS, pool_name, {"spec": {"targetNodes": 2}}, _content_type=MERGE
+    _, operator = await world.operated(latency=1)
+    await make_pool(world.custom, world.pool, zones=("zone-a", "zone-b"))
+    await world.custom.patch_cluster_custom_object(
+        *POOLS, world.pool, {"spec": {"targetNodes": 2}}, _content_type=MERGE
     )
-    await wait_for(lambda: pool_settled(custom, pool_name, 2), within=60)
-    zones = {n.metadata.labels[ZONE]: n.metadata.name for n in await pool_nodes(core, pool_name)}
+    await wait_for(lambda: pool_settled(world.custom, world.pool, 2), within=60)
+    zones = {
+        n.metadata.labels[ZONE]: n.metadata.name for n in await pool_nodes(world.core, world.pool)
+    }
     assert sorted(zones) == ["zone-a", "zone-b"]
     # The zone-a node half used by two pods pinned to it: room for two cpus more.
-    anchor = deployment("anchor", pool=pool_name, replicas=2, **pinned(zones["zone-a"]))
-    await apps.create_namespaced_deployment(namespace, anchor)
+    anchor = deployment("anchor", pool=world.pool, replicas=2, **pinned(zones["zone-a"]))
+    await world.apps.create_namespaced_deployment(world.namespace, anchor)
     volume = await storage.bound_volume(
-        namespace,
+        world.namespace,
         key=ZONE,
         value="zone-b",
         source={"csi": {"driver": "ebs.csi.aws.com", "volumeHandle": f"vol-{storage.suffix}"}},
     )
-    await apps.create_namespaced_stateful_set(namespace, stateful_set(pool_name))
-    await wait_for(lambda: running(core, namespace, 3), within=60)
-    assert (await the_db_pod(core, namespace)).spec.node_name == zones["zone-b"]
+    await world.apps.create_namespaced_stateful_set(world.namespace, stateful_set(world.pool))
+    await wait_for(lambda: running(world.core, world.namespace, 3), within=60)
+    assert (await the_db_pod(world.core, world.namespace)).spec.node_name == zones["zone-b"]
 
-    await create_autoscaler(
-        custom, autoscaler_name, pool=pool_name, namespace=namespace, unneeded_seconds=UNNEEDED
-    )
+    await world.create_autoscaler(unneeded_seconds=UNNEEDED)
     await stays_where_it_is(
-        custom,
-        core,
-        pool=pool_name,
-        autoscaler=autoscaler_name,
-        namespace=namespace,
+        world.custom,
+        world.core,
+        pool=world.pool,
+        autoscaler=world.autoscaler,
+        namespace=world.namespace,
         nodes=sorted(zones.values()),
         volume=volume,
     )
