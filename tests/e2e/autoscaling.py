@@ -16,6 +16,7 @@ from harness import AUTOSCALERS, POOLS, REQUESTS, Sampler, wait_for
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
+from nodepool_operator.controllers import cached
 
 
 async def create_pool(
@@ -148,6 +149,53 @@ async def make_autoscaler(
 ) -> None:
     """``create_autoscaler`` that never scales down."""
     await create_autoscaler(custom, name, pool=pool, namespace=namespace, scale_down=False)
+
+
+def bound_pair(
+    namespace: str,
+    claim: str,
+    *,
+    volume: str,
+    storage_class: str,
+    key: str,
+    value: str,
+    labels: dict[str, str] | None = None,
+    **source: Any,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A 1Gi PersistentVolume ``volume`` only nodes labelled ``key=value`` reach (``source``:
+    the other fields of its spec), and the claim ``claim`` of ``namespace``, bound to each
+    other as the PV controller would leave them."""
+    expression = {"key": key, "operator": "In", "values": [value]}
+    persistent_volume = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": volume, **({"labels": labels} if labels else {})},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": storage_class,
+            "claimRef": {"namespace": namespace, "name": claim},
+            "nodeAffinity": {
+                "required": {"nodeSelectorTerms": [{"matchExpressions": [expression]}]}
+            },
+            **source,
+        },
+    }
+    bound_claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": claim,
+            "annotations": {cached.BIND_COMPLETED_ANNOTATION: "yes"},
+        },
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": storage_class,
+            "volumeName": volume,
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }
+    return persistent_volume, bound_claim
 
 
 def pod(name: str, spec: dict[str, Any], *, labels: dict[str, str] | None = None) -> Any:

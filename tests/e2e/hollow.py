@@ -12,7 +12,7 @@ from e2e.scenes import World
 from harness import POOLS, Operator, SimCloud, settled, wait_for
 from nodepool_operator.api import nodepool as nodepool_api
 
-__all__ = ["BOOT", "ONE_CPU_NODE", "HollowScene", "hollow_pool"]
+__all__ = ["BOOT", "ONE_CPU_NODE", "HollowScene", "hollow_cloud", "hollow_pool"]
 
 #: What kubemark's fake cAdvisor reports on every VM, whatever its shape.
 ONE_CPU_NODE = nodepool_api.NodeTemplate(cpu="1", memory="3840Mi", pods=110)
@@ -27,11 +27,17 @@ class HollowScene(NamedTuple):
     core: client.CoreV1Api
 
 
+async def hollow_cloud(world: World) -> SimCloud:
+    """A simcloud whose VMs boot hollow kubelets (``BOOT``), its client open."""
+    cloud = await world.start_hollow_simcloud(*BOOT)
+    assert cloud.client is not None
+    return cloud
+
+
 async def hollow_pool(world: World, *, target: int, **spec: Any) -> HollowScene:
     """The world's pool of ``ONE_CPU_NODE`` nodes (``spec``: other NodePoolSpec fields) on
     hollow kubelets, once it has ``target`` Ready Nodes and nothing under way."""
-    cloud = await world.start_hollow_simcloud(*BOOT)
-    assert cloud.client is not None
+    cloud = await hollow_cloud(world)
     operator = world.start_operator(cloud)
     custom, name = world.custom, world.pool
     body = nodepool_api.NodePoolSpec(target_nodes=target, template=ONE_CPU_NODE, **spec)

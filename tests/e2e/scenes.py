@@ -83,6 +83,21 @@ class World:
         cloud = await self.cloud(latency=latency, jitter=jitter)
         return cloud, self.start_operator(cloud, *operator_args)
 
+    async def autoscaled(
+        self,
+        *,
+        latency: float,
+        min_nodes: int = 0,
+        max_nodes: int = 10,
+        unneeded_seconds: int = 600,
+    ) -> tuple[SimCloud, Operator]:
+        """``operated``, then this test's pool (``create_pool``) and its Autoscaler
+        (``create_autoscaler``)."""
+        cloud, operator = await self.operated(latency=latency)
+        await self.create_pool(min_nodes=min_nodes, max_nodes=max_nodes)
+        await self.create_autoscaler(unneeded_seconds=unneeded_seconds)
+        return cloud, operator
+
     async def create_pool(self, *, min_nodes: int = 0, max_nodes: int = 10) -> None:
         """This test's pool of 4 CPU / 16Gi nodes, for an Autoscaler (``create_pool``)."""
         await autoscaling.create_pool(

@@ -63,19 +63,10 @@ def directions(values: list[int]) -> list[str]:
 async def test_ten_pods_get_exactly_three_nodes_and_none_extra_while_they_boot(
     world: World,
 ) -> None:
-    cloud, operator = await world.operated(latency=5)
-    await world.create_pool()
-    await world.create_autoscaler()
-    history = History(world.custom, world.pool)
-    history.start()
-    try:
-        await world.apps.create_namespaced_deployment(
-            world.namespace, deployment("web", pool=world.pool, replicas=10)
-        )
-        await wait_for(lambda: running(world.core, world.namespace, 10), within=90)
-        await asyncio.sleep(3)  # three more scans with everything settled
-    finally:
-        await history.stop()
+    cloud, operator = await world.autoscaled(latency=5)
+    history = await world.scale_up(
+        deployments=[deployment("web", pool=world.pool, replicas=10)], running_pods=10
+    )
     # Up to three and never beyond: no request asked for a fourth node while they booted.
     assert directions(history.values) == ["up"]
     assert history.values[-1] == 3
@@ -106,9 +97,7 @@ async def test_ten_pods_get_exactly_three_nodes_and_none_extra_while_they_boot(
 
 
 async def test_a_pod_bigger_than_a_node_gets_one_warning_and_no_node(world: World) -> None:
-    _, operator = await world.operated(latency=1)
-    await world.create_pool()
-    await world.create_autoscaler()
+    _, operator = await world.autoscaled(latency=1)
     huge = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "huge"}}
     await world.core.create_namespaced_pod(
         world.namespace, {**huge, "spec": pod_spec(world.pool, "8")}
@@ -135,19 +124,10 @@ async def test_a_pod_bigger_than_a_node_gets_one_warning_and_no_node(world: Worl
 
 
 async def test_max_nodes_is_respected_and_the_status_says_the_limit_was_hit(world: World) -> None:
-    _, operator = await world.operated(latency=1)
-    await world.create_pool(max_nodes=2)
-    await world.create_autoscaler()
-    history = History(world.custom, world.pool)
-    history.start()
-    try:
-        await world.apps.create_namespaced_deployment(
-            world.namespace, deployment("web", pool=world.pool, replicas=10)
-        )
-        await wait_for(lambda: running(world.core, world.namespace, 8), within=60)
-        await asyncio.sleep(3)
-    finally:
-        await history.stop()
+    _, operator = await world.autoscaled(latency=1, max_nodes=2)
+    history = await world.scale_up(
+        deployments=[deployment("web", pool=world.pool, replicas=10)], running_pods=8, within=60
+    )
     assert history.values == [0, 2]
     assert max(history.requests.values()) == 2
     assert await phases(world.core, world.namespace) == {"Running": 8, "Pending": 2}

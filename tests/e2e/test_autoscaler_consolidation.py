@@ -12,7 +12,7 @@ import pytest
 from kubernetes_asyncio import client
 
 import workloads
-from e2e.autoscaling import create_autoscaler, running
+from e2e.autoscaling import running
 from e2e.consolidating import (
     UNNEEDED,
     autoscaler_events,
@@ -35,27 +35,17 @@ async def tainted(core: client.CoreV1Api, pool: str) -> list[str]:
     return [n.metadata.name for n in await pool_nodes(core, pool) if consolidating(n)]
 
 
-async def second_tainted(
-    custom: client.CustomObjectsApi,
-    core: client.CoreV1Api,
-    apps: client.AppsV1Api,
-    *,
-    pool: str,
-    autoscaler: str,
-    namespace: str,
-) -> tuple[str, str]:
+async def second_tainted(world: World) -> tuple[str, str]:
     """Two nodes, the second with one replica that fits on the first; returns once the
     Autoscaler has tainted the second (its decision made, its request maybe not yet)."""
-    first, second = await two_nodes(custom, core, apps, pool=pool, namespace=namespace)
-    solo = deployment("solo", pool=pool, replicas=1, **preferring(second))
-    await apps.create_namespaced_deployment(namespace, solo)
-    await wait_for(lambda: running(core, namespace, 3), within=60)
-    await create_autoscaler(
-        custom, autoscaler, pool=pool, namespace=namespace, unneeded_seconds=UNNEEDED
-    )
+    first, second = await two_nodes(world)
+    solo = deployment("solo", pool=world.pool, replicas=1, **preferring(second))
+    await world.apps.create_namespaced_deployment(world.namespace, solo)
+    await wait_for(lambda: running(world.core, world.namespace, 3), within=60)
+    await world.create_autoscaler(unneeded_seconds=UNNEEDED)
 
     async def is_tainted() -> bool:
-        return await tainted(core, pool) == [second]
+        return await tainted(world.core, world.pool) == [second]
 
     await wait_for(is_tainted, within=UNNEEDED + 30, every=0.05)
     return first, second
@@ -64,9 +54,7 @@ async def second_tainted(
 async def test_a_shrunk_deployment_ends_on_one_node_within_the_delay_and_a_minute(
     world: World,
 ) -> None:
-    _, operator = await world.operated(latency=1)
-    await world.create_pool()
-    await world.create_autoscaler(unneeded_seconds=UNNEEDED)
+    _, operator = await world.autoscaled(latency=1, unneeded_seconds=UNNEEDED)
     await world.apps.create_namespaced_deployment(
         world.namespace, deployment("web", pool=world.pool, replicas=9)
     )
@@ -139,9 +127,7 @@ async def test_a_pod_that_cannot_move_keeps_its_node_and_the_event_names_it(
 ) -> None:
     _, operator = await world.operated(latency=1)
     apps, policy = world.apps, client.PolicyV1Api(world.api_client)
-    first, second = await two_nodes(
-        world.custom, world.core, apps, pool=world.pool, namespace=world.namespace
-    )
+    first, second = await two_nodes(world)
     rule, body = make(world.pool, second)
     if body["kind"] == "Pod":
         await world.core.create_namespaced_pod(world.namespace, body)
@@ -190,12 +176,7 @@ async def test_a_pod_that_cannot_move_keeps_its_node_and_the_event_names_it(
 async def test_pods_arriving_after_the_decision_are_never_evicted_by_it(world: World) -> None:
     _, operator = await world.operated(latency=1)
     first, second = await second_tainted(
-        world.custom,
-        world.core,
-        world.apps,
-        pool=world.pool,
-        autoscaler=world.autoscaler,
-        namespace=world.namespace,
+        world,
     )
     # The decision is made: one pod for the scheduler to send anywhere (the neighbour is
     # the only untainted node), one that asks for the tainted node itself (by a label of
@@ -251,12 +232,7 @@ async def test_an_operator_killed_mid_consolidation_loses_no_pod_and_leaves_no_t
 ) -> None:
     cloud, operator = await world.operated(latency=1)
     first, _ = await second_tainted(
-        world.custom,
-        world.core,
-        world.apps,
-        pool=world.pool,
-        autoscaler=world.autoscaler,
-        namespace=world.namespace,
+        world,
     )
     operator.kill()  # between the taint and the request, or just after it
     restarted: Operator = world.start_operator(cloud)

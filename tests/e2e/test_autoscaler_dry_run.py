@@ -21,9 +21,7 @@ from nodepool_operator.api import wellknown
 async def test_a_dry_run_autoscaler_tells_the_pods_and_requests_only_once_turned_off(
     world: World,
 ) -> None:
-    _, operator = await world.operated(latency=1)
-    await world.create_pool()
-    await world.create_autoscaler()
+    _, operator = await world.autoscaled(latency=1)
     dry_run = {"spec": {"dryRun": True}}
     await world.custom.patch_cluster_custom_object(
         *AUTOSCALERS, world.autoscaler, dry_run, _content_type=MERGE

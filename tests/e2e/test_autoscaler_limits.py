@@ -13,9 +13,7 @@ from harness import wait_for
 async def test_pods_beyond_max_nodes_each_carry_not_trigger_scale_up_naming_the_limit(
     world: World,
 ) -> None:
-    _, operator = await world.operated(latency=1)
-    await world.create_pool(max_nodes=2)
-    await world.create_autoscaler()
+    _, operator = await world.autoscaled(latency=1, max_nodes=2)
     # Ten pods of one cpu, four to a node: two nodes take eight.
     await world.apps.create_namespaced_deployment(
         world.namespace, deployment("web", pool=world.pool, replicas=10)

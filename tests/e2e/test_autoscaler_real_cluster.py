@@ -18,12 +18,20 @@ import pytest
 from kubernetes_asyncio import client
 
 import workloads
-from e2e.autoscaling import History, events, make_autoscaler, phases, pod, running, scale_up
+from e2e.autoscaling import (
+    History,
+    bound_pair,
+    events,
+    make_autoscaler,
+    phases,
+    pod,
+    running,
+    scale_up,
+)
 from e2e.scenes import World
 from harness import AUTOSCALERS, POOLS, Operator, lift_taint, remove_pool, wait_for
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
-from nodepool_operator.controllers import cached
 from nodepool_operator.controllers.nodepool.nodes import KWOK_ANNOTATION
 
 ZONE = wellknown.ZONE_LABEL
@@ -190,40 +198,16 @@ async def test_an_arm64_pool_grows_for_arm64_pods_only(world: World, operator: O
 def pre_bound(name: str, namespace: str, *, zone: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """A static PersistentVolume usable only in ``zone`` (node affinity and zone label),
     and its claim, bound to each other as the PV controller would leave them."""
-    volume = {
-        "apiVersion": "v1",
-        "kind": "PersistentVolume",
-        "metadata": {"name": f"{namespace}-{name}", "labels": {ZONE: zone}},
-        "spec": {
-            "capacity": {"storage": "1Gi"},
-            "accessModes": ["ReadWriteOnce"],
-            "storageClassName": "",
-            "hostPath": {"path": f"/tmp/{name}"},
-            "claimRef": {"namespace": namespace, "name": name},
-            "nodeAffinity": {
-                "required": {
-                    "nodeSelectorTerms": [
-                        {"matchExpressions": [{"key": ZONE, "operator": "In", "values": [zone]}]}
-                    ]
-                }
-            },
-        },
-    }
-    claim = {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {
-            "name": name,
-            "annotations": {cached.BIND_COMPLETED_ANNOTATION: "yes"},
-        },
-        "spec": {
-            "accessModes": ["ReadWriteOnce"],
-            "storageClassName": "",
-            "volumeName": f"{namespace}-{name}",
-            "resources": {"requests": {"storage": "1Gi"}},
-        },
-    }
-    return volume, claim
+    return bound_pair(
+        namespace,
+        name,
+        volume=f"{namespace}-{name}",
+        storage_class="",
+        key=ZONE,
+        value=zone,
+        labels={ZONE: zone},
+        hostPath={"path": f"/tmp/{name}"},
+    )
 
 
 def using(claim: str) -> dict[str, Any]:

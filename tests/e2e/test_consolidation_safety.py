@@ -14,6 +14,7 @@ from e2e.consolidating import (
     autoscaler_events,
     deployment,
     pool_nodes,
+    pool_of,
     pool_settled,
     preferring,
     two_nodes,
@@ -36,11 +37,7 @@ async def test_a_node_labelled_with_the_pool_but_not_owned_by_it_is_never_marked
     world: World,
 ) -> None:
     _, operator = await world.operated(latency=0)
-    await world.create_pool()
-    await world.custom.patch_cluster_custom_object(
-        *POOLS, world.pool, {"spec": {"targetNodes": 1}}, _content_type=MERGE
-    )
-    await wait_for(lambda: pool_settled(world.custom, world.pool, 1), within=60)
+    await pool_of(world, 1)
     stranger = f"{world.pool}-stranger"
     # Someone labelled a Node of theirs with the pool: kwok keeps it Ready, it is empty.
     await world.core.create_node(
@@ -85,11 +82,7 @@ async def test_dry_run_turned_on_takes_the_marks_off_and_previews_the_scale_down
     world: World,
 ) -> None:
     _, operator = await world.operated(latency=0)
-    await world.create_pool()
-    await world.custom.patch_cluster_custom_object(
-        *POOLS, world.pool, {"spec": {"targetNodes": 2}}, _content_type=MERGE
-    )
-    await wait_for(lambda: pool_settled(world.custom, world.pool, 2), within=60)
+    await pool_of(world, 2)
     await world.create_autoscaler(unneeded_seconds=600)
 
     async def stamped() -> bool:
@@ -152,9 +145,7 @@ async def test_a_victim_a_scale_up_brings_back_loses_its_taint_and_takes_the_pod
     world: World,
 ) -> None:
     _, operator = await world.operated(latency=1)
-    first, second = await two_nodes(
-        world.custom, world.core, world.apps, pool=world.pool, namespace=world.namespace
-    )
+    first, second = await two_nodes(world)
     # Its pod keeps the drain going: evicted, it stays Terminating until the test lets go.
     solo = deployment("solo", pool=world.pool, replicas=1, **preferring(second))
     solo["spec"]["template"]["metadata"]["finalizers"] = [HOLD]

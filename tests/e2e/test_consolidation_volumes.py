@@ -22,7 +22,7 @@ import pytest
 from kubernetes_asyncio import client
 
 import workloads
-from e2e.autoscaling import make_pool, running
+from e2e.autoscaling import bound_pair, make_pool, running
 from e2e.consolidating import (
     UNNEEDED,
     autoscaler_events,
@@ -36,7 +36,6 @@ from e2e.consolidating import (
 from e2e.scenes import World
 from harness import MERGE, POOLS, REQUESTS, wait_for
 from nodepool_operator.api import wellknown
-from nodepool_operator.controllers import cached
 from nodepool_operator.controllers.autoscaler.snapshot import volumes
 
 ZONE = wellknown.ZONE_LABEL
@@ -77,39 +76,18 @@ class Storage:
         of ``namespace``; returns the volume's name."""
         storage_class = await self.local_class()
         name = f"pv-{self.suffix}"
-        expression = {"key": key, "operator": "In", "values": [value]}
-        volume = {
-            "apiVersion": "v1",
-            "kind": "PersistentVolume",
-            "metadata": {"name": name},
-            "spec": {
-                "capacity": {"storage": "1Gi"},
-                "accessModes": ["ReadWriteOnce"],
-                "storageClassName": storage_class,
-                "persistentVolumeReclaimPolicy": "Retain",
-                "claimRef": {"namespace": namespace, "name": CLAIM},
-                "nodeAffinity": {
-                    "required": {"nodeSelectorTerms": [{"matchExpressions": [expression]}]}
-                },
-                **source,
-            },
-        }
+        volume, claim = bound_pair(
+            namespace,
+            CLAIM,
+            volume=name,
+            storage_class=storage_class,
+            key=key,
+            value=value,
+            persistentVolumeReclaimPolicy="Retain",
+            **source,
+        )
         await self.core.create_persistent_volume(volume)
         self.volumes.append(name)
-        claim = {
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": {
-                "name": CLAIM,
-                "annotations": {cached.BIND_COMPLETED_ANNOTATION: "yes"},
-            },
-            "spec": {
-                "accessModes": ["ReadWriteOnce"],
-                "storageClassName": storage_class,
-                "volumeName": name,
-                "resources": {"requests": {"storage": "1Gi"}},
-            },
-        }
         await self.core.create_namespaced_persistent_volume_claim(namespace, claim)
         self.claims.append((namespace, CLAIM))
         return name
@@ -180,41 +158,32 @@ async def the_db_pod(core: client.CoreV1Api, namespace: str) -> client.V1Pod:
     return pod
 
 
-async def stays_where_it_is(
-    custom: client.CustomObjectsApi,
-    core: client.CoreV1Api,
-    *,
-    pool: str,
-    autoscaler: str,
-    namespace: str,
-    nodes: list[str],
-    volume: str,
-) -> None:
+async def stays_where_it_is(world: World, *, nodes: list[str], volume: str) -> None:
     """For ``WATCHED_SECONDS`` after the Autoscaler was made: the pool's nodes stay, none
     is tainted, the pod db-0 is never evicted (its uid stays, no deletion) nor moved; the
     Autoscaler tells once why the pod's node stays, naming the pod, its claim and volume."""
-    db = await the_db_pod(core, namespace)
+    db = await the_db_pod(world.core, world.namespace)
     loop = asyncio.get_running_loop()
     until = loop.time() + WATCHED_SECONDS
     told: list[str] = []
     while loop.time() < until:
-        found = await pool_nodes(core, pool)
+        found = await pool_nodes(world.core, world.pool)
         assert sorted(n.metadata.name for n in found) == nodes
         assert not any(consolidating(n) for n in found)
-        now = await the_db_pod(core, namespace)
+        now = await the_db_pod(world.core, world.namespace)
         assert now.metadata.uid == db.metadata.uid
         assert now.metadata.deletion_timestamp is None
         assert now.spec.node_name == db.spec.node_name
-        told = told or await autoscaler_events(core, autoscaler, "ConsolidationKept")
+        told = told or await autoscaler_events(world.core, world.autoscaler, "ConsolidationKept")
         await asyncio.sleep(1)
     [message] = told
-    assert f"pod {namespace}/db-0 fits on no other node" in message
+    assert f"pod {world.namespace}/db-0 fits on no other node" in message
     assert f'persistentvolumeclaim "{CLAIM}" is bound to persistentvolume "{volume}"' in message
     assert message.endswith("(no-room)")
-    pool_now = await custom.get_cluster_custom_object(*POOLS, pool)
+    pool_now = await world.custom.get_cluster_custom_object(*POOLS, world.pool)
     assert pool_now["spec"]["targetNodes"] == len(nodes)
-    requests = await custom.list_cluster_custom_object(
-        *REQUESTS, label_selector=wellknown.pool_selector(pool)
+    requests = await world.custom.list_cluster_custom_object(
+        *REQUESTS, label_selector=wellknown.pool_selector(world.pool)
     )
     assert requests["items"] == []  # nothing asked of the pool: no node named, none added
 
@@ -224,9 +193,7 @@ async def test_a_pod_on_a_local_volume_keeps_its_node_although_another_has_room(
 ) -> None:
     _, operator = await world.operated(latency=1)
     # The first node half used by two pods pinned to it: room for two cpus more.
-    first, second = await two_nodes(
-        world.custom, world.core, world.apps, pool=world.pool, namespace=world.namespace
-    )
+    first, second = await two_nodes(world)
     volume = await storage.bound_volume(
         world.namespace,
         key=wellknown.HOSTNAME_LABEL,
@@ -239,11 +206,7 @@ async def test_a_pod_on_a_local_volume_keeps_its_node_although_another_has_room(
 
     await world.create_autoscaler(unneeded_seconds=UNNEEDED)
     await stays_where_it_is(
-        world.custom,
-        world.core,
-        pool=world.pool,
-        autoscaler=world.autoscaler,
-        namespace=world.namespace,
+        world,
         nodes=[first, second],
         volume=volume,
     )
@@ -278,11 +241,7 @@ async def test_a_pod_on_a_zonal_volume_keeps_its_node_when_the_only_room_is_in_a
 
     await world.create_autoscaler(unneeded_seconds=UNNEEDED)
     await stays_where_it_is(
-        world.custom,
-        world.core,
-        pool=world.pool,
-        autoscaler=world.autoscaler,
-        namespace=world.namespace,
+        world,
         nodes=sorted(zones.values()),
         volume=volume,
     )

@@ -28,10 +28,7 @@ async def running_pods(core: client.CoreV1Api, namespace: str) -> dict[str, str]
 
 async def test_two_half_empty_kubelets_become_one_and_its_pods_run_there(world: World) -> None:
     cloud, operator, custom, core = await hollow.hollow_pool(
-        world,
-        target=2,
-        min_nodes=1,
-        max_nodes=3,
+        world, target=2, min_nodes=1, max_nodes=3
     )
     assert cloud.client is not None
     web = workloads.deployment(

@@ -38,11 +38,7 @@ async def test_a_budget_holds_the_drain_and_the_kubelet_finishes_the_evicted_pod
     world: World,
 ) -> None:
     log = world.cluster.audit_log()
-    cloud, operator, custom, core = await hollow.hollow_pool(
-        world,
-        target=1,
-        max_nodes=2,
-    )
+    cloud, operator, custom, core = await hollow.hollow_pool(world, target=1, max_nodes=2)
     assert cloud.client is not None
     policy = client.PolicyV1Api(world.api_client)
     [vm] = [v.name for v in await cloud.client.list_vms(pool=world.pool)]

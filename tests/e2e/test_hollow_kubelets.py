@@ -16,19 +16,18 @@ from typing import Any
 from kubernetes_asyncio import client
 
 import workloads
+from e2e import hollow
 from e2e.autoscaling import events, phases
 from e2e.scenes import World
-from harness import MERGE, POOLS, REQUESTS, SimCloud, settled, wait_for
+from harness import MERGE, POOLS, REQUESTS, settled, wait_for
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
 from nodepool_operator.cloud.provider import VmState
 from nodepool_operator.controllers.nodepool import nodes as node_ops
 
-#: What kubemark's fake cAdvisor reports on every VM: the template says the same, so the
-#: plan and the kubelets agree (a template that overstates them is another test's).
-ONE_CPU_NODE = nodepool_api.NodeTemplate(cpu="1", memory="3840Mi", pods=110)
-#: A VM boots in about this long, so a kubelet registers a few seconds after its create.
-BOOT = ("--create-latency", "3", "--latency-jitter", "0.5")
+#: The template says what kubemark's fake cAdvisor reports on every VM, so the plan and
+#: the kubelets agree (a template that overstates them is another test's).
+ONE_CPU_NODE = hollow.ONE_CPU_NODE
 
 
 def pool_manifest(name: str, *, target: int, min_nodes: int = 0) -> dict[str, Any]:
@@ -68,8 +67,7 @@ def assert_registered_by_its_kubelet(node: Any, pool_uid: str) -> None:
 async def test_pods_run_on_the_kubelets_the_plan_asked_for_and_leave_with_them(
     world: World,
 ) -> None:
-    cloud: SimCloud = await world.start_hollow_simcloud(*BOOT)
-    assert cloud.client is not None
+    cloud = await hollow.hollow_cloud(world)
     # The default flags (--simulated-nodes with simcloud): the VMs say their kubelet is
     # their own, so kwok is never asked to play it.
     operator = world.start_operator(cloud)
@@ -95,6 +93,7 @@ async def test_pods_run_on_the_kubelets_the_plan_asked_for_and_leave_with_them(
         *REQUESTS, label_selector=wellknown.pool_selector(world.pool)
     )
     asked = [r["spec"]["targetNodes"] for r in requests["items"]]
+    assert cloud.client is not None
     stats = await cloud.client.stats()
     assert len(nodes) == 3
     assert max(asked) == 3, asked  # the plan asked for these three, and got no more
@@ -131,8 +130,7 @@ async def test_pods_run_on_the_kubelets_the_plan_asked_for_and_leave_with_them(
 async def test_a_restarted_operator_adopts_the_nodes_kubelets_registered_without_it(
     world: World,
 ) -> None:
-    cloud: SimCloud = await world.start_hollow_simcloud(*BOOT)
-    assert cloud.client is not None
+    cloud = await hollow.hollow_cloud(world)
     first = world.start_operator(cloud)
     await world.custom.create_cluster_custom_object(*POOLS, pool_manifest(world.pool, target=3))
 
@@ -162,6 +160,7 @@ async def test_a_restarted_operator_adopts_the_nodes_kubelets_registered_without
         assert_registered_by_its_kubelet(node, pool["metadata"]["uid"])
     # The same three Nodes (none deleted and made again) on the same three VMs.
     assert {n.metadata.name: n.metadata.uid for n in adopted} == uids
+    assert cloud.client is not None
     stats = await cloud.client.stats()
     assert stats.deletions_started == 0
     assert {n: c for n, c in stats.creations_by_name.items() if n in names} == {

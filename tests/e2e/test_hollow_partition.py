@@ -61,12 +61,15 @@ async def api_client(cluster: Cluster) -> AsyncIterator[client.ApiClient]:
 
 @pytest.fixture(scope="module")
 async def crds_installed(api_client: client.ApiClient) -> None:
+    """The CRDs and the operator's RBAC, on this module's control plane (the session's
+    fixtures cannot use its module-scoped ``api_client``)."""
     await install.install_crds(api_client)
+    await install.grant_operator_rbac(api_client)
 
 
 @pytest.fixture(scope="module")
-async def operator_rbac(api_client: client.ApiClient) -> None:
-    await install.grant_operator_rbac(api_client)
+def operator_rbac(crds_installed: None) -> None:
+    """Granted with the CRDs (``crds_installed``)."""
 
 
 async def partition(cloud: SimCloud, names: set[str]) -> None:
@@ -100,10 +103,7 @@ async def warnings(core: client.CoreV1Api, pool: str, reason: str) -> list[str]:
 
 async def test_a_stopped_kubelet_is_replaced_and_a_whole_pool_stopped_is_held(world: World) -> None:
     cloud, operator, custom, core = await hollow.hollow_pool(
-        world,
-        target=3,
-        max_nodes=6,
-        not_ready_timeout_seconds=NOT_READY_TIMEOUT,
+        world, target=3, max_nodes=6, not_ready_timeout_seconds=NOT_READY_TIMEOUT
     )
     assert cloud.client is not None
     first = await nodes_by_uid(core, world.pool)

@@ -221,11 +221,7 @@ async def test_a_drain_timeout_deletes_what_a_budget_holds_then_removes_the_node
     world: World, core: client.CoreV1Api
 ) -> None:
     log = world.cluster.audit_log()
-    _, operator, custom = await scenes.settled_pool(
-        world,
-        target=1,
-        drainTimeoutSeconds=10,
-    )
+    _, operator, custom = await scenes.settled_pool(world, target=1, drainTimeoutSeconds=10)
     guarded = await guarded_pod(world.api_client, core, world.namespace, world.pool)
     log.mark()
     await custom.patch_cluster_custom_object(

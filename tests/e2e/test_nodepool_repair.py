@@ -33,11 +33,7 @@ async def condition(custom: client.CustomObjectsApi, pool: str, kind: str) -> di
 
 
 async def test_a_node_kept_not_ready_is_replaced(world: World) -> None:
-    _, operator, custom = await scenes.settled_pool(
-        world,
-        target=2,
-        notReadyTimeoutSeconds=5,
-    )
+    _, operator, custom = await scenes.settled_pool(world, target=2, notReadyTimeoutSeconds=5)
     before = await pool_nodes(world.core, world.pool)
     broken = f"{world.pool}-1"
 
@@ -77,10 +73,7 @@ async def test_a_node_kept_not_ready_is_replaced(world: World) -> None:
 
 async def test_a_whole_pool_not_ready_at_once_is_not_replaced_and_comes_back(world: World) -> None:
     cloud, operator, custom = await scenes.settled_pool(
-        world,
-        target=5,
-        create_latency=0.2,
-        notReadyTimeoutSeconds=3,
+        world, target=5, create_latency=0.2, notReadyTimeoutSeconds=3
     )
     before = await pool_nodes(world.core, world.pool)
     assert len(before) == 5

@@ -168,6 +168,17 @@ async def test_scale_down_cordons_drains_and_removes_the_emptiest_nodes(world: W
     assert operator.errors_logged() == []
 
 
+def bad_pool(spec: dict[str, Any]) -> dict[str, Any]:
+    """A NodePool of a fresh name whose ``spec`` is sent as given, for the API server to
+    judge."""
+    return {
+        "apiVersion": "nodepool.dev/v1alpha1",
+        "kind": "NodePool",
+        "metadata": {"name": f"bad-{uuid.uuid4().hex[:6]}"},
+        "spec": spec,
+    }
+
+
 @pytest.mark.parametrize(
     ("spec", "fragment"),
     [
@@ -195,14 +206,8 @@ async def test_invalid_specs_are_refused_with_422(
     api_client: client.ApiClient, crds_installed: None, spec: dict[str, Any], fragment: str
 ) -> None:
     custom = client.CustomObjectsApi(api_client)
-    body = {
-        "apiVersion": "nodepool.dev/v1alpha1",
-        "kind": "NodePool",
-        "metadata": {"name": f"bad-{uuid.uuid4().hex[:6]}"},
-        "spec": spec,
-    }
     with pytest.raises(ApiException) as raised:
-        await custom.create_cluster_custom_object(*POOLS, body)
+        await custom.create_cluster_custom_object(*POOLS, bad_pool(spec))
     assert raised.value.status == 422
     assert fragment in raised.value.body
 
@@ -211,12 +216,7 @@ async def test_unknown_fields_are_refused_under_strict_field_validation(
     api_client: client.ApiClient, crds_installed: None
 ) -> None:
     custom = client.CustomObjectsApi(api_client)
-    body = {
-        "apiVersion": "nodepool.dev/v1alpha1",
-        "kind": "NodePool",
-        "metadata": {"name": f"bad-{uuid.uuid4().hex[:6]}"},
-        "spec": {"targetNodes": 1, "targetNodez": 3},
-    }
+    body = bad_pool({"targetNodes": 1, "targetNodez": 3})
     with pytest.raises(ApiException) as raised:
         await custom.create_cluster_custom_object(*POOLS, body, field_validation="Strict")
     # The API server reports unknown fields as a strict-decoding error: 400, not 422.

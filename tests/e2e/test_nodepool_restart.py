@@ -122,10 +122,7 @@ async def test_a_restart_mid_registration_replaces_the_vm_when_its_timeout_ends(
 
 async def test_a_restart_mid_repair_replaces_the_node_when_its_timeout_ends(world: World) -> None:
     cloud, operator, custom = await scenes.settled_pool(
-        world,
-        target=2,
-        create_latency=0.2,
-        notReadyTimeoutSeconds=TIMEOUT,
+        world, target=2, create_latency=0.2, notReadyTimeoutSeconds=TIMEOUT
     )
     before = await pool_nodes(world.core, world.pool)
     broken = f"{world.pool}-1"
@@ -151,11 +148,7 @@ async def test_a_restart_mid_repair_replaces_the_node_when_its_timeout_ends(worl
 
 
 async def test_a_restart_mid_drain_keeps_the_drain_and_its_start(world: World) -> None:
-    cloud, operator, custom = await scenes.settled_pool(
-        world,
-        target=1,
-        create_latency=0.2,
-    )
+    cloud, operator, custom = await scenes.settled_pool(world, target=1, create_latency=0.2)
     guarded = await guarded_pod(world.api_client, world.core, world.namespace, world.pool)
     await custom.patch_cluster_custom_object(
         *POOLS, world.pool, {"spec": {"targetNodes": 0}}, _content_type=MERGE

@@ -79,24 +79,13 @@ async def watching(core: client.CoreV1Api, pool: str, namespace: str) -> AsyncIt
     selector = wellknown.pool_selector(pool)
     nodes_from = (await core.list_node(label_selector=selector)).metadata.resource_version
     pods_from = (await core.list_namespaced_pod(namespace)).metadata.resource_version
-    tasks = [
-        asyncio.create_task(
-            history.follow(
-                core.list_node,
-                history.nodes,
-                label_selector=selector,
-                resource_version=nodes_from,
-            )
-        ),
-        asyncio.create_task(
-            history.follow(
-                core.list_namespaced_pod,
-                history.pods,
-                namespace=namespace,
-                resource_version=pods_from,
-            )
-        ),
-    ]
+    nodes = history.follow(
+        core.list_node, history.nodes, label_selector=selector, resource_version=nodes_from
+    )
+    pods = history.follow(
+        core.list_namespaced_pod, history.pods, namespace=namespace, resource_version=pods_from
+    )
+    tasks = [asyncio.create_task(nodes), asyncio.create_task(pods)]
     try:
         yield history
     finally:
