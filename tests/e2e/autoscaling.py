@@ -107,6 +107,19 @@ async def events(
     return list(found.items)
 
 
+async def events_of(
+    core: client.CoreV1Api, pods: list[client.V1Pod], *, reason: str
+) -> list[client.CoreV1Event]:
+    """The events of ``reason`` about each of ``pods``, pod after pod (``events``)."""
+    return [
+        event
+        for pod in pods
+        for event in await events(
+            core, pod.metadata.namespace, name=pod.metadata.name, reason=reason
+        )
+    ]
+
+
 async def autoscaler_status(custom: client.CustomObjectsApi, name: str) -> dict[str, Any]:
     obj = await custom.get_cluster_custom_object(*AUTOSCALERS, name)
     status: dict[str, Any] = obj.get("status", {})

@@ -22,6 +22,7 @@ from e2e.autoscaling import (
     condition,
     deployment,
     events,
+    events_of,
     phases,
     running,
 )
@@ -82,13 +83,7 @@ async def test_ten_pods_get_exactly_three_nodes_and_none_extra_while_they_boot(
     assert condition(status, "Ready")["status"] == "True"
     assert condition(status, "LimitReached")["status"] == "False"
     pods = (await world.core.list_namespaced_pod(world.namespace)).items
-    triggered = [
-        event
-        for pod in pods
-        for event in await events(
-            world.core, world.namespace, name=pod.metadata.name, reason="TriggeredScaleUp"
-        )
-    ]
+    triggered = await events_of(world.core, pods, reason="TriggeredScaleUp")
     assert all(event.count == 1 for event in triggered)  # each pod told once
     # One request: every pod was on a new node. Two (the burst split by the batch window):
     # the pods of the first request's room were told then, the rest at the second.

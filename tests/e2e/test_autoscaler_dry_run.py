@@ -11,6 +11,7 @@ from e2e.autoscaling import (
     condition,
     deployment,
     events,
+    events_of,
     running,
 )
 from e2e.scenes import World
@@ -58,13 +59,7 @@ async def test_a_dry_run_autoscaler_tells_the_pods_and_requests_only_once_turned
     pool = await world.custom.get_cluster_custom_object(*POOLS, world.pool)
     assert pool["spec"]["targetNodes"] == 0
     pods = (await world.core.list_namespaced_pod(world.namespace)).items
-    told = [
-        event
-        for pod in pods
-        for event in await events(
-            world.core, world.namespace, name=pod.metadata.name, reason="WouldTriggerScaleUp"
-        )
-    ]
+    told = await events_of(world.core, pods, reason="WouldTriggerScaleUp")
     assert told
     assert all("dry run" in event.message for event in told)
     # One Event per pod and reason: a pod told again (the would-be target moved) is counted.
