@@ -124,10 +124,6 @@ class World:
             self.api_client, pool=self.pool, namespace=self.namespace, **options
         )
 
-    async def grown_pool(self, *, target: int, **spec: Any) -> None:
-        """This test's pool (``grown_pool``), once ``target`` nodes are Ready."""
-        await grown_pool(self.api_client, self.pool, target=target, **spec)
-
 
 class Scene(NamedTuple):
     cloud: SimCloud

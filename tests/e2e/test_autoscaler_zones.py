@@ -4,8 +4,6 @@ and later scale-ups keep every node's zone and the pool balanced)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from kubernetes_asyncio import client
 
@@ -35,10 +33,9 @@ async def vm_zones(cloud: SimCloud, pool: str) -> dict[str, str | None]:
 
 
 @pytest.fixture
-async def cloud(start_simcloud: Any) -> SimCloud:
+async def cloud(world: World) -> SimCloud:
     """A simcloud whose VMs boot in one second; the test reads the zones it recorded."""
-    started: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
-    return started
+    return await world.cloud(latency=1)
 
 
 async def test_one_zone_pinned_pod_on_an_empty_three_zone_pool_gets_one_node_in_its_zone(
