@@ -22,13 +22,8 @@ from nodepool_operator.controllers import cached
 async def create_pool(
     custom: client.CustomObjectsApi, name: str, *, min_nodes: int = 0, max_nodes: int = 10
 ) -> None:
-    spec = nodepool_api.NodePoolSpec(
-        target_nodes=min_nodes,
-        min_nodes=min_nodes,
-        max_nodes=max_nodes,
-        template=nodepool_api.NodeTemplate(cpu="4", memory="16Gi", pods=110),
-    )
-    await custom.create_cluster_custom_object(*POOLS, nodepool_api.manifest(name, spec))
+    """A pool of 4 CPU / 16Gi nodes, at ``min_nodes`` (``make_pool``)."""
+    await make_pool(custom, name, min_nodes=min_nodes, max_nodes=max_nodes)
 
 
 async def create_autoscaler(
@@ -134,25 +129,20 @@ async def make_pool(
     custom: client.CustomObjectsApi,
     name: str,
     *,
+    min_nodes: int = 0,
     max_nodes: int = 10,
     weight: int = 0,
-    zones: tuple[str, ...] = (),
-    reserved: dict[str, str] | None = None,
-    labels: dict[str, str] | None = None,
+    **template: Any,
 ) -> None:
+    """A pool of 4 CPU / 16Gi nodes (110 pods), at ``min_nodes`` (``template``: the other
+    fields of its NodeTemplate: zones, reserved, labels)."""
+    node = nodepool_api.NodeTemplate(cpu="4", memory="16Gi", pods=110, **template)
     spec = nodepool_api.NodePoolSpec(
-        target_nodes=0,
-        min_nodes=0,
+        target_nodes=min_nodes,
+        min_nodes=min_nodes,
         max_nodes=max_nodes,
         weight=weight,
-        template=nodepool_api.NodeTemplate(
-            cpu="4",
-            memory="16Gi",
-            pods=110,
-            zones=zones,
-            reserved=reserved or {},
-            labels=labels or {},
-        ),
+        template=node,
     )
     await custom.create_cluster_custom_object(*POOLS, nodepool_api.manifest(name, spec))
 

@@ -23,6 +23,7 @@ from e2e.autoscaling import (
     bound_pair,
     events,
     make_autoscaler,
+    make_pool,
     phases,
     pod,
     running,
@@ -37,15 +38,6 @@ from nodepool_operator.controllers.nodepool.nodes import KWOK_ANNOTATION
 ZONE = wellknown.ZONE_LABEL
 STRATEGIC = "application/strategic-merge-patch+json"
 AGENT_TAINT = {"key": "example.com/agent-not-ready", "effect": "NoSchedule"}
-
-
-async def make_pool(custom: client.CustomObjectsApi, name: str, **template: Any) -> None:
-    spec = nodepool_api.NodePoolSpec(
-        target_nodes=0,
-        max_nodes=10,
-        template=nodepool_api.NodeTemplate(cpu="4", memory="16Gi", **template),
-    )
-    await custom.create_cluster_custom_object(*POOLS, nodepool_api.manifest(name, spec))
 
 
 def system_node(name: str, *, zone: str) -> dict[str, Any]:
