@@ -17,6 +17,7 @@ from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
 from nodepool_operator.controllers import cached
+from nodepool_operator.controllers.nodepool.nodes import KWOK_ANNOTATION
 
 
 async def create_pool(
@@ -152,6 +153,27 @@ async def make_autoscaler(
 ) -> None:
     """``create_autoscaler`` that never scales down."""
     await create_autoscaler(custom, name, pool=pool, namespace=namespace, scale_down=False)
+
+
+def kwok_node(
+    name: str,
+    *,
+    labels: dict[str, str],
+    room: dict[str, str],
+    annotations: dict[str, str] | None = None,
+    owners: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A Node kwok keeps Ready (it carries kwok's annotation, with ``annotations``), whose
+    capacity and allocatable are ``room``; ``owners``, its ownerReferences."""
+    metadata: dict[str, Any] = {
+        "name": name,
+        "labels": labels,
+        "annotations": {KWOK_ANNOTATION: "fake", **(annotations or {})},
+    }
+    if owners is not None:
+        metadata["ownerReferences"] = owners
+    status = {"capacity": room, "allocatable": room}
+    return {"apiVersion": "v1", "kind": "Node", "metadata": metadata, "spec": {}, "status": status}
 
 
 def bound_pair(

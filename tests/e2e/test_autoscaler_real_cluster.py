@@ -22,6 +22,7 @@ from e2e.autoscaling import (
     History,
     bound_pair,
     events,
+    kwok_node,
     make_autoscaler,
     make_pool,
     phases,
@@ -33,7 +34,6 @@ from e2e.scenes import World
 from harness import AUTOSCALERS, POOLS, Operator, lift_taint, remove_pool, wait_for
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
-from nodepool_operator.controllers.nodepool.nodes import KWOK_ANNOTATION
 
 ZONE = wellknown.ZONE_LABEL
 STRATEGIC = "application/strategic-merge-patch+json"
@@ -42,20 +42,11 @@ AGENT_TAINT = {"key": "example.com/agent-not-ready", "effect": "NoSchedule"}
 
 def system_node(name: str, *, zone: str) -> dict[str, Any]:
     """A Node of no pool (kwok keeps it Ready): where a cluster's own services run."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {"kubernetes.io/hostname": name, ZONE: zone, "role": "system"},
-            "annotations": {KWOK_ANNOTATION: "fake"},
-        },
-        "spec": {},
-        "status": {
-            "capacity": {"cpu": "2", "memory": "8Gi", "pods": "110"},
-            "allocatable": {"cpu": "2", "memory": "8Gi", "pods": "110"},
-        },
-    }
+    return kwok_node(
+        name,
+        labels={"kubernetes.io/hostname": name, ZONE: zone, "role": "system"},
+        room={"cpu": "2", "memory": "8Gi", "pods": "110"},
+    )
 
 
 async def warned(core: client.CoreV1Api, namespace: str, name: str) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 from kubernetes_asyncio import client
 
 import workloads
-from e2e.autoscaling import make_autoscaler, make_pool, running
+from e2e.autoscaling import kwok_node, make_autoscaler, make_pool, running
 from e2e.consolidating import pinned, preferring
 from e2e.inspecting import json_of, run_cli
 from e2e.scenes import World
@@ -184,21 +184,14 @@ def _hand_made_node(
             "blockOwnerDeletion": False,
         }
     ]
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {
-                **nodepool_api.node_labels(pool, template),
-                wellknown.HOSTNAME_LABEL: name,
-            },
-            "annotations": {"kwok.x-k8s.io/node": "fake", **annotations},
-            "ownerReferences": owners if owner_uid else [],
-        },
-        "spec": {},
-        "status": {"capacity": room, "allocatable": room},
-    }
+    labels = {**nodepool_api.node_labels(pool, template), wellknown.HOSTNAME_LABEL: name}
+    return kwok_node(
+        name,
+        labels=labels,
+        room=room,
+        annotations=annotations,
+        owners=owners if owner_uid else [],
+    )
 
 
 async def test_plan_previews_scale_down_by_consolidations_rules_within_min_nodes(
