@@ -66,6 +66,11 @@ class World:
         """The label of this test's pool's Nodes, as a node selector."""
         return {wellknown.POOL_LABEL: self.pool}
 
+    @property
+    def tier(self) -> dict[str, str]:
+        """A label for the Nodes of all the pools one test makes, as a node selector."""
+        return {"example.com/tier": self.pool}
+
     def __post_init__(self) -> None:
         self.custom = client.CustomObjectsApi(self.api_client)
         self.core = client.CoreV1Api(self.api_client)

@@ -162,9 +162,8 @@ async def test_two_pools_that_both_fit_only_the_heavier_one_grows(
     world: World, operator: Operator
 ) -> None:
     light, heavy = world.pool, f"{world.pool}-heavy"
-    shared = {"example.com/tier": world.pool}
-    await make_pool(world.custom, light, labels=shared)
-    await make_pool(world.custom, heavy, labels=shared, weight=50)
+    await make_pool(world.custom, light, labels=world.tier)
+    await make_pool(world.custom, heavy, labels=world.tier, weight=50)
     await make_autoscaler(world.custom, world.autoscaler, pool=light, namespace=world.namespace)
     await make_autoscaler(
         world.custom, f"{world.autoscaler}-heavy", pool=heavy, namespace=world.namespace
@@ -177,7 +176,7 @@ async def test_two_pools_that_both_fit_only_the_heavier_one_grows(
                 world.api_client,
                 pool=heavy,
                 namespace=world.namespace,
-                deployments=[workloads.deployment("web", selector=shared, replicas=6, cpu="1")],
+                deployments=[workloads.deployment("web", selector=world.tier, replicas=6, cpu="1")],
                 running_pods=6,
                 within=180,
             )

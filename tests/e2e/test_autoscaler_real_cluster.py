@@ -135,9 +135,8 @@ async def test_startup_taints_cost_no_extra_node(world: World, operator: Operato
 
 async def test_an_arm64_pool_grows_for_arm64_pods_only(world: World, operator: Operator) -> None:
     arm = f"{world.pool}-arm"
-    shared = {"example.com/tier": world.pool}
-    await make_pool(world.custom, world.pool, labels=shared)
-    await make_pool(world.custom, arm, labels={**shared, wellknown.ARCH_LABEL: "arm64"})
+    await make_pool(world.custom, world.pool, labels=world.tier)
+    await make_pool(world.custom, arm, labels={**world.tier, wellknown.ARCH_LABEL: "arm64"})
     await world.create_autoscaler(scale_down=False)
     await make_autoscaler(
         world.custom, f"{world.autoscaler}-arm", pool=arm, namespace=world.namespace
@@ -146,7 +145,7 @@ async def test_an_arm64_pool_grows_for_arm64_pods_only(world: World, operator: O
         amd_history = History(world.custom, world.pool)
         amd_history.start()
         try:
-            arm_only = {**shared, wellknown.ARCH_LABEL: "arm64"}
+            arm_only = {**world.tier, wellknown.ARCH_LABEL: "arm64"}
             arm_history = await scale_up(
                 world.api_client,
                 pool=arm,

@@ -51,15 +51,16 @@ async def test_plan_and_explain_read_only_replayable_and_as_the_operator_decides
     world: World, tmp_path: Path
 ) -> None:
     plain, tainted = world.pool, f"{world.pool}-gpu"
-    tier = {"example.com/tier": world.pool}
-    await make_pool(world.custom, plain, labels=tier)
+    await make_pool(world.custom, plain, labels=world.tier)
     gpu = nodepool_api.manifest(
         tainted,
         nodepool_api.NodePoolSpec(
             target_nodes=0,
             min_nodes=0,
             max_nodes=10,
-            template=nodepool_api.NodeTemplate(cpu="16", memory="64Gi", pods=110, labels=tier),
+            template=nodepool_api.NodeTemplate(
+                cpu="16", memory="64Gi", pods=110, labels=world.tier
+            ),
         ),
     )
     gpu["spec"]["template"]["taints"] = [{"key": "gpu", "value": "yes", "effect": "NoSchedule"}]
@@ -70,10 +71,10 @@ async def test_plan_and_explain_read_only_replayable_and_as_the_operator_decides
     )
     try:
         await world.apps.create_namespaced_deployment(
-            world.namespace, workloads.deployment("web", selector=tier, replicas=3, cpu="1")
+            world.namespace, workloads.deployment("web", selector=world.tier, replicas=3, cpu="1")
         )
         await world.apps.create_namespaced_deployment(
-            world.namespace, workloads.deployment("huge", selector=tier, replicas=1, cpu="9")
+            world.namespace, workloads.deployment("huge", selector=world.tier, replicas=1, cpu="9")
         )
         await wait_for(
             lambda: _unschedulable(world.core, world.namespace, {"web", "huge"}), within=60
