@@ -24,7 +24,15 @@ import itertools
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final, Literal, get_args
 
-from nodepool_operator.api import fields, launch, meta, quantity, requirements, wellknown
+from nodepool_operator.api import disruption as disruption_api
+from nodepool_operator.api import (
+    fields,
+    launch,
+    meta,
+    quantity,
+    requirements,
+    wellknown,
+)
 
 __all__ = [
     "API_VERSION",
@@ -365,6 +373,15 @@ class Limits:
         return fields.compact({"cpu": self.cpu, "memory": self.memory})
 
 
+def _expire_after(d: Mapping[str, Any]) -> str:
+    text = fields.string(d, "expireAfter", default=disruption_api.NEVER)
+    try:
+        disruption_api.parse_expire_after(text)
+    except ValueError as e:
+        raise fields.FieldError("expireAfter", str(e)) from e
+    return text
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class NodePoolSpec:
     """What the user asks for: how many Nodes, within which bounds, of which shape.
@@ -378,6 +395,9 @@ class NodePoolSpec:
     ``not_ready_timeout_seconds``: a Node NotReady this long is replaced.
     ``registration_timeout_seconds``: a VM Running without a Ready Node this long is
     replaced.
+    ``disruption``: the budgets that cap how many Nodes are disrupted at once
+    (``api.disruption``); ``expire_after``: how long a Node lives before it is replaced
+    (``"720h"``; ``"Never"``, the default, for ever).
     """
 
     target_nodes: int = DEFAULT_TARGET_NODES
@@ -394,6 +414,10 @@ class NodePoolSpec:
         default_factory=requirements.Requirements
     )
     limits: Limits | None = None
+    disruption: disruption_api.Disruption = dataclasses.field(
+        default_factory=disruption_api.Disruption
+    )
+    expire_after: str = disruption_api.NEVER
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> NodePoolSpec:
@@ -414,6 +438,8 @@ class NodePoolSpec:
                 fields.nested_list(d, "requirements", parse=requirements.Requirement.from_dict)
             ),
             limits=fields.optional_nested(d, "limits", parse=Limits.from_dict),
+            disruption=fields.nested(d, "disruption", parse=disruption_api.Disruption.from_dict),
+            expire_after=_expire_after(d),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -429,6 +455,8 @@ class NodePoolSpec:
                 "template": self.template.to_dict(),
                 "requirements": self.requirements.to_list(),
                 "limits": None if self.limits is None else self.limits.to_dict(),
+                "disruption": self.disruption.to_dict(),
+                "expireAfter": self.expire_after,
             }
         )
 
@@ -596,6 +624,8 @@ class NodePoolStatus:
     # What the pool's Nodes cost per hour, by their offerings' catalog prices (a pool with
     # requirements, when the cloud has a catalog); None: not known.
     cost_per_hour: float | None = None
+    # How many of the pool's Nodes differ from its spec (``api.drift``); None: none.
+    drifted_nodes: int | None = None
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> NodePoolStatus:
@@ -614,6 +644,7 @@ class NodePoolStatus:
                 d, "reportedAllocatable", parse=ReportedAllocatable.from_dict
             ),
             cost_per_hour=fields.optional_number(d, "costPerHour"),
+            drifted_nodes=fields.optional_integer(d, "driftedNodes"),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -633,6 +664,7 @@ class NodePoolStatus:
                     else self.reported_allocatable.to_dict()
                 ),
                 "costPerHour": self.cost_per_hour,
+                "driftedNodes": self.drifted_nodes,
             }
         )
 

@@ -12,7 +12,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Final
 
-from nodepool_operator.api import launch, meta, nodepool, quantity, requirements, wellknown
+from nodepool_operator.api import (
+    disruption,
+    launch,
+    meta,
+    nodepool,
+    quantity,
+    requirements,
+    wellknown,
+)
 
 __all__ = [
     "EXTENDED_RESOURCE_NAME_PATTERN",
@@ -488,6 +496,76 @@ _LIMITS_SCHEMA: Final[dict[str, Any]] = {
     },
 }
 
+# Go's duration as people write it in a spec: whole hours, minutes, seconds, in order.
+_DURATION_PATTERN: Final = r"^(?:[0-9]+h)?(?:[0-9]+m)?(?:[0-9]+s)?$"
+# Five cron fields (croniter judges each when the operator reads the spec), or a macro.
+_SCHEDULE_PATTERN: Final = (
+    r"^(?:@(?:annually|yearly|monthly|weekly|daily|midnight|hourly)"
+    r"|[^ ]+ [^ ]+ [^ ]+ [^ ]+ [^ ]+)$"
+)
+_BUDGET_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "description": (
+        "At most this many of the pool's Nodes disrupted at once, for these reasons, "
+        "within this window."
+    ),
+    "properties": {
+        "nodes": {
+            "type": "string",
+            "description": 'A count ("2") or a share of the pool\'s Nodes, rounded up ("10%").',
+            "pattern": r"^((100|[0-9]{1,2})%|[0-9]+)$",
+            "maxLength": 10,
+            "default": disruption.DEFAULT_BUDGET_NODES,
+        },
+        "reasons": {
+            "type": "array",
+            "description": "The reasons it caps; absent, every reason.",
+            "maxItems": len(disruption.DISRUPTION_REASONS),
+            "items": {"type": "string", "enum": list(disruption.DISRUPTION_REASONS)},
+        },
+        "schedule": {
+            "type": "string",
+            "description": (
+                'When the budget comes into force: cron, five fields, UTC ("0 9 * * 1-5"), '
+                "for duration. Absent, always."
+            ),
+            "pattern": _SCHEDULE_PATTERN,
+            "maxLength": 100,
+        },
+        "duration": {
+            "type": "string",
+            "description": 'How long it stays in force each time the schedule fires ("8h").',
+            "pattern": _DURATION_PATTERN,
+            "minLength": 2,
+            "maxLength": 20,
+        },
+    },
+    "x-kubernetes-validations": [
+        {
+            "rule": "has(self.schedule) == has(self.duration)",
+            "message": "schedule and duration go together: set both or neither",
+        }
+    ],
+}
+
+_DISRUPTION_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "description": "How the pool's Nodes may be disrupted of the controllers' own accord.",
+    "properties": {
+        "budgets": {
+            "type": "array",
+            "description": (
+                "The most restrictive budget in force caps how many of the pool's Nodes are "
+                "being disrupted at once, counted across every reason. Absent: 10%."
+            ),
+            "maxItems": disruption.MAX_BUDGETS,
+            "items": _BUDGET_SCHEMA,
+            "default": [b.to_dict() for b in disruption.Disruption().budgets],
+        }
+    },
+    "default": disruption.Disruption().to_dict(),
+}
+
 _SPEC_PROPERTIES: Final[dict[str, Any]] = {
     "targetNodes": {
         "type": "integer",
@@ -551,6 +629,17 @@ _SPEC_PROPERTIES: Final[dict[str, Any]] = {
         "items": _REQUIREMENT_SCHEMA,
     },
     "limits": _LIMITS_SCHEMA,
+    "disruption": _DISRUPTION_SCHEMA,
+    "expireAfter": {
+        "type": "string",
+        "description": (
+            'How long a Node lives before it is replaced ("720h", "60s"); "Never", for ever.'
+        ),
+        "pattern": rf"^(?:{disruption.NEVER}|(?:[0-9]+h)?(?:[0-9]+m)?(?:[0-9]+s)?)$",
+        "minLength": 2,
+        "maxLength": 20,
+        "default": disruption.NEVER,
+    },
 }
 
 SPEC_SCHEMA: Final[dict[str, Any]] = {
@@ -746,6 +835,15 @@ STATUS_SCHEMA: Final[dict[str, Any]] = {
             ),
             "minimum": 0,
         },
+        "driftedNodes": {
+            "type": "integer",
+            "description": (
+                "How many of the pool's Nodes differ from its spec and wait for their "
+                "replacement or are being replaced; absent: none."
+            ),
+            "format": "int32",
+            "minimum": 1,
+        },
     },
 }
 
@@ -771,6 +869,8 @@ PRINTER_COLUMNS: Final[list[dict[str, Any]]] = [
     {"name": "Current", "type": "integer", "jsonPath": ".status.currentNodes"},
     {"name": "Ready", "type": "integer", "jsonPath": ".status.readyNodes"},
     {"name": "Operation", "type": "string", "jsonPath": ".status.scaleOperation"},
+    # Empty while every Node is as the spec makes them.
+    {"name": "Drifted", "type": "integer", "jsonPath": ".status.driftedNodes"},
     # Empty for a pool without requirements (its nodes have no catalog price). Priority 1
     # (``kubectl get np -o wide``): the default table stays as it was for every pool.
     {"name": "Cost/h", "type": "number", "priority": 1, "jsonPath": ".status.costPerHour"},

@@ -23,8 +23,10 @@ __all__ = [
     "CONSOLIDATING_TAINT_KEY",
     "DEFAULT_ARCH",
     "DEFAULT_OS",
+    "DISRUPTED_TAINT_KEY",
     "DISRUPTION_ANNOTATIONS",
     "DO_NOT_DISRUPT_ANNOTATION",
+    "DRIFTED_ANNOTATION",
     "HOSTNAME_LABEL",
     "INSTANCE_CPU_LABEL",
     "INSTANCE_MEMORY_LABEL",
@@ -40,12 +42,14 @@ __all__ = [
     "SAFE_TO_EVICT_ANNOTATION",
     "SCALE_DOWN_ANNOTATION",
     "SCALE_DOWN_DISABLED_ANNOTATION",
+    "SPEC_HASH_ANNOTATION",
     "UNNEEDED_SINCE_ANNOTATION",
     "UNREGISTERED_TAINT_KEY",
     "VM_DELETED_ANNOTATION",
     "ZONE_LABEL",
     "CapacityType",
     "do_not_disrupt_reason",
+    "is_being_disrupted",
     "is_being_removed",
     "is_unregistered",
     "pool_of",
@@ -112,6 +116,19 @@ UNNEEDED_SINCE_ANNOTATION: Final = f"{meta.GROUP}/unneeded-since"
 SCALE_DOWN_ANNOTATION: Final = f"{meta.GROUP}/scale-down"
 VM_DELETED_ANNOTATION: Final = f"{meta.GROUP}/vm-deleted"
 
+#: On a Node the NodePool controller is replacing of its own accord (drift, expiry); its
+#: value is the reason (``api.disruption.DisruptionReason``). The record that the Node
+#: uses its pool's disruption budget, from the moment it is chosen until it is gone: a
+#: restarted operator counts it and goes on with its replacement. The NodePool
+#: controller adds it; it stays until the Node is deleted.
+DISRUPTED_TAINT_KEY: Final = f"{meta.GROUP}/disrupted"
+#: On a pool's Node: the hash of the pool's spec it was made from (``api.drift``),
+#: written by the NodePool controller at registration.
+SPEC_HASH_ANNOTATION: Final = f"{meta.GROUP}/spec-hash"
+#: On a Node whose pool's spec has changed since it was made: what changed (comma
+#: separated sections, ``labels,capacity``). Written by the NodePool controller.
+DRIFTED_ANNOTATION: Final = f"{meta.GROUP}/drifted"
+
 # "true" on a Pod (or a Node): the Autoscaler never chooses to remove the Node it runs on,
 # and an explicit scale-down removes such Nodes last (Karpenter's karpenter.sh/do-not-disrupt).
 DO_NOT_DISRUPT_ANNOTATION: Final = f"{meta.GROUP}/do-not-disrupt"
@@ -157,6 +174,15 @@ def is_being_removed(node: Mapping[str, Any]) -> bool:
     """The NodePool controller is draining the Node or has deleted its VM."""
     annotations = (node.get("metadata") or {}).get("annotations") or {}
     return SCALE_DOWN_ANNOTATION in annotations or VM_DELETED_ANNOTATION in annotations
+
+
+def is_being_disrupted(node: Mapping[str, Any]) -> bool:
+    """The Node uses its pool's disruption budget: tainted for a disruption (ours, or
+    the Autoscaler's consolidation), or on its way out already."""
+    taints = (node.get("spec") or {}).get("taints") or ()
+    return is_being_removed(node) or any(
+        t.get("key") in (DISRUPTED_TAINT_KEY, CONSOLIDATING_TAINT_KEY) for t in taints
+    )
 
 
 def do_not_disrupt_reason(obj: Mapping[str, Any], *, node: bool) -> str | None:

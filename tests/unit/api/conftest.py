@@ -147,6 +147,7 @@ CEL_MIRRORS: dict[str, Callable[[Any, Any], bool]] = {
     "self.minNodes <= self.maxNodes": lambda s, _: bool(s["minNodes"] <= s["maxNodes"]),
     "self.targetNodes <= self.maxNodes": lambda s, _: bool(s["targetNodes"] <= s["maxNodes"]),
     "self == oldSelf": lambda s, old: old is None or bool(s == old),
+    "has(self.schedule) == has(self.duration)": lambda s, _: ("schedule" in s) == ("duration" in s),
     nodepool_schema.SPEC_SCHEMA["properties"]["template"]["properties"]["cpu"][
         "x-kubernetes-validations"
     ][0]["rule"]: lambda s, _: _is_quantity_text(s),

@@ -197,6 +197,7 @@ def test_every_cel_rule_has_a_python_mirror_and_the_rules_are_the_contract(
         ),
         (".spec.requirements[].key", f"a requirement key must be a qualified name: {QUALIFIED}"),
         (".spec.requirements[]", "In and NotIn need at least one value"),
+        (".spec.disruption.budgets[]", "schedule and duration go together: set both or neither"),
         (".spec.requirements[]", "Exists and DoesNotExist take no values"),
         (".spec.requirements[]", "Gt and Lt need exactly one whole number as their value"),
         (
@@ -562,6 +563,7 @@ def test_the_other_kinds_have_the_status_subresource_only(kind: Any) -> None:
                 "Current",
                 "Ready",
                 "Operation",
+                "Drifted",
                 "Cost/h",
                 "Degraded",
                 "Reason",

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from nodepool_operator.api import (
     autoscaler,
+    disruption,
     meta,
     nodepool,
     requirements,
@@ -66,6 +67,16 @@ requirement_lists = st.lists(
 pool_limits = st.none() | st.builds(
     nodepool.Limits, cpu=st.just("64"), memory=st.none() | st.just("256Gi")
 )
+windows = st.sampled_from(((None, None), ("0 9 * * 1-5", "8h"), ("@daily", "30m")))
+budgets = st.builds(
+    lambda nodes, reasons, window: disruption.Budget(
+        nodes=nodes, reasons=reasons, schedule=window[0], duration=window[1]
+    ),
+    st.sampled_from(("0", "3", "10%", "100%")),
+    st.lists(st.sampled_from(disruption.DISRUPTION_REASONS), unique=True, max_size=2).map(tuple),
+    windows,
+)
+pool_disruptions = st.builds(disruption.Disruption, budgets=_tuples(budgets))
 offering_counts = _every_field(
     scalerequest.OfferingCount, count=st.integers(min_value=1, max_value=5)
 )
@@ -78,6 +89,8 @@ STRATEGIES: dict[str, st.SearchStrategy[Any]] = {
         template=templates,
         requirements=requirement_lists,
         limits=pool_limits,
+        disruption=pool_disruptions,
+        expire_after=st.sampled_from(("Never", "60s", "720h", "1h30m")),
     ),
     "NodePoolStatus": _every_field(
         nodepool.NodePoolStatus,

@@ -5,8 +5,8 @@ writes, an event recorder, a cloud of VMs by state, informers, and Node and Pod 
 import copy
 from typing import Any
 
+from nodepool_operator.api import drift, wellknown
 from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.api import wellknown
 from nodepool_operator.cloud.testing import FakeCloud
 from nodepool_operator.controllers.nodepool import drain, lifecycle, plan
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
@@ -161,12 +161,19 @@ class FakeRecorder:
         self.events.append((type, reason, message))
 
 
+#: What the operator records on the Nodes it makes from a pool of the default template.
+DEFAULT_SPEC_HASH = drift.spec_hash(nodepool_api.NodePoolSpec()).text
+
+
 def node(name: str, *, annotations: dict[str, str] | None = None) -> Object:
     return {
         "metadata": {
             "name": name,
             "labels": {wellknown.POOL_LABEL: "p"},
-            "annotations": dict(annotations or {}),
+            "annotations": {
+                wellknown.SPEC_HASH_ANNOTATION: DEFAULT_SPEC_HASH,
+                **(annotations or {}),
+            },
             "ownerReferences": [{"kind": "NodePool", "name": "p", "uid": "uid-p"}],
         },
         "spec": {"providerID": f"simcloud:///{name}"},

@@ -3,6 +3,7 @@
 ``inventory``     what the cloud and the cluster hold of the pool
 ``registration``  each RUNNING VM gets its Node
 ``repair``        what broke is replaced; nothing is removed on a guess
+``disruption``    drifted and expired Nodes are replaced, within the pool's budgets
 ``launch``        the VMs the pool is short of are created
 ``termination``   victims are drained, then their VM and their Node go
 
@@ -23,6 +24,7 @@ from nodepool_operator.cloud.provider import CloudProvider, VirtualMachine, VmSt
 from nodepool_operator.controllers import capacity, offerings, readiness
 from nodepool_operator.controllers.nodepool import (
     backoff,
+    disruption,
     drain,
     inventory,
     launch,
@@ -97,6 +99,9 @@ class PoolLifecycle:
             recorder=recorder,
             wall_clock=wall_clock,
         )
+        self.disrupter = disruption.Disrupter(
+            client=client, recorder=recorder, terminator=self.terminator, wall_clock=wall_clock
+        )
         self.repairer = repair.Repairer(
             cloud=cloud,
             terminator=self.terminator,
@@ -112,6 +117,7 @@ class PoolLifecycle:
         self.launcher.forget_pool(pool)
         self.repairer.forget_pool(pool)
         self.drainer.forget_pool(pool)
+        self.disrupter.forget_pool(pool)
 
     def wrote_nodes(self, nodes: Sequence[Object]) -> None:
         """``nodes`` as our writes left them: read so until the cache shows as much."""
@@ -152,19 +158,34 @@ class PoolLifecycle:
         await self.inventory.note_strangers(pool, ours=self.registrar.expected())
         now = self.wall_clock.time()
         view = dataclasses.replace(view, unhealthy=repair.unhealthy(view, spec, now=now))
-        verdicts = self._verdicts(view, spec, desired, now=now)
+        # Drifted and expired Nodes: the pool is sized without those draining for it, and
+        # one larger per replacement launched first (``disruption``).
+        decided = disruption.plan(view, spec, desired=desired, now=now)
+        target = disruption.sized_target(spec, desired, decided)
+        verdicts = self._verdicts(disruption.sized(view, decided.drain), spec, target, now=now)
         if zones is not None:
             self._note_unregistered(view, spec, verdicts, zones, may_register=may_register)
         view, progress = await self._repair(pool, spec, view, verdicts, may_register=may_register)
-        live = len(view.vms)
-        if live < desired and may_create:
-            view = await self._scale_up(
-                pool, spec, view, every_vm, desired - live, may_register=may_register, zones=zones
+        written, disrupting = await self.disrupter.act(pool, spec, view, decided)
+        self.inventory.wrote_nodes(written)
+        progress.extend(disrupting)
+        sizing = disruption.sized(view, decided.drain)
+        live = len(sizing.vms)
+        if live < target and may_create:
+            grown = await self._scale_up(
+                pool, spec, sizing, every_vm, target - live, may_register=may_register, zones=zones
             )
-        elif live > desired:
-            progress.append(await self.terminator.scale_down(pool, spec, view, live - desired))
-        elif view.cancellable:
-            await self.terminator.cancel_drains(view, view.cancellable)
+            view = dataclasses.replace(grown, vms=view.vms, nodes=view.nodes)
+        elif live > target:
+            progress.append(await self.terminator.scale_down(pool, spec, sizing, live - target))
+        elif sizing.cancellable:
+            await self.terminator.cancel_drains(sizing, sizing.cancellable)
+        view = dataclasses.replace(view, drifted=decided.drifted_nodes)
+        if decided.recheck_in is not None:
+            soonest = decided.recheck_in
+            if view.recheck_in is not None:
+                soonest = min(soonest, view.recheck_in)
+            view = dataclasses.replace(view, recheck_in=soonest)
         drains = termination.combined(progress)
         retry = [
             t for t in (drains.retry_in, view.recheck_in, verdicts.changes_in) if t is not None

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import contextlib
 
-from prometheus_client import Gauge, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 __all__ = [
     "nodepool_cost_per_hour",
+    "nodepool_disruptions_total",
     "nodepool_node_initialization_seconds",
     "nodepool_scale_operation_seconds",
     "set_cost",
@@ -33,6 +34,14 @@ nodepool_cost_per_hour = Gauge(
     "What a pool's nodes cost per hour by the catalog prices of their offerings (pools with "
     "requirements, on a cloud with a catalog), by pool.",
     ["pool"],
+)
+
+
+nodepool_disruptions_total = Counter(
+    "nodepool_disruptions_total",
+    "Nodes the NodePool controller chose to replace of its own accord (tainted "
+    "nodepool.dev/disrupted), by pool and reason (Drifted, Expired).",
+    ["pool", "reason"],
 )
 
 

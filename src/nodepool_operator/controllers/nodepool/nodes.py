@@ -82,10 +82,12 @@ def node_manifest(
     template: nodepool_api.NodeTemplate,
     simulated: bool,
     unregistered: bool = False,
+    spec_hash: str | None = None,
 ) -> Object:
     """The Node of ``vm``. ``unregistered``: with ``UNREGISTERED_TAINT``, as the operator
     creates them (the peers in ``bench/`` that never remove it create them without).
-    ``simulated``: annotated for kwok, which then plays the VM's kubelet."""
+    ``simulated``: annotated for kwok, which then plays the VM's kubelet. ``spec_hash``:
+    the hash of the pool's spec it is made from (``api.drift``), recorded on it."""
     name = str(pool["metadata"]["name"])
     # The cloud's fact; a pool without zones has no zone label, as the planner predicts.
     zone = vm.zone if template.zones else None
@@ -106,11 +108,14 @@ def node_manifest(
             # A simulated VM whose kubelet never joins (a simcloud fault) is left to no
             # one, as a real one would be: its Node never turns Ready.
             # Nor one whose VM boots a kubelet of its own: two would write its status.
-            "annotations": (
-                {KWOK_ANNOTATION: "fake"}
-                if simulated and vm.kubelet_joins and not vm.boots_kubelet
-                else {}
-            ),
+            "annotations": {
+                **(
+                    {KWOK_ANNOTATION: "fake"}
+                    if simulated and vm.kubelet_joins and not vm.boots_kubelet
+                    else {}
+                ),
+                **({} if spec_hash is None else {wellknown.SPEC_HASH_ANNOTATION: spec_hash}),
+            },
             "ownerReferences": [owner_reference(pool)],
         },
         "spec": spec,

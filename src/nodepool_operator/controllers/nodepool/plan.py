@@ -120,6 +120,8 @@ class PoolView:
     launch_notes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     offerings_served: tuple[str, ...] = ()
     launch_held: tuple[str, str] | None = None
+    # How many of the pool's Nodes differ from its spec (``disruption.plan``).
+    drifted: int = 0
 
     @property
     def draining(self) -> list[str]:
@@ -200,10 +202,12 @@ def pool_status(
         pool.get("status", {}).get("conditions"), observed_generation=generation, now=now
     )
     ready = view.ready
+    # More Ready than wanted (a replacement up before the Node it replaces goes, a
+    # scale-down's victims not drained yet) is every wanted Node Ready.
     found.set(
         "Ready",
-        ready == desired,
-        reason="NodesReady" if ready == desired else "NodesNotReady",
+        ready >= desired,
+        reason="NodesReady" if ready >= desired else "NodesNotReady",
         message=f"{ready}/{desired} nodes ready",
     )
     _set_scaling(found, view=view, desired=desired, active=active)
@@ -230,6 +234,7 @@ def pool_status(
         | ({"cloudPause": view.cloud_pause.to_dict()} if view.cloud_pause is not None else {})
         | ({"reportedAllocatable": reported.to_dict()} if reported is not None else {})
         | ({"costPerHour": view.cost_per_hour} if view.cost_per_hour is not None else {})
+        | ({"driftedNodes": view.drifted} if view.drifted else {})
     )
 
 

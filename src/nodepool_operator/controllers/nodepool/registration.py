@@ -46,8 +46,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from nodepool_operator import timestamps
+from nodepool_operator.api import drift, wellknown
 from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.api import wellknown
 from nodepool_operator.cloud.provider import VirtualMachine, VmState
 from nodepool_operator.controllers import offerings
 from nodepool_operator.controllers.nodepool import inventory, offering_plan, plan
@@ -258,6 +258,7 @@ class Registrar:
             template=self._template(spec, vm),
             simulated=self.config.simulated_nodes,
             unregistered=True,
+            spec_hash=drift.spec_hash(spec).text,
         )
         try:
             created = await self.client.create(kinds.NODES, body)

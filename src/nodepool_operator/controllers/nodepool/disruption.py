@@ -1,0 +1,363 @@
+"""Disruption: a pool's drifted and expired Nodes replaced, within its budgets.
+
+Each pass, from the world alone (so a restarted operator goes on with the same roll):
+
+1. **Record.** A Node without a spec hash (registered before the operator recorded
+   them) is stamped with the pool's current one; a Node that has drifted carries
+   ``wellknown.DRIFTED_ANNOTATION`` naming what changed (removed if the spec goes back).
+2. **Choose.** A Node is a candidate when it has drifted (``api.drift``) or expired
+   (``spec.expireAfter`` past its creationTimestamp), is Ready, registered, not being
+   disrupted already, not repaired, and neither it nor a pod on it is do-not-disrupt.
+   Candidates (expired first, then the oldest) are tainted
+   ``wellknown.DISRUPTED_TAINT_KEY=<reason>:NoSchedule`` as far as the pool's budgets
+   allow (``api.disruption.allowance``), counting every Node being disrupted for any
+   reason (the Autoscaler's consolidation taints, drains, repairs). The taint is the
+   record: it holds the Node's place in the budget until the Node is gone.
+3. **Replace.** A tainted Node's replacement is launched first while the pool has room
+   under ``maxNodes`` (the pool is sized one Node larger per such Node); once enough
+   Nodes are Ready without it, its drain starts. Without room, its drain starts at once
+   and the replacement is launched once it is gone (remove, then launch: the event says so).
+4. **Drain.** A tainted Node that is draining goes through the one drain there is
+   (``termination.Terminator.remove_drained``: the Eviction API, PodDisruptionBudgets,
+   do-not-disrupt pods, ``drainTimeoutSeconds``), then its VM and the Node go.
+
+``plan`` decides (pure); ``Disrupter`` writes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from nodepool_operator import timestamps
+from nodepool_operator.api import disruption as disruption_api
+from nodepool_operator.api import drift, wellknown
+from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.cloud.provider import VmName
+from nodepool_operator.controllers.nodepool import drain, metrics, termination
+from nodepool_operator.controllers.nodepool import plan as pool_plan
+from nodepool_operator.runtime import clock as clock_module
+from nodepool_operator.runtime import errors, kinds, nodes
+from nodepool_operator.runtime.client import Client, Object
+from nodepool_operator.runtime.events import EventRecorder
+
+__all__ = [
+    "Candidate",
+    "Disrupter",
+    "DisruptionPlan",
+    "disruption_reason",
+    "plan",
+    "sized",
+    "sized_target",
+]
+
+log = logging.getLogger(__name__)
+
+# Expiry first: an expired Node must go whatever else changed; drift can wait a pass.
+_REASON_ORDER: dict[disruption_api.DisruptionReason, int] = {"Expired": 0, "Drifted": 1}
+
+
+def disruption_reason(node: Mapping[str, Any]) -> str | None:
+    """The reason the NodePool controller tainted ``node`` for, if it did."""
+    for taint in (node.get("spec") or {}).get("taints") or ():
+        if taint.get("key") == wellknown.DISRUPTED_TAINT_KEY:
+            return str(taint.get("value") or "")
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    node: str
+    reason: disruption_api.DisruptionReason
+    why: str  # what changed, or how long ago it expired
+
+
+@dataclasses.dataclass(frozen=True)
+class DisruptionPlan:
+    """What a pass does about a pool's voluntary disruption."""
+
+    stamp: Mapping[str, str]  # Node -> the spec hash to record on it
+    drifted: Mapping[str, str | None]  # Node -> DRIFTED_ANNOTATION's new value (None: off)
+    taint: tuple[Candidate, ...]  # chosen now, within budget
+    held: tuple[tuple[Candidate, str], ...]  # candidates a budget holds, and which
+    drain: tuple[str, ...]  # tainted Nodes draining, or to start draining now
+    no_room: tuple[str, ...]  # those among them drained before their replacement
+    waiting: tuple[str, ...]  # tainted Nodes whose replacement is launched first
+    recheck_in: float | None  # when an expiry or a budget window changes the plan
+    drifted_nodes: int = 0  # Nodes that differ from the spec
+
+
+def _created(node: Mapping[str, Any]) -> float | None:
+    return timestamps.parse_rfc3339((node.get("metadata") or {}).get("creationTimestamp"))
+
+
+def _annotation(node: Mapping[str, Any], key: str) -> str | None:
+    value = ((node.get("metadata") or {}).get("annotations") or {}).get(key)
+    return None if value is None else str(value)
+
+
+def _draining(node: Mapping[str, Any]) -> bool:
+    return pool_plan.is_draining(node) or pool_plan.vm_deletion_requested(node)
+
+
+def _candidate(
+    name: str,
+    node: Mapping[str, Any],
+    changed: tuple[str, ...],
+    *,
+    expire_after: int | None,
+    now: float,
+) -> tuple[Candidate | None, float | None]:
+    """The Node as a candidate (None: not one), and when it expires if not yet."""
+    created = _created(node)
+    left = (
+        None
+        if created is None
+        else disruption_api.expires_in(created_at=created, expire_after=expire_after, now=now)
+    )
+    if left is not None and left <= 0:
+        return Candidate(name, "Expired", f"created {int(now - (created or now))}s ago"), None
+    if changed:
+        return Candidate(name, "Drifted", f"changed: {', '.join(changed)}"), left
+    return None, left
+
+
+def plan(
+    view: pool_plan.PoolView,
+    spec: nodepool_api.NodePoolSpec,
+    *,
+    desired: int,
+    now: float,
+) -> DisruptionPlan:
+    """The pass's decisions on ``view`` (pure: the world in, the writes out)."""
+    current = drift.spec_hash(spec)
+    expire_after = disruption_api.parse_expire_after(spec.expire_after)
+    stamp: dict[str, str] = {}
+    drifted: dict[str, str | None] = {}
+    candidates: list[Candidate] = []
+    held: list[tuple[Candidate, str]] = []
+    expiries: list[float] = []
+    drifted_nodes = 0
+    for name, node in sorted(view.nodes.items()):
+        if _annotation(node, wellknown.SPEC_HASH_ANNOTATION) is None:
+            stamp[name] = current.text
+        changed = drift.drift_of(node, spec, current)
+        drifted_nodes += 1 if changed else 0
+        shown = ",".join(changed) or None
+        if shown != _annotation(node, wellknown.DRIFTED_ANNOTATION):
+            drifted[name] = shown
+        if wellknown.is_being_disrupted(node) or name in view.unhealthy:
+            continue
+        if not nodes.is_ready(node) or wellknown.is_unregistered(node):
+            continue
+        candidate, left = _candidate(name, node, changed, expire_after=expire_after, now=now)
+        if left is not None and left > 0:
+            expiries.append(left)
+        if candidate is None:
+            continue
+        refusal = wellknown.do_not_disrupt_reason(node, node=True)
+        if refusal is not None or name in view.protected:
+            held.append((candidate, refusal or "a do-not-disrupt pod on it"))
+            continue
+        candidates.append(candidate)
+    candidates.sort(key=lambda c: (_REASON_ORDER[c.reason], _created(view.nodes[c.node]) or 0))
+    disrupting = sum(
+        1
+        for name, node in view.nodes.items()
+        if wellknown.is_being_disrupted(node) or name in view.unhealthy
+    )
+    chosen: list[Candidate] = []
+    for candidate in candidates:
+        allowed = disruption_api.allowance(
+            spec.disruption.budgets,
+            reason=candidate.reason,
+            total=len(view.nodes),
+            disrupting=disrupting,
+            now=now,
+        )
+        if allowed.allowed <= 0:
+            held.append((candidate, allowed.describe()))
+            continue
+        chosen.append(candidate)
+        disrupting += 1
+    drain_now, no_room, waiting = _replacements(view, spec, desired=desired)
+    budget_change = disruption_api.next_change_in(spec.disruption.budgets, now=now)
+    waits = [*expiries, *([budget_change] if held and budget_change is not None else [])]
+    return DisruptionPlan(
+        stamp=stamp,
+        drifted=drifted,
+        taint=tuple(chosen),
+        held=tuple(held),
+        drain=drain_now,
+        no_room=no_room,
+        waiting=waiting,
+        recheck_in=min(waits) if waits else None,
+        drifted_nodes=drifted_nodes,
+    )
+
+
+def _replacements(
+    view: pool_plan.PoolView,
+    spec: nodepool_api.NodePoolSpec,
+    *,
+    desired: int,
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """Which tainted Nodes drain now (and which of them for want of room under
+    ``maxNodes``), and which wait for their replacement."""
+    tainted = sorted(
+        name
+        for name, node in view.nodes.items()
+        if disruption_reason(node) is not None and name not in view.unhealthy
+    )
+    leaving = [n for n in tainted if _draining(view.nodes[n])]
+    staying = [n for n in tainted if n not in leaving]
+    # Each replacement launched first is one VM beyond the target, as is each Node still
+    # draining: together never past maxNodes.
+    room = max(0, spec.max_nodes - desired - len(leaving))
+    first, no_room = staying[:room], staying[room:]
+    # Ready Nodes beyond the target, the tainted ones that still run pods included: that
+    # many replacements are up, and that many tainted Nodes may start draining.
+    ready = sum(
+        1
+        for name, node in view.nodes.items()
+        if name not in leaving and nodes.is_ready(node) and not wellknown.is_unregistered(node)
+    )
+    surplus = max(0, ready - desired)
+    start, waiting = first[:surplus], first[surplus:]
+    return tuple([*leaving, *start, *no_room]), tuple(no_room), tuple(waiting)
+
+
+def sized(view: pool_plan.PoolView, leaving: Sequence[str]) -> pool_plan.PoolView:
+    """``view`` without the Nodes (and VMs) disruption is draining: the pool is sized,
+    and its plain scale-down chooses, among the others."""
+    gone = set(leaving)
+    return dataclasses.replace(
+        view,
+        vms=[vm for vm in view.vms if vm.name not in gone],
+        nodes={name: node for name, node in view.nodes.items() if name not in gone},
+    )
+
+
+def sized_target(spec: nodepool_api.NodePoolSpec, desired: int, decided: DisruptionPlan) -> int:
+    """How many VMs the pool keeps beside those draining for disruption: one more per
+    replacement launched first, never past ``maxNodes`` with the draining ones."""
+    return max(0, min(desired + len(decided.waiting), spec.max_nodes - len(decided.drain)))
+
+
+@dataclasses.dataclass(kw_only=True, eq=False)
+class Disrupter:
+    """Writes a ``DisruptionPlan``: stamps, taints, events; drains through the one drain."""
+
+    client: Client
+    recorder: EventRecorder
+    terminator: termination.Terminator
+    wall_clock: clock_module.WallClock
+    # (pool, node, what holds it) already told: events say a fact once, not every pass.
+    _told: set[tuple[str, str, str]] = dataclasses.field(default_factory=set, init=False)
+
+    async def act(
+        self,
+        pool: Object,
+        spec: nodepool_api.NodePoolSpec,
+        view: pool_plan.PoolView,
+        decided: DisruptionPlan,
+    ) -> tuple[list[Object], list[drain.DrainProgress]]:
+        """The Nodes as our patches left them, and the drains' progress."""
+        written: list[Object] = []
+        pool_name = str(pool["metadata"]["name"])
+        for name in sorted(set(decided.stamp) | set(decided.drifted)):
+            annotations: dict[str, str | None] = {}
+            if name in decided.stamp:
+                annotations[wellknown.SPEC_HASH_ANNOTATION] = decided.stamp[name]
+            if name in decided.drifted:
+                annotations[wellknown.DRIFTED_ANNOTATION] = decided.drifted[name]
+            patched = await self._patch(name, {"metadata": {"annotations": annotations}})
+            if patched is not None:
+                written.append(patched)
+        # What was told of Nodes no longer held is forgotten: told again if held again.
+        still = {(pool_name, c.node) for c, _ in decided.held}
+        self._told = {t for t in self._told if t[0] != pool_name or t[:2] in still}
+        for candidate, holder in decided.held:
+            await self._tell_held(pool, candidate, holder)
+        for candidate in decided.taint:
+            patched = await self._taint(view.nodes[candidate.node], candidate.reason)
+            if patched is None:
+                continue
+            written.append(patched)
+            metrics.nodepool_disruptions_total.labels(pool=pool_name, reason=candidate.reason).inc()
+            await self.recorder.event(
+                pool,
+                type="Normal",
+                reason=f"Disrupting{candidate.reason}",
+                message=f"replacing node {candidate.node}: {candidate.reason} ({candidate.why})",
+            )
+            log.info(
+                "event=node-disrupted pool=%s node=%s reason=%s why=%r",
+                pool_name,
+                candidate.node,
+                candidate.reason,
+                candidate.why,
+            )
+        progress = []
+        for name in decided.drain:
+            node = view.nodes[name]
+            if not _draining(node):
+                how = (
+                    f"no room under maxNodes={spec.max_nodes}: removing it before launching "
+                    "its replacement"
+                    if name in decided.no_room
+                    else "its replacement is Ready"
+                )
+                await self.recorder.event(
+                    pool,
+                    type="Normal",
+                    reason="DisruptionDraining",
+                    message=f"draining node {name} ({disruption_reason(node)}): {how}",
+                )
+            progress.append(await self.terminator.remove_drained(pool, spec, node, vm=VmName(name)))
+        return written, progress
+
+    async def _tell_held(self, pool: Object, candidate: Candidate, holder: str) -> None:
+        fact = (str(pool["metadata"]["name"]), candidate.node, f"{candidate.reason}:{holder}")
+        if fact in self._told:
+            return
+        self._told = {t for t in self._told if t[:2] != fact[:2]} | {fact}
+        await self.recorder.event(
+            pool,
+            type="Normal",
+            reason="DisruptionBlocked",
+            message=f"node {candidate.node} is {candidate.reason} ({candidate.why}) "
+            f"and waits: {holder}",
+        )
+
+    async def _taint(
+        self, node: Mapping[str, Any], reason: disruption_api.DisruptionReason
+    ) -> Object | None:
+        taints = [
+            t
+            for t in (node.get("spec") or {}).get("taints") or ()
+            if t.get("key") != wellknown.DISRUPTED_TAINT_KEY
+        ]
+        taints.append(
+            {"key": wellknown.DISRUPTED_TAINT_KEY, "value": reason, "effect": "NoSchedule"}
+        )
+        # The resourceVersion it was read at: a taint another writer added meanwhile is
+        # never dropped, and a Node changed meanwhile is judged again next pass.
+        return await self._patch(
+            str(node["metadata"]["name"]),
+            {
+                "metadata": {"resourceVersion": node["metadata"]["resourceVersion"]},
+                "spec": {"taints": taints},
+            },
+        )
+
+    async def _patch(self, name: str, body: dict[str, Any]) -> Object | None:
+        try:
+            return await self.client.patch(kinds.NODES, name, body)
+        except (errors.NotFound, errors.Conflict):
+            return None  # gone, or changed since it was read: the next pass sees it
+
+    def forget_pool(self, pool: str) -> None:
+        self._told = {t for t in self._told if t[0] != pool}
