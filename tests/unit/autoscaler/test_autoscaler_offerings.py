@@ -12,7 +12,7 @@ import pytest
 from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.offerings import OfferingsCatalog
 from nodepool_operator.runtime.clock import FakeClock
-from unit.autoscaler.catalogs import TYPES, Sells, requirements, small_catalog
+from unit.autoscaler.catalogs import Sells, requirements, small_catalog
 from unit.autoscaler.reconcile_world import POOL, World
 
 
@@ -59,14 +59,11 @@ async def test_small_pods_alone_get_the_cheapest_type_not_the_template_shape(
     await world.reconcile()
 
     [request] = world.api.made("scalerequests")
-    # 6 x 1.5 cpu = 9 cpu: one c8 holds 5 (reserved aside), c2 one each; the cheapest
-    # plan is priced by the catalog, never the template's 4-cpu shape.
-    asked = offerings_of(request)
-    price = {name: p for name, _, _, p in TYPES}
-    cost = sum(price[kind] * n for (kind, _), n in asked.items())
-    assert request["spec"]["targetNodes"] == sum(asked.values())
-    assert all(zone == "z-a" for _, zone in asked)
-    assert cost <= 6 * price["c2"] + 1e-9, asked
+    # 6 x 1.5 cpu (1Gi each): a c2 holds one (0.10 each, 0.60 for six), a c8 five (7.5
+    # of 8 cpu), a c32 all six (1.30). Cheapest: a c8 and a c2, 0.46/h in z-a; the
+    # template's 4-cpu shape (two per node) plays no part.
+    assert offerings_of(request) == {("c8", "z-a"): 1, ("c2", "z-a"): 1}
+    assert request["spec"]["targetNodes"] == 2
 
 
 async def test_a_pod_no_offering_holds_is_unfit_and_gets_no_node(world: World) -> None:
@@ -192,3 +189,49 @@ async def test_a_vm_in_flight_with_no_offering_named_is_the_cheapest(world: Worl
     [request] = world.api.made("scalerequests")
     assert offerings_of(request) == {("c32", "z-a"): 1}
     assert request["spec"]["targetNodes"] == 2
+
+
+async def test_the_room_a_daemon_set_takes_on_every_node_is_kept(world: World) -> None:
+    with_requirements(world)
+    container = {"name": "d", "resources": {"requests": {"cpu": "1"}}}
+    world.daemon_sets.put(
+        {
+            "metadata": {"name": "ds", "namespace": "kube-system", "uid": "ds-uid"},
+            "spec": {"template": {"spec": {"containers": [container]}}},
+        }
+    )
+    for i in range(6):
+        world.pod(f"p{i}", cpu="1500m")
+
+    await world.reconcile()
+
+    # With 1 cpu of every node the DaemonSet's, a c2 holds none of them and a c8 four:
+    # two c8 (0.72/h), not the c8 and c2 they would need without it.
+    [request] = world.api.made("scalerequests")
+    assert offerings_of(request) == {("c8", "z-a"): 2}
+
+
+async def test_pods_that_must_not_share_a_node_keep_a_node_each(world: World) -> None:
+    with_requirements(world)
+    for i in range(3):
+        pod = world.pod(f"apart-{i}", cpu="500m", app="apart")
+        body = copy.deepcopy(pod)
+        body["metadata"]["labels"] = {"app": "apart"}
+        body["spec"]["affinity"] = {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "labelSelector": {"matchLabels": {"app": "apart"}},
+                        "topologyKey": wellknown.HOSTNAME_LABEL,
+                    }
+                ]
+            }
+        }
+        world.pods.put(body)
+
+    await world.reconcile()
+
+    # Packed by price alone they would share one c2; anti-affinity keeps them apart.
+    [request] = world.api.made("scalerequests")
+    assert request["spec"]["targetNodes"] == 3
+    assert sum(offerings_of(request).values()) == 3
