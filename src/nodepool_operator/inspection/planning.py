@@ -360,8 +360,9 @@ async def explain_pod(reads: Reads, namespace: str, name: str) -> report.PodExpl
     pod = reads.pods.get(name, namespace)
     if pod is None:
         raise PodNotFoundError(f"no pod {namespace}/{name}")
-    inputs = reads.plan_maker.inputs()
+    # The plan first: it reads the catalog, which the inputs then plan with too.
     looked = await _lookup(reads)
+    inputs = reads.plan_maker.inputs()
     uid = pod["metadata"].get("uid")
     profiles = {p["metadata"].get("uid"): inputs.profiles[i] for i, p in enumerate(inputs.pending)}
     profile = profiles.get(uid) or constraints.profile_of(pod)
@@ -377,9 +378,22 @@ async def explain_pod(reads: Reads, namespace: str, name: str) -> report.PodExpl
         )
         for t in inputs.templates
     ]
+    # A pool with requirements is judged as its templates, one per instance type; one
+    # without an offering to plan with is not simulated, and says why.
+    offered = {o.pool: o for o in inputs.offering_pools}
     for pool in sorted(reads.pools.items(), key=lambda p: p["metadata"]["name"]):
         pool_name = str(pool["metadata"]["name"])
-        if pool_name not in judged.pools:
+        found = offered.get(pool_name)
+        if found is not None and found.blocked is not None:
+            pools.append(
+                report.PoolVerdict(
+                    name=pool_name,
+                    problem=f"cannot grow: {found.blocked}",
+                    headroom=0,
+                    autoscaled=True,
+                )
+            )
+        elif pool_name not in judged.pools and found is None:
             spec = nodepool_api.spec_of(pool)
             pools.append(
                 report.PoolVerdict(

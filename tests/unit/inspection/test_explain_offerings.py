@@ -31,6 +31,11 @@ async def test_explain_names_the_offering_and_the_cheaper_ones_refused() -> None
     # c2 is cheaper in both zones and too small for 6 cpu.
     assert "c2 in z-a (on-demand, 0.1/h): too small (Insufficient cpu)" in explained.offering
     assert "c2 in z-b (on-demand, 0.11/h): too small (Insufficient cpu)" in explained.offering
+    # The pool is judged as its types, and is not listed as one no Autoscaler plans for.
+    verdicts = {p.name: p for p in explained.pools}
+    assert verdicts[f"{MANY}/c8/on-demand"].problem is None
+    assert verdicts[f"{MANY}/c2/on-demand"].problem == "requests 6000 of cpu, a node offers 1900"
+    assert MANY not in verdicts
 
 
 async def test_explain_without_a_catalog_says_the_pool_is_not_grown() -> None:
@@ -40,3 +45,7 @@ async def test_explain_without_a_catalog_says_the_pool_is_not_grown() -> None:
 
     assert "has requirements" in explained.planned
     assert explained.offering is None
+    [verdict] = explained.pools
+    assert (verdict.name, verdict.autoscaled) == (MANY, True)
+    assert verdict.problem is not None
+    assert "has requirements" in verdict.problem
