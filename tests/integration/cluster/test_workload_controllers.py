@@ -194,20 +194,34 @@ async def test_statefulset_creates_each_pod_after_the_previous_one_is_ready(
     await wait_for(counted_ready, within=30)
 
 
-async def test_job_runs_its_pod(
-    api_client: client.ApiClient, namespace: str, own_nodes: OwnNodes
-) -> None:
-    core = client.CoreV1Api(api_client)
-    batch = client.BatchV1Api(api_client)
-    node = await own_nodes.add()
+@pytest.fixture
+def batch(api_client: client.ApiClient) -> client.BatchV1Api:
+    return client.BatchV1Api(api_client)
+
+
+@pytest.fixture
+async def job_template(own_nodes: OwnNodes) -> dict[str, Any]:
+    """A Job's Pod template (it never restarts) for the one Node this adds."""
+    await own_nodes.add()
     template = own_nodes.pod_template({})
     template["spec"]["restartPolicy"] = "Never"
+    return template
+
+
+async def test_job_runs_its_pod(
+    api_client: client.ApiClient,
+    batch: client.BatchV1Api,
+    namespace: str,
+    own_nodes: OwnNodes,
+    job_template: dict[str, Any],
+) -> None:
+    core = client.CoreV1Api(api_client)
     await batch.create_namespaced_job(
-        namespace, {"metadata": {"name": "once"}, "spec": {"template": template}}
+        namespace, {"metadata": {"name": "once"}, "spec": {"template": job_template}}
     )
 
     running = await wait_for(_running(core, namespace, "batch.kubernetes.io/job-name=once"))
-    assert list(running.values()) == [node]
+    assert list(running.values()) == own_nodes.names
 
     async def counted_active() -> bool:
         job = await batch.read_namespaced_job_status("once", namespace)
@@ -217,24 +231,11 @@ async def test_job_runs_its_pod(
 
 
 async def test_finished_job_is_deleted_after_its_ttl(
-    api_client: client.ApiClient, namespace: str, own_nodes: OwnNodes
+    batch: client.BatchV1Api, namespace: str, job_template: dict[str, Any]
 ) -> None:
-    batch = client.BatchV1Api(api_client)
-    await own_nodes.add()
-    template = own_nodes.pod_template({})
-    template["spec"]["restartPolicy"] = "Never"
     # kwok never completes a Pod, so the Job finishes by its deadline: Failed, then deleted.
-    await batch.create_namespaced_job(
-        namespace,
-        {
-            "metadata": {"name": "short"},
-            "spec": {
-                "activeDeadlineSeconds": 2,
-                "ttlSecondsAfterFinished": 0,
-                "template": template,
-            },
-        },
-    )
+    spec = {"activeDeadlineSeconds": 2, "ttlSecondsAfterFinished": 0, "template": job_template}
+    await batch.create_namespaced_job(namespace, {"metadata": {"name": "short"}, "spec": spec})
 
     async def gone() -> bool:
         try:
@@ -247,22 +248,15 @@ async def test_finished_job_is_deleted_after_its_ttl(
 
 
 async def test_cronjob_starts_a_job_on_schedule(
-    api_client: client.ApiClient, namespace: str, own_nodes: OwnNodes
+    batch: client.BatchV1Api, namespace: str, job_template: dict[str, Any]
 ) -> None:
-    batch = client.BatchV1Api(api_client)
-    await own_nodes.add()
-    template = own_nodes.pod_template({})
-    template["spec"]["restartPolicy"] = "Never"
+    every_minute = {
+        "schedule": "* * * * *",
+        "concurrencyPolicy": "Forbid",
+        "jobTemplate": {"spec": {"template": job_template}},
+    }
     await batch.create_namespaced_cron_job(
-        namespace,
-        {
-            "metadata": {"name": "every-minute"},
-            "spec": {
-                "schedule": "* * * * *",
-                "concurrencyPolicy": "Forbid",
-                "jobTemplate": {"spec": {"template": template}},
-            },
-        },
+        namespace, {"metadata": {"name": "every-minute"}, "spec": every_minute}
     )
 
     async def started() -> list[str]:

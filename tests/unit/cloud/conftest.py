@@ -1,5 +1,6 @@
 """Fixtures for the cloud tests: an in-process simcloud on a free port, a temp SQLite file
-and a hand-driven wall clock, so VM lifecycles are tested without sleeping.
+and a hand-driven wall clock, so VM lifecycles are tested without sleeping; and a moto EC2
+server for the aws provider's tests.
 
 Tests read the clock through ``clock`` and move it through ``advance`` (plain callables,
 since test modules cannot import from a conftest under ``--import-mode=importlib``).
@@ -8,15 +9,30 @@ since test modules cannot import from a conftest under ``--import-mode=importlib
 from __future__ import annotations
 
 import pathlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
 
+import ec2_server
 from nodepool_operator.cloud import credentials
 from nodepool_operator.cloud.simcloud import client, server, store
 from nodepool_operator.runtime.testing import FakeWallClock
 
 TOKEN = "unit-test-token-4f1c9a"
+
+
+@pytest.fixture(scope="module")
+def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ec2_server.MotoEc2]:
+    """moto's EC2 server, one per test module (the aws provider's tests)."""
+    with ec2_server.running(tmp_path_factory.mktemp("moto") / "moto.log") as server:
+        yield server
+
+
+@pytest.fixture
+def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ec2_server.ENV`` set, where the SDK's chain looks for credentials and a region."""
+    for key, value in ec2_server.ENV.items():
+        monkeypatch.setenv(key, value)
 
 
 @pytest.fixture
