@@ -84,6 +84,21 @@ async def own_nodes(api_client: client.ApiClient) -> AsyncIterator[OwnNodes]:
                 )
 
 
+@pytest.fixture
+def core(api_client: client.ApiClient) -> client.CoreV1Api:
+    return client.CoreV1Api(api_client)
+
+
+@pytest.fixture
+def apps(api_client: client.ApiClient) -> client.AppsV1Api:
+    return client.AppsV1Api(api_client)
+
+
+@pytest.fixture
+def batch(api_client: client.ApiClient) -> client.BatchV1Api:
+    return client.BatchV1Api(api_client)
+
+
 def _running_and_ready(pod: Any) -> bool:
     conditions = pod.status.conditions or []
     ready = any(c.type == "Ready" and c.status == "True" for c in conditions)
@@ -103,10 +118,8 @@ def _running(
 
 
 async def test_daemonset_runs_one_pod_on_every_node_it_may_use(
-    api_client: client.ApiClient, namespace: str, own_nodes: OwnNodes
+    core: client.CoreV1Api, apps: client.AppsV1Api, namespace: str, own_nodes: OwnNodes
 ) -> None:
-    core = client.CoreV1Api(api_client)
-    apps = client.AppsV1Api(api_client)
     first = await own_nodes.add()
     second = await own_nodes.add()
     # A taint the DaemonSet does not tolerate keeps its Pod off this Node.
@@ -143,10 +156,8 @@ async def test_daemonset_runs_one_pod_on_every_node_it_may_use(
 
 
 async def test_statefulset_creates_each_pod_after_the_previous_one_is_ready(
-    api_client: client.ApiClient, namespace: str, own_nodes: OwnNodes
+    core: client.CoreV1Api, apps: client.AppsV1Api, namespace: str, own_nodes: OwnNodes
 ) -> None:
-    core = client.CoreV1Api(api_client)
-    apps = client.AppsV1Api(api_client)
     await own_nodes.add()
     labels = {APP: "web"}
     await core.create_namespaced_service(
@@ -192,11 +203,6 @@ async def test_statefulset_creates_each_pod_after_the_previous_one_is_ready(
         return bool(web.status.ready_replicas == 3)
 
     await wait_for(counted_ready, within=30)
-
-
-@pytest.fixture
-def batch(api_client: client.ApiClient) -> client.BatchV1Api:
-    return client.BatchV1Api(api_client)
 
 
 @pytest.fixture
