@@ -8,8 +8,11 @@ since test modules cannot import from a conftest under ``--import-mode=importlib
 
 from __future__ import annotations
 
+import contextlib
 import pathlib
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager
 
 import pytest
 
@@ -96,3 +99,23 @@ async def cloud(
 ) -> AsyncIterator[client.SimCloudClient]:
     async with client.SimCloudClient(sim.endpoint, token=token, timeout=5.0) as c:
         yield c
+
+
+@pytest.fixture
+def serving(
+    token: credentials.TokenFile,
+) -> Callable[..., AbstractAsyncContextManager[client.SimCloudClient]]:
+    """Starts a simcloud of another config than ``config`` (on ``clock``, real time unless
+    given) for the length of an ``async with``, and gives a client of it."""
+
+    @contextlib.asynccontextmanager
+    async def serve(
+        config: server.SimCloudConfig, *, clock: store.WallClock = time.time
+    ) -> AsyncIterator[client.SimCloudClient]:
+        async with (
+            server.SimCloudServer(config, clock=clock) as sim,
+            client.SimCloudClient(sim.endpoint, token=token) as cloud,
+        ):
+            yield cloud
+
+    return serve

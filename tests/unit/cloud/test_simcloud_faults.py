@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 
 import aiohttp
 import pytest
@@ -207,14 +208,11 @@ async def test_reset_stats_zeroes_calls_but_keeps_creations(
 
 
 async def test_faults_from_the_config_apply_from_the_start(
-    token: credentials.TokenFile,
+    serving: Callable[..., AbstractAsyncContextManager[client.SimCloudClient]],
     config: server.SimCloudConfig,
 ) -> None:
     faulty = dataclasses.replace(config, quota_max_vms=0)
-    async with (
-        server.SimCloudServer(faulty) as sim,
-        client.SimCloudClient(sim.endpoint, token=token) as cloud,
-    ):
+    async with serving(faulty) as cloud:
         with pytest.raises(provider.QuotaExceeded):
             await cloud.create_vm(name=NAME, pool="pool-a", spec=SPEC)
         assert (await cloud.faults()).quota_max_vms == 0
