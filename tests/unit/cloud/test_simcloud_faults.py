@@ -11,6 +11,7 @@ import pytest
 
 from nodepool_operator.cloud import credentials, provider
 from nodepool_operator.cloud.simcloud import client, server, wire
+from unit.cloud import simcloud_calls
 
 SPEC = provider.MachineSpec(cpu="4", memory="16Gi", pods=110)
 NAME = provider.VmName("pool-a-0")
@@ -237,11 +238,10 @@ async def test_a_wrong_endpoint_is_an_error_not_an_absent_vm(
     token: credentials.TokenFile,
     sim: server.SimCloudServer,
 ) -> None:
-    async with client.SimCloudClient(f"{sim.endpoint}/not-the-api", token=token) as lost:
-        with pytest.raises(provider.PermanentCloudError) as raised:
-            await lost.get_vm(NAME)
+    lost = f"{sim.endpoint}/not-the-api"
+    error = await simcloud_calls.get_vm_error(lost, token, NAME, provider.PermanentCloudError)
 
-    assert raised.value.code == "NotFound"
+    assert error.code == "NotFound"
 
 
 async def test_a_stopped_server_is_a_transient_connection_error(
@@ -251,8 +251,6 @@ async def test_a_stopped_server_is_a_transient_connection_error(
     async with server.SimCloudServer(config) as sim:
         endpoint = sim.endpoint
 
-    async with client.SimCloudClient(endpoint, token=token) as cloud:
-        with pytest.raises(provider.TransientCloudError) as raised:
-            await cloud.get_vm(NAME)
+    error = await simcloud_calls.get_vm_error(endpoint, token, NAME, provider.TransientCloudError)
 
-    assert raised.value.code == "ConnectionError"
+    assert error.code == "ConnectionError"
