@@ -9,10 +9,11 @@ since test modules cannot import from a conftest under ``--import-mode=importlib
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import pathlib
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import AbstractAsyncContextManager
+from typing import Any
 
 import pytest
 
@@ -20,6 +21,7 @@ import ec2_server
 from nodepool_operator.cloud import credentials
 from nodepool_operator.cloud.simcloud import client, server, store
 from nodepool_operator.runtime.testing import FakeWallClock
+from unit.cloud import simcloud_calls
 
 TOKEN = "unit-test-token-4f1c9a"
 
@@ -102,18 +104,17 @@ async def cloud(
 
 
 @pytest.fixture
-def serving(
-    token: credentials.TokenFile,
-) -> Callable[..., AbstractAsyncContextManager[client.SimCloudClient]]:
-    """Starts a simcloud of another config than ``config`` (on ``clock``, real time unless
+def serving(config: server.SimCloudConfig, token: credentials.TokenFile) -> simcloud_calls.Serving:
+    """Starts a simcloud of ``config`` with ``changes`` (on ``clock``, real time unless
     given) for the length of an ``async with``, and gives a client of it."""
 
     @contextlib.asynccontextmanager
     async def serve(
-        config: server.SimCloudConfig, *, clock: store.WallClock = time.time
+        *, clock: store.WallClock = time.time, **changes: Any
     ) -> AsyncIterator[client.SimCloudClient]:
+        changed = dataclasses.replace(config, **changes)
         async with (
-            server.SimCloudServer(config, clock=clock) as sim,
+            server.SimCloudServer(changed, clock=clock) as sim,
             client.SimCloudClient(sim.endpoint, token=token) as cloud,
         ):
             yield cloud

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from typing import TypeVar
 
 import pytest
 
 from nodepool_operator.cloud import credentials, provider
 from nodepool_operator.cloud.simcloud import client
+
+Serving = Callable[..., AbstractAsyncContextManager[client.SimCloudClient]]
+"""The ``serving`` fixture: ``async with serving(clock=..., **config_changes) as cloud``."""
 
 CloudErrorT = TypeVar("CloudErrorT", bound=provider.CloudError)
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
 
 import aiohttp
 import pytest
@@ -209,11 +207,9 @@ async def test_reset_stats_zeroes_calls_but_keeps_creations(
 
 
 async def test_faults_from_the_config_apply_from_the_start(
-    serving: Callable[..., AbstractAsyncContextManager[client.SimCloudClient]],
-    config: server.SimCloudConfig,
+    serving: simcloud_calls.Serving,
 ) -> None:
-    faulty = dataclasses.replace(config, quota_max_vms=0)
-    async with serving(faulty) as cloud:
+    async with serving(quota_max_vms=0) as cloud:
         with pytest.raises(provider.QuotaExceeded):
             await cloud.create_vm(name=NAME, pool="pool-a", spec=SPEC)
         assert (await cloud.faults()).quota_max_vms == 0
