@@ -4,14 +4,13 @@ cloud's events where the cloud tells them."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from nodepool_operator import cli, operator
+from nodepool_operator import operator
 from nodepool_operator.cloud import selection
 from nodepool_operator.cloud.simcloud.client import SimCloudClient
+from unit.cli import run_recorder
 
 QUEUE = "https://sqs.us-east-1.amazonaws.com/123456789012/prod-interruptions"
 
@@ -19,26 +18,8 @@ QUEUE = "https://sqs.us-east-1.amazonaws.com/123456789012/prod-interruptions"
 def test_the_interruption_queue_flag_reaches_the_operator_options(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    seen: list[operator.OperatorOptions] = []
-
-    async def capture(options: operator.OperatorOptions, **_: Any) -> None:
-        seen.append(options)
-
-    monkeypatch.setattr(operator, "run_operator", capture)
-    result = CliRunner().invoke(
-        cli.app,
-        [
-            "run",
-            "--kubeconfig",
-            str(tmp_path / "kubeconfig"),
-            "--cloud",
-            "aws",
-            "--cluster-name",
-            "prod",
-            "--interruption-queue",
-            QUEUE,
-        ],
-    )
+    flags = ("--cloud", "aws", "--cluster-name", "prod", "--interruption-queue", QUEUE)
+    result, seen = run_recorder.invoke_run(monkeypatch, *flags, kubeconfig=tmp_path / "kubeconfig")
 
     assert result.exit_code == 0, result.output
     [options] = seen
