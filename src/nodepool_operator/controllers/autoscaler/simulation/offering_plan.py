@@ -48,7 +48,7 @@ from nodepool_operator.controllers.autoscaler.simulation.priced_packing import (
     plan_cheapest,
 )
 
-__all__ = ["Offering", "OfferingKey", "OfferingPool", "offering_problem", "plan_offerings"]
+__all__ = ["OfferingKey", "OfferingPool", "PlannedOffering", "offering_problem", "plan_offerings"]
 
 #: (instance type, zone, capacity type)
 OfferingKey = tuple[str, str, str]
@@ -58,7 +58,7 @@ _REFUSALS_TOLD: Final = 3
 
 
 @dataclass(frozen=True)
-class Offering:
+class PlannedOffering:
     """One offering a new node of the pool may be."""
 
     key: OfferingKey
@@ -81,7 +81,7 @@ class OfferingPool:
     the simulation asks for them)."""
 
     pool: str
-    offerings: tuple[Offering, ...]
+    offerings: tuple[PlannedOffering, ...]
     taints: tuple[NodeTaint, ...]
     weight: int
     headroom: int

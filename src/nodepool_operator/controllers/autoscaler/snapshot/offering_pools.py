@@ -111,7 +111,7 @@ def offering_pool(
     found = offering_plan.OfferingPool(
         pool=pool,
         offerings=tuple(
-            offering_plan.Offering(
+            offering_plan.PlannedOffering(
                 key=o.key,
                 price=o.price_per_hour,
                 allocatable=dict(o.allocatable),
