@@ -22,9 +22,9 @@ from nodepool_operator.cloud import credentials, provider, selection
 from nodepool_operator.controllers import offerings
 from nodepool_operator.controllers.autoscaler import setup as autoscaler_setup
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
-from nodepool_operator.controllers.interruptions import setup as interruptions_setup
 from nodepool_operator.controllers.nodepool import setup as nodepool_setup
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
+from nodepool_operator.controllers.nodepool.interruptions import setup as interruptions_setup
 from nodepool_operator.runtime import clock as runtime_clock
 from nodepool_operator.runtime import controller as runtime_controller
 from nodepool_operator.runtime import logformat, metrics_auth, tls

@@ -30,7 +30,7 @@ from nodepool_operator.api import launch, wellknown
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api.requirements import Requirements
 from nodepool_operator.cloud import aws, catalog, provider
-from nodepool_operator.controllers.interruptions import notice
+from nodepool_operator.controllers.nodepool.interruptions import notice
 from nodepool_operator.runtime import conditions
 from workloads import deployment
 
