@@ -120,9 +120,7 @@ async def test_without_room_under_max_nodes_the_noticed_node_drains_before_its_r
     assert "its replacement launched once it is gone (no room under maxNodes=2)" in draining
 
 
-async def test_many_noticed_nodes_are_not_held_by_the_repair_brake_nor_told_as_not_ready() -> (
-    None
-):
+async def test_many_noticed_nodes_are_not_held_by_the_repair_brake_nor_told_as_not_ready() -> None:
     names = [f"p-{i}" for i in range(5)]
     world = World(*names)
     for name in names[:2]:
