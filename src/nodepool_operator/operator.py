@@ -159,9 +159,9 @@ async def check_cloud_credential(
 def event_source(
     cloud: provider.CloudProvider, *, name: str, interruption_queue: str | None
 ) -> provider.EventSource | None:
-    """Where the interruptions controller hears of the cloud taking VMs back: the simcloud's
-    event stream, EC2's queue when one is given, any other provider's ``events`` when it
-    has them; None: nothing to read (no controller then)."""
+    """Where the NodePool controller's interruptions reconciler hears of the cloud taking
+    VMs back: the simcloud's event stream, EC2's queue when one is given, any other
+    provider's ``events`` when it has them; None: nothing to read (no reconciler then)."""
     if name == "aws" and interruption_queue is None:
         log.warning(
             "event=interruptions-off cloud=aws reason=no --interruption-queue: a spot "
