@@ -13,6 +13,7 @@ from nodepool_operator.api import disruption as disruption_api
 from nodepool_operator.api import drift, wellknown
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud import testing as cloud_testing
+from nodepool_operator.cloud.provider import VmState
 from nodepool_operator.cloud.testing import virtual_machine
 from nodepool_operator.controllers.nodepool import disruption, plan
 from nodepool_operator.controllers.nodepool.interruptions import notice
@@ -70,23 +71,50 @@ async def test_a_noticed_node_is_drained_at_once_and_its_replacement_launched_at
     assert "the cloud takes its VM back" in draining
     assert "its replacement launched beside it" in draining
 
-    # Its pod gone: the VM, then the Node go; the replacement is not launched twice.
+    # Its pod gone: drained, but its VM stays while the replacement is not Ready (the
+    # pool would be short of a Node), and the replacement is not launched twice.
     world.pods.remove("ns/a")
-    started = fakes.draining_since("p-1", fakes.START)
-    taint = {"key": wellknown.DISRUPTED_TAINT_KEY, "value": "Interrupted", "effect": "NoSchedule"}
-    world.nodes.put(
-        interrupted(
-            "p-1",
-            extra={
-                "metadata": started["metadata"],
-                "spec": {"taints": [*interrupted("p-1")["spec"]["taints"], taint]},
-            },
-        )
-    )
+    world.nodes.put(tainted_and_draining("p-1"))
+    await world.converge(2)
+    assert "p-1" not in world.cloud.deleted_at
+    assert world.nodes_deleted() == []
+    assert [c for c in world.cloud.order if c.startswith("create")] == ["create p-2"]
+
+    # The replacement Ready: the VM, then the Node go.
+    world.cloud.vms["p-2"] = VmState.RUNNING
+    world.nodes.put(fakes.node("p-2"))
     await world.converge(2)
     assert world.cloud.deleted_at.get("p-1") == fakes.START
     assert world.nodes_deleted() == ["p-1"]
     assert [c for c in world.cloud.order if c.startswith("create")] == ["create p-2"]
+
+
+async def test_a_drained_noticed_node_waits_for_its_replacement_no_later_than_terminate_at() -> (
+    None
+):
+    world = World("p-0", "p-1")
+    world.nodes.put(fakes.node("p-0"))
+    world.nodes.put(tainted_and_draining("p-1"))
+    await world.converge(2)
+    assert "p-1" not in world.cloud.deleted_at  # its replacement is not Ready yet
+
+    world.clock.now = fakes.START + 120  # the notice's terminateAt: the cloud takes it now
+    await world.converge(2)
+    assert "p-1" in world.cloud.deleted_at
+    assert world.nodes_deleted() == ["p-1"]
+
+
+def tainted_and_draining(name: str) -> Object:
+    """A noticed Node as our first pass left it: tainted Interrupted, its drain started."""
+    started = fakes.draining_since(name, fakes.START)
+    taint = {"key": wellknown.DISRUPTED_TAINT_KEY, "value": "Interrupted", "effect": "NoSchedule"}
+    return interrupted(
+        name,
+        extra={
+            "metadata": started["metadata"],
+            "spec": {"taints": [*interrupted(name)["spec"]["taints"], taint]},
+        },
+    )
 
 
 async def test_a_notice_is_not_held_by_a_zero_budget() -> None:

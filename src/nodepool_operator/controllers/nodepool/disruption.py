@@ -90,7 +90,7 @@ class Candidate:
 
 @dataclasses.dataclass(frozen=True)
 class DisruptionPlan:
-    """What a pass does about a pool's voluntary disruption."""
+    """What a pass does about a pool's disruption (voluntary, and the cloud's notices)."""
 
     stamp: Mapping[str, str]  # Node -> the spec hash to record on it
     drifted: Mapping[str, str | None]  # Node -> DRIFTED_ANNOTATION's new value (None: off)
@@ -101,6 +101,9 @@ class DisruptionPlan:
     waiting: tuple[str, ...]  # tainted Nodes whose replacement is launched first
     recheck_in: float | None  # when an expiry or a budget window changes the plan
     drifted_nodes: int = 0  # Nodes that differ from the spec
+    # Noticed Nodes whose VM stays once drained, until their replacement is Ready or the
+    # notice's terminateAt: the pool is never short of Ready Nodes while there is time.
+    keep: tuple[str, ...] = ()
 
 
 def _created(node: Mapping[str, Any]) -> float | None:
@@ -227,6 +230,7 @@ def plan(
         chosen.append(candidate)
         disrupting += 1
     drain_now, no_room, waiting = _replacements(view, spec, desired=desired)
+    keep = _kept(view, drain_now, no_room, desired=desired, now=now)
     budget_change = disruption_api.next_change_in(spec.disruption.budgets, now=now)
     waits = [*expiries, *([budget_change] if held and budget_change is not None else [])]
     return DisruptionPlan(
@@ -237,6 +241,7 @@ def plan(
         drain=drain_now,
         no_room=no_room,
         waiting=waiting,
+        keep=keep,
         recheck_in=min(waits) if waits else None,
         drifted_nodes=drifted_nodes,
     )
@@ -277,6 +282,36 @@ def _replacements(
     surplus = max(0, ready - desired)
     start, waiting = first[:surplus], first[surplus:]
     return tuple([*leaving, *start, *no_room]), tuple([*unroomed, *no_room]), tuple(waiting)
+
+
+def _kept(
+    view: pool_plan.PoolView,
+    drain_now: Sequence[str],
+    no_room: Sequence[str],
+    *,
+    desired: int,
+    now: float,
+) -> tuple[str, ...]:
+    """The noticed Nodes draining whose VM waits, drained, for its replacement: as many
+    as the pool lacks Ready Nodes without those leaving, among those whose replacement is
+    launched now (room under ``maxNodes``) and whose ``terminateAt`` has not come (past
+    it the cloud takes the VM anyway; without one, the instance is stopping already)."""
+    leaving = set(drain_now)
+    ready = sum(
+        1
+        for name, node in view.nodes.items()
+        if name not in leaving and nodes.is_ready(node) and not wellknown.is_unregistered(node)
+    )
+    missing = max(0, desired - ready)
+    replaced = [
+        name
+        for name in drain_now
+        if name not in no_room
+        and is_noticed(view.nodes[name])
+        and (due := wellknown.interruption_terminate_at(view.nodes[name])) is not None
+        and now < due
+    ]
+    return tuple(replaced[:missing])
 
 
 def sized(view: pool_plan.PoolView, leaving: Sequence[str]) -> pool_plan.PoolView:
@@ -377,7 +412,12 @@ class Disrupter:
                     reason="DisruptionDraining",
                     message=f"draining node {name} ({reason}): {how}",
                 )
-            progress.append(await self.terminator.remove_drained(pool, spec, node, vm=VmName(name)))
+            keep_until = wellknown.interruption_terminate_at(node) if name in decided.keep else None
+            progress.append(
+                await self.terminator.remove_drained(
+                    pool, spec, node, vm=VmName(name), keep_until=keep_until
+                )
+            )
         return written, progress
 
     async def _tell_held(self, pool: Object, candidate: Candidate, holder: str) -> None:
