@@ -24,7 +24,8 @@ Each pass, from the world alone (so a restarted operator goes on with the same r
    and the replacement is launched once it is gone (remove, then launch: the event says so).
    A noticed Node does not wait for its replacement: its drain starts at once (the
    notice's ``terminateAt`` is its deadline, ``drain.Drainer``) and its replacement is
-   launched at once beside it, while the pool has room under ``maxNodes``.
+   launched at once beside it, while the pool has room under ``maxNodes``; once drained,
+   its VM waits for that replacement to be Ready, no later than ``terminateAt``.
 4. **Drain.** A tainted Node that is draining goes through the one drain there is
    (``termination.Terminator.remove_drained``: the Eviction API, PodDisruptionBudgets,
    do-not-disrupt pods, ``drainTimeoutSeconds``), then its VM and the Node go.
