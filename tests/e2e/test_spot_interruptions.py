@@ -24,59 +24,19 @@ import pytest
 from kubernetes_asyncio import client
 
 import ec2_server
+import spot_pools
 from e2e.autoscaling import events
 from harness import CLI, POOLS, Operator, SimCloud, operator_args, settled, wait_for
 from nodepool_devtools.cluster.pytest_plugin import Cluster
 from nodepool_operator.api import launch, wellknown
 from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.api.requirements import Requirements
-from nodepool_operator.cloud import aws, catalog, provider
+from nodepool_operator.cloud import aws, provider
 from nodepool_operator.controllers.nodepool.interruptions import notice
 from nodepool_operator.runtime import conditions
 from workloads import deployment
 
-ZONES = ("sim-1a", "sim-1b")
-GIB = 2**30
 NOTICE_SECONDS = 30
 REPLICAS = 10
-
-
-def _catalog_file(tmp_path: Path) -> Path:
-    c4 = catalog.InstanceType(
-        name="c4",
-        cpu_millis=4000,
-        memory_bytes=8 * GIB,
-        pods=58,
-        ephemeral_storage_bytes=20 * GIB,
-        architecture="amd64",
-        operating_systems=("linux",),
-    )
-    offerings = [
-        catalog.Offering(
-            instance_type="c4", zone=zone, capacity_type=capacity, price_per_hour=price
-        )
-        for zone in ZONES
-        for capacity, price in (("spot", 0.06), ("on-demand", 0.19))
-    ]
-    path = tmp_path / "instance_types.json"
-    path.write_text(json.dumps(catalog.Catalog.of({"c4": c4}, offerings).to_json()))
-    return path
-
-
-def _spot_pool(name: str) -> dict[str, Any]:
-    spec = nodepool_api.NodePoolSpec(
-        target_nodes=3,
-        max_nodes=6,
-        requirements=Requirements.from_list(
-            [
-                {"key": wellknown.INSTANCE_TYPE_LABEL, "operator": "In", "values": ["c4"]},
-                {"key": wellknown.ZONE_LABEL, "operator": "In", "values": list(ZONES)},
-                {"key": wellknown.CAPACITY_TYPE_LABEL, "operator": "In", "values": ["spot"]},
-            ]
-        ),
-        template=nodepool_api.NodeTemplate(reserved={"cpu": "100m"}),
-    )
-    return nodepool_api.manifest(name, spec)
 
 
 async def _app_pods(core: client.CoreV1Api, namespace: str) -> list[Any]:
@@ -88,7 +48,7 @@ async def spot_cloud(start_simcloud: Any, tmp_path: Path) -> SimCloud:
     """simcloud selling spot c4s, giving a notice 30 s before it takes one back."""
     cloud: SimCloud = await start_simcloud(
         "--catalog",
-        str(_catalog_file(tmp_path)),
+        str(spot_pools.catalog_file(tmp_path)),
         "--create-latency",
         "0.2",
         "--spot-notice-seconds",
@@ -105,7 +65,7 @@ async def _spot_pool_running_pods(
     interrupt), and the pods per node."""
     custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
     apps = client.AppsV1Api(api_client)
-    await custom.create_cluster_custom_object(*POOLS, _spot_pool(pool_name))
+    await custom.create_cluster_custom_object(*POOLS, spot_pools.spot_pool(pool_name))
     await wait_for(lambda: settled(custom, pool_name, 3), within=90)
     nodes = (await core.list_node(label_selector=f"{wellknown.POOL_LABEL}={pool_name}")).items
     assert {n.metadata.labels[wellknown.CAPACITY_TYPE_LABEL] for n in nodes} == {"spot"}
