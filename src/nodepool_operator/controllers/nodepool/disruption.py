@@ -387,12 +387,11 @@ class Disrupter:
                 candidate.why,
             )
         progress = []
-        noticed = {c.node: c for c in decided.taint if c.reason == disruption_api.INTERRUPTED}
         for name in decided.drain:
             node = view.nodes[name]
             if not _draining(node):
                 reason = disruption_reason(node)
-                if name in noticed or is_noticed(node):
+                if is_noticed(node):
                     reason = disruption_api.INTERRUPTED
                     how = "the cloud takes its VM back: drained now, before its deadline, " + (
                         f"its replacement launched once it is gone (no room under maxNodes="
