@@ -22,9 +22,9 @@ from nodepool_operator.cloud import credentials, provider, selection
 from nodepool_operator.controllers import offerings
 from nodepool_operator.controllers.autoscaler import setup as autoscaler_setup
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
-from nodepool_operator.controllers.interruptions import setup as interruptions_setup
 from nodepool_operator.controllers.nodepool import setup as nodepool_setup
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
+from nodepool_operator.controllers.nodepool.interruptions import setup as interruptions_setup
 from nodepool_operator.runtime import clock as runtime_clock
 from nodepool_operator.runtime import controller as runtime_controller
 from nodepool_operator.runtime import logformat, metrics_auth, tls
@@ -159,9 +159,9 @@ async def check_cloud_credential(
 def event_source(
     cloud: provider.CloudProvider, *, name: str, interruption_queue: str | None
 ) -> provider.EventSource | None:
-    """Where the interruptions controller hears of the cloud taking VMs back: the simcloud's
-    event stream, EC2's queue when one is given, any other provider's ``events`` when it
-    has them; None: nothing to read (no controller then)."""
+    """Where the NodePool controller's interruptions reconciler hears of the cloud taking
+    VMs back: the simcloud's event stream, EC2's queue when one is given, any other
+    provider's ``events`` when it has them; None: nothing to read (no reconciler then)."""
     if name == "aws" and interruption_queue is None:
         log.warning(
             "event=interruptions-off cloud=aws reason=no --interruption-queue: a spot "

@@ -1,9 +1,10 @@
 """A spot node taken back, on the real control plane: simcloud sells spot offerings
 (``--catalog``) and gives one VM of a pool of three spot nodes a 30 s interruption notice
 (``POST /admin/interrupt``). The operator marks the Node at once (annotation, NoSchedule
-taint, cordon), drains it through the Eviction API so that the Deployment's pods run on
-the other nodes before the VM is gone, none lost, and the Node and its VM are gone after
-(the pool back at three nodes).
+taint, cordon), launches its replacement at once and drains it through the Eviction API,
+so that the replacement Node is Ready and the Deployment's pods run on other nodes before
+the VM is gone, none lost, and the Node and its VM are gone after (the pool back at three
+nodes).
 
 And on EC2 (moto, with its SQS): a spot interruption warning in the queue for one of the
 pool's instances is acted on the same way and then deleted; one for another cluster's
@@ -23,59 +24,19 @@ import pytest
 from kubernetes_asyncio import client
 
 import ec2_server
+import spot_pools
 from e2e.autoscaling import events
 from harness import CLI, POOLS, Operator, SimCloud, operator_args, settled, wait_for
 from nodepool_devtools.cluster.pytest_plugin import Cluster
 from nodepool_operator.api import launch, wellknown
 from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.api.requirements import Requirements
-from nodepool_operator.cloud import aws, catalog, provider
-from nodepool_operator.controllers.interruptions import notice
+from nodepool_operator.cloud import aws, provider
+from nodepool_operator.controllers.nodepool.interruptions import notice
 from nodepool_operator.runtime import conditions
 from workloads import deployment
 
-ZONES = ("sim-1a", "sim-1b")
-GIB = 2**30
 NOTICE_SECONDS = 30
 REPLICAS = 10
-
-
-def _catalog_file(tmp_path: Path) -> Path:
-    c4 = catalog.InstanceType(
-        name="c4",
-        cpu_millis=4000,
-        memory_bytes=8 * GIB,
-        pods=58,
-        ephemeral_storage_bytes=20 * GIB,
-        architecture="amd64",
-        operating_systems=("linux",),
-    )
-    offerings = [
-        catalog.Offering(
-            instance_type="c4", zone=zone, capacity_type=capacity, price_per_hour=price
-        )
-        for zone in ZONES
-        for capacity, price in (("spot", 0.06), ("on-demand", 0.19))
-    ]
-    path = tmp_path / "instance_types.json"
-    path.write_text(json.dumps(catalog.Catalog.of({"c4": c4}, offerings).to_json()))
-    return path
-
-
-def _spot_pool(name: str) -> dict[str, Any]:
-    spec = nodepool_api.NodePoolSpec(
-        target_nodes=3,
-        max_nodes=6,
-        requirements=Requirements.from_list(
-            [
-                {"key": wellknown.INSTANCE_TYPE_LABEL, "operator": "In", "values": ["c4"]},
-                {"key": wellknown.ZONE_LABEL, "operator": "In", "values": list(ZONES)},
-                {"key": wellknown.CAPACITY_TYPE_LABEL, "operator": "In", "values": ["spot"]},
-            ]
-        ),
-        template=nodepool_api.NodeTemplate(reserved={"cpu": "100m"}),
-    )
-    return nodepool_api.manifest(name, spec)
 
 
 async def _app_pods(core: client.CoreV1Api, namespace: str) -> list[Any]:
@@ -87,7 +48,7 @@ async def spot_cloud(start_simcloud: Any, tmp_path: Path) -> SimCloud:
     """simcloud selling spot c4s, giving a notice 30 s before it takes one back."""
     cloud: SimCloud = await start_simcloud(
         "--catalog",
-        str(_catalog_file(tmp_path)),
+        str(spot_pools.catalog_file(tmp_path)),
         "--create-latency",
         "0.2",
         "--spot-notice-seconds",
@@ -104,7 +65,7 @@ async def _spot_pool_running_pods(
     interrupt), and the pods per node."""
     custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
     apps = client.AppsV1Api(api_client)
-    await custom.create_cluster_custom_object(*POOLS, _spot_pool(pool_name))
+    await custom.create_cluster_custom_object(*POOLS, spot_pools.spot_pool(pool_name))
     await wait_for(lambda: settled(custom, pool_name, 3), within=90)
     nodes = (await core.list_node(label_selector=f"{wellknown.POOL_LABEL}={pool_name}")).items
     assert {n.metadata.labels[wellknown.CAPACITY_TYPE_LABEL] for n in nodes} == {"spot"}
@@ -140,6 +101,13 @@ async def _moved(core: client.CoreV1Api, namespace: str, victim: str) -> bool:
     return len(running) == REPLICAS and all(p.spec.node_name != victim for p in running)
 
 
+def _ready(node: Any) -> bool:
+    taints = {t.key for t in node.spec.taints or ()}
+    return wellknown.UNREGISTERED_TAINT_KEY not in taints and any(
+        c.type == "Ready" and c.status == "True" for c in node.status.conditions or ()
+    )
+
+
 async def _node_gone(core: client.CoreV1Api, name: str, uid: str) -> bool:
     found = await core.list_node(field_selector=f"metadata.name={name}")
     return all(n.metadata.uid != uid for n in found.items)
@@ -160,17 +128,41 @@ async def test_a_spot_notice_moves_the_pods_before_the_vm_is_gone(
     victim_uid = (await core.read_node(victim)).metadata.uid
     [vm] = [v for v in await cloud.client.list_vms(pool=pool_name) if v.name == victim]
 
-    # Every pod Running, sampled through the whole interruption: Running drops by the
-    # pods the drain moves at most, and never below what the other two nodes already ran.
+    before = {n.metadata.uid for n in (await core.list_node()).items}
+    # Sampled through the whole interruption: Running drops by the pods the drain moves at
+    # most, and never below what the other two nodes already ran; and when, first, a new
+    # Node of the pool is Ready, every pod Runs off the victim, and the victim's VM is gone
+    # (absent from the cloud's listing, or being deleted).
     lowest = REPLICAS
     sampling = True
+    first: dict[str, float] = {}
 
     async def sample() -> None:
         nonlocal lowest
+        assert cloud.client is not None
         while sampling:
             found = await _app_pods(core, namespace)
             lowest = min(lowest, sum(1 for p in found if p.status.phase == "Running"))
-            await asyncio.sleep(0.2)
+            now = time.time()
+            if "moved" not in first and await _moved(core, namespace, victim):
+                first["moved"] = now
+            if "replacement" not in first:
+                pool_nodes = await core.list_node(
+                    label_selector=f"{wellknown.POOL_LABEL}={pool_name}"
+                )
+                if any(n.metadata.uid not in before and _ready(n) for n in pool_nodes.items):
+                    first["replacement"] = now
+            if "vm_gone" not in first:
+                live = await cloud.client.list_vms(pool=pool_name)
+                if not [
+                    v
+                    for v in live
+                    if v.name == victim
+                    and v.created_at <= vm.created_at
+                    and v.state != provider.VmState.DELETING
+                ]:
+                    first["vm_gone"] = now
+            await asyncio.sleep(0.1)
 
     sampler = asyncio.create_task(sample())
     noticed_at = time.time()
@@ -203,7 +195,15 @@ async def test_a_spot_notice_moves_the_pods_before_the_vm_is_gone(
     sampling = False
     await sampler
 
+    # The issue's first done-when: the replacement Ready and the pods Running elsewhere
+    # before the VM is gone; the Node and the VM gone after.
+    assert {"replacement", "moved", "vm_gone"} <= set(first), first
+    assert first["replacement"] < first["vm_gone"], first
+    assert first["moved"] < first["vm_gone"], first
     assert lowest >= REPLICAS - per_node[victim]
+    told = await events(core, "default", name=pool_name, reason="DisruptingInterrupted")
+    assert len(told) == 1
+    assert victim in told[0].message
     for kind, name in (("Node", victim), ("NodePool", pool_name)):
         told = await events(core, "default", name=name, reason="SpotInterrupted")
         assert [e.involved_object.kind for e in told] == [kind], (kind, told)
@@ -212,9 +212,10 @@ async def test_a_spot_notice_moves_the_pods_before_the_vm_is_gone(
     assert f"event=interrupted-pods-moved node={victim}" in logged
     assert operator.errors_logged() == []
     print(
-        f"marked {marked_after:.1f}s after the notice; pods Running elsewhere after"
-        f" {moved_after:.1f}s of {NOTICE_SECONDS}s; {per_node[victim]} pods moved, Running"
-        f" never below {lowest}"
+        f"marked {marked_after:.1f}s after the notice; replacement Ready after"
+        f" {first['replacement'] - noticed_at:.1f}s, pods Running elsewhere after"
+        f" {moved_after:.1f}s, VM gone after {first['vm_gone'] - noticed_at:.1f}s of"
+        f" {NOTICE_SECONDS}s; {per_node[victim]} pods moved, Running never below {lowest}"
     )
 
 

@@ -32,12 +32,15 @@ from nodepool_operator.api import fields
 __all__ = [
     "DEFAULT_BUDGET_NODES",
     "DISRUPTION_REASONS",
+    "INTERRUPTED",
     "MAX_BUDGETS",
     "NEVER",
     "Allowance",
     "Budget",
     "Disruption",
     "DisruptionReason",
+    "Interrupted",
+    "TaintReason",
     "allowance",
     "expires_in",
     "next_change_in",
@@ -49,6 +52,13 @@ __all__ = [
 #: ``Expired``: here expiry waits for its budget too).
 DisruptionReason = Literal["Drifted", "Expired", "Underutilized", "Empty"]
 DISRUPTION_REASONS: Final[tuple[DisruptionReason, ...]] = get_args(DisruptionReason)
+#: Why a Node is disrupted although nobody chose to: the cloud gave notice that it takes
+#: the VM back. Never budgeted (no budget names it: the VM goes whatever a budget says),
+#: but counted among the Nodes being disrupted, as a repair is.
+Interrupted = Literal["Interrupted"]
+INTERRUPTED: Final[Interrupted] = "Interrupted"
+#: Every reason the NodePool controller's disruption taint may carry.
+TaintReason = Literal[DisruptionReason, Interrupted]
 
 DEFAULT_BUDGET_NODES: Final = "10%"
 #: ``expireAfter: Never``: Nodes live until something else removes them (the default).

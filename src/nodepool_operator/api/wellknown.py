@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final, Literal, get_args
 
+from nodepool_operator import timestamps
 from nodepool_operator.api import meta
 
 __all__ = [
@@ -31,6 +32,11 @@ __all__ = [
     "INSTANCE_CPU_LABEL",
     "INSTANCE_MEMORY_LABEL",
     "INSTANCE_TYPE_LABEL",
+    "INTERRUPTED_TAINT_KEY",
+    "INTERRUPTION_ANNOTATION",
+    "INTERRUPTION_KINDS",
+    "INTERRUPTION_NOTICED_AT_ANNOTATION",
+    "INTERRUPTION_TERMINATE_AT_ANNOTATION",
     "KARPENTER_CAPACITY_TYPE_LABEL",
     "KARPENTER_DO_NOT_DISRUPT_ANNOTATION",
     "OFFERING_LABELS",
@@ -38,17 +44,24 @@ __all__ = [
     "OPERATOR_LABELS",
     "OS_LABEL",
     "POOL_LABEL",
+    "REBALANCE",
     "REGION_LABEL",
     "SAFE_TO_EVICT_ANNOTATION",
     "SCALE_DOWN_ANNOTATION",
     "SCALE_DOWN_DISABLED_ANNOTATION",
+    "SCHEDULED_CHANGE",
     "SPEC_HASH_ANNOTATION",
+    "SPOT_INTERRUPTION",
+    "STATE_CHANGE",
     "UNNEEDED_SINCE_ANNOTATION",
     "UNREGISTERED_TAINT_KEY",
     "VM_DELETED_ANNOTATION",
     "ZONE_LABEL",
     "CapacityType",
     "do_not_disrupt_reason",
+    "interrupted_at",
+    "interruption_kind",
+    "interruption_terminate_at",
     "is_being_disrupted",
     "is_being_removed",
     "is_unregistered",
@@ -129,6 +142,21 @@ SPEC_HASH_ANNOTATION: Final = f"{meta.GROUP}/spec-hash"
 #: separated sections, ``labels,capacity``). Written by the NodePool controller.
 DRIFTED_ANNOTATION: Final = f"{meta.GROUP}/drifted"
 
+# The cloud's notice that it takes a Node's VM back, as the NodePool controller stores it
+# on the Node (``controllers.nodepool.interruptions``) and every reader reads it: what the
+# cloud said (one of ``INTERRUPTION_KINDS``), when (RFC 3339), and when the VM goes
+# (RFC 3339; absent when the cloud did not say), with the ``INTERRUPTED_TAINT_KEY`` taint
+# (NoSchedule) and the Node cordoned. The record a restarted operator continues from.
+INTERRUPTION_ANNOTATION: Final = f"{meta.GROUP}/interruption"
+INTERRUPTION_NOTICED_AT_ANNOTATION: Final = f"{meta.GROUP}/interruption-noticed-at"
+INTERRUPTION_TERMINATE_AT_ANNOTATION: Final = f"{meta.GROUP}/interruption-terminate-at"
+INTERRUPTED_TAINT_KEY: Final = f"{meta.GROUP}/interrupted"
+SPOT_INTERRUPTION: Final = "spot-interruption"
+REBALANCE: Final = "rebalance"
+SCHEDULED_CHANGE: Final = "scheduled-change"
+STATE_CHANGE: Final = "state-change"
+INTERRUPTION_KINDS: Final = (SPOT_INTERRUPTION, REBALANCE, SCHEDULED_CHANGE, STATE_CHANGE)
+
 # "true" on a Pod (or a Node): the Autoscaler never chooses to remove the Node it runs on,
 # and an explicit scale-down removes such Nodes last (Karpenter's karpenter.sh/do-not-disrupt).
 DO_NOT_DISRUPT_ANNOTATION: Final = f"{meta.GROUP}/do-not-disrupt"
@@ -194,3 +222,30 @@ def do_not_disrupt_reason(obj: Mapping[str, Any], *, node: bool) -> str | None:
         if annotations.get(key) == value:
             return f'{key}: "{value}"'
     return None
+
+
+def interruption_kind(node: Mapping[str, Any]) -> str | None:
+    """The kind of the cloud's notice the Node carries (one of ``INTERRUPTION_KINDS``),
+    None without one (or with a value not known: a hand-made mark)."""
+    kind = ((node.get("metadata") or {}).get("annotations") or {}).get(INTERRUPTION_ANNOTATION)
+    return str(kind) if kind in INTERRUPTION_KINDS else None
+
+
+def interrupted_at(node: Mapping[str, Any]) -> float | None:
+    """When the cloud gave notice that it takes the Node's VM back (seconds since the
+    epoch); None without a notice that ends the VM: none, a rebalance recommendation, or
+    one whose time cannot be read (nothing is replaced on a guess)."""
+    kind = interruption_kind(node)
+    if kind is None or kind == REBALANCE:
+        return None
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    return timestamps.parse_rfc3339(str(annotations.get(INTERRUPTION_NOTICED_AT_ANNOTATION, "")))
+
+
+def interruption_terminate_at(node: Mapping[str, Any]) -> float | None:
+    """When the cloud takes the Node's VM back, as its notice says; None without a notice
+    that ends the VM, or one that did not say."""
+    if interrupted_at(node) is None:
+        return None
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    return timestamps.parse_rfc3339(str(annotations.get(INTERRUPTION_TERMINATE_AT_ANNOTATION, "")))

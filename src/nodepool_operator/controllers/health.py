@@ -1,15 +1,19 @@
-"""When a pool's Node counts as unhealthy: one rule for the NodePool controller, which
-replaces it, and the Autoscaler, which plans it as no capacity meanwhile.
+"""When a pool's Node counts as unhealthy (the NodePool controller's repair replaces it),
+and when it counts as no capacity (the Autoscaler plans around it meanwhile).
 
 A Node is unhealthy once it has been NotReady for ``notReadyTimeoutSeconds`` (or never
 reported Ready within ``registrationTimeoutSeconds`` of its creation), or once it still
 carries the unregistered taint or one of its template's startup taints at its creation
 plus ``registrationTimeoutSeconds``, Ready or not: its kubelet never showed it is there,
 or an agent it needs (a CNI, a device plugin) never finished, as for a VM that never
-registered. A Node carrying the cloud's notice that it takes the VM back (a spot
-interruption, a scheduled change, the instance stopping: ``interruptions.notice``) is
-unhealthy from the notice on, Ready or not: it is replaced now, not once the VM is gone.
-A rebalance recommendation is no such notice. Every deadline is read from the Node (its
+registered: ``unhealthy_from``, what repair reads.
+
+A Node carrying the cloud's notice that it takes the VM back (a spot interruption, a
+scheduled change, the instance stopping: ``wellknown.interrupted_at``) is not broken, and
+not repair's: the pool's disruption replaces it (reason ``Interrupted``: replacement
+launched at once, drained at once). It is no capacity from the notice on, Ready or not,
+as an unhealthy Node is: ``is_unhealthy``, what the Autoscaler reads, says so of both. A
+rebalance recommendation is no such notice. Every deadline is read from the Node (its
 conditions' ``lastTransitionTime``, its ``creationTimestamp``, the notice's annotations):
 a restarted operator finds the same ones.
 """
@@ -22,10 +26,15 @@ from typing import Any
 from nodepool_operator import timestamps
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
-from nodepool_operator.controllers.interruptions import notice
 from nodepool_operator.runtime import nodes
 
-__all__ = ["interrupted_at", "is_unhealthy", "startup_taints_left", "unhealthy_from"]
+__all__ = [
+    "interrupted_at",
+    "is_unhealthy",
+    "no_capacity_from",
+    "startup_taints_left",
+    "unhealthy_from",
+]
 
 
 def startup_taints_left(node: Mapping[str, Any], template: nodepool_api.NodeTemplate) -> list[str]:
@@ -38,21 +47,14 @@ def startup_taints_left(node: Mapping[str, Any], template: nodepool_api.NodeTemp
     return sorted({str(t.get("key")) for t in carried if (t.get("key"), t.get("effect")) in wanted})
 
 
-def interrupted_at(node: Mapping[str, Any]) -> float | None:
-    """When the cloud gave notice that it takes the Node's VM back; None without a notice
-    that ends the VM (none, a rebalance recommendation, or one whose time is unreadable)."""
-    found = notice.read(node)
-    if found is None or found.kind == notice.REBALANCE:
-        return None
-    return found.noticed_at
+#: When the cloud gave notice that it takes the Node's VM back (None: no such notice).
+interrupted_at = wellknown.interrupted_at
 
 
 def unhealthy_from(node: Mapping[str, Any], spec: nodepool_api.NodePoolSpec) -> float | None:
     """When the pool's ``node`` counts as unhealthy (seconds since the epoch); None when
-    it does not, or when the time cannot be read: nothing is replaced on a guess."""
-    interrupted = interrupted_at(node)
-    if interrupted is not None:
-        return interrupted
+    it does not, or when the time cannot be read: nothing is replaced on a guess. A
+    noticed Node is judged here as any other (it is disruption's, not repair's)."""
     at = nodes.unhealthy_from(
         node,
         not_ready_seconds=spec.not_ready_timeout_seconds,
@@ -69,6 +71,15 @@ def unhealthy_from(node: Mapping[str, Any], spec: nodepool_api.NodePoolSpec) -> 
     return registration if at is None else min(at, registration)
 
 
+def no_capacity_from(node: Mapping[str, Any], spec: nodepool_api.NodePoolSpec) -> float | None:
+    """From when the pool's ``node`` holds no capacity to plan on: the cloud's notice, or
+    ``unhealthy_from``, whichever comes first."""
+    found = [at for at in (interrupted_at(node), unhealthy_from(node, spec)) if at is not None]
+    return min(found) if found else None
+
+
 def is_unhealthy(node: Mapping[str, Any], spec: nodepool_api.NodePoolSpec, *, now: float) -> bool:
-    at = unhealthy_from(node, spec)
+    """The Node is no capacity at ``now``: unhealthy, or noticed by the cloud (the
+    Autoscaler's reading; repair reads ``unhealthy_from``)."""
+    at = no_capacity_from(node, spec)
     return at is not None and now >= at

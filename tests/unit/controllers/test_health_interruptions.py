@@ -1,11 +1,13 @@
 """``controllers.health``: a Node carrying the cloud's notice that it takes the VM back is
-unhealthy from the notice on, Ready or not; a rebalance recommendation is not."""
+no capacity from the notice on, Ready or not (``is_unhealthy``, the Autoscaler's reading),
+but not broken: repair's ``unhealthy_from`` leaves it to disruption. A rebalance
+recommendation is neither."""
 
 from __future__ import annotations
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers import health
-from nodepool_operator.controllers.interruptions import notice
+from nodepool_operator.controllers.nodepool.interruptions import notice
 from nodepool_operator.runtime import conditions, testing
 from nodepool_operator.runtime.client import Object
 
@@ -36,10 +38,11 @@ def noticed(kind: str, *, at: float = NOW - 10) -> Object:
     return node
 
 
-def test_a_ready_node_with_a_spot_notice_is_unhealthy_from_the_notice() -> None:
+def test_a_ready_node_with_a_spot_notice_is_no_capacity_from_the_notice_but_not_repairs() -> None:
     node = noticed(notice.SPOT_INTERRUPTION)
-    assert health.unhealthy_from(node, SPEC) == NOW - 10
+    assert health.no_capacity_from(node, SPEC) == NOW - 10
     assert health.is_unhealthy(node, SPEC, now=NOW)
+    assert health.unhealthy_from(node, SPEC) is None  # disruption replaces it, not repair
     assert not health.is_unhealthy(ready_node(), SPEC, now=NOW)
 
 
@@ -50,9 +53,11 @@ def test_every_notice_that_ends_the_vm_counts_and_a_rebalance_does_not() -> None
     assert not health.is_unhealthy(noticed(notice.REBALANCE), SPEC, now=NOW)
 
 
-def test_a_notice_wins_over_a_later_not_ready_timeout() -> None:
+def test_a_notice_counts_from_before_a_later_not_ready_timeout() -> None:
     node = noticed(notice.SPOT_INTERRUPTION)
     node["status"]["conditions"][0].update(
         status="False", lastTransitionTime=conditions.rfc3339(NOW - 5)
     )
-    assert health.unhealthy_from(node, SPEC) == NOW - 10
+    assert health.no_capacity_from(node, SPEC) == NOW - 10
+    # Repair's own clock is the NotReady one; the notice does not start it.
+    assert health.unhealthy_from(node, SPEC) == NOW - 5 + SPEC.not_ready_timeout_seconds

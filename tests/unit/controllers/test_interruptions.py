@@ -12,7 +12,7 @@ from nodepool_operator.api import wellknown
 from nodepool_operator.cloud import testing as cloud_testing
 from nodepool_operator.cloud.provider import CloudEvent, VmName
 from nodepool_operator.controllers import cached
-from nodepool_operator.controllers.interruptions import controller, metrics, moves, notice
+from nodepool_operator.controllers.nodepool.interruptions import controller, metrics, moves, notice
 from nodepool_operator.controllers.resources import PODS_BY_NODE
 from nodepool_operator.runtime import conditions, errors, pods, testing
 from nodepool_operator.runtime.client import Object, Resource
@@ -80,7 +80,7 @@ class World:
             source=self.source,
             recorder=EventRecorder(
                 self.api,  # type: ignore[arg-type]
-                component="interruptions-controller",
+                component="nodepool-controller",
                 wall_clock=self.wall,
             ),
             wall_clock=self.wall,

@@ -73,10 +73,13 @@ class CatalogCloud(LaggingCloud):
     def __init__(self) -> None:
         super().__init__()
         self.no_capacity: set[tuple[str, str]] = set()
+        self.no_spot = False  # every spot offering out of capacity
 
     async def create_vm(self, *, name: VmName, pool: str, spec: MachineSpec) -> VirtualMachine:
         assert spec.instance_type is not None
-        if (spec.instance_type, spec.zone) in self.no_capacity:
+        if (spec.instance_type, spec.zone) in self.no_capacity or (
+            self.no_spot and spec.capacity_type == catalog.SPOT
+        ):
             raise InsufficientCapacity(
                 f"no capacity for {spec.instance_type} in {spec.zone}",
                 zone=spec.zone,
@@ -328,3 +331,42 @@ async def test_without_a_backoff_ledger_a_refused_offering_is_not_asked_again_in
     )
     assert [(vm.instance_type, vm.zone) for vm in launched] == [("c4", "a")]
     assert told.held is None
+
+
+class SpotSource:
+    """The catalog with each offering also sold as spot, at a third of the price."""
+
+    async def catalog(self) -> catalog.Catalog:
+        spot = [
+            catalog.Offering(
+                instance_type=o.instance_type,
+                zone=o.zone,
+                capacity_type=catalog.SPOT,
+                price_per_hour=round(o.price_per_hour / 3, 3),
+            )
+            for o in CATALOG.offerings
+        ]
+        return catalog.Catalog.of(TYPES, [*CATALOG.offerings, *spot])
+
+
+async def test_spot_out_of_capacity_falls_back_to_on_demand_and_says_so() -> None:
+    reader = offerings.OfferingsCatalog(SpotSource(), clock=FakeClock())
+    world = World(cloud=CatalogCloud(), offerings_catalog=reader)
+    world.cloud.no_spot = True  # type: ignore[attr-defined]
+    world.pool("web", _pool_spec())
+    world.request("up", version=OLD, pool="web", target=1)
+    await world.reconcile("web")
+
+    # Spot first (cheapest), refused in every zone: on-demand in the same pass.
+    assert _launched(world) == [("c2", "a", "on-demand")]
+    [to_on_demand] = world.api.events("FellBackToOnDemand")
+    assert "spot fell back to on-demand" in to_on_demand["message"]
+    assert "c2 in a (on-demand" in to_on_demand["message"]
+    # The spot offerings tried before it were refused for capacity too: those
+    # fallbacks (spot to spot) keep the generic reason.
+    assert all(
+        "on-demand" not in e["message"].split("asked for as")[1]
+        for e in world.api.events("FellBackToNextOffering")
+    )
+    status = _status(world, "nodepools", "web")
+    assert {b["capacityType"] for b in status["zoneBackoffs"]} == {"spot"}

@@ -1,4 +1,5 @@
-"""Disruption: a pool's drifted and expired Nodes replaced, within its budgets.
+"""Disruption: a pool's drifted and expired Nodes replaced, within its budgets, and its
+Nodes the cloud takes back (an interruption notice) replaced at once.
 
 Each pass, from the world alone (so a restarted operator goes on with the same roll):
 
@@ -13,10 +14,18 @@ Each pass, from the world alone (so a restarted operator goes on with the same r
    allow (``api.disruption.allowance``), counting every Node being disrupted for any
    reason (the Autoscaler's consolidation taints, drains, repairs). The taint is the
    record: it holds the Node's place in the budget until the Node is gone.
+   A Node carrying the cloud's notice (``wellknown.interrupted_at``: a spot interruption,
+   a scheduled change, the instance stopping) is a candidate too, reason ``Interrupted``,
+   Ready or not, do-not-disrupt or not: the VM goes whatever anyone says. No budget holds
+   it, but it counts among the Nodes being disrupted, and it is chosen first.
 3. **Replace.** A tainted Node's replacement is launched first while the pool has room
    under ``maxNodes`` (the pool is sized one Node larger per such Node); once enough
    Nodes are Ready without it, its drain starts. Without room, its drain starts at once
    and the replacement is launched once it is gone (remove, then launch: the event says so).
+   A noticed Node does not wait for its replacement: its drain starts at once (the
+   notice's ``terminateAt`` is its deadline, ``drain.Drainer``) and its replacement is
+   launched at once beside it, while the pool has room under ``maxNodes``; once drained,
+   its VM waits for that replacement to be Ready, no later than ``terminateAt``.
 4. **Drain.** A tainted Node that is draining goes through the one drain there is
    (``termination.Terminator.remove_drained``: the Eviction API, PodDisruptionBudgets,
    do-not-disrupt pods, ``drainTimeoutSeconds``), then its VM and the Node go.
@@ -48,6 +57,7 @@ __all__ = [
     "Disrupter",
     "DisruptionPlan",
     "disruption_reason",
+    "is_noticed",
     "plan",
     "sized",
     "sized_target",
@@ -56,7 +66,12 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 # Expiry first: an expired Node must go whatever else changed; drift can wait a pass.
-_REASON_ORDER: dict[disruption_api.DisruptionReason, int] = {"Expired": 0, "Drifted": 1}
+# The cloud's notice first of all: its VM goes whatever else happens.
+_REASON_ORDER: dict[disruption_api.TaintReason, int] = {
+    "Interrupted": -1,
+    "Expired": 0,
+    "Drifted": 1,
+}
 
 
 def disruption_reason(node: Mapping[str, Any]) -> str | None:
@@ -70,13 +85,13 @@ def disruption_reason(node: Mapping[str, Any]) -> str | None:
 @dataclasses.dataclass(frozen=True)
 class Candidate:
     node: str
-    reason: disruption_api.DisruptionReason
-    why: str  # what changed, or how long ago it expired
+    reason: disruption_api.TaintReason
+    why: str  # what changed, how long ago it expired, or what the cloud said
 
 
 @dataclasses.dataclass(frozen=True)
 class DisruptionPlan:
-    """What a pass does about a pool's voluntary disruption."""
+    """What a pass does about a pool's disruption (voluntary, and the cloud's notices)."""
 
     stamp: Mapping[str, str]  # Node -> the spec hash to record on it
     drifted: Mapping[str, str | None]  # Node -> DRIFTED_ANNOTATION's new value (None: off)
@@ -87,6 +102,9 @@ class DisruptionPlan:
     waiting: tuple[str, ...]  # tainted Nodes whose replacement is launched first
     recheck_in: float | None  # when an expiry or a budget window changes the plan
     drifted_nodes: int = 0  # Nodes that differ from the spec
+    # Noticed Nodes whose VM stays once drained, until their replacement is Ready or the
+    # notice's terminateAt: the pool is never short of Ready Nodes while there is time.
+    keep: tuple[str, ...] = ()
 
 
 def _created(node: Mapping[str, Any]) -> float | None:
@@ -100,6 +118,23 @@ def _annotation(node: Mapping[str, Any], key: str) -> str | None:
 
 def _draining(node: Mapping[str, Any]) -> bool:
     return pool_plan.is_draining(node) or pool_plan.vm_deletion_requested(node)
+
+
+def is_noticed(node: Mapping[str, Any]) -> bool:
+    """The cloud gave notice that it takes the Node's VM back, and the VM is not being
+    deleted by us already: the Node is disruption's, reason ``Interrupted``."""
+    return (
+        wellknown.interrupted_at(node) is not None
+        and not pool_plan.vm_deletion_requested(node)
+        and not (node.get("metadata") or {}).get("deletionTimestamp")
+    )
+
+
+def _interrupted(name: str, node: Mapping[str, Any], *, now: float) -> Candidate:
+    kind = wellknown.interruption_kind(node) or "notice"
+    due = wellknown.interruption_terminate_at(node)
+    left = "no time given" if due is None else f"{max(0, int(due - now))}s left"
+    return Candidate(name, disruption_api.INTERRUPTED, f"the cloud gave notice: {kind}, {left}")
 
 
 def _candidate(
@@ -140,6 +175,7 @@ def plan(
     held: list[tuple[Candidate, str]] = []
     expiries: list[float] = []
     drifted_nodes = 0
+    interrupted: list[Candidate] = []
     for name, node in sorted(view.nodes.items()):
         if _annotation(node, wellknown.SPEC_HASH_ANNOTATION) is None:
             stamp[name] = current.text
@@ -148,6 +184,11 @@ def plan(
         shown = ",".join(changed) or None
         if shown != _annotation(node, wellknown.DRIFTED_ANNOTATION):
             drifted[name] = shown
+        if is_noticed(node) and disruption_reason(node) != disruption_api.INTERRUPTED:
+            # Whatever else holds it (a voluntary taint, a drain under way, not Ready):
+            # the VM goes, so the Node is replaced now.
+            interrupted.append(_interrupted(name, node, now=now))
+            continue
         if wellknown.is_being_disrupted(node) or name in view.unhealthy:
             continue
         if not nodes.is_ready(node) or wellknown.is_unregistered(node):
@@ -168,11 +209,18 @@ def plan(
         for name, node in view.nodes.items()
         if wellknown.is_being_disrupted(node) or name in view.unhealthy
     )
-    chosen: list[Candidate] = []
+    # Not budgeted, but counted: each takes room a voluntary disruption would have used.
+    chosen: list[Candidate] = list(interrupted)
+    disrupting += sum(
+        1 for c in interrupted if not wellknown.is_being_disrupted(view.nodes[c.node])
+    )
     for candidate in candidates:
+        reason = candidate.reason
+        if reason == disruption_api.INTERRUPTED:
+            continue  # never among these: chosen above, outside every budget
         allowed = disruption_api.allowance(
             spec.disruption.budgets,
-            reason=candidate.reason,
+            reason=reason,
             total=len(view.nodes),
             disrupting=disrupting,
             now=now,
@@ -183,6 +231,7 @@ def plan(
         chosen.append(candidate)
         disrupting += 1
     drain_now, no_room, waiting = _replacements(view, spec, desired=desired)
+    keep = _kept(view, drain_now, no_room, desired=desired, now=now)
     budget_change = disruption_api.next_change_in(spec.disruption.budgets, now=now)
     waits = [*expiries, *([budget_change] if held and budget_change is not None else [])]
     return DisruptionPlan(
@@ -193,6 +242,7 @@ def plan(
         drain=drain_now,
         no_room=no_room,
         waiting=waiting,
+        keep=keep,
         recheck_in=min(waits) if waits else None,
         drifted_nodes=drifted_nodes,
     )
@@ -205,18 +255,24 @@ def _replacements(
     desired: int,
 ) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     """Which tainted Nodes drain now (and which of them for want of room under
-    ``maxNodes``), and which wait for their replacement."""
+    ``maxNodes``), and which wait for their replacement. A noticed Node drains now,
+    tainted yet or not (this pass taints it): its replacement does not hold it up."""
     tainted = sorted(
         name
         for name, node in view.nodes.items()
-        if disruption_reason(node) is not None and name not in view.unhealthy
+        if (disruption_reason(node) is not None and name not in view.unhealthy) or is_noticed(node)
     )
-    leaving = [n for n in tainted if _draining(view.nodes[n])]
+    leaving = [n for n in tainted if _draining(view.nodes[n]) or is_noticed(view.nodes[n])]
     staying = [n for n in tainted if n not in leaving]
     # Each replacement launched first is one VM beyond the target, as is each Node still
     # draining: together never past maxNodes.
     room = max(0, spec.max_nodes - desired - len(leaving))
     first, no_room = staying[:room], staying[room:]
+    # Noticed Nodes drain now whatever the room; those beyond it are replaced once gone.
+    others = [n for n in leaving if not is_noticed(view.nodes[n])]
+    noticed = [n for n in leaving if n not in others]
+    slots = max(0, spec.max_nodes - desired - len(others))
+    unroomed = noticed[slots:]
     # Ready Nodes beyond the target, the tainted ones that still run pods included: that
     # many replacements are up, and that many tainted Nodes may start draining.
     ready = sum(
@@ -226,7 +282,37 @@ def _replacements(
     )
     surplus = max(0, ready - desired)
     start, waiting = first[:surplus], first[surplus:]
-    return tuple([*leaving, *start, *no_room]), tuple(no_room), tuple(waiting)
+    return tuple([*leaving, *start, *no_room]), tuple([*unroomed, *no_room]), tuple(waiting)
+
+
+def _kept(
+    view: pool_plan.PoolView,
+    drain_now: Sequence[str],
+    no_room: Sequence[str],
+    *,
+    desired: int,
+    now: float,
+) -> tuple[str, ...]:
+    """The noticed Nodes draining whose VM waits, drained, for its replacement: as many
+    as the pool lacks Ready Nodes without those leaving, among those whose replacement is
+    launched now (room under ``maxNodes``) and whose ``terminateAt`` has not come (past
+    it the cloud takes the VM anyway; without one, the instance is stopping already)."""
+    leaving = set(drain_now)
+    ready = sum(
+        1
+        for name, node in view.nodes.items()
+        if name not in leaving and nodes.is_ready(node) and not wellknown.is_unregistered(node)
+    )
+    missing = max(0, desired - ready)
+    replaced = [
+        name
+        for name in drain_now
+        if name not in no_room
+        and is_noticed(view.nodes[name])
+        and (due := wellknown.interruption_terminate_at(view.nodes[name])) is not None
+        and now < due
+    ]
+    return tuple(replaced[:missing])
 
 
 def sized(view: pool_plan.PoolView, leaving: Sequence[str]) -> pool_plan.PoolView:
@@ -304,19 +390,34 @@ class Disrupter:
         for name in decided.drain:
             node = view.nodes[name]
             if not _draining(node):
-                how = (
-                    f"no room under maxNodes={spec.max_nodes}: removing it before launching "
-                    "its replacement"
-                    if name in decided.no_room
-                    else "its replacement is Ready"
-                )
+                reason = disruption_reason(node)
+                if is_noticed(node):
+                    reason = disruption_api.INTERRUPTED
+                    how = "the cloud takes its VM back: drained now, before its deadline, " + (
+                        f"its replacement launched once it is gone (no room under maxNodes="
+                        f"{spec.max_nodes})"
+                        if name in decided.no_room
+                        else "its replacement launched beside it"
+                    )
+                elif name in decided.no_room:
+                    how = (
+                        f"no room under maxNodes={spec.max_nodes}: removing it before "
+                        "launching its replacement"
+                    )
+                else:
+                    how = "its replacement is Ready"
                 await self.recorder.event(
                     pool,
                     type="Normal",
                     reason="DisruptionDraining",
-                    message=f"draining node {name} ({disruption_reason(node)}): {how}",
+                    message=f"draining node {name} ({reason}): {how}",
                 )
-            progress.append(await self.terminator.remove_drained(pool, spec, node, vm=VmName(name)))
+            keep_until = wellknown.interruption_terminate_at(node) if name in decided.keep else None
+            progress.append(
+                await self.terminator.remove_drained(
+                    pool, spec, node, vm=VmName(name), keep_until=keep_until
+                )
+            )
         return written, progress
 
     async def _tell_held(self, pool: Object, candidate: Candidate, holder: str) -> None:
@@ -333,7 +434,7 @@ class Disrupter:
         )
 
     async def _taint(
-        self, node: Mapping[str, Any], reason: disruption_api.DisruptionReason
+        self, node: Mapping[str, Any], reason: disruption_api.TaintReason
     ) -> Object | None:
         taints = [
             t
@@ -348,7 +449,7 @@ class Disrupter:
         return await self._patch(
             str(node["metadata"]["name"]),
             {
-                "metadata": {"resourceVersion": node["metadata"]["resourceVersion"]},
+                "metadata": {"resourceVersion": node["metadata"].get("resourceVersion")},
                 "spec": {"taints": taints},
             },
         )

@@ -18,7 +18,10 @@ A 429 (a budget that allows no disruption now) backs the pod off exponentially (
 runtime's per-key limiter, capped), and is told once per pod and budget: a Warning
 event on the pool and a line in its ``Scaling`` condition, not one per retry.
 
-Nothing is forced unless the pool sets ``drainTimeoutSeconds``. With it, as Karpenter's
+Nothing is forced unless the pool sets ``drainTimeoutSeconds`` or the Node carries the
+cloud's notice with a ``terminateAt`` (``wellknown.interruption_terminate_at``): the
+deadline is the sooner of the two, and the event that tells of the forced end names the
+notice when it is the deadline. With it, as Karpenter's
 ``terminationGracePeriod``: a pod whose own grace period would end past the deadline is
 deleted (not evicted) with its grace period capped to what is left (never below 0), so
 it has as long as the deadline allows; once the deadline has passed the pods left are
@@ -40,12 +43,18 @@ from nodepool_operator.controllers.nodepool import nodes as node_ops
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.resources import PODS_BY_NODE
 from nodepool_operator.runtime import clock as clock_module
-from nodepool_operator.runtime import errors, pods, ratelimit
+from nodepool_operator.runtime import conditions, errors, pods, ratelimit
 from nodepool_operator.runtime.client import Client, Object
 from nodepool_operator.runtime.events import EventRecorder
 from nodepool_operator.runtime.informer import Informer
 
-__all__ = ["DrainProgress", "Drainer", "is_do_not_disrupt", "node_is_protected"]
+__all__ = [
+    "DrainProgress",
+    "Drainer",
+    "drain_deadline",
+    "is_do_not_disrupt",
+    "node_is_protected",
+]
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +71,20 @@ def is_do_not_disrupt(obj: Mapping[str, Any]) -> bool:
 def node_is_protected(node: Mapping[str, Any], node_pods: Sequence[Mapping[str, Any]]) -> bool:
     """The Node, or a pod a drain would have to move off it, is do-not-disrupt."""
     return is_do_not_disrupt(node) or any(is_do_not_disrupt(p) for p in node_pods)
+
+
+def drain_deadline(
+    node: Mapping[str, Any], *, started: float, timeout_seconds: int | None
+) -> tuple[float | None, str | None]:
+    """When the drain of ``node`` stops waiting: ``drainTimeoutSeconds`` after its start,
+    or the cloud's ``terminateAt`` if the Node carries a notice that ends sooner (past it
+    there is nothing left to wait on). With the kind of notice when that is the deadline
+    (None: the timeout, or no deadline at all)."""
+    timeout = None if timeout_seconds is None else started + timeout_seconds
+    terminate_at = wellknown.interruption_terminate_at(node)
+    if terminate_at is not None and (timeout is None or terminate_at < timeout):
+        return terminate_at, wellknown.interruption_kind(node)
+    return timeout, None
 
 
 @dataclass(frozen=True)
@@ -130,10 +153,10 @@ class Drainer:
             except errors.NotFound:
                 return DrainProgress(done=True)  # removed already; the cache lags
             started = now
-        deadline = None if timeout_seconds is None else started + timeout_seconds
+        deadline, noticed = drain_deadline(node, started=started, timeout_seconds=timeout_seconds)
         remaining = self.pods_to_move(name)
         if deadline is not None and now >= deadline:
-            await self._force(pool, name, remaining, deadline=deadline, now=now)
+            await self._force(pool, name, remaining, deadline=deadline, now=now, noticed=noticed)
             return DrainProgress(done=True)
         waits: list[float] = []
         waiting = False
@@ -238,16 +261,29 @@ class Drainer:
         self._told = {told for told in self._told if told[0] != uid}
 
     async def _force(
-        self, pool: Object, node: str, remaining: list[Object], *, deadline: float, now: float
+        self,
+        pool: Object,
+        node: str,
+        remaining: list[Object],
+        *,
+        deadline: float,
+        now: float,
+        noticed: str | None,
     ) -> None:
         if node not in self._forced:
             self._forced[node] = str(pool["metadata"]["name"])
+            why = (
+                "drain timeout expired"
+                if noticed is None
+                else f"the cloud's notice ({noticed}) takes its VM back at "
+                f"{conditions.rfc3339(deadline)}"
+            )
             await self.recorder.event(
                 pool,
                 type="Warning",
                 reason="DrainTimeout",
                 message=(
-                    f"node {node}: drain timeout expired; deleting {len(remaining)} pods "
+                    f"node {node}: {why}; deleting {len(remaining)} pods "
                     "still on it and removing the node"
                 ),
             )

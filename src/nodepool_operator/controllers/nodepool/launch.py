@@ -52,6 +52,7 @@ from nodepool_operator.runtime.informer import Informer
 
 __all__ = [
     "FELL_BACK",
+    "FELL_BACK_TO_ON_DEMAND",
     "LIMIT_REACHED",
     "MAX_TAKEN_NAMES",
     "NO_OFFERING",
@@ -73,6 +74,9 @@ NAME_TAKEN = "NameTaken"
 #: A pool with requirements: the reason of the event (and the request's answer) when an
 #: offering the cloud had no capacity for was replaced by the next cheapest allowed.
 FELL_BACK = "FellBackToNextOffering"
+#: ... when that was a spot offering and the one asked for instead is on-demand: the
+#: pool pays the on-demand price for that node from now on.
+FELL_BACK_TO_ON_DEMAND = "FellBackToOnDemand"
 #: ... and the ``Degraded`` reasons when nothing was launched: no offering allowed, or the
 #: next node would take the pool beyond its ``limits``.
 NO_OFFERING = "NoOffering"
@@ -313,9 +317,9 @@ class Launcher:
     async def _tell_offerings(self, pool: Object, told: _Told) -> None:
         """An event per fallback, and one when the launch stopped short (no offering, a
         limit)."""
-        for line in told.fallbacks:
-            log.warning("event=offering-fell-back %s", line)
-            await self.recorder.event(pool, type="Warning", reason=FELL_BACK, message=line)
+        for reason, line in told.fallbacks:
+            log.warning("event=offering-fell-back reason=%s %s", reason, line)
+            await self.recorder.event(pool, type="Warning", reason=reason, message=line)
         if told.held is not None:
             reason, message = told.held
             log.warning("event=offering-launch-held reason=%s message=%r", reason, message)
@@ -453,7 +457,7 @@ class _Told:
     fallbacks (an offering refused for capacity, and the one launched in its place)."""
 
     held: tuple[str, str] | None = None
-    fallbacks: list[str] = dataclasses.field(default_factory=list)
+    fallbacks: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (reason, line)
     _refused: list[tuple[offering_plan.Placement, str]] = dataclasses.field(default_factory=list)
     _all_refused: list[tuple[offering_plan.Placement, str]] = dataclasses.field(
         default_factory=list
@@ -475,17 +479,22 @@ class _Told:
         pairs = list(zip(self._refused, placed, strict=False))
         self._refused = self._refused[len(pairs) :]
         for (refused, message), instead in pairs:
+            to_on_demand = (
+                refused.offering.capacity_type == catalog.SPOT
+                and instead.offering.capacity_type == catalog.ON_DEMAND
+            )
             line = (
                 f"{refused.offering.describe()} had no capacity ({message}); VM"
                 f" {instead.name} is asked for as the next cheapest offering the pool"
                 f" allows, {instead.offering.describe()}"
+                + (": spot fell back to on-demand" if to_on_demand else "")
             )
-            self.fallbacks.append(line)
+            self.fallbacks.append((FELL_BACK_TO_ON_DEMAND if to_on_demand else FELL_BACK, line))
             for request in sorted({r for r in (refused.request, instead.request) if r}):
                 self._notes.setdefault(request, []).append(f"fell back: {line}")
         for refused, message in self._refused:
             line = f"{refused.offering.describe()} had no capacity ({message}); no other offering"
-            self.fallbacks.append(line)
+            self.fallbacks.append((FELL_BACK, line))
 
     def launched(self, placement: offering_plan.Placement) -> None:
         if placement.request is not None:

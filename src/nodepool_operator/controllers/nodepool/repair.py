@@ -13,6 +13,9 @@
 * A VM stuck PROVISIONING past ``provisioning_timeout`` since the cloud created it is
   deleted.
 
+A Node carrying the cloud's notice that it takes the VM back is not repair's: the pool's
+disruption replaces it (``disruption``, reason ``Interrupted``), outside repair's brake.
+
 Every timer here counts from a time stored in the world. Removals of our own initiative
 take a token from the pool's budget (``removals.RemovalBudget``), so a wrong verdict
 about many Nodes at once costs a few of them, not the pool; and the brake (``braked``)
@@ -164,7 +167,14 @@ def unhealthy_in(
 
 
 def _unhealthy_from(view: plan.PoolView, spec: nodepool_api.NodePoolSpec) -> dict[str, float]:
-    found = {name: health.unhealthy_from(node, spec) for name, node in view.nodes.items()}
+    # A Node the cloud gave notice for is not broken: disruption replaces it (reason
+    # Interrupted), never repair, so it is never held by repair's brake nor told as
+    # NotReady. Ready or not, it goes, and its replacement is launched at once.
+    found = {
+        name: health.unhealthy_from(node, spec)
+        for name, node in view.nodes.items()
+        if wellknown.interrupted_at(node) is None
+    }
     for name, at in found.items():
         back = _peers_back_at(view.nodes, name)
         if at is not None and back is not None:

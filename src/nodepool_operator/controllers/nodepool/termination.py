@@ -83,12 +83,24 @@ class Terminator:
         node: Mapping[str, Any],
         *,
         vm: VmName | None,
+        keep_until: float | None = None,
     ) -> drain.DrainProgress:
-        """One drain pass over ``node``; once it is done, its VM and then the Node go."""
+        """One drain pass over ``node``; once it is done, its VM and then the Node go.
+        With ``keep_until`` (a noticed Node whose replacement is not Ready yet), a drained
+        Node and its VM stay until then, or until a pass without it."""
         node_name = str(node["metadata"]["name"])
         progress = await self.drainer.drain(pool, node, timeout_seconds=spec.drain_timeout_seconds)
         if not progress.done:
             return progress
+        left = None if keep_until is None else keep_until - self.wall_clock.time()
+        if left is not None and left > 0:
+            # The replacement's Ready wakes the pool; the deadline is looked at regardless.
+            log.info(
+                "event=drained-node-kept node=%s until_replacement seconds_left=%.0f",
+                node_name,
+                left,
+            )
+            return drain.DrainProgress(done=False, retry_in=left)
         if vm is not None:
             if not plan.vm_deletion_requested(node):
                 await node_ops.mark_vm_deleted(self.client, node, at=self.wall_clock.time())

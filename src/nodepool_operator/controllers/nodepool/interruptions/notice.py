@@ -1,7 +1,7 @@
 """A cloud's notice that it takes a VM back, as a fact stored on its Node.
 
-The interruptions controller writes, and every other reader (``controllers.health``, the
-drain) reads, these marks:
+The NodePool controller's interruptions reconciler writes these marks (their keys live in
+``api.wellknown``, which ``controllers.health``, the drain and the Autoscaler read):
 
 * ``INTERRUPTION_ANNOTATION``: what the cloud said, one of ``KINDS``;
 * ``NOTICED_AT_ANNOTATION``: when the cloud said it (RFC 3339);
@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from nodepool_operator import timestamps
-from nodepool_operator.api import meta
+from nodepool_operator.api import wellknown
 from nodepool_operator.runtime import conditions
 
 __all__ = [
@@ -41,18 +41,18 @@ __all__ = [
     "read",
 ]
 
-INTERRUPTION_ANNOTATION: Final = f"{meta.GROUP}/interruption"
-NOTICED_AT_ANNOTATION: Final = f"{meta.GROUP}/interruption-noticed-at"
-TERMINATE_AT_ANNOTATION: Final = f"{meta.GROUP}/interruption-terminate-at"
+INTERRUPTION_ANNOTATION: Final = wellknown.INTERRUPTION_ANNOTATION
+NOTICED_AT_ANNOTATION: Final = wellknown.INTERRUPTION_NOTICED_AT_ANNOTATION
+TERMINATE_AT_ANNOTATION: Final = wellknown.INTERRUPTION_TERMINATE_AT_ANNOTATION
 #: On a Node the cloud takes back: nothing new is scheduled there (Karpenter taints
 #: ``karpenter.sh/disrupted`` likewise).
-INTERRUPTED_TAINT_KEY: Final = f"{meta.GROUP}/interrupted"
+INTERRUPTED_TAINT_KEY: Final = wellknown.INTERRUPTED_TAINT_KEY
 
-SPOT_INTERRUPTION: Final = "spot-interruption"
-REBALANCE: Final = "rebalance"
-SCHEDULED_CHANGE: Final = "scheduled-change"
-STATE_CHANGE: Final = "state-change"
-KINDS: Final = (SPOT_INTERRUPTION, REBALANCE, SCHEDULED_CHANGE, STATE_CHANGE)
+SPOT_INTERRUPTION: Final = wellknown.SPOT_INTERRUPTION
+REBALANCE: Final = wellknown.REBALANCE
+SCHEDULED_CHANGE: Final = wellknown.SCHEDULED_CHANGE
+STATE_CHANGE: Final = wellknown.STATE_CHANGE
+KINDS: Final = wellknown.INTERRUPTION_KINDS
 #: The kinds ``provider.CloudEvent`` documents (EC2's names, which simcloud uses too) ->
 #: the annotation's value. Spelled here, not imported: the EC2 reader's module pulls in
 #: botocore, which a simcloud operator never needs.

@@ -1,12 +1,18 @@
-"""Wiring of the interruptions controller: the shared Node, Pod and NodePool informers, and
-its one key, the cloud's event stream, queued at once so the first pass starts with the
-controller (and only while this replica leads, as every controller)."""
+"""Wiring of the NodePool controller's interruptions reconciler: the shared Node, Pod and
+NodePool informers, and its one key, the cloud's event stream, queued at once so the first
+pass starts with the controller (and only while this replica leads, as every controller).
+
+It writes as the NodePool controller: the same field manager and event component
+(``nodepool-controller``), since the notice on a Node is the NodePool controller's field
+(DESIGN's field-ownership table); its own work queue keeps the cloud's long poll off the
+pools' workers."""
 
 from __future__ import annotations
 
 from nodepool_operator.cloud import provider
 from nodepool_operator.controllers import cached
-from nodepool_operator.controllers.interruptions.controller import (
+from nodepool_operator.controllers.nodepool.controller import NAME as NODEPOOL
+from nodepool_operator.controllers.nodepool.interruptions.controller import (
     NAME,
     POLL,
     InterruptionReconciler,
@@ -31,8 +37,9 @@ def setup(manager: Manager, *, source: provider.EventSource) -> Controller:
     pods = cache.informer(kinds.PODS, transform=cached.pod_fields)
     pools = cache.informer(NODEPOOLS, transform=keep_write_times)
     add_shared_indexes(nodes=nodes, pods_=pods, requests=cache.informer(SCALEREQUESTS))
-    client = manager.client.for_manager(f"{NAME}-controller")
-    recorder = EventRecorder(client, component=f"{NAME}-controller", clock=manager.clock)
+    # The NodePool controller's identity: the notice is its field on the Node.
+    client = manager.client.for_manager(f"{NODEPOOL}-controller")
+    recorder = EventRecorder(client, component=f"{NODEPOOL}-controller", clock=manager.clock)
     manager.on_drained.append(recorder.flush)
     reconciler = InterruptionReconciler(
         client=client,

@@ -1,5 +1,6 @@
-"""Reads the cloud's events (``provider.EventSource``) and stores each notice for a VM of
-ours on its Node, before the event is said handled.
+"""The NodePool controller's interruptions reconciler: reads the cloud's events
+(``provider.EventSource``) and stores each notice for a VM of ours on its Node, before the
+event is said handled.
 
 One key (``POLL``) is reconciled over and over: a pass waits for the cloud's next events
 (a long poll), acts on them and on those a failed write left over, and times the moves
@@ -23,8 +24,10 @@ under way (``moves``). For each event:
   notice's deadline concerns its drain.
 
 Events ``SpotInterrupted`` (and the reasons of the other kinds) go on the Node and its
-pool. What the NodePool controller does next (drain through the Eviction API, delete) it
-does because ``controllers.health`` reads the mark as unhealthy at once.
+pool. What the NodePool controller does next it does in the pool's disruption
+(``disruption.plan``: reason ``Interrupted``): the replacement launched at once, the
+drain through the Eviction API at once with the notice's ``terminateAt`` as its
+deadline, then the VM and the Node deleted.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from typing import Any, Final
 from nodepool_operator.api import wellknown
 from nodepool_operator.cloud import provider
 from nodepool_operator.controllers import membership
-from nodepool_operator.controllers.interruptions import metrics, moves, notice
+from nodepool_operator.controllers.nodepool.interruptions import metrics, moves, notice
 from nodepool_operator.controllers.resources import PODS_BY_NODE
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import errors, kinds, ratelimit
@@ -197,7 +200,7 @@ class InterruptionReconciler:
         message = (
             f"node {name} ({instance_type or 'no instance type'} in {zone or 'no zone'}): the"
             f" cloud gave notice ({wanted.kind}, {left}); tainted {notice.INTERRUPTED_TAINT_KEY}"
-            " and cordoned, it is replaced now"
+            " and cordoned, its replacement is launched and it is drained now"
         )
         log.warning(
             "event=node-interrupted node=%s kind=%s zone=%s instance_type=%s terminate_at=%s",

@@ -1,4 +1,4 @@
-"""Prometheus series of the interruptions controller."""
+"""Prometheus series of the NodePool controller's interruptions reconciler."""
 
 from __future__ import annotations
 
