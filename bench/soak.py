@@ -1079,7 +1079,9 @@ def cache_judgements(rows: list[Row]) -> list[str]:
         calm = next(
             (j for j, r in enumerate(cycle) if any(a.startswith("calm") for a in r.actions)), None
         )
-        peak = max(cycle, key=lambda r: r.cached.get("pods", 0))
+        # Up to the calm: a minute's counts may be read again seconds into the next burst.
+        busy = cycle if calm is None else cycle[: calm + 1]
+        peak = max(busy, key=lambda r: r.cached.get("pods", 0))
         head = (
             f"  - burst at minute {rows[start].minute}: peak {peak.cached.get('pods', 0):g} "
             f"Pods, {peak.cached.get('nodes', 0):g} Nodes cached (minute {peak.minute})"

@@ -129,7 +129,8 @@ def test_the_caches_are_judged_at_the_first_quiet_minute_after_each_bursts_calm(
         row(4, cached={"nodes": 3, "pods": 9}, world=world),
         row(5, cached={"nodes": 3, "pods": 9}, world=world),
         row(6, cached={"nodes": 3, "pods": 9}, world=world, cache_waited=5.0),
-        row(7, cached={"nodes": 3, "pods": 9}, world=world),
+        # Read again 5 s into the next burst: its counts are not the first burst's peak.
+        row(7, cached={"nodes": 6, "pods": 30}, world=world, cache_waited=5.0),
         # The second burst: its caches keep two Pods that are gone.
         row(8, actions=["burst soak-a=20"], cached={"nodes": 5, "pods": 24}, world=world),
         row(9, actions=["calm soak-a=2"], cached={"nodes": 5, "pods": 24}, world=world),
