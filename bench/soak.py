@@ -36,11 +36,18 @@ suite does: every pool settled on its ``targetNodes`` with its VMs and Nodes equ
 ``observedGeneration`` current, no VM of a pool the bench did not make.
 
 Every minute a row: the leader's RSS and CPU seconds (``/proc``), its work queues' depth
-and adds (``workqueue_depth``, ``workqueue_adds_total`` from its ``/metrics``; its
-informers' object counts are not exported, see docs/reliability.md), the operator's API
+and adds (``workqueue_depth``, ``workqueue_adds_total`` from its ``/metrics``), the objects
+each of its informers holds (``nodepool_operator_informer_objects``) beside the number of
+the same objects in the API server (the whole resource, listed by the bench: every Node,
+every Pod of every namespace, every NodePool, ScaleRequest, ...), the operator's API
 writes by verb and resource and its 409s (the API server's audit log; Lease renewals
-counted apart), pods Pending, Nodes, VMs, cloud calls (simcloud's ``/v1`` counter less
-the bench's own). At the end a Markdown table, a PNG and the judgements of issue 52.
+counted apart; in a quiet minute each write is listed with its object and user agent),
+pods Pending, Nodes, VMs, cloud calls (simcloud's ``/v1`` counter less the bench's own),
+and the machine's load average (the cores are shared). At the end a Markdown table, a PNG
+and the judgements of issue 52: among them, for each burst, whether at the first quiet
+minute after its calm every informer's count equals the API server's count of its
+resource (read again up to ``CACHE_RECHECKS`` times, 5 s apart, when a watch event is
+still on its way).
 
 Run:  .venv/bin/python bench/soak.py [--minutes 60] [--seed 1] [--pools 3]
           [--results bench/results] [--name soak] [--keep]
@@ -63,7 +70,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +90,7 @@ from nodepool_devtools.cluster import audit, controlplane, install  # noqa: E402
 from nodepool_devtools.cluster.pytest_plugin import Cluster  # noqa: E402
 from nodepool_operator.api import autoscaler as autoscaler_api  # noqa: E402
 from nodepool_operator.api import nodepool as nodepool_api  # noqa: E402
+from nodepool_operator.api import scalerequest as scalerequest_api  # noqa: E402
 from nodepool_operator.api import wellknown  # noqa: E402
 from nodepool_operator.cloud import provider  # noqa: E402
 from peers import cpu_seconds  # noqa: E402
@@ -101,6 +109,19 @@ IDENTITY_LOGGED = re.compile(r"identity=(\S+) event=candidate")
 UNREGISTERED_READY_BOUND = 60.0
 CONSOLIDATING_BOUND = 300.0
 REQUEST_ANSWER_BOUND = 120.0
+#: The API group and version of each resource the operator informs on outside the core
+#: group, for the bench's count of the same objects (core ones: ``count_resources``).
+GROUPS = {
+    "daemonsets": ("apps", "v1"),
+    "storageclasses": ("storage.k8s.io", "v1"),
+    "poddisruptionbudgets": ("policy", "v1"),
+    nodepool_api.PLURAL: (nodepool_api.GROUP, nodepool_api.VERSION),
+    autoscaler_api.PLURAL: (autoscaler_api.GROUP, autoscaler_api.VERSION),
+    scalerequest_api.PLURAL: (scalerequest_api.GROUP, scalerequest_api.VERSION),
+}
+CACHE_RECHECKS = 3  # more reads of cache and world, 5 s apart, before a difference counts
+CACHE_RECHECK_SECONDS = 5.0
+INFORMER_OBJECTS = "nodepool_operator_informer_objects"
 
 
 def now() -> float:
@@ -289,6 +310,8 @@ class Replica:
 class Scrape:
     depth: float = 0.0
     adds: float = 0.0
+    # resource -> objects held by the informer of the whole resource
+    informers: dict[str, float] = field(default_factory=dict)
 
 
 async def scrape(url: str) -> Scrape | None:
@@ -305,6 +328,8 @@ async def scrape(url: str) -> Scrape | None:
                 found.depth += sample.value
             elif sample.name == "workqueue_adds_total":
                 found.adds += sample.value
+            elif sample.name == INFORMER_OBJECTS and not sample.labels.get("selector"):
+                found.informers[sample.labels["resource"]] = sample.value
     return found
 
 
@@ -332,6 +357,18 @@ class Row:
     cloud_calls: int
     settled: bool
     quiet: bool = False
+    load: float = float("nan")  # the machine's 1-minute load average at the sample
+    cached: dict[str, float] = field(default_factory=dict)  # the leader's informers
+    world: dict[str, int] = field(default_factory=dict)  # the API server's counts
+    cache_waited: float | None = 0.0  # s until cached == world; None: not equal by then
+    write_lines: list[str] = field(default_factory=list)  # the minute's writes, each
+
+    def cache_differences(self) -> list[str]:
+        return [
+            f"{resource} {self.cached[resource]:g} cached, {self.world[resource]} in the server"
+            for resource in sorted(self.cached)
+            if resource in self.world and self.cached[resource] != self.world[resource]
+        ]
 
 
 @dataclass
@@ -783,6 +820,7 @@ class Soak:
             calls = stats.calls_total - calls_before - (self.bench_cloud_calls - bench_before)
             calls_before, bench_before = stats.calls_total, self.bench_cloud_calls
             scraped = await scrape(leader.metrics_url) if leader else None
+            load = os.getloadavg()[0]
             cpu = leader.cpu() if leader else float("nan")
             adds = scraped.adds if scraped else float("nan")
             row = Row(
@@ -807,6 +845,8 @@ class Soak:
                 by_target=Counter(
                     f"{e.verb} {e.target}{'' if e.code < 300 else f' ({e.code})'}" for e in others
                 ),
+                write_lines=[describe_write(e) for e in others],
+                load=load,
                 pending=0,
                 pods=0,
                 nodes=0,
@@ -816,6 +856,8 @@ class Soak:
             )
             await self.count_world(row)
             row.settled = row.settled and row.pending == 0
+            if leader and scraped:
+                await self.compare_caches(row, leader, scraped)
             if leader:
                 previous_cpu[leader.index] = cpu
                 previous_adds[leader.index] = adds
@@ -827,6 +869,43 @@ class Soak:
                 f"cloud calls {row.cloud_calls}, settled {row.settled}, "
                 f"violations {len(self.violations)}"
             )
+
+    async def compare_caches(self, row: Row, leader: Replica, scraped: Scrape) -> None:
+        """The leader's informer counts against the API server's, read again a few times
+        while they differ (a watch event may be on its way); the last reading is kept."""
+        started = now()
+        for attempt in range(CACHE_RECHECKS + 1):
+            if attempt:
+                await asyncio.sleep(CACHE_RECHECK_SECONDS)
+                again = await scrape(leader.metrics_url)
+                if again is None:
+                    break
+                scraped = again
+            row.cached = dict(scraped.informers)
+            row.world = await self.count_resources(sorted(row.cached))
+            if not row.cache_differences():
+                row.cache_waited = now() - started if attempt else 0.0
+                return
+        row.cache_waited = None
+
+    async def count_resources(self, resources: list[str]) -> dict[str, int]:
+        """How many objects of each resource the API server holds, across all namespaces
+        (as the operator's informers of the whole resource see them)."""
+        core = {
+            "nodes": self.core.list_node,
+            "pods": self.core.list_pod_for_all_namespaces,
+            "persistentvolumes": self.core.list_persistent_volume,
+            "persistentvolumeclaims": self.core.list_persistent_volume_claim_for_all_namespaces,
+        }
+        counts: dict[str, int] = {}
+        for resource in resources:
+            if resource in core:
+                counts[resource] = len((await core[resource]()).items)
+            elif resource in GROUPS:
+                group, version = GROUPS[resource]
+                found = await self.custom.list_cluster_custom_object(group, version, resource)
+                counts[resource] = len(found["items"])
+        return counts
 
     async def count_world(self, row: Row) -> None:
         for name in self.pools:
@@ -887,6 +966,11 @@ class Soak:
 
 
 # -- the report ------------------------------------------------------------------------------
+
+
+def describe_write(event: audit.AuditEvent) -> str:
+    where = f"{event.namespace}/{event.name}" if event.namespace else event.name
+    return f"{event.verb} {event.target} {where} {event.code} ({event.user_agent})"
 
 
 QUIET_AFTER = 2  # minutes after the bench's last action before a minute may count as quiet
@@ -970,28 +1054,96 @@ def judgements(soak: Soak) -> list[str]:
     depth = [r for r in quiet if r.depth == r.depth]
     if depth:
         lines.append(
-            f"- Work queues in the quiet minutes: depth {max(r.depth for r in depth):g} at most. "
-            "Informer cache object counts: not exported on /metrics, not judged "
-            "(docs/reliability.md)."
+            f"- Work queues in the quiet minutes: depth {max(r.depth for r in depth):g} at most."
+        )
+    lines += cache_judgements(rows)
+    return lines
+
+
+def cache_judgements(rows: list[Row]) -> list[str]:
+    """For each burst: the leader's informer counts at their peak during it, and at the
+    first quiet minute after its calm against the API server's counts of the same
+    resources."""
+    bursts = [i for i, r in enumerate(rows) if any(a.startswith("burst") for a in r.actions)]
+    if not any(r.cached for r in rows):
+        return ["- Informer object counts: none scraped from the leader, not judged."]
+    lines = [
+        "- Informer object counts after each burst (the leader's "
+        f"`{INFORMER_OBJECTS}` of each whole resource against the number of the same objects "
+        "the API server lists: every Node, every Pod of every namespace, every NodePool, "
+        "Autoscaler, ScaleRequest, DaemonSet, PDB, PV, PVC, StorageClass):"
+    ]
+    for k, start in enumerate(bursts):
+        end = bursts[k + 1] if k + 1 < len(bursts) else len(rows)
+        cycle = rows[start:end]
+        calm = next(
+            (j for j, r in enumerate(cycle) if any(a.startswith("calm") for a in r.actions)), None
+        )
+        # Up to the calm: a minute's counts may be read again seconds into the next burst.
+        busy = cycle if calm is None else cycle[: calm + 1]
+        peak = max(busy, key=lambda r: r.cached.get("pods", 0))
+        head = (
+            f"  - burst at minute {rows[start].minute}: peak {peak.cached.get('pods', 0):g} "
+            f"Pods, {peak.cached.get('nodes', 0):g} Nodes cached (minute {peak.minute})"
+        )
+        judged = next((r for r in cycle[calm or 0 :] if r.quiet and r.cached), None)
+        if calm is None or judged is None:
+            lines.append(f"{head}; no quiet minute after its calm in this run: not judged.")
+            continue
+        counts = ", ".join(
+            f"{resource} {judged.cached[resource]:g}/{judged.world.get(resource, '?')}"
+            for resource in sorted(judged.cached)
+        )
+        if judged.cache_waited is None:
+            verdict = "NOT equal: " + "; ".join(judged.cache_differences())
+        else:
+            verdict = "all equal" + (
+                f" (after {judged.cache_waited:.0f} s of re-reads)" if judged.cache_waited else ""
+            )
+        lines.append(
+            f"{head}; at minute {judged.minute}, the first quiet minute after the calm "
+            f"(minute {cycle[calm].minute}), cached/server: {counts}: {verdict}."
         )
     return lines
+
+
+def quiet_writes(rows: list[Row]) -> list[str]:
+    """Each write the operator made in a quiet minute: verb, object, code, user agent."""
+    return [f"- minute {r.minute}: {line}" for r in rows if r.quiet for line in r.write_lines]
 
 
 def table(rows: list[Row]) -> str:
     lines = [
         "| min | actions | leader | RSS MiB | follower RSS | CPU s | queue depth | queue adds | "
         "writes | Lease writes | 409s | pods Pending / all | Nodes | VMs | cloud calls | "
-        "settled | quiet |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---|",
+        "cached Pods / Nodes | cache = server | settled | quiet | load 1m |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---|---|---|---:|",
     ]
     for r in rows:
         lines.append(
             f"| {r.minute} | {', '.join(r.actions)} | {r.leader} | {r.rss:.1f} | "
             f"{r.follower_rss:.1f} | {r.cpu:.1f} | {r.depth:g} | {r.adds:g} | {r.writes} | "
             f"{r.lease_writes} | {r.conflicts} | {r.pending} / {r.pods} | {r.nodes} | {r.vms} | "
-            f"{r.cloud_calls} | {'yes' if r.settled else 'no'} | {'yes' if r.quiet else ''} |"
+            f"{r.cloud_calls} | {cached_cell(r)} | {cache_cell(r)} | "
+            f"{'yes' if r.settled else 'no'} | {'yes' if r.quiet else ''} | {r.load:.2f} |"
         )
     return "\n".join(lines)
+
+
+def cached_cell(row: Row) -> str:
+    if not row.cached:
+        return ""
+    return f"{row.cached.get('pods', 0):g} / {row.cached.get('nodes', 0):g}"
+
+
+def cache_cell(row: Row) -> str:
+    """Whether every informer's count equalled the server's at the sample ('yes'), after
+    re-reads ('yes, 5 s'), or not even then (the differences)."""
+    if not row.cached:
+        return ""
+    if row.cache_waited is None:
+        return "no: " + "; ".join(row.cache_differences())
+    return "yes" if not row.cache_waited else f"yes, {row.cache_waited:.0f} s"
 
 
 def writes_detail(rows: list[Row]) -> str:
@@ -1010,7 +1162,8 @@ def plot(rows: list[Row], path: Path) -> bool:
     except ImportError:
         return False
     minutes = [r.minute for r in rows]
-    figure, axes = plt.subplots(3, 2, figsize=(13, 10), sharex=True)
+    nan = float("nan")
+    figure, axes = plt.subplots(4, 2, figsize=(13, 13), sharex=True)
     panels = [
         (
             "RSS MiB",
@@ -1031,10 +1184,23 @@ def plot(rows: list[Row], path: Path) -> bool:
             ],
         ),
         ("cloud calls / min", [("calls", [r.cloud_calls for r in rows])]),
+        (
+            "informer objects (leader) vs API server",
+            [
+                *(
+                    (f"cached {resource}", [r.cached.get(resource, nan) for r in rows])
+                    for resource in ("pods", "nodes", "scalerequests")
+                ),
+                ("server pods", [r.world.get("pods", nan) for r in rows]),
+                ("server nodes", [r.world.get("nodes", nan) for r in rows]),
+            ],
+        ),
+        ("machine load average (1 min, 2 cores shared)", [("load", [r.load for r in rows])]),
     ]
     for axis, (title, series) in zip(axes.flat, panels, strict=True):
         for label, values in series:
-            axis.plot(minutes, values, marker=".", label=label)
+            style = ":" if label.startswith("server") else "-"
+            axis.plot(minutes, values, marker=".", linestyle=style, label=label)
         for r in rows:
             if r.quiet:
                 axis.axvspan(r.minute - 1, r.minute, color="green", alpha=0.08)
@@ -1083,6 +1249,9 @@ def report(soak: Soak, *, started: str, png: str) -> str:
     ]
     lines += [f"- {v.line(soak.began)}" for v in soak.violations]
     lines += ["", "Judgements (issue 52):", *judgements(soak), ""]
+    noisy = quiet_writes(soak.rows)
+    if noisy:
+        lines += ["Writes in the quiet minutes, each (verb, object, code, user agent):", *noisy, ""]
     lines += [
         f"Operator ERROR log lines (both replicas, all starts): {soak.errors_logged}. "
         f"Operator crashes the bench caused: {soak.fleet.crashes}.",

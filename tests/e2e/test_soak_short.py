@@ -5,7 +5,8 @@ two operator replicas through one compressed cycle: bursts, a Job, a template ed
 deleted in the cloud, a StatefulSet rolled, a Node's heartbeat stopped, the follower
 restarted, the leader killed and the new leader restarted. It exits 1 on any invariant
 violation; here it must exit 0, print no violation, and leave its per-minute table and
-judgements in the results.
+judgements in the results; and in every settled minute the leader's informers (their
+``nodepool_operator_informer_objects``) must hold as many objects as the API server does.
 The hour is recorded in bench/results/soak.md and docs/reliability.md.
 """
 
@@ -48,3 +49,12 @@ def test_five_minutes_of_churn_break_no_invariant(tmp_path: Path) -> None:
     for action in ("restart-follower", "kill-leader", "restart-leader"):
         assert action in report, action
     assert "Judgements (issue 52):" in report
+    # The leader's informer counts against the server's, by minute: in a settled minute
+    # (nothing Pending, every pool settled) they must be equal (within the bench's re-reads).
+    header = next(line for line in report.splitlines() if line.startswith("| min |"))
+    columns = [cell.strip() for cell in header.strip("|").split("|")]
+    cache, settled = columns.index("cache = server"), columns.index("settled")
+    cells = [[cell.strip() for cell in line.strip("|").split("|")] for line in rows]
+    compared = [c for c in cells if c[settled] == "yes" and c[cache]]
+    assert compared, report
+    assert all(c[cache].startswith("yes") for c in compared), report

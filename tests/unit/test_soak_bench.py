@@ -118,3 +118,47 @@ def test_rss_is_not_judged_when_the_last_leader_led_under_ten_minutes() -> None:
 
 def test_the_slope_is_per_hour() -> None:
     assert soak.slope_per_hour([(m, 100.0 + 0.5 * m) for m in range(10, 40)]) == 30.0
+
+
+def test_the_caches_are_judged_at_the_first_quiet_minute_after_each_bursts_calm() -> None:
+    world = {"nodes": 3, "pods": 9}
+    rows = [
+        row(1, actions=["burst soak-a=20"], cached={"nodes": 5, "pods": 24}, world=world),
+        row(2, cached={"nodes": 5, "pods": 24}, world={"nodes": 5, "pods": 24}),
+        row(3, actions=["calm soak-a=2"], cached={"nodes": 5, "pods": 9}, world=world),
+        row(4, cached={"nodes": 3, "pods": 9}, world=world),
+        row(5, cached={"nodes": 3, "pods": 9}, world=world),
+        row(6, cached={"nodes": 3, "pods": 9}, world=world, cache_waited=5.0),
+        # Read again 5 s into the next burst: its counts are not the first burst's peak.
+        row(7, cached={"nodes": 6, "pods": 30}, world=world, cache_waited=5.0),
+        # The second burst: its caches keep two Pods that are gone.
+        row(8, actions=["burst soak-a=20"], cached={"nodes": 5, "pods": 24}, world=world),
+        row(9, actions=["calm soak-a=2"], cached={"nodes": 5, "pods": 24}, world=world),
+        *(
+            row(m, cached={"nodes": 3, "pods": 11}, world=world, cache_waited=None)
+            for m in (10, 11, 12, 13)
+        ),
+    ]
+    soak.mark_quiet(rows)
+
+    first, second = soak.cache_judgements(rows)[1:]
+
+    assert "burst at minute 1: peak 24 Pods, 5 Nodes cached (minute 1)" in first
+    assert "at minute 6, the first quiet minute after the calm (minute 3)" in first
+    assert "nodes 3/3, pods 9/9: all equal (after 5 s of re-reads)." in first
+    assert "burst at minute 8" in second
+    assert "at minute 12" in second
+    assert "NOT equal: pods 11 cached, 9 in the server" in second
+    assert soak.cache_cell(rows[5]) == "yes, 5 s"
+    assert soak.cache_cell(rows[-1]) == "no: pods 11 cached, 9 in the server"
+
+
+def test_a_burst_without_a_quiet_minute_after_its_calm_is_not_judged() -> None:
+    rows = [
+        row(1, actions=["burst soak-a=20"], cached={"pods": 24}, world={"pods": 24}),
+        row(2, actions=["calm soak-a=2"], cached={"pods": 9}, world={"pods": 9}),
+        row(3, cached={"pods": 9}, world={"pods": 9}),
+    ]
+    soak.mark_quiet(rows)
+
+    assert "not judged" in soak.cache_judgements(rows)[1]

@@ -30,9 +30,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
+from prometheus_client import Gauge
+
 from nodepool_operator import pacing
 from nodepool_operator.runtime import clock as clock_module
-from nodepool_operator.runtime import errors
+from nodepool_operator.runtime import errors, metrics
 from nodepool_operator.runtime.client import Client, Object, Resource
 
 __all__ = [
@@ -169,6 +171,8 @@ class Informer:
         self._resource_version = ""
         self.lists = 0  # how many full LISTs were made: 1 + one per 410 Gone or failure
         self.watches = 0
+        # Set once the informer runs: a replayed recording is no cache of this process.
+        self._size_gauge: Gauge | None = None
 
     @classmethod
     def holding(
@@ -257,6 +261,20 @@ class Informer:
     def __len__(self) -> int:
         return len(self._store)
 
+    def selector(self) -> str:
+        """What narrows this informer below its whole resource, as the ``selector`` label of
+        ``nodepool_operator_informer_objects`` says it ("" for the whole resource)."""
+        parts = [
+            f"{name}={value}"
+            for name, value in (
+                ("namespace", self.namespace),
+                ("labels", self.label_selector),
+                ("fields", self.field_selector),
+            )
+            if value
+        ]
+        return ";".join(parts)
+
     @property
     def resource_version(self) -> str:
         return self._resource_version
@@ -271,6 +289,10 @@ class Informer:
         """
         if self.client is None:
             raise RuntimeError(f"the {self.resource.plural} informer replays a recording")
+        self._size_gauge = metrics.nodepool_operator_informer_objects.labels(
+            resource=self.resource.plural, selector=self.selector()
+        )
+        self._size_gauge.set(len(self._store))
         failures = 0  # failed or empty watches in a row: what the next wait grows with
         need_list = not self._resource_version
         while True:
@@ -395,12 +417,18 @@ class Informer:
                 index.remove(key, old)
             index.add(key, obj)
         self._store[key] = obj
+        self._export_size()
 
     def _delete(self, key: str, *, last_state: Object | None = None) -> None:
         old = self._store.pop(key)
         for index in self._indexes.values():
             index.remove(key, old)
+        self._export_size()
         self._emit_delete(last_state or old)
+
+    def _export_size(self) -> None:
+        if self._size_gauge is not None:
+            self._size_gauge.set(len(self._store))
 
     def _emit_add(self, obj: Object) -> None:
         for handler in self._handlers:

@@ -4,9 +4,12 @@ Dashboards and alerts written for controller-runtime operators work unchanged: t
 reconcile, workqueue and leader-election series keep their names, labels and buckets
 (workqueue series carry only the `name` label). The API client's series are labelled
 by resource rather than host: `rest_client_requests_total{verb,resource,code}` and
-`rest_client_request_duration_seconds{verb,resource}`. One series is ours:
+`rest_client_request_duration_seconds{verb,resource}`. Series of ours:
 `nodepool_conflicts_total{controller,resource}` counts the 409s our writers met, the
 number the conflict-handling design exists to keep low.
+`nodepool_operator_informer_objects{resource,selector}` is the number of objects each
+running informer holds: a cache that keeps what is gone grows apart from the cluster
+(`selector` is empty for an informer of a whole resource).
 
 Each Python name is the metric's name. The objects are module-level singletons in
 `prometheus_client.REGISTRY`, so any `/metrics` endpoint built on prometheus_client serves
@@ -34,6 +37,7 @@ __all__ = [
     "leader_election_master_status",
     "nodepool_conflicts_total",
     "nodepool_events_total",
+    "nodepool_operator_informer_objects",
     "nodepool_status_writes_total",
     "rest_client_request_duration_seconds",
     "rest_client_requests_total",
@@ -176,6 +180,11 @@ nodepool_events_total: Final = Counter(
     "nodepool_events_total",
     "Number of Kubernetes Events recorded (new or folded into a repeat)",
     ["component", "type", "reason"],
+)
+nodepool_operator_informer_objects: Final = Gauge(
+    "nodepool_operator_informer_objects",
+    "Number of objects held in the cache of a running informer",
+    ["resource", "selector"],
 )
 
 

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from nodepool_operator.runtime import clock as clock_
 from nodepool_operator.runtime import errors, informer
@@ -415,6 +416,62 @@ async def test_selectors_and_namespace_reach_list_and_watch(
         assert call["namespace"] == "ns"
         assert call["label_selector"] == "app=x"
         assert call["field_selector"] == "metadata.name=a"
+
+
+def _exported_size(resource: str, selector: str) -> float | None:
+    return REGISTRY.get_sample_value(
+        "nodepool_operator_informer_objects", {"resource": resource, "selector": selector}
+    )
+
+
+async def test_the_object_count_on_metrics_follows_the_list_the_watch_and_a_relist(
+    api: WidgetServer, clock: clock_.FakeClock
+) -> None:
+    counted = Resource("example.dev", "v1", "countedwidgets", "Widget", namespaced=True)
+    for name in ("a", "b", "c"):
+        api.put(name)
+    subject = informer.Informer(api, counted, clock=clock)  # type: ignore[arg-type]
+    async with _running(subject, api):
+        assert _exported_size("countedwidgets", "") == 3
+        api.emit_put("d")
+        await _until(lambda: len(subject) == 4)
+        assert _exported_size("countedwidgets", "") == 4
+        api.emit_remove("a")
+        api.emit_remove("b")
+        await _until(lambda: len(subject) == 2)
+        assert _exported_size("countedwidgets", "") == 2
+        # Gone while away: the re-list's deletes bring the count back to the server's.
+        api.remove("c")
+        api.emit(errors.Gone("too old resource version"))
+        await _until(lambda: subject.lists == 2 and len(api.watch_calls) == 2)
+        assert _exported_size("countedwidgets", "") == len(api.objects) == 1
+
+
+async def test_the_object_count_is_labelled_by_what_narrows_the_informer(
+    api: WidgetServer, clock: clock_.FakeClock
+) -> None:
+    api.put("a")
+    narrowed = Resource("example.dev", "v1", "narrowedwidgets", "Widget", namespaced=True)
+    subject = informer.Informer(
+        api,  # type: ignore[arg-type]
+        narrowed,
+        clock=clock,
+        namespace="ns",
+        label_selector="app=x",
+        field_selector="metadata.name=a",
+    )
+    async with _running(subject, api):
+        pass
+    selector = "namespace=ns;labels=app=x;fields=metadata.name=a"
+    assert subject.selector() == selector
+    assert _exported_size("narrowedwidgets", selector) == 1
+    assert _exported_size("narrowedwidgets", "") is None
+
+
+def test_a_replayed_recording_exports_no_object_count() -> None:
+    replayed = Resource("example.dev", "v1", "replayedwidgets", "Widget", namespaced=True)
+    informer.Informer.holding(replayed, [WidgetServer().put("a")])
+    assert _exported_size("replayedwidgets", "") is None
 
 
 async def test_the_transform_applies_to_listed_and_watched_objects(

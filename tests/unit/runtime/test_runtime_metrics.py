@@ -26,6 +26,7 @@ EXPECTED = [
     ("nodepool_conflicts_total", "counter", ("controller", "resource")),
     ("nodepool_status_writes_total", "counter", ("controller", "resource")),
     ("nodepool_events_total", "counter", ("component", "type", "reason")),
+    ("nodepool_operator_informer_objects", "gauge", ("resource", "selector")),
 ]
 
 
