@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import datetime
 import itertools
 import socket
@@ -33,7 +34,7 @@ import boto3
 
 from nodepool_devtools.cluster import children
 from nodepool_operator.api import launch
-from nodepool_operator.cloud import aws_launch
+from nodepool_operator.cloud import aws_launch, provider
 
 REGION = "us-east-1"
 # moto accepts any credentials; these only let the SDK's chain find some.
@@ -141,6 +142,23 @@ def running(log: Path) -> Iterator[MotoEc2]:
         yield server
     finally:
         server.stop()
+
+
+def machine_spec(settings: launch.AwsLaunch, **changes: Any) -> provider.MachineSpec:
+    """A spec ``INSTANCE_TYPE`` fits, launched with ``settings`` in us-east-1c; ``changes``
+    replace any of its fields."""
+    section = launch.ProviderSection(aws=settings)
+    spec = provider.MachineSpec(
+        cpu=CPU, memory=MEMORY, pods=110, zone="us-east-1c", pool_uid="uid", launch=section
+    )
+    return dataclasses.replace(spec, **changes)
+
+
+async def queue_depth(sqs: Any, url: str) -> int:
+    """The SQS queue's messages: those waiting and those received but not yet deleted."""
+    counted = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+    answer = await sqs.get_queue_attributes(QueueUrl=url, AttributeNames=counted)
+    return sum(int(answer["Attributes"][name]) for name in counted)
 
 
 def tag(instance: dict[str, Any], key: str) -> str | None:

@@ -429,6 +429,15 @@ def run(
             "re-read when it changes. Without it, calls carry no credential."
         ),
     ] = None,
+    interruption_queue: Annotated[
+        str | None,
+        typer.Option(
+            help="--cloud aws: URL of the SQS queue EventBridge sends EC2's interruption "
+            "messages to (spot interruption warnings, scheduled changes, instances "
+            "stopping; deploy/aws/): a noticed node is tainted, cordoned and replaced at "
+            "once. The simcloud tells its own notices without it."
+        ),
+    ] = None,
     leader_elect: Annotated[
         bool, typer.Option(help="Run controllers only while holding the Lease.")
     ] = False,
@@ -520,6 +529,7 @@ def run(
         cloud_token_file=cloud_token_file,
         cloud=cloud,
         cluster_name=cluster_name,
+        interruption_queue=interruption_queue,
         leader_elect=leader_elect,
         leader_election_namespace=leader_election_namespace,
         metrics_port=metrics_port,

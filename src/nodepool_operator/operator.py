@@ -1,4 +1,5 @@
-"""The operator process: one manager running both controllers against one API server."""
+"""The operator process: one manager running the controllers (NodePool, Autoscaler, and
+interruptions where the cloud tells of them) against one API server."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import sys
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
@@ -20,6 +22,7 @@ from nodepool_operator.cloud import credentials, provider, selection
 from nodepool_operator.controllers import offerings
 from nodepool_operator.controllers.autoscaler import setup as autoscaler_setup
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
+from nodepool_operator.controllers.interruptions import setup as interruptions_setup
 from nodepool_operator.controllers.nodepool import setup as nodepool_setup
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.runtime import clock as runtime_clock
@@ -34,6 +37,7 @@ __all__ = [
     "api_client",
     "check_cloud_credential",
     "configure_logging",
+    "event_source",
     "run_operator",
 ]
 
@@ -50,6 +54,9 @@ class OperatorOptions:
     cluster_name: str | None = None
     """The cluster whose VMs the provider makes and sees; required for aws, the simcloud's
     default is the kubeconfig's current cluster."""
+    interruption_queue: str | None = None
+    """EC2: the SQS queue of EventBridge's interruption messages (none: not read). The
+    simcloud tells its own (``GET /v1/events``)."""
     leader_elect: bool = False
     leader_election_namespace: str = "nodepool-system"
     leader_election_id: str = "nodepool-operator"
@@ -149,6 +156,25 @@ async def check_cloud_credential(
     return True
 
 
+def event_source(
+    cloud: provider.CloudProvider, *, name: str, interruption_queue: str | None
+) -> provider.EventSource | None:
+    """Where the interruptions controller hears of the cloud taking VMs back: the simcloud's
+    event stream, EC2's queue when one is given, any other provider's ``events`` when it
+    has them; None: nothing to read (no controller then)."""
+    if name == "aws" and interruption_queue is None:
+        log.warning(
+            "event=interruptions-off cloud=aws reason=no --interruption-queue: a spot "
+            "interruption is noticed only once the instance is gone"
+        )
+        return None
+    if name not in ("aws", "simcloud") and interruption_queue is not None:
+        log.warning("event=interruption-queue-ignored cloud=%s", name)
+    if callable(getattr(cloud, "events", None)) and callable(getattr(cloud, "handled", None)):
+        return cast(provider.EventSource, cloud)
+    return None
+
+
 async def run_operator(options: OperatorOptions, *, stop: asyncio.Event | None = None) -> None:
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -170,7 +196,10 @@ async def run_operator(options: OperatorOptions, *, stop: asyncio.Event | None =
     cloud = selection.create(
         options.cloud,
         selection.ProviderOptions(
-            endpoint=options.cloud_endpoint, token=token, cluster_name=cluster_name
+            endpoint=options.cloud_endpoint,
+            token=token,
+            cluster_name=cluster_name,
+            interruption_queue=options.interruption_queue,
         ),
     )
     api = await api_client(options.kubeconfig)
@@ -205,7 +234,14 @@ async def run_operator(options: OperatorOptions, *, stop: asyncio.Event | None =
         nodepool_setup.setup(
             manager, cloud=cloud, config=options.nodepool, offerings_catalog=offerings_catalog
         )
-        autoscaler_setup.setup(manager, config=options.autoscaler)
+        autoscaler_setup.setup(
+            manager, config=options.autoscaler, offerings_catalog=offerings_catalog
+        )
+        events = event_source(
+            cloud, name=options.cloud, interruption_queue=options.interruption_queue
+        )
+        if events is not None:
+            interruptions_setup.setup(manager, source=events)
         log.info(
             "event=starting cloud=%s cluster=%s endpoint=%s cloud_auth=%s leader_elect=%s",
             options.cloud,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,18 +16,15 @@ from harness import AUTOSCALERS, POOLS, REQUESTS, Sampler, wait_for
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
+from nodepool_operator.controllers import cached
+from nodepool_operator.controllers.nodepool.nodes import KWOK_ANNOTATION
 
 
 async def create_pool(
     custom: client.CustomObjectsApi, name: str, *, min_nodes: int = 0, max_nodes: int = 10
 ) -> None:
-    spec = nodepool_api.NodePoolSpec(
-        target_nodes=min_nodes,
-        min_nodes=min_nodes,
-        max_nodes=max_nodes,
-        template=nodepool_api.NodeTemplate(cpu="4", memory="16Gi", pods=110),
-    )
-    await custom.create_cluster_custom_object(*POOLS, nodepool_api.manifest(name, spec))
+    """A pool of 4 CPU / 16Gi nodes, at ``min_nodes`` (``make_pool``)."""
+    await make_pool(custom, name, min_nodes=min_nodes, max_nodes=max_nodes)
 
 
 async def create_autoscaler(
@@ -36,13 +34,16 @@ async def create_autoscaler(
     pool: str,
     namespace: str,
     unneeded_seconds: int = 600,
+    scale_down: bool = True,
 ) -> None:
+    """An Autoscaler of ``pool`` for the pods of ``namespace``, scanning every second."""
+    policy = autoscaler_api.ScaleDownPolicy(enabled=scale_down, unneeded_seconds=unneeded_seconds)
     spec = autoscaler_api.AutoscalerSpec(
         node_pool_name=pool,
         namespaces=(namespace,),
         scan_interval_seconds=1,
         batch_window_seconds=0.5,
-        scale_down=autoscaler_api.ScaleDownPolicy(enabled=True, unneeded_seconds=unneeded_seconds),
+        scale_down=policy,
     )
     await custom.create_cluster_custom_object(*AUTOSCALERS, autoscaler_api.manifest(name, spec))
 
@@ -102,6 +103,19 @@ async def events(
     return list(found.items)
 
 
+async def events_of(
+    core: client.CoreV1Api, pods: list[client.V1Pod], *, reason: str
+) -> list[client.CoreV1Event]:
+    """The events of ``reason`` about each of ``pods``, pod after pod (``events``)."""
+    return [
+        event
+        for pod in pods
+        for event in await events(
+            core, pod.metadata.namespace, name=pod.metadata.name, reason=reason
+        )
+    ]
+
+
 async def autoscaler_status(custom: client.CustomObjectsApi, name: str) -> dict[str, Any]:
     obj = await custom.get_cluster_custom_object(*AUTOSCALERS, name)
     status: dict[str, Any] = obj.get("status", {})
@@ -116,25 +130,20 @@ async def make_pool(
     custom: client.CustomObjectsApi,
     name: str,
     *,
+    min_nodes: int = 0,
     max_nodes: int = 10,
     weight: int = 0,
-    zones: tuple[str, ...] = (),
-    reserved: dict[str, str] | None = None,
-    labels: dict[str, str] | None = None,
+    **template: Any,
 ) -> None:
+    """A pool of 4 CPU / 16Gi nodes (110 pods), at ``min_nodes`` (``template``: the other
+    fields of its NodeTemplate: zones, reserved, labels)."""
+    node = nodepool_api.NodeTemplate(cpu="4", memory="16Gi", pods=110, **template)
     spec = nodepool_api.NodePoolSpec(
-        target_nodes=0,
-        min_nodes=0,
+        target_nodes=min_nodes,
+        min_nodes=min_nodes,
         max_nodes=max_nodes,
         weight=weight,
-        template=nodepool_api.NodeTemplate(
-            cpu="4",
-            memory="16Gi",
-            pods=110,
-            zones=zones,
-            reserved=reserved or {},
-            labels=labels or {},
-        ),
+        template=node,
     )
     await custom.create_cluster_custom_object(*POOLS, nodepool_api.manifest(name, spec))
 
@@ -142,14 +151,76 @@ async def make_pool(
 async def make_autoscaler(
     custom: client.CustomObjectsApi, name: str, *, pool: str, namespace: str
 ) -> None:
-    spec = autoscaler_api.AutoscalerSpec(
-        node_pool_name=pool,
-        namespaces=(namespace,),
-        scan_interval_seconds=1,
-        batch_window_seconds=0.5,
-        scale_down=autoscaler_api.ScaleDownPolicy(enabled=False, unneeded_seconds=600),
-    )
-    await custom.create_cluster_custom_object(*AUTOSCALERS, autoscaler_api.manifest(name, spec))
+    """``create_autoscaler`` that never scales down."""
+    await create_autoscaler(custom, name, pool=pool, namespace=namespace, scale_down=False)
+
+
+def kwok_node(
+    name: str,
+    *,
+    labels: dict[str, str],
+    room: dict[str, str],
+    annotations: dict[str, str] | None = None,
+    owners: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A Node kwok keeps Ready (it carries kwok's annotation, with ``annotations``), whose
+    capacity and allocatable are ``room``; ``owners``, its ownerReferences."""
+    metadata: dict[str, Any] = {
+        "name": name,
+        "labels": labels,
+        "annotations": {KWOK_ANNOTATION: "fake", **(annotations or {})},
+    }
+    if owners is not None:
+        metadata["ownerReferences"] = owners
+    status = {"capacity": room, "allocatable": room}
+    return {"apiVersion": "v1", "kind": "Node", "metadata": metadata, "spec": {}, "status": status}
+
+
+def bound_pair(
+    namespace: str,
+    claim: str,
+    *,
+    volume: str,
+    storage_class: str,
+    key: str,
+    value: str,
+    labels: dict[str, str] | None = None,
+    **source: Any,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A 1Gi PersistentVolume ``volume`` only nodes labelled ``key=value`` reach (``source``:
+    the other fields of its spec), and the claim ``claim`` of ``namespace``, bound to each
+    other as the PV controller would leave them."""
+    expression = {"key": key, "operator": "In", "values": [value]}
+    persistent_volume = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": volume, **({"labels": labels} if labels else {})},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": storage_class,
+            "claimRef": {"namespace": namespace, "name": claim},
+            "nodeAffinity": {
+                "required": {"nodeSelectorTerms": [{"matchExpressions": [expression]}]}
+            },
+            **source,
+        },
+    }
+    bound_claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": claim,
+            "annotations": {cached.BIND_COMPLETED_ANNOTATION: "yes"},
+        },
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": storage_class,
+            "volumeName": volume,
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }
+    return persistent_volume, bound_claim
 
 
 def pod(name: str, spec: dict[str, Any], *, labels: dict[str, str] | None = None) -> Any:
@@ -170,17 +241,23 @@ async def scale_up(
     *,
     pool: str,
     namespace: str,
-    pods: list[dict[str, Any]],
     running_pods: int,
+    pods: Sequence[dict[str, Any]] = (),
+    deployments: Sequence[dict[str, Any]] = (),
+    within: float = 90,
 ) -> History:
-    """Create the pods, wait for ``running_pods`` Running; the pool's history."""
+    """Create the pods and the deployments, wait (up to ``within`` seconds) for
+    ``running_pods`` Running; the pool's history."""
     custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
+    apps = client.AppsV1Api(api_client)
     history = History(custom, pool)
     history.start()
     try:
         for manifest in pods:
             await core.create_namespaced_pod(namespace, manifest)
-        await wait_for(lambda: running(core, namespace, running_pods), within=90)
+        for manifest in deployments:
+            await apps.create_namespaced_deployment(namespace, manifest)
+        await wait_for(lambda: running(core, namespace, running_pods), within=within)
         await asyncio.sleep(3)  # three more scans with everything settled: no late request
     finally:
         await history.stop()

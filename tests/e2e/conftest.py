@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
+from e2e.scenes import Operators, World
 from harness import AUTOSCALERS, CLI, Operator, Process, SimCloud, operator_args, remove_pool
 from nodepool_devtools.cluster import install
 from nodepool_devtools.cluster.pytest_plugin import Cluster
@@ -95,20 +96,16 @@ def start_operator(
     cluster: Cluster, tmp_path: Path, operator_rbac: None
 ) -> Iterator[Callable[..., Operator]]:
     """Start `nodepool-operator run` as the `nodepool-operator` user, under the deployed RBAC."""
-    started: list[Operator] = []
+    operators = Operators(tmp_path)
 
     def start(cloud: SimCloud, *extra: str, identity: str = "operator") -> Operator:
-        kubeconfig = cluster.plane.kubeconfig_for(identity) if cluster.plane else cluster.kubeconfig
         reach = ("--cloud-endpoint", cloud.endpoint, "--cloud-token-file", str(cloud.token_file))
-        args = [*CLI, *operator_args(kubeconfig, *reach), *extra]
-        operator = Operator("operator", args, tmp_path / f"operator-{len(started)}.log")
-        operator.start()
-        started.append(operator)
-        return operator
+        return operators.start(
+            [*CLI, *operator_args(cluster.kubeconfig_for(identity), *reach), *extra]
+        )
 
     yield start
-    for operator in started:
-        operator.stop()
+    operators.stop_all()
 
 
 @pytest.fixture
@@ -127,6 +124,38 @@ async def autoscaler_name(api_client: client.ApiClient, crds_installed: None) ->
     custom = client.CustomObjectsApi(api_client)
     with contextlib.suppress(client.exceptions.ApiException):
         await custom.delete_cluster_custom_object(*AUTOSCALERS, name)
+
+
+@pytest.fixture
+def world(
+    api_client: client.ApiClient,
+    cluster: Cluster,
+    start_simcloud: Callable[..., Any],
+    start_hollow_simcloud: Callable[..., Any],
+    start_operator: Callable[..., Operator],
+    pool_name: str,
+    autoscaler_name: str,
+    namespace: str,
+) -> World:
+    """What an e2e test works in (``World``). The names come after the starters, so the
+    namespace, the Autoscaler and the pool are removed while the operator still runs."""
+    return World(
+        api_client,
+        cluster,
+        pool_name,
+        autoscaler_name,
+        namespace,
+        start_simcloud,
+        start_hollow_simcloud,
+        start_operator,
+    )
+
+
+@pytest.fixture
+async def operator(world: World) -> Operator:
+    """An operator, against a simcloud whose VMs boot in one second."""
+    _, started = await world.operated(latency=1)
+    return started
 
 
 def pytest_configure(config: pytest.Config) -> None:

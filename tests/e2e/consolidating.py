@@ -8,7 +8,8 @@ from typing import Any
 from kubernetes_asyncio import client
 
 import workloads
-from e2e.autoscaling import create_pool, running
+from e2e.autoscaling import running
+from e2e.scenes import World
 from harness import MERGE, POOLS, wait_for
 from nodepool_operator.api import wellknown
 
@@ -68,22 +69,20 @@ def preferring(node: str) -> dict[str, Any]:
     }
 
 
-async def two_nodes(
-    custom: client.CustomObjectsApi,
-    core: client.CoreV1Api,
-    apps: client.AppsV1Api,
-    *,
-    pool: str,
-    namespace: str,
-) -> tuple[str, str]:
-    """A pool of two nodes: the first half full with two pods that must stay on it."""
-    await create_pool(custom, pool)
-    await custom.patch_cluster_custom_object(
-        *POOLS, pool, {"spec": {"targetNodes": 2}}, _content_type=MERGE
+async def pool_of(world: World, nodes: int) -> None:
+    """The world's pool (``World.create_pool``) grown by hand to ``nodes`` nodes."""
+    await world.create_pool()
+    await world.custom.patch_cluster_custom_object(
+        *POOLS, world.pool, {"spec": {"targetNodes": nodes}}, _content_type=MERGE
     )
-    await wait_for(lambda: pool_settled(custom, pool, 2), within=60)
-    first, second = sorted(n.metadata.name for n in await pool_nodes(core, pool))
-    anchor = deployment("anchor", pool=pool, replicas=2, **pinned(first))
-    await apps.create_namespaced_deployment(namespace, anchor)
-    await wait_for(lambda: running(core, namespace, 2), within=60)
+    await wait_for(lambda: pool_settled(world.custom, world.pool, nodes), within=60)
+
+
+async def two_nodes(world: World) -> tuple[str, str]:
+    """A pool of two nodes: the first half full with two pods that must stay on it."""
+    await pool_of(world, 2)
+    first, second = sorted(n.metadata.name for n in await pool_nodes(world.core, world.pool))
+    anchor = deployment("anchor", pool=world.pool, replicas=2, **pinned(first))
+    await world.apps.create_namespaced_deployment(world.namespace, anchor)
+    await wait_for(lambda: running(world.core, world.namespace, 2), within=60)
     return first, second

@@ -4,15 +4,15 @@ Node registered and reported Ready by its own kubelet."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
 from kubernetes_asyncio import client
 
+from e2e.scenes import World
 from harness import POOLS, Operator, SimCloud, settled, wait_for
 from nodepool_operator.api import nodepool as nodepool_api
 
-__all__ = ["BOOT", "ONE_CPU_NODE", "HollowScene", "hollow_pool"]
+__all__ = ["BOOT", "ONE_CPU_NODE", "HollowScene", "hollow_cloud", "hollow_pool"]
 
 #: What kubemark's fake cAdvisor reports on every VM, whatever its shape.
 ONE_CPU_NODE = nodepool_api.NodeTemplate(cpu="1", memory="3840Mi", pods=110)
@@ -27,22 +27,20 @@ class HollowScene(NamedTuple):
     core: client.CoreV1Api
 
 
-async def hollow_pool(
-    api_client: client.ApiClient,
-    start_hollow_simcloud: Callable[..., Awaitable[SimCloud]],
-    start_operator: Callable[..., Operator],
-    name: str,
-    *,
-    target: int,
-    **spec: Any,
-) -> HollowScene:
-    """A pool ``name`` of ``ONE_CPU_NODE`` nodes (``spec``: other NodePoolSpec fields) on
-    hollow kubelets, once it has ``target`` Ready Nodes and nothing under way."""
-    cloud = await start_hollow_simcloud(*BOOT)
+async def hollow_cloud(world: World) -> SimCloud:
+    """A simcloud whose VMs boot hollow kubelets (``BOOT``), its client open."""
+    cloud = await world.start_hollow_simcloud(*BOOT)
     assert cloud.client is not None
-    operator = start_operator(cloud)
-    custom = client.CustomObjectsApi(api_client)
+    return cloud
+
+
+async def hollow_pool(world: World, *, target: int, **spec: Any) -> HollowScene:
+    """The world's pool of ``ONE_CPU_NODE`` nodes (``spec``: other NodePoolSpec fields) on
+    hollow kubelets, once it has ``target`` Ready Nodes and nothing under way."""
+    cloud = await hollow_cloud(world)
+    operator = world.start_operator(cloud)
+    custom, name = world.custom, world.pool
     body = nodepool_api.NodePoolSpec(target_nodes=target, template=ONE_CPU_NODE, **spec)
     await custom.create_cluster_custom_object(*POOLS, nodepool_api.manifest(name, body))
     await wait_for(lambda: settled(custom, name, target), within=90)
-    return HollowScene(cloud, operator, custom, client.CoreV1Api(api_client))
+    return HollowScene(cloud, operator, custom, world.core)

@@ -20,14 +20,14 @@ from e2e.autoscaling import (
     History,
     autoscaler_status,
     condition,
-    create_autoscaler,
-    create_pool,
     deployment,
     events,
+    events_of,
     phases,
     running,
 )
-from harness import POOLS, REQUESTS, Operator, SimCloud, wait_for
+from e2e.scenes import World
+from harness import POOLS, REQUESTS, wait_for
 from nodepool_operator.api import wellknown
 
 
@@ -62,51 +62,28 @@ def directions(values: list[int]) -> list[str]:
 
 
 async def test_ten_pods_get_exactly_three_nodes_and_none_extra_while_they_boot(
-    api_client: client.ApiClient,
-    start_simcloud: Any,
-    start_operator: Any,
-    pool_name: str,
-    autoscaler_name: str,
-    namespace: str,
+    world: World,
 ) -> None:
-    cloud: SimCloud = await start_simcloud("--create-latency", "5", "--latency-jitter", "0")
-    operator: Operator = start_operator(cloud)
-    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
-    apps = client.AppsV1Api(api_client)
-    await create_pool(custom, pool_name)
-    await create_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
-    history = History(custom, pool_name)
-    history.start()
-    try:
-        await apps.create_namespaced_deployment(
-            namespace, deployment("web", pool=pool_name, replicas=10)
-        )
-        await wait_for(lambda: running(core, namespace, 10), within=90)
-        await asyncio.sleep(3)  # three more scans with everything settled
-    finally:
-        await history.stop()
+    cloud, operator = await world.autoscaled(latency=5)
+    history = await world.scale_up(
+        deployments=[deployment("web", pool=world.pool, replicas=10)], running_pods=10
+    )
     # Up to three and never beyond: no request asked for a fourth node while they booted.
     assert directions(history.values) == ["up"]
     assert history.values[-1] == 3
     assert max(history.requests.values()) == 3
     assert cloud.client is not None
     stats = await cloud.client.stats()
-    assert sorted(stats.creations_by_name) == [f"{pool_name}-{i}" for i in range(3)]
-    nodes = await core.list_node(label_selector=wellknown.pool_selector(pool_name))
+    assert sorted(stats.creations_by_name) == [f"{world.pool}-{i}" for i in range(3)]
+    nodes = await world.core.list_node(label_selector=wellknown.pool_selector(world.pool))
     assert len(nodes.items) == 3
-    status = await autoscaler_status(custom, autoscaler_name)
+    status = await autoscaler_status(world.custom, world.autoscaler)
     assert status["lastRequest"]["targetNodes"] == 3
     assert (status["pendingPods"], status["unschedulablePods"]) == (0, 0)
     assert condition(status, "Ready")["status"] == "True"
     assert condition(status, "LimitReached")["status"] == "False"
-    pods = (await core.list_namespaced_pod(namespace)).items
-    triggered = [
-        event
-        for pod in pods
-        for event in await events(
-            core, namespace, name=pod.metadata.name, reason="TriggeredScaleUp"
-        )
-    ]
+    pods = (await world.core.list_namespaced_pod(world.namespace)).items
+    triggered = await events_of(world.core, pods, reason="TriggeredScaleUp")
     assert all(event.count == 1 for event in triggered)  # each pod told once
     # One request: every pod was on a new node. Two (the burst split by the batch window):
     # the pods of the first request's room were told then, the rest at the second.
@@ -114,24 +91,15 @@ async def test_ten_pods_get_exactly_three_nodes_and_none_extra_while_they_boot(
     assert operator.errors_logged() == []
 
 
-async def test_a_pod_bigger_than_a_node_gets_one_warning_and_no_node(
-    api_client: client.ApiClient,
-    start_simcloud: Any,
-    start_operator: Any,
-    pool_name: str,
-    autoscaler_name: str,
-    namespace: str,
-) -> None:
-    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
-    operator: Operator = start_operator(cloud)
-    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
-    await create_pool(custom, pool_name)
-    await create_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
+async def test_a_pod_bigger_than_a_node_gets_one_warning_and_no_node(world: World) -> None:
+    _, operator = await world.autoscaled(latency=1)
     huge = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "huge"}}
-    await core.create_namespaced_pod(namespace, {**huge, "spec": pod_spec(pool_name, "8")})
+    await world.core.create_namespaced_pod(
+        world.namespace, {**huge, "spec": pod_spec(world.pool, "8")}
+    )
 
     async def warned() -> list[client.CoreV1Event]:
-        return await events(core, namespace, name="huge", reason="NotTriggerScaleUp")
+        return await events(world.core, world.namespace, name="huge", reason="NotTriggerScaleUp")
 
     [warning] = await wait_for(warned, within=30)
     await asyncio.sleep(5)  # five more scans: still one event, said once
@@ -139,78 +107,49 @@ async def test_a_pod_bigger_than_a_node_gets_one_warning_and_no_node(
     assert warning.type == "Warning"
     assert warning.count == 1
     assert "requests 8000 of cpu, a node offers 4000" in warning.message
-    found = await custom.list_cluster_custom_object(
-        *REQUESTS, label_selector=wellknown.pool_selector(pool_name)
+    found = await world.custom.list_cluster_custom_object(
+        *REQUESTS, label_selector=wellknown.pool_selector(world.pool)
     )
     assert found["items"] == []
-    pool = await custom.get_cluster_custom_object(*POOLS, pool_name)
+    pool = await world.custom.get_cluster_custom_object(*POOLS, world.pool)
     assert pool["spec"]["targetNodes"] == 0
-    status = await autoscaler_status(custom, autoscaler_name)
+    status = await autoscaler_status(world.custom, world.autoscaler)
     assert (status["pendingPods"], status["unschedulablePods"]) == (1, 1)
     assert operator.errors_logged() == []
 
 
-async def test_max_nodes_is_respected_and_the_status_says_the_limit_was_hit(
-    api_client: client.ApiClient,
-    start_simcloud: Any,
-    start_operator: Any,
-    pool_name: str,
-    autoscaler_name: str,
-    namespace: str,
-) -> None:
-    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
-    operator: Operator = start_operator(cloud)
-    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
-    apps = client.AppsV1Api(api_client)
-    await create_pool(custom, pool_name, max_nodes=2)
-    await create_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
-    history = History(custom, pool_name)
-    history.start()
-    try:
-        await apps.create_namespaced_deployment(
-            namespace, deployment("web", pool=pool_name, replicas=10)
-        )
-        await wait_for(lambda: running(core, namespace, 8), within=60)
-        await asyncio.sleep(3)
-    finally:
-        await history.stop()
+async def test_max_nodes_is_respected_and_the_status_says_the_limit_was_hit(world: World) -> None:
+    _, operator = await world.autoscaled(latency=1, max_nodes=2)
+    history = await world.scale_up(
+        deployments=[deployment("web", pool=world.pool, replicas=10)], running_pods=8, within=60
+    )
     assert history.values == [0, 2]
     assert max(history.requests.values()) == 2
-    assert await phases(core, namespace) == {"Running": 8, "Pending": 2}
-    status = await autoscaler_status(custom, autoscaler_name)
+    assert await phases(world.core, world.namespace) == {"Running": 8, "Pending": 2}
+    status = await autoscaler_status(world.custom, world.autoscaler)
     limit = condition(status, "LimitReached")
     assert (limit["status"], limit["reason"]) == ("True", "MaxNodesReached")
     assert "maxNodes=2" in limit["message"]
     assert status["unschedulablePods"] == 2
-    [warning] = await events(core, "default", name=autoscaler_name, reason="LimitReached")
+    [warning] = await events(world.core, "default", name=world.autoscaler, reason="LimitReached")
     assert warning.count == 1
     assert operator.errors_logged() == []
 
 
 async def test_idle_nodes_go_back_to_min_after_the_delay_and_return_without_oscillation(
-    api_client: client.ApiClient,
-    start_simcloud: Any,
-    start_operator: Any,
-    pool_name: str,
-    autoscaler_name: str,
-    namespace: str,
+    world: World,
 ) -> None:
     unneeded = 3
-    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
-    operator: Operator = start_operator(cloud)
-    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
-    apps = client.AppsV1Api(api_client)
-    await create_pool(custom, pool_name, min_nodes=1)
-    await wait_for(lambda: pool_settled(custom, pool_name, 1), within=30)
-    await create_autoscaler(
-        custom, autoscaler_name, pool=pool_name, namespace=namespace, unneeded_seconds=unneeded
-    )
-    history = History(custom, pool_name)
+    _, operator = await world.operated(latency=1)
+    await world.create_pool(min_nodes=1)
+    await wait_for(lambda: pool_settled(world.custom, world.pool, 1), within=30)
+    await world.create_autoscaler(unneeded_seconds=unneeded)
+    history = History(world.custom, world.pool)
     history.start()
-    web = deployment("web", pool=pool_name, replicas=10)
+    web = deployment("web", pool=world.pool, replicas=10)
     try:
-        await apps.create_namespaced_deployment(namespace, web)
-        await wait_for(lambda: running(core, namespace, 10), within=60)
+        await world.apps.create_namespaced_deployment(world.namespace, web)
+        await wait_for(lambda: running(world.core, world.namespace, 10), within=60)
         await asyncio.sleep(unneeded + 2)  # busy nodes are not unneeded: nothing changes
         assert directions(history.values) == ["up"]
         assert history.values[-1] == 3
@@ -219,9 +158,9 @@ async def test_idle_nodes_go_back_to_min_after_the_delay_and_return_without_osci
         # operator may see before this test sees the pods gone (on a loaded machine, by
         # seconds): the delay is measured from the delete, what both sides see the same.
         deleted = time.monotonic()
-        await apps.delete_namespaced_deployment("web", namespace)
-        await wait_for(lambda: _no_pods(core, namespace), within=30)
-        await wait_for(lambda: pool_settled(custom, pool_name, 1), within=60)
+        await world.apps.delete_namespaced_deployment("web", world.namespace)
+        await wait_for(lambda: _no_pods(world.core, world.namespace), within=30)
+        await wait_for(lambda: pool_settled(world.custom, world.pool, 1), within=60)
 
         async def shrink_sampled() -> bool:
             # The sampler reads the pool every 0.1 s; a loaded machine may show the pool
@@ -234,8 +173,8 @@ async def test_idle_nodes_go_back_to_min_after_the_delay_and_return_without_osci
         assert history.values[-1] == 1
         assert shrunk_at - deleted >= unneeded - 0.5  # not before the configured delay
 
-        await apps.create_namespaced_deployment(namespace, web)
-        await wait_for(lambda: running(core, namespace, 10), within=60)
+        await world.apps.create_namespaced_deployment(world.namespace, web)
+        await wait_for(lambda: running(world.core, world.namespace, 10), within=60)
         await asyncio.sleep(unneeded + 2)
     finally:
         await history.stop()

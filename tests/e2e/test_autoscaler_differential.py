@@ -11,13 +11,10 @@ on room the real scheduler did not or could not use. The figures are printed (ru
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
-from kubernetes_asyncio import client
 
 import differential
-from harness import Operator, SimCloud
+from e2e.scenes import World
 
 SEEDS = list(range(20))
 
@@ -26,12 +23,9 @@ SEEDS = list(range(20))
 # Up to 60 pools' nodes boot, settle and are removed; on a loaded machine this outlasts
 # the suite's 300 s default.
 @pytest.mark.timeout(900)
-async def test_no_pod_is_counted_on_room_the_real_scheduler_does_not_use(
-    api_client: client.ApiClient, start_simcloud: Any, start_operator: Any, crds_installed: None
-) -> None:
-    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0.5")
-    operator: Operator = start_operator(cloud)
-    results = await differential.run_seeds(api_client, SEEDS)
+async def test_no_pod_is_counted_on_room_the_real_scheduler_does_not_use(world: World) -> None:
+    _, operator = await world.operated(latency=1, jitter=0.5)
+    results = await differential.run_seeds(world.api_client, SEEDS)
     print("\n" + differential.table(results))
     for result in results:
         assert result.misplaced == [], (result.seed, result.kinds, result.misplaced)

@@ -3,39 +3,28 @@ gets an answer naming the limit."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from kubernetes_asyncio import client
 
-from e2e.autoscaling import create_autoscaler, create_pool, deployment, events, running
-from harness import Operator, SimCloud, wait_for
+from e2e.autoscaling import deployment, events, running
+from e2e.scenes import World
+from harness import wait_for
 
 
 async def test_pods_beyond_max_nodes_each_carry_not_trigger_scale_up_naming_the_limit(
-    api_client: client.ApiClient,
-    start_simcloud: Any,
-    start_operator: Any,
-    pool_name: str,
-    autoscaler_name: str,
-    namespace: str,
+    world: World,
 ) -> None:
-    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
-    operator: Operator = start_operator(cloud)
-    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
-    apps = client.AppsV1Api(api_client)
-    await create_pool(custom, pool_name, max_nodes=2)
-    await create_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
+    _, operator = await world.autoscaled(latency=1, max_nodes=2)
     # Ten pods of one cpu, four to a node: two nodes take eight.
-    await apps.create_namespaced_deployment(
-        namespace, deployment("web", pool=pool_name, replicas=10)
+    await world.apps.create_namespaced_deployment(
+        world.namespace, deployment("web", pool=world.pool, replicas=10)
     )
-    await wait_for(lambda: running(core, namespace, 8), within=60)
+    await wait_for(lambda: running(world.core, world.namespace, 8), within=60)
 
     async def pending_told() -> list[tuple[str, list[client.CoreV1Event]]] | None:
-        pods = (await core.list_namespaced_pod(namespace)).items
+        pods = (await world.core.list_namespaced_pod(world.namespace)).items
         pending = [p.metadata.name for p in pods if p.status.phase == "Pending"]
         told = [
-            (name, await events(core, namespace, name=name, reason="NotTriggerScaleUp"))
+            (name, await events(world.core, world.namespace, name=name, reason="NotTriggerScaleUp"))
             for name in pending
         ]
         return told if len(told) == 2 and all(found for _, found in told) else None
@@ -45,9 +34,9 @@ async def test_pods_beyond_max_nodes_each_carry_not_trigger_scale_up_naming_the_
         [warning] = found  # once per pod and reason
         assert warning.type == "Warning"
         assert warning.count == 1
-        assert f"NodePool {pool_name} is at maxNodes 2" in warning.message
+        assert f"NodePool {world.pool} is at maxNodes 2" in warning.message
         assert warning.message.endswith("these pods need 1 more node")
-    pods = (await core.list_namespaced_pod(namespace)).items
+    pods = (await world.core.list_namespaced_pod(world.namespace)).items
     placed = [p.metadata.name for p in pods if p.status.phase == "Running"]
     assert len(placed) == 8
     # Which eight pods the scheduler binds is its choice: a pod the plan had put beyond the
@@ -56,13 +45,13 @@ async def test_pods_beyond_max_nodes_each_carry_not_trigger_scale_up_naming_the_
     told_placed = [
         name
         for name in placed
-        if await events(core, namespace, name=name, reason="NotTriggerScaleUp")
+        if await events(world.core, world.namespace, name=name, reason="NotTriggerScaleUp")
     ]
     assert len(told_placed) < len(placed)
     triggered = [
         name
         for name in placed
-        if await events(core, namespace, name=name, reason="TriggeredScaleUp")
+        if await events(world.core, world.namespace, name=name, reason="TriggeredScaleUp")
     ]
     assert triggered  # the pods the request was for keep their TriggeredScaleUp
     assert operator.errors_logged() == []

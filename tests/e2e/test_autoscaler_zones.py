@@ -4,12 +4,11 @@ and later scale-ups keep every node's zone and the pool balanced)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from kubernetes_asyncio import client
 
-from e2e.autoscaling import make_autoscaler, make_pool, pod, scale_up
+from e2e.autoscaling import make_pool, pod
+from e2e.scenes import World
 from harness import MERGE, POOLS, REQUESTS, Operator, SimCloud, settled, wait_for
 from nodepool_operator.api import wellknown
 
@@ -34,43 +33,33 @@ async def vm_zones(cloud: SimCloud, pool: str) -> dict[str, str | None]:
 
 
 @pytest.fixture
-async def cloud(start_simcloud: Any) -> SimCloud:
+async def cloud(world: World) -> SimCloud:
     """A simcloud whose VMs boot in one second; the test reads the zones it recorded."""
-    started: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
-    return started
+    return await world.cloud(latency=1)
 
 
 async def test_one_zone_pinned_pod_on_an_empty_three_zone_pool_gets_one_node_in_its_zone(
-    api_client: client.ApiClient,
-    cloud: SimCloud,
-    start_operator: Any,
-    pool_name: str,
-    autoscaler_name: str,
-    namespace: str,
+    world: World, cloud: SimCloud
 ) -> None:
-    operator: Operator = start_operator(cloud)
-    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
-    await make_pool(custom, pool_name, zones=ZONES)
-    await make_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
-    selector = {wellknown.POOL_LABEL: pool_name, ZONE: "zone-c"}
+    operator: Operator = world.start_operator(cloud)
+    await make_pool(world.custom, world.pool, zones=ZONES)
+    await world.create_autoscaler(scale_down=False)
+    selector = {wellknown.POOL_LABEL: world.pool, ZONE: "zone-c"}
 
-    history = await scale_up(
-        api_client,
-        pool=pool_name,
-        namespace=namespace,
+    history = await world.scale_up(
         pods=[pod("pinned", {"nodeSelector": selector})],
         running_pods=1,
     )
 
     assert history.values == [0, 1]  # one step, one node: no filler in zone-a or zone-b
-    [name] = await node_zones(core, pool_name)
-    assert await node_zones(core, pool_name) == {name: "zone-c"}
-    assert await vm_zones(cloud, pool_name) == {name: "zone-c"}
-    placed = await core.read_namespaced_pod("pinned", namespace)
+    [name] = await node_zones(world.core, world.pool)
+    assert await node_zones(world.core, world.pool) == {name: "zone-c"}
+    assert await vm_zones(cloud, world.pool) == {name: "zone-c"}
+    placed = await world.core.read_namespaced_pod("pinned", world.namespace)
     assert placed.spec.node_name == name
     # The audit trail: the request said how many, and where.
-    requests = await custom.list_cluster_custom_object(*REQUESTS)
-    ours = [r for r in requests["items"] if r["spec"]["nodePoolName"] == pool_name]
+    requests = await world.custom.list_cluster_custom_object(*REQUESTS)
+    ours = [r for r in requests["items"] if r["spec"]["nodePoolName"] == world.pool]
     assert [(r["spec"]["targetNodes"], r["spec"].get("newNodeZones")) for r in ours] == [
         (1, {"zone-c": 1})
     ]
@@ -78,25 +67,25 @@ async def test_one_zone_pinned_pod_on_an_empty_three_zone_pool_gets_one_node_in_
     # A restart keeps the zone (the VM's, not the name's), and a later scale-up by hand
     # fills the other zones first: the pool stays balanced.
     operator.stop()
-    operator = start_operator(cloud)
-    await scale_to(custom, pool_name, 3)
+    operator = world.start_operator(cloud)
+    await scale_to(world.custom, world.pool, 3)
 
-    zones = await wait_for(lambda: node_count(core, pool_name, 3), within=60)
+    zones = await wait_for(lambda: node_count(world.core, world.pool, 3), within=60)
     assert zones[name] == "zone-c"
     assert sorted(zones.values()) == list(ZONES)
-    assert await vm_zones(cloud, pool_name) == zones
+    assert await vm_zones(cloud, world.pool) == zones
 
     # One more goes to zone-a (all level: the first listed); scaling back down takes it,
     # the newest of the zone with the most, and the pool is balanced again.
-    await scale_to(custom, pool_name, 4)
-    await wait_for(lambda: settled(custom, pool_name, 4), within=60)
-    grown = await node_zones(core, pool_name)
+    await scale_to(world.custom, world.pool, 4)
+    await wait_for(lambda: settled(world.custom, world.pool, 4), within=60)
+    grown = await node_zones(world.core, world.pool)
     [extra] = set(grown) - set(zones)
     assert grown[extra] == "zone-a"
-    await scale_to(custom, pool_name, 3)
-    assert await wait_for(lambda: node_count(core, pool_name, 3), within=60) == zones
-    await wait_for(lambda: settled(custom, pool_name, 3), within=60)
-    live = {n: z for n, z in (await vm_zones(cloud, pool_name)).items() if n in zones}
+    await scale_to(world.custom, world.pool, 3)
+    assert await wait_for(lambda: node_count(world.core, world.pool, 3), within=60) == zones
+    await wait_for(lambda: settled(world.custom, world.pool, 3), within=60)
+    live = {n: z for n, z in (await vm_zones(cloud, world.pool)).items() if n in zones}
     assert live == zones
     assert operator.errors_logged() == []
 

@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
-from kubernetes_asyncio import config as k8s_config
 
 import ec2_server
+from e2e.scenes import Operators, World
 from harness import CLI, MERGE, POOLS, Operator, operator_args, remove_pool, settled, wait_for
 from nodepool_devtools.cluster import controlplane, install
-from nodepool_devtools.cluster.pytest_plugin import Cluster
+from nodepool_devtools.cluster.pytest_plugin import Cluster, connected, local_plane
 from nodepool_operator.api import launch, wellknown
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud import aws_launch
@@ -44,27 +44,20 @@ def moto(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ec2_server
 def start_aws_operator(
     cluster: Cluster, tmp_path: Path, operator_rbac: None, moto: ec2_server.MotoEc2
 ) -> Iterator[Callable[..., Operator]]:
-    started: list[Operator] = []
+    operators = Operators(tmp_path)
 
     def start(*extra: str, kubeconfig: Path | None = None, cluster_name: str = "e2e") -> Operator:
-        kubeconfig = kubeconfig or (
-            cluster.plane.kubeconfig_for("operator") if cluster.plane else cluster.kubeconfig
-        )
+        kubeconfig = kubeconfig or cluster.kubeconfig_for("operator")
         cloud = (
             *("--cloud", "aws", "--cloud-endpoint", moto.endpoint),
             *("--cluster-name", cluster_name),
             # kwok stands in for the instances' kubelets here; with aws the default is off.
             "--simulated-nodes",
         )
-        args = [*CLI, *operator_args(kubeconfig, *cloud), *extra]
-        operator = Operator("operator", args, tmp_path / f"operator-{len(started)}.log")
-        operator.start()
-        started.append(operator)
-        return operator
+        return operators.start([*CLI, *operator_args(kubeconfig, *cloud), *extra])
 
     yield start
-    for operator in started:
-        operator.stop()
+    operators.stop_all()
 
 
 def _pool(name: str, settings: launch.AwsLaunch, *, target: int) -> dict[str, Any]:
@@ -109,64 +102,55 @@ async def _assert_exactly(
 
 
 async def test_scale_up_crash_scale_down_and_delete_on_ec2(
-    api_client: client.ApiClient,
-    moto: ec2_server.MotoEc2,
-    start_aws_operator: Callable[..., Operator],
-    pool_name: str,
+    world: World, moto: ec2_server.MotoEc2, start_aws_operator: Callable[..., Operator]
 ) -> None:
-    custom = client.CustomObjectsApi(api_client)
-    core = client.CoreV1Api(api_client)
     settings = moto.launch_settings()
-    await custom.create_cluster_custom_object(*POOLS, _pool(pool_name, settings, target=0))
+    await world.custom.create_cluster_custom_object(*POOLS, _pool(world.pool, settings, target=0))
     # One launch at a time, so that the kill below finds some instances launched and
     # others not yet asked for.
     operator = start_aws_operator("--create-parallelism", "1")
-    await wait_for(lambda: settled(custom, pool_name, 0), within=60)
+    await wait_for(lambda: settled(world.custom, world.pool, 0), within=60)
 
     # Scale up, and kill the operator as soon as the first instance exists.
-    await custom.patch_cluster_custom_object(
-        *POOLS, pool_name, {"spec": {"targetNodes": 6}}, _content_type=MERGE
+    await world.custom.patch_cluster_custom_object(
+        *POOLS, world.pool, {"spec": {"targetNodes": 6}}, _content_type=MERGE
     )
 
     async def launching() -> bool:
-        return len(moto.instances(**{aws_launch.POOL_TAG: pool_name})) >= 1
+        return len(moto.instances(**{aws_launch.POOL_TAG: world.pool})) >= 1
 
     await wait_for(launching, within=60, every=0.05)
     operator.kill()
-    before_restart = len(moto.instances(**{aws_launch.POOL_TAG: pool_name}))
+    before_restart = len(moto.instances(**{aws_launch.POOL_TAG: world.pool}))
     operator = start_aws_operator()
-    await wait_for(lambda: settled(custom, pool_name, 6), within=120)
-    await _assert_exactly(moto, core, pool_name, count=6, launched=6)
+    await wait_for(lambda: settled(world.custom, world.pool, 6), within=120)
+    await _assert_exactly(moto, world.core, world.pool, count=6, launched=6)
     print(f"instances when the operator was killed: {before_restart} of 6")
 
     # Scale down: the drained Nodes' instances are terminated, none other.
-    await custom.patch_cluster_custom_object(
-        *POOLS, pool_name, {"spec": {"targetNodes": 2}}, _content_type=MERGE
+    await world.custom.patch_cluster_custom_object(
+        *POOLS, world.pool, {"spec": {"targetNodes": 2}}, _content_type=MERGE
     )
-    await wait_for(lambda: settled(custom, pool_name, 2), within=120)
-    await _assert_exactly(moto, core, pool_name, count=2, launched=6)
+    await wait_for(lambda: settled(world.custom, world.pool, 2), within=120)
+    await _assert_exactly(moto, world.core, world.pool, count=2, launched=6)
 
     # Delete the pool: every instance goes with it.
-    await remove_pool(custom, pool_name, within=120)
-    assert moto.running_in_pool(pool_name) == []
-    assert await _nodes(core, pool_name) == {}
+    await remove_pool(world.custom, world.pool, within=120)
+    assert moto.running_in_pool(world.pool) == []
+    assert await _nodes(world.core, world.pool) == {}
     assert operator.errors_logged() == []
 
 
 async def test_a_template_the_instance_type_cannot_hold_makes_the_pool_degraded(
-    api_client: client.ApiClient,
-    moto: ec2_server.MotoEc2,
-    start_aws_operator: Callable[..., Operator],
-    pool_name: str,
+    world: World, moto: ec2_server.MotoEc2, start_aws_operator: Callable[..., Operator]
 ) -> None:
-    custom = client.CustomObjectsApi(api_client)
-    body = _pool(pool_name, moto.launch_settings(), target=1)
+    body = _pool(world.pool, moto.launch_settings(), target=1)
     body["spec"]["template"]["cpu"] = "4"  # m5.large has 2 vCPUs
-    await custom.create_cluster_custom_object(*POOLS, body)
+    await world.custom.create_cluster_custom_object(*POOLS, body)
     start_aws_operator()
 
     async def degraded() -> dict[str, Any] | None:
-        pool = await custom.get_cluster_custom_object(*POOLS, pool_name)
+        pool = await world.custom.get_cluster_custom_object(*POOLS, world.pool)
         for condition in pool.get("status", {}).get("conditions", []):
             if condition["type"] == "Degraded" and condition["status"] == "True":
                 return dict(condition)
@@ -175,53 +159,44 @@ async def test_a_template_the_instance_type_cannot_hold_makes_the_pool_degraded(
     condition = await wait_for(degraded, within=60)
     assert condition["reason"] == "InstanceTypeMismatch"
     assert "m5.large has 2 vCPUs" in condition["message"]
-    assert moto.instances(**{aws_launch.POOL_TAG: pool_name}) == []
+    assert moto.instances(**{aws_launch.POOL_TAG: world.pool}) == []
 
 
 @pytest.fixture
 def second_plane(tmp_path: Path) -> Iterator[controlplane.ControlPlane]:
     """A second local control plane: another cluster, sharing nothing with the first but
     the EC2 account."""
-    plane = controlplane.ControlPlane(tmp_path / "second-control-plane")
-    plane.up()
-    try:
+    with local_plane(tmp_path / "second-control-plane") as plane:
         yield plane
-    finally:
-        plane.down()
 
 
 @pytest.fixture
 async def second_api(second_plane: controlplane.ControlPlane) -> AsyncIterator[client.ApiClient]:
-    configuration = client.Configuration()
-    await k8s_config.load_kube_config(
-        config_file=str(second_plane.kubeconfig), client_configuration=configuration
-    )
-    async with client.ApiClient(configuration) as api:
+    async with connected(second_plane.kubeconfig) as api:
         await install.install_crds(api)
         await install.grant_operator_rbac(api)
         yield api
 
 
 async def test_two_clusters_share_an_account_and_a_pool_name_without_touching_each_other(
-    api_client: client.ApiClient,
+    world: World,
     second_api: client.ApiClient,
     second_plane: controlplane.ControlPlane,
     moto: ec2_server.MotoEc2,
     start_aws_operator: Callable[..., Operator],
-    pool_name: str,
 ) -> None:
-    first, second = client.CustomObjectsApi(api_client), client.CustomObjectsApi(second_api)
+    first, second = world.custom, client.CustomObjectsApi(second_api)
     settings = moto.launch_settings()
-    await first.create_cluster_custom_object(*POOLS, _pool(pool_name, settings, target=2))
-    await second.create_cluster_custom_object(*POOLS, _pool(pool_name, settings, target=1))
+    await first.create_cluster_custom_object(*POOLS, _pool(world.pool, settings, target=2))
+    await second.create_cluster_custom_object(*POOLS, _pool(world.pool, settings, target=1))
     first_operator = start_aws_operator(cluster_name="first")
     second_operator = start_aws_operator(
         kubeconfig=second_plane.kubeconfig_for("operator"), cluster_name="second"
     )
 
-    await wait_for(lambda: settled(first, pool_name, 2), within=120)
-    await wait_for(lambda: settled(second, pool_name, 1), within=120)
-    live = moto.running_in_pool(pool_name)
+    await wait_for(lambda: settled(first, world.pool, 2), within=120)
+    await wait_for(lambda: settled(second, world.pool, 1), within=120)
+    live = moto.running_in_pool(world.pool)
     by_cluster = collections.Counter(ec2_server.tag(i, aws_launch.CLUSTER_TAG) for i in live)
     first_ids = {
         i["InstanceId"] for i in live if ec2_server.tag(i, aws_launch.CLUSTER_TAG) == "first"
@@ -230,18 +205,18 @@ async def test_two_clusters_share_an_account_and_a_pool_name_without_touching_ea
     assert by_cluster == {"first": 2, "second": 1}
     # The same VM name in both clusters, one instance each.
     assert collections.Counter(ec2_server.tag(i, aws_launch.VM_NAME_TAG) for i in live) == {
-        f"{pool_name}-0": 2,
-        f"{pool_name}-1": 1,
+        f"{world.pool}-0": 2,
+        f"{world.pool}-1": 1,
     }
     for instance in live:
         owner = ec2_server.tag(instance, aws_launch.CLUSTER_TAG)
         assert ec2_server.tag(instance, f"kubernetes.io/cluster/{owner}") == "owned"
 
     # The second cluster's pool goes, and its instance with it; the first's stay up.
-    await remove_pool(second, pool_name, within=120)
-    remaining = moto.running_in_pool(pool_name)
+    await remove_pool(second, world.pool, within=120)
+    remaining = moto.running_in_pool(world.pool)
     assert {i["InstanceId"] for i in remaining} == first_ids
     assert all(i["State"]["Name"] == "running" for i in remaining)
-    assert await settled(first, pool_name, 2) is not None
+    assert await settled(first, world.pool, 2) is not None
     assert first_operator.errors_logged() == []
     assert second_operator.errors_logged() == []

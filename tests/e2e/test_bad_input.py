@@ -30,10 +30,10 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 import fuzz_corpus
 import workloads
+from e2e.scenes import World
 from fuzz_corpus import AUTOSCALERS, NODEPOOLS, SCALEREQUESTS, Case
 from harness import MERGE, POOLS, Operator, SimCloud, pool_body, remove_pool, wait_for
 from nodepool_devtools.cluster import audit
-from nodepool_devtools.cluster.pytest_plugin import Cluster
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import meta, wellknown
 from nodepool_operator.api import nodepool as nodepool_api
@@ -313,15 +313,8 @@ def _table(figures: Figures, categories: Iterable[str]) -> str:
 
 
 @pytest.mark.timeout(max(900, SIZE))
-async def test_a_fuzzed_corpus_is_refused_with_a_4xx_or_handled_without_harm(
-    api_client: client.ApiClient,
-    cluster: Cluster,
-    start_simcloud: Any,
-    start_operator: Any,
-    crds_installed: None,
-) -> None:
-    log = cluster.audit_log()
-    custom = client.CustomObjectsApi(api_client)
+async def test_a_fuzzed_corpus_is_refused_with_a_4xx_or_handled_without_harm(world: World) -> None:
+    log = world.cluster.audit_log()
     suffix = f"{SEED % 10**6}"
     fixtures = fuzz_corpus.Fixtures(
         storm_pool=f"fz-storm-{suffix}",
@@ -330,21 +323,21 @@ async def test_a_fuzzed_corpus_is_refused_with_a_4xx_or_handled_without_harm(
     )
     cases = fuzz_corpus.build(seed=SEED, size=SIZE, fixtures=fixtures)
     assert len(cases) >= SIZE
-    cloud: SimCloud = await start_simcloud(
+    cloud: SimCloud = await world.start_simcloud(
         "--create-latency", "0.2", "--latency-jitter", "0", "--delete-latency", "0.2"
     )
-    operator: Operator = start_operator(cloud, "--scale-request-retention", "3600")
+    operator: Operator = world.start_operator(cloud, "--scale-request-retention", "3600")
     for pool in vars(fixtures).values():
         if isinstance(pool, str):
             body = pool_body(pool, max_nodes=fixtures.max_nodes)
-            await custom.create_cluster_custom_object(*POOLS, body)
+            await world.custom.create_cluster_custom_object(*POOLS, body)
     log.mark()
     outcomes: list[Outcome] = []
     try:
-        outcomes = await _send_all(api_client, cases)
-        await _check_corpus(api_client, log, operator, outcomes, fixtures)
+        outcomes = await _send_all(world.api_client, cases)
+        await _check_corpus(world.api_client, log, operator, outcomes, fixtures)
     finally:
-        await _remove(custom, outcomes, fixtures)
+        await _remove(world.custom, outcomes, fixtures)
 
 
 async def _check_corpus(
@@ -488,41 +481,32 @@ async def _remove(
     await asyncio.gather(*(remove(p) for p in pools))
 
 
-async def test_an_autoscaler_with_the_longest_name_still_gets_its_pool_scaled(
-    api_client: client.ApiClient,
-    cluster: Cluster,
-    start_simcloud: Any,
-    start_operator: Any,
-    pool_name: str,
-    namespace: str,
-) -> None:
+async def test_an_autoscaler_with_the_longest_name_still_gets_its_pool_scaled(world: World) -> None:
     """A name the server accepts (253 characters) must not break the Autoscaler's own
     writes: its ScaleRequest names it as requester, its events are named after it."""
-    log = cluster.audit_log()
-    custom = client.CustomObjectsApi(api_client)
-    cloud: SimCloud = await start_simcloud("--create-latency", "0.2", "--latency-jitter", "0")
-    operator: Operator = start_operator(cloud)
-    await custom.create_cluster_custom_object(*POOLS, pool_body(pool_name, max_nodes=2))
+    log = world.cluster.audit_log()
+    _, operator = await world.operated(latency=0.2)
+    await world.custom.create_cluster_custom_object(*POOLS, pool_body(world.pool, max_nodes=2))
     name = ("fz-longest-" + "n" * 253)[:253]
     spec = autoscaler_api.AutoscalerSpec(
-        node_pool_name=pool_name, namespaces=(namespace,), batch_window_seconds=0.2
+        node_pool_name=world.pool, namespaces=(world.namespace,), batch_window_seconds=0.2
     )
     log.mark()
-    await custom.create_cluster_custom_object(
+    await world.custom.create_cluster_custom_object(
         *_group(AUTOSCALERS), autoscaler_api.manifest(name, spec)
     )
     try:
         pod = {
             "metadata": {"name": "waiting"},
             "spec": {
-                "nodeSelector": {wellknown.POOL_LABEL: pool_name},
+                "nodeSelector": {wellknown.POOL_LABEL: world.pool},
                 "containers": [workloads.container("1")],
             },
         }
-        await client.CoreV1Api(api_client).create_namespaced_pod(namespace, pod)
+        await world.core.create_namespaced_pod(world.namespace, pod)
 
         async def scaled() -> bool:
-            pool = await custom.get_cluster_custom_object(*POOLS, pool_name)
+            pool = await world.custom.get_cluster_custom_object(*POOLS, world.pool)
             return bool(pool["spec"]["targetNodes"] == 1)
 
         await wait_for(scaled, within=60)
@@ -534,4 +518,4 @@ async def test_an_autoscaler_with_the_longest_name_still_gets_its_pool_scaled(
         assert operator.errors_logged() == []
     finally:
         with contextlib.suppress(ApiException):
-            await custom.delete_cluster_custom_object(*_group(AUTOSCALERS), name)
+            await world.custom.delete_cluster_custom_object(*_group(AUTOSCALERS), name)

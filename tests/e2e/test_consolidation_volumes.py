@@ -22,7 +22,7 @@ import pytest
 from kubernetes_asyncio import client
 
 import workloads
-from e2e.autoscaling import create_autoscaler, make_pool, running
+from e2e.autoscaling import bound_pair, make_pool, running
 from e2e.consolidating import (
     UNNEEDED,
     autoscaler_events,
@@ -33,9 +33,9 @@ from e2e.consolidating import (
     pool_settled,
     two_nodes,
 )
-from harness import MERGE, POOLS, REQUESTS, Operator, SimCloud, wait_for
+from e2e.scenes import World
+from harness import MERGE, POOLS, REQUESTS, wait_for
 from nodepool_operator.api import wellknown
-from nodepool_operator.controllers import cached
 from nodepool_operator.controllers.autoscaler.snapshot import volumes
 
 ZONE = wellknown.ZONE_LABEL
@@ -76,39 +76,18 @@ class Storage:
         of ``namespace``; returns the volume's name."""
         storage_class = await self.local_class()
         name = f"pv-{self.suffix}"
-        expression = {"key": key, "operator": "In", "values": [value]}
-        volume = {
-            "apiVersion": "v1",
-            "kind": "PersistentVolume",
-            "metadata": {"name": name},
-            "spec": {
-                "capacity": {"storage": "1Gi"},
-                "accessModes": ["ReadWriteOnce"],
-                "storageClassName": storage_class,
-                "persistentVolumeReclaimPolicy": "Retain",
-                "claimRef": {"namespace": namespace, "name": CLAIM},
-                "nodeAffinity": {
-                    "required": {"nodeSelectorTerms": [{"matchExpressions": [expression]}]}
-                },
-                **source,
-            },
-        }
+        volume, claim = bound_pair(
+            namespace,
+            CLAIM,
+            volume=name,
+            storage_class=storage_class,
+            key=key,
+            value=value,
+            persistentVolumeReclaimPolicy="Retain",
+            **source,
+        )
         await self.core.create_persistent_volume(volume)
         self.volumes.append(name)
-        claim = {
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": {
-                "name": CLAIM,
-                "annotations": {cached.BIND_COMPLETED_ANNOTATION: "yes"},
-            },
-            "spec": {
-                "accessModes": ["ReadWriteOnce"],
-                "storageClassName": storage_class,
-                "volumeName": name,
-                "resources": {"requests": {"storage": "1Gi"}},
-            },
-        }
         await self.core.create_namespaced_persistent_volume_claim(namespace, claim)
         self.claims.append((namespace, CLAIM))
         return name
@@ -179,79 +158,55 @@ async def the_db_pod(core: client.CoreV1Api, namespace: str) -> client.V1Pod:
     return pod
 
 
-async def stays_where_it_is(
-    custom: client.CustomObjectsApi,
-    core: client.CoreV1Api,
-    *,
-    pool: str,
-    autoscaler: str,
-    namespace: str,
-    nodes: list[str],
-    volume: str,
-) -> None:
+async def stays_where_it_is(world: World, *, nodes: list[str], volume: str) -> None:
     """For ``WATCHED_SECONDS`` after the Autoscaler was made: the pool's nodes stay, none
     is tainted, the pod db-0 is never evicted (its uid stays, no deletion) nor moved; the
     Autoscaler tells once why the pod's node stays, naming the pod, its claim and volume."""
-    db = await the_db_pod(core, namespace)
+    db = await the_db_pod(world.core, world.namespace)
     loop = asyncio.get_running_loop()
     until = loop.time() + WATCHED_SECONDS
     told: list[str] = []
     while loop.time() < until:
-        found = await pool_nodes(core, pool)
+        found = await pool_nodes(world.core, world.pool)
         assert sorted(n.metadata.name for n in found) == nodes
         assert not any(consolidating(n) for n in found)
-        now = await the_db_pod(core, namespace)
+        now = await the_db_pod(world.core, world.namespace)
         assert now.metadata.uid == db.metadata.uid
         assert now.metadata.deletion_timestamp is None
         assert now.spec.node_name == db.spec.node_name
-        told = told or await autoscaler_events(core, autoscaler, "ConsolidationKept")
+        told = told or await autoscaler_events(world.core, world.autoscaler, "ConsolidationKept")
         await asyncio.sleep(1)
     [message] = told
-    assert f"pod {namespace}/db-0 fits on no other node" in message
+    assert f"pod {world.namespace}/db-0 fits on no other node" in message
     assert f'persistentvolumeclaim "{CLAIM}" is bound to persistentvolume "{volume}"' in message
     assert message.endswith("(no-room)")
-    pool_now = await custom.get_cluster_custom_object(*POOLS, pool)
+    pool_now = await world.custom.get_cluster_custom_object(*POOLS, world.pool)
     assert pool_now["spec"]["targetNodes"] == len(nodes)
-    requests = await custom.list_cluster_custom_object(
-        *REQUESTS, label_selector=wellknown.pool_selector(pool)
+    requests = await world.custom.list_cluster_custom_object(
+        *REQUESTS, label_selector=wellknown.pool_selector(world.pool)
     )
     assert requests["items"] == []  # nothing asked of the pool: no node named, none added
 
 
 async def test_a_pod_on_a_local_volume_keeps_its_node_although_another_has_room(
-    api_client: client.ApiClient,
-    start_simcloud: Any,
-    start_operator: Any,
-    pool_name: str,
-    autoscaler_name: str,
-    namespace: str,
-    storage: Storage,
+    world: World, storage: Storage
 ) -> None:
-    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
-    operator: Operator = start_operator(cloud)
-    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
-    apps = client.AppsV1Api(api_client)
+    _, operator = await world.operated(latency=1)
     # The first node half used by two pods pinned to it: room for two cpus more.
-    first, second = await two_nodes(custom, core, apps, pool=pool_name, namespace=namespace)
+    first, second = await two_nodes(world)
     volume = await storage.bound_volume(
-        namespace,
+        world.namespace,
         key=wellknown.HOSTNAME_LABEL,
         value=second,
         source={"local": {"path": f"/mnt/disks/{storage.suffix}"}},
     )
-    await apps.create_namespaced_stateful_set(namespace, stateful_set(pool_name))
-    await wait_for(lambda: running(core, namespace, 3), within=60)
-    assert (await the_db_pod(core, namespace)).spec.node_name == second
+    await world.apps.create_namespaced_stateful_set(world.namespace, stateful_set(world.pool))
+    await wait_for(lambda: running(world.core, world.namespace, 3), within=60)
+    assert (await the_db_pod(world.core, world.namespace)).spec.node_name == second
 
-    await create_autoscaler(
-        custom, autoscaler_name, pool=pool_name, namespace=namespace, unneeded_seconds=UNNEEDED
-    )
+    await world.create_autoscaler(unneeded_seconds=UNNEEDED)
     await stays_where_it_is(
-        custom,
-        core,
-        pool=pool_name,
-        autoscaler=autoscaler_name,
-        namespace=namespace,
+        world,
         nodes=[first, second],
         volume=volume,
     )
@@ -259,47 +214,34 @@ async def test_a_pod_on_a_local_volume_keeps_its_node_although_another_has_room(
 
 
 async def test_a_pod_on_a_zonal_volume_keeps_its_node_when_the_only_room_is_in_another_zone(
-    api_client: client.ApiClient,
-    start_simcloud: Any,
-    start_operator: Any,
-    pool_name: str,
-    autoscaler_name: str,
-    namespace: str,
-    storage: Storage,
+    world: World, storage: Storage
 ) -> None:
-    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
-    operator: Operator = start_operator(cloud)
-    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
-    apps = client.AppsV1Api(api_client)
-    await make_pool(custom, pool_name, zones=("zone-a", "zone-b"))
-    await custom.patch_cluster_custom_object(
-        *POOLS, pool_name, {"spec": {"targetNodes": 2}}, _content_type=MERGE
+    _, operator = await world.operated(latency=1)
+    await make_pool(world.custom, world.pool, zones=("zone-a", "zone-b"))
+    await world.custom.patch_cluster_custom_object(
+        *POOLS, world.pool, {"spec": {"targetNodes": 2}}, _content_type=MERGE
     )
-    await wait_for(lambda: pool_settled(custom, pool_name, 2), within=60)
-    zones = {n.metadata.labels[ZONE]: n.metadata.name for n in await pool_nodes(core, pool_name)}
+    await wait_for(lambda: pool_settled(world.custom, world.pool, 2), within=60)
+    zones = {
+        n.metadata.labels[ZONE]: n.metadata.name for n in await pool_nodes(world.core, world.pool)
+    }
     assert sorted(zones) == ["zone-a", "zone-b"]
     # The zone-a node half used by two pods pinned to it: room for two cpus more.
-    anchor = deployment("anchor", pool=pool_name, replicas=2, **pinned(zones["zone-a"]))
-    await apps.create_namespaced_deployment(namespace, anchor)
+    anchor = deployment("anchor", pool=world.pool, replicas=2, **pinned(zones["zone-a"]))
+    await world.apps.create_namespaced_deployment(world.namespace, anchor)
     volume = await storage.bound_volume(
-        namespace,
+        world.namespace,
         key=ZONE,
         value="zone-b",
         source={"csi": {"driver": "ebs.csi.aws.com", "volumeHandle": f"vol-{storage.suffix}"}},
     )
-    await apps.create_namespaced_stateful_set(namespace, stateful_set(pool_name))
-    await wait_for(lambda: running(core, namespace, 3), within=60)
-    assert (await the_db_pod(core, namespace)).spec.node_name == zones["zone-b"]
+    await world.apps.create_namespaced_stateful_set(world.namespace, stateful_set(world.pool))
+    await wait_for(lambda: running(world.core, world.namespace, 3), within=60)
+    assert (await the_db_pod(world.core, world.namespace)).spec.node_name == zones["zone-b"]
 
-    await create_autoscaler(
-        custom, autoscaler_name, pool=pool_name, namespace=namespace, unneeded_seconds=UNNEEDED
-    )
+    await world.create_autoscaler(unneeded_seconds=UNNEEDED)
     await stays_where_it_is(
-        custom,
-        core,
-        pool=pool_name,
-        autoscaler=autoscaler_name,
-        namespace=namespace,
+        world,
         nodes=sorted(zones.values()),
         volume=volume,
     )

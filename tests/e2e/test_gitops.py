@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from harness import MERGE, POOLS, Operator, Sampler, SimCloud, kubectl, settled, wait_for
+from e2e.scenes import World
+from harness import MERGE, POOLS, Sampler, kubectl, settled, wait_for
 from nodepool_devtools.cluster import binaries
 from nodepool_devtools.cluster.pytest_plugin import Cluster
 from nodepool_operator.api import nodepool as nodepool_api
@@ -85,19 +86,13 @@ async def target_of(custom: client.CustomObjectsApi, name: str) -> int:
 
 
 async def test_targetnodes_passes_from_git_to_the_operator_without_a_drain(
-    api_client: client.ApiClient,
-    start_simcloud: Any,
-    start_operator: Any,
-    pool_name: str,
-    apply: Any,
+    world: World, apply: Any
 ) -> None:
-    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
-    operator: Operator = start_operator(cloud)
-    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
+    _, operator = await world.operated(latency=1)
     # Git creates the pool with two nodes.
-    await apply(manifest(pool_name, target=2), manager=GITOPS)
-    await wait_for(lambda: settled(custom, pool_name, 2), within=60)
-    watch = NodeWatch(core, pool_name)
+    await apply(manifest(world.pool, target=2), manager=GITOPS)
+    await wait_for(lambda: settled(world.custom, world.pool, 2), within=60)
+    watch = NodeWatch(world.core, world.pool)
     watch.start()
     try:
         # 1. A second manager takes a share of targetNodes at its current value.
@@ -105,26 +100,26 @@ async def test_targetnodes_passes_from_git_to_the_operator_without_a_drain(
             {
                 "apiVersion": nodepool_api.API_VERSION,
                 "kind": nodepool_api.KIND,
-                "metadata": {"name": pool_name},
+                "metadata": {"name": world.pool},
                 "spec": {"targetNodes": 2},
             },
             manager=HANDOVER,
         )
         # 2. Git drops targetNodes: the handover manager still owns it, so it is kept.
-        await apply(manifest(pool_name, target=None), manager=GITOPS)
-        assert await target_of(custom, pool_name) == 2
+        await apply(manifest(world.pool, target=None), manager=GITOPS)
+        assert await target_of(world.custom, world.pool) == 2
         # 3. The operator (kubectl scale here, a ScaleRequest in production) moves it, and
         #    Git, applying again with another change, leaves it where it is.
-        await custom.patch_cluster_custom_object(
-            *POOLS, pool_name, {"spec": {"targetNodes": 3}}, _content_type=MERGE
+        await world.custom.patch_cluster_custom_object(
+            *POOLS, world.pool, {"spec": {"targetNodes": 3}}, _content_type=MERGE
         )
-        await wait_for(lambda: settled(custom, pool_name, 3), within=60)
-        await apply(manifest(pool_name, target=None, team="shop"), manager=GITOPS)
-        pool = await custom.get_cluster_custom_object(*POOLS, pool_name)
+        await wait_for(lambda: settled(world.custom, world.pool, 3), within=60)
+        await apply(manifest(world.pool, target=None, team="shop"), manager=GITOPS)
+        pool = await world.custom.get_cluster_custom_object(*POOLS, world.pool)
         assert pool["spec"]["targetNodes"] == 3
         assert pool["spec"]["template"]["labels"] == {"team": "shop"}
         await asyncio.sleep(2)  # a few reconciles: nothing moves
-        await wait_for(lambda: settled(custom, pool_name, 3), within=30)
+        await wait_for(lambda: settled(world.custom, world.pool, 3), within=30)
     finally:
         await watch.stop()
     assert watch.deleting == set()  # no node was cordoned or deleted on the way
@@ -132,11 +127,9 @@ async def test_targetnodes_passes_from_git_to_the_operator_without_a_drain(
 
 
 async def test_without_the_handover_dropping_targetnodes_from_git_resets_it(
-    api_client: client.ApiClient, pool_name: str, apply: Any, crds_installed: None
+    world: World, apply: Any
 ) -> None:
-    # Why the documented procedure matters: the field goes back to its default (0).
-    custom = client.CustomObjectsApi(api_client)
-    await apply(manifest(pool_name, target=2), manager=GITOPS)
-    assert await target_of(custom, pool_name) == 2
-    await apply(manifest(pool_name, target=None), manager=GITOPS)
-    assert await target_of(custom, pool_name) == nodepool_api.DEFAULT_TARGET_NODES
+    await apply(manifest(world.pool, target=2), manager=GITOPS)
+    assert await target_of(world.custom, world.pool) == 2
+    await apply(manifest(world.pool, target=None), manager=GITOPS)
+    assert await target_of(world.custom, world.pool) == nodepool_api.DEFAULT_TARGET_NODES

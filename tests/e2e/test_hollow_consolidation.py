@@ -5,13 +5,12 @@ replacement to the node that stays and that node's kubelet runs it."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from kubernetes_asyncio import client
 
 import workloads
 from e2e import hollow
 from e2e.autoscaling import create_autoscaler
+from e2e.scenes import World
 from harness import REQUESTS, settled, wait_for
 from nodepool_operator.api import wellknown
 from nodepool_operator.cloud.provider import VmState
@@ -27,28 +26,14 @@ async def running_pods(core: client.CoreV1Api, namespace: str) -> dict[str, str]
     }
 
 
-async def test_two_half_empty_kubelets_become_one_and_its_pods_run_there(
-    api_client: client.ApiClient,
-    start_hollow_simcloud: Any,
-    start_operator: Any,
-    pool_name: str,
-    autoscaler_name: str,
-    namespace: str,
-) -> None:
+async def test_two_half_empty_kubelets_become_one_and_its_pods_run_there(world: World) -> None:
     cloud, operator, custom, core = await hollow.hollow_pool(
-        api_client,
-        start_hollow_simcloud,
-        start_operator,
-        pool_name,
-        target=2,
-        min_nodes=1,
-        max_nodes=3,
+        world, target=2, min_nodes=1, max_nodes=3
     )
     assert cloud.client is not None
-    apps = client.AppsV1Api(api_client)
     web = workloads.deployment(
         "web",
-        selector={wellknown.POOL_LABEL: pool_name},
+        selector={wellknown.POOL_LABEL: world.pool},
         replicas=2,
         cpu="250m",
         # One pod on each node, so that consolidating moves one.
@@ -56,24 +41,24 @@ async def test_two_half_empty_kubelets_become_one_and_its_pods_run_there(
             {"app": "web"}, "kubernetes.io/hostname", whenUnsatisfiable="ScheduleAnyway"
         ),
     )
-    await apps.create_namespaced_deployment(namespace, web)
+    await world.apps.create_namespaced_deployment(world.namespace, web)
 
     async def both_running() -> dict[str, str] | None:
-        found = await running_pods(core, namespace)
+        found = await running_pods(core, world.namespace)
         return found if len(found) == 2 else None
 
     before = await wait_for(both_running, within=60)
     await create_autoscaler(
-        custom, autoscaler_name, pool=pool_name, namespace=namespace, unneeded_seconds=5
+        custom, world.autoscaler, pool=world.pool, namespace=world.namespace, unneeded_seconds=5
     )
-    await wait_for(lambda: settled(custom, pool_name, 1), within=150)
+    await wait_for(lambda: settled(custom, world.pool, 1), within=150)
 
     [vm] = [
-        v.name for v in await cloud.client.list_vms(pool=pool_name) if v.state is VmState.RUNNING
+        v.name for v in await cloud.client.list_vms(pool=world.pool) if v.state is VmState.RUNNING
     ]
 
     async def both_on_the_one_left() -> dict[str, str] | None:
-        found = await running_pods(core, namespace)
+        found = await running_pods(core, world.namespace)
         return found if len(found) == 2 and set(found.values()) == {vm} else None
 
     after = await wait_for(both_on_the_one_left, within=60)
@@ -81,7 +66,7 @@ async def test_two_half_empty_kubelets_become_one_and_its_pods_run_there(
     # The evicted pod's replacement, bound to the node that stays and run by its kubelet.
     assert len(set(after) - set(before)) == 1
     requests = await custom.list_cluster_custom_object(
-        *REQUESTS, label_selector=wellknown.pool_selector(pool_name)
+        *REQUESTS, label_selector=wellknown.pool_selector(world.pool)
     )
     named = [r["spec"].get("removeNodes") for r in requests["items"]]
     assert [n for n in named if n] == [[name for name in set(before.values()) if name != vm]]

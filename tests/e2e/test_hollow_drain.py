@@ -19,9 +19,9 @@ from kubernetes_asyncio import client
 
 import workloads
 from e2e import hollow
+from e2e.scenes import World
 from harness import MERGE, POOLS, settled, wait_for
 from nodepool_devtools.cluster import audit, controlplane
-from nodepool_devtools.cluster.pytest_plugin import Cluster
 from nodepool_operator.api import wellknown
 from nodepool_operator.cloud.provider import VmName, VmState
 
@@ -35,33 +35,25 @@ async def the_pod(core: client.CoreV1Api, namespace: str) -> Any:
 
 
 async def test_a_budget_holds_the_drain_and_the_kubelet_finishes_the_evicted_pod(
-    api_client: client.ApiClient,
-    cluster: Cluster,
-    start_hollow_simcloud: Any,
-    start_operator: Any,
-    pool_name: str,
-    namespace: str,
+    world: World,
 ) -> None:
-    log = cluster.audit_log()
-    cloud, operator, custom, core = await hollow.hollow_pool(
-        api_client, start_hollow_simcloud, start_operator, pool_name, target=1, max_nodes=2
-    )
+    log = world.cluster.audit_log()
+    cloud, operator, custom, core = await hollow.hollow_pool(world, target=1, max_nodes=2)
     assert cloud.client is not None
-    apps = client.AppsV1Api(api_client)
-    policy = client.PolicyV1Api(api_client)
-    [vm] = [v.name for v in await cloud.client.list_vms(pool=pool_name)]
+    policy = client.PolicyV1Api(world.api_client)
+    [vm] = [v.name for v in await cloud.client.list_vms(pool=world.pool)]
 
     web = workloads.deployment(
         "guarded",
-        selector={wellknown.POOL_LABEL: pool_name},
+        selector={wellknown.POOL_LABEL: world.pool},
         replicas=1,
         cpu="100m",
         terminationGracePeriodSeconds=GRACE_SECONDS,
     )
-    await apps.create_namespaced_deployment(namespace, web)
+    await world.apps.create_namespaced_deployment(world.namespace, web)
 
     async def running() -> Any:
-        pod = await the_pod(core, namespace)
+        pod = await the_pod(core, world.namespace)
         return pod if pod is not None and pod.status.phase == "Running" else None
 
     pod = await wait_for(running, within=60)  # the kubelet runs it (its fake runtime)
@@ -70,28 +62,28 @@ async def test_a_budget_holds_the_drain_and_the_kubelet_finishes_the_evicted_pod
         "metadata": {"name": "guard"},
         "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "guarded"}}},
     }
-    await policy.create_namespaced_pod_disruption_budget(namespace, budget)
+    await policy.create_namespaced_pod_disruption_budget(world.namespace, budget)
 
     async def budget_observed() -> bool:
-        found = await policy.read_namespaced_pod_disruption_budget("guard", namespace)
+        found = await policy.read_namespaced_pod_disruption_budget("guard", world.namespace)
         return bool(found.status and found.status.observed_generation)
 
     await wait_for(budget_observed, within=30)
     log.mark()
     await custom.patch_cluster_custom_object(
-        *POOLS, pool_name, {"spec": {"targetNodes": 0}}, _content_type=MERGE
+        *POOLS, world.pool, {"spec": {"targetNodes": 0}}, _content_type=MERGE
     )
 
     async def told_blocked() -> list[str]:
         events = await core.list_namespaced_event(
-            "default", field_selector=f"involvedObject.name={pool_name},reason=DrainBlocked"
+            "default", field_selector=f"involvedObject.name={world.pool},reason=DrainBlocked"
         )
         return [event.message for event in events.items]
 
     [message] = await wait_for(told_blocked, within=30)
-    assert f"PodDisruptionBudget {namespace}/guard" in message
+    assert f"PodDisruptionBudget {world.namespace}/guard" in message
     await asyncio.sleep(5)  # held: the pod runs on, its VM and Node stay
-    held = await the_pod(core, namespace)
+    held = await the_pod(core, world.namespace)
     assert held.metadata.uid == pod.metadata.uid
     assert held.metadata.deletion_timestamp is None
     machine = await cloud.client.get_vm(VmName(vm))
@@ -104,7 +96,7 @@ async def test_a_budget_holds_the_drain_and_the_kubelet_finishes_the_evicted_pod
     pod_finished: float | None = None  # stopped, as its kubelet reports, or gone
     vm_deleting: float | None = None
     await policy.patch_namespaced_pod_disruption_budget(
-        "guard", namespace, {"spec": {"maxUnavailable": 1}}, _content_type=MERGE
+        "guard", world.namespace, {"spec": {"maxUnavailable": 1}}, _content_type=MERGE
     )
     deadline = time.monotonic() + 60
     while (pod_finished is None or vm_deleting is None) and time.monotonic() < deadline:
@@ -115,7 +107,7 @@ async def test_a_budget_holds_the_drain_and_the_kubelet_finishes_the_evicted_pod
         if machine is None or machine.state is not VmState.RUNNING:
             vm_deleting = vm_deleting or now
         found = await core.list_namespaced_pod(
-            namespace, field_selector=f"metadata.name={pod.metadata.name}"
+            world.namespace, field_selector=f"metadata.name={pod.metadata.name}"
         )
         if not found.items:
             pod_finished = pod_finished or now
@@ -130,7 +122,7 @@ async def test_a_budget_holds_the_drain_and_the_kubelet_finishes_the_evicted_pod
     assert pod_finished is not None
     assert vm_deleting is not None
     assert vm_deleting >= pod_finished  # the VM went once the kubelet had stopped the pod
-    await wait_for(lambda: settled(custom, pool_name, 0), within=60)
+    await wait_for(lambda: settled(custom, world.pool, 0), within=60)
 
     # The operator asked; the kubelet stopped the pod, within the grace period the
     # eviction gave it, and reported it ended. The operator wrote nothing of the pod's.

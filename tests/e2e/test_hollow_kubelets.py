@@ -16,18 +16,18 @@ from typing import Any
 from kubernetes_asyncio import client
 
 import workloads
-from e2e.autoscaling import create_autoscaler, events, phases
-from harness import MERGE, POOLS, REQUESTS, SimCloud, settled, wait_for
+from e2e import hollow
+from e2e.autoscaling import events, phases
+from e2e.scenes import World
+from harness import MERGE, POOLS, REQUESTS, settled, wait_for
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
 from nodepool_operator.cloud.provider import VmState
 from nodepool_operator.controllers.nodepool import nodes as node_ops
 
-#: What kubemark's fake cAdvisor reports on every VM: the template says the same, so the
-#: plan and the kubelets agree (a template that overstates them is another test's).
-ONE_CPU_NODE = nodepool_api.NodeTemplate(cpu="1", memory="3840Mi", pods=110)
-#: A VM boots in about this long, so a kubelet registers a few seconds after its create.
-BOOT = ("--create-latency", "3", "--latency-jitter", "0.5")
+#: The template says what kubemark's fake cAdvisor reports on every VM, so the plan and
+#: the kubelets agree (a template that overstates them is another test's).
+ONE_CPU_NODE = hollow.ONE_CPU_NODE
 
 
 def pool_manifest(name: str, *, target: int, min_nodes: int = 0) -> dict[str, Any]:
@@ -65,54 +65,44 @@ def assert_registered_by_its_kubelet(node: Any, pool_uid: str) -> None:
 
 
 async def test_pods_run_on_the_kubelets_the_plan_asked_for_and_leave_with_them(
-    api_client: client.ApiClient,
-    start_hollow_simcloud: Any,
-    start_operator: Any,
-    pool_name: str,
-    autoscaler_name: str,
-    namespace: str,
+    world: World,
 ) -> None:
-    cloud: SimCloud = await start_hollow_simcloud(*BOOT)
-    assert cloud.client is not None
+    cloud = await hollow.hollow_cloud(world)
     # The default flags (--simulated-nodes with simcloud): the VMs say their kubelet is
     # their own, so kwok is never asked to play it.
-    operator = start_operator(cloud)
-    custom = client.CustomObjectsApi(api_client)
-    core = client.CoreV1Api(api_client)
-    apps = client.AppsV1Api(api_client)
-    await custom.create_cluster_custom_object(
-        *POOLS, pool_manifest(pool_name, target=1, min_nodes=1)
+    operator = world.start_operator(cloud)
+    await world.custom.create_cluster_custom_object(
+        *POOLS, pool_manifest(world.pool, target=1, min_nodes=1)
     )
-    await wait_for(lambda: settled(custom, pool_name, 1), within=90)
-    await create_autoscaler(
-        custom, autoscaler_name, pool=pool_name, namespace=namespace, unneeded_seconds=5
-    )
+    await wait_for(lambda: settled(world.custom, world.pool, 1), within=90)
+    await world.create_autoscaler(unneeded_seconds=5)
     # 10 pods of 250m: four to a 1-CPU node, so three nodes.
-    selector = {wellknown.POOL_LABEL: pool_name}
+    selector = {wellknown.POOL_LABEL: world.pool}
     deployment = workloads.deployment("web", selector=selector, replicas=10, cpu="250m")
-    await apps.create_namespaced_deployment(namespace, deployment)
+    await world.apps.create_namespaced_deployment(world.namespace, deployment)
 
     async def all_running() -> bool:
-        return (await phases(core, namespace)).get("Running", 0) == 10
+        return (await phases(world.core, world.namespace)).get("Running", 0) == 10
 
     await wait_for(all_running, within=180)
-    await wait_for(lambda: settled(custom, pool_name, 3), within=60)
+    await wait_for(lambda: settled(world.custom, world.pool, 3), within=60)
 
-    pool = await custom.get_cluster_custom_object(*POOLS, pool_name)
-    nodes = {node.metadata.name: node for node in await pool_nodes(core, pool_name)}
-    requests = await custom.list_cluster_custom_object(
-        *REQUESTS, label_selector=wellknown.pool_selector(pool_name)
+    pool = await world.custom.get_cluster_custom_object(*POOLS, world.pool)
+    nodes = {node.metadata.name: node for node in await pool_nodes(world.core, world.pool)}
+    requests = await world.custom.list_cluster_custom_object(
+        *REQUESTS, label_selector=wellknown.pool_selector(world.pool)
     )
     asked = [r["spec"]["targetNodes"] for r in requests["items"]]
+    assert cloud.client is not None
     stats = await cloud.client.stats()
     assert len(nodes) == 3
     assert max(asked) == 3, asked  # the plan asked for these three, and got no more
-    assert {n: c for n, c in stats.creations_by_name.items() if n.startswith(pool_name)} == {
+    assert {n: c for n, c in stats.creations_by_name.items() if n.startswith(world.pool)} == {
         name: 1 for name in nodes
     }
     for node in nodes.values():
         assert_registered_by_its_kubelet(node, pool["metadata"]["uid"])
-    pods = (await core.list_namespaced_pod(namespace)).items
+    pods = (await world.core.list_namespaced_pod(world.namespace)).items
     for pod in pods:
         assert pod.spec.node_name in nodes, pod.spec.node_name
         scheduled = next(c for c in pod.status.conditions if c.type == "PodScheduled")
@@ -122,60 +112,55 @@ async def test_pods_run_on_the_kubelets_the_plan_asked_for_and_leave_with_them(
         assert scheduled.last_transition_time.timestamp() >= ready, pod.metadata.name
     assert sorted({pod.spec.node_name for pod in pods}) == sorted(nodes)
 
-    await apps.patch_namespaced_deployment_scale(
-        "web", namespace, {"spec": {"replicas": 0}}, _content_type=MERGE
+    await world.apps.patch_namespaced_deployment_scale(
+        "web", world.namespace, {"spec": {"replicas": 0}}, _content_type=MERGE
     )
 
     async def no_pods() -> bool:
-        return not (await core.list_namespaced_pod(namespace)).items
+        return not (await world.core.list_namespaced_pod(world.namespace)).items
 
     await wait_for(no_pods, within=60)  # the kubelets stopped them: nobody else deletes
-    await wait_for(lambda: settled(custom, pool_name, 1), within=120)
-    left = await pool_nodes(core, pool_name)
-    vms = [vm for vm in await cloud.client.list_vms(pool=pool_name) if vm.state is VmState.RUNNING]
+    await wait_for(lambda: settled(world.custom, world.pool, 1), within=120)
+    left = await pool_nodes(world.core, world.pool)
+    vms = [vm for vm in await cloud.client.list_vms(pool=world.pool) if vm.state is VmState.RUNNING]
     assert [vm.name for vm in vms] == [node.metadata.name for node in left]
     assert operator.errors_logged() == []
 
 
 async def test_a_restarted_operator_adopts_the_nodes_kubelets_registered_without_it(
-    api_client: client.ApiClient,
-    start_hollow_simcloud: Any,
-    start_operator: Any,
-    pool_name: str,
+    world: World,
 ) -> None:
-    cloud: SimCloud = await start_hollow_simcloud(*BOOT)
-    assert cloud.client is not None
-    first = start_operator(cloud)
-    custom = client.CustomObjectsApi(api_client)
-    core = client.CoreV1Api(api_client)
-    await custom.create_cluster_custom_object(*POOLS, pool_manifest(pool_name, target=3))
+    cloud = await hollow.hollow_cloud(world)
+    first = world.start_operator(cloud)
+    await world.custom.create_cluster_custom_object(*POOLS, pool_manifest(world.pool, target=3))
 
     async def launched() -> list[str]:
         assert cloud.client is not None
-        vms = await cloud.client.list_vms(pool=pool_name)
+        vms = await cloud.client.list_vms(pool=world.pool)
         return [vm.name for vm in vms] if len(vms) == 3 else []
 
     names = await wait_for(launched, within=60)
     first.stop()  # while the three boot
-    assert await pool_nodes(core, pool_name) == []  # so no Node is the operator's
+    assert await pool_nodes(world.core, world.pool) == []  # so no Node is the operator's
 
     async def registered_by_kubelets() -> list[Any]:
-        found = await pool_nodes(core, pool_name)
+        found = await pool_nodes(world.core, world.pool)
         return found if len(found) == 3 and all(ready_since(n) for n in found) else []
 
     strangers = await wait_for(registered_by_kubelets, within=90)
     assert all(not n.metadata.owner_references for n in strangers)
     uids = {n.metadata.name: n.metadata.uid for n in strangers}
 
-    second = start_operator(cloud)
-    await wait_for(lambda: settled(custom, pool_name, 3), within=90)
+    second = world.start_operator(cloud)
+    await wait_for(lambda: settled(world.custom, world.pool, 3), within=90)
 
-    pool = await custom.get_cluster_custom_object(*POOLS, pool_name)
-    adopted = await pool_nodes(core, pool_name)
+    pool = await world.custom.get_cluster_custom_object(*POOLS, world.pool)
+    adopted = await pool_nodes(world.core, world.pool)
     for node in adopted:
         assert_registered_by_its_kubelet(node, pool["metadata"]["uid"])
     # The same three Nodes (none deleted and made again) on the same three VMs.
     assert {n.metadata.name: n.metadata.uid for n in adopted} == uids
+    assert cloud.client is not None
     stats = await cloud.client.stats()
     assert stats.deletions_started == 0
     assert {n: c for n, c in stats.creations_by_name.items() if n in names} == {
@@ -184,4 +169,4 @@ async def test_a_restarted_operator_adopts_the_nodes_kubelets_registered_without
     assert "event=node-adopted" in second.output()
     assert second.errors_logged() == []
     # Never taken for someone else's: no "not owned" warning about them either.
-    assert await events(core, "default", name=pool_name, reason="NodeNotOwned") == []
+    assert await events(world.core, "default", name=world.pool, reason="NodeNotOwned") == []

@@ -20,9 +20,10 @@ from typing import Any
 from kubernetes_asyncio import client
 
 import workloads
-from e2e.autoscaling import make_autoscaler, make_pool, running
+from e2e.autoscaling import kwok_node, make_autoscaler, make_pool, running
 from e2e.consolidating import pinned, preferring
 from e2e.inspecting import json_of, run_cli
+from e2e.scenes import World
 from harness import AUTOSCALERS, MERGE, POOLS, REQUESTS, remove_pool, wait_for
 from nodepool_devtools.cluster import audit
 from nodepool_devtools.cluster.pytest_plugin import Cluster
@@ -47,52 +48,46 @@ async def _pod_named(core: client.CoreV1Api, namespace: str, app: str) -> str:
 
 
 async def test_plan_and_explain_read_only_replayable_and_as_the_operator_decides(
-    api_client: client.ApiClient,
-    cluster: Cluster,
-    start_simcloud: Any,
-    start_operator: Any,
-    pool_name: str,
-    autoscaler_name: str,
-    namespace: str,
-    tmp_path: Path,
+    world: World, tmp_path: Path
 ) -> None:
-    custom = client.CustomObjectsApi(api_client)
-    core, apps = client.CoreV1Api(api_client), client.AppsV1Api(api_client)
-    plain, tainted = pool_name, f"{pool_name}-gpu"
-    tier = {"example.com/tier": pool_name}
-    await make_pool(custom, plain, labels=tier)
+    plain, tainted = world.pool, f"{world.pool}-gpu"
+    await make_pool(world.custom, plain, labels=world.tier)
     gpu = nodepool_api.manifest(
         tainted,
         nodepool_api.NodePoolSpec(
             target_nodes=0,
             min_nodes=0,
             max_nodes=10,
-            template=nodepool_api.NodeTemplate(cpu="16", memory="64Gi", pods=110, labels=tier),
+            template=nodepool_api.NodeTemplate(
+                cpu="16", memory="64Gi", pods=110, labels=world.tier
+            ),
         ),
     )
     gpu["spec"]["template"]["taints"] = [{"key": "gpu", "value": "yes", "effect": "NoSchedule"}]
-    await custom.create_cluster_custom_object(*POOLS, gpu)
-    await make_autoscaler(custom, autoscaler_name, pool=plain, namespace=namespace)
-    await make_autoscaler(custom, f"{autoscaler_name}-gpu", pool=tainted, namespace=namespace)
+    await world.custom.create_cluster_custom_object(*POOLS, gpu)
+    await make_autoscaler(world.custom, world.autoscaler, pool=plain, namespace=world.namespace)
+    await make_autoscaler(
+        world.custom, f"{world.autoscaler}-gpu", pool=tainted, namespace=world.namespace
+    )
     try:
-        await apps.create_namespaced_deployment(
-            namespace, workloads.deployment("web", selector=tier, replicas=3, cpu="1")
+        await world.apps.create_namespaced_deployment(
+            world.namespace, workloads.deployment("web", selector=world.tier, replicas=3, cpu="1")
         )
-        await apps.create_namespaced_deployment(
-            namespace, workloads.deployment("huge", selector=tier, replicas=1, cpu="9")
+        await world.apps.create_namespaced_deployment(
+            world.namespace, workloads.deployment("huge", selector=world.tier, replicas=1, cpu="9")
         )
-        await wait_for(lambda: _unschedulable(core, namespace, {"web", "huge"}), within=60)
-        kubeconfig = (
-            cluster.plane.kubeconfig_for("operator") if cluster.plane else cluster.kubeconfig
+        await wait_for(
+            lambda: _unschedulable(world.core, world.namespace, {"web", "huge"}), within=60
         )
-        log = cluster.audit_log()
+        kubeconfig = world.cluster.kubeconfig_for("operator")
+        log = world.cluster.audit_log()
         log.mark()
 
         live = json_of(run_cli("plan", "--dry-run", "-o", "json", kubeconfig=kubeconfig))
         saved = tmp_path / "snapshot.json.gz"
         saving = run_cli("plan", "--dry-run", "--save-snapshot", str(saved), kubeconfig=kubeconfig)
         assert saving.returncode == 0, saving.stderr
-        huge = await _pod_named(core, namespace, "huge")
+        huge = await _pod_named(world.core, world.namespace, "huge")
         explained = json_of(run_cli("explain", "pod", huge, "-o", "json", kubeconfig=kubeconfig))
         table = run_cli("explain", "pod", huge, kubeconfig=kubeconfig)
         plan_table = run_cli("plan", "--dry-run", kubeconfig=kubeconfig)
@@ -125,12 +120,11 @@ async def test_plan_and_explain_read_only_replayable_and_as_the_operator_decides
         assert json_of(replayed) == live
 
         # The operator then decides what plan said: one request, targetNodes 0 -> 1.
-        cloud = await start_simcloud("--create-latency", "20", "--latency-jitter", "0")
-        operator = start_operator(cloud)
-        web = await _pod_named(core, namespace, "web")
+        _, operator = await world.operated(latency=20)
+        web = await _pod_named(world.core, world.namespace, "web")
 
         async def requested() -> list[dict[str, Any]] | None:
-            found = await custom.list_cluster_custom_object(*REQUESTS)
+            found = await world.custom.list_cluster_custom_object(*REQUESTS)
             mine = [r for r in found["items"] if r["spec"]["nodePoolName"] in (plain, tainted)]
             return mine or None
 
@@ -150,14 +144,14 @@ async def test_plan_and_explain_read_only_replayable_and_as_the_operator_decides
         assert waiting["plannedPool"] == plain
         assert operator.errors_logged() == []
     finally:
-        await custom.delete_cluster_custom_object(*AUTOSCALERS, f"{autoscaler_name}-gpu")
-        await remove_pool(custom, tainted)
+        await world.custom.delete_cluster_custom_object(*AUTOSCALERS, f"{world.autoscaler}-gpu")
+        await remove_pool(world.custom, tainted)
 
 
 async def test_explain_says_which_pod_it_cannot_find_and_exits_1(
     cluster: Cluster, crds_installed: None
 ) -> None:
-    kubeconfig = cluster.plane.kubeconfig_for("operator") if cluster.plane else cluster.kubeconfig
+    kubeconfig = cluster.kubeconfig_for("operator")
 
     done = await asyncio.to_thread(
         run_cli, "explain", "pod", "nowhere/nothing", kubeconfig=kubeconfig
@@ -191,96 +185,82 @@ def _hand_made_node(
             "blockOwnerDeletion": False,
         }
     ]
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {
-                **nodepool_api.node_labels(pool, template),
-                wellknown.HOSTNAME_LABEL: name,
-            },
-            "annotations": {"kwok.x-k8s.io/node": "fake", **annotations},
-            "ownerReferences": owners if owner_uid else [],
-        },
-        "spec": {},
-        "status": {"capacity": room, "allocatable": room},
-    }
+    labels = {**nodepool_api.node_labels(pool, template), wellknown.HOSTNAME_LABEL: name}
+    return kwok_node(
+        name,
+        labels=labels,
+        room=room,
+        annotations=annotations,
+        owners=owners if owner_uid else [],
+    )
 
 
 async def test_plan_previews_scale_down_by_consolidations_rules_within_min_nodes(
-    api_client: client.ApiClient,
-    cluster: Cluster,
-    pool_name: str,
-    autoscaler_name: str,
-    namespace: str,
-    operator_rbac: None,
+    world: World, operator_rbac: None
 ) -> None:
     """Four Nodes of the pool and one that only carries its label: ``busy`` (a 3-cpu pod
     pinned there), ``light`` (a 500m replica free to move), ``kept`` (empty, annotated
     karpenter.sh/do-not-disrupt) and ``empty``. With minNodes 2 ``plan`` previews
     ``empty`` then ``light`` (its pod fits on ``busy``); with minNodes 3 only ``empty``.
     The labelled Node the pool does not own is never the pool's."""
-    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
-    apps = client.AppsV1Api(api_client)
     spec = nodepool_api.NodePoolSpec(
         target_nodes=4,
         min_nodes=2,
         max_nodes=10,
         template=nodepool_api.NodeTemplate(cpu="4", memory="16Gi", pods=110),
     )
-    made = await custom.create_cluster_custom_object(*POOLS, nodepool_api.manifest(pool_name, spec))
+    made = await world.custom.create_cluster_custom_object(
+        *POOLS, nodepool_api.manifest(world.pool, spec)
+    )
     policy = autoscaler_api.ScaleDownPolicy(enabled=True, unneeded_seconds=600)
     autoscaler = autoscaler_api.AutoscalerSpec(
-        node_pool_name=pool_name, namespaces=(namespace,), scale_down=policy
+        node_pool_name=world.pool, namespaces=(world.namespace,), scale_down=policy
     )
-    await custom.create_cluster_custom_object(
-        *AUTOSCALERS, autoscaler_api.manifest(autoscaler_name, autoscaler)
+    await world.custom.create_cluster_custom_object(
+        *AUTOSCALERS, autoscaler_api.manifest(world.autoscaler, autoscaler)
     )
     uid = made["metadata"]["uid"]
-    names = {role: f"{pool_name}-{role}" for role in ("busy", "light", "kept", "empty")}
+    names = {role: f"{world.pool}-{role}" for role in ("busy", "light", "kept", "empty")}
     karpenter = {wellknown.KARPENTER_DO_NOT_DISRUPT_ANNOTATION: "true"}
     nodes = [
-        _hand_made_node(names["busy"], pool=pool_name, owner_uid=uid, annotations={}),
-        _hand_made_node(names["light"], pool=pool_name, owner_uid=uid, annotations={}),
-        _hand_made_node(names["kept"], pool=pool_name, owner_uid=uid, annotations=karpenter),
-        _hand_made_node(names["empty"], pool=pool_name, owner_uid=uid, annotations={}),
-        _hand_made_node(f"{pool_name}-foreign", pool=pool_name, owner_uid=None, annotations={}),
+        _hand_made_node(names["busy"], pool=world.pool, owner_uid=uid, annotations={}),
+        _hand_made_node(names["light"], pool=world.pool, owner_uid=uid, annotations={}),
+        _hand_made_node(names["kept"], pool=world.pool, owner_uid=uid, annotations=karpenter),
+        _hand_made_node(names["empty"], pool=world.pool, owner_uid=uid, annotations={}),
+        _hand_made_node(f"{world.pool}-foreign", pool=world.pool, owner_uid=None, annotations={}),
     ]
     try:
         for node in nodes:
-            await core.create_node(node)
-        on_pool = {wellknown.POOL_LABEL: pool_name}
+            await world.core.create_node(node)
+        on_pool = {wellknown.POOL_LABEL: world.pool}
         big = workloads.deployment(
             "big", selector=on_pool, replicas=1, cpu="3", **pinned(names["busy"])
         )
-        await apps.create_namespaced_deployment(namespace, big)
-        await wait_for(lambda: running(core, namespace, 1), within=60)
+        await world.apps.create_namespaced_deployment(world.namespace, big)
+        await wait_for(lambda: running(world.core, world.namespace, 1), within=60)
         small = workloads.deployment(
             "small", selector=on_pool, replicas=1, cpu="500m", **preferring(names["light"])
         )
-        await apps.create_namespaced_deployment(namespace, small)
-        await wait_for(lambda: running(core, namespace, 2), within=60)
-        pods = (await core.list_namespaced_pod(namespace)).items
+        await world.apps.create_namespaced_deployment(world.namespace, small)
+        await wait_for(lambda: running(world.core, world.namespace, 2), within=60)
+        pods = (await world.core.list_namespaced_pod(world.namespace)).items
         where = {p.metadata.labels["app"]: p.spec.node_name for p in pods}
         assert where == {"big": names["busy"], "small": names["light"]}
         small_pod = next(p.metadata.name for p in pods if p.metadata.labels["app"] == "small")
-        kubeconfig = (
-            cluster.plane.kubeconfig_for("operator") if cluster.plane else cluster.kubeconfig
-        )
+        kubeconfig = world.cluster.kubeconfig_for("operator")
 
         planned = json_of(run_cli("plan", "--dry-run", "-o", "json", kubeconfig=kubeconfig))
         table = run_cli("plan", "--dry-run", kubeconfig=kubeconfig)
         print(table.stdout)  # what docs/autoscaling.md shows (pytest -s)
 
-        mine = [r for r in planned["removable"] if r["pool"] == pool_name]
+        mine = [r for r in planned["removable"] if r["pool"] == world.pool]
         assert [(r["node"], r["empty"]) for r in mine] == [
             (names["empty"], True),
             (names["light"], False),
         ]
-        assert mine[1]["pods"] == [f"{namespace}/{small_pod}"]
+        assert mine[1]["pods"] == [f"{world.namespace}/{small_pod}"]
         assert "fit on other nodes" in mine[1]["reason"]
-        kept = {k["node"]: k for k in planned["kept"] if k["pool"] == pool_name}
+        kept = {k["node"]: k for k in planned["kept"] if k["pool"] == world.pool}
         assert set(kept) == {names["busy"], names["kept"]}  # never the foreign Node
         assert kept[names["busy"]]["rule"] == "busy"
         assert kept[names["kept"]]["rule"] == "do-not-disrupt"
@@ -288,17 +268,17 @@ async def test_plan_previews_scale_down_by_consolidations_rules_within_min_nodes
         assert table.returncode == 0
         assert "Nodes scale-down keeps" in table.stdout
 
-        await custom.patch_cluster_custom_object(
-            *POOLS, pool_name, {"spec": {"minNodes": 3}}, _content_type=MERGE
+        await world.custom.patch_cluster_custom_object(
+            *POOLS, world.pool, {"spec": {"minNodes": 3}}, _content_type=MERGE
         )
         capped = json_of(run_cli("plan", "--dry-run", "-o", "json", kubeconfig=kubeconfig))
-        assert [r["node"] for r in capped["removable"] if r["pool"] == pool_name] == [
+        assert [r["node"] for r in capped["removable"] if r["pool"] == world.pool] == [
             names["empty"]
         ]
-        kept = {k["node"]: k["rule"] for k in capped["kept"] if k["pool"] == pool_name}
+        kept = {k["node"]: k["rule"] for k in capped["kept"] if k["pool"] == world.pool}
         assert kept[names["light"]] == "min-nodes"
     finally:
-        await custom.delete_cluster_custom_object(*AUTOSCALERS, autoscaler_name)
+        await world.custom.delete_cluster_custom_object(*AUTOSCALERS, world.autoscaler)
         for node in nodes:
             with contextlib.suppress(client.exceptions.ApiException):
-                await core.delete_node(node["metadata"]["name"])
+                await world.core.delete_node(node["metadata"]["name"])

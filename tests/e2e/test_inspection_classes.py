@@ -373,7 +373,7 @@ async def scene(
     custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
     apps = client.AppsV1Api(api_client)
     suite = f"insp-{uuid.uuid4().hex[:6]}"
-    kubeconfig = cluster.plane.kubeconfig_for("operator") if cluster.plane else cluster.kubeconfig
+    kubeconfig = cluster.kubeconfig_for("operator")
     scene = Scene(
         suite=suite,
         pools={short: f"{suite}-{short}" for short in ("plain", "gpu", "capped")},

@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes_asyncio import client, config
+from kubernetes_asyncio import client
 
 from harness import MERGE, POOLS, Process, SimCloud, pool_body, wait_for
 from nodepool_devtools.cluster import controlplane
+from nodepool_devtools.cluster.pytest_plugin import connected, local_plane
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
@@ -34,21 +35,13 @@ POOL = "naive"
 
 @pytest.fixture(scope="module")
 def naive_plane(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    plane = controlplane.ControlPlane(tmp_path_factory.mktemp("naive-plane"))
-    plane.up()
-    try:
+    with local_plane(tmp_path_factory.mktemp("naive-plane")) as plane:
         yield plane
-    finally:
-        plane.down()
 
 
 @pytest.fixture
 async def naive_api(naive_plane: controlplane.ControlPlane) -> AsyncIterator[client.ApiClient]:
-    configuration = client.Configuration()
-    await config.load_kube_config(
-        config_file=str(naive_plane.kubeconfig), client_configuration=configuration
-    )
-    async with client.ApiClient(configuration) as api:
+    async with connected(naive_plane.kubeconfig) as api:
         await crds.install(api, crds.variant(status_subresource=False))
         yield api
 

@@ -15,6 +15,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from e2e.autoscaling import create_autoscaler, events, running
+from e2e.scenes import World
 from harness import AUTOSCALERS, MERGE, POOLS, SimCloud, remove_pool, settled, wait_for
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
@@ -50,19 +51,18 @@ async def zones_of(core: client.CoreV1Api, pool: str) -> dict[str, str]:
 
 @pytest.mark.slow
 async def test_a_zone_out_of_capacity_is_skipped_across_a_restart_and_used_after_its_backoff(
-    api_client: client.ApiClient, start_simcloud: Any, start_operator: Any, pool_name: str
+    world: World,
 ) -> None:
     faults = {"capacity": [{"zone": "sim-1a", "maxVms": 0}]}
-    cloud: SimCloud = await start_simcloud(
+    cloud: SimCloud = await world.start_simcloud(
         "--create-latency", "0.2", "--latency-jitter", "0", "--faults", json.dumps(faults)
     )
-    operator = start_operator(cloud)
-    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
-    await custom.create_cluster_custom_object(*POOLS, zoned_pool(pool_name, target=3))
+    operator = world.start_operator(cloud)
+    await world.custom.create_cluster_custom_object(*POOLS, zoned_pool(world.pool, target=3))
 
-    await wait_for(lambda: settled(custom, pool_name, 3), within=60)
-    assert set((await zones_of(core, pool_name)).values()) == {"sim-1b"}
-    status = await pool_status(custom, pool_name)
+    await wait_for(lambda: settled(world.custom, world.pool, 3), within=60)
+    assert set((await zones_of(world.core, world.pool)).values()) == {"sim-1b"}
+    status = await pool_status(world.custom, world.pool)
     [backoff] = status["zoneBackoffs"]
     assert (backoff["zone"], backoff["reason"], backoff["failures"]) == (
         "sim-1a",
@@ -70,19 +70,19 @@ async def test_a_zone_out_of_capacity_is_skipped_across_a_restart_and_used_after
         1,
     )
     assert degraded(status)["reason"] == "ZonesBackedOff"
-    [event] = await events(core, "default", name=pool_name, reason="InsufficientCapacity")
+    [event] = await events(world.core, "default", name=world.pool, reason="InsufficientCapacity")
     assert "zone sim-1a" in event.message
 
     # A new operator, mid-backoff: it reads the backoff from the status and never asks
     # the zone again before its end (a second refusal would count 2).
     operator.stop()
-    operator = start_operator(cloud)
-    await custom.patch_cluster_custom_object(
-        *POOLS, pool_name, {"spec": {"targetNodes": 4}}, _content_type=MERGE
+    operator = world.start_operator(cloud)
+    await world.custom.patch_cluster_custom_object(
+        *POOLS, world.pool, {"spec": {"targetNodes": 4}}, _content_type=MERGE
     )
-    await wait_for(lambda: settled(custom, pool_name, 4), within=60)
-    assert set((await zones_of(core, pool_name)).values()) == {"sim-1b"}
-    [kept] = (await pool_status(custom, pool_name))["zoneBackoffs"]
+    await wait_for(lambda: settled(world.custom, world.pool, 4), within=60)
+    assert set((await zones_of(world.core, world.pool)).values()) == {"sim-1b"}
+    [kept] = (await pool_status(world.custom, world.pool))["zoneBackoffs"]
     assert kept == backoff
     assert "event=zone-backoff" not in operator.output()
 
@@ -91,59 +91,54 @@ async def test_a_zone_out_of_capacity_is_skipped_across_a_restart_and_used_after
     await cloud.client.set_faults(wire.Faults())
 
     async def over() -> bool:
-        return degraded(await pool_status(custom, pool_name)).get("status") == "False"
+        return degraded(await pool_status(world.custom, world.pool)).get("status") == "False"
 
     await wait_for(over, within=90)  # the backoff's minute, counted from the refusal
-    await custom.patch_cluster_custom_object(
-        *POOLS, pool_name, {"spec": {"targetNodes": 5}}, _content_type=MERGE
+    await world.custom.patch_cluster_custom_object(
+        *POOLS, world.pool, {"spec": {"targetNodes": 5}}, _content_type=MERGE
     )
-    await wait_for(lambda: settled(custom, pool_name, 5), within=60)
-    assert "sim-1a" in (await zones_of(core, pool_name)).values()
-    assert "zoneBackoffs" not in await pool_status(custom, pool_name)
+    await wait_for(lambda: settled(world.custom, world.pool, 5), within=60)
+    assert "sim-1a" in (await zones_of(world.core, world.pool)).values()
+    assert "zoneBackoffs" not in await pool_status(world.custom, world.pool)
     assert operator.errors_logged() == []
 
 
-async def test_a_shape_without_capacity_sends_the_pods_to_the_next_pool(
-    api_client: client.ApiClient,
-    start_simcloud: Any,
-    start_operator: Any,
-    pool_name: str,
-    autoscaler_name: str,
-    namespace: str,
-) -> None:
+async def test_a_shape_without_capacity_sends_the_pods_to_the_next_pool(world: World) -> None:
     faults = {"capacity": [{"cpu": "8", "memory": "16Gi", "maxVms": 0}]}
-    cloud: SimCloud = await start_simcloud(
+    cloud: SimCloud = await world.start_simcloud(
         "--create-latency", "0.2", "--latency-jitter", "0", "--faults", json.dumps(faults)
     )
-    operator = start_operator(cloud)
-    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
-    apps = client.AppsV1Api(api_client)
+    operator = world.start_operator(cloud)
     # The preferred pool (weight 10) is of the shape the cloud has no room for.
-    preferred, fallback = pool_name, f"pool-{uuid.uuid4().hex[:6]}"
+    preferred, fallback = world.pool, f"pool-{uuid.uuid4().hex[:6]}"
     fallback_scaler = f"nas-{uuid.uuid4().hex[:6]}"
-    await custom.create_cluster_custom_object(
+    await world.custom.create_cluster_custom_object(
         *POOLS, zoned_pool(preferred, target=0, cpu="8", weight=10)
     )
-    await custom.create_cluster_custom_object(*POOLS, zoned_pool(fallback, target=0))
+    await world.custom.create_cluster_custom_object(*POOLS, zoned_pool(fallback, target=0))
     try:
-        await create_autoscaler(custom, autoscaler_name, pool=preferred, namespace=namespace)
-        await create_autoscaler(custom, fallback_scaler, pool=fallback, namespace=namespace)
-        await apps.create_namespaced_deployment(
-            namespace, deployment("web", selector={}, replicas=4, cpu="1")
+        await create_autoscaler(
+            world.custom, world.autoscaler, pool=preferred, namespace=world.namespace
+        )
+        await create_autoscaler(
+            world.custom, fallback_scaler, pool=fallback, namespace=world.namespace
+        )
+        await world.apps.create_namespaced_deployment(
+            world.namespace, deployment("web", selector={}, replicas=4, cpu="1")
         )
 
-        await wait_for(lambda: running(core, namespace, 4), within=120)
-        pods = (await core.list_namespaced_pod(namespace)).items
+        await wait_for(lambda: running(world.core, world.namespace, 4), within=120)
+        pods = (await world.core.list_namespaced_pod(world.namespace)).items
         hosts = {p.spec.node_name for p in pods}
         assert all(host.startswith(fallback) for host in hosts)
-        status = await pool_status(custom, preferred)
+        status = await pool_status(world.custom, preferred)
         assert degraded(status)["reason"] == "InsufficientCapacity"
         assert {b["zone"] for b in status["zoneBackoffs"]} == set(ZONES)
-        assert (await pool_status(custom, preferred)).get("currentNodes", 0) == 0
-        told = await events(core, "default", name=preferred, reason="InsufficientCapacity")
+        assert (await pool_status(world.custom, preferred)).get("currentNodes", 0) == 0
+        told = await events(world.core, "default", name=preferred, reason="InsufficientCapacity")
         assert told
         assert operator.errors_logged() == []
     finally:
         with contextlib.suppress(client.exceptions.ApiException):
-            await custom.delete_cluster_custom_object(*AUTOSCALERS, fallback_scaler)
-        await remove_pool(custom, fallback)
+            await world.custom.delete_cluster_custom_object(*AUTOSCALERS, fallback_scaler)
+        await remove_pool(world.custom, fallback)

@@ -20,9 +20,9 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from e2e import scenes
 from e2e.node_faults import guarded_pod
+from e2e.scenes import World
 from harness import MERGE, POOLS, SimCloud, settled, wait_for
 from nodepool_devtools.cluster import audit
-from nodepool_devtools.cluster.pytest_plugin import Cluster
 from nodepool_operator.cloud.provider import VmName
 
 OPERATOR_USER = "nodepool-operator"
@@ -103,30 +103,23 @@ class Timeline:
 
 
 async def test_a_pod_shutting_down_slowly_is_gone_before_its_vm_is_deleted(
-    api_client: client.ApiClient,
-    core: client.CoreV1Api,
-    start_simcloud: Any,
-    start_operator: Any,
-    pool_name: str,
-    namespace: str,
+    world: World, core: client.CoreV1Api
 ) -> None:
-    cloud, operator, custom = await scenes.settled_pool(
-        api_client, start_simcloud, start_operator, pool_name, target=1
-    )
-    node = f"{pool_name}-0"
-    await core.create_namespaced_pod(namespace, slow_pod("slow", node))
+    cloud, operator, custom = await scenes.settled_pool(world, target=1)
+    node = f"{world.pool}-0"
+    await core.create_namespaced_pod(world.namespace, slow_pod("slow", node))
 
-    timeline = Timeline(core, cloud, namespace)
+    timeline = Timeline(core, cloud, world.namespace)
     follower = asyncio.create_task(timeline.follow("slow", node))
     await custom.patch_cluster_custom_object(
-        *POOLS, pool_name, {"spec": {"targetNodes": 0}}, _content_type=MERGE
+        *POOLS, world.pool, {"spec": {"targetNodes": 0}}, _content_type=MERGE
     )
     await wait_for(lambda: asyncio.sleep(0, timeline.pod_leaving), within=30)
     await asyncio.sleep(SHUTDOWN_SECONDS)
     assert timeline.vm_deleting is None  # the pod is still shutting down: the VM stays
-    await end_shutdown(core, namespace, "slow")
+    await end_shutdown(core, world.namespace, "slow")
     await asyncio.wait_for(follower, timeout=30)
-    await wait_for(lambda: settled(custom, pool_name, 0), within=30)
+    await wait_for(lambda: settled(custom, world.pool, 0), within=30)
 
     assert timeline.pod_leaving is not None
     assert timeline.pod_gone is not None
@@ -137,35 +130,27 @@ async def test_a_pod_shutting_down_slowly_is_gone_before_its_vm_is_deleted(
 
 
 async def test_a_budget_allowing_nothing_holds_the_drain_visibly_until_it_allows(
-    api_client: client.ApiClient,
-    cluster: Cluster,
-    core: client.CoreV1Api,
-    start_simcloud: Any,
-    start_operator: Any,
-    pool_name: str,
-    namespace: str,
+    world: World, core: client.CoreV1Api
 ) -> None:
-    log = cluster.audit_log()
-    _, operator, custom = await scenes.settled_pool(
-        api_client, start_simcloud, start_operator, pool_name, target=1
-    )
-    policy = client.PolicyV1Api(api_client)
-    guarded = await guarded_pod(api_client, core, namespace, pool_name)
+    log = world.cluster.audit_log()
+    _, operator, custom = await scenes.settled_pool(world, target=1)
+    policy = client.PolicyV1Api(world.api_client)
+    guarded = await guarded_pod(world.api_client, core, world.namespace, world.pool)
     log.mark()
     await custom.patch_cluster_custom_object(
-        *POOLS, pool_name, {"spec": {"targetNodes": 0}}, _content_type=MERGE
+        *POOLS, world.pool, {"spec": {"targetNodes": 0}}, _content_type=MERGE
     )
 
     async def blocked() -> dict[str, Any] | None:
-        pool = await custom.get_cluster_custom_object(*POOLS, pool_name)
+        pool = await custom.get_cluster_custom_object(*POOLS, world.pool)
         for condition in pool.get("status", {}).get("conditions", []):
             if condition["type"] == "Scaling" and condition["reason"] == "DrainBlocked":
                 return dict(condition)
         return None
 
     condition = await wait_for(blocked, within=30)
-    assert f"PodDisruptionBudget {namespace}/guard" in condition["message"]
-    assert f"pod {namespace}/{guarded}" in condition["message"]
+    assert f"PodDisruptionBudget {world.namespace}/guard" in condition["message"]
+    assert f"pod {world.namespace}/{guarded}" in condition["message"]
     await asyncio.sleep(15)  # held: a few evictions on a backoff, no other writes
 
     writes = audit.writes(log.events_since_mark(), user=OPERATOR_USER)
@@ -177,47 +162,39 @@ async def test_a_budget_allowing_nothing_holds_the_drain_visibly_until_it_allows
     # The cordon, the ScaleDown and DrainBlocked events, the status (active, then blocked).
     assert len(others) <= 8, [(w.verb, w.target, w.name) for w in others]
     events = await core.list_namespaced_event(
-        "default", field_selector=f"involvedObject.name={pool_name},reason=DrainBlocked"
+        "default", field_selector=f"involvedObject.name={world.pool},reason=DrainBlocked"
     )
     [event] = events.items
     assert event.type == "Warning"
     assert event.count == 1
     assert "guard" in event.message
-    assert await read_pod(core, namespace, guarded) is not None
+    assert await read_pod(core, world.namespace, guarded) is not None
 
     await policy.patch_namespaced_pod_disruption_budget(
-        "guard", namespace, {"spec": {"maxUnavailable": 1}}, _content_type=MERGE
+        "guard", world.namespace, {"spec": {"maxUnavailable": 1}}, _content_type=MERGE
     )
-    await wait_for(lambda: settled(custom, pool_name, 0), within=60)
-    assert await read_pod(core, namespace, guarded) is None
+    await wait_for(lambda: settled(custom, world.pool, 0), within=60)
+    assert await read_pod(core, world.namespace, guarded) is None
     assert operator.errors_logged() == []
 
 
 async def test_deleting_a_pool_evicts_its_pods_before_removing_vms_and_nodes(
-    api_client: client.ApiClient,
-    cluster: Cluster,
-    core: client.CoreV1Api,
-    start_simcloud: Any,
-    start_operator: Any,
-    pool_name: str,
-    namespace: str,
+    world: World, core: client.CoreV1Api
 ) -> None:
-    log = cluster.audit_log()
-    cloud, operator, custom = await scenes.settled_pool(
-        api_client, start_simcloud, start_operator, pool_name, target=1
-    )
-    node = f"{pool_name}-0"
-    await core.create_namespaced_pod(namespace, slow_pod("slow", node))
+    log = world.cluster.audit_log()
+    cloud, operator, custom = await scenes.settled_pool(world, target=1)
+    node = f"{world.pool}-0"
+    await core.create_namespaced_pod(world.namespace, slow_pod("slow", node))
     log.mark()
 
-    timeline = Timeline(core, cloud, namespace)
+    timeline = Timeline(core, cloud, world.namespace)
     follower = asyncio.create_task(timeline.follow("slow", node))
-    await custom.delete_cluster_custom_object(*POOLS, pool_name)
+    await custom.delete_cluster_custom_object(*POOLS, world.pool)
     await wait_for(lambda: asyncio.sleep(0, timeline.pod_leaving), within=30)
     await asyncio.sleep(SHUTDOWN_SECONDS / 2)
     assert timeline.vm_deleting is None
     assert (await core.read_node(node)).spec.unschedulable
-    await end_shutdown(core, namespace, "slow")
+    await end_shutdown(core, world.namespace, "slow")
     await asyncio.wait_for(follower, timeout=30)
 
     assert timeline.vm_deleting is not None
@@ -241,37 +218,29 @@ async def test_deleting_a_pool_evicts_its_pods_before_removing_vms_and_nodes(
 
 
 async def test_a_drain_timeout_deletes_what_a_budget_holds_then_removes_the_node(
-    api_client: client.ApiClient,
-    cluster: Cluster,
-    core: client.CoreV1Api,
-    start_simcloud: Any,
-    start_operator: Any,
-    pool_name: str,
-    namespace: str,
+    world: World, core: client.CoreV1Api
 ) -> None:
-    log = cluster.audit_log()
-    _, operator, custom = await scenes.settled_pool(
-        api_client, start_simcloud, start_operator, pool_name, target=1, drainTimeoutSeconds=10
-    )
-    guarded = await guarded_pod(api_client, core, namespace, pool_name)
+    log = world.cluster.audit_log()
+    _, operator, custom = await scenes.settled_pool(world, target=1, drainTimeoutSeconds=10)
+    guarded = await guarded_pod(world.api_client, core, world.namespace, world.pool)
     log.mark()
     await custom.patch_cluster_custom_object(
-        *POOLS, pool_name, {"spec": {"targetNodes": 0}}, _content_type=MERGE
+        *POOLS, world.pool, {"spec": {"targetNodes": 0}}, _content_type=MERGE
     )
 
     # Held by the budget first, as without a timeout; then, the timeout past, the pod is
     # deleted (not evicted: the budget would refuse) and the node goes.
-    await wait_for(lambda: settled(custom, pool_name, 0), within=90)
+    await wait_for(lambda: settled(custom, world.pool, 0), within=90)
     writes = audit.writes(log.events_since_mark(), user=OPERATOR_USER)
     refused = [w for w in writes if w.target == "pods/eviction" and w.code == 429]
     deleted = [w for w in writes if w.verb == "delete" and w.target == "pods"]
     assert refused
     assert [(w.name, w.code) for w in deleted] == [(guarded, 200)]
     events = await core.list_namespaced_event(
-        "default", field_selector=f"involvedObject.name={pool_name},reason=DrainTimeout"
+        "default", field_selector=f"involvedObject.name={world.pool},reason=DrainTimeout"
     )
     [event] = events.items
     assert event.type == "Warning"
-    assert f"node {pool_name}-0" in event.message
-    assert await read_pod(core, namespace, guarded) is None
+    assert f"node {world.pool}-0" in event.message
+    assert await read_pod(core, world.namespace, guarded) is None
     assert operator.errors_logged() == []

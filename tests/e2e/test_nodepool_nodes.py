@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from kubernetes_asyncio import client
-
-from harness import POOLS, Operator, SimCloud, settled, wait_for
+from e2e.scenes import World
+from harness import POOLS, settled, wait_for
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import quantity, wellknown
 
@@ -20,13 +17,8 @@ def _amounts(resources: dict[str, str]) -> dict[str, int]:
     }
 
 
-async def test_nodes_carry_the_template_resources_zone_region_and_hostname(
-    api_client: client.ApiClient, start_simcloud: Any, start_operator: Any, pool_name: str
-) -> None:
-    cloud: SimCloud = await start_simcloud("--create-latency", "0.5", "--latency-jitter", "0")
-    operator: Operator = start_operator(cloud)
-    custom = client.CustomObjectsApi(api_client)
-    core = client.CoreV1Api(api_client)
+async def test_nodes_carry_the_template_resources_zone_region_and_hostname(world: World) -> None:
+    cloud, operator = await world.operated(latency=0.5)
     template = nodepool_api.NodeTemplate(
         cpu="4",
         memory="16Gi",
@@ -38,27 +30,27 @@ async def test_nodes_carry_the_template_resources_zone_region_and_hostname(
         region="region-1",
     )
     spec = nodepool_api.NodePoolSpec(target_nodes=3, weight=10, template=template)
-    await custom.create_cluster_custom_object(*POOLS, nodepool_api.manifest(pool_name, spec))
-    await wait_for(lambda: settled(custom, pool_name, 3), within=60)
+    await world.custom.create_cluster_custom_object(*POOLS, nodepool_api.manifest(world.pool, spec))
+    await wait_for(lambda: settled(world.custom, world.pool, 3), within=60)
 
-    found = await core.list_node(label_selector=wellknown.pool_selector(pool_name))
+    found = await world.core.list_node(label_selector=wellknown.pool_selector(world.pool))
     nodes = {n.metadata.name: n for n in found.items}
-    assert sorted(nodes) == [f"{pool_name}-{i}" for i in range(3)]
+    assert sorted(nodes) == [f"{world.pool}-{i}" for i in range(3)]
     for name, node in nodes.items():
         zone = node.metadata.labels[wellknown.ZONE_LABEL]  # the VM's, checked below
         expected = {
-            **nodepool_api.node_labels(pool_name, template, zone=zone),
+            **nodepool_api.node_labels(world.pool, template, zone=zone),
             wellknown.HOSTNAME_LABEL: name,
         }
         # The API server adds the deprecated beta.kubernetes.io labels of its own.
         assert node.metadata.labels.items() >= expected.items()
         assert _amounts(node.status.capacity) == nodepool_api.template_capacity(template)
         assert _amounts(node.status.allocatable) == nodepool_api.template_allocatable(template)
-    zones = [nodes[f"{pool_name}-{i}"].metadata.labels[wellknown.ZONE_LABEL] for i in range(3)]
+    zones = [nodes[f"{world.pool}-{i}"].metadata.labels[wellknown.ZONE_LABEL] for i in range(3)]
     assert zones == ["zone-a", "zone-b", "zone-a"]  # the least-filled zone each time
 
     assert cloud.client is not None
-    vms = await cloud.client.list_vms(pool=pool_name)
+    vms = await cloud.client.list_vms(pool=world.pool)
     assert {vm.name: vm.zone for vm in vms} == {
         name: node.metadata.labels[wellknown.ZONE_LABEL] for name, node in nodes.items()
     }

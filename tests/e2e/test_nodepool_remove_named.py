@@ -13,6 +13,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from e2e import scenes
+from e2e.scenes import World
 from harness import POOLS, settled, wait_for
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.api import wellknown
@@ -74,89 +75,76 @@ async def node_names(core: client.CoreV1Api, pool: str) -> set[str]:
 
 
 async def test_a_request_removes_exactly_the_named_node_while_another_is_tainted(
-    api_client: client.ApiClient,
-    start_simcloud: Any,
-    start_operator: Any,
-    pool_name: str,
-    namespace: str,
+    world: World,
 ) -> None:
-    cloud, operator, custom = await scenes.settled_pool(
-        api_client, start_simcloud, start_operator, pool_name, target=3
-    )
-    core = client.CoreV1Api(api_client)
-    named, other, untouched = f"{pool_name}-2", f"{pool_name}-1", f"{pool_name}-0"
+    cloud, operator, custom = await scenes.settled_pool(world, target=3)
+    named, other, untouched = f"{world.pool}-2", f"{world.pool}-1", f"{world.pool}-0"
     # Both carry the taint; `other` is first by name, `untouched` the emptiest.
-    await taint(core, other)
-    await taint(core, named)
-    await core.create_namespaced_pod(namespace, pod("on-named", named))
-    await core.create_namespaced_pod(namespace, pod("on-other", other))
-    pool = await custom.get_cluster_custom_object(*POOLS, pool_name)
+    await taint(world.core, other)
+    await taint(world.core, named)
+    await world.core.create_namespaced_pod(world.namespace, pod("on-named", named))
+    await world.core.create_namespaced_pod(world.namespace, pod("on-other", other))
+    pool = await custom.get_cluster_custom_object(*POOLS, world.pool)
 
     request = await request_removal(custom, pool, named)
 
     status = await wait_for(lambda: answered(custom, request), within=30)
     assert (status["phase"], status["appliedTargetNodes"]) == ("Applied", 2), status
-    await wait_for(lambda: settled(custom, pool_name, 2), within=60)
-    assert await node_names(core, pool_name) == {untouched, other}
+    await wait_for(lambda: settled(custom, world.pool, 2), within=60)
+    assert await node_names(world.core, world.pool) == {untouched, other}
     assert cloud.client is not None
-    vms = await cloud.client.list_vms(pool=pool_name)
+    vms = await cloud.client.list_vms(pool=world.pool)
     assert {vm.name for vm in vms if vm.state != VmState.DELETING} == {untouched, other}
     for kept in (untouched, other):
-        node = await core.read_node(kept)
+        node = await world.core.read_node(kept)
         assert not node.spec.unschedulable
         assert plan.SCALE_DOWN_ANNOTATION not in (node.metadata.annotations or {})
     # The other tainted Node keeps its pod. (Its taint is the Autoscaler's: with no
     # Autoscaler for the pool, the planner takes it off; the named one's stays until it
     # goes, its removal under way.)
     assert (
-        await core.read_namespaced_pod("on-other", namespace)
+        await world.core.read_namespaced_pod("on-other", world.namespace)
     ).metadata.deletion_timestamp is None
     with contextlib.suppress(ApiException):
-        found = await core.read_namespaced_pod("on-named", namespace)
+        found = await world.core.read_namespaced_pod("on-named", world.namespace)
         assert found.metadata.deletion_timestamp is not None  # evicted with its Node
     assert operator.errors_logged() == []
 
 
 async def test_a_request_naming_a_labelled_node_the_pool_does_not_own_is_rejected(
-    api_client: client.ApiClient,
-    start_simcloud: Any,
-    start_operator: Any,
-    pool_name: str,
+    world: World,
 ) -> None:
-    _, operator, custom = await scenes.settled_pool(
-        api_client, start_simcloud, start_operator, pool_name, target=2
-    )
-    core = client.CoreV1Api(api_client)
-    stranger = f"{pool_name}-stranger"
+    _, operator, custom = await scenes.settled_pool(world, target=2)
+    stranger = f"{world.pool}-stranger"
     # Someone else's Node, labelled with the pool (and tainted, as an Autoscaler reading
     # the label alone would have): the pool does not own it.
-    await core.create_node(
+    await world.core.create_node(
         {
-            "metadata": {"name": stranger, "labels": {wellknown.POOL_LABEL: pool_name}},
+            "metadata": {"name": stranger, "labels": {wellknown.POOL_LABEL: world.pool}},
             "spec": {"taints": [CONSOLIDATING]},
         }
     )
     try:
-        pool = await custom.get_cluster_custom_object(*POOLS, pool_name)
+        pool = await custom.get_cluster_custom_object(*POOLS, world.pool)
         request = await request_removal(custom, pool, stranger)
 
         status = await wait_for(lambda: answered(custom, request), within=30)
         assert status["phase"] == "Rejected", status
         assert status["message"] == (
-            f"node {stranger} named in removeNodes is not owned by NodePool {pool_name}; "
+            f"node {stranger} named in removeNodes is not owned by NodePool {world.pool}; "
             "not applied"
         )
-        after = await custom.get_cluster_custom_object(*POOLS, pool_name)
+        after = await custom.get_cluster_custom_object(*POOLS, world.pool)
         assert after["spec"]["targetNodes"] == 2
-        await wait_for(lambda: settled(custom, pool_name, 2), within=30)
-        for name in await node_names(core, pool_name):
-            node = await core.read_node(name)
+        await wait_for(lambda: settled(custom, world.pool, 2), within=30)
+        for name in await node_names(world.core, world.pool):
+            node = await world.core.read_node(name)
             assert not node.spec.unschedulable, name
-        events = await core.list_event_for_all_namespaces(
+        events = await world.core.list_event_for_all_namespaces(
             field_selector=f"involvedObject.name={request},reason=ScaleRequestRejected"
         )
         assert any(stranger in e.message for e in events.items)
         assert operator.errors_logged() == []
     finally:
         with contextlib.suppress(ApiException):
-            await core.delete_node(stranger)
+            await world.core.delete_node(stranger)

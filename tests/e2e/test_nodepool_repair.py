@@ -18,6 +18,7 @@ from kubernetes_asyncio import client
 
 from e2e import scenes
 from e2e.node_faults import pool_nodes, stop_reporting
+from e2e.scenes import World
 from harness import MERGE, POOLS, settled, wait_for
 from nodepool_operator.cloud.provider import VmName, VmState
 from nodepool_operator.cloud.simcloud import wire
@@ -31,21 +32,16 @@ async def condition(custom: client.CustomObjectsApi, pool: str, kind: str) -> di
     return {}
 
 
-async def test_a_node_kept_not_ready_is_replaced(
-    api_client: client.ApiClient, start_simcloud: Any, start_operator: Any, pool_name: str
-) -> None:
-    _, operator, custom = await scenes.settled_pool(
-        api_client, start_simcloud, start_operator, pool_name, target=2, notReadyTimeoutSeconds=5
-    )
-    core = client.CoreV1Api(api_client)
-    before = await pool_nodes(core, pool_name)
-    broken = f"{pool_name}-1"
+async def test_a_node_kept_not_ready_is_replaced(world: World) -> None:
+    _, operator, custom = await scenes.settled_pool(world, target=2, notReadyTimeoutSeconds=5)
+    before = await pool_nodes(world.core, world.pool)
+    broken = f"{world.pool}-1"
 
-    await core.patch_node(
+    await world.core.patch_node(
         broken, {"metadata": {"annotations": {"kwok.x-k8s.io/node": None}}}, _content_type=MERGE
     )
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    await core.patch_node_status(
+    await world.core.patch_node_status(
         broken,
         {
             "status": {
@@ -64,44 +60,35 @@ async def test_a_node_kept_not_ready_is_replaced(
     )
 
     async def replaced() -> bool:
-        nodes = await pool_nodes(core, pool_name)
+        nodes = await pool_nodes(world.core, world.pool)
         return before[broken] not in nodes.values() and len(nodes) == 2
 
     await wait_for(replaced, within=60)
-    await wait_for(lambda: settled(custom, pool_name, 2), within=60)
-    after = await pool_nodes(core, pool_name)
-    assert after[f"{pool_name}-0"] == before[f"{pool_name}-0"]  # the healthy one stayed
+    await wait_for(lambda: settled(custom, world.pool, 2), within=60)
+    after = await pool_nodes(world.core, world.pool)
+    assert after[f"{world.pool}-0"] == before[f"{world.pool}-0"]  # the healthy one stayed
     assert "event=node-repair" in operator.output()
     assert operator.errors_logged() == []
 
 
-async def test_a_whole_pool_not_ready_at_once_is_not_replaced_and_comes_back(
-    api_client: client.ApiClient, start_simcloud: Any, start_operator: Any, pool_name: str
-) -> None:
+async def test_a_whole_pool_not_ready_at_once_is_not_replaced_and_comes_back(world: World) -> None:
     cloud, operator, custom = await scenes.settled_pool(
-        api_client,
-        start_simcloud,
-        start_operator,
-        pool_name,
-        target=5,
-        create_latency=0.2,
-        notReadyTimeoutSeconds=3,
+        world, target=5, create_latency=0.2, notReadyTimeoutSeconds=3
     )
-    core = client.CoreV1Api(api_client)
-    before = await pool_nodes(core, pool_name)
+    before = await pool_nodes(world.core, world.pool)
     assert len(before) == 5
 
-    await asyncio.gather(*(stop_reporting(core, name) for name in before))
+    await asyncio.gather(*(stop_reporting(world.core, name) for name in before))
 
     async def held() -> bool:
-        found = await condition(custom, pool_name, "Degraded")
+        found = await condition(custom, world.pool, "Degraded")
         return found.get("reason") == "RepairHeld"
 
     await wait_for(held, within=60)
-    found = await condition(custom, pool_name, "Degraded")
+    found = await condition(custom, world.pool, "Degraded")
     assert "5 of 5 nodes are NotReady at once" in found["message"]
     await asyncio.sleep(8)  # well past notReadyTimeoutSeconds, several passes
-    after = await pool_nodes(core, pool_name)
+    after = await pool_nodes(world.core, world.pool)
     assert len(set(before.values()) - set(after.values())) <= 1  # at most one replaced
     assert cloud.client is not None
     assert (await cloud.client.stats()).deletions_started <= 1
@@ -109,7 +96,7 @@ async def test_a_whole_pool_not_ready_at_once_is_not_replaced_and_comes_back(
     # They come back: kwok reports for them again.
     await asyncio.gather(
         *(
-            core.patch_node(
+            world.core.patch_node(
                 name,
                 {"metadata": {"annotations": {"kwok.x-k8s.io/node": "fake"}}},
                 _content_type=MERGE,
@@ -117,78 +104,68 @@ async def test_a_whole_pool_not_ready_at_once_is_not_replaced_and_comes_back(
             for name in after
         )
     )
-    await wait_for(lambda: settled(custom, pool_name, 5), within=60)
+    await wait_for(lambda: settled(custom, world.pool, 5), within=60)
 
     async def healthy() -> bool:
-        found = await condition(custom, pool_name, "Degraded")
+        found = await condition(custom, world.pool, "Degraded")
         return found.get("status") == "False"
 
     await wait_for(healthy, within=30)
-    assert len(await pool_nodes(core, pool_name)) == 5
+    assert len(await pool_nodes(world.core, world.pool)) == 5
     assert "event=repair-held" in operator.output()
     assert operator.errors_logged() == []
 
 
-async def test_a_node_and_a_vm_deleted_out_of_band_come_back(
-    api_client: client.ApiClient, start_simcloud: Any, start_operator: Any, pool_name: str
-) -> None:
-    cloud, operator, custom = await scenes.settled_pool(
-        api_client, start_simcloud, start_operator, pool_name, target=2
-    )
-    core = client.CoreV1Api(api_client)
-    before = await pool_nodes(core, pool_name)
+async def test_a_node_and_a_vm_deleted_out_of_band_come_back(world: World) -> None:
+    cloud, operator, custom = await scenes.settled_pool(world, target=2)
+    before = await pool_nodes(world.core, world.pool)
     assert cloud.client is not None
 
     # The VM first: nothing tells the operator (the cloud has no watch) until it lists
     # the pool again, which the Node's deletion below makes it do at once.
-    await cloud.client.delete_vm(VmName(f"{pool_name}-0"))
-    await core.delete_node(f"{pool_name}-1")
+    await cloud.client.delete_vm(VmName(f"{world.pool}-0"))
+    await world.core.delete_node(f"{world.pool}-1")
 
     async def back() -> bool:
-        nodes = await pool_nodes(core, pool_name)
+        nodes = await pool_nodes(world.core, world.pool)
         return len(nodes) == 2 and not set(nodes.values()) & set(before.values())
 
     await wait_for(back, within=60)
-    await wait_for(lambda: settled(custom, pool_name, 2), within=60)
-    vms = await cloud.client.list_vms(pool=pool_name)
+    await wait_for(lambda: settled(custom, world.pool, 2), within=60)
+    vms = await cloud.client.list_vms(pool=world.pool)
     assert sum(1 for vm in vms if vm.state == VmState.RUNNING) == 2
     assert operator.errors_logged() == []
 
 
-async def test_an_empty_vm_listing_deletes_nothing(
-    api_client: client.ApiClient, start_simcloud: Any, start_operator: Any, pool_name: str
-) -> None:
-    cloud, _, custom = await scenes.settled_pool(
-        api_client, start_simcloud, start_operator, pool_name, target=2
-    )
-    core = client.CoreV1Api(api_client)
-    before = await pool_nodes(core, pool_name)
+async def test_an_empty_vm_listing_deletes_nothing(world: World) -> None:
+    cloud, _, custom = await scenes.settled_pool(world, target=2)
+    before = await pool_nodes(world.core, world.pool)
     assert cloud.client is not None
 
     await cloud.client.set_faults(wire.Faults(list_empty=True))
     try:
         # Any change to one of its Nodes makes the operator look at the pool again.
-        await core.patch_node(
-            f"{pool_name}-0",
+        await world.core.patch_node(
+            f"{world.pool}-0",
             {"metadata": {"labels": {"e2e.nodepool.dev/touch": "1"}}},
             _content_type=MERGE,
         )
 
         async def degraded() -> bool:
-            found = await condition(custom, pool_name, "Degraded")
+            found = await condition(custom, world.pool, "Degraded")
             return found.get("reason") == "CloudListEmpty" and found.get("status") == "True"
 
         await wait_for(degraded, within=30)
         await asyncio.sleep(5)  # several passes on a backoff
-        assert await pool_nodes(core, pool_name) == before
+        assert await pool_nodes(world.core, world.pool) == before
         stats = await cloud.client.stats()
         assert stats.deletions_started == 0
     finally:
         await cloud.client.set_faults(wire.Faults(list_empty=False))
 
     async def recovered() -> bool:
-        found = await condition(custom, pool_name, "Degraded")
+        found = await condition(custom, world.pool, "Degraded")
         return found.get("status") == "False"
 
     await wait_for(recovered, within=60)
-    assert await pool_nodes(core, pool_name) == before
+    assert await pool_nodes(world.core, world.pool) == before

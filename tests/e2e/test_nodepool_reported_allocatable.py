@@ -16,12 +16,11 @@ from kubernetes_asyncio import client
 
 from e2e.autoscaling import (
     History,
-    create_autoscaler,
-    create_pool,
     events,
     running,
 )
-from harness import POOLS, Operator, Sampler, SimCloud, wait_for
+from e2e.scenes import World
+from harness import POOLS, Sampler, wait_for
 from nodepool_operator.api import wellknown
 from workloads import deployment
 
@@ -66,37 +65,31 @@ async def pool_events(core: client.CoreV1Api, pool: str) -> list[client.CoreV1Ev
 
 
 async def test_a_pool_whose_kubelets_report_less_stops_one_node_above_need_across_a_restart(
-    api_client: client.ApiClient,
-    start_simcloud: Any,
-    start_operator: Any,
-    pool_name: str,
-    autoscaler_name: str,
-    namespace: str,
+    world: World,
 ) -> None:
-    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
-    operator: Operator = start_operator(cloud)
-    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
-    apps = client.AppsV1Api(api_client)
-    kubelets = Kubelets(core, pool_name)
+    cloud, operator = await world.operated(latency=1)
+    kubelets = Kubelets(world.core, world.pool)
     kubelets.start()
-    await create_pool(custom, pool_name, max_nodes=6)
-    history = History(custom, pool_name)
+    await world.create_pool(max_nodes=6)
+    history = History(world.custom, world.pool)
     history.start()
     try:
-        await create_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
+        await world.create_autoscaler()
         # Two pods of 4Gi share one 12Gi node; a 14Gi pod fits the template, no real node.
-        on_pool = {wellknown.POOL_LABEL: pool_name}
+        on_pool = {wellknown.POOL_LABEL: world.pool}
         small = deployment("small", selector=on_pool, replicas=2, cpu="500m", memory="4Gi")
         big = deployment("big", selector=on_pool, replicas=1, cpu="500m", memory="14Gi")
-        await apps.create_namespaced_deployment(namespace, small)
-        await apps.create_namespaced_deployment(namespace, big)
-        await wait_for(lambda: running(core, namespace, 2), within=90)
+        await world.apps.create_namespaced_deployment(world.namespace, small)
+        await world.apps.create_namespaced_deployment(world.namespace, big)
+        await wait_for(lambda: running(world.core, world.namespace, 2), within=90)
 
         async def told() -> client.CoreV1Event | None:
-            pods = (await core.list_namespaced_pod(namespace, label_selector="app=big")).items
+            pods = (
+                await world.core.list_namespaced_pod(world.namespace, label_selector="app=big")
+            ).items
             for pod in pods:
                 found = await events(
-                    core, namespace, name=pod.metadata.name, reason="NotTriggerScaleUp"
+                    world.core, world.namespace, name=pod.metadata.name, reason="NotTriggerScaleUp"
                 )
                 if found and "memory" in found[-1].message:
                     return found[-1]
@@ -106,7 +99,7 @@ async def test_a_pool_whose_kubelets_report_less_stops_one_node_above_need_acros
         assert f"requests {14 * GI} of memory, a node offers {12 * GI}" in warning.message
 
         async def overstated() -> dict[str, Any] | None:
-            pool = await custom.get_cluster_custom_object(*POOLS, pool_name)
+            pool = await world.custom.get_cluster_custom_object(*POOLS, world.pool)
             status = pool.get("status") or {}
             shown = [
                 c
@@ -121,7 +114,7 @@ async def test_a_pool_whose_kubelets_report_less_stops_one_node_above_need_acros
         assert shown["reason"] == "KubeletsReportLess"
         assert field in shown["message"]
         assert status["reportedAllocatable"]["lowest"] == {"memory": REPORTED_MEMORY}
-        [event] = await wait_for(lambda: pool_events(core, pool_name), within=30)
+        [event] = await wait_for(lambda: pool_events(world.core, world.pool), within=30)
         assert event.type == "Warning"
         assert field in event.message
 
@@ -131,13 +124,13 @@ async def test_a_pool_whose_kubelets_report_less_stops_one_node_above_need_acros
         assert max(history.values) <= need + 1, history.values
 
         operator.stop()
-        operator = start_operator(cloud)
+        operator = world.start_operator(cloud)
         await asyncio.sleep(8)  # the restarted operator scans and reconciles several times
         assert max(history.values) <= need + 1, history.values
-        assert await running(core, namespace, 2)
-        [again] = await pool_events(core, pool_name)  # the record was there: no new event
+        assert await running(world.core, world.namespace, 2)
+        [again] = await pool_events(world.core, world.pool)  # the record was there: no new event
         assert again.count == 1
-        pool = await custom.get_cluster_custom_object(*POOLS, pool_name)
+        pool = await world.custom.get_cluster_custom_object(*POOLS, world.pool)
         assert pool["status"]["reportedAllocatable"] == status["reportedAllocatable"]
         # kwok left every lowered figure as the "kubelet" wrote it: one write per Node.
         assert kubelets.writes, "no Node turned Ready"

@@ -12,6 +12,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from e2e.scenes import World
 from harness import MERGE, POOLS, REQUESTS, Operator, SimCloud, pool_body, settled, wait_for
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.api import wellknown
@@ -42,27 +43,25 @@ async def create_request(
     return name
 
 
-async def test_scale_requests_are_applied_rejected_and_superseded(
-    api_client: client.ApiClient, start_simcloud: Any, start_operator: Any, pool_name: str
-) -> None:
-    cloud: SimCloud = await start_simcloud("--create-latency", "0.5", "--latency-jitter", "0")
-    operator: Operator = start_operator(cloud)
-    custom = client.CustomObjectsApi(api_client)
-    pool = await custom.create_cluster_custom_object(*POOLS, pool_body(pool_name, max_nodes=4))
+async def test_scale_requests_are_applied_rejected_and_superseded(world: World) -> None:
+    _, operator = await world.operated(latency=0.5)
+    pool = await world.custom.create_cluster_custom_object(
+        *POOLS, pool_body(world.pool, max_nodes=4)
+    )
 
-    applied = await create_request(custom, pool, 3)
-    status = await wait_for(lambda: _phase_set(custom, applied), within=30)
+    applied = await create_request(world.custom, pool, 3)
+    status = await wait_for(lambda: _phase_set(world.custom, applied), within=30)
     assert (status["phase"], status["appliedTargetNodes"]) == ("Applied", 3)
-    await wait_for(lambda: settled(custom, pool_name, 3), within=60)
+    await wait_for(lambda: settled(world.custom, world.pool, 3), within=60)
 
-    too_many = await create_request(custom, pool, 9)
-    status = await wait_for(lambda: _phase_set(custom, too_many), within=30)
+    too_many = await create_request(world.custom, pool, 9)
+    status = await wait_for(lambda: _phase_set(world.custom, too_many), within=30)
     assert (status["phase"], status["appliedTargetNodes"]) == ("Applied", 4)
     assert "clamped to maxNodes" in status["message"]
-    await wait_for(lambda: settled(custom, pool_name, 4), within=60)
+    await wait_for(lambda: settled(world.custom, world.pool, 4), within=60)
 
-    rejected = await create_request(custom, pool, 7)
-    status = await wait_for(lambda: _phase_set(custom, rejected), within=30)
+    rejected = await create_request(world.custom, pool, 7)
+    status = await wait_for(lambda: _phase_set(world.custom, rejected), within=30)
     assert status["phase"] == "Rejected"
     assert "maxNodes=4" in status["message"]
     assert operator.errors_logged() == []
@@ -74,71 +73,62 @@ async def _phase_set(custom: client.CustomObjectsApi, name: str) -> Any:
 
 
 async def test_a_request_based_on_a_target_the_user_changed_since_is_superseded(
-    api_client: client.ApiClient, start_simcloud: Any, start_operator: Any, pool_name: str
+    world: World,
 ) -> None:
-    cloud: SimCloud = await start_simcloud("--create-latency", "0.5", "--latency-jitter", "0")
-    operator: Operator = start_operator(cloud)
-    custom = client.CustomObjectsApi(api_client)
-    pool = await custom.create_cluster_custom_object(*POOLS, pool_body(pool_name, max_nodes=4))
+    _, operator = await world.operated(latency=0.5)
+    pool = await world.custom.create_cluster_custom_object(
+        *POOLS, pool_body(world.pool, max_nodes=4)
+    )
     # The user scales to 2 after the requester read targetNodes=0.
-    await custom.patch_cluster_custom_object(
-        *POOLS, pool_name, {"spec": {"targetNodes": 2}}, _content_type=MERGE
+    await world.custom.patch_cluster_custom_object(
+        *POOLS, world.pool, {"spec": {"targetNodes": 2}}, _content_type=MERGE
     )
 
-    stale = await create_request(custom, pool, 1, based_on=0)
-    status = await wait_for(lambda: _phase_set(custom, stale), within=30)
+    stale = await create_request(world.custom, pool, 1, based_on=0)
+    status = await wait_for(lambda: _phase_set(world.custom, stale), within=30)
     assert status["phase"] == "Superseded"
     assert "targetNodes=0" in status["message"]
     assert "now 2" in status["message"]
     assert "appliedTargetNodes" not in status
-    assert (await custom.get_cluster_custom_object(*POOLS, pool_name))["spec"]["targetNodes"] == 2
+    assert (await world.custom.get_cluster_custom_object(*POOLS, world.pool))["spec"][
+        "targetNodes"
+    ] == 2
 
-    current = await create_request(custom, pool, 3, based_on=2)
-    status = await wait_for(lambda: _phase_set(custom, current), within=30)
+    current = await create_request(world.custom, pool, 3, based_on=2)
+    status = await wait_for(lambda: _phase_set(world.custom, current), within=30)
     assert (status["phase"], status["appliedTargetNodes"]) == ("Applied", 3)
-    await wait_for(lambda: settled(custom, pool_name, 3), within=60)
+    await wait_for(lambda: settled(world.custom, world.pool, 3), within=60)
     assert operator.errors_logged() == []
 
 
-async def test_a_request_for_a_pool_that_does_not_exist_is_rejected(
-    api_client: client.ApiClient, start_simcloud: Any, start_operator: Any, crds_installed: None
-) -> None:
-    cloud: SimCloud = await start_simcloud()
-    operator: Operator = start_operator(cloud)
-    custom = client.CustomObjectsApi(api_client)
+async def test_a_request_for_a_pool_that_does_not_exist_is_rejected(world: World) -> None:
+    cloud: SimCloud = await world.start_simcloud()
+    operator: Operator = world.start_operator(cloud)
     missing = f"missing-{uuid.uuid4().hex[:6]}"
     name = f"req-{uuid.uuid4().hex[:6]}"
     # Made by hand: no owner, so no garbage collector would ever remove it.
     body = scalerequest_api.manifest(
         name, scalerequest_api.ScaleRequestSpec(node_pool_name=missing, target_nodes=2)
     )
-    await custom.create_cluster_custom_object(*REQUESTS, body)
+    await world.custom.create_cluster_custom_object(*REQUESTS, body)
     try:
-        status = await wait_for(lambda: _phase_set(custom, name), within=30)
+        status = await wait_for(lambda: _phase_set(world.custom, name), within=30)
         assert status["phase"] == "Rejected"
         assert status["message"] == f"NodePool {missing!r} does not exist"
         assert operator.errors_logged() == []
     finally:
         with contextlib.suppress(ApiException):
-            await custom.delete_cluster_custom_object(*REQUESTS, name)
+            await world.custom.delete_cluster_custom_object(*REQUESTS, name)
 
 
-async def test_scale_down_cordons_drains_and_removes_the_emptiest_nodes(
-    api_client: client.ApiClient,
-    start_simcloud: Any,
-    start_operator: Any,
-    pool_name: str,
-    namespace: str,
-) -> None:
-    cloud: SimCloud = await start_simcloud(
+async def test_scale_down_cordons_drains_and_removes_the_emptiest_nodes(world: World) -> None:
+    cloud: SimCloud = await world.start_simcloud(
         "--create-latency", "0.5", "--latency-jitter", "0", "--delete-latency", "0.5"
     )
-    operator: Operator = start_operator(cloud)
-    custom = client.CustomObjectsApi(api_client)
-    core = client.CoreV1Api(api_client)
-    await custom.create_cluster_custom_object(*POOLS, pool_body(pool_name, target=3))
-    await wait_for(lambda: settled(custom, pool_name, 3), within=60)
-    busy = f"{pool_name}-0"
+    operator: Operator = world.start_operator(cloud)
+    await world.custom.create_cluster_custom_object(*POOLS, pool_body(world.pool, target=3))
+    await wait_for(lambda: settled(world.custom, world.pool, 3), within=60)
+    busy = f"{world.pool}-0"
     pod = {
         "metadata": {"name": "busy"},
         "spec": {
@@ -147,35 +137,46 @@ async def test_scale_down_cordons_drains_and_removes_the_emptiest_nodes(
             "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists"}],
         },
     }
-    await core.create_namespaced_pod(namespace, pod)
+    await world.core.create_namespaced_pod(world.namespace, pod)
 
-    await custom.patch_cluster_custom_object(
-        *POOLS, pool_name, {"spec": {"targetNodes": 1}}, _content_type=MERGE
+    await world.custom.patch_cluster_custom_object(
+        *POOLS, world.pool, {"spec": {"targetNodes": 1}}, _content_type=MERGE
     )
-    await wait_for(lambda: settled(custom, pool_name, 1), within=60)
-    nodes = await core.list_node(label_selector=f"{wellknown.POOL_LABEL}={pool_name}")
+    await wait_for(lambda: settled(world.custom, world.pool, 1), within=60)
+    nodes = await world.core.list_node(label_selector=f"{wellknown.POOL_LABEL}={world.pool}")
     assert [n.metadata.name for n in nodes.items] == [busy]  # the node with a pod stayed
     assert not nodes.items[0].spec.unschedulable
     assert cloud.client is not None
     assert [
-        vm.name for vm in await cloud.client.list_vms(pool=pool_name) if vm.state == "Running"
+        vm.name for vm in await cloud.client.list_vms(pool=world.pool) if vm.state == "Running"
     ] == [busy]
 
     # Now the busy node must go too: its pod is evicted, then the node and VM are removed.
-    await custom.patch_cluster_custom_object(
-        *POOLS, pool_name, {"spec": {"targetNodes": 0}}, _content_type=MERGE
+    await world.custom.patch_cluster_custom_object(
+        *POOLS, world.pool, {"spec": {"targetNodes": 0}}, _content_type=MERGE
     )
-    await wait_for(lambda: settled(custom, pool_name, 0), within=60)
+    await wait_for(lambda: settled(world.custom, world.pool, 0), within=60)
 
     async def pod_gone() -> bool:
         try:
-            await core.read_namespaced_pod("busy", namespace)
+            await world.core.read_namespaced_pod("busy", world.namespace)
         except ApiException as error:
             return error.status == 404
         return False
 
     await wait_for(pod_gone, within=30)
     assert operator.errors_logged() == []
+
+
+def bad_pool(spec: dict[str, Any]) -> dict[str, Any]:
+    """A NodePool of a fresh name whose ``spec`` is sent as given, for the API server to
+    judge."""
+    return {
+        "apiVersion": "nodepool.dev/v1alpha1",
+        "kind": "NodePool",
+        "metadata": {"name": f"bad-{uuid.uuid4().hex[:6]}"},
+        "spec": spec,
+    }
 
 
 @pytest.mark.parametrize(
@@ -205,14 +206,8 @@ async def test_invalid_specs_are_refused_with_422(
     api_client: client.ApiClient, crds_installed: None, spec: dict[str, Any], fragment: str
 ) -> None:
     custom = client.CustomObjectsApi(api_client)
-    body = {
-        "apiVersion": "nodepool.dev/v1alpha1",
-        "kind": "NodePool",
-        "metadata": {"name": f"bad-{uuid.uuid4().hex[:6]}"},
-        "spec": spec,
-    }
     with pytest.raises(ApiException) as raised:
-        await custom.create_cluster_custom_object(*POOLS, body)
+        await custom.create_cluster_custom_object(*POOLS, bad_pool(spec))
     assert raised.value.status == 422
     assert fragment in raised.value.body
 
@@ -221,12 +216,7 @@ async def test_unknown_fields_are_refused_under_strict_field_validation(
     api_client: client.ApiClient, crds_installed: None
 ) -> None:
     custom = client.CustomObjectsApi(api_client)
-    body = {
-        "apiVersion": "nodepool.dev/v1alpha1",
-        "kind": "NodePool",
-        "metadata": {"name": f"bad-{uuid.uuid4().hex[:6]}"},
-        "spec": {"targetNodes": 1, "targetNodez": 3},
-    }
+    body = bad_pool({"targetNodes": 1, "targetNodez": 3})
     with pytest.raises(ApiException) as raised:
         await custom.create_cluster_custom_object(*POOLS, body, field_validation="Strict")
     # The API server reports unknown fields as a strict-decoding error: 400, not 422.
@@ -236,18 +226,16 @@ async def test_unknown_fields_are_refused_under_strict_field_validation(
 
 
 async def test_quota_error_sets_degraded_with_an_event_and_bounded_cloud_calls(
-    api_client: client.ApiClient, start_simcloud: Any, start_operator: Any, pool_name: str
+    world: World,
 ) -> None:
-    cloud: SimCloud = await start_simcloud(
+    cloud: SimCloud = await world.start_simcloud(
         "--create-latency", "0.5", "--latency-jitter", "0", "--quota", "2"
     )
-    operator: Operator = start_operator(cloud)
-    custom = client.CustomObjectsApi(api_client)
-    core = client.CoreV1Api(api_client)
-    await custom.create_cluster_custom_object(*POOLS, pool_body(pool_name, target=5))
+    operator: Operator = world.start_operator(cloud)
+    await world.custom.create_cluster_custom_object(*POOLS, pool_body(world.pool, target=5))
 
     async def degraded() -> Any:
-        status = await status_of(custom, POOLS, pool_name)
+        status = await status_of(world.custom, POOLS, world.pool)
         found = [c for c in status.get("conditions", []) if c["type"] == "Degraded"]
         return found[0] if found and found[0]["status"] == "True" else None
 
@@ -265,8 +253,8 @@ async def test_quota_error_sets_degraded_with_an_event_and_bounded_cloud_calls(
     # every 0.5 s without a pause would make 40 lists and 120 refused creates.
     assert refused <= 3, refused
     assert after.calls_total - before.calls_total <= 15, after.calls
-    events = await core.list_namespaced_event(
-        "default", field_selector=f"involvedObject.name={pool_name},reason=CloudError"
+    events = await world.core.list_namespaced_event(
+        "default", field_selector=f"involvedObject.name={world.pool},reason=CloudError"
     )
     assert len(events.items) == 1
     assert events.items[0].type == "Warning"
@@ -274,22 +262,21 @@ async def test_quota_error_sets_degraded_with_an_event_and_bounded_cloud_calls(
     assert operator.errors_logged() == []
 
 
-async def test_finished_requests_are_deleted_once_their_retention_has_passed(
-    api_client: client.ApiClient, start_simcloud: Any, start_operator: Any, pool_name: str
-) -> None:
-    cloud: SimCloud = await start_simcloud("--create-latency", "0.2", "--latency-jitter", "0")
+async def test_finished_requests_are_deleted_once_their_retention_has_passed(world: World) -> None:
+    cloud = await world.cloud(latency=0.2)
     # Retention counts from the request's creation, and the operator may take seconds to
     # start on a loaded machine: 10 s leaves the Applied phase long enough to be seen.
-    operator: Operator = start_operator(cloud, "--scale-request-retention", "10")
-    custom = client.CustomObjectsApi(api_client)
-    pool = await custom.create_cluster_custom_object(*POOLS, pool_body(pool_name, max_nodes=4))
-    applied = await create_request(custom, pool, 1)
-    status = await wait_for(lambda: _phase_set(custom, applied), within=30)
+    operator: Operator = world.start_operator(cloud, "--scale-request-retention", "10")
+    pool = await world.custom.create_cluster_custom_object(
+        *POOLS, pool_body(world.pool, max_nodes=4)
+    )
+    applied = await create_request(world.custom, pool, 1)
+    status = await wait_for(lambda: _phase_set(world.custom, applied), within=30)
     assert status["phase"] == "Applied"
 
     async def gone() -> bool:
         try:
-            await custom.get_cluster_custom_object(*REQUESTS, applied)
+            await world.custom.get_cluster_custom_object(*REQUESTS, applied)
         except ApiException as error:
             if error.status == 404:
                 return True
@@ -298,5 +285,5 @@ async def test_finished_requests_are_deleted_once_their_retention_has_passed(
 
     # Retention counts from the request's creation; nothing else deletes requests here.
     await wait_for(gone, within=30)
-    await wait_for(lambda: settled(custom, pool_name, 1), within=60)
+    await wait_for(lambda: settled(world.custom, world.pool, 1), within=60)
     assert operator.errors_logged() == []

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from harness import MERGE, POOLS, Operator, SimCloud, kubectl, pool_body, settled, wait_for
+from e2e.scenes import World
+from harness import MERGE, POOLS, SimCloud, kubectl, pool_body, settled, wait_for
 from nodepool_devtools.cluster import audit, binaries
-from nodepool_devtools.cluster.pytest_plugin import Cluster
 from nodepool_operator.api import wellknown
 
 OPERATOR_USER = "nodepool-operator"
@@ -44,73 +44,51 @@ async def assert_exactly(cloud: SimCloud, core: client.CoreV1Api, name: str, cou
     assert duplicates == {}
 
 
-async def test_scale_0_to_5_then_kubectl_scale(
-    api_client: client.ApiClient,
-    cluster: Cluster,
-    start_simcloud: Any,
-    start_operator: Any,
-    pool_name: str,
-) -> None:
-    cloud: SimCloud = await start_simcloud("--create-latency", "2", "--latency-jitter", "0.5")
-    operator: Operator = start_operator(cloud)
-    custom = client.CustomObjectsApi(api_client)
-    core = client.CoreV1Api(api_client)
-    await custom.create_cluster_custom_object(*POOLS, pool_body(pool_name))
-    await wait_for(lambda: settled(custom, pool_name, 0), within=30)
+async def test_scale_0_to_5_then_kubectl_scale(world: World) -> None:
+    cloud, operator = await world.operated(latency=2, jitter=0.5)
+    await world.custom.create_cluster_custom_object(*POOLS, pool_body(world.pool))
+    await wait_for(lambda: settled(world.custom, world.pool, 0), within=30)
 
-    await custom.patch_cluster_custom_object(
-        *POOLS, pool_name, {"spec": {"targetNodes": 5}}, _content_type=MERGE
+    await world.custom.patch_cluster_custom_object(
+        *POOLS, world.pool, {"spec": {"targetNodes": 5}}, _content_type=MERGE
     )
-    pool = await wait_for(lambda: settled(custom, pool_name, 5), within=60)
-    await assert_exactly(cloud, core, pool_name, 5)
-    assert pool["status"]["selector"] == f"{wellknown.POOL_LABEL}={pool_name}"
+    pool = await wait_for(lambda: settled(world.custom, world.pool, 5), within=60)
+    await assert_exactly(cloud, world.core, world.pool, 5)
+    assert pool["status"]["selector"] == f"{wellknown.POOL_LABEL}={world.pool}"
 
     kubectl_path = binaries.ensure_binaries()["kubectl"]
-    await kubectl(kubectl_path, cluster.kubeconfig, "scale", f"np/{pool_name}", "--replicas=7")
-    await wait_for(lambda: settled(custom, pool_name, 7), within=60)
-    await assert_exactly(cloud, core, pool_name, 7)
+    await kubectl(
+        kubectl_path, world.cluster.kubeconfig, "scale", f"np/{world.pool}", "--replicas=7"
+    )
+    await wait_for(lambda: settled(world.custom, world.pool, 7), within=60)
+    await assert_exactly(cloud, world.core, world.pool, 7)
 
-    table = await kubectl(kubectl_path, cluster.kubeconfig, "get", "np", pool_name)
+    table = await kubectl(kubectl_path, world.cluster.kubeconfig, "get", "np", world.pool)
     header, row = table.splitlines()[:2]
     assert header.split() == [
         "NAME", "TARGET", "CURRENT", "READY", "OPERATION", "DEGRADED", "REASON", "AGE"
     ]  # fmt: skip
-    assert row.split()[:7] == [pool_name, "7", "7", "7", "inactive", "False", "AsExpected"]
+    assert row.split()[:7] == [world.pool, "7", "7", "7", "inactive", "False", "AsExpected"]
     assert operator.errors_logged() == []
 
 
-async def test_sigkill_during_scale_up_leaves_no_orphan_and_no_duplicate(
-    api_client: client.ApiClient,
-    start_simcloud: Any,
-    start_operator: Any,
-    pool_name: str,
-) -> None:
-    cloud: SimCloud = await start_simcloud("--create-latency", "2", "--latency-jitter", "1")
-    custom = client.CustomObjectsApi(api_client)
-    core = client.CoreV1Api(api_client)
-    await custom.create_cluster_custom_object(*POOLS, pool_body(pool_name, target=10))
+async def test_sigkill_during_scale_up_leaves_no_orphan_and_no_duplicate(world: World) -> None:
+    cloud = await world.cloud(latency=2, jitter=1)
+    await world.custom.create_cluster_custom_object(*POOLS, pool_body(world.pool, target=10))
     rng = random.Random(7)
     for _ in range(4):
-        operator = start_operator(cloud)
+        operator = world.start_operator(cloud)
         await asyncio.sleep(rng.uniform(0.5, 2.5))
         operator.kill()
-    start_operator(cloud)
-    await wait_for(lambda: settled(custom, pool_name, 10), within=90)
-    await assert_exactly(cloud, core, pool_name, 10)
+    world.start_operator(cloud)
+    await wait_for(lambda: settled(world.custom, world.pool, 10), within=90)
+    await assert_exactly(cloud, world.core, world.pool, 10)
 
 
-async def test_concurrent_label_writer_loses_nothing_and_scale_completes(
-    api_client: client.ApiClient,
-    cluster: Cluster,
-    start_simcloud: Any,
-    start_operator: Any,
-    pool_name: str,
-) -> None:
-    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0.5")
-    operator: Operator = start_operator(cloud)
-    custom = client.CustomObjectsApi(api_client)
-    await custom.create_cluster_custom_object(*POOLS, pool_body(pool_name))
-    await wait_for(lambda: settled(custom, pool_name, 0), within=30)
+async def test_concurrent_label_writer_loses_nothing_and_scale_completes(world: World) -> None:
+    _, operator = await world.operated(latency=1, jitter=0.5)
+    await world.custom.create_cluster_custom_object(*POOLS, pool_body(world.pool))
+    await wait_for(lambda: settled(world.custom, world.pool, 0), within=30)
 
     stop = asyncio.Event()
     written: list[int] = []
@@ -125,21 +103,23 @@ async def test_concurrent_label_writer_loses_nothing_and_scale_completes(
                     "annotations": {f"writer/note-{count % 50}": str(count)},
                 }
             }
-            await custom.patch_cluster_custom_object(*POOLS, pool_name, patch, _content_type=MERGE)
+            await world.custom.patch_cluster_custom_object(
+                *POOLS, world.pool, patch, _content_type=MERGE
+            )
             written.append(count)
             await asyncio.sleep(0.02)
 
     task = asyncio.create_task(writer())
     try:
         await wait_for(lambda: asyncio.sleep(0, len(written) >= 10), within=10)
-        await custom.patch_cluster_custom_object(
-            *POOLS, pool_name, {"spec": {"targetNodes": 6}}, _content_type=MERGE
+        await world.custom.patch_cluster_custom_object(
+            *POOLS, world.pool, {"spec": {"targetNodes": 6}}, _content_type=MERGE
         )
-        await wait_for(lambda: settled(custom, pool_name, 6), within=60)
+        await wait_for(lambda: settled(world.custom, world.pool, 6), within=60)
     finally:
         stop.set()
         await task
-    pool = await get_pool(custom, pool_name)
+    pool = await get_pool(world.custom, world.pool)
     last = written[-1]
     assert len(written) > 20  # the writer kept writing through the whole scale-up
     assert pool["metadata"]["labels"]["writer/count"] == str(last)
@@ -150,27 +130,20 @@ async def test_concurrent_label_writer_loses_nothing_and_scale_completes(
 
 
 @pytest.mark.slow
-async def test_idle_operator_makes_no_writes_and_label_change_causes_no_work(
-    api_client: client.ApiClient,
-    cluster: Cluster,
-    start_simcloud: Any,
-    start_operator: Any,
-    pool_name: str,
-) -> None:
-    log = cluster.audit_log()
-    cloud: SimCloud = await start_simcloud("--create-latency", "1", "--latency-jitter", "0")
-    start_operator(cloud)
-    custom = client.CustomObjectsApi(api_client)
-    await custom.create_cluster_custom_object(*POOLS, pool_body(pool_name, target=3))
-    await wait_for(lambda: settled(custom, pool_name, 3), within=60)
+async def test_idle_operator_makes_no_writes_and_label_change_causes_no_work(world: World) -> None:
+    log = world.cluster.audit_log()
+    cloud = await world.cloud(latency=1)
+    world.start_operator(cloud)
+    await world.custom.create_cluster_custom_object(*POOLS, pool_body(world.pool, target=3))
+    await wait_for(lambda: settled(world.custom, world.pool, 3), within=60)
     await asyncio.sleep(2)  # let the last status write and its events land
     assert cloud.client is not None
     calls_before = (await cloud.client.stats()).calls_total
     # The filter below can see the operator: it wrote while scaling up.
     assert audit.writes(log.events(), user=OPERATOR_USER) != []
     log.mark()
-    await custom.patch_cluster_custom_object(
-        *POOLS, pool_name, {"metadata": {"labels": {"team": "blue"}}}, _content_type=MERGE
+    await world.custom.patch_cluster_custom_object(
+        *POOLS, world.pool, {"metadata": {"labels": {"team": "blue"}}}, _content_type=MERGE
     )
     await asyncio.sleep(60)
     assert audit.writes(log.events_since_mark(), user=OPERATOR_USER) == []

@@ -10,9 +10,9 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
+from e2e.scenes import World
 from harness import MERGE, POOLS, Operator, SimCloud, pool_body, settled, wait_for
 from nodepool_devtools.cluster import audit
-from nodepool_devtools.cluster.pytest_plugin import Cluster
 from nodepool_operator.api import wellknown
 from nodepool_operator.cloud import credentials
 from nodepool_operator.cloud.provider import MachineSpec, VirtualMachine, VmName, VmState
@@ -77,70 +77,55 @@ async def pool_gone(custom: client.CustomObjectsApi, name: str) -> bool:
     return False
 
 
-async def test_a_hand_made_node_holding_a_name_is_skipped_and_never_touched(
-    api_client: client.ApiClient,
-    cluster: Cluster,
-    start_simcloud: Any,
-    start_operator: Any,
-    pool_name: str,
-) -> None:
-    log = cluster.audit_log()
-    cloud: SimCloud = await start_simcloud()
-    core = client.CoreV1Api(api_client)
-    custom = client.CustomObjectsApi(api_client)
-    taken = f"{pool_name}-0"
+async def test_a_hand_made_node_holding_a_name_is_skipped_and_never_touched(world: World) -> None:
+    log = world.cluster.audit_log()
+    cloud: SimCloud = await world.start_simcloud()
+    taken = f"{world.pool}-0"
     log.mark()
-    await core.create_node(foreign_node(taken))
+    await world.core.create_node(foreign_node(taken))
     try:
-        before = facts(await core.read_node(taken))
-        operator: Operator = start_operator(cloud)
+        before = facts(await world.core.read_node(taken))
+        operator: Operator = world.start_operator(cloud)
 
-        await custom.create_cluster_custom_object(*POOLS, pool_body(pool_name, target=2))
-        pool = await wait_for(lambda: settled(custom, pool_name, 2), within=60)
+        await world.custom.create_cluster_custom_object(*POOLS, pool_body(world.pool, target=2))
+        pool = await wait_for(lambda: settled(world.custom, world.pool, 2), within=60)
 
-        assert await own_nodes(core, pool_name) == [f"{pool_name}-1", f"{pool_name}-2"]
+        assert await own_nodes(world.core, world.pool) == [f"{world.pool}-1", f"{world.pool}-2"]
         assert pool["status"]["readyNodes"] == 2
         degraded = [c for c in pool["status"]["conditions"] if c["type"] == "Degraded"]
         assert degraded[0]["status"] == "False"
         assert cloud.client is not None
-        vms = sorted(vm.name for vm in await cloud.client.list_vms(pool=pool_name))
-        assert vms == [f"{pool_name}-1", f"{pool_name}-2"]
-        events = await core.list_namespaced_event(
-            "default", field_selector=f"involvedObject.name={pool_name},reason=NameTaken"
+        vms = sorted(vm.name for vm in await cloud.client.list_vms(pool=world.pool))
+        assert vms == [f"{world.pool}-1", f"{world.pool}-2"]
+        events = await world.core.list_namespaced_event(
+            "default", field_selector=f"involvedObject.name={world.pool},reason=NameTaken"
         )
         assert [e.message for e in events.items] == [
             f"name {taken} is taken by Node {taken} (no owner); the pool uses the next free index"
         ]
-        assert facts(await core.read_node(taken)) == before
+        assert facts(await world.core.read_node(taken)) == before
 
-        await custom.patch_cluster_custom_object(
-            *POOLS, pool_name, {"spec": {"targetNodes": 0}}, _content_type=MERGE
+        await world.custom.patch_cluster_custom_object(
+            *POOLS, world.pool, {"spec": {"targetNodes": 0}}, _content_type=MERGE
         )
-        await wait_for(lambda: settled(custom, pool_name, 0), within=60)
-        assert await own_nodes(core, pool_name) == []
-        assert facts(await core.read_node(taken)) == before
+        await wait_for(lambda: settled(world.custom, world.pool, 0), within=60)
+        assert await own_nodes(world.core, world.pool) == []
+        assert facts(await world.core.read_node(taken)) == before
 
-        await custom.delete_cluster_custom_object(*POOLS, pool_name)
-        await wait_for(lambda: pool_gone(custom, pool_name), within=30)
-        assert facts(await core.read_node(taken)) == before
+        await world.custom.delete_cluster_custom_object(*POOLS, world.pool)
+        await wait_for(lambda: pool_gone(world.custom, world.pool), within=30)
+        assert facts(await world.core.read_node(taken)) == before
         writes = audit.writes(log.events_since_mark(), user=OPERATOR_USER, resource="nodes")
         assert [w for w in writes if w.name == taken] == []
-        assert {w.name for w in writes} == {f"{pool_name}-1", f"{pool_name}-2"}
+        assert {w.name for w in writes} == {f"{world.pool}-1", f"{world.pool}-2"}
         assert operator.errors_logged() == []
     finally:
         with contextlib.suppress(client.exceptions.ApiException):
-            await core.delete_node(taken)
+            await world.core.delete_node(taken)
 
 
-async def test_a_vm_of_another_pool_holding_a_name_in_the_cloud_is_skipped(
-    api_client: client.ApiClient,
-    start_simcloud: Any,
-    start_operator: Any,
-    pool_name: str,
-) -> None:
-    cloud: SimCloud = await start_simcloud()
-    core = client.CoreV1Api(api_client)
-    custom = client.CustomObjectsApi(api_client)
+async def test_a_vm_of_another_pool_holding_a_name_in_the_cloud_is_skipped(world: World) -> None:
+    cloud: SimCloud = await world.start_simcloud()
     ours = SimCloudClient(
         cloud.endpoint, token=credentials.TokenFile(cloud.token_file), cluster=CLUSTER
     )
@@ -151,33 +136,35 @@ async def test_a_vm_of_another_pool_holding_a_name_in_the_cloud_is_skipped(
     try:
         # Another pool of this cluster holds <pool>-1; another cluster has a <pool>-2 of
         # its own, which holds nothing here (simcloud names VMs per cluster).
-        held = await ours.create_vm(name=VmName(f"{pool_name}-1"), pool="other", spec=spec)
-        elsewhere = await theirs.create_vm(name=VmName(f"{pool_name}-2"), pool=pool_name, spec=spec)
-        operator: Operator = start_operator(cloud, "--cluster-name", CLUSTER)
+        held = await ours.create_vm(name=VmName(f"{world.pool}-1"), pool="other", spec=spec)
+        elsewhere = await theirs.create_vm(
+            name=VmName(f"{world.pool}-2"), pool=world.pool, spec=spec
+        )
+        operator: Operator = world.start_operator(cloud, "--cluster-name", CLUSTER)
 
-        await custom.create_cluster_custom_object(*POOLS, pool_body(pool_name, target=2))
-        await wait_for(lambda: settled(custom, pool_name, 2), within=60)
+        await world.custom.create_cluster_custom_object(*POOLS, pool_body(world.pool, target=2))
+        await wait_for(lambda: settled(world.custom, world.pool, 2), within=60)
 
-        expected = [f"{pool_name}-0", f"{pool_name}-2"]
-        assert await own_nodes(core, pool_name) == expected
-        assert sorted(vm.name for vm in await ours.list_vms(pool=pool_name)) == expected
+        expected = [f"{world.pool}-0", f"{world.pool}-2"]
+        assert await own_nodes(world.core, world.pool) == expected
+        assert sorted(vm.name for vm in await ours.list_vms(pool=world.pool)) == expected
         assert same_vm(await ours.get_vm(held.name), held)
-        [still] = await theirs.list_vms(pool=pool_name)
+        [still] = await theirs.list_vms(pool=world.pool)
         assert same_vm(still, elsewhere)
-        events = await core.list_namespaced_event(
-            "default", field_selector=f"involvedObject.name={pool_name},reason=NameTaken"
+        events = await world.core.list_namespaced_event(
+            "default", field_selector=f"involvedObject.name={world.pool},reason=NameTaken"
         )
         assert any(
             e.message.startswith(f"name {held.name} is taken by a VM of another pool")
             for e in events.items
         )
 
-        await custom.patch_cluster_custom_object(
-            *POOLS, pool_name, {"spec": {"targetNodes": 0}}, _content_type=MERGE
+        await world.custom.patch_cluster_custom_object(
+            *POOLS, world.pool, {"spec": {"targetNodes": 0}}, _content_type=MERGE
         )
-        await wait_for(lambda: settled(custom, pool_name, 0), within=60)
+        await wait_for(lambda: settled(world.custom, world.pool, 0), within=60)
         assert same_vm(await ours.get_vm(held.name), held)
-        [still] = await theirs.list_vms(pool=pool_name)
+        [still] = await theirs.list_vms(pool=world.pool)
         assert same_vm(still, elsewhere)
         assert operator.errors_logged() == []
     finally:

@@ -16,7 +16,8 @@ from typing import Any
 
 from kubernetes_asyncio import client, watch
 
-from harness import MERGE, POOLS, Operator, SimCloud, pool_body, wait_for
+from e2e.scenes import World
+from harness import MERGE, POOLS, pool_body, wait_for
 from nodepool_operator.api import wellknown
 
 TAINT = wellknown.UNREGISTERED_TAINT_KEY
@@ -78,24 +79,13 @@ async def watching(core: client.CoreV1Api, pool: str, namespace: str) -> AsyncIt
     selector = wellknown.pool_selector(pool)
     nodes_from = (await core.list_node(label_selector=selector)).metadata.resource_version
     pods_from = (await core.list_namespaced_pod(namespace)).metadata.resource_version
-    tasks = [
-        asyncio.create_task(
-            history.follow(
-                core.list_node,
-                history.nodes,
-                label_selector=selector,
-                resource_version=nodes_from,
-            )
-        ),
-        asyncio.create_task(
-            history.follow(
-                core.list_namespaced_pod,
-                history.pods,
-                namespace=namespace,
-                resource_version=pods_from,
-            )
-        ),
-    ]
+    nodes = history.follow(
+        core.list_node, history.nodes, label_selector=selector, resource_version=nodes_from
+    )
+    pods = history.follow(
+        core.list_namespaced_pod, history.pods, namespace=namespace, resource_version=pods_from
+    )
+    tasks = [asyncio.create_task(nodes), asyncio.create_task(pods)]
     try:
         yield history
     finally:
@@ -111,31 +101,24 @@ async def _bound(core: client.CoreV1Api, namespace: str, name: str) -> str | Non
     return pod.spec.node_name if pod.spec.node_name else None
 
 
-async def test_a_waiting_pod_is_bound_only_after_the_new_node_loses_its_taint(
-    api_client: client.ApiClient,
-    start_simcloud: Any,
-    start_operator: Any,
-    pool_name: str,
-    namespace: str,
-) -> None:
-    cloud: SimCloud = await start_simcloud("--create-latency", "0.5", "--latency-jitter", "0")
-    operator: Operator = start_operator(cloud)
-    custom = client.CustomObjectsApi(api_client)
-    core = client.CoreV1Api(api_client)
-    await custom.create_cluster_custom_object(*POOLS, pool_body(pool_name, target=0))
-    async with watching(core, pool_name, namespace) as history:
-        await core.create_namespaced_pod(namespace, _pod("waiting", pool_name, cpu="1"))
-        await custom.patch_cluster_custom_object(
-            *POOLS, pool_name, {"spec": {"targetNodes": 1}}, _content_type=MERGE
+async def test_a_waiting_pod_is_bound_only_after_the_new_node_loses_its_taint(world: World) -> None:
+    _, operator = await world.operated(latency=0.5)
+    await world.custom.create_cluster_custom_object(*POOLS, pool_body(world.pool, target=0))
+    async with watching(world.core, world.pool, world.namespace) as history:
+        await world.core.create_namespaced_pod(
+            world.namespace, _pod("waiting", world.pool, cpu="1")
         )
-        node = await wait_for(lambda: _bound(core, namespace, "waiting"), within=60)
+        await world.custom.patch_cluster_custom_object(
+            *POOLS, world.pool, {"spec": {"targetNodes": 1}}, _content_type=MERGE
+        )
+        node = await wait_for(lambda: _bound(world.core, world.namespace, "waiting"), within=60)
 
         async def seen_bound() -> dict[str, Any] | None:
             return history.bound_at("waiting")
 
         await wait_for(seen_bound, within=10)
 
-    assert node == f"{pool_name}-0"
+    assert node == f"{world.pool}-0"
     created = next(n for n in history.nodes if n["metadata"]["name"] == node)
     assert _tainted(created), "the Node was visible without the unregistered taint"
     untainted = history.untainted_at(node)
@@ -148,39 +131,30 @@ async def test_a_waiting_pod_is_bound_only_after_the_new_node_loses_its_taint(
     assert operator.errors_logged() == []
 
 
-async def test_the_kubelets_smaller_allocatable_decides_where_the_pod_goes(
-    api_client: client.ApiClient,
-    start_simcloud: Any,
-    start_operator: Any,
-    pool_name: str,
-    namespace: str,
-) -> None:
+async def test_the_kubelets_smaller_allocatable_decides_where_the_pod_goes(world: World) -> None:
     """No kwok: the test plays the kubelet, and reports less cpu than the template."""
-    cloud: SimCloud = await start_simcloud("--create-latency", "0.5", "--latency-jitter", "0")
-    operator: Operator = start_operator(cloud, "--no-simulated-nodes")
-    custom = client.CustomObjectsApi(api_client)
-    core = client.CoreV1Api(api_client)
-    await custom.create_cluster_custom_object(*POOLS, pool_body(pool_name, target=1))
-    node = f"{pool_name}-0"
+    _, operator = await world.operated("--no-simulated-nodes", latency=0.5)
+    await world.custom.create_cluster_custom_object(*POOLS, pool_body(world.pool, target=1))
+    node = f"{world.pool}-0"
 
     async def created() -> Any:
-        found = await core.list_node(label_selector=wellknown.pool_selector(pool_name))
+        found = await world.core.list_node(label_selector=wellknown.pool_selector(world.pool))
         return [n for n in found.items if n.metadata.name == node]
 
     await wait_for(created, within=60)
     # Sized for the template (4 cpu): it would be bound at once to an untainted Node.
-    await core.create_namespaced_pod(namespace, _pod("big", pool_name, cpu="3"))
+    await world.core.create_namespaced_pod(world.namespace, _pod("big", world.pool, cpu="3"))
 
     async def unschedulable() -> bool:
-        pod = await core.read_namespaced_pod("big", namespace)
+        pod = await world.core.read_namespaced_pod("big", world.namespace)
         return any(
             c.type == "PodScheduled" and c.reason == "Unschedulable"
             for c in pod.status.conditions or ()
         )
 
     await wait_for(unschedulable, within=30)
-    assert not await _bound(core, namespace, "big")
-    found = await core.read_node(node)
+    assert not await _bound(world.core, world.namespace, "big")
+    found = await world.core.read_node(node)
     assert any(t.key == TAINT for t in found.spec.taints or ())
 
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -201,22 +175,22 @@ async def test_the_kubelets_smaller_allocatable_decides_where_the_pod_goes(
             ],
         }
     }
-    await core.patch_node_status(
+    await world.core.patch_node_status(
         node, status, _content_type="application/strategic-merge-patch+json"
     )
 
     async def untainted() -> bool:
-        found = await core.read_node(node)
+        found = await world.core.read_node(node)
         return not any(t.key == TAINT for t in found.spec.taints or ())
 
     await wait_for(untainted, within=30)
     # The Node the scheduler now sees has the kubelet's 2 cpu: the 3-cpu pod is not put
     # there (a kubelet would reject it, OutOfcpu), and a 1-cpu pod is.
-    await core.create_namespaced_pod(namespace, _pod("small", pool_name, cpu="1"))
-    assert await wait_for(lambda: _bound(core, namespace, "small"), within=30) == node
-    assert not await _bound(core, namespace, "big")
+    await world.core.create_namespaced_pod(world.namespace, _pod("small", world.pool, cpu="1"))
+    assert await wait_for(lambda: _bound(world.core, world.namespace, "small"), within=30) == node
+    assert not await _bound(world.core, world.namespace, "big")
     # No kubelet finishes a graceful deletion here: the pods go at once, so that the
     # pool's removal afterwards has nothing to wait for.
     for pod in ("small", "big"):
-        await core.delete_namespaced_pod(pod, namespace, grace_period_seconds=0)
+        await world.core.delete_namespaced_pod(pod, world.namespace, grace_period_seconds=0)
     assert operator.errors_logged() == []

@@ -16,6 +16,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from e2e.scenes import World
 from harness import MERGE, POOLS, pool_body
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import nodepool_schema
@@ -148,16 +149,12 @@ def _refusal(raised: pytest.ExceptionInfo[ApiException]) -> str:
     ],
 )
 async def test_invalid_input_is_refused_with_422_naming_the_field(
-    api_client: client.ApiClient,
-    pool_name: str,
-    spec: dict[str, Any],
-    template: dict[str, Any],
-    field: str,
-    says: str,
+    world: World, spec: dict[str, Any], template: dict[str, Any], field: str, says: str
 ) -> None:
-    custom = client.CustomObjectsApi(api_client)
     with pytest.raises(ApiException) as raised:
-        await custom.create_cluster_custom_object(*POOLS, _body(pool_name, spec=spec, **template))
+        await world.custom.create_cluster_custom_object(
+            *POOLS, _body(world.pool, spec=spec, **template)
+        )
     message = _refusal(raised)
     assert f"{field}:" in message
     assert says in message
@@ -171,11 +168,10 @@ async def test_invalid_input_is_refused_with_422_naming_the_field(
     ids=["cpu-word", "memory-spaced-unit", "reserved-trailing-space"],
 )
 async def test_a_malformed_quantity_gets_one_message_saying_what_a_quantity_looks_like(
-    api_client: client.ApiClient, pool_name: str, template: dict[str, Any]
+    world: World, template: dict[str, Any]
 ) -> None:
-    custom = client.CustomObjectsApi(api_client)
     with pytest.raises(ApiException) as raised:
-        await custom.create_cluster_custom_object(*POOLS, _body(pool_name, **template))
+        await world.custom.create_cluster_custom_object(*POOLS, _body(world.pool, **template))
     details = json.loads(raised.value.body or "{}")["details"]["causes"]
     assert [cause["message"].endswith(QUANTITY_HELP) for cause in details] == [True], details
 
@@ -224,34 +220,32 @@ async def test_a_malformed_quantity_gets_one_message_saying_what_a_quantity_look
     ],
 )
 async def test_valid_edge_cases_are_accepted_as_written(
-    api_client: client.ApiClient, pool_name: str, spec: dict[str, Any], template: dict[str, Any]
+    world: World, spec: dict[str, Any], template: dict[str, Any]
 ) -> None:
-    custom = client.CustomObjectsApi(api_client)
-    body = _body(pool_name, spec=spec, **template)
-    created = await custom.create_cluster_custom_object(*POOLS, body)
+    body = _body(world.pool, spec=spec, **template)
+    created = await world.custom.create_cluster_custom_object(*POOLS, body)
     assert nodepool_api.spec_of(created) == nodepool_api.spec_of(body)
 
 
 async def test_a_huge_scale_is_refused_through_the_scale_subresource_and_a_patch(
-    api_client: client.ApiClient, pool_name: str
+    world: World,
 ) -> None:
-    custom = client.CustomObjectsApi(api_client)
-    await custom.create_cluster_custom_object(*POOLS, _body(pool_name))
+    await world.custom.create_cluster_custom_object(*POOLS, _body(world.pool))
     with pytest.raises(ApiException) as raised:
-        await custom.patch_cluster_custom_object_scale(
-            *POOLS, pool_name, {"spec": {"replicas": 2147483647}}, _content_type=MERGE
+        await world.custom.patch_cluster_custom_object_scale(
+            *POOLS, world.pool, {"spec": {"replicas": 2147483647}}, _content_type=MERGE
         )
     assert "spec.targetNodes" in _refusal(raised)
     with pytest.raises(ApiException) as raised:
-        await custom.patch_cluster_custom_object(
+        await world.custom.patch_cluster_custom_object(
             *POOLS,
-            pool_name,
+            world.pool,
             {"spec": {"maxNodes": 2147483647, "targetNodes": 2147483647}},
             _content_type=MERGE,
         )
     assert "spec.maxNodes" in _refusal(raised)
-    pool = await custom.get_cluster_custom_object(*POOLS, pool_name)
-    assert nodepool_api.spec_of(pool) == nodepool_api.spec_of(_body(pool_name))
+    pool = await world.custom.get_cluster_custom_object(*POOLS, world.pool)
+    assert nodepool_api.spec_of(pool) == nodepool_api.spec_of(_body(world.pool))
 
 
 async def test_a_scale_request_for_more_nodes_than_a_pool_may_have_is_refused(

@@ -15,6 +15,7 @@ import pytest
 import yaml
 from kubernetes_asyncio import client
 
+from e2e.scenes import World
 from harness import Operator, SimCloud, wait_for
 from nodepool_devtools.cluster import install
 
@@ -94,13 +95,10 @@ async def _get(url: str, token: str | None = None) -> tuple[int, str]:
 
 
 async def test_metrics_need_a_token_the_api_server_accepts_and_the_metrics_reader_role(
-    start_simcloud: Any,
-    start_operator: Any,
-    service_accounts: dict[str, str],
-    crds_installed: None,
+    world: World, service_accounts: dict[str, str]
 ) -> None:
-    cloud: SimCloud = await start_simcloud()
-    operator: Operator = start_operator(cloud)  # secure metrics: the default
+    cloud: SimCloud = await world.start_simcloud()
+    operator: Operator = world.start_operator(cloud)  # secure metrics: the default
     metrics = await operator.served("metrics")
     probes = await operator.served("probes")
     assert metrics.startswith("https://")

@@ -11,6 +11,7 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
+from e2e.scenes import World
 from harness import MERGE, POOLS, Operator, SimCloud, pool_body, settled, wait_for
 from nodepool_operator.api import wellknown
 
@@ -61,39 +62,38 @@ async def daemon_pods_match_pool(
     )
 
 
-async def test_daemonset_pods_run_on_every_node_of_the_pool_as_it_scales(
-    api_client: client.ApiClient,
-    start_simcloud: Any,
-    start_operator: Any,
-    pool_name: str,
-    namespace: str,
-) -> None:
-    cloud: SimCloud = await start_simcloud(
+async def test_daemonset_pods_run_on_every_node_of_the_pool_as_it_scales(world: World) -> None:
+    cloud: SimCloud = await world.start_simcloud(
         "--create-latency", "0.5", "--latency-jitter", "0", "--delete-latency", "0.5"
     )
-    operator: Operator = start_operator(cloud)
-    custom = client.CustomObjectsApi(api_client)
-    core = client.CoreV1Api(api_client)
-    apps = client.AppsV1Api(api_client)
-    await apps.create_namespaced_daemon_set(namespace, daemonset(pool_name))
-    await custom.create_cluster_custom_object(*POOLS, pool_body(pool_name, target=2))
-    await wait_for(lambda: settled(custom, pool_name, 2), within=60)
-    await wait_for(lambda: daemon_pods_match_pool(core, apps, namespace, pool_name), within=60)
-
-    await custom.patch_cluster_custom_object(
-        *POOLS, pool_name, {"spec": {"targetNodes": 3}}, _content_type=MERGE
+    operator: Operator = world.start_operator(cloud)
+    await world.apps.create_namespaced_daemon_set(world.namespace, daemonset(world.pool))
+    await world.custom.create_cluster_custom_object(*POOLS, pool_body(world.pool, target=2))
+    await wait_for(lambda: settled(world.custom, world.pool, 2), within=60)
+    await wait_for(
+        lambda: daemon_pods_match_pool(world.core, world.apps, world.namespace, world.pool),
+        within=60,
     )
-    await wait_for(lambda: settled(custom, pool_name, 3), within=60)
-    await wait_for(lambda: daemon_pods_match_pool(core, apps, namespace, pool_name), within=60)
+
+    await world.custom.patch_cluster_custom_object(
+        *POOLS, world.pool, {"spec": {"targetNodes": 3}}, _content_type=MERGE
+    )
+    await wait_for(lambda: settled(world.custom, world.pool, 3), within=60)
+    await wait_for(
+        lambda: daemon_pods_match_pool(world.core, world.apps, world.namespace, world.pool),
+        within=60,
+    )
 
     # The drain leaves DaemonSet Pods in place; once their Node is gone the DaemonSet
     # controller deletes them and the pod garbage collector (40 s quarantine, then a pass
     # every 20 s) removes them for good.
-    await custom.patch_cluster_custom_object(
-        *POOLS, pool_name, {"spec": {"targetNodes": 2}}, _content_type=MERGE
+    await world.custom.patch_cluster_custom_object(
+        *POOLS, world.pool, {"spec": {"targetNodes": 2}}, _content_type=MERGE
     )
-    await wait_for(lambda: settled(custom, pool_name, 2), within=60)
+    await wait_for(lambda: settled(world.custom, world.pool, 2), within=60)
     await wait_for(
-        lambda: daemon_pods_match_pool(core, apps, namespace, pool_name), within=120, every=1
+        lambda: daemon_pods_match_pool(world.core, world.apps, world.namespace, world.pool),
+        within=120,
+        every=1,
     )
     assert operator.errors_logged() == []

@@ -70,15 +70,7 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> Image:
     else:
         out = work / "out"
         environment = {**os.environ, "OUT": str(out), "IMAGE": "localhost/nodepool-operator:test"}
-        built = subprocess.run(
-            ["bash", str(BUILD_SCRIPT)],
-            cwd=REPO,
-            env=environment,
-            capture_output=True,
-            text=True,
-            timeout=BUILD_TIMEOUT,
-            check=False,
-        )
+        built = _run(["bash", str(BUILD_SCRIPT)], cwd=REPO, env=environment, timeout=BUILD_TIMEOUT)
         assert built.returncode == 0, f"{built.stdout}\n{built.stderr}"
     facts = dict(
         line.split("=", 1) for line in (out / "image.env").read_text().splitlines() if line
@@ -88,13 +80,15 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> Image:
         archive.extractall(layout, filter="tar")
     bundle = work / "bundle"
     tag = json.loads((layout / "index.json").read_text())["manifests"][0]["annotations"]
-    unpacked = subprocess.run(
-        ["umoci", "unpack", "--image", f"{layout}:{tag['org.opencontainers.image.ref.name']}",
-         str(bundle)],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    reference = f"{layout}:{tag['org.opencontainers.image.ref.name']}"
+    unpacked = _run(["umoci", "unpack", "--image", reference, str(bundle)])
     assert unpacked.returncode == 0, unpacked.stderr
     return Image(facts, out, bundle / "rootfs", _image_config(layout))
+
+
+def _run(command: list[str], **options: Any) -> subprocess.CompletedProcess[str]:
+    """``command``'s outcome, its output captured as text; the caller checks its code."""
+    return subprocess.run(command, capture_output=True, text=True, check=False, **options)
 
 
 def _image_config(layout: Path) -> dict[str, Any]:

@@ -8,6 +8,7 @@ against the cluster of $KUBECONFIG instead (tests that read the audit log then s
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -19,7 +20,15 @@ from kubernetes_asyncio import client, config
 
 from nodepool_devtools.cluster import audit, controlplane
 
-__all__ = ["EXISTING_CLUSTER_ENV", "Cluster", "api_client", "cluster", "namespace"]
+__all__ = [
+    "EXISTING_CLUSTER_ENV",
+    "Cluster",
+    "api_client",
+    "cluster",
+    "connected",
+    "local_plane",
+    "namespace",
+]
 
 EXISTING_CLUSTER_ENV = "NODEPOOL_TEST_EXISTING_CLUSTER"
 
@@ -29,10 +38,38 @@ class Cluster:
     kubeconfig: Path
     plane: controlplane.ControlPlane | None
 
+    def kubeconfig_for(self, identity: str) -> Path:
+        """The kubeconfig of ``identity``'s user on the local control plane; on an existing
+        cluster, the one kubeconfig there is."""
+        return self.plane.kubeconfig_for(identity) if self.plane else self.kubeconfig
+
     def audit_log(self) -> audit.AuditLog:
         if self.plane is None:
             pytest.skip("the audit log is only readable on the local control plane")
         return audit.AuditLog(self.plane.audit_log)
+
+
+@contextlib.contextmanager
+def local_plane(
+    directory: Path, *, node_silence_seconds: int = controlplane.NODE_SILENCE_SECONDS
+) -> Iterator[controlplane.ControlPlane]:
+    """A local control plane in ``directory``, up for the block and down after it
+    (``node_silence_seconds``: as ``ControlPlane`` says)."""
+    plane = controlplane.ControlPlane(directory, node_silence_seconds=node_silence_seconds)
+    plane.up()
+    try:
+        yield plane
+    finally:
+        plane.down()
+
+
+@contextlib.asynccontextmanager
+async def connected(kubeconfig: Path) -> AsyncIterator[client.ApiClient]:
+    """An API client for the cluster of ``kubeconfig``, closed after the block."""
+    configuration = client.Configuration()
+    await config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
+    async with client.ApiClient(configuration) as api:
+        yield api
 
 
 @pytest.fixture(scope="session")
@@ -41,21 +78,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         kubeconfig = os.environ.get("KUBECONFIG", str(Path.home() / ".kube" / "config"))
         yield Cluster(kubeconfig=Path(kubeconfig), plane=None)
         return
-    plane = controlplane.ControlPlane(tmp_path_factory.mktemp("control-plane"))
-    plane.up()
-    try:
+    with local_plane(tmp_path_factory.mktemp("control-plane")) as plane:
         yield Cluster(kubeconfig=plane.kubeconfig, plane=plane)
-    finally:
-        plane.down()
 
 
 @pytest.fixture(scope="session")
 async def api_client(cluster: Cluster) -> AsyncIterator[client.ApiClient]:
-    configuration = client.Configuration()
-    await config.load_kube_config(
-        config_file=str(cluster.kubeconfig), client_configuration=configuration
-    )
-    async with client.ApiClient(configuration) as api:
+    async with connected(cluster.kubeconfig) as api:
         yield api
 
 

@@ -71,6 +71,9 @@ class ProviderOptions:
     token: credentials.TokenSource | None = None
     cluster_name: str | None = None
     """``--cluster-name``: the cluster whose VMs the provider creates and sees."""
+    interruption_queue: str | None = None
+    """``--interruption-queue``: the URL of the queue the cloud sends its interruption
+    notices to (EC2: SQS, fed by the EventBridge rules in ``deploy/aws/``)."""
 
 
 ProviderFactory = Callable[[ProviderOptions], provider.CloudProvider]
@@ -144,7 +147,11 @@ def _aws(options: ProviderOptions) -> provider.CloudProvider:
         )
     if options.token is not None:
         log.warning("event=cloud-token-ignored cloud=aws reason=the SDK credential chain is used")
-    return Ec2Provider(cluster_name=options.cluster_name, endpoint_url=options.endpoint)
+    return Ec2Provider(
+        cluster_name=options.cluster_name,
+        endpoint_url=options.endpoint,
+        interruption_queue=options.interruption_queue,
+    )
 
 
 BUILTIN: Final[Mapping[str, ProviderFactory]] = {"simcloud": _simcloud, "aws": _aws}

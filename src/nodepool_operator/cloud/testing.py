@@ -5,6 +5,8 @@
 * ``FakeCloud``: a pool's VMs by name and state. A listing shows them all, a get finds
   one, a delete marks it DELETING and records when (by the wall clock it is given) and in
   what order. Subclasses add creates, lies and faults.
+* ``FakeEventSource``: a ``provider.EventSource`` that tells what a test gives it
+  (``tell``) at the next ``events`` and records which events were said ``handled``.
 """
 
 from __future__ import annotations
@@ -12,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-from nodepool_operator.cloud.provider import VirtualMachine, VmName, VmState
+from nodepool_operator.cloud.provider import CloudEvent, VirtualMachine, VmName, VmState
 
-__all__ = ["FakeCloud", "TimeSource", "virtual_machine"]
+__all__ = ["FakeCloud", "FakeEventSource", "TimeSource", "virtual_machine"]
 
 
 class TimeSource(Protocol):
@@ -71,3 +73,23 @@ class FakeCloud:
         self.vms[name] = VmState.DELETING
         self.deleted_at.setdefault(name, self.clock.time())
         self.order.append(f"vm {name}")
+
+
+class FakeEventSource:
+    """Events a test tells (``tell``), given once by ``events``; ``handled`` records them."""
+
+    def __init__(self) -> None:
+        self.told: list[CloudEvent] = []
+        self.handled_events: list[CloudEvent] = []
+        self.waits: list[float] = []
+
+    def tell(self, *events: CloudEvent) -> None:
+        self.told.extend(events)
+
+    async def events(self, *, wait: float) -> list[CloudEvent]:
+        self.waits.append(wait)
+        given, self.told = self.told, []
+        return given
+
+    async def handled(self, event: CloudEvent) -> None:
+        self.handled_events.append(event)

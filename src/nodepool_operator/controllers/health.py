@@ -6,8 +6,12 @@ reported Ready within ``registrationTimeoutSeconds`` of its creation), or once i
 carries the unregistered taint or one of its template's startup taints at its creation
 plus ``registrationTimeoutSeconds``, Ready or not: its kubelet never showed it is there,
 or an agent it needs (a CNI, a device plugin) never finished, as for a VM that never
-registered. Every deadline is read from the Node (its conditions' ``lastTransitionTime``,
-its ``creationTimestamp``): a restarted operator finds the same ones.
+registered. A Node carrying the cloud's notice that it takes the VM back (a spot
+interruption, a scheduled change, the instance stopping: ``interruptions.notice``) is
+unhealthy from the notice on, Ready or not: it is replaced now, not once the VM is gone.
+A rebalance recommendation is no such notice. Every deadline is read from the Node (its
+conditions' ``lastTransitionTime``, its ``creationTimestamp``, the notice's annotations):
+a restarted operator finds the same ones.
 """
 
 from __future__ import annotations
@@ -18,9 +22,10 @@ from typing import Any
 from nodepool_operator import timestamps
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
+from nodepool_operator.controllers.interruptions import notice
 from nodepool_operator.runtime import nodes
 
-__all__ = ["is_unhealthy", "startup_taints_left", "unhealthy_from"]
+__all__ = ["interrupted_at", "is_unhealthy", "startup_taints_left", "unhealthy_from"]
 
 
 def startup_taints_left(node: Mapping[str, Any], template: nodepool_api.NodeTemplate) -> list[str]:
@@ -33,9 +38,21 @@ def startup_taints_left(node: Mapping[str, Any], template: nodepool_api.NodeTemp
     return sorted({str(t.get("key")) for t in carried if (t.get("key"), t.get("effect")) in wanted})
 
 
+def interrupted_at(node: Mapping[str, Any]) -> float | None:
+    """When the cloud gave notice that it takes the Node's VM back; None without a notice
+    that ends the VM (none, a rebalance recommendation, or one whose time is unreadable)."""
+    found = notice.read(node)
+    if found is None or found.kind == notice.REBALANCE:
+        return None
+    return found.noticed_at
+
+
 def unhealthy_from(node: Mapping[str, Any], spec: nodepool_api.NodePoolSpec) -> float | None:
     """When the pool's ``node`` counts as unhealthy (seconds since the epoch); None when
     it does not, or when the time cannot be read: nothing is replaced on a guess."""
+    interrupted = interrupted_at(node)
+    if interrupted is not None:
+        return interrupted
     at = nodes.unhealthy_from(
         node,
         not_ready_seconds=spec.not_ready_timeout_seconds,

@@ -18,6 +18,8 @@ from nodepool_operator import timestamps
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
+from nodepool_operator.cloud import catalog
+from nodepool_operator.controllers import offerings
 from nodepool_operator.controllers.autoscaler import constraints, simulation
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
 from nodepool_operator.controllers.autoscaler.decide import batch_plan, scaling
@@ -30,6 +32,7 @@ from nodepool_operator.controllers.autoscaler.setup import Reads, planner_reads
 from nodepool_operator.inspection import report, scale_down
 from nodepool_operator.inspection.snapshot import CacheRecording, SnapshotCache, SnapshotError
 from nodepool_operator.runtime.client import Object
+from nodepool_operator.runtime.clock import FakeClock
 
 __all__ = ["Lookup", "PodNotFoundError", "explain_pod", "plan_cluster", "reads_of"]
 
@@ -49,12 +52,36 @@ class _At:
         return self.seconds
 
 
-def reads_of(snapshot: CacheRecording, *, config: AutoscalerConfig | None = None) -> Reads:
+@dataclass(frozen=True)
+class _Sells:
+    """A catalog given whole (a file, a test) as the cloud's ``CatalogSource``."""
+
+    found: catalog.Catalog
+
+    async def catalog(self) -> catalog.Catalog:
+        return self.found
+
+
+def reads_of(
+    snapshot: CacheRecording,
+    *,
+    config: AutoscalerConfig | None = None,
+    offerings_catalog: catalog.Catalog | None = None,
+) -> Reads:
+    """The planner over ``snapshot``; ``offerings_catalog``: the cloud's catalog, which
+    pools with requirements are planned with (None: they are planned as not growing)."""
     taken = timestamps.parse_rfc3339(snapshot.captured_at)
     if taken is None:
         raise SnapshotError(f"the snapshot's capturedAt is not a time: {snapshot.captured_at!r}")
     return planner_reads(
-        SnapshotCache(snapshot), config=config or AutoscalerConfig(), wall_clock=_At(taken)
+        SnapshotCache(snapshot),
+        config=config or AutoscalerConfig(),
+        wall_clock=_At(taken),
+        offerings_catalog=(
+            None
+            if offerings_catalog is None
+            else offerings.OfferingsCatalog(_Sells(offerings_catalog), clock=FakeClock())
+        ),
     )
 
 
@@ -312,12 +339,30 @@ def _watchers(reads: Reads, namespace: str, pool: str | None) -> tuple[report.Wa
     return tuple(found)
 
 
+def _offering(pod: Object, looked: Lookup, pool: str | None) -> str | None:
+    """The offering the plan's new node for the pod is, and the cheaper ones that refused
+    it (a pool with requirements)."""
+    seen = looked.observations.get(pool) if pool is not None else None
+    if seen is None:
+        return None
+    uid = pod["metadata"].get("uid")
+    for indexes, pods in (
+        (seen.up.triggering, seen.triggering),
+        (seen.up.beyond, seen.beyond_max),
+    ):
+        for index, found in zip(indexes, pods, strict=True):
+            if found["metadata"].get("uid") == uid:
+                return seen.up.offering_notes.get(index)
+    return None
+
+
 async def explain_pod(reads: Reads, namespace: str, name: str) -> report.PodExplanation:
     pod = reads.pods.get(name, namespace)
     if pod is None:
         raise PodNotFoundError(f"no pod {namespace}/{name}")
-    inputs = reads.plan_maker.inputs()
+    # The plan first: it reads the catalog, which the inputs then plan with too.
     looked = await _lookup(reads)
+    inputs = reads.plan_maker.inputs()
     uid = pod["metadata"].get("uid")
     profiles = {p["metadata"].get("uid"): inputs.profiles[i] for i, p in enumerate(inputs.pending)}
     profile = profiles.get(uid) or constraints.profile_of(pod)
@@ -333,9 +378,22 @@ async def explain_pod(reads: Reads, namespace: str, name: str) -> report.PodExpl
         )
         for t in inputs.templates
     ]
+    # A pool with requirements is judged as its templates, one per instance type; one
+    # without an offering to plan with is not simulated, and says why.
+    offered = {o.pool: o for o in inputs.offering_pools}
     for pool in sorted(reads.pools.items(), key=lambda p: p["metadata"]["name"]):
         pool_name = str(pool["metadata"]["name"])
-        if pool_name not in judged.pools:
+        found = offered.get(pool_name)
+        if found is not None and found.blocked is not None:
+            pools.append(
+                report.PoolVerdict(
+                    name=pool_name,
+                    problem=f"cannot grow: {found.blocked}",
+                    headroom=0,
+                    autoscaled=True,
+                )
+            )
+        elif pool_name not in judged.pools and found is None:
             spec = nodepool_api.spec_of(pool)
             pools.append(
                 report.PoolVerdict(
@@ -369,4 +427,5 @@ async def explain_pod(reads: Reads, namespace: str, name: str) -> report.PodExpl
         pools=tuple(pools),
         decision=_newest_request(reads, planned_pool) if planned_pool else None,
         watchers=watchers,
+        offering=None if bound else _offering(pod, looked, planned_pool),
     )

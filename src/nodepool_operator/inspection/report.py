@@ -98,6 +98,9 @@ class PodExplanation:
     pools: tuple[PoolVerdict, ...]
     decision: NewestScaleRequest | None
     watchers: tuple[Watcher, ...] = ()  # for its pool, or every one watching its namespace
+    # A pool with requirements: the offering its new node is and the cheaper ones that
+    # refused it (``simulation.offering_plan``).
+    offering: str | None = None
 
 
 @dataclass(frozen=True)
@@ -196,6 +199,8 @@ def print_explanation(explanation: PodExplanation, *, out: TextIO | None = None)
     if explanation.scheduler_says:
         console.print(f"  scheduler: {explanation.scheduler_says}")
     console.print(f"  plan: {explanation.planned}")
+    if explanation.offering:
+        console.print(f"  new node: {explanation.offering}")
     if explanation.decision is not None:
         d = explanation.decision
         console.print(

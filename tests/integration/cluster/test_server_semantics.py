@@ -17,6 +17,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 import crds
+from harness import wait_for
 from nodepool_devtools.cluster.pytest_plugin import Cluster
 
 GROUP = "semantics.test.nodepool.dev"
@@ -79,6 +80,17 @@ def _meta(obj: dict[str, Any]) -> tuple[int, int]:
     return obj["metadata"]["generation"], int(obj["metadata"]["resourceVersion"])
 
 
+async def _patch(
+    widgets: client.CustomObjectsApi, name: str, body: dict[str, Any], **options: Any
+) -> dict[str, Any]:
+    """Patch widget ``name``: a merge patch, unless ``options`` name another content type."""
+    options.setdefault("_content_type", MERGE)
+    patched: dict[str, Any] = await widgets.patch_cluster_custom_object(
+        GROUP, "v1", PLURAL, name, body, **options
+    )
+    return patched
+
+
 def _status_body(error: ApiException) -> dict[str, Any]:
     body: dict[str, Any] = json.loads(error.body)
     return body
@@ -88,9 +100,7 @@ async def test_spec_change_bumps_generation_and_resource_version(
     widgets: client.CustomObjectsApi, widget: dict[str, Any]
 ) -> None:
     generation, version = _meta(widget)
-    patched = await widgets.patch_cluster_custom_object(
-        GROUP, "v1", PLURAL, widget["metadata"]["name"], {"spec": {"size": 2}}, _content_type=MERGE
-    )
+    patched = await _patch(widgets, widget["metadata"]["name"], {"spec": {"size": 2}})
     new_generation, new_version = _meta(patched)
     assert new_generation == generation + 1
     assert new_version > version
@@ -101,14 +111,8 @@ async def test_metadata_change_bumps_only_resource_version(
     widgets: client.CustomObjectsApi, widget: dict[str, Any], field: str
 ) -> None:
     generation, version = _meta(widget)
-    patched = await widgets.patch_cluster_custom_object(
-        GROUP,
-        "v1",
-        PLURAL,
-        widget["metadata"]["name"],
-        {"metadata": {field: {"team": "blue"}}},
-        _content_type=MERGE,
-    )
+    patch = {"metadata": {field: {"team": "blue"}}}
+    patched = await _patch(widgets, widget["metadata"]["name"], patch)
     new_generation, new_version = _meta(patched)
     assert new_generation == generation
     assert new_version > version
@@ -134,9 +138,7 @@ async def test_put_with_stale_resource_version_is_409_conflict(
     widgets: client.CustomObjectsApi, widget: dict[str, Any]
 ) -> None:
     name = widget["metadata"]["name"]
-    await widgets.patch_cluster_custom_object(
-        GROUP, "v1", PLURAL, name, {"spec": {"size": 5}}, _content_type=MERGE
-    )
+    await _patch(widgets, name, {"spec": {"size": 5}})
     stale = dict(widget, spec={"size": 7, "color": "red"})
     with pytest.raises(ApiException) as raised:
         await widgets.replace_cluster_custom_object(GROUP, "v1", PLURAL, name, stale)
@@ -151,36 +153,20 @@ async def test_two_appliers_of_one_field_conflict_unless_forced(
 ) -> None:
     name = widget["metadata"]["name"]
     base = {"apiVersion": f"{GROUP}/v1", "kind": "Widget", "metadata": {"name": name}}
-    await widgets.patch_cluster_custom_object(
-        GROUP,
-        "v1",
-        PLURAL,
+    square = dict(base, spec={"shape": "square"})
+    await _patch(
+        widgets,
         name,
         dict(base, spec={"shape": "round"}),
         field_manager="first",
         _content_type=APPLY,
     )
     with pytest.raises(ApiException) as raised:
-        await widgets.patch_cluster_custom_object(
-            GROUP,
-            "v1",
-            PLURAL,
-            name,
-            dict(base, spec={"shape": "square"}),
-            field_manager="second",
-            _content_type=APPLY,
-        )
+        await _patch(widgets, name, square, field_manager="second", _content_type=APPLY)
     assert raised.value.status == 409
     assert "first" in _status_body(raised.value)["message"]
-    forced = await widgets.patch_cluster_custom_object(
-        GROUP,
-        "v1",
-        PLURAL,
-        name,
-        dict(base, spec={"shape": "square"}),
-        field_manager="second",
-        force=True,
-        _content_type=APPLY,
+    forced = await _patch(
+        widgets, name, square, field_manager="second", force=True, _content_type=APPLY
     )
     assert forced["spec"]["shape"] == "square"
 
@@ -189,14 +175,7 @@ async def test_schema_violation_is_422_invalid(
     widgets: client.CustomObjectsApi, widget: dict[str, Any]
 ) -> None:
     with pytest.raises(ApiException) as raised:
-        await widgets.patch_cluster_custom_object(
-            GROUP,
-            "v1",
-            PLURAL,
-            widget["metadata"]["name"],
-            {"spec": {"size": -1}},
-            _content_type=MERGE,
-        )
+        await _patch(widgets, widget["metadata"]["name"], {"spec": {"size": -1}})
     assert raised.value.status == 422
     assert _status_body(raised.value)["reason"] == "Invalid"
 
@@ -248,18 +227,6 @@ def _fake_node(name: str, cpu: str) -> dict[str, Any]:
     }
 
 
-async def _wait_for(predicate: Any, *, within: float = 60.0) -> Any:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while True:
-        value = await predicate()
-        if value:
-            return value
-        if loop.time() > deadline:
-            raise AssertionError(f"condition not met within {within}s")
-        await asyncio.sleep(0.2)
-
-
 async def test_scheduler_marks_unfitting_pod_unschedulable_then_binds_it_to_a_new_node(
     api_client: client.ApiClient, namespace: str
 ) -> None:
@@ -275,7 +242,7 @@ async def test_scheduler_marks_unfitting_pod_unschedulable_then_binds_it_to_a_ne
             for c in conditions
         )
 
-    await _wait_for(unschedulable)
+    await wait_for(unschedulable)
     node_name = f"kwok-{uuid.uuid4().hex[:8]}"
     await core.create_node(_fake_node(node_name, "96"))
     try:
@@ -284,7 +251,7 @@ async def test_scheduler_marks_unfitting_pod_unschedulable_then_binds_it_to_a_ne
             pod = await core.read_namespaced_pod(pod_name, namespace)
             return bool(pod.spec.node_name == node_name and pod.status.phase == "Running")
 
-        await _wait_for(running_on_node)
+        await wait_for(running_on_node)
         node = await core.read_node(node_name)
         ready = [c for c in node.status.conditions or [] if c.type == "Ready"]
         assert [c.status for c in ready] == ["True"]

@@ -84,6 +84,21 @@ async def own_nodes(api_client: client.ApiClient) -> AsyncIterator[OwnNodes]:
                 )
 
 
+@pytest.fixture
+def core(api_client: client.ApiClient) -> client.CoreV1Api:
+    return client.CoreV1Api(api_client)
+
+
+@pytest.fixture
+def apps(api_client: client.ApiClient) -> client.AppsV1Api:
+    return client.AppsV1Api(api_client)
+
+
+@pytest.fixture
+def batch(api_client: client.ApiClient) -> client.BatchV1Api:
+    return client.BatchV1Api(api_client)
+
+
 def _running_and_ready(pod: Any) -> bool:
     conditions = pod.status.conditions or []
     ready = any(c.type == "Ready" and c.status == "True" for c in conditions)
@@ -103,10 +118,8 @@ def _running(
 
 
 async def test_daemonset_runs_one_pod_on_every_node_it_may_use(
-    api_client: client.ApiClient, namespace: str, own_nodes: OwnNodes
+    core: client.CoreV1Api, apps: client.AppsV1Api, namespace: str, own_nodes: OwnNodes
 ) -> None:
-    core = client.CoreV1Api(api_client)
-    apps = client.AppsV1Api(api_client)
     first = await own_nodes.add()
     second = await own_nodes.add()
     # A taint the DaemonSet does not tolerate keeps its Pod off this Node.
@@ -143,10 +156,8 @@ async def test_daemonset_runs_one_pod_on_every_node_it_may_use(
 
 
 async def test_statefulset_creates_each_pod_after_the_previous_one_is_ready(
-    api_client: client.ApiClient, namespace: str, own_nodes: OwnNodes
+    core: client.CoreV1Api, apps: client.AppsV1Api, namespace: str, own_nodes: OwnNodes
 ) -> None:
-    core = client.CoreV1Api(api_client)
-    apps = client.AppsV1Api(api_client)
     await own_nodes.add()
     labels = {APP: "web"}
     await core.create_namespaced_service(
@@ -194,20 +205,29 @@ async def test_statefulset_creates_each_pod_after_the_previous_one_is_ready(
     await wait_for(counted_ready, within=30)
 
 
-async def test_job_runs_its_pod(
-    api_client: client.ApiClient, namespace: str, own_nodes: OwnNodes
-) -> None:
-    core = client.CoreV1Api(api_client)
-    batch = client.BatchV1Api(api_client)
-    node = await own_nodes.add()
+@pytest.fixture
+async def job_template(own_nodes: OwnNodes) -> dict[str, Any]:
+    """A Job's Pod template (it never restarts) for the one Node this adds."""
+    await own_nodes.add()
     template = own_nodes.pod_template({})
     template["spec"]["restartPolicy"] = "Never"
+    return template
+
+
+async def test_job_runs_its_pod(
+    api_client: client.ApiClient,
+    batch: client.BatchV1Api,
+    namespace: str,
+    own_nodes: OwnNodes,
+    job_template: dict[str, Any],
+) -> None:
+    core = client.CoreV1Api(api_client)
     await batch.create_namespaced_job(
-        namespace, {"metadata": {"name": "once"}, "spec": {"template": template}}
+        namespace, {"metadata": {"name": "once"}, "spec": {"template": job_template}}
     )
 
     running = await wait_for(_running(core, namespace, "batch.kubernetes.io/job-name=once"))
-    assert list(running.values()) == [node]
+    assert list(running.values()) == own_nodes.names
 
     async def counted_active() -> bool:
         job = await batch.read_namespaced_job_status("once", namespace)
@@ -217,24 +237,11 @@ async def test_job_runs_its_pod(
 
 
 async def test_finished_job_is_deleted_after_its_ttl(
-    api_client: client.ApiClient, namespace: str, own_nodes: OwnNodes
+    batch: client.BatchV1Api, namespace: str, job_template: dict[str, Any]
 ) -> None:
-    batch = client.BatchV1Api(api_client)
-    await own_nodes.add()
-    template = own_nodes.pod_template({})
-    template["spec"]["restartPolicy"] = "Never"
     # kwok never completes a Pod, so the Job finishes by its deadline: Failed, then deleted.
-    await batch.create_namespaced_job(
-        namespace,
-        {
-            "metadata": {"name": "short"},
-            "spec": {
-                "activeDeadlineSeconds": 2,
-                "ttlSecondsAfterFinished": 0,
-                "template": template,
-            },
-        },
-    )
+    spec = {"activeDeadlineSeconds": 2, "ttlSecondsAfterFinished": 0, "template": job_template}
+    await batch.create_namespaced_job(namespace, {"metadata": {"name": "short"}, "spec": spec})
 
     async def gone() -> bool:
         try:
@@ -247,22 +254,15 @@ async def test_finished_job_is_deleted_after_its_ttl(
 
 
 async def test_cronjob_starts_a_job_on_schedule(
-    api_client: client.ApiClient, namespace: str, own_nodes: OwnNodes
+    batch: client.BatchV1Api, namespace: str, job_template: dict[str, Any]
 ) -> None:
-    batch = client.BatchV1Api(api_client)
-    await own_nodes.add()
-    template = own_nodes.pod_template({})
-    template["spec"]["restartPolicy"] = "Never"
+    every_minute = {
+        "schedule": "* * * * *",
+        "concurrencyPolicy": "Forbid",
+        "jobTemplate": {"spec": {"template": job_template}},
+    }
     await batch.create_namespaced_cron_job(
-        namespace,
-        {
-            "metadata": {"name": "every-minute"},
-            "spec": {
-                "schedule": "* * * * *",
-                "concurrencyPolicy": "Forbid",
-                "jobTemplate": {"spec": {"template": template}},
-            },
-        },
+        namespace, {"metadata": {"name": "every-minute"}, "spec": every_minute}
     )
 
     async def started() -> list[str]:

@@ -3,37 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
-from typer.testing import CliRunner, Result
+from typer.testing import Result
 
-from nodepool_operator import cli, operator
+from nodepool_operator import operator
+from unit.cli import run_recorder
 
 
 def test_the_cloud_resync_interval_reaches_the_nodepool_controller(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    seen: list[operator.OperatorOptions] = []
-
-    async def capture(options: operator.OperatorOptions, **_: Any) -> None:
-        seen.append(options)
-
-    monkeypatch.setattr(operator, "run_operator", capture)
     token = tmp_path / "token"
     token.write_text("t0ken")
-    result = CliRunner().invoke(
-        cli.app,
-        [
-            "run",
-            "--kubeconfig",
-            str(tmp_path / "kubeconfig"),
-            "--cloud-token-file",
-            str(token),
-            "--cloud-resync-interval",
-            "42",
-        ],
-    )
+    flags = ("--cloud-token-file", str(token), "--cloud-resync-interval", "42")
+    result, seen = run_recorder.invoke_run(monkeypatch, *flags, kubeconfig=tmp_path / "kubeconfig")
 
     assert result.exit_code == 0, result.output
     [options] = seen
@@ -45,17 +29,11 @@ def _run_in(
 ) -> tuple[Result, list[operator.OperatorOptions]]:
     """`run` with no flags, in ``environment`` alone of the variables that say where the
     cluster is; the operator itself replaced by a recorder."""
-    started: list[operator.OperatorOptions] = []
-
-    async def capture(options: operator.OperatorOptions, **_: Any) -> None:
-        started.append(options)
-
-    monkeypatch.setattr(operator, "run_operator", capture)
     for name in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
         monkeypatch.delenv(name, raising=False)
     for name, value in environment.items():
         monkeypatch.setenv(name, value)
-    return CliRunner().invoke(cli.app, ["run"]), started
+    return run_recorder.invoke_run(monkeypatch)
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,6 @@
 """Fixtures for the cloud tests: an in-process simcloud on a free port, a temp SQLite file
-and a hand-driven wall clock, so VM lifecycles are tested without sleeping.
+and a hand-driven wall clock, so VM lifecycles are tested without sleeping; and a moto EC2
+server for the aws provider's tests.
 
 Tests read the clock through ``clock`` and move it through ``advance`` (plain callables,
 since test modules cannot import from a conftest under ``--import-mode=importlib``).
@@ -7,16 +8,36 @@ since test modules cannot import from a conftest under ``--import-mode=importlib
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import pathlib
-from collections.abc import AsyncIterator, Callable
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
 
 import pytest
 
+import ec2_server
 from nodepool_operator.cloud import credentials
 from nodepool_operator.cloud.simcloud import client, server, store
 from nodepool_operator.runtime.testing import FakeWallClock
+from unit.cloud import simcloud_calls
 
 TOKEN = "unit-test-token-4f1c9a"
+
+
+@pytest.fixture(scope="module")
+def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ec2_server.MotoEc2]:
+    """moto's EC2 server, one per test module (the aws provider's tests)."""
+    with ec2_server.running(tmp_path_factory.mktemp("moto") / "moto.log") as server:
+        yield server
+
+
+@pytest.fixture
+def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ec2_server.ENV`` set, where the SDK's chain looks for credentials and a region."""
+    for key, value in ec2_server.ENV.items():
+        monkeypatch.setenv(key, value)
 
 
 @pytest.fixture
@@ -80,3 +101,22 @@ async def cloud(
 ) -> AsyncIterator[client.SimCloudClient]:
     async with client.SimCloudClient(sim.endpoint, token=token, timeout=5.0) as c:
         yield c
+
+
+@pytest.fixture
+def serving(config: server.SimCloudConfig, token: credentials.TokenFile) -> simcloud_calls.Serving:
+    """Starts a simcloud of ``config`` with ``changes`` (on ``clock``, real time unless
+    given) for the length of an ``async with``, and gives a client of it."""
+
+    @contextlib.asynccontextmanager
+    async def serve(
+        *, clock: store.WallClock = time.time, **changes: Any
+    ) -> AsyncIterator[client.SimCloudClient]:
+        changed = dataclasses.replace(config, **changes)
+        async with (
+            server.SimCloudServer(changed, clock=clock) as sim,
+            client.SimCloudClient(sim.endpoint, token=token) as cloud,
+        ):
+            yield cloud
+
+    return serve

@@ -4,7 +4,7 @@ prices from the shipped table, spot prices from EC2's price history, kept for a 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -15,18 +15,8 @@ from nodepool_operator.cloud import aws, aws_catalog, catalog
 CLUSTER = "prod"
 
 
-@pytest.fixture(scope="module")
-def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ec2_server.MotoEc2]:
-    with ec2_server.running(tmp_path_factory.mktemp("moto") / "moto.log") as server:
-        yield server
-
-
 @pytest.fixture
-async def ec2(
-    moto: ec2_server.MotoEc2, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[aws.Ec2Provider]:
-    for key, value in ec2_server.ENV.items():
-        monkeypatch.setenv(key, value)
+async def ec2(moto: ec2_server.MotoEc2, aws_env: None) -> AsyncIterator[aws.Ec2Provider]:
     cloud = aws.Ec2Provider(cluster_name=CLUSTER, endpoint_url=moto.endpoint)
     yield cloud
     await cloud.close()

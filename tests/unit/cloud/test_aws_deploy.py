@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,17 +35,9 @@ def _statements(action: str) -> list[dict[str, Any]]:
     ]
 
 
-@pytest.fixture(scope="module")
-def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ec2_server.MotoEc2]:
-    with ec2_server.running(tmp_path_factory.mktemp("moto") / "moto.log") as server:
-        yield server
-
-
 async def test_the_policy_allows_every_ec2_call_the_provider_makes_and_no_other(
-    moto: ec2_server.MotoEc2, monkeypatch: pytest.MonkeyPatch
+    moto: ec2_server.MotoEc2, aws_env: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for key, value in ec2_server.ENV.items():
-        monkeypatch.setenv(key, value)
     moto.reset()
     session = aiobotocore.session.get_session()
     called: set[str] = set()

@@ -6,32 +6,23 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiobotocore.session
 import pytest
 
 import ec2_server
-from nodepool_operator.api import launch
 from nodepool_operator.cloud import aws, aws_interruptions, provider
 
 CLUSTER = "prod"
 NAME = provider.VmName("web-0")
 
 
-@pytest.fixture(scope="module")
-def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ec2_server.MotoEc2]:
-    with ec2_server.running(tmp_path_factory.mktemp("moto") / "moto.log") as server:
-        yield server
-
-
 @pytest.fixture
 async def queue(
-    moto: ec2_server.MotoEc2, monkeypatch: pytest.MonkeyPatch
+    moto: ec2_server.MotoEc2, aws_env: None, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[tuple[str, Any]]:
-    for key, value in ec2_server.ENV.items():
-        monkeypatch.setenv(key, value)
     monkeypatch.setenv("AWS_ENDPOINT_URL_SQS", moto.endpoint)
     moto.reset()
     session = aiobotocore.session.get_session()
@@ -49,15 +40,10 @@ async def ec2(moto: ec2_server.MotoEc2, queue: tuple[str, Any]) -> AsyncIterator
     await cloud.close()
 
 
-async def launched(ec2: aws.Ec2Provider, moto: ec2_server.MotoEc2) -> str:
-    spec = provider.MachineSpec(
-        cpu=ec2_server.CPU,
-        memory=ec2_server.MEMORY,
-        pods=110,
-        zone="us-east-1c",
-        pool_uid="uid",
-        launch=launch.ProviderSection(aws=moto.launch_settings()),
-    )
+@pytest.fixture
+async def instance(ec2: aws.Ec2Provider, moto: ec2_server.MotoEc2) -> str:
+    """The EC2 instance id of a VM launched as ``NAME`` in pool ``web``."""
+    spec = ec2_server.machine_spec(moto.launch_settings())
     vm = await ec2.create_vm(name=NAME, pool="web", spec=spec)
     return vm.provider_id.rsplit("/", 1)[1]
 
@@ -82,20 +68,12 @@ async def send(queue: tuple[str, Any], *bodies: str) -> None:
 
 async def left(queue: tuple[str, Any]) -> int:
     url, sqs = queue
-    attributes = await sqs.get_queue_attributes(
-        QueueUrl=url,
-        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-    )
-    counts = attributes["Attributes"]
-    return int(counts["ApproximateNumberOfMessages"]) + int(
-        counts["ApproximateNumberOfMessagesNotVisible"]
-    )
+    return await ec2_server.queue_depth(sqs, url)
 
 
 async def test_each_kind_is_read_as_its_event_and_named_by_the_vm(
-    ec2: aws.Ec2Provider, moto: ec2_server.MotoEc2, queue: tuple[str, Any]
+    ec2: aws.Ec2Provider, instance: str, queue: tuple[str, Any]
 ) -> None:
-    instance = await launched(ec2, moto)
     await send(
         queue,
         message(
@@ -140,9 +118,8 @@ async def test_each_kind_is_read_as_its_event_and_named_by_the_vm(
 
 
 async def test_what_nothing_here_acts_on_is_deleted_at_once(
-    ec2: aws.Ec2Provider, moto: ec2_server.MotoEc2, queue: tuple[str, Any]
+    ec2: aws.Ec2Provider, instance: str, queue: tuple[str, Any]
 ) -> None:
-    instance = await launched(ec2, moto)
     await send(
         queue,
         message("EC2 Spot Instance Interruption Warning", {"instance-id": "i-0someoneelse"}),

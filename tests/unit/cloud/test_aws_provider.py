@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import aiobotocore.session
 import botocore.exceptions
@@ -22,16 +22,8 @@ NAME = provider.VmName("web-0")
 CLUSTER = "prod"
 
 
-@pytest.fixture(scope="module")
-def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ec2_server.MotoEc2]:
-    with ec2_server.running(tmp_path_factory.mktemp("moto") / "moto.log") as server:
-        yield server
-
-
 @pytest.fixture
-def settings(moto: ec2_server.MotoEc2, monkeypatch: pytest.MonkeyPatch) -> launch.AwsLaunch:
-    for key, value in ec2_server.ENV.items():
-        monkeypatch.setenv(key, value)
+def settings(moto: ec2_server.MotoEc2, aws_env: None) -> launch.AwsLaunch:
     moto.reset()
     return moto.launch_settings(tags={"team": "web", "cost-center": "42"})
 
@@ -46,15 +38,7 @@ async def ec2(
 
 
 def _spec(settings: launch.AwsLaunch, **changes: object) -> provider.MachineSpec:
-    spec = provider.MachineSpec(
-        cpu=ec2_server.CPU,
-        memory=ec2_server.MEMORY,
-        pods=110,
-        zone="us-east-1c",
-        pool_uid="0b7c-uid",
-        launch=launch.ProviderSection(aws=settings),
-    )
-    return dataclasses.replace(spec, **changes)
+    return ec2_server.machine_spec(settings, pool_uid="0b7c-uid", **changes)
 
 
 async def test_an_instance_carries_the_pool_the_name_the_uid_and_the_extra_tags(

@@ -14,7 +14,7 @@ moto never runs out, so its SDK session answers as EC2 does, with
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import aiobotocore.session
 import pytest
@@ -42,18 +42,6 @@ class Contract:
     """From now on, the zone has no room for ``spec``."""
     shape: str
     """How the provider names ``spec``'s shape in a capacity error."""
-
-
-@pytest.fixture(scope="module")
-def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ec2_server.MotoEc2]:
-    with ec2_server.running(tmp_path_factory.mktemp("moto") / "moto.log") as server:
-        yield server
-
-
-@pytest.fixture
-def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key, value in ec2_server.ENV.items():
-        monkeypatch.setenv(key, value)
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from aiohttp import web
 
 from nodepool_operator.cloud import credentials, provider
 from nodepool_operator.cloud.simcloud import client, server
+from unit.cloud import simcloud_calls
 
 SPEC = provider.MachineSpec(cpu="4", memory="16Gi", pods=110)
 NAME = provider.VmName("pool-a-0")
@@ -71,10 +72,8 @@ async def test_a_rotated_token_file_takes_effect_on_server_and_client_without_re
 
     # `cloud` reads the same file: its next call carries the new token.
     assert (await cloud.get_vm(NAME)) is not None
-    async with client.SimCloudClient(sim.endpoint, token=old) as stale:
-        with pytest.raises(provider.PermanentCloudError) as raised:
-            await stale.get_vm(NAME)
-    assert raised.value.code == "Unauthorized"
+    stale = await simcloud_calls.get_vm_error(sim.endpoint, old, NAME, provider.PermanentCloudError)
+    assert stale.code == "Unauthorized"
 
 
 async def test_the_token_never_reaches_the_server_log(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 
 import aiohttp
@@ -10,6 +9,7 @@ import pytest
 
 from nodepool_operator.cloud import credentials, provider
 from nodepool_operator.cloud.simcloud import client, server, wire
+from unit.cloud import simcloud_calls
 
 SPEC = provider.MachineSpec(cpu="4", memory="16Gi", pods=110)
 NAME = provider.VmName("pool-a-0")
@@ -207,14 +207,9 @@ async def test_reset_stats_zeroes_calls_but_keeps_creations(
 
 
 async def test_faults_from_the_config_apply_from_the_start(
-    token: credentials.TokenFile,
-    config: server.SimCloudConfig,
+    serving: simcloud_calls.Serving,
 ) -> None:
-    faulty = dataclasses.replace(config, quota_max_vms=0)
-    async with (
-        server.SimCloudServer(faulty) as sim,
-        client.SimCloudClient(sim.endpoint, token=token) as cloud,
-    ):
+    async with serving(quota_max_vms=0) as cloud:
         with pytest.raises(provider.QuotaExceeded):
             await cloud.create_vm(name=NAME, pool="pool-a", spec=SPEC)
         assert (await cloud.faults()).quota_max_vms == 0
@@ -239,11 +234,10 @@ async def test_a_wrong_endpoint_is_an_error_not_an_absent_vm(
     token: credentials.TokenFile,
     sim: server.SimCloudServer,
 ) -> None:
-    async with client.SimCloudClient(f"{sim.endpoint}/not-the-api", token=token) as lost:
-        with pytest.raises(provider.PermanentCloudError) as raised:
-            await lost.get_vm(NAME)
+    lost = f"{sim.endpoint}/not-the-api"
+    error = await simcloud_calls.get_vm_error(lost, token, NAME, provider.PermanentCloudError)
 
-    assert raised.value.code == "NotFound"
+    assert error.code == "NotFound"
 
 
 async def test_a_stopped_server_is_a_transient_connection_error(
@@ -253,8 +247,6 @@ async def test_a_stopped_server_is_a_transient_connection_error(
     async with server.SimCloudServer(config) as sim:
         endpoint = sim.endpoint
 
-    async with client.SimCloudClient(endpoint, token=token) as cloud:
-        with pytest.raises(provider.TransientCloudError) as raised:
-            await cloud.get_vm(NAME)
+    error = await simcloud_calls.get_vm_error(endpoint, token, NAME, provider.TransientCloudError)
 
-    assert raised.value.code == "ConnectionError"
+    assert error.code == "ConnectionError"

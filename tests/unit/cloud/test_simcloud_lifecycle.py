@@ -12,6 +12,7 @@ import pytest
 
 from nodepool_operator.cloud import credentials, provider
 from nodepool_operator.cloud.simcloud import client, server, store
+from unit.cloud import simcloud_calls
 
 CREATE_LATENCY = 10.0  # as the config fixture sets them
 DELETE_LATENCY = 5.0
@@ -84,16 +85,11 @@ async def test_vm_is_running_once_its_create_latency_has_passed(
 
 
 async def test_boot_times_stay_within_mean_plus_or_minus_jitter(
-    token: credentials.TokenFile,
-    config: server.SimCloudConfig,
+    serving: simcloud_calls.Serving,
     clock: store.WallClock,
     advance: Callable[[float], None],
 ) -> None:
-    jittery = dataclasses.replace(config, latency_jitter_seconds=2.0)
-    async with (
-        server.SimCloudServer(jittery, clock=clock) as sim,
-        client.SimCloudClient(sim.endpoint, token=token) as cloud,
-    ):
+    async with serving(clock=clock, latency_jitter_seconds=2.0) as cloud:
         for i in range(20):
             await cloud.create_vm(name=provider.VmName(f"pool-a-{i}"), pool="pool-a", spec=SPEC)
 
@@ -107,16 +103,11 @@ async def test_boot_times_stay_within_mean_plus_or_minus_jitter(
 
 
 async def test_vm_becomes_running_on_the_real_clock(
-    token: credentials.TokenFile,
-    config: server.SimCloudConfig,
+    serving: simcloud_calls.Serving,
 ) -> None:
     # The one test on real time: a short latency, and no assertion that can lose a race
     # with a busy machine (only that RUNNING is never seen before the latency has passed).
-    fast = dataclasses.replace(config, create_latency_seconds=0.1)
-    async with (
-        server.SimCloudServer(fast) as sim,
-        client.SimCloudClient(sim.endpoint, token=token) as cloud,
-    ):
+    async with serving(create_latency_seconds=0.1) as cloud:
         created = await cloud.create_vm(name=NAME, pool="pool-a", spec=SPEC)
         for _ in range(100):
             vm = await cloud.get_vm(NAME)

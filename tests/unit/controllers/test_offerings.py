@@ -4,6 +4,7 @@ share: a fake CatalogSource and a fake clock."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -161,26 +162,23 @@ def test_a_backed_off_zone_closes_every_offering_in_it() -> None:
 
 
 def test_an_offering_backoff_is_recorded_beside_the_zone_s_and_ends_on_a_launch() -> None:
-    entries, started = capacity.record(
-        (),
-        zone="a",
-        shape="small",
-        reason="InsufficientCapacity",
-        message="no room",
-        now=NOW,
-        offering=("small", "on-demand"),
-    )
+    def no_room_in_a(
+        entries: Sequence[nodepool_api.ZoneBackoff], instance_type: str
+    ) -> tuple[tuple[nodepool_api.ZoneBackoff, ...], nodepool_api.ZoneBackoff | None]:
+        return capacity.record(
+            entries,
+            zone="a",
+            shape=instance_type,
+            reason="InsufficientCapacity",
+            message="no room",
+            now=NOW,
+            offering=(instance_type, "on-demand"),
+        )
+
+    entries, started = no_room_in_a((), "small")
     assert started is not None
     assert started.is_offering
-    entries, again = capacity.record(
-        entries,
-        zone="a",
-        shape="large",
-        reason="InsufficientCapacity",
-        message="no room",
-        now=NOW,
-        offering=("large", "on-demand"),
-    )
+    entries, again = no_room_in_a(entries, "large")
     assert again is not None  # another offering in the same zone: a backoff of its own
     assert len(entries) == 2
     kept = capacity.forgotten(entries, now=NOW, offerings_succeeded=[("small", "a", "on-demand")])

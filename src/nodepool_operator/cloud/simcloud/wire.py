@@ -322,10 +322,7 @@ class Faults:
         Raises ``ValueError`` on unknown keys or bad values, so a typo in a test or a curl
         command fails loudly instead of silently injecting nothing.
         """
-        obj = _object(patch)
-        unknown = set(obj) - set(self.to_json())
-        if unknown:
-            raise ValueError(f"unknown fault keys: {sorted(unknown)}")
+        obj = _object_of(patch, set(self.to_json()), "fault")
         return Faults(
             transient_error_rate=(
                 fields.required_number(obj, "transientErrorRate")
@@ -389,10 +386,7 @@ def _offering_to_json(offering: store.MachineSelector) -> dict[str, object]:
 
 
 def _offering_from_json(data: object) -> store.MachineSelector:
-    obj = _object(data)
-    unknown = set(obj) - {"zone", "cpu", "memory"}
-    if unknown:
-        raise ValueError(f"unknown offering keys: {sorted(unknown)}")
+    obj = _object_of(data, {"zone", "cpu", "memory"}, "offering")
     return store.MachineSelector(
         zone=fields.optional_string(obj, "zone"),
         cpu=fields.optional_string(obj, "cpu"),
@@ -407,10 +401,7 @@ def _rate_to_json(rate: store.InterruptionRate) -> dict[str, object]:
 
 
 def _rate_from_json(data: object) -> store.InterruptionRate:
-    obj = _object(data)
-    unknown = set(obj) - {"zone", "instanceType", "perHour"}
-    if unknown:
-        raise ValueError(f"unknown spotInterruptions keys: {sorted(unknown)}")
+    obj = _object_of(data, {"zone", "instanceType", "perHour"}, "spotInterruptions")
     return store.InterruptionRate(
         per_hour=fields.required_number(obj, "perHour"),
         zone=fields.optional_string(obj, "zone"),
@@ -521,6 +512,16 @@ def _object(data: object) -> dict[str, object]:
     if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
         raise ValueError(f"expected a JSON object, not {type(data).__name__}")
     return data
+
+
+def _object_of(data: object, keys: set[str], what: str) -> dict[str, object]:
+    """``data`` as a JSON object whose keys are all in ``keys``; a ``ValueError`` naming
+    the unknown ``what`` keys otherwise."""
+    obj = _object(data)
+    unknown = set(obj) - keys
+    if unknown:
+        raise ValueError(f"unknown {what} keys: {sorted(unknown)}")
+    return obj
 
 
 def _counts(data: object) -> dict[str, int]:

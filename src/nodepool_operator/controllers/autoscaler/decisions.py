@@ -189,7 +189,13 @@ class PoolDecider:
             direction=direction,
             reason=decision.reason,
             remove_nodes=decision.victims,
-            new_node_zones=seen.up.new_node_zones if direction == "up" else None,
+            # A pool with requirements names its new nodes' offerings (each in a zone).
+            new_node_zones=(
+                seen.up.new_node_zones
+                if direction == "up" and not seen.up.new_node_offerings
+                else None
+            ),
+            new_node_offerings=seen.up.new_node_offerings if direction == "up" else None,
         )
         metrics.nodepool_autoscaler_scale_requests_total.labels(key, direction).inc()
         return made

@@ -11,6 +11,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from nodepool_operator.api import autoscaler as autoscaler_api
+from nodepool_operator.cloud.catalog import Catalog
+from nodepool_operator.cloud.provider import CloudError
+from nodepool_operator.controllers import offerings
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.decide import batch_plan
 from nodepool_operator.controllers.autoscaler.snapshot import volumes
@@ -49,9 +52,13 @@ class PlanMaker:
         expendable_priority: int = DEFAULT_EXPENDABLE_PRIORITY,
         wall_clock: clock_module.WallClock | None = None,
         volume_reads: volumes.VolumeReads | None = None,
+        offerings_catalog: offerings.OfferingsCatalog | None = None,
     ) -> None:
         """``volume_reads``: the claims, volumes and classes the volume filters read;
-        None leaves pods' claims unjudged (a planner without those caches)."""
+        None leaves pods' claims unjudged (a planner without those caches).
+        ``offerings_catalog``: the cloud's catalog (shared with the NodePool controller),
+        which pools with requirements are planned with; None: they are not grown."""
+        self.offerings_catalog = offerings_catalog
         self.autoscalers = autoscalers
         self.pools = pools
         self.nodes = nodes
@@ -94,11 +101,22 @@ class PlanMaker:
 
     def inputs(self) -> Gathered:
         """What a plan would read now, for the tools that explain one (``inspection``)."""
-        return self.gatherer.gather()
+        known = self.offerings_catalog.known() if self.offerings_catalog is not None else None
+        return self.gatherer.gather(known)
+
+    async def _catalog(self) -> Catalog | None:
+        """The catalog, read again once its time is up; the one last read while the cloud
+        does not answer (None: never read)."""
+        if self.offerings_catalog is None:
+            return None
+        try:
+            return await self.offerings_catalog.current()
+        except CloudError:
+            return self.offerings_catalog.known()
 
     async def plan(self) -> batch_plan.BatchPlan:
         """One plan of every pending pod against every pool and node, from the caches now."""
-        gathered = self.gatherer.gather()
+        gathered = self.gatherer.gather(await self._catalog())
         # Simulating tens of thousands of pods takes long enough to starve the informers
         # and the lease renewal if it ran on the event loop; its inputs are immutable
         # snapshots, so it runs in a worker thread.

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nodepool_operator.controllers import cached
+from nodepool_operator.controllers import cached, offerings
 from nodepool_operator.controllers.autoscaler import planner as planner_module
 from nodepool_operator.controllers.autoscaler import watches
 from nodepool_operator.controllers.autoscaler.act.handoff import ScaleRequester
@@ -61,7 +61,11 @@ class Reads:
 
 
 def planner_reads(
-    cache: InformerSource, *, config: AutoscalerConfig, wall_clock: clock_module.WallClock
+    cache: InformerSource,
+    *,
+    config: AutoscalerConfig,
+    wall_clock: clock_module.WallClock,
+    offerings_catalog: offerings.OfferingsCatalog | None = None,
 ) -> Reads:
     """Request the Autoscaler's informers from ``cache`` and build its planner on them.
 
@@ -97,18 +101,29 @@ def planner_reads(
         expendable_priority=config.expendable_pods_priority_cutoff,
         wall_clock=wall_clock,
         volume_reads=volume_reads,
+        offerings_catalog=offerings_catalog,
     )
     return Reads(
         autoscalers, pools, nodes, pods, requests, daemon_sets, volume_reads, plan_maker, ledger
     )
 
 
-def setup(manager: Manager, *, config: AutoscalerConfig) -> Controller:
+def setup(
+    manager: Manager,
+    *,
+    config: AutoscalerConfig,
+    offerings_catalog: offerings.OfferingsCatalog | None = None,
+) -> Controller:
     """Create the planner and the Autoscaler controller, their informers (shared through
-    the manager) and their watches; returns the Autoscaler controller."""
+    the manager) and their watches; returns the Autoscaler controller.
+
+    ``offerings_catalog``: the catalog the NodePool controller launches offerings from;
+    without it a pool with requirements is not grown (its pods are told why)."""
     client = manager.client.for_manager(f"{NAME}-controller")
     wall_clock = clock_module.RealWallClock()
-    reads = planner_reads(manager.cache, config=config, wall_clock=wall_clock)
+    reads = planner_reads(
+        manager.cache, config=config, wall_clock=wall_clock, offerings_catalog=offerings_catalog
+    )
     recorder = EventRecorder(client, component=f"{NAME}-controller", clock=manager.clock)
     manager.on_drained.append(recorder.flush)
     verdicts = AutoscalerVerdicts()

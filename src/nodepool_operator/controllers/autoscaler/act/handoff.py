@@ -18,6 +18,7 @@ from typing import Final
 
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import scalerequest as scalerequest_api
+from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.autoscaler.snapshot.scale_requests import (
     RequestLedger,
     request_name,
@@ -63,6 +64,14 @@ def _refusal(error: errors.OperatorError, name: str) -> str:
     return str(error).replace(f' "{name}"', "").replace(name, "")
 
 
+def _capacity_type(text: str) -> wellknown.CapacityType:
+    """A catalog offering's capacity type as the API's type (the catalog sells no other)."""
+    for known in wellknown.CAPACITY_TYPES:
+        if known == text:
+            return known
+    raise ValueError(f"not a capacity type: {text!r}")
+
+
 @dataclass(frozen=True)
 class _Refused:
     asked: object  # what the refused request asked for (compared, never hashed)
@@ -97,9 +106,12 @@ class ScaleRequester:
         reason: str,
         remove_nodes: tuple[str, ...] = (),
         new_node_zones: Mapping[str, int] | None = None,
+        new_node_offerings: Mapping[tuple[str, str, str], int] | None = None,
     ) -> autoscaler_api.LastScaleRequest:
         """Ask for ``target`` nodes, computed from the pool's ``spec.targetNodes`` ``basis``;
-        a scale-down may name the nodes to remove, a scale-up the zones of its new nodes."""
+        a scale-down may name the nodes to remove, a scale-up the zones of its new nodes
+        or, for a pool with requirements, their offerings ((type, zone, capacity type) ->
+        how many)."""
         name = request_name(
             autoscaler, direction=direction, millis=int(self.wall_clock.time() * 1000)
         )
@@ -111,6 +123,16 @@ class ScaleRequester:
             based_on_target_nodes=basis,
             remove_nodes=remove_nodes,
             new_node_zones=dict(new_node_zones or {}),
+            new_node_offerings=tuple(
+                scalerequest_api.OfferingCount(
+                    instance_type=kind,
+                    zone=zone,
+                    capacity_type=_capacity_type(capacity_type),
+                    count=count,
+                )
+                for (kind, zone, capacity_type), count in sorted((new_node_offerings or {}).items())
+                if count > 0
+            ),
         )
         # The spec but its reason (which carries the pod counts of the moment).
         asked = (pool_uid, dataclasses.replace(spec, reason=""))

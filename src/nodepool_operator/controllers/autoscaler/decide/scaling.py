@@ -66,6 +66,11 @@ def _scale_up(pool: PoolFacts, up: PoolOutcome) -> ScalingDecision | None:
         f"{len(up.hosted)} pending pods need {up.wanted_nodes} more nodes "
         f"after {pool.ready} ready and {pool.in_flight} requested{clamped}"
     )
+    if up.new_node_offerings:
+        reason += ": " + ", ".join(
+            f"{count} x {kind} in {zone} ({capacity_type})"
+            for (kind, zone, capacity_type), count in up.new_node_offerings.items()
+        )
     action: Action = "scale-up" if target > pool.target else "none"
     return ScalingDecision(action, pool.target, target, wanted, up.triggering, reason)
 

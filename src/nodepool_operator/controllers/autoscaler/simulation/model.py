@@ -109,6 +109,12 @@ class PoolOutcome:
     # The zone of each node opened (granted or beyond maxNodes), in the order opened: a
     # spreading pod's next run opens these from the start.
     opened_zones: tuple[str | None, ...] = ()
+    # A pool with requirements (``offering_plan``): of ``new_nodes``, how many of each
+    # offering, by (instance type, zone, capacity type); empty for a single-shape pool.
+    new_node_offerings: Mapping[tuple[str, str, str], int] = field(default_factory=dict)
+    # Per pod of ``triggering`` or ``beyond``: the offering its node is and the cheaper
+    # ones it was refused on, in words (``explain pod``).
+    offering_notes: Mapping[int, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

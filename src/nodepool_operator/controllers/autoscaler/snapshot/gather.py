@@ -17,10 +17,17 @@ from typing import Any
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
+from nodepool_operator.cloud.catalog import Catalog
 from nodepool_operator.controllers import health, membership
 from nodepool_operator.controllers.autoscaler import constraints, simulation
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile, pending_pods
-from nodepool_operator.controllers.autoscaler.snapshot import node_views, volumes
+from nodepool_operator.controllers.autoscaler.simulation import offering_plan
+from nodepool_operator.controllers.autoscaler.snapshot import (
+    node_views,
+    offering_pools,
+    pool_reads,
+    volumes,
+)
 from nodepool_operator.controllers.autoscaler.snapshot.pod_profiles import (
     ALL_NAMESPACES,
     NOMINATED_INDEX,
@@ -29,6 +36,7 @@ from nodepool_operator.controllers.autoscaler.snapshot.pod_profiles import (
     daemon_set_of,
 )
 from nodepool_operator.controllers.autoscaler.snapshot.pool_reads import PoolRead, PoolReads
+from nodepool_operator.controllers.resources import REQUESTS_BY_POOL
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import nodes as k8s_nodes
 from nodepool_operator.runtime.client import Object
@@ -58,10 +66,20 @@ class Gathered:
     # Pools an Autoscaler names that do not exist (or are being deleted): pool -> (the
     # Autoscaler, its namespaces; empty: all). Their pods are planned as any, and told why.
     missing: Mapping[str, tuple[str, frozenset[str]]] = dataclasses.field(default_factory=dict)
+    # Pools with requirements, each simulated as one template per instance type (in
+    # ``templates``) and planned as offerings (``simulation.offering_plan``).
+    offering_pools: tuple[offering_plan.OfferingPool, ...] = ()
 
     def simulate(self) -> simulation.SimulationOutcome:
-        return simulation.simulate(
+        outcome = simulation.simulate(
             self.profiles, nodes=self.nodes, pools=self.templates, daemon_sets=self.daemon_sets
+        )
+        return offering_plan.plan_offerings(
+            outcome,
+            self.profiles,
+            pools=self.offering_pools,
+            nodes=self.nodes,
+            daemon_sets=self.daemon_sets,
         )
 
 
@@ -119,7 +137,9 @@ class Gatherer:
                 found[spec.node_pool_name] = (age, str(meta["name"]), spec)
         return {pool: (name, spec) for pool, (_, name, spec) in found.items()}
 
-    def gather(self) -> Gathered:
+    def gather(self, catalog: Catalog | None = None) -> Gathered:
+        """What one plan reads; ``catalog``: the cloud's (None: not read yet), which
+        pools with requirements are planned with."""
         self.reads.begin_plan()
         # Nodes turn unhealthy by time passing alone, not by an event: found at each plan.
         self.reads.unhealthy = self.find_unhealthy()
@@ -130,18 +150,24 @@ class Gatherer:
         held = node_views.names_by_prefix(self.reads.nodes.items())
         nominated = self.nominated()
         missing: dict[str, tuple[str, frozenset[str]]] = {}
+        offering_pools: list[offering_plan.OfferingPool] = []
         for pool_name, (owner, spec) in sorted(owners.items()):
             pool = self.pools.get(pool_name)
             if pool is None or pool["metadata"].get("deletionTimestamp"):
                 missing[pool_name] = (owner, frozenset(spec.namespaces))
                 continue
             view, template, nodes = self.reads.pool(
-                pool, namespaces=spec.namespaces, held=held.get(pool_name, ())
+                pool, namespaces=spec.namespaces, held=held.get(pool_name, ()), catalog=catalog
             )
             # A node preemption is making room on is about to run a pod: never unneeded.
             unneeded = tuple(n for n in view.unneeded if n not in nominated)
             pools[pool_name] = dataclasses.replace(view, unneeded=unneeded)
-            templates.append(template)
+            if nodepool_api.spec_of(pool).requirements:
+                offered = self._offering_pool(pool, template, view)
+                offering_pools.append(offered)
+                templates.extend(offered.templates)
+            else:
+                templates.append(template)
             existing.extend(nodes)
         existing.extend(self._other_nodes(planned=pools))
         pending = self._pending(owners)
@@ -156,7 +182,31 @@ class Gatherer:
             templates=tuple(templates),
             daemon_sets=tuple(self._daemon_set_views()),
             missing=missing,
+            offering_pools=tuple(offering_pools),
         )
+
+    def _offering_pool(
+        self, pool: Object, template: simulation.PoolTemplate, view: PoolRead
+    ) -> offering_plan.OfferingPool:
+        name = str(pool["metadata"]["name"])
+        if not view.offerings:
+            return offering_pools.blocked_pool(
+                name,
+                nodepool_api.spec_of(pool),
+                template,
+                why=view.facts.cannot_grow or pool_reads.NO_OFFERING,
+            )
+        booting = offering_pools.in_flight_offerings(
+            template.in_flight,
+            requests=self.reads.ledger.visible(
+                name,
+                self.reads.requests.by_index(REQUESTS_BY_POOL, name),
+                cache_version=self.reads.requests.resource_version,
+            ),
+            nodes=membership.members(self.reads.nodes, pool_name=name, pool_uid=view.uid),
+            allowed=[o.key for o in view.offerings],
+        )
+        return offering_pools.offering_pool(name, template, view.offerings, in_flight=booting)
 
     def nominated(self) -> dict[str, list[PodProfile]]:
         """The pending pods nominated to each node, of every namespace: kube-scheduler

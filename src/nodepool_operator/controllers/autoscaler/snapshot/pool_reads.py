@@ -10,11 +10,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.api import wellknown
+from nodepool_operator.cloud.catalog import Catalog
 from nodepool_operator.controllers import allocatable, capacity, membership
+from nodepool_operator.controllers import offerings as offerings_module
 from nodepool_operator.controllers.autoscaler import simulation
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.snapshot import node_views, pool_facts, zoning
@@ -29,7 +32,7 @@ from nodepool_operator.runtime import conditions, pods
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.informer import Informer
 
-__all__ = ["Bound", "PoolRead", "PoolReads"]
+__all__ = ["NO_OFFERING", "REQUIREMENTS_NOT_PLANNED", "Bound", "PoolRead", "PoolReads"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,9 @@ class PoolRead:
     uid: str
     basis: int  # the pool's spec.targetNodes the plan started from
     unneeded: tuple[str, ...]
+    # A pool with requirements: the offerings it may use now, cheapest first (its new
+    # nodes are planned as those, ``snapshot.offering_pools``); empty for any other.
+    offerings: tuple[offerings_module.PricedOffering, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -92,8 +98,15 @@ class PoolReads:
         self._bound_before, self._bound = self._bound, {}
 
     def pool(
-        self, pool: Object, *, namespaces: Sequence[str], held: Iterable[str]
+        self,
+        pool: Object,
+        *,
+        namespaces: Sequence[str],
+        held: Iterable[str],
+        catalog: Catalog | None = None,
     ) -> tuple[PoolRead, simulation.PoolTemplate, list[simulation.ExistingNode]]:
+        """The pool as the plan reads it; ``catalog``: the cloud's, for a pool with
+        requirements (None: not read yet)."""
         name = str(pool["metadata"]["name"])
         spec = nodepool_api.spec_of(pool)
         sizes = self._sizes(pool, spec)
@@ -103,10 +116,12 @@ class PoolReads:
         # paused or its VMs unlistable: the pool cannot grow, and what it asked for is
         # not coming.
         now = self.wall_clock.time()
+        allowed, unplannable = _offerings(pool, spec, catalog, now=now)
         stuck = (
             capacity.cannot_grow(nodepool_api.status_of(pool).zone_backoffs, spec.template, now=now)
             or capacity.paused(pool, now=now)
             or capacity.listing_doubtful(pool, now=now)
+            or unplannable
         )
         facts = pool_facts.PoolFacts(
             name=name,
@@ -126,7 +141,8 @@ class PoolReads:
         if namespaces:
             template = dataclasses.replace(template, namespaces=frozenset(namespaces))
         uid = str(pool["metadata"].get("uid", ""))
-        return PoolRead(facts, uid, sizes.basis, usage.unneeded), template, nodes
+        read = PoolRead(facts, uid, sizes.basis, usage.unneeded, offerings=tuple(allowed))
+        return read, template, nodes
 
     def _sizes(self, pool: Object, spec: nodepool_api.NodePoolSpec) -> _Sizes:
         views = self.request_views(str(pool["metadata"]["name"]))
@@ -305,6 +321,31 @@ class PoolReads:
             # is gone) but no longer keeps the node needed.
             busy = busy or not (leaving or pods.is_daemon_or_mirror(pod))
         return Bound(tuple(running), tuple(terminating), frozenset(daemons), busy)
+
+
+#: Why a pool with requirements is not grown without a catalog: its template's shape is
+#: not what the NodePool controller launches (an offering), so nodes sized by it may never
+#: hold the pods they are for.
+REQUIREMENTS_NOT_PLANNED: Final = (
+    "it has requirements and the Autoscaler cannot plan its offerings "
+    "(no catalog read yet); its pods wait"
+)
+#: Why a pool with requirements cannot grow when none of its offerings may be used now.
+NO_OFFERING: Final = "no offering its requirements allow is available (or all backed off)"
+
+
+def _offerings(
+    pool: Object, spec: nodepool_api.NodePoolSpec, catalog: Catalog | None, *, now: float
+) -> tuple[list[offerings_module.PricedOffering], str | None]:
+    """A pool with requirements: the offerings it may use now, or why it cannot grow."""
+    if not spec.requirements:
+        return [], None
+    if catalog is None:
+        return [], REQUIREMENTS_NOT_PLANNED
+    allowed = offerings_module.pool_offerings(
+        spec, catalog, nodepool_api.status_of(pool).zone_backoffs, now=now
+    )
+    return allowed, None if allowed else NO_OFFERING
 
 
 def _staying(live: Sequence[Object], bound: dict[str, Bound], *, keep: int | None) -> set[str]:

@@ -1,0 +1,186 @@
+"""A pool with requirements as the simulation runs it (``simulation.offering_plan``): its
+offerings, one template per instance type and capacity type, and the offering of each VM
+still on its way.
+
+The offerings are ``offerings.pool_offerings``'s, the rule the NodePool controller
+launches by (allowed, available, not backed off, cheapest first), read from the catalog
+the operator shares between both controllers. A VM requested and not registered yet is
+the offering a ScaleRequest named for it (``spec.newNodeOfferings``: claims that Nodes
+of that offering created since have not served, the newest request's first), else the
+cheapest one: what the NodePool controller launches for it. A request is read whether or
+not its ``status.zonesServed`` says its VMs were all launched: launched is not
+registered, and until their Nodes come the request is the record of what they are.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from nodepool_operator import timestamps
+from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import scalerequest as scalerequest_api
+from nodepool_operator.api import wellknown
+from nodepool_operator.controllers import offerings as offerings_module
+from nodepool_operator.controllers.autoscaler import simulation
+from nodepool_operator.controllers.autoscaler.simulation import offering_plan
+
+__all__ = ["blocked_pool", "in_flight_offerings", "offering_pool"]
+
+_LIVE_PHASES = frozenset({"Pending", "Applied"})
+
+
+def in_flight_offerings(
+    count: int,
+    *,
+    requests: Iterable[Mapping[str, Any]],
+    nodes: Iterable[Mapping[str, Any]],
+    allowed: Sequence[offering_plan.OfferingKey],
+) -> list[offering_plan.OfferingKey]:
+    """The offering of each of ``count`` VMs requested and not registered: the offerings
+    requests named that no Node created since serves (a Node serves the oldest request
+    it can; the VMs on their way are the newest requests'), then the cheapest allowed
+    (``allowed``, cheapest first; a claim the pool may no longer use falls back to it, as
+    the NodePool controller falls back)."""
+    if count <= 0 or not allowed:
+        return []
+    members: list[tuple[float, offering_plan.OfferingKey]] = []
+    for node in nodes:
+        meta = node.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        key = (
+            labels.get(wellknown.INSTANCE_TYPE_LABEL),
+            labels.get(wellknown.ZONE_LABEL),
+            labels.get(wellknown.CAPACITY_TYPE_LABEL),
+        )
+        created = timestamps.parse_rfc3339(meta.get("creationTimestamp"))
+        if None not in key and created is not None and not meta.get("deletionTimestamp"):
+            members.append((created, (str(key[0]), str(key[1]), str(key[2]))))
+    members.sort()
+    used = [False] * len(members)
+    claims = []
+    for request in requests:
+        meta = request.get("metadata") or {}
+        spec, status = scalerequest_api.spec_of(request), scalerequest_api.status_of(request)
+        created = timestamps.parse_rfc3339(meta.get("creationTimestamp"))
+        live = status.phase in _LIVE_PHASES
+        if (
+            spec.new_node_offerings
+            and live
+            and created is not None
+            and not meta.get("deletionTimestamp")
+        ):
+            claims.append((created, str(meta.get("name", "")), spec.new_node_offerings))
+    unserved: list[list[offering_plan.OfferingKey]] = []
+    usable = set(allowed)
+    for created, _, asked in sorted(claims):
+        lacking: list[offering_plan.OfferingKey] = []
+        unserved.append(lacking)
+        for entry in asked:
+            for _ in range(entry.count):
+                served = next(
+                    (
+                        k
+                        for k, (made, key) in enumerate(members)
+                        if not used[k] and key == entry.key and made >= created
+                    ),
+                    None,
+                )
+                if served is not None:
+                    used[served] = True
+                else:
+                    lacking.append(entry.key if entry.key in usable else allowed[0])
+    found = [key for lacking in reversed(unserved) for key in lacking][:count]
+    return found + [allowed[0]] * (count - len(found))
+
+
+def offering_pool(
+    pool: str,
+    template: simulation.PoolTemplate,
+    priced: Sequence[offerings_module.PricedOffering],
+    *,
+    in_flight: Sequence[offering_plan.OfferingKey],
+) -> offering_plan.OfferingPool:
+    """``template`` (the pool as a single shape) as an ``OfferingPool`` of ``priced``."""
+    kinds: dict[tuple[str, str], list[offerings_module.PricedOffering]] = {}
+    for offering in priced:
+        kinds.setdefault((offering.instance_type.name, offering.capacity_type), []).append(offering)
+    booting = Counter((kind, capacity_type) for kind, _, capacity_type in in_flight)
+    found = offering_plan.OfferingPool(
+        pool=pool,
+        offerings=tuple(
+            offering_plan.Offering(
+                key=o.key,
+                price=o.price_per_hour,
+                allocatable=dict(o.allocatable),
+                labels=nodepool_api.node_labels(pool, o.template, zone=o.zone),
+            )
+            for o in priced
+        ),
+        taints=template.taints,
+        weight=template.weight,
+        headroom=template.headroom,
+        templates=(),
+    )
+    templates = []
+    for (kind, capacity_type), sold in sorted(kinds.items()):
+        zones = tuple(dict.fromkeys(o.zone for o in sold))
+        templates.append(
+            dataclasses.replace(
+                template,
+                name=f"{pool}/{kind}/{capacity_type}",
+                allocatable=dict(sold[0].allocatable),
+                upcoming=_upcoming(pool, {o.zone: o for o in sold}, found.node_offerings),
+                in_flight=booting[(kind, capacity_type)],
+                zones=len(zones),
+                zoning=simulation.PoolZones(
+                    names=zones,
+                    counts={z: n for z, n in template.zoning.counts.items() if z in zones},
+                    in_flight=tuple(
+                        zone for k, zone, c in in_flight if (k, c) == (kind, capacity_type)
+                    ),
+                ),
+            )
+        )
+    return dataclasses.replace(found, templates=tuple(templates))
+
+
+def blocked_pool(
+    pool: str, spec: nodepool_api.NodePoolSpec, template: simulation.PoolTemplate, *, why: str
+) -> offering_plan.OfferingPool:
+    """A pool with requirements and no offering to plan with: not simulated (its
+    template's shape is not what would be launched); its pods wait, told ``why``."""
+    return offering_plan.OfferingPool(
+        pool=pool,
+        offerings=(),
+        taints=template.taints,
+        weight=template.weight,
+        headroom=0,
+        templates=(),
+        blocked=why,
+        namespaces=template.namespaces,
+        labels=nodepool_api.node_labels(pool, spec.template),
+    )
+
+
+def _upcoming(
+    pool: str,
+    by_zone: Mapping[str, offerings_module.PricedOffering],
+    named: dict[str, offering_plan.OfferingKey],
+) -> Callable[[int, str | None], tuple[str, Mapping[str, str]]]:
+    """Names and labels of the k-th node of one instance type in a zone, as the simulation
+    opens them; each name is recorded with its offering (``OfferingPool.node_offerings``).
+    These nodes exist only in the plan: what is launched is ``offering_plan``'s choice."""
+    first = next(iter(by_zone.values()))
+
+    def upcoming(k: int, zone: str | None) -> tuple[str, Mapping[str, str]]:
+        offering = by_zone.get(zone or "", first)
+        kind, where, capacity_type = offering.key
+        name = f"{pool}/{kind}/{capacity_type}/{where}/{k}"
+        named[name] = offering.key
+        labels = nodepool_api.node_labels(pool, offering.template, zone=where)
+        return name, {**labels, wellknown.HOSTNAME_LABEL: name}
+
+    return upcoming
