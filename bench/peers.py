@@ -1084,10 +1084,11 @@ def _size_text(size: int) -> str:
 
 
 def pool_per_type(sold: catalog_api.Catalog, types: Sequence[str]) -> list[OurPool]:
-    """Today's operator for a catalog: one pool per instance type, its template that type's
-    shape with the kwok provider's reserve, every zone of the catalog, and the type's and
-    capacity type's labels (on-demand: the operator names no offering, so it buys none
-    other). Nothing weighs a price: among pools that could host a pod, the least waste wins."""
+    """The operator as a user set it up before pools of many types: one pool per instance
+    type, its template that type's shape with the kwok provider's reserve, every zone of the
+    catalog, and the type's and capacity type's labels (on-demand: the operator names no
+    offering, so it buys none other). Template pools weigh no price: among those that could
+    host a pod, the least waste wins."""
     pools = []
     for name in types:
         found = sold.types[name]
@@ -1720,7 +1721,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     cost.add_argument(
         "--ours-config",
-        default="pool-per-type",
+        default="requirements",
         choices=list(OURS_CONFIGS),
         help="how the operator's side is configured for the catalog: one pool whose "
         "requirements allow it, or a pool per type (default %(default)s)",

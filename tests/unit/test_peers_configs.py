@@ -130,3 +130,7 @@ def test_the_report_names_the_pools_requirements_not_a_count_of_types() -> None:
 def test_both_configurations_are_selectable(name: str) -> None:
     arguments = peers._parser().parse_args(["--cost", "--ours-config", name])
     assert arguments.ours_config == name
+
+
+def test_the_default_is_the_one_pool_of_requirements() -> None:
+    assert peers._parser().parse_args(["--cost"]).ours_config == "requirements"
