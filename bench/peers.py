@@ -48,9 +48,12 @@ spot at 0.7 of on-demand) cut to its amd64 linux types, with on-demand offerings
 (``--catalogs on-demand``) or spot ones too (``spot-allowed``), and the kwok provider's
 reserve as each type's ``overhead``: Karpenter's ``--instance-types-file-path`` and
 simcloud's ``--catalog``. Karpenter's NodePool allows every type of it; the operator's side
-is ``--ours-config``: ``pool-per-type`` (today's operator weighs no price) is one NodePool
-and Autoscaler per type, the types Karpenter chose on the same workload and catalog, their
-neighbours in the family and the cheapest type for any pod these do not hold. Workloads:
+is ``--ours-config``: ``requirements`` is one NodePool and Autoscaler whose
+``spec.requirements`` allow the catalog as Karpenter's do (capacity type In the catalog's,
+arch amd64, os linux), the Autoscaler choosing each node's offering; ``pool-per-type``
+(the operator before it weighed a price) is one NodePool and Autoscaler per type, the types
+Karpenter chose on the same workload and catalog, their neighbours in the family and the
+cheapest type for any pod these do not hold. Workloads:
 ``mixed-sizes`` (seeded pods from 250m to 30 cpu, cpu-heavy, standard and memory-heavy)
 and ``scale-down`` (three Deployments shrink to a third; the Nodes are settled once they
 did not change for 40 s). Each Node is priced by the catalog's offering its labels name
@@ -64,7 +67,7 @@ Run:  .venv/bin/python bench/peers.py [--quick] [--sizes uniform=40 burst=1000 .
           [--systems operator karpenter] [--workloads uniform mixed anti-affinity burst]
           [--consolidation 12:3:10|none] [--vm-latency 0] [--plot peers.png]
       .venv/bin/python bench/peers.py --cost [--catalogs on-demand spot-allowed]
-          [--cost-workloads mixed-sizes scale-down] [--ours-config pool-per-type]
+          [--cost-workloads mixed-sizes scale-down] [--ours-config requirements]
           [--mixed-pods 40] [--seed 49]
 """
 
@@ -86,7 +89,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +99,8 @@ import cost_bound
 from nodepool_devtools.cluster import audit, binaries, controlplane, install
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
-from nodepool_operator.api import quantity
+from nodepool_operator.api import quantity, wellknown
+from nodepool_operator.api import requirements as requirements_api
 from nodepool_operator.cloud import catalog as catalog_api
 from nodepool_operator.cloud import credentials
 from nodepool_operator.cloud.simcloud import client as simcloud_client
@@ -1080,10 +1084,11 @@ def _size_text(size: int) -> str:
 
 
 def pool_per_type(sold: catalog_api.Catalog, types: Sequence[str]) -> list[OurPool]:
-    """Today's operator for a catalog: one pool per instance type, its template that type's
-    shape with the kwok provider's reserve, every zone of the catalog, and the type's and
-    capacity type's labels (on-demand: the operator names no offering, so it buys none
-    other). Nothing weighs a price: among pools that could host a pod, the least waste wins."""
+    """The operator as a user set it up before pools of many types: one pool per instance
+    type, its template that type's shape with the kwok provider's reserve, every zone of the
+    catalog, and the type's and capacity type's labels (on-demand: the operator names no
+    offering, so it buys none other). Template pools weigh no price: among those that could
+    host a pod, the least waste wins."""
     pools = []
     for name in types:
         found = sold.types[name]
@@ -1103,21 +1108,58 @@ def pool_per_type(sold: catalog_api.Catalog, types: Sequence[str]) -> list[OurPo
     return pools
 
 
+def one_pool_requirements(sold: catalog_api.Catalog, types: Sequence[str]) -> list[OurPool]:
+    """The operator as issue 49 intends it: one NodePool whose ``requirements`` allow every
+    type of the catalog (amd64, linux, the capacity types it sells: on-demand, or on-demand
+    and spot), as Karpenter's NodePool does; ``types`` is not used. The Autoscaler chooses
+    each new node's offering. The template carries no ``reserved``: a node of an offering
+    keeps the template's reserve plus the type's ``overhead``, and the catalog file already
+    says the kwok provider's reserve there (``generic_catalog``), so the nodes have the
+    allocatable of the pool-per-type ones and of Karpenter's."""
+    del types  # the whole catalog, whatever Karpenter chose
+    sold_kinds = {offering.capacity_type for offering in sold.offerings}
+    allowed: dict[str, list[str]] = {
+        wellknown.CAPACITY_TYPE_LABEL: [k for k in catalog_api.CAPACITY_TYPES if k in sold_kinds],
+        wellknown.ARCH_LABEL: ["amd64"],
+        wellknown.OS_LABEL: ["linux"],
+    }
+    spec = replace(
+        OurPool.spec_of(nodepool_api.NodeTemplate()),
+        requirements=requirements_api.Requirements(
+            requirements_api.Requirement(key=key, operator="In", values=tuple(values))
+            for key, values in allowed.items()
+        ),
+    )
+    return [OurPool(POOL, spec)]
+
+
+def pool_text(pool: OurPool) -> str:
+    """A pool as the report's header names it: its name and requirements."""
+    said = "; ".join(
+        f"{r.key} {r.operator} {', '.join(r.values)}".rstrip() for r in pool.spec.requirements
+    )
+    return f"{pool.name} ({said})" if said else pool.name
+
+
 @dataclass(frozen=True)
 class OursConfig:
-    """How the operator's side is configured for a catalog: the table's label for it, and
-    its pools from the catalog and the types to cover."""
+    """How the operator's side is configured for a catalog: the table's label for it, its
+    pools from the catalog and the types to cover, and whether it has a pool per type
+    (the label then counts them) or pools that allow the catalog by requirements."""
 
     label: str
     pools: Callable[[catalog_api.Catalog, Sequence[str]], list[OurPool]]
+    per_type: bool = True
 
 
 #: The operator's configurations the cost table can run (``--ours-config``). Another is one
 #: more entry: a label and a function from the catalog and the types to cover to the pools
-#: (each an ``OurPool`` with its whole NodePool spec, e.g. one pool whose requirements allow
-#: every type of the catalog).
+#: (each an ``OurPool`` with its whole NodePool spec).
 OURS_CONFIGS: dict[str, OursConfig] = {
     "pool-per-type": OursConfig("ours: pool per type, no price", pool_per_type),
+    "requirements": OursConfig(
+        "ours: one pool, requirements", one_pool_requirements, per_type=False
+    ),
 }
 
 
@@ -1306,14 +1348,21 @@ async def cost_main(arguments: argparse.Namespace) -> None:
                     else:
                         types = pool_types(chosen, sold, requests)
                         pools = ours.pools(sold, types)
-                        pools_used.append(
-                            f"{catalog_name} / {name}: {len(pools)} pools: "
-                            + ", ".join(t.replace("-amd64-linux", "") for t in types)
-                        )
+                        if ours.per_type:
+                            pools_used.append(
+                                f"{catalog_name} / {name}: {len(pools)} pools: "
+                                + ", ".join(t.replace("-amd64-linux", "") for t in types)
+                            )
+                            label = f"{ours.label} ({len(pools)} types)"
+                        else:
+                            pools_used.append(
+                                f"{catalog_name} / {name}: "
+                                + ", ".join(pool_text(pool) for pool in pools)
+                            )
+                            label = ours.label
                         start = functools.partial(
                             start_operator, catalog_file=catalog_file, pools=pools
                         )
-                        label = f"{ours.label} ({len(pools)} types)"
                     if name == "mixed-sizes":
                         result = await run_one(
                             mixed,
@@ -1672,9 +1721,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     cost.add_argument(
         "--ours-config",
-        default="pool-per-type",
+        default="requirements",
         choices=list(OURS_CONFIGS),
-        help="how the operator's side is configured for the catalog",
+        help="how the operator's side is configured for the catalog: one pool whose "
+        "requirements allow it, or a pool per type (default %(default)s)",
     )
     cost.add_argument("--mixed-pods", type=int, default=40, help="pods of mixed-sizes")
     cost.add_argument("--seed", type=int, default=49, help="mixed-sizes' draw")

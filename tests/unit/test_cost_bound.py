@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from nodepool_operator.cloud import catalog
+from unit.kwok_types import kwok_type
 
 _BENCH = Path(__file__).resolve().parents[2] / "bench" / "cost_bound.py"
 _spec = importlib.util.spec_from_file_location("cost_bound", _BENCH)
@@ -26,25 +27,7 @@ Pod = cost_bound.PodRequest
 def kind(name: str, cpu: int, memory_gi: int, pods: int, price: float) -> dict[str, object]:
     """One type in Karpenter kwok's file form, on-demand at ``price`` and spot at 0.7 of it,
     in two zones; 100m / 10Mi kept by the system as the kwok provider keeps."""
-    return {
-        "name": name,
-        "architecture": "amd64",
-        "operatingSystems": ["linux"],
-        "resources": {"cpu": str(cpu), "memory": f"{memory_gi}Gi", "pods": str(pods)},
-        "overhead": {"cpu": "100m", "memory": "10Mi"},
-        "offerings": [
-            {
-                "Price": price * (0.7 if capacity == "spot" else 1.0),
-                "Available": True,
-                "Requirements": [
-                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": [capacity]},
-                    {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [zone]},
-                ],
-            }
-            for zone in ("z-a", "z-b")
-            for capacity in ("spot", "on-demand")
-        ],
-    }
+    return kwok_type(name, cpu, memory_gi, pods, price, zones=("z-a", "z-b"))
 
 
 SMALL = kind("small-4x", 4, 16, 64, 0.10)  # 0.025 $/cpu
