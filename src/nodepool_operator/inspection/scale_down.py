@@ -110,7 +110,9 @@ def _pool_preview(
     choice: consolidation_choice.Choice, pool: PoolToPreview
 ) -> tuple[list[report.Removable], list[report.KeptNode]]:
     per_request = scalerequest_api.MAX_REMOVE_NODES
-    previewed = consolidation_choice.preview(choice, room=pool.room, per_request=per_request)
+    previewed = consolidation_choice.preview(
+        choice, room=pool.room, per_request=per_request, now=0.0
+    )
     going = [v for v in choice.chosen if v.name in previewed.would_remove]
     kept = [
         report.KeptNode(pool=pool.pool, node=k.node, rule=k.rule, message=k.message)
