@@ -253,7 +253,7 @@ def preview(
     """What a dry run would remove now, timers aside (a dry run writes no stamp to time
     them): the candidates, as many as the pool may give up, one request may name and
     the pool's disruption budgets allow."""
-    going, _ = within_budgets(
+    going, held = within_budgets(
         choice.chosen[: max(0, min(room, per_request))],
         views=choice.views,
         budgets=budgets.budgets,
@@ -265,4 +265,5 @@ def preview(
         candidates=len(choice.chosen),
         would_remove=tuple(v.name for v in going),
         reasons={v.name: why_it_goes(v) for v in going},
+        held=tuple(held),
     )

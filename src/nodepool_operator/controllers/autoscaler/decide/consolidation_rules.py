@@ -60,8 +60,10 @@ class Review:
     next_check: float | None = None  # seconds until a stamp reaches unneededSeconds
     # Why each named Node goes, for the events written once the request is made.
     reasons: Mapping[str, str] = field(default_factory=dict)
-    # A dry run's preview: the Nodes a request would name now (timers aside).
+    # A dry run's preview: the Nodes a request would name now (timers aside), and the
+    # candidates the pool's disruption budgets hold.
     would_remove: tuple[str, ...] = ()
+    held: tuple[Kept, ...] = ()
 
 
 def pod_key(pod: Mapping[str, Any]) -> str:
