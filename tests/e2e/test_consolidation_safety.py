@@ -117,7 +117,12 @@ async def test_a_hundred_and_twenty_empty_nodes_go_to_min_nodes_in_requests_the_
     _, operator = await world.operated(latency=0)
     await world.create_pool(min_nodes=2, max_nodes=200)
     await world.custom.patch_cluster_custom_object(
-        *POOLS, world.pool, {"spec": {"targetNodes": 120}}, _content_type=MERGE
+        *POOLS,
+        world.pool,
+        # No disruption budget (the default 10% would take them 12 at a time): this is
+        # about the requests' size.
+        {"spec": {"targetNodes": 120, "disruption": {"budgets": []}}},
+        _content_type=MERGE,
     )
     await wait_for(lambda: pool_settled(world.custom, world.pool, 120), within=240, every=1)
     await world.create_autoscaler(unneeded_seconds=5)

@@ -30,6 +30,7 @@ from nodepool_devtools.cluster.pytest_plugin import Cluster
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
+from nodepool_operator.api.disruption import Disruption
 
 
 async def _unschedulable(core: client.CoreV1Api, namespace: str, names: set[str]) -> bool:
@@ -208,6 +209,8 @@ async def test_plan_previews_scale_down_by_consolidations_rules_within_min_nodes
         min_nodes=2,
         max_nodes=10,
         template=nodepool_api.NodeTemplate(cpu="4", memory="16Gi", pods=110),
+        # No disruption budget (the default 10% would preview one node of four).
+        disruption=Disruption(budgets=()),
     )
     made = await world.custom.create_cluster_custom_object(
         *POOLS, nodepool_api.manifest(world.pool, spec)

@@ -28,8 +28,9 @@ from nodepool_operator.controllers.autoscaler.decide.batch_plan import (
     MissingPool,
     Observation,
 )
+from nodepool_operator.controllers.autoscaler.decide.consolidation_choice import PoolBudgets
 from nodepool_operator.controllers.autoscaler.setup import Reads, planner_reads
-from nodepool_operator.inspection import report, scale_down
+from nodepool_operator.inspection import disruptions, report, scale_down
 from nodepool_operator.inspection.snapshot import CacheRecording, SnapshotCache, SnapshotError
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.clock import FakeClock
@@ -171,6 +172,13 @@ async def plan_cluster(reads: Reads) -> report.ClusterPlan:
             )
         )
     removable, kept = _scale_down(reads, looked)
+    replaced = disruptions.preview(
+        reads.pools.items(),
+        nodes=reads.nodes,
+        pods_of=reads.pods,
+        unhealthy=reads.plan_maker.pool_reads.unhealthy,
+        now=_now(reads),
+    )
     return report.ClusterPlan(
         pending=len(pending),
         on_existing=placed,
@@ -180,6 +188,7 @@ async def plan_cluster(reads: Reads) -> report.ClusterPlan:
         troubles=tuple(f"{name}: {why}" for name, why in sorted(looked.troubles.items())),
         kept=tuple(kept),
         scale_down=tuple(pools),
+        disruptions=tuple(replaced),
     )
 
 
@@ -208,10 +217,16 @@ def _scale_down(
             pool_uid=part.pool_uid,
             room=_room(part),
             threshold=looked.scale_down[pool].utilization_threshold,
+            budgets=PoolBudgets(part.pool.budgets, reads.plan_maker.pool_reads.unhealthy),
         )
         for pool, part in sorted(looked.observations.items())
     ]
-    return scale_down.preview(inputs, pools)
+    return scale_down.preview(inputs, pools, now=_now(reads))
+
+
+def _now(reads: Reads) -> float:
+    """The snapshot's time: budgets' windows are judged as they were then."""
+    return reads.plan_maker.pool_reads.wall_clock.time()
 
 
 def _newest_request(reads: Reads, pool: str) -> report.NewestScaleRequest | None:

@@ -130,14 +130,31 @@ class Removable:
 @dataclass(frozen=True)
 class KeptNode:
     """A node of the pool scale-down keeps, and the rule that keeps it: ``busy``,
-    ``do-not-disrupt``, ``not-ready``, ``cordoned``, ``unregistered``, ``min-nodes``, or
-    one of consolidation's pod rules (``not-replicated``, ``local-storage``,
-    ``no-room``...)."""
+    ``do-not-disrupt``, ``not-ready``, ``cordoned``, ``unregistered``, ``being-replaced``
+    (tainted for its drift or expiry replacement), ``min-nodes``, ``disruption-budget``
+    (the message names the pool's budget that holds), or one of consolidation's pod rules
+    (``not-replicated``, ``local-storage``, ``no-room``...)."""
 
     pool: str
     node: str
     rule: str
     message: str
+
+
+@dataclass(frozen=True)
+class NodeDisruption:
+    """A Node the NodePool controller replaces because it drifted from its pool's spec or
+    expired (``reason`` ``Drifted`` or ``Expired``; ``why``: what changed, or its age):
+    ``state`` ``next`` (tainted in its next pass, within the pool's disruption budgets),
+    ``held`` (``held_by`` says what holds it: the budget, or a do-not-disrupt
+    annotation), or ``in-progress`` (tainted already, being replaced)."""
+
+    pool: str
+    node: str
+    reason: str
+    why: str
+    state: str
+    held_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -167,6 +184,7 @@ class ClusterPlan:
     troubles: tuple[str, ...]  # Autoscalers that decide nothing, and why
     kept: tuple[KeptNode, ...] = ()
     scale_down: tuple[PoolScaleDown, ...] = ()
+    disruptions: tuple[NodeDisruption, ...] = ()  # drifted and expired Nodes
 
 
 def to_json(result: PodExplanation | ClusterPlan) -> str:
@@ -277,6 +295,7 @@ def print_plan(plan: ClusterPlan, *, out: TextIO | None = None) -> None:
         growth.add_row(g.pool, target, str(g.new_nodes), _few(g.pods), _few(g.beyond_max))
     console.print(growth)
     _print_scale_down(console, plan)
+    _print_disruptions(console, plan.disruptions)
     if plan.unfit:
         unfit = Table(title="Pods no pool can host", title_justify="left")
         unfit.add_column("pod")
@@ -322,3 +341,17 @@ def _print_scale_down(console: Console, plan: ClusterPlan) -> None:
             f"  and {len(busy)} busy nodes (requests at or above utilizationThreshold; "
             "-o json lists every one)"
         )
+
+
+def _print_disruptions(console: Console, disruptions: Sequence[NodeDisruption]) -> None:
+    if not disruptions:
+        return
+    table = Table(
+        title="Nodes the NodePool controller replaces (drift, expiry)", title_justify="left"
+    )
+    for column in ("pool", "node", "reason", "next", "held by"):
+        table.add_column(column)
+    for d in disruptions:
+        reason = f"{d.reason}: {d.why}" if d.why else d.reason
+        table.add_row(d.pool, d.node, reason, d.state, d.held_by or "")
+    console.print(table)

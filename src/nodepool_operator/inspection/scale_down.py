@@ -9,15 +9,18 @@ Consolidation itself stamps, waits ``unneededSeconds``, taints, and reads the
 PodDisruptionBudgets just before it names a node; ``plan`` writes nothing and has no
 timer, so it previews the choice those steps start from: which of the pool's underused
 nodes could go now, in the order consolidation takes them, never more than the pool may
-give up (``targetNodes - minNodes``) nor one request may name, and every other node of
-the pool with the rule that keeps it. Budgets are not read (a node a budget holds is named
-here and kept later).
+give up (``targetNodes - minNodes``), one request may name, nor the pool's disruption
+budgets allow at the snapshot's time (``spec.disruption.budgets``, counting the Nodes
+being disrupted already), and every other node of the pool with the rule that keeps it
+(``disruption-budget`` naming the budget that holds). PodDisruptionBudgets are not
+recorded in a snapshot, so not read (a node one of them holds is named here and kept
+later).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from nodepool_operator.api import scalerequest as scalerequest_api
@@ -51,6 +54,10 @@ def _held(node: Mapping[str, Any]) -> tuple[str, str] | None:
         return "not-ready", "not Ready (the NodePool controller repairs it)"
     if spec.get("unschedulable"):
         return "cordoned", "cordoned: a drain, or someone by hand, owns it now"
+    for taint in spec.get("taints") or ():
+        if taint.get("key") == wellknown.DISRUPTED_TAINT_KEY:
+            why = taint.get("value") or "drift or expiry"
+            return "being-replaced", f"the NodePool controller replaces it ({why})"
     return None
 
 
@@ -73,14 +80,19 @@ class PoolToPreview:
     pool_uid: str | None
     room: int  # targetNodes - minNodes
     threshold: float  # its Autoscaler's scaleDown.utilizationThreshold
+    # Its disruption budgets and the Nodes being repaired, as consolidation's turn has them.
+    budgets: consolidation_choice.PoolBudgets = field(
+        default_factory=consolidation_choice.PoolBudgets
+    )
 
 
 def preview(
-    inputs: Inputs, pools: Sequence[PoolToPreview]
+    inputs: Inputs, pools: Sequence[PoolToPreview], *, now: float
 ) -> tuple[list[report.Removable], list[report.KeptNode]]:
     """The nodes scale-down would give back, in consolidation's order, at most ``room``
-    of each pool (and one request's worth), and every other member node with what keeps
-    it. The candidates of every pool are checked together, as the controller does."""
+    of each pool (one request's worth, and what its budgets allow at ``now``), and every
+    other member node with what keeps it. The candidates of every pool are checked
+    together, as the controller does."""
     viewer = NodeViews(nodes=inputs.nodes, pods=inputs.pods, profile=inputs.profile)
     views = {p.pool: viewer.of_pool(p.pool, pool_uid=p.pool_uid) for p in pools}
     every = [v for found in views.values() for v in found]
@@ -99,24 +111,30 @@ def preview(
             views=tuple(views[pool.pool]),
             chosen=tuple(v for v in chosen if v.name in names),
             kept=tuple(k for k in kept if k.node in names),
+            gone=viewer.deleting(pool.pool, pool_uid=pool.pool_uid),
         )
-        going, held = _pool_preview(choice, pool)
+        going, held = _pool_preview(choice, pool, now=now)
         removals += going
         staying += held
     return removals, staying
 
 
 def _pool_preview(
-    choice: consolidation_choice.Choice, pool: PoolToPreview
+    choice: consolidation_choice.Choice, pool: PoolToPreview, *, now: float
 ) -> tuple[list[report.Removable], list[report.KeptNode]]:
     per_request = scalerequest_api.MAX_REMOVE_NODES
-    previewed = consolidation_choice.preview(choice, room=pool.room, per_request=per_request)
+    previewed = consolidation_choice.preview(
+        choice, room=pool.room, per_request=per_request, now=now, budgets=pool.budgets
+    )
     going = [v for v in choice.chosen if v.name in previewed.would_remove]
     kept = [
         report.KeptNode(pool=pool.pool, node=k.node, rule=k.rule, message=k.message)
-        for k in choice.kept
+        for k in (*choice.kept, *previewed.held)
     ]
-    for index, view in enumerate(choice.chosen[len(going) :], start=len(going)):
+    budgeted = {k.node for k in previewed.held}
+    for index, view in enumerate(choice.chosen):
+        if view.name in previewed.would_remove or view.name in budgeted:
+            continue
         if index >= pool.room:
             rule, message = (
                 "min-nodes",

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import copy
 import itertools
+from collections.abc import Sequence
 from typing import Any
 
 from nodepool_operator.api import autoscaler as autoscaler_api
+from nodepool_operator.api import disruption as disruption_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.autoscaler.act.handoff import ScaleRequester
@@ -234,13 +236,25 @@ class World:
         self.autoscalers.put(self._stamp(body))
 
     def pool(
-        self, *, target: int = 0, min_nodes: int = 0, max_nodes: int = 10, name: str = POOL
+        self,
+        *,
+        target: int = 0,
+        min_nodes: int = 0,
+        max_nodes: int = 10,
+        name: str = POOL,
+        budgets: Sequence[disruption_api.Budget] | None = None,
     ) -> None:
+        """The pool; ``budgets``: its spec.disruption.budgets (None: the default, 10%)."""
         spec = nodepool_api.NodePoolSpec(
             target_nodes=target,
             min_nodes=min_nodes,
             max_nodes=max_nodes,
             template=nodepool_api.NodeTemplate(cpu="4", memory="16Gi", pods=110),
+            disruption=(
+                disruption_api.Disruption()
+                if budgets is None
+                else disruption_api.Disruption(budgets=tuple(budgets))
+            ),
         )
         body = nodepool_api.manifest(name, spec)
         body["metadata"].update(uid="uid-pool" if name == POOL else f"uid-{name}", generation=1)

@@ -72,7 +72,7 @@ async def test_a_node_labelled_with_the_pool_but_not_owned_by_it_is_never_marked
 async def test_no_more_empty_nodes_are_tainted_than_one_request_may_name() -> None:
     world = World()
     world.autoscaler(scale_down=autoscaler_api.ScaleDownPolicy(unneeded_seconds=60))
-    world.pool(target=120, max_nodes=200)
+    world.pool(target=120, max_nodes=200, budgets=())  # no disruption budget: no cap
     for index in range(120):
         world.node(f"n{index}")
     await world.reconcile()

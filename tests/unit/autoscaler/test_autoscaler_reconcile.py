@@ -595,7 +595,7 @@ async def test_unneeded_nodes_are_given_up_after_the_delay_and_not_before(world:
     world.autoscaler(
         scan_interval_seconds=30, scale_down=autoscaler_api.ScaleDownPolicy(unneeded_seconds=60)
     )
-    world.pool(target=3, min_nodes=1)
+    world.pool(target=3, min_nodes=1, budgets=())  # no disruption budget: both go at once
     for name in ("n1", "n2", "n3"):
         world.node(name)
     daemon = world.pod("ds", node="n1", ownerReferences=[{"kind": "DaemonSet", "name": "d"}])
@@ -619,7 +619,7 @@ async def test_unneeded_nodes_are_given_up_after_the_delay_and_not_before(world:
 
 async def test_no_scale_down_right_after_a_scale_up(world: World) -> None:
     world.autoscaler(scale_down=autoscaler_api.ScaleDownPolicy(unneeded_seconds=60))
-    world.pool(target=2)
+    world.pool(target=2, budgets=())  # no disruption budget: both go at once
     world.node("n1")
     world.node("n2", ready=False, registered=False)  # still booting: capacity in flight
     await world.reconcile()

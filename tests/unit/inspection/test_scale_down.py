@@ -7,6 +7,7 @@ or scale-down-disabled (cluster-autoscaler's), are never previewed for removal."
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.api import wellknown
+from nodepool_operator.api.disruption import Budget, Disruption
 from nodepool_operator.inspection import planning, report, snapshot
 from unit.inspection import recordings
 from unit.inspection.recordings import CREATED, NAMESPACE, TEMPLATE
@@ -22,9 +24,14 @@ POOL = "small"
 REPLICATED = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "rs-web"}]
 
 
-def _pool(*, target: int, min_nodes: int = 0) -> dict[str, Any]:
+def _pool(*, target: int, min_nodes: int = 0, budgets: Sequence[Budget] = ()) -> dict[str, Any]:
+    """The pool; ``budgets``: its disruption budgets (none unless a test is about them)."""
     spec = nodepool_api.NodePoolSpec(
-        target_nodes=target, min_nodes=min_nodes, max_nodes=max(10, target), template=TEMPLATE
+        target_nodes=target,
+        min_nodes=min_nodes,
+        max_nodes=max(10, target),
+        template=TEMPLATE,
+        disruption=Disruption(budgets=tuple(budgets)),
     )
     found = nodepool_api.manifest(POOL, spec)
     found["metadata"].update(uid=f"uid-{POOL}", creationTimestamp=CREATED)
@@ -50,9 +57,14 @@ def _pod(name: str, cpu: str, *, node: str, owners: Any = REPLICATED) -> dict[st
 
 
 def _recording(
-    nodes: list[Any], pods: list[Any], *, target: int, min_nodes: int = 0
+    nodes: list[Any],
+    pods: list[Any],
+    *,
+    target: int,
+    min_nodes: int = 0,
+    budgets: Sequence[Budget] = (),
 ) -> snapshot.CacheRecording:
-    pools = [_pool(target=target, min_nodes=min_nodes)]
+    pools = [_pool(target=target, min_nodes=min_nodes, budgets=budgets)]
     return recordings.recording(pools=pools, nodes=nodes, pods=pods)
 
 

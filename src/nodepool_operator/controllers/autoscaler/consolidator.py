@@ -12,16 +12,20 @@ restarted operator (or a new leader) takes up where the last one stopped:
    Autoscaler stamps ``UNNEEDED_SINCE_ANNOTATION`` on it (one write).
 2. **Tainted.** ``unneededSeconds`` after that stamp, with nothing in flight and no more
    than ``scaleDown.maxConcurrent`` Nodes with pods to move at a time (empty Nodes are not
-   counted), the Node gets the ``NoSchedule`` taint ``CONSOLIDATING_TAINT_KEY`` (one
-   write): from then on no new pod is scheduled there.
+   counted), and no more than the pool's disruption budgets allow (``spec.disruption``,
+   reason ``Empty`` or ``Underutilized``, counting every Node of the pool being disrupted
+   for any reason: a budget that holds keeps the stamp, and the event names it), the
+   Node gets the ``NoSchedule`` taint ``CONSOLIDATING_TAINT_KEY`` (one write): from then
+   on no new pod is scheduled there. A Node the NodePool controller tainted for its
+   drift or expiry replacement is never a candidate.
 3. **Named.** Once the taint shows in the cache, the decision is checked again, the
    PodDisruptionBudgets read from their cache (only now, for the few Nodes at this
    step), and the Node is named in a ScaleRequest (``spec.removeNodes``); the NodePool
    controller drains exactly those Nodes and removes them.
 4. **Kept.** A Node that stops being a candidate at any step (a pod it cannot move landed
-   on it, it got busy, its pods no longer fit elsewhere, a budget allows no disruption,
-   a scale-up is settling) loses the stamp and the taint (one write), and an event on the
-   Node and the Autoscaler names the pod and the rule that keeps it.
+   on it, it got busy, its pods no longer fit elsewhere, a PodDisruptionBudget allows
+   no disruption, a scale-up is settling) loses the stamp and the taint (one write), and
+   an event on the Node and the Autoscaler names the pod and the rule that keeps it.
 
 So a Node costs at most two writes on its way out, and one when it is kept; a Node is
 never left tainted by a crash: the next pass either names it or clears it.
@@ -39,7 +43,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from nodepool_operator import timestamps
@@ -89,6 +93,10 @@ class PoolTurn:
     leaving: frozenset[str] = frozenset()
     # Nodes preemption is making room on (a pending pod nominated there): they stay.
     held: frozenset[str] = frozenset()
+    # The pool's disruption budgets, and its Nodes being repaired that use them.
+    budgets: consolidation_choice.PoolBudgets = field(
+        default_factory=consolidation_choice.PoolBudgets
+    )
 
 
 @dataclass(frozen=True)
@@ -168,10 +176,13 @@ class Consolidator:
         for reason in kept:
             kept_in[pool_of[reason.node]].append(reason)
         choices = {
-            pool: consolidation_choice.Choice(
-                tuple(found), tuple(chosen_in[pool]), tuple(kept_in[pool])
+            t.pool: consolidation_choice.Choice(
+                tuple(views[t.pool]),
+                tuple(chosen_in[t.pool]),
+                tuple(kept_in[t.pool]),
+                gone=self.views.deleting(t.pool, pool_uid=t.pool_uid),
             )
-            for pool, found in views.items()
+            for t in turns
         }
         self._chosen = (key, choices)
         return choices
@@ -188,7 +199,7 @@ class Consolidator:
         per_request = scalerequest_api.MAX_REMOVE_NODES
         if turn.dry_run:
             previewed = consolidation_choice.preview(
-                choice, room=turn.room, per_request=per_request
+                choice, room=turn.room, per_request=per_request, now=now, budgets=turn.budgets
             )
             stale = consolidation_choice.stale_marks(choice.views)
             return Proposal(stale, previewed, now=now, autoscaler=None)
@@ -201,6 +212,7 @@ class Consolidator:
             per_request=per_request,
             blocked=turn.blocked,
             active_since=active_since(autoscaler),
+            budgets=turn.budgets,
         )
         key = str(autoscaler["metadata"]["name"])
         metrics.nodepool_autoscaler_consolidation_candidates.labels(key).set(

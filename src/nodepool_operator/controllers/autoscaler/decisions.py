@@ -27,7 +27,10 @@ from nodepool_operator.controllers.autoscaler.act.notices import Notices
 from nodepool_operator.controllers.autoscaler.consolidator import Consolidator, PoolTurn
 from nodepool_operator.controllers.autoscaler.decide import scaling, status_report
 from nodepool_operator.controllers.autoscaler.decide.batch_plan import Observation
-from nodepool_operator.controllers.autoscaler.decide.consolidation_choice import Choice
+from nodepool_operator.controllers.autoscaler.decide.consolidation_choice import (
+    Choice,
+    PoolBudgets,
+)
 from nodepool_operator.controllers.autoscaler.decide.consolidation_rules import Review
 from nodepool_operator.runtime.client import Object
 
@@ -141,10 +144,12 @@ class PoolDecider:
         *,
         leaving: frozenset[str] = frozenset(),
         held: frozenset[str] = frozenset(),
+        unhealthy: frozenset[str] = frozenset(),
     ) -> PoolTurn:
         """What consolidation needs to know of the pool and its Autoscaler this batch;
         ``leaving``: the Nodes the pool's open requests name already; ``held``: those
-        preemption is making room on."""
+        preemption is making room on; ``unhealthy``: the cluster's Nodes being repaired
+        (they use their pool's disruption budget)."""
         spec = autoscaler_api.spec_of(autoscaler)
         return PoolTurn(
             leaving=leaving,
@@ -155,6 +160,7 @@ class PoolDecider:
             policy=spec.scale_down,
             blocked=self._blocker(spec, seen),
             dry_run=spec.dry_run,
+            budgets=PoolBudgets(seen.pool.budgets, unhealthy),
         )
 
     def _decide(

@@ -238,7 +238,11 @@ class Planner:
         }
         turns = {
             name: self.decider.turn(
-                a, part, leaving=self._leaving(part.pool.name), held=self._held()
+                a,
+                part,
+                leaving=self._leaving(part.pool.name),
+                held=self._held(),
+                unhealthy=self.plan_maker.pool_reads.unhealthy,
             )
             for a in autoscalers
             if isinstance(part := parts[name := str(a["metadata"]["name"])], Observation)

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from nodepool_operator.api import disruption as disruption_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.controllers.autoscaler.decide.consolidation_rules import (
     Kept,
@@ -23,6 +24,7 @@ from nodepool_operator.controllers.autoscaler.decide.consolidation_rules import 
     budget_problem,
     unneeded_timers,
     why_it_goes,
+    within_budgets,
     within_limits,
 )
 from nodepool_operator.controllers.autoscaler.snapshot.consolidation_views import NodeView
@@ -32,6 +34,7 @@ __all__ = [
     "Choice",
     "ConsolidationProposal",
     "Marks",
+    "PoolBudgets",
     "decide",
     "judge_budgets",
     "named_by_open_requests",
@@ -78,6 +81,17 @@ class Choice:
     views: tuple[NodeView, ...] = ()
     chosen: tuple[NodeView, ...] = ()
     kept: tuple[Kept, ...] = ()
+    gone: int = 0  # the pool's member Nodes being deleted (not among ``views``)
+
+
+@dataclass(frozen=True)
+class PoolBudgets:
+    """What the pool's disruption budgets are judged with: its ``spec.disruption.budgets``
+    (none: no cap) and its Nodes being repaired (NotReady past its timeouts), which use
+    the budget as the NodePool controller counts it."""
+
+    budgets: tuple[disruption_api.Budget, ...] = ()
+    unhealthy: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -88,6 +102,8 @@ class ConsolidationProposal:
     marks: Marks
     review: Review
     going: tuple[NodeView, ...] = ()
+    # The candidates whose earlier "kept" notices are forgotten (told anew if kept again):
+    # those a disruption budget holds are not among them.
     chosen: frozenset[str] = field(default_factory=frozenset)
 
 
@@ -126,6 +142,7 @@ def decide(
     per_request: int,
     blocked: str | None,
     active_since: float | None,
+    budgets: PoolBudgets = PoolBudgets(),
 ) -> ConsolidationProposal:
     """One pass over a pool, from its part of the batch's ``choice``.
 
@@ -133,7 +150,10 @@ def decide(
     ``per_request``: how many Nodes one ScaleRequest may name (a Node is tainted only when
     the request that names it can be made); ``active_since``: when scale-down last became
     possible for this Autoscaler (a stamp older than that started while nothing watched
-    the Node, and starts over).
+    the Node, and starts over); ``budgets``: the pool's disruption budgets, which cap the
+    taints beside ``room`` and ``max_concurrent``. A Node a budget holds keeps its stamp
+    (it goes as soon as the budget allows, without waiting again) and is told which
+    budget holds it; the next look is when a budget's window opens or closes.
     """
     views = choice.views
     if blocked in CLEARS:
@@ -163,9 +183,23 @@ def decide(
         room=min(room, per_request),
         max_concurrent=max_concurrent,
     )
+    to_taint, held = within_budgets(
+        to_taint,
+        views=views,
+        budgets=budgets.budgets,
+        unhealthy=budgets.unhealthy,
+        gone=choice.gone,
+        now=now,
+    )
+    if held:
+        marks += Marks(kept=tuple(held))
+        change = disruption_api.next_change_in(budgets.budgets, now=now)
+        if change is not None:
+            next_check = change if next_check is None else min(next_check, change)
     going = (*(v for v in expired if v.tainted), *to_taint)
     review = Review(candidates=len(chosen), next_check=next_check)
-    return ConsolidationProposal(marks, review, going, names)
+    # A Node the budget holds is told once, not every pass while it waits.
+    return ConsolidationProposal(marks, review, going, names - {k.node for k in held})
 
 
 def judge_budgets(
@@ -208,12 +242,28 @@ def judge_budgets(
     return marks, review
 
 
-def preview(choice: Choice, *, room: int, per_request: int) -> Review:
+def preview(
+    choice: Choice,
+    *,
+    room: int,
+    per_request: int,
+    now: float,
+    budgets: PoolBudgets = PoolBudgets(),
+) -> Review:
     """What a dry run would remove now, timers aside (a dry run writes no stamp to time
-    them): the candidates, as many as the pool may give up and one request may name."""
-    going = choice.chosen[: max(0, min(room, per_request))]
+    them): the candidates, as many as the pool may give up, one request may name and
+    the pool's disruption budgets allow."""
+    going, held = within_budgets(
+        choice.chosen[: max(0, min(room, per_request))],
+        views=choice.views,
+        budgets=budgets.budgets,
+        unhealthy=budgets.unhealthy,
+        gone=choice.gone,
+        now=now,
+    )
     return Review(
         candidates=len(choice.chosen),
         would_remove=tuple(v.name for v in going),
         reasons={v.name: why_it_goes(v) for v in going},
+        held=tuple(held),
     )

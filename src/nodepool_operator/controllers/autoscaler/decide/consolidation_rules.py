@@ -1,7 +1,8 @@
 """Consolidation's rules, pure: which pods may move (``movable_problem``), what the
-budgets allow (``budget_problem``), which Nodes go
-together (``choose``), which of them have been unneeded long enough (``unneeded_timers``)
-and how many may be tainted at once.
+PodDisruptionBudgets allow (``budget_problem``), which Nodes go together (``choose``),
+which of them have been unneeded long enough (``unneeded_timers``), how many may be
+tainted at once (``within_limits``) and what the pool's disruption budgets allow
+(``within_budgets``).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from nodepool_operator.api import disruption as disruption_api
 from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.autoscaler.constraints import Selector
 from nodepool_operator.controllers.autoscaler.snapshot.consolidation_views import (
@@ -18,17 +20,23 @@ from nodepool_operator.controllers.autoscaler.snapshot.consolidation_views impor
 )
 
 __all__ = [
+    "DISRUPTION_BUDGET_RULE",
     "Kept",
     "Review",
     "budget_problem",
     "choose",
     "choose_together",
+    "disruption_reason",
     "movable_problem",
     "pod_key",
     "unneeded_timers",
     "why_it_goes",
+    "within_budgets",
     "within_limits",
 ]
+
+#: The rule a Node kept by its pool's ``spec.disruption.budgets`` is told with.
+DISRUPTION_BUDGET_RULE: Final = "disruption-budget"
 
 _KUBE_SYSTEM: Final = "kube-system"
 
@@ -52,8 +60,10 @@ class Review:
     next_check: float | None = None  # seconds until a stamp reaches unneededSeconds
     # Why each named Node goes, for the events written once the request is made.
     reasons: Mapping[str, str] = field(default_factory=dict)
-    # A dry run's preview: the Nodes a request would name now (timers aside).
+    # A dry run's preview: the Nodes a request would name now (timers aside), and the
+    # candidates the pool's disruption budgets hold.
     would_remove: tuple[str, ...] = ()
+    held: tuple[Kept, ...] = ()
 
 
 def pod_key(pod: Mapping[str, Any]) -> str:
@@ -233,6 +243,44 @@ def within_limits(
         count += 1
         busy += not view.empty
     return chosen
+
+
+def disruption_reason(view: NodeView) -> disruption_api.DisruptionReason:
+    """The budget reason consolidating ``view`` is counted under."""
+    return "Empty" if view.empty else "Underutilized"
+
+
+def within_budgets(
+    untainted: Sequence[NodeView],
+    *,
+    views: Sequence[NodeView],
+    budgets: Sequence[disruption_api.Budget],
+    unhealthy: frozenset[str] = frozenset(),
+    gone: int = 0,
+    now: float,
+) -> tuple[list[NodeView], list[Kept]]:
+    """Those of ``untainted`` (in order) the pool's disruption ``budgets`` let be tainted at
+    ``now``, and a ``Kept`` naming the holding budget for each other. The pool's Nodes are
+    ``views`` and ``gone`` more being deleted; those being disrupted for any reason (our
+    taint, the NodePool controller's drift or expiry taint, on their way out) and the
+    ``unhealthy`` ones (being repaired) use the budget already, as the NodePool controller
+    counts them (``controllers.nodepool.disruption``): each one tainted here uses it too."""
+    total = len(views) + gone
+    disrupting = gone + sum(1 for v in views if v.disrupting or v.name in unhealthy)
+    allowed: list[NodeView] = []
+    held: list[Kept] = []
+    for view in untainted:
+        reason = disruption_reason(view)
+        allows = disruption_api.allowance(
+            budgets, reason=reason, total=total, disrupting=disrupting, now=now
+        )
+        if allows.allowed <= 0:
+            message = f"its removal ({reason}) waits for the pool's disruption {allows.describe()}"
+            held.append(Kept(view.name, DISRUPTION_BUDGET_RULE, None, message))
+            continue
+        allowed.append(view)
+        disrupting += 1
+    return allowed, held
 
 
 def why_it_goes(view: NodeView) -> str:

@@ -45,6 +45,9 @@ class NodeView:
     gives_room: bool = True
     # The NodePool controller is draining it or has deleted its VM: its marks are its own.
     removing: bool = False
+    # Uses its pool's disruption budget (``wellknown.is_being_disrupted``): our taint, the
+    # NodePool controller's drift or expiry taint, or on its way out.
+    disrupting: bool = False
 
     @property
     def empty(self) -> bool:
@@ -122,6 +125,15 @@ class NodeViews:
             self._views = {n: v for n, v in self._views.items() if self.nodes.get(n) is not None}
         return sorted(found, key=lambda v: v.name)
 
+    def deleting(self, pool: str, *, pool_uid: str | None) -> int:
+        """How many of the pool's member Nodes are being deleted (not among ``of_pool``'s
+        views): they still use the pool's disruption budget."""
+        return sum(
+            1
+            for node in membership.members(self.nodes, pool_name=pool, pool_uid=pool_uid)
+            if node["metadata"].get("deletionTimestamp")
+        )
+
     def view(self, node: Object) -> NodeView:
         """The Node's view, kept while the Node (its resourceVersion) and the pods on it
         (their index stamp) stay as they were; a Node without a resourceVersion is not
@@ -152,6 +164,10 @@ class NodeViews:
         since = annotations_of(node).get(wellknown.UNNEEDED_SINCE_ANNOTATION)
         registered = not wellknown.is_unregistered(node)
         removed = wellknown.is_being_removed(node)
+        # Tainted by the NodePool controller for its replacement (drift, expiry): not
+        # cordoned, but a request naming it would collide with that replacement. Our own
+        # taint counts as being disrupted too, and such a Node stays ours to name.
+        replaced = any(t.get("key") == wellknown.DISRUPTED_TAINT_KEY for t in taints)
         ready, cordoned = k8s_nodes.is_ready(node), bool(spec.get("unschedulable"))
         return NodeView(
             name=name,
@@ -166,8 +182,10 @@ class NodeViews:
                 and registered
                 and wellknown.do_not_disrupt_reason(node, node=True) is None
                 and not removed
+                and not replaced
             ),
             stalled=registered and not removed and not ready,
             gives_room=ready and not cordoned and registered and not removed,
             removing=removed,
+            disrupting=wellknown.is_being_disrupted(node),
         )

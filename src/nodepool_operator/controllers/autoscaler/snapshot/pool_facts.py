@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from nodepool_operator.api import disruption as disruption_api
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.runtime import versions
@@ -51,6 +52,8 @@ class PoolFacts:
     # Registered nodes that were Ready and are NotReady now, within the pool's timeouts: a
     # blip, not capacity on its way (it must not reset every consolidation timer).
     stalled: int = 0
+    # spec.disruption.budgets (none: no cap), which consolidation honours.
+    budgets: tuple[disruption_api.Budget, ...] = ()
 
     @property
     def in_flight(self) -> int:

@@ -134,6 +134,7 @@ class PoolReads:
             open_request=sizes.open_request,
             cannot_grow=stuck,
             stalled=usage.stalled,
+            budgets=spec.disruption.budgets,
         )
         template = self._template(
             pool, spec, target=sizes.target, usage=usage, stuck=stuck is not None, held=held
