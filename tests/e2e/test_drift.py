@@ -98,36 +98,24 @@ async def rolled(core: client.CoreV1Api, pool: str, old: set[str], label: str) -
     )
 
 
-async def served_pool(
-    api_client: client.ApiClient,
-    start_simcloud: Any,
-    start_operator: Any,
-    pool_name: str,
-    namespace: str,
-) -> scenes.Scene:
+async def served_pool(world: scenes.World) -> scenes.Scene:
     """A pool of ``REPLICAS`` nodes labelled ``release=a`` under a budget of one node at a
     time, serving the guarded Deployment (``serve``)."""
     scene = await scenes.settled_pool(
-        api_client,
-        start_simcloud,
-        start_operator,
-        pool_name,
+        world,
         target=REPLICAS,
         disruption={"budgets": [{"nodes": "1"}]},
         template={"cpu": "4", "memory": "16Gi", "pods": 110, "labels": {"release": "a"}},
     )
-    await serve(api_client, namespace, pool_name)
+    await serve(world.api_client, world.namespace, world.pool)
     return scene
 
 
 async def test_a_label_change_replaces_every_node_one_at_a_time_without_breaking_the_budget(
-    api_client: client.ApiClient,
-    start_simcloud: Any,
-    start_operator: Any,
-    pool_name: str,
-    namespace: str,
+    world: scenes.World,
 ) -> None:
-    scene = await served_pool(api_client, start_simcloud, start_operator, pool_name, namespace)
+    api_client, pool_name, namespace = world.api_client, world.pool, world.namespace
+    scene = await served_pool(world)
     operator, custom = scene.operator, scene.custom
     core = client.CoreV1Api(api_client)
     old = {n.metadata.uid for n in await pool_nodes(core, pool_name)}
@@ -162,13 +150,10 @@ async def test_a_label_change_replaces_every_node_one_at_a_time_without_breaking
 
 
 async def test_an_operator_restarted_mid_roll_finishes_it_within_the_budget(
-    api_client: client.ApiClient,
-    start_simcloud: Any,
-    start_operator: Any,
-    pool_name: str,
-    namespace: str,
+    world: scenes.World,
 ) -> None:
-    scene = await served_pool(api_client, start_simcloud, start_operator, pool_name, namespace)
+    api_client, pool_name, namespace = world.api_client, world.pool, world.namespace
+    scene = await served_pool(world)
     cloud, operator, custom = scene
     core = client.CoreV1Api(api_client)
     old = {n.metadata.uid for n in await pool_nodes(core, pool_name)}
@@ -186,7 +171,7 @@ async def test_an_operator_restarted_mid_roll_finishes_it_within_the_budget(
     try:
         await wait_for(second_node_tainted, within=120)
         operator.stop()  # mid-roll: one node tainted, its replacement on its way or up
-        operator = start_operator(cloud)
+        operator = world.start_operator(cloud)
         await wait_for(lambda: rolled(core, pool_name, old, "b"), within=300)
     finally:
         watching.cancel()
@@ -199,16 +184,11 @@ async def test_an_operator_restarted_mid_roll_finishes_it_within_the_budget(
 
 
 async def test_a_zero_budget_in_its_window_holds_the_roll_until_the_window_ends(
-    api_client: client.ApiClient,
-    start_simcloud: Any,
-    start_operator: Any,
-    pool_name: str,
+    world: scenes.World,
 ) -> None:
+    api_client, pool_name = world.api_client, world.pool
     _, operator, custom = await scenes.settled_pool(
-        api_client,
-        start_simcloud,
-        start_operator,
-        pool_name,
+        world,
         target=2,
         template={"cpu": "4", "memory": "16Gi", "pods": 110, "labels": {"release": "a"}},
     )
@@ -248,17 +228,10 @@ async def test_a_zero_budget_in_its_window_holds_the_roll_until_the_window_ends(
     assert operator.errors_logged() == []
 
 
-async def test_nodes_expire_after_expire_after(
-    api_client: client.ApiClient,
-    start_simcloud: Any,
-    start_operator: Any,
-    pool_name: str,
-) -> None:
+async def test_nodes_expire_after_expire_after(world: scenes.World) -> None:
+    api_client, pool_name = world.api_client, world.pool
     _, operator, _ = await scenes.settled_pool(
-        api_client,
-        start_simcloud,
-        start_operator,
-        pool_name,
+        world,
         target=2,
         expireAfter="60s",
         disruption={"budgets": [{"nodes": "1"}]},
