@@ -19,8 +19,9 @@ GIB = 2**30
 TypeRow = tuple[str, int, int, float]
 
 
-def catalog_of(types: Sequence[TypeRow], zones: Sequence[str]) -> catalog.Catalog:
-    kinds = {
+def instance_types(types: Sequence[TypeRow]) -> dict[str, catalog.InstanceType]:
+    """The types of the rows, by name: amd64 linux, 58 pods, 20 GiB of disk."""
+    return {
         name: catalog.InstanceType(
             name=name,
             cpu_millis=cores * 1000,
@@ -32,6 +33,9 @@ def catalog_of(types: Sequence[TypeRow], zones: Sequence[str]) -> catalog.Catalo
         )
         for name, cores, gib, _ in types
     }
+
+
+def catalog_of(types: Sequence[TypeRow], zones: Sequence[str]) -> catalog.Catalog:
     offerings = [
         catalog.Offering(
             instance_type=name,
@@ -42,7 +46,7 @@ def catalog_of(types: Sequence[TypeRow], zones: Sequence[str]) -> catalog.Catalo
         for name, _, _, price in types
         for position, zone in enumerate(zones)
     ]
-    return catalog.Catalog.of(kinds, offerings)
+    return catalog.Catalog.of(instance_types(types), offerings)
 
 
 def catalog_file(path: Path, types: Sequence[TypeRow], zones: Sequence[str]) -> Path:
