@@ -114,10 +114,6 @@ def _cluster_name(options: OperatorOptions) -> str | None:
     return selection.default_cluster_name(options.kubeconfig or (Path(first) if first else None))
 
 
-#: The codes the providers give a call the cloud refused to authenticate (simcloud's 401,
-#: EC2's AuthFailure): the controllers only see each pool's listing fail, so the startup
-#: check below is where the refusal is named once, with the fix.
-UNAUTHORIZED_CODES = frozenset({"Unauthorized", "AuthFailure"})
 #: A VM name no pool makes (pool VMs are ``<pool>-<index>``): the check reads, never writes.
 CREDENTIAL_CHECK_VM = provider.VmName("nodepool-operator-credential-check")
 
@@ -130,7 +126,7 @@ async def check_cloud_credential(
     try:
         await cloud.get_vm(CREDENTIAL_CHECK_VM)
     except provider.CloudError as error:
-        if error.code not in UNAUTHORIZED_CODES:
+        if error.code not in provider.UNAUTHORIZED_CODES:
             # Unreachable or failing: the controllers retry and report per pool.
             log.warning(
                 "event=cloud-check-failed cloud=%s code=%s error=%s", name, error.code, error

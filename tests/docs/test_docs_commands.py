@@ -429,6 +429,7 @@ def test_getting_started_runs_out_of_cluster_and_shows_a_refused_credential(
     finally:
         sandbox.stop_all()
     assert [b.action for b in ran].count("background") == 4  # simcloud, operator thrice
+    assert len(unauthorized) == 1, unauthorized
     [line] = unauthorized
     assert "event=cloud-unauthorized" in line, line
     assert "401 Unauthorized" in line, line

@@ -37,12 +37,13 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import NewType, Protocol
+from typing import Final, NewType, Protocol
 
 from nodepool_operator.api import launch
 from nodepool_operator.cloud import catalog
 
 __all__ = [
+    "UNAUTHORIZED_CODES",
     "CatalogSource",
     "CloudError",
     "CloudEvent",
@@ -60,6 +61,11 @@ __all__ = [
     "VmName",
     "VmState",
 ]
+
+#: The codes the providers give a call the cloud refused to authenticate (simcloud's 401,
+#: EC2's AuthFailure). The operator's startup check names such a refusal once, at ERROR,
+#: with the fix; what runs after it says no more than a warning about the same refusal.
+UNAUTHORIZED_CODES: Final = frozenset({"Unauthorized", "AuthFailure"})
 
 VmName = NewType("VmName", str)
 """A VM's name, unique within the cloud account; also the name of the Node it becomes."""

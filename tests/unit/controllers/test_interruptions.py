@@ -10,7 +10,7 @@ import pytest
 
 from nodepool_operator.api import wellknown
 from nodepool_operator.cloud import testing as cloud_testing
-from nodepool_operator.cloud.provider import CloudEvent, VmName
+from nodepool_operator.cloud.provider import CloudEvent, PermanentCloudError, VmName
 from nodepool_operator.controllers import cached
 from nodepool_operator.controllers.nodepool.interruptions import controller, metrics, moves, notice
 from nodepool_operator.controllers.resources import PODS_BY_NODE
@@ -367,3 +367,40 @@ def test_the_shared_caches_keep_what_the_controller_reads() -> None:
     assert moves.controller_of(running) == "rs-1"
     assert running["status"]["phase"] == "Running"
     assert running["spec"]["nodeName"] == "p-0"
+
+
+class RefusingEventSource(cloud_testing.FakeEventSource):
+    """An event stream whose cloud refuses the operator's credential, or answers another
+    permanent error."""
+
+    def __init__(self, code: str) -> None:
+        super().__init__()
+        self.code = code
+
+    async def events(self, *, wait: float) -> list[CloudEvent]:
+        raise PermanentCloudError("missing or wrong bearer token", code=self.code)
+
+
+async def test_a_refused_credential_is_a_warning_looked_at_again_later(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The startup check names the refused credential once, at ERROR, with its fix: the
+    # stream adds a warning, not a second ERROR line, and reads again after a long wait.
+    world = World(spot_node("p-0"))
+    world.reconciler.source = RefusingEventSource("Unauthorized")
+
+    with caplog.at_level("WARNING"):
+        requeue = await world.pass_()
+
+    assert requeue == controller.UNAUTHORIZED_RECHECK
+    assert [r.levelname for r in caplog.records] == ["WARNING"]
+    assert "event=cloud-events-unauthorized code=Unauthorized" in caplog.records[0].getMessage()
+    assert world.node_writes() == []
+
+
+async def test_another_permanent_refusal_of_the_stream_is_a_refused_dependency() -> None:
+    world = World(spot_node("p-0"))
+    world.reconciler.source = RefusingEventSource("QueueDoesNotExist")
+
+    with pytest.raises(errors.DependencyRefused, match="QueueDoesNotExist"):
+        await world.pass_()

@@ -71,6 +71,9 @@ MOVING_WAIT: Final = 1.0
 #: try, doubling while they keep failing (a 403 until the RBAC is fixed) up to the cap.
 RETRY_AFTER: Final = 0.5
 RETRY_AFTER_MAX: Final = 10.0
+#: Seconds before the stream is read again after the cloud refused the credential: the
+#: runtime's recheck of a refused dependency (an admin fixes the token without an event).
+UNAUTHORIZED_RECHECK: Final = 300.0
 _MARKS: Final = "marks"
 
 
@@ -101,6 +104,17 @@ class InterruptionReconciler:
         try:
             fresh = await self.source.events(wait=wait)
         except provider.CloudError as error:
+            if error.code in provider.UNAUTHORIZED_CODES:
+                # The startup check said it at ERROR, with the fix; a second ERROR line for
+                # the same credential would only bury it. Looked at again as a refused
+                # dependency would be.
+                log.warning(
+                    "event=cloud-events-unauthorized code=%s recheck-in=%.0fs error=%s",
+                    error.code,
+                    UNAUTHORIZED_RECHECK,
+                    error,
+                )
+                return Result(requeue_after=UNAUTHORIZED_RECHECK)
             kind = errors.DependencyUnavailable if error.transient else errors.DependencyRefused
             raise kind(f"cloud events {error.code}: {error}") from error
         todo, self._left = [*self._left, *fresh], []
