@@ -130,7 +130,9 @@ async def test_pods_run_on_the_kubelets_the_plan_asked_for_and_leave_with_them(
 async def test_a_restarted_operator_adopts_the_nodes_kubelets_registered_without_it(
     world: World,
 ) -> None:
-    cloud = await hollow.hollow_cloud(world)
+    # VMs that boot for 12 s: the first operator is stopped while they boot, and its stop
+    # may wait for a cloud long poll in flight (the interruption stream's, up to 5 s).
+    cloud = await world.start_hollow_simcloud("--create-latency", "12", "--latency-jitter", "0.5")
     first = world.start_operator(cloud)
     await world.custom.create_cluster_custom_object(*POOLS, pool_manifest(world.pool, target=3))
 
