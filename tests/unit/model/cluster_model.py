@@ -60,6 +60,7 @@ ROLL_TRIED = {
     "crashes": 0,
     "faults": 0,
     "passes": 0,
+    "restart-checks": 0,
     "replaced": 0,
     "disrupted-seen": 0,
 }

@@ -33,6 +33,7 @@ and 60) for a long run with random seeds. Each run prints what it tried (``conft
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 from typing import Any
 
@@ -45,7 +46,8 @@ from nodepool_operator.api import disruption as disruption_api
 from nodepool_operator.api import drift, wellknown
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import VmState
-from nodepool_operator.controllers.nodepool import disruption
+from nodepool_operator.controllers.nodepool import disruption, repair
+from nodepool_operator.controllers.nodepool import plan as pool_plan
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.nodepool.controller import NodePoolReconciler
 from nodepool_operator.runtime import clock as clock_module
@@ -193,6 +195,39 @@ class RollModel(RuleBasedStateMachine):
     def operator_restarted(self) -> None:
         TRIED["crashes"] += 1
         self.operator = self._start_operator()
+
+    @rule(later=st.sampled_from([0.0, 700.0, 3600.0]))
+    def restart_plans_the_same(self, later: float) -> None:
+        """An operator started afresh plans the same disruption as the running one (which
+        Nodes to taint, which budget holds which, which drain now, which wait for their
+        replacement), now and ``later``: the roll's state is in the world, not in memory.
+        Compared on the world once the watches and the cloud's listing caught up."""
+        TRIED["restart-checks"] += 1
+        self._sync_caches()
+        self.cloud.listing_catches_up()
+        pool = self.caches["nodepools"].get(POOL)
+        assert pool is not None
+        restarted = model.new_operator(
+            api=self.api,
+            caches=self.caches,
+            cloud=self.cloud,
+            config=CONFIG,
+            clock=self.mono,
+            wall_clock=self.wall,
+        )
+        now = self.wall.time() + later
+        assert self._plan(restarted, pool, now) == self._plan(self.operator, pool, now)
+
+    def _plan(
+        self, operator: NodePoolReconciler, pool: Object, now: float
+    ) -> disruption.DisruptionPlan:
+        spec = nodepool_api.spec_of(pool)
+        lifecycle = operator.lifecycle  # type: ignore[attr-defined]
+        owned = lifecycle.inventory.owned_nodes(pool)
+        vms = self.loop.run_until_complete(lifecycle.inventory.list_vms(pool, owned))
+        view = lifecycle.inventory.view(owned, vms)
+        view = dataclasses.replace(view, unhealthy=repair.unhealthy(view, spec, now=now))
+        return disruption.plan(view, spec, desired=pool_plan.desired_nodes(spec), now=now)
 
     @rule(cache=st.sampled_from(["nodepools", "nodes"]))
     def cache_catches_up(self, cache: str) -> None:
