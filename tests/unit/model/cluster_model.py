@@ -62,7 +62,7 @@ ROLL_TRIED = {
     "passes": 0,
     "restart-checks": 0,
     "replaced": 0,
-    "disrupted-seen": 0,
+    "most-disrupted-at-once": 0,
 }
 
 

@@ -21,8 +21,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         )
     rolled = cluster_model.ROLL_TRIED
     if rolled["sequences"]:
-        examples = os.environ.get("NODEPOOL_ROLL_EXAMPLES", "25")
-        steps = os.environ.get("NODEPOOL_ROLL_STEPS", "30")
+        examples = os.environ.get("NODEPOOL_ROLL_EXAMPLES", "60")
+        steps = os.environ.get("NODEPOOL_ROLL_STEPS", "40")
         terminalreporter.write_line(
             "NodePool roll model: "
             + ", ".join(f"{count} {what}" for what, count in rolled.items())
