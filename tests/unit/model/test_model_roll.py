@@ -289,21 +289,20 @@ class RollModel(RuleBasedStateMachine):
 
     def _cap(self) -> int:
         """The most generous budget cap in force for drift and expiry now, on the pool's
-        Nodes as stored or as the operator's cache last showed them, under the budgets
-        stored or in the operator's cache (it can obey only a budget it has seen)."""
+        Nodes as stored or as the operator's cache last showed them."""
+        spec = nodepool_api.spec_of(self._pool())
         cached = [n for n in self.caches["nodes"].items() if wellknown.pool_of(n) == POOL]
         total = max(len(self.api.stored("nodes")), len(cached))
-        pools = [self._pool(), self.caches["nodepools"].get(POOL)]
         # Read from the budgets here, not through ``allowance``: the model judges that.
         now = self.wall.time()
         caps = []
-        for pool in (p for p in pools if p is not None):
-            budgets = nodepool_api.spec_of(pool).disruption.budgets
-            for reason in ("Drifted", "Expired"):
-                in_force = [
-                    b.cap(total) for b in budgets if b.applies_to(reason) and b.in_force(now)
-                ]
-                caps.append(min(in_force, default=total))
+        for reason in ("Drifted", "Expired"):
+            in_force = [
+                b.cap(total)
+                for b in spec.disruption.budgets
+                if b.applies_to(reason) and b.in_force(now)
+            ]
+            caps.append(min(in_force, default=total))
         return max(caps)
 
     @invariant()
