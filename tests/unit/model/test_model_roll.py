@@ -14,9 +14,8 @@ At every step (``roll_within_budget``), with ``slots`` the budget cap in force (
 generous of the budgets in force now, or the room the Nodes already being disrupted took
 under an earlier, looser budget, kept until they are replaced):
 
-- never more Nodes being disrupted (``wellknown.is_being_disrupted``, but neither
-  ``Interrupted`` nor a replacement that never registered, which is repaired, not
-  disrupted) than ``slots``;
+- never more Nodes being disrupted (``wellknown.is_being_disrupted``; no Node is
+  interrupted in this model) than ``slots``;
 - never fewer Ready Nodes still serving (not being removed) than ``targetNodes`` minus
   the disrupted Nodes that had no room for a replacement under ``maxNodes``: with room,
   no Node is lost before its replacement is Ready.
@@ -316,8 +315,6 @@ class RollModel(RuleBasedStateMachine):
             for n in stored
             if wellknown.is_being_disrupted(n)
             and disruption.disruption_reason(n) != disruption_api.INTERRUPTED
-            # A Node that never registered is repaired, not disrupted: never a candidate.
-            and not wellknown.is_unregistered(n)
         ]
         short = max(0, self.target - sum(1 for n in stored if _serving(n)))
         slots = max(self._cap(), self.slots)
