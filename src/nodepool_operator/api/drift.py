@@ -11,7 +11,12 @@ Left out, because they change nothing on a running Node: the pool's size and bou
 settings and ``expireAfter``; and from the template ``startupTaints`` (an agent removed
 them from a running Node long ago) and ``zones``: a Node in a zone the pool still allows
 has not drifted when another zone is added, so zones are judged by membership
-(``zone_drifted``), not by hash, as Karpenter judges requirements.
+(``zone_drifted``), not by hash, as Karpenter judges requirements. A pool with
+``requirements`` leaves out ``capacity`` too: its Nodes' shape is the catalog offering
+each was launched as, never the template's cpu, memory or pods, so those drift nothing;
+the offering is judged by membership in the requirements (``requirements_drifted``).
+A section the current hash leaves out is not compared, so a Node stamped with it (before
+its pool had requirements) does not drift for it either.
 
 Values are canonical before they are hashed, so writing the same spec differently
 drifts nothing: quantities as integers (``"4"`` and ``"4000m"`` are one cpu amount),
@@ -92,23 +97,27 @@ def spec_hash(spec: nodepool.NodePoolSpec) -> SpecHash:
         None if template.provider is None else template.provider.to_dict()
     )
     sections: dict[str, object] = {
-        "capacity": nodepool.template_capacity(template),
         "reserved": reserved,
         "region": template.region,
         "labels": dict(template.labels),
         "taints": [t.to_dict() for t in sorted(template.taints, key=_taint_key)],
         "provider": provider,
     }
+    if not spec.requirements:
+        # With requirements the offering shapes the Node (see the module's docstring).
+        sections["capacity"] = nodepool.template_capacity(template)
     return SpecHash(HASH_VERSION, {name: _digest(value) for name, value in sections.items()})
 
 
 def drifted_sections(recorded: SpecHash, current: SpecHash) -> tuple[str, ...]:
-    """The sections that changed since the Node was made, sorted; none when the Node
-    was stamped under another hash version (it is stamped again instead)."""
+    """The sections of ``current`` that changed since the Node was made, sorted; none
+    when the Node was stamped under another hash version (it is stamped again instead).
+    A section only ``recorded`` has is one the pool no longer judges by hash."""
     if recorded.version != current.version:
         return ()
-    names = set(recorded.sections) | set(current.sections)
-    return tuple(sorted(n for n in names if recorded.sections.get(n) != current.sections.get(n)))
+    return tuple(
+        sorted(n for n, digest in current.sections.items() if recorded.sections.get(n) != digest)
+    )
 
 
 def _labels(node: Mapping[str, Any]) -> Mapping[str, str]:

@@ -7,7 +7,13 @@ from typing import Any
 
 import pytest
 
-from nodepool_operator.api import drift, nodepool
+from nodepool_operator.api import drift, nodepool, wellknown
+
+TYPES = {
+    "key": wellknown.INSTANCE_TYPE_LABEL,
+    "operator": "In",
+    "values": ["m5.large", "c5.xlarge"],
+}
 
 
 def spec(**template: Any) -> nodepool.NodePoolSpec:
@@ -139,3 +145,55 @@ def test_a_node_outside_the_zones_its_pool_allows_has_drifted() -> None:
     assert drift.zone_drifted(node("zc"), zoned)
     assert not drift.zone_drifted(node("zc"), spec())  # no zones: any zone is the pool's
     assert not drift.zone_drifted(node(None), zoned)  # the cloud's choice, unknown
+
+
+def spec_with_requirements(**template: Any) -> nodepool.NodePoolSpec:
+    return nodepool.NodePoolSpec.from_dict({**spec(**template).to_dict(), "requirements": [TYPES]})
+
+
+@pytest.mark.parametrize(
+    "template",
+    [{"cpu": "8"}, {"memory": "32Gi"}, {"pods": 50}, {"extendedResources": {"x.io/y": "1"}}],
+)
+def test_a_pool_with_requirements_is_not_drifted_by_the_templates_shape(
+    template: dict[str, Any],
+) -> None:
+    """Its Nodes are the catalog offerings they were launched as: the template's cpu,
+    memory and pods shape none of them (``requirements_drifted`` judges the offering)."""
+    assert changed(spec_with_requirements(), spec_with_requirements(**template)) == ()
+    assert "capacity" not in drift.spec_hash(spec_with_requirements()).sections
+
+
+def test_a_pool_with_requirements_is_still_drifted_by_the_rest_of_its_template() -> None:
+    before, after = spec_with_requirements(), spec_with_requirements(labels={"team": "b"})
+    assert changed(before, after) == ("labels",)
+
+
+def test_a_node_stamped_before_its_pool_had_requirements_is_not_drifted_by_its_shape() -> None:
+    """The pool gains requirements (and another cpu): the capacity its Nodes recorded
+    is no longer the pool's to judge; the offering's labels are."""
+    assert changed(spec(), spec_with_requirements(cpu="8")) == ()
+
+
+def test_a_node_launched_by_requirements_drifts_when_the_pool_drops_them() -> None:
+    """Without requirements the template shapes the Node again: a catalog Node, which
+    recorded no capacity, differs from it."""
+    assert changed(spec_with_requirements(), spec()) == ("capacity",)
+
+
+def test_a_pool_with_requirements_judges_its_nodes_by_their_offering() -> None:
+    pool = spec_with_requirements(cpu="8")
+    current = drift.spec_hash(pool)
+    stamped = drift.spec_hash(spec_with_requirements()).text
+
+    def node(instance_type: str) -> dict[str, Any]:
+        return {
+            "metadata": {
+                "name": "n",
+                "labels": {wellknown.INSTANCE_TYPE_LABEL: instance_type},
+                "annotations": {drift.SPEC_HASH_ANNOTATION: stamped},
+            }
+        }
+
+    assert drift.drift_of(node("m5.large"), pool, current) == ()
+    assert drift.drift_of(node("t3.micro"), pool, current) == ("requirements",)

@@ -29,6 +29,10 @@ from nodepool_operator.cloud.provider import (
     VmName,
     VmState,
 )
+from nodepool_operator.controllers.nodepool import lifecycle
+from nodepool_operator.controllers.nodepool.config import NodePoolConfig
+from nodepool_operator.controllers.nodepool.controller import NodePoolReconciler
+from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import conditions, errors, testing
 from nodepool_operator.runtime.client import Object, Resource
 
@@ -43,6 +47,22 @@ TRIED = {
     "passes": 0,
     "on-call": 0,
     "restart-checks": 0,
+}
+
+
+#: What the roll model (``test_model_roll.py``) tried, printed beside ``TRIED``.
+ROLL_TRIED = {
+    "sequences": 0,
+    "steps": 0,
+    "template-edits": 0,
+    "budget-edits": 0,
+    "expiry-edits": 0,
+    "crashes": 0,
+    "faults": 0,
+    "passes": 0,
+    "restart-checks": 0,
+    "replaced": 0,
+    "most-disrupted-at-once": 0,
 }
 
 
@@ -327,3 +347,45 @@ class Cloud:
             provider_id=vm.provider_id,
             created_at=vm.created_at,
         )
+
+
+class Recorder:
+    """Events are best effort and the model does not judge them: kept for reading."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str]] = []
+
+    async def event(self, obj: Any, *, type: str, reason: str, message: str) -> None:
+        self.events.append((type, reason))
+
+
+def new_operator(
+    *,
+    api: ApiServer,
+    caches: dict[str, testing.FakeInformer],
+    cloud: Cloud,
+    config: NodePoolConfig,
+    clock: clock_module.FakeClock,
+    wall_clock: WallClock,
+) -> NodePoolReconciler:
+    """A new operator process over the model's API server, caches and cloud."""
+    recorder = Recorder()
+    return NodePoolReconciler(
+        client=api,  # type: ignore[arg-type]
+        pools=caches["nodepools"],  # type: ignore[arg-type]
+        scale_requests=caches["scalerequests"],  # type: ignore[arg-type]
+        lifecycle=lifecycle.PoolLifecycle(
+            client=api,  # type: ignore[arg-type]
+            nodes=caches["nodes"],  # type: ignore[arg-type]
+            pods=caches["pods"],  # type: ignore[arg-type]
+            cloud=cloud,
+            recorder=recorder,  # type: ignore[arg-type]
+            config=config,
+            clock=clock,
+            wall_clock=wall_clock,
+        ),
+        recorder=recorder,  # type: ignore[arg-type]
+        config=config,
+        clock=clock,
+        wall_clock=wall_clock,
+    )

@@ -61,7 +61,6 @@ from nodepool_operator.cloud.provider import VmName, VmState
 from nodepool_operator.controllers import capacity
 from nodepool_operator.controllers.nodepool import (
     inventory,
-    lifecycle,
     plan,
     registration,
 )
@@ -82,16 +81,6 @@ EXAMPLES = int(os.environ.get("NODEPOOL_MODEL_EXAMPLES", "60"))
 STEPS = int(os.environ.get("NODEPOOL_MODEL_STEPS", "40"))
 
 TRIED = model.TRIED
-
-
-class Recorder:
-    """Events are best effort and the model does not judge them: kept for reading."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, str]] = []
-
-    async def event(self, obj: Any, *, type: str, reason: str, message: str) -> None:
-        self.events.append((type, reason))
 
 
 class NodePoolModel(RuleBasedStateMachine):
@@ -134,22 +123,10 @@ class NodePoolModel(RuleBasedStateMachine):
         return self._new_operator()
 
     def _new_operator(self) -> NodePoolReconciler:
-        recorder = Recorder()
-        return NodePoolReconciler(
-            client=self.api,  # type: ignore[arg-type]
-            pools=self.caches["nodepools"],  # type: ignore[arg-type]
-            scale_requests=self.caches["scalerequests"],  # type: ignore[arg-type]
-            lifecycle=lifecycle.PoolLifecycle(
-                client=self.api,  # type: ignore[arg-type]
-                nodes=self.caches["nodes"],  # type: ignore[arg-type]
-                pods=self.caches["pods"],  # type: ignore[arg-type]
-                cloud=self.cloud,
-                recorder=recorder,  # type: ignore[arg-type]
-                config=CONFIG,
-                clock=self.mono,
-                wall_clock=self.wall,
-            ),
-            recorder=recorder,  # type: ignore[arg-type]
+        return model.new_operator(
+            api=self.api,
+            caches=self.caches,
+            cloud=self.cloud,
             config=CONFIG,
             clock=self.mono,
             wall_clock=self.wall,

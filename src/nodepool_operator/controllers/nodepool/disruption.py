@@ -12,8 +12,10 @@ Each pass, from the world alone (so a restarted operator goes on with the same r
    Candidates (expired first, then the oldest) are tainted
    ``wellknown.DISRUPTED_TAINT_KEY=<reason>:NoSchedule`` as far as the pool's budgets
    allow (``api.disruption.allowance``), counting every Node being disrupted for any
-   reason (the Autoscaler's consolidation taints, drains, repairs). The taint is the
-   record: it holds the Node's place in the budget until the Node is gone.
+   reason (the Autoscaler's consolidation taints, drains, repairs), and every Node the
+   pool lacks to be whole (a replacement not serving yet for a Node that went first).
+   The taint is the record: it holds the Node's place in the budget until the Node is
+   gone; the missing Node then holds it until its replacement is Ready and registered.
    A Node carrying the cloud's notice (``wellknown.interrupted_at``: a spot interruption,
    a scheduled change, the instance stopping) is a candidate too, reason ``Interrupted``,
    Ready or not, do-not-disrupt or not: the VM goes whatever anyone says. No budget holds
@@ -214,6 +216,11 @@ def plan(
     disrupting += sum(
         1 for c in interrupted if not wellknown.is_being_disrupted(view.nodes[c.node])
     )
+    # The Nodes the pool lacks beside those: a replacement not Ready yet for a Node gone
+    # first (no room under maxNodes) is a disruption still under way. Counted, or the
+    # next Node would go before the last one's replacement serves, two short under a
+    # budget of one.
+    disrupting += max(0, desired - _serving(view) - disrupting)
     for candidate in candidates:
         reason = candidate.reason
         if reason == disruption_api.INTERRUPTED:
@@ -245,6 +252,20 @@ def plan(
         keep=keep,
         recheck_in=min(waits) if waits else None,
         drifted_nodes=drifted_nodes,
+    )
+
+
+def _serving(view: pool_plan.PoolView) -> int:
+    """The pool's Nodes that serve: Ready, registered, and neither being disrupted,
+    unhealthy, nor given notice by the cloud."""
+    return sum(
+        1
+        for name, node in view.nodes.items()
+        if nodes.is_ready(node)
+        and not wellknown.is_unregistered(node)
+        and not wellknown.is_being_disrupted(node)
+        and not is_noticed(node)
+        and name not in view.unhealthy
     )
 
 
