@@ -15,6 +15,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+import catalogs
 from e2e.autoscaling import events
 from harness import POOLS, REQUESTS, SimCloud, kubectl, settled, wait_for
 from nodepool_devtools.cluster import binaries
@@ -23,7 +24,6 @@ from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.api import wellknown
 from nodepool_operator.api.requirements import Requirements
-from nodepool_operator.cloud import catalog
 
 ZONES = ("sim-1a", "sim-1b")
 GIB = 2**30
@@ -32,31 +32,7 @@ TYPES = (("c2", 2, 4, 0.10), ("c4", 4, 8, 0.19), ("m8", 8, 64, 0.50))
 
 
 def _catalog_file(tmp_path: Path) -> Path:
-    types = {
-        name: catalog.InstanceType(
-            name=name,
-            cpu_millis=cores * 1000,
-            memory_bytes=gib * GIB,
-            pods=58,
-            ephemeral_storage_bytes=20 * GIB,
-            architecture="amd64",
-            operating_systems=("linux",),
-        )
-        for name, cores, gib, _ in TYPES
-    }
-    offerings = [
-        catalog.Offering(
-            instance_type=name,
-            zone=zone,
-            capacity_type="on-demand",
-            price_per_hour=price + (0.01 if zone == "sim-1b" else 0.0),
-        )
-        for name, _, _, price in TYPES
-        for zone in ZONES
-    ]
-    path = tmp_path / "instance_types.json"
-    path.write_text(json.dumps(catalog.Catalog.of(types, offerings).to_json()))
-    return path
+    return catalogs.catalog_file(tmp_path / "instance_types.json", TYPES, ZONES)
 
 
 def _pool(name: str) -> dict[str, Any]:
