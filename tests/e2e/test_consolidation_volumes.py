@@ -1,8 +1,10 @@
 """Consolidation never moves a pod away from its data: a StatefulSet's pod on a local
 PersistentVolume (node affinity to its node's hostname), or on a zonal one (node affinity
 to its zone), keeps its underused node although another node has room, and the
-ConsolidationKept event names the pod, its claim and its volume. Control plane,
-scheduler, kwok, simcloud and operator processes.
+ConsolidationKept event names the pod, its claim and its volume. Nor does a drift
+replacement: the node a pod keeps its data on is held (DisruptionBlocked names the pod
+and volume) while the pool's other node is replaced. Control plane, scheduler, kwok,
+simcloud and operator processes.
 
 The control plane runs no PersistentVolume controller: each claim is bound by hand, as the
 PV controller binds a claim to the volume kube-scheduler chose (``claimRef`` on the
@@ -30,6 +32,7 @@ from e2e.consolidating import (
     deployment,
     pinned,
     pool_nodes,
+    pool_of,
     pool_settled,
     two_nodes,
 )
@@ -158,6 +161,23 @@ async def the_db_pod(core: client.CoreV1Api, namespace: str) -> client.V1Pod:
     return pod
 
 
+async def db_on_local_volume(
+    world: World, storage: Storage, node: str, *, running_pods: int
+) -> str:
+    """The StatefulSet's pod db-0 running on ``node``, its data on a local volume only
+    ``node`` reaches (once ``running_pods`` pods of the namespace run); the volume's name."""
+    volume = await storage.bound_volume(
+        world.namespace,
+        key=wellknown.HOSTNAME_LABEL,
+        value=node,
+        source={"local": {"path": f"/mnt/disks/{storage.suffix}"}},
+    )
+    await world.apps.create_namespaced_stateful_set(world.namespace, stateful_set(world.pool))
+    await wait_for(lambda: running(world.core, world.namespace, running_pods), within=60)
+    assert (await the_db_pod(world.core, world.namespace)).spec.node_name == node
+    return volume
+
+
 async def stays_where_it_is(world: World, *, nodes: list[str], volume: str) -> None:
     """For ``WATCHED_SECONDS`` after the Autoscaler was made: the pool's nodes stay, none
     is tainted, the pod db-0 is never evicted (its uid stays, no deletion) nor moved; the
@@ -194,15 +214,7 @@ async def test_a_pod_on_a_local_volume_keeps_its_node_although_another_has_room(
     _, operator = await world.operated(latency=1)
     # The first node half used by two pods pinned to it: room for two cpus more.
     first, second = await two_nodes(world)
-    volume = await storage.bound_volume(
-        world.namespace,
-        key=wellknown.HOSTNAME_LABEL,
-        value=second,
-        source={"local": {"path": f"/mnt/disks/{storage.suffix}"}},
-    )
-    await world.apps.create_namespaced_stateful_set(world.namespace, stateful_set(world.pool))
-    await wait_for(lambda: running(world.core, world.namespace, 3), within=60)
-    assert (await the_db_pod(world.core, world.namespace)).spec.node_name == second
+    volume = await db_on_local_volume(world, storage, second, running_pods=3)
 
     await world.create_autoscaler(unneeded_seconds=UNNEEDED)
     await stays_where_it_is(
@@ -245,4 +257,49 @@ async def test_a_pod_on_a_zonal_volume_keeps_its_node_when_the_only_room_is_in_a
         nodes=sorted(zones.values()),
         volume=volume,
     )
+    assert operator.errors_logged() == []
+
+
+async def test_a_drifted_node_holding_a_pods_local_volume_is_held_while_the_other_is_replaced(
+    world: World, storage: Storage
+) -> None:
+    _, operator = await world.operated(latency=1)
+    await pool_of(world, 2)
+    first, second = sorted(n.metadata.name for n in await pool_nodes(world.core, world.pool))
+    volume = await db_on_local_volume(world, storage, second, running_pods=1)
+    db = await the_db_pod(world.core, world.namespace)
+    held = {n.metadata.name: n.metadata.uid for n in await pool_nodes(world.core, world.pool)}
+
+    # Every node drifts: a label of the template changes, one node at a time.
+    drift = {"template": {"labels": {"release": "b"}}, "disruption": {"budgets": [{"nodes": "1"}]}}
+    await world.custom.patch_cluster_custom_object(
+        *POOLS, world.pool, {"spec": drift}, _content_type=MERGE
+    )
+
+    async def first_replaced() -> bool:
+        found = {n.metadata.uid for n in await pool_nodes(world.core, world.pool)}
+        return len(found) == 2 and held[first] not in found
+
+    await wait_for(first_replaced, within=120)
+    blocked = await world.core.list_namespaced_event(
+        "default", field_selector=f"involvedObject.name={world.pool},reason=DisruptionBlocked"
+    )
+    told = [e.message for e in blocked.items]
+    assert any(
+        f"node {second} is Drifted" in m
+        and f"pod {world.namespace}/db-0 keeps its data on this node's disk" in m
+        and volume in m
+        for m in told
+    ), told
+    # Held for a while more: the node stays, untainted, and the pod is never evicted.
+    for _ in range(15):
+        nodes = {n.metadata.name: n for n in await pool_nodes(world.core, world.pool)}
+        assert nodes[second].metadata.uid == held[second]
+        assert not any(
+            t.key == wellknown.DISRUPTED_TAINT_KEY for t in nodes[second].spec.taints or ()
+        )
+        now = await the_db_pod(world.core, world.namespace)
+        assert (now.metadata.uid, now.spec.node_name) == (db.metadata.uid, second)
+        assert now.metadata.deletion_timestamp is None
+        await asyncio.sleep(1)
     assert operator.errors_logged() == []

@@ -8,7 +8,9 @@ Each pass, from the world alone (so a restarted operator goes on with the same r
    ``wellknown.DRIFTED_ANNOTATION`` naming what changed (removed if the spec goes back).
 2. **Choose.** A Node is a candidate when it has drifted (``api.drift``) or expired
    (``spec.expireAfter`` past its creationTimestamp), is Ready, registered, not being
-   disrupted already, not repaired, and neither it nor a pod on it is do-not-disrupt.
+   disrupted already, not repaired, neither it nor a pod on it is do-not-disrupt, and
+   no pod on it keeps its data on the Node's own disk (a local PersistentVolume,
+   ``local_data``: that pod could run nowhere else).
    Candidates (expired first, then the oldest) are tainted
    ``wellknown.DISRUPTED_TAINT_KEY=<reason>:NoSchedule`` as far as the pool's budgets
    allow (``api.disruption.allowance``), counting every Node being disrupted for any
@@ -203,6 +205,9 @@ def plan(
         refusal = wellknown.do_not_disrupt_reason(node, node=True)
         if refusal is not None or name in view.protected:
             held.append((candidate, refusal or "a do-not-disrupt pod on it"))
+            continue
+        if name in view.local_data:
+            held.append((candidate, view.local_data[name]))
             continue
         candidates.append(candidate)
     candidates.sort(key=lambda c: (_REASON_ORDER[c.reason], _created(view.nodes[c.node]) or 0))

@@ -16,12 +16,13 @@ created twice either way.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from nodepool_operator.api import wellknown
 from nodepool_operator.cloud.provider import CloudError, CloudProvider, VirtualMachine, VmName
 from nodepool_operator.controllers import membership
 from nodepool_operator.controllers.nodepool import drain, plan
+from nodepool_operator.controllers.nodepool.local_data import LocalData
 from nodepool_operator.controllers.resources import NODES_BY_POOL
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import versions
@@ -59,6 +60,8 @@ class Inventory:
     drainer: drain.Drainer
     recorder: EventRecorder
     clock: clock_module.Clock
+    # Which pods keep their data on their Node's disk (None: not read, none held).
+    local_data: LocalData | None = None
     # VM -> (it, until when it counts while listings do not show it)
     _launched: dict[str, tuple[VirtualMachine, float]] = dataclasses.field(
         default_factory=dict, init=False
@@ -204,7 +207,18 @@ class Inventory:
                 for node, found in on_node.items()
                 if drain.node_is_protected(pool_nodes[node], found)
             ),
+            local_data=self._local_data(pool_nodes, on_node),
         )
+
+    def _local_data(
+        self, pool_nodes: Mapping[str, Object], on_node: Mapping[str, Sequence[Object]]
+    ) -> dict[str, str]:
+        if self.local_data is None:
+            return {}
+        held = {
+            node: self.local_data.holder(pool_nodes[node], found) for node, found in on_node.items()
+        }
+        return {node: why for node, why in held.items() if why is not None}
 
     async def observe(self, pool: Object) -> plan.PoolView:
         owned = self.owned_nodes(pool)

@@ -37,6 +37,7 @@ from nodepool_operator.controllers.nodepool import (
 )
 from nodepool_operator.controllers.nodepool import nodes as node_ops
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
+from nodepool_operator.controllers.nodepool.local_data import LocalData
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime.client import Client, Object
 from nodepool_operator.runtime.events import EventRecorder
@@ -61,10 +62,12 @@ class PoolLifecycle:
         wall_clock: clock_module.WallClock,
         scale_requests: Informer | None = None,
         offerings_catalog: offerings.OfferingsCatalog | None = None,
+        local_data: LocalData | None = None,
     ) -> None:
         """``scale_requests``: where new VMs go (None: to the least-filled zones).
         ``offerings_catalog``: the cloud's catalog, for pools with requirements (None: the
-        empty one)."""
+        empty one). ``local_data``: which pods keep their data on their Node's disk, so
+        drift and expiry wait for them (None: not read)."""
         self.config = config
         self.offerings = offerings_catalog
         self.wall_clock = wall_clock
@@ -72,7 +75,12 @@ class PoolLifecycle:
             client=client, pods=pods, recorder=recorder, config=config, wall_clock=wall_clock
         )
         self.inventory = inventory.Inventory(
-            nodes=nodes, cloud=cloud, drainer=self.drainer, recorder=recorder, clock=clock
+            nodes=nodes,
+            cloud=cloud,
+            drainer=self.drainer,
+            recorder=recorder,
+            clock=clock,
+            local_data=local_data,
         )
         self.registrar = registration.Registrar(
             client=client,

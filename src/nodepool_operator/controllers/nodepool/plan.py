@@ -91,6 +91,9 @@ class PoolView:
     pods_per_node: Mapping[str, int]  # pods that a drain would have to evict
     # Nodes that hold a do-not-disrupt pod or are annotated do-not-disrupt themselves.
     protected: frozenset[str] = frozenset()
+    # Nodes a pod keeps its data on (a local PersistentVolume), with the pod and volume:
+    # not replaced by drift or expiry (``local_data``).
+    local_data: Mapping[str, str] = field(default_factory=dict)
     # Why drains cannot go on (a budget, a do-not-disrupt pod), one stable line each.
     blocked: tuple[str, ...] = ()
     # Seconds until a drain can move on without an event (a backoff ends, a grace period).

@@ -12,7 +12,14 @@ from nodepool_operator.controllers import cached, offerings
 from nodepool_operator.controllers.nodepool import lifecycle, plan
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
 from nodepool_operator.controllers.nodepool.controller import NAME, NodePoolReconciler
-from nodepool_operator.controllers.resources import NODEPOOLS, SCALEREQUESTS, add_shared_indexes
+from nodepool_operator.controllers.nodepool.local_data import LocalData
+from nodepool_operator.controllers.resources import (
+    NODEPOOLS,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
+    SCALEREQUESTS,
+    add_shared_indexes,
+)
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import kinds
 from nodepool_operator.runtime import nodes as k8s_nodes
@@ -100,6 +107,8 @@ class _Informers:
     nodes: Informer
     pods: Informer
     scale_requests: Informer
+    claims: Informer
+    volumes: Informer
 
 
 def _informers(manager: Manager) -> _Informers:
@@ -115,6 +124,10 @@ def _informers(manager: Manager) -> _Informers:
         nodes=cache.informer(kinds.NODES, transform=cached.node_fields),
         pods=cache.informer(kinds.PODS, transform=cached.pod_fields),
         scale_requests=cache.informer(SCALEREQUESTS),
+        # Which pods keep their data on their Node's disk (``local_data``): the same
+        # caches the Autoscaler's volume filters read.
+        claims=cache.informer(PERSISTENT_VOLUME_CLAIMS, transform=cached.claim_fields),
+        volumes=cache.informer(PERSISTENT_VOLUMES, transform=cached.volume_fields),
     )
     add_shared_indexes(nodes=found.nodes, pods_=found.pods, requests=found.scale_requests)
     return found
@@ -169,6 +182,7 @@ def setup(
             wall_clock=wall_clock,
             scale_requests=informers.scale_requests,
             offerings_catalog=offerings_catalog,
+            local_data=LocalData(claims=informers.claims, volumes=informers.volumes),
         ),
         recorder=recorder,
         config=config,
