@@ -42,6 +42,7 @@ __all__ = [
     "SpecHash",
     "drift_of",
     "drifted_sections",
+    "needs_stamp",
     "requirements_drifted",
     "spec_hash",
     "zone_drifted",
@@ -118,6 +119,15 @@ def drifted_sections(recorded: SpecHash, current: SpecHash) -> tuple[str, ...]:
     return tuple(
         sorted(n for n, digest in current.sections.items() if recorded.sections.get(n) != digest)
     )
+
+
+def needs_stamp(node: Mapping[str, Any], current: SpecHash) -> bool:
+    """Whether ``node`` is to be stamped with ``current``: it records no hash (made before
+    the operator recorded them), one that is not a hash (edited by hand), or one of another
+    ``HASH_VERSION`` (hashed by an older operator: judged by nothing, so stamped again)."""
+    text = ((node.get("metadata") or {}).get("annotations") or {}).get(SPEC_HASH_ANNOTATION)
+    recorded = None if text is None else SpecHash.parse(str(text))
+    return recorded is None or recorded.version != current.version
 
 
 def _labels(node: Mapping[str, Any]) -> Mapping[str, str]:

@@ -129,10 +129,21 @@ def test_an_annotation_edited_by_hand_is_no_hash(text: str) -> None:
     assert drift.SpecHash.parse(text) is None
 
 
-def test_a_node_stamped_under_another_hash_version_is_not_drifted() -> None:
+def test_a_node_stamped_under_another_hash_version_is_not_drifted_but_stamped_again() -> None:
     current = drift.spec_hash(spec())
     older = drift.SpecHash("v0", {"labels": "0000000000"})
     assert drift.drifted_sections(older, current) == ()
+
+    def node(text: str | None) -> dict[str, Any]:
+        annotations = {} if text is None else {drift.SPEC_HASH_ANNOTATION: text}
+        return {"metadata": {"annotations": annotations}}
+
+    assert drift.needs_stamp(node(older.text), current)
+    assert drift.needs_stamp(node(None), current)
+    assert drift.needs_stamp(node("v1;labels"), current)  # edited by hand: no hash
+    assert not drift.needs_stamp(node(current.text), current)
+    # Same version, other sections: a drifted Node keeps the hash it was made from.
+    assert not drift.needs_stamp(node(drift.spec_hash(spec(cpu="8")).text), current)
 
 
 def test_a_node_outside_the_zones_its_pool_allows_has_drifted() -> None:

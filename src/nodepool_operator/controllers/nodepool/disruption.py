@@ -181,7 +181,7 @@ def plan(
     drifted_nodes = 0
     interrupted: list[Candidate] = []
     for name, node in sorted(view.nodes.items()):
-        if _annotation(node, wellknown.SPEC_HASH_ANNOTATION) is None:
+        if drift.needs_stamp(node, current):
             stamp[name] = current.text
         changed = drift.drift_of(node, spec, current)
         drifted_nodes += 1 if changed else 0
