@@ -6,6 +6,7 @@ only a template launches as before (its tests are the others of this directory).
 from __future__ import annotations
 
 import datetime
+import logging
 from typing import Any
 
 import pytest
@@ -183,12 +184,20 @@ async def test_new_nodes_no_request_names_are_the_cheapest_allowed_offering() ->
     assert _launched(world) == [("c2", "a", "on-demand")] * 2
 
 
-async def test_an_offering_without_capacity_falls_back_to_the_next_cheapest_in_one_pass() -> None:
+async def test_an_offering_without_capacity_falls_back_to_the_next_cheapest_in_one_pass(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     world = _world()
     world.cloud.no_capacity.add(("c4", "a"))  # type: ignore[attr-defined]
     world.pool("web", _pool_spec())
     world.request("up", version=OLD, pool="web", target=2, offerings=(_asked("c4", "a", 2),))
-    await world.reconcile("web")
+    with caplog.at_level(logging.WARNING):
+        await world.reconcile("web")
+    # The log line names the offering, not only its zone.
+    assert any(
+        "event=offering-backoff zone=a instance_type=c4 capacity_type=on-demand" in r.message
+        for r in caplog.records
+    ), [r.message for r in caplog.records]
     # The refused offering's place goes to the cheapest one the pool allows now.
     assert _launched(world) == [("c2", "a", "on-demand")] * 2
     [fell_back, *_] = world.api.events("FellBackToNextOffering")

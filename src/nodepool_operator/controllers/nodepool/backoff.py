@@ -176,9 +176,15 @@ class ZoneLedger:
                 f"{started.reason} in {where} (refusal {started.failures} in a row): no VM"
                 f" is launched there before {started.until}; {started.message}"
             )
+            # An offering's backoff names its type and capacity type: the zone alone
+            # would read as the whole zone being backed off.
             log.warning(
-                "event=zone-backoff zone=%s reason=%s failures=%d until=%s",
+                "event=%s zone=%s%s reason=%s failures=%d until=%s",
+                "offering-backoff" if started.is_offering else "zone-backoff",
                 started.zone,
+                f" instance_type={started.instance_type} capacity_type={started.capacity_type}"
+                if started.is_offering
+                else "",
                 started.reason,
                 started.failures,
                 started.until,
