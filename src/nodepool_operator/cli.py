@@ -19,11 +19,13 @@ from nodepool_operator import operator
 from nodepool_operator.api import crds as api_crds
 from nodepool_operator.cloud import credentials as cloud_credentials
 from nodepool_operator.cloud import selection
+from nodepool_operator.cloud.catalog import Catalog
 from nodepool_operator.cloud.simcloud import kubelets as simcloud_kubelets
 from nodepool_operator.cloud.simcloud import server as simcloud_server
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
 from nodepool_operator.controllers.autoscaler.setup import planner_reads
 from nodepool_operator.controllers.nodepool.config import NodePoolConfig
+from nodepool_operator.inspection import cloud_catalog as inspection_catalog
 from nodepool_operator.inspection import planning as inspection_planning
 from nodepool_operator.inspection import report as inspection_report
 from nodepool_operator.inspection import snapshot as inspection_snapshot
@@ -582,6 +584,30 @@ OutputOption = Annotated[
     inspection_report.Output,
     typer.Option("--output", "-o", help="table for people, json for scripts."),
 ]
+CatalogFileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--catalog",
+        help="The cloud's catalog from a file, in the form simcloud's --catalog takes "
+        "(Karpenter kwok's instance_types.json): pools with requirements are planned with "
+        "its offerings. Without it or --cloud-endpoint they are planned as not growing.",
+    ),
+]
+CatalogEndpointOption = Annotated[
+    str | None,
+    typer.Option(
+        "--cloud-endpoint",
+        help="Read the cloud's catalog from the simcloud at this URL (GET /v1/catalog), "
+        "as the operator does.",
+    ),
+]
+CatalogTokenOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--cloud-token-file",
+        help="File holding the bearer token of --cloud-endpoint (as for run).",
+    ),
+]
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:
@@ -598,6 +624,7 @@ async def _snapshot_of(
     try:
         cache = InformerCache(Client(api, field_manager="nodepool-operator-inspect"))
         planner_reads(cache, config=AutoscalerConfig(), wall_clock=RealWallClock())
+        inspection_snapshot.record_budgets(cache)
         source = str(api.configuration.host)
         return await inspection_snapshot.capture(cache, source=source)
     finally:
@@ -615,23 +642,42 @@ def _read(
         _fail(f"cannot reach the cluster: {error}")
 
 
+def _catalog(
+    catalog_file: Path | None, cloud_endpoint: str | None, token_file: Path | None
+) -> Catalog | None:
+    """The cloud's catalog asked for, read before the cluster: a wrong flag is said at once."""
+    try:
+        return asyncio.run(
+            inspection_catalog.read(
+                catalog_file=catalog_file, cloud_endpoint=cloud_endpoint, token_file=token_file
+            )
+        )
+    except inspection_catalog.CatalogUnreadable as error:
+        _fail(str(error), code=2)
+
+
 @explain_app.command("pod")
 def explain_pod(
     pod: Annotated[str, typer.Argument(help="NAMESPACE/NAME of the pod.")],
     kubeconfig: KubeconfigOption = None,
     snapshot_file: SnapshotOption = None,
     output: OutputOption = inspection_report.Output.TABLE,
+    catalog_file: CatalogFileOption = None,
+    cloud_endpoint: CatalogEndpointOption = None,
+    cloud_token_file: CatalogTokenOption = None,
 ) -> None:
     """For one pod: each pool and existing node, whether it could host the pod and the
-    first filter that refuses; what the plan does for it; the latest ScaleRequest."""
+    first filter that refuses; what the plan does for it (with the cloud's catalog, the
+    offering of its new node and the cheaper ones refused); the latest ScaleRequest."""
     namespace, slash, name = pod.partition("/")
     if not slash or not namespace or not name:
         _fail(f"name the pod as NAMESPACE/NAME, not {pod!r}", code=2)
+    sold = _catalog(catalog_file, cloud_endpoint, cloud_token_file)
     snapshot = _read(kubeconfig, snapshot_file)
 
     async def explain() -> inspection_report.PodExplanation:
         return await inspection_planning.explain_pod(
-            inspection_planning.reads_of(snapshot), namespace, name
+            inspection_planning.reads_of(snapshot, offerings_catalog=sold), namespace, name
         )
 
     try:
@@ -655,24 +701,35 @@ def plan(
         Path | None,
         typer.Option(
             help="Also write what the planner read to this file (.gz to compress): nodes, "
-            "pods, pools, Autoscalers, ScaleRequests, DaemonSets; no env values or secrets."
+            "pods, pools, Autoscalers, ScaleRequests, DaemonSets, PodDisruptionBudgets; no "
+            "env values or secrets."
         ),
     ] = None,
     output: OutputOption = inspection_report.Output.TABLE,
+    catalog_file: CatalogFileOption = None,
+    cloud_endpoint: CatalogEndpointOption = None,
+    cloud_token_file: CatalogTokenOption = None,
 ) -> None:
     """The Autoscaler's plan for the cluster as it is now, made by the controller's own
-    planner, without acting: which pools would grow and for which pods, which pods no pool
-    can host and why, which nodes scale-down would give back and why (never below
-    minNodes), and the rule that keeps each other node of the pool."""
+    planner, without acting: which pools would grow and for which pods (with the cloud's
+    catalog, each pool's offerings, its new nodes' and their price per hour), which pods
+    no pool can host and why, which nodes scale-down would give back and why (never below
+    minNodes), the rule that keeps each other node of the pool, and the drifted and
+    expired nodes replaced next or held (by a budget, do-not-disrupt or a
+    PodDisruptionBudget)."""
     if not dry_run:
         _fail("plan never acts; run it as `plan --dry-run`", code=2)
+    sold = _catalog(catalog_file, cloud_endpoint, cloud_token_file)
     snapshot = _read(kubeconfig, snapshot_file)
     if save_snapshot is not None:
         snapshot.save(save_snapshot)
         typer.echo(f"snapshot written to {save_snapshot}", err=True)
 
     async def planned() -> inspection_report.ClusterPlan:
-        return await inspection_planning.plan_cluster(inspection_planning.reads_of(snapshot))
+        return await inspection_planning.plan_cluster(
+            inspection_planning.reads_of(snapshot, offerings_catalog=sold),
+            budgets=inspection_snapshot.budgets_in(snapshot),
+        )
 
     result = asyncio.run(planned())
     if output is inspection_report.Output.JSON:

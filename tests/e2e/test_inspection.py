@@ -20,9 +20,9 @@ from typing import Any
 from kubernetes_asyncio import client
 
 import workloads
-from e2e.autoscaling import kwok_node, make_autoscaler, make_pool, running
+from e2e.autoscaling import make_autoscaler, make_pool, running
 from e2e.consolidating import pinned, preferring
-from e2e.inspecting import json_of, run_cli
+from e2e.inspecting import hand_made_node, json_of, run_cli
 from e2e.scenes import World
 from harness import AUTOSCALERS, MERGE, POOLS, REQUESTS, remove_pool, wait_for
 from nodepool_devtools.cluster import audit
@@ -170,32 +170,6 @@ def test_a_pod_named_without_its_namespace_is_a_usage_error() -> None:
     assert "NAMESPACE/NAME" in done.stderr
 
 
-def _hand_made_node(
-    name: str, *, pool: str, owner_uid: str | None, annotations: dict[str, str]
-) -> dict[str, Any]:
-    """A kwok Node (kwok keeps it Ready) with the pool's labels; the pool's own only when
-    ``owner_uid`` names the pool's uid, as the NodePool controller makes its Nodes."""
-    room = {"cpu": "4", "memory": "16Gi", "pods": "110"}
-    template = nodepool_api.NodeTemplate(cpu="4", memory="16Gi", pods=110)
-    owners = [
-        {
-            "apiVersion": nodepool_api.API_VERSION,
-            "kind": nodepool_api.KIND,
-            "name": pool,
-            "uid": owner_uid,
-            "blockOwnerDeletion": False,
-        }
-    ]
-    labels = {**nodepool_api.node_labels(pool, template), wellknown.HOSTNAME_LABEL: name}
-    return kwok_node(
-        name,
-        labels=labels,
-        room=room,
-        annotations=annotations,
-        owners=owners if owner_uid else [],
-    )
-
-
 async def test_plan_previews_scale_down_by_consolidations_rules_within_min_nodes(
     world: World, operator_rbac: None
 ) -> None:
@@ -226,11 +200,11 @@ async def test_plan_previews_scale_down_by_consolidations_rules_within_min_nodes
     names = {role: f"{world.pool}-{role}" for role in ("busy", "light", "kept", "empty")}
     karpenter = {wellknown.KARPENTER_DO_NOT_DISRUPT_ANNOTATION: "true"}
     nodes = [
-        _hand_made_node(names["busy"], pool=world.pool, owner_uid=uid, annotations={}),
-        _hand_made_node(names["light"], pool=world.pool, owner_uid=uid, annotations={}),
-        _hand_made_node(names["kept"], pool=world.pool, owner_uid=uid, annotations=karpenter),
-        _hand_made_node(names["empty"], pool=world.pool, owner_uid=uid, annotations={}),
-        _hand_made_node(f"{world.pool}-foreign", pool=world.pool, owner_uid=None, annotations={}),
+        hand_made_node(names["busy"], pool=world.pool, owner_uid=uid, annotations={}),
+        hand_made_node(names["light"], pool=world.pool, owner_uid=uid, annotations={}),
+        hand_made_node(names["kept"], pool=world.pool, owner_uid=uid, annotations=karpenter),
+        hand_made_node(names["empty"], pool=world.pool, owner_uid=uid, annotations={}),
+        hand_made_node(f"{world.pool}-foreign", pool=world.pool, owner_uid=None, annotations={}),
     ]
     try:
         for node in nodes:

@@ -30,6 +30,7 @@ from nodepool_operator.controllers.autoscaler.decide.batch_plan import (
 )
 from nodepool_operator.controllers.autoscaler.decide.consolidation_choice import PoolBudgets
 from nodepool_operator.controllers.autoscaler.setup import Reads, planner_reads
+from nodepool_operator.controllers.autoscaler.simulation import offering_plan
 from nodepool_operator.inspection import disruptions, report, scale_down
 from nodepool_operator.inspection.snapshot import CacheRecording, SnapshotCache, SnapshotError
 from nodepool_operator.runtime.client import Object
@@ -99,6 +100,8 @@ class Lookup:
     troubles: dict[str, str]  # Autoscaler -> why it decides nothing
     scale_down: dict[str, autoscaler_api.ScaleDownPolicy] = field(default_factory=dict)
     blocked: dict[str, str | None] = field(default_factory=dict)  # why no node may go now
+    # The pools with requirements as the plan saw them: their offerings and prices.
+    offering_pools: tuple[offering_plan.OfferingPool, ...] = ()
 
 
 async def _lookup(reads: Reads) -> Lookup:
@@ -133,10 +136,15 @@ async def _lookup(reads: Reads) -> Lookup:
         observations[seen.pool.name] = seen
         policies[seen.pool.name] = spec.scale_down
         blockers[seen.pool.name] = blocked
-    return Lookup(observations, decisions, troubles, policies, blockers)
+    return Lookup(observations, decisions, troubles, policies, blockers, made.world.offering_pools)
 
 
-async def plan_cluster(reads: Reads) -> report.ClusterPlan:
+async def plan_cluster(
+    reads: Reads, *, budgets: Sequence[Object] | None = None
+) -> report.ClusterPlan:
+    """The plan for the cluster ``reads`` holds. ``budgets``: the PodDisruptionBudgets
+    recorded with it, which the disruption list names where one holds a node's drain
+    (None: not recorded, by a version that did not read them)."""
     looked = await _lookup(reads)
     growth: list[report.PoolGrowth] = []
     unfit: dict[str, str] = {}
@@ -178,7 +186,9 @@ async def plan_cluster(reads: Reads) -> report.ClusterPlan:
         pods_of=reads.pods,
         unhealthy=reads.plan_maker.pool_reads.unhealthy,
         now=_now(reads),
+        budgets=budgets,
     )
+    offered = _offerings(looked)
     return report.ClusterPlan(
         pending=len(pending),
         on_existing=placed,
@@ -189,6 +199,47 @@ async def plan_cluster(reads: Reads) -> report.ClusterPlan:
         kept=tuple(kept),
         scale_down=tuple(pools),
         disruptions=tuple(replaced),
+        offerings=offered,
+        new_nodes_per_hour=(
+            round(sum(p.new_nodes_per_hour for p in offered), 6)
+            if any(p.blocked is None for p in offered)
+            else None
+        ),
+    )
+
+
+def _offerings(looked: Lookup) -> tuple[report.PoolOfferings, ...]:
+    """Each pool with requirements: the offerings it may use now and the plan's new nodes
+    of each, priced as the plan chose them."""
+    found = []
+    for pool in sorted(looked.offering_pools, key=lambda p: p.pool):
+        prices = {o.key: _price(o) for o in pool.offerings}
+        seen = looked.observations.get(pool.pool)
+        chosen = seen.up.new_node_offerings if seen is not None else {}
+        new_nodes = tuple(
+            report.OfferingNodes(offering=prices[key], count=count) for key, count in chosen.items()
+        )
+        found.append(
+            report.PoolOfferings(
+                pool=pool.pool,
+                offerings=tuple(prices.values()),
+                blocked=pool.blocked,
+                new_nodes=new_nodes,
+                new_nodes_per_hour=round(
+                    sum(n.offering.price_per_hour * n.count for n in new_nodes), 6
+                ),
+            )
+        )
+    return tuple(found)
+
+
+def _price(offering: offering_plan.PlannedOffering) -> report.OfferingPrice:
+    instance_type, zone, capacity_type = offering.key
+    return report.OfferingPrice(
+        instance_type=instance_type,
+        zone=zone,
+        capacity_type=capacity_type,
+        price_per_hour=offering.price,
     )
 
 

@@ -21,9 +21,12 @@ __all__ = [
     "KeptNode",
     "NewestScaleRequest",
     "NodeVerdict",
+    "OfferingNodes",
+    "OfferingPrice",
     "Output",
     "PodExplanation",
     "PoolGrowth",
+    "PoolOfferings",
     "PoolScaleDown",
     "PoolVerdict",
     "Removable",
@@ -158,6 +161,45 @@ class NodeDisruption:
 
 
 @dataclass(frozen=True)
+class OfferingPrice:
+    """One offering of the cloud's catalog a pool allows: a type in a zone as a capacity
+    type, at a price per hour."""
+
+    instance_type: str
+    zone: str
+    capacity_type: str
+    price_per_hour: float
+
+    def describe(self) -> str:
+        """In the words ``explain pod`` names an offering with."""
+        return (
+            f"{self.instance_type} in {self.zone} ({self.capacity_type}, {self.price_per_hour:g}/h)"
+        )
+
+
+@dataclass(frozen=True)
+class OfferingNodes:
+    """How many new nodes of one offering the plan adds to a pool."""
+
+    offering: OfferingPrice
+    count: int
+
+
+@dataclass(frozen=True)
+class PoolOfferings:
+    """A pool with requirements as the plan saw it with the cloud's catalog: the offerings
+    a new node of it may be now (allowed, available, not backed off; cheapest first), why
+    it cannot grow when it cannot (no catalog read, none allowed or available), and the
+    offerings of the new nodes the plan gives it, with what they cost per hour."""
+
+    pool: str
+    offerings: tuple[OfferingPrice, ...]
+    blocked: str | None
+    new_nodes: tuple[OfferingNodes, ...] = ()
+    new_nodes_per_hour: float = 0.0
+
+
+@dataclass(frozen=True)
 class PoolScaleDown:
     """How far the pool may shrink, and what holds scale-down back now, if anything."""
 
@@ -185,6 +227,11 @@ class ClusterPlan:
     kept: tuple[KeptNode, ...] = ()
     scale_down: tuple[PoolScaleDown, ...] = ()
     disruptions: tuple[NodeDisruption, ...] = ()  # drifted and expired Nodes
+    # Pools with requirements: their offerings and the new nodes' (needs the catalog).
+    offerings: tuple[PoolOfferings, ...] = ()
+    # What the new nodes of pools with requirements cost per hour, together; None when
+    # no pool has offerings to plan with (a template's shape has no price).
+    new_nodes_per_hour: float | None = None
 
 
 def to_json(result: PodExplanation | ClusterPlan) -> str:
@@ -294,6 +341,7 @@ def print_plan(plan: ClusterPlan, *, out: TextIO | None = None) -> None:
             target += " (maxNodes)"
         growth.add_row(g.pool, target, str(g.new_nodes), _few(g.pods), _few(g.beyond_max))
     console.print(growth)
+    _print_offerings(console, plan)
     _print_scale_down(console, plan)
     _print_disruptions(console, plan.disruptions)
     if plan.unfit:
@@ -303,6 +351,36 @@ def print_plan(plan: ClusterPlan, *, out: TextIO | None = None) -> None:
         for pod in plan.unfit:
             unfit.add_row(pod.pod, pod.reason)
         console.print(unfit)
+
+
+def _print_offerings(console: Console, plan: ClusterPlan, shown: int = 3) -> None:
+    if not plan.offerings:
+        return
+    table = Table(
+        title="Pools with requirements (offerings from the cloud's catalog)", title_justify="left"
+    )
+    for column in ("pool", "offerings now, cheapest first", "new nodes", "new nodes $/h"):
+        table.add_column(column)
+    for pool in plan.offerings:
+        if pool.blocked is not None:
+            offered = f"[red]cannot grow[/red]: {pool.blocked}"
+        else:
+            more = len(pool.offerings) - shown
+            offered = "; ".join(o.describe() for o in pool.offerings[:shown]) + (
+                f" and {more} more" if more > 0 else ""
+            )
+        table.add_row(
+            pool.pool,
+            offered,
+            ", ".join(f"{n.count} x {n.offering.describe()}" for n in pool.new_nodes),
+            f"{pool.new_nodes_per_hour:g}" if pool.new_nodes else "",
+        )
+    console.print(table)
+    if plan.new_nodes_per_hour is not None:
+        console.print(
+            f"  the plan's new nodes cost {plan.new_nodes_per_hour:g}/h (pools with "
+            "requirements; a template's shape has no price)"
+        )
 
 
 _WAITS: Final = {

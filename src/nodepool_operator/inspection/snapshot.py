@@ -6,6 +6,11 @@ user's own credentials (list and watch only: nothing is written), then frozen. R
 the same planner runs over informers that hold exactly those objects, so a decision can
 be reproduced offline, on another machine, from a file attached to a bug report.
 
+Beside the planner's informers, a snapshot records the PodDisruptionBudgets (``policy/v1``,
+``record_budgets``), which the running controllers read only when a decision is about to
+stand (consolidation, a drain): ``plan`` names a budget that holds a node's replacement.
+A snapshot taken by a version that did not record them replays with none known.
+
 The caches already keep only what the controllers read of Pods and Nodes; on top of that
 a snapshot drops what could carry a secret: container environment, commands, arguments
 and images in any pod template, managed fields, and every annotation but the few the
@@ -25,6 +30,7 @@ from typing import Any, Final
 
 from nodepool_operator import __version__
 from nodepool_operator.controllers import cached
+from nodepool_operator.controllers.autoscaler.consolidator import PDBS
 from nodepool_operator.runtime import errors
 from nodepool_operator.runtime.client import Object, Resource
 from nodepool_operator.runtime.informer import (
@@ -39,9 +45,11 @@ __all__ = [
     "CacheRecording",
     "SnapshotCache",
     "SnapshotError",
+    "budgets_in",
     "cache_key",
     "capture",
     "load",
+    "record_budgets",
     "scrubbed",
 ]
 
@@ -144,6 +152,18 @@ def load(path: Path) -> CacheRecording:
         captured_at=str(document.get("capturedAt", "")),
         source=str(document.get("source", "")),
     )
+
+
+def record_budgets(cache: InformerCache) -> None:
+    """Ask ``cache`` for the PodDisruptionBudgets too, so ``capture`` records them."""
+    cache.informer(PDBS)
+
+
+def budgets_in(snapshot: CacheRecording) -> list[Object] | None:
+    """The PodDisruptionBudgets the snapshot recorded; None when it recorded none (taken
+    by a version before ``record_budgets``), which is not the same as a cluster without."""
+    found = snapshot.caches.get(cache_key(PDBS, None, None, None))
+    return None if found is None else list(found)
 
 
 class SnapshotCache:

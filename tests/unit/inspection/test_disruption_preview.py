@@ -9,10 +9,13 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
+
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
 from nodepool_operator.api.disruption import Budget, Disruption
-from nodepool_operator.inspection import planning, report
+from nodepool_operator.controllers.autoscaler.consolidator import PDBS
+from nodepool_operator.inspection import planning, report, snapshot
 from unit.inspection import recordings
 from unit.inspection.recordings import CREATED, TEMPLATE
 
@@ -106,3 +109,73 @@ async def test_a_zero_budget_window_open_at_the_snapshot_holds_every_candidate()
     assert planned.removable == ()
     assert all("schedule '0 0 * * *' for 1h" in k.message for k in planned.kept)
     assert len(planned.kept) == len(NAMES)
+
+
+def _budget(name: str, app: str, *, allowed: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": recordings.NAMESPACE, "uid": f"uid-{name}"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": app}}},
+        "status": {"disruptionsAllowed": allowed},
+    }
+
+
+def _on(node: str, app: str) -> dict[str, Any]:
+    found = recordings.pod(f"{app}-on-{node}", "100m", node=node)
+    found["metadata"]["labels"] = {"app": app}
+    return found
+
+
+async def _plan_with_budgets(
+    pool: dict[str, Any],
+    nodes: list[dict[str, Any]],
+    pods: list[dict[str, Any]],
+    budgets: list[dict[str, Any]] | None,
+) -> report.ClusterPlan:
+    """The plan of a snapshot that recorded ``budgets`` (None: one taken before
+    snapshots recorded them)."""
+    recorded = recordings.recording(pools=[pool], nodes=nodes, pods=pods)
+    if budgets is not None:
+        recorded.caches[snapshot.cache_key(PDBS, None, None, None)] = budgets
+    return await planning.plan_cluster(
+        planning.reads_of(recorded), budgets=snapshot.budgets_in(recorded)
+    )
+
+
+async def test_a_pod_disruption_budget_allowing_none_holds_the_nodes_it_covers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    nodes = _nodes()
+    _replacing(nodes[1])  # being drained already: its pod's eviction is refused
+    pods = [_on("n1", "db"), _on("n2", "db"), _on("n3", "web")]
+    budgets = [_budget("db", "db", allowed=0), _budget("web", "web", allowed=1)]
+
+    planned = await _plan_with_budgets(
+        _pool(budgets=(Budget(nodes="3"),), expire_after="5m"), nodes, pods, budgets
+    )
+
+    listed = {d.node: (d.state, d.held_by) for d in planned.disruptions}
+    held = f"PodDisruptionBudget {recordings.NAMESPACE}/db (0 disruptions allowed)"
+    assert listed["n1"] == ("next", held)
+    assert listed["n2"] == ("in-progress", held)
+    assert listed["n3"] == ("next", None)  # its budget allows one
+    monkeypatch.setenv("COLUMNS", "200")  # a table row on one line
+    out = io.StringIO()
+    report.print_plan(planned, out=out)
+    assert held in out.getvalue()
+
+
+async def test_a_budget_of_another_namespace_or_selector_or_none_recorded_holds_nothing() -> None:
+    other_namespace = _budget("db", "db", allowed=0)
+    other_namespace["metadata"]["namespace"] = "elsewhere"
+    other_app = _budget("cache", "cache", allowed=0)
+    pods = [_on("n1", "db")]
+    pool = _pool(budgets=(Budget(nodes="3"),), expire_after="5m")
+
+    unrelated = await _plan_with_budgets(pool, _nodes(), pods, [other_namespace, other_app])
+    unrecorded = await _plan_with_budgets(pool, _nodes(), pods, None)
+
+    assert {d.held_by for d in unrelated.disruptions} == {None}
+    assert {d.held_by for d in unrecorded.disruptions} == {None}
+    assert len(unrecorded.disruptions) == len(NAMES)
