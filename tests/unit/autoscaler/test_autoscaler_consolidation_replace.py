@@ -99,7 +99,12 @@ def choose(
     prices: Any = price_of,
 ) -> replace.Replacement | replace.Unreplaceable | None:
     fits = replace.ReplacementFit(
-        pool="p", room=room, taints=(), daemon_sets=(), profile=ProfileCache().get
+        pool="p",
+        room=room,
+        taints=(),
+        daemon_sets=(),
+        candidates=views,
+        profile=ProfileCache().get,
     )
     return replace.choose_replacement(
         replace.replacement_order(views), offerings=offerings, price_of=prices, fits=fits
@@ -225,6 +230,20 @@ def marked(v: NodeView, value: str) -> NodeView:
     return dataclasses.replace(v, obj=obj, tainted=True)
 
 
+def request(name: str, kind: str, *, created: str, phase: str = "Applied") -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "creationTimestamp": created},
+        "spec": {
+            "nodePoolName": "p",
+            "targetNodes": 3,
+            "newNodeOfferings": [
+                {"instanceType": kind, "zone": ZONE, "capacityType": "on-demand", "count": 1}
+            ],
+        },
+        "status": {"phase": phase, "message": "node pool is gone" if phase == "Rejected" else ""},
+    }
+
+
 def test_a_restarted_operator_continues_from_the_marks_on_the_victims() -> None:
     views, room = two_underused_large()
     chosen = choose(views, room, [offering("small")])
@@ -238,19 +257,45 @@ def test_a_restarted_operator_continues_from_the_marks_on_the_victims() -> None:
     assert record is not None
     earlier = node_obj("small-old", "small", created="2026-01-01T00:00:00Z")
     nodes = [v.obj for v in victims] + [earlier]
+    # A request older than the mark, or for another offering, is not the replacement's.
+    old = request("old", "small", created="2026-01-01T00:00:00Z")
+    other = request("other", "large", created="2026-12-06T11:00:00Z")
+    assert replace.request_state(record, [old, other]) == "none"
+    ours = request("ours", "small", created="2026-12-06T11:00:00Z")
+    assert replace.request_state(record, [old, ours]) == "open"
+
+    def step(found: list[dict[str, Any]], requested: Any, *, settled: bool = False) -> Any:
+        return replace.next_step(
+            record, views=victims, nodes=found, requested=requested, settled=settled
+        )
+
     # No request for the replacement yet: launch it; asked for: wait. A small node older
     # than the mark is not the replacement.
-    assert replace.next_step(record, views=victims, nodes=nodes, requested=False) == "launch"
-    assert replace.next_step(record, views=victims, nodes=nodes, requested=True) == "wait"
+    assert step(nodes, "none", settled=True) == "launch"
+    assert step(nodes, "open") == "wait"
     booting = node_obj("small-new", "small", created="2026-12-06T12:00:00Z", ready=False)
-    assert replace.next_step(record, views=victims, nodes=[*nodes, booting], requested=True) == (
-        "wait"
-    )
+    assert step([*nodes, booting], "open") == "wait"
     ready = node_obj("small-new", "small", created="2026-12-06T12:00:00Z")
     assert replace.replacement_node(record, [*nodes, ready]) == ("small-new", True)
-    assert replace.next_step(record, views=victims, nodes=[*nodes, ready], requested=True) == (
-        "recheck"
-    )
+    assert step([*nodes, ready], "open", settled=True) == "recheck"
+
+
+def test_a_replacement_that_never_came_or_was_refused_is_called_off() -> None:
+    views, room = two_underused_large()
+    chosen = choose(views, room, [offering("small")])
+    assert isinstance(chosen, replace.Replacement)
+    victims = [marked(v, replace.mark(chosen, now=1_796_000_000.0)) for v in views]
+    record = replace.read_mark(victims[0])
+    assert record is not None
+    # The request was answered and nothing is in flight, yet no small node came: the
+    # NodePool controller fell back to another offering, or the cloud refused.
+    fell_back = replace.next_step(record, views=victims, nodes=[], requested="open", settled=True)
+    assert isinstance(fell_back, replace.Unreplaceable)
+    assert "no small node came of the request" in fell_back.why
+    refused = request("ours", "small", created="2026-12-06T11:00:00Z", phase="Rejected")
+    said = replace.request_state(record, [refused])
+    assert isinstance(said, replace.Unreplaceable)
+    assert said.why == "ScaleRequest ours for the replacement was Rejected: node pool is gone"
 
 
 def test_a_victim_no_longer_tainted_calls_the_replacement_off() -> None:
@@ -261,7 +306,7 @@ def test_a_victim_no_longer_tainted_calls_the_replacement_off() -> None:
     record = replace.read_mark(victims[0])
     assert record is not None
     untainted = [victims[0], dataclasses.replace(victims[1], tainted=False)]
-    step = replace.next_step(record, views=untainted, nodes=[], requested=True)
+    step = replace.next_step(record, views=untainted, nodes=[], requested="open", settled=False)
     assert step == replace.Unreplaceable(
         ("large-1", "large-2"), "node large-2 is no longer a victim"
     )

@@ -18,6 +18,11 @@ from typing import Any, Final
 
 from nodepool_operator.api import disruption as disruption_api
 from nodepool_operator.api import scalerequest as scalerequest_api
+from nodepool_operator.controllers.autoscaler.decide import consolidation_replace
+from nodepool_operator.controllers.autoscaler.decide.consolidation_replace import (
+    Replacement,
+    Unreplaceable,
+)
 from nodepool_operator.controllers.autoscaler.decide.consolidation_rules import (
     Kept,
     Review,
@@ -64,6 +69,8 @@ class Marks:
     untaint: tuple[NodeView, ...] = ()  # the taint removed, the stamp kept
     taint: tuple[NodeView, ...] = ()  # CONSOLIDATING_TAINT_KEY added
     kept: tuple[Kept, ...] = ()  # told once per Node and reason (events)
+    # A replacement's victims: the taint and the replacement's mark added in one write.
+    replace: tuple[tuple[NodeView, Replacement], ...] = ()
 
     def __add__(self, other: Marks) -> Marks:
         return Marks(*(a + b for a, b in zip(_fields(self), _fields(other), strict=True)))
@@ -82,6 +89,12 @@ class Choice:
     chosen: tuple[NodeView, ...] = ()
     kept: tuple[Kept, ...] = ()
     gone: int = 0  # the pool's member Nodes being deleted (not among ``views``)
+    # A replacement by one cheaper Node proposed in this batch, or why none
+    # (``consolidation_replace.choose_replacement``); only when none is under way.
+    replacement: Replacement | Unreplaceable | None = None
+    # The replacement under way (read from its victims' marks) and its next step.
+    replacing: Replacement | None = None
+    step: consolidation_replace.Step | Unreplaceable | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +118,11 @@ class ConsolidationProposal:
     # The candidates whose earlier "kept" notices are forgotten (told anew if kept again):
     # those a disruption budget holds are not among them.
     chosen: frozenset[str] = field(default_factory=frozenset)
+    # A replacement's victims about to be tainted and marked (their PodDisruptionBudgets
+    # are read first, as for ``going``), and the replacement whose victims are named.
+    replacing: tuple[NodeView, ...] = ()
+    proposed: Replacement | None = None
+    naming: Replacement | None = None
 
 
 def named_by_open_requests(requests: Iterable[Mapping[str, Any]]) -> frozenset[str]:
@@ -155,6 +173,9 @@ def decide(
     (it goes as soon as the budget allows, without waiting again) and is told which
     budget holds it; the next look is when a budget's window opens or closes.
     """
+    under_way = _under_way(choice, blocked=blocked)
+    if under_way is not None:
+        return under_way
     views = choice.views
     if blocked in CLEARS:
         return ConsolidationProposal(stale_marks(views), Review())
@@ -166,7 +187,10 @@ def decide(
             tuple(v for v in views if v.tainted and not v.removing) if blocked in UNTAINTS else ()
         )
         return ConsolidationProposal(Marks(untaint=untaint), Review())
-    chosen, kept = choice.chosen, choice.kept
+    replacement = choice.replacement if isinstance(choice.replacement, Replacement) else None
+    victims = tuple(v for v in views if replacement and v.name in replacement.victims)
+    chosen = (*choice.chosen, *victims)
+    kept = _kept_with_price(choice)
     names = frozenset(v.name for v in chosen)
     clear = tuple((v, None) for v in views if _clearable(v) and v.name not in names)
     stale = tuple(
@@ -177,8 +201,9 @@ def decide(
     timed = [dataclasses.replace(v, since=None) if v in stale else v for v in chosen]
     marks = Marks(stamp=tuple(fresh), clear=(*clear, *((v, now) for v in stale)), kept=tuple(kept))
     expired, next_check = unneeded_timers(timed, now=now, unneeded_seconds=unneeded_seconds)
+    removing = [v for v in expired if v not in victims]
     to_taint = within_limits(
-        [v for v in expired if not v.tainted],
+        [v for v in removing if not v.tainted],
         tainted=[v for v in views if v.tainted],
         room=min(room, per_request),
         max_concurrent=max_concurrent,
@@ -191,15 +216,124 @@ def decide(
         gone=choice.gone,
         now=now,
     )
+    replacing: tuple[NodeView, ...] = ()
+    if victims and all(v in expired for v in victims):
+        replacing, held_victims = _victims_allowed(
+            victims,
+            views=views,
+            taints=to_taint,
+            room=room,
+            per_request=per_request,
+            max_concurrent=max_concurrent,
+            budgets=budgets,
+            gone=choice.gone,
+            now=now,
+        )
+        held += held_victims
     if held:
         marks += Marks(kept=tuple(held))
         change = disruption_api.next_change_in(budgets.budgets, now=now)
         if change is not None:
             next_check = change if next_check is None else min(next_check, change)
-    going = (*(v for v in expired if v.tainted), *to_taint)
+    going = (*(v for v in removing if v.tainted), *to_taint)
     review = Review(candidates=len(chosen), next_check=next_check)
     # A Node the budget holds is told once, not every pass while it waits.
-    return ConsolidationProposal(marks, review, going, names - {k.node for k in held})
+    return ConsolidationProposal(
+        marks,
+        review,
+        going,
+        names - {k.node for k in held},
+        replacing=replacing,
+        proposed=replacement if replacing else None,
+    )
+
+
+def _kept_with_price(choice: Choice) -> list[Kept]:
+    """The Nodes kept from going, but a replacement's victims; a Node kept for lack of
+    room is told too why no cheaper Node replaces it (one event: its rule stays)."""
+    replacement = choice.replacement
+    if isinstance(replacement, Replacement):
+        return [k for k in choice.kept if k.node not in replacement.victims]
+    if isinstance(replacement, Unreplaceable):
+        return [
+            dataclasses.replace(
+                k, message=f"{k.message}; no cheaper node replaces it: {replacement.why}"
+            )
+            if k.node in replacement.nodes and k.rule == "no-room"
+            else k
+            for k in choice.kept
+        ]
+    return list(choice.kept)
+
+
+def _victims_allowed(
+    victims: Sequence[NodeView],
+    *,
+    views: Sequence[NodeView],
+    taints: Sequence[NodeView],
+    room: int,
+    per_request: int,
+    max_concurrent: int,
+    budgets: PoolBudgets,
+    gone: int,
+    now: float,
+) -> tuple[tuple[NodeView, ...], list[Kept]]:
+    """A replacement's victims, all of them or none: within the limits and the pool's
+    disruption budgets (reason ``Underutilized``) as any Node tainted, counting those
+    tainted in this pass (``taints``) first."""
+    allowed = within_limits(
+        victims,
+        tainted=[*(v for v in views if v.tainted), *taints],
+        room=min(room, per_request),
+        max_concurrent=max(max_concurrent, len(victims)),
+    )
+    if len(allowed) < len(victims):
+        return (), []
+    tainting = {v.name for v in taints}
+    counted = [dataclasses.replace(v, disrupting=True) if v.name in tainting else v for v in views]
+    allowed, held = within_budgets(
+        victims,
+        views=counted,
+        budgets=budgets.budgets,
+        unhealthy=budgets.unhealthy,
+        gone=gone,
+        now=now,
+    )
+    if held:
+        return (), held
+    return tuple(allowed), []
+
+
+def _under_way(choice: Choice, *, blocked: str | None) -> ConsolidationProposal | None:
+    """The pass of a pool with a replacement under way (``choice.replacing``), or None.
+    Its victims keep their marks while the new Node is asked for and boots (the pool's
+    own capacity in flight, its own request Pending); they are kept (marks removed) when
+    scale-down is turned off, pods wait for room, or the step says it is called off."""
+    replacement, step = choice.replacing, choice.step
+    if replacement is None:
+        return None
+    views = choice.views
+    victims = tuple(v for v in views if v.name in replacement.victims)
+    if blocked == "disabled" or blocked in UNTAINTS:
+        return ConsolidationProposal(stale_marks(views), Review())
+    off = step if isinstance(step, Unreplaceable) else None
+    if off is not None:
+        kept = tuple(
+            Kept(v.name, "replacement", None, f"its replacement is called off: {off.why}")
+            for v in victims
+        )
+        return ConsolidationProposal(
+            Marks(clear=tuple((v, None) for v in victims), kept=kept), Review()
+        )
+    # The pool's other Nodes hold (nothing else is chosen while it is under way, so the
+    # room its victims' pods are proved on stays as it was): their timers run on.
+    if blocked is not None:
+        return ConsolidationProposal(Marks(), Review())
+    if step == "launch":
+        return ConsolidationProposal(Marks(), Review(launch=replacement))
+    if step == "name":
+        return ConsolidationProposal(Marks(), Review(), going=victims, naming=replacement)
+    return ConsolidationProposal(Marks(), Review())
 
 
 def judge_budgets(
@@ -213,7 +347,17 @@ def judge_budgets(
     not be read, so nothing is tainted or named in this pass). A Node a budget keeps is
     not tainted (or loses its taint) and starts its timer over: the budget may allow it
     later. Those allowed are tainted, or named once their taint shows."""
-    if budgets is None or not decided.going:
+    if budgets is None:
+        return decided.marks, decided.review
+    marks = decided.marks + _replace_marks(decided, budgets, now=now)
+    if decided.replacing:
+        review = dataclasses.replace(
+            decided.review,
+            next_check=min(decided.review.next_check or recheck_seconds, recheck_seconds),
+        )
+        decided = dataclasses.replace(decided, review=review)
+    decided = dataclasses.replace(decided, marks=marks)
+    if not decided.going:
         return decided.marks, decided.review
     allowed: list[NodeView] = []
     kept: list[Kept] = []
@@ -236,10 +380,31 @@ def judge_budgets(
         decided.review,
         victims=tuple(v.name for v in named),
         next_check=next_check,
-        reasons={v.name: why_it_goes(v) for v in named},
+        reasons={
+            v.name: f"{why_it_goes(v)}; {decided.naming.describe()}"
+            if decided.naming is not None
+            else why_it_goes(v)
+            for v in named
+        },
     )
     marks = decided.marks + Marks(clear=tuple(restart), taint=taint, kept=tuple(kept))
     return marks, review
+
+
+def _replace_marks(decided: ConsolidationProposal, budgets: Sequence[Any], *, now: float) -> Marks:
+    """The taint and mark of a replacement's victims (``decided.replacing``), all of them
+    or none: a victim whose pods a PodDisruptionBudget keeps now keeps them all (their
+    timers start over)."""
+    victims, replacement = decided.replacing, decided.proposed
+    if not victims or replacement is None:
+        return Marks()
+    for view in victims:
+        problem = budget_problem(view.to_move, budgets)
+        if problem is not None:
+            pod, rule, why = problem
+            kept = Kept(view.name, rule, pod, f"pod {pod}: {why}")
+            return Marks(clear=tuple((v, now) for v in victims), kept=(kept,))
+    return Marks(replace=tuple((v, replacement) for v in victims))
 
 
 def preview(

@@ -31,10 +31,13 @@ from typing import Any, Final, Literal
 
 from nodepool_operator import timestamps
 from nodepool_operator.api import meta, wellknown
+from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.controllers.autoscaler import simulation
 from nodepool_operator.controllers.autoscaler.constraints import NodeTaint, PodProfile
+from nodepool_operator.controllers.autoscaler.decide import scaling
 from nodepool_operator.controllers.autoscaler.simulation.offering_plan import PlannedOffering
 from nodepool_operator.controllers.autoscaler.snapshot.consolidation_views import NodeView
+from nodepool_operator.controllers.autoscaler.snapshot.pool_facts import PoolFacts
 from nodepool_operator.runtime import conditions
 from nodepool_operator.runtime import nodes as k8s_nodes
 
@@ -43,15 +46,18 @@ __all__ = [
     "REPLACEMENT_ANNOTATION",
     "Replacement",
     "ReplacementFit",
+    "RequestState",
     "Step",
     "Unreplaceable",
     "choose_replacement",
+    "launch_decision",
     "mark",
     "next_step",
     "node_offering",
     "read_mark",
     "replacement_node",
     "replacement_order",
+    "request_state",
 ]
 
 #: On each victim: the replacement chosen for it and its fellow victims (JSON), the record
@@ -62,7 +68,8 @@ REPLACEMENT_ANNOTATION: Final = f"{meta.GROUP}/consolidation-replacement"
 MAX_VICTIMS: Final = 100
 
 OfferingKey = tuple[str, str, str]  # (instance type, zone, capacity type)
-Step = Literal["launch", "wait", "recheck"]
+Step = Literal["launch", "wait", "recheck", "name"]
+RequestState = Literal["none", "open"]
 
 
 @dataclass(frozen=True)
@@ -189,7 +196,9 @@ def choose_replacement(
 class ReplacementFit:
     """``fits`` for ``choose_replacement``: the victims' pods simulated on the Nodes that
     stay (``room``: the cluster without the Nodes already going) and one new Node of the
-    offering (its DaemonSet pods counted, as a scale-up counts them)."""
+    offering (its DaemonSet pods counted, as a scale-up counts them). The ``candidates``'
+    pods are profiled when it is made (on the event loop: a profile reads the informers'
+    caches, and the choice runs in a worker thread)."""
 
     def __init__(
         self,
@@ -198,19 +207,20 @@ class ReplacementFit:
         room: Sequence[simulation.ExistingNode],
         taints: tuple[NodeTaint, ...],
         daemon_sets: Sequence[simulation.DaemonSetView],
+        candidates: Sequence[NodeView],
         profile: Callable[[Mapping[str, Any]], PodProfile | str],
     ) -> None:
         self.pool = pool
         self.room = room
         self.taints = taints
         self.daemon_sets = daemon_sets
-        self.profile = profile
+        self.profiles = {id(pod): profile(pod) for v in candidates for pod in v.to_move}
 
     def __call__(self, victims: Sequence[NodeView], offering: PlannedOffering) -> str | None:
         moving: list[PodProfile] = []
         for view in victims:
             for pod in view.to_move:
-                found = self.profile(pod)
+                found = self.profiles[id(pod)]
                 if not isinstance(found, PodProfile):
                     return f"a pod's requests cannot be read: {found}"
                 moving.append(found)
@@ -303,24 +313,78 @@ def replacement_node(
     return name, ready
 
 
+def request_state(
+    replacement: Replacement, requests: Iterable[Mapping[str, Any]]
+) -> RequestState | Unreplaceable:
+    """Whether the replacement was asked for, from the pool's ScaleRequests: one created at
+    or after the mark naming its offering in ``newNodeOfferings`` (``open``), refused
+    (``Unreplaceable``: the replacement is called off), or none (``none``)."""
+    kind, zone, capacity_type = replacement.offering
+    for request in requests:
+        metadata = request.get("metadata") or {}
+        created = timestamps.parse_rfc3339(metadata.get("creationTimestamp"))
+        if created is None or replacement.since is None or created < replacement.since:
+            continue
+        spec = scalerequest_api.spec_of(request)
+        if not any(
+            (o.instance_type, o.zone, o.capacity_type) == (kind, zone, capacity_type)
+            for o in spec.new_node_offerings
+        ):
+            continue
+        status = scalerequest_api.status_of(request)
+        if status.phase in ("Rejected", "Superseded"):
+            name = metadata.get("name", "")
+            said = f": {status.message}" if status.message else ""
+            return Unreplaceable(
+                replacement.victims,
+                f"ScaleRequest {name} for the replacement was {status.phase}{said}",
+            )
+        return "open"
+    return "none"
+
+
 def next_step(
     replacement: Replacement,
     *,
     views: Sequence[NodeView],
     nodes: Iterable[Mapping[str, Any]],
-    requested: bool,
+    requested: RequestState,
+    settled: bool,
 ) -> Step | Unreplaceable:
     """What a pass does next for a ``replacement`` under way, from the world alone:
-    ``launch`` (ask for the new Node: no request for it yet, ``requested``), ``wait``
-    (asked for, not Ready yet), ``recheck`` (Ready: prove the victims' pods again, then
-    name them). ``Unreplaceable`` when a victim is no longer there, eligible and tainted:
-    the replacement is called off and the others are kept."""
+    ``launch`` (ask for the new Node: no request for it yet), ``wait`` (asked for, not
+    Ready yet), ``recheck`` (Ready: prove the victims' pods again, then name them).
+    ``Unreplaceable`` (called off, the victims kept) when a victim is no longer there,
+    eligible and tainted, or the request was answered (``settled``: nothing of the pool
+    in flight any more) without a Node of the offering: the cloud fell back to another
+    one, or refused."""
     present = {v.name: v for v in views}
     for name in replacement.victims:
         view = present.get(name)
-        if view is None or not view.eligible or not view.tainted:
+        if view is None or not view.tainted or not (view.eligible or view.stalled):
             return Unreplaceable(replacement.victims, f"node {name} is no longer a victim")
     found = replacement_node(replacement, nodes)
-    if found is None:
-        return "wait" if requested else "launch"
-    return "recheck" if found[1] else "wait"
+    if found is not None:
+        return "recheck" if found[1] else "wait"
+    if requested == "none":
+        return "launch"
+    if settled:
+        kind = replacement.offering[0]
+        return Unreplaceable(
+            replacement.victims,
+            f"no {kind} node came of the request (the launch fell back or failed)",
+        )
+    return "wait"
+
+
+def launch_decision(pool: PoolFacts, replacement: Replacement) -> scaling.ScalingDecision:
+    """The pool's decision that launches ``replacement``'s new Node (``targetNodes`` + 1,
+    the request naming its offering); its victims are named once it is Ready."""
+    target = pool.target + 1
+    kind, zone, capacity_type = replacement.offering
+    reason = (
+        f"consolidation: 1 x {kind} in {zone} ({capacity_type}) to replace "
+        f"{', '.join(replacement.victims)}: ${replacement.replaced_per_hour:.4f}/h before, "
+        f"${replacement.price_per_hour:.4f}/h after"
+    )
+    return scaling.ScalingDecision("scale-up", pool.target, target, target, (), reason)
