@@ -49,6 +49,7 @@ from typing import Any, Final
 
 from nodepool_operator import timestamps
 from nodepool_operator.api import autoscaler as autoscaler_api
+from nodepool_operator.api import disruption as disruption_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.api import wellknown
 from nodepool_operator.controllers import membership, offerings
@@ -299,6 +300,17 @@ class Consolidator:
             return Unreplaceable(names, "the pool is at maxNodes: no room to launch one first")
         if self.requests is None or self.offerings_catalog is None:
             return None
+        views = choice.views
+        unhealthy = turn.budgets.unhealthy
+        allows = disruption_api.allowance(
+            turn.budgets.budgets,
+            reason="Underutilized",
+            total=len(views) + choice.gone,
+            disrupting=choice.gone + sum(1 for v in views if v.disrupting or v.name in unhealthy),
+            now=self.wall_clock.time(),
+        )
+        if allows.allowed < 1:
+            return Unreplaceable(names, f"the pool's disruption {allows.describe()}")
         found = self.offerings_catalog.known()
         leaving = {v.name for v in choice.views if v.tainted or not v.gives_room}
         fits = consolidation_replace.ReplacementFit(
@@ -322,7 +334,7 @@ class Consolidator:
             offerings=pool.offerings if found is not None else None,
             price_of=price_of,
             fits=fits,
-            max_victims=min(consolidation_replace.MAX_VICTIMS, turn.room),
+            max_victims=min(consolidation_replace.MAX_VICTIMS, turn.room, allows.allowed),
         )
 
     def _requests_of(self, pool: str) -> list[Object]:

@@ -162,7 +162,13 @@ class NodeMarks:
             self._told[item.node] = said
             metrics.nodepool_autoscaler_consolidation_kept_total.labels(item.rule).inc()
             message = f"node {item.node} stays although underused: {item.message} ({item.rule})"
-            log.info("event=node-kept node=%s rule=%s pod=%s", item.node, item.rule, item.pod)
+            log.info(
+                "event=node-kept node=%s rule=%s pod=%s message=%r",
+                item.node,
+                item.rule,
+                item.pod,
+                item.message,
+            )
             node = self.nodes.get(item.node)
             if node is not None:
                 await self.recorder.event(

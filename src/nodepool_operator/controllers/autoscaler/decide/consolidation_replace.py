@@ -306,7 +306,10 @@ def replacement_node(
         if replacement.since is not None and created < replacement.since:
             continue
         if node_offering(node) == replacement.offering:
-            found.append((created, name, k8s_nodes.is_ready(node)))
+            # Ready for pods: the kubelet says so and the NodePool controller took its
+            # unregistered taint off (the Node has its own allocatable then).
+            ready = k8s_nodes.is_ready(node) and not wellknown.is_unregistered(node)
+            found.append((created, name, ready))
     if not found:
         return None
     _, name, ready = min(found)
