@@ -30,6 +30,15 @@ restarted operator (or a new leader) takes up where the last one stopped:
 So a Node costs at most two writes on its way out, and one when it is kept; a Node is
 never left tainted by a crash: the next pass either names it or clears it.
 
+A pool with requirements may instead **replace** Nodes kept for lack of room by one
+strictly cheaper Node (``decide.consolidation_replace``), on the same path: the victims
+are stamped and timed as above, then tainted and marked together
+(``REPLACEMENT_ANNOTATION``: the offering, both prices, the victims); the new Node is
+asked for (``targetNodes`` + 1 naming its offering), launched before anything is
+drained; once it is Ready the victims' pods are proved again and the victims named, or
+kept (marks removed) when that fails. Each pass reads the step it is at from the marks,
+the pool's ScaleRequests and its Nodes.
+
 Consolidation runs in the Autoscaler's phases: ``snapshot.consolidation_views`` reads the
 pool's member Nodes; ``decide.consolidation_rules``, ``decide.consolidation_proof`` and
 ``decide.consolidation_choice`` (pure) choose every pool's candidates together, prove the
