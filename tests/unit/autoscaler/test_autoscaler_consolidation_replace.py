@@ -317,3 +317,20 @@ def test_an_unreadable_or_foreign_mark_is_no_replacement() -> None:
     assert replace.read_mark(marked(first, "not json")) is None
     other = replace.Replacement(("large-9",), ("small", ZONE, "on-demand"), 0.1, 0.4)
     assert replace.read_mark(marked(first, replace.mark(other, now=1.0))) is None
+
+
+def test_victims_named_already_are_on_their_way_not_called_off() -> None:
+    views, room = two_underused_large()
+    chosen = choose(views, room, [offering("small")])
+    assert isinstance(chosen, replace.Replacement)
+    victims = [marked(v, replace.mark(chosen, now=1_796_000_000.0)) for v in views]
+    record = replace.read_mark(victims[0])
+    assert record is not None
+    # Named by an open request (not eligible, no room) or drained: the NodePool
+    # controller's; the mark goes with the Nodes.
+    named = [dataclasses.replace(v, eligible=False, gives_room=False) for v in victims]
+    step = replace.next_step(record, views=named, nodes=[], requested="open", settled=False)
+    assert step == "done"
+    draining = [dataclasses.replace(v, eligible=False, removing=True) for v in victims]
+    step = replace.next_step(record, views=draining, nodes=[], requested="open", settled=True)
+    assert step == "done"

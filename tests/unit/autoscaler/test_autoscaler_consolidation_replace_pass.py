@@ -186,3 +186,12 @@ def test_when_no_cheaper_node_replaces_them_the_kept_event_says_why() -> None:
     [kept] = marks.kept
     assert kept.rule == "no-room"
     assert kept.message.endswith("no cheaper node replaces it: node large-1's price is unknown")
+
+
+def test_a_victim_being_drained_keeps_its_marks_when_the_replacement_is_called_off() -> None:
+    found = under_way(replace.Unreplaceable(REPLACEMENT.victims, "node large-2 is gone"))
+    draining = dataclasses.replace(found.views[0], eligible=False, removing=True)
+    found = dataclasses.replace(found, views=(draining, *found.views[1:]))
+    marks, _ = settle(decide(found))
+    assert [v.name for v, _ in marks.clear] == ["large-2"]
+    assert [k.node for k in marks.kept] == ["large-2"]

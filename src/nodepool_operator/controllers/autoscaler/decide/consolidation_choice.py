@@ -318,12 +318,14 @@ def _under_way(choice: Choice, *, blocked: str | None) -> ConsolidationProposal 
         return ConsolidationProposal(stale_marks(views), Review())
     off = step if isinstance(step, Unreplaceable) else None
     if off is not None:
+        # A victim named already (draining) is the NodePool controller's: its marks stay.
+        mine = [v for v in victims if _clearable(v)]
         kept = tuple(
             Kept(v.name, "replacement", None, f"its replacement is called off: {off.why}")
-            for v in victims
+            for v in mine
         )
         return ConsolidationProposal(
-            Marks(clear=tuple((v, None) for v in victims), kept=kept), Review()
+            Marks(clear=tuple((v, None) for v in mine), kept=kept), Review()
         )
     # The pool's other Nodes hold (nothing else is chosen while it is under way, so the
     # room its victims' pods are proved on stays as it was): their timers run on.

@@ -68,7 +68,7 @@ REPLACEMENT_ANNOTATION: Final = f"{meta.GROUP}/consolidation-replacement"
 MAX_VICTIMS: Final = 100
 
 OfferingKey = tuple[str, str, str]  # (instance type, zone, capacity type)
-Step = Literal["launch", "wait", "recheck", "name"]
+Step = Literal["launch", "wait", "recheck", "name", "done"]
 RequestState = Literal["none", "open"]
 
 
@@ -346,6 +346,11 @@ def request_state(
     return "none"
 
 
+def _on_its_way(view: NodeView) -> bool:
+    """Named by a request or being drained: the NodePool controller's now."""
+    return view.removing or (not view.eligible and not view.gives_room and not view.stalled)
+
+
 def next_step(
     replacement: Replacement,
     *,
@@ -356,12 +361,16 @@ def next_step(
 ) -> Step | Unreplaceable:
     """What a pass does next for a ``replacement`` under way, from the world alone:
     ``launch`` (ask for the new Node: no request for it yet), ``wait`` (asked for, not
-    Ready yet), ``recheck`` (Ready: prove the victims' pods again, then name them).
+    Ready yet), ``recheck`` (Ready: prove the victims' pods again, then name them),
+    ``done`` (named: on their way out).
     ``Unreplaceable`` (called off, the victims kept) when a victim is no longer there,
     eligible and tainted, or the request was answered (``settled``: nothing of the pool
     in flight any more) without a Node of the offering: the cloud fell back to another
     one, or refused."""
     present = {v.name: v for v in views}
+    mine = [present[name] for name in replacement.victims if name in present]
+    if mine and all(_on_its_way(v) for v in mine):
+        return "done"  # named: the NodePool controller drains them; the mark goes with them
     for name in replacement.victims:
         view = present.get(name)
         if view is None or not view.tainted or not (view.eligible or view.stalled):
