@@ -230,6 +230,18 @@ def marked(v: NodeView, value: str) -> NodeView:
     return dataclasses.replace(v, obj=obj, tainted=True)
 
 
+def marked_victims() -> tuple[list[NodeView], replace.Replacement]:
+    """The two large nodes, marked with their replacement by one small node, and that
+    replacement as read back from the marks."""
+    views, room = two_underused_large()
+    chosen = choose(views, room, [offering("small")])
+    assert isinstance(chosen, replace.Replacement)
+    victims = [marked(v, replace.mark(chosen, now=1_796_000_000.0)) for v in views]
+    record = replace.read_mark(victims[0])
+    assert record is not None
+    return victims, record
+
+
 def request(name: str, kind: str, *, created: str, phase: str = "Applied") -> dict[str, Any]:
     return {
         "metadata": {"name": name, "creationTimestamp": created},
@@ -281,12 +293,7 @@ def test_a_restarted_operator_continues_from_the_marks_on_the_victims() -> None:
 
 
 def test_a_replacement_that_never_came_or_was_refused_is_called_off() -> None:
-    views, room = two_underused_large()
-    chosen = choose(views, room, [offering("small")])
-    assert isinstance(chosen, replace.Replacement)
-    victims = [marked(v, replace.mark(chosen, now=1_796_000_000.0)) for v in views]
-    record = replace.read_mark(victims[0])
-    assert record is not None
+    victims, record = marked_victims()
     # The request was answered and nothing is in flight, yet no small node came: the
     # NodePool controller fell back to another offering, or the cloud refused.
     fell_back = replace.next_step(record, views=victims, nodes=[], requested="open", settled=True)
@@ -299,12 +306,7 @@ def test_a_replacement_that_never_came_or_was_refused_is_called_off() -> None:
 
 
 def test_a_victim_no_longer_tainted_calls_the_replacement_off() -> None:
-    views, room = two_underused_large()
-    chosen = choose(views, room, [offering("small")])
-    assert isinstance(chosen, replace.Replacement)
-    victims = [marked(v, replace.mark(chosen, now=1_796_000_000.0)) for v in views]
-    record = replace.read_mark(victims[0])
-    assert record is not None
+    victims, record = marked_victims()
     untainted = [victims[0], dataclasses.replace(victims[1], tainted=False)]
     step = replace.next_step(record, views=untainted, nodes=[], requested="open", settled=False)
     assert step == replace.Unreplaceable(
@@ -320,12 +322,7 @@ def test_an_unreadable_or_foreign_mark_is_no_replacement() -> None:
 
 
 def test_victims_named_already_are_on_their_way_not_called_off() -> None:
-    views, room = two_underused_large()
-    chosen = choose(views, room, [offering("small")])
-    assert isinstance(chosen, replace.Replacement)
-    victims = [marked(v, replace.mark(chosen, now=1_796_000_000.0)) for v in views]
-    record = replace.read_mark(victims[0])
-    assert record is not None
+    victims, record = marked_victims()
     # Named by an open request (not eligible, no room) or drained: the NodePool
     # controller's; the mark goes with the Nodes.
     named = [dataclasses.replace(v, eligible=False, gives_room=False) for v in victims]
