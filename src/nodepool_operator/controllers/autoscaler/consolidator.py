@@ -58,30 +58,23 @@ from typing import Any, Final
 
 from nodepool_operator import timestamps
 from nodepool_operator.api import autoscaler as autoscaler_api
-from nodepool_operator.api import disruption as disruption_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.api import wellknown
-from nodepool_operator.controllers import membership, offerings
-from nodepool_operator.controllers.autoscaler import metrics, simulation
+from nodepool_operator.controllers import offerings
+from nodepool_operator.controllers.autoscaler import metrics, replacements, simulation
 from nodepool_operator.controllers.autoscaler.act.node_marks import NodeMarks
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.decide import (
     consolidation_choice,
-    consolidation_replace,
     consolidation_rules,
 )
 from nodepool_operator.controllers.autoscaler.decide.consolidation_proof import Proof
-from nodepool_operator.controllers.autoscaler.decide.consolidation_replace import (
-    Replacement,
-    Unreplaceable,
-)
 from nodepool_operator.controllers.autoscaler.decide.consolidation_rules import Kept, Review
 from nodepool_operator.controllers.autoscaler.simulation.offering_plan import OfferingPool
 from nodepool_operator.controllers.autoscaler.snapshot.consolidation_views import (
     NodeView,
     NodeViews,
 )
-from nodepool_operator.controllers.resources import REQUESTS_BY_POOL
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime.client import Client, Object, Resource
 from nodepool_operator.runtime.events import EventRecorder
@@ -149,11 +142,16 @@ class Consolidator:
         requests: Informer | None = None,
         offerings_catalog: offerings.OfferingsCatalog | None = None,
     ) -> None:
-        """``requests``: the ScaleRequests (indexed by pool), which say whether a
-        replacement was asked for; ``offerings_catalog``: the prices of the Nodes a
-        replacement would replace. Without either, nothing is replaced (only removed)."""
+        """``requests``, ``offerings_catalog``: what consolidation by price reads
+        (``replacements.Replacer``); without either, Nodes are only removed."""
+        self.replacer = replacements.Replacer(
+            nodes=nodes,
+            requests=requests,
+            offerings_catalog=offerings_catalog,
+            profile=profile,
+            wall_clock=wall_clock,
+        )
         self.requests = requests
-        self.offerings_catalog = offerings_catalog
         self.client = client
         self.nodes = nodes
         self.profile = profile
@@ -199,9 +197,11 @@ class Consolidator:
         )
         if key[0] and key[1] and self._chosen is not None and self._chosen[0] == key:
             return self._chosen[1]
-        under_way = {t.pool: _under_way(views[t.pool]) for t in turns}
+        under_way = {t.pool: replacements.under_way(views[t.pool]) for t in turns}
         hidden = {
-            t.pool: self._hidden(views[t.pool], under_way[t.pool], pool=t.pool, pool_uid=t.pool_uid)
+            t.pool: self.replacer.hidden(
+                views[t.pool], under_way[t.pool], pool=t.pool, pool_uid=t.pool_uid
+            )
             for t in turns
         }
         groups = [(hidden[t.pool], t.policy.utilization_threshold) for t in choosing]
@@ -229,127 +229,18 @@ class Consolidator:
                 replacing=replacing,
             )
             if replacing is not None:
-                step = await self._step(t, replacing, views[t.pool], fits)
+                step = await self.replacer.step(t, replacing, views[t.pool], fits)
                 choice = dataclasses.replace(choice, step=step)
             elif t.blocked is None and not t.dry_run and not chosen and t.pool in offered:
                 # Removing stays preferred (it is always cheaper): a replacement is looked
                 # for only in a batch that removes nothing.
-                found = await self._replacement(t, choice, offered[t.pool], cluster, daemon_sets)
+                found = await self.replacer.propose(
+                    t, choice, offered[t.pool], cluster, daemon_sets
+                )
                 choice = dataclasses.replace(choice, replacement=found)
             choices[t.pool] = choice
         self._chosen = (key, choices)
         return choices
-
-    def _hidden(
-        self,
-        views: Sequence[NodeView],
-        replacing: Replacement | None,
-        *,
-        pool: str,
-        pool_uid: str | None,
-    ) -> list[NodeView]:
-        """``views`` as the removal choice sees them: a replacement's victims and its new
-        Node are not candidates while it is under way (the new Node would be the emptiest
-        of all until the victims' pods move to it)."""
-        if replacing is None:
-            return list(views)
-        members = membership.members(self.nodes, pool_name=pool, pool_uid=pool_uid)
-        new = consolidation_replace.replacement_node(replacing, members)
-        out = {*replacing.victims, *((new[0],) if new else ())}
-        return [dataclasses.replace(v, eligible=False) if v.name in out else v for v in views]
-
-    async def _step(
-        self,
-        turn: PoolTurn,
-        replacing: Replacement,
-        views: Sequence[NodeView],
-        fits: Proof,
-    ) -> consolidation_replace.Step | Unreplaceable:
-        """The next step of the replacement under way, from the world; once its new Node is
-        Ready, the victims' pods are proved again on the Nodes that stay (the new one
-        among them): ``name`` when they fit."""
-        requested = consolidation_replace.request_state(replacing, self._requests_of(turn.pool))
-        if isinstance(requested, Unreplaceable):
-            return requested
-        members = list(membership.members(self.nodes, pool_name=turn.pool, pool_uid=turn.pool_uid))
-        step = consolidation_replace.next_step(
-            replacing,
-            views=views,
-            nodes=members,
-            requested=requested,
-            settled=turn.blocked is None,
-        )
-        if step != "recheck":
-            return step
-        victims = [v for v in views if v.name in replacing.victims]
-        if await asyncio.to_thread(fits.together, victims):
-            return "name"
-        return Unreplaceable(
-            replacing.victims, "their pods no longer fit on the nodes that stay and the new one"
-        )
-
-    async def _replacement(
-        self,
-        turn: PoolTurn,
-        choice: consolidation_choice.Choice,
-        pool: OfferingPool,
-        cluster: Sequence[simulation.ExistingNode],
-        daemon_sets: Sequence[simulation.DaemonSetView],
-    ) -> Replacement | Unreplaceable | None:
-        """One cheaper Node for the pool's Nodes kept for lack of room (their pods fit on
-        no other Node), or why none (``consolidation_replace.choose_replacement``)."""
-        no_room = {k.node for k in choice.kept if k.rule == "no-room"}
-        candidates = consolidation_replace.replacement_order(
-            v for v in choice.views if v.name in no_room
-        )
-        if not candidates:
-            return None
-        names = tuple(v.name for v in candidates)
-        if turn.headroom < 1:
-            return Unreplaceable(names, "the pool is at maxNodes: no room to launch one first")
-        if self.requests is None or self.offerings_catalog is None:
-            return None
-        views = choice.views
-        unhealthy = turn.budgets.unhealthy
-        allows = disruption_api.allowance(
-            turn.budgets.budgets,
-            reason="Underutilized",
-            total=len(views) + choice.gone,
-            disrupting=choice.gone + sum(1 for v in views if v.disrupting or v.name in unhealthy),
-            now=self.wall_clock.time(),
-        )
-        if allows.allowed < 1:
-            return Unreplaceable(names, f"the pool's disruption {allows.describe()}")
-        found = self.offerings_catalog.known()
-        leaving = {v.name for v in choice.views if v.tainted or not v.gives_room}
-        fits = consolidation_replace.ReplacementFit(
-            pool=turn.pool,
-            room=[n for n in cluster if n.name not in leaving],
-            taints=pool.taints,
-            daemon_sets=daemon_sets,
-            candidates=candidates,
-            profile=self.profile,
-        )
-
-        def price_of(view: NodeView) -> float | None:
-            machine = consolidation_replace.node_offering(view.obj)
-            if found is None or machine is None:
-                return None
-            return offerings.cost_per_hour(found, [machine])
-
-        return await asyncio.to_thread(
-            consolidation_replace.choose_replacement,
-            candidates,
-            offerings=pool.offerings if found is not None else None,
-            price_of=price_of,
-            fits=fits,
-            max_victims=min(consolidation_replace.MAX_VICTIMS, turn.room, allows.allowed),
-        )
-
-    def _requests_of(self, pool: str) -> list[Object]:
-        if self.requests is None:
-            return []
-        return list(self.requests.by_index(REQUESTS_BY_POOL, pool))
 
     def propose(
         self, autoscaler: Object, turn: PoolTurn, choice: consolidation_choice.Choice
@@ -447,16 +338,6 @@ def active_since(autoscaler: Mapping[str, Any]) -> float | None:
             moments.append(timestamps.parse_rfc3339(condition.get("lastTransitionTime")))
     known = [m for m in moments if m is not None]
     return max(known) if known else None
-
-
-def _under_way(views: Sequence[NodeView]) -> Replacement | None:
-    """The replacement recorded on the pool's Nodes (``consolidation_replace.read_mark``),
-    the first one readable; None when none is."""
-    for view in views:
-        found = consolidation_replace.read_mark(view)
-        if found is not None:
-            return found
-    return None
 
 
 def _marked(node: Mapping[str, Any]) -> bool:
