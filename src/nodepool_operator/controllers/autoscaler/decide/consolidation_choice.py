@@ -13,16 +13,23 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
 from nodepool_operator.api import disruption as disruption_api
 from nodepool_operator.api import scalerequest as scalerequest_api
-from nodepool_operator.controllers.autoscaler.decide import consolidation_replace
-from nodepool_operator.controllers.autoscaler.decide.consolidation_replace import (
-    Replacement,
-    Unreplaceable,
+from nodepool_operator.controllers.autoscaler.decide import replacement_steps
+from nodepool_operator.controllers.autoscaler.decide.consolidation_marks import (
+    CLEARS,
+    NO_BUDGETS,
+    UNTAINTS,
+    Choice,
+    ConsolidationProposal,
+    Marks,
+    PoolBudgets,
+    clearable,
+    stale_marks,
 )
+from nodepool_operator.controllers.autoscaler.decide.consolidation_replace import Replacement
 from nodepool_operator.controllers.autoscaler.decide.consolidation_rules import (
     Kept,
     Review,
@@ -47,83 +54,6 @@ __all__ = [
     "stale_marks",
 ]
 
-#: Blockers during which the timers start over: scale-down is off, or a scale-up is
-#: settling (no Node is given up shortly after the pool grew). Any other blocker (a
-#: Pending request, pods waiting for room) holds the timers: an eviction's replacement
-#: must not restart every other candidate's wait; nothing is chosen, stamped or given up
-#: until it ends, and pods waiting for room take the taints off (``UNTAINTS``).
-CLEARS: Final = frozenset({"disabled", "capacity-in-flight"})
-#: Blockers during which taints come off and stamps stay: pods are waiting for room, and
-#: a tainted Node's room must not be kept from them (a victim a scale-up brought back
-#: would otherwise keep its taint, and the pods would ask for another node).
-UNTAINTS: Final = frozenset({"pods-pending"})
-
-
-@dataclass(frozen=True)
-class Marks:
-    """The writes one pass makes on Nodes, in the order they are made."""
-
-    stamp: tuple[NodeView, ...] = ()  # UNNEEDED_SINCE_ANNOTATION set to now
-    # Stamp and taint removed (since None) or the stamp restarted at ``since``.
-    clear: tuple[tuple[NodeView, float | None], ...] = ()
-    untaint: tuple[NodeView, ...] = ()  # the taint removed, the stamp kept
-    taint: tuple[NodeView, ...] = ()  # CONSOLIDATING_TAINT_KEY added
-    kept: tuple[Kept, ...] = ()  # told once per Node and reason (events)
-    # A replacement's victims: the taint and the replacement's mark added in one write.
-    replace: tuple[tuple[NodeView, Replacement], ...] = ()
-
-    def __add__(self, other: Marks) -> Marks:
-        return Marks(*(a + b for a, b in zip(_fields(self), _fields(other), strict=True)))
-
-
-def _fields(marks: Marks) -> tuple[Any, ...]:
-    return tuple(getattr(marks, f.name) for f in dataclasses.fields(marks))
-
-
-@dataclass(frozen=True)
-class Choice:
-    """One pool's part of the batch's choice (``rules.choose_together``): its Node views,
-    the candidates among them, and why each other underused Node stays."""
-
-    views: tuple[NodeView, ...] = ()
-    chosen: tuple[NodeView, ...] = ()
-    kept: tuple[Kept, ...] = ()
-    gone: int = 0  # the pool's member Nodes being deleted (not among ``views``)
-    # A replacement by one cheaper Node proposed in this batch, or why none
-    # (``consolidation_replace.choose_replacement``); only when none is under way.
-    replacement: Replacement | Unreplaceable | None = None
-    # The replacement under way (read from its victims' marks) and its next step.
-    replacing: Replacement | None = None
-    step: consolidation_replace.Step | Unreplaceable | None = None
-
-
-@dataclass(frozen=True)
-class PoolBudgets:
-    """What the pool's disruption budgets are judged with: its ``spec.disruption.budgets``
-    (none: no cap) and its Nodes being repaired (NotReady past its timeouts), which use
-    the budget as the NodePool controller counts it."""
-
-    budgets: tuple[disruption_api.Budget, ...] = ()
-    unhealthy: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True)
-class ConsolidationProposal:
-    """A pass's proposal: its marks and review, and the Nodes about to be tainted or named,
-    whose PodDisruptionBudgets must be read before it stands."""
-
-    marks: Marks
-    review: Review
-    going: tuple[NodeView, ...] = ()
-    # The candidates whose earlier "kept" notices are forgotten (told anew if kept again):
-    # those a disruption budget holds are not among them.
-    chosen: frozenset[str] = field(default_factory=frozenset)
-    # A replacement's victims about to be tainted and marked (their PodDisruptionBudgets
-    # are read first, as for ``going``), and the replacement whose victims are named.
-    replacing: tuple[NodeView, ...] = ()
-    proposed: Replacement | None = None
-    naming: Replacement | None = None
-
 
 def named_by_open_requests(requests: Iterable[Mapping[str, Any]]) -> frozenset[str]:
     """The Nodes a pool's Pending or Applied ScaleRequests name for removal: on their way
@@ -138,18 +68,6 @@ def named_by_open_requests(requests: Iterable[Mapping[str, Any]]) -> frozenset[s
     )
 
 
-def _clearable(view: NodeView) -> bool:
-    """A Node of ours to clear: carrying a mark, and eligible or NotReady for a while (a
-    Node being drained or cordoned is the NodePool controller's now)."""
-    return (view.eligible or view.stalled) and (view.since is not None or view.tainted)
-
-
-def stale_marks(views: Sequence[NodeView]) -> Marks:
-    """Every mark on ``views`` taken off: the pool has no Autoscaler acting for it any
-    more (deleted, repointed, in dry run, or the pool is gone)."""
-    return Marks(clear=tuple((v, None) for v in views if _clearable(v)))
-
-
 def decide(
     choice: Choice,
     *,
@@ -160,7 +78,7 @@ def decide(
     per_request: int,
     blocked: str | None,
     active_since: float | None,
-    budgets: PoolBudgets = PoolBudgets(),
+    budgets: PoolBudgets = NO_BUDGETS,
 ) -> ConsolidationProposal:
     """One pass over a pool, from its part of the batch's ``choice``.
 
@@ -173,7 +91,7 @@ def decide(
     (it goes as soon as the budget allows, without waiting again) and is told which
     budget holds it; the next look is when a budget's window opens or closes.
     """
-    under_way = _under_way(choice, blocked=blocked)
+    under_way = replacement_steps.under_way(choice, blocked=blocked)
     if under_way is not None:
         return under_way
     views = choice.views
@@ -190,9 +108,9 @@ def decide(
     replacement = choice.replacement if isinstance(choice.replacement, Replacement) else None
     victims = tuple(v for v in views if replacement and v.name in replacement.victims)
     chosen = (*choice.chosen, *victims)
-    kept = _kept_with_price(choice)
+    kept = replacement_steps.kept_with_price(choice)
     names = frozenset(v.name for v in chosen)
-    clear = tuple((v, None) for v in views if _clearable(v) and v.name not in names)
+    clear = tuple((v, None) for v in views if clearable(v) and v.name not in names)
     stale = tuple(
         v for v in chosen if v.since is not None and active_since and v.since < active_since
     )
@@ -218,7 +136,7 @@ def decide(
     )
     replacing: tuple[NodeView, ...] = ()
     if victims and all(v in expired for v in victims):
-        replacing, held_victims = _victims_allowed(
+        replacing, held_victims = replacement_steps.victims_allowed(
             victims,
             views=views,
             taints=to_taint,
@@ -248,96 +166,6 @@ def decide(
     )
 
 
-def _kept_with_price(choice: Choice) -> list[Kept]:
-    """The Nodes kept from going, but a replacement's victims; a Node kept for lack of
-    room is told too why no cheaper Node replaces it (one event: its rule stays)."""
-    replacement = choice.replacement
-    if isinstance(replacement, Replacement):
-        return [k for k in choice.kept if k.node not in replacement.victims]
-    if isinstance(replacement, Unreplaceable):
-        return [
-            dataclasses.replace(
-                k, message=f"{k.message}; no cheaper node replaces it: {replacement.why}"
-            )
-            if k.node in replacement.nodes and k.rule == "no-room"
-            else k
-            for k in choice.kept
-        ]
-    return list(choice.kept)
-
-
-def _victims_allowed(
-    victims: Sequence[NodeView],
-    *,
-    views: Sequence[NodeView],
-    taints: Sequence[NodeView],
-    room: int,
-    per_request: int,
-    max_concurrent: int,
-    budgets: PoolBudgets,
-    gone: int,
-    now: float,
-) -> tuple[tuple[NodeView, ...], list[Kept]]:
-    """A replacement's victims, all of them or none: within the limits and the pool's
-    disruption budgets (reason ``Underutilized``) as any Node tainted, counting those
-    tainted in this pass (``taints``) first."""
-    allowed = within_limits(
-        victims,
-        tainted=[*(v for v in views if v.tainted), *taints],
-        room=min(room, per_request),
-        max_concurrent=max(max_concurrent, len(victims)),
-    )
-    if len(allowed) < len(victims):
-        return (), []
-    tainting = {v.name for v in taints}
-    counted = [dataclasses.replace(v, disrupting=True) if v.name in tainting else v for v in views]
-    allowed, held = within_budgets(
-        victims,
-        views=counted,
-        budgets=budgets.budgets,
-        unhealthy=budgets.unhealthy,
-        gone=gone,
-        now=now,
-    )
-    if held:
-        return (), held
-    return tuple(allowed), []
-
-
-def _under_way(choice: Choice, *, blocked: str | None) -> ConsolidationProposal | None:
-    """The pass of a pool with a replacement under way (``choice.replacing``), or None.
-    Its victims keep their marks while the new Node is asked for and boots (the pool's
-    own capacity in flight, its own request Pending); they are kept (marks removed) when
-    scale-down is turned off, pods wait for room, or the step says it is called off."""
-    replacement, step = choice.replacing, choice.step
-    if replacement is None:
-        return None
-    views = choice.views
-    victims = tuple(v for v in views if v.name in replacement.victims)
-    if blocked == "disabled" or blocked in UNTAINTS:
-        return ConsolidationProposal(stale_marks(views), Review())
-    off = step if isinstance(step, Unreplaceable) else None
-    if off is not None:
-        # A victim named already (draining) is the NodePool controller's: its marks stay.
-        mine = [v for v in victims if _clearable(v)]
-        kept = tuple(
-            Kept(v.name, "replacement", None, f"its replacement is called off: {off.why}")
-            for v in mine
-        )
-        return ConsolidationProposal(
-            Marks(clear=tuple((v, None) for v in mine), kept=kept), Review()
-        )
-    # The pool's other Nodes hold (nothing else is chosen while it is under way, so the
-    # room its victims' pods are proved on stays as it was): their timers run on.
-    if blocked is not None:
-        return ConsolidationProposal(Marks(), Review())
-    if step == "launch":
-        return ConsolidationProposal(Marks(), Review(launch=replacement))
-    if step == "name":
-        return ConsolidationProposal(Marks(), Review(), going=victims, naming=replacement)
-    return ConsolidationProposal(Marks(), Review())
-
-
 def judge_budgets(
     decided: ConsolidationProposal,
     budgets: Sequence[Any] | None,
@@ -351,7 +179,7 @@ def judge_budgets(
     later. Those allowed are tainted, or named once their taint shows."""
     if budgets is None:
         return decided.marks, decided.review
-    marks = decided.marks + _replace_marks(decided, budgets, now=now)
+    marks = decided.marks + replacement_steps.replace_marks(decided, budgets, now=now)
     if decided.replacing:
         review = dataclasses.replace(
             decided.review,
@@ -393,29 +221,13 @@ def judge_budgets(
     return marks, review
 
 
-def _replace_marks(decided: ConsolidationProposal, budgets: Sequence[Any], *, now: float) -> Marks:
-    """The taint and mark of a replacement's victims (``decided.replacing``), all of them
-    or none: a victim whose pods a PodDisruptionBudget keeps now keeps them all (their
-    timers start over)."""
-    victims, replacement = decided.replacing, decided.proposed
-    if not victims or replacement is None:
-        return Marks()
-    for view in victims:
-        problem = budget_problem(view.to_move, budgets)
-        if problem is not None:
-            pod, rule, why = problem
-            kept = Kept(view.name, rule, pod, f"pod {pod}: {why}")
-            return Marks(clear=tuple((v, now) for v in victims), kept=(kept,))
-    return Marks(replace=tuple((v, replacement) for v in victims))
-
-
 def preview(
     choice: Choice,
     *,
     room: int,
     per_request: int,
     now: float,
-    budgets: PoolBudgets = PoolBudgets(),
+    budgets: PoolBudgets = NO_BUDGETS,
 ) -> Review:
     """What a dry run would remove now, timers aside (a dry run writes no stamp to time
     them): the candidates, as many as the pool may give up, one request may name and
