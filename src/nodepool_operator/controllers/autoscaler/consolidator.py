@@ -147,7 +147,7 @@ class Consolidator:
         self.replacer = replacements.Replacer(
             nodes=nodes,
             requests=requests,
-            offerings_catalog=offerings_catalog,
+            catalog=offerings_catalog.known if offerings_catalog is not None else None,
             profile=profile,
             wall_clock=wall_clock,
         )

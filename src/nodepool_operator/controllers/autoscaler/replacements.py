@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from nodepool_operator.api import disruption as disruption_api
+from nodepool_operator.cloud.catalog import Catalog
 from nodepool_operator.controllers import membership, offerings
 from nodepool_operator.controllers.autoscaler import simulation
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
@@ -60,16 +61,17 @@ class Replacer:
         *,
         nodes: Informer,
         requests: Informer | None,
-        offerings_catalog: offerings.OfferingsCatalog | None,
+        catalog: Callable[[], Catalog | None] | None,
         profile: Callable[[Mapping[str, Any]], PodProfile | str],
         wall_clock: clock_module.WallClock,
     ) -> None:
         """``requests``: the ScaleRequests (indexed by pool), which say whether a
-        replacement was asked for; ``offerings_catalog``: the prices of the Nodes a
-        replacement would replace. Without either, nothing is replaced (only removed)."""
+        replacement was asked for; ``catalog``: the catalog last read (None: not read
+        yet), whose prices the Nodes a replacement would replace are judged by. Without
+        either, nothing is replaced (only removed)."""
         self.nodes = nodes
         self.requests = requests
-        self.offerings_catalog = offerings_catalog
+        self.catalog = catalog
         self.profile = profile
         self.wall_clock = wall_clock
 
@@ -140,7 +142,7 @@ class Replacer:
         names = tuple(v.name for v in candidates)
         if turn.headroom < 1:
             return Unreplaceable(names, "the pool is at maxNodes: no room to launch one first")
-        if self.requests is None or self.offerings_catalog is None:
+        if self.requests is None or self.catalog is None:
             return None
         views = choice.views
         unhealthy = turn.budgets.unhealthy
@@ -153,7 +155,7 @@ class Replacer:
         )
         if allows.allowed < 1:
             return Unreplaceable(names, f"the pool's disruption {allows.describe()}")
-        found = self.offerings_catalog.known()
+        found = self.catalog()
         leaving = {v.name for v in choice.views if v.tainted or not v.gives_room}
         fits = consolidation_replace.ReplacementFit(
             pool=turn.pool,
