@@ -30,6 +30,15 @@ restarted operator (or a new leader) takes up where the last one stopped:
 So a Node costs at most two writes on its way out, and one when it is kept; a Node is
 never left tainted by a crash: the next pass either names it or clears it.
 
+A pool with requirements may instead **replace** Nodes kept for lack of room by one
+strictly cheaper Node (``decide.consolidation_replace``), on the same path: the victims
+are stamped and timed as above, then tainted and marked together
+(``REPLACEMENT_ANNOTATION``: the offering, both prices, the victims); the new Node is
+asked for (``targetNodes`` + 1 naming its offering), launched before anything is
+drained; once it is Ready the victims' pods are proved again and the victims named, or
+kept (marks removed) when that fails. Each pass reads the step it is at from the marks,
+the pool's ScaleRequests and its Nodes.
+
 Consolidation runs in the Autoscaler's phases: ``snapshot.consolidation_views`` reads the
 pool's member Nodes; ``decide.consolidation_rules``, ``decide.consolidation_proof`` and
 ``decide.consolidation_choice`` (pure) choose every pool's candidates together, prove the
@@ -41,6 +50,7 @@ them: once per batch the choice, then one pass per pool.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,7 +60,8 @@ from nodepool_operator import timestamps
 from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.api import wellknown
-from nodepool_operator.controllers.autoscaler import metrics, simulation
+from nodepool_operator.controllers import offerings
+from nodepool_operator.controllers.autoscaler import metrics, replacements, simulation
 from nodepool_operator.controllers.autoscaler.act.node_marks import NodeMarks
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.decide import (
@@ -59,6 +70,7 @@ from nodepool_operator.controllers.autoscaler.decide import (
 )
 from nodepool_operator.controllers.autoscaler.decide.consolidation_proof import Proof
 from nodepool_operator.controllers.autoscaler.decide.consolidation_rules import Kept, Review
+from nodepool_operator.controllers.autoscaler.simulation.offering_plan import OfferingPool
 from nodepool_operator.controllers.autoscaler.snapshot.consolidation_views import (
     NodeView,
     NodeViews,
@@ -97,6 +109,9 @@ class PoolTurn:
     budgets: consolidation_choice.PoolBudgets = field(
         default_factory=consolidation_choice.PoolBudgets
     )
+    # How many Nodes the pool may still add (maxNodes - target): a replacement is
+    # launched before its victims go, so it needs one.
+    headroom: int = 0
 
 
 @dataclass(frozen=True)
@@ -124,7 +139,19 @@ class Consolidator:
         profile: Callable[[Mapping[str, Any]], PodProfile | str],
         recorder: EventRecorder,
         wall_clock: clock_module.WallClock,
+        requests: Informer | None = None,
+        offerings_catalog: offerings.OfferingsCatalog | None = None,
     ) -> None:
+        """``requests``, ``offerings_catalog``: what consolidation by price reads
+        (``replacements.Replacer``); without either, Nodes are only removed."""
+        self.replacer = replacements.Replacer(
+            nodes=nodes,
+            requests=requests,
+            catalog=offerings_catalog.known if offerings_catalog is not None else None,
+            profile=profile,
+            wall_clock=wall_clock,
+        )
+        self.requests = requests
         self.client = client
         self.nodes = nodes
         self.profile = profile
@@ -142,12 +169,17 @@ class Consolidator:
         *,
         cluster: Sequence[simulation.ExistingNode],
         daemon_sets: Sequence[simulation.DaemonSetView],
+        offering_pools: Sequence[OfferingPool] = (),
     ) -> dict[str, consolidation_choice.Choice]:
         """The batch's choice for every pool at once (``consolidation_rules.choose_together``: two
         removals never count on the same room, whichever pools they are in), off the
         event loop as the main plan is. It is made again only when a Node or a pod
         changed (the informers' resourceVersions) or the pools' turns did: a batch
-        that changes neither reuses the last one."""
+        that changes neither reuses the last one.
+
+        A pool with requirements (``offering_pools``) whose underused Nodes could not
+        simply go may have them replaced by one cheaper Node (``consolidation_replace``);
+        a replacement under way keeps its victims and its new Node out of the choice."""
         views = {
             t.pool: self.views.of_pool(t.pool, pool_uid=t.pool_uid, leaving=t.leaving, held=t.held)
             for t in turns
@@ -156,14 +188,24 @@ class Consolidator:
         key = (
             self.nodes.resource_version,
             self.pods.resource_version,
+            self.requests.resource_version if self.requests is not None else "",
             tuple(
-                (t.pool, t.pool_uid, t.policy, t.blocked is None, t.leaving, t.held) for t in turns
+                (t.pool, t.pool_uid, t.policy, t.blocked, t.leaving, t.held, t.headroom)
+                for t in turns
             ),
+            tuple((p.pool, p.offerings, p.blocked) for p in offering_pools),
         )
         if key[0] and key[1] and self._chosen is not None and self._chosen[0] == key:
             return self._chosen[1]
-        groups = [(views[t.pool], t.policy.utilization_threshold) for t in choosing]
-        every = [v for found in views.values() for v in found]
+        under_way = {t.pool: replacements.under_way(views[t.pool]) for t in turns}
+        hidden = {
+            t.pool: self.replacer.hidden(
+                views[t.pool], under_way[t.pool], pool=t.pool, pool_uid=t.pool_uid
+            )
+            for t in turns
+        }
+        groups = [(hidden[t.pool], t.policy.utilization_threshold) for t in choosing]
+        every = [v for found in hidden.values() for v in found]
         fits = Proof(views=every, cluster=cluster, daemon_sets=daemon_sets, profile=self.profile)
         chosen, kept = await asyncio.to_thread(
             consolidation_rules.choose_together, groups, fits=fits, fit_together=fits.together
@@ -175,15 +217,28 @@ class Consolidator:
             chosen_in[pool_of[view.name]].append(view)
         for reason in kept:
             kept_in[pool_of[reason.node]].append(reason)
-        choices = {
-            t.pool: consolidation_choice.Choice(
+        offered = {p.pool: p for p in offering_pools if p.blocked is None}
+        choices: dict[str, consolidation_choice.Choice] = {}
+        for t in turns:
+            replacing = under_way[t.pool]
+            choice = consolidation_choice.Choice(
                 tuple(views[t.pool]),
-                tuple(chosen_in[t.pool]),
-                tuple(kept_in[t.pool]),
+                () if replacing else tuple(chosen_in[t.pool]),
+                () if replacing else tuple(kept_in[t.pool]),
                 gone=self.views.deleting(t.pool, pool_uid=t.pool_uid),
+                replacing=replacing,
             )
-            for t in turns
-        }
+            if replacing is not None:
+                step = await self.replacer.step(t, replacing, views[t.pool], fits)
+                choice = dataclasses.replace(choice, step=step)
+            elif t.blocked is None and not t.dry_run and not chosen and t.pool in offered:
+                # Removing stays preferred (it is always cheaper): a replacement is looked
+                # for only in a batch that removes nothing.
+                found = await self.replacer.propose(
+                    t, choice, offered[t.pool], cluster, daemon_sets
+                )
+                choice = dataclasses.replace(choice, replacement=found)
+            choices[t.pool] = choice
         self._chosen = (key, choices)
         return choices
 
@@ -218,7 +273,8 @@ class Consolidator:
         metrics.nodepool_autoscaler_consolidation_candidates.labels(key).set(
             decided.review.candidates
         )
-        budgets = self._budgets(decided.going) if decided.going else None
+        reading = (*decided.going, *decided.replacing)
+        budgets = self._budgets(reading) if reading else None
         marks, review = consolidation_choice.judge_budgets(
             decided, budgets, now=now, recheck_seconds=_RECHECK_SECONDS
         )

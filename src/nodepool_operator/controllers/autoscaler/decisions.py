@@ -25,12 +25,17 @@ from nodepool_operator.controllers.autoscaler import metrics
 from nodepool_operator.controllers.autoscaler.act.handoff import ScaleRequester
 from nodepool_operator.controllers.autoscaler.act.notices import Notices
 from nodepool_operator.controllers.autoscaler.consolidator import Consolidator, PoolTurn
-from nodepool_operator.controllers.autoscaler.decide import scaling, status_report
+from nodepool_operator.controllers.autoscaler.decide import (
+    consolidation_replace,
+    scaling,
+    status_report,
+)
 from nodepool_operator.controllers.autoscaler.decide.batch_plan import Observation
 from nodepool_operator.controllers.autoscaler.decide.consolidation_choice import (
     Choice,
     PoolBudgets,
 )
+from nodepool_operator.controllers.autoscaler.decide.consolidation_replace import Replacement
 from nodepool_operator.controllers.autoscaler.decide.consolidation_rules import Review
 from nodepool_operator.runtime.client import Object
 
@@ -84,8 +89,14 @@ class PoolDecider:
         proposal = self.consolidator.propose(autoscaler, turn, choice)
         review = proposal.review
         decision = self._decide(key, spec=spec, seen=seen, review=review)
+        launch: Replacement | None = review.launch
+        if launch is not None and decision.action == "none" and not spec.dry_run:
+            # Consolidation by price launches the cheaper Node before its victims go.
+            decision = consolidation_replace.launch_decision(seen.pool, launch)
+        else:
+            launch = None
         await self.consolidator.apply(proposal)
-        made = await self._hand_over(autoscaler, seen=seen, decision=decision)
+        made = await self._hand_over(autoscaler, seen=seen, decision=decision, launch=launch)
 
         async def tell() -> None:
             await self._tell(autoscaler, seen=seen, decision=decision, review=review, made=made)
@@ -161,6 +172,7 @@ class PoolDecider:
             blocked=self._blocker(spec, seen),
             dry_run=spec.dry_run,
             budgets=PoolBudgets(seen.pool.budgets, unhealthy),
+            headroom=max(0, seen.pool.max_nodes - seen.pool.target),
         )
 
     def _decide(
@@ -180,12 +192,24 @@ class PoolDecider:
         return decision
 
     async def _hand_over(
-        self, autoscaler: Object, *, seen: Observation, decision: scaling.ScalingDecision
+        self,
+        autoscaler: Object,
+        *,
+        seen: Observation,
+        decision: scaling.ScalingDecision,
+        launch: Replacement | None = None,
     ) -> autoscaler_api.LastScaleRequest | None:
         key = str(autoscaler["metadata"]["name"])
         if decision.action == "none" or autoscaler_api.spec_of(autoscaler).dry_run:
             return None
         direction = "up" if decision.action == "scale-up" else "down"
+        offerings = (
+            {launch.offering: 1}
+            if launch is not None
+            else seen.up.new_node_offerings
+            if direction == "up"
+            else None
+        )
         made = await self.requester.request(
             key,
             pool=seen.pool.name,
@@ -197,11 +221,9 @@ class PoolDecider:
             remove_nodes=decision.victims,
             # A pool with requirements names its new nodes' offerings (each in a zone).
             new_node_zones=(
-                seen.up.new_node_zones
-                if direction == "up" and not seen.up.new_node_offerings
-                else None
+                seen.up.new_node_zones if direction == "up" and not offerings else None
             ),
-            new_node_offerings=seen.up.new_node_offerings if direction == "up" else None,
+            new_node_offerings=offerings,
         )
         metrics.nodepool_autoscaler_scale_requests_total.labels(key, direction).inc()
         return made

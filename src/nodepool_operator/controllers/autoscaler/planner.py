@@ -390,7 +390,10 @@ class Planner:
             return {}
         try:
             return await self.decider.consolidator.choose(
-                turns, cluster=made.world.nodes, daemon_sets=made.world.daemon_sets
+                turns,
+                cluster=made.world.nodes,
+                daemon_sets=made.world.daemon_sets,
+                offering_pools=made.world.offering_pools,
             )
         except Exception:
             # A fault of ours in the choice must not hold the scale-ups of the batch: no

@@ -214,6 +214,9 @@ def _decider(
             profile=reads.plan_maker.scheduling_profile,
             recorder=recorder,
             wall_clock=wall_clock,
+            # Consolidation by price: whether a replacement was asked for, and prices.
+            requests=reads.requests,
+            offerings_catalog=reads.plan_maker.offerings_catalog,
         ),
         requester=ScaleRequester(client=client, ledger=reads.ledger, wall_clock=wall_clock),
         notices=Notices(

@@ -11,7 +11,9 @@ from typing import Any
 
 from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.autoscaler import metrics
+from nodepool_operator.controllers.autoscaler.decide import consolidation_replace
 from nodepool_operator.controllers.autoscaler.decide.consolidation_choice import Marks
+from nodepool_operator.controllers.autoscaler.decide.consolidation_replace import Replacement
 from nodepool_operator.controllers.autoscaler.decide.consolidation_rules import Kept, Review
 from nodepool_operator.controllers.autoscaler.snapshot.consolidation_views import NodeView
 from nodepool_operator.runtime import conditions, errors, kinds
@@ -48,6 +50,8 @@ class NodeMarks:
             await self._tell_kept(autoscaler, marks.kept)
         for view in marks.stamp:
             await self._stamp(view, now)
+        for view, replacement in marks.replace:
+            await self._replace(view, replacement, autoscaler=autoscaler, now=now)
         return [view.name for view in marks.taint if await self._taint(view)]
 
     # -- writing --------------------------------------------------------------------------
@@ -89,12 +93,46 @@ class NodeMarks:
         )
         return True
 
-    async def _clear(self, view: NodeView, *, since: float | None) -> None:
-        """Remove the taint, and the stamp (or restart it at ``since``)."""
-        stamp = None if since is None else conditions.rfc3339(since)
-        body: dict[str, Any] = {
-            "metadata": {"annotations": {wellknown.UNNEEDED_SINCE_ANNOTATION: stamp}}
+    async def _replace(
+        self, view: NodeView, replacement: Replacement, *, autoscaler: Object | None, now: float
+    ) -> None:
+        """A replacement's victim: the taint and the replacement's mark in one write (the
+        record a restarted operator continues from), and the event that names both."""
+        taints = list((view.obj.get("spec") or {}).get("taints") or ())
+        taints.append({"key": wellknown.CONSOLIDATING_TAINT_KEY, "effect": "NoSchedule"})
+        mark = consolidation_replace.mark(replacement, now=now)
+        body = {
+            "metadata": {"annotations": {consolidation_replace.REPLACEMENT_ANNOTATION: mark}},
+            "spec": {"taints": taints},
         }
+        if not await self._patch(view, body):
+            return
+        log.info(
+            "event=node-replacing node=%s offering=%s price=%.4f replaced=%.4f",
+            view.name,
+            "/".join(replacement.offering),
+            replacement.price_per_hour,
+            replacement.replaced_per_hour,
+        )
+        message = f"node {view.name} is to go: {replacement.describe()}; the new node first"
+        with contextlib.suppress(errors.ApiError):
+            await self.recorder.event(
+                _node_ref(view.obj), type="Normal", reason="ConsolidationReplacing", message=message
+            )
+            if autoscaler is not None and view.name == replacement.victims[0]:
+                await self.recorder.event(
+                    autoscaler, type="Normal", reason="ConsolidationReplacing", message=message
+                )
+
+    async def _clear(self, view: NodeView, *, since: float | None) -> None:
+        """Remove the taint and a replacement's mark, and the stamp (or restart it at
+        ``since``)."""
+        stamp = None if since is None else conditions.rfc3339(since)
+        annotations = {
+            wellknown.UNNEEDED_SINCE_ANNOTATION: stamp,
+            consolidation_replace.REPLACEMENT_ANNOTATION: None,
+        }
+        body: dict[str, Any] = {"metadata": {"annotations": annotations}}
         if view.tainted:
             taints = [
                 t
@@ -124,7 +162,13 @@ class NodeMarks:
             self._told[item.node] = said
             metrics.nodepool_autoscaler_consolidation_kept_total.labels(item.rule).inc()
             message = f"node {item.node} stays although underused: {item.message} ({item.rule})"
-            log.info("event=node-kept node=%s rule=%s pod=%s", item.node, item.rule, item.pod)
+            log.info(
+                "event=node-kept node=%s rule=%s pod=%s message=%r",
+                item.node,
+                item.rule,
+                item.pod,
+                item.message,
+            )
             node = self.nodes.get(item.node)
             if node is not None:
                 await self.recorder.event(

@@ -13,11 +13,23 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
 from nodepool_operator.api import disruption as disruption_api
 from nodepool_operator.api import scalerequest as scalerequest_api
+from nodepool_operator.controllers.autoscaler.decide import replacement_steps
+from nodepool_operator.controllers.autoscaler.decide.consolidation_marks import (
+    CLEARS,
+    NO_BUDGETS,
+    UNTAINTS,
+    Choice,
+    ConsolidationProposal,
+    Marks,
+    PoolBudgets,
+    clearable,
+    stale_marks,
+)
+from nodepool_operator.controllers.autoscaler.decide.consolidation_replace import Replacement
 from nodepool_operator.controllers.autoscaler.decide.consolidation_rules import (
     Kept,
     Review,
@@ -42,70 +54,6 @@ __all__ = [
     "stale_marks",
 ]
 
-#: Blockers during which the timers start over: scale-down is off, or a scale-up is
-#: settling (no Node is given up shortly after the pool grew). Any other blocker (a
-#: Pending request, pods waiting for room) holds the timers: an eviction's replacement
-#: must not restart every other candidate's wait; nothing is chosen, stamped or given up
-#: until it ends, and pods waiting for room take the taints off (``UNTAINTS``).
-CLEARS: Final = frozenset({"disabled", "capacity-in-flight"})
-#: Blockers during which taints come off and stamps stay: pods are waiting for room, and
-#: a tainted Node's room must not be kept from them (a victim a scale-up brought back
-#: would otherwise keep its taint, and the pods would ask for another node).
-UNTAINTS: Final = frozenset({"pods-pending"})
-
-
-@dataclass(frozen=True)
-class Marks:
-    """The writes one pass makes on Nodes, in the order they are made."""
-
-    stamp: tuple[NodeView, ...] = ()  # UNNEEDED_SINCE_ANNOTATION set to now
-    # Stamp and taint removed (since None) or the stamp restarted at ``since``.
-    clear: tuple[tuple[NodeView, float | None], ...] = ()
-    untaint: tuple[NodeView, ...] = ()  # the taint removed, the stamp kept
-    taint: tuple[NodeView, ...] = ()  # CONSOLIDATING_TAINT_KEY added
-    kept: tuple[Kept, ...] = ()  # told once per Node and reason (events)
-
-    def __add__(self, other: Marks) -> Marks:
-        return Marks(*(a + b for a, b in zip(_fields(self), _fields(other), strict=True)))
-
-
-def _fields(marks: Marks) -> tuple[Any, ...]:
-    return tuple(getattr(marks, f.name) for f in dataclasses.fields(marks))
-
-
-@dataclass(frozen=True)
-class Choice:
-    """One pool's part of the batch's choice (``rules.choose_together``): its Node views,
-    the candidates among them, and why each other underused Node stays."""
-
-    views: tuple[NodeView, ...] = ()
-    chosen: tuple[NodeView, ...] = ()
-    kept: tuple[Kept, ...] = ()
-    gone: int = 0  # the pool's member Nodes being deleted (not among ``views``)
-
-
-@dataclass(frozen=True)
-class PoolBudgets:
-    """What the pool's disruption budgets are judged with: its ``spec.disruption.budgets``
-    (none: no cap) and its Nodes being repaired (NotReady past its timeouts), which use
-    the budget as the NodePool controller counts it."""
-
-    budgets: tuple[disruption_api.Budget, ...] = ()
-    unhealthy: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True)
-class ConsolidationProposal:
-    """A pass's proposal: its marks and review, and the Nodes about to be tainted or named,
-    whose PodDisruptionBudgets must be read before it stands."""
-
-    marks: Marks
-    review: Review
-    going: tuple[NodeView, ...] = ()
-    # The candidates whose earlier "kept" notices are forgotten (told anew if kept again):
-    # those a disruption budget holds are not among them.
-    chosen: frozenset[str] = field(default_factory=frozenset)
-
 
 def named_by_open_requests(requests: Iterable[Mapping[str, Any]]) -> frozenset[str]:
     """The Nodes a pool's Pending or Applied ScaleRequests name for removal: on their way
@@ -120,18 +68,6 @@ def named_by_open_requests(requests: Iterable[Mapping[str, Any]]) -> frozenset[s
     )
 
 
-def _clearable(view: NodeView) -> bool:
-    """A Node of ours to clear: carrying a mark, and eligible or NotReady for a while (a
-    Node being drained or cordoned is the NodePool controller's now)."""
-    return (view.eligible or view.stalled) and (view.since is not None or view.tainted)
-
-
-def stale_marks(views: Sequence[NodeView]) -> Marks:
-    """Every mark on ``views`` taken off: the pool has no Autoscaler acting for it any
-    more (deleted, repointed, in dry run, or the pool is gone)."""
-    return Marks(clear=tuple((v, None) for v in views if _clearable(v)))
-
-
 def decide(
     choice: Choice,
     *,
@@ -142,7 +78,7 @@ def decide(
     per_request: int,
     blocked: str | None,
     active_since: float | None,
-    budgets: PoolBudgets = PoolBudgets(),
+    budgets: PoolBudgets = NO_BUDGETS,
 ) -> ConsolidationProposal:
     """One pass over a pool, from its part of the batch's ``choice``.
 
@@ -155,6 +91,9 @@ def decide(
     (it goes as soon as the budget allows, without waiting again) and is told which
     budget holds it; the next look is when a budget's window opens or closes.
     """
+    under_way = replacement_steps.under_way(choice, blocked=blocked)
+    if under_way is not None:
+        return under_way
     views = choice.views
     if blocked in CLEARS:
         return ConsolidationProposal(stale_marks(views), Review())
@@ -166,9 +105,12 @@ def decide(
             tuple(v for v in views if v.tainted and not v.removing) if blocked in UNTAINTS else ()
         )
         return ConsolidationProposal(Marks(untaint=untaint), Review())
-    chosen, kept = choice.chosen, choice.kept
+    replacement = choice.replacement if isinstance(choice.replacement, Replacement) else None
+    victims = tuple(v for v in views if replacement and v.name in replacement.victims)
+    chosen = (*choice.chosen, *victims)
+    kept = replacement_steps.kept_with_price(choice)
     names = frozenset(v.name for v in chosen)
-    clear = tuple((v, None) for v in views if _clearable(v) and v.name not in names)
+    clear = tuple((v, None) for v in views if clearable(v) and v.name not in names)
     stale = tuple(
         v for v in chosen if v.since is not None and active_since and v.since < active_since
     )
@@ -177,8 +119,9 @@ def decide(
     timed = [dataclasses.replace(v, since=None) if v in stale else v for v in chosen]
     marks = Marks(stamp=tuple(fresh), clear=(*clear, *((v, now) for v in stale)), kept=tuple(kept))
     expired, next_check = unneeded_timers(timed, now=now, unneeded_seconds=unneeded_seconds)
+    removing = [v for v in expired if v not in victims]
     to_taint = within_limits(
-        [v for v in expired if not v.tainted],
+        [v for v in removing if not v.tainted],
         tainted=[v for v in views if v.tainted],
         room=min(room, per_request),
         max_concurrent=max_concurrent,
@@ -191,15 +134,36 @@ def decide(
         gone=choice.gone,
         now=now,
     )
+    replacing: tuple[NodeView, ...] = ()
+    if victims and all(v in expired for v in victims):
+        replacing, held_victims = replacement_steps.victims_allowed(
+            victims,
+            views=views,
+            taints=to_taint,
+            room=room,
+            per_request=per_request,
+            max_concurrent=max_concurrent,
+            budgets=budgets,
+            gone=choice.gone,
+            now=now,
+        )
+        held += held_victims
     if held:
         marks += Marks(kept=tuple(held))
         change = disruption_api.next_change_in(budgets.budgets, now=now)
         if change is not None:
             next_check = change if next_check is None else min(next_check, change)
-    going = (*(v for v in expired if v.tainted), *to_taint)
+    going = (*(v for v in removing if v.tainted), *to_taint)
     review = Review(candidates=len(chosen), next_check=next_check)
     # A Node the budget holds is told once, not every pass while it waits.
-    return ConsolidationProposal(marks, review, going, names - {k.node for k in held})
+    return ConsolidationProposal(
+        marks,
+        review,
+        going,
+        names - {k.node for k in held},
+        replacing=replacing,
+        proposed=replacement if replacing else None,
+    )
 
 
 def judge_budgets(
@@ -213,7 +177,17 @@ def judge_budgets(
     not be read, so nothing is tainted or named in this pass). A Node a budget keeps is
     not tainted (or loses its taint) and starts its timer over: the budget may allow it
     later. Those allowed are tainted, or named once their taint shows."""
-    if budgets is None or not decided.going:
+    if budgets is None:
+        return decided.marks, decided.review
+    marks = decided.marks + replacement_steps.replace_marks(decided, budgets, now=now)
+    if decided.replacing:
+        review = dataclasses.replace(
+            decided.review,
+            next_check=min(decided.review.next_check or recheck_seconds, recheck_seconds),
+        )
+        decided = dataclasses.replace(decided, review=review)
+    decided = dataclasses.replace(decided, marks=marks)
+    if not decided.going:
         return decided.marks, decided.review
     allowed: list[NodeView] = []
     kept: list[Kept] = []
@@ -236,7 +210,12 @@ def judge_budgets(
         decided.review,
         victims=tuple(v.name for v in named),
         next_check=next_check,
-        reasons={v.name: why_it_goes(v) for v in named},
+        reasons={
+            v.name: f"{why_it_goes(v)}; {decided.naming.describe()}"
+            if decided.naming is not None
+            else why_it_goes(v)
+            for v in named
+        },
     )
     marks = decided.marks + Marks(clear=tuple(restart), taint=taint, kept=tuple(kept))
     return marks, review
@@ -248,7 +227,7 @@ def preview(
     room: int,
     per_request: int,
     now: float,
-    budgets: PoolBudgets = PoolBudgets(),
+    budgets: PoolBudgets = NO_BUDGETS,
 ) -> Review:
     """What a dry run would remove now, timers aside (a dry run writes no stamp to time
     them): the candidates, as many as the pool may give up, one request may name and

@@ -64,6 +64,9 @@ class Review:
     # candidates the pool's disruption budgets hold.
     would_remove: tuple[str, ...] = ()
     held: tuple[Kept, ...] = ()
+    # A replacement under way whose new Node is to be asked for now (``target + 1``
+    # naming its offering): a ``consolidation_replace.Replacement``.
+    launch: Any = None
 
 
 def pod_key(pod: Mapping[str, Any]) -> str:
