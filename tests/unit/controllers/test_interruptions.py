@@ -4,6 +4,8 @@ or not known is handled without a write."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -14,8 +16,10 @@ from nodepool_operator.cloud.provider import CloudEvent, PermanentCloudError, Vm
 from nodepool_operator.controllers import cached
 from nodepool_operator.controllers.nodepool.interruptions import controller, metrics, moves, notice
 from nodepool_operator.controllers.resources import PODS_BY_NODE
+from nodepool_operator.runtime import clock as runtime_clock
 from nodepool_operator.runtime import conditions, errors, pods, testing
 from nodepool_operator.runtime.client import Object, Resource
+from nodepool_operator.runtime.controller import Controller
 from nodepool_operator.runtime.events import EventRecorder
 
 NOW = 1_800_000_000.0
@@ -404,3 +408,56 @@ async def test_another_permanent_refusal_of_the_stream_is_a_refused_dependency()
 
     with pytest.raises(errors.DependencyRefused, match="QueueDoesNotExist"):
         await world.pass_()
+
+
+class WaitingEventSource(cloud_testing.FakeEventSource):
+    """A stream with nothing to tell: each poll waits its whole ``wait``, as a long poll."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cancelled = 0
+        self.polling = asyncio.Event()
+
+    async def events(self, *, wait: float) -> list[CloudEvent]:
+        self.waits.append(wait)
+        self.polling.set()
+        try:
+            await asyncio.sleep(wait)
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        return []
+
+
+async def test_stopping_cancels_the_long_poll_rather_than_waiting_it_out() -> None:
+    world = World(spot_node("p-0"))
+    source = WaitingEventSource()
+    stopping = asyncio.Event()
+    world.reconciler.source = source
+    world.reconciler.quiet_wait = 30.0
+    world.reconciler.stopping = stopping
+    running = Controller(
+        name=controller.NAME, reconciler=world.reconciler, clock=runtime_clock.RealClock()
+    )
+    running.queue.add(controller.POLL)
+    running.start()
+    await asyncio.wait_for(source.polling.wait(), timeout=2.0)  # the first long poll
+
+    started = time.monotonic()
+    stopping.set()
+    await asyncio.wait_for(running.stop(drain=True), timeout=2.0)
+
+    assert time.monotonic() - started < 1.0
+    assert source.waits == [30.0]
+    assert source.cancelled == 1
+    assert await world.pass_() == 0.001  # stopped: no new poll is started
+    assert source.waits == [30.0]
+
+
+async def test_without_a_stop_the_long_poll_runs_its_course() -> None:
+    world = World(spot_node("p-0"))
+    world.reconciler.source = source = WaitingEventSource()
+    world.reconciler.quiet_wait = 0.05
+    world.reconciler.stopping = asyncio.Event()
+    await world.pass_()
+    assert (source.waits, source.cancelled) == ([0.05], 0)

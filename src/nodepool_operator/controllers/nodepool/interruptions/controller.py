@@ -32,6 +32,7 @@ deadline, then the VM and the Node deleted.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 from collections.abc import Mapping
@@ -87,6 +88,9 @@ class InterruptionReconciler:
     recorder: EventRecorder
     wall_clock: clock_module.WallClock
     quiet_wait: float = QUIET_WAIT
+    #: Set when the operator stops: a long poll under way is cancelled then, so stopping
+    #: (which waits for the reconciles in flight) does not wait out the poll.
+    stopping: asyncio.Event | None = None
     # Events whose marks could not be stored yet (told again next pass, not handled).
     _left: list[provider.CloudEvent] = dataclasses.field(default_factory=list, init=False)
     _moving: dict[str, moves.Move] = dataclasses.field(default_factory=dict, init=False)
@@ -102,7 +106,7 @@ class InterruptionReconciler:
             return Result()
         wait = 0.0 if self._left else MOVING_WAIT if self._moving else self.quiet_wait
         try:
-            fresh = await self.source.events(wait=wait)
+            fresh = await self._poll(wait)
         except provider.CloudError as error:
             if error.code in provider.UNAUTHORIZED_CODES:
                 # The startup check said it at ERROR, with the fix; a second ERROR line for
@@ -133,6 +137,26 @@ class InterruptionReconciler:
         self._backoff.forget(_MARKS)
         # Straight on to the next long poll; the wait is in the poll, not here.
         return Result(requeue_after=0.001)
+
+    async def _poll(self, wait: float) -> list[provider.CloudEvent]:
+        """The cloud's next events, or none when the operator stops meanwhile (the poll
+        cancelled: what it would have told comes again to the next reader, simcloud's
+        stream by position, an SQS message after its visibility timeout)."""
+        if self.stopping is None:
+            return await self.source.events(wait=wait)
+        if self.stopping.is_set():
+            return []
+        poll = asyncio.ensure_future(self.source.events(wait=wait))
+        stopped = asyncio.ensure_future(self.stopping.wait())
+        try:
+            await asyncio.wait({poll, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+            if not poll.done():
+                poll.cancel()
+                await asyncio.gather(poll, return_exceptions=True)
+                log.info("event=cloud-events-poll-cancelled why=stopping")
+        return [] if poll.cancelled() else poll.result()
 
     async def _act(self, event: provider.CloudEvent) -> bool:
         """Store the event's notice on its Node; False when the write failed (try again)."""
