@@ -461,3 +461,82 @@ async def test_without_a_stop_the_long_poll_runs_its_course() -> None:
     world.reconciler.stopping = asyncio.Event()
     await world.pass_()
     assert (source.waits, source.cancelled) == ([0.05], 0)
+
+
+def opt_in(world: World, pool: str = "p") -> None:
+    """The pool acts on rebalance recommendations (``Replace``)."""
+    spec = {"disruption": {"rebalanceRecommendation": "Replace"}}
+    world.api.put(
+        "nodepools",
+        {"kind": "NodePool", "metadata": {"name": pool, "uid": f"uid-{pool}"}, "spec": spec},
+    )
+    world.pools.sync()
+
+
+def rebalance(name: str) -> CloudEvent:
+    return CloudEvent(
+        kind="RebalanceRecommendation", name=VmName(name), pool="p", at=NOW - 5, receipt="r"
+    )
+
+
+async def test_a_rebalance_where_the_pool_opts_in_cordons_and_marks_the_node_then_is_handled() -> (
+    None
+):
+    world = World(spot_node("p-0"))
+    opt_in(world)
+    before = counted("rebalance")
+    event = rebalance("p-0")
+    world.source.tell(event)
+
+    await world.pass_()
+
+    node = world.node("p-0")
+    assert notice.read(node) == notice.Notice(kind="rebalance", noticed_at=NOW - 5)
+    assert node["spec"]["unschedulable"] is True
+    assert {"key": notice.INTERRUPTED_TAINT_KEY, "effect": "NoSchedule"} in node["spec"]["taints"]
+    assert world.source.handled_events == [event]
+    told = world.events("RebalanceRecommended")
+    assert sorted(e["involvedObject"]["kind"] for e in told) == ["Node", "NodePool"]
+    assert "drained once a notice comes" in told[0]["message"]
+    assert counted("rebalance") == before + 1
+    assert world.reconciler._moving == {}  # its pods stay: nothing moves, nothing timed
+
+    # Told again (SQS delivers at least once): nothing written, nothing told twice.
+    world.source.tell(rebalance("p-0"))
+    writes = len(world.node_writes())
+    await world.pass_()
+    assert len(world.node_writes()) == writes
+    assert len(world.events("RebalanceRecommended")) == 2
+
+
+async def test_a_notice_after_a_rebalance_takes_its_place_and_is_told_as_a_first_notice() -> None:
+    world = World(spot_node("p-0"))
+    opt_in(world)
+    world.source.tell(rebalance("p-0"))
+    await world.pass_()
+    before = counted("spot-interruption")
+
+    world.source.tell(warning("p-0"))
+    await world.pass_()
+
+    assert notice.read(world.node("p-0")) == notice.Notice(
+        kind="spot-interruption", noticed_at=NOW - 5, terminate_at=NOW + 115
+    )
+    assert wellknown.interruption_terminate_at(world.node("p-0")) == NOW + 115
+    assert len(world.events("SpotInterrupted")) == 2  # the Node and the pool
+    assert counted("spot-interruption") == before + 1
+
+    # A rebalance recommendation after the notice changes nothing.
+    world.source.tell(rebalance("p-0"))
+    writes = len(world.node_writes())
+    await world.pass_()
+    assert len(world.node_writes()) == writes
+    assert notice.read(world.node("p-0")) is not None
+    assert wellknown.interruption_kind(world.node("p-0")) == "spot-interruption"
+
+
+def test_a_notice_replaces_a_rebalance_recommendation_but_not_the_other_way() -> None:
+    recommended = notice.Notice(kind=notice.REBALANCE, noticed_at=NOW)
+    warned = notice.Notice(kind=notice.SPOT_INTERRUPTION, noticed_at=NOW + 9, terminate_at=NOW + 99)
+    assert recommended.merged(warned) == warned
+    assert warned.merged(recommended) == warned

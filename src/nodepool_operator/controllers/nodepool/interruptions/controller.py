@@ -15,8 +15,11 @@ under way (``moves``). For each event:
   event whose write failed is kept and tried again next pass, and comes again from SQS
   after its visibility timeout if the operator stops meanwhile. Acting twice is harmless:
   a Node already marked is not written again.
-* a rebalance recommendation is logged and handled: no pool opts in to act on one yet
-  (that needs a NodePool spec field).
+* a rebalance recommendation is marked likewise (kind ``rebalance``, no ``terminateAt``)
+  where the Node's pool opts in (``spec.disruption.rebalanceRecommendation: Replace``):
+  the pool's disruption then launches its replacement at once without draining it. Where
+  the pool does not, it is logged and handled. A notice that comes later for a Node so
+  marked replaces the mark (``notice.Notice.merged``) and is told as a first notice.
 * an event for a VM without a Node of ours (another cluster's instance, a Node already
   gone or not registered yet), for a Node whose VM we are deleting already (EC2 tells of
   our own terminations too) or being deleted, or of a kind not known is logged and
@@ -38,6 +41,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Final
 
+from nodepool_operator.api import disruption as disruption_api
 from nodepool_operator.api import wellknown
 from nodepool_operator.cloud import provider
 from nodepool_operator.controllers import membership
@@ -187,7 +191,7 @@ class InterruptionReconciler:
             log.debug("event=interruption-node-leaving node=%s kind=%s", event.name, kind)
             metrics.nodepool_interruption_messages_dropped_total.labels("node-leaving").inc()
             return True
-        if kind == notice.REBALANCE:
+        if kind == notice.REBALANCE and not _replaces_on_rebalance(pool):
             log.info("event=rebalance-recommended node=%s action=none", event.name)
             metrics.nodepool_interruption_messages_dropped_total.labels("rebalance-not-acted").inc()
             return True
@@ -214,7 +218,8 @@ class InterruptionReconciler:
     async def _mark(self, node: Object, wanted: notice.Notice) -> bool:
         """Store ``wanted`` on ``node`` (the cache's copy: the patch carries its
         resourceVersion, so a Node written since is a 409, never overwritten); True when
-        the Node had no notice before."""
+        the Node had no notice of that kind before (none, or a rebalance recommendation
+        a notice now follows)."""
         found = notice.read(node)
         stored = wanted if found is None else found.merged(wanted)
         if notice.is_marked(node, stored):
@@ -222,7 +227,7 @@ class InterruptionReconciler:
         await self.client.patch(
             kinds.NODES, str(node["metadata"]["name"]), notice.marks(node, stored)
         )
-        return found is None
+        return found is None or found.kind != stored.kind
 
     async def _tell(self, node: Object, pool: Object, wanted: notice.Notice) -> None:
         name = str(node["metadata"]["name"])
@@ -235,10 +240,15 @@ class InterruptionReconciler:
             if wanted.terminate_at is None
             else f"{max(0.0, wanted.terminate_at - self.wall_clock.time()):.0f}s left"
         )
+        what = (
+            "its replacement is launched now; it is drained once a notice comes"
+            if wanted.kind == notice.REBALANCE
+            else "its replacement is launched and it is drained now"
+        )
         message = (
             f"node {name} ({instance_type or 'no instance type'} in {zone or 'no zone'}): the"
             f" cloud gave notice ({wanted.kind}, {left}); tainted {notice.INTERRUPTED_TAINT_KEY}"
-            " and cordoned, its replacement is launched and it is drained now"
+            f" and cordoned, {what}"
         )
         log.warning(
             "event=node-interrupted node=%s kind=%s zone=%s instance_type=%s terminate_at=%s",
@@ -251,6 +261,8 @@ class InterruptionReconciler:
         reason = REASONS[wanted.kind]
         await self.recorder.event(_node_ref(node), type="Warning", reason=reason, message=message)
         await self.recorder.event(pool, type="Warning", reason=reason, message=message)
+        if wanted.kind == notice.REBALANCE:
+            return  # its pods stay until a notice: nothing moves yet, nothing to time
         move = moves.start(
             node=name,
             kind=wanted.kind,
@@ -273,6 +285,14 @@ class InterruptionReconciler:
             took = max(0.0, now - move.noticed_at)
             metrics.nodepool_interruption_pods_moved_seconds.labels(move.kind).observe(took)
             log.info("event=interrupted-pods-moved node=%s seconds=%.1f", name, took)
+
+
+def _replaces_on_rebalance(pool: Mapping[str, Any]) -> bool:
+    """The pool opts in to act on a rebalance recommendation. Read from the object as
+    stored (the CRD defaults and validates the field); any other value is the default,
+    Ignore: nothing is replaced on a guess."""
+    disruption = ((pool.get("spec") or {}).get("disruption")) or {}
+    return bool(disruption.get("rebalanceRecommendation") == disruption_api.REBALANCE_REPLACE)
 
 
 def _leaving(node: Mapping[str, Any]) -> bool:
