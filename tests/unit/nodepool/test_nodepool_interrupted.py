@@ -352,12 +352,26 @@ def test_a_rebalance_node_is_counted_against_the_budget_and_sizes_the_pool_one_l
 
     decided = disruption.plan(view, drifted, desired=3, now=fakes.START)
 
-    assert decided.rebalancing == ("p-0",)
-    assert decided.taint == ()  # not tainted for a disruption: not drained
+    assert decided.rebalancing == ("p-0",)  # replaced beside it, not drained
     assert decided.drain == ()
-    # Its recommendation uses the one Node the budget allows: every drifted Node waits,
-    # itself too (its replacement is launched already, outside the budget).
-    assert sorted(c.node for c, _ in decided.held) == ["p-0", "p-1", "p-2"]
+    # It uses the one Node the budget allows: the other drifted Nodes wait. Drifted
+    # itself, it goes first, in the room it holds already (its replacement is up).
+    assert [(c.node, c.reason) for c in decided.taint] == [("p-0", "Drifted")]
+    assert sorted(c.node for c, _ in decided.held) == ["p-1", "p-2"]
+    assert all("1 of 1 in use" in why for _, why in decided.held)
+    assert disruption.sized_target(drifted, 3, decided) == 4
+
+
+def test_a_rebalance_node_not_drifted_holds_the_budget_of_those_that_are() -> None:
+    rebalance = notice.Notice(kind=notice.REBALANCE, noticed_at=fakes.START)
+    view, drifted = _three_drifted_first_marked(rebalance)
+    current = drift.spec_hash(drifted).text  # p-0 made from the spec as it is now
+    view.nodes["p-0"]["metadata"]["annotations"][wellknown.SPEC_HASH_ANNOTATION] = current
+
+    decided = disruption.plan(view, drifted, desired=3, now=fakes.START)
+
+    assert (decided.taint, decided.drain, decided.rebalancing) == ((), (), ("p-0",))
+    assert sorted(c.node for c, _ in decided.held) == ["p-1", "p-2"]
     assert all("1 of 1 in use" in why for _, why in decided.held)
     assert disruption.sized_target(drifted, 3, decided) == 4
 

@@ -34,7 +34,8 @@ Each pass, from the world alone (so a restarted operator goes on with the same r
    an interruption; while the pool has room under ``maxNodes``, before the voluntary
    replacements) and it stays, cordoned, its pods running. A notice that follows makes
    it a noticed Node (above), its replacement already there. Without one it stays until
-   it drifts or expires (the voluntary path finds its replacement up), or is uncordoned
+   it drifts or expires (the voluntary path, within the budget, where it goes first and
+   takes no more room than it holds already, finds its replacement up), or is uncordoned
    by hand (the mark no longer counts: the pool is one over its target and its plain
    scale-down removes the emptiest Node). The Autoscaler's consolidation never picks it:
    a cordoned Node is not eligible there.
@@ -233,7 +234,16 @@ def plan(
             held.append((candidate, refusal or "a do-not-disrupt pod on it"))
             continue
         candidates.append(candidate)
-    candidates.sort(key=lambda c: (_REASON_ORDER[c.reason], _created(view.nodes[c.node]) or 0))
+    rebalancing = _rebalancing(view)
+    # Within a reason, a Node with a rebalance recommendation first: its replacement is
+    # up already, and it holds its place in the budget already.
+    candidates.sort(
+        key=lambda c: (
+            _REASON_ORDER[c.reason],
+            c.node not in rebalancing,
+            _created(view.nodes[c.node]) or 0,
+        )
+    )
     disrupting = sum(
         1
         for name, node in view.nodes.items()
@@ -244,7 +254,6 @@ def plan(
     disrupting += sum(
         1 for c in interrupted if not wellknown.is_being_disrupted(view.nodes[c.node])
     )
-    rebalancing = _rebalancing(view)
     disrupting += len(rebalancing)
     # The Nodes the pool lacks beside those: a replacement not Ready yet for a Node gone
     # first (no room under maxNodes) is a disruption still under way. Counted, or the
@@ -255,18 +264,21 @@ def plan(
         reason = candidate.reason
         if reason == disruption_api.INTERRUPTED:
             continue  # never among these: chosen above, outside every budget
+        # A Node with a rebalance recommendation is counted already: choosing it for a
+        # voluntary disruption takes no more room (else it would hold itself for ever).
+        counted = 1 if candidate.node in rebalancing else 0
         allowed = disruption_api.allowance(
             spec.disruption.budgets,
             reason=reason,
             total=len(view.nodes),
-            disrupting=disrupting,
+            disrupting=disrupting - counted,
             now=now,
         )
         if allowed.allowed <= 0:
             held.append((candidate, allowed.describe()))
             continue
         chosen.append(candidate)
-        disrupting += 1
+        disrupting += 1 - counted
     drain_now, no_room, waiting, beside = _replacements(
         view, spec, desired=desired, rebalancing=rebalancing
     )
@@ -288,13 +300,15 @@ def plan(
     )
 
 
-def _rebalancing(view: pool_plan.PoolView) -> list[str]:
+def _rebalancing(view: pool_plan.PoolView) -> tuple[str, ...]:
     """The pool's Nodes with a rebalance recommendation to replace beside them (a Node
     repair has taken is repair's), sorted."""
-    return sorted(
-        name
-        for name, node in view.nodes.items()
-        if is_rebalancing(node) and name not in view.unhealthy
+    return tuple(
+        sorted(
+            name
+            for name, node in view.nodes.items()
+            if is_rebalancing(node) and name not in view.unhealthy
+        )
     )
 
 
