@@ -237,7 +237,8 @@ async def run_operator(options: OperatorOptions, *, stop: asyncio.Event | None =
             cloud, name=options.cloud, interruption_queue=options.interruption_queue
         )
         if events is not None:
-            interruptions_setup.setup(manager, source=events)
+            # Its long poll is cancelled on stop, not waited for (up to QUIET_WAIT).
+            interruptions_setup.setup(manager, source=events, stopping=stop)
         log.info(
             "event=starting cloud=%s cluster=%s endpoint=%s cloud_auth=%s leader_elect=%s",
             options.cloud,

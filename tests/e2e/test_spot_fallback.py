@@ -4,10 +4,9 @@ simcloud that refuses every spot launch. The pods run on on-demand Nodes after o
 ScaleRequest, the pool says ``FellBackToOnDemand``, and the spot offerings are backed off
 in ``status.zoneBackoffs``.
 
-simcloud's capacity faults select machines by zone and shape (cpu, memory), not by
-capacity type, so the catalog sells spot only as ``c4`` (4 CPU, 8 GiB) and on-demand only
-as ``m4`` (4 CPU, 16 GiB): one fault on the ``c4`` shape in no particular zone refuses
-every spot offering there is and no on-demand one."""
+The catalog sells spot only as ``c4`` (4 CPU, 8 GiB) and on-demand only as ``m4`` (4 CPU,
+16 GiB); one capacity fault on the spot capacity type, in no particular zone and of no
+particular type, refuses every spot offering there is and no on-demand one."""
 
 from __future__ import annotations
 
@@ -31,8 +30,8 @@ SOLD = (
     (("c4", 4, 8, 0.06), catalog.SPOT),
     (("m4", 4, 16, 0.19), catalog.ON_DEMAND),
 )
-#: Every spot VM is a c4: no capacity for that shape in any zone.
-NO_SPOT = {"capacity": [{"cpu": "4", "memory": "8Gi", "maxVms": 0}]}
+#: No spot capacity in any zone, for any instance type.
+NO_SPOT = {"capacity": [{"capacityType": catalog.SPOT, "maxVms": 0}]}
 
 
 def _catalog_file(directory: Path) -> Path:

@@ -6,6 +6,11 @@ so that the replacement Node is Ready and the Deployment's pods run on other nod
 the VM is gone, none lost, and the Node and its VM are gone after (the pool back at three
 nodes).
 
+Where the pool opts in (``spec.disruption.rebalanceRecommendation: Replace``), a
+rebalance recommendation for one of its nodes cordons it and launches its replacement at
+once without draining it; the notice that follows drains it with its replacement already
+there. The CRD refuses an action it does not know (422).
+
 And on EC2 (moto, with its SQS): a spot interruption warning in the queue for one of the
 pool's instances is acted on the same way and then deleted; one for another cluster's
 instance in the same account is deleted and changes nothing."""
@@ -59,22 +64,27 @@ async def spot_cloud(start_simcloud: Any, tmp_path: Path) -> SimCloud:
 
 
 async def _spot_pool_running_pods(
-    api_client: client.ApiClient, pool_name: str, namespace: str
+    api_client: client.ApiClient,
+    pool_name: str,
+    namespace: str,
+    *,
+    pool: dict[str, Any] | None = None,
 ) -> tuple[str, dict[str, int]]:
-    """Three spot nodes running the 10 pods; the node with the most of them (the one to
-    interrupt), and the pods per node."""
+    """Three spot nodes (``pool``, else ``spot_pools.spot_pool``) running the 10 pods; the
+    node with the most of them (the one to interrupt), and the pods per node."""
     custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
     apps = client.AppsV1Api(api_client)
-    await custom.create_cluster_custom_object(*POOLS, spot_pools.spot_pool(pool_name))
+    body = pool if pool is not None else spot_pools.spot_pool(pool_name)
+    await custom.create_cluster_custom_object(*POOLS, body)
     await wait_for(lambda: settled(custom, pool_name, 3), within=90)
     nodes = (await core.list_node(label_selector=f"{wellknown.POOL_LABEL}={pool_name}")).items
     assert {n.metadata.labels[wellknown.CAPACITY_TYPE_LABEL] for n in nodes} == {"spot"}
 
     # 10 pods of 500m: any two of the three nodes hold them all.
-    body = deployment(
+    web = deployment(
         "web", selector={wellknown.POOL_LABEL: pool_name}, replicas=REPLICAS, cpu="500m"
     )
-    await apps.create_namespaced_deployment(namespace, body)
+    await apps.create_namespaced_deployment(namespace, web)
 
     async def all_running() -> list[Any] | None:
         found = await _app_pods(core, namespace)
@@ -247,6 +257,96 @@ async def test_a_notice_given_while_the_operator_is_down_is_acted_on_once_it_is_
     await wait_for(lambda: _node_gone(core, victim, victim_uid), within=60)
     assert operator.errors_logged() == []
     print(f"pods Running elsewhere {moved_after:.1f}s after a notice given with the operator down")
+
+
+def _rebalancing_pool(name: str, action: str) -> dict[str, Any]:
+    body = spot_pools.spot_pool(name)
+    body["spec"].setdefault("disruption", {})["rebalanceRecommendation"] = action
+    return body
+
+
+async def test_an_opted_in_rebalance_recommendation_replaces_ahead_then_a_notice_drains(
+    api_client: client.ApiClient,
+    spot_cloud: SimCloud,
+    start_operator: Any,
+    pool_name: str,
+    namespace: str,
+) -> None:
+    cloud = spot_cloud
+    assert cloud.client is not None
+    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
+    # The CRD refuses an action it does not know.
+    with pytest.raises(client.exceptions.ApiException) as refused:
+        await custom.create_cluster_custom_object(
+            *POOLS, _rebalancing_pool(f"{pool_name}-bad", "Drain")
+        )
+    assert refused.value.status == 422
+    assert "rebalanceRecommendation" in str(refused.value.body)
+
+    operator = start_operator(cloud)
+    victim, per_node = await _spot_pool_running_pods(
+        api_client, pool_name, namespace, pool=_rebalancing_pool(pool_name, "Replace")
+    )
+    before = {n.metadata.uid for n in (await core.list_node()).items}
+
+    async def on_victim() -> int:
+        found = await _app_pods(core, namespace)
+        return sum(1 for p in found if p.status.phase == "Running" and p.spec.node_name == victim)
+
+    async def marked(kind: str) -> Any:
+        node = await core.read_node(victim)
+        annotations = node.metadata.annotations or {}
+        return node if annotations.get(notice.INTERRUPTION_ANNOTATION) == kind else None
+
+    async def replacement_ready() -> Any:
+        pool_nodes = await core.list_node(label_selector=f"{wellknown.POOL_LABEL}={pool_name}")
+        fresh = [n for n in pool_nodes.items if n.metadata.uid not in before and _ready(n)]
+        return fresh or None
+
+    recommended_at = time.time()
+    await cloud.client.recommend_rebalance([victim])
+    node = await wait_for(lambda: marked("rebalance"), within=10, every=0.1)
+    assert node.spec.unschedulable is True
+    assert (notice.INTERRUPTED_TAINT_KEY, "NoSchedule") in [
+        (t.key, t.effect) for t in node.spec.taints or ()
+    ]
+    [replacement] = await wait_for(replacement_ready, within=NOTICE_SECONDS, every=0.2)
+    replaced_after = time.time() - recommended_at
+    # Not drained: its pods stay where they ran, and its VM runs on, a while after.
+    await asyncio.sleep(5)
+    assert await on_victim() == per_node[victim]
+    live = {v.name: v for v in await cloud.client.list_vms(pool=pool_name)}
+    assert live[victim].state == provider.VmState.RUNNING
+    assert len(live) == 4
+    pool_nodes = await core.list_node(label_selector=f"{wellknown.POOL_LABEL}={pool_name}")
+    assert len(pool_nodes.items) == 4
+    for kind, name in (("Node", victim), ("NodePool", pool_name)):
+        told = await events(core, "default", name=name, reason="RebalanceRecommended")
+        assert [e.involved_object.kind for e in told] == [kind], (kind, told)
+
+    # The notice follows: drained at once as any noticed Node, its replacement already
+    # there (no VM launched after the notice).
+    noticed_at = time.time()
+    await cloud.client.interrupt([victim])
+    await wait_for(lambda: marked("spot-interruption"), within=10, every=0.1)
+    await wait_for(lambda: _moved(core, namespace, victim), within=NOTICE_SECONDS, every=0.2)
+    moved_after = time.time() - noticed_at
+    assert moved_after < NOTICE_SECONDS
+    await wait_for(lambda: _node_gone(core, victim, node.metadata.uid), within=60)
+    await wait_for(lambda: settled(custom, pool_name, 3), within=90)
+    listed = await cloud.client.list_vms(pool=pool_name)
+    left = [v for v in listed if v.state != provider.VmState.DELETING]  # the victim's goes
+    assert len(left) == 3, listed
+    assert all(v.created_at < noticed_at for v in left), left
+    assert replacement.metadata.name in {v.name for v in left}
+    logged = operator.output()
+    assert f"event=node-interrupted node={victim} kind=rebalance" in logged
+    assert f"event=node-interrupted node={victim} kind=spot-interruption" in logged
+    assert operator.errors_logged() == []
+    print(
+        f"replacement Ready {replaced_after:.1f}s after the rebalance recommendation; pods"
+        f" Running elsewhere {moved_after:.1f}s after the notice, no VM launched for it"
+    )
 
 
 # -- EC2: EventBridge messages in SQS (moto) -----------------------------------------------

@@ -35,11 +35,15 @@ __all__ = [
     "INTERRUPTED",
     "MAX_BUDGETS",
     "NEVER",
+    "REBALANCE_ACTIONS",
+    "REBALANCE_IGNORE",
+    "REBALANCE_REPLACE",
     "Allowance",
     "Budget",
     "Disruption",
     "DisruptionReason",
     "Interrupted",
+    "RebalanceAction",
     "TaintReason",
     "allowance",
     "expires_in",
@@ -59,6 +63,16 @@ Interrupted = Literal["Interrupted"]
 INTERRUPTED: Final[Interrupted] = "Interrupted"
 #: Every reason the NodePool controller's disruption taint may carry.
 TaintReason = Literal[DisruptionReason, Interrupted]
+
+#: ``spec.disruption.rebalanceRecommendation``: what the cloud's rebalance recommendation
+#: (a spot VM at elevated risk of being taken back, no deadline given) does to its Node.
+#: ``Ignore`` (the default): nothing, it is logged. ``Replace``: the Node is cordoned and
+#: its replacement launched at once beside it (not budgeted, counted, as an
+#: interruption), without draining it; a notice that follows drains it as any other.
+RebalanceAction = Literal["Ignore", "Replace"]
+REBALANCE_ACTIONS: Final[tuple[RebalanceAction, ...]] = get_args(RebalanceAction)
+REBALANCE_IGNORE: Final[RebalanceAction] = "Ignore"
+REBALANCE_REPLACE: Final[RebalanceAction] = "Replace"
 
 DEFAULT_BUDGET_NODES: Final = "10%"
 #: ``expireAfter: Never``: Nodes live until something else removes them (the default).
@@ -232,19 +246,30 @@ def _default_budgets() -> tuple[Budget, ...]:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Disruption:
-    """``spec.disruption``: the pool's budgets (one of 10% when it sets none)."""
+    """``spec.disruption``: the pool's budgets (one of 10% when it sets none), and what
+    a cloud's rebalance recommendation does to a Node (``REBALANCE_ACTIONS``)."""
 
     budgets: tuple[Budget, ...] = dataclasses.field(default_factory=_default_budgets)
+    rebalance_recommendation: RebalanceAction = REBALANCE_IGNORE
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Disruption:
+        rebalance = fields.choice(
+            d, "rebalanceRecommendation", choices=REBALANCE_ACTIONS, default=REBALANCE_IGNORE
+        )
         if d.get("budgets") is None:
-            return cls()
-        return cls(budgets=fields.nested_list(d, "budgets", parse=Budget.from_dict))
+            return cls(rebalance_recommendation=rebalance)
+        return cls(
+            budgets=fields.nested_list(d, "budgets", parse=Budget.from_dict),
+            rebalance_recommendation=rebalance,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         # An empty list is written: it means "no budget", not "the default".
-        return {"budgets": [b.to_dict() for b in self.budgets]}
+        return {
+            "budgets": [b.to_dict() for b in self.budgets],
+            "rebalanceRecommendation": self.rebalance_recommendation,
+        }
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -561,7 +561,18 @@ _DISRUPTION_SCHEMA: Final[dict[str, Any]] = {
             "maxItems": disruption.MAX_BUDGETS,
             "items": _BUDGET_SCHEMA,
             "default": [b.to_dict() for b in disruption.Disruption().budgets],
-        }
+        },
+        "rebalanceRecommendation": {
+            "type": "string",
+            "description": (
+                "What the cloud's rebalance recommendation (a spot VM at elevated risk of "
+                "being taken back) does to its Node. Ignore: nothing. Replace: the Node is "
+                "cordoned and its replacement launched at once, without draining it; a "
+                "spot interruption notice that follows drains it as usual."
+            ),
+            "enum": list(disruption.REBALANCE_ACTIONS),
+            "default": disruption.REBALANCE_IGNORE,
+        },
     },
     "default": disruption.Disruption().to_dict(),
 }

@@ -27,6 +27,16 @@ def test_a_pool_without_budgets_has_one_of_ten_percent() -> None:
     assert disruption.Disruption.from_dict({}).budgets == (disruption.Budget(nodes="10%"),)
 
 
+def test_a_rebalance_recommendation_is_ignored_unless_the_pool_asks_for_replace() -> None:
+    assert disruption.Disruption.from_dict({}).rebalance_recommendation == "Ignore"
+    replace = disruption.Disruption.from_dict({"rebalanceRecommendation": "Replace"})
+    assert replace.rebalance_recommendation == "Replace"
+    assert replace.budgets == (disruption.Budget(nodes="10%"),)
+    assert disruption.Disruption.from_dict(replace.to_dict()) == replace
+    with pytest.raises(fields.FieldError, match="rebalanceRecommendation"):
+        disruption.Disruption.from_dict({"rebalanceRecommendation": "Drain"})
+
+
 def test_an_empty_budget_list_means_no_budget_not_the_default() -> None:
     spec = disruption.Disruption.from_dict({"budgets": []})
     assert spec.budgets == ()

@@ -151,3 +151,84 @@ def test_a_rate_fault_with_an_unknown_key_is_refused() -> None:
         wire.Faults().merged({"spotInterruptions": [{"zone": "a", "perHour": 1, "type": "x"}]})
     with pytest.raises(ValueError, match="perHour must be >= 0"):
         wire.Faults().merged({"spotInterruptions": [{"perHour": -1}]})
+
+
+async def test_a_rebalance_recommendation_is_told_in_the_stream_and_the_vm_runs_on(
+    cloud: client.SimCloudClient, sim: server.SimCloudServer, advance: Any
+) -> None:
+    await running_spot(cloud, advance, "a-0")
+    [told] = await cloud.recommend_rebalance(["a-0"])
+    [event] = await cloud.events(wait=0)
+    assert (event.kind, event.name, event.pool, event.terminate_at) == (
+        "RebalanceRecommendation",
+        "a-0",
+        "a",
+        None,
+    )
+    assert told.terminate_at is None
+    advance(NOTICE * 10)
+    sim.tick()
+    still = await cloud.get_vm(provider.VmName("a-0"))
+    assert still is not None
+    assert (still.state, still.terminate_at) == (provider.VmState.RUNNING, None)
+    on_demand = dataclasses.replace(spot("sim-1a"), capacity_type="on-demand")
+    await cloud.create_vm(name=provider.VmName("a-1"), pool="a", spec=on_demand)
+    with pytest.raises(provider.PermanentCloudError, match="a-1: not a spot VM"):
+        await cloud.recommend_rebalance(["a-1"])
+
+
+def _spot_full(zone: str | None = None, **more: str) -> store.CapacityLimit:
+    return store.CapacityLimit(
+        offering=store.MachineSelector(zone=zone, capacity_type="spot", **more), max_vms=0
+    )
+
+
+async def test_a_capacity_fault_on_spot_in_a_zone_leaves_on_demand_and_other_zones_sold(
+    cloud: client.SimCloudClient,
+) -> None:
+    await cloud.set_faults(wire.Faults(capacity=(_spot_full("sim-1a", instance_type=TYPE),)))
+    with pytest.raises(provider.InsufficientCapacity) as refused:
+        await cloud.create_vm(name=provider.VmName("a-0"), pool="a", spec=spot("sim-1a"))
+    on_demand = dataclasses.replace(spot("sim-1a"), capacity_type="on-demand")
+    made = await cloud.create_vm(name=provider.VmName("a-1"), pool="a", spec=on_demand)
+    elsewhere = await cloud.create_vm(name=provider.VmName("a-2"), pool="a", spec=spot("sim-1b"))
+
+    assert (refused.value.code, refused.value.zone) == ("InsufficientCapacity", "sim-1a")
+    assert await cloud.get_vm(provider.VmName("a-0")) is None
+    assert (made.zone, made.capacity_type) == ("sim-1a", "on-demand")
+    assert (elsewhere.zone, elsewhere.capacity_type) == ("sim-1b", "spot")
+
+
+async def test_a_capacity_fault_on_another_instance_type_refuses_nothing_of_this_one(
+    cloud: client.SimCloudClient,
+) -> None:
+    await cloud.set_faults(wire.Faults(capacity=(_spot_full(instance_type="m-8x"),)))
+    made = await cloud.create_vm(name=provider.VmName("a-0"), pool="a", spec=spot("sim-1a"))
+    assert made.capacity_type == "spot"
+
+
+async def test_a_spot_limit_counts_spot_vms_only(cloud: client.SimCloudClient) -> None:
+    one_spot = store.CapacityLimit(offering=store.MachineSelector(capacity_type="spot"), max_vms=1)
+    await cloud.set_faults(wire.Faults(capacity=(one_spot,)))
+    on_demand = dataclasses.replace(spot("sim-1a"), capacity_type="on-demand")
+    await cloud.create_vm(name=provider.VmName("a-0"), pool="a", spec=on_demand)
+    await cloud.create_vm(name=provider.VmName("a-1"), pool="a", spec=spot("sim-1a"))
+    with pytest.raises(provider.InsufficientCapacity):
+        await cloud.create_vm(name=provider.VmName("a-2"), pool="a", spec=spot("sim-1b"))
+
+
+def test_capacity_faults_by_instance_and_capacity_type_round_trip_as_json() -> None:
+    body = {
+        "capacity": [
+            {"zone": "sim-1b", "instanceType": TYPE, "capacityType": "spot", "maxVms": 0},
+            {"capacityType": "on-demand", "maxVms": 3},
+        ]
+    }
+    faults = wire.Faults().merged(body)
+    assert faults.capacity == (
+        _spot_full("sim-1b", instance_type=TYPE),
+        store.CapacityLimit(offering=store.MachineSelector(capacity_type="on-demand"), max_vms=3),
+    )
+    assert faults.to_json()["capacity"] == body["capacity"]
+    with pytest.raises(ValueError, match="capacityType must be one of"):
+        wire.Faults().merged({"capacity": [{"capacityType": "preemptible", "maxVms": 0}]})

@@ -4,6 +4,8 @@ or not known is handled without a write."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -14,8 +16,10 @@ from nodepool_operator.cloud.provider import CloudEvent, PermanentCloudError, Vm
 from nodepool_operator.controllers import cached
 from nodepool_operator.controllers.nodepool.interruptions import controller, metrics, moves, notice
 from nodepool_operator.controllers.resources import PODS_BY_NODE
+from nodepool_operator.runtime import clock as runtime_clock
 from nodepool_operator.runtime import conditions, errors, pods, testing
 from nodepool_operator.runtime.client import Object, Resource
+from nodepool_operator.runtime.controller import Controller
 from nodepool_operator.runtime.events import EventRecorder
 
 NOW = 1_800_000_000.0
@@ -404,3 +408,135 @@ async def test_another_permanent_refusal_of_the_stream_is_a_refused_dependency()
 
     with pytest.raises(errors.DependencyRefused, match="QueueDoesNotExist"):
         await world.pass_()
+
+
+class WaitingEventSource(cloud_testing.FakeEventSource):
+    """A stream with nothing to tell: each poll waits its whole ``wait``, as a long poll."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cancelled = 0
+        self.polling = asyncio.Event()
+
+    async def events(self, *, wait: float) -> list[CloudEvent]:
+        self.waits.append(wait)
+        self.polling.set()
+        try:
+            await asyncio.sleep(wait)
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        return []
+
+
+async def test_stopping_cancels_the_long_poll_rather_than_waiting_it_out() -> None:
+    world = World(spot_node("p-0"))
+    source = WaitingEventSource()
+    stopping = asyncio.Event()
+    world.reconciler.source = source
+    world.reconciler.quiet_wait = 30.0
+    world.reconciler.stopping = stopping
+    running = Controller(
+        name=controller.NAME, reconciler=world.reconciler, clock=runtime_clock.RealClock()
+    )
+    running.queue.add(controller.POLL)
+    running.start()
+    await asyncio.wait_for(source.polling.wait(), timeout=2.0)  # the first long poll
+
+    started = time.monotonic()
+    stopping.set()
+    await asyncio.wait_for(running.stop(drain=True), timeout=2.0)
+
+    assert time.monotonic() - started < 1.0
+    assert source.waits == [30.0]
+    assert source.cancelled == 1
+    assert await world.pass_() == 0.001  # stopped: no new poll is started
+    assert source.waits == [30.0]
+
+
+async def test_without_a_stop_the_long_poll_runs_its_course() -> None:
+    world = World(spot_node("p-0"))
+    world.reconciler.source = source = WaitingEventSource()
+    world.reconciler.quiet_wait = 0.05
+    world.reconciler.stopping = asyncio.Event()
+    await world.pass_()
+    assert (source.waits, source.cancelled) == ([0.05], 0)
+
+
+def opt_in(world: World, pool: str = "p") -> None:
+    """The pool acts on rebalance recommendations (``Replace``)."""
+    spec = {"disruption": {"rebalanceRecommendation": "Replace"}}
+    world.api.put(
+        "nodepools",
+        {"kind": "NodePool", "metadata": {"name": pool, "uid": f"uid-{pool}"}, "spec": spec},
+    )
+    world.pools.sync()
+
+
+def rebalance(name: str) -> CloudEvent:
+    return CloudEvent(
+        kind="RebalanceRecommendation", name=VmName(name), pool="p", at=NOW - 5, receipt="r"
+    )
+
+
+async def test_a_rebalance_where_the_pool_opts_in_cordons_and_marks_the_node_then_is_handled() -> (
+    None
+):
+    world = World(spot_node("p-0"))
+    opt_in(world)
+    before = counted("rebalance")
+    event = rebalance("p-0")
+    world.source.tell(event)
+
+    await world.pass_()
+
+    node = world.node("p-0")
+    assert notice.read(node) == notice.Notice(kind="rebalance", noticed_at=NOW - 5)
+    assert node["spec"]["unschedulable"] is True
+    assert {"key": notice.INTERRUPTED_TAINT_KEY, "effect": "NoSchedule"} in node["spec"]["taints"]
+    assert world.source.handled_events == [event]
+    told = world.events("RebalanceRecommended")
+    assert sorted(e["involvedObject"]["kind"] for e in told) == ["Node", "NodePool"]
+    assert "drained once a notice comes" in told[0]["message"]
+    assert counted("rebalance") == before + 1
+    assert world.reconciler._moving == {}  # its pods stay: nothing moves, nothing timed
+
+    # Told again (SQS delivers at least once): nothing written, nothing told twice.
+    world.source.tell(rebalance("p-0"))
+    writes = len(world.node_writes())
+    await world.pass_()
+    assert len(world.node_writes()) == writes
+    assert len(world.events("RebalanceRecommended")) == 2
+
+
+async def test_a_notice_after_a_rebalance_takes_its_place_and_is_told_as_a_first_notice() -> None:
+    world = World(spot_node("p-0"))
+    opt_in(world)
+    world.source.tell(rebalance("p-0"))
+    await world.pass_()
+    before = counted("spot-interruption")
+
+    world.source.tell(warning("p-0"))
+    await world.pass_()
+
+    assert notice.read(world.node("p-0")) == notice.Notice(
+        kind="spot-interruption", noticed_at=NOW - 5, terminate_at=NOW + 115
+    )
+    assert wellknown.interruption_terminate_at(world.node("p-0")) == NOW + 115
+    assert len(world.events("SpotInterrupted")) == 2  # the Node and the pool
+    assert counted("spot-interruption") == before + 1
+
+    # A rebalance recommendation after the notice changes nothing.
+    world.source.tell(rebalance("p-0"))
+    writes = len(world.node_writes())
+    await world.pass_()
+    assert len(world.node_writes()) == writes
+    assert notice.read(world.node("p-0")) is not None
+    assert wellknown.interruption_kind(world.node("p-0")) == "spot-interruption"
+
+
+def test_a_notice_replaces_a_rebalance_recommendation_but_not_the_other_way() -> None:
+    recommended = notice.Notice(kind=notice.REBALANCE, noticed_at=NOW)
+    warned = notice.Notice(kind=notice.SPOT_INTERRUPTION, noticed_at=NOW + 9, terminate_at=NOW + 99)
+    assert recommended.merged(warned) == warned
+    assert warned.merged(recommended) == warned

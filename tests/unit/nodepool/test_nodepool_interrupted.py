@@ -194,12 +194,13 @@ def _drifted_ready(name: str) -> dict[str, Any]:
     }
 
 
-def test_a_notice_is_counted_against_the_budget_of_voluntary_disruption() -> None:
+def _three_drifted_first_marked(
+    marked: notice.Notice,
+) -> tuple[plan.PoolView, nodepool_api.NodePoolSpec]:
+    """Three Ready Nodes drifted from the spec, under a budget of one Node, the first
+    carrying ``marked``."""
     found = {name: _drifted_ready(name) for name in ("p-0", "p-1", "p-2")}
-    warning = notice.Notice(
-        kind=notice.SPOT_INTERRUPTION, noticed_at=fakes.START, terminate_at=fakes.START + 120
-    )
-    testing.merge(found["p-0"], notice.marks(found["p-0"], warning))
+    testing.merge(found["p-0"], notice.marks(found["p-0"], marked))
     view = plan.PoolView(
         vms=[virtual_machine(name, pool="p") for name in found], nodes=found, pods_per_node={}
     )
@@ -211,6 +212,14 @@ def test_a_notice_is_counted_against_the_budget_of_voluntary_disruption() -> Non
             "disruption": {"budgets": [{"nodes": "1"}]},
         }
     )
+    return view, drifted
+
+
+def test_a_notice_is_counted_against_the_budget_of_voluntary_disruption() -> None:
+    warning = notice.Notice(
+        kind=notice.SPOT_INTERRUPTION, noticed_at=fakes.START, terminate_at=fakes.START + 120
+    )
+    view, drifted = _three_drifted_first_marked(warning)
 
     decided = disruption.plan(view, drifted, desired=3, now=fakes.START)
 
@@ -267,17 +276,122 @@ def test_the_notice_is_written_as_the_nodepool_controller() -> None:
     assert reconciler.recorder.component == "nodepool-controller"
 
 
-async def test_a_rebalance_recommendation_alone_replaces_nothing() -> None:
-    world = World("p-0")
-    node = fakes.node("p-0")
+def rebalancing(name: str, *, extra: Object | None = None) -> Object:
+    """A Node as the interruptions controller marks it for a rebalance recommendation
+    where its pool opts in: annotated, tainted, cordoned; no deadline."""
+    node = fakes.node(name)
     rebalance = notice.Notice(kind=notice.REBALANCE, noticed_at=fakes.START)
     testing.merge(node, notice.marks(node, rebalance))
+    if extra is not None:
+        testing.merge(node, extra)
     node["metadata"].pop("resourceVersion", None)
-    world.nodes.put(node)
-    world.pods.put(fakes.pod("a", node_name="p-0"))
+    return node
 
-    await world.converge(1)
 
+def creates(world: World) -> list[str]:
+    return [c for c in world.cloud.order if c.startswith("create")]
+
+
+async def test_a_rebalance_node_is_replaced_beside_it_and_not_drained_nor_repaired() -> None:
+    world = World("p-0", "p-1")
+    world.nodes.put(fakes.node("p-0"))
+    world.nodes.put(rebalancing("p-1"))
+    world.pods.put(fakes.pod("a", node_name="p-1"))
+
+    await world.converge(2)
+
+    assert creates(world) == ["create p-2"]  # at once, the pool one larger
+    assert world.api.evictions() == 0  # its pods stay: no notice yet
     assert world.warnings("NodeRepair") == []
     assert infos(world, "DisruptingInterrupted") == []
+    assert infos(world, "DisruptionDraining") == []
+
+    # Its replacement Ready: the cordoned Node stays, with its pods; nothing launched
+    # twice, nothing removed (the pool runs one over its target until a notice comes).
+    world.cloud.vms["p-2"] = VmState.RUNNING
+    world.nodes.put(fakes.node("p-2"))
+    await world.converge(2)
+    await world.converge(2)
+    assert creates(world) == ["create p-2"]
+    assert world.cloud.deleted_at == {}
     assert world.api.evictions() == 0
+
+
+async def test_a_notice_after_a_rebalance_drains_the_node_with_its_replacement_already_up() -> None:
+    world = World("p-0", "p-1", "p-2")
+    world.nodes.put(fakes.node("p-0"))
+    world.nodes.put(fakes.node("p-2"))  # launched for the rebalance recommendation, Ready
+    world.pods.put(fakes.pod("a", node_name="p-1"))
+    marked = rebalancing("p-1")
+    warning = notice.Notice(
+        kind=notice.SPOT_INTERRUPTION, noticed_at=fakes.START + 60, terminate_at=fakes.START + 180
+    )
+    stored = notice.read(marked)
+    assert stored is not None
+    testing.merge(marked, notice.marks(marked, stored.merged(warning)))
+    marked["metadata"].pop("resourceVersion", None)
+    world.nodes.put(marked)
+
+    await world.converge(2)
+
+    assert world.api.evictions("a") == 1  # drained at once, as any noticed Node
+    assert creates(world) == []  # its replacement is the one already there
+    [chosen] = infos(world, "DisruptingInterrupted")
+    assert "spot-interruption" in chosen
+
+    world.pods.remove("ns/a")
+    world.nodes.put(tainted_and_draining("p-1"))
+    await world.converge(2)
+    assert "p-1" in world.cloud.deleted_at  # drained, its replacement Ready: gone now
+    assert creates(world) == []
+
+
+def test_a_rebalance_node_is_counted_against_the_budget_and_sizes_the_pool_one_larger() -> None:
+    rebalance = notice.Notice(kind=notice.REBALANCE, noticed_at=fakes.START)
+    view, drifted = _three_drifted_first_marked(rebalance)
+
+    decided = disruption.plan(view, drifted, desired=3, now=fakes.START)
+
+    assert decided.rebalancing == ("p-0",)  # replaced beside it, not drained
+    assert decided.drain == ()
+    # It uses the one Node the budget allows: the other drifted Nodes wait. Drifted
+    # itself, it goes first, in the room it holds already (its replacement is up).
+    assert [(c.node, c.reason) for c in decided.taint] == [("p-0", "Drifted")]
+    assert sorted(c.node for c, _ in decided.held) == ["p-1", "p-2"]
+    assert all("1 of 1 in use" in why for _, why in decided.held)
+    assert disruption.sized_target(drifted, 3, decided) == 4
+
+
+def test_a_rebalance_node_not_drifted_holds_the_budget_of_those_that_are() -> None:
+    rebalance = notice.Notice(kind=notice.REBALANCE, noticed_at=fakes.START)
+    view, drifted = _three_drifted_first_marked(rebalance)
+    current = drift.spec_hash(drifted).text  # p-0 made from the spec as it is now
+    view.nodes["p-0"]["metadata"]["annotations"][wellknown.SPEC_HASH_ANNOTATION] = current
+
+    decided = disruption.plan(view, drifted, desired=3, now=fakes.START)
+
+    assert (decided.taint, decided.drain, decided.rebalancing) == ((), (), ("p-0",))
+    assert sorted(c.node for c, _ in decided.held) == ["p-1", "p-2"]
+    assert all("1 of 1 in use" in why for _, why in decided.held)
+    assert disruption.sized_target(drifted, 3, decided) == 4
+
+
+def test_a_rebalance_node_without_room_under_max_nodes_or_uncordoned_gets_no_replacement() -> None:
+    found = {name: fakes.node(name) for name in ("p-0", "p-1")}
+    rebalance = notice.Notice(kind=notice.REBALANCE, noticed_at=fakes.START)
+    testing.merge(found["p-0"], notice.marks(found["p-0"], rebalance))
+    view = plan.PoolView(
+        vms=[virtual_machine(name, pool="p") for name in found], nodes=found, pods_per_node={}
+    )
+    full = nodepool_api.NodePoolSpec(target_nodes=2, max_nodes=2)
+    roomy = nodepool_api.NodePoolSpec(target_nodes=2, max_nodes=5)
+
+    no_room = disruption.plan(view, full, desired=2, now=fakes.START)
+    assert (no_room.rebalancing, disruption.sized_target(full, 2, no_room)) == ((), 2)
+    assert (no_room.drain, no_room.taint) == ((), ())
+
+    assert disruption.is_rebalancing(found["p-0"])
+    found["p-0"]["spec"]["unschedulable"] = False  # uncordoned by hand: the mark no longer counts
+    assert not disruption.is_rebalancing(found["p-0"])
+    decided = disruption.plan(view, roomy, desired=2, now=fakes.START)
+    assert (decided.rebalancing, disruption.sized_target(roomy, 2, decided)) == ((), 2)

@@ -112,6 +112,13 @@ class SimCloudClient:
         )
         return _decode(_vms_from_json, data)
 
+    async def recommend_rebalance(self, names: list[str]) -> list[provider.VirtualMachine]:
+        """Tell a rebalance recommendation for those spot VMs now (an admin call, for
+        tests and demos: the event stream only, the VMs run on); returns them."""
+        body = {"names": names, "kind": "RebalanceRecommendation"}
+        _, data = await self._call("POST", "/admin/interrupt", json_body=body, params=self._scope)
+        return _decode(_vms_from_json, data)
+
     async def faults(self) -> wire.Faults:
         _, data = await self._call("GET", "/admin/faults")
         return _decode(wire.Faults().merged, data)

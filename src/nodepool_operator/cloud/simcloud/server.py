@@ -11,7 +11,15 @@ Routes (bodies and VMs as in ``wire``)::
     GET    /v1/vms?pool=P                              200 {"items": [VM, ...]}, by name;
                                                        every pool's without ``pool``
     GET    /v1/vms/{name}                              200 VM, 404 VmNotFound
+    GET    /v1/events?after=N&wait=S                   200 {"items": [event, ...]}: the
+                                                       stream after event N, waiting up
+                                                       to S s for one
     GET    /healthz                                    200 {"ok": true}
+    POST   /admin/interrupt {names, kind?}             200 {"items": [VM, ...]}, 400 (a
+                                                       VM absent or not spot); kind
+                                                       SpotInterruptionWarning (default:
+                                                       the notice, terminateAt) or
+                                                       RebalanceRecommendation (told only)
     GET    /admin/faults                               200 faults
     PUT    /admin/faults    partial faults, null clears a limit   200 faults, 400
     GET    /admin/stats                                200 stats (?cluster=C: creations
@@ -665,7 +673,9 @@ async def _get_events(request: web.Request) -> web.StreamResponse:
 
 
 async def _post_interrupt(request: web.Request) -> web.StreamResponse:
-    """``{"names": [...]}``: give those spot VMs their interruption notice now."""
+    """``{"names": [...], "kind": ...}``: give those spot VMs their interruption notice
+    now (``kind`` absent or ``SpotInterruptionWarning``), or tell a rebalance
+    recommendation for them (``RebalanceRecommendation``: the stream only)."""
     sim = request.app[_SIM]
     body = await _json_object(request)
     names = body.get("names")
@@ -673,10 +683,22 @@ async def _post_interrupt(request: web.Request) -> web.StreamResponse:
         raise provider.PermanentCloudError(
             "names must be a list of VM names", code="InvalidRequest"
         )
-    noticed = sim.vms.interrupt(
-        [str(n) for n in names], cluster=_cluster(request), notice_seconds=sim.spot_notice_seconds
-    )
-    return web.json_response({"items": [wire.vm_to_json(vm) for vm in noticed]})
+    kind = body.get("kind", store.SPOT_INTERRUPTION_WARNING)
+    if kind == store.REBALANCE_RECOMMENDATION:
+        told = sim.vms.recommend_rebalance([str(n) for n in names], cluster=_cluster(request))
+    elif kind == store.SPOT_INTERRUPTION_WARNING:
+        told = sim.vms.interrupt(
+            [str(n) for n in names],
+            cluster=_cluster(request),
+            notice_seconds=sim.spot_notice_seconds,
+        )
+    else:
+        raise provider.PermanentCloudError(
+            f"kind must be {store.SPOT_INTERRUPTION_WARNING} or"
+            f" {store.REBALANCE_RECOMMENDATION}: {kind!r}",
+            code="InvalidRequest",
+        )
+    return web.json_response({"items": [wire.vm_to_json(vm) for vm in told]})
 
 
 async def _healthz(request: web.Request) -> web.StreamResponse:

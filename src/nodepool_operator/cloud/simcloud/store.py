@@ -138,6 +138,9 @@ _ADDED_COLUMNS = {
 #: What the event stream (``SimCloudStore.events``) tells, as EC2's EventBridge does: a
 #: spot VM's two-minute warning, and the cloud taking it back (its state turns Deleting).
 SPOT_INTERRUPTION_WARNING: Final = "SpotInterruptionWarning"
+#: EC2's rebalance recommendation: the VM is at elevated risk of a notice; nothing else
+#: changes (no ``terminateAt``, the VM runs on).
+REBALANCE_RECOMMENDATION: Final = "RebalanceRecommendation"
 STATE_CHANGE: Final = "InstanceStateChange"
 #: How long a spot VM runs after its interruption notice (EC2's two minutes).
 DEFAULT_SPOT_NOTICE_SECONDS: Final = 120.0
@@ -191,11 +194,15 @@ def shape_of(spec: provider.MachineSpec) -> str:
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class MachineSelector:
     """A set of machines by where and what: each field given must match (cpu and memory
-    as quantities, so "4" matches "4000m"); one with no field matches every machine."""
+    as quantities, so "4" matches "4000m"; ``instance_type`` a catalog type's name;
+    ``capacity_type`` spot or on-demand, a VM made without an instance type being
+    on-demand, as only a catalog sells spot); one with no field matches every machine."""
 
     zone: str | None = None
     cpu: str | None = None
     memory: str | None = None
+    instance_type: str | None = None
+    capacity_type: catalog.CapacityType | None = None
 
     def __post_init__(self) -> None:
         # Parsed now, so a bad fault is refused when set rather than on every create.
@@ -204,12 +211,36 @@ class MachineSelector:
         if self.memory is not None:
             quantity.parse_memory_bytes(self.memory)
 
-    def matches(self, *, zone: str, cpu: str, memory: str) -> bool:
+    def matches(
+        self,
+        *,
+        zone: str,
+        cpu: str,
+        memory: str,
+        instance_type: str | None = None,
+        capacity_type: str | None = None,
+    ) -> bool:
         if self.zone is not None and self.zone != zone:
+            return False
+        if self.instance_type is not None and self.instance_type != instance_type:
+            return False
+        if self.capacity_type is not None and self.capacity_type != (
+            capacity_type or catalog.ON_DEMAND
+        ):
             return False
         if self.cpu is not None and _millicores(self.cpu) != _millicores(cpu):
             return False
         return self.memory is None or _bytes(self.memory) == _bytes(memory)
+
+    def matches_spec(self, spec: provider.MachineSpec, *, zone: str) -> bool:
+        """``spec`` (as made: ``_as_sold``) would be one of these machines in ``zone``."""
+        return self.matches(
+            zone=zone,
+            cpu=spec.cpu,
+            memory=spec.memory,
+            instance_type=spec.instance_type,
+            capacity_type=spec.capacity_type,
+        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -393,9 +424,7 @@ class SimCloudStore:
                         f"quota of {quota_max_vms} VMs reached ({count} exist)"
                     )
             zone = _zone_with_room(db, spec, zones=zones, capacity=capacity)
-            joins = not any(
-                o.matches(zone=zone, cpu=spec.cpu, memory=spec.memory) for o in kubelet_never_joins
-            )
+            joins = not any(o.matches_spec(spec, zone=zone) for o in kubelet_never_joins)
             ready_at = now + self._sample(self._timing.create_latency_seconds)
             db.execute(
                 "INSERT INTO vms (cluster, name, pool, cpu, memory, zone, created_at, ready_at,"
@@ -511,21 +540,35 @@ class SimCloudStore:
         a VM that is absent, not running or not spot, before noticing any."""
         with self._write() as db:
             now = self._clock()
-            rows = []
-            for name in names:
-                row = db.execute(
-                    "SELECT * FROM vms WHERE name = ? AND (? IS NULL OR cluster = ?)"
-                    " AND gone_at IS NULL",
-                    (name, cluster, cluster),
-                ).fetchone()
-                if row is None or row["capacity_type"] != catalog.SPOT:
-                    why = "no such VM" if row is None else "not a spot VM"
-                    raise provider.PermanentCloudError(f"{name}: {why}", code="InvalidRequest")
-                rows.append(row)
+            rows = [self._spot_row(db, name, cluster=cluster) for name in names]
             for row in rows:
                 if row["reclaim_at"] is None:
                     self._notice(db, row, now=now, notice_seconds=notice_seconds)
             return [self._vm(r, now) for r in self._rows(db, rows)]
+
+    def recommend_rebalance(
+        self, names: Iterable[str], *, cluster: str | None
+    ) -> list[provider.VirtualMachine]:
+        """Tell a rebalance recommendation for each named spot VM now (the stream only:
+        the VM runs on, without ``terminateAt``). Raises ``PermanentCloudError``
+        (InvalidRequest) naming a VM that is absent or not spot, before telling any."""
+        with self._write() as db:
+            now = self._clock()
+            rows = [self._spot_row(db, name, cluster=cluster) for name in names]
+            for row in rows:
+                self._record(db, row, kind=REBALANCE_RECOMMENDATION, at=now, terminate_at=None)
+            return [self._vm(r, now) for r in self._rows(db, rows)]
+
+    @staticmethod
+    def _spot_row(db: sqlite3.Connection, name: str, *, cluster: str | None) -> sqlite3.Row:
+        row: sqlite3.Row | None = db.execute(
+            "SELECT * FROM vms WHERE name = ? AND (? IS NULL OR cluster = ?) AND gone_at IS NULL",
+            (name, cluster, cluster),
+        ).fetchone()
+        if row is None or row["capacity_type"] != catalog.SPOT:
+            why = "no such VM" if row is None else "not a spot VM"
+            raise provider.PermanentCloudError(f"{name}: {why}", code="InvalidRequest")
+        return row
 
     def interrupt_at_rate(
         self, rates: Sequence[InterruptionRate], *, seconds: float, notice_seconds: float
@@ -747,7 +790,7 @@ def _zone_with_room(
         full = [
             limit
             for limit in capacity
-            if limit.offering.matches(zone=zone, cpu=spec.cpu, memory=spec.memory)
+            if limit.offering.matches_spec(spec, zone=zone)
             and _count(db, limit.offering) >= limit.max_vms
         ]
         if not full:
@@ -762,8 +805,17 @@ def _zone_with_room(
 
 def _count(db: sqlite3.Connection, offering: MachineSelector) -> int:
     # Every cluster's VMs: capacity belongs to the account's hardware, not to a cluster.
-    rows = db.execute("SELECT zone, cpu, memory FROM vms").fetchall()
-    return sum(offering.matches(zone=r["zone"], cpu=r["cpu"], memory=r["memory"]) for r in rows)
+    rows = db.execute("SELECT zone, cpu, memory, instance_type, capacity_type FROM vms")
+    return sum(
+        offering.matches(
+            zone=r["zone"],
+            cpu=r["cpu"],
+            memory=r["memory"],
+            instance_type=r["instance_type"],
+            capacity_type=r["capacity_type"],
+        )
+        for r in rows.fetchall()
+    )
 
 
 def _zone(name: str) -> str:

@@ -257,16 +257,20 @@ class Faults:
     makes every VM listing answer 200 with no items (a cloud that lost its state, or a
     wrong endpoint) while gets still find the VMs.
 
-    ``capacity`` limits how many VMs of an offering (a zone, a shape, or both) may exist
-    at once; a create beyond one is refused with ``InsufficientCapacity`` (``maxVms`` 0:
-    none at all). VMs created while they match an offering of ``kubelet_never_joins``
-    run but never get a Ready Node: they carry ``kubelet_joins=False``. ``partitioned``
-    names VMs cut off from the cluster: with hollow kubelets (``--kubelets hollow``) the
-    kubelet of each is stopped (SIGSTOP: its Lease and status stop, its pods stay) until
-    the name leaves the list (SIGCONT); with kwok it changes nothing. As JSON::
+    ``capacity`` limits how many VMs of an offering (any of a zone, a shape, an
+    ``instanceType``, a ``capacityType``: ``spot`` or ``on-demand``, a VM made without an
+    instance type being on-demand) may exist at once; a create beyond one is refused
+    with ``InsufficientCapacity`` (``maxVms`` 0: none at all). VMs created while they
+    match an offering of ``kubelet_never_joins`` run but never get a Ready Node: they
+    carry ``kubelet_joins=False``. ``partitioned`` names VMs cut off from the cluster:
+    with hollow kubelets (``--kubelets hollow``) the kubelet of each is stopped (SIGSTOP:
+    its Lease and status stop, its pods stay) until the name leaves the list (SIGCONT);
+    with kwok it changes nothing. As JSON::
 
         {"capacity": [{"zone": "sim-1a", "maxVms": 0},
-                      {"cpu": "8", "memory": "32Gi", "maxVms": 2}],
+                      {"cpu": "8", "memory": "32Gi", "maxVms": 2},
+                      {"zone": "sim-1b", "instanceType": "c-2x", "capacityType": "spot",
+                       "maxVms": 0}],
          "kubeletNeverJoins": [{"zone": "sim-1c"}],
          "partitioned": ["general-0"],
          "spotInterruptions": [{"zone": "sim-1a", "instanceType": "c-2x", "perHour": 6}]}
@@ -382,15 +386,29 @@ def _vm_name(data: object) -> str:
 
 
 def _offering_to_json(offering: store.MachineSelector) -> dict[str, object]:
-    return fields.compact({"zone": offering.zone, "cpu": offering.cpu, "memory": offering.memory})
+    return fields.compact(
+        {
+            "zone": offering.zone,
+            "cpu": offering.cpu,
+            "memory": offering.memory,
+            "instanceType": offering.instance_type,
+            "capacityType": offering.capacity_type,
+        }
+    )
 
 
 def _offering_from_json(data: object) -> store.MachineSelector:
-    obj = _object_of(data, {"zone", "cpu", "memory"}, "offering")
+    obj = _object_of(data, {"zone", "cpu", "memory", "instanceType", "capacityType"}, "offering")
+    capacity_type = fields.optional_string(obj, "capacityType")
+    if capacity_type is not None and capacity_type not in catalog.CAPACITY_TYPES:
+        kinds = ", ".join(catalog.CAPACITY_TYPES)
+        raise ValueError(f"capacityType must be one of {kinds}: {capacity_type!r}")
     return store.MachineSelector(
         zone=fields.optional_string(obj, "zone"),
         cpu=fields.optional_string(obj, "cpu"),
         memory=fields.optional_string(obj, "memory"),
+        instance_type=fields.optional_string(obj, "instanceType"),
+        capacity_type=_capacity_type(capacity_type),
     )
 
 

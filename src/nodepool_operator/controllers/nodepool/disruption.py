@@ -30,6 +30,17 @@ Each pass, from the world alone (so a restarted operator goes on with the same r
    notice's ``terminateAt`` is its deadline, ``drain.Drainer``) and its replacement is
    launched at once beside it, while the pool has room under ``maxNodes``; once drained,
    its VM waits for that replacement to be Ready, no later than ``terminateAt``.
+   A Node carrying a rebalance recommendation (``is_rebalancing``: marked only where the
+   pool opts in, ``spec.disruption.rebalanceRecommendation: Replace``, and cordoned) is
+   not drained: its replacement is launched at once beside it (not budgeted, counted, as
+   an interruption; while the pool has room under ``maxNodes``, before the voluntary
+   replacements) and it stays, cordoned, its pods running. A notice that follows makes
+   it a noticed Node (above), its replacement already there. Without one it stays until
+   it drifts or expires (the voluntary path, within the budget, where it goes first and
+   takes no more room than it holds already, finds its replacement up), or is uncordoned
+   by hand (the mark no longer counts: the pool is one over its target and its plain
+   scale-down removes the emptiest Node). The Autoscaler's consolidation never picks it:
+   a cordoned Node is not eligible there.
 4. **Drain.** A tainted Node that is draining goes through the one drain there is
    (``termination.Terminator.remove_drained``: the Eviction API, PodDisruptionBudgets,
    do-not-disrupt pods, ``drainTimeoutSeconds``), then its VM and the Node go.
@@ -41,7 +52,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from nodepool_operator import timestamps
@@ -62,6 +73,7 @@ __all__ = [
     "DisruptionPlan",
     "disruption_reason",
     "is_noticed",
+    "is_rebalancing",
     "plan",
     "sized",
     "sized_target",
@@ -109,6 +121,9 @@ class DisruptionPlan:
     # Noticed Nodes whose VM stays once drained, until their replacement is Ready or the
     # notice's terminateAt: the pool is never short of Ready Nodes while there is time.
     keep: tuple[str, ...] = ()
+    # Nodes with a rebalance recommendation whose replacement runs beside them (room
+    # under maxNodes): the pool is sized one larger per such Node; none is drained.
+    rebalancing: tuple[str, ...] = ()
 
 
 def _created(node: Mapping[str, Any]) -> float | None:
@@ -130,6 +145,20 @@ def is_noticed(node: Mapping[str, Any]) -> bool:
     return (
         wellknown.interrupted_at(node) is not None
         and not pool_plan.vm_deletion_requested(node)
+        and not (node.get("metadata") or {}).get("deletionTimestamp")
+    )
+
+
+def is_rebalancing(node: Mapping[str, Any]) -> bool:
+    """The Node carries the cloud's rebalance recommendation (stored only where its pool
+    opts in) and is still cordoned, and nothing else replaces it already: not being
+    disrupted or removed, no VM deletion requested. Its replacement runs beside it."""
+    spec = node.get("spec") or {}
+    return (
+        wellknown.interruption_kind(node) == wellknown.REBALANCE
+        and bool(spec.get("unschedulable"))
+        and not wellknown.is_being_disrupted(node)
+        and not _draining(node)
         and not (node.get("metadata") or {}).get("deletionTimestamp")
     )
 
@@ -210,7 +239,16 @@ def plan(
             held.append((candidate, view.local_data[name]))
             continue
         candidates.append(candidate)
-    candidates.sort(key=lambda c: (_REASON_ORDER[c.reason], _created(view.nodes[c.node]) or 0))
+    rebalancing = _rebalancing(view)
+    # Within a reason, a Node with a rebalance recommendation first: its replacement is
+    # up already, and it holds its place in the budget already.
+    candidates.sort(
+        key=lambda c: (
+            _REASON_ORDER[c.reason],
+            c.node not in rebalancing,
+            _created(view.nodes[c.node]) or 0,
+        )
+    )
     disrupting = sum(
         1
         for name, node in view.nodes.items()
@@ -221,6 +259,7 @@ def plan(
     disrupting += sum(
         1 for c in interrupted if not wellknown.is_being_disrupted(view.nodes[c.node])
     )
+    disrupting += len(rebalancing)
     # The Nodes the pool lacks beside those: a replacement not Ready yet for a Node gone
     # first (no room under maxNodes) is a disruption still under way. Counted, or the
     # next Node would go before the last one's replacement serves, two short under a
@@ -230,20 +269,25 @@ def plan(
         reason = candidate.reason
         if reason == disruption_api.INTERRUPTED:
             continue  # never among these: chosen above, outside every budget
+        # A Node with a rebalance recommendation is counted already: choosing it for a
+        # voluntary disruption takes no more room (else it would hold itself for ever).
+        counted = 1 if candidate.node in rebalancing else 0
         allowed = disruption_api.allowance(
             spec.disruption.budgets,
             reason=reason,
             total=len(view.nodes),
-            disrupting=disrupting,
+            disrupting=disrupting - counted,
             now=now,
         )
         if allowed.allowed <= 0:
             held.append((candidate, allowed.describe()))
             continue
         chosen.append(candidate)
-        disrupting += 1
-    drain_now, no_room, waiting = _replacements(view, spec, desired=desired)
-    keep = _kept(view, drain_now, no_room, desired=desired, now=now)
+        disrupting += 1 - counted
+    drain_now, no_room, waiting, beside = _replacements(
+        view, spec, desired=desired, rebalancing=rebalancing
+    )
+    keep = _kept(view, drain_now, no_room, rebalancing, desired=desired, now=now)
     budget_change = disruption_api.next_change_in(spec.disruption.budgets, now=now)
     waits = [*expiries, *([budget_change] if held and budget_change is not None else [])]
     return DisruptionPlan(
@@ -255,14 +299,27 @@ def plan(
         no_room=no_room,
         waiting=waiting,
         keep=keep,
+        rebalancing=beside,
         recheck_in=min(waits) if waits else None,
         drifted_nodes=drifted_nodes,
     )
 
 
+def _rebalancing(view: pool_plan.PoolView) -> tuple[str, ...]:
+    """The pool's Nodes with a rebalance recommendation to replace beside them (a Node
+    repair has taken is repair's), sorted."""
+    return tuple(
+        sorted(
+            name
+            for name, node in view.nodes.items()
+            if is_rebalancing(node) and name not in view.unhealthy
+        )
+    )
+
+
 def _serving(view: pool_plan.PoolView) -> int:
     """The pool's Nodes that serve: Ready, registered, and neither being disrupted,
-    unhealthy, nor given notice by the cloud."""
+    unhealthy, given notice by the cloud, nor cordoned for a rebalance recommendation."""
     return sum(
         1
         for name, node in view.nodes.items()
@@ -270,7 +327,19 @@ def _serving(view: pool_plan.PoolView) -> int:
         and not wellknown.is_unregistered(node)
         and not wellknown.is_being_disrupted(node)
         and not is_noticed(node)
+        and not is_rebalancing(node)
         and name not in view.unhealthy
+    )
+
+
+def _ready_without(view: pool_plan.PoolView, left_out: Iterable[str]) -> int:
+    """The pool's Ready, registered Nodes but ``left_out`` (those leaving, and those
+    cordoned for a rebalance recommendation: none of them is a replacement)."""
+    gone = set(left_out)
+    return sum(
+        1
+        for name, node in view.nodes.items()
+        if name not in gone and nodes.is_ready(node) and not wellknown.is_unregistered(node)
     )
 
 
@@ -279,10 +348,13 @@ def _replacements(
     spec: nodepool_api.NodePoolSpec,
     *,
     desired: int,
-) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    rebalancing: Sequence[str],
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     """Which tainted Nodes drain now (and which of them for want of room under
-    ``maxNodes``), and which wait for their replacement. A noticed Node drains now,
-    tainted yet or not (this pass taints it): its replacement does not hold it up."""
+    ``maxNodes``), which wait for their replacement, and which of ``rebalancing`` get
+    theirs beside them (room first, before the voluntary replacements). A noticed Node
+    drains now, tainted yet or not (this pass taints it): its replacement does not hold
+    it up."""
     tainted = sorted(
         name
         for name, node in view.nodes.items()
@@ -293,6 +365,8 @@ def _replacements(
     # Each replacement launched first is one VM beyond the target, as is each Node still
     # draining: together never past maxNodes.
     room = max(0, spec.max_nodes - desired - len(leaving))
+    beside = tuple(rebalancing[:room])
+    room -= len(beside)
     first, no_room = staying[:room], staying[room:]
     # Noticed Nodes drain now whatever the room; those beyond it are replaced once gone.
     others = [n for n in leaving if not is_noticed(view.nodes[n])]
@@ -301,20 +375,17 @@ def _replacements(
     unroomed = noticed[slots:]
     # Ready Nodes beyond the target, the tainted ones that still run pods included: that
     # many replacements are up, and that many tainted Nodes may start draining.
-    ready = sum(
-        1
-        for name, node in view.nodes.items()
-        if name not in leaving and nodes.is_ready(node) and not wellknown.is_unregistered(node)
-    )
-    surplus = max(0, ready - desired)
+    surplus = max(0, _ready_without(view, [*leaving, *rebalancing]) - desired)
     start, waiting = first[:surplus], first[surplus:]
-    return tuple([*leaving, *start, *no_room]), tuple([*unroomed, *no_room]), tuple(waiting)
+    drain_now = tuple([*leaving, *start, *no_room])
+    return drain_now, tuple([*unroomed, *no_room]), tuple(waiting), beside
 
 
 def _kept(
     view: pool_plan.PoolView,
     drain_now: Sequence[str],
     no_room: Sequence[str],
+    rebalancing: Sequence[str],
     *,
     desired: int,
     now: float,
@@ -323,13 +394,7 @@ def _kept(
     as the pool lacks Ready Nodes without those leaving, among those whose replacement is
     launched now (room under ``maxNodes``) and whose ``terminateAt`` has not come (past
     it the cloud takes the VM anyway; without one, the instance is stopping already)."""
-    leaving = set(drain_now)
-    ready = sum(
-        1
-        for name, node in view.nodes.items()
-        if name not in leaving and nodes.is_ready(node) and not wellknown.is_unregistered(node)
-    )
-    missing = max(0, desired - ready)
+    missing = max(0, desired - _ready_without(view, [*drain_now, *rebalancing]))
     replaced = [
         name
         for name in drain_now
@@ -354,8 +419,10 @@ def sized(view: pool_plan.PoolView, leaving: Sequence[str]) -> pool_plan.PoolVie
 
 def sized_target(spec: nodepool_api.NodePoolSpec, desired: int, decided: DisruptionPlan) -> int:
     """How many VMs the pool keeps beside those draining for disruption: one more per
-    replacement launched first, never past ``maxNodes`` with the draining ones."""
-    return max(0, min(desired + len(decided.waiting), spec.max_nodes - len(decided.drain)))
+    replacement launched first, and per Node with a rebalance recommendation replaced
+    beside it, never past ``maxNodes`` with the draining ones."""
+    beside = len(decided.waiting) + len(decided.rebalancing)
+    return max(0, min(desired + beside, spec.max_nodes - len(decided.drain)))
 
 
 @dataclasses.dataclass(kw_only=True, eq=False)

@@ -15,8 +15,11 @@ under way (``moves``). For each event:
   event whose write failed is kept and tried again next pass, and comes again from SQS
   after its visibility timeout if the operator stops meanwhile. Acting twice is harmless:
   a Node already marked is not written again.
-* a rebalance recommendation is logged and handled: no pool opts in to act on one yet
-  (that needs a NodePool spec field).
+* a rebalance recommendation is marked likewise (kind ``rebalance``, no ``terminateAt``)
+  where the Node's pool opts in (``spec.disruption.rebalanceRecommendation: Replace``):
+  the pool's disruption then launches its replacement at once without draining it. Where
+  the pool does not, it is logged and handled. A notice that comes later for a Node so
+  marked replaces the mark (``notice.Notice.merged``) and is told as a first notice.
 * an event for a VM without a Node of ours (another cluster's instance, a Node already
   gone or not registered yet), for a Node whose VM we are deleting already (EC2 tells of
   our own terminations too) or being deleted, or of a kind not known is logged and
@@ -32,11 +35,13 @@ deadline, then the VM and the Node deleted.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 from collections.abc import Mapping
 from typing import Any, Final
 
+from nodepool_operator.api import disruption as disruption_api
 from nodepool_operator.api import wellknown
 from nodepool_operator.cloud import provider
 from nodepool_operator.controllers import membership
@@ -87,6 +92,9 @@ class InterruptionReconciler:
     recorder: EventRecorder
     wall_clock: clock_module.WallClock
     quiet_wait: float = QUIET_WAIT
+    #: Set when the operator stops: a long poll under way is cancelled then, so stopping
+    #: (which waits for the reconciles in flight) does not wait out the poll.
+    stopping: asyncio.Event | None = None
     # Events whose marks could not be stored yet (told again next pass, not handled).
     _left: list[provider.CloudEvent] = dataclasses.field(default_factory=list, init=False)
     _moving: dict[str, moves.Move] = dataclasses.field(default_factory=dict, init=False)
@@ -102,7 +110,7 @@ class InterruptionReconciler:
             return Result()
         wait = 0.0 if self._left else MOVING_WAIT if self._moving else self.quiet_wait
         try:
-            fresh = await self.source.events(wait=wait)
+            fresh = await self._poll(wait)
         except provider.CloudError as error:
             if error.code in provider.UNAUTHORIZED_CODES:
                 # The startup check said it at ERROR, with the fix; a second ERROR line for
@@ -134,6 +142,26 @@ class InterruptionReconciler:
         # Straight on to the next long poll; the wait is in the poll, not here.
         return Result(requeue_after=0.001)
 
+    async def _poll(self, wait: float) -> list[provider.CloudEvent]:
+        """The cloud's next events, or none when the operator stops meanwhile (the poll
+        cancelled: what it would have told comes again to the next reader, simcloud's
+        stream by position, an SQS message after its visibility timeout)."""
+        if self.stopping is None:
+            return await self.source.events(wait=wait)
+        if self.stopping.is_set():
+            return []
+        poll = asyncio.ensure_future(self.source.events(wait=wait))
+        stopped = asyncio.ensure_future(self.stopping.wait())
+        try:
+            await asyncio.wait({poll, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+            if not poll.done():
+                poll.cancel()
+                await asyncio.gather(poll, return_exceptions=True)
+                log.info("event=cloud-events-poll-cancelled why=stopping")
+        return [] if poll.cancelled() else poll.result()
+
     async def _act(self, event: provider.CloudEvent) -> bool:
         """Store the event's notice on its Node; False when the write failed (try again)."""
         kind = notice.KIND_OF_EVENT.get(event.kind)
@@ -163,7 +191,7 @@ class InterruptionReconciler:
             log.debug("event=interruption-node-leaving node=%s kind=%s", event.name, kind)
             metrics.nodepool_interruption_messages_dropped_total.labels("node-leaving").inc()
             return True
-        if kind == notice.REBALANCE:
+        if kind == notice.REBALANCE and not _replaces_on_rebalance(pool):
             log.info("event=rebalance-recommended node=%s action=none", event.name)
             metrics.nodepool_interruption_messages_dropped_total.labels("rebalance-not-acted").inc()
             return True
@@ -190,7 +218,8 @@ class InterruptionReconciler:
     async def _mark(self, node: Object, wanted: notice.Notice) -> bool:
         """Store ``wanted`` on ``node`` (the cache's copy: the patch carries its
         resourceVersion, so a Node written since is a 409, never overwritten); True when
-        the Node had no notice before."""
+        the Node had no notice of that kind before (none, or a rebalance recommendation
+        a notice now follows)."""
         found = notice.read(node)
         stored = wanted if found is None else found.merged(wanted)
         if notice.is_marked(node, stored):
@@ -198,7 +227,7 @@ class InterruptionReconciler:
         await self.client.patch(
             kinds.NODES, str(node["metadata"]["name"]), notice.marks(node, stored)
         )
-        return found is None
+        return found is None or found.kind != stored.kind
 
     async def _tell(self, node: Object, pool: Object, wanted: notice.Notice) -> None:
         name = str(node["metadata"]["name"])
@@ -211,10 +240,15 @@ class InterruptionReconciler:
             if wanted.terminate_at is None
             else f"{max(0.0, wanted.terminate_at - self.wall_clock.time()):.0f}s left"
         )
+        what = (
+            "its replacement is launched now; it is drained once a notice comes"
+            if wanted.kind == notice.REBALANCE
+            else "its replacement is launched and it is drained now"
+        )
         message = (
             f"node {name} ({instance_type or 'no instance type'} in {zone or 'no zone'}): the"
             f" cloud gave notice ({wanted.kind}, {left}); tainted {notice.INTERRUPTED_TAINT_KEY}"
-            " and cordoned, its replacement is launched and it is drained now"
+            f" and cordoned, {what}"
         )
         log.warning(
             "event=node-interrupted node=%s kind=%s zone=%s instance_type=%s terminate_at=%s",
@@ -227,6 +261,8 @@ class InterruptionReconciler:
         reason = REASONS[wanted.kind]
         await self.recorder.event(_node_ref(node), type="Warning", reason=reason, message=message)
         await self.recorder.event(pool, type="Warning", reason=reason, message=message)
+        if wanted.kind == notice.REBALANCE:
+            return  # its pods stay until a notice: nothing moves yet, nothing to time
         move = moves.start(
             node=name,
             kind=wanted.kind,
@@ -249,6 +285,14 @@ class InterruptionReconciler:
             took = max(0.0, now - move.noticed_at)
             metrics.nodepool_interruption_pods_moved_seconds.labels(move.kind).observe(took)
             log.info("event=interrupted-pods-moved node=%s seconds=%.1f", name, took)
+
+
+def _replaces_on_rebalance(pool: Mapping[str, Any]) -> bool:
+    """The pool opts in to act on a rebalance recommendation. Read from the object as
+    stored (the CRD defaults and validates the field); any other value is the default,
+    Ignore: nothing is replaced on a guess."""
+    disruption = ((pool.get("spec") or {}).get("disruption")) or {}
+    return bool(disruption.get("rebalanceRecommendation") == disruption_api.REBALANCE_REPLACE)
 
 
 def _leaving(node: Mapping[str, Any]) -> bool:

@@ -21,7 +21,8 @@ nodepool_interruption_messages_dropped_total = Counter(
     "nodepool_interruption_messages_dropped_total",
     "Cloud events deleted without a mark, by why: no-node (no Node of ours for the VM), "
     "node-leaving (its VM deleted by us, or the Node being deleted), unknown-kind, "
-    "rebalance-not-acted (no pool opts in).",
+    "rebalance-not-acted (a rebalance recommendation for a Node whose pool does not "
+    "opt in: spec.disruption.rebalanceRecommendation Ignore).",
     ["reason"],
 )
 

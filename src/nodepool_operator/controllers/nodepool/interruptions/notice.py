@@ -10,7 +10,10 @@ The NodePool controller's interruptions reconciler writes these marks (their key
 * the ``INTERRUPTED_TAINT_KEY`` taint, ``NoSchedule``, and the Node cordoned: no new pod
   goes there while the Node is replaced.
 
-A Node carries at most one notice; a second one only moves ``terminateAt`` earlier.
+A Node carries at most one notice; a second one only moves ``terminateAt`` earlier,
+except after a rebalance recommendation (stored only where the pool opts in,
+``spec.disruption.rebalanceRecommendation: Replace``): the notice that follows it takes
+its place.
 """
 
 from __future__ import annotations
@@ -72,7 +75,12 @@ class Notice:
 
     def merged(self, newer: Notice) -> Notice:
         """This notice with ``newer``'s deadline where that is earlier (the first kind
-        stays: a spot warning followed by the instance stopping is still a spot warning)."""
+        stays: a spot warning followed by the instance stopping is still a spot warning),
+        or ``newer`` whole when this is a rebalance recommendation and ``newer`` is not:
+        a recommendation only warns; the notice that follows ends the VM, from its own
+        time."""
+        if self.kind == REBALANCE and newer.kind != REBALANCE:
+            return newer
         due = [t for t in (self.terminate_at, newer.terminate_at) if t is not None]
         return dataclasses.replace(self, terminate_at=min(due) if due else None)
 

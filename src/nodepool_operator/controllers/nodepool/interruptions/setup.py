@@ -9,6 +9,8 @@ pools' workers."""
 
 from __future__ import annotations
 
+import asyncio
+
 from nodepool_operator.cloud import provider
 from nodepool_operator.controllers import cached
 from nodepool_operator.controllers.nodepool.controller import NAME as NODEPOOL
@@ -28,9 +30,12 @@ from nodepool_operator.runtime.manager import Manager
 __all__ = ["setup"]
 
 
-def setup(manager: Manager, *, source: provider.EventSource) -> Controller:
+def setup(
+    manager: Manager, *, source: provider.EventSource, stopping: asyncio.Event | None = None
+) -> Controller:
     """Create the controller over ``source`` (the cloud provider, when it tells of
-    interruptions) with the informers the other controllers share."""
+    interruptions) with the informers the other controllers share. ``stopping`` is the
+    operator's stop: its long poll is cancelled then rather than waited out."""
     cache = manager.cache
     # Requested exactly as the other controllers request them: one informer per kind.
     nodes = cache.informer(kinds.NODES, transform=cached.node_fields)
@@ -49,6 +54,7 @@ def setup(manager: Manager, *, source: provider.EventSource) -> Controller:
         source=source,
         recorder=recorder,
         wall_clock=clock_module.RealWallClock(),
+        stopping=stopping,
     )
     controller = Controller(name=NAME, reconciler=reconciler, clock=manager.clock)
     controller.queue.add(POLL)
