@@ -5,10 +5,12 @@ its rules accept, and the ScaleRequest names those offerings (``spec.newNodeOffe
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
+import catalogs
 from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.offerings import OfferingsCatalog
 from nodepool_operator.runtime.clock import FakeClock
@@ -235,3 +237,106 @@ async def test_pods_that_must_not_share_a_node_keep_a_node_each(world: World) ->
     [request] = world.api.made("scalerequests")
     assert request["spec"]["targetNodes"] == 3
     assert sum(offerings_of(request).values()) == 3
+
+
+#: Two shape families, cpu-heavy (2 GiB per cpu) and memory-heavy (8 GiB per cpu).
+MIXED_TYPES = (
+    ("c2", 2, 4, 0.10),
+    ("c8", 8, 16, 0.36),
+    ("c32", 32, 64, 1.30),
+    ("r2", 2, 16, 0.15),
+    ("r8", 8, 64, 0.55),
+)
+#: Pods (cpu, memory) the priced plan packs on two c8 (5 + 3 cpu; 7 + 0.5 + 0.5 cpu) and
+#: an r2 (the 12Gi pod), $0.87/h. The simulation fills the VMs on their way first-fit in
+#: its own order, and then one pod is left over.
+MIXED_PODS = (
+    ("5", "512Mi"),
+    ("3", "1Gi"),
+    ("7", "6Gi"),
+    ("1500m", "12Gi"),
+    ("500m", "3Gi"),
+    ("500m", "1Gi"),
+)
+
+
+def _mixed_pods(world: World, pods: Sequence[tuple[str, str]] = MIXED_PODS) -> None:
+    pool = world.pools.get(POOL)
+    assert pool is not None
+    body = copy.deepcopy(pool)
+    body["spec"]["requirements"] = catalogs.requirements(MIXED_TYPES, ("z-a",))
+    world.pools.put(world._stamp(body))
+    world.planner.plan_maker.offerings_catalog = OfferingsCatalog(
+        Sells(catalogs.catalog_of(MIXED_TYPES, ("z-a",))), clock=FakeClock()
+    )
+    for n, (cpu, memory) in enumerate(pods):
+        pod = copy.deepcopy(world.pod(f"mixed-{n}", cpu=cpu))
+        pod["spec"]["containers"][0]["resources"]["requests"]["memory"] = memory
+        world.pods.put(world._stamp(pod))
+
+
+def _asked_for(world: World, request: dict[str, Any]) -> None:
+    """The request Applied and the pool at its target, no VM registered yet."""
+    world.show_requests(phase="Applied", applied=request["spec"]["targetNodes"])
+    pool = world.pools.get(POOL)
+    assert pool is not None
+    body = copy.deepcopy(pool)
+    body["spec"]["targetNodes"] = request["spec"]["targetNodes"]
+    world.pools.put(world._stamp(body))
+
+
+def _registered_c8(world: World, name: str, *, pods: list[str]) -> None:
+    """One of the c8 asked for, Ready, created after the request, with ``pods`` bound."""
+    world.node(name)
+    node = copy.deepcopy(world.nodes.get(name))
+    assert node is not None
+    node["metadata"]["creationTimestamp"] = "2026-11-29T10:00:05Z"
+    node["metadata"]["labels"].update(
+        {
+            wellknown.INSTANCE_TYPE_LABEL: "c8",
+            wellknown.ZONE_LABEL: "z-a",
+            wellknown.CAPACITY_TYPE_LABEL: "on-demand",
+        }
+    )
+    node["status"]["allocatable"] = {"cpu": "8", "memory": "16Gi", "pods": "58"}
+    world.nodes.put(world._stamp(node))
+    for pod_name in pods:
+        pod = copy.deepcopy(world.pods.get(pod_name, namespace="apps"))
+        assert pod is not None
+        pod["spec"]["nodeName"] = name
+        pod["status"] = {"phase": "Running"}
+        world.pods.put(world._stamp(pod))
+
+
+async def test_pods_pending_for_the_vms_in_flight_buy_no_more_nodes(world: World) -> None:
+    _mixed_pods(world)
+    await world.reconcile()
+    [first] = world.api.made("scalerequests")
+    assert offerings_of(first) == {("c8", "z-a"): 2, ("r2", "z-a"): 1}
+
+    _asked_for(world, first)
+    await world.reconcile()
+
+    # The same pods pending, the same VMs on their way: they hold them as they did.
+    assert world.api.made("scalerequests") == [first]
+    assert world.api.events("NotTriggerScaleUp") == []
+
+
+async def test_with_one_vm_ready_the_others_still_hold_the_pods_left(world: World) -> None:
+    # Planned on two c8 (5 + 3 cpu of 6Gi each; 5 + 1.5 + 0.5 cpu) and two r2 (the 12Gi
+    # pods).
+    pods = [("5", "6Gi"), ("1500m", "3Gi"), ("3", "6Gi"), ("500m", "1Gi"), ("5", "6Gi")]
+    pods += [("1500m", "12Gi"), ("250m", "12Gi")]
+    _mixed_pods(world, pods)
+    await world.reconcile()
+    [first] = world.api.made("scalerequests")
+    assert offerings_of(first) == {("c8", "z-a"): 2, ("r2", "z-a"): 2}
+    _asked_for(world, first)
+    # One c8 registered and Ready, with the two pods the plan put together bound to it; a
+    # c8 and the two r2 on their way for the five others.
+    _registered_c8(world, "small-0", pods=["mixed-0", "mixed-2"])
+
+    await world.reconcile()
+
+    assert world.api.made("scalerequests") == [first]
+    assert world.api.events("NotTriggerScaleUp") == []

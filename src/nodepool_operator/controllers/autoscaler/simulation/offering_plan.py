@@ -43,6 +43,7 @@ from nodepool_operator.controllers.autoscaler.simulation.model import (
     SimulationOutcome,
 )
 from nodepool_operator.controllers.autoscaler.simulation.priced_packing import (
+    PackingPlan,
     PodDemand,
     PricedCandidate,
     plan_cheapest,
@@ -93,6 +94,9 @@ class OfferingPool:
     blocked: str | None = None
     namespaces: frozenset[str] | None = None  # whose pods its Autoscaler plans for
     labels: Mapping[str, str] = field(default_factory=dict)  # its nodes' template labels
+    # The VMs asked for and not registered yet, by the name the simulation gives each (its
+    # templates' first nodes), with their offering: the pods waiting for them go there first.
+    in_flight_nodes: Mapping[str, OfferingKey] = field(default_factory=dict)
 
 
 def offering_problem(
@@ -225,6 +229,22 @@ class _Judge:
         return f"{self.pool.pool}: no offering both allows and holds it: {'; '.join(shown)}"
 
 
+def _candidates(pool: OfferingPool, judge: _Judge) -> list[PricedCandidate]:
+    """The pool's offerings as the priced packing's candidates, with their room."""
+    return [
+        PricedCandidate(
+            pool=pool.pool,
+            instance_type=o.key[0],
+            zone=o.key[1],
+            capacity_type=o.key[2],
+            price=o.price,
+            allocatable=room,
+            weight=pool.weight,
+        )
+        for o, room in zip(pool.offerings, judge.room, strict=True)
+    ]
+
+
 def _pack(
     pool: OfferingPool,
     judge: _Judge,
@@ -249,19 +269,7 @@ def _pack(
         PodDemand(requests=dict(requests), allowed=allowed, count=len(groups[(requests, allowed)]))
         for requests, allowed in keys
     ]
-    candidates = [
-        PricedCandidate(
-            pool=pool.pool,
-            instance_type=o.key[0],
-            zone=o.key[1],
-            capacity_type=o.key[2],
-            price=o.price,
-            allocatable=room,
-            weight=pool.weight,
-        )
-        for o, room in zip(pool.offerings, judge.room, strict=True)
-    ]
-    plan = plan_cheapest(demands, candidates)
+    plan = plan_cheapest(demands, _candidates(pool, judge))
     taken = [0] * len(keys)
     for n, node in enumerate(plan.nodes):
         pods: list[int] = []
@@ -277,6 +285,100 @@ def _pack(
             planned.unplaced[i] = judge.refusals(profiles[i])
 
 
+def _price(pool: OfferingPool, planned: _Planned) -> float:
+    return sum(pool.offerings[c].price for c, _ in (*planned.granted, *planned.beyond))
+
+
+def _in_flight_packings(
+    pool: OfferingPool,
+    judge: _Judge,
+    profiles: Sequence[PodProfile],
+    *,
+    bins: Sequence[tuple[str, int]],
+    pods: Sequence[int],
+) -> list[dict[int, str]]:
+    """Ways to put ``pods`` (those the simulation put on the pool's VMs in flight, and
+    those it opened new nodes for) on those VMs alone, each pod with its VM: the
+    simulation fills the VMs first-fit in its own order, and pods the plan had fitted
+    there a moment before can come out over, and buy nodes that stay empty (issue 49).
+
+    ``bins``: the VMs (simulated node name, offering index); ``pods``: in the order the
+    plan packed them (equal worths keep it). Two ways: the plan's own packing made again
+    for these pods (over every offering, as it was made), each of its nodes matched to a
+    VM of that offering (else one that holds its pods), its pods left over where none is
+    left; and the same priced packing over the VMs alone (each VM one node)."""
+    if not bins or not pods:
+        return []
+    groups: dict[tuple[tuple[tuple[str, int], ...], frozenset[int]], list[int]] = {}
+    for i in pods:
+        allowed = frozenset(c for c, p in enumerate(judge.problems(profiles[i])) if p is None)
+        if allowed:
+            groups.setdefault((tuple(sorted(profiles[i].requests.items())), allowed), []).append(i)
+    keys = list(groups)
+    counts = [len(groups[key]) for key in keys]
+
+    def members(plan: PackingPlan) -> list[tuple[int, list[int]]]:
+        taken = [0] * len(keys)
+        found = []
+        for node in plan.nodes:
+            held: list[int] = []
+            for d, count in node.pods:
+                held.extend(groups[keys[d]][taken[d] : taken[d] + count])
+                taken[d] += count
+            found.append((node.candidate, held))
+        return found
+
+    # The plan made again, each node matched to a VM: of its offering, else the cheapest
+    # left that every pod on it allows and that holds them all.
+    replayed = plan_cheapest(
+        [
+            PodDemand(requests=dict(r), allowed=a, count=n)
+            for (r, a), n in zip(keys, counts, strict=True)
+        ],
+        _candidates(pool, judge),
+    )
+    unused = list(bins)
+    matched: dict[int, str] = {}
+    for chosen, held in members(replayed):
+        need: Counter[str] = Counter()
+        for i in held:
+            need.update(profiles[i].requests)
+        fits = [
+            (name, c)
+            for name, c in unused
+            if all(judge.problems(profiles[i])[c] is None for i in held)
+            and _room_problem(need, judge.room[c]) is None
+        ]
+        if not fits:
+            continue
+        same = [bin_ for bin_ in fits if bin_[1] == chosen]
+        bin_ = (same or sorted(fits, key=lambda f: pool.offerings[f[1]].price))[0]
+        unused.remove(bin_)
+        matched.update((i, bin_[0]) for i in held)
+    # The priced packing over the VMs alone: a pool of its own per VM, one node each.
+    by_bin = [frozenset(b for b, (_, c) in enumerate(bins) if c in allowed) for _, allowed in keys]
+    alone = plan_cheapest(
+        [
+            PodDemand(requests=dict(r), allowed=a, count=n)
+            for (r, _), a, n in zip(keys, by_bin, counts, strict=True)
+        ],
+        [
+            PricedCandidate(
+                pool=name,
+                instance_type=pool.offerings[c].key[0],
+                zone=pool.offerings[c].key[1],
+                capacity_type=pool.offerings[c].key[2],
+                price=pool.offerings[c].price,
+                allocatable=judge.room[c],
+                headroom=1,
+            )
+            for name, c in bins
+        ],
+    )
+    on_alone = {i: bins[b][0] for b, held in members(alone) for i in held}
+    return [matched, on_alone]
+
+
 def _pool_outcome(
     pool: OfferingPool,
     subs: Sequence[PoolOutcome],
@@ -290,7 +392,6 @@ def _pool_outcome(
     granted_pods = {i for sub in subs for i in sub.triggering}
     new_pods = sorted(granted_pods | {i for sub in subs for i in sub.beyond})
     judge = _Judge(pool, daemon_sets)
-    planned = _Planned()
     index_of = {o.key: c for c, o in enumerate(pool.offerings)}
     # Pods whose rules read other pods keep the node the simulation judged them on.
     kept: dict[str, list[int]] = {}
@@ -302,20 +403,52 @@ def _pool_outcome(
             kept.setdefault(name, []).append(i)
         else:
             free.append(i)
-    for name, pods in kept.items():
-        chosen = index_of[pool.node_offerings[name]]
-        for i in pods:
-            planned.notes[i] = judge.note(profiles[i], chosen)
-        is_granted = all(i in granted_pods for i in pods)
-        (planned.granted if is_granted else planned.beyond).append((chosen, pods))
-    _pack(pool, judge, profiles, free, max(0, pool.headroom - len(planned.granted)), planned)
+    in_flight = {i for sub in subs for i in sub.hosted} - set(new_pods)
+
+    def packed(free: Sequence[int]) -> _Planned:
+        planned = _Planned()
+        for name, pods in kept.items():
+            chosen = index_of[pool.node_offerings[name]]
+            for i in pods:
+                planned.notes[i] = judge.note(profiles[i], chosen)
+            is_granted = all(i in granted_pods for i in pods)
+            (planned.granted if is_granted else planned.beyond).append((chosen, pods))
+        _pack(pool, judge, profiles, free, max(0, pool.headroom - len(planned.granted)), planned)
+        return planned
+
+    planned = packed(free)
+    if pool.in_flight_nodes and free:
+        on_bins: dict[str, list[int]] = {}
+        for i in sorted(in_flight):
+            on_bins.setdefault(placements[i] or "", []).append(i)
+        # A VM holding a pod whose rules read other pods keeps what it holds, untouched.
+        bins = [
+            (name, index_of[key])
+            for name, key in pool.in_flight_nodes.items()
+            if key in index_of
+            and not any(profiles[i].has_pod_constraints for i in on_bins.get(name, ()))
+        ]
+        movable = sorted({i for name, _ in bins for i in on_bins.get(name, ())} | set(free))
+        # Only the pods the VMs in flight cannot hold may buy nodes: a packing of them on
+        # those VMs is kept where what it leaves over costs less to host than what the
+        # simulation left (fewer pods unfit first).
+        best = (len(planned.unplaced), round(_price(pool, planned), 9))
+        chosen: dict[int, str] | None = None
+        for placed in _in_flight_packings(pool, judge, profiles, bins=bins, pods=movable):
+            other = packed([i for i in movable if i not in placed])
+            rank = (len(other.unplaced), round(_price(pool, other), 9))
+            if rank < best:
+                best, planned, chosen = rank, other, placed
+        if chosen is not None:
+            for i, name in chosen.items():
+                placements[i] = name
+            in_flight = (in_flight - set(movable)) | set(chosen)
     for i, why in planned.unplaced.items():
         placements[i] = None
         unfit[i] = why
     offerings = pool.offerings
     triggering = sorted(i for _, pods in planned.granted for i in pods)
     beyond = sorted(i for _, pods in planned.beyond for i in pods)
-    in_flight = {i for sub in subs for i in sub.hosted} - set(new_pods)
     passed = set(triggering)
     granted_keys = [offerings[c].key for c, _ in planned.granted]
     return PoolOutcome(

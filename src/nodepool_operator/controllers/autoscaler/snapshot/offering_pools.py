@@ -125,26 +125,32 @@ def offering_pool(
         templates=(),
     )
     templates = []
+    in_flight_nodes: dict[str, offering_plan.OfferingKey] = {}
     for (kind, capacity_type), sold in sorted(kinds.items()):
         zones = tuple(dict.fromkeys(o.zone for o in sold))
+        by_zone = {o.zone: o for o in sold}
+        booting_zones = tuple(zone for k, zone, c in in_flight if (k, c) == (kind, capacity_type))
+        # The names the simulation gives the VMs on their way (its first nodes of the
+        # template, in these zones): the plan places the pods waiting for them there first.
+        for k, zone in enumerate(booting_zones):
+            offering = by_zone.get(zone, sold[0])
+            in_flight_nodes[_node_name(pool, offering.key, k)] = offering.key
         templates.append(
             dataclasses.replace(
                 template,
                 name=f"{pool}/{kind}/{capacity_type}",
                 allocatable=dict(sold[0].allocatable),
-                upcoming=_upcoming(pool, {o.zone: o for o in sold}, found.node_offerings),
+                upcoming=_upcoming(pool, by_zone, found.node_offerings),
                 in_flight=booting[(kind, capacity_type)],
                 zones=len(zones),
                 zoning=simulation.PoolZones(
                     names=zones,
                     counts={z: n for z, n in template.zoning.counts.items() if z in zones},
-                    in_flight=tuple(
-                        zone for k, zone, c in in_flight if (k, c) == (kind, capacity_type)
-                    ),
+                    in_flight=booting_zones,
                 ),
             )
         )
-    return dataclasses.replace(found, templates=tuple(templates))
+    return dataclasses.replace(found, templates=tuple(templates), in_flight_nodes=in_flight_nodes)
 
 
 def blocked_pool(
@@ -177,10 +183,15 @@ def _upcoming(
 
     def upcoming(k: int, zone: str | None) -> tuple[str, Mapping[str, str]]:
         offering = by_zone.get(zone or "", first)
-        kind, where, capacity_type = offering.key
-        name = f"{pool}/{kind}/{capacity_type}/{where}/{k}"
+        name = _node_name(pool, offering.key, k)
         named[name] = offering.key
-        labels = nodepool_api.node_labels(pool, offering.template, zone=where)
+        labels = nodepool_api.node_labels(pool, offering.template, zone=offering.zone)
         return name, {**labels, wellknown.HOSTNAME_LABEL: name}
 
     return upcoming
+
+
+def _node_name(pool: str, key: offering_plan.OfferingKey, k: int) -> str:
+    """The simulation's name of the k-th node of an instance type and capacity type."""
+    kind, zone, capacity_type = key
+    return f"{pool}/{kind}/{capacity_type}/{zone}/{k}"
