@@ -340,3 +340,48 @@ async def test_with_one_vm_ready_the_others_still_hold_the_pods_left(world: Worl
 
     assert world.api.made("scalerequests") == [first]
     assert world.api.events("NotTriggerScaleUp") == []
+
+
+def _limited(world: World, limits: dict[str, str]) -> None:
+    pool = world.pools.get(POOL)
+    assert pool is not None
+    body = copy.deepcopy(pool)
+    body["spec"]["limits"] = limits
+    world.pools.put(world._stamp(body))
+
+
+async def test_the_plan_never_asks_past_the_pools_limits(world: World) -> None:
+    with_requirements(world)
+    _limited(world, {"cpu": "9"})
+    for i in range(6):
+        world.pod(f"p{i}", cpu="1500m")
+
+    await world.reconcile()
+
+    # Without limits: a c8 (five of them) and a c2 (the sixth), 10 cpu. Under 9 cpu only
+    # the c8 is asked for; the pod left is told the limits keep it waiting.
+    [request] = world.api.made("scalerequests")
+    assert offerings_of(request) == {("c8", "z-a"): 1}
+    [told] = world.api.events("NotTriggerScaleUp")
+    assert told["involvedObject"]["name"] == "p5"
+    assert f"{POOL}: its limits (limits.cpu=9) leave no room" in told["message"], told
+
+
+async def test_the_limits_count_the_pools_nodes_and_vms_in_flight(world: World) -> None:
+    with_requirements(world)
+    # A c32 on its way (32 cpu) under limits of 33 cpu: no node of 2 cpu more fits.
+    _limited(world, {"cpu": "33"})
+    _in_flight(
+        world,
+        offerings=[{"instanceType": "c32", "zone": "z-a", "capacityType": "on-demand", "count": 1}],
+    )
+    world.pod("big", cpu="31")
+    world.pod("small", cpu="1500m")
+
+    await world.reconcile()
+
+    # The c32 holds the big pod; the small one would need a c2, past the limits.
+    assert world.api.made("scalerequests") == []
+    [told] = world.api.events("NotTriggerScaleUp")
+    assert told["involvedObject"]["name"] == "small"
+    assert "limits.cpu=33" in told["message"]

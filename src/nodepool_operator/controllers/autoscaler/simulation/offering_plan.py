@@ -66,6 +66,8 @@ class PlannedOffering:
     price: float  # per hour
     allocatable: Mapping[str, int]  # after the pool's reserve and the type's overhead
     labels: Mapping[str, str]  # the node's labels (the template's and the offering's)
+    # What the node counts against the pool's ``limits``: the VM's capacity, by resource.
+    capacity: Mapping[str, int] = field(default_factory=dict)
 
     def describe(self) -> str:
         kind, zone, capacity_type = self.key
@@ -97,6 +99,10 @@ class OfferingPool:
     # The VMs asked for and not registered yet, by the name the simulation gives each (its
     # templates' first nodes), with their offering: the pods waiting for them go there first.
     in_flight_nodes: Mapping[str, OfferingKey] = field(default_factory=dict)
+    # With ``limits``: the capacity the pool may still add under them (the limits less its
+    # Nodes' and VMs' in flight), by resource, and the limits in words; None: no limit.
+    limits_left: Mapping[str, int] | None = None
+    limits: str = ""
 
 
 def offering_problem(
@@ -229,8 +235,11 @@ class _Judge:
         return f"{self.pool.pool}: no offering both allows and holds it: {'; '.join(shown)}"
 
 
-def _candidates(pool: OfferingPool, judge: _Judge) -> list[PricedCandidate]:
-    """The pool's offerings as the priced packing's candidates, with their room."""
+def _candidates(
+    pool: OfferingPool, judge: _Judge, *, limited: bool = True
+) -> list[PricedCandidate]:
+    """The pool's offerings as the priced packing's candidates, with their room (and,
+    ``limited``, within what its limits leave)."""
     return [
         PricedCandidate(
             pool=pool.pool,
@@ -240,6 +249,8 @@ def _candidates(pool: OfferingPool, judge: _Judge) -> list[PricedCandidate]:
             price=o.price,
             allocatable=room,
             weight=pool.weight,
+            capacity=o.capacity,
+            limits_left=pool.limits_left if limited else None,
         )
         for o, room in zip(pool.offerings, judge.room, strict=True)
     ]
@@ -282,7 +293,12 @@ def _pack(
         (planned.granted if n < headroom else planned.beyond).append((node.candidate, pods))
     for d in plan.unplaced:
         for i in groups[keys[d]][taken[d] :]:
-            planned.unplaced[i] = judge.refusals(profiles[i])
+            # Some offering allows and holds it (its group has one): the limits refused.
+            planned.unplaced[i] = (
+                f"{pool.pool}: its limits ({pool.limits}) leave no room for a node that holds it"
+                if pool.limits_left is not None
+                else judge.refusals(profiles[i])
+            )
 
 
 def _price(pool: OfferingPool, planned: _Planned) -> float:
@@ -330,12 +346,13 @@ def _in_flight_packings(
 
     # The plan made again, each node matched to a VM: of its offering, else the cheapest
     # left that every pod on it allows and that holds them all.
+    # (Those VMs are already counted against the pool's limits.)
     replayed = plan_cheapest(
         [
             PodDemand(requests=dict(r), allowed=a, count=n)
             for (r, a), n in zip(keys, counts, strict=True)
         ],
-        _candidates(pool, judge),
+        _candidates(pool, judge, limited=False),
     )
     unused = list(bins)
     matched: dict[int, str] = {}

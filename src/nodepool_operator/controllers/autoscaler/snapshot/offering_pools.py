@@ -21,13 +21,13 @@ from typing import Any
 
 from nodepool_operator import timestamps
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import quantity, wellknown
 from nodepool_operator.api import scalerequest as scalerequest_api
-from nodepool_operator.api import wellknown
 from nodepool_operator.controllers import offerings as offerings_module
 from nodepool_operator.controllers.autoscaler import simulation
 from nodepool_operator.controllers.autoscaler.simulation import offering_plan
 
-__all__ = ["blocked_pool", "in_flight_offerings", "offering_pool"]
+__all__ = ["blocked_pool", "in_flight_offerings", "limits_left", "offering_pool"]
 
 _LIVE_PHASES = frozenset({"Pending", "Applied"})
 
@@ -96,14 +96,63 @@ def in_flight_offerings(
     return found + [allowed[0]] * (count - len(found))
 
 
+def limits_left(
+    limits: nodepool_api.Limits | None,
+    *,
+    nodes: Iterable[Mapping[str, Any]],
+    in_flight: Iterable[Mapping[str, int]],
+) -> dict[str, int] | None:
+    """What the pool may still add under its ``limits`` (cpu in millicores, memory in
+    bytes), None without any: the limits less the capacity of its Nodes (as each reports
+    it) and of its VMs in flight (their offering's). The NodePool controller counts its
+    live VMs the same way (by their offering's type), so a Node that reports another
+    capacity than its type's can make the two differ by that node; it refuses past the
+    limits either way (``LimitReached``)."""
+    if limits is None or (limits.cpu is None and limits.memory is None):
+        return None
+    used = {"cpu": 0, "memory": 0}
+    for node in nodes:
+        if (node.get("metadata") or {}).get("deletionTimestamp"):
+            continue
+        status = node.get("status") or {}
+        capacity = status.get("capacity") or status.get("allocatable") or {}
+        used["cpu"] += quantity.parse_cpu_millicores(str(capacity.get("cpu", "0")))
+        used["memory"] += quantity.parse_memory_bytes(str(capacity.get("memory", "0")))
+    for capacity in in_flight:
+        for name in used:
+            used[name] += capacity.get(name, 0)
+    left: dict[str, int] = {}
+    if limits.cpu is not None:
+        left["cpu"] = quantity.parse_cpu_millicores(limits.cpu) - used["cpu"]
+    if limits.memory is not None:
+        left["memory"] = quantity.parse_memory_bytes(limits.memory) - used["memory"]
+    return left
+
+
+def _limits_text(limits: nodepool_api.Limits | None) -> str:
+    if limits is None:
+        return ""
+    told = (("cpu", limits.cpu), ("memory", limits.memory))
+    return ", ".join(f"limits.{name}={value}" for name, value in told if value is not None)
+
+
+def _capacity(offering: offerings_module.PricedOffering) -> dict[str, int]:
+    capacity = nodepool_api.template_capacity(offering.template)
+    return {"cpu": capacity["cpu"], "memory": capacity["memory"]}
+
+
 def offering_pool(
     pool: str,
     template: simulation.PoolTemplate,
     priced: Sequence[offerings_module.PricedOffering],
     *,
     in_flight: Sequence[offering_plan.OfferingKey],
+    limits: nodepool_api.Limits | None = None,
+    nodes: Iterable[Mapping[str, Any]] = (),
 ) -> offering_plan.OfferingPool:
-    """``template`` (the pool as a single shape) as an ``OfferingPool`` of ``priced``."""
+    """``template`` (the pool as a single shape) as an ``OfferingPool`` of ``priced``;
+    ``limits`` (the pool's) judged against its Nodes ``nodes`` and the VMs in flight."""
+    by_key = {o.key: o for o in priced}
     kinds: dict[tuple[str, str], list[offerings_module.PricedOffering]] = {}
     for offering in priced:
         kinds.setdefault((offering.instance_type.name, offering.capacity_type), []).append(offering)
@@ -116,6 +165,7 @@ def offering_pool(
                 price=o.price_per_hour,
                 allocatable=dict(o.allocatable),
                 labels=nodepool_api.node_labels(pool, o.template, zone=o.zone),
+                capacity=_capacity(o),
             )
             for o in priced
         ),
@@ -123,6 +173,12 @@ def offering_pool(
         weight=template.weight,
         headroom=template.headroom,
         templates=(),
+        limits_left=limits_left(
+            limits,
+            nodes=nodes,
+            in_flight=[_capacity(by_key[key]) for key in in_flight if key in by_key],
+        ),
+        limits=_limits_text(limits),
     )
     templates = []
     in_flight_nodes: dict[str, offering_plan.OfferingKey] = {}
