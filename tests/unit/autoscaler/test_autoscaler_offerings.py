@@ -285,20 +285,27 @@ def _asked_for(world: World, request: dict[str, Any]) -> None:
     world.pools.put(world._stamp(body))
 
 
-def _registered_c8(world: World, name: str, *, pods: list[str]) -> None:
-    """One of the c8 asked for, Ready, created after the request, with ``pods`` bound."""
+def _registered(
+    world: World,
+    name: str,
+    *,
+    kind: str = "c8",
+    size: tuple[str, str] = ("8", "16Gi"),
+    pods: Sequence[str] = (),
+) -> None:
+    """A node of ``kind`` asked for, Ready, created after the request, ``pods`` bound."""
     world.node(name)
     node = copy.deepcopy(world.nodes.get(name))
     assert node is not None
     node["metadata"]["creationTimestamp"] = "2026-11-29T10:00:05Z"
     node["metadata"]["labels"].update(
         {
-            wellknown.INSTANCE_TYPE_LABEL: "c8",
+            wellknown.INSTANCE_TYPE_LABEL: kind,
             wellknown.ZONE_LABEL: "z-a",
             wellknown.CAPACITY_TYPE_LABEL: "on-demand",
         }
     )
-    node["status"]["allocatable"] = {"cpu": "8", "memory": "16Gi", "pods": "58"}
+    node["status"]["allocatable"] = {"cpu": size[0], "memory": size[1], "pods": "58"}
     world.nodes.put(world._stamp(node))
     for pod_name in pods:
         pod = copy.deepcopy(world.pods.get(pod_name, namespace="apps"))
@@ -322,6 +329,23 @@ async def test_pods_pending_for_the_vms_in_flight_buy_no_more_nodes(world: World
     assert world.api.events("NotTriggerScaleUp") == []
 
 
+async def test_nodes_ready_before_the_pods_are_bound_buy_no_more_nodes(world: World) -> None:
+    # Every node asked for registered and Ready, empty: kube-scheduler has not bound the
+    # pods yet (the bench's second plan). They are the room the pods were planned on.
+    _mixed_pods(world)
+    await world.reconcile()
+    [first] = world.api.made("scalerequests")
+    _asked_for(world, first)
+    _registered(world, "small-0")
+    _registered(world, "small-1")
+    _registered(world, "small-2", kind="r2", size=("2", "16Gi"))
+
+    await world.reconcile()
+
+    assert world.api.made("scalerequests") == [first]
+    assert world.api.events("NotTriggerScaleUp") == []
+
+
 async def test_with_one_vm_ready_the_others_still_hold_the_pods_left(world: World) -> None:
     # Planned on two c8 (5 + 3 cpu of 6Gi each; 5 + 1.5 + 0.5 cpu) and two r2 (the 12Gi
     # pods).
@@ -334,7 +358,7 @@ async def test_with_one_vm_ready_the_others_still_hold_the_pods_left(world: Worl
     _asked_for(world, first)
     # One c8 registered and Ready, with the two pods the plan put together bound to it; a
     # c8 and the two r2 on their way for the five others.
-    _registered_c8(world, "small-0", pods=["mixed-0", "mixed-2"])
+    _registered(world, "small-0", pods=["mixed-0", "mixed-2"])
 
     await world.reconcile()
 
@@ -385,3 +409,48 @@ async def test_the_limits_count_the_pools_nodes_and_vms_in_flight(world: World) 
     [told] = world.api.events("NotTriggerScaleUp")
     assert told["involvedObject"]["name"] == "small"
     assert "limits.cpu=33" in told["message"]
+
+
+#: "x8" is a c8 at a dearer price.
+PRICED_TYPES = (("c8", 8, 16, 0.36), ("x8", 8, 16, 0.50))
+
+
+def _priced_pool(world: World, name: str, kinds: list[str], *, weight: int) -> None:
+    world.pool(name=name)
+    pool = world.pools.get(name)
+    assert pool is not None
+    body = copy.deepcopy(pool)
+    body["spec"]["weight"] = weight
+    body["spec"]["requirements"] = [
+        {"key": wellknown.INSTANCE_TYPE_LABEL, "operator": "In", "values": kinds},
+        *catalogs.requirements(PRICED_TYPES, ("z-a",))[1:],
+    ]
+    world.pools.put(world._stamp(body))
+
+
+@pytest.mark.parametrize(
+    ("first_kind", "other_kind", "winner"),
+    [
+        # The dearer pool has the higher weight: by weight alone it would take the pods.
+        ("x8", "c8", "other"),
+        # At one price, the weight decides as before.
+        ("c8", "c8", POOL),
+    ],
+)
+async def test_of_two_pools_that_may_host_the_pods_the_cheaper_wins(
+    world: World, first_kind: str, other_kind: str, winner: str
+) -> None:
+    _priced_pool(world, POOL, [first_kind], weight=10)
+    _priced_pool(world, "other", [other_kind], weight=0)
+    world.autoscaler("nas-other", pool="other")
+    world.planner.plan_maker.offerings_catalog = OfferingsCatalog(
+        Sells(catalogs.catalog_of(PRICED_TYPES, ("z-a",))), clock=FakeClock()
+    )
+    for i in range(3):
+        world.pod(f"p{i}", cpu="2")
+
+    await world.reconcile()
+
+    [request] = world.api.made("scalerequests")
+    assert request["spec"]["nodePoolName"] == winner
+    assert offerings_of(request) == {("c8" if winner == "other" else first_kind, "z-a"): 1}

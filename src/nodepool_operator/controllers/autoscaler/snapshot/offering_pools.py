@@ -196,6 +196,7 @@ def offering_pool(
                 template,
                 name=f"{pool}/{kind}/{capacity_type}",
                 allocatable=dict(sold[0].allocatable),
+                price=sold[0].price_per_hour,
                 upcoming=_upcoming(pool, by_zone, found.node_offerings),
                 in_flight=booting[(kind, capacity_type)],
                 zones=len(zones),
