@@ -499,7 +499,7 @@ def _pool_outcome(
 
     planned = packed(free)
     on_nodes_kept = set(on_nodes)
-    if free and (pool.in_flight_nodes or on_nodes):
+    if free and (pool.in_flight_nodes or pool_nodes):
         on_bins: dict[str, list[int]] = {}
         for i in sorted({*in_flight, *on_nodes}):
             on_bins.setdefault(placements[i] or "", []).append(i)
