@@ -521,13 +521,11 @@ class _Packer:
     def _may_grow(self, candidate: int) -> bool:
         pool = self.candidates[candidate].pool
         room = self.headroom.get(pool)
-        if room is not None and room <= 0:
-            return False
-        left = self.limits_left.get(pool) if self.limits_left else None
-        if left is None:
-            return True
-        capacity = self.candidates[candidate].capacity or {}
-        return all(capacity.get(name, 0) <= amount for name, amount in left.items())
+        if self.limits_left and pool in self.limits_left:  # only a pool with limits
+            capacity = self.candidates[candidate].capacity or {}
+            if any(capacity.get(r, 0) > left for r, left in self.limits_left[pool].items()):
+                return False
+        return room is None or room > 0
 
     def _fill(self, candidate: int, driver: int) -> tuple[dict[int, int], list[int]]:
         room = list(self.alloc[candidate])
