@@ -5,6 +5,7 @@ same mixes; the bound is below the exact optimum of small problems."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import random
@@ -337,4 +338,29 @@ def test_partitions_enumerates_every_set_partition() -> None:
         [0],
         [0, 1],
         [1],
+    ]
+
+
+def test_a_pools_limits_are_never_passed_and_a_smaller_node_fits_under_them() -> None:
+    # The 8-cpu spot node is larger and cheaper than the 2-cpu one (it would drop it as
+    # dominated), but under 5 cpu of limits left only 2-cpu nodes fit: two of them, and
+    # the pods a third would need stay unplaced.
+    left = {"cpu": 5000}
+    candidates = [
+        dataclasses.replace(
+            offering(name, cpu, cpu * 2, price), capacity={"cpu": cpu * 1000}, limits_left=left
+        )
+        for name, cpu, price in (("big-spot", 8, 0.05), ("small", 2, 0.10))
+    ]
+    demands = [pods(1000, 1, 6, [0, 1])]
+
+    plan = plan_cheapest(demands, candidates)
+
+    assert [candidates[n.candidate].instance_type for n in plan.nodes] == ["small", "small"]
+    assert plan.unplaced == {0: 2}
+    assert all(dict(n.pods) == {0: 2} for n in plan.nodes)
+    # Without limits the big node takes all six.
+    free = [dataclasses.replace(c, limits_left=None) for c in candidates]
+    assert [free[n.candidate].instance_type for n in plan_cheapest(demands, free).nodes] == [
+        "big-spot"
     ]

@@ -11,10 +11,12 @@ goes to the first node that passes every filter kube-scheduler would apply
 ``InterPodAffinity``, ``PodTopologySpread``) given the pods already there
 and those placed before it; a pod that fits nowhere opens the next node of the pool that
 can host it: highest ``weight`` first, then least waste (cluster-autoscaler's expander),
-then name. A node that is not there yet has its template's allocatable minus the
-DaemonSet pods that would run on it. A new node ranks only the pools whose next node the pod's
-static filters (namespace, taints, nodeSelector, node affinity) do not refuse, found once
-per node rules and looked at again for a pool only once it opens a node; the node groups a
+then name; where every pool that can host it has a catalog price (``PoolTemplate.price``,
+a pool with requirements), the cheapest for the pod first, those after. A node that is
+not there yet has its template's allocatable minus the DaemonSet pods that would run on
+it. A new node ranks only the pools whose next node the pod's static filters (namespace,
+taints, nodeSelector, node affinity) do not refuse, found once per node rules and looked
+at again for a pool only once it opens a node; the node groups a
 pod searches are found through the labels its nodeSelector names.
 
 Pods are placed by class: pods whose profiles are equal but for labels no selector in the

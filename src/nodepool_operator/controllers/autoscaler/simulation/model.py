@@ -91,6 +91,9 @@ class PoolTemplate:
     zones: int  # how many zones a new node may go to (1 without zones)
     namespaces: frozenset[str] | None  # whose pods its Autoscaler plans for; None: all
     zoning: PoolZones = field(default_factory=PoolZones)
+    # The catalog's price per hour of one node (a pool with requirements: the type's
+    # cheapest offering); None without one (a single-shape pool).
+    price: float | None = None
 
 
 @dataclass(frozen=True)

@@ -255,12 +255,16 @@ class Simulation:
         if len(hosts) == 1:  # nothing to rank, and no pool ranked before it
             state, ahead, _, beyond = hosts[0]
             return state, ahead, beyond, None
+        # Where every pool that may host it has a catalog price, the cheaper for the pod
+        # ranks first (ties, and pools without a price: weight, then least waste).
+        priced = all(state.template.price is not None for state, _, _, _ in hosts)
         options: list[tuple[tuple[object, ...], PoolState, int, bool]] = []
         for state, ahead, node, beyond in hosts:
             template = state.template
             copies = max(1, copies_that_fit(profile, node, remaining))
             wasted = waste(profile, node, copies)
-            rank = (beyond, -template.weight, wasted, ahead, template.name)
+            cost = _pod_cost(profile, node, template.price) if priced else 0.0
+            rank = (beyond, cost, -template.weight, wasted, ahead, template.name)
             options.append((rank, state, ahead, beyond))
         _, state, ahead, beyond = min(options, key=lambda o: o[0])
         preferred = min(options, key=lambda o: o[0][1:])  # as if every pool could grow
@@ -371,3 +375,15 @@ class Simulation:
             self.cluster.nodes[i].labels.get(wellknown.ZONE_LABEL) for i in state.new_nodes
         )
         return {zone: n for zone, n in sorted(found.items()) if zone is not None}
+
+
+def _pod_cost(profile: PodProfile, node: SimNode, price: float | None) -> float:
+    """What the pod costs on a new node of a priced pool: the node's price times the
+    largest share of its cpu or memory the pod takes (rounded, so that near-equal costs
+    tie and fall to weight and waste)."""
+    share = 0.0
+    for name in ("cpu", "memory"):
+        have = node.allocatable.get(name, 0)
+        if have > 0:
+            share = max(share, profile.requests.get(name, 0) / have)
+    return round((price or 0.0) * share, 9)

@@ -99,6 +99,11 @@ class PricedCandidate:
     weight: int = 0  # the pool's
     #: How many nodes the pool may still add (``maxNodes`` less its target); None: no cap.
     headroom: int | None = None
+    #: What a node of it counts against its pool's ``limits`` (the VM's capacity, by
+    #: resource), and how much of that the pool may still add (None: no limit). A node that
+    #: would go beyond is never opened, as a pool at ``maxNodes``.
+    capacity: Mapping[str, int] | None = None
+    limits_left: Mapping[str, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -264,6 +269,10 @@ class _Packer:
             self.headroom[c.pool] = (
                 c.headroom if known is None or c.headroom is None else min(known, c.headroom)
             )
+        # Per pool with limits: what it may still add, by resource (shared by its candidates).
+        self.limits_left: dict[str, dict[str, int]] = {
+            c.pool: dict(c.limits_left) for c in candidates if c.limits_left is not None
+        }
         self.unplaced: dict[int, int] = {}
         self.nothing = (0,) * len(self.resources)
         self.shortlists: dict[int, tuple[float, list[int]]] = {}
@@ -284,6 +293,7 @@ class _Packer:
         other.left = list(self.counts)
         other.unplaced = {}
         other.headroom = dict(self.headroom)
+        other.limits_left = {pool: dict(left) for pool, left in self.limits_left.items()}
         other.shortlists = {}
         other._group()
         return other
@@ -400,6 +410,7 @@ class _Packer:
         other.left = list(self.left)
         other.unplaced = dict(self.unplaced)
         other.headroom = dict(self.headroom)
+        other.limits_left = {pool: dict(left) for pool, left in self.limits_left.items()}
         other.next = [list(links) for links in self.next]
         other.prev = [list(links) for links in self.prev]
         other.head = list(self.head)
@@ -426,6 +437,11 @@ class _Packer:
             pool = self.candidates[chosen].pool
             if self.headroom.get(pool) is not None:
                 self.headroom[pool] = (self.headroom[pool] or 0) - 1
+            left = self.limits_left.get(pool)
+            if left is not None:
+                for name, amount in (self.candidates[chosen].capacity or {}).items():
+                    if name in left:
+                        left[name] -= amount
             price += self.candidates[chosen].price
             nodes.append(PlannedNode(chosen, tuple(sorted(placed.items()))))
         return PackingPlan(tuple(nodes), price, dict(sorted(self.unplaced.items())), self.strategy)
@@ -503,7 +519,12 @@ class _Packer:
         return self.candidates[candidate].price / filled if filled > 0 else float("inf")
 
     def _may_grow(self, candidate: int) -> bool:
-        room = self.headroom.get(self.candidates[candidate].pool)
+        pool = self.candidates[candidate].pool
+        room = self.headroom.get(pool)
+        if self.limits_left and pool in self.limits_left:  # only a pool with limits
+            capacity = self.candidates[candidate].capacity or {}
+            if any(capacity.get(r, 0) > left for r, left in self.limits_left[pool].items()):
+                return False
         return room is None or room > 0
 
     def _fill(self, candidate: int, driver: int) -> tuple[dict[int, int], list[int]]:
@@ -675,7 +696,8 @@ def _undominated(
 ) -> list[int]:
     """The candidates no other of the same pool beats: at least as large in every resource
     and cheaper (or as cheap with a higher weight, or the same in all of it and listed
-    first). Only within a pool, so a pool at its headroom leaves another's in the running;
+    first). Only within a pool, so a pool at its headroom leaves another's in the running,
+    and not within a pool with limits (a smaller node may fit under them);
     a group's pods accept any of its candidates, whatever their zone."""
     by_shape: dict[tuple[str, tuple[int, ...]], int] = {}
     for c in indices:
@@ -690,7 +712,9 @@ def _undominated(
     shapes = sorted(by_shape.values(), key=lambda c: (candidates[c].price, c))
     found: list[int] = []
     for c in shapes:
-        if not any(
+        # Under a pool's limits a smaller node may fit where the larger cheaper one does
+        # not: none of such a pool's candidates is dropped for another.
+        if candidates[c].limits_left is not None or not any(
             candidates[o].pool == candidates[c].pool
             and _holds(alloc[o], alloc[c])
             and (candidates[o].price, -candidates[o].weight)

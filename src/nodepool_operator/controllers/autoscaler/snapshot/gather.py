@@ -196,6 +196,7 @@ class Gatherer:
                 template,
                 why=view.facts.cannot_grow or pool_reads.NO_OFFERING,
             )
+        members = list(membership.members(self.reads.nodes, pool_name=name, pool_uid=view.uid))
         booting = offering_pools.in_flight_offerings(
             template.in_flight,
             requests=self.reads.ledger.visible(
@@ -203,10 +204,17 @@ class Gatherer:
                 self.reads.requests.by_index(REQUESTS_BY_POOL, name),
                 cache_version=self.reads.requests.resource_version,
             ),
-            nodes=membership.members(self.reads.nodes, pool_name=name, pool_uid=view.uid),
+            nodes=members,
             allowed=[o.key for o in view.offerings],
         )
-        return offering_pools.offering_pool(name, template, view.offerings, in_flight=booting)
+        return offering_pools.offering_pool(
+            name,
+            template,
+            view.offerings,
+            in_flight=booting,
+            limits=nodepool_api.spec_of(pool).limits,
+            nodes=members,
+        )
 
     def nominated(self) -> dict[str, list[PodProfile]]:
         """The pending pods nominated to each node, of every namespace: kube-scheduler

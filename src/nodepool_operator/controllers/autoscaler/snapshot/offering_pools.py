@@ -21,13 +21,13 @@ from typing import Any
 
 from nodepool_operator import timestamps
 from nodepool_operator.api import nodepool as nodepool_api
+from nodepool_operator.api import quantity, wellknown
 from nodepool_operator.api import scalerequest as scalerequest_api
-from nodepool_operator.api import wellknown
 from nodepool_operator.controllers import offerings as offerings_module
 from nodepool_operator.controllers.autoscaler import simulation
 from nodepool_operator.controllers.autoscaler.simulation import offering_plan
 
-__all__ = ["blocked_pool", "in_flight_offerings", "offering_pool"]
+__all__ = ["blocked_pool", "in_flight_offerings", "limits_left", "offering_pool"]
 
 _LIVE_PHASES = frozenset({"Pending", "Applied"})
 
@@ -96,14 +96,63 @@ def in_flight_offerings(
     return found + [allowed[0]] * (count - len(found))
 
 
+def limits_left(
+    limits: nodepool_api.Limits | None,
+    *,
+    nodes: Iterable[Mapping[str, Any]],
+    in_flight: Iterable[Mapping[str, int]],
+) -> dict[str, int] | None:
+    """What the pool may still add under its ``limits`` (cpu in millicores, memory in
+    bytes), None without any: the limits less the capacity of its Nodes (as each reports
+    it) and of its VMs in flight (their offering's). The NodePool controller counts its
+    live VMs the same way (by their offering's type), so a Node that reports another
+    capacity than its type's can make the two differ by that node; it refuses past the
+    limits either way (``LimitReached``)."""
+    if limits is None or (limits.cpu is None and limits.memory is None):
+        return None
+    used = {"cpu": 0, "memory": 0}
+    for node in nodes:
+        if (node.get("metadata") or {}).get("deletionTimestamp"):
+            continue
+        status = node.get("status") or {}
+        capacity = status.get("capacity") or status.get("allocatable") or {}
+        used["cpu"] += quantity.parse_cpu_millicores(str(capacity.get("cpu", "0")))
+        used["memory"] += quantity.parse_memory_bytes(str(capacity.get("memory", "0")))
+    for capacity in in_flight:
+        for name in used:
+            used[name] += capacity.get(name, 0)
+    left: dict[str, int] = {}
+    if limits.cpu is not None:
+        left["cpu"] = quantity.parse_cpu_millicores(limits.cpu) - used["cpu"]
+    if limits.memory is not None:
+        left["memory"] = quantity.parse_memory_bytes(limits.memory) - used["memory"]
+    return left
+
+
+def _limits_text(limits: nodepool_api.Limits | None) -> str:
+    if limits is None:
+        return ""
+    told = (("cpu", limits.cpu), ("memory", limits.memory))
+    return ", ".join(f"limits.{name}={value}" for name, value in told if value is not None)
+
+
+def _capacity(offering: offerings_module.PricedOffering) -> dict[str, int]:
+    capacity = nodepool_api.template_capacity(offering.template)
+    return {"cpu": capacity["cpu"], "memory": capacity["memory"]}
+
+
 def offering_pool(
     pool: str,
     template: simulation.PoolTemplate,
     priced: Sequence[offerings_module.PricedOffering],
     *,
     in_flight: Sequence[offering_plan.OfferingKey],
+    limits: nodepool_api.Limits | None = None,
+    nodes: Iterable[Mapping[str, Any]] = (),
 ) -> offering_plan.OfferingPool:
-    """``template`` (the pool as a single shape) as an ``OfferingPool`` of ``priced``."""
+    """``template`` (the pool as a single shape) as an ``OfferingPool`` of ``priced``;
+    ``limits`` (the pool's) judged against its Nodes ``nodes`` and the VMs in flight."""
+    by_key = {o.key: o for o in priced}
     kinds: dict[tuple[str, str], list[offerings_module.PricedOffering]] = {}
     for offering in priced:
         kinds.setdefault((offering.instance_type.name, offering.capacity_type), []).append(offering)
@@ -116,6 +165,7 @@ def offering_pool(
                 price=o.price_per_hour,
                 allocatable=dict(o.allocatable),
                 labels=nodepool_api.node_labels(pool, o.template, zone=o.zone),
+                capacity=_capacity(o),
             )
             for o in priced
         ),
@@ -123,28 +173,41 @@ def offering_pool(
         weight=template.weight,
         headroom=template.headroom,
         templates=(),
+        limits_left=limits_left(
+            limits,
+            nodes=nodes,
+            in_flight=[_capacity(by_key[key]) for key in in_flight if key in by_key],
+        ),
+        limits=_limits_text(limits),
     )
     templates = []
+    in_flight_nodes: dict[str, offering_plan.OfferingKey] = {}
     for (kind, capacity_type), sold in sorted(kinds.items()):
         zones = tuple(dict.fromkeys(o.zone for o in sold))
+        by_zone = {o.zone: o for o in sold}
+        booting_zones = tuple(zone for k, zone, c in in_flight if (k, c) == (kind, capacity_type))
+        # The names the simulation gives the VMs on their way (its first nodes of the
+        # template, in these zones): the plan places the pods waiting for them there first.
+        for k, zone in enumerate(booting_zones):
+            offering = by_zone.get(zone, sold[0])
+            in_flight_nodes[_node_name(pool, offering.key, k)] = offering.key
         templates.append(
             dataclasses.replace(
                 template,
                 name=f"{pool}/{kind}/{capacity_type}",
                 allocatable=dict(sold[0].allocatable),
-                upcoming=_upcoming(pool, {o.zone: o for o in sold}, found.node_offerings),
+                price=sold[0].price_per_hour,
+                upcoming=_upcoming(pool, by_zone, found.node_offerings),
                 in_flight=booting[(kind, capacity_type)],
                 zones=len(zones),
                 zoning=simulation.PoolZones(
                     names=zones,
                     counts={z: n for z, n in template.zoning.counts.items() if z in zones},
-                    in_flight=tuple(
-                        zone for k, zone, c in in_flight if (k, c) == (kind, capacity_type)
-                    ),
+                    in_flight=booting_zones,
                 ),
             )
         )
-    return dataclasses.replace(found, templates=tuple(templates))
+    return dataclasses.replace(found, templates=tuple(templates), in_flight_nodes=in_flight_nodes)
 
 
 def blocked_pool(
@@ -177,10 +240,15 @@ def _upcoming(
 
     def upcoming(k: int, zone: str | None) -> tuple[str, Mapping[str, str]]:
         offering = by_zone.get(zone or "", first)
-        kind, where, capacity_type = offering.key
-        name = f"{pool}/{kind}/{capacity_type}/{where}/{k}"
+        name = _node_name(pool, offering.key, k)
         named[name] = offering.key
-        labels = nodepool_api.node_labels(pool, offering.template, zone=where)
+        labels = nodepool_api.node_labels(pool, offering.template, zone=offering.zone)
         return name, {**labels, wellknown.HOSTNAME_LABEL: name}
 
     return upcoming
+
+
+def _node_name(pool: str, key: offering_plan.OfferingKey, k: int) -> str:
+    """The simulation's name of the k-th node of an instance type and capacity type."""
+    kind, zone, capacity_type = key
+    return f"{pool}/{kind}/{capacity_type}/{zone}/{k}"
