@@ -117,10 +117,13 @@ class Replacer:
         if step != "recheck":
             return step
         victims = [v for v in views if v.name in replacing.victims]
-        if await asyncio.to_thread(fits.together, victims):
+        unfit = await asyncio.to_thread(fits.unfit_together, victims)
+        if unfit is None:
             return "name"
+        pod, why = unfit
         return Unreplaceable(
-            replacing.victims, "their pods no longer fit on the nodes that stay and the new one"
+            replacing.victims,
+            f"their pods no longer fit on the nodes that stay and the new one: pod {pod}: {why}",
         )
 
     async def propose(
