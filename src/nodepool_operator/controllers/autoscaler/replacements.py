@@ -124,6 +124,7 @@ class Replacer:
         return Unreplaceable(
             replacing.victims,
             f"their pods no longer fit on the nodes that stay and the new one: pod {pod}: {why}",
+            backs_off=True,
         )
 
     async def propose(
@@ -175,7 +176,7 @@ class Replacer:
                 return None
             return offerings.cost_per_hour(found, [machine])
 
-        return await asyncio.to_thread(
+        chosen = await asyncio.to_thread(
             consolidation_replace.choose_replacement,
             candidates,
             offerings=pool.offerings if found is not None else None,
@@ -183,6 +184,13 @@ class Replacer:
             fits=fits,
             max_victims=min(consolidation_replace.MAX_VICTIMS, turn.room, allows.allowed),
         )
+        if isinstance(chosen, Replacement):
+            # The same replacement called off by its re-check a moment ago would be
+            # launched and called off again and again: held back for a while.
+            held = consolidation_replace.held_back(chosen, views, now=self.wall_clock.time())
+            if held is not None:
+                return held
+        return chosen
 
     def _requests_of(self, pool: str) -> list[Object]:
         if self.requests is None:
