@@ -19,7 +19,10 @@ replacement is asked for (``targetNodes`` + 1 naming the offering) -- launched f
 once a Node of that offering created after the mark is Ready, the victims' pods are
 proved again (with the PodDisruptionBudgets, as any removal) and the victims are named
 in ``removeNodes``; if that proof fails they are kept (mark and taint removed) and the
-new Node is an ordinary consolidation candidate later.
+new Node is an ordinary consolidation candidate later. That call-off is recorded on the
+victims (``CALLED_OFF_ANNOTATION``) and the same replacement is held back (``held_back``)
+for a while, doubled at each call-off in a row, unless the pods on a victim change: a
+proof that fails again the same way must not launch a Node every pass.
 """
 
 from __future__ import annotations
