@@ -3,6 +3,7 @@ before left (``consolidation.proof``), on the real scheduling simulation."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -122,3 +123,24 @@ def test_a_pod_whose_requests_cannot_be_read_keeps_its_node_and_is_named() -> No
     assert why.message.startswith(
         "pod apps/broken fits on no other node: its requests cannot be read: "
     )
+
+
+def test_the_pods_that_fit_nowhere_together_are_named_with_why() -> None:
+    # A replacement's re-check: the victim's 3-cpu pod fits on the new 4-cpu Node; a
+    # Node leaving (tainted, or named by a request) gives it no room, and the event says
+    # which pod and why rather than only that the pods no longer fit.
+    victim = view("victim", pod("heavy", cpu="3"))
+    new = view("new")
+    cluster = [existing("victim", pod("heavy", cpu="3")), existing("new"), existing("full", cpu=1)]
+    fits = Proof(views=[victim, new], cluster=cluster, daemon_sets=(), profile=ProfileCache().get)
+    assert fits.unfit_together([victim]) is None
+    assert fits.together([victim])
+    leaving = dataclasses.replace(new, gives_room=False)
+    fits = Proof(
+        views=[victim, leaving], cluster=cluster, daemon_sets=(), profile=ProfileCache().get
+    )
+    unfit = fits.unfit_together([victim])
+    assert unfit is not None
+    assert unfit[0] == "apps/heavy"
+    assert "cpu" in unfit[1]
+    assert not fits.together([victim])

@@ -4,6 +4,7 @@ honours the annotations users migrate with."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from nodepool_operator.controllers.autoscaler.decide import (
     consolidation_choice,
     consolidation_rules,
 )
+from nodepool_operator.runtime import conditions
 from unit.autoscaler.reconcile_world import (
     NAS,
     POOL,
@@ -277,6 +279,51 @@ async def test_a_node_an_open_request_names_is_never_chosen_again(world: World) 
     )
     assert [v.name for v in views if v.eligible] == ["n1"]
     assert request["spec"]["removeNodes"] == ["n2"]
+
+
+def test_a_later_node_given_the_name_an_applied_request_named_is_not_on_its_way_out() -> None:
+    # The NodePool controller gives a new Node the lowest free name: once n2 is gone, the
+    # next Node is n2 again while the request that named the old n2 is still Applied
+    # (kept until its retention is over). That new Node is room, not leaving.
+    applied = _request("Applied", "n1", "n2", "n3")
+    applied["metadata"]["creationTimestamp"] = "2026-12-06T13:28:52Z"
+    nodes = {
+        "n1": {"metadata": {"name": "n1", "creationTimestamp": "2026-12-06T13:28:33Z"}},
+        "n2": {"metadata": {"name": "n2", "creationTimestamp": "2026-12-06T13:29:08Z"}},
+        "n3": {"metadata": {"name": "n3"}},  # no creationTimestamp: cannot tell, named
+    }
+    found = consolidation_choice.named_by_open_requests([applied], node=nodes.get)
+    assert found == {"n1", "n3"}
+    # Without the Nodes (or with a request without its timestamp) every name counts.
+    assert consolidation_choice.named_by_open_requests([applied]) == {"n1", "n2", "n3"}
+    del applied["metadata"]["creationTimestamp"]
+    assert consolidation_choice.named_by_open_requests([applied], node=nodes.get) == {
+        "n1",
+        "n2",
+        "n3",
+    }
+
+
+async def test_a_new_node_reusing_a_removed_nodes_name_is_room_for_consolidation(
+    world: World,
+) -> None:
+    await tainted(world)
+    await world.reconcile()
+    world.show_requests(phase="Applied", applied=1)
+    assert world.planner._leaving(POOL) == {"n2"}
+    # n2 drained and deleted; a minute later a new Node registers under its name while
+    # the request is still Applied.
+    await world.clock.advance(60)
+    world.nodes.remove("n2")
+    world.node("n2")
+    new = copy.deepcopy(world.nodes.get("n2"))
+    new["metadata"]["creationTimestamp"] = conditions.rfc3339(world.api.wall_clock.time())
+    world.nodes.put(new)
+    assert world.planner._leaving(POOL) == frozenset()
+    views = world.planner.decider.consolidator.views.of_pool(
+        POOL, pool_uid="uid-pool", leaving=world.planner._leaving(POOL)
+    )
+    assert {v.name: v.gives_room for v in views} == {"n1": True, "n2": True}
 
 
 async def test_a_not_ready_blip_resets_only_the_timer_of_the_node_it_touches(

@@ -66,6 +66,7 @@ from nodepool_operator.controllers.autoscaler.act.node_marks import NodeMarks
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.decide import (
     consolidation_choice,
+    consolidation_replace,
     consolidation_rules,
 )
 from nodepool_operator.controllers.autoscaler.decide.consolidation_proof import Proof
@@ -194,6 +195,9 @@ class Consolidator:
                 for t in turns
             ),
             tuple((p.pool, p.offerings, p.blocked) for p in offering_pools),
+            # A replacement held back after its re-check failed may be tried again once
+            # its time is over, though nothing else changed.
+            self._backoffs_over(views.values()),
         )
         if key[0] and key[1] and self._chosen is not None and self._chosen[0] == key:
             return self._chosen[1]
@@ -241,6 +245,12 @@ class Consolidator:
             choices[t.pool] = choice
         self._chosen = (key, choices)
         return choices
+
+    def _backoffs_over(self, views: Iterable[Sequence[NodeView]]) -> int:
+        """How many call-offs recorded on the Nodes are over by now (``choose``'s key)."""
+        now = self.wall_clock.time()
+        ends = consolidation_replace.backoff_ends(v for found in views for v in found)
+        return sum(1 for end in ends if end <= now)
 
     def propose(
         self, autoscaler: Object, turn: PoolTurn, choice: consolidation_choice.Choice

@@ -211,7 +211,9 @@ class Planner:
         # Marks of an Autoscaler deleted or repointed are nobody's to clear but ours.
         await self.decider.consolidator.clear_unwatched(
             (autoscaler_api.spec_of(a).node_pool_name for a in autoscalers),
-            named=named_by_open_requests(self.plan_maker.pool_reads.requests.items()),
+            named=named_by_open_requests(
+                self.plan_maker.pool_reads.requests.items(), node=self.plan_maker.nodes.get
+            ),
         )
         if not autoscalers:
             return Result()
@@ -381,7 +383,9 @@ class Planner:
                 pool,
                 requests.by_index(REQUESTS_BY_POOL, pool),
                 cache_version=requests.resource_version,
-            )
+            ),
+            # A later Node given a name an Applied request named is not that request's.
+            node=self.plan_maker.nodes.get,
         )
 
     async def _choose(self, turns: Sequence[PoolTurn], made: BatchPlan) -> dict[str, Choice]:

@@ -117,10 +117,14 @@ class Replacer:
         if step != "recheck":
             return step
         victims = [v for v in views if v.name in replacing.victims]
-        if await asyncio.to_thread(fits.together, victims):
+        unfit = await asyncio.to_thread(fits.unfit_together, victims)
+        if unfit is None:
             return "name"
+        pod, why = unfit
         return Unreplaceable(
-            replacing.victims, "their pods no longer fit on the nodes that stay and the new one"
+            replacing.victims,
+            f"their pods no longer fit on the nodes that stay and the new one: pod {pod}: {why}",
+            backs_off=True,
         )
 
     async def propose(
@@ -172,7 +176,7 @@ class Replacer:
                 return None
             return offerings.cost_per_hour(found, [machine])
 
-        return await asyncio.to_thread(
+        chosen = await asyncio.to_thread(
             consolidation_replace.choose_replacement,
             candidates,
             offerings=pool.offerings if found is not None else None,
@@ -180,6 +184,13 @@ class Replacer:
             fits=fits,
             max_victims=min(consolidation_replace.MAX_VICTIMS, turn.room, allows.allowed),
         )
+        if isinstance(chosen, Replacement):
+            # The same replacement called off by its re-check a moment ago would be
+            # launched and called off again and again: held back for a while.
+            held = consolidation_replace.held_back(chosen, views, now=self.wall_clock.time())
+            if held is not None:
+                return held
+        return chosen
 
     def _requests_of(self, pool: str) -> list[Object]:
         if self.requests is None:

@@ -44,6 +44,8 @@ class NodeMarks:
         is left to the next pass, which decides again from what it then reads."""
         for view, since in marks.clear:
             await self._clear(view, since=since)
+        for view, replacement in marks.call_off:
+            await self._call_off(view, replacement, now=now)
         for view in marks.untaint:
             await self._untaint(view)
         if autoscaler is not None:
@@ -124,14 +126,19 @@ class NodeMarks:
                     autoscaler, type="Normal", reason="ConsolidationReplacing", message=message
                 )
 
-    async def _clear(self, view: NodeView, *, since: float | None) -> None:
+    async def _clear(
+        self, view: NodeView, *, since: float | None, called_off: str | None = None
+    ) -> bool:
         """Remove the taint and a replacement's mark, and the stamp (or restart it at
-        ``since``)."""
+        ``since``); ``called_off``: the call-off record written with them. Whether the
+        write was made."""
         stamp = None if since is None else conditions.rfc3339(since)
         annotations = {
             wellknown.UNNEEDED_SINCE_ANNOTATION: stamp,
             consolidation_replace.REPLACEMENT_ANNOTATION: None,
         }
+        if called_off is not None:
+            annotations[consolidation_replace.CALLED_OFF_ANNOTATION] = called_off
         body: dict[str, Any] = {"metadata": {"annotations": annotations}}
         if view.tainted:
             taints = [
@@ -140,8 +147,22 @@ class NodeMarks:
                 if t.get("key") != wellknown.CONSOLIDATING_TAINT_KEY
             ]
             body["spec"] = {"taints": taints}
-        if await self._patch(view, body) and view.tainted:
+        written = await self._patch(view, body)
+        if written and view.tainted:
             log.info("event=node-consolidation-called-off node=%s", view.name)
+        return written
+
+    async def _call_off(self, view: NodeView, replacement: Replacement, *, now: float) -> None:
+        """A victim kept because its replacement's re-check failed: as ``_clear``, with the
+        call-off recorded in the same write (the same replacement is held back)."""
+        record = consolidation_replace.called_off_mark(replacement, view, now=now)
+        if await self._clear(view, since=None, called_off=record):
+            log.info(
+                "event=node-replacement-held-back node=%s offering=%s record=%s",
+                view.name,
+                "/".join(replacement.offering),
+                record,
+            )
 
     async def _untaint(self, view: NodeView) -> None:
         """Remove the taint and keep the stamp: the Node's room is wanted now, its timer

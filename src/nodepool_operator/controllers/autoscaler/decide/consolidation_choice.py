@@ -12,9 +12,10 @@ takes the budgets of ``going`` and settles.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from nodepool_operator import timestamps
 from nodepool_operator.api import disruption as disruption_api
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.controllers.autoscaler.decide import replacement_steps
@@ -55,17 +56,41 @@ __all__ = [
 ]
 
 
-def named_by_open_requests(requests: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+def named_by_open_requests(
+    requests: Iterable[Mapping[str, Any]],
+    *,
+    node: Callable[[str], Mapping[str, Any] | None] | None = None,
+) -> frozenset[str]:
     """The Nodes a pool's Pending or Applied ScaleRequests name for removal: on their way
     out (the NodePool controller's marks may not show in our cache yet), never named
-    again while the request stands. A Rejected or Superseded request removes nothing."""
-    return frozenset(
-        name
-        for request in requests
-        if not (request.get("metadata") or {}).get("deletionTimestamp")
-        and scalerequest_api.status_of(request).phase in ("Pending", "Applied")
-        for name in scalerequest_api.spec_of(request).remove_nodes
-    )
+    again while the request stands. A Rejected or Superseded request removes nothing.
+
+    A request stays Applied until its retention is over, and the NodePool controller gives
+    the lowest free name to its next Node: a Node of a name a request named, created after
+    that request, is a new Node (the one named is gone) and is not on its way out. ``node``
+    finds the cache's Node of a name (without it, or without timestamps to compare, the
+    name counts as named: the safe side)."""
+    found: set[str] = set()
+    for request in requests:
+        metadata = request.get("metadata") or {}
+        if metadata.get("deletionTimestamp"):
+            continue
+        if scalerequest_api.status_of(request).phase not in ("Pending", "Applied"):
+            continue
+        asked = timestamps.parse_rfc3339(metadata.get("creationTimestamp"))
+        for name in scalerequest_api.spec_of(request).remove_nodes:
+            if not _made_after(node(name) if node is not None else None, asked):
+                found.add(name)
+    return frozenset(found)
+
+
+def _made_after(node: Mapping[str, Any] | None, asked: float | None) -> bool:
+    """Whether ``node`` was created after the request made at ``asked`` (so it is not the
+    Node the request named); False when either time is unknown."""
+    if node is None or asked is None:
+        return False
+    created = timestamps.parse_rfc3339((node.get("metadata") or {}).get("creationTimestamp"))
+    return created is not None and created > asked
 
 
 def decide(

@@ -52,6 +52,9 @@ class Marks:
     kept: tuple[Kept, ...] = ()  # told once per Node and reason (events)
     # A replacement's victims: the taint and the replacement's mark added in one write.
     replace: tuple[tuple[NodeView, Replacement], ...] = ()
+    # A replacement's victims kept because its re-check failed: stamp, taint and mark
+    # removed and the call-off recorded (``CALLED_OFF_ANNOTATION``), in one write.
+    call_off: tuple[tuple[NodeView, Replacement], ...] = ()
 
     def __add__(self, other: Marks) -> Marks:
         return Marks(*(a + b for a, b in zip(_fields(self), _fields(other), strict=True)))

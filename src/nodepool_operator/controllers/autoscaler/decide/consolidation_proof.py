@@ -82,20 +82,28 @@ class Proof:
         """Whether the pods of all ``views`` fit at once on the Nodes that stay (one
         simulation, nothing committed): a candidate's pod that does not makes the chooser
         prove the candidates one by one instead."""
-        moving: list[PodProfile] = []
+        return self.unfit_together(views) is None
+
+    def unfit_together(self, views: Sequence[NodeView]) -> tuple[str, str] | None:
+        """Which pod of ``views`` fits nowhere once all of them are gone (``(pod, why)``),
+        their pods simulated at once on the Nodes that stay; None when every one fits."""
+        moving: list[_Moving] = []
         for view in views:
             found = self._moving(view)
             if isinstance(found, tuple):
-                return False
-            moving.extend(profile for profile, _ in found)
+                return found
+            moving.extend(found)
         going = {v.name for v in views}
         outcome = simulation.simulate(
-            moving,
+            [profile for profile, _ in moving],
             nodes=[n for name, n in self.room.items() if name not in going],
             pools=(),
             daemon_sets=self.daemon_sets,
         )
-        return not outcome.unfit
+        if outcome.unfit:
+            first = min(outcome.unfit)
+            return moving[first][1], outcome.unfit[first]
+        return None
 
     def _moving(self, view: NodeView) -> list[_Moving] | tuple[str, str]:
         """The pods that leave with ``view``: its own and those earlier proofs put there;

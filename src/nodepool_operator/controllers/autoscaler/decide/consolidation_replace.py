@@ -19,7 +19,10 @@ replacement is asked for (``targetNodes`` + 1 naming the offering) -- launched f
 once a Node of that offering created after the mark is Ready, the victims' pods are
 proved again (with the PodDisruptionBudgets, as any removal) and the victims are named
 in ``removeNodes``; if that proof fails they are kept (mark and taint removed) and the
-new Node is an ordinary consolidation candidate later.
+new Node is an ordinary consolidation candidate later. That call-off is recorded on the
+victims (``CALLED_OFF_ANNOTATION``) and the same replacement is held back (``held_back``)
+for a while, doubled at each call-off in a row, unless the pods on a victim change: a
+proof that fails again the same way must not launch a Node every pass.
 """
 
 from __future__ import annotations
@@ -42,18 +45,26 @@ from nodepool_operator.runtime import conditions
 from nodepool_operator.runtime import nodes as k8s_nodes
 
 __all__ = [
+    "CALLED_OFF_ANNOTATION",
+    "CALLED_OFF_MAX_SECONDS",
+    "CALLED_OFF_SECONDS",
     "MAX_VICTIMS",
     "REPLACEMENT_ANNOTATION",
+    "CalledOff",
     "Replacement",
     "ReplacementFit",
     "RequestState",
     "Step",
     "Unreplaceable",
+    "backoff_ends",
+    "called_off_mark",
     "choose_replacement",
+    "held_back",
     "launch_decision",
     "mark",
     "next_step",
     "node_offering",
+    "read_called_off",
     "read_mark",
     "replacement_node",
     "replacement_order",
@@ -63,6 +74,14 @@ __all__ = [
 #: On each victim: the replacement chosen for it and its fellow victims (JSON), the record
 #: a restarted operator continues from.
 REPLACEMENT_ANNOTATION: Final = f"{meta.GROUP}/consolidation-replacement"
+#: On each victim of a replacement its re-check called off: the offering, the victims, when,
+#: how many times in a row, and the pods the Node had to move (JSON). The same replacement is
+#: not tried again while it stands (``held_back``); a restarted operator reads it back.
+CALLED_OFF_ANNOTATION: Final = f"{meta.GROUP}/consolidation-replacement-called-off"
+#: How long a replacement called off by its re-check is held back, doubled at each call-off
+#: of the same replacement in a row, up to ``CALLED_OFF_MAX_SECONDS``.
+CALLED_OFF_SECONDS: Final = 120.0
+CALLED_OFF_MAX_SECONDS: Final = 3600.0
 #: At most this many Nodes are replaced by one (Karpenter's multi-node limit is 100; one
 #: ScaleRequest may name 100 too).
 MAX_VICTIMS: Final = 100
@@ -96,6 +115,10 @@ class Unreplaceable:
 
     nodes: tuple[str, ...]
     why: str
+    # Called off because the victims' pods did not fit when proved again with the new
+    # Node: recorded on the victims (``CALLED_OFF_ANNOTATION``) so that the same
+    # replacement is not launched again at once (``held_back``).
+    backs_off: bool = False
 
 
 def node_offering(node: Mapping[str, Any]) -> OfferingKey | None:
@@ -270,17 +293,30 @@ def mark(replacement: Replacement, *, now: float) -> str:
     )
 
 
-def read_mark(view: NodeView) -> Replacement | None:
-    """The replacement recorded on ``view``'s Node; None when none, or unreadable (a mark
-    nobody can read is cleared as any stale mark)."""
-    annotations = (view.obj.get("metadata") or {}).get("annotations") or {}
-    text = annotations.get(REPLACEMENT_ANNOTATION)
+def _recorded(view: NodeView, annotation: str) -> Mapping[str, Any] | None:
+    """The JSON object ``annotation`` holds on ``view``'s Node; None when none or not one."""
+    text = ((view.obj.get("metadata") or {}).get("annotations") or {}).get(annotation)
     if not text:
         return None
     try:
         raw = json.loads(text)
-        offering = (str(raw["instanceType"]), str(raw["zone"]), str(raw["capacityType"]))
-        victims = tuple(str(v) for v in raw["victims"])
+    except ValueError:
+        return None
+    return raw if isinstance(raw, dict) else None
+
+
+def _offering_of(raw: Mapping[str, Any]) -> OfferingKey:
+    return (str(raw["instanceType"]), str(raw["zone"]), str(raw["capacityType"]))
+
+
+def read_mark(view: NodeView) -> Replacement | None:
+    """The replacement recorded on ``view``'s Node; None when none, or unreadable (a mark
+    nobody can read is cleared as any stale mark)."""
+    raw = _recorded(view, REPLACEMENT_ANNOTATION)
+    if raw is None:
+        return None
+    try:
+        offering, victims = _offering_of(raw), tuple(str(v) for v in raw["victims"])
         price, replaced = float(raw["pricePerHour"]), float(raw["replacedPerHour"])
     except (ValueError, KeyError, TypeError):
         return None
@@ -288,6 +324,115 @@ def read_mark(view: NodeView) -> Replacement | None:
     if since is None or not victims or view.name not in victims:
         return None
     return Replacement(victims, offering, price, replaced, since)
+
+
+@dataclass(frozen=True)
+class CalledOff:
+    """A replacement its re-check called off, as recorded on one victim."""
+
+    victims: tuple[str, ...]
+    offering: OfferingKey
+    at: float
+    times: int  # call-offs of this replacement in a row
+    pods: tuple[str, ...]  # the pods the victim had to move then (``_pod_keys``)
+
+    @property
+    def until(self) -> float:
+        """Until when the same replacement is held back."""
+        held = CALLED_OFF_SECONDS * (1 << min(max(self.times, 1) - 1, 16))
+        return self.at + min(CALLED_OFF_MAX_SECONDS, held)
+
+
+def _pod_keys(view: NodeView) -> tuple[str, ...]:
+    """The pods ``view``'s Node has to move, by uid (else namespace/name): another pod
+    there is a change that lets the replacement be tried again."""
+    keys = []
+    for pod in view.to_move:
+        metadata = pod.get("metadata") or {}
+        uid = metadata.get("uid")
+        keys.append(str(uid) if uid else f"{metadata.get('namespace')}/{metadata.get('name')}")
+    return tuple(sorted(keys))
+
+
+def read_called_off(view: NodeView) -> CalledOff | None:
+    """The call-off recorded on ``view``'s Node; None when none, or unreadable."""
+    raw = _recorded(view, CALLED_OFF_ANNOTATION)
+    if raw is None:
+        return None
+    try:
+        offering, victims = _offering_of(raw), tuple(str(v) for v in raw["victims"])
+        pods = tuple(str(p) for p in raw["pods"])
+        times = int(raw["times"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    at = timestamps.parse_rfc3339(raw.get("at"))
+    if at is None or not victims:
+        return None
+    return CalledOff(victims, offering, at, times, pods)
+
+
+def called_off_mark(replacement: Replacement, view: NodeView, *, now: float) -> str:
+    """The annotation's value written on victim ``view`` when its re-check calls
+    ``replacement`` off: one more call-off in a row when the one recorded there is the
+    same replacement's."""
+    before = read_called_off(view)
+    same = (
+        before is not None
+        and before.victims == replacement.victims
+        and before.offering == replacement.offering
+    )
+    kind, zone, capacity_type = replacement.offering
+    return json.dumps(
+        {
+            "instanceType": kind,
+            "zone": zone,
+            "capacityType": capacity_type,
+            "victims": list(replacement.victims),
+            "at": conditions.rfc3339(now),
+            "times": before.times + 1 if same and before is not None else 1,
+            "pods": list(_pod_keys(view)),
+        },
+        sort_keys=True,
+    )
+
+
+def held_back(
+    replacement: Replacement, views: Sequence[NodeView], *, now: float
+) -> Unreplaceable | None:
+    """Why ``replacement`` is not tried now: every victim records a call-off of this same
+    replacement (victims and offering) by its re-check, not yet past its backoff, and the
+    pods on it are those it had then. None: it may be tried (nothing recorded, the
+    backoff over, or something changed)."""
+    present = {v.name: v for v in views}
+    records: list[CalledOff] = []
+    for name in replacement.victims:
+        view = present.get(name)
+        record = read_called_off(view) if view is not None else None
+        if (
+            view is None
+            or record is None
+            or record.victims != replacement.victims
+            or record.offering != replacement.offering
+            or record.pods != _pod_keys(view)
+            or now >= record.until
+        ):
+            return None
+        records.append(record)
+    last = max(records, key=lambda r: r.at)
+    kind = replacement.offering[0]
+    return Unreplaceable(
+        replacement.victims,
+        f"its replacement by one {kind} was called off at {conditions.rfc3339(last.at)} "
+        f"({last.times} in a row: the pods did not fit when proved again with the new node); "
+        f"not tried again before {conditions.rfc3339(min(r.until for r in records))} "
+        "unless the pods on it change",
+    )
+
+
+def backoff_ends(views: Iterable[NodeView]) -> tuple[float, ...]:
+    """When the call-offs recorded on ``views`` end, sorted: a choice made while one held
+    is made again once its time passes, though no Node or pod changed."""
+    return tuple(sorted(r.until for v in views if (r := read_called_off(v)) is not None))
 
 
 def replacement_node(

@@ -104,6 +104,9 @@ def under_way(choice: marks.Choice, *, blocked: str | None) -> marks.Consolidati
             Kept(v.name, "replacement", None, f"its replacement is called off: {off.why}")
             for v in mine
         )
+        if off.backs_off:  # recorded, so that it is not launched again at once
+            called_off = marks.Marks(call_off=tuple((v, replacement) for v in mine), kept=kept)
+            return marks.ConsolidationProposal(called_off, Review())
         return marks.ConsolidationProposal(
             marks.Marks(clear=tuple((v, None) for v in mine), kept=kept), Review()
         )
