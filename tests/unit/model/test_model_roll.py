@@ -36,9 +36,10 @@ second Node before the first one's replacement served, is kept as
 ``test_no_room_rolls_one_node_at_a_time_until_its_replacement_serves``. A long run's
 finds: a Node marked vm-deleted given back by a cancelled drain, the roll never finished
 (an operator bug, ``termination.Terminator.cancel_drains``, its unit test in
-``test_nodepool_repair``); and two model errors, kept as
-``test_room_taken_under_a_looser_cap_stays_taken_while_a_node_is_missing`` and
-``test_a_replacement_that_never_registered_is_repaired_outside_the_budget``.
+``test_nodepool_repair``); and three model errors, kept as
+``test_room_taken_under_a_looser_cap_stays_taken_while_a_node_is_missing``,
+``test_a_replacement_that_never_registered_is_repaired_outside_the_budget`` and
+``test_a_budget_edit_the_cache_has_not_shown_yet_is_not_held_against_the_operator``.
 """
 
 from __future__ import annotations
@@ -293,20 +294,25 @@ class RollModel(RuleBasedStateMachine):
 
     def _cap(self) -> int:
         """The most generous budget cap in force for drift and expiry now, on the pool's
-        Nodes as stored or as the operator's cache last showed them."""
-        spec = nodepool_api.spec_of(self._pool())
+        Nodes as stored or as the operator's cache last showed them, under the pool's
+        budgets as stored or as its cache shows them: an operator that decides on a
+        cache not caught up with the user's edit (``nodes: "0"`` set, the cache still at
+        ``1``) keeps to the budget it could read, and is right to."""
         cached = [n for n in self.caches["nodes"].items() if wellknown.pool_of(n) == POOL]
         total = max(len(self.api.stored("nodes")), len(cached))
+        pools = [self._pool(), self.caches["nodepools"].get(POOL)]
         # Read from the budgets here, not through ``allowance``: the model judges that.
         now = self.wall.time()
         caps = []
-        for reason in ("Drifted", "Expired"):
-            in_force = [
-                b.cap(total)
-                for b in spec.disruption.budgets
-                if b.applies_to(reason) and b.in_force(now)
-            ]
-            caps.append(min(in_force, default=total))
+        for pool in pools:
+            if pool is None:
+                continue
+            budgets = nodepool_api.spec_of(pool).disruption.budgets
+            for reason in ("Drifted", "Expired"):
+                in_force = [
+                    b.cap(total) for b in budgets if b.applies_to(reason) and b.in_force(now)
+                ]
+                caps.append(min(in_force, default=total))
         return max(caps)
 
     @invariant()
@@ -564,5 +570,30 @@ def test_a_replacement_that_never_registered_is_repaired_outside_the_budget() ->
         machine.roll_within_budget()
         machine._settle()
         assert machine._end_problems() == []
+    finally:
+        machine.loop.close()
+
+
+def test_a_budget_edit_the_cache_has_not_shown_yet_is_not_held_against_the_operator() -> None:
+    """The long run's find, a model error: 1 Node, ``nodes: 1``, the template changed;
+    the user sets ``nodes: "0"`` and the operator's next pass, on caches not caught up,
+    still reads ``1`` and taints the Node. It could not have read the ``"0"``."""
+    machine = RollModel()
+    try:
+        machine.create_pool(size=1, room=0, budget="1", slow_boot=False)
+        machine.user_resizes_template(cpu="2")
+        machine.reconcile(caught_up=True)
+        machine.roll_within_budget()
+        machine.user_sets_budget(budget="0")
+        machine.roll_within_budget()
+        machine.reconcile(caught_up=False)
+        assert [
+            n["metadata"]["name"]
+            for n in machine.api.stored("nodes")
+            if wellknown.is_being_disrupted(n)
+        ] == ["p-0"]
+        machine.roll_within_budget()
+        machine.cache_catches_up(cache="nodepools")
+        machine.roll_within_budget()  # the taint keeps the room it took
     finally:
         machine.loop.close()
