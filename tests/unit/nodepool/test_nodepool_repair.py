@@ -477,6 +477,24 @@ async def test_an_empty_listing_with_any_node_not_marked_by_us_still_deletes_not
     assert "owns 1 Nodes" in warning
 
 
+async def test_a_node_marked_vm_deleted_is_removed_not_given_back_when_it_is_healthy_again() -> (
+    None
+):
+    # The roll model's find: a replacement that had not registered in time was drained
+    # for repair, marked vm-deleted, and the operator was killed before asking the cloud.
+    # Its kubelet then reported: the Node is healthy, the pool at its size. Giving it back
+    # left the mark on, the Node counted as leaving for ever and its VM never deleted.
+    world = World("p-0", "p-1")
+    world.nodes.put(fakes.node("p-0"))
+    world.nodes.put(vm_deleted("p-1"))
+
+    await world.converge(2)
+
+    assert ("patch", "nodes", "p-1") not in world.api.writes()  # not uncordoned
+    assert "p-1" in world.cloud.deleted_at
+    assert world.nodes_deleted() == ["p-1"]
+
+
 # --- the repair brake ----------------------------------------------------------------------
 
 

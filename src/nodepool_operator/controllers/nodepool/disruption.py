@@ -26,6 +26,8 @@ Each pass, from the world alone (so a restarted operator goes on with the same r
    under ``maxNodes`` (the pool is sized one Node larger per such Node); once enough
    Nodes are Ready without it, its drain starts. Without room, its drain starts at once
    and the replacement is launched once it is gone (remove, then launch: the event says so).
+   The room is ``maxNodes`` less the target: a Node draining never takes it from a Node
+   waiting for its replacement (which then launches once the VMs are under ``maxNodes``).
    A noticed Node does not wait for its replacement: its drain starts at once (the
    notice's ``terminateAt`` is its deadline, ``drain.Drainer``) and its replacement is
    launched at once beside it, while the pool has room under ``maxNodes``; once drained,
@@ -362,9 +364,13 @@ def _replacements(
     )
     leaving = [n for n in tainted if _draining(view.nodes[n]) or is_noticed(view.nodes[n])]
     staying = [n for n in tainted if n not in leaving]
-    # Each replacement launched first is one VM beyond the target, as is each Node still
-    # draining: together never past maxNodes.
-    room = max(0, spec.max_nodes - desired - len(leaving))
+    # Each replacement launched first is one VM beyond the target: never past maxNodes.
+    # A Node draining takes none of that room from those waiting: one drained for want of
+    # room is one of the target's VMs, not one beyond (counting it moved a Node whose
+    # replacement was booting already to "no room", drained before it served); one whose
+    # replacement served holds its VM only until it is gone, and ``sized_target`` keeps
+    # the VMs under maxNodes meanwhile (a waiting Node's replacement launches then).
+    room = max(0, spec.max_nodes - desired)
     beside = tuple(rebalancing[:room])
     room -= len(beside)
     first, no_room = staying[:room], staying[room:]

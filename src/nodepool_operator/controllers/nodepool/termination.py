@@ -5,8 +5,9 @@ Scale-down victims are marked on their Nodes with when their drain started
 deadlines, instead of picking others. Once a drain is done the Node is marked
 ``vm-deleted`` before the cloud is asked: a crash after the VM's deletion leaves a Node
 the next pass removes as one without a VM, never a VM that looks like it needs one, and
-an empty listing then is the truth, not a doubtful answer. A deleted pool's Nodes and VMs
-go the same way (``tear_down``).
+an empty listing then is the truth, not a doubtful answer. Nor is a Node so marked ever
+given back when a drain is cancelled: its removal is finished (``cancel_drains``). A
+deleted pool's Nodes and VMs go the same way (``tear_down``).
 """
 
 from __future__ import annotations
@@ -110,8 +111,20 @@ class Terminator:
         return progress
 
     async def cancel_drains(self, view: plan.PoolView, names: Sequence[str]) -> None:
+        """Give the draining Nodes ``names`` back, but those whose VM deletion is
+        recorded: the mark is written only once the drain is done, and the cloud may have
+        been asked already (a crash or a lost answer after it). Such a Node is never
+        given back (uncordoned, it would keep the mark, count as leaving for ever, and
+        its VM would never be deleted): its removal is finished, as ``remove_drained``
+        would, and the pool launches its replacement."""
         for node_name in names:
-            await node_ops.uncordon(self.client, view.nodes[node_name])
+            node = view.nodes[node_name]
+            if plan.vm_deletion_requested(node):
+                log.info("event=node-removal-finished node=%s reason=vm-deleted", node_name)
+                await self.cloud.delete_vm(VmName(node_name))
+                await self.delete_node(node_name)
+            else:
+                await node_ops.uncordon(self.client, node)
             self.drainer.forget_node(node_name)
 
     async def delete_node(self, name: str) -> None:
