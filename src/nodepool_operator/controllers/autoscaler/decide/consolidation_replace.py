@@ -38,7 +38,10 @@ from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.controllers.autoscaler import simulation
 from nodepool_operator.controllers.autoscaler.constraints import NodeTaint, PodProfile
 from nodepool_operator.controllers.autoscaler.decide import scaling
-from nodepool_operator.controllers.autoscaler.simulation.offering_plan import PlannedOffering
+from nodepool_operator.controllers.autoscaler.simulation.offering_plan import (
+    PlannedOffering,
+    node_offering,
+)
 from nodepool_operator.controllers.autoscaler.snapshot.consolidation_views import NodeView
 from nodepool_operator.controllers.autoscaler.snapshot.pool_facts import PoolFacts
 from nodepool_operator.runtime import conditions
@@ -119,17 +122,6 @@ class Unreplaceable:
     # Node: recorded on the victims (``CALLED_OFF_ANNOTATION``) so that the same
     # replacement is not launched again at once (``held_back``).
     backs_off: bool = False
-
-
-def node_offering(node: Mapping[str, Any]) -> OfferingKey | None:
-    """The offering a Node was made of, from its labels; None when one is missing."""
-    labels = (node.get("metadata") or {}).get("labels") or {}
-    kind = labels.get(wellknown.INSTANCE_TYPE_LABEL)
-    zone = labels.get(wellknown.ZONE_LABEL)
-    capacity_type = labels.get(wellknown.CAPACITY_TYPE_LABEL)
-    if not kind or not zone or not capacity_type:
-        return None
-    return (str(kind), str(zone), str(capacity_type))
 
 
 def replacement_order(views: Iterable[NodeView]) -> list[NodeView]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.autoscaler.constraints import (
@@ -49,10 +49,30 @@ from nodepool_operator.controllers.autoscaler.simulation.priced_packing import (
     plan_cheapest,
 )
 
-__all__ = ["OfferingKey", "OfferingPool", "PlannedOffering", "offering_problem", "plan_offerings"]
+__all__ = [
+    "OfferingKey",
+    "OfferingPool",
+    "PlannedOffering",
+    "node_offering",
+    "offering_problem",
+    "plan_offerings",
+]
 
 #: (instance type, zone, capacity type)
 OfferingKey = tuple[str, str, str]
+
+
+def node_offering(node: Mapping[str, Any]) -> OfferingKey | None:
+    """The offering a Node was made of, from its labels (instance type, zone, capacity
+    type); None when one of them is missing."""
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    kind = labels.get(wellknown.INSTANCE_TYPE_LABEL)
+    zone = labels.get(wellknown.ZONE_LABEL)
+    capacity_type = labels.get(wellknown.CAPACITY_TYPE_LABEL)
+    if not kind or not zone or not capacity_type:
+        return None
+    return (str(kind), str(zone), str(capacity_type))
+
 
 #: Cheaper offerings named in a pod's note at most: an event's message stays short.
 _REFUSALS_TOLD: Final = 3

@@ -49,15 +49,10 @@ def in_flight_offerings(
     members: list[tuple[float, offering_plan.OfferingKey]] = []
     for node in nodes:
         meta = node.get("metadata") or {}
-        labels = meta.get("labels") or {}
-        key = (
-            labels.get(wellknown.INSTANCE_TYPE_LABEL),
-            labels.get(wellknown.ZONE_LABEL),
-            labels.get(wellknown.CAPACITY_TYPE_LABEL),
-        )
+        key = offering_plan.node_offering(node)
         created = timestamps.parse_rfc3339(meta.get("creationTimestamp"))
-        if None not in key and created is not None and not meta.get("deletionTimestamp"):
-            members.append((created, (str(key[0]), str(key[1]), str(key[2]))))
+        if key is not None and created is not None and not meta.get("deletionTimestamp"):
+            members.append((created, key))
     members.sort()
     used = [False] * len(members)
     claims = []
