@@ -15,6 +15,7 @@ from kubernetes_asyncio import client
 import catalogs
 import workloads
 from e2e.autoscaling import events, make_autoscaler, pod, running
+from e2e.scenes import World
 from harness import POOLS, REQUESTS, SimCloud, wait_for
 from nodepool_operator.api import wellknown
 
@@ -23,22 +24,17 @@ TYPES = (("c2", 2, 4, 0.10), ("c8", 8, 16, 0.36), ("c32", 32, 64, 1.30))
 
 
 @pytest.fixture
-async def cloud(start_simcloud: Any, tmp_path: Path) -> SimCloud:
+async def cloud(world: World, tmp_path: Path) -> SimCloud:
     sold = catalogs.catalog_file(tmp_path / "instance_types.json", TYPES, ZONES)
-    started: SimCloud = await start_simcloud("--catalog", str(sold), "--create-latency", "0.2")
-    return started
+    return await world.cloud("--catalog", str(sold), latency=0.2)
 
 
 async def test_the_plan_stays_within_the_pools_limits_and_tells_the_pod_left(
-    api_client: client.ApiClient,
-    cloud: SimCloud,
-    start_operator: Any,
-    pool_name: str,
-    autoscaler_name: str,
-    namespace: str,
+    world: World, cloud: SimCloud
 ) -> None:
-    operator = start_operator(cloud)
-    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
+    operator = world.start_operator(cloud)
+    custom, core = world.custom, world.core
+    pool_name, autoscaler_name, namespace = world.pool, world.autoscaler, world.namespace
     pool = catalogs.many_types_pool(pool_name, TYPES, ZONES)
     pool["spec"]["limits"] = {"cpu": "9"}
     await custom.create_cluster_custom_object(*POOLS, pool)

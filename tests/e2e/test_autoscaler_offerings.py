@@ -15,6 +15,7 @@ from kubernetes_asyncio import client
 import catalogs
 import workloads
 from e2e.autoscaling import make_autoscaler, make_pool, pod, running, scale_up
+from e2e.scenes import World
 from harness import POOLS, REQUESTS, Operator, SimCloud, wait_for
 from nodepool_operator.api import wellknown
 
@@ -25,11 +26,10 @@ PRICE = {name: price for name, _, _, price in TYPES}
 
 
 @pytest.fixture
-async def cloud(start_simcloud: Any, tmp_path: Path) -> SimCloud:
+async def cloud(world: World, tmp_path: Path) -> SimCloud:
     """simcloud selling the three types in both zones; VMs boot in 0.2 s."""
     sold = catalogs.catalog_file(tmp_path / "instance_types.json", TYPES, ZONES)
-    started: SimCloud = await start_simcloud("--catalog", str(sold), "--create-latency", "0.2")
-    return started
+    return await world.cloud("--catalog", str(sold), latency=0.2)
 
 
 def _pod(name: str, cpu: str, pool: str) -> dict[str, Any]:
@@ -59,15 +59,11 @@ async def _offerings_of_nodes(core: client.CoreV1Api, pool: str) -> list[tuple[s
 
 
 async def test_pending_pods_get_the_cheapest_offerings_that_hold_them(
-    api_client: client.ApiClient,
-    cloud: SimCloud,
-    start_operator: Any,
-    pool_name: str,
-    autoscaler_name: str,
-    namespace: str,
+    world: World, cloud: SimCloud
 ) -> None:
-    operator: Operator = start_operator(cloud)
-    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
+    operator: Operator = world.start_operator(cloud)
+    api_client, custom, core = world.api_client, world.custom, world.core
+    pool_name, autoscaler_name, namespace = world.pool, world.autoscaler, world.namespace
     await custom.create_cluster_custom_object(
         *POOLS, catalogs.many_types_pool(pool_name, TYPES, ZONES)
     )
@@ -128,15 +124,11 @@ async def test_pending_pods_get_the_cheapest_offerings_that_hold_them(
 
 
 async def test_a_pool_with_only_a_template_is_planned_as_before_beside_a_catalog(
-    api_client: client.ApiClient,
-    cloud: SimCloud,
-    start_operator: Any,
-    pool_name: str,
-    autoscaler_name: str,
-    namespace: str,
+    world: World, cloud: SimCloud
 ) -> None:
-    operator: Operator = start_operator(cloud)
-    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
+    operator: Operator = world.start_operator(cloud)
+    api_client, custom, core = world.api_client, world.custom, world.core
+    pool_name, autoscaler_name, namespace = world.pool, world.autoscaler, world.namespace
     await make_pool(custom, pool_name)  # 4 cpu, 16Gi: no requirements
     await make_autoscaler(custom, autoscaler_name, pool=pool_name, namespace=namespace)
 

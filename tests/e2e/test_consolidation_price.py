@@ -18,6 +18,7 @@ import catalogs
 import workloads
 from e2e.autoscaling import create_autoscaler, running
 from e2e.consolidating import autoscaler_events, pool_nodes
+from e2e.scenes import World
 from harness import POOLS, REQUESTS, Operator, SimCloud, wait_for
 from nodepool_operator.api import wellknown
 from nodepool_operator.cloud import catalog
@@ -30,7 +31,7 @@ UNNEEDED = 5
 
 
 @pytest.fixture
-async def cloud(start_simcloud: Any, tmp_path: Path) -> SimCloud:
+async def cloud(world: World, tmp_path: Path) -> SimCloud:
     """simcloud selling c2 and c8 in one zone. A c8 holds 3 pods at most: two c8 nodes
     with two small pods each cannot take each other's (removing one is impossible),
     while one c2 (58 pods) holds all four."""
@@ -39,8 +40,7 @@ async def cloud(start_simcloud: Any, tmp_path: Path) -> SimCloud:
     sold = catalog.Catalog.of(types, catalogs.catalog_of(TYPES, (ZONE,)).offerings)
     path = tmp_path / "instance_types.json"
     path.write_text(json.dumps(sold.to_json()))
-    started: SimCloud = await start_simcloud("--catalog", str(path), "--create-latency", "0.2")
-    return started
+    return await world.cloud("--catalog", str(path), latency=0.2)
 
 
 def _deployment(name: str, *, pool: str, replicas: int, cpu: str) -> dict[str, Any]:
@@ -72,16 +72,12 @@ async def _web_running(core: client.CoreV1Api, namespace: str) -> list[Any]:
 
 
 async def test_a_scale_down_replaces_two_underused_large_nodes_with_one_cheaper_node(
-    api_client: client.ApiClient,
-    cloud: SimCloud,
-    start_operator: Any,
-    pool_name: str,
-    autoscaler_name: str,
-    namespace: str,
+    world: World, cloud: SimCloud
 ) -> None:
-    operator: Operator = start_operator(cloud)
-    custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
-    apps, policy = client.AppsV1Api(api_client), client.PolicyV1Api(api_client)
+    operator: Operator = world.start_operator(cloud)
+    api_client, custom, core = world.api_client, world.custom, world.core
+    pool_name, autoscaler_name, namespace = world.pool, world.autoscaler, world.namespace
+    apps, policy = world.apps, client.PolicyV1Api(api_client)
     pool = catalogs.many_types_pool(pool_name, TYPES, (ZONE,))
     # Both c8 nodes may be disrupted at once (the default, 10% of the nodes, allows one:
     # each would then be replaced or removed alone).
