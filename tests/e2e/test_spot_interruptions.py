@@ -31,6 +31,7 @@ from kubernetes_asyncio import client
 import ec2_server
 import spot_pools
 from e2e.autoscaling import events
+from e2e.scenes import World
 from harness import CLI, POOLS, Operator, SimCloud, operator_args, settled, wait_for
 from nodepool_devtools.cluster.pytest_plugin import Cluster
 from nodepool_operator.api import launch, wellknown
@@ -124,13 +125,10 @@ async def _node_gone(core: client.CoreV1Api, name: str, uid: str) -> bool:
 
 
 async def test_a_spot_notice_moves_the_pods_before_the_vm_is_gone(
-    api_client: client.ApiClient,
-    spot_cloud: SimCloud,
-    start_operator: Any,
-    pool_name: str,
-    namespace: str,
+    world: World, spot_cloud: SimCloud
 ) -> None:
-    cloud = spot_cloud
+    cloud, start_operator = spot_cloud, world.start_operator
+    api_client, pool_name, namespace = world.api_client, world.pool, world.namespace
     assert cloud.client is not None
     operator = start_operator(cloud)
     custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
@@ -230,13 +228,10 @@ async def test_a_spot_notice_moves_the_pods_before_the_vm_is_gone(
 
 
 async def test_a_notice_given_while_the_operator_is_down_is_acted_on_once_it_is_back(
-    api_client: client.ApiClient,
-    spot_cloud: SimCloud,
-    start_operator: Any,
-    pool_name: str,
-    namespace: str,
+    world: World, spot_cloud: SimCloud
 ) -> None:
-    cloud = spot_cloud
+    cloud, start_operator = spot_cloud, world.start_operator
+    api_client, pool_name, namespace = world.api_client, world.pool, world.namespace
     assert cloud.client is not None
     operator = start_operator(cloud)
     core = client.CoreV1Api(api_client)
@@ -266,13 +261,10 @@ def _rebalancing_pool(name: str, action: str) -> dict[str, Any]:
 
 
 async def test_an_opted_in_rebalance_recommendation_replaces_ahead_then_a_notice_drains(
-    api_client: client.ApiClient,
-    spot_cloud: SimCloud,
-    start_operator: Any,
-    pool_name: str,
-    namespace: str,
+    world: World, spot_cloud: SimCloud
 ) -> None:
-    cloud = spot_cloud
+    cloud, start_operator = spot_cloud, world.start_operator
+    api_client, pool_name, namespace = world.api_client, world.pool, world.namespace
     assert cloud.client is not None
     custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
     # The CRD refuses an action it does not know.
