@@ -68,6 +68,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -1278,18 +1279,40 @@ def write_results(soak: Soak, results: Path, *, started: str) -> str:
     return text
 
 
+def write_or_say(soak: Soak, results: Path, *, started: str, stopped_on: str) -> str:
+    """``write_results``, with the error the run stopped on (its traceback) first when it
+    did; when too little ran to report on, the error alone is the report."""
+    try:
+        text = write_results(soak, results, started=started)
+    except Exception:
+        if not stopped_on:
+            raise
+        stopped_on += "\nwriting the report failed too:\n" + traceback.format_exc()
+        results.mkdir(parents=True, exist_ok=True)
+        text = ""
+    if stopped_on:
+        text = f"**The run stopped on an error** (exit 1):\n\n```\n{stopped_on}```\n\n{text}"
+        (results / f"{soak.arguments.name}.md").write_text(text + "\n")
+    return text
+
+
 async def main(arguments: argparse.Namespace) -> int:
     load_before = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     work = Path(arguments.work) if arguments.work else Path(tempfile.mkdtemp(prefix="soak-"))
     work.mkdir(parents=True, exist_ok=True)
     soak = Soak(arguments, work)
     soak.commit = commit()  # the code that runs, whatever is committed meanwhile
+    stopped_on = ""
     try:
         code = await soak.run()
+    except Exception:  # the bench itself failed: said in the results, never lost
+        stopped_on = traceback.format_exc()
+        print(stopped_on, file=sys.stderr)
+        code = 1
     finally:
         soak.plane.down()
     mark_quiet(soak.rows)
-    text = write_results(soak, Path(arguments.results), started=load_before)
+    text = write_or_say(soak, Path(arguments.results), started=load_before, stopped_on=stopped_on)
     print(text)
     if arguments.keep or code:
         print(f"logs kept in {work}", file=sys.stderr)

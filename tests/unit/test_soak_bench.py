@@ -162,3 +162,22 @@ def test_a_burst_without_a_quiet_minute_after_its_calm_is_not_judged() -> None:
     soak.mark_quiet(rows)
 
     assert "not judged" in soak.cache_judgements(rows)[1]
+
+
+def test_a_run_that_stopped_on_an_error_still_leaves_a_report_naming_it(tmp_path: Path) -> None:
+    # A Soak whose control plane never came up: nothing to tabulate, so the report is the
+    # error (before, no report was written and the CI test could say nothing of why).
+    class Stopped:
+        arguments = soak._parser().parse_args(["--name", "stopped"])
+
+    text = soak.write_or_say(
+        Stopped(),  # type: ignore[arg-type]
+        tmp_path,
+        started="0.1",
+        stopped_on="Traceback...\nTimeoutError: the API server did not answer\n",
+    )
+    written = (tmp_path / "stopped.md").read_text()
+    assert written == text + "\n"
+    assert written.startswith("**The run stopped on an error** (exit 1):")
+    assert "TimeoutError: the API server did not answer" in written
+    assert "writing the report failed too" in written
