@@ -56,7 +56,9 @@ Karpenter chose on the same workload and catalog, their neighbours in the family
 cheapest type for any pod these do not hold. Workloads:
 ``mixed-sizes`` (seeded pods from 250m to 30 cpu, cpu-heavy, standard and memory-heavy)
 and ``scale-down`` (three Deployments shrink to a third; the Nodes are settled once they
-did not change for 40 s). Each Node is priced by the catalog's offering its labels name
+did not change for 40 s; the operator's ``utilizationThreshold`` is 1 there, every node
+not full weighed for removal as Karpenter's ``WhenEmptyOrUnderutilized`` weighs every
+node: ``--ours-utilization-threshold``). Each Node is priced by the catalog's offering its labels name
 (instance type, zone, capacity type), after every pod ran (and 5 quiet seconds), or once
 settled; beside it the LP lower bound of ``cost_bound.py``, time to Running p50/p99, the
 controller's writes and 409s (audit log).
@@ -353,6 +355,7 @@ async def start_operator(
     consolidate_after: int | None = None,
     pools: Sequence[OurPool] | None = None,
     catalog_file: Path | None = None,
+    utilization_threshold: float | None = None,
 ) -> Controller:
     """The operator and a simcloud; ``pools`` (default: one 4 cpu / 16Gi pool) each with
     its Autoscaler; ``catalog_file``: what simcloud sells (``--catalog``)."""
@@ -392,7 +395,9 @@ async def start_operator(
         pools = [OurPool(POOL, OurPool.spec_of(template))]
     scale_down = autoscaler_api.ScaleDownPolicy()
     if consolidate_after is not None:
-        scale_down = autoscaler_api.ScaleDownPolicy(unneeded_seconds=consolidate_after)
+        scale_down = replace(scale_down, unneeded_seconds=consolidate_after)
+    if utilization_threshold is not None:
+        scale_down = replace(scale_down, utilization_threshold=utilization_threshold)
     for pool in pools:
         await custom.create_cluster_custom_object(
             *POOLS, nodepool_api.manifest(pool.name, pool.spec)
@@ -1361,7 +1366,10 @@ async def cost_main(arguments: argparse.Namespace) -> None:
                             )
                             label = ours.label
                         start = functools.partial(
-                            start_operator, catalog_file=catalog_file, pools=pools
+                            start_operator,
+                            catalog_file=catalog_file,
+                            pools=pools,
+                            utilization_threshold=arguments.ours_utilization_threshold,
                         )
                     if name == "mixed-sizes":
                         result = await run_one(
@@ -1424,6 +1432,16 @@ async def cost_main(arguments: argparse.Namespace) -> None:
     if "scale-down" in arguments.cost_workloads:
         print(scale_down_description())
     print(f"VM latency: {arguments.vm_latency:g} s")
+    print(
+        "operator's scale-down: utilizationThreshold "
+        f"{arguments.ours_utilization_threshold:g}"
+        + (
+            " (every node not full may go when its pods fit elsewhere, as Karpenter's "
+            "WhenEmptyOrUnderutilized)"
+            if arguments.ours_utilization_threshold >= 1
+            else ""
+        )
+    )
     for line in pools_used:
         print(f"operator's pools, {line}")
     print()
@@ -1725,6 +1743,14 @@ def _parser() -> argparse.ArgumentParser:
         choices=list(OURS_CONFIGS),
         help="how the operator's side is configured for the catalog: one pool whose "
         "requirements allow it, or a pool per type (default %(default)s)",
+    )
+    cost.add_argument(
+        "--ours-utilization-threshold",
+        type=float,
+        default=1.0,
+        help="the operator's scaleDown.utilizationThreshold in the cost table (default "
+        "%(default)s: every node not full is weighed for removal, as Karpenter's "
+        "WhenEmptyOrUnderutilized weighs every node; the Autoscaler's default is 0.5)",
     )
     cost.add_argument("--mixed-pods", type=int, default=40, help="pods of mixed-sizes")
     cost.add_argument("--seed", type=int, default=49, help="mixed-sizes' draw")

@@ -11,6 +11,7 @@ from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.autoscaler import simulation
 from nodepool_operator.controllers.autoscaler.constraints import PodProfile, profile_of
 from nodepool_operator.controllers.autoscaler.decide import consolidation_replace as replace
+from nodepool_operator.controllers.autoscaler.decide import consolidation_rules
 from nodepool_operator.controllers.autoscaler.simulation.offering_plan import PlannedOffering
 from nodepool_operator.controllers.autoscaler.snapshot.consolidation_views import NodeView
 from nodepool_operator.controllers.autoscaler.snapshot.pod_profiles import ProfileCache
@@ -97,6 +98,7 @@ def choose(
     offerings: list[PlannedOffering] | None,
     *,
     prices: Any = price_of,
+    threshold: float = 1.0,
 ) -> replace.Replacement | replace.Unreplaceable | None:
     fits = replace.ReplacementFit(
         pool="p",
@@ -105,6 +107,7 @@ def choose(
         daemon_sets=(),
         candidates=views,
         profile=ProfileCache().get,
+        threshold=threshold,
     )
     return replace.choose_replacement(
         replace.replacement_order(views), offerings=offerings, price_of=prices, fits=fits
@@ -331,3 +334,61 @@ def test_victims_named_already_are_on_their_way_not_called_off() -> None:
     draining = [dataclasses.replace(v, eligible=False, removing=True) for v in victims]
     step = replace.next_step(record, views=draining, nodes=[], requested="open", settled=True)
     assert step == "done"
+
+
+def candidates(views: list[NodeView], *, no_room: tuple[str, ...] = ()) -> list[str]:
+    found = replace.replacement_candidates(
+        views, no_room=no_room, threshold=0.5, movable=consolidation_rules.movable_problem
+    )
+    return [v.name for v in found]
+
+
+def test_a_well_used_node_a_cheaper_type_holds_is_replaced_as_karpenter_would() -> None:
+    # A large node half used by one pod (no removal candidate: at the 0.5 threshold) whose
+    # pod a small node holds: before, only underused Nodes were offered for a replace, and
+    # this one stayed at 4x the price (the on-demand scale-down row of the cost bench).
+    busy = view("large-1", "large", pod("a", "2"))
+    assert busy.usage >= 0.5
+    assert candidates([busy]) == ["large-1"]
+    chosen = choose([busy], [], [offering("small")], threshold=0.5)
+    assert isinstance(chosen, replace.Replacement)
+    assert (chosen.victims, chosen.offering[0]) == (("large-1",), "small")
+
+
+def test_the_underused_kept_for_room_come_first_then_the_well_used_cheapest_to_move() -> None:
+    underused = view("large-1", "large", pod("a"))  # 0.125 used: a no-room Node
+    busy_two = view("large-2", "large", pod("b1", "1"), pod("b2", "1"))
+    busy_one = view("large-3", "large", pod("c", "3"))
+    found = candidates([busy_two, busy_one, underused], no_room=("large-1",))
+    assert found == ["large-1", "large-3", "large-2"]
+
+
+def test_a_well_used_node_a_drain_may_not_empty_is_no_candidate() -> None:
+    bare = {**pod("bare", "3"), "metadata": {"name": "bare", "namespace": "apps", "uid": "x"}}
+    on_disk = pod("disk", "3")
+    on_disk["spec"]["volumes"] = [{"name": "scratch", "emptyDir": {}}]
+    views = [
+        view("large-1", "large", bare),
+        view("large-2", "large", on_disk),
+        view("large-3", "large", pod("c", "3"), tainted=True),
+        dataclasses.replace(view("large-4", "large", pod("d", "3")), eligible=False),
+        dataclasses.replace(view("large-5", "large", pod("e", "3")), disrupting=True),
+        view("large-6", "large"),  # empty: it simply goes
+        view("large-7", "large", pod("f", "1")),  # underused, not kept for room
+    ]
+    assert candidates(views) == []
+
+
+def test_a_well_used_node_whose_pods_fit_on_the_others_gets_no_new_node() -> None:
+    # Its pods fit on large-2's room: no new Node is needed, and whether it may simply go
+    # is the utilisation threshold's call, not a replacement's.
+    busy = view("large-1", "large", pod("a", "2"))
+    room = [existing("large-1", "large", pod("a", "2")), existing("large-2", "large")]
+    chosen = choose([busy], room, [offering("small")], threshold=0.5)
+    assert isinstance(chosen, replace.Unreplaceable)
+    assert "no new node is needed" in chosen.why
+
+
+def test_at_most_ten_well_used_nodes_are_weighed_in_a_pass() -> None:
+    busy = [view(f"large-{i:02}", "large", pod(f"p{i}", "3")) for i in range(15)]
+    assert candidates(busy) == [f"large-{i:02}" for i in range(replace.MAX_WELL_USED_CANDIDATES)]

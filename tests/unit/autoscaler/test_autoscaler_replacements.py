@@ -418,3 +418,17 @@ async def test_a_held_back_replacement_is_tried_again_once_the_pods_on_a_victim_
     changed = {"large-2": (pod("large-2-a"), pod("large-2-c"))}
     assert isinstance(await loop.pass_once(pods=changed), replace.Replacement)
     assert loop.launches == 2
+
+
+async def test_a_large_node_above_the_threshold_is_replaced_by_a_small_one_holding_its_pods() -> (
+    None
+):
+    # No Node is underused (so none is kept for lack of room): before, nothing was offered
+    # for a replace, and a large node whose two pods a small one holds stayed at 4x the price.
+    busy = dataclasses.replace(view("large-1", "large"), usage=0.6)
+    choice = Choice((busy,), (), ())
+    found = await propose(turn(), choice, [existing(busy, "large")])
+    assert found == replace.Replacement(("large-1",), ("small", ZONE, "on-demand"), 0.1, 0.4)
+    # With a threshold above its use it is an underused Node: the removal path's, not this.
+    underused = turn(policy=autoscaler_api.ScaleDownPolicy(utilization_threshold=0.7))
+    assert await propose(underused, choice, [existing(busy, "large")]) is None

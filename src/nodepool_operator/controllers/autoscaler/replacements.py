@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+from nodepool_operator.api import autoscaler as autoscaler_api
 from nodepool_operator.api import disruption as disruption_api
 from nodepool_operator.cloud.catalog import Catalog
 from nodepool_operator.controllers import membership, offerings
@@ -20,6 +21,7 @@ from nodepool_operator.controllers.autoscaler.constraints import PodProfile
 from nodepool_operator.controllers.autoscaler.decide import (
     consolidation_choice,
     consolidation_replace,
+    consolidation_rules,
 )
 from nodepool_operator.controllers.autoscaler.decide.consolidation_proof import Proof
 from nodepool_operator.controllers.autoscaler.decide.consolidation_replace import (
@@ -51,6 +53,8 @@ class Turn(Protocol):
     def headroom(self) -> int: ...
     @property
     def budgets(self) -> consolidation_choice.PoolBudgets: ...
+    @property
+    def policy(self) -> autoscaler_api.ScaleDownPolicy: ...
 
 
 class Replacer:
@@ -136,10 +140,13 @@ class Replacer:
         daemon_sets: Sequence[simulation.DaemonSetView],
     ) -> Replacement | Unreplaceable | None:
         """One cheaper Node for the pool's Nodes kept for lack of room (their pods fit on
-        no other Node), or why none (``consolidation_replace.choose_replacement``)."""
-        no_room = {k.node for k in choice.kept if k.rule == "no-room"}
-        candidates = consolidation_replace.replacement_order(
-            v for v in choice.views if v.name in no_room
+        no other Node) or used above the threshold, or why none
+        (``consolidation_replace.replacement_candidates``, ``choose_replacement``)."""
+        candidates = consolidation_replace.replacement_candidates(
+            choice.views,
+            no_room=(k.node for k in choice.kept if k.rule == "no-room"),
+            threshold=turn.policy.utilization_threshold,
+            movable=consolidation_rules.movable_problem,
         )
         if not candidates:
             return None
@@ -168,6 +175,7 @@ class Replacer:
             daemon_sets=daemon_sets,
             candidates=candidates,
             profile=self.profile,
+            threshold=turn.policy.utilization_threshold,
         )
 
         def price_of(view: NodeView) -> float | None:

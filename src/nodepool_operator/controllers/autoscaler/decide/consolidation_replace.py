@@ -52,6 +52,7 @@ __all__ = [
     "CALLED_OFF_MAX_SECONDS",
     "CALLED_OFF_SECONDS",
     "MAX_VICTIMS",
+    "MAX_WELL_USED_CANDIDATES",
     "REPLACEMENT_ANNOTATION",
     "CalledOff",
     "Replacement",
@@ -69,6 +70,7 @@ __all__ = [
     "node_offering",
     "read_called_off",
     "read_mark",
+    "replacement_candidates",
     "replacement_node",
     "replacement_order",
     "request_state",
@@ -85,6 +87,11 @@ CALLED_OFF_ANNOTATION: Final = f"{meta.GROUP}/consolidation-replacement-called-o
 #: of the same replacement in a row, up to ``CALLED_OFF_MAX_SECONDS``.
 CALLED_OFF_SECONDS: Final = 120.0
 CALLED_OFF_MAX_SECONDS: Final = 3600.0
+#: At most this many Nodes used at the threshold or more are weighed for a replace in one
+#: pass (the fewest pods to move first): each is simulated against every cheaper offering
+#: whenever a pod or Node changed, and a pool of hundreds of busy Nodes must not make that
+#: the pass's cost. The underused Nodes kept for lack of room are all weighed.
+MAX_WELL_USED_CANDIDATES: Final = 10
 #: At most this many Nodes are replaced by one (Karpenter's multi-node limit is 100; one
 #: ScaleRequest may name 100 too).
 MAX_VICTIMS: Final = 100
@@ -128,6 +135,39 @@ def replacement_order(views: Iterable[NodeView]) -> list[NodeView]:
     """Cheapest to remove first: fewest pods to evict, then least used (Karpenter orders
     by disruption cost, which grows with the pods evicted)."""
     return sorted(views, key=lambda v: (len(v.to_move), v.usage, v.name))
+
+
+def replacement_candidates(
+    views: Sequence[NodeView],
+    *,
+    no_room: Iterable[str],
+    threshold: float,
+    movable: Callable[[Mapping[str, Any]], object | None],
+) -> list[NodeView]:
+    """The Nodes a cheaper one may replace, in the order ``choose_replacement`` tries them:
+    first the underused Nodes kept for lack of room (``no_room``), then the Nodes used at
+    ``threshold`` or more whose every pod a drain may move (``movable(pod)`` is None), at
+    most ``MAX_WELL_USED_CANDIDATES`` of them.
+
+    A Node's utilisation says whether it can simply go; whether a cheaper Node holds its
+    pods is a question of price, asked of every Node (Karpenter weighs every Node for a
+    replace): a c-1x half full of one pod is replaced by a cheaper type as readily as an
+    idle one. Nodes tainted, not eligible (do-not-disrupt, not Ready...), disrupting or
+    empty are never candidates (an empty Node simply goes)."""
+    kept = set(no_room)
+    underused = replacement_order(v for v in views if v.name in kept)
+    busy = replacement_order(
+        v
+        for v in views
+        if v.name not in kept
+        and v.usage >= threshold
+        and v.eligible
+        and not v.tainted
+        and not v.disrupting
+        and not v.empty
+        and all(movable(pod) is None for pod in v.to_move)
+    )
+    return [*underused, *busy[:MAX_WELL_USED_CANDIDATES]]
 
 
 def _total(
@@ -211,7 +251,8 @@ def choose_replacement(
 class ReplacementFit:
     """``fits`` for ``choose_replacement``: the victims' pods simulated on the Nodes that
     stay (``room``: the cluster without the Nodes already going) and one new Node of the
-    offering (its DaemonSet pods counted, as a scale-up counts them). The ``candidates``'
+    offering (its DaemonSet pods counted, as a scale-up counts them); a Node used at
+    ``threshold`` or more is replaced only when its pods need the new Node. The ``candidates``'
     pods are profiled when it is made (on the event loop: a profile reads the informers'
     caches, and the choice runs in a worker thread)."""
 
@@ -224,8 +265,10 @@ class ReplacementFit:
         daemon_sets: Sequence[simulation.DaemonSetView],
         candidates: Sequence[NodeView],
         profile: Callable[[Mapping[str, Any]], PodProfile | str],
+        threshold: float = 1.0,
     ) -> None:
         self.pool = pool
+        self.well_used = frozenset(v.name for v in candidates if v.usage >= threshold)
         self.room = room
         self.taints = taints
         self.daemon_sets = daemon_sets
@@ -265,6 +308,11 @@ class ReplacementFit:
         wanted = outcome.pools[name].wanted_nodes if name in outcome.pools else 0
         if wanted > 1:
             return f"their pods need {wanted} such nodes"
+        if wanted == 0 and any(v.name in self.well_used for v in victims):
+            # A Node used at the threshold or more whose pods fit on the others: whether
+            # it may simply go is the threshold's call, and a new Node nothing needs is no
+            # replacement. (An underused one whose pods fit would have been removed.)
+            return "their pods fit on the nodes that stay: no new node is needed"
         return None
 
 
