@@ -392,3 +392,20 @@ def test_a_well_used_node_whose_pods_fit_on_the_others_gets_no_new_node() -> Non
 def test_at_most_ten_well_used_nodes_are_weighed_in_a_pass() -> None:
     busy = [view(f"large-{i:02}", "large", pod(f"p{i}", "3")) for i in range(15)]
     assert candidates(busy) == [f"large-{i:02}" for i in range(replace.MAX_WELL_USED_CANDIDATES)]
+
+
+def test_a_node_is_never_replaced_by_its_own_type_whose_price_rounds_up() -> None:
+    # Karpenter kwok's c-16x spot costs $0.30405181685759997/h: the Node's price, read
+    # through the catalog rounded to six places, is $0.304052/h, and the unrounded offering
+    # was "cheaper" -- the cost bench's spot scale-down replaced c-16x by c-16x every 13 s.
+    exact = 0.30405181685759997
+    busy = view("large-1", "large", pod("a", "3"))
+    chosen = choose(
+        [busy],
+        [],
+        [offering("large", exact)],
+        prices=lambda v: round(exact, 6),
+        threshold=0.5,
+    )
+    assert isinstance(chosen, replace.Unreplaceable)
+    assert "no offering the pool allows is cheaper" in chosen.why

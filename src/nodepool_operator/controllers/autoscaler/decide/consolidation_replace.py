@@ -192,7 +192,10 @@ def _replace(
     total = _total(victims, price_of)
     if isinstance(total, str):
         return total
-    cheaper = [o for o in offerings if o.price < total]
+    # Both sides in millionths of a dollar: a Node's price is the catalog's rounded to six
+    # places (``offerings.cost_per_hour``), and an offering's unrounded price may fall just
+    # under it -- the Node's own type "cheaper" than itself, replaced by itself forever.
+    cheaper = [o for o in offerings if round(o.price, 6) < total]
     if not cheaper:
         return f"no offering the pool allows is cheaper than their ${total:.4f}/h"
     refusals: list[str] = []
