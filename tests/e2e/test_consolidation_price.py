@@ -1,7 +1,8 @@
 """Consolidation by price end to end: underused large nodes whose pods cannot simply move
 to each other are replaced by one cheaper node, launched first; the pods move through
-the Eviction API (their PodDisruptionBudget respected) and none is lost. Real control
-plane, scheduler, kwok, simcloud selling a catalog, and the operator."""
+the Eviction API (their PodDisruptionBudget respected) and none is lost; and a busy node
+(over the utilisation threshold) is replaced by a cheaper type once the pool allows it.
+Real control plane, scheduler, kwok, simcloud selling a catalog, and the operator."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import workloads
 from e2e.autoscaling import create_autoscaler, running
 from e2e.consolidating import autoscaler_events, pool_nodes
 from e2e.scenes import World
-from harness import POOLS, REQUESTS, Operator, SimCloud, wait_for
+from harness import MERGE, POOLS, REQUESTS, Operator, SimCloud, wait_for
 from nodepool_operator.api import wellknown
 from nodepool_operator.cloud import catalog
 
@@ -159,4 +160,55 @@ async def test_a_scale_down_replaces_two_underused_large_nodes_with_one_cheaper_
 
     after = await wait_for(cheaper, within=30)
     assert after < before
+    assert operator.errors_logged() == []
+
+
+#: c4 has no more memory than c2: a pod of 2 GiB uses over half of either, so on a c4 it is
+#: no scale-down candidate (utilizationThreshold 0.5), yet a c2 holds it for half the price.
+BUSY_TYPES = (("c2", 2, 4, 0.10), ("c4", 4, 4, 0.20))
+
+
+async def test_a_busy_node_a_cheaper_type_holds_is_replaced_once_the_pool_allows_that_type(
+    world: World, tmp_path: Path
+) -> None:
+    types = catalogs.catalog_file(tmp_path / "types.json", BUSY_TYPES, (ZONE,))
+    cloud = await world.cloud("--catalog", str(types), latency=0.2)
+
+    operator: Operator = world.start_operator(cloud)
+    custom, core, apps = world.custom, world.core, world.apps
+    pool_name, namespace = world.pool, world.namespace
+    # The pool allows only c4 at first: the pod gets a c4 node.
+    pool = catalogs.many_types_pool(pool_name, BUSY_TYPES[1:], (ZONE,))
+    await custom.create_cluster_custom_object(*POOLS, pool)
+    await create_autoscaler(
+        custom, world.autoscaler, pool=pool_name, namespace=namespace, unneeded_seconds=UNNEEDED
+    )
+    web = workloads.deployment(
+        "web", selector={wellknown.POOL_LABEL: pool_name}, replicas=1, cpu="250m", memory="2Gi"
+    )
+    await apps.create_namespaced_deployment(namespace, web)
+    await wait_for(lambda: running(core, namespace, 1), within=90)
+    [c4_node] = [n.metadata.name for n in await pool_nodes(core, pool_name)]
+    assert await _types(core, pool_name) == ["c4"]
+
+    # The user widens the pool to c2 as well: the c4 node still meets the requirements (no
+    # drift), is used over the threshold (no removal), and its pod fits on no other node.
+    # Only a replace by price gives it up: before, such a node was never weighed.
+    allowed = catalogs.requirements(BUSY_TYPES, (ZONE,))
+    await custom.patch_cluster_custom_object(
+        *POOLS, pool_name, {"spec": {"requirements": allowed}}, _content_type=MERGE
+    )
+
+    async def on_one_c2() -> bool:
+        if await _types(core, pool_name) != ["c2"]:
+            return False
+        pods = await _web_running(core, namespace)
+        [node] = await pool_nodes(core, pool_name)
+        return len(pods) == 1 and pods[0].spec.node_name == node.metadata.name
+
+    await wait_for(on_one_c2, within=UNNEEDED + 120)
+    [replacing] = await autoscaler_events(core, world.autoscaler, "ConsolidationReplacing")
+    assert f"replace {c4_node} ($0.2000/h) with one c2 in sim-1a (on-demand, $0.1000/h)" in (
+        replacing
+    ), replacing
     assert operator.errors_logged() == []
