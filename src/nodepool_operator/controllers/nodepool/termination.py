@@ -102,27 +102,32 @@ class Terminator:
                 left,
             )
             return drain.DrainProgress(done=False, retry_in=left)
+        await self._remove(node, vm=vm)
+        return progress
+
+    async def _remove(self, node: Mapping[str, Any], *, vm: VmName | None) -> None:
+        """A drained Node's VM (marked ``vm-deleted`` first, unless it is already) and then
+        the Node go."""
+        node_name = str(node["metadata"]["name"])
         if vm is not None:
             if not plan.vm_deletion_requested(node):
                 await node_ops.mark_vm_deleted(self.client, node, at=self.wall_clock.time())
             await self.cloud.delete_vm(vm)
         await self.delete_node(node_name)
         log.info("event=node-removed node=%s", node_name)
-        return progress
 
     async def cancel_drains(self, view: plan.PoolView, names: Sequence[str]) -> None:
         """Give the draining Nodes ``names`` back, but those whose VM deletion is
         recorded: the mark is written only once the drain is done, and the cloud may have
         been asked already (a crash or a lost answer after it). Such a Node is never
         given back (uncordoned, it would keep the mark, count as leaving for ever, and
-        its VM would never be deleted): its removal is finished, as ``remove_drained``
-        would, and the pool launches its replacement."""
+        its VM would never be deleted): its removal is finished (``_remove``, as
+        ``remove_drained`` ends), and the pool launches its replacement."""
         for node_name in names:
             node = view.nodes[node_name]
             if plan.vm_deletion_requested(node):
                 log.info("event=node-removal-finished node=%s reason=vm-deleted", node_name)
-                await self.cloud.delete_vm(VmName(node_name))
-                await self.delete_node(node_name)
+                await self._remove(node, vm=VmName(node_name))
             else:
                 await node_ops.uncordon(self.client, node)
             self.drainer.forget_node(node_name)
