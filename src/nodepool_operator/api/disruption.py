@@ -2,8 +2,8 @@
 nodes' lifetime (``spec.expireAfter``).
 
 A **budget** caps how many of the pool's Nodes may be being disrupted at once:
-``nodes`` is a count (``"2"``) or a share of the pool's Nodes (``"10%"``, rounded up, as
-Karpenter does: 10% of 6 Nodes is 1). It applies to the ``reasons`` it lists (all of
+``nodes`` is a count (``"2"``) or a share of the pool's registered Nodes (``"10%"``,
+rounded up, as Karpenter does: 10% of 6 Nodes is 1). It applies to the ``reasons`` it lists (all of
 them when it lists none) and, with a ``schedule`` (cron, five fields, UTC) and a
 ``duration``, only from each time the schedule fires until ``duration`` later.
 Every budget in force for a reason caps it; the most restrictive one holds. The Nodes
@@ -27,7 +27,7 @@ from typing import Any, Final, Literal, get_args
 
 import croniter
 
-from nodepool_operator.api import fields
+from nodepool_operator.api import fields, wellknown
 
 __all__ = [
     "DEFAULT_BUDGET_NODES",
@@ -293,6 +293,14 @@ class Allowance:
         window = f", schedule {b.schedule!r} for {b.duration}" if b.schedule else ""
         reasons = f", reasons {','.join(b.reasons)}" if b.reasons else ""
         return f"budget nodes={b.nodes}{reasons}{window}: {self.disrupting} of {self.cap} in use"
+
+
+def counted_in_budgets(pool_nodes: Iterable[Mapping[str, Any]]) -> int:
+    """The Nodes a budget's percentage is of: the registered ones (Karpenter counts its
+    initialized Nodes). A replacement still booting is not one of them yet: counted, it
+    would raise "10% of 10" to 2 of 11 while it boots, and let a second Node go before the
+    first one's replacement serves."""
+    return sum(1 for node in pool_nodes if not wellknown.is_unregistered(node))
 
 
 def allowance(

@@ -512,7 +512,9 @@ _BUDGET_SCHEMA: Final[dict[str, Any]] = {
     "properties": {
         "nodes": {
             "type": "string",
-            "description": 'A count ("2") or a share of the pool\'s Nodes, rounded up ("10%").',
+            "description": (
+                'A count ("2") or a share of the pool\'s registered Nodes, rounded up ("10%").'
+            ),
             "pattern": r"^((100|[0-9]{1,2})%|[0-9]+)$",
             "maxLength": 10,
             "default": disruption.DEFAULT_BUDGET_NODES,

@@ -7,6 +7,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+from nodepool_operator.api import disruption as disruption_api
 from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.autoscaler.constraints import profile_of
 from nodepool_operator.controllers.autoscaler.decide import consolidation_rules
@@ -197,3 +198,26 @@ def test_a_node_goes_once_unneeded_for_the_whole_time_and_the_next_check_is_the_
         [long_ago],
         None,
     )
+
+
+def test_a_budget_percentage_is_of_the_registered_nodes() -> None:
+    """50% of the 2 registered Nodes is one, and one is being disrupted already: the
+    replacement still booting does not make it 50% of 3, two."""
+    booting = dataclasses.replace(
+        view("booting", 0.0),
+        obj={
+            "metadata": {"name": "booting"},
+            "spec": {"taints": [{"key": wellknown.UNREGISTERED_TAINT_KEY, "effect": "NoSchedule"}]},
+        },
+        eligible=False,
+    )
+    going = dataclasses.replace(view("going", 0.9), disrupting=True)
+    idle = view("idle", 0.1)
+    budgets = (disruption_api.Budget(nodes="50%"),)
+
+    allowed, held = consolidation_rules.within_budgets(
+        [idle], views=[going, idle, booting], budgets=budgets, now=0.0
+    )
+
+    assert allowed == []
+    assert [k.node for k in held] == ["idle"]

@@ -313,24 +313,33 @@ def _ready_node(name: str, *, labels: dict[str, str]) -> dict[str, Any]:
     }
 
 
+def _rolling_pool(
+    current: nodepool_api.NodePoolSpec, *, drifted: int, fresh: int, tainted: tuple[str, ...]
+) -> dict[str, dict[str, Any]]:
+    """Ready Nodes p-0.. : ``drifted`` made from an older spec, then ``fresh`` from
+    ``current``; those ``tainted`` being replaced for drift."""
+    old = drift.spec_hash(spec(template={"labels": {"v": "0"}})).text
+    nodes: dict[str, dict[str, Any]] = {}
+    for i in range(drifted + fresh):
+        node = _ready_node(f"p-{i}", labels={"v": "1"})
+        node["metadata"]["annotations"][wellknown.SPEC_HASH_ANNOTATION] = (
+            old if i < drifted else drift.spec_hash(current).text
+        )
+        nodes[node["metadata"]["name"]] = node
+    for name in tainted:
+        nodes[name]["spec"]["taints"] = [
+            {"key": wellknown.DISRUPTED_TAINT_KEY, "value": "Drifted", "effect": "NoSchedule"}
+        ]
+    return nodes
+
+
 def test_a_node_drained_for_want_of_room_takes_no_room_from_those_waiting() -> None:
     """The roll model's find: 4 Nodes, ``maxNodes: 6``, ``50%`` of 6. p-0 and p-1 wait
     for their replacements (p-4, p-5, booting), p-2 had no room and drains. Its VM is one
     of the 4, not one beyond: counting it against the room moved p-1 to "no room" and
     drained it too, before p-5 served, two short with room for two replacements."""
     current = spec(targetNodes=4, maxNodes=6, disruption={"budgets": [{"nodes": "50%"}]})
-    old = drift.spec_hash(spec(template={"labels": {"v": "0"}})).text
-    nodes: dict[str, dict[str, Any]] = {}
-    for i in range(6):
-        node = _ready_node(f"p-{i}", labels={"v": "1"})
-        node["metadata"]["annotations"][wellknown.SPEC_HASH_ANNOTATION] = (
-            old if i < 4 else drift.spec_hash(current).text
-        )
-        nodes[node["metadata"]["name"]] = node
-    for name in ("p-0", "p-1", "p-2"):
-        nodes[name]["spec"]["taints"] = [
-            {"key": wellknown.DISRUPTED_TAINT_KEY, "value": "Drifted", "effect": "NoSchedule"}
-        ]
+    nodes = _rolling_pool(current, drifted=4, fresh=2, tainted=("p-0", "p-1", "p-2"))
     nodes["p-2"]["metadata"]["annotations"][plan.SCALE_DOWN_ANNOTATION] = conditions.rfc3339(START)
     for name in ("p-4", "p-5"):  # launched for p-0 and p-1, not registered yet
         nodes[name]["spec"]["taints"] = [
@@ -345,3 +354,26 @@ def test_a_node_drained_for_want_of_room_takes_no_room_from_those_waiting() -> N
     assert decided.drain == ("p-2",)
     assert decided.waiting == ("p-0", "p-1")
     assert disruption.sized_target(current, 4, decided) == 5  # no VM beyond maxNodes
+
+
+def test_a_percentage_is_of_the_registered_nodes_not_a_replacement_still_booting() -> None:
+    """10% of a pool of 10: one at a time. p-0 is being replaced and its replacement p-10
+    boots (unregistered): counting p-10 made it 10% of 11, two, and tainted p-1 before p-10
+    served."""
+    current = spec(targetNodes=10, maxNodes=12, disruption={"budgets": [{"nodes": "10%"}]})
+    nodes = _rolling_pool(current, drifted=10, fresh=1, tainted=("p-0",))
+    nodes["p-10"]["spec"]["taints"] = [
+        {"key": wellknown.UNREGISTERED_TAINT_KEY, "effect": "NoSchedule"}
+    ]
+    view = plan.PoolView(
+        vms=[virtual_machine(name, pool="p") for name in nodes], nodes=nodes, pods_per_node={}
+    )
+
+    decided = disruption.plan(view, current, desired=10, now=START + 60)
+
+    assert decided.taint == ()
+    assert "p-1" in [c.node for c, _ in decided.held]
+    # Once p-10 registers (and p-0 is still on its way out), 10% of 11 is two: p-1 goes.
+    nodes["p-10"]["spec"]["taints"] = []
+    registered = disruption.plan(view, current, desired=10, now=START + 60)
+    assert [c.node for c in registered.taint] == ["p-1"]

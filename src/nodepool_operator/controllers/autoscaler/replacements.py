@@ -160,7 +160,7 @@ class Replacer:
         allows = disruption_api.allowance(
             turn.budgets.budgets,
             reason="Underutilized",
-            total=len(views) + choice.gone,
+            total=disruption_api.counted_in_budgets(v.obj for v in views) + choice.gone,
             disrupting=choice.gone + sum(1 for v in views if v.disrupting or v.name in unhealthy),
             now=self.wall_clock.time(),
         )

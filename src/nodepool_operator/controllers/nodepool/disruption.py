@@ -277,7 +277,7 @@ def plan(
         allowed = disruption_api.allowance(
             spec.disruption.budgets,
             reason=reason,
-            total=len(view.nodes),
+            total=disruption_api.counted_in_budgets(view.nodes.values()),
             disrupting=disrupting - counted,
             now=now,
         )

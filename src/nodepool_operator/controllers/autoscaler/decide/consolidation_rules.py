@@ -264,11 +264,12 @@ def within_budgets(
 ) -> tuple[list[NodeView], list[Kept]]:
     """Those of ``untainted`` (in order) the pool's disruption ``budgets`` let be tainted at
     ``now``, and a ``Kept`` naming the holding budget for each other. The pool's Nodes are
-    ``views`` and ``gone`` more being deleted; those being disrupted for any reason (our
+    ``views`` and ``gone`` more being deleted (a percentage is of the registered ones,
+    ``counted_in_budgets``); those being disrupted for any reason (our
     taint, the NodePool controller's drift or expiry taint, on their way out) and the
     ``unhealthy`` ones (being repaired) use the budget already, as the NodePool controller
     counts them (``controllers.nodepool.disruption``): each one tainted here uses it too."""
-    total = len(views) + gone
+    total = disruption_api.counted_in_budgets(v.obj for v in views) + gone
     disrupting = gone + sum(1 for v in views if v.disrupting or v.name in unhealthy)
     allowed: list[NodeView] = []
     held: list[Kept] = []
