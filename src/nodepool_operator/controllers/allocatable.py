@@ -41,6 +41,7 @@ from nodepool_operator.runtime import nodes as k8s_nodes
 __all__ = [
     "CONDITION",
     "EVENT_REASON",
+    "as_reported",
     "condition",
     "observe",
     "overstated",
@@ -143,6 +144,22 @@ def _robust(amounts: list[int]) -> int:
     among three or more moves it no lower than its peers."""
     ordered = sorted(amounts)
     return ordered[(len(ordered) - 1) // 2]
+
+
+def as_reported(
+    figures: Mapping[str, int], nodes: Iterable[Mapping[str, Any]]
+) -> dict[str, int]:
+    """``figures`` (what a Node is planned with), each resource lowered to what the Ready
+    ``nodes`` made the same way report now, where they say less: the lower median, as the
+    record takes it. Used per instance type (``offerings.as_reported``): no record is
+    kept, so a type none of whose Nodes is left is planned from the catalog again."""
+    counted = [node for node in nodes if _counts(node, None)]
+    lowered = dict(figures)
+    for name, figure in figures.items():
+        amounts = [amount for node in counted if (amount := _reported(node, name)) is not None]
+        if amounts:
+            lowered[name] = min(figure, _robust(amounts))
+    return lowered
 
 
 def planned(

@@ -25,13 +25,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Iterable, Mapping
-from typing import Final
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import quantity, wellknown
 from nodepool_operator.cloud import catalog, provider
-from nodepool_operator.controllers import capacity
+from nodepool_operator.controllers import allocatable, capacity
 from nodepool_operator.runtime import clock as clock_module
 
 __all__ = [
@@ -194,6 +194,32 @@ def pool_offerings(
             continue
         chosen.append(candidate)
     return chosen
+
+
+def as_reported(
+    allowed: Sequence[PricedOffering], nodes: Iterable[Mapping[str, Any]]
+) -> list[PricedOffering]:
+    """``allowed`` with each offering's allocatable lowered to what the pool's Ready
+    ``nodes`` of its instance type report (``allocatable.as_reported``). A Node is what
+    its kubelet reports: a catalog that overstates a type (a machine's real memory, a
+    kubelet's reserve) would otherwise have the type bought again and again for a pod
+    that fits none of its Nodes."""
+    by_type: dict[str, list[Mapping[str, Any]]] = {}
+    for node in nodes:
+        kind = ((node.get("metadata") or {}).get("labels") or {}).get(
+            wellknown.INSTANCE_TYPE_LABEL
+        )
+        if kind:
+            by_type.setdefault(str(kind), []).append(node)
+    reported: list[PricedOffering] = []
+    for offering in allowed:
+        peers = by_type.get(offering.instance_type.name)
+        lowered = allocatable.as_reported(offering.allocatable, peers) if peers else None
+        if lowered is None or lowered == dict(offering.allocatable):
+            reported.append(offering)
+        else:
+            reported.append(dataclasses.replace(offering, allocatable=lowered))
+    return reported
 
 
 def cost_per_hour(

@@ -257,3 +257,48 @@ async def test_a_cloud_that_sells_no_catalog_has_the_empty_one() -> None:
     assert await reader.current() is catalog.NOTHING
     assert reader.known() is catalog.NOTHING
     assert offerings.OfferingsCatalog.of_cloud(FakeSource(), clock=FakeClock()).source is not None
+
+
+def _node(
+    kind: str, *, cpu: str, memory: str = "1Gi", ready: bool = True, leaving: bool = False
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "name": f"{kind}-{cpu}",
+        "labels": {wellknown.INSTANCE_TYPE_LABEL: kind},
+    }
+    if leaving:
+        meta["deletionTimestamp"] = conditions.rfc3339(NOW)
+    return {
+        "metadata": meta,
+        "status": {
+            "allocatable": {"cpu": cpu, "memory": memory},
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
+
+
+def test_an_offering_is_planned_with_what_the_ready_nodes_of_its_type_report() -> None:
+    found = offerings.pool_offerings(_spec(*ON_DEMAND_AMD64), CATALOG)
+    small_a, small_b, large = found
+    assert small_a.allocatable["cpu"] == 1900  # 2 cores less the type's 100m overhead
+    nodes = [
+        _node("small", cpu="1"),
+        _node("small", cpu="1"),
+        _node("small", cpu="1800m"),  # one says more: the lower median is 1000m
+        _node("large", cpu="2", ready=False),  # booting: its kubelet has not spoken
+        _node("large", cpu="2", leaving=True),
+    ]
+
+    reported = offerings.as_reported(found, nodes)
+
+    assert [o.allocatable["cpu"] for o in reported] == [1000, 1000, large.allocatable["cpu"]]
+    # Memory: every small Node says 1Gi, less than the catalog's 4Gi less overhead.
+    assert reported[0].allocatable["memory"] == GIB
+    assert reported[2] is large  # no Ready Node of its type: the catalog's figures
+    assert small_b.key == reported[1].key
+    assert small_b.price_per_hour == reported[1].price_per_hour
+
+
+def test_a_node_reporting_more_than_the_catalog_raises_nothing() -> None:
+    found = offerings.pool_offerings(_spec(*ON_DEMAND_AMD64), CATALOG)
+    assert offerings.as_reported(found, [_node("small", cpu="64", memory="64Gi")]) == found

@@ -116,7 +116,8 @@ class PoolReads:
         # paused or its VMs unlistable: the pool cannot grow, and what it asked for is
         # not coming.
         now = self.wall_clock.time()
-        allowed, unplannable = _offerings(pool, spec, catalog, now=now)
+        members = membership.members(self.nodes, pool_name=name, pool_uid=uid)
+        allowed, unplannable = _offerings(pool, spec, catalog, members, now=now)
         stuck = (
             capacity.cannot_grow(nodepool_api.status_of(pool).zone_backoffs, spec.template, now=now)
             or capacity.paused(pool, now=now)
@@ -336,9 +337,16 @@ NO_OFFERING: Final = "no offering its requirements allow is available (or all ba
 
 
 def _offerings(
-    pool: Object, spec: nodepool_api.NodePoolSpec, catalog: Catalog | None, *, now: float
+    pool: Object,
+    spec: nodepool_api.NodePoolSpec,
+    catalog: Catalog | None,
+    members: Iterable[Object],
+    *,
+    now: float,
 ) -> tuple[list[offerings_module.PricedOffering], str | None]:
-    """A pool with requirements: the offerings it may use now, or why it cannot grow."""
+    """A pool with requirements: the offerings it may use now, each with the allocatable
+    its ``members`` of the same type report where that is less than the catalog's, or why
+    it cannot grow."""
     if not spec.requirements:
         return [], None
     if catalog is None:
@@ -346,6 +354,7 @@ def _offerings(
     allowed = offerings_module.pool_offerings(
         spec, catalog, nodepool_api.status_of(pool).zone_backoffs, now=now
     )
+    allowed = offerings_module.as_reported(allowed, members)
     return allowed, None if allowed else NO_OFFERING
 
 
