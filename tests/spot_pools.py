@@ -4,13 +4,14 @@ interruption e2e and chaos tests share."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
 from nodepool_operator.api.requirements import Requirements
-from nodepool_operator.cloud import catalog
+from nodepool_operator.cloud import catalog, provider
 
 ZONES = ("sim-1a", "sim-1b")
 GIB = 2**30
@@ -54,3 +55,14 @@ def spot_pool(name: str, *, target: int = 3, max_nodes: int = 6) -> dict[str, An
         template=nodepool_api.NodeTemplate(reserved={"cpu": "100m"}),
     )
     return nodepool_api.manifest(name, spec)
+
+
+def still_up(vms: Iterable[provider.VirtualMachine], taken: provider.VirtualMachine) -> bool:
+    """Whether ``taken`` (not a later VM of its name) is in the cloud's listing ``vms`` and
+    not being deleted."""
+    return any(
+        vm.name == taken.name
+        and vm.created_at <= taken.created_at
+        and vm.state != provider.VmState.DELETING
+        for vm in vms
+    )

@@ -12,7 +12,7 @@ from e2e.scenes import World
 from harness import POOLS, Operator, SimCloud, settled, wait_for
 from nodepool_operator.api import nodepool as nodepool_api
 
-__all__ = ["BOOT", "ONE_CPU_NODE", "HollowScene", "hollow_cloud", "hollow_pool"]
+__all__ = ["BOOT", "ONE_CPU_NODE", "HollowScene", "hollow_cloud", "hollow_pool", "running_pods"]
 
 #: What kubemark's fake cAdvisor reports on every VM, whatever its shape.
 ONE_CPU_NODE = nodepool_api.NodeTemplate(cpu="1", memory="3840Mi", pods=110)
@@ -44,3 +44,14 @@ async def hollow_pool(world: World, *, target: int, **spec: Any) -> HollowScene:
     await custom.create_cluster_custom_object(*POOLS, nodepool_api.manifest(name, body))
     await wait_for(lambda: settled(custom, name, target), within=90)
     return HollowScene(cloud, operator, custom, world.core)
+
+
+async def running_pods(core: client.CoreV1Api, namespace: str, app: str = "web") -> dict[str, str]:
+    """Pod name -> its Node, for the pods of ``app`` a kubelet reports Running (not being
+    deleted)."""
+    found = await core.list_namespaced_pod(namespace, label_selector=f"app={app}")
+    return {
+        pod.metadata.name: pod.spec.node_name
+        for pod in found.items
+        if pod.status.phase == "Running" and pod.metadata.deletion_timestamp is None
+    }

@@ -5,8 +5,6 @@ replacement to the node that stays and that node's kubelet runs it."""
 
 from __future__ import annotations
 
-from kubernetes_asyncio import client
-
 import workloads
 from e2e import hollow
 from e2e.autoscaling import create_autoscaler
@@ -14,16 +12,6 @@ from e2e.scenes import World
 from harness import REQUESTS, settled, wait_for
 from nodepool_operator.api import wellknown
 from nodepool_operator.cloud.provider import VmState
-
-
-async def running_pods(core: client.CoreV1Api, namespace: str) -> dict[str, str]:
-    """Pod name -> its Node, for the pods a kubelet reports Running."""
-    found = await core.list_namespaced_pod(namespace, label_selector="app=web")
-    return {
-        pod.metadata.name: pod.spec.node_name
-        for pod in found.items
-        if pod.status.phase == "Running" and pod.metadata.deletion_timestamp is None
-    }
 
 
 async def test_two_half_empty_kubelets_become_one_and_its_pods_run_there(world: World) -> None:
@@ -44,7 +32,7 @@ async def test_two_half_empty_kubelets_become_one_and_its_pods_run_there(world: 
     await world.apps.create_namespaced_deployment(world.namespace, web)
 
     async def both_running() -> dict[str, str] | None:
-        found = await running_pods(core, world.namespace)
+        found = await hollow.running_pods(core, world.namespace)
         return found if len(found) == 2 else None
 
     before = await wait_for(both_running, within=60)
@@ -58,7 +46,7 @@ async def test_two_half_empty_kubelets_become_one_and_its_pods_run_there(world: 
     ]
 
     async def both_on_the_one_left() -> dict[str, str] | None:
-        found = await running_pods(core, world.namespace)
+        found = await hollow.running_pods(core, world.namespace)
         return found if len(found) == 2 and set(found.values()) == {vm} else None
 
     after = await wait_for(both_on_the_one_left, within=60)

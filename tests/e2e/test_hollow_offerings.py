@@ -48,16 +48,6 @@ async def _ready_types(core: client.CoreV1Api, pool: str) -> list[str]:
     )
 
 
-async def _running_on(core: client.CoreV1Api, namespace: str, app: str) -> dict[str, str]:
-    """Pod name -> its Node, for the pods of ``app`` a kubelet reports Running."""
-    found = await core.list_namespaced_pod(namespace, label_selector=f"app={app}")
-    return {
-        p.metadata.name: p.spec.node_name
-        for p in found.items
-        if p.status.phase == "Running" and p.metadata.deletion_timestamp is None
-    }
-
-
 async def test_each_type_is_tried_once_when_its_kubelets_report_less_than_the_catalog(
     world: World, tmp_path: Path
 ) -> None:
@@ -122,7 +112,7 @@ async def test_a_node_is_replaced_by_a_cheaper_type_and_its_pod_runs_there(
     await world.apps.create_namespaced_deployment(world.namespace, web)
 
     async def one_running() -> dict[str, str] | None:
-        found = await _running_on(core, world.namespace, "web")
+        found = await hollow.running_pods(core, world.namespace)
         return found if len(found) == 1 else None
 
     before = await wait_for(one_running, within=90)
@@ -140,7 +130,7 @@ async def test_a_node_is_replaced_by_a_cheaper_type_and_its_pod_runs_there(
 
     async def on_one_h2() -> dict[str, str] | None:
         nodes = await pool_nodes(core, world.pool)
-        found = await _running_on(core, world.namespace, "web")
+        found = await hollow.running_pods(core, world.namespace)
         if [n.metadata.labels.get(wellknown.INSTANCE_TYPE_LABEL) for n in nodes] != ["h2"]:
             return None
         return found if list(found.values()) == [nodes[0].metadata.name] else None

@@ -160,16 +160,9 @@ async def test_a_spot_notice_moves_the_pods_before_the_vm_is_gone(
                 )
                 if any(n.metadata.uid not in before and _ready(n) for n in pool_nodes.items):
                     first["replacement"] = now
-            if "vm_gone" not in first:
-                live = await cloud.client.list_vms(pool=pool_name)
-                if not [
-                    v
-                    for v in live
-                    if v.name == victim
-                    and v.created_at <= vm.created_at
-                    and v.state != provider.VmState.DELETING
-                ]:
-                    first["vm_gone"] = now
+            live = await cloud.client.list_vms(pool=pool_name)
+            if "vm_gone" not in first and not spot_pools.still_up(live, vm):
+                first["vm_gone"] = now
             await asyncio.sleep(0.1)
 
     sampler = asyncio.create_task(sample())
