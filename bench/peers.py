@@ -58,10 +58,10 @@ cheapest type for any pod these do not hold. Workloads:
 and ``scale-down`` (three Deployments shrink to a third; the Nodes are settled once they
 did not change for 40 s; the operator's ``utilizationThreshold`` is 1 there, every node
 not full weighed for removal as Karpenter's ``WhenEmptyOrUnderutilized`` weighs every
-node: ``--ours-utilization-threshold``). Each Node is priced by the catalog's offering its labels name
-(instance type, zone, capacity type), after every pod ran (and 5 quiet seconds), or once
-settled; beside it the LP lower bound of ``cost_bound.py``, time to Running p50/p99, the
-controller's writes and 409s (audit log).
+node: ``--ours-utilization-threshold``). Each Node is priced by the catalog's offering
+its labels name (instance type, zone, capacity type), after every pod ran (and 5 quiet
+seconds), or once settled; beside it the LP lower bound of ``cost_bound.py``, time to
+Running p50/p99, the controller's writes and 409s (audit log).
 
 The first run of the Karpenter side builds its kwok provider (about 1-3 minutes, once).
 

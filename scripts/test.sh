@@ -8,7 +8,10 @@ cd "$(dirname "$0")/.."
 source scripts/setup-env.sh
 
 step() { printf '\n== %s\n' "$*"; }
-step "lint (ruff)";            .venv/bin/ruff check . && .venv/bin/ruff format --check .
+# One command per line: under `set -e` a failure on the left of `&&` does not stop the
+# script, and a lint error once went unnoticed that way.
+step "lint (ruff)";            .venv/bin/ruff check .
+step "format (ruff)";          .venv/bin/ruff format --check .
 step "types (mypy --strict)";  .venv/bin/mypy
 step "layering (import-linter)"; .venv/bin/lint-imports
 step "tests (pytest)";         .venv/bin/pytest -ra "$@"

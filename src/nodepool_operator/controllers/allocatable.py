@@ -146,9 +146,7 @@ def _robust(amounts: list[int]) -> int:
     return ordered[(len(ordered) - 1) // 2]
 
 
-def as_reported(
-    figures: Mapping[str, int], nodes: Iterable[Mapping[str, Any]]
-) -> dict[str, int]:
+def as_reported(figures: Mapping[str, int], nodes: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     """``figures`` (what a Node is planned with), each resource lowered to what the Ready
     ``nodes`` made the same way report now, where they say less: the lower median, as the
     record takes it. Used per instance type (``offerings.as_reported``): no record is

@@ -206,9 +206,7 @@ def as_reported(
     that fits none of its Nodes."""
     by_type: dict[str, list[Mapping[str, Any]]] = {}
     for node in nodes:
-        kind = ((node.get("metadata") or {}).get("labels") or {}).get(
-            wellknown.INSTANCE_TYPE_LABEL
-        )
+        kind = ((node.get("metadata") or {}).get("labels") or {}).get(wellknown.INSTANCE_TYPE_LABEL)
         if kind:
             by_type.setdefault(str(kind), []).append(node)
     reported: list[PricedOffering] = []
