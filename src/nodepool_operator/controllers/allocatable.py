@@ -30,7 +30,7 @@ status is its one copy, so a restarted operator keeps it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -122,10 +122,7 @@ def observe(
             amount = _amount(name, text)
             if name in figures and amount is not None:
                 lowest[name] = amount
-    for name in figures:
-        amounts = [amount for node in counted if (amount := _reported(node, name)) is not None]
-        if amounts:
-            lowest[name] = _robust(amounts)
+    lowest.update(_medians(figures, counted))
     below = {name: amount for name, amount in lowest.items() if amount < figures[name]}
     return nodepool_api.ReportedAllocatable(
         template_allocatable=texts,
@@ -137,6 +134,17 @@ def observe(
 def _reported(node: Mapping[str, Any], resource: str) -> int | None:
     reported = (node.get("status") or {}).get("allocatable") or {}
     return _amount(resource, str(reported[resource])) if resource in reported else None
+
+
+def _medians(resources: Iterable[str], counted: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Per resource of ``resources``, the robust figure (``_robust``) of what the
+    ``counted`` Nodes report; a resource none of them reports is left out."""
+    medians: dict[str, int] = {}
+    for name in resources:
+        amounts = [amount for node in counted if (amount := _reported(node, name)) is not None]
+        if amounts:
+            medians[name] = _robust(amounts)
+    return medians
 
 
 def _robust(amounts: list[int]) -> int:
@@ -151,13 +159,8 @@ def as_reported(figures: Mapping[str, int], nodes: Iterable[Mapping[str, Any]]) 
     ``nodes`` made the same way report now, where they say less: the lower median, as the
     record takes it. Used per instance type (``offerings.as_reported``): no record is
     kept, so a type none of whose Nodes is left is planned from the catalog again."""
-    counted = [node for node in nodes if _counts(node, None)]
-    lowered = dict(figures)
-    for name, figure in figures.items():
-        amounts = [amount for node in counted if (amount := _reported(node, name)) is not None]
-        if amounts:
-            lowered[name] = min(figure, _robust(amounts))
-    return lowered
+    reported = _medians(figures, [node for node in nodes if _counts(node, None)])
+    return {name: min(figure, reported.get(name, figure)) for name, figure in figures.items()}
 
 
 def planned(

@@ -138,7 +138,13 @@ class PoolReads:
             budgets=spec.disruption.budgets,
         )
         template = self._template(
-            pool, spec, target=sizes.target, usage=usage, stuck=stuck is not None, held=held
+            pool,
+            spec,
+            target=sizes.target,
+            usage=usage,
+            stuck=stuck is not None,
+            held=held,
+            members=members,
         )
         if namespaces:
             template = dataclasses.replace(template, namespaces=frozenset(namespaces))
@@ -169,12 +175,11 @@ class PoolReads:
         usage: node_views.Usage,
         stuck: bool,
         held: Iterable[str],
+        members: Sequence[Object],
     ) -> simulation.PoolTemplate:
+        """``members``: the pool's member Nodes, read once by ``pool``."""
         name = str(pool["metadata"]["name"])
         in_flight = 0 if stuck else max(0, target - len(usage.registered))
-        members = membership.members(
-            self.nodes, pool_name=name, pool_uid=str(pool["metadata"].get("uid", ""))
-        )
         where = zoning.pool_zones(
             pool,
             nodes=members,
