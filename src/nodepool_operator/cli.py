@@ -17,6 +17,7 @@ from kubernetes_asyncio import config as k8s_config
 
 from nodepool_operator import operator
 from nodepool_operator.api import crds as api_crds
+from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.cloud import credentials as cloud_credentials
 from nodepool_operator.cloud import selection
 from nodepool_operator.cloud.catalog import Catalog
@@ -504,6 +505,15 @@ def run(
             "that exists (as cluster-autoscaler's flag of the same name)."
         ),
     ] = -10,
+    await_nominations_seconds: Annotated[
+        int,
+        typer.Option(
+            help="A scale-up's new Nodes stay tainted until the Autoscaler has nominated "
+            "the pending pods it planned there (status.nominatedNodeName), at most this "
+            "long after each Node is created, so kube-scheduler puts each pod where the "
+            "plan did. 0 to 300; 0: no nominations.",
+        ),
+    ] = 20,
     log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING or ERROR.")] = "INFO",
     log_format: Annotated[
         logformat.LogFormat,
@@ -514,6 +524,11 @@ def run(
     ] = logformat.LogFormat.TEXT,
 ) -> None:
     """Run the operator: the NodePool and Autoscaler controllers."""
+    if not 0 <= await_nominations_seconds <= scalerequest_api.MAX_AWAIT_NOMINATIONS_SECONDS:
+        raise typer.BadParameter(
+            f"must be 0 to {scalerequest_api.MAX_AWAIT_NOMINATIONS_SECONDS}",
+            param_hint="--await-nominations-seconds",
+        )
     if kubeconfig is None and not os.environ.get("KUBECONFIG") and not _in_a_pod():
         # Said here in one line: the in-cluster loader would fail deep inside with
         # "Service host/port is not set" and a traceback that never names the flag.
@@ -547,7 +562,8 @@ def run(
             simulated_nodes=cloud == "simcloud" if simulated_nodes is None else simulated_nodes,
         ),
         autoscaler=AutoscalerConfig(
-            expendable_pods_priority_cutoff=expendable_pods_priority_cutoff
+            expendable_pods_priority_cutoff=expendable_pods_priority_cutoff,
+            await_nominations_seconds=await_nominations_seconds,
         ),
     )
     try:

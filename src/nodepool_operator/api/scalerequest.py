@@ -27,6 +27,7 @@ __all__ = [
     "API_VERSION",
     "GROUP",
     "KIND",
+    "MAX_AWAIT_NOMINATIONS_SECONDS",
     "MAX_NEW_NODE_OFFERINGS",
     "MAX_NEW_NODE_ZONES",
     "MAX_REMOVE_NODES",
@@ -76,6 +77,8 @@ MAX_REMOVE_NODES: Final = 100
 MAX_NEW_NODE_ZONES: Final = 32
 #: Offerings one request may name.
 MAX_NEW_NODE_OFFERINGS: Final = 64
+#: The longest a scale-up may hold its new Nodes for nominations (``api.nominations``).
+MAX_AWAIT_NOMINATIONS_SECONDS: Final = 300
 
 Phase = Literal["Pending", "Applied", "Rejected", "Superseded"]
 PHASES: Final[tuple[Phase, ...]] = get_args(Phase)
@@ -125,6 +128,8 @@ class ScaleRequestSpec:
     new nodes go to which zone (``api.zones``); the rest go where the pool stays balanced.
     ``new_node_offerings`` (a pool with requirements): which catalog offerings the new
     nodes are, and how many of each; ``target_nodes`` stays the one number.
+    ``await_nominations_seconds``: the new Nodes keep the unregistered taint until the
+    requester has nominated its pods on them, at most this long (``api.nominations``).
     """
 
     node_pool_name: str
@@ -135,6 +140,7 @@ class ScaleRequestSpec:
     remove_nodes: tuple[str, ...] = ()
     new_node_zones: Mapping[str, int] = dataclasses.field(default_factory=dict)
     new_node_offerings: tuple[OfferingCount, ...] = ()
+    await_nominations_seconds: int | None = None
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ScaleRequestSpec:
@@ -149,6 +155,7 @@ class ScaleRequestSpec:
             new_node_offerings=fields.nested_list(
                 d, "newNodeOfferings", parse=OfferingCount.from_dict
             ),
+            await_nominations_seconds=fields.optional_integer(d, "awaitNominationsSeconds"),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -162,6 +169,7 @@ class ScaleRequestSpec:
                 "removeNodes": list(self.remove_nodes),
                 "newNodeZones": dict(self.new_node_zones),
                 "newNodeOfferings": [o.to_dict() for o in self.new_node_offerings],
+                "awaitNominationsSeconds": self.await_nominations_seconds,
             }
         )
 
@@ -470,6 +478,19 @@ SPEC_SCHEMA: Final[dict[str, Any]] = {
                     },
                 },
             },
+        },
+        "awaitNominationsSeconds": {
+            "type": "integer",
+            "description": (
+                "A scale-up: the Nodes made for it keep the nodepool.dev/unregistered taint "
+                "after their kubelet reports Ready, until the requester has set "
+                "status.nominatedNodeName on the pending pods it planned there and marked "
+                "the Node nodepool.dev/nominated, or until this many seconds after the "
+                "Node's creation. Absent or 0: no wait."
+            ),
+            "format": "int32",
+            "minimum": 0,
+            "maximum": MAX_AWAIT_NOMINATIONS_SECONDS,
         },
     },
     # Every string is bounded above, which keeps the estimated cost of comparing two

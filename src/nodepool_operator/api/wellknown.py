@@ -39,6 +39,7 @@ __all__ = [
     "INTERRUPTION_TERMINATE_AT_ANNOTATION",
     "KARPENTER_CAPACITY_TYPE_LABEL",
     "KARPENTER_DO_NOT_DISRUPT_ANNOTATION",
+    "NOMINATED_ANNOTATION",
     "OFFERING_LABELS",
     "OPERATING_SYSTEMS",
     "OPERATOR_LABELS",
@@ -114,6 +115,13 @@ OPERATOR_LABELS: Final = (POOL_LABEL, HOSTNAME_LABEL, ZONE_LABEL, REGION_LABEL)
 # its own capacity: no pod is bound to a machine still booting (Karpenter's
 # karpenter.sh/unregistered). The NodePool controller alone adds and removes it.
 UNREGISTERED_TAINT_KEY: Final = f"{meta.GROUP}/unregistered"
+
+#: On a new Node whose ScaleRequest asked the NodePool controller to wait for
+#: nominations (``spec.awaitNominationsSeconds``): when (RFC 3339) the Autoscaler wrote
+#: ``status.nominatedNodeName`` on the pending pods it planned there. The Autoscaler
+#: writes it; the NodePool controller lifts the unregistered taint once it is there (or
+#: the wait has run out). ``api.nominations`` has the rule.
+NOMINATED_ANNOTATION: Final = f"{meta.GROUP}/nominated"
 
 #: On a Node the Autoscaler will remove once the taint is visible and its decision still
 #: holds: no new pod is scheduled there meanwhile. The Autoscaler adds and removes it.

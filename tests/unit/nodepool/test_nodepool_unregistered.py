@@ -4,44 +4,16 @@ kubelet has reported, and a Node that keeps it too long is repaired."""
 from __future__ import annotations
 
 import asyncio
-import copy
 from typing import Any
 
 import pytest
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.controllers.nodepool import nodes, plan, repair
-from nodepool_operator.runtime import conditions, errors, kinds
+from nodepool_operator.runtime import errors, kinds
 from nodepool_operator.runtime.client import Object, Resource
 from nodepool_operator.runtime.testing import FakeApiServer, FakeWallClock
-from unit.nodepool.web_pool import CREATED, POOL, TEMPLATE, UNREGISTERED, vm
-
-
-def created(name: str = "web-0") -> Object:
-    """The Node as the operator creates it, before any kubelet wrote to it."""
-    node = nodes.node_manifest(
-        pool=POOL, vm=vm(name), template=TEMPLATE, simulated=False, unregistered=True
-    )
-    node["metadata"]["creationTimestamp"] = conditions.rfc3339(CREATED)
-    return node
-
-
-def reported(node: Object, *, heartbeat: float = CREATED + 5, **status: Any) -> Object:
-    """``node`` after its kubelet's first status update."""
-    node = copy.deepcopy(node)
-    node["status"] = {
-        **node["status"],
-        "conditions": [
-            {
-                "type": "Ready",
-                "status": "True",
-                "lastHeartbeatTime": conditions.rfc3339(heartbeat),
-                "lastTransitionTime": conditions.rfc3339(heartbeat),
-            }
-        ],
-        **status,
-    }
-    return node
+from unit.nodepool.web_pool import CREATED, POOL, TEMPLATE, UNREGISTERED, created, reported, vm
 
 
 def test_the_operators_nodes_carry_the_taint_besides_the_templates() -> None:

@@ -224,6 +224,10 @@ class PoolDecider:
                 seen.up.new_node_zones if direction == "up" and not offerings else None
             ),
             new_node_offerings=offerings,
+            # New Nodes for pending pods wait until those pods are nominated on them; a
+            # replacement's pods are on Nodes already, and the request that removes
+            # Nodes adds none.
+            await_nominations=direction == "up" and launch is None,
         )
         metrics.nodepool_autoscaler_scale_requests_total.labels(key, direction).inc()
         return made

@@ -13,6 +13,7 @@ __all__ = [
     "nodepool_autoscaler_consolidation_kept_total",
     "nodepool_autoscaler_consolidation_node_writes_total",
     "nodepool_autoscaler_consolidation_removals_total",
+    "nodepool_autoscaler_nominations_total",
     "nodepool_autoscaler_planning_seconds",
     "nodepool_autoscaler_scale_requests_total",
     "nodepool_autoscaler_unfit_pods",
@@ -23,6 +24,12 @@ nodepool_autoscaler_scale_requests_total = Counter(
     "nodepool_autoscaler_scale_requests_total",
     "ScaleRequests created by the autoscaler.",
     ["autoscaler", "direction"],
+)
+nodepool_autoscaler_nominations_total = Counter(
+    "nodepool_autoscaler_nominations_total",
+    "Pending pods nominated on the new Nodes planned for them (written: the write went "
+    "through; skipped: the pod was bound, gone or nominated meanwhile).",
+    ["result"],
 )
 nodepool_autoscaler_planning_seconds = Histogram(
     "nodepool_autoscaler_planning_seconds",

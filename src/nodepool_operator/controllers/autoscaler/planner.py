@@ -29,11 +29,14 @@ from dataclasses import dataclass
 from typing import Final
 
 from nodepool_operator.api import autoscaler as autoscaler_api
+from nodepool_operator.api import nominations as api_nominations
+from nodepool_operator.api import wellknown
 from nodepool_operator.controllers import readiness
 from nodepool_operator.controllers.autoscaler.act import handoff
+from nodepool_operator.controllers.autoscaler.act.nominations import Nominator
 from nodepool_operator.controllers.autoscaler.consolidator import PoolTurn
 from nodepool_operator.controllers.autoscaler.constraints import pending_pods
-from nodepool_operator.controllers.autoscaler.decide import batch_plan
+from nodepool_operator.controllers.autoscaler.decide import batch_plan, nominations
 from nodepool_operator.controllers.autoscaler.decide.batch_plan import (
     BatchPlan,
     MissingPool,
@@ -54,6 +57,7 @@ from nodepool_operator.controllers.autoscaler.verdicts import AutoscalerVerdicts
 from nodepool_operator.controllers.resources import REQUESTS_BY_POOL
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import errors
+from nodepool_operator.runtime import nodes as k8s_nodes
 from nodepool_operator.runtime.client import Object
 from nodepool_operator.runtime.controller import Request, Result
 
@@ -102,6 +106,7 @@ class Batch:
         self.opened: float | None = None
         self.last: float | None = None
         self._moved: set[str] = set()  # uids of the objects that moved in this batch
+        self.closing_now = False  # something in it cannot wait for the window
 
     def event(self, uid: str = "", *, holds: bool = True) -> None:
         """An object moved; ``uid`` empty: something without one (always counted).
@@ -117,9 +122,13 @@ class Batch:
         elif holds:
             self.last = now
 
+    def close_now(self) -> None:
+        """The open batch closes at the next look, whatever its window."""
+        self.closing_now = True
+
     def wait(self, *, idle: float, longest: float) -> float:
         """Seconds until the batch closes; 0 when it has (or none is open)."""
-        if self.opened is None or self.last is None:
+        if self.opened is None or self.last is None or self.closing_now:
             return 0.0
         now = self.clock.now()
         quiet, age = now - self.last, now - self.opened
@@ -129,6 +138,7 @@ class Batch:
 
     def close(self) -> None:
         self.opened = self.last = None
+        self.closing_now = False
         self._moved.clear()
 
 
@@ -145,12 +155,15 @@ class Planner:
         clock: clock_module.Clock,
         parallelism: int,
         unready_limits: readiness.UnreadyLimits = readiness.DEFAULT_LIMITS,
+        nominator: Nominator | None = None,
     ) -> None:
         """``wake(autoscaler)``: called after each batch for every Autoscaler (its
         reconcile is queued when its status has something new to say). ``parallelism``:
         pools handed over, and pools' events written, at a time
         (``AutoscalerConfig.hand_over_parallelism``). ``unready_limits``: past them, no
-        scale decision is made (``AutoscalerConfig.unready_limits``)."""
+        scale decision is made (``AutoscalerConfig.unready_limits``). ``nominator``:
+        writes the nominations of the pools' new Nodes after each batch's decisions
+        (``decide.nominations``; None: none are written)."""
         self.plan_maker = plan_maker
         self.autoscalers = plan_maker.autoscalers
         self.decider = decider
@@ -160,6 +173,7 @@ class Planner:
         self.batch = Batch(clock)
         self.parallelism = max(1, parallelism)
         self.unready_limits = unready_limits
+        self.nominator = nominator
         self._holding = False  # the last batch was held by the cluster's unready Nodes
         self._windows: tuple[str, float, float] = ("", 0.0, 0.0)
         # The batches' events still being written, oldest first.
@@ -167,8 +181,11 @@ class Planner:
 
     def triggered(self, moved: Object) -> Iterable[Request]:
         """The watches' mapper for all but pods: every change they pass is part of the
-        open batch, and none holds it open."""
+        open batch, and none holds it open. A pool's Node Ready and waiting for its
+        nominations closes the batch at once: pods wait on it until they are written."""
         self.batch.event(_uid(moved), holds=False)
+        if self.nominator is not None and _awaits_nominations(moved):
+            self.batch.close_now()
         return (PLAN,)
 
     def pod_triggered(self, pod: Object) -> Iterable[Request]:
@@ -179,8 +196,9 @@ class Planner:
         return (PLAN,)
 
     def window(self, _: Request) -> float:
-        """The idle window: the smallest ``spec.batchWindowSeconds``."""
-        return self._intervals()[0]
+        """The idle window: the smallest ``spec.batchWindowSeconds`` (none when the open
+        batch is to close at once)."""
+        return 0.0 if self.batch.closing_now else self._intervals()[0]
 
     def _intervals(self) -> tuple[float, float]:
         """(smallest batch window, smallest scan interval), cached per Autoscaler cache
@@ -258,12 +276,40 @@ class Planner:
                 return await self._one(autoscaler, parts[name], turns.get(name), choices)
 
         passes = await asyncio.gather(*(one(a) for a in autoscalers))
+        await self._nominate(made, autoscalers, parts)
         for autoscaler in autoscalers:
             self.wake(autoscaler)
         self._log_batch(made, passes, opened=opened, started=started, planned=planned)
         self._tell_after_batch([p.tell for p in passes if p.tell is not None])
         checks = [p.check for p in passes if p.check is not None]
         return Result(requeue_after=min([scan, *checks]))
+
+    async def _nominate(
+        self, made: BatchPlan, autoscalers: Sequence[Object], parts: Mapping[str, Part]
+    ) -> None:
+        """Nominate the pending pods this plan put on its pools' new Nodes that wait for
+        it, and release those Nodes (``decide.nominations``). A pool in dry run writes
+        nothing: its Nodes' wait runs out."""
+        if self.nominator is None:
+            return
+        pools = {
+            part.pool.name: part.pool.target
+            for autoscaler in autoscalers
+            if isinstance(part := parts[str(autoscaler["metadata"]["name"])], Observation)
+            and not autoscaler_api.spec_of(autoscaler).dry_run
+        }
+        if not pools:
+            return
+        requests = self.plan_maker.pool_reads.requests
+        plan = nominations.plan_nominations(
+            pools=pools,
+            nodes=self.plan_maker.nodes.items(),
+            requests_of=lambda pool: requests.by_index(REQUESTS_BY_POOL, pool),
+            pending=made.world.pending,
+            placements=made.outcome.placements,
+            now=self.nominator.wall_clock.time(),
+        )
+        await self.nominator.write(plan)
 
     def _cluster_unready(self) -> str | None:
         """Why no scale decision is made now, or None: the cluster's unready Nodes past
@@ -452,6 +498,17 @@ class Planner:
         # runtime, and the periodic scan of every pool would stop with it.
         check = None if decided.next_check is None else max(decided.next_check, _SOONEST_CHECK)
         return _Passed(check, decided.tell, requested=decided.made is not None)
+
+
+def _awaits_nominations(obj: Object) -> bool:
+    """A pool's Node, Ready, still tainted unregistered and not marked nominated: it may be
+    waiting for this batch's nominations (``api.nominations``)."""
+    return (
+        wellknown.pool_of(obj) is not None
+        and wellknown.is_unregistered(obj)
+        and k8s_nodes.is_ready(obj)
+        and not api_nominations.is_nominated(obj)
+    )
 
 
 def _uid(obj: Object) -> str:

@@ -16,6 +16,7 @@ from nodepool_operator.controllers import cached, offerings
 from nodepool_operator.controllers.autoscaler import planner as planner_module
 from nodepool_operator.controllers.autoscaler import watches
 from nodepool_operator.controllers.autoscaler.act.handoff import ScaleRequester
+from nodepool_operator.controllers.autoscaler.act.nominations import Nominator
 from nodepool_operator.controllers.autoscaler.act.notices import Notices
 from nodepool_operator.controllers.autoscaler.config import AutoscalerConfig
 from nodepool_operator.controllers.autoscaler.consolidator import PDBS, Consolidator
@@ -166,6 +167,15 @@ def setup(
         clock=manager.clock,
         parallelism=config.hand_over_parallelism,
         unready_limits=config.unready_limits,
+        nominator=(
+            Nominator(
+                client=client,
+                wall_clock=wall_clock,
+                parallelism=config.nomination_parallelism,
+            )
+            if config.await_nominations_seconds > 0
+            else None
+        ),
     )
     manager.add(controller)
     manager.add(_planning(planner, reads, clock=manager.clock))
@@ -218,7 +228,12 @@ def _decider(
             requests=reads.requests,
             offerings_catalog=reads.plan_maker.offerings_catalog,
         ),
-        requester=ScaleRequester(client=client, ledger=reads.ledger, wall_clock=wall_clock),
+        requester=ScaleRequester(
+            client=client,
+            ledger=reads.ledger,
+            wall_clock=wall_clock,
+            await_nominations_seconds=config.await_nominations_seconds,
+        ),
         notices=Notices(
             recorder,
             parallelism=config.event_parallelism,

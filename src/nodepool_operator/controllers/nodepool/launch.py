@@ -334,9 +334,13 @@ class Launcher:
         )
 
     def _requests_of(self, pool: Object) -> list[Object]:
+        return self.requests_of(str(pool["metadata"]["name"]))
+
+    def requests_of(self, pool: str) -> list[Object]:
+        """The pool's ScaleRequests in the cache (none when no informer was given)."""
         if self.requests is None:
             return []
-        return self.requests.by_index(REQUESTS_BY_POOL, str(pool["metadata"]["name"]))
+        return self.requests.by_index(REQUESTS_BY_POOL, pool)
 
     async def _create(
         self,

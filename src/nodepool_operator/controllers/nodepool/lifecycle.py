@@ -328,7 +328,14 @@ class PoolLifecycle:
             waiting = [vm for vm in view.vms if vm.name not in view.nodes]
             refused = await self.registrar.register(pool, spec, waiting)
             view = dataclasses.replace(view, refused=refused)
-        await self.registrar.initialise(view, pool=str(pool["metadata"]["name"]))
+        name = str(pool["metadata"]["name"])
+        held_for = await self.registrar.initialise(
+            view, pool=name, requests=self.launcher.requests_of(name)
+        )
+        if held_for is not None:
+            # A Node waiting for nominations: its wait ends without an event.
+            soonest = min(held_for, view.recheck_in or held_for)
+            view = dataclasses.replace(view, recheck_in=max(soonest, 0.01))
         await self.repairer.remove_stuck_vms(view)
         return view
 

@@ -46,7 +46,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from nodepool_operator import timestamps
-from nodepool_operator.api import drift, wellknown
+from nodepool_operator.api import drift, nominations, wellknown
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.cloud.provider import VirtualMachine, VmState
 from nodepool_operator.controllers import offerings
@@ -164,19 +164,30 @@ class Registrar:
             log.warning("event=node-create-failed error=%r", failure)
         return refusal
 
-    async def initialise(self, view: plan.PoolView, *, pool: str) -> None:
+    async def initialise(
+        self, view: plan.PoolView, *, pool: str, requests: Sequence[Object] = ()
+    ) -> float | None:
         """Remove the unregistered taint from the Nodes of ``view`` whose kubelet has
         reported, a bounded number at a time (as ``register``): the Nodes of one decision
         then turn schedulable together, and kube-scheduler, which retries a waiting pod on
         each Node that turns and backs it off longer after each miss, finds them all at
-        once. Only Nodes the cache shows Ready are read again: the others cannot be."""
+        once. Only Nodes the cache shows Ready are read again: the others cannot be.
+
+        A Node a request of the pool (``requests``) asked to hold for nominations keeps the
+        taint until the Autoscaler has nominated its pods there (and those of the Nodes
+        released with it) or the wait runs out (``api.nominations.holds``); the seconds
+        until the first such wait ends are returned (None: no Node waits), so the pool is
+        looked at again then."""
         created: dict[str, float] = {vm.name: vm.created_at for vm in view.vms}
+        now = self.wall_clock.time()
+        held = nominations.holds(view.nodes, requests, now=now)
         due = [
             name
             for name, node in view.nodes.items()
             if not node["metadata"].get("deletionTimestamp")
             and node_ops.is_unregistered(node)
             and k8s_nodes.is_ready(node)
+            and name not in held
         ]
 
         async def one(name: str) -> None:
@@ -190,11 +201,21 @@ class Registrar:
             log.info("event=node-initialised node=%s vm_age=%.1fs", name, since)
 
         if due:
-            _, failures = await _first_alone_then_bounded(
-                due, one, parallelism=self.config.create_parallelism, go_on=lambda _: True
-            )
+            # All at once (bounded), not the first alone: the Nodes of one plan, released
+            # together after their nominations, must turn schedulable as close together
+            # as they can, or kube-scheduler tries the pods nominated on the later ones
+            # while those are still tainted and clears the nominations.
+            limit = asyncio.Semaphore(self.config.create_parallelism)
+
+            async def bounded(name: str) -> None:
+                async with limit:
+                    await one(name)
+
+            outcomes = await asyncio.gather(*(bounded(n) for n in due), return_exceptions=True)
+            failures = [o for o in outcomes if isinstance(o, BaseException)]
             if failures:
                 raise failures[0]
+        return max(0.0, min(held.values()) - now) if held else None
 
     async def _adopt(
         self,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Hashable
 
+from nodepool_operator.api import nominations, wellknown
 from nodepool_operator.api import scalerequest as scalerequest_api
-from nodepool_operator.api import wellknown
 from nodepool_operator.cloud.provider import CloudProvider
 from nodepool_operator.controllers import cached, offerings
 from nodepool_operator.controllers.nodepool import lifecycle, plan
@@ -45,6 +45,23 @@ class DeletionStarted(Funcs):
     def update(self, old: Object, new: Object) -> bool:
         return bool(new["metadata"].get("deletionTimestamp")) != bool(
             old["metadata"].get("deletionTimestamp")
+        )
+
+
+class NominationWritten(Funcs):
+    """A Node that waits with the unregistered taint has been marked nominated."""
+
+    def create(self, obj: Object) -> bool:
+        return False
+
+    def delete(self, obj: Object) -> bool:
+        return False
+
+    def update(self, old: Object, new: Object) -> bool:
+        return (
+            wellknown.is_unregistered(new)
+            and nominations.is_nominated(new)
+            and not nominations.is_nominated(old)
         )
 
 
@@ -142,6 +159,9 @@ def _watch(controller: Controller, informers: _Informers, config: NodePoolConfig
         predicates=[StateChanged(node_state)],
         delay=config.node_event_window,
     )
+    # The Autoscaler's nominations written: the Nodes waiting for them are released at
+    # once, not after the window (every pod nominated there waits on it).
+    controller.watch(informers.nodes, mapper=_pool_of_node, predicates=[NominationWritten()])
     controller.watch(
         informers.scale_requests, mapper=_pool_of_request, predicates=[GenerationChanged()]
     )

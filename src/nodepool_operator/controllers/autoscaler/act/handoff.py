@@ -88,10 +88,14 @@ class ScaleRequester:
         client: Client,
         ledger: RequestLedger,
         wall_clock: clock_module.WallClock,
+        await_nominations_seconds: int = 0,
     ) -> None:
+        """``await_nominations_seconds``: how long a scale-up's new Nodes wait for the
+        nominations of their pods (``api.nominations``); 0: they do not wait."""
         self.client = client
         self.ledger = ledger
         self.wall_clock = wall_clock
+        self.await_nominations_seconds = await_nominations_seconds
         self._refused: dict[str, _Refused] = {}  # autoscaler -> its last refused request
 
     async def request(
@@ -107,11 +111,13 @@ class ScaleRequester:
         remove_nodes: tuple[str, ...] = (),
         new_node_zones: Mapping[str, int] | None = None,
         new_node_offerings: Mapping[tuple[str, str, str], int] | None = None,
+        await_nominations: bool = False,
     ) -> autoscaler_api.LastScaleRequest:
         """Ask for ``target`` nodes, computed from the pool's ``spec.targetNodes`` ``basis``;
         a scale-down may name the nodes to remove, a scale-up the zones of its new nodes
         or, for a pool with requirements, their offerings ((type, zone, capacity type) ->
-        how many)."""
+        how many). ``await_nominations``: its new Nodes wait for the nominations of the
+        pods planned there (a scale-up for pending pods)."""
         name = request_name(
             autoscaler, direction=direction, millis=int(self.wall_clock.time() * 1000)
         )
@@ -132,6 +138,11 @@ class ScaleRequester:
                 )
                 for (kind, zone, capacity_type), count in sorted((new_node_offerings or {}).items())
                 if count > 0
+            ),
+            await_nominations_seconds=(
+                self.await_nominations_seconds
+                if await_nominations and self.await_nominations_seconds > 0
+                else None
             ),
         )
         # The spec but its reason (which carries the pod counts of the moment).

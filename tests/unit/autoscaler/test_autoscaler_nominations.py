@@ -1,0 +1,201 @@
+"""Nominations, the Autoscaler's side: which pending pods are nominated on which new
+Nodes and when the Nodes are released (``decide.nominations``), and how the nominations
+are written (``act.nominations``)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from nodepool_operator.api import scalerequest, wellknown
+from nodepool_operator.controllers.autoscaler.act.nominations import Nominator
+from nodepool_operator.controllers.autoscaler.decide.nominations import (
+    Nomination,
+    NominationPlan,
+    plan_nominations,
+)
+from nodepool_operator.runtime import conditions
+from nodepool_operator.runtime.client import Object, Resource
+from nodepool_operator.runtime.testing import FakeApiServer, FakeWallClock
+from unit.autoscaler.planning_world import node, pod
+
+NOW = 1_800_000_000.0
+UNREGISTERED = {"key": wellknown.UNREGISTERED_TAINT_KEY, "effect": "NoSchedule"}
+
+
+def booting(name: str, *, ready: bool = True, made: float = NOW - 2) -> Object:
+    """A Node of pool ``small`` made for a scale-up, Ready or not, still tainted."""
+    found = node(name, ready=ready)
+    found["spec"]["taints"] = [UNREGISTERED]
+    found["metadata"]["creationTimestamp"] = conditions.rfc3339(made)
+    return found
+
+
+def request(*, wait: int | None = 20, made: float = NOW - 3) -> Object:
+    spec = scalerequest.ScaleRequestSpec(
+        node_pool_name="small", target_nodes=2, await_nominations_seconds=wait
+    )
+    body = scalerequest.manifest("small-up", spec)
+    body["metadata"]["creationTimestamp"] = conditions.rfc3339(made)
+    return body
+
+
+def planned(
+    nodes: list[Object],
+    placements: list[str | None],
+    *,
+    target: int = 2,
+    requests: list[Object] | None = None,
+    pending: list[Object] | None = None,
+) -> NominationPlan:
+    pods = pending or [pod(f"p{i}") for i in range(len(placements))]
+    return plan_nominations(
+        pools={"small": target},
+        nodes=nodes,
+        requests_of=lambda _: [request()] if requests is None else requests,
+        pending=pods,
+        placements=placements,
+        now=NOW,
+    )
+
+
+def test_the_pods_planned_on_the_waiting_nodes_are_nominated_and_the_nodes_released() -> None:
+    made = planned([booting("a"), booting("b"), node("old")], ["a", "b", "a", "old", None])
+    assert [(n.name, n.node) for n in made.pods] == [("p0", "a"), ("p1", "b"), ("p2", "a")]
+    assert made.release == {"small": ("a", "b")}
+    assert made.waiting == {}
+
+
+def test_nothing_is_released_while_a_node_of_the_target_is_missing() -> None:
+    made = planned([booting("a")], ["a"], target=2)
+    assert made.pods == ()
+    assert made.release == {}
+    assert made.waiting == {"small": "1 of its 2 Nodes not registered yet"}
+
+
+def test_nothing_is_released_while_a_waiting_node_is_not_ready() -> None:
+    made = planned([booting("a"), booting("b", ready=False)], ["a", "b"])
+    assert made.pods == ()
+    assert made.release == {}
+    assert made.waiting == {"small": "Nodes not Ready yet: b"}
+
+
+def test_nodes_whose_wait_ran_out_or_asked_for_none_are_left_to_the_nodepool_controller() -> None:
+    assert planned([booting("a", made=NOW - 30), booting("b")], ["a", "b"]).release == {
+        "small": ("b",)
+    }
+    assert planned([booting("a"), booting("b")], ["a", "b"], requests=[request(wait=None)]) == (
+        NominationPlan()
+    )
+
+
+def test_a_pod_nominated_by_preemption_keeps_its_nomination() -> None:
+    preempting = pod("p0")
+    preempting["status"]["nominatedNodeName"] = "old"
+    made = planned([booting("a"), booting("b")], ["a", "b"], pending=[preempting, pod("p1")])
+    assert [n.name for n in made.pods] == ["p1"]
+
+
+class Recording(FakeApiServer):
+    """Records every patch; a pod named in ``changed`` moves on (``changed[name]`` applied
+    to it) just before our first patch of it, which is then refused with 409."""
+
+    def __init__(self, changed: dict[str, Any] | None = None) -> None:
+        super().__init__(wall_clock=FakeWallClock(NOW))
+        self.changed = dict(changed or {})
+        self.patches: list[tuple[str, str, str | None, Any]] = []
+
+    async def patch(self, resource: Resource, name: str, body: Any, **kw: Any) -> Object:
+        self.patches.append((resource.plural, name, kw.get("subresource"), copy.deepcopy(body)))
+        if resource.plural == "pods" and name in self.changed:
+            self.edit("pods", name, self.changed.pop(name), namespace="apps")
+        return await super().patch(resource, name, body, **kw)
+
+    def pod(self, name: str) -> Object:
+        return next(o for o in self.stored("pods") if o["metadata"]["name"] == name)
+
+
+def nomination(api: Recording, name: str, node_name: str) -> Nomination:
+    """The nomination of pod ``name`` as a plan reading it now would make it."""
+    version = str(api.pod(name)["metadata"]["resourceVersion"])
+    return Nomination(
+        namespace="apps", name=name, uid=name, resource_version=version, node=node_name
+    )
+
+
+def _bind(obj: Object) -> None:
+    obj["spec"]["nodeName"] = "old"
+
+
+def _nominate_elsewhere(obj: Object) -> None:
+    obj["status"]["nominatedNodeName"] = "old"
+
+
+def _judge_again(obj: Object) -> None:
+    obj["status"]["message"] = "still unschedulable"
+
+
+async def test_the_pods_are_nominated_first_then_the_nodes_marked() -> None:
+    api = Recording()
+    for found in (pod("p0"), pod("p1")):
+        api.put("pods", found)
+    for found in (booting("a"), booting("b")):
+        api.put("nodes", found)
+    nominator = Nominator(client=api, wall_clock=FakeWallClock(NOW), parallelism=4)
+    await nominator.write(
+        NominationPlan(
+            pods=(nomination(api, "p0", "a"), nomination(api, "p1", "b")),
+            release={"small": ("a", "b")},
+        )
+    )
+    kinds_in_order = [plural for plural, *_ in api.patches]
+    assert kinds_in_order == ["pods", "pods", "nodes", "nodes"]
+    assert {p[1]: p[3]["status"]["nominatedNodeName"] for p in api.patches[:2]} == {
+        "p0": "a",
+        "p1": "b",
+    }
+    assert all(p[2] == "status" for p in api.patches[:2])
+    marks = [p[3]["metadata"]["annotations"] for p in api.patches[2:]]
+    assert marks == [{wellknown.NOMINATED_ANNOTATION: conditions.rfc3339(NOW)}] * 2
+    assert api.pod("p0")["status"]["nominatedNodeName"] == "a"
+
+
+async def test_a_pod_changed_meanwhile_is_read_again_and_nominated_if_it_still_waits() -> None:
+    api = Recording(changed={"p0": _judge_again})
+    api.put("pods", pod("p0"))
+    api.put("nodes", booting("a"))
+    read_at = str(api.pod("p0")["metadata"]["resourceVersion"])
+    nominator = Nominator(client=api, wall_clock=FakeWallClock(NOW), parallelism=4)
+    await nominator.write(
+        NominationPlan(pods=(nomination(api, "p0", "a"),), release={"small": ("a",)})
+    )
+    tries = [p[3]["metadata"]["resourceVersion"] for p in api.patches if p[0] == "pods"]
+    assert len(tries) == 2
+    assert tries[0] == read_at
+    assert tries[1] != read_at
+    assert api.pod("p0")["status"]["nominatedNodeName"] == "a"
+
+
+async def test_a_pod_bound_or_nominated_by_the_scheduler_meanwhile_is_left_alone() -> None:
+    api = Recording(changed={"p0": _bind, "p1": _nominate_elsewhere})
+    for found in (pod("p0"), pod("p1")):
+        api.put("pods", found)
+    api.put("nodes", booting("a"))
+    nominator = Nominator(client=api, wall_clock=FakeWallClock(NOW), parallelism=4)
+    await nominator.write(
+        NominationPlan(
+            pods=(nomination(api, "p0", "a"), nomination(api, "p1", "a")), release={"small": ("a",)}
+        )
+    )
+    assert [p[1] for p in api.patches if p[0] == "pods"] == ["p0", "p1"]  # one try each
+    assert api.pod("p1")["status"]["nominatedNodeName"] == "old"
+    assert "nominatedNodeName" not in api.pod("p0")["status"]
+    # The Node is released all the same: its pods are scheduled as without nominations.
+    assert [p[1] for p in api.patches if p[0] == "nodes"] == ["a"]
+
+
+async def test_nothing_to_release_writes_nothing() -> None:
+    api = Recording()
+    nominator = Nominator(client=api, wall_clock=FakeWallClock(NOW), parallelism=4)
+    await nominator.write(NominationPlan(waiting={"small": "Nodes not Ready yet: b"}))
+    assert api.patches == []
