@@ -24,7 +24,7 @@ same Nodes at the same times, and a stopped Autoscaler delays a Node by that bou
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from nodepool_operator import timestamps
@@ -69,10 +69,12 @@ def holds(
     pool_requests: Iterable[Mapping[str, Any]],
     *,
     now: float,
+    is_ready: Callable[[Mapping[str, Any]], bool],
 ) -> dict[str, float]:
     """The Nodes of one pool (``nodes``, by name) that keep the unregistered taint at
     ``now`` for nominations, each with when to look at it again: its own wait's end, or,
-    for one nominated already, the soonest end among the Nodes it is released with."""
+    for one nominated already, the soonest end among the Ready Nodes it is released with
+    (``is_ready``: the kubelet reports the Node Ready)."""
     requests = list(pool_requests)
     waiting: dict[str, tuple[str, float]] = {}  # name -> (its creationTimestamp, until)
     for name, node in nodes.items():
@@ -89,7 +91,11 @@ def holds(
         marked = str(node["metadata"]["annotations"][wellknown.NOMINATED_ANNOTATION])
         # RFC 3339 with whole seconds sorts as text: a Node made in the second of the mark
         # counts as there when it was made (it may wait a moment longer, never less).
-        with_it = [until for created, until in waiting.values() if created <= marked]
+        with_it = [
+            until
+            for other, (created, until) in waiting.items()
+            if created <= marked and is_ready(nodes[other])
+        ]
         if with_it:
             found[name] = min(with_it)
     return found

@@ -10,6 +10,7 @@ from typing import Any
 from nodepool_operator.api import scalerequest, wellknown
 from nodepool_operator.controllers.autoscaler.act.nominations import Nominator
 from nodepool_operator.controllers.autoscaler.decide.nominations import (
+    PATIENCE_SECONDS,
     Nomination,
     NominationPlan,
     plan_nominations,
@@ -23,11 +24,15 @@ NOW = 1_800_000_000.0
 UNREGISTERED = {"key": wellknown.UNREGISTERED_TAINT_KEY, "effect": "NoSchedule"}
 
 
-def booting(name: str, *, ready: bool = True, made: float = NOW - 2) -> Object:
-    """A Node of pool ``small`` made for a scale-up, Ready or not, still tainted."""
+def booting(
+    name: str, *, ready: bool = True, made: float = NOW - 2, ready_since: float = NOW - 1
+) -> Object:
+    """A Node of pool ``small`` made for a scale-up, Ready (since ``ready_since``) or not,
+    still tainted."""
     found = node(name, ready=ready)
     found["spec"]["taints"] = [UNREGISTERED]
     found["metadata"]["creationTimestamp"] = conditions.rfc3339(made)
+    found["status"]["conditions"][0]["lastTransitionTime"] = conditions.rfc3339(ready_since)
     return found
 
 
@@ -78,6 +83,20 @@ def test_nothing_is_released_while_a_waiting_node_is_not_ready() -> None:
     assert made.pods == ()
     assert made.release == {}
     assert made.waiting == {"small": "Nodes not Ready yet: b"}
+    assert made.check_in == PATIENCE_SECONDS - 1  # a Ready since NOW - 1
+
+
+def test_a_node_ready_past_the_patience_is_released_without_the_slow_one() -> None:
+    slow = booting("b", ready=False, made=NOW - 6)
+    made = planned(
+        [booting("a", made=NOW - 6, ready_since=NOW - 5), slow],
+        ["a", "b", "a"],
+        requests=[request(made=NOW - 7)],
+    )
+    assert made.release == {"small": ("a",)}
+    # Only the pods planned on the released Node: b's get theirs once b is Ready.
+    assert [(n.name, n.node) for n in made.pods] == [("p0", "a"), ("p2", "a")]
+    assert made.check_in is None
 
 
 def test_nodes_whose_wait_ran_out_or_asked_for_none_are_left_to_the_nodepool_controller() -> None:

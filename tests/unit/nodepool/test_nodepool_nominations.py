@@ -134,3 +134,15 @@ async def test_without_a_request_that_waits_the_taint_goes_as_soon_as_the_kubele
     )
     assert again is None
     assert not nodes.is_unregistered(api.stored("nodes")[0])
+
+
+async def test_a_node_not_ready_yet_does_not_hold_the_nominated_ones() -> None:
+    api = FakeApiServer()
+    # web-1's kubelet has not reported: the Autoscaler released web-0 without it.
+    view = _view(api, nominated(reported(created("web-0"))), created("web-1"))
+    again = await _registrar(api, now=CREATED + 6).initialise(
+        view, pool="web", requests=[request()]
+    )
+    assert again == 14  # web-1's own wait
+    still = [n["metadata"]["name"] for n in api.stored("nodes") if nodes.is_unregistered(n)]
+    assert still == ["web-1"]

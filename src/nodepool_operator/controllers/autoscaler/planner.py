@@ -276,22 +276,25 @@ class Planner:
                 return await self._one(autoscaler, parts[name], turns.get(name), choices)
 
         passes = await asyncio.gather(*(one(a) for a in autoscalers))
-        await self._nominate(made, autoscalers, parts)
+        nominate_in = await self._nominate(made, autoscalers, parts)
         for autoscaler in autoscalers:
             self.wake(autoscaler)
         self._log_batch(made, passes, opened=opened, started=started, planned=planned)
         self._tell_after_batch([p.tell for p in passes if p.tell is not None])
         checks = [p.check for p in passes if p.check is not None]
+        if nominate_in is not None:
+            checks.append(max(nominate_in, _SOONEST_CHECK))
         return Result(requeue_after=min([scan, *checks]))
 
     async def _nominate(
         self, made: BatchPlan, autoscalers: Sequence[Object], parts: Mapping[str, Part]
-    ) -> None:
+    ) -> float | None:
         """Nominate the pending pods this plan put on its pools' new Nodes that wait for
-        it, and release those Nodes (``decide.nominations``). A pool in dry run writes
-        nothing: its Nodes' wait runs out."""
+        it, and release those Nodes (``decide.nominations``); the seconds until a look is
+        due for a Ready Node still waiting (None: none). A pool in dry run writes nothing:
+        its Nodes' wait runs out."""
         if self.nominator is None:
-            return
+            return None
         pools = {
             part.pool.name: part.pool.target
             for autoscaler in autoscalers
@@ -299,7 +302,7 @@ class Planner:
             and not autoscaler_api.spec_of(autoscaler).dry_run
         }
         if not pools:
-            return
+            return None
         requests = self.plan_maker.pool_reads.requests
         plan = nominations.plan_nominations(
             pools=pools,
@@ -310,6 +313,7 @@ class Planner:
             now=self.nominator.wall_clock.time(),
         )
         await self.nominator.write(plan)
+        return plan.check_in
 
     def _cluster_unready(self) -> str | None:
         """Why no scale decision is made now, or None: the cluster's unready Nodes past

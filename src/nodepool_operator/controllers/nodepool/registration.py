@@ -180,7 +180,7 @@ class Registrar:
         looked at again then."""
         created: dict[str, float] = {vm.name: vm.created_at for vm in view.vms}
         now = self.wall_clock.time()
-        held = nominations.holds(view.nodes, requests, now=now)
+        held = nominations.holds(view.nodes, requests, now=now, is_ready=k8s_nodes.is_ready)
         due = [
             name
             for name, node in view.nodes.items()

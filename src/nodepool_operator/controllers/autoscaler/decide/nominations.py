@@ -3,7 +3,13 @@
 A scale-up's Nodes wait for nominations (``api.nominations``). A pool's waiting Nodes are
 released together, once the pool has every Node its target calls for and each waiting
 one is Ready: before that, a Node still to come or to turn Ready makes kube-scheduler try
-the pending pods again, fail on the waiting Nodes' taint, and clear the nominations. The
+the pending pods again, fail on the waiting Nodes' taint, and clear the nominations. But
+VMs boot at their own pace, and pods must not wait long on a Ready Node for a slow one:
+once a waiting Node has been Ready for ``PATIENCE_SECONDS`` (its Ready condition's
+lastTransitionTime), the Ready ones are released without the others. Their pods are
+nominated there; the pods planned on the others are not nominated yet, so nothing of
+theirs is cleared, and they can only take the released Nodes' room beyond what those
+Nodes' own nominated pods hold (which moves no plan: it frees room on theirs). The
 pods nominated are the pending ones this batch's plan put on a released Node (the plan
 packs them on the Nodes as their kubelets report them), without a nomination of their own
 (preemption's is kube-scheduler's and stays).
@@ -13,13 +19,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
+from nodepool_operator import timestamps
 from nodepool_operator.api import nominations, wellknown
 from nodepool_operator.controllers.autoscaler.constraints import pending_pods
 from nodepool_operator.runtime import nodes as k8s_nodes
 
-__all__ = ["Nomination", "NominationPlan", "plan_nominations"]
+__all__ = ["PATIENCE_SECONDS", "Nomination", "NominationPlan", "plan_nominations"]
+
+#: How long a Ready Node waits for the other waiting Nodes of its pool before it is
+#: released (with the others Ready by then) on its own.
+PATIENCE_SECONDS: Final = 5.0
 
 
 @dataclass(frozen=True)
@@ -37,11 +48,13 @@ class Nomination:
 @dataclass(frozen=True)
 class NominationPlan:
     """The nominations to write, then the Nodes to mark nominated (released), by pool;
-    and the pools whose waiting Nodes still wait, with why (for the log)."""
+    the pools whose waiting Nodes still wait, with why (for the log); and the seconds
+    until a Ready one's patience runs out (None: no such wait)."""
 
     pods: tuple[Nomination, ...] = ()
     release: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     waiting: Mapping[str, str] = field(default_factory=dict)
+    check_in: float | None = None
 
 
 def plan_nominations(
@@ -67,6 +80,7 @@ def plan_nominations(
             by_pool.setdefault(pool, []).append(node)
     release: dict[str, tuple[str, ...]] = {}
     waiting: dict[str, str] = {}
+    checks: list[float] = []
     for pool, target in sorted(pools.items()):
         members = by_pool.get(pool, [])
         requests = requests_of(pool)
@@ -77,18 +91,24 @@ def plan_nominations(
         )
         if not held:
             continue
+        by_name = {str(node["metadata"]["name"]): node for node in members}
+        ready = [name for name in held if k8s_nodes.is_ready(by_name[name])]
         if len(members) < target:
-            waiting[pool] = f"{target - len(members)} of its {target} Nodes not registered yet"
+            why = f"{target - len(members)} of its {target} Nodes not registered yet"
+        elif len(ready) < len(held):
+            why = f"Nodes not Ready yet: {', '.join(n for n in held if n not in ready)}"
+        else:
+            release[pool] = tuple(held)
             continue
-        unready = [
-            str(node["metadata"]["name"])
-            for node in members
-            if str(node["metadata"]["name"]) in held and not k8s_nodes.is_ready(node)
-        ]
-        if unready:
-            waiting[pool] = f"Nodes not Ready yet: {', '.join(unready)}"
+        first_ready = min(
+            (t for name in ready if (t := _ready_since(by_name[name])) is not None), default=None
+        )
+        if first_ready is None or now - first_ready < PATIENCE_SECONDS:
+            waiting[pool] = why
+            if first_ready is not None:
+                checks.append(first_ready + PATIENCE_SECONDS - now)
             continue
-        release[pool] = tuple(held)
+        release[pool] = tuple(ready)
     released = {name for names in release.values() for name in names}
     pods = tuple(
         Nomination(
@@ -101,4 +121,14 @@ def plan_nominations(
         for pod, node in zip(pending, placements, strict=True)
         if node is not None and node in released and pending_pods.nominated_node(pod) is None
     )
-    return NominationPlan(pods=pods, release=release, waiting=waiting)
+    return NominationPlan(
+        pods=pods, release=release, waiting=waiting, check_in=min(checks, default=None)
+    )
+
+
+def _ready_since(node: Mapping[str, Any]) -> float | None:
+    """When the Node's Ready condition last turned (its lastTransitionTime)."""
+    for condition in (node.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "Ready":
+            return timestamps.parse_rfc3339(condition.get("lastTransitionTime"))
+    return None

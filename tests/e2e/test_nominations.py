@@ -1,0 +1,70 @@
+"""Nominations on the real control plane: a scale-up's Nodes wait, tainted, until the
+Autoscaler has nominated the pending pods it planned there; kube-scheduler then binds each
+pod on the Node it was nominated to, and no pod is stranded by another taking its room.
+
+The pods are queued small first: two of 1 CPU, then two of 3 CPU, for Nodes of 4 CPU.
+The plan is two Nodes of {3, 1}. Had one Node turned schedulable before the other, the
+two small pods would both have gone there (first in the queue, least allocated), leaving
+no Node room for the second large pod, and a third Node would have been bought.
+"""
+
+from __future__ import annotations
+
+import workloads
+from e2e.autoscaling import pod, running
+from e2e.consolidating import pool_nodes
+from e2e.histories import TAINT, watching
+from e2e.scenes import World
+from harness import wait_for
+from nodepool_devtools.cluster import audit
+from nodepool_operator.api import wellknown
+
+OPERATOR_USER = "nodepool-operator"
+
+
+async def test_each_pod_is_bound_where_it_was_nominated_and_no_node_more_is_bought(
+    world: World,
+) -> None:
+    await world.autoscaled(latency=0)
+    names = ["small-0", "small-1", "big-0", "big-1"]
+    async with watching(world.core, world.pool, world.namespace) as history:
+        for name in names:
+            cpu = "1" if name.startswith("small") else "3"
+            body = pod(
+                name, {"nodeSelector": world.on_pool, "containers": [workloads.container(cpu)]}
+            )
+            await world.core.create_namespaced_pod(world.namespace, body)
+
+        async def all_running() -> bool:
+            return await running(world.core, world.namespace, len(names))
+
+        await wait_for(all_running, within=90)
+    nodes = await pool_nodes(world.core, world.pool)
+    assert len(nodes) == 2, [n.metadata.name for n in nodes]
+    # Released: no Node keeps the taint, and each carries the Autoscaler's mark.
+    for node in nodes:
+        assert wellknown.NOMINATED_ANNOTATION in (node.metadata.annotations or {})
+        assert not [t for t in node.spec.taints or () if t.key == TAINT]
+
+    nominated: dict[str, str] = {}
+    bound: dict[str, str] = {}
+    for version in history.pods:
+        name = version["metadata"]["name"]
+        if node_name := (version.get("status") or {}).get("nominatedNodeName"):
+            nominated.setdefault(name, node_name)
+        if node_name := (version.get("spec") or {}).get("nodeName"):
+            bound.setdefault(name, node_name)
+    assert sorted(nominated) == sorted(names)
+    assert bound == nominated
+    # Every nomination is the operator's (one pods/status patch per pod, at the server).
+    log = [
+        e
+        for e in audit.writes(world.cluster.audit_log().events(), user=OPERATOR_USER)
+        if e.target == "pods/status" and e.namespace == world.namespace
+    ]
+    assert sorted(e.name for e in log) == sorted(names)
+    # The plan's two Nodes of {3, 1}: each big pod with a small one.
+    by_node: dict[str, list[str]] = {}
+    for name, node_name in bound.items():
+        by_node.setdefault(node_name, []).append(name.split("-")[0])
+    assert sorted(sorted(v) for v in by_node.values()) == [["big", "small"], ["big", "small"]]
