@@ -71,6 +71,12 @@ def test_the_pods_planned_on_the_waiting_nodes_are_nominated_and_the_nodes_relea
     assert made.waiting == {}
 
 
+def test_a_single_new_node_is_released_without_nominations() -> None:
+    made = planned([booting("a"), node("old")], ["a", "a", "old"], target=2)
+    assert made.release == {"small": ("a",)}
+    assert made.pods == ()
+
+
 def test_nothing_is_released_while_a_node_of_the_target_is_missing() -> None:
     made = planned([booting("a")], ["a"], target=2)
     assert made.pods == ()

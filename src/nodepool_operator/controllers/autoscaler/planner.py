@@ -312,7 +312,13 @@ class Planner:
             placements=made.outcome.placements,
             now=self.nominator.wall_clock.time(),
         )
-        await self.nominator.write(plan)
+        try:
+            await self.nominator.write(plan)
+        except errors.OperatorError as error:
+            # The batch's requests stand; a Node left unmarked is released by its wait's
+            # end, and the next batch tries the marks again.
+            log.warning("event=nominations-failed error=%r", error)
+            return LONGEST_BATCH_SECONDS if error.transient else plan.check_in
         return plan.check_in
 
     def _cluster_unready(self) -> str | None:

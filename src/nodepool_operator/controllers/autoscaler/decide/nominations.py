@@ -12,7 +12,8 @@ theirs is cleared, and they can only take the released Nodes' room beyond what t
 Nodes' own nominated pods hold (which moves no plan: it frees room on theirs). The
 pods nominated are the pending ones this batch's plan put on a released Node (the plan
 packs them on the Nodes as their kubelets report them), without a nomination of their own
-(preemption's is kube-scheduler's and stays).
+(preemption's is kube-scheduler's and stays). A single new Node, with no other waiting
+anywhere, is released without nominations: no pod planned elsewhere can take its room.
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ def plan_nominations(
     release: dict[str, tuple[str, ...]] = {}
     waiting: dict[str, str] = {}
     checks: list[float] = []
+    held_anywhere = 0
     for pool, target in sorted(pools.items()):
         members = by_pool.get(pool, [])
         requests = requests_of(pool)
@@ -91,6 +93,7 @@ def plan_nominations(
         )
         if not held:
             continue
+        held_anywhere += len(held)
         by_name = {str(node["metadata"]["name"]): node for node in members}
         ready = [name for name in held if k8s_nodes.is_ready(by_name[name])]
         if len(members) < target:
@@ -110,6 +113,11 @@ def plan_nominations(
             continue
         release[pool] = tuple(ready)
     released = {name for names in release.values() for name in names}
+    if len(released) == 1 and not waiting and held_anywhere == 1:
+        # One new Node and no other on its way: whatever kube-scheduler binds there first,
+        # no planned pod can lose its room to a pod planned on another (there is none),
+        # so its pods need no nominations, and the writes are saved.
+        return NominationPlan(release=release)
     pods = tuple(
         Nomination(
             namespace=str(pod["metadata"].get("namespace") or ""),
