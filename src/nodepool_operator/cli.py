@@ -510,7 +510,7 @@ def run(
         typer.Option(
             help="A scale-up's new Nodes stay tainted until the Autoscaler has nominated "
             "the pending pods it planned there (status.nominatedNodeName), at most this "
-            "long after each Node is created, so kube-scheduler puts each pod where the "
+            "long after each Node turns Ready, so kube-scheduler puts each pod where the "
             "plan did. 0 to 300; 0: no nominations.",
         ),
     ] = 20,

@@ -486,7 +486,7 @@ SPEC_SCHEMA: Final[dict[str, Any]] = {
                 "after their kubelet reports Ready, until the requester has set "
                 "status.nominatedNodeName on the pending pods it planned there and marked "
                 "the Node nodepool.dev/nominated, or until this many seconds after the "
-                "Node's creation. Absent or 0: no wait."
+                "Node turned Ready. Absent or 0: no wait."
             ),
             "format": "int32",
             "minimum": 0,

@@ -7,12 +7,17 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
+
 from nodepool_operator.api import scalerequest, wellknown
 from nodepool_operator.controllers.autoscaler.act.nominations import Nominator
+from nodepool_operator.controllers.autoscaler.constraints.parsing import profile_of
 from nodepool_operator.controllers.autoscaler.decide.nominations import (
+    MOST_NOMINATIONS,
     PATIENCE_SECONDS,
     Nomination,
     NominationPlan,
+    PoolToRelease,
     plan_nominations,
 )
 from nodepool_operator.runtime import conditions
@@ -52,13 +57,18 @@ def planned(
     target: int = 2,
     requests: list[Object] | None = None,
     pending: list[Object] | None = None,
+    known: frozenset[str] | None = None,
 ) -> NominationPlan:
-    pods = pending or [pod(f"p{i}") for i in range(len(placements))]
+    """The plan of nominations for pods planned at ``placements``: by default pods of
+    1, 2, 3... CPU (no two alike), ``p0``, ``p1``..."""
+    pods = pending or [pod(f"p{i}", cpu=str(i + 1)) for i in range(len(placements))]
     return plan_nominations(
-        pools={"small": target},
+        pools={"small": PoolToRelease(target=target, uid="small-uid")},
         nodes=nodes,
+        known=frozenset(n["metadata"]["name"] for n in nodes) if known is None else known,
         requests_of=lambda _: [request()] if requests is None else requests,
         pending=pods,
+        profiles=[profile_of(p) for p in pods],
         placements=placements,
         now=NOW,
     )
@@ -75,6 +85,45 @@ def test_a_single_new_node_is_released_without_nominations() -> None:
     made = planned([booting("a"), node("old")], ["a", "a", "old"], target=2)
     assert made.release == {"small": ("a",)}
     assert made.pods == ()
+
+
+def test_a_single_new_node_is_nominated_when_pods_wait_for_other_capacity_too() -> None:
+    # A new node elsewhere (another pool's VM in flight) is planned a pod too: it could
+    # take a's room first, so a's pods are nominated.
+    made = planned([booting("a"), node("b")], ["a", "a", "elsewhere-vm"], target=2)
+    assert made.release == {"small": ("a",)}
+    assert [n.name for n in made.pods] == ["p0", "p1"]
+
+
+def test_alike_pods_are_not_nominated() -> None:
+    alike = [pod(f"p{i}", cpu="1") for i in range(4)]
+    made = planned([booting("a"), booting("b")], ["a", "b", "a", "b"], pending=alike)
+    assert made.release == {"small": ("a", "b")}
+    assert made.pods == ()
+
+
+def test_the_largest_pods_are_nominated_first_and_no_more_than_the_most(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from nodepool_operator.controllers.autoscaler.decide import nominations as module
+
+    monkeypatch.setattr(module, "MOST_NOMINATIONS", 2)
+    made = planned([booting("a"), booting("b")], ["a", "b", "a", "b"])
+    assert sorted(n.name for n in made.pods) == ["p2", "p3"]  # 3 and 4 CPU
+    assert MOST_NOMINATIONS == 1000
+
+
+def test_a_node_the_plan_did_not_know_waits_for_the_next_batch() -> None:
+    made = planned([booting("a"), booting("b")], ["a", "a"], known=frozenset({"a"}))
+    assert made.release == {}
+    assert made.waiting == {"small": "Nodes registered while the plan was made: b"}
+
+
+def test_a_node_labelled_for_the_pool_but_not_owned_by_it_is_left_alone() -> None:
+    foreign = booting("x")
+    foreign["metadata"]["ownerReferences"] = []
+    made = planned([booting("a"), booting("b"), foreign], ["a", "b", "x"], target=2)
+    assert made.release == {"small": ("a", "b")}
 
 
 def test_nothing_is_released_while_a_node_of_the_target_is_missing() -> None:
@@ -117,7 +166,8 @@ def test_nodes_whose_wait_ran_out_or_asked_for_none_are_left_to_the_nodepool_con
 def test_a_pod_nominated_by_preemption_keeps_its_nomination() -> None:
     preempting = pod("p0")
     preempting["status"]["nominatedNodeName"] = "old"
-    made = planned([booting("a"), booting("b")], ["a", "b"], pending=[preempting, pod("p1")])
+    pods = [preempting, pod("p1", cpu="2")]
+    made = planned([booting("a"), booting("b")], ["a", "b"], pending=pods)
     assert [n.name for n in made.pods] == ["p1"]
 
 

@@ -47,7 +47,7 @@ class AutoscalerConfig:
     unready_limits: readiness.UnreadyLimits = readiness.DEFAULT_LIMITS
     # A scale-up's new Nodes stay tainted until the pending pods planned there are
     # nominated on them (``status.nominatedNodeName``), at most this long after each Node
-    # is created (``api.nominations``): kube-scheduler then puts each pod where the plan
+    # turns Ready (``api.nominations``): kube-scheduler then puts each pod where the plan
     # did, and no pod is stranded by another taking its room. 0: no nominations.
     await_nominations_seconds: int = 20
     # Nominations written at a time (one pods/status patch each).

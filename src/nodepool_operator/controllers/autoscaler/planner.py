@@ -296,7 +296,7 @@ class Planner:
         if self.nominator is None:
             return None
         pools = {
-            part.pool.name: part.pool.target
+            part.pool.name: nominations.PoolToRelease(part.pool.target, part.pool_uid)
             for autoscaler in autoscalers
             if isinstance(part := parts[str(autoscaler["metadata"]["name"])], Observation)
             and not autoscaler_api.spec_of(autoscaler).dry_run
@@ -307,8 +307,10 @@ class Planner:
         plan = nominations.plan_nominations(
             pools=pools,
             nodes=self.plan_maker.nodes.items(),
+            known=frozenset(node.name for node in made.world.nodes),
             requests_of=lambda pool: requests.by_index(REQUESTS_BY_POOL, pool),
             pending=made.world.pending,
+            profiles=made.world.profiles,
             placements=made.outcome.placements,
             now=self.nominator.wall_clock.time(),
         )

@@ -330,7 +330,10 @@ class PoolLifecycle:
             view = dataclasses.replace(view, refused=refused)
         name = str(pool["metadata"]["name"])
         held_for = await self.registrar.initialise(
-            view, pool=name, requests=self.launcher.requests_of(name)
+            view,
+            pool=name,
+            requests=self.launcher.requests_of(name),
+            registration_seconds=spec.registration_timeout_seconds,
         )
         if held_for is not None:
             # A Node waiting for nominations: its wait ends without an event.

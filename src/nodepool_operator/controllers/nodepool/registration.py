@@ -165,7 +165,12 @@ class Registrar:
         return refusal
 
     async def initialise(
-        self, view: plan.PoolView, *, pool: str, requests: Sequence[Object] = ()
+        self,
+        view: plan.PoolView,
+        *,
+        pool: str,
+        requests: Sequence[Object] = (),
+        registration_seconds: float = math.inf,
     ) -> float | None:
         """Remove the unregistered taint from the Nodes of ``view`` whose kubelet has
         reported, a bounded number at a time (as ``register``): the Nodes of one decision
@@ -175,12 +180,18 @@ class Registrar:
 
         A Node a request of the pool (``requests``) asked to hold for nominations keeps the
         taint until the Autoscaler has nominated its pods there (and those of the Nodes
-        released with it) or the wait runs out (``api.nominations.holds``); the seconds
-        until the first such wait ends are returned (None: no Node waits), so the pool is
-        looked at again then."""
+        released with it) or the wait runs out, never past half ``registration_seconds``
+        (``api.nominations.holds``); the seconds until the first such wait ends are
+        returned (None: none ends without an event), so the pool is looked at again then."""
         created: dict[str, float] = {vm.name: vm.created_at for vm in view.vms}
         now = self.wall_clock.time()
-        held = nominations.holds(view.nodes, requests, now=now, is_ready=k8s_nodes.is_ready)
+        held = nominations.holds(
+            view.nodes,
+            requests,
+            now=now,
+            is_ready=k8s_nodes.is_ready,
+            registration_seconds=registration_seconds,
+        )
         due = [
             name
             for name, node in view.nodes.items()
@@ -215,7 +226,8 @@ class Registrar:
             failures = [o for o in outcomes if isinstance(o, BaseException)]
             if failures:
                 raise failures[0]
-        return max(0.0, min(held.values()) - now) if held else None
+        ends = [until for until in held.values() if until != math.inf]
+        return max(0.0, min(ends) - now) if ends else None
 
     async def _adopt(
         self,

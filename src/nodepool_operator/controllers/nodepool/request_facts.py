@@ -94,7 +94,9 @@ def expired_requests(
     their Nodes register: both controllers read the zones of VMs still booting from it.
     So it is kept for ``zoned_retention`` seconds when that is longer (the caller gives
     the pool's registration timeout plus ``retention``: by then each of its VMs has a Node
-    or was given up); any other for ``retention``."""
+    or was given up); so is one whose new Nodes wait for nominations
+    (``spec.awaitNominationsSeconds``), the record that they wait (``api.nominations``);
+    any other for ``retention``."""
     expired: list[Object] = []
     next_expiry: float | None = None
     for request in requests:
@@ -102,7 +104,7 @@ def expired_requests(
             continue
         kept = retention
         asked = scalerequest_api.spec_of(request)
-        if asked.new_node_zones or asked.new_node_offerings:
+        if asked.new_node_zones or asked.new_node_offerings or asked.await_nominations_seconds:
             kept = max(retention, zoned_retention)
         created = timestamps.parse_rfc3339(request["metadata"].get("creationTimestamp"))
         if created is None:

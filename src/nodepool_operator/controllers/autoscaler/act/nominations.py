@@ -65,7 +65,14 @@ class Nominator:
                 )
         stamp = conditions.rfc3339(self.wall_clock.time())
         for pool, names in sorted(plan.release.items()):
-            await asyncio.gather(*(self._release(name, stamp) for name in names))
+            # Every Node's mark is tried, whatever another's answer: one refused must not
+            # leave the rest of the pool (or the next pools) waiting out their time.
+            marked = await asyncio.gather(
+                *(self._release(name, stamp) for name in names), return_exceptions=True
+            )
+            failed = [(n, m) for n, m in zip(names, marked, strict=True) if m is not None]
+            for name, error in failed:
+                log.warning("event=nominated-mark-failed node=%s error=%r", name, error)
             log.info(
                 "event=nodes-nominated pool=%s nodes=%s pods=%d",
                 pool,
