@@ -326,19 +326,20 @@ async def test_a_request_whose_answer_write_failed_is_read_from_the_server_befor
 
 def test_a_request_naming_zones_outlives_the_retention_until_its_vms_could_register() -> None:
     """Its zones are where both controllers learn the zones of VMs still booting: deleted
-    after the plain 60 s, a VM slower than that would be predicted in another zone."""
+    after the plain 60 s, a VM slower than that would be predicted in another zone. So is
+    one whose Nodes wait for nominations: it is the record that they wait."""
     created = datetime.datetime(2027, 1, 15, 8, 0, tzinfo=datetime.UTC)
 
-    def finished(name: str, zones: dict[str, int]) -> Object:
+    def finished(name: str, zones: dict[str, int], wait: int | None = None) -> Object:
         spec = scalerequest_api.ScaleRequestSpec(
-            node_pool_name="p", target_nodes=1, new_node_zones=zones
+            node_pool_name="p", target_nodes=1, new_node_zones=zones, await_nominations_seconds=wait
         )
         body = scalerequest_api.manifest(name, spec, pool_uid="uid-p")
         body["metadata"]["creationTimestamp"] = created.isoformat().replace("+00:00", "Z")
         body["status"] = {"phase": "Applied", "appliedTargetNodes": 1}
         return body
 
-    requests = [finished("plain", {}), finished("zoned", {"b": 1})]
+    requests = [finished("plain", {}), finished("zoned", {"b": 1}), finished("waits", {}, 20)]
     later = created + datetime.timedelta(seconds=120)
     expired, next_expiry = request_facts.expired_requests(
         requests, now=later, retention=60, zoned_retention=660
@@ -348,25 +349,7 @@ def test_a_request_naming_zones_outlives_the_retention_until_its_vms_could_regis
     expired, _ = request_facts.expired_requests(
         requests, now=created + datetime.timedelta(seconds=660), retention=60, zoned_retention=660
     )
-    assert [r["metadata"]["name"] for r in expired] == ["plain", "zoned"]
-
-
-def test_a_request_whose_nodes_wait_for_nominations_is_kept_until_they_could_register() -> None:
-    """It is the record that its Nodes wait (``api.nominations``): deleted after the plain
-    60 s, a Node registering later would not wait for its pods' nominations."""
-    created = datetime.datetime(2027, 1, 15, 8, 0, tzinfo=datetime.UTC)
-    spec = scalerequest_api.ScaleRequestSpec(
-        node_pool_name="p", target_nodes=2, await_nominations_seconds=20
-    )
-    body = scalerequest_api.manifest("waits", spec, pool_uid="uid-p")
-    body["metadata"]["creationTimestamp"] = created.isoformat().replace("+00:00", "Z")
-    body["status"] = {"phase": "Applied", "appliedTargetNodes": 2}
-    later = created + datetime.timedelta(seconds=120)
-    expired, next_expiry = request_facts.expired_requests(
-        [body], now=later, retention=60, zoned_retention=660
-    )
-    assert expired == []
-    assert next_expiry == 540
+    assert [r["metadata"]["name"] for r in expired] == ["plain", "zoned", "waits"]
 
 
 def test_a_finished_request_without_a_readable_creation_time_is_kept_not_a_crash() -> None:
