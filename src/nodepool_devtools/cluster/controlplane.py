@@ -579,7 +579,12 @@ class ControlPlane:
             child.wait()
 
     def _say(self, message: str) -> None:
-        print(f"[cluster] {message}", file=self.out, flush=True)
+        """Tell the reader; never fail for want of one: a stop that runs while the test
+        runner tears its output down (an interrupt) must still end every process."""
+        try:
+            print(f"[cluster] {message}", file=self.out, flush=True)
+        except (ValueError, OSError):
+            pass  # the stream is closed or gone: the stop goes on unheard
 
 
 def _write_kubeconfig(path: Path, *, server: str, ca: Path, pair: pki.KeyPair, user: str) -> None:

@@ -70,3 +70,17 @@ def test_a_node_counts_as_unresponsive_only_after_many_missed_lease_renewals(
     )
     renewal = lease / 4
     assert float(silence.removesuffix("s")) >= 8 * renewal
+
+
+def test_telling_a_closed_output_does_not_stop_the_stop(tmp_path: Path) -> None:
+    """An interrupt closes the test runner's output while the control plane is stopped:
+    what it says then is lost, and every process is still ended."""
+    import io
+
+    out = io.StringIO()
+    plane = controlplane.ControlPlane(tmp_path, out=out)
+    plane._say("stopping kwok")
+    assert out.getvalue() == "[cluster] stopping kwok\n"
+    out.close()
+    # Said to no one: no ValueError escapes into the stop that called it.
+    assert plane._say("kwok (pid 1) ignored SIGTERM; killing it") is None
