@@ -581,10 +581,9 @@ class ControlPlane:
     def _say(self, message: str) -> None:
         """Tell the reader; never fail for want of one: a stop that runs while the test
         runner tears its output down (an interrupt) must still end every process."""
-        try:
+        # A closed or gone stream: the stop goes on unheard.
+        with contextlib.suppress(ValueError, OSError):
             print(f"[cluster] {message}", file=self.out, flush=True)
-        except (ValueError, OSError):
-            pass  # the stream is closed or gone: the stop goes on unheard
 
 
 def _write_kubeconfig(path: Path, *, server: str, ca: Path, pair: pki.KeyPair, user: str) -> None:
