@@ -204,12 +204,17 @@ class FakeApiServer:
         *,
         namespace: str | None = None,
         subresource: str | None = None,
+        patch_type: str = "merge",
         **_: Any,
     ) -> Object:
-        """A merge patch; a resourceVersion in it is a precondition."""
+        """A merge patch, a resourceVersion in it a precondition; or a JSON patch
+        (``patch_type="json"``) of ``test``, ``replace``, ``add`` and ``remove`` on object
+        paths, a failed test refused with 422 as the API server does."""
         self._call("patch", resource, name)
         key = _key(name, namespace)
         stored = self._stored(resource.plural, key)
+        if patch_type == "json":
+            return self._json_patch(resource, name, namespace, copy.deepcopy(patch))
         patch = copy.deepcopy(patch)
         sent = (patch.get("metadata") or {}).pop("resourceVersion", None)
         if sent is not None and sent != stored["metadata"]["resourceVersion"]:
@@ -230,6 +235,33 @@ class FakeApiServer:
         if obj["metadata"].get("deletionTimestamp") and not obj["metadata"].get("finalizers"):
             del self.objects[(resource.plural, key)]
         return self.answer(obj)
+
+    def _json_patch(
+        self, resource: Resource, name: str, namespace: str | None, ops: list[dict[str, Any]]
+    ) -> Object:
+        stored = self._stored(resource.plural, _key(name, namespace))
+        for op in ops:
+            *parents, last = [p for p in str(op["path"]).split("/") if p]
+            found: Any = stored
+            for part in parents:
+                found = found.get(part) if isinstance(found, dict) else None
+            if op["op"] == "test" and (found or {}).get(last) != op["value"]:
+                raise errors.Invalid(f"testing value {op['path']} failed")
+            if op["op"] in ("replace", "remove") and last not in (found or {}):
+                raise errors.Invalid(f"{op['path']}: missing value")
+
+        def change(obj: Object) -> None:
+            for op in ops:
+                *parents, last = [p for p in str(op["path"]).split("/") if p]
+                target = obj
+                for part in parents:
+                    target = target.setdefault(part, {})
+                if op["op"] in ("replace", "add"):
+                    target[last] = copy.deepcopy(op["value"])
+                elif op["op"] == "remove":
+                    del target[last]
+
+        return self.answer(self.edit(resource.plural, name, change, namespace))
 
     async def delete(
         self,

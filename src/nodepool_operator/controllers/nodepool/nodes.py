@@ -44,6 +44,7 @@ __all__ = [
     "owner_reference",
     "registration_taints",
     "remove_unregistered_taint",
+    "reported_and_tainted",
     "uncordon",
 ]
 
@@ -222,15 +223,52 @@ def kubelet_reported(node: Mapping[str, Any]) -> bool:
     )
 
 
-async def remove_unregistered_taint(client: Client, name: str) -> bool:
+async def reported_and_tainted(client: Client, name: str) -> Object | None:
+    """Node ``name`` read fresh (the cache keeps no heartbeats) if it still carries
+    ``UNREGISTERED_TAINT`` and its kubelet has reported (``kubelet_reported``); else None."""
+    node = await node_named(client, name)
+    if node is None or not is_unregistered(node) or not kubelet_reported(node):
+        return None
+    return node
+
+
+async def remove_unregistered_taint(
+    client: Client, name: str, *, read: Object | None = None
+) -> bool:
     """Remove ``UNREGISTERED_TAINT`` from Node ``name`` if its kubelet has reported
-    (``kubelet_reported``, on a fresh read: the cache keeps no heartbeats), and only that
-    taint: the patch names the resourceVersion it was computed from, so a taint another
-    writer added meanwhile is never dropped (409: read again). True if removed now."""
+    (``reported_and_tainted``; ``read``: that fresh read, made already), and only that
+    taint. With ``read``, first as a JSON patch that tests the taints are still those read
+    and replaces them: only a change to the taints refuses it (422), not one to another
+    field (the controller-manager annotates a Node as it turns Ready, and a
+    resourceVersion precondition would be refused for that, and the Node turn
+    schedulable a round trip after the others of its plan). Otherwise, or when the test
+    fails, a merge patch naming the resourceVersion it was computed from, so a taint
+    another writer added meanwhile is never dropped (409: read again). True if removed
+    now."""
+    if read is not None:
+        taints = list(read["spec"].get("taints") or ())
+        kept = [t for t in taints if t.get("key") != wellknown.UNREGISTERED_TAINT_KEY]
+        change: dict[str, Any] = (
+            {"op": "replace", "path": "/spec/taints", "value": kept}
+            if kept
+            else {"op": "remove", "path": "/spec/taints"}
+        )
+        try:
+            await client.patch(
+                kinds.NODES,
+                name,
+                [{"op": "test", "path": "/spec/taints", "value": taints}, change],
+                patch_type="json",
+            )
+            return True
+        except errors.NotFound:
+            return False
+        except errors.Invalid:
+            pass  # the taints changed since the read: read again, below
 
     async def attempt() -> bool:
-        node = await node_named(client, name)
-        if node is None or not is_unregistered(node) or not kubelet_reported(node):
+        node = await reported_and_tainted(client, name)
+        if node is None:
             return False
         taints = [
             taint

@@ -201,8 +201,8 @@ class Registrar:
             and name not in held
         ]
 
-        async def one(name: str) -> None:
-            if not await node_ops.remove_unregistered_taint(self.client, name):
+        async def one(name: str, read: Object) -> None:
+            if not await node_ops.remove_unregistered_taint(self.client, name, read=read):
                 return
             if name not in created:
                 log.info("event=node-initialised node=%s", name)
@@ -212,18 +212,29 @@ class Registrar:
             log.info("event=node-initialised node=%s vm_age=%.1fs", name, since)
 
         if due:
-            # All at once (bounded), not the first alone: the Nodes of one plan, released
-            # together after their nominations, must turn schedulable as close together
-            # as they can, or kube-scheduler tries the pods nominated on the later ones
-            # while those are still tainted and clears the nominations.
+            # Every Node read first, then every patch sent at once (bounded), not one Node
+            # after another: the Nodes of one plan, released together after their
+            # nominations, must turn schedulable as close together as they can, or
+            # kube-scheduler tries the pods nominated on the later ones while those are
+            # still tainted and clears the nominations.
             limit = asyncio.Semaphore(self.config.create_parallelism)
 
-            async def bounded(name: str) -> None:
+            async def bounded(work: Awaitable[T]) -> T:
                 async with limit:
-                    await one(name)
+                    return await work
 
-            outcomes = await asyncio.gather(*(bounded(n) for n in due), return_exceptions=True)
-            failures = [o for o in outcomes if isinstance(o, BaseException)]
+            reads = await asyncio.gather(
+                *(bounded(node_ops.reported_and_tainted(self.client, n)) for n in due),
+                return_exceptions=True,
+            )
+            failures = [r for r in reads if isinstance(r, BaseException)]
+            patches = [
+                bounded(one(name, read))
+                for name, read in zip(due, reads, strict=True)
+                if read is not None and not isinstance(read, BaseException)
+            ]
+            outcomes = await asyncio.gather(*patches, return_exceptions=True)
+            failures += [o for o in outcomes if isinstance(o, BaseException)]
             if failures:
                 raise failures[0]
         ends = [until for until in held.values() if until != math.inf]
