@@ -49,10 +49,8 @@ def ready_since(node: Mapping[str, Any]) -> float | None:
     """When the Node turned Ready (its Ready condition's lastTransitionTime); None when it
     is not Ready or the time cannot be read."""
     for condition in (node.get("status") or {}).get("conditions") or ():
-        if condition.get("type") == "Ready":
-            if condition.get("status") != "True":
-                return None
-            return timestamps.parse_rfc3339(condition.get("lastTransitionTime"))
+        if condition.get("type") == "Ready" and condition.get("status") == "True":
+            return wellknown.ready_changed_at(node)
     return None
 
 

@@ -68,6 +68,7 @@ __all__ = [
     "is_unregistered",
     "pool_of",
     "pool_selector",
+    "ready_changed_at",
 ]
 
 # Labels. Every Node of a pool carries POOL_LABEL=<pool name>; the rest are Kubernetes' own.
@@ -197,6 +198,15 @@ def pool_of(node: Mapping[str, Any]) -> str | None:
     """The pool a Node belongs to (its ``POOL_LABEL``), or None for other Nodes."""
     pool = ((node.get("metadata") or {}).get("labels") or {}).get(POOL_LABEL)
     return str(pool) if pool else None
+
+
+def ready_changed_at(node: Mapping[str, Any]) -> float | None:
+    """When the Node's Ready condition last turned (its ``lastTransitionTime``, seconds
+    since the epoch), True or not; None without the condition or a readable time."""
+    for condition in (node.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "Ready":
+            return timestamps.parse_rfc3339(str(condition.get("lastTransitionTime", "")))
+    return None
 
 
 def is_unregistered(node: Mapping[str, Any]) -> bool:

@@ -22,7 +22,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from nodepool_operator import USER_AGENT
 from nodepool_operator.runtime import errors, metrics
 
-__all__ = ["Client", "Object", "PatchType", "Resource", "WatchEvent"]
+__all__ = ["Client", "Object", "PatchType", "Resource", "WatchEvent", "read_by_listing"]
 
 Object = dict[str, Any]
 
@@ -287,6 +287,24 @@ class Client:
             metrics.rest_client_request_duration_seconds.labels(verb, resource.plural).observe(
                 time.perf_counter() - started
             )
+
+
+async def read_by_listing(
+    client: Client, resource: Resource, name: str, *, namespace: str | None = None
+) -> Object | None:
+    """The object ``name`` as the API server has it now, or None when there is none: a
+    LIST by name rather than a GET, for a role that reads by listing (the operator's has
+    no GET on Nodes or Pods, deploy/rbac), and one name is one item."""
+    page = await client.list_page(
+        resource, namespace=namespace, field_selector=f"metadata.name={name}"
+    )
+    found = [
+        item
+        for item in page.get("items") or ()
+        if (item.get("metadata") or {}).get("name") == name
+        and (namespace is None or item["metadata"].get("namespace", namespace) == namespace)
+    ]
+    return found[0] if found else None
 
 
 async def _refused(response: Any) -> errors.ApiError:

@@ -27,7 +27,7 @@ from nodepool_operator.cloud.provider import VirtualMachine
 from nodepool_operator.controllers.nodepool import plan
 from nodepool_operator.runtime import conditions, errors, kinds, retry
 from nodepool_operator.runtime import nodes as k8s_nodes
-from nodepool_operator.runtime.client import Client, Object
+from nodepool_operator.runtime.client import Client, Object, read_by_listing
 
 __all__ = [
     "KWOK_ANNOTATION",
@@ -69,11 +69,8 @@ _REPORTED = ("cpu", "memory", "pods")
 
 async def node_named(client: Client, name: str) -> Object | None:
     """The Node ``name`` as the API server has it now, or None: for a Node the cache does
-    not hold (it holds only pool-labelled Nodes). A LIST by name rather than a GET: the
-    operator's role reads Nodes by listing (deploy/rbac), and one name is one item."""
-    page = await client.list_page(kinds.NODES, field_selector=f"metadata.name={name}")
-    found = [n for n in page.get("items") or () if (n.get("metadata") or {}).get("name") == name]
-    return found[0] if found else None
+    not hold (it holds only pool-labelled Nodes), read by listing (``read_by_listing``)."""
+    return await read_by_listing(client, kinds.NODES, name)
 
 
 def node_manifest(

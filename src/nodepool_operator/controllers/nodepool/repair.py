@@ -189,7 +189,7 @@ def _peers_back_at(found: Mapping[str, Mapping[str, Any]], name: str) -> float |
     so a Node still NotReady is given ``notReadyTimeoutSeconds`` again from its peers'
     return. A peer was down with it when it existed before the Node went NotReady and
     turned Ready after that (a Node Ready all along turned Ready before)."""
-    since = _ready_change(found[name])
+    since = wellknown.ready_changed_at(found[name])
     if since is None or nodes.is_ready(found[name]):
         return None
     back = [
@@ -197,19 +197,11 @@ def _peers_back_at(found: Mapping[str, Mapping[str, Any]], name: str) -> float |
         for peer, node in found.items()
         if peer != name
         and nodes.is_ready(node)
-        and (changed := _ready_change(node)) is not None
+        and (changed := wellknown.ready_changed_at(node)) is not None
         and changed > since
         and (_created(node) or since) < since
     ]
     return max(back, default=None)
-
-
-def _ready_change(node: Mapping[str, Any]) -> float | None:
-    """The ``lastTransitionTime`` of the Node's Ready condition (None without one)."""
-    for condition in (node.get("status") or {}).get("conditions") or ():
-        if condition.get("type") == "Ready":
-            return timestamps.parse_rfc3339(str(condition.get("lastTransitionTime", "")))
-    return None
 
 
 def _created(node: Mapping[str, Any]) -> float | None:

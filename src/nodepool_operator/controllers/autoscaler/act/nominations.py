@@ -22,7 +22,7 @@ from nodepool_operator.controllers.autoscaler.constraints import pending_pods
 from nodepool_operator.controllers.autoscaler.decide.nominations import Nomination, NominationPlan
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import conditions, errors, kinds, retry
-from nodepool_operator.runtime.client import Client, Object
+from nodepool_operator.runtime.client import Client, read_by_listing
 
 __all__ = ["Nominator"]
 
@@ -99,7 +99,9 @@ class Nominator:
                     subresource="status",
                 )
             except errors.Conflict:
-                pod = await self._read(nomination)
+                pod = await read_by_listing(
+                    self.client, kinds.PODS, nomination.name, namespace=nomination.namespace
+                )
                 if (
                     pod is None
                     or pod["metadata"].get("uid") != nomination.uid
@@ -117,22 +119,6 @@ class Nominator:
             done = False
         metrics.nodepool_autoscaler_nominations_total.labels("written" if done else "skipped").inc()
         return done
-
-    async def _read(self, nomination: Nomination) -> Object | None:
-        """The pod as the API server has it now, or None if it is gone. A LIST by name
-        rather than a GET: the operator's role reads pods by listing (deploy/rbac)."""
-        page = await self.client.list_page(
-            kinds.PODS,
-            namespace=nomination.namespace,
-            field_selector=f"metadata.name={nomination.name}",
-        )
-        found = [
-            pod
-            for pod in page.get("items") or ()
-            if pod["metadata"].get("name") == nomination.name
-            and pod["metadata"].get("namespace", nomination.namespace) == nomination.namespace
-        ]
-        return found[0] if found else None
 
     async def _release(self, node: str, stamp: str) -> None:
         """Mark ``node`` nominated: the NodePool controller may lift its unregistered
