@@ -5,12 +5,18 @@ are written (``act.nominations``)."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from nodepool_operator.api import scalerequest, wellknown
-from nodepool_operator.controllers.autoscaler.act.nominations import Nominator
+from nodepool_operator.controllers.autoscaler.act.nominations import (
+    CONFIRM_ROUNDS,
+    CONFIRM_SECONDS,
+    CachedPod,
+    Nominator,
+)
 from nodepool_operator.controllers.autoscaler.constraints.parsing import profile_of
 from nodepool_operator.controllers.autoscaler.decide.nominations import (
     MOST_NOMINATIONS,
@@ -173,21 +179,67 @@ def test_a_pod_nominated_by_preemption_keeps_its_nomination() -> None:
 
 class Recording(FakeApiServer):
     """Records every patch; a pod named in ``changed`` moves on (``changed[name]`` applied
-    to it) just before our first patch of it, which is then refused with 409."""
+    to it) just before our first patch of it, which is then refused with 409. A pod named
+    in ``after`` moves on just after each of our patches of it, ``after[name]`` applied in
+    turn (kube-scheduler clearing the nomination as it tries the pod and fails, say)."""
 
-    def __init__(self, changed: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        changed: dict[str, Any] | None = None,
+        after: dict[str, list[Callable[[Object], None]]] | None = None,
+    ) -> None:
         super().__init__(wall_clock=FakeWallClock(NOW))
         self.changed = dict(changed or {})
+        self.after = {name: list(changes) for name, changes in (after or {}).items()}
         self.patches: list[tuple[str, str, str | None, Any]] = []
 
     async def patch(self, resource: Resource, name: str, body: Any, **kw: Any) -> Object:
         self.patches.append((resource.plural, name, kw.get("subresource"), copy.deepcopy(body)))
         if resource.plural == "pods" and name in self.changed:
             self.edit("pods", name, self.changed.pop(name), namespace="apps")
-        return await super().patch(resource, name, body, **kw)
+        written = await super().patch(resource, name, body, **kw)
+        if resource.plural == "pods" and self.after.get(name):
+            self.edit("pods", name, self.after[name].pop(0), namespace="apps")
+        return written
 
     def pod(self, name: str) -> Object:
         return next(o for o in self.stored("pods") if o["metadata"]["name"] == name)
+
+    def cached_pod(self, namespace: str, name: str) -> Object | None:
+        """The pod as an informer's cache that heard every write would hold it."""
+        return next(
+            (
+                o
+                for o in self.stored("pods")
+                if o["metadata"]["name"] == name and o["metadata"].get("namespace") == namespace
+            ),
+            None,
+        )
+
+
+class Pauses:
+    """A clock whose sleeps return at once, each recorded."""
+
+    def __init__(self) -> None:
+        self.slept: list[float] = []
+
+    def now(self) -> float:
+        return NOW
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+
+
+def nominator_of(
+    api: Recording, *, pauses: Pauses | None = None, cache: CachedPod | None = None
+) -> Nominator:
+    return Nominator(
+        client=api,
+        cached_pod=api.cached_pod if cache is None else cache,
+        clock=pauses or Pauses(),
+        wall_clock=FakeWallClock(NOW),
+        parallelism=4,
+    )
 
 
 def nomination(api: Recording, name: str, node_name: str) -> Nomination:
@@ -210,13 +262,17 @@ def _judge_again(obj: Object) -> None:
     obj["status"]["message"] = "still unschedulable"
 
 
+def _clear_nomination(obj: Object) -> None:
+    obj["status"].pop("nominatedNodeName", None)
+
+
 async def test_the_pods_are_nominated_first_then_the_nodes_marked() -> None:
     api = Recording()
     for found in (pod("p0"), pod("p1")):
         api.put("pods", found)
     for found in (booting("a"), booting("b")):
         api.put("nodes", found)
-    nominator = Nominator(client=api, wall_clock=FakeWallClock(NOW), parallelism=4)
+    nominator = nominator_of(api)
     await nominator.write(
         NominationPlan(
             pods=(nomination(api, "p0", "a"), nomination(api, "p1", "b")),
@@ -240,7 +296,7 @@ async def test_a_pod_changed_meanwhile_is_read_again_and_nominated_if_it_still_w
     api.put("pods", pod("p0"))
     api.put("nodes", booting("a"))
     read_at = str(api.pod("p0")["metadata"]["resourceVersion"])
-    nominator = Nominator(client=api, wall_clock=FakeWallClock(NOW), parallelism=4)
+    nominator = nominator_of(api)
     await nominator.write(
         NominationPlan(pods=(nomination(api, "p0", "a"),), release={"small": ("a",)})
     )
@@ -258,7 +314,7 @@ async def test_a_pod_bound_or_nominated_by_the_scheduler_meanwhile_is_left_alone
     for found in (pod("p0"), pod("p1")):
         api.put("pods", found)
     api.put("nodes", booting("a"))
-    nominator = Nominator(client=api, wall_clock=FakeWallClock(NOW), parallelism=4)
+    nominator = nominator_of(api)
     await nominator.write(
         NominationPlan(
             pods=(nomination(api, "p0", "a"), nomination(api, "p1", "a")), release={"small": ("a",)}
@@ -273,6 +329,78 @@ async def test_a_pod_bound_or_nominated_by_the_scheduler_meanwhile_is_left_alone
 
 async def test_nothing_to_release_writes_nothing() -> None:
     api = Recording()
-    nominator = Nominator(client=api, wall_clock=FakeWallClock(NOW), parallelism=4)
+    nominator = nominator_of(api)
     await nominator.write(NominationPlan(waiting={"small": "Nodes not Ready yet: b"}))
     assert api.patches == []
+
+
+async def test_a_nomination_cleared_by_kube_scheduler_is_written_again_before_the_marks() -> None:
+    """kube-scheduler tried p0 (on an event just before the write), failed on the taint and
+    cleared its nomination: it is written again, and only then are the Nodes marked."""
+    api = Recording(after={"p0": [_clear_nomination]})
+    for found in (pod("p0"), pod("p1")):
+        api.put("pods", found)
+    for found in (booting("a"), booting("b")):
+        api.put("nodes", found)
+    pauses = Pauses()
+    await nominator_of(api, pauses=pauses).write(
+        NominationPlan(
+            pods=(nomination(api, "p0", "a"), nomination(api, "p1", "b")),
+            release={"small": ("a", "b")},
+        )
+    )
+    order = [(plural, name) for plural, name, *_ in api.patches]
+    assert sorted(order[:2]) == [("pods", "p0"), ("pods", "p1")]
+    assert order[2:] == [("pods", "p0"), ("nodes", "a"), ("nodes", "b")]
+    assert api.pod("p0")["status"]["nominatedNodeName"] == "a"
+    assert api.pod("p1")["status"]["nominatedNodeName"] == "b"
+    # Read after the writes, and again after the write again, which held.
+    assert pauses.slept == [CONFIRM_SECONDS, CONFIRM_SECONDS]
+
+
+async def test_nominations_cleared_every_time_are_written_again_a_bounded_number_of_times() -> None:
+    api = Recording(after={"p0": [_clear_nomination] * 100})
+    api.put("pods", pod("p0"))
+    api.put("nodes", booting("a"))
+    pauses = Pauses()
+    await nominator_of(api, pauses=pauses).write(
+        NominationPlan(pods=(nomination(api, "p0", "a"),), release={"small": ("a",)})
+    )
+    assert [p[0] for p in api.patches] == ["pods"] * (1 + CONFIRM_ROUNDS) + ["nodes"]
+    assert len(pauses.slept) == CONFIRM_ROUNDS
+
+
+async def test_a_pod_bound_meanwhile_or_not_yet_seen_by_the_cache_is_not_written_again() -> None:
+    """p0's nomination was cleared and it was bound elsewhere (it found room there): left
+    alone. p1's was cleared too, but the cache still holds p1 as read before the write: the
+    write is not heard of yet, so nothing says its nomination was cleared."""
+    api = Recording(
+        after={"p0": [lambda o: (_clear_nomination(o), _bind(o))], "p1": [_clear_nomination]}
+    )
+    for found in (pod("p0"), pod("p1")):
+        api.put("pods", found)
+    api.put("nodes", booting("a"))
+    read_before = api.pod("p1")
+
+    def cache(namespace: str, name: str) -> Object | None:
+        return read_before if name == "p1" else api.cached_pod(namespace, name)
+
+    pauses = Pauses()
+    await nominator_of(api, pauses=pauses, cache=cache).write(
+        NominationPlan(
+            pods=(nomination(api, "p0", "a"), nomination(api, "p1", "a")),
+            release={"small": ("a",)},
+        )
+    )
+    assert sorted(p[1] for p in api.patches if p[0] == "pods") == ["p0", "p1"]
+    assert [p[1] for p in api.patches if p[0] == "nodes"] == ["a"]
+    assert pauses.slept == [CONFIRM_SECONDS]
+
+
+async def test_nothing_nominated_marks_at_once() -> None:
+    api = Recording()
+    api.put("nodes", booting("a"))
+    pauses = Pauses()
+    await nominator_of(api, pauses=pauses).write(NominationPlan(release={"small": ("a",)}))
+    assert [p[1] for p in api.patches] == ["a"]
+    assert pauses.slept == []

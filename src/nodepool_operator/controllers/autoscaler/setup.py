@@ -170,6 +170,8 @@ def setup(
         nominator=(
             Nominator(
                 client=client,
+                cached_pod=lambda namespace, name: reads.pods.get(name, namespace),
+                clock=manager.clock,
                 wall_clock=wall_clock,
                 parallelism=config.nomination_parallelism,
             )

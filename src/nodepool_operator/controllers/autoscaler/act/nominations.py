@@ -9,12 +9,28 @@ Nodes are marked after every nomination of their pool is written, so kube-schedu
 them all before the Nodes take pods. A write that fails is logged and left: the Node is
 released anyway, by the mark or by its wait running out, and the pod is scheduled as it
 would have been without a nomination.
+
+Before the mark, the nominations are confirmed. kube-scheduler clears a pod's nomination
+whenever it tries the pod and fails, and it tries the pending pods again on each event
+that may make room: a Node turning Ready reports its allocatable, and kube-scheduler
+retries them at once. Those retries still fail, for the Nodes are still tainted, and
+when they end just after a nomination is written they clear it. (A fresh-clone CI run had
+all four of a burst's nominations cleared 23 to 48 ms after they were written, when a
+real kubelet's Ready came 15 ms before them: the pods were then bound first come, and a
+third Node was bought.) So, ``CONFIRM_SECONDS`` after writing, the Nominator reads each pod
+from the informer's cache and writes again each nomination cleared meanwhile, at most
+``CONFIRM_ROUNDS`` times; only then are the Nodes marked. kube-scheduler does not retry a
+pod for a change of its nomination alone (no plugin's queueing hint takes a plain pod
+update), so writing it again starts no retry that would clear it again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+from collections.abc import Callable, Sequence
+from typing import Final
 
 from nodepool_operator.api import wellknown
 from nodepool_operator.controllers.autoscaler import metrics
@@ -22,20 +38,38 @@ from nodepool_operator.controllers.autoscaler.constraints import pending_pods
 from nodepool_operator.controllers.autoscaler.decide.nominations import Nomination, NominationPlan
 from nodepool_operator.runtime import clock as clock_module
 from nodepool_operator.runtime import conditions, errors, kinds, retry
-from nodepool_operator.runtime.client import Client, read_by_listing
+from nodepool_operator.runtime.client import Client, Object, read_by_listing
 
-__all__ = ["Nominator"]
+__all__ = ["CONFIRM_ROUNDS", "CONFIRM_SECONDS", "Nominator"]
 
 log = logging.getLogger(__name__)
+
+#: How long after writing nominations they are read again (from the cache), before the
+#: Nodes are marked: kube-scheduler's retries of the pods, started by an event just before
+#: the writes, end within tens of milliseconds.
+CONFIRM_SECONDS: Final = 0.3
+#: Reads (and writes again of the nominations cleared) before the Nodes are marked anyway.
+CONFIRM_ROUNDS: Final = 3
+
+#: ``(namespace, name)`` -> the pod as the informer's cache holds it now (None: gone).
+CachedPod = Callable[[str, str], Object | None]
 
 
 class Nominator:
     """Writes a ``NominationPlan``: pods first, then the Nodes' marks."""
 
     def __init__(
-        self, *, client: Client, wall_clock: clock_module.WallClock, parallelism: int
+        self,
+        *,
+        client: Client,
+        cached_pod: CachedPod,
+        clock: clock_module.Clock,
+        wall_clock: clock_module.WallClock,
+        parallelism: int,
     ) -> None:
         self.client = client
+        self.cached_pod = cached_pod
+        self.clock = clock
         self.wall_clock = wall_clock
         self.parallelism = max(1, parallelism)
         self._waiting: dict[str, str] = {}  # pool -> why its Nodes wait, as last logged
@@ -47,22 +81,20 @@ class Nominator:
         self._waiting = dict(plan.waiting)
         if not plan.release:
             return
-        limit = asyncio.Semaphore(self.parallelism)
-
-        async def bounded(nomination: Nomination) -> bool:
-            async with limit:
-                return await self._nominate(nomination)
-
-        written = await asyncio.gather(*(bounded(n) for n in plan.pods), return_exceptions=True)
-        for nomination, outcome in zip(plan.pods, written, strict=True):
-            if isinstance(outcome, BaseException):
-                log.warning(
-                    "event=nomination-failed pod=%s/%s node=%s error=%r",
-                    nomination.namespace,
-                    nomination.name,
-                    nomination.node,
-                    outcome,
-                )
+        written = await self._write_all(plan.pods)
+        for _ in range(CONFIRM_ROUNDS if written else 0):
+            await self.clock.sleep(CONFIRM_SECONDS)
+            cleared = self._cleared(written)
+            if not cleared:
+                break
+            log.info(
+                "event=nominations-cleared pods=%s",
+                ",".join(f"{n.namespace}/{n.name}" for n in cleared),
+            )
+            for nomination in cleared:
+                del written[nomination.name, nomination.namespace]
+            metrics.nodepool_autoscaler_nominations_total.labels("cleared").inc(len(cleared))
+            written.update(await self._write_all(cleared))
         stamp = conditions.rfc3339(self.wall_clock.time())
         for pool, names in sorted(plan.release.items()):
             # Every Node's mark is tried, whatever another's answer: one refused must not
@@ -80,18 +112,66 @@ class Nominator:
                 sum(1 for n in plan.pods if n.node in names),
             )
 
-    async def _nominate(self, nomination: Nomination) -> bool:
-        """Set the pod's nomination; False if it no longer waits for one."""
+    async def _write_all(
+        self, pods: Sequence[Nomination]
+    ) -> dict[tuple[str, str], tuple[Nomination, str]]:
+        """Write ``pods``' nominations, ``parallelism`` at a time; those written, by
+        (name, namespace), each with the resourceVersion its write made."""
+        limit = asyncio.Semaphore(self.parallelism)
+
+        async def bounded(nomination: Nomination) -> str | None:
+            async with limit:
+                return await self._nominate(nomination)
+
+        outcomes = await asyncio.gather(*(bounded(n) for n in pods), return_exceptions=True)
+        written: dict[tuple[str, str], tuple[Nomination, str]] = {}
+        for nomination, outcome in zip(pods, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                log.warning(
+                    "event=nomination-failed pod=%s/%s node=%s error=%r",
+                    nomination.namespace,
+                    nomination.name,
+                    nomination.node,
+                    outcome,
+                )
+            elif outcome is not None:
+                written[nomination.name, nomination.namespace] = (nomination, outcome)
+        return written
+
+    def _cleared(self, written: dict[tuple[str, str], tuple[Nomination, str]]) -> list[Nomination]:
+        """The nominations written whose pod, as cached now, is the same pod, unbound, and
+        has lost its nomination since (kube-scheduler tried it and failed); each at the
+        pod's resourceVersion now. A pod the cache holds at the version read before the
+        write has not been seen since: it is left for the next round."""
+        cleared = []
+        for nomination, version in written.values():
+            pod = self.cached_pod(nomination.namespace, nomination.name)
+            if (
+                pod is None
+                or pod["metadata"].get("uid") != nomination.uid
+                or (pod.get("spec") or {}).get("nodeName")
+                or pending_pods.nominated_node(pod) is not None
+            ):
+                continue
+            now_at = str(pod["metadata"].get("resourceVersion") or "")
+            if now_at in (nomination.resource_version, version):
+                continue  # the cache has not heard of the write yet
+            cleared.append(dataclasses.replace(nomination, resource_version=now_at))
+        return cleared
+
+    async def _nominate(self, nomination: Nomination) -> str | None:
+        """Set the pod's nomination; the resourceVersion the write made, or None if the pod
+        no longer waits for one."""
         version = nomination.resource_version
 
-        async def attempt() -> bool:
+        async def attempt() -> str | None:
             nonlocal version
             body = {
                 "metadata": {"uid": nomination.uid, "resourceVersion": version},
                 "status": {"nominatedNodeName": nomination.node},
             }
             try:
-                await self.client.patch(
+                written = await self.client.patch(
                     kinds.PODS,
                     nomination.name,
                     body,
@@ -108,17 +188,19 @@ class Nominator:
                     or (pod.get("spec") or {}).get("nodeName")
                     or pending_pods.nominated_node(pod)
                 ):
-                    return False  # gone, another pod now, bound, or nominated by the scheduler
+                    return None  # gone, another pod now, bound, or nominated by the scheduler
                 version = str(pod["metadata"]["resourceVersion"])
                 raise
-            return True
+            return str(written["metadata"].get("resourceVersion") or "")
 
         try:
-            done = await retry.retry_on_conflict(attempt)
+            made = await retry.retry_on_conflict(attempt)
         except errors.NotFound:
-            done = False
-        metrics.nodepool_autoscaler_nominations_total.labels("written" if done else "skipped").inc()
-        return done
+            made = None
+        metrics.nodepool_autoscaler_nominations_total.labels(
+            "skipped" if made is None else "written"
+        ).inc()
+        return made
 
     async def _release(self, node: str, stamp: str) -> None:
         """Mark ``node`` nominated: the NodePool controller may lift its unregistered
