@@ -160,6 +160,34 @@ def test_a_pod_that_fits_no_cheaper_node_keeps_its_nodes() -> None:
     assert chosen.nodes == ("large-1",)
 
 
+def test_with_one_disruption_allowed_each_candidate_is_weighed_alone() -> None:
+    """The disruption budget allows one Node at a time. The first candidate (fewest pods)
+    has nothing cheaper; the second, a large Node of 1.5 CPU, is replaced by a small one.
+    (The cost bench's scale-down ended on a c-1x and an m-8x where an s-8x held the
+    m-8x's pods: only the c-1x was weighed.)"""
+    small = view("small-1", "small", pod("s1"))
+    large = view("large-1", "large", pod("l1"), pod("l2"), pod("l3"))
+    room = [existing("small-1", "small", pod("s1")), existing("large-1", "large")]
+    fits = replace.ReplacementFit(
+        pool="p",
+        room=room,
+        taints=(),
+        daemon_sets=(),
+        candidates=[small, large],
+        profile=ProfileCache().get,
+    )
+    chosen = replace.choose_replacement(
+        replace.replacement_order([small, large]),
+        offerings=[offering("small"), offering("large")],
+        price_of=price_of,
+        fits=fits,
+        max_victims=1,
+    )
+    assert isinstance(chosen, replace.Replacement)
+    assert chosen.victims == ("large-1",)
+    assert chosen.offering == ("small", ZONE, "on-demand")
+
+
 def test_multi_node_takes_the_largest_first_n_one_node_holds_cheapest_to_remove_first() -> None:
     # Three large nodes with 1, 2 and 3 pods of 500m: a small node (2 CPU) holds the pods of
     # the first two (1.5 CPU), not of all three (3 CPU). The busiest stays.

@@ -243,7 +243,11 @@ def choose_replacement(
     if found is not None:
         return found
     first_refusal: str | None = None
-    for view in candidates[:limit]:  # the single-node replace
+    # The single-node replace: each candidate alone. ``max_victims`` bounds how many go at
+    # once, not which may go: a budget of one disruption must not leave only the first
+    # candidate weighed. (``MAX_VICTIMS`` of them at most, as many as a multi-node replace
+    # weighs: each is simulated against every cheaper offering.)
+    for view in candidates[:MAX_VICTIMS]:
         tried = _replace([view], offerings=offerings, price_of=price_of, fits=fits)
         if isinstance(tried, Replacement):
             return tried
