@@ -161,13 +161,16 @@ def test_a_pod_that_fits_no_cheaper_node_keeps_its_nodes() -> None:
 
 
 def test_with_one_disruption_allowed_each_candidate_is_weighed_alone() -> None:
-    """The disruption budget allows one Node at a time. The first candidate (fewest pods)
-    has nothing cheaper; the second, a large Node of 1.5 CPU, is replaced by a small one.
-    (The cost bench's scale-down ended on a c-1x and an m-8x where an s-8x held the
-    m-8x's pods: only the c-1x was weighed.)"""
-    small = view("small-1", "small", pod("s1"))
-    large = view("large-1", "large", pod("l1"), pod("l2"), pod("l3"))
-    room = [existing("small-1", "small", pod("s1")), existing("large-1", "large")]
+    """The disruption budget allows one Node at a time. The first candidate (fewest pods),
+    a small Node with 500m free, has nothing cheaper; the second, a large Node of 1.5 CPU
+    whose pods fit on no other Node, is replaced by a small one. (The cost bench's
+    scale-down ended on a c-1x and an m-8x where an s-8x held the m-8x's pods: only the
+    c-1x was weighed.) With no Node allowed to go, nothing is chosen."""
+    busy = pod("s1", "1500m")
+    moved = (pod("l1"), pod("l2"), pod("l3"))
+    small = view("small-1", "small", busy)
+    large = view("large-1", "large", *moved)
+    room = [existing("small-1", "small", busy), existing("large-1", "large", *moved)]
     fits = replace.ReplacementFit(
         pool="p",
         room=room,
@@ -176,16 +179,23 @@ def test_with_one_disruption_allowed_each_candidate_is_weighed_alone() -> None:
         candidates=[small, large],
         profile=ProfileCache().get,
     )
-    chosen = replace.choose_replacement(
-        replace.replacement_order([small, large]),
-        offerings=[offering("small"), offering("large")],
-        price_of=price_of,
-        fits=fits,
-        max_victims=1,
-    )
+
+    def chosen_with(allowed: int) -> replace.Replacement | replace.Unreplaceable | None:
+        return replace.choose_replacement(
+            replace.replacement_order([small, large]),
+            offerings=[offering("small"), offering("large")],
+            price_of=price_of,
+            fits=fits,
+            max_victims=allowed,
+        )
+
+    chosen = chosen_with(1)
     assert isinstance(chosen, replace.Replacement)
     assert chosen.victims == ("large-1",)
     assert chosen.offering == ("small", ZONE, "on-demand")
+    refused = chosen_with(0)
+    assert isinstance(refused, replace.Unreplaceable)
+    assert refused.why == "no node of the pool may go now"
 
 
 def test_multi_node_takes_the_largest_first_n_one_node_holds_cheapest_to_remove_first() -> None:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from nodepool_operator.api import scalerequest, wellknown
 from nodepool_operator.controllers.autoscaler.act.nominations import (
@@ -394,7 +395,8 @@ async def test_a_pod_bound_meanwhile_or_not_yet_seen_by_the_cache_is_not_written
     )
     assert sorted(p[1] for p in api.patches if p[0] == "pods") == ["p0", "p1"]
     assert [p[1] for p in api.patches if p[0] == "nodes"] == ["a"]
-    assert pauses.slept == [CONFIRM_SECONDS]
+    # p1 not heard of since the write: looked at again each round, then released anyway.
+    assert pauses.slept == [CONFIRM_SECONDS] * CONFIRM_ROUNDS
 
 
 async def test_nothing_nominated_marks_at_once() -> None:
@@ -404,3 +406,52 @@ async def test_nothing_nominated_marks_at_once() -> None:
     await nominator_of(api, pauses=pauses).write(NominationPlan(release={"small": ("a",)}))
     assert [p[1] for p in api.patches] == ["a"]
     assert pauses.slept == []
+
+
+async def test_a_cache_still_at_the_version_read_again_after_a_409_is_no_clear() -> None:
+    """p0 changed before our write (409), was read again at a newer version and nominated
+    there; the cache still holds that read-again version, without the nomination: the
+    write is not heard of yet, nothing was cleared, nothing is written again."""
+    api = Recording(changed={"p0": _judge_again})
+    api.put("pods", pod("p0"))
+    api.put("nodes", booting("a"))
+
+    def cache(namespace: str, name: str) -> Object | None:
+        found = api.cached_pod(namespace, name)
+        assert found is not None
+        tries = [p[3]["metadata"]["resourceVersion"] for p in api.patches if p[0] == "pods"]
+        found["status"].pop("nominatedNodeName", None)
+        found["metadata"]["resourceVersion"] = tries[-1]  # the version read again
+        return found
+
+    pauses = Pauses()
+    await nominator_of(api, pauses=pauses, cache=cache).write(
+        NominationPlan(pods=(nomination(api, "p0", "a"),), release={"small": ("a",)})
+    )
+    assert [p[0] for p in api.patches] == ["pods", "pods", "nodes"]  # refused, written, mark
+    assert pauses.slept == [CONFIRM_SECONDS] * CONFIRM_ROUNDS
+
+
+async def test_the_writes_again_are_counted_apart() -> None:
+    def count(result: str) -> float:
+        found = REGISTRY.get_sample_value(
+            "nodepool_autoscaler_nominations_total", {"result": result}
+        )
+        return found or 0.0
+
+    before = {r: count(r) for r in ("written", "rewritten", "skipped")}
+    api = Recording(after={"p0": [_clear_nomination]})
+    for found in (pod("p0"), pod("p1")):
+        api.put("pods", found)
+    api.put("nodes", booting("a"))
+    await nominator_of(api).write(
+        NominationPlan(
+            pods=(nomination(api, "p0", "a"), nomination(api, "p1", "a")),
+            release={"small": ("a",)},
+        )
+    )
+    assert {r: count(r) - before[r] for r in before} == {
+        "written": 2.0,
+        "rewritten": 1.0,
+        "skipped": 0.0,
+    }

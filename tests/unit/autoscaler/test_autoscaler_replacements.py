@@ -188,6 +188,16 @@ async def test_a_pool_at_max_nodes_cannot_launch_the_replacement_first() -> None
     assert found.why == "the pool is at maxNodes: no room to launch one first"
 
 
+async def test_a_pool_at_min_nodes_has_no_node_replaced() -> None:
+    """The victims would be named only within minNodes: chosen now, they would stay
+    stamped and never go."""
+    choice, cluster = two_large()
+    found = await propose(turn(room=0), choice, cluster)
+    assert found == replace.Unreplaceable(
+        ("large-1", "large-2"), "the pool is at minNodes: no node of it may go"
+    )
+
+
 async def test_a_disruption_budget_of_one_node_replaces_one_at_a_time() -> None:
     choice, cluster = two_large()
     found = await propose(turn(budgets=PoolBudgets((Budget(nodes="1"),))), choice, cluster)

@@ -27,9 +27,9 @@ nodepool_autoscaler_scale_requests_total = Counter(
 )
 nodepool_autoscaler_nominations_total = Counter(
     "nodepool_autoscaler_nominations_total",
-    "Pending pods nominated on the new Nodes planned for them (written: the write went "
-    "through; skipped: the pod was bound, gone or nominated meanwhile; cleared: "
-    "kube-scheduler cleared it before the Nodes were released, and it was written again).",
+    "Nominations of pending pods on the new Nodes planned for them (written: the first "
+    "write went through; rewritten: written again, kube-scheduler having cleared it before "
+    "the Nodes were released; skipped: the pod was bound, gone or nominated meanwhile).",
     ["result"],
 )
 nodepool_autoscaler_planning_seconds = Histogram(

@@ -153,6 +153,10 @@ class Replacer:
         names = tuple(v.name for v in candidates)
         if turn.headroom < 1:
             return Unreplaceable(names, "the pool is at maxNodes: no room to launch one first")
+        if turn.room < 1:
+            # The victims are named only within minNodes (``replacement_steps``): chosen
+            # now, they would stay stamped and never go.
+            return Unreplaceable(names, "the pool is at minNodes: no node of it may go")
         if self.requests is None or self.catalog is None:
             return None
         views = choice.views

@@ -19,9 +19,12 @@ all four of a burst's nominations cleared 23 to 48 ms after they were written, w
 real kubelet's Ready came 15 ms before them: the pods were then bound first come, and a
 third Node was bought.) So, ``CONFIRM_SECONDS`` after writing, the Nominator reads each pod
 from the informer's cache and writes again each nomination cleared meanwhile, at most
-``CONFIRM_ROUNDS`` times; only then are the Nodes marked. kube-scheduler does not retry a
+``CONFIRM_ROUNDS`` times (a pod the cache has not heard of since the write is looked at
+again in the next round); only then are the Nodes marked. kube-scheduler does not retry a
 pod for a change of its nomination alone (no plugin's queueing hint takes a plain pod
-update), so writing it again starts no retry that would clear it again.
+update), so writing it again starts no try of its own; another event may still, hence
+the rounds. The cost is the pause: a release that writes nominations waits 0.3 s at
+least, up to about 1 s, and holds the planner's pass meanwhile.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Final
 
 from nodepool_operator.api import wellknown
@@ -53,6 +57,16 @@ CONFIRM_ROUNDS: Final = 3
 
 #: ``(namespace, name)`` -> the pod as the informer's cache holds it now (None: gone).
 CachedPod = Callable[[str, str], Object | None]
+
+
+@dataclass(frozen=True)
+class _Written:
+    """A nomination written, with every resourceVersion of its pod read or written on the
+    way (the plan's, each read again after a 409, the write's): a cached pod at one of
+    them without a nomination has not been heard of since the write, not cleared."""
+
+    nomination: Nomination
+    versions: frozenset[str]
 
 
 class Nominator:
@@ -81,20 +95,22 @@ class Nominator:
         self._waiting = dict(plan.waiting)
         if not plan.release:
             return
-        written = await self._write_all(plan.pods)
-        for _ in range(CONFIRM_ROUNDS if written else 0):
-            await self.clock.sleep(CONFIRM_SECONDS)
-            cleared = self._cleared(written)
-            if not cleared:
+        written = await self._write_all(plan.pods, again=False)
+        for _ in range(CONFIRM_ROUNDS):
+            if not written:
                 break
-            log.info(
-                "event=nominations-cleared pods=%s",
-                ",".join(f"{n.namespace}/{n.name}" for n in cleared),
-            )
-            for nomination in cleared:
-                del written[nomination.name, nomination.namespace]
-            metrics.nodepool_autoscaler_nominations_total.labels("cleared").inc(len(cleared))
-            written.update(await self._write_all(cleared))
+            await self.clock.sleep(CONFIRM_SECONDS)
+            cleared, unseen = self._cleared(written)
+            if cleared:
+                log.info(
+                    "event=nominations-cleared pods=%s",
+                    ",".join(f"{n.namespace}/{n.name}" for n in cleared),
+                )
+                for nomination in cleared:
+                    del written[nomination.name, nomination.namespace]
+                written.update(await self._write_all(cleared, again=True))
+            elif not unseen:
+                break
         stamp = conditions.rfc3339(self.wall_clock.time())
         for pool, names in sorted(plan.release.items()):
             # Every Node's mark is tried, whatever another's answer: one refused must not
@@ -113,18 +129,18 @@ class Nominator:
             )
 
     async def _write_all(
-        self, pods: Sequence[Nomination]
-    ) -> dict[tuple[str, str], tuple[Nomination, str]]:
-        """Write ``pods``' nominations, ``parallelism`` at a time; those written, by
-        (name, namespace), each with the resourceVersion its write made."""
+        self, pods: Sequence[Nomination], *, again: bool
+    ) -> dict[tuple[str, str], _Written]:
+        """Write ``pods``' nominations, ``parallelism`` at a time (``again``: each one
+        kube-scheduler cleared); those written, by (name, namespace)."""
         limit = asyncio.Semaphore(self.parallelism)
 
-        async def bounded(nomination: Nomination) -> str | None:
+        async def bounded(nomination: Nomination) -> _Written | None:
             async with limit:
-                return await self._nominate(nomination)
+                return await self._nominate(nomination, again=again)
 
         outcomes = await asyncio.gather(*(bounded(n) for n in pods), return_exceptions=True)
-        written: dict[tuple[str, str], tuple[Nomination, str]] = {}
+        written: dict[tuple[str, str], _Written] = {}
         for nomination, outcome in zip(pods, outcomes, strict=True):
             if isinstance(outcome, BaseException):
                 log.warning(
@@ -135,16 +151,18 @@ class Nominator:
                     outcome,
                 )
             elif outcome is not None:
-                written[nomination.name, nomination.namespace] = (nomination, outcome)
+                written[nomination.name, nomination.namespace] = outcome
         return written
 
-    def _cleared(self, written: dict[tuple[str, str], tuple[Nomination, str]]) -> list[Nomination]:
+    def _cleared(self, written: dict[tuple[str, str], _Written]) -> tuple[list[Nomination], int]:
         """The nominations written whose pod, as cached now, is the same pod, unbound, and
-        has lost its nomination since (kube-scheduler tried it and failed); each at the
-        pod's resourceVersion now. A pod the cache holds at the version read before the
-        write has not been seen since: it is left for the next round."""
+        has lost its nomination since (kube-scheduler tried it and failed), each at the
+        pod's resourceVersion now; and how many pods the cache still holds at a version
+        read before the write (not heard of since: they are looked at again next round)."""
         cleared = []
-        for nomination, version in written.values():
+        unseen = 0
+        for record in written.values():
+            nomination = record.nomination
             pod = self.cached_pod(nomination.namespace, nomination.name)
             if (
                 pod is None
@@ -154,17 +172,19 @@ class Nominator:
             ):
                 continue
             now_at = str(pod["metadata"].get("resourceVersion") or "")
-            if now_at in (nomination.resource_version, version):
-                continue  # the cache has not heard of the write yet
+            if now_at in record.versions:
+                unseen += 1  # the cache has not heard of the write yet
+                continue
             cleared.append(dataclasses.replace(nomination, resource_version=now_at))
-        return cleared
+        return cleared, unseen
 
-    async def _nominate(self, nomination: Nomination) -> str | None:
-        """Set the pod's nomination; the resourceVersion the write made, or None if the pod
-        no longer waits for one."""
+    async def _nominate(self, nomination: Nomination, *, again: bool) -> _Written | None:
+        """Set the pod's nomination; what was written, or None if the pod no longer waits
+        for one."""
         version = nomination.resource_version
+        versions = {version}
 
-        async def attempt() -> str | None:
+        async def attempt() -> _Written | None:
             nonlocal version
             body = {
                 "metadata": {"uid": nomination.uid, "resourceVersion": version},
@@ -190,16 +210,17 @@ class Nominator:
                 ):
                     return None  # gone, another pod now, bound, or nominated by the scheduler
                 version = str(pod["metadata"]["resourceVersion"])
+                versions.add(version)
                 raise
-            return str(written["metadata"].get("resourceVersion") or "")
+            versions.add(str(written["metadata"].get("resourceVersion") or ""))
+            return _Written(nomination, frozenset(versions))
 
         try:
             made = await retry.retry_on_conflict(attempt)
         except errors.NotFound:
             made = None
-        metrics.nodepool_autoscaler_nominations_total.labels(
-            "skipped" if made is None else "written"
-        ).inc()
+        result = "skipped" if made is None else "rewritten" if again else "written"
+        metrics.nodepool_autoscaler_nominations_total.labels(result).inc()
         return made
 
     async def _release(self, node: str, stamp: str) -> None:

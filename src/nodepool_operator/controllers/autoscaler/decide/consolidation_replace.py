@@ -230,6 +230,8 @@ def choose_replacement(
     names = tuple(v.name for v in candidates)
     if offerings is None:
         return Unreplaceable(names, "the catalog of offerings is unknown")
+    if max_victims < 1:
+        return Unreplaceable(names, "no node of the pool may go now")
     limit = min(len(candidates), max_victims)
     found: Replacement | None = None
     low, high = 2, limit
