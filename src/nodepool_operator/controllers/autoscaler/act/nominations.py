@@ -60,7 +60,7 @@ CachedPod = Callable[[str, str], Object | None]
 
 
 @dataclass(frozen=True)
-class _Written:
+class _NominationWritten:
     """A nomination written, with every resourceVersion of its pod read or written on the
     way (the plan's, each read again after a 409, the write's): a cached pod at one of
     them without a nomination has not been heard of since the write, not cleared."""
@@ -130,17 +130,17 @@ class Nominator:
 
     async def _write_all(
         self, pods: Sequence[Nomination], *, again: bool
-    ) -> dict[tuple[str, str], _Written]:
+    ) -> dict[tuple[str, str], _NominationWritten]:
         """Write ``pods``' nominations, ``parallelism`` at a time (``again``: each one
         kube-scheduler cleared); those written, by (name, namespace)."""
         limit = asyncio.Semaphore(self.parallelism)
 
-        async def bounded(nomination: Nomination) -> _Written | None:
+        async def bounded(nomination: Nomination) -> _NominationWritten | None:
             async with limit:
                 return await self._nominate(nomination, again=again)
 
         outcomes = await asyncio.gather(*(bounded(n) for n in pods), return_exceptions=True)
-        written: dict[tuple[str, str], _Written] = {}
+        written: dict[tuple[str, str], _NominationWritten] = {}
         for nomination, outcome in zip(pods, outcomes, strict=True):
             if isinstance(outcome, BaseException):
                 log.warning(
@@ -154,7 +154,9 @@ class Nominator:
                 written[nomination.name, nomination.namespace] = outcome
         return written
 
-    def _cleared(self, written: dict[tuple[str, str], _Written]) -> tuple[list[Nomination], int]:
+    def _cleared(
+        self, written: dict[tuple[str, str], _NominationWritten]
+    ) -> tuple[list[Nomination], int]:
         """The nominations written whose pod, as cached now, is the same pod, unbound, and
         has lost its nomination since (kube-scheduler tried it and failed), each at the
         pod's resourceVersion now; and how many pods the cache still holds at a version
@@ -178,13 +180,13 @@ class Nominator:
             cleared.append(dataclasses.replace(nomination, resource_version=now_at))
         return cleared, unseen
 
-    async def _nominate(self, nomination: Nomination, *, again: bool) -> _Written | None:
+    async def _nominate(self, nomination: Nomination, *, again: bool) -> _NominationWritten | None:
         """Set the pod's nomination; what was written, or None if the pod no longer waits
         for one."""
         version = nomination.resource_version
         versions = {version}
 
-        async def attempt() -> _Written | None:
+        async def attempt() -> _NominationWritten | None:
             nonlocal version
             body = {
                 "metadata": {"uid": nomination.uid, "resourceVersion": version},
@@ -213,7 +215,7 @@ class Nominator:
                 versions.add(version)
                 raise
             versions.add(str(written["metadata"].get("resourceVersion") or ""))
-            return _Written(nomination, frozenset(versions))
+            return _NominationWritten(nomination, frozenset(versions))
 
         try:
             made = await retry.retry_on_conflict(attempt)
