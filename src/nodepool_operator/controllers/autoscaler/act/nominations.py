@@ -166,12 +166,7 @@ class Nominator:
         for record in written.values():
             nomination = record.nomination
             pod = self.cached_pod(nomination.namespace, nomination.name)
-            if (
-                pod is None
-                or pod["metadata"].get("uid") != nomination.uid
-                or (pod.get("spec") or {}).get("nodeName")
-                or pending_pods.nominated_node(pod) is not None
-            ):
+            if pod is None or not _waits_unnominated(pod, nomination.uid):
                 continue
             now_at = str(pod["metadata"].get("resourceVersion") or "")
             if now_at in record.versions:
@@ -204,12 +199,7 @@ class Nominator:
                 pod = await read_by_listing(
                     self.client, kinds.PODS, nomination.name, namespace=nomination.namespace
                 )
-                if (
-                    pod is None
-                    or pod["metadata"].get("uid") != nomination.uid
-                    or (pod.get("spec") or {}).get("nodeName")
-                    or pending_pods.nominated_node(pod)
-                ):
+                if pod is None or not _waits_unnominated(pod, nomination.uid):
                     return None  # gone, another pod now, bound, or nominated by the scheduler
                 version = str(pod["metadata"]["resourceVersion"])
                 versions.add(version)
@@ -233,3 +223,12 @@ class Nominator:
             await self.client.patch(kinds.NODES, node, patch)
         except errors.NotFound:
             log.info("event=nominated-node-gone node=%s", node)
+
+
+def _waits_unnominated(pod: Object, uid: str) -> bool:
+    """Whether ``pod`` is the pod of ``uid``, still unbound and without a nomination."""
+    return (
+        pod["metadata"].get("uid") == uid
+        and not (pod.get("spec") or {}).get("nodeName")
+        and pending_pods.nominated_node(pod) is None
+    )
