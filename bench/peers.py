@@ -61,7 +61,10 @@ not full weighed for removal as Karpenter's ``WhenEmptyOrUnderutilized`` weighs 
 node: ``--ours-utilization-threshold``). Each Node is priced by the catalog's offering
 its labels name (instance type, zone, capacity type), after every pod ran (and 5 quiet
 seconds), or once settled; beside it the LP lower bound of ``cost_bound.py``, time to
-Running p50/p99, the controller's writes and 409s (audit log).
+Running p50/p99, the controller's writes and 409s (audit log). ``--cost-repeat N`` runs
+mixed-sizes N times per system and catalog, each on a fresh control plane: kube-scheduler
+binds in an order of its own, so one run is an anecdote; the report then adds the runs
+taken together (nodes and $/h by how many runs ended so, the spread of p99 and writes).
 
 The first run of the Karpenter side builds its kwok provider (about 1-3 minutes, once).
 
@@ -70,7 +73,7 @@ Run:  .venv/bin/python bench/peers.py [--quick] [--sizes uniform=40 burst=1000 .
           [--consolidation 12:3:10|none] [--vm-latency 0] [--plot peers.png]
       .venv/bin/python bench/peers.py --cost [--catalogs on-demand spot-allowed]
           [--cost-workloads mixed-sizes scale-down] [--ours-config requirements]
-          [--mixed-pods 40] [--seed 49]
+          [--mixed-pods 40] [--seed 49] [--cost-repeat 1]
 """
 
 from __future__ import annotations
@@ -1372,26 +1375,28 @@ async def cost_main(arguments: argparse.Namespace) -> None:
                             utilization_threshold=arguments.ours_utilization_threshold,
                         )
                     if name == "mixed-sizes":
-                        result = await run_one(
-                            mixed,
-                            system,
-                            here,
-                            vm_latency=arguments.vm_latency,
-                            empty_cluster=arguments.empty_cluster,
-                            start=start,
-                        )
-                        priced = price_nodes(result.final_nodes, sold)
-                        chosen |= {t.rsplit(" ", 1)[0] for t in priced.types}
-                        rows.append(
-                            CostRow(catalog_name, label, result, priced, bound.dollars_per_hour)
-                        )
-                        print(
-                            f"   ${priced.dollars_per_hour:.3f}/h on {priced.nodes} nodes "
-                            f"(bound ${bound.dollars_per_hour:.3f}/h), p99 "
-                            f"{result.quantile(99):.2f} s",
-                            file=sys.stderr,
-                            flush=True,
-                        )
+                        for run in range(arguments.cost_repeat):
+                            result = await run_one(
+                                mixed,
+                                system,
+                                here if arguments.cost_repeat == 1 else here / f"run-{run + 1}",
+                                vm_latency=arguments.vm_latency,
+                                empty_cluster=arguments.empty_cluster,
+                                start=start,
+                            )
+                            priced = price_nodes(result.final_nodes, sold)
+                            chosen |= {t.rsplit(" ", 1)[0] for t in priced.types}
+                            rows.append(
+                                CostRow(catalog_name, label, result, priced, bound.dollars_per_hour)
+                            )
+                            print(
+                                f"   run {run + 1} of {arguments.cost_repeat}: "
+                                f"${priced.dollars_per_hour:.3f}/h on {priced.nodes} nodes "
+                                f"(bound ${bound.dollars_per_hour:.3f}/h), p99 "
+                                f"{result.quantile(99):.2f} s",
+                                file=sys.stderr,
+                                flush=True,
+                            )
                     else:
                         before, after, seconds, writes = await run_scale_down(
                             system,
@@ -1482,6 +1487,7 @@ def cost_report(rows: Sequence[CostRow], shrinks: Sequence[ScaleDownRow]) -> str
         lines += ["", "Nodes by type (once every pod ran):", "", "| catalog | system | nodes |"]
         lines += ["|---|---|---|"]
         lines += [f"| {row.catalog} | {row.label} | {row.priced.type_list()} |" for row in rows]
+        lines += repeat_summary(rows)
     if shrinks:
         lines += [""] if lines else []
         lines += [
@@ -1507,6 +1513,41 @@ def cost_report(rows: Sequence[CostRow], shrinks: Sequence[ScaleDownRow]) -> str
             for s in shrinks
         ]
     return "\n".join(lines)
+
+
+def repeat_summary(rows: Sequence[CostRow]) -> list[str]:
+    """The burst's runs of each system on each catalog taken together, for the systems run
+    more than once (``--cost-repeat``): how many runs ended on how many nodes at what $/h,
+    and the spread of p99 and writes. Nothing when every system ran once."""
+    runs: dict[tuple[str, str], list[CostRow]] = {}
+    for row in rows:
+        runs.setdefault((row.catalog, row.label), []).append(row)
+    repeated = {key: found for key, found in runs.items() if len(found) > 1}
+    if not repeated:
+        return []
+
+    def tally(values: Sequence[str]) -> str:
+        counted = Counter(values)
+        return ", ".join(f"{value} in {n}" for value, n in sorted(counted.items()))
+
+    lines = [
+        "",
+        "The runs taken together:",
+        "",
+        "| catalog | system | runs | nodes (in how many runs) | $/h (in how many runs) "
+        "| p99 | controller writes |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for (catalog_name, label), found in repeated.items():
+        p99 = [row.result.quantile(99) for row in found]
+        writes = [row.result.component_writes(row.result.system) for row in found]
+        lines.append(
+            f"| {catalog_name} | {label} | {len(found)} "
+            f"| {tally([str(row.priced.nodes) for row in found])} "
+            f"| {tally([f'{row.priced.dollars_per_hour:.3f}' for row in found])} "
+            f"| {min(p99):.2f} to {max(p99):.2f} s | {min(writes)} to {max(writes)} |"
+        )
+    return lines
 
 
 # -- report --------------------------------------------------------------------------------
@@ -1683,6 +1724,13 @@ async def main(arguments: argparse.Namespace) -> None:
         print("\nno plot: matplotlib is not installed (pip install -e '.[bench]')", file=sys.stderr)
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help=f"smaller sizes: {QUICK_SIZES}")
@@ -1751,6 +1799,14 @@ def _parser() -> argparse.ArgumentParser:
         help="the operator's scaleDown.utilizationThreshold in the cost table (default "
         "%(default)s: every node not full is weighed for removal, as Karpenter's "
         "WhenEmptyOrUnderutilized weighs every node; the Autoscaler's default is 0.5)",
+    )
+    cost.add_argument(
+        "--cost-repeat",
+        type=_positive,
+        default=1,
+        help="runs of mixed-sizes per system and catalog, each on a fresh control plane "
+        "(kube-scheduler's races make runs differ; with more than one the report adds "
+        "the runs taken together)",
     )
     cost.add_argument("--mixed-pods", type=int, default=40, help="pods of mixed-sizes")
     cost.add_argument("--seed", type=int, default=49, help="mixed-sizes' draw")

@@ -8,35 +8,16 @@ the pool against the offerings the controllers would plan and launch with.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
 import pytest
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import wellknown
 from nodepool_operator.cloud import catalog
 from nodepool_operator.controllers import offerings
+from unit import bench_scripts
 from unit.kwok_types import KWOK_RESERVE, kwok_type
 
-_BENCH = Path(__file__).resolve().parents[2] / "bench"
-
-
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, _BENCH / f"{name}.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up by name; peers imports cost_bound
-    spec.loader.exec_module(module)
-    return module
-
-
-if "cost_bound" not in sys.modules:
-    _load("cost_bound")
-peers = _load("peers")
+peers = bench_scripts.load("peers")
 
 MI = 2**20
 ZONES = ("test-zone-a", "test-zone-b")
