@@ -9,23 +9,24 @@ Node first and keeps its room from pods of no higher priority. But a pod tried a
 (the Node still tainted) has its nomination cleared, so nominations hold only if they are
 written once every new Node is there and Ready, and before any of them takes pods.
 
-The contract: a scale-up ScaleRequest may say ``spec.awaitNominationsSeconds``. A Node of
-its pool created at or after that request (its ``creationTimestamp`` no earlier, to the
-second) keeps the unregistered taint, even once its kubelet has reported, until the
+The contract: a scale-up ScaleRequest may say ``spec.awaitNominationsSeconds``. A Node
+of its pool created at or after that request (its ``creationTimestamp`` no earlier, to
+the second) keeps the unregistered taint, even once its kubelet has reported, until the
 Autoscaler has written its nominations and marked the Node ``NOMINATED_ANNOTATION``, or
 until ``awaitNominationsSeconds`` after the Node turned Ready (its Ready condition's
 ``lastTransitionTime``), whichever comes first; the NodePool controller never holds it
 past half its pool's ``registrationTimeoutSeconds`` from its creation, so a held Node is
 never taken for one that did not register. The request is kept as long as its VMs may
-still register (as one naming zones). The Nodes one batch nominated are released
-together: a nominated Node also waits (never past its own wait) while a Ready Node of its
-pool that existed when it was marked still waits for its own mark (the Autoscaler marks
-the Ready ones of a batch one patch each, and kube-scheduler must not find some
-schedulable while the others' pods still count on theirs). Every fact is in the world
-(the request's spec, the Node's creationTimestamp, conditions and annotations), so a
-restarted operator holds and releases the same Nodes at the same times, and a stopped
-Autoscaler delays a Ready Node by ``awaitNominationsSeconds`` at most.
-"""
+still register (as one naming zones), or only the plain retention once every VM of the
+pool has its Node registered and untainted (``request_facts.nominations_settled``). The
+Nodes one batch nominated are released together: a nominated Node also waits (never past
+its own wait) while a Ready Node of its pool that existed when it was marked still waits
+for its own mark (the Autoscaler marks the Ready ones of a batch one patch each, and
+kube-scheduler must not find some schedulable while the others' pods still count on
+theirs). Every fact is in the world (the request's spec, the Node's creationTimestamp,
+conditions and annotations), so a restarted operator holds and releases the same Nodes
+at the same times, and a stopped Autoscaler delays a Ready Node by
+``awaitNominationsSeconds`` at most."""
 
 from __future__ import annotations
 

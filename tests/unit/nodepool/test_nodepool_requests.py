@@ -11,6 +11,8 @@ import pytest
 
 from nodepool_operator.api import nodepool as nodepool_api
 from nodepool_operator.api import scalerequest as scalerequest_api
+from nodepool_operator.api import wellknown
+from nodepool_operator.cloud.provider import VirtualMachine, VmState
 from nodepool_operator.controllers.nodepool import request_facts
 from nodepool_operator.runtime.client import Object, Resource
 from unit.nodepool.requests_world import CREATED, World
@@ -350,6 +352,87 @@ def test_a_request_naming_zones_outlives_the_retention_until_its_vms_could_regis
         requests, now=created + datetime.timedelta(seconds=660), retention=60, zoned_retention=660
     )
     assert [r["metadata"]["name"] for r in expired] == ["plain", "zoned", "waits"]
+
+
+def test_a_request_whose_nodes_waited_goes_after_the_plain_retention_once_none_can_wait() -> None:
+    """Kept a registration timeout longer only as the record that its Nodes wait: once no
+    Node of the pool waits or can come to, it goes after the plain retention, so its
+    deletion does not come long after the pool went quiet. One naming zones is kept all
+    the same (both controllers still read its zones)."""
+    created = datetime.datetime(2027, 1, 15, 8, 0, tzinfo=datetime.UTC)
+
+    def finished(name: str, zones: dict[str, int]) -> Object:
+        spec = scalerequest_api.ScaleRequestSpec(
+            node_pool_name="p", target_nodes=1, new_node_zones=zones, await_nominations_seconds=20
+        )
+        body = scalerequest_api.manifest(name, spec, pool_uid="uid-p")
+        body["metadata"]["creationTimestamp"] = created.isoformat().replace("+00:00", "Z")
+        body["status"] = {"phase": "Applied", "appliedTargetNodes": 1}
+        return body
+
+    requests = [finished("waits", {}), finished("zoned", {"b": 1})]
+    later = created + datetime.timedelta(seconds=120)
+    for settled, gone in ((False, []), (True, ["waits"])):
+        expired, _ = request_facts.expired_requests(
+            requests, now=later, retention=60, zoned_retention=660, nominations_settled=settled
+        )
+        assert [r["metadata"]["name"] for r in expired] == gone
+
+
+def _vm(name: str) -> VirtualMachine:
+    return VirtualMachine(
+        name=name,
+        pool="p",
+        cpu=4,
+        memory="16Gi",
+        state=VmState.RUNNING,
+        provider_id=name,
+        created_at=0.0,
+    )
+
+
+def _registered(name: str, *, tainted: bool = False) -> Object:
+    taints = [{"key": wellknown.UNREGISTERED_TAINT_KEY, "effect": "NoSchedule"}]
+    return {"metadata": {"name": name}, "spec": {"taints": taints if tainted else []}}
+
+
+def test_no_node_can_wait_once_every_wanted_vm_has_its_node_untainted() -> None:
+    settled = request_facts.nominations_settled
+    vms = [_vm("p-0"), _vm("p-1")]
+    both = {"p-0": _registered("p-0"), "p-1": _registered("p-1")}
+    assert settled(vms, both, desired=2)
+    assert settled([], {}, desired=0)
+    # A VM still to launch, a VM without its Node, a Node still tainted: one may wait.
+    assert not settled(vms, both, desired=3)
+    assert not settled(vms, {"p-0": both["p-0"]}, desired=2)
+    assert not settled(vms, {**both, "p-1": _registered("p-1", tainted=True)}, desired=2)
+
+
+async def test_the_reconciler_deletes_a_request_whose_nodes_waited_once_the_pool_settled() -> None:
+    world = World()
+    world.pool("p", nodepool_api.NodePoolSpec(target_nodes=0))
+    waited = world.request("waited", pool="p", target=0, created="2027-01-15T07:58:00Z")
+    waited["spec"]["awaitNominationsSeconds"] = 20
+    waited["status"] = {"phase": "Applied", "appliedTargetNodes": 0}
+    world.requests.put(waited)
+
+    await world.reconcile("p")
+
+    assert ("delete", "scalerequests", "waited") in world.api.calls
+
+
+async def test_the_reconciler_keeps_a_request_whose_nodes_may_still_wait() -> None:
+    world = World()
+    world.pool("p", nodepool_api.NodePoolSpec(target_nodes=1))
+    waited = world.request("waited", pool="p", target=1, created="2027-01-15T07:58:00Z")
+    waited["spec"]["awaitNominationsSeconds"] = 20
+    waited["status"] = {"phase": "Applied", "appliedTargetNodes": 1}
+    world.requests.put(waited)
+
+    await world.reconcile("p")  # its VM is launched, its Node not registered yet
+
+    assert world.cloud.created
+    assert ("delete", "scalerequests", "waited") not in world.api.calls
 
 
 def test_a_finished_request_without_a_readable_creation_time_is_kept_not_a_crash() -> None:

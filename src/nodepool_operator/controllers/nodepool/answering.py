@@ -169,16 +169,22 @@ class RequestAnswers:
         return False, next_expiry
 
     async def delete_expired(
-        self, pool_requests: list[Object], *, registration_timeout: float = 0.0
+        self,
+        pool_requests: list[Object],
+        *,
+        registration_timeout: float = 0.0,
+        nominations_settled: bool = False,
     ) -> float | None:
         """Delete finished requests past retention; seconds until the next one expires.
-        A request naming zones is kept ``registration_timeout`` longer (``expired_requests``)."""
+        A request naming zones is kept ``registration_timeout`` longer, and so is one whose
+        Nodes wait for nominations unless ``nominations_settled`` (``expired_requests``)."""
         now = datetime.datetime.fromtimestamp(self.wall_clock.time(), datetime.UTC)
         expired, next_expiry = expired_requests(
             pool_requests,
             now=now,
             retention=self.retention,
             zoned_retention=self.retention + registration_timeout,
+            nominations_settled=nominations_settled,
         )
         for request in expired:
             # NotFound: already gone; Conflict: the uid precondition failed, a new object.

@@ -32,6 +32,7 @@ from nodepool_operator.controllers.nodepool import (
     plan,
     repair,
     report,
+    request_facts,
     revisit,
 )
 from nodepool_operator.controllers.nodepool import metrics as pool_metrics
@@ -177,7 +178,11 @@ class NodePoolReconciler:
         await self.answers.note_launches(pool_requests, view)
         await self.answers.mark_zones_served(pool_requests, view.nodes.values())
         next_expiry = await self.answers.delete_expired(
-            pool_requests, registration_timeout=spec.registration_timeout_seconds
+            pool_requests,
+            registration_timeout=spec.registration_timeout_seconds,
+            nominations_settled=request_facts.nominations_settled(
+                view.vms, view.nodes, desired=desired
+            ),
         )
         due = [d for d in (next_expiry, held) if d is not None]
         next_pass_in = self.revisits.next_pass_in(

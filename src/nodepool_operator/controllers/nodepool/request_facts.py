@@ -13,6 +13,7 @@ from nodepool_operator import timestamps
 from nodepool_operator.api import scalerequest as scalerequest_api
 from nodepool_operator.api import wellknown
 from nodepool_operator.api import zones as zones_api
+from nodepool_operator.cloud.provider import VirtualMachine
 from nodepool_operator.controllers import membership
 from nodepool_operator.controllers.nodepool import plan
 from nodepool_operator.runtime import versions
@@ -23,6 +24,7 @@ __all__ = [
     "facts_of",
     "is_pending",
     "node_refusal",
+    "nominations_settled",
     "pending_requests",
     "zones_served",
 ]
@@ -86,6 +88,7 @@ def expired_requests(
     now: datetime.datetime,
     retention: float,
     zoned_retention: float = 0.0,
+    nominations_settled: bool = False,
 ) -> tuple[list[Object], float | None]:
     """Finished requests older than their retention, and when the next one expires.
 
@@ -95,8 +98,9 @@ def expired_requests(
     So it is kept for ``zoned_retention`` seconds when that is longer (the caller gives
     the pool's registration timeout plus ``retention``: by then each of its VMs has a Node
     or was given up); so is one whose new Nodes wait for nominations
-    (``spec.awaitNominationsSeconds``), the record that they wait (``api.nominations``);
-    any other for ``retention``."""
+    (``spec.awaitNominationsSeconds``), the record that they wait (``api.nominations``),
+    unless ``nominations_settled`` (no Node of the pool waits or can come to wait any
+    more: ``nominations_settled()``); any other for ``retention``."""
     expired: list[Object] = []
     next_expiry: float | None = None
     for request in requests:
@@ -104,7 +108,8 @@ def expired_requests(
             continue
         kept = retention
         asked = scalerequest_api.spec_of(request)
-        if asked.new_node_zones or asked.new_node_offerings or asked.await_nominations_seconds:
+        waits = bool(asked.await_nominations_seconds) and not nominations_settled
+        if asked.new_node_zones or asked.new_node_offerings or waits:
             kept = max(retention, zoned_retention)
         created = timestamps.parse_rfc3339(request["metadata"].get("creationTimestamp"))
         if created is None:
@@ -116,6 +121,21 @@ def expired_requests(
             remaining = kept - age
             next_expiry = remaining if next_expiry is None else min(next_expiry, remaining)
     return expired, next_expiry
+
+
+def nominations_settled(
+    vms: Sequence[VirtualMachine], nodes: Mapping[str, Mapping[str, Any]], *, desired: int
+) -> bool:
+    """No Node of the pool waits for nominations, nor can come to: the pool has the VMs
+    its target asks for (``vms``, the live ones), each with its Node (``nodes``, by name)
+    registered and no longer tainted unregistered. A finished request kept only as the
+    record that its Nodes wait (``spec.awaitNominationsSeconds``) then goes after the
+    plain retention, not a registration timeout later: left until then, its deletion
+    would come long after the pool went quiet, a write in a quiet cluster for nothing
+    it still does."""
+    if len(vms) < desired:
+        return False
+    return all(vm.name in nodes and not wellknown.is_unregistered(nodes[vm.name]) for vm in vms)
 
 
 def is_pending(obj: Object) -> bool:
