@@ -3,22 +3,13 @@ prints beside what each system paid."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
 from nodepool_operator.cloud import catalog
+from unit import bench_scripts
 from unit.kwok_types import kwok_type
 
-_BENCH = Path(__file__).resolve().parents[2] / "bench" / "cost_bound.py"
-_spec = importlib.util.spec_from_file_location("cost_bound", _BENCH)
-assert _spec is not None
-assert _spec.loader is not None
-cost_bound = importlib.util.module_from_spec(_spec)
-sys.modules["cost_bound"] = cost_bound  # its dataclasses look their module up by name
-_spec.loader.exec_module(cost_bound)
+cost_bound = bench_scripts.load("cost_bound")
 
 GI = 2**30
 Pod = cost_bound.PodRequest
@@ -101,13 +92,7 @@ def test_unavailable_offerings_are_not_counted() -> None:
 
 # -- bench/peers.py's cost table: what it prices and which pools it gives the operator ------
 
-_PEERS = _BENCH.with_name("peers.py")
-_peers_spec = importlib.util.spec_from_file_location("peers", _PEERS)
-assert _peers_spec is not None
-assert _peers_spec.loader is not None
-peers = importlib.util.module_from_spec(_peers_spec)
-sys.modules["peers"] = peers
-_peers_spec.loader.exec_module(peers)  # its `import cost_bound` finds the module above
+peers = bench_scripts.load("peers")
 
 
 def generic(family: str, cpu: int, price: float) -> dict[str, object]:

@@ -3,18 +3,12 @@ RSS judgement (the process, the cluster size and the 10 % bound issue 52 names).
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections import Counter
 from pathlib import Path
 
-_BENCH = Path(__file__).resolve().parents[2] / "bench" / "soak.py"
-_spec = importlib.util.spec_from_file_location("soak", _BENCH)
-assert _spec is not None
-assert _spec.loader is not None
-soak = importlib.util.module_from_spec(_spec)
-sys.modules["soak"] = soak  # its dataclasses look their module up by name
-_spec.loader.exec_module(soak)
+from unit import bench_scripts
+
+soak = bench_scripts.load("soak")
 
 POOLS = ("soak-a", "soak-b", "soak-c")
 CHURN = {"burst", "job", "template", "vm-delete", "heartbeat", "roll", "calm"}

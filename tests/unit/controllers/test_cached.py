@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
-from pathlib import Path
 from typing import Any
 
 from nodepool_operator.api import wellknown
@@ -14,13 +12,9 @@ from nodepool_operator.controllers.autoscaler import constraints
 from nodepool_operator.controllers.autoscaler.constraints import pending_pods
 from nodepool_operator.controllers.nodepool import drain
 from nodepool_operator.runtime import nodes, pods
+from unit import bench_scripts
 
-_BENCH = Path(__file__).resolve().parents[3] / "bench" / "cache_memory.py"
-_spec = importlib.util.spec_from_file_location("cache_memory", _BENCH)
-assert _spec is not None
-assert _spec.loader is not None
-bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench)
+bench = bench_scripts.load("cache_memory")
 
 
 def decoded(obj: dict[str, Any]) -> dict[str, Any]:

@@ -408,13 +408,20 @@ def test_no_node_can_wait_once_every_wanted_vm_has_its_node_untainted() -> None:
     assert not settled(vms, {**both, "p-1": _registered("p-1", tainted=True)}, desired=2)
 
 
-async def test_the_reconciler_deletes_a_request_whose_nodes_waited_once_the_pool_settled() -> None:
+def _pool_after_a_request_that_waited(target: int) -> World:
+    """A pool at ``target`` and its finished request of two minutes ago, which asked its
+    Nodes to wait for nominations (past the plain retention, within the long one)."""
     world = World()
-    world.pool("p", nodepool_api.NodePoolSpec(target_nodes=0))
-    waited = world.request("waited", pool="p", target=0, created="2027-01-15T07:58:00Z")
+    world.pool("p", nodepool_api.NodePoolSpec(target_nodes=target))
+    waited = world.request("waited", pool="p", target=target, created="2027-01-15T07:58:00Z")
     waited["spec"]["awaitNominationsSeconds"] = 20
-    waited["status"] = {"phase": "Applied", "appliedTargetNodes": 0}
+    waited["status"] = {"phase": "Applied", "appliedTargetNodes": target}
     world.requests.put(waited)
+    return world
+
+
+async def test_the_reconciler_deletes_a_request_whose_nodes_waited_once_the_pool_settled() -> None:
+    world = _pool_after_a_request_that_waited(0)
 
     await world.reconcile("p")
 
@@ -422,12 +429,7 @@ async def test_the_reconciler_deletes_a_request_whose_nodes_waited_once_the_pool
 
 
 async def test_the_reconciler_keeps_a_request_whose_nodes_may_still_wait() -> None:
-    world = World()
-    world.pool("p", nodepool_api.NodePoolSpec(target_nodes=1))
-    waited = world.request("waited", pool="p", target=1, created="2027-01-15T07:58:00Z")
-    waited["spec"]["awaitNominationsSeconds"] = 20
-    waited["status"] = {"phase": "Applied", "appliedTargetNodes": 1}
-    world.requests.put(waited)
+    world = _pool_after_a_request_that_waited(1)
 
     await world.reconcile("p")  # its VM is launched, its Node not registered yet
 
